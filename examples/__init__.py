@@ -1,0 +1,1 @@
+"""Example handlers shipped with jobq (see examples/handlers.py)."""

@@ -1,0 +1,137 @@
+"""The producer API: ``JobQueue``.
+
+    q = JobQueue.from_config("jobq.toml")          # or JobQueue("path/to/jobq.db")
+    job_id = q.enqueue("report:generate", {"reportId": "r1"}, delay=30, key="report-r1")
+    ids = q.enqueue_many([("cleanup:old-data", {"retentionDays": 30})])
+    job = q.get(job_id)
+"""
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import config as config_mod
+from .clock import SystemClock, to_timestamp
+from .config import Config
+from .job import Job, new_id
+from .store import NewJob, SqliteStore, encode_json
+
+_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
+
+
+class JobQueue:
+    """Enqueue and inspect jobs. One instance holds one connection: use it from one thread."""
+
+    def __init__(self, database: str | None = None, *, config: Config | None = None,
+                 clock: Any = None) -> None:
+        self.config = config or Config()
+        if database is not None:
+            self.config = self.config.replace(database=database)
+        self.clock = clock or SystemClock()
+        self.store = SqliteStore.from_config(self.config)
+
+    @classmethod
+    def from_config(cls, path: str | None = None, *, clock: Any = None) -> "JobQueue":
+        return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "JobQueue":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- enqueue --------------------------------------------------------------------------------
+
+    def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
+                delay: float | None = None, priority: int = 0, max_attempts: int | None = None,
+                key: str | None = None, conn: sqlite3.Connection | None = None) -> str:
+        """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
+
+        ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
+        schedule it; ``priority``: higher runs first; ``max_attempts`` None: the handler's or the
+        config's. With ``conn``, the job is written through that sqlite3 connection inside the
+        caller's transaction, and commits or rolls back with it. Invalid input raises and writes
+        nothing.
+        """
+        job = self._build(type, payload, run_at, delay, priority, max_attempts, key)
+        return self.store.enqueue([job], self.clock.now(), conn=conn)[0]
+
+    def enqueue_many(self, items: Iterable[Any], *, conn: sqlite3.Connection | None = None) -> list[str]:
+        """Add many jobs in one transaction. Each item is ``(type, payload)``,
+        ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.
+        All are validated before anything is written."""
+        jobs = [self._build_item(i, item) for i, item in enumerate(items)]
+        if not jobs:
+            return []
+        return self.store.enqueue(jobs, self.clock.now(), conn=conn)
+
+    def _build_item(self, index: int, item: Any) -> NewJob:
+        if isinstance(item, Mapping):
+            opts = dict(item)
+            jtype, payload = opts.pop("type", None), opts.pop("payload", None)
+        elif isinstance(item, Sequence) and not isinstance(item, str) and 1 <= len(item) <= 3:
+            jtype = item[0]
+            payload = item[1] if len(item) > 1 else None
+            opts = dict(item[2]) if len(item) > 2 else {}
+        else:
+            raise TypeError(f"enqueue_many item {index}: expected (type, payload[, options]) or a mapping, "
+                            f"got {item!r}")
+        unknown = set(opts) - set(_OPTIONS)
+        if unknown:
+            raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
+        try:
+            return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
+                               priority=opts.get("priority", 0))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"enqueue_many item {index}: {exc}") from None
+
+    def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
+               max_attempts: Any, key: Any) -> NewJob:
+        if not isinstance(jtype, str) or not jtype.strip():
+            raise ValueError(f"job type must be a non-empty string, got {jtype!r}")
+        text = encode_json(payload, f"payload of job type {jtype!r}")
+        size = len(text.encode("utf-8"))
+        if size > self.config.max_payload_bytes:
+            raise ValueError(f"payload of job type {jtype!r} is {size} bytes, above the limit of "
+                             f"{self.config.max_payload_bytes} (max_payload_bytes)")
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise TypeError(f"priority must be an integer, got {priority!r}")
+        if max_attempts is not None and (not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
+                                         or max_attempts < 1):
+            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+        if key is not None and (not isinstance(key, str) or not key):
+            raise ValueError(f"key must be a non-empty string, got {key!r}")
+        now = self.clock.now()
+        if run_at is not None and delay is not None:
+            raise ValueError("give run_at or delay, not both")
+        if delay is not None:
+            if not isinstance(delay, (int, float)) or isinstance(delay, bool) or delay < 0:
+                raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
+            when = now + delay
+        elif run_at is not None:
+            when = to_timestamp(run_at)
+        else:
+            when = now
+        return NewJob(new_id(), jtype, text, priority, when, max_attempts, key)
+
+    # -- inspect --------------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        return self.store.get(job_id)
+
+    def counts(self) -> dict[str, int]:
+        return self.store.counts()
+
+    def pause(self) -> None:
+        """Stop every worker on this database from claiming (they finish the job in hand)."""
+        self.store.set_paused(True)
+
+    def resume(self) -> None:
+        self.store.set_paused(False)
+
+    def is_paused(self) -> bool:
+        return self.store.is_paused()

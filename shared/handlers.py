@@ -1,0 +1,126 @@
+"""Handler declarations, shared by the worker (which runs them) and the supervisor (which needs
+their timeouts and attempt limits to police and re-queue jobs).
+
+``@handler`` does not register anything globally: it marks the function with a
+:class:`HandlerSpec`. :func:`load_registry` imports the configured modules and collects the
+marked functions, so two registries in one process never leak into each other.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import traceback
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Iterable
+
+ATTR = "__jobq_handler__"
+
+
+class PermanentError(Exception):
+    """Raise from a handler to fail the job at once, without retries."""
+
+
+class RetryAfter(Exception):
+    """Raise from a handler to run the job again after ``seconds``.
+
+    It counts as an attempt (like Celery's ``retry(countdown=...)``): when attempts are used up
+    the job fails with this error.
+    """
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if seconds < 0:
+            raise ValueError(f"RetryAfter seconds must be >= 0, got {seconds!r}")
+        super().__init__(message or f"retry requested after {seconds:g} s")
+        self.seconds = float(seconds)
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    type: str
+    fn: Callable[..., Any]
+    max_attempts: int | None = None
+    timeout: float | None = None
+    is_async: bool = False
+
+
+def handler(job_type: str, *, max_attempts: int | None = None,
+            timeout: float | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare ``fn(payload, job)`` as the handler of ``job_type``.
+
+    ``max_attempts`` and ``timeout`` (seconds) override the config for this type.
+    """
+    if not isinstance(job_type, str) or not job_type:
+        raise ValueError(f"handler type must be a non-empty string, got {job_type!r}")
+    if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
+        raise ValueError(f"handler {job_type!r}: max_attempts must be an integer >= 1, got {max_attempts!r}")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"handler {job_type!r}: timeout must be a number > 0, got {timeout!r}")
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        spec = HandlerSpec(job_type, fn, max_attempts, None if timeout is None else float(timeout),
+                           inspect.iscoroutinefunction(fn))
+        setattr(fn, ATTR, spec)
+        return fn
+    return mark
+
+
+class HandlerImportError(RuntimeError):
+    """A handler module failed to import; ``str()`` includes the traceback."""
+
+
+class Registry:
+    """The handlers of one process, by job type."""
+
+    def __init__(self, specs: Iterable[HandlerSpec] = ()) -> None:
+        self._specs: dict[str, HandlerSpec] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: HandlerSpec) -> None:
+        old = self._specs.get(spec.type)
+        if old is not None and old.fn is not spec.fn:
+            raise ValueError(f"job type {spec.type!r} has two handlers: "
+                             f"{_where(old.fn)} and {_where(spec.fn)}")
+        self._specs[spec.type] = spec
+
+    def get(self, job_type: str) -> HandlerSpec | None:
+        return self._specs.get(job_type)
+
+    def types(self) -> list[str]:
+        return sorted(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def add_module(self, module: ModuleType) -> None:
+        for value in list(vars(module).values()):
+            spec = getattr(value, ATTR, None)
+            if isinstance(spec, HandlerSpec):
+                self.add(spec)
+
+
+def _where(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
+
+
+def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> Registry:
+    """Import each handler module and collect its handlers.
+
+    Raises :class:`HandlerImportError` naming the module, with the traceback, if one fails.
+    The current directory is put on ``sys.path`` first, as ``python -m`` users expect.
+    """
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    registry = Registry()
+    for module in extra:
+        registry.add_module(module)
+    for name in modules:
+        try:
+            mod = importlib.import_module(name)
+        except BaseException as exc:  # SyntaxError, SystemExit from a module... all are boot failures
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            raise HandlerImportError(f"handler module {name!r} failed to import:\n{tb}") from exc
+        registry.add_module(mod)
+    return registry

@@ -1,0 +1,70 @@
+"""The job model: one row of the ``jobs`` table as a Python object."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+def new_id() -> str:
+    """A time-ordered 32-hex-digit id (48 bits of milliseconds, 80 random bits, like UUIDv7).
+
+    Ids that grow with time keep inserts at the right edge of the primary-key B-tree.
+    """
+    return "%012x%s" % (int(time.time() * 1000) & 0xFFFFFFFFFFFF, os.urandom(10).hex())
+
+
+def _decode(text: str | None) -> tuple[Any, str | None]:
+    if text is None:
+        return None, None
+    try:
+        return json.loads(text), None
+    except (ValueError, TypeError) as exc:
+        return text, f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class Job:
+    """A job as stored. ``payload`` and ``result`` are decoded JSON.
+
+    If the stored payload is not valid JSON, ``payload`` holds the raw text and ``payload_error``
+    says why; a worker fails such a job at once instead of retrying it.
+    """
+    id: str
+    type: str
+    status: str
+    payload: Any
+    result: Any
+    error: str | None
+    attempts: int
+    max_attempts: int
+    priority: int
+    run_at: str
+    started_at: str | None
+    completed_at: str | None
+    created_at: str
+    updated_at: str
+    key: str | None = None
+    owner: str | None = None
+    owner_pid: int | None = None
+    heartbeat_at: str | None = None
+    payload_error: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> "Job":
+        d = dict(row)
+        payload, perr = _decode(d.pop("payload"))
+        result, _ = _decode(d.pop("result"))
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(payload=payload, result=result, payload_error=perr,
+                   **{k: v for k, v in d.items() if k in known})
+
+    @property
+    def attempt(self) -> int:
+        """The number of the attempt in progress (or the last one made)."""
+        return self.attempts

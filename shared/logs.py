@@ -1,0 +1,69 @@
+"""Structured logging: every line carries an event name and its fields.
+
+    log = get_logger("worker")
+    event(log, "job.completed", id=job.id, type=job.type, attempt=1, duration=0.012)
+
+Text: ``2026-11-30T14:01:29.123Z INFO job.completed id=... type=... attempt=1 duration=0.012``
+JSON (``log_format = "json"``): one object per line with ``ts``, ``level``, ``event`` and the fields.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any, TextIO
+
+from .clock import iso
+
+ROOT = "jobq"
+
+
+def get_logger(name: str) -> logging.Logger:
+    return logging.getLogger(f"{ROOT}.{name}")
+
+
+def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields: Any) -> None:
+    """Log event ``name`` with ``fields``; cheap when the level is disabled."""
+    if logger.isEnabledFor(level):
+        logger.log(level, name, extra={"jobq_fields": fields})
+
+
+def _fields(record: logging.LogRecord) -> dict[str, Any]:
+    return getattr(record, "jobq_fields", {})
+
+
+def _text_value(v: Any) -> str:
+    s = v if isinstance(v, str) else (f"{v:.4f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v))
+    return json.dumps(s) if (" " in s or "\n" in s or '"' in s or s == "") else s
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [iso(record.created), record.levelname, record.getMessage()]
+        parts += [f"{k}={_text_value(v)}" for k, v in _fields(record).items() if v is not None]
+        line = " ".join(parts)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        obj: dict[str, Any] = {"ts": iso(record.created), "level": record.levelname.lower(),
+                               "event": record.getMessage(), "logger": record.name}
+        obj.update({k: v for k, v in _fields(record).items() if v is not None})
+        if record.exc_info:
+            obj["exc"] = self.formatException(record.exc_info)
+        return json.dumps(obj, default=str, ensure_ascii=False)
+
+
+def setup(level: str = "info", fmt: str = "text", stream: TextIO | None = None) -> None:
+    """Send jobq's logs to ``stream`` (stderr) in the given format; replaces earlier setup."""
+    root = logging.getLogger(ROOT)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    h = logging.StreamHandler(stream or sys.stderr)
+    h.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root.addHandler(h)
+    root.setLevel(level.upper())
+    root.propagate = False

@@ -1,0 +1,99 @@
+"""The database schema and its migrations (tracked with ``PRAGMA user_version``).
+
+Claim order is ``priority DESC, run_at, created_at``: highest priority first, then the job that
+became due first, then the one created first. The partial index below serves exactly that order
+for pending rows, and the ``sqlite_stat1`` row written with it makes the planner use a skip-scan
+over the few distinct priorities, so one claim costs the same at 1,000 or 1,000,000 pending jobs,
+also when most of them are scheduled in the future (see tests/test_store_plan.py).
+"""
+from __future__ import annotations
+
+import sqlite3
+
+V1 = """
+CREATE TABLE jobs (
+    id            TEXT PRIMARY KEY,
+    type          TEXT NOT NULL CHECK (length(type) > 0),
+    status        TEXT NOT NULL DEFAULT 'pending'
+                  CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled')),
+    payload       TEXT NOT NULL,
+    result        TEXT,
+    error         TEXT,
+    attempts      INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts  INTEGER CHECK (max_attempts >= 1),  -- NULL: the handler's or config default
+    priority      INTEGER NOT NULL DEFAULT 0,
+    run_at        TEXT NOT NULL,
+    started_at    TEXT,
+    completed_at  TEXT,
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL,
+    key           TEXT,            -- idempotency key, unique while the job is kept
+    owner         TEXT,            -- 'host:pid:create_time' of the worker running it
+    owner_pid     INTEGER,
+    heartbeat_at  TEXT,            -- lease: refreshed while the job runs
+    CHECK ((status = 'running') = (owner IS NOT NULL))
+);
+CREATE INDEX jobs_claim ON jobs (priority DESC, run_at, created_at) WHERE status = 'pending';
+CREATE UNIQUE INDEX jobs_key ON jobs (key) WHERE key IS NOT NULL;
+CREATE INDEX jobs_running ON jobs (owner) WHERE status = 'running';
+CREATE INDEX jobs_finished ON jobs (status, completed_at) WHERE status IN ('completed', 'failed', 'cancelled');
+CREATE INDEX jobs_type ON jobs (type, status);
+
+CREATE TABLE control (
+    name   TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+);
+
+CREATE TABLE processes (
+    id            TEXT PRIMARY KEY,   -- the owner token
+    kind          TEXT NOT NULL CHECK (kind IN ('supervisor', 'worker')),
+    pid           INTEGER NOT NULL,
+    host          TEXT NOT NULL,
+    slot          INTEGER,
+    parent        TEXT,
+    started_at    TEXT NOT NULL,
+    heartbeat_at  TEXT NOT NULL
+);
+
+-- Planner statistics for the claim index, written here because ANALYZE on an empty table
+-- writes none: "many rows per priority" is what makes the skip-scan win.
+ANALYZE sqlite_schema;
+INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('jobs', 'jobs_claim', '1000000 250000 2 1');
+"""
+
+MIGRATIONS: list[str] = [V1]
+VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema to :data:`VERSION` in one ``BEGIN IMMEDIATE`` transaction per step.
+
+    Safe to call from many processes at once: the version is read inside the write lock.
+    Returns the version found before migrating. Refuses a database newer than this code.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found > VERSION:
+            raise RuntimeError(f"database schema version {found} is newer than this jobq ({VERSION})")
+        for version in range(found, VERSION):
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version + 1}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found
+
+
+def _statements(script: str) -> list[str]:
+    out, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--"):
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    return [s for s in out if s]

@@ -1,0 +1,389 @@
+"""The SQLite store: every SQL statement jobq runs lives here.
+
+Contract (what a PostgreSQL store must also do):
+- Every write is one statement or a ``BEGIN IMMEDIATE`` transaction; reads never turn into writes
+  inside a deferred transaction. RETURNING cursors are always fetched fully.
+- ``claim`` is one guarded ``UPDATE ... RETURNING``: a pending, due job becomes ``running`` with
+  ``attempts + 1`` and the caller as owner, atomically.
+- ``complete``/``retry``/``fail`` are guarded by id, ``status='running'``, the attempt number and
+  the owner. They return False when zero rows matched: the lease was lost and the caller must drop
+  its result.
+- Times come from the caller (an injected clock), never from SQLite.
+- A connection belongs to the process (and thread) that opened it: open after ``fork()``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+from . import schema
+from .clock import iso
+from .job import Job
+
+T = TypeVar("T")
+
+BUSY_RETRIES = 6  # after the busy timeout itself; each retry sleeps a jittered, growing delay
+
+
+class StoreError(RuntimeError):
+    """The database cannot be used; the message names the file and the cause."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated job ready to insert (see :meth:`shared.api.JobQueue.enqueue`)."""
+    id: str
+    type: str
+    payload: str
+    priority: int
+    run_at: float
+    max_attempts: int | None
+    key: str | None
+
+
+@dataclass(frozen=True)
+class Released:
+    """What :meth:`SqliteStore.release_owner` did to one job."""
+    id: str
+    type: str
+    status: str  # 'pending' (re-queued) or 'failed' (attempts used up)
+    attempts: int
+
+
+_JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
+                "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
+
+_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
+           "created_at, updated_at, key) VALUES (?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?)")
+
+_CLAIM = f"""
+UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid,
+       started_at = :now, heartbeat_at = :now, updated_at = :now
+WHERE id IN (SELECT id FROM jobs
+             WHERE status = 'pending' AND run_at <= :now
+             ORDER BY priority DESC, run_at, created_at LIMIT :limit)
+  AND status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')
+RETURNING {_JOB_COLUMNS}
+"""
+
+_GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
+
+
+def _row_factory(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row)}
+
+
+def _is_busy(exc: BaseException) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+class SqliteStore:
+    """One SQLite connection to a jobq database, and the operations on it."""
+
+    def __init__(self, path: str, *, synchronous: str = "normal", busy_timeout: float = 5.0,
+                 migrate: bool = True) -> None:
+        self.path = path
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._open(migrate)
+
+    @classmethod
+    def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
+        return cls(config.database, synchronous=config.synchronous,
+                   busy_timeout=config.busy_timeout, migrate=migrate)
+
+    # -- connection ---------------------------------------------------------------------------
+
+    def _open(self, migrate: bool) -> None:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            raise StoreError(f"database {self.path}: folder {folder} does not exist")
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
+                                   check_same_thread=True)
+        except sqlite3.Error as exc:
+            raise StoreError(f"database {self.path}: cannot open: {exc}") from exc
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal":
+                raise StoreError(f"database {self.path}: cannot switch to WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            if migrate:
+                schema.migrate(conn)
+            conn.row_factory = _row_factory
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"database {self.path}: {_explain(exc)}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"database {self.path}: store is closed")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def __enter__(self) -> "SqliteStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a write, retrying with jittered back-off if SQLite stays busy past its timeout."""
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                return fn(self.conn)
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or attempt == BUSY_RETRIES:
+                    raise
+                time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2 ** attempt, 0.5))
+        raise AssertionError("unreachable")
+
+    def _immediate(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` inside ``BEGIN IMMEDIATE``...``COMMIT`` (with busy retries)."""
+        def tx(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return out
+        return self._write(tx)
+
+    # -- producers ----------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], now: float,
+                conn: sqlite3.Connection | None = None) -> list[str]:
+        """Insert jobs; return their ids in order. A job whose ``key`` a kept job already has
+        is not inserted: the existing job's id is returned instead.
+
+        With ``conn`` the rows are written through the caller's connection and transaction
+        (nothing is committed here). Otherwise one job is one statement and many jobs are one
+        ``BEGIN IMMEDIATE`` transaction.
+        """
+        stamp = iso(now)
+        if conn is not None:
+            return [self._insert_one(conn, j, stamp) for j in jobs]
+        if len(jobs) == 1 and jobs[0].key is None:
+            j = jobs[0]
+            self._write(lambda c: c.execute(_INSERT, _insert_params(j, stamp)))
+            return [j.id]
+
+        def many(c: sqlite3.Connection) -> list[str]:
+            plain = [j for j in jobs if j.key is None]
+            c.executemany(_INSERT, [_insert_params(j, stamp) for j in plain])
+            keyed = {j.id: self._insert_one(c, j, stamp) for j in jobs if j.key is not None}
+            return [keyed.get(j.id, j.id) for j in jobs]
+        return self._immediate(many)
+
+    @staticmethod
+    def _insert_one(c: sqlite3.Connection, j: NewJob, stamp: str) -> str:
+        if j.key is None:
+            c.execute(_INSERT, _insert_params(j, stamp))
+            return j.id
+        rows = c.execute(_INSERT + " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
+                         _insert_params(j, stamp)).fetchall()
+        if rows:
+            return rows[0]["id"] if isinstance(rows[0], dict) else rows[0][0]
+        found = c.execute("SELECT id FROM jobs WHERE key = ?", (j.key,)).fetchone()
+        return found["id"] if isinstance(found, dict) else found[0]
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        row = self.conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return Job.from_row(row) if row else None
+
+    def counts(self) -> dict[str, int]:
+        rows = self.conn.execute("SELECT status, count(*) AS n FROM jobs GROUP BY status").fetchall()
+        return {r["status"]: r["n"] for r in rows}
+
+    def running(self) -> list[Job]:
+        rows = self.conn.execute(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at").fetchall()
+        return [Job.from_row(r) for r in rows]
+
+    def jobs_of(self, owner: str) -> list[Job]:
+        rows = self.conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' AND owner = ?",
+                                 (owner,)).fetchall()
+        return [Job.from_row(r) for r in rows]
+
+    def next_run_at(self) -> str | None:
+        """The earliest ``run_at`` of a pending job, or None (for sleeping until it is due)."""
+        row = self.conn.execute(
+            "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending'").fetchone()
+        return row["t"]
+
+    # -- workers ------------------------------------------------------------------------------
+
+    def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
+        """Atomically take up to ``limit`` due pending jobs (highest priority, then first due,
+        then first created). Returns nothing while the queue is paused."""
+        stamp = iso(now)
+        params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
+        rows = self._write(lambda c: c.execute(_CLAIM, params).fetchall())
+        return [Job.from_row(r) for r in rows]
+
+    def complete(self, job_id: str, attempt: int, owner: str, result: str | None, now: float) -> bool:
+        stamp = iso(now)
+        sql = ("UPDATE jobs SET status = 'completed', result = :result, completed_at = :now, "
+               "updated_at = :now, owner = NULL, owner_pid = NULL, heartbeat_at = NULL " + _GUARD)
+        p = {"id": job_id, "attempt": attempt, "owner": owner, "result": result, "now": stamp}
+        return self._write(lambda c: c.execute(sql, p).rowcount) == 1
+
+    def retry(self, job_id: str, attempt: int, owner: str, error: str, run_at: float, now: float,
+              max_attempts: int | None = None) -> bool:
+        """Put a running job back to pending, due at ``run_at``, recording ``error``."""
+        sql = ("UPDATE jobs SET status = 'pending', error = :error, run_at = :run_at, "
+               "max_attempts = coalesce(max_attempts, :max), updated_at = :now, "
+               "owner = NULL, owner_pid = NULL, heartbeat_at = NULL " + _GUARD)
+        p = {"id": job_id, "attempt": attempt, "owner": owner, "error": error,
+             "run_at": iso(run_at), "now": iso(now), "max": max_attempts}
+        return self._write(lambda c: c.execute(sql, p).rowcount) == 1
+
+    def fail(self, job_id: str, attempt: int, owner: str, error: str, now: float,
+             max_attempts: int | None = None) -> bool:
+        """Mark a running job failed for good (the dead-letter queue keeps it)."""
+        sql = ("UPDATE jobs SET status = 'failed', error = :error, completed_at = :now, updated_at = :now, "
+               "max_attempts = coalesce(max_attempts, :max), "
+               "owner = NULL, owner_pid = NULL, heartbeat_at = NULL " + _GUARD)
+        p = {"id": job_id, "attempt": attempt, "owner": owner, "error": error, "now": iso(now),
+             "max": max_attempts}
+        return self._write(lambda c: c.execute(sql, p).rowcount) == 1
+
+    def heartbeat(self, owner: str, now: float) -> int:
+        """Refresh the lease of every job ``owner`` runs, and its process row. Returns job count."""
+        stamp = iso(now)
+
+        def tx(c: sqlite3.Connection) -> int:
+            n = c.execute("UPDATE jobs SET heartbeat_at = ? WHERE status = 'running' AND owner = ?",
+                          (stamp, owner)).rowcount
+            c.execute("UPDATE processes SET heartbeat_at = ? WHERE id = ?", (stamp, owner))
+            return n
+        return self._immediate(tx)
+
+    # -- supervisor -----------------------------------------------------------------------------
+
+    def release_owner(self, owner: str, reason: str, now: float, *,
+                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True) -> list[Released]:
+        """Re-queue the running jobs of a dead or killed ``owner``, in one transaction.
+
+        With ``count_attempt`` the interrupted run counts: a job whose attempts are used up is
+        ``failed`` with ``reason``; others go back to pending, due now. Without it (a shutdown
+        the supervisor itself ordered) the attempt is given back.
+        """
+        stamp = iso(now)
+
+        def tx(c: sqlite3.Connection) -> list[Released]:
+            rows = c.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' AND owner = ?",
+                             (owner,)).fetchall()
+            out = []
+            for row in rows:
+                job = Job.from_row(row)
+                limit = max_attempts_for(job)
+                if count_attempt and job.attempts >= limit:
+                    status, attempts = "failed", job.attempts
+                else:
+                    status = "pending"
+                    attempts = job.attempts if count_attempt else max(job.attempts - 1, 0)
+                c.execute("UPDATE jobs SET status = ?, attempts = ?, error = ?, run_at = CASE WHEN ? = 'pending' "
+                          "THEN ? ELSE run_at END, completed_at = CASE WHEN ? = 'failed' THEN ? END, "
+                          "max_attempts = coalesce(max_attempts, ?), updated_at = ?, owner = NULL, "
+                          "owner_pid = NULL, heartbeat_at = NULL WHERE id = ? AND status = 'running' AND owner = ?",
+                          (status, attempts, reason, status, stamp, status, stamp, limit, stamp, job.id, owner))
+                out.append(Released(job.id, job.type, status, attempts))
+            return out
+        return self._immediate(tx)
+
+    def owners(self) -> list[str]:
+        """Distinct owners of running jobs."""
+        return [r["owner"] for r in
+                self.conn.execute("SELECT DISTINCT owner FROM jobs WHERE status = 'running'").fetchall()]
+
+    def set_paused(self, paused: bool) -> None:
+        self._write(lambda c: c.execute(
+            "INSERT INTO control (name, value) VALUES ('paused', ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value", ("1" if paused else "0",)))
+
+    def is_paused(self) -> bool:
+        row = self.conn.execute("SELECT value FROM control WHERE name = 'paused'").fetchone()
+        return bool(row) and row["value"] == "1"
+
+    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
+                         slot: int | None = None, parent: str | None = None) -> None:
+        stamp = iso(now)
+        self._write(lambda c: c.execute(
+            "INSERT OR REPLACE INTO processes (id, kind, pid, host, slot, parent, started_at, heartbeat_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (token, kind, pid, host, slot, parent, stamp, stamp)))
+
+    def touch_process(self, token: str, now: float) -> None:
+        self._write(lambda c: c.execute("UPDATE processes SET heartbeat_at = ? WHERE id = ?", (iso(now), token)))
+
+    def remove_process(self, token: str) -> None:
+        self._write(lambda c: c.execute("DELETE FROM processes WHERE id = ?", (token,)))
+
+    def processes(self, kind: str | None = None) -> list[dict[str, Any]]:
+        if kind is None:
+            return self.conn.execute("SELECT * FROM processes ORDER BY kind, slot").fetchall()
+        return self.conn.execute("SELECT * FROM processes WHERE kind = ? ORDER BY slot", (kind,)).fetchall()
+
+    # -- upkeep ---------------------------------------------------------------------------------
+
+    def wal_bytes(self) -> int:
+        try:
+            return os.path.getsize(self.path + "-wal")
+        except OSError:
+            return 0
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """``PRAGMA wal_checkpoint(TRUNCATE)``: (busy, wal pages, pages checkpointed)."""
+        row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return tuple(row.values())  # type: ignore[return-value]
+
+
+def _insert_params(j: NewJob, stamp: str) -> tuple:
+    return (j.id, j.type, j.payload, j.max_attempts, j.priority, iso(j.run_at), stamp, stamp, j.key)
+
+
+def _explain(exc: sqlite3.Error) -> str:
+    msg = str(exc)
+    if "readonly" in msg:
+        return f"{msg} (is the file or its folder read-only?)"
+    if "not a database" in msg:
+        return f"{msg} (the file exists but is not a SQLite database)"
+    if "unable to open" in msg:
+        return f"{msg} (missing folder or no permission?)"
+    return msg
+
+
+def encode_json(value: Any, what: str) -> str:
+    """JSON-encode ``value``; a TypeError names ``what`` and the offending type."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except TypeError as exc:
+        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{what} is not valid JSON: {exc}") from None

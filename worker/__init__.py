@@ -1,0 +1,13 @@
+"""The jobq worker: claims jobs from the store and runs their handlers.
+
+Handler modules use::
+
+    from worker import handler, PermanentError, RetryAfter
+
+    @handler("report:generate", max_attempts=5, timeout=120)
+    def generate(payload, job):
+        return {"url": "..."}
+"""
+from shared.handlers import HandlerSpec, PermanentError, RetryAfter, handler
+
+__all__ = ["handler", "PermanentError", "RetryAfter", "HandlerSpec"]

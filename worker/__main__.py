@@ -1,0 +1,47 @@
+"""``python -m worker --config jobq.toml``: run one worker process on its own.
+
+The supervisor starts workers the same way, adding ``--slot`` and ``--parent-pid`` (so the
+worker exits when the supervisor dies).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from shared import config as config_mod
+from shared import logs
+from shared.config import ConfigError
+from shared.exitcodes import ExitCode
+from shared.handlers import HandlerImportError, load_registry
+
+from .loop import Worker
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m worker", description="Run one jobq worker.")
+    p.add_argument("--config", help="config file (default: $JOBQ_CONFIG, else ./jobq.toml)")
+    p.add_argument("--slot", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--supervisor", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    try:
+        cfg = config_mod.load(config_mod.resolve_path(args.config))
+    except ConfigError as exc:
+        print(f"jobq worker: invalid config: {exc}", file=sys.stderr)
+        return ExitCode.CONFIG_INVALID
+    logs.setup(cfg.log_level, cfg.log_format)
+    try:
+        registry = load_registry(cfg.handlers, builtin_modules())
+    except HandlerImportError as exc:
+        print(f"jobq worker: {exc}", file=sys.stderr)
+        return ExitCode.WORKER_BOOT_FAILED
+    return Worker(cfg, registry, slot=args.slot, parent_pid=args.parent_pid,
+                  supervisor=args.supervisor).run()
+
+
+def builtin_modules() -> list:
+    return []
+
+
+if __name__ == "__main__":
+    sys.exit(main())

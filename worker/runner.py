@@ -1,0 +1,86 @@
+"""Run one handler call and turn whatever happened into an :class:`Outcome`.
+
+No database access here: the loop records the outcome.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from shared.handlers import HandlerSpec, PermanentError, Registry, RetryAfter
+from shared.job import Job
+from shared.store import encode_json
+
+
+class JobLogger(logging.LoggerAdapter):
+    """A handler's logger: every line carries the job's id, type and attempt as fields."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {"jobq_fields": self.extra}
+        return msg, kwargs
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a handler gets as its second argument."""
+    id: str
+    type: str
+    attempt: int
+    max_attempts: int
+    logger: logging.LoggerAdapter
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``kind`` is 'completed' (``result`` is JSON text or None), 'failed' (permanent: no retry),
+    'error' (retry or fail by attempts) or 'retry_after' (retry after ``delay``)."""
+    kind: str
+    result: str | None = None
+    error: str | None = None
+    delay: float | None = None
+
+
+def _format(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+
+
+def execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
+    """Call the job's handler and classify the result. Never raises."""
+    spec = registry.get(job.type)
+    if spec is None:
+        known = ", ".join(registry.types()) or "none"
+        return Outcome("failed", error=f"no handler for job type {job.type!r} (job {job.id}); "
+                                       f"registered types: {known}")
+    if job.payload_error is not None:
+        return Outcome("failed", error=f"payload of job {job.id} (type {job.type!r}) is not valid JSON: "
+                                       f"{job.payload_error}")
+    try:
+        value = _call(spec, job.payload, ctx)
+    except PermanentError as exc:
+        return Outcome("failed", error=_format(exc))
+    except RetryAfter as exc:
+        return Outcome("retry_after", error=_format(exc), delay=exc.seconds)
+    except SystemExit as exc:
+        return Outcome("error", error=f"handler of job {job.id} called sys.exit({exc.code!r}): "
+                                      f"treated as a failure\n{_format(exc)}")
+    except BaseException as exc:  # noqa: BLE001 - any handler failure is the job's, not the worker's
+        return Outcome("error", error=_format(exc))
+    if value is None:
+        return Outcome("completed")
+    try:
+        return Outcome("completed", result=encode_json(value, f"result of job {job.id} ({job.type!r})"))
+    except (TypeError, ValueError) as exc:
+        return Outcome("failed", error=str(exc))
+
+
+def _call(spec: HandlerSpec, payload: Any, ctx: JobContext) -> Any:
+    value = spec.fn(payload, ctx)
+    if inspect.isawaitable(value):
+        async def wait() -> Any:
+            return await value
+        return asyncio.run(wait())
+    return value
