@@ -1,0 +1,433 @@
+"""The supervisor's main loop (the "arbiter", after gunicorn's).
+
+    boot:  validate config, import handler modules once, recover jobs of dead owners
+    loop:  handle queued signals -> reap exited children -> maintain -> respawn -> wait
+
+Signal handlers only record signals (shared.signals); everything happens in the loop. The
+database connection is opened when needed and closed before every fork.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import traceback
+from typing import Any
+
+from shared import config as config_mod
+from shared import logs
+from shared.clock import SystemClock
+from shared.config import Config, ConfigError
+from shared.exitcodes import ExitCode
+from shared.handlers import HandlerImportError, Registry, load_registry
+from shared.logs import event, get_logger
+from shared.policy import JobPolicy
+from shared.procs import owner_token
+from shared.signals import SignalQueue
+from shared.store import SqliteStore, StoreError
+
+from . import maintenance
+from .children import Slot, describe_status, kill_group, restart_delay, spawn
+
+log = get_logger("supervisor")
+
+HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
+           signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
+HEALTHY_AFTER = 10.0      # a worker that lived this long resets its slot's back-off
+IDLE_CHECKPOINT_EVERY = 10.0
+
+RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
+
+
+class Arbiter:
+    def __init__(self, config: Config, *, workers: int | None = None, clock: Any = None,
+                 ready_fd: int | None = None) -> None:
+        if not config.path:
+            raise ValueError("the supervisor needs a config file (workers read it); Config.path is None")
+        self.file_config = config
+        self.override = workers
+        self.config = config if workers is None else config.with_workers(workers)
+        self.clock = clock or SystemClock()
+        self.ready_fd = ready_fd
+        self.signals = SignalQueue(HANDLED)
+        self.slots: dict[int, Slot] = {}
+        self.state = RUNNING
+        self.stop_deadline: float | None = None
+        self.store: SqliteStore | None = None
+        self.registry = Registry()
+        self.policy = JobPolicy(self.config, self.registry)
+        self.token = ""
+        self.exit_code = ExitCode.OK
+        self.next_maintain = 0.0
+        self.last_checkpoint = 0.0
+        self.next_config_check = 0.0
+        self.config_stat = _stat(config.path)
+
+    @property
+    def target(self) -> int:
+        return self.config.supervisor.workers
+
+    # -- table of contents ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        code = self.boot()
+        if code != ExitCode.OK:
+            return int(code)
+        try:
+            while not self.finished():
+                self.handle_signals()
+                self.reap_children()
+                self.maintain()
+                self.respawn()
+                self.wait()
+        except BaseException:
+            event(log, "supervisor.crashed", logging.CRITICAL, error=traceback.format_exc())
+            self.halt_all()
+            self.exit_code = ExitCode.ERROR
+        finally:
+            self.shutdown()
+        return int(self.exit_code)
+
+    # -- boot -----------------------------------------------------------------------------------
+
+    def boot(self) -> int:
+        logs.setup(self.config.log_level, self.config.log_format)
+        try:
+            self.registry = load_registry(self.config.handlers)
+        except HandlerImportError as exc:
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
+            return ExitCode.BOOT_FAILED
+        self.policy = JobPolicy(self.config, self.registry)
+        self.token = owner_token(os.getpid())
+        try:
+            store = self.db()
+            store.register_process(self.token, "supervisor", os.getpid(), socket.gethostname(),
+                                   self.clock.now())
+            self.recover(initial=True)
+        except (StoreError, OSError) as exc:
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
+            self.close_db()
+            return ExitCode.DATABASE_UNAVAILABLE
+        except Exception as exc:  # sqlite3.Error from a read-only or broken file
+            event(log, "supervisor.boot_failed", logging.CRITICAL,
+                  error=f"database {self.config.database}: {exc}")
+            self.close_db()
+            return ExitCode.DATABASE_UNAVAILABLE
+        self.signals.install()
+        self.slots = {i: Slot(i) for i in range(self.target)}
+        event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
+              config=self.config.path, database=self.config.database, types=len(self.registry))
+        return ExitCode.OK
+
+    # -- signals --------------------------------------------------------------------------------
+
+    def handle_signals(self) -> None:
+        for signum in self.signals.drain():
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                name = signal.Signals(signum).name
+                if self.state == RUNNING:
+                    self.begin_stop(name)
+                else:
+                    self.begin_halt(name)
+            elif signum == signal.SIGUSR1:
+                self.set_paused(True)
+            elif signum == signal.SIGUSR2:
+                self.set_paused(False)
+            elif signum == signal.SIGHUP:
+                self.reload("SIGHUP")
+            elif signum == signal.SIGTTIN:
+                self.scale(self.target + 1, "SIGTTIN")
+            elif signum == signal.SIGTTOU:
+                self.scale(max(self.target - 1, 0), "SIGTTOU")
+
+    def begin_stop(self, why: str) -> None:
+        """Graceful: workers finish their job (within shutdown_timeout) and exit."""
+        self.state = STOPPING
+        self.stop_deadline = self.clock.monotonic() + self.config.supervisor.shutdown_timeout
+        event(log, "supervisor.stopping", signal=why, timeout=self.config.supervisor.shutdown_timeout,
+              workers=len(self.live()))
+        for slot in self.live():
+            _signal(slot.pid, signal.SIGTERM)
+
+    def begin_halt(self, why: str) -> None:
+        """Immediate: kill every worker and its process group now."""
+        self.state = HALTING
+        event(log, "supervisor.halting", logging.WARNING, signal=why, workers=len(self.live()))
+        self.halt_all()
+
+    def halt_all(self) -> None:
+        for slot in self.live():
+            self.kill(slot, "supervisor shutdown", count_attempt=False)
+
+    def set_paused(self, paused: bool) -> None:
+        self.db().set_paused(paused)
+        event(log, "queue.paused" if paused else "queue.resumed")
+
+    def scale(self, n: int, why: str) -> None:
+        if n == self.target:
+            return
+        event(log, "supervisor.scaled", workers_from=self.target, workers_to=n, reason=why)
+        self.config = self.config.with_workers(n)
+        self.override = n
+
+    def reload(self, why: str) -> None:
+        self.config_stat = _stat(self.config.path)
+        try:
+            new = config_mod.load(self.config.path)
+        except ConfigError as exc:
+            event(log, "config.rejected", logging.ERROR, reason=why, error=str(exc),
+                  note="keeping the running config")
+            return
+        if new.database != self.config.database:
+            event(log, "config.ignored", logging.WARNING, key="database", note="needs a restart")
+            new = new.replace(database=self.config.database)
+        if new.handlers != self.config.handlers:
+            event(log, "config.ignored", logging.WARNING, key="handlers",
+                  note="new handler modules are imported by workers started from now on")
+        workers = new.supervisor.workers
+        if self.override is not None and workers == self.file_config.supervisor.workers:
+            workers = self.override  # the file did not touch workers: keep --workers / scaling
+        else:
+            self.override = None
+        changed = _diff(self.config.to_dict(), new.with_workers(workers).to_dict())
+        self.file_config = new
+        self.config = new.with_workers(workers)
+        self.policy = JobPolicy(self.config, self.registry)
+        logs.setup(self.config.log_level, self.config.log_format)
+        for slot in self.live():
+            _signal(slot.pid, signal.SIGHUP)
+        event(log, "config.reloaded", reason=why, changed=",".join(changed) or "nothing",
+              workers=self.target)
+
+    # -- children -------------------------------------------------------------------------------
+
+    def live(self) -> list[Slot]:
+        return [s for s in self.slots.values() if s.pid is not None]
+
+    def reap_children(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            slot = next((s for s in self.slots.values() if s.pid == pid), None)
+            if slot is not None:
+                self.on_exit(slot, status)
+
+    def on_exit(self, slot: Slot, status: int) -> None:
+        """A worker died: log why, re-queue its jobs, then schedule its replacement."""
+        how, code, sig = describe_status(status)
+        now_m = self.clock.monotonic()
+        lived = now_m - slot.started
+        if sig == signal.SIGKILL and not slot.killed:
+            how += ": perhaps out of memory"
+        if slot.kill_reason:
+            how += f" (supervisor: {slot.kill_reason})"
+        reason = slot.kill_reason or f"worker {slot.pid} {how} while running the job"
+        released = self.db().release_owner(slot.owner, reason, self.clock.now(),
+                                           max_attempts_for=self.policy.max_attempts,
+                                           count_attempt=slot.count_attempt)
+        level = logging.INFO if code in (ExitCode.OK, ExitCode.RECYCLED) and not released else logging.WARNING
+        event(log, "worker.exited", level, slot=slot.index, pid=slot.pid, how=how,
+              lived=round(lived, 3), jobs_requeued=len(released))
+        for r in released:
+            event(log, "job.reaped", logging.WARNING, id=r.id, type=r.type, attempt=r.attempts,
+                  status=r.status, reason=reason)
+        abnormal = (code not in (ExitCode.OK, ExitCode.RECYCLED)) and slot.kill_reason is None
+        if abnormal:
+            slot.failures = 1 if lived >= HEALTHY_AFTER else slot.failures + 1
+        else:
+            slot.failures = 0
+        slot.next_start = now_m + restart_delay(slot.failures, self.config.supervisor.restart_backoff_max)
+        slot.pid = slot.owner = None
+        if slot.retiring or slot.index >= self.target:
+            del self.slots[slot.index]
+
+    def kill(self, slot: Slot, reason: str, *, count_attempt: bool) -> None:
+        slot.kill_reason = slot.kill_reason or reason
+        slot.count_attempt = slot.count_attempt and count_attempt
+        slot.killed = True
+        kill_group(slot.pid, signal.SIGKILL)
+
+    def terminate(self, slot: Slot, reason: str) -> None:
+        """SIGTERM now, SIGKILL after kill_grace (checked in maintain)."""
+        if slot.kill_reason:
+            return
+        slot.kill_reason = reason
+        slot.kill_at = self.clock.monotonic() + self.config.supervisor.kill_grace
+        _signal(slot.pid, signal.SIGTERM)
+
+    def respawn(self) -> None:
+        if self.state != RUNNING:
+            return
+        now_m = self.clock.monotonic()
+        for i in range(self.target):
+            self.slots.setdefault(i, Slot(i))
+        for slot in list(self.slots.values()):
+            if slot.index >= self.target:
+                if slot.pid is None:
+                    del self.slots[slot.index]
+                elif not slot.retiring:
+                    slot.retiring = True
+                    _signal(slot.pid, signal.SIGTERM)  # finish the job in hand, then exit
+            elif slot.pid is None and now_m >= slot.next_start:
+                self.close_db()  # nothing crosses fork()
+                spawn(slot, self.config.path, self.token, now_m, HANDLED)
+                event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures)
+        self.notify_ready()
+
+    def notify_ready(self) -> None:
+        if self.ready_fd is None or len(self.live()) < self.target:
+            return
+        try:
+            os.write(self.ready_fd, b"ready\n")
+            os.close(self.ready_fd)
+        except OSError:
+            pass
+        self.ready_fd = None
+
+    # -- maintenance ----------------------------------------------------------------------------
+
+    def maintain(self) -> None:
+        now_m = self.clock.monotonic()
+        self.escalate(now_m)
+        if now_m >= self.next_config_check and self.config.supervisor.config_poll_interval > 0:
+            self.next_config_check = now_m + self.config.supervisor.config_poll_interval
+            if self.state == RUNNING and _stat(self.config.path) != self.config_stat:
+                self.reload("file changed")
+        if now_m < self.next_maintain:
+            return
+        self.next_maintain = now_m + self.config.supervisor.maintenance_interval
+        try:
+            self.recover(initial=False)
+            self.upkeep_wal(now_m)
+        except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
+            event(log, "supervisor.maintenance_failed", logging.ERROR, error=repr(exc))
+            self.close_db()
+
+    def escalate(self, now_m: float) -> None:
+        """SIGKILL workers past their kill_grace, or everyone past the shutdown deadline."""
+        for slot in self.live():
+            if slot.kill_at is not None and now_m >= slot.kill_at and not slot.killed:
+                self.kill(slot, slot.kill_reason or "did not exit after SIGTERM", count_attempt=True)
+        if self.state == STOPPING and self.stop_deadline is not None and now_m >= self.stop_deadline:
+            for slot in self.live():
+                if not slot.killed:
+                    event(log, "worker.drain_timeout", logging.WARNING, slot=slot.index, pid=slot.pid)
+                    self.kill(slot, "shutdown_timeout passed", count_attempt=False)
+
+    def recover(self, initial: bool) -> None:
+        """Police running jobs: hard timeouts and leases for our children; dead or silent
+        foreign owners are killed/re-queued directly."""
+        store = self.db()
+        now = self.clock.now()
+        running = store.running()
+        verdicts = maintenance.judge_running(running, self.policy, now)
+        by_owner = {s.owner: s for s in self.live()}
+        expired = set()
+        for v in verdicts:
+            slot = by_owner.get(v.owner)
+            if slot is None:
+                if v.action == "lease":
+                    expired.add(v.owner)
+                continue
+            if v.action == "timeout":
+                event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
+                      attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
+                self.terminate(slot, v.reason)
+            elif not slot.killed:
+                event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
+                      pid=slot.pid, reason=v.reason)
+                self.kill(slot, v.reason, count_attempt=True)
+        maintenance.recover_foreign(store, running, set(by_owner), self.policy, now, expired)
+        maintenance.prune_processes(store)
+        store.touch_process(self.token, now)
+
+    def upkeep_wal(self, now_m: float) -> None:
+        store = self.db()
+        idle = now_m - self.last_checkpoint >= IDLE_CHECKPOINT_EVERY and not store.running()
+        if maintenance.wal_needs_checkpoint(store, self.config.supervisor.wal_checkpoint_mb, idle):
+            before = store.wal_bytes()
+            busy, _, _ = store.checkpoint()
+            self.last_checkpoint = now_m
+            event(log, "wal.checkpoint", logging.DEBUG, before=before, after=store.wal_bytes(), busy=busy)
+
+    # -- waiting and ending ---------------------------------------------------------------------
+
+    def wait(self) -> None:
+        now_m = self.clock.monotonic()
+        wake = [self.next_maintain, now_m + 1.0]
+        wake += [s.next_start for s in self.slots.values() if s.pid is None and self.state == RUNNING]
+        wake += [s.kill_at for s in self.live() if s.kill_at is not None]
+        if self.stop_deadline is not None:
+            wake.append(self.stop_deadline)
+        self.signals.wait(max(min(wake) - now_m, 0.0))
+
+    def finished(self) -> bool:
+        return self.state != RUNNING and not self.live()
+
+    def shutdown(self) -> None:
+        for slot in self.live():  # only after a crash of this loop: never leave workers behind
+            kill_group(slot.pid, signal.SIGKILL)
+        self.reap_blocking()
+        try:
+            store = self.db()
+            store.remove_process(self.token)
+        except Exception:  # noqa: BLE001
+            pass
+        self.close_db()
+        self.signals.close()
+        event(log, "supervisor.stopped", code=ExitCode.describe(self.exit_code))
+
+    def reap_blocking(self) -> None:
+        while self.live():
+            try:
+                pid, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            slot = next((s for s in self.slots.values() if s.pid == pid), None)
+            if slot is not None:
+                self.on_exit(slot, status)
+
+    # -- database -------------------------------------------------------------------------------
+
+    def db(self) -> SqliteStore:
+        if self.store is None:
+            self.store = SqliteStore.from_config(self.config)
+        return self.store
+
+    def close_db(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+def _signal(pid: int | None, sig: int) -> None:
+    if pid is None:
+        return
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _stat(path: str | None) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _diff(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append(f"{prefix}{k}")
+    return out

@@ -1,0 +1,89 @@
+"""Worker slots and the fork/exec of worker processes.
+
+A worker is started with ``fork()`` then, in the child, ``setpgid`` and ``exec`` of
+``python -m worker``: nothing of the supervisor (connections, threads, locks, signal handlers)
+survives into the worker, which opens its own database connection.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+
+from shared.exitcodes import ExitCode
+from shared.procs import owner_token
+
+
+@dataclass
+class Slot:
+    """One worker position. ``pid`` is None while no process fills it."""
+    index: int
+    pid: int | None = None
+    owner: str | None = None
+    started: float = 0.0          # monotonic time of the last spawn
+    failures: int = 0             # consecutive abnormal exits, for the restart back-off
+    next_start: float = 0.0       # monotonic time before which it is not respawned
+    retiring: bool = False        # asked to exit (scale-down); not respawned
+    kill_reason: str | None = None  # why the supervisor is stopping this worker
+    count_attempt: bool = True    # does the interrupted job lose an attempt?
+    kill_at: float | None = None  # monotonic time to escalate to SIGKILL
+    killed: bool = False          # SIGKILL sent by the supervisor
+
+
+def spawn(slot: Slot, config_path: str, supervisor_token: str, now: float,
+          reset_signals: tuple[int, ...]) -> None:
+    """Fork and exec a worker into ``slot``. The caller must hold no open database connection."""
+    parent = os.getpid()
+    argv = [sys.executable, "-m", "worker", "--config", config_path, "--slot", str(slot.index),
+            "--parent-pid", str(parent), "--supervisor", supervisor_token]
+    pid = os.fork()
+    if pid == 0:  # child: only async-signal-safe-ish work until exec
+        try:
+            os.setpgid(0, 0)
+            signal.set_wakeup_fd(-1)
+            for s in reset_signals:
+                signal.signal(s, signal.SIG_DFL)
+            os.execv(sys.executable, argv)
+        finally:
+            os._exit(ExitCode.WORKER_BOOT_FAILED)
+    try:
+        os.setpgid(pid, pid)  # also here, so a kill of the group never races the child's setpgid
+    except OSError:
+        pass  # the child already exec'd (EACCES) or died (ESRCH)
+    slot.pid = pid
+    slot.owner = owner_token(pid)
+    slot.started = now
+    slot.kill_reason = None
+    slot.kill_at = None
+    slot.killed = False
+    slot.count_attempt = True
+
+
+def describe_status(status: int) -> tuple[str, int | None, int | None]:
+    """(human description, exit code, signal number) of a ``waitpid`` status."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        return f"killed by {name}", None, sig
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+    return f"exited with {code} ({ExitCode.describe(code)})", code, None
+
+
+def kill_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the worker's process group (its handler's children too), or to the pid."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def restart_delay(failures: int, cap: float) -> float:
+    """Back-off before respawning a slot after ``failures`` consecutive abnormal exits:
+    0 s for the first, then 0.5, 1, 2, 4 ... capped at ``cap``."""
+    if failures <= 1:
+        return 0.0
+    return min(0.5 * 2 ** (failures - 2), cap)
