@@ -174,14 +174,14 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
             for k, v in value.items():
                 spec = SCHEMA[name].get(k)
                 if spec is None:
-                    raise ConfigError(f"{source}: unknown key '{name}.{k}' (known: "
+                    raise ConfigError(f"{source}: unknown key '{name}.{k}' = {v!r} (known: "
                                       f"{', '.join(sorted(SCHEMA[name]))})")
                 sections[name][k] = _check(source, f"{name}.{k}", spec, v)
             continue
         spec = SCHEMA[""].get(name)
         if spec is None:
             known = sorted(set(SCHEMA[""]) | set(_SECTIONS))
-            raise ConfigError(f"{source}: unknown key '{name}' (known: {', '.join(known)})")
+            raise ConfigError(f"{source}: unknown key '{name}' = {value!r} (known: {', '.join(known)})")
         top[name] = _check(source, name, spec, value)
     if "handlers" in top:
         top["handlers"] = tuple(top["handlers"])
@@ -215,3 +215,26 @@ def load(path: str | os.PathLike[str]) -> Config:
 def resolve_path(cli_path: str | None) -> str:
     """Which config file to use: ``--config``, else ``$JOBQ_CONFIG``, else ``./jobq.toml``."""
     return cli_path or os.environ.get("JOBQ_CONFIG") or "jobq.toml"
+
+
+def write_snapshot(cfg: Config, path: str) -> None:
+    """Write the effective config atomically as JSON, for workers to read (``load_snapshot``).
+
+    The supervisor hands workers this snapshot rather than the file an operator edits, so a
+    worker never starts on, or reloads, a file the supervisor rejected.
+    """
+    import json
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"path": cfg.path, "config": cfg.to_dict()}, f)
+    os.replace(tmp, path)
+
+
+def load_snapshot(path: str) -> Config:
+    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read config snapshot: {exc}") from None
+    return from_dict(data["config"], source=path).replace(path=data["path"])

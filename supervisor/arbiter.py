@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import shutil
 import socket
+import tempfile
 import traceback
 from typing import Any
 
@@ -63,6 +65,11 @@ class Arbiter:
         self.last_checkpoint = 0.0
         self.next_config_check = 0.0
         self.config_stat = _stat(config.path)
+        self.snapshot_dir = ""
+
+    @property
+    def snapshot(self) -> str:
+        return os.path.join(self.snapshot_dir, "config.json")
 
     @property
     def target(self) -> int:
@@ -114,6 +121,8 @@ class Arbiter:
                   error=f"database {self.config.database}: {exc}")
             self.close_db()
             return ExitCode.DATABASE_UNAVAILABLE
+        self.snapshot_dir = tempfile.mkdtemp(prefix="jobq-supervisor-")
+        config_mod.write_snapshot(self.config, self.snapshot)
         self.signals.install()
         self.slots = {i: Slot(i) for i in range(self.target)}
         event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
@@ -145,10 +154,10 @@ class Arbiter:
         """Graceful: workers finish their job (within shutdown_timeout) and exit."""
         self.state = STOPPING
         self.stop_deadline = self.clock.monotonic() + self.config.supervisor.shutdown_timeout
-        event(log, "supervisor.stopping", signal=why, timeout=self.config.supervisor.shutdown_timeout,
-              workers=len(self.live()))
         for slot in self.live():
             _signal(slot.pid, signal.SIGTERM)
+        event(log, "supervisor.stopping", signal=why, timeout=self.config.supervisor.shutdown_timeout,
+              workers=len(self.live()))
 
     def begin_halt(self, why: str) -> None:
         """Immediate: kill every worker and its process group now."""
@@ -195,6 +204,7 @@ class Arbiter:
         self.config = new.with_workers(workers)
         self.policy = JobPolicy(self.config, self.registry)
         logs.setup(self.config.log_level, self.config.log_format)
+        config_mod.write_snapshot(self.config, self.snapshot)
         for slot in self.live():
             _signal(slot.pid, signal.SIGHUP)
         event(log, "config.reloaded", reason=why, changed=",".join(changed) or "nothing",
@@ -275,7 +285,7 @@ class Arbiter:
                     _signal(slot.pid, signal.SIGTERM)  # finish the job in hand, then exit
             elif slot.pid is None and now_m >= slot.next_start:
                 self.close_db()  # nothing crosses fork()
-                spawn(slot, self.config.path, self.token, now_m, HANDLED)
+                spawn(slot, self.snapshot, self.token, now_m, HANDLED)
                 event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures)
         self.notify_ready()
 
@@ -380,6 +390,8 @@ class Arbiter:
             pass
         self.close_db()
         self.signals.close()
+        if self.snapshot_dir:
+            shutil.rmtree(self.snapshot_dir, ignore_errors=True)
         event(log, "supervisor.stopped", code=ExitCode.describe(self.exit_code))
 
     def reap_blocking(self) -> None:

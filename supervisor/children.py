@@ -31,11 +31,12 @@ class Slot:
     killed: bool = False          # SIGKILL sent by the supervisor
 
 
-def spawn(slot: Slot, config_path: str, supervisor_token: str, now: float,
+def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
           reset_signals: tuple[int, ...]) -> None:
-    """Fork and exec a worker into ``slot``. The caller must hold no open database connection."""
+    """Fork and exec a worker into ``slot``, configured by the ``snapshot`` file.
+    The caller must hold no open database connection."""
     parent = os.getpid()
-    argv = [sys.executable, "-m", "worker", "--config", config_path, "--slot", str(slot.index),
+    argv = [sys.executable, "-m", "worker", "--snapshot", snapshot, "--slot", str(slot.index),
             "--parent-pid", str(parent), "--supervisor", supervisor_token]
     pid = os.fork()
     if pid == 0:  # child: only async-signal-safe-ish work until exec

@@ -23,9 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slot", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--supervisor", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--snapshot", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
-        cfg = config_mod.load(config_mod.resolve_path(args.config))
+        if args.snapshot:
+            cfg = config_mod.load_snapshot(args.snapshot)
+        else:
+            cfg = config_mod.load(config_mod.resolve_path(args.config))
     except ConfigError as exc:
         print(f"jobq worker: invalid config: {exc}", file=sys.stderr)
         return ExitCode.CONFIG_INVALID
@@ -36,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobq worker: {exc}", file=sys.stderr)
         return ExitCode.WORKER_BOOT_FAILED
     return Worker(cfg, registry, slot=args.slot, parent_pid=args.parent_pid,
-                  supervisor=args.supervisor).run()
+                  supervisor=args.supervisor, snapshot=args.snapshot).run()
 
 
 def builtin_modules() -> list:

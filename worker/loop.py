@@ -34,12 +34,14 @@ class Worker:
     """One worker process's loop. ``run()`` returns the process exit code."""
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
-                 parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None) -> None:
+                 parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
+                 snapshot: str | None = None) -> None:
         self.config = config
         self.registry = registry
         self.slot = slot
         self.parent_pid = parent_pid
         self.supervisor = supervisor
+        self.snapshot = snapshot  # the supervisor's validated config; reloaded on SIGHUP
         self.clock = clock or SystemClock()
         self.policy = JobPolicy(config, registry)
         self.pid = os.getpid()
@@ -126,10 +128,10 @@ class Worker:
             self.exit_code = ExitCode.ORPHANED
 
     def reload(self) -> None:
-        if not self.config.path:
+        if not self.snapshot and not self.config.path:
             return
         try:
-            new = config_mod.load(self.config.path)
+            new = config_mod.load_snapshot(self.snapshot) if self.snapshot else config_mod.load(self.config.path)
         except ConfigError as exc:
             event(log, "config.rejected", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
             return

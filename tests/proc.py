@@ -1,0 +1,142 @@
+"""Helpers for tests that run real supervisor and worker processes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import psutil
+import tomli_w
+
+FIXTURES = str(Path(__file__).parent / "fixtures")
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
+               interval: float = 0.02) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def write_config(folder: Path, **sections: Any) -> Path:
+    """A jobq.toml in ``folder`` for tests: fast polling, the fixture handlers, small leases."""
+    data: dict[str, Any] = {
+        "database": "q.db",
+        "handlers": ["testjobs"],
+        "log_level": "info",
+        "supervisor": {"workers": 2, "shutdown_timeout": 10, "kill_grace": 1,
+                       "maintenance_interval": 0.1, "config_poll_interval": 0.2},
+        "worker": {"poll_interval": 0.05, "heartbeat_interval": 0.2, "lease_timeout": 5},
+        "retry": {"backoff_base": 0, "backoff_max": 0},
+    }
+    for name, value in sections.items():
+        if isinstance(value, dict):
+            data.setdefault(name, {}).update(value)
+        else:
+            data[name] = value
+    path = folder / "jobq.toml"
+    path.write_bytes(tomli_w.dumps(data).encode())
+    return path
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([FIXTURES, e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return e
+
+
+class Running:
+    """A ``python -m supervisor`` process started for a test; ``close()`` leaves nothing behind."""
+
+    def __init__(self, config: Path, *args: str) -> None:
+        self.config = config
+        self.log_path = config.parent / f"supervisor-{time.monotonic_ns()}.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "supervisor", "run", "--config", str(config), *args],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env(),
+                                     cwd=str(config.parent))
+        self.pid = self.proc.pid
+
+    def output(self) -> str:
+        return self.log_path.read_text()
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 30) -> int:
+        return self.proc.wait(timeout)
+
+    def workers(self) -> list[int]:
+        try:
+            return [c.pid for c in psutil.Process(self.pid).children()
+                    if c.status() != psutil.STATUS_ZOMBIE]
+        except psutil.NoSuchProcess:
+            return []
+
+    def close(self) -> None:
+        descendants = []
+        try:
+            descendants = psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for p in descendants:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(descendants, timeout=5)
+        self.log.close()
+
+
+def db(config: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(config.parent / "q.db"), isolation_level=None, timeout=10)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def job_row(config: Path, job_id: str) -> sqlite3.Row:
+    with db(config) as c:
+        return c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+
+
+def events(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def worker_rows(config: Path) -> list[sqlite3.Row]:
+    """Registered worker processes ([] before the supervisor has created the schema)."""
+    with db(config) as c:
+        try:
+            return c.execute("SELECT * FROM processes WHERE kind = 'worker' ORDER BY slot").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def stop_signal_names() -> tuple[int, ...]:
+    return (signal.SIGTERM, signal.SIGINT)
