@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import math
 import sqlite3
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
@@ -18,6 +19,7 @@ from .job import Job, new_id
 from .store import NewJob, SqliteStore, encode_json
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
+_MIN_TS, _MAX_TS = -62_135_596_800.0, 253_402_300_799.0  # 0001-01-01T00:00:00Z, 9999-12-31T23:59:59Z
 
 
 class JobQueue:
@@ -116,6 +118,10 @@ class JobQueue:
             when = to_timestamp(run_at)
         else:
             when = now
+        if not math.isfinite(when) or not _MIN_TS <= when < _MAX_TS:
+            # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
+            raise ValueError(f"run_at must fall in the years 1 to 9999, got {when!r} "
+                             f"(run_at={run_at!r}, delay={delay!r})")
         return NewJob(new_id(), jtype, text, priority, when, max_attempts, key)
 
     # -- inspect --------------------------------------------------------------------------------

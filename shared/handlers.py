@@ -30,8 +30,8 @@ class RetryAfter(Exception):
     """
 
     def __init__(self, seconds: float, message: str = "") -> None:
-        if seconds < 0:
-            raise ValueError(f"RetryAfter seconds must be >= 0, got {seconds!r}")
+        if not 0 <= seconds < float("inf"):  # NaN or inf cannot become a run_at: it crashed the worker
+            raise ValueError(f"RetryAfter seconds must be a finite number >= 0, got {seconds!r}")
         super().__init__(message or f"retry requested after {seconds:g} s")
         self.seconds = float(seconds)
 

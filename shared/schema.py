@@ -59,6 +59,9 @@ CREATE TABLE processes (
 -- writes none: "many rows per priority" is what makes the skip-scan win.
 ANALYZE sqlite_schema;
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('jobs', 'jobs_claim', '1000000 250000 2 1');
+-- Load that row into this connection's planner too (otherwise only later connections see it,
+-- and the process that created the database would scan the claim index for its whole life).
+ANALYZE sqlite_schema;
 """
 
 MIGRATIONS: list[str] = [V1]

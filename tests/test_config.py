@@ -1,0 +1,176 @@
+"""The configuration (shared.config): strict validation with messages that name the file, the
+dotted key and the value; the shipped jobq.toml."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from shared.config import SCHEMA, Config, ConfigError, from_dict, load, resolve_path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_when_file_is_almost_empty(tmp_path, make_config):
+    cfg = load(make_config(tmp_path))
+    assert cfg.database == str((tmp_path / "jobq.db").resolve())
+    assert cfg.path == str((tmp_path / "jobq.toml").resolve())
+    assert cfg.replace(database="jobq.db", path=None) == Config()
+
+
+def test_values_are_read(tmp_path, make_config):
+    cfg = load(make_config(tmp_path, handlers=["a.b", "c"], synchronous="full", busy_timeout=0.5,
+                           supervisor={"workers": 4}, worker={"poll_interval": 0.05, "max_jobs": 10},
+                           retry={"max_attempts": 5, "backoff_base": 0.5, "backoff_max": 8}))
+    assert cfg.handlers == ("a.b", "c")
+    assert cfg.synchronous == "full" and cfg.busy_timeout == 0.5
+    assert cfg.supervisor.workers == 4
+    assert cfg.worker.poll_interval == 0.05 and cfg.worker.max_jobs == 10
+    assert cfg.retry == type(cfg.retry)(5, 0.5, 8)
+
+
+def test_database_resolves_against_the_files_folder(tmp_path, make_config, monkeypatch):
+    sub = tmp_path.resolve() / "etc"
+    sub.mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert load(make_config(sub, database="data/q.db")).database == str(sub / "data" / "q.db")
+    absolute = str(tmp_path / "elsewhere.db")
+    assert load(make_config(sub, database=absolute)).database == absolute
+
+
+def test_relative_config_path_resolves_database_next_to_file(tmp_path, make_config, monkeypatch):
+    sub = tmp_path.resolve() / "etc"
+    sub.mkdir()
+    make_config(sub, database="q.db")
+    monkeypatch.chdir(tmp_path)
+    cfg = load("etc/jobq.toml")
+    assert cfg.database == str(sub / "q.db")
+    assert cfg.path == str(sub / "jobq.toml")
+
+
+def test_shipped_config_loads(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # the database resolves against the file, not the cwd
+    shipped = REPO / "jobq.toml"
+    cfg = load(shipped)
+    assert cfg.database == str(REPO / "jobq.db")
+    assert cfg.handlers == ("examples.handlers",)
+    # "the values below are the defaults unless noted": only database and handlers differ.
+    assert cfg.replace(database="jobq.db", handlers=(), path=None) == Config()
+
+
+def test_shipped_config_mentions_every_key():
+    text = (REPO / "jobq.toml").read_text()
+    for section, keys in SCHEMA.items():
+        if section:
+            assert f"[{section}]" in text
+        for key in keys:
+            assert f"\n{key} = " in text, f"{section}.{key} missing from the shipped jobq.toml"
+
+
+def test_to_dict_round_trips(tmp_path):
+    cfg = Config(handlers=("x",), busy_timeout=2.5).with_workers(7)
+    path = tmp_path / "jobq.toml"
+    path.write_text(tomli_w.dumps(cfg.to_dict()))
+    again = load(path)
+    assert again.supervisor.workers == 7
+    assert again.replace(database="jobq.db", path=None) == cfg
+
+
+# -- errors -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, key, value", [
+    # unknown keys
+    ({"databse": "x.db"}, "databse", "'x.db'"),
+    ({"worker": {"poll_intervall": 2}}, "worker.poll_intervall", "2"),
+    ({"retry": {"max_attempt": 4}}, "retry.max_attempt", "4"),
+    # wrong types
+    ({"busy_timeout": "5"}, "busy_timeout", "'5'"),
+    ({"handlers": "examples.handlers"}, "handlers", "'examples.handlers'"),
+    ({"handlers": ["ok", 3]}, "handlers", "['ok', 3]"),
+    ({"max_payload_bytes": 1.5}, "max_payload_bytes", "1.5"),
+    ({"supervisor": {"workers": True}}, "supervisor.workers", "True"),
+    ({"supervisor": {"workers": "2"}}, "supervisor.workers", "'2'"),
+    ({"worker": {"max_jobs": 2.0}}, "worker.max_jobs", "2.0"),
+    ({"synchronous": 1}, "synchronous", "1"),
+    ({"worker": 5}, "worker", "5"),
+    # out of range / not a choice
+    ({"busy_timeout": -1}, "busy_timeout", "-1"),
+    ({"busy_timeout": 601}, "busy_timeout", "601"),
+    ({"synchronous": "off"}, "synchronous", "'off'"),
+    ({"log_level": "verbose"}, "log_level", "'verbose'"),
+    ({"database": ""}, "database", "''"),
+    ({"max_payload_bytes": 0}, "max_payload_bytes", "0"),
+    ({"supervisor": {"workers": 257}}, "supervisor.workers", "257"),
+    ({"worker": {"job_timeout": 0}}, "worker.job_timeout", "0"),
+    ({"worker": {"poll_interval": 0}}, "worker.poll_interval", "0"),
+    ({"worker": {"max_jobs": -1}}, "worker.max_jobs", "-1"),
+    ({"retry": {"max_attempts": 0}}, "retry.max_attempts", "0"),
+    ({"retry": {"backoff_max": -0.5}}, "retry.backoff_max", "-0.5"),
+    ({"retry": {"backoff_base": float("nan")}}, "retry.backoff_base", "nan"),
+    ({"worker": {"heartbeat_interval": 30, "lease_timeout": 10}}, "worker.heartbeat_interval", "30"),
+])
+def test_config_error_names_file_key_and_value(tmp_path, make_config, overrides, key, value):
+    path = make_config(tmp_path, **overrides)
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    msg = str(info.value)
+    assert str(path) in msg
+    assert f"'{key}'" in msg
+    assert value in msg
+
+
+def test_wrong_value_message_says_what_was_expected(tmp_path, make_config):
+    with pytest.raises(ConfigError, match=r"expected an integer >= 0 and <= 256"):
+        load(make_config(tmp_path, supervisor={"workers": -2}))
+    with pytest.raises(ConfigError, match=r"known: .*poll_interval"):
+        load(make_config(tmp_path, worker={"pollinterval": 1}))
+
+
+def test_invalid_toml(tmp_path):
+    path = tmp_path / "jobq.toml"
+    path.write_text('database = "x.db"\n[worker\npoll_interval = 1\n')
+    with pytest.raises(ConfigError, match="not valid TOML") as info:
+        load(path)
+    assert str(path) in str(info.value)
+
+
+def test_invalid_utf8(tmp_path):
+    path = tmp_path / "jobq.toml"
+    path.write_bytes(b'database = "\xff\xfe.db"\n')
+    with pytest.raises(ConfigError, match="not valid TOML") as info:
+        load(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match="not found") as info:
+        load(path)
+    assert str(path) in str(info.value)
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_from_dict_without_file():
+    cfg = from_dict({"worker": {"poll_interval": 0.5}})
+    assert cfg.worker.poll_interval == 0.5
+    assert cfg.database == "jobq.db"
+    with pytest.raises(ConfigError, match="<config>"):
+        from_dict({"nope": 1})
+
+
+def test_resolve_path(monkeypatch):
+    monkeypatch.delenv("JOBQ_CONFIG", raising=False)
+    assert resolve_path(None) == "jobq.toml"
+    monkeypatch.setenv("JOBQ_CONFIG", "/etc/jobq.toml")
+    assert resolve_path(None) == "/etc/jobq.toml"
+    assert resolve_path("mine.toml") == "mine.toml"
+
+
+def test_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Config().database = "x"  # type: ignore[misc]
