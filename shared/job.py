@@ -57,14 +57,17 @@ class Job:
 
     @classmethod
     def from_row(cls, row: Any) -> "Job":
+        """Build from a mapping of column names (unknown columns are ignored)."""
         d = dict(row)
         payload, perr = _decode(d.pop("payload"))
         result, _ = _decode(d.pop("result"))
-        known = {f for f in cls.__dataclass_fields__}
         return cls(payload=payload, result=result, payload_error=perr,
-                   **{k: v for k, v in d.items() if k in known})
+                   **{k: v for k, v in d.items() if k in _FIELDS})
 
     @property
     def attempt(self) -> int:
         """The number of the attempt in progress (or the last one made)."""
         return self.attempts
+
+
+_FIELDS = frozenset(Job.__dataclass_fields__)

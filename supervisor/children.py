@@ -37,7 +37,7 @@ def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
     The caller must hold no open database connection."""
     parent = os.getpid()
     argv = [sys.executable, "-m", "worker", "--snapshot", snapshot, "--slot", str(slot.index),
-            "--parent-pid", str(parent), "--supervisor", supervisor_token]
+            "--parent-pid", str(parent), "--supervisor", supervisor_token, "--progress", progress_path(snapshot, slot)]
     pid = os.fork()
     if pid == 0:  # child: only async-signal-safe-ish work until exec
         try:
@@ -59,6 +59,11 @@ def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
     slot.kill_at = None
     slot.killed = False
     slot.count_attempt = True
+
+
+def progress_path(snapshot: str, slot: Slot) -> str:
+    """The batch progress file of ``slot`` (see shared.progress), beside the config snapshot."""
+    return os.path.join(os.path.dirname(snapshot), f"slot-{slot.index}.progress")
 
 
 def describe_status(status: int) -> tuple[str, int | None, int | None]:

@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--supervisor", default=None, help=argparse.SUPPRESS)
     p.add_argument("--snapshot", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--progress", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
         if args.snapshot:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobq worker: {exc}", file=sys.stderr)
         return ExitCode.WORKER_BOOT_FAILED
     return Worker(cfg, registry, slot=args.slot, parent_pid=args.parent_pid,
-                  supervisor=args.supervisor, snapshot=args.snapshot).run()
+                  supervisor=args.supervisor, snapshot=args.snapshot, progress=args.progress).run()
 
 
 def builtin_modules() -> list:

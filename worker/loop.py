@@ -1,33 +1,54 @@
-"""The worker loop: claim a due job, run its handler, record the outcome with a guarded update.
+"""The worker loop.
+
+    claim (with the previous outcomes, in one transaction) -> run each job -> repeat
+
+Claims are guarded ``UPDATE ... RETURNING`` statements. On a deep queue of fast jobs a worker
+claims several jobs per transaction and commits their outcomes together with the next claim
+(one commit per batch instead of two per job); a slow job drops the batch size back to 1, so
+long jobs are never hoarded. Outcomes are logged and hooks run only after they commit. Jobs of a
+batch that were never started go back without losing an attempt: the worker releases them when
+it stops, and the supervisor (reading the progress file) when the worker dies.
 
 Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its config on SIGHUP;
-exits when its supervisor dies; honours the pause flag (the claim itself checks it).
+exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
+sleeps until the database's WAL changes (inotify), the next delayed job is due, or
+``poll_interval`` passes.
 """
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import sqlite3
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from shared import config as config_mod
-from shared.clock import SystemClock
+from shared.clock import SystemClock, parse_iso
 from shared.config import Config, ConfigError
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
 from shared.job import Job
+from shared.limits import type_limits
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
+from shared.progress import ProgressWriter
 from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
 
 from .heartbeat import Heartbeat
-from .runner import JobContext, JobLogger, Outcome, execute
+from .outcomes import Done, after_commit, decide
+from .runner import JobContext, execute
+from .wakeup import WalWatch
 
 log = get_logger("worker")
+
+FAST_JOB = 0.005     # seconds: jobs faster than this on average let the batch grow
+FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
+RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
 
 
 class Worker:
@@ -35,13 +56,14 @@ class Worker:
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
                  parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
-                 snapshot: str | None = None) -> None:
+                 snapshot: str | None = None, progress: str | None = None) -> None:
         self.config = config
         self.registry = registry
         self.slot = slot
         self.parent_pid = parent_pid
         self.supervisor = supervisor
         self.snapshot = snapshot  # the supervisor's validated config; reloaded on SIGHUP
+        self.progress_path = progress
         self.clock = clock or SystemClock()
         self.policy = JobPolicy(config, registry)
         self.pid = os.getpid()
@@ -49,9 +71,17 @@ class Worker:
         self.signals = SignalQueue([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
         self.store: SqliteStore | None = None
         self.heartbeat: Heartbeat | None = None
+        self.watch: WalWatch | None = None
+        self.progress: ProgressWriter | None = None
         self.stopping = False
         self.jobs_done = 0
         self.exit_code = ExitCode.OK
+        self.batch: deque[Job] = deque()
+        self.done: list[Done] = []
+        self.batch_size = 1
+        self.claimed = 0             # size of the current batch
+        self.batch_started = 0.0     # perf_counter() when it was claimed
+        self.done_since = 0.0        # perf_counter() when the oldest uncommitted outcome began
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -60,46 +90,144 @@ class Worker:
             self.signals.install()
         try:
             self.store = SqliteStore.from_config(self.config, migrate=True)
-        except StoreError as exc:
+            self.store.register_process(self.owner, "worker", self.pid, self.owner.split(":")[0],
+                                        self.clock.now(), slot=self.slot, parent=self.supervisor)
+        except (StoreError, sqlite3.Error) as exc:
             event(log, "worker.boot_failed", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
+            if self.store is not None:
+                self.store.close()
             self.signals.close()
             return ExitCode.DATABASE_UNAVAILABLE
-        self.store.register_process(self.owner, "worker", self.pid, self.owner.split(":")[0],
-                                    self.clock.now(), slot=self.slot, parent=self.supervisor)
+        self.watch = WalWatch(self.config.database)
+        self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:
             self.loop()
+            self.wind_down()
         finally:
             self.heartbeat.stop()
-            try:
-                self.store.remove_process(self.owner)
-            except Exception:  # noqa: BLE001 - best effort; the supervisor prunes stale rows
-                pass
-            self.store.close()
-            self.signals.close()
+            self.close()
         event(log, "worker.stopped", slot=self.slot, pid=self.pid, jobs=self.jobs_done,
               code=ExitCode.describe(self.exit_code))
         return int(self.exit_code)
+
+    def close(self) -> None:
+        try:
+            self.store.remove_process(self.owner)
+        except Exception:  # noqa: BLE001 - best effort; the supervisor prunes stale rows
+            pass
+        self.store.close()
+        self.watch.close()
+        if self.progress is not None:
+            self.progress.close()
+        self.signals.close()
+
+    def wind_down(self) -> None:
+        """On the way out: commit what ran, give back what never started."""
+        self.commit(limit=0, must=True)
+        if self.batch:
+            ids = [j.id for j in self.batch]
+            self.batch.clear()
+            try:
+                self.store.release_unstarted(self.owner, ids, self.clock.now())
+            except sqlite3.Error as exc:
+                event(log, "worker.release_failed", logging.ERROR, jobs=len(ids), error=str(exc))
+
+    # -- the loop -------------------------------------------------------------------------------
 
     def loop(self) -> None:
         while True:
             self.handle_signals()
             if self.stopping:
                 return
-            jobs = self.store.claim(self.owner, self.pid, self.clock.now(), 1)
-            if not jobs:
+            if not self.batch and not self.claim():
                 self.idle_wait()
                 continue
-            for job in jobs:
-                self.process(job)
+            job = self.batch.popleft()
+            if self.progress is not None:
+                self.progress.started(self.claimed - len(self.batch))
+            self.done.append(self.process(job))
+            if not self.batch:
+                self.resize()
+            elif time.perf_counter() - self.done_since >= FLUSH_AFTER:
+                self.commit(limit=0)
             if self.should_recycle():
                 self.stopping = True
                 self.exit_code = ExitCode.RECYCLED
 
+    def claim(self) -> bool:
+        """Commit finished outcomes and claim the next batch in one transaction."""
+        jobs = self.commit(limit=self.batch_size)
+        if not jobs:
+            return False
+        self.batch.extend(jobs)
+        self.claimed = len(jobs)
+        self.batch_started = time.perf_counter()
+        if self.progress is not None:
+            self.progress.batch([j.id for j in jobs])
+        return True
+
+    def commit(self, limit: int, must: bool = False) -> list[Job]:
+        """Write the pending outcomes (and claim up to ``limit``). If the database refuses
+        (disk full, read-only, locked past every retry) keep the outcomes, log, wait and retry:
+        nothing is reported done before it is committed."""
+        while True:
+            try:
+                ok, jobs = self.store.finish_and_claim([d.finish for d in self.done], self.owner,
+                                                       self.pid, self.clock.now(), limit, type_limits(self.config))
+                break
+            except sqlite3.Error as exc:
+                event(log, "worker.write_failed", logging.ERROR, slot=self.slot, pid=self.pid,
+                      outcomes=len(self.done), error=str(exc))
+                self.signals.wait(RETRY_WRITE)
+                self.handle_signals()
+                if self.stopping and not must:
+                    return []
+                if self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set():
+                    return []  # abandon: the next supervisor re-queues our jobs
+        for d, committed in zip(self.done, ok):
+            after_commit(d, committed, self.registry, self.slot, self.pid)
+        self.done = []
+        return jobs
+
+    def process(self, job: Job) -> Done:
+        ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job))
+        ctx.config = self.config
+        event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
+              slot=self.slot, pid=self.pid)
+        t0 = time.perf_counter()
+        if not self.done:
+            self.done_since = t0
+        outcome = execute(self.registry, job, ctx)
+        duration = time.perf_counter() - t0
+        self.jobs_done += 1
+        return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)
+
+    def resize(self) -> None:
+        """Grow the batch while claims come back full of fast jobs; back to 1 otherwise."""
+        elapsed = time.perf_counter() - self.batch_started
+        cap = self.config.worker.max_batch
+        if self.claimed == self.batch_size and elapsed / self.claimed < FAST_JOB:
+            self.batch_size = min(self.batch_size * 2, cap)
+        else:
+            self.batch_size = 1
+
     def idle_wait(self) -> None:
-        self.signals.wait(self.config.worker.poll_interval)
+        """Sleep until the WAL changes, a delayed job is due, a signal, or poll_interval."""
+        timeout = self.config.worker.poll_interval
+        due = self.store.next_due()
+        if due is not None:
+            wait = parse_iso(due) - self.clock.now()
+            if wait > 0:
+                timeout = min(timeout, wait)
+        extra = [self.watch.fileno()] if self.watch.available else []
+        ready = self.signals.wait(timeout, extra)
+        if extra and extra[0] in ready:
+            self.watch.drain()
+
+    # -- signals, orphaning, reload, recycling --------------------------------------------------
 
     def _orphaned(self) -> None:
         """Called from the heartbeat thread when the supervisor is gone."""
@@ -119,7 +247,8 @@ class Worker:
         for signum in self.signals.drain():
             if signum in (signal.SIGTERM, signal.SIGINT):
                 if not self.stopping:
-                    event(log, "worker.stopping", slot=self.slot, pid=self.pid, signal=signal.Signals(signum).name)
+                    event(log, "worker.stopping", slot=self.slot, pid=self.pid,
+                          signal=signal.Signals(signum).name)
                 self.stopping = True
             elif signum == signal.SIGHUP:
                 self.reload()
@@ -156,40 +285,3 @@ class Worker:
                       rss_mb=round(rss, 1))
                 return True
         return False
-
-    # -- one job --------------------------------------------------------------------------------
-
-    def process(self, job: Job) -> None:
-        max_attempts = self.policy.max_attempts(job)
-        adapter = JobLogger(get_logger("job"), {"id": job.id, "type": job.type, "attempt": job.attempts})
-        ctx = JobContext(job.id, job.type, job.attempts, max_attempts, adapter)
-        event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
-              slot=self.slot, pid=self.pid)
-        t0 = time.perf_counter()
-        outcome = execute(self.registry, job, ctx)
-        self.record(job, outcome, max_attempts, time.perf_counter() - t0)
-        self.jobs_done += 1
-
-    def record(self, job: Job, outcome: Outcome, max_attempts: int, duration: float) -> None:
-        """Write the outcome with a guarded update; a lost lease drops it (and says so)."""
-        now = self.clock.now()
-        s, fields = self.store, dict(id=job.id, type=job.type, attempt=job.attempts,
-                                     duration=round(duration, 6), slot=self.slot, pid=self.pid)
-        if outcome.kind == "completed":
-            ok, name, level = s.complete(job.id, job.attempts, self.owner, outcome.result, now), \
-                "job.completed", logging.INFO
-        elif outcome.kind == "failed" or job.attempts >= max_attempts:
-            ok, name, level = s.fail(job.id, job.attempts, self.owner, outcome.error or "", now,
-                                     max_attempts), "job.failed", logging.WARNING
-        else:
-            delay = outcome.delay if outcome.kind == "retry_after" else self.policy.backoff(job.attempts)
-            ok = s.retry(job.id, job.attempts, self.owner, outcome.error or "", now + delay, now, max_attempts)
-            name, level = "job.retry", logging.INFO
-            fields["delay"] = round(delay, 3)
-        if not ok:
-            event(log, "job.lease_lost", logging.WARNING, outcome=outcome.kind, **fields)
-            return
-        if outcome.kind != "completed":
-            lines = (outcome.error or "").strip().splitlines()
-            fields["error"] = lines[-1] if lines else ""
-        event(log, name, level, **fields)

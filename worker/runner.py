@@ -24,14 +24,26 @@ class JobLogger(logging.LoggerAdapter):
         return msg, kwargs
 
 
-@dataclass(frozen=True)
 class JobContext:
-    """What a handler gets as its second argument."""
-    id: str
-    type: str
-    attempt: int
-    max_attempts: int
-    logger: logging.LoggerAdapter
+    """What a handler gets as its second argument: ``id``, ``type``, ``attempt`` (1-based),
+    ``max_attempts`` and ``logger`` (its lines carry the job's id, type and attempt)."""
+
+    __slots__ = ("id", "type", "attempt", "max_attempts", "_logger", "config")
+
+    def __init__(self, id: str, type: str, attempt: int, max_attempts: int) -> None:
+        self.id, self.type, self.attempt, self.max_attempts = id, type, attempt, max_attempts
+        self._logger: logging.LoggerAdapter | None = None
+        self.config: Any = None  # the worker's current Config (built-in jobs need its database)
+
+    @property
+    def logger(self) -> logging.LoggerAdapter:
+        if self._logger is None:  # built on first use: most handlers never log
+            self._logger = JobLogger(logging.getLogger("jobq.job"),
+                                     {"id": self.id, "type": self.type, "attempt": self.attempt})
+        return self._logger
+
+    def __repr__(self) -> str:
+        return f"JobContext(id={self.id!r}, type={self.type!r}, attempt={self.attempt})"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""A worker's batch progress, in a small file its supervisor reads after the worker dies.
+
+A worker may claim several jobs in one transaction. If it dies, the jobs it had not started yet
+must go back without losing an attempt, and only the supervisor can do that. Before starting each
+job the worker overwrites a fixed-size counter; at each claim it writes the batch's ids:
+
+    line 1: the number of jobs of this batch started so far (zero-padded, fixed width)
+    lines 2..: the batch's job ids, in the order the worker runs them
+
+Writes are plain ``pwrite`` calls (no fsync): the file only has to survive the worker's death,
+not the machine's.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+WIDTH = 8
+
+
+class ProgressWriter:
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def batch(self, job_ids: Sequence[str]) -> None:
+        """A new batch was claimed; none of it started yet."""
+        data = (f"{0:0{WIDTH}d}\n" + "".join(f"{j}\n" for j in job_ids)).encode()
+        os.pwrite(self.fd, data, 0)
+        os.ftruncate(self.fd, len(data))
+
+    def started(self, count: int) -> None:
+        """``count`` jobs of the batch have been started (the one starting now included)."""
+        os.pwrite(self.fd, f"{count:0{WIDTH}d}".encode(), 0)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def unstarted(path: str) -> list[str]:
+    """Ids of the last batch that the worker never started ([] if unknown)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return []
+    try:
+        count = int(lines[0])
+    except (ValueError, IndexError):
+        return []
+    ids = [line for line in lines[1:] if line]
+    return ids[count:]

@@ -1,0 +1,70 @@
+"""From a handler's :class:`Outcome` to the guarded write that records it, and what follows
+the commit: the log line and the on_completed/on_failed/on_retry hooks."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from shared.handlers import Registry
+from shared.job import Job
+from shared.logs import event, get_logger
+from shared.policy import JobPolicy
+from shared.store import Finish
+
+from .runner import JobContext, Outcome
+
+log = get_logger("worker")
+_EVENTS = {"completed": ("job.completed", logging.DEBUG), "failed": ("job.failed", logging.WARNING),
+           "retry": ("job.retry", logging.INFO)}
+
+
+@dataclass
+class Done:
+    """A finished run waiting to be committed."""
+    job: Job
+    ctx: JobContext
+    outcome: Outcome
+    finish: Finish
+    duration: float
+    delay: float | None = None
+
+
+def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: float,
+           duration: float) -> Done:
+    """Completed, retried (after RetryAfter's delay or the backoff) or failed for good."""
+    if outcome.kind == "completed":
+        return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result), duration)
+    if outcome.kind == "failed" or job.attempts >= ctx.max_attempts:
+        return Done(job, ctx, outcome, Finish("failed", job.id, job.attempts, outcome.error or "",
+                                              0.0, ctx.max_attempts), duration)
+    delay = outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
+    return Done(job, ctx, outcome, Finish("retry", job.id, job.attempts, outcome.error or "",
+                                          now + delay, ctx.max_attempts), duration, delay)
+
+
+def after_commit(done: Done, committed: bool, registry: Registry, slot: int | None, pid: int) -> None:
+    """Log the recorded outcome and run its hooks; a lost lease is logged and nothing else."""
+    job, kind = done.job, done.finish.kind
+    fields: dict[str, Any] = dict(id=job.id, type=job.type, attempt=job.attempts,
+                                  duration=round(done.duration, 6), slot=slot, pid=pid)
+    if not committed:
+        event(log, "job.lease_lost", logging.WARNING, outcome=kind, **fields)
+        return
+    name, level = _EVENTS[kind]
+    if kind != "completed":
+        lines = (done.outcome.error or "").strip().splitlines()
+        fields["error"] = lines[-1] if lines else ""
+        if done.delay is not None:
+            fields["delay"] = round(done.delay, 3)
+    event(log, name, level, **fields)
+    hooks = registry.hooks[kind]
+    if not hooks:
+        return
+    arg = done.outcome.result if kind == "completed" else done.outcome.error
+    for hook in hooks:
+        try:
+            hook(done.ctx, arg)
+        except Exception as exc:  # noqa: BLE001 - a failing hook never fails the job
+            event(log, "hook.failed", logging.ERROR, hook=getattr(hook, "__qualname__", repr(hook)),
+                  error=f"{type(exc).__name__}: {exc}", **fields)
