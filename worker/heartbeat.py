@@ -15,7 +15,9 @@ from shared.store import SqliteStore
 
 log = get_logger("worker")
 
-ORPHAN_CHECK = 0.25  # seconds between checks that the parent is alive
+ORPHAN_CHECK = 0.5   # seconds between checks that the parent is alive
+IDLE_BEAT = 15.0     # seconds between beats while no job runs: only the process row is refreshed,
+                     # and every write wakes every idle worker (they watch the WAL)
 
 
 class Heartbeat(threading.Thread):
@@ -29,6 +31,7 @@ class Heartbeat(threading.Thread):
         self.on_orphaned = on_orphaned
         self._halt = threading.Event()
         self.orphaned = threading.Event()
+        self.busy = False  # set by the worker while it holds claimed jobs
 
     def stop(self) -> None:
         self._halt.set()
@@ -37,7 +40,7 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         store = None
-        next_beat = 0.0
+        last_beat = self.clock.monotonic()
         try:
             while not self._halt.is_set():
                 if self.parent_pid is not None and not self.orphaned.is_set() \
@@ -45,8 +48,9 @@ class Heartbeat(threading.Thread):
                     self.orphaned.set()
                     self.on_orphaned()
                 now = self.clock.monotonic()
-                if now >= next_beat:
-                    next_beat = now + self.config.worker.heartbeat_interval
+                every = self.config.worker.heartbeat_interval if self.busy else IDLE_BEAT
+                if now - last_beat >= every:
+                    last_beat = now
                     store = self._beat(store)
                 self._halt.wait(min(ORPHAN_CHECK, self.config.worker.heartbeat_interval))
         finally:

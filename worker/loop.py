@@ -49,6 +49,9 @@ log = get_logger("worker")
 FAST_JOB = 0.005     # seconds: jobs faster than this on average let the batch grow
 FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
 RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
+WATCHED_SLEEP = 5.0  # longest idle sleep while the WAL watch works: every commit wakes us anyway,
+                     # and the next delayed job's due time bounds the sleep; this only catches
+                     # what changes with time alone (a rate-limit window passing)
 
 
 class Worker:
@@ -143,8 +146,10 @@ class Worker:
             if self.stopping:
                 return
             if not self.batch and not self.claim():
+                self.heartbeat.busy = False
                 self.idle_wait()
                 continue
+            self.heartbeat.busy = True
             job = self.batch.popleft()
             if self.progress is not None:
                 self.progress.started(self.claimed - len(self.batch))
@@ -215,14 +220,17 @@ class Worker:
             self.batch_size = 1
 
     def idle_wait(self) -> None:
-        """Sleep until the WAL changes, a delayed job is due, a signal, or poll_interval."""
-        timeout = self.config.worker.poll_interval
+        """Sleep until the WAL changes, a delayed job is due, or a signal; at most
+        ``poll_interval`` (or WATCHED_SLEEP, if longer, while the WAL watch works)."""
+        watched = self.watch.available
+        timeout = max(self.config.worker.poll_interval, WATCHED_SLEEP) if watched else \
+            self.config.worker.poll_interval
         due = self.store.next_due()
         if due is not None:
             wait = parse_iso(due) - self.clock.now()
             if wait > 0:
                 timeout = min(timeout, wait)
-        extra = [self.watch.fileno()] if self.watch.available else []
+        extra = [self.watch.fileno()] if watched else []
         ready = self.signals.wait(timeout, extra)
         if extra and extra[0] in ready:
             self.watch.drain()
