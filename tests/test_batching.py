@@ -1,0 +1,138 @@
+"""Batched claims: jobs claimed together but never started go back without losing an attempt,
+whether the worker stops gracefully or is SIGKILLed (the supervisor reads its progress file)."""
+from __future__ import annotations
+
+import os
+import signal
+import types
+
+from shared import JobQueue
+from shared.clock import SystemClock
+from shared.config import load
+from shared.handlers import Registry, handler, on_completed, on_failed, on_retry
+from shared.progress import ProgressWriter, unstarted
+from shared.store import SqliteStore
+from tests.proc import Running, events, job_row, wait_until, write_config
+from worker.loop import Worker
+
+
+def test_progress_file_round_trip(tmp_path):
+    path = str(tmp_path / "p")
+    assert unstarted(path) == []
+    w = ProgressWriter(path)
+    w.batch(["a", "b", "c"])
+    assert unstarted(path) == ["a", "b", "c"]
+    w.started(1)
+    assert unstarted(path) == ["b", "c"]
+    w.batch(["d"])
+    w.started(1)
+    assert unstarted(path) == []
+    w.close()
+
+
+def _fill(cfg, log, gate):
+    """1 + 2 + 4 fast jobs (the batch doubles while claims come back full of fast jobs), then a
+    batch of 8 whose first job blocks on ``gate``."""
+    with JobQueue(str(cfg.parent / "q.db")) as q:
+        q.enqueue_many([("test:fast", {"log": str(log)}, {"priority": 10}) for _ in range(7)])
+        blocker = q.enqueue("test:gate", {"gate": str(gate), "log": str(log)}, priority=9)
+        rest = q.enqueue_many([("test:fast", {"log": str(log)}, {"priority": 8}) for _ in range(7)])
+    return blocker, rest
+
+
+def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(tmp_path):
+    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8})
+    log, gate = tmp_path / "events.log", tmp_path / "gate"
+    JobQueue(str(tmp_path / "q.db")).close()
+    blocker, rest = _fill(cfg, log, gate)
+    sup = Running(cfg)
+    try:
+        wait_until(lambda: job_row(cfg, blocker)["status"] == "running", what="blocker running")
+        # the rest were claimed in the same batch as the blocker
+        assert {job_row(cfg, j)["status"] for j in rest} == {"running"}
+        victim = job_row(cfg, blocker)["owner_pid"]
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: job_row(cfg, blocker)["attempts"] == 2, what="blocker claimed again")
+        gate.touch()
+        wait_until(lambda: all(job_row(cfg, j)["status"] == "completed" for j in [blocker, *rest]),
+                   what="all completed")
+        assert [job_row(cfg, j)["attempts"] for j in rest] == [1] * 7
+        starts = [e for e in events(log) if e["event"] == "start" and e["job"] in rest]
+        assert len(starts) == 7  # none of them ran before the kill
+        sup.signal(signal.SIGTERM)
+        assert sup.wait(20) == 0
+    finally:
+        sup.close()
+
+
+def test_graceful_stop_mid_batch_releases_unstarted_jobs(tmp_path):
+    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8})
+    log, gate = tmp_path / "events.log", tmp_path / "gate"
+    JobQueue(str(tmp_path / "q.db")).close()
+    blocker, rest = _fill(cfg, log, gate)
+    sup = Running(cfg)
+    try:
+        wait_until(lambda: job_row(cfg, blocker)["status"] == "running", what="blocker running")
+        sup.signal(signal.SIGTERM)
+        wait_until(lambda: "supervisor.stopping" in sup.output(), what="stop signalled")
+        gate.touch()
+        assert sup.wait(20) == 0
+        assert job_row(cfg, blocker)["status"] == "completed"
+        rows = [job_row(cfg, j) for j in rest]
+        assert [(r["status"], r["attempts"]) for r in rows] == [("pending", 0)] * 7
+    finally:
+        sup.close()
+
+
+def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path):
+    seen = []
+
+    @handler("h:ok")
+    def ok(payload, job):
+        return {"n": payload["n"]}
+
+    @handler("h:bad", max_attempts=2)
+    def bad(payload, job):
+        raise RuntimeError("boom")
+
+    @on_completed
+    def done(job, result):
+        # the outcome is already committed when the hook runs
+        with SqliteStore(str(tmp_path / "jobq.db")) as s:
+            seen.append(("completed", job.id, result, s.get(job.id).status))
+        raise ValueError("hook bug")
+
+    @on_retry
+    def retried(job, error):
+        seen.append(("retry", job.id, error.splitlines()[-1], job.attempt))
+
+    @on_failed
+    def failed(job, error):
+        seen.append(("failed", job.id, error.splitlines()[-1], job.attempt))
+
+    mod = types.ModuleType("hooked")
+    for fn in (ok, bad, done, retried, failed):
+        setattr(mod, fn.__name__, fn)
+    reg = Registry()
+    reg.add_module(mod)
+    (tmp_path / "jobq.toml").write_text('database = "jobq.db"\n[retry]\nbackoff_base = 0\nbackoff_max = 0\n')
+    cfg = load(tmp_path / "jobq.toml")
+    with JobQueue(config=cfg) as q:
+        a = q.enqueue("h:ok", {"n": 1})
+        b = q.enqueue("h:bad", {})
+    w = Worker(cfg, reg)
+    w.store = SqliteStore.from_config(cfg)
+    try:
+        for _ in range(3):
+            assert w.claim()
+            while w.batch:
+                w.done.append(w.process(w.batch.popleft()))
+            w.commit(limit=0, must=True)
+        assert w.store.get(a).status == "completed"
+        assert w.store.get(b).status == "failed"
+    finally:
+        w.store.close()
+        w.signals.close()
+    assert ("completed", a, '{"n":1}', "completed") in seen
+    assert ("retry", b, "RuntimeError: boom", 1) in seen
+    assert ("failed", b, "RuntimeError: boom", 2) in seen
