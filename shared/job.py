@@ -64,6 +64,14 @@ class Job:
         return cls(payload=payload, result=result, payload_error=perr,
                    **{k: v for k, v in d.items() if k in _FIELDS})
 
+    @classmethod
+    def from_tuple(cls, r: tuple) -> "Job":
+        """Build from a row of ``shared.store``'s job columns, in field order (the claim's
+        hot path: no per-row dict)."""
+        payload, perr = _decode(r[3])
+        result = _decode(r[4])[0] if r[4] is not None else None
+        return cls(r[0], r[1], r[2], payload, result, *r[5:18], payload_error=perr)
+
     @property
     def attempt(self) -> int:
         """The number of the attempt in progress (or the last one made)."""

@@ -12,10 +12,6 @@ import signal
 from typing import Iterable
 
 
-def _record(signum: int, frame: object) -> None:
-    """Installed as the handler; the wakeup fd has already recorded ``signum``."""
-
-
 class SignalQueue:
     def __init__(self, signals: Iterable[int]) -> None:
         self.signals = tuple(signals)
@@ -25,14 +21,20 @@ class SignalQueue:
         self._previous: dict[int, object] = {}
         self._old_fd = -1
         self.installed = False
+        self.pending = True  # something may be in the pipe: ``drain`` reads it only then
 
     def install(self) -> "SignalQueue":
         """Install the handlers (main thread only)."""
         self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
         for s in self.signals:
-            self._previous[s] = signal.signal(s, _record)
+            self._previous[s] = signal.signal(s, self._record)
         self.installed = True
         return self
+
+    def _record(self, signum: int, frame: object) -> None:
+        """The handler: the wakeup fd has recorded ``signum``; note that the pipe needs reading
+        (so that ``drain``, called between every two jobs, costs no system call otherwise)."""
+        self.pending = True
 
     def uninstall(self) -> None:
         if not self.installed:
@@ -56,6 +58,7 @@ class SignalQueue:
 
     def wake(self) -> None:
         """Wake a waiter from another thread (writes a 0 byte, which ``drain`` skips)."""
+        self.pending = True
         try:
             os.write(self._w, b"\0")
         except (BlockingIOError, OSError):
@@ -68,11 +71,16 @@ class SignalQueue:
         try:
             ready, _, _ = select.select(fds, [], [], None if timeout is None else max(timeout, 0.0))
         except InterruptedError:
-            return [self._r]
+            ready = [self._r]
+        if self._r in ready:
+            self.pending = True  # e.g. a byte written before install(): read it at the next drain
         return ready
 
     def drain(self) -> list[int]:
         """The signals received since the last drain, in order."""
+        if not self.pending:
+            return []
+        self.pending = False
         out: list[int] = []
         while True:
             try:
