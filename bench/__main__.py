@@ -1,0 +1,143 @@
+"""``python -m bench [--quick | --smoke] [--only burn,idle] [--systems jobq,huey,raw] ...``
+
+Runs issue 7's workloads on temporary databases, prints a markdown table (jobq beside Huey and
+the raw SQLite ceiling, with ratios) and the targets met or missed, and writes the JSON to
+``bench/results/<timestamp>.json`` (or ``--json PATH``).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+from . import huey_runs, report, targets
+from .procs import REPO
+from .run import SYSTEMS, WORKLOADS, Ctx, run
+from .scale import FULL, QUICK, SMOKE
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="small sizes: finishes in under a minute")
+    size.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds (for the smoke test)")
+    p.add_argument("--only", default=",".join(WORKLOADS), help=f"workloads, comma-separated: {','.join(WORKLOADS)}")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="jobq,huey,raw (Huey is skipped if not installed)")
+    p.add_argument("--sync", default="normal,full", help="jobq and raw synchronous modes: normal,full")
+    p.add_argument("--workers", help="burn-down worker counts, e.g. 1,2,4,8 (the largest is used for latency)")
+    p.add_argument("--jobs", type=int, help="burn-down job count")
+    p.add_argument("--repeat", type=int, help="burn-down runs with the largest worker count (median kept)")
+    p.add_argument("--json", help="where to write the JSON (default bench/results/<timestamp>.json)")
+    p.add_argument("--tmp", help="folder for the temporary databases (default: the system's)")
+    args = p.parse_args(argv)
+    for name, allowed in (("only", WORKLOADS), ("systems", SYSTEMS), ("sync", ("normal", "full"))):
+        bad = set(_split(getattr(args, name))) - set(allowed)
+        if bad:
+            p.error(f"--{name}: unknown {', '.join(sorted(bad))} (choose from {', '.join(allowed)})")
+    return args
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def make_scale(args: argparse.Namespace):
+    scale = SMOKE if args.smoke else QUICK if args.quick else FULL
+    if args.workers:
+        scale = dataclasses.replace(scale, workers=tuple(int(w) for w in _split(args.workers)))
+    if args.jobs:
+        scale = dataclasses.replace(scale, burn_jobs=args.jobs)
+    if args.repeat:
+        scale = dataclasses.replace(scale, burn_repeats=args.repeat)
+    return scale
+
+
+def git(*cmd: str) -> str:
+    try:
+        return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def meta(args: argparse.Namespace, ctx: Ctx) -> dict[str, Any]:
+    import shared
+    return {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
+            "commit": git("rev-parse", "HEAD"), "commit_subject": git("log", "-1", "--format=%s"),
+            "uncommitted_changes": git("status", "--porcelain", "--untracked-files=no", "--",
+                                       "shared", "worker", "supervisor").splitlines(),
+            "code": os.path.dirname(shared.__file__), "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "machine": platform.platform(),
+            "huey": _huey_version(), "scale": dataclasses.asdict(ctx.scale), "syncs": ctx.syncs,
+            "systems": sorted(ctx.systems), "huey_variants": ctx.huey_variants}
+
+
+def _huey_version() -> str | None:
+    try:
+        import huey
+    except ImportError:
+        return None
+    return huey.__version__
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through every ``finally``: no process left behind
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    systems = set(_split(args.systems))
+    if "huey" in systems and not huey_runs.available():
+        print("bench: huey is not installed (pip install -e '.[bench]'); skipping it", file=sys.stderr)
+        systems.discard("huey")
+    root = tempfile.mkdtemp(prefix="jobq-bench-", dir=args.tmp)
+    ctx = Ctx(root, make_scale(args), _split(args.sync), systems,
+              ["default", "off"] if "huey" in systems else [])
+    data: dict[str, Any] = {"meta": meta(args, ctx), "results": {}}
+    try:
+        run(ctx, data["results"], _split(args.only))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    data["meta"]["seconds"] = round(time.monotonic() - ctx.started, 1)
+    data["meta"]["loadavg_end"] = os.getloadavg()
+    return finish(args, ctx, data)
+
+
+def headline(m: dict[str, Any]) -> str:
+    """What was measured, on what, under which load."""
+    dirty = len(m["uncommitted_changes"])
+    return (f"jobq benchmark: commit {m['commit'][:10]} ({m['commit_subject']})"
+            + (f", uncommitted changes in {dirty} file(s)" if dirty else "")
+            + f"; Python {m['python']}, SQLite {m['sqlite']}, {m['cpus']} CPUs, Huey {m['huey']}; "
+            f"{m['seconds']} s; load average {m['loadavg_start'][0]:.2f} at start, "
+            f"{m['loadavg_end'][0]:.2f} at end")
+
+
+def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
+    rate = ctx.scale.rate if "steady" in data["results"] else None
+    figs = report.figures(list(ctx.scale.workers), list(ctx.scale.depths), rate)
+    data["table"] = report.table(data["results"], ctx.syncs, figs)
+    data["targets"] = targets.check(data["results"], ctx.syncs, list(ctx.scale.depths))
+    path = args.json or os.path.join(REPO, "bench", "results", time.strftime("%Y%m%d-%H%M%S") + ".json")
+    report.write_json(path, data)
+    print(headline(data["meta"]) + "\n")
+    print(data["table"])
+    print("\nRatios: how many times better jobq is (rates: jobq / other; latencies and CPU: other / jobq).\n"
+          "Burn-down: median of the runs; Huey runs its defaults (INFO logging), jobq log_level warning.")
+    if data["targets"]:
+        print("\nIssue 7 targets (8 workers):\n" + targets.markdown(data["targets"]))
+    print(f"\nJSON: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The handlers the benchmark's jobq workers run (``handlers = ["bench.handlers"]``)."""
+from __future__ import annotations
+
+import time
+
+from worker import handler
+
+
+@handler("bench:noop")
+def noop(payload, job):
+    """Does nothing: burn-down measures the queue's own cost per job."""
+    return None
+
+
+@handler("bench:stamp")
+def stamp(payload, job):
+    """Records when the handler started (sub-millisecond), for the latency workloads."""
+    return {"t": time.time()}
