@@ -49,15 +49,15 @@ class JobQueue:
     # -- enqueue --------------------------------------------------------------------------------
 
     def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
-                delay: float | None = None, priority: int = 0, max_attempts: int | None = None,
+                delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
                 key: str | None = None, conn: sqlite3.Connection | None = None) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
-        schedule it; ``priority``: higher runs first; ``max_attempts`` None: the handler's or the
-        config's. With ``conn``, the job is written through that sqlite3 connection inside the
-        caller's transaction, and commits or rolls back with it. Invalid input raises and writes
-        nothing.
+        schedule it; ``priority``: higher runs first (None: the type's ``[types]`` priority, else 0);
+        ``max_attempts`` None: the handler's or the config's. With ``conn``, the job is written
+        through that sqlite3 connection inside the caller's transaction, and commits or rolls back
+        with it. Invalid input raises and writes nothing.
         """
         job = self._build(type, payload, run_at, delay, priority, max_attempts, key)
         return self.store.enqueue([job], self.clock.now(), conn=conn)[0]
@@ -87,7 +87,7 @@ class JobQueue:
             raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
         try:
             return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
-                               priority=opts.get("priority", 0))
+                               priority=opts.get("priority"))
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"enqueue_many item {index}: {exc}") from None
 
@@ -100,6 +100,8 @@ class JobQueue:
         if size > self.config.max_payload_bytes:
             raise ValueError(f"payload of job type {jtype!r} is {size} bytes, above the limit of "
                              f"{self.config.max_payload_bytes} (max_payload_bytes)")
+        if priority is None:
+            priority = self.config.for_type(jtype).priority or 0
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise TypeError(f"priority must be an integer, got {priority!r}")
         if max_attempts is not None and (not isinstance(max_attempts, int) or isinstance(max_attempts, bool)

@@ -7,11 +7,14 @@ start-up stops with a message instead of running on a typo.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from . import cron, durations
 
 
 class ConfigError(ValueError):
@@ -55,6 +58,15 @@ def _list_of_str() -> Key:
 
 
 _NONEMPTY_STR = Key((str,), "a non-empty string", lambda v: bool(v))
+_DURATION = Key((str,), durations.DURATION_EXPECTED, durations.is_duration)
+
+
+def _json_ok(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 # section -> key -> Key. The top-level section is "".
 SCHEMA: dict[str, dict[str, Key]] = {
@@ -89,6 +101,31 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "backoff_base": _num(0, 86400),
         "backoff_max": _num(0, 7 * 86400),
     },
+    "retention": {
+        "completed_after": _DURATION,
+        "failed_after": _DURATION,
+    },
+}
+
+# The keys of one [[schedule]] entry (name, type and cron are required) and of one
+# [types."<job type>"] table (all optional: unset keys fall back to the global settings).
+SCHEDULE_KEYS: dict[str, Key] = {
+    "name": _NONEMPTY_STR,
+    "type": _NONEMPTY_STR,
+    "cron": Key((str,), cron.CRON_EXPECTED, lambda v: cron.cron_error(v) is None),
+    "timezone": Key((str,), cron.ZONE_EXPECTED, cron.is_zone),
+    "payload": Key((dict,), "a table of JSON values (no TOML dates or times)", _json_ok),
+    "catch_up": _choice("latest", "none", "all"),
+}
+_SCHEDULE_REQUIRED = ("name", "type", "cron")
+TYPE_KEYS: dict[str, Key] = {
+    "concurrency": _num(1, 100_000, integer=True),
+    "rate": Key((str,), durations.RATE_EXPECTED, durations.is_rate),
+    "max_attempts": _num(1, 1000, integer=True),
+    "timeout": _num(0, 7 * 86400, open_lo=True),
+    "priority": _num(None, None, integer=True),
+    "backoff_base": _num(0, 86400),
+    "backoff_max": _num(0, 7 * 86400),
 }
 
 
@@ -121,6 +158,41 @@ class RetryConfig:
 
 
 @dataclass(frozen=True)
+class RetentionConfig:
+    """How long finished jobs are kept before ``cleanup:old-data`` deletes them (durations like
+    "7d", or "never"). Cancelled jobs follow ``completed_after``."""
+    completed_after: str = "7d"
+    failed_after: str = "never"
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """One ``[[schedule]]`` entry: enqueue ``type`` with ``payload`` at each tick of ``cron``
+    in ``timezone``. ``catch_up``: what to do with ticks missed while no supervisor ran."""
+    name: str
+    type: str
+    cron: str
+    timezone: str = "UTC"
+    payload: dict = field(default_factory=dict)
+    catch_up: str = "latest"
+
+
+@dataclass(frozen=True)
+class TypeConfig:
+    """``[types."<job type>"]``: limits and per-type defaults; None means "not set here"."""
+    concurrency: int | None = None
+    rate: str | None = None
+    max_attempts: int | None = None
+    timeout: float | None = None
+    priority: int | None = None
+    backoff_base: float | None = None
+    backoff_max: float | None = None
+
+
+_NO_TYPE_SETTINGS = TypeConfig()
+
+
+@dataclass(frozen=True)
 class Config:
     """A validated configuration. ``database`` is absolute (resolved against the file's folder)."""
     database: str = "jobq.db"
@@ -133,7 +205,14 @@ class Config:
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    schedules: tuple[ScheduleConfig, ...] = ()
+    types: dict[str, TypeConfig] = field(default_factory=dict)
     path: str | None = None  # the file this came from, if any
+
+    def for_type(self, job_type: str) -> TypeConfig:
+        """The ``[types."<job_type>"]`` settings (every field None when it has none)."""
+        return self.types.get(job_type, _NO_TYPE_SETTINGS)
 
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
@@ -149,10 +228,17 @@ class Config:
             out[name] = list(value) if isinstance(value, tuple) else value
         for section in ("supervisor", "worker", "retry"):
             out[section] = dataclasses.asdict(getattr(self, section))
+        out["retention"] = dataclasses.asdict(self.retention)
+        if self.schedules:
+            out["schedule"] = [dataclasses.asdict(s) for s in self.schedules]
+        if self.types:
+            out["types"] = {name: {k: v for k, v in dataclasses.asdict(t).items() if v is not None}
+                            for name, t in self.types.items()}
         return out
 
 
-_SECTIONS = {"supervisor": SupervisorConfig, "worker": WorkerConfig, "retry": RetryConfig}
+_SECTIONS = {"supervisor": SupervisorConfig, "worker": WorkerConfig, "retry": RetryConfig,
+             "retention": RetentionConfig}
 
 
 def _check(source: str, dotted: str, key: Key, value: Any) -> Any:
@@ -166,7 +252,12 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
     """Validate raw TOML data and build a :class:`Config`."""
     top: dict[str, Any] = {}
     sections: dict[str, dict[str, Any]] = {}
+    tables: dict[str, Any] = {}
     for name, value in data.items():
+        if name in _TABLES:
+            field_name, parse = _TABLES[name]
+            tables[field_name] = parse(source, value)
+            continue
         if name in _SECTIONS:
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: '{name}' must be a table ([{name}]), got {value!r}")
@@ -180,19 +271,63 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
             continue
         spec = SCHEMA[""].get(name)
         if spec is None:
-            known = sorted(set(SCHEMA[""]) | set(_SECTIONS))
+            known = sorted(set(SCHEMA[""]) | set(_SECTIONS) | set(_TABLES))
             raise ConfigError(f"{source}: unknown key '{name}' = {value!r} (known: {', '.join(known)})")
         top[name] = _check(source, name, spec, value)
     if "handlers" in top:
         top["handlers"] = tuple(top["handlers"])
     built = {name: cls(**sections.get(name, {})) for name, cls in _SECTIONS.items()}
-    cfg = Config(**top, **built)
+    cfg = Config(**top, **built, **tables)
     if cfg.worker.heartbeat_interval >= cfg.worker.lease_timeout:
         raise ConfigError(f"{source}: key 'worker.heartbeat_interval' = {cfg.worker.heartbeat_interval!r}: "
                           f"expected less than worker.lease_timeout ({cfg.worker.lease_timeout!r})")
     if base_dir is not None and cfg.database != ":memory:":
         cfg = cfg.replace(database=str(Path(base_dir, cfg.database).resolve()))
     return cfg
+
+
+def _table(source: str, prefix: str, keys: dict[str, Key], value: Any, what: str) -> dict[str, Any]:
+    """Check one table (``prefix`` names it in errors) against ``keys``."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: '{prefix}' must be a table ({what}), got {value!r}")
+    out = {}
+    for k, v in value.items():
+        spec = keys.get(k)
+        if spec is None:
+            raise ConfigError(f"{source}: unknown key '{prefix}.{k}' = {v!r} (known: {', '.join(sorted(keys))})")
+        out[k] = _check(source, f"{prefix}.{k}", spec, v)
+    return out
+
+
+def _schedules(source: str, value: Any) -> tuple[ScheduleConfig, ...]:
+    """``[[schedule]]`` entries: each checked, the required keys present, the names unique."""
+    if not isinstance(value, list):
+        raise ConfigError(f"{source}: 'schedule' must be an array of tables ([[schedule]]), got {value!r}")
+    out: list[ScheduleConfig] = []
+    for i, entry in enumerate(value):
+        prefix = f"schedule[{i}]"
+        checked = _table(source, prefix, SCHEDULE_KEYS, entry, "[[schedule]]")
+        for k in _SCHEDULE_REQUIRED:
+            if k not in checked:
+                raise ConfigError(f"{source}: key '{prefix}.{k}' is missing: expected {SCHEDULE_KEYS[k].expected}")
+        if any(s.name == checked["name"] for s in out):
+            raise ConfigError(f"{source}: key '{prefix}.name' = {checked['name']!r}: "
+                              f"expected a name no other [[schedule]] entry uses")
+        out.append(ScheduleConfig(**checked))
+    return tuple(out)
+
+
+def _types(source: str, value: Any) -> dict[str, TypeConfig]:
+    """``[types."<job type>"]`` tables."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: 'types' must be tables like [types.\"report:generate\"], got {value!r}")
+    return {name: TypeConfig(**_table(source, f'types."{name}"', TYPE_KEYS, entry, f'[types."{name}"]'))
+            for name, entry in value.items()}
+
+
+# TOML name -> (Config field, parser) of the sections that hold several tables.
+_TABLES: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "schedule": ("schedules", _schedules), "types": ("types", _types)}
 
 
 def load(path: str | os.PathLike[str]) -> Config:

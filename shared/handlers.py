@@ -106,7 +106,8 @@ def _where(fn: Callable[..., Any]) -> str:
 
 
 def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> Registry:
-    """Import each handler module and collect its handlers.
+    """Import each handler module and collect its handlers, then add the built-in job types
+    (shared.builtin_jobs) that no module defined.
 
     Raises :class:`HandlerImportError` naming the module, with the traceback, if one fails.
     The current directory is put on ``sys.path`` first, as ``python -m`` users expect.
@@ -123,4 +124,8 @@ def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> R
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             raise HandlerImportError(f"handler module {name!r} failed to import:\n{tb}") from exc
         registry.add_module(mod)
+    from . import builtin_jobs  # here, not at the top: it imports this module
+    for spec in builtin_jobs.specs():
+        if registry.get(spec.type) is None:
+            registry.add(spec)
     return registry

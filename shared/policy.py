@@ -1,6 +1,7 @@
 """Per-job settings resolved from the handler declaration and the config.
 
-Order of precedence: the job's own value (set at enqueue) > the handler decorator > the config.
+Order of precedence: the job's own value (set at enqueue) > the handler decorator >
+``[types."<job type>"]`` > the global config (``[retry]``, ``[worker] job_timeout``).
 """
 from __future__ import annotations
 
@@ -25,13 +26,22 @@ class JobPolicy:
         spec = self.registry.get(job.type)
         if spec is not None and spec.max_attempts is not None:
             return spec.max_attempts
-        return self.config.retry.max_attempts
+        typed = self.config.for_type(job.type).max_attempts
+        return typed if typed is not None else self.config.retry.max_attempts
 
     def timeout(self, job_type: str) -> float:
         spec = self.registry.get(job_type)
         if spec is not None and spec.timeout is not None:
             return spec.timeout
-        return self.config.worker.job_timeout
+        typed = self.config.for_type(job_type).timeout
+        return typed if typed is not None else self.config.worker.job_timeout
 
-    def backoff(self, attempts: int) -> float:
-        return self.retry.delay(attempts, self._rng)
+    def backoff(self, attempts: int, job_type: str | None = None) -> float:
+        """Delay after the ``attempts``-th failure; ``[types."<job_type>"]`` backoff_base and
+        backoff_max override ``[retry]``'s."""
+        if job_type is None:
+            return self.retry.delay(attempts, self._rng)
+        typed = self.config.for_type(job_type)
+        base = typed.backoff_base if typed.backoff_base is not None else self.retry.backoff_base
+        cap = typed.backoff_max if typed.backoff_max is not None else self.retry.backoff_max
+        return RetryPolicy(self.retry.max_attempts, base, cap).delay(attempts, self._rng)

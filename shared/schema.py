@@ -64,7 +64,28 @@ INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('jobs', 'jobs_claim', '1000000
 ANALYZE sqlite_schema;
 """
 
-MIGRATIONS: list[str] = [V1]
+# Schedules, per-type limits (issue 6).
+SCHEDULES_AND_LIMITS = """
+-- The last tick each [[schedule]] entry has handled (enqueued, or skipped by catch_up), so a tick
+-- is enqueued once across restarts and supervisors. A changed cron or time zone (fingerprint)
+-- re-anchors the schedule at the time of the change.
+CREATE TABLE schedule_marks (
+    name         TEXT PRIMARY KEY,
+    fingerprint  TEXT NOT NULL,
+    last_tick    TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+);
+
+-- Claim times of jobs of rate-limited types within their period (a sliding log: at most
+-- `count` rows per type are ever inside the window).
+CREATE TABLE type_starts (
+    type        TEXT NOT NULL,
+    started_at  TEXT NOT NULL
+);
+CREATE INDEX type_starts_by_type ON type_starts (type, started_at);
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS]
 VERSION = len(MIGRATIONS)
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Sequence, TypeVar
 from . import schema
 from .clock import iso
 from .job import Job
+from .store_lifecycle import LifecycleStore
 
 T = TypeVar("T")
 
@@ -84,7 +85,7 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
 
 
-class SqliteStore:
+class SqliteStore(LifecycleStore):
     """One SQLite connection to a jobq database, and the operations on it."""
 
     def __init__(self, path: str, *, synchronous: str = "normal", busy_timeout: float = 5.0,

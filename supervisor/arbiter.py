@@ -29,7 +29,7 @@ from shared.procs import owner_token
 from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
 
-from . import maintenance
+from . import maintenance, scheduler
 from .children import Slot, describe_status, kill_group, restart_delay, spawn
 
 log = get_logger("supervisor")
@@ -314,6 +314,7 @@ class Arbiter:
         try:
             self.recover(initial=False)
             self.upkeep_wal(now_m)
+            scheduler.run_due(self.db(), self.config, self.clock.now())
         except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
             event(log, "supervisor.maintenance_failed", logging.ERROR, error=repr(exc))
             self.close_db()

@@ -56,8 +56,10 @@ def test_shipped_config_loads(monkeypatch, tmp_path):
     cfg = load(shipped)
     assert cfg.database == str(REPO / "jobq.db")
     assert cfg.handlers == ("examples.handlers",)
-    # "the values below are the defaults unless noted": only database and handlers differ.
-    assert cfg.replace(database="jobq.db", handlers=(), path=None) == Config()
+    # "the values below are the defaults unless noted": only database, handlers and the daily
+    # cleanup schedule differ.
+    assert [s.type for s in cfg.schedules] == ["cleanup:old-data"]
+    assert cfg.replace(database="jobq.db", handlers=(), schedules=(), path=None) == Config()
 
 
 def test_shipped_config_mentions_every_key():

@@ -1,0 +1,201 @@
+"""The store's SQL for schedules, retention and per-type limits (issue 6).
+
+:class:`LifecycleStore` is a mixin of :class:`shared.store.SqliteStore`: it uses the store's
+``conn``, ``_write``, ``_immediate`` and ``enqueue``, and keeps the store's contract (every write
+is one statement or a ``BEGIN IMMEDIATE`` transaction; RETURNING cursors are fetched fully;
+times come from the caller).
+
+- Schedules: ``schedule_marks`` remembers the last tick each ``[[schedule]]`` entry handled;
+  :meth:`run_schedule` reads it, enqueues the due ticks (idempotency key per schedule and tick)
+  and advances it in one transaction, so two supervisors never enqueue a tick twice.
+- Retention: :meth:`delete_finished` walks the primary key (ids grow with time) one bounded
+  chunk per statement, so the write lock is never held long and no index on finished jobs is
+  needed (every job would pay for one).
+- Limits: :meth:`claim_limited` is the claim used when some type has a ``concurrency`` or
+  ``rate`` limit. Types at their limit are skipped, not waited for: other types keep flowing.
+  The fast, unlimited ``claim`` statement is untouched, and no index is added to ``jobs``.
+"""
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from .clock import iso, parse_iso
+from .job import TERMINAL, Job
+
+if TYPE_CHECKING:
+    from .limits import TypeLimit
+    from .store import NewJob
+
+_PAUSED = "SELECT 1 FROM control WHERE name = 'paused' AND value = '1'"
+
+# Only running rows are read (the planner would rather scan a covering index of every job).
+_RUNNING_BY_TYPE = ("SELECT type, count(*) AS n FROM jobs INDEXED BY jobs_running "
+                    "WHERE status = 'running' GROUP BY type")
+# The claim order and index of the plain claim; types with no room are filtered out.
+_CANDIDATES = ("SELECT id, type FROM jobs WHERE status = 'pending' AND run_at <= ? {skip}"
+               "ORDER BY priority DESC, run_at, created_at LIMIT ?")
+_CLAIM_IDS = ("UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = ?, owner_pid = ?, "
+              "started_at = ?, heartbeat_at = ?, updated_at = ? "
+              "WHERE id IN ({ids}) AND status = 'pending' RETURNING *")
+CANDIDATES_PER_SLOT = 4   # candidates read per job wanted, for batches that fill a type's room
+
+# Retention walks the primary key (ids grow with time): one bounded range per statement.
+_CHUNK_END = "SELECT id FROM jobs WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?"
+_LAST_ID = "SELECT max(id) AS id FROM jobs WHERE id > ?"
+_DELETE_FINISHED = ("DELETE FROM jobs WHERE id > :after AND id <= :upto AND ("
+                    "(status = 'completed' AND coalesce(completed_at, updated_at) < :completed) OR "
+                    "(status = 'cancelled' AND coalesce(completed_at, updated_at) < :cancelled) OR "
+                    "(status = 'failed' AND coalesce(completed_at, updated_at) < :failed)) "
+                    "RETURNING status")
+
+
+@dataclass(frozen=True)
+class ScheduleMark:
+    """What the database remembers of one schedule."""
+    fingerprint: str
+    last_tick: float
+
+
+Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
+
+
+class LifecycleStore:
+    """Schedules, retention and limited claims (mixed into :class:`shared.store.SqliteStore`)."""
+
+    conn: sqlite3.Connection
+    _write: Callable[..., Any]
+    _immediate: Callable[..., Any]
+    enqueue: Callable[..., list[str]]
+
+    # -- schedules ------------------------------------------------------------------------------
+
+    def schedule_marks(self) -> dict[str, ScheduleMark]:
+        """Every schedule's mark, by name (a plain read)."""
+        rows = self.conn.execute("SELECT name, fingerprint, last_tick FROM schedule_marks").fetchall()
+        return {r["name"]: ScheduleMark(r["fingerprint"], parse_iso(r["last_tick"])) for r in rows}
+
+    def run_schedule(self, name: str, fingerprint: str, now: float, plan: Plan) -> list[str] | None:
+        """Enqueue a schedule's due ticks exactly once, in one ``BEGIN IMMEDIATE`` transaction.
+
+        A schedule without a mark, or whose mark has another ``fingerprint`` (its cron or time
+        zone changed), is anchored at ``now`` and None is returned: ticks before that are not
+        its business. Otherwise ``plan(last_tick)`` (pure, no I/O) returns the jobs to enqueue
+        (each with its tick's idempotency key) and the new last tick, or None when nothing is
+        due; the jobs' ids are returned (an existing job's id for a key already taken).
+        """
+        stamp = iso(now)
+
+        def tx(c: sqlite3.Connection) -> list[str] | None:
+            row = c.execute("SELECT fingerprint, last_tick FROM schedule_marks WHERE name = ?",
+                            (name,)).fetchone()
+            if row is None or row["fingerprint"] != fingerprint:
+                c.execute("INSERT INTO schedule_marks (name, fingerprint, last_tick, updated_at) "
+                          "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                          "fingerprint = excluded.fingerprint, last_tick = excluded.last_tick, "
+                          "updated_at = excluded.updated_at", (name, fingerprint, stamp, stamp))
+                return None
+            jobs, advance_to = plan(parse_iso(row["last_tick"]))
+            if advance_to is None:
+                return []
+            ids = self.enqueue(jobs, now, conn=c) if jobs else []
+            c.execute("UPDATE schedule_marks SET last_tick = ?, updated_at = ? WHERE name = ?",
+                      (iso(advance_to), stamp, name))
+            return ids
+        return self._immediate(tx)
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def delete_finished(self, cutoffs: Mapping[str, float | None], after: str = "",
+                        chunk: int = 500) -> tuple[dict[str, int], str | None]:
+        """Look at the next ``chunk`` jobs by id after ``after`` ("" = the first) and delete those
+        whose terminal status has a cutoff (``cutoffs``: 'completed', 'cancelled', 'failed' ->
+        time, or None to keep) and that finished before it (no ``completed_at``: ``updated_at``).
+
+        One statement over one primary-key range, so the write lock is held for one chunk.
+        Returns the deletions per status and the id to continue after (None: that was the end).
+        """
+        row = self.conn.execute(_CHUNK_END, (after, chunk - 1)).fetchone()
+        upto = row["id"] if row else self.conn.execute(_LAST_ID, (after,)).fetchone()["id"]
+        if upto is None:
+            return {}, None
+        params = {"after": after, "upto": upto, **{s: None if cutoffs.get(s) is None else iso(cutoffs[s])
+                                                   for s in TERMINAL}}
+        deleted: dict[str, int] = {}
+        for r in self._write(lambda c: c.execute(_DELETE_FINISHED, params).fetchall()):
+            deleted[r["status"]] = deleted.get(r["status"], 0) + 1
+        return deleted, upto if row else None
+
+    # -- limits ---------------------------------------------------------------------------------
+
+    def claim_limited(self, owner: str, owner_pid: int, now: float, limits: Mapping[str, "TypeLimit"],
+                      limit: int = 1) -> list[Job]:
+        """Like ``claim``, but never past a type's ``concurrency`` or ``rate`` (across every
+        process on the file), in one ``BEGIN IMMEDIATE`` transaction. See :meth:`claim_limited_in`."""
+        return self._immediate(lambda c: self.claim_limited_in(c, owner, owner_pid, now, limits, limit))
+
+    def claim_limited_in(self, c: sqlite3.Connection, owner: str, owner_pid: int, now: float,
+                         limits: Mapping[str, "TypeLimit"], limit: int = 1) -> list[Job]:
+        """The limited claim, inside the caller's ``BEGIN IMMEDIATE`` transaction on ``c``.
+
+        Takes up to ``limit`` due pending jobs in claim order (priority, then first due, then
+        first created), skipping the types with no room: ``running < concurrency`` and fewer
+        than ``count`` claims in the last ``period`` seconds. A held-back job stays pending and
+        blocks nothing else. A job of a rate-limited type is only ever claimed first in a batch
+        and ends it, so it starts at once: its start is counted now (in ``type_starts``).
+        Returns nothing while the queue is paused. Cost: the plain claim's index walk, plus the
+        held-back jobs it steps over (due jobs of full types ahead in claim order).
+        """
+        if limit < 1 or c.execute(_PAUSED).fetchone():
+            return []
+        stamp = iso(now)
+        running = {r["type"]: r["n"] for r in c.execute(_RUNNING_BY_TYPE).fetchall()}
+        room = {t: _room(c, lim, running.get(t, 0), now) for t, lim in limits.items()}
+        rated = {t for t, lim in limits.items() if lim.rate}
+        full = [t for t, n in room.items() if n <= 0]
+        skip = f"AND type NOT IN ({', '.join('?' * len(full))}) " if full else ""
+        rows = c.execute(_CANDIDATES.format(skip=skip), (stamp, *full, limit * CANDIDATES_PER_SLOT)).fetchall()
+        picked = _pick([(r["id"], r["type"]) for r in rows], room, rated, limit)
+        if not picked:
+            return []
+        claimed = c.execute(_CLAIM_IDS.format(ids=", ".join("?" * len(picked))),
+                            (owner, owner_pid, stamp, stamp, stamp, *picked)).fetchall()
+        jobs = sorted((Job.from_row(r) for r in claimed), key=lambda j: picked.index(j.id))
+        c.executemany("INSERT INTO type_starts (type, started_at) VALUES (?, ?)",
+                      [(j.type, stamp) for j in jobs if j.type in rated])
+        return jobs
+
+    def type_starts(self, job_type: str) -> list[float]:
+        """Recorded claim times of a rate-limited type still inside some window (for ops/tests)."""
+        rows = self.conn.execute("SELECT started_at FROM type_starts WHERE type = ? ORDER BY started_at",
+                                 (job_type,)).fetchall()
+        return [parse_iso(r["started_at"]) for r in rows]
+
+
+def _room(c: sqlite3.Connection, lim: "TypeLimit", running: int, now: float) -> float:
+    """How many more jobs of one type may be claimed now (inf when unlimited)."""
+    room = math.inf if lim.concurrency is None else lim.concurrency - running
+    if lim.rate is not None:
+        count, period = lim.rate
+        c.execute("DELETE FROM type_starts WHERE type = ? AND started_at <= ?", (lim.type, iso(now - period)))
+        used = c.execute("SELECT count(*) AS n FROM type_starts WHERE type = ?", (lim.type,)).fetchone()["n"]
+        room = min(room, count - used)
+    return room
+
+
+def _pick(candidates: list[tuple[str, str]], room: dict[str, float], rated: set[str], limit: int) -> list[str]:
+    """Ids to claim, in order, within each type's room; a rate-limited job only leads a batch."""
+    out: list[str] = []
+    for job_id, job_type in candidates:
+        if len(out) == limit:
+            break
+        if room.get(job_type, 1) <= 0 or (out and job_type in rated):
+            continue
+        out.append(job_id)
+        if job_type in room:
+            room[job_type] -= 1
+        if job_type in rated:
+            break
+    return out
