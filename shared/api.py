@@ -59,19 +59,34 @@ class JobQueue:
         through that sqlite3 connection inside the caller's transaction, and commits or rolls back
         with it. Invalid input raises and writes nothing.
         """
-        job = self._build(type, payload, run_at, delay, priority, max_attempts, key)
-        return self.store.enqueue([job], self.clock.now(), conn=conn)[0]
+        now = self.clock.now()
+        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now)
+        return self.store.enqueue([job], now, conn=conn)[0]
 
-    def enqueue_many(self, items: Iterable[Any], *, conn: sqlite3.Connection | None = None) -> list[str]:
+    def enqueue_many(self, items: Iterable[Any], *, conn: sqlite3.Connection | None = None,
+                     batch_size: int | None = None) -> list[str]:
         """Add many jobs in one transaction. Each item is ``(type, payload)``,
         ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.
-        All are validated before anything is written."""
-        jobs = [self._build_item(i, item) for i, item in enumerate(items)]
+        All are validated before anything is written. With ``batch_size`` (and no ``conn``) they
+        are written in transactions of that many jobs, so a bulk load never holds the write lock
+        for long (a failure midway leaves the earlier batches written)."""
+        now = self.clock.now()
+        jobs = [self._build_item(i, item, now) for i, item in enumerate(items)]
         if not jobs:
             return []
-        return self.store.enqueue(jobs, self.clock.now(), conn=conn)
+        if batch_size is None or conn is not None:
+            return self.store.enqueue(jobs, now, conn=conn)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        return [job_id for i in range(0, len(jobs), batch_size)
+                for job_id in self.store.enqueue(jobs[i:i + batch_size], self.clock.now())]
 
-    def _build_item(self, index: int, item: Any) -> NewJob:
+    def _build_item(self, index: int, item: Any, now: float) -> NewJob:
+        if type(item) is tuple and len(item) == 2:  # the common case, without the ABC checks below
+            try:
+                return self._build(item[0], item[1], None, None, None, None, None, now)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"enqueue_many item {index}: {exc}") from None
         if isinstance(item, Mapping):
             opts = dict(item)
             jtype, payload = opts.pop("type", None), opts.pop("payload", None)
@@ -87,16 +102,17 @@ class JobQueue:
             raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
         try:
             return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
-                               priority=opts.get("priority"))
+                               priority=opts.get("priority"), now=now)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"enqueue_many item {index}: {exc}") from None
 
     def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
-               max_attempts: Any, key: Any) -> NewJob:
+               max_attempts: Any, key: Any, now: float) -> NewJob:
         if not isinstance(jtype, str) or not jtype.strip():
             raise ValueError(f"job type must be a non-empty string, got {jtype!r}")
         text = encode_json(payload, f"payload of job type {jtype!r}")
-        size = len(text.encode("utf-8"))
+        # a character is at most 4 bytes of UTF-8: short payloads skip the encoding
+        size = len(text) if len(text) * 4 <= self.config.max_payload_bytes else len(text.encode("utf-8"))
         if size > self.config.max_payload_bytes:
             raise ValueError(f"payload of job type {jtype!r} is {size} bytes, above the limit of "
                              f"{self.config.max_payload_bytes} (max_payload_bytes)")
@@ -109,7 +125,6 @@ class JobQueue:
             raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError(f"key must be a non-empty string, got {key!r}")
-        now = self.clock.now()
         if run_at is not None and delay is not None:
             raise ValueError("give run_at or delay, not both")
         if delay is not None:

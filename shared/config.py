@@ -78,6 +78,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_payload_bytes": _num(1, 1 << 30, integer=True),
         "log_level": _choice("debug", "info", "warning", "error"),
         "log_format": _choice("text", "json"),
+        "metrics_port": _num(0, 65535, integer=True),
+        "metrics_host": _NONEMPTY_STR,
     },
     "supervisor": {
         "workers": _num(0, 256, integer=True),
@@ -95,6 +97,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "lease_timeout": _num(0.1, 86400),
         "max_jobs": _num(0, None, integer=True),
         "max_memory_mb": _num(0, None, integer=True),
+        "max_batch": _num(1, 1000, integer=True),
     },
     "retry": {
         "max_attempts": _num(1, 1000, integer=True),
@@ -148,6 +151,7 @@ class WorkerConfig:
     lease_timeout: float = 30.0
     max_jobs: int = 0
     max_memory_mb: int = 0
+    max_batch: int = 16
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,8 @@ class Config:
     max_payload_bytes: int = 1 << 20
     log_level: str = "info"
     log_format: str = "text"
+    metrics_port: int = 0          # 0: no Prometheus endpoint
+    metrics_host: str = "127.0.0.1"
     supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)

@@ -12,6 +12,7 @@
 | 7    | RECYCLED            | worker    | max_jobs or max_memory_mb reached; replace me without back-off |
 | 8    | WORKER_BOOT_FAILED  | worker    | the worker could not start (import error, exec failure); back off |
 | 9    | NOT_RUNNING         | CLI       | an ops command needs a running supervisor and none was found |
+| 10   | NOT_FOUND           | CLI       | a job named on the command line does not exist, or is not in a state the command applies to |
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class ExitCode(enum.IntEnum):
     RECYCLED = 7
     WORKER_BOOT_FAILED = 8
     NOT_RUNNING = 9
+    NOT_FOUND = 10
 
     @classmethod
     def describe(cls, code: int) -> str:

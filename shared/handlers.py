@@ -66,6 +66,25 @@ def handler(job_type: str, *, max_attempts: int | None = None,
     return mark
 
 
+HOOK_ATTR = "__jobq_hook__"
+HOOK_EVENTS = ("completed", "failed", "retry")
+
+
+def _hook(event: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, HOOK_ATTR, event)
+        return fn
+    return mark
+
+
+on_completed = _hook("completed")
+on_completed.__doc__ = "Mark ``fn(job, result)`` to run in the worker after a job's success commits."
+on_failed = _hook("failed")
+on_failed.__doc__ = "Mark ``fn(job, error)`` to run after a job is failed for good (committed)."
+on_retry = _hook("retry")
+on_retry.__doc__ = "Mark ``fn(job, error)`` to run after a failed attempt is re-queued (committed)."
+
+
 class HandlerImportError(RuntimeError):
     """A handler module failed to import; ``str()`` includes the traceback."""
 
@@ -75,6 +94,7 @@ class Registry:
 
     def __init__(self, specs: Iterable[HandlerSpec] = ()) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        self.hooks: dict[str, list[Callable[..., Any]]] = {e: [] for e in HOOK_EVENTS}
         for spec in specs:
             self.add(spec)
 
@@ -99,6 +119,9 @@ class Registry:
             spec = getattr(value, ATTR, None)
             if isinstance(spec, HandlerSpec):
                 self.add(spec)
+            hook = getattr(value, HOOK_ATTR, None)
+            if hook in self.hooks and value not in self.hooks[hook]:
+                self.hooks[hook].append(value)
 
 
 def _where(fn: Callable[..., Any]) -> str:

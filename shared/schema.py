@@ -34,10 +34,14 @@ CREATE TABLE jobs (
     CHECK ((status = 'running') = (owner IS NOT NULL))
 );
 CREATE INDEX jobs_claim ON jobs (priority DESC, run_at, created_at) WHERE status = 'pending';
+-- Delayed and retried jobs only (run_at later than creation): lets an idle worker sleep exactly
+-- until the next one is due, without indexing every immediate job a second time.
+CREATE INDEX jobs_delayed ON jobs (run_at) WHERE status = 'pending' AND run_at > created_at;
 CREATE UNIQUE INDEX jobs_key ON jobs (key) WHERE key IS NOT NULL;
 CREATE INDEX jobs_running ON jobs (owner) WHERE status = 'running';
-CREATE INDEX jobs_finished ON jobs (status, completed_at) WHERE status IN ('completed', 'failed', 'cancelled');
-CREATE INDEX jobs_type ON jobs (type, status);
+-- Deliberately no index on finished jobs or on (type, status): every job would pay for it twice
+-- (claim and completion), which costs ~30% of throughput. Ids grow with time, so retention walks
+-- the primary key from the oldest job; per-type statistics scan.
 
 CREATE TABLE control (
     name   TEXT PRIMARY KEY,
@@ -85,7 +89,46 @@ CREATE TABLE type_starts (
 CREATE INDEX type_starts_by_type ON type_starts (type, started_at);
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS]
+# Attempt history (issue 5: `jobq show ID`, metrics). Triggers write it, so every path that ends an
+# attempt records it in the same statement: complete/retry/fail, a batched finish, the
+# supervisor's release of a dead worker's jobs, and any later one.
+ATTEMPT_HISTORY = """
+-- One row per attempt that ended. outcome: 'completed', 'failed' or 'retry' (pending again, the
+-- attempt counted: a handler error, RetryAfter, or a dead worker's job re-queued). An attempt
+-- given back (attempts decreased: a shutdown the supervisor ordered, a claimed job never started)
+-- leaves no row. due_at: when the attempt became runnable (later of created_at and run_at);
+-- ended_at: the writer's `now` (NEW.updated_at), never SQLite's clock. seq grows with commit
+-- order (INTEGER PRIMARY KEY: max + 1), so readers can follow the table incrementally.
+CREATE TABLE job_attempts (
+    seq         INTEGER PRIMARY KEY,
+    job_id      TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    attempt     INTEGER NOT NULL,
+    outcome     TEXT NOT NULL,
+    due_at      TEXT,
+    started_at  TEXT,
+    ended_at    TEXT NOT NULL,
+    owner       TEXT,
+    error       TEXT
+);
+CREATE INDEX job_attempts_job ON job_attempts (job_id);
+CREATE TRIGGER jobs_attempt_ended AFTER UPDATE OF status ON jobs
+WHEN OLD.status = 'running' AND NEW.status <> 'running' AND NEW.attempts >= OLD.attempts
+BEGIN
+    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
+    VALUES (OLD.id, OLD.type, OLD.attempts,
+            CASE NEW.status WHEN 'pending' THEN 'retry' ELSE NEW.status END,
+            max(OLD.run_at, OLD.created_at), OLD.started_at, NEW.updated_at, OLD.owner,
+            CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
+END;
+-- Deleting a job (purge, retention) deletes its history.
+CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs
+BEGIN
+    DELETE FROM job_attempts WHERE job_id = OLD.id;
+END;
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY]
 VERSION = len(MIGRATIONS)
 
 

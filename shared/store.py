@@ -35,7 +35,7 @@ class StoreError(RuntimeError):
     """The database cannot be used; the message names the file and the cause."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class NewJob:
     """A validated job ready to insert (see :meth:`shared.api.JobQueue.enqueue`)."""
     id: str
@@ -56,6 +56,21 @@ class Released:
     attempts: int
 
 
+@dataclass(frozen=True)
+class Finish:
+    """An outcome to record for a running job (see :meth:`SqliteStore.finish_and_claim`).
+
+    ``kind``: 'completed' (``text`` is the JSON result or None), 'retry' (``text`` is the error,
+    due again at ``run_at``) or 'failed' (``text`` is the error).
+    """
+    kind: str
+    job_id: str
+    attempt: int
+    text: str | None
+    run_at: float = 0.0
+    max_attempts: int | None = None
+
+
 _JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
                 "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
 
@@ -74,6 +89,34 @@ RETURNING {_JOB_COLUMNS}
 """
 
 _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
+_RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
+
+_FINISH_SQL = {
+    "completed": "UPDATE jobs SET status = 'completed', result = :text, completed_at = :now, "
+                 "updated_at = :now, " + _RELEASE + _GUARD,
+    "retry": "UPDATE jobs SET status = 'pending', error = :text, run_at = :run_at, "
+             "max_attempts = coalesce(max_attempts, :max), updated_at = :now, " + _RELEASE + _GUARD,
+    "failed": "UPDATE jobs SET status = 'failed', error = :text, completed_at = :now, updated_at = :now, "
+              "max_attempts = coalesce(max_attempts, :max), " + _RELEASE + _GUARD,
+}
+
+_UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
+            + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
+
+_HAS_DUE = ("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= ? "
+            "ORDER BY priority DESC, run_at, created_at LIMIT 1")
+
+
+def _fetch_jobs(c: sqlite3.Connection, sql: str, params: Any) -> list[Job]:
+    """Run a statement returning ``_JOB_COLUMNS`` and build the jobs from plain tuples."""
+    cur = c.cursor()
+    cur.row_factory = None
+    return [Job.from_tuple(r) for r in cur.execute(sql, params).fetchall()]
+
+
+def _finish_params(f: "Finish", owner: str, stamp: str) -> dict[str, Any]:
+    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": f.text, "now": stamp,
+            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts}
 
 
 def _row_factory(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
@@ -187,26 +230,26 @@ class SqliteStore(LifecycleStore):
         """
         stamp = iso(now)
         if conn is not None:
-            return [self._insert_one(conn, j, stamp) for j in jobs]
+            return [self._insert_one(conn, j, stamp, now) for j in jobs]
         if len(jobs) == 1 and jobs[0].key is None:
             j = jobs[0]
-            self._write(lambda c: c.execute(_INSERT, _insert_params(j, stamp)))
+            self._write(lambda c: c.execute(_INSERT, _insert_params(j, stamp, now)))
             return [j.id]
 
         def many(c: sqlite3.Connection) -> list[str]:
             plain = [j for j in jobs if j.key is None]
-            c.executemany(_INSERT, [_insert_params(j, stamp) for j in plain])
-            keyed = {j.id: self._insert_one(c, j, stamp) for j in jobs if j.key is not None}
+            c.executemany(_INSERT, [_insert_params(j, stamp, now) for j in plain])
+            keyed = {j.id: self._insert_one(c, j, stamp, now) for j in jobs if j.key is not None}
             return [keyed.get(j.id, j.id) for j in jobs]
         return self._immediate(many)
 
     @staticmethod
-    def _insert_one(c: sqlite3.Connection, j: NewJob, stamp: str) -> str:
+    def _insert_one(c: sqlite3.Connection, j: NewJob, stamp: str, now: float) -> str:
         if j.key is None:
-            c.execute(_INSERT, _insert_params(j, stamp))
+            c.execute(_INSERT, _insert_params(j, stamp, now))
             return j.id
         rows = c.execute(_INSERT + " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
-                         _insert_params(j, stamp)).fetchall()
+                         _insert_params(j, stamp, now)).fetchall()
         if rows:
             return rows[0]["id"] if isinstance(rows[0], dict) else rows[0][0]
         found = c.execute("SELECT id FROM jobs WHERE key = ?", (j.key,)).fetchone()
@@ -245,35 +288,75 @@ class SqliteStore(LifecycleStore):
         then first created). Returns nothing while the queue is paused."""
         stamp = iso(now)
         params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
-        rows = self._write(lambda c: c.execute(_CLAIM, params).fetchall())
-        return [Job.from_row(r) for r in rows]
+        return self._write(lambda c: _fetch_jobs(c, _CLAIM, params))
 
     def complete(self, job_id: str, attempt: int, owner: str, result: str | None, now: float) -> bool:
-        stamp = iso(now)
-        sql = ("UPDATE jobs SET status = 'completed', result = :result, completed_at = :now, "
-               "updated_at = :now, owner = NULL, owner_pid = NULL, heartbeat_at = NULL " + _GUARD)
-        p = {"id": job_id, "attempt": attempt, "owner": owner, "result": result, "now": stamp}
-        return self._write(lambda c: c.execute(sql, p).rowcount) == 1
+        return self._finish(Finish("completed", job_id, attempt, result), owner, now)
 
     def retry(self, job_id: str, attempt: int, owner: str, error: str, run_at: float, now: float,
               max_attempts: int | None = None) -> bool:
         """Put a running job back to pending, due at ``run_at``, recording ``error``."""
-        sql = ("UPDATE jobs SET status = 'pending', error = :error, run_at = :run_at, "
-               "max_attempts = coalesce(max_attempts, :max), updated_at = :now, "
-               "owner = NULL, owner_pid = NULL, heartbeat_at = NULL " + _GUARD)
-        p = {"id": job_id, "attempt": attempt, "owner": owner, "error": error,
-             "run_at": iso(run_at), "now": iso(now), "max": max_attempts}
-        return self._write(lambda c: c.execute(sql, p).rowcount) == 1
+        return self._finish(Finish("retry", job_id, attempt, error, run_at, max_attempts), owner, now)
 
     def fail(self, job_id: str, attempt: int, owner: str, error: str, now: float,
              max_attempts: int | None = None) -> bool:
         """Mark a running job failed for good (the dead-letter queue keeps it)."""
-        sql = ("UPDATE jobs SET status = 'failed', error = :error, completed_at = :now, updated_at = :now, "
-               "max_attempts = coalesce(max_attempts, :max), "
-               "owner = NULL, owner_pid = NULL, heartbeat_at = NULL " + _GUARD)
-        p = {"id": job_id, "attempt": attempt, "owner": owner, "error": error, "now": iso(now),
-             "max": max_attempts}
-        return self._write(lambda c: c.execute(sql, p).rowcount) == 1
+        return self._finish(Finish("failed", job_id, attempt, error, 0.0, max_attempts), owner, now)
+
+    def _finish(self, f: "Finish", owner: str, now: float) -> bool:
+        """One guarded update; False when zero rows matched (the lease was lost)."""
+        params = _finish_params(f, owner, iso(now))
+        return self._write(lambda c: c.execute(_FINISH_SQL[f.kind], params).rowcount) == 1
+
+    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
+                         limit: int, limits: dict | None = None) -> tuple[list[bool], list[Job]]:
+        """Record outcomes and claim up to ``limit`` more jobs in one ``BEGIN IMMEDIATE``
+        transaction: one commit (one fsync under synchronous=full) for a whole batch.
+
+        Returns, per finish, whether its guarded update matched (False: the lease was lost and
+        that outcome was dropped), and the claimed jobs. Nothing is committed unless all is.
+        With ``limits`` (shared.limits.type_limits: some type has a concurrency or rate limit)
+        the claim is :meth:`claim_limited_in` instead of the fast statement.
+        """
+        stamp = iso(now)
+        claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
+
+        def tx(c: sqlite3.Connection) -> tuple[list[bool], list[Job]]:
+            done = [c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
+                    for f in finishes]
+            if limits:
+                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit)
+            return done, (_fetch_jobs(c, _CLAIM, claim) if limit > 0 else [])
+        if not finishes:
+            if limit <= 0:
+                return [], []
+            if limits:
+                return [], self.claim_limited(owner, owner_pid, now, limits, limit)
+            return [], self.claim(owner, owner_pid, now, limit)
+        return self._immediate(tx)
+
+    def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
+        """Give back jobs that ``owner`` claimed but never started: pending again, due now, and
+        the attempt the claim counted is returned. Returns how many were released."""
+        if not job_ids:
+            return 0
+        stamp = iso(now)
+
+        def tx(c: sqlite3.Connection) -> int:
+            return sum(c.execute(_UNCLAIM, (stamp, stamp, job_id, owner)).rowcount for job_id in job_ids)
+        return self._immediate(tx)
+
+    def next_due(self) -> str | None:
+        """The earliest ``run_at`` of a pending job scheduled later than it was created (a delayed
+        or retried job), or None. Served by the small ``jobs_delayed`` index."""
+        row = self.conn.execute("SELECT min(run_at) AS t FROM jobs "
+                                "WHERE status = 'pending' AND run_at > created_at").fetchone()
+        return row["t"]
+
+    def has_due(self, now: float) -> bool:
+        """Is any pending job due? (a read: cheaper than a claim that finds nothing)"""
+        row = self.conn.execute(_HAS_DUE, (iso(now),)).fetchone()
+        return row is not None
 
     def heartbeat(self, owner: str, now: float) -> int:
         """Refresh the lease of every job ``owner`` runs, and its process row. Returns job count."""
@@ -289,13 +372,16 @@ class SqliteStore(LifecycleStore):
     # -- supervisor -----------------------------------------------------------------------------
 
     def release_owner(self, owner: str, reason: str, now: float, *,
-                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True) -> list[Released]:
+                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
+                      unstarted: Iterable[str] = ()) -> list[Released]:
         """Re-queue the running jobs of a dead or killed ``owner``, in one transaction.
 
         With ``count_attempt`` the interrupted run counts: a job whose attempts are used up is
         ``failed`` with ``reason``; others go back to pending, due now. Without it (a shutdown
-        the supervisor itself ordered) the attempt is given back.
+        the supervisor itself ordered) the attempt is given back. Jobs in ``unstarted`` (claimed
+        in a batch, never begun) always get their attempt back.
         """
+        unstarted = set(unstarted)
         stamp = iso(now)
 
         def tx(c: sqlite3.Connection) -> list[Released]:
@@ -305,11 +391,12 @@ class SqliteStore(LifecycleStore):
             for row in rows:
                 job = Job.from_row(row)
                 limit = max_attempts_for(job)
-                if count_attempt and job.attempts >= limit:
+                counts = count_attempt and job.id not in unstarted
+                if counts and job.attempts >= limit:
                     status, attempts = "failed", job.attempts
                 else:
                     status = "pending"
-                    attempts = job.attempts if count_attempt else max(job.attempts - 1, 0)
+                    attempts = job.attempts if counts else max(job.attempts - 1, 0)
                 c.execute("UPDATE jobs SET status = ?, attempts = ?, error = ?, run_at = CASE WHEN ? = 'pending' "
                           "THEN ? ELSE run_at END, completed_at = CASE WHEN ? = 'failed' THEN ? END, "
                           "max_attempts = coalesce(max_attempts, ?), updated_at = ?, owner = NULL, "
@@ -360,13 +447,25 @@ class SqliteStore(LifecycleStore):
             return 0
 
     def checkpoint(self) -> tuple[int, int, int]:
-        """``PRAGMA wal_checkpoint(TRUNCATE)``: (busy, wal pages, pages checkpointed)."""
-        row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        """``PRAGMA wal_checkpoint(TRUNCATE)``: (busy, wal pages, pages checkpointed).
+
+        Run without a busy timeout: a TRUNCATE checkpoint that waits (for a long reader, or a
+        writer) holds off every new writer meanwhile, so with the connection's busy timeout one
+        open report would stall all workers' claims, outcomes and heartbeats for that long, each
+        time. Without it SQLite copies what it can and returns busy=1; the caller tries later.
+        """
+        self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return tuple(row.values())  # type: ignore[return-value]
 
 
-def _insert_params(j: NewJob, stamp: str) -> tuple:
-    return (j.id, j.type, j.payload, j.max_attempts, j.priority, iso(j.run_at), stamp, stamp, j.key)
+def _insert_params(j: NewJob, stamp: str, now: float) -> tuple:
+    # ``now`` is what most jobs are due at: reuse its text instead of formatting it again
+    run_at = stamp if j.run_at == now else iso(j.run_at)
+    return (j.id, j.type, j.payload, j.max_attempts, j.priority, run_at, stamp, stamp, j.key)
 
 
 def _explain(exc: sqlite3.Error) -> str:
@@ -380,10 +479,14 @@ def _explain(exc: sqlite3.Error) -> str:
     return msg
 
 
+# An immutable encoder built once: json.dumps with non-default options builds one per call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def encode_json(value: Any, what: str) -> str:
     """JSON-encode ``value``; a TypeError names ``what`` and the offending type."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODE(value)
     except TypeError as exc:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
     except ValueError as exc:
