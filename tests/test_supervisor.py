@@ -206,6 +206,7 @@ def test_sigstopped_worker_past_its_lease_is_killed_and_job_rerun_once(tmp_path,
     wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers up")
     jid = enqueue(cfg, "test:gate", {"gate": str(gate), "log": str(log)})
     stopped = wait_until(lambda: running_pid(cfg, jid), what="job running")
+    wait_until(lambda: any(e["pid"] == stopped for e in events(log)), what="handler started")
     os.kill(stopped, signal.SIGSTOP)
     try:
         wait_until(lambda: pid_gone(stopped), timeout=20, what="stopped worker killed")
