@@ -52,6 +52,7 @@ def test_sigkill_worker_mid_job_reruns_it_once_and_replaces_worker(tmp_path, sup
     wait_until(lambda: len(worker_rows(cfg)) == 2, what="2 workers registered")
     jid = enqueue(cfg, "test:gate", {"gate": str(gate), "log": str(log)})
     victim = wait_until(lambda: running_pid(cfg, jid), what="job running")
+    wait_until(lambda: any(e["pid"] == victim for e in events(log)), what="handler started")
     os.kill(victim, signal.SIGKILL)
     # re-queued with the attempt counted, then claimed again by a live worker
     wait_until(lambda: job_row(cfg, jid)["attempts"] == 2 and status(cfg, jid) == "running",
