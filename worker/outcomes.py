@@ -15,7 +15,7 @@ from shared.store import Finish
 from .runner import JobContext, Outcome
 
 log = get_logger("worker")
-_EVENTS = {"completed": ("job.completed", logging.DEBUG), "failed": ("job.failed", logging.WARNING),
+_EVENTS = {"completed": ("job.completed", logging.INFO), "failed": ("job.failed", logging.WARNING),
            "retry": ("job.retry", logging.INFO)}
 
 
