@@ -36,6 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", help="burn-down worker counts, e.g. 1,2,4,8 (the largest is used for latency)")
     p.add_argument("--jobs", type=int, help="burn-down job count")
     p.add_argument("--repeat", type=int, help="burn-down runs with the largest worker count (median kept)")
+    p.add_argument("--huey-quiet", action="store_true", help="run Huey's consumer with -q (WARNING logging)")
     p.add_argument("--json", help="where to write the JSON (default bench/results/<timestamp>.json)")
     p.add_argument("--tmp", help="folder for the temporary databases (default: the system's)")
     args = p.parse_args(argv)
@@ -77,7 +78,8 @@ def meta(args: argparse.Namespace, ctx: Ctx) -> dict[str, Any]:
             "code": os.path.dirname(shared.__file__), "python": platform.python_version(),
             "sqlite": sqlite3.sqlite_version, "cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "machine": platform.platform(),
             "huey": _huey_version(), "scale": dataclasses.asdict(ctx.scale), "syncs": ctx.syncs,
-            "systems": sorted(ctx.systems), "huey_variants": ctx.huey_variants}
+            "systems": sorted(ctx.systems), "huey_variants": ctx.huey_variants,
+            "huey_logging": "WARNING (-q)" if ctx.huey_quiet else "INFO (its default)"}
 
 
 def _huey_version() -> str | None:
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         systems.discard("huey")
     root = tempfile.mkdtemp(prefix="jobq-bench-", dir=args.tmp)
     ctx = Ctx(root, make_scale(args), _split(args.sync), systems,
-              ["default", "off"] if "huey" in systems else [])
+              ["default", "off"] if "huey" in systems else [], huey_quiet=args.huey_quiet)
     data: dict[str, Any] = {"meta": meta(args, ctx), "results": {}}
     try:
         run(ctx, data["results"], _split(args.only))
@@ -132,7 +134,7 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     print(headline(data["meta"]) + "\n")
     print(data["table"])
     print("\nRatios: how many times better jobq is (rates: jobq / other; latencies and CPU: other / jobq).\n"
-          "Burn-down: median of the runs; Huey runs its defaults (INFO logging), jobq log_level warning.")
+          f"Burn-down: median of the runs. Huey logs at {data['meta']['huey_logging']}; jobq at warning.")
     if data["targets"]:
         print("\nIssue 7 targets (8 workers):\n" + targets.markdown(data["targets"]))
     print(f"\nJSON: {path}")

@@ -26,12 +26,13 @@ def paths(folder: str) -> tuple[str, str]:
     return db, out
 
 
-def start(folder: str, fsync: str, workers: int, each: bool = False) -> Tree:
+def start(folder: str, fsync: str, workers: int, *, each: bool = False, quiet: bool = False) -> Tree:
     """The consumer with ``-k process -w workers``; returns once its workers and scheduler run.
-    ``each``: tasks write their timing records at once (readable while it runs)."""
+    ``each``: tasks write their timing records at once (readable while it runs); ``quiet``:
+    Huey's ``-q`` (WARNING logging instead of INFO)."""
     db, out = paths(folder)
     argv = [python(), "-m", "bench.huey_consumer", "--db", db, "--fsync", fsync, "--out", out,
-            "-w", str(workers), *(["--each"] if each else [])]
+            "-w", str(workers), *(["--each"] if each else []), *(["-q"] if quiet else [])]
     tree = Tree(argv, os.path.join(folder, "consumer.log"), stop_signal=signal.SIGINT, stop_timeout=30)
     try:
         wait_for(lambda: _up(tree) >= workers + 2, 60, f"{workers} Huey workers")
@@ -47,7 +48,7 @@ def _up(tree: Tree) -> int:
     return len(tree.members())
 
 
-def burn(folder: str, fsync: str, workers: int, n: int) -> dict[str, Any]:
+def burn(folder: str, fsync: str, workers: int, n: int, quiet: bool = False) -> dict[str, Any]:
     """Burn-down: ``n`` no-op tasks pre-enqueued; tasks/s from the first start to the last end."""
     db, out = paths(folder)
     filler, task = make_huey(db, "off")  # only the fill runs without fsync; the consumer uses ``fsync``
@@ -55,7 +56,7 @@ def burn(folder: str, fsync: str, workers: int, n: int) -> dict[str, Any]:
         task(k)
     filler.storage.close()
     huey, _ = make_huey(db, fsync)
-    with start(folder, fsync, workers) as tree:
+    with start(folder, fsync, workers, quiet=quiet) as tree:
         wait_for(lambda: huey.pending_count() == 0, 60 + n / 100, "the Huey burn-down", interval=0.1)
         time.sleep(0.2)
         tree.close()
@@ -84,12 +85,12 @@ def enqueue(folder: str, fsync: str, single: int) -> dict[str, Any]:
 class Session:
     """A running consumer with a producer (see :mod:`bench.latency`)."""
 
-    def __init__(self, folder: str, fsync: str, workers: int) -> None:
+    def __init__(self, folder: str, fsync: str, workers: int, quiet: bool = False) -> None:
         db, self.out = paths(folder)
         self.huey, self.task = make_huey(db, fsync)
         self.keys = itertools.count()
         try:
-            self.tree = start(folder, fsync, workers, each=True)
+            self.tree = start(folder, fsync, workers, each=True, quiet=quiet)
         except BaseException:
             self.huey.storage.close()
             raise

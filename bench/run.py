@@ -26,6 +26,7 @@ class Ctx:
     syncs: list[str]
     systems: set[str]
     huey_variants: list[str]
+    huey_quiet: bool = False  # Huey's -q: WARNING logging instead of its default INFO
     seed: int = 7
     started: float = field(default_factory=time.monotonic)
 
@@ -111,7 +112,8 @@ def burn_plan(ctx: Ctx, w: int) -> list[tuple[tuple[str, ...], Callable[[str], A
                           lambda f, sync=sync, mode=mode: raw_runs.burn(f, sync, w, n, mode))
                          for mode in ("fold", "batch10")]
     for fsync in ctx.huey_variants:
-        plan.append((("burn", "huey", fsync, str(w)), lambda f, fsync=fsync: huey_runs.burn(f, fsync, w, n)))
+        plan.append((("burn", "huey", fsync, str(w)),
+                     lambda f, fsync=fsync: huey_runs.burn(f, fsync, w, n, ctx.huey_quiet)))
     return plan
 
 
@@ -135,7 +137,7 @@ def sessions(ctx: Ctx) -> Iterator[tuple[tuple[str, str], Callable[[str], Any]]]
         for sync in ctx.syncs:
             yield ("jobq", sync), lambda f, sync=sync: jobq_runs.Session(f, sync, w)
     for fsync in ctx.huey_variants:
-        yield ("huey", fsync), lambda f, fsync=fsync: huey_runs.Session(f, fsync, w)
+        yield ("huey", fsync), lambda f, fsync=fsync: huey_runs.Session(f, fsync, w, ctx.huey_quiet)
 
 
 def run_latency(ctx: Ctx, results: dict, workloads: list[str]) -> None:
