@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from shared import config as config_mod
-from shared import logs
+from shared import admin, logs
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.exitcodes import ExitCode
@@ -30,7 +30,10 @@ from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
 
 from . import maintenance, scheduler
-from .children import Slot, describe_status, kill_group, restart_delay, spawn
+from .metrics import MetricsServer
+from shared.progress import unstarted
+
+from .children import Slot, describe_status, kill_group, progress_path, restart_delay, spawn
 
 log = get_logger("supervisor")
 
@@ -38,8 +41,10 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.
            signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
 HEALTHY_AFTER = 10.0      # a worker that lived this long resets its slot's back-off
 IDLE_CHECKPOINT_EVERY = 10.0
+PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often
 
 RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
+COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
 
 
 class Arbiter:
@@ -62,10 +67,14 @@ class Arbiter:
         self.token = ""
         self.exit_code = ExitCode.OK
         self.next_maintain = 0.0
+        self.next_touch = 0.0
         self.last_checkpoint = 0.0
         self.next_config_check = 0.0
         self.config_stat = _stat(config.path)
         self.snapshot_dir = ""
+        self.counters = dict.fromkeys(COUNTERS, 0)  # published for `jobq status`, exported as metrics
+        self.published: dict[str, int] = {}
+        self.metrics = MetricsServer()
 
     @property
     def snapshot(self) -> str:
@@ -237,9 +246,20 @@ class Arbiter:
         if slot.kill_reason:
             how += f" (supervisor: {slot.kill_reason})"
         reason = slot.kill_reason or f"worker {slot.pid} {how} while running the job"
-        released = self.db().release_owner(slot.owner, reason, self.clock.now(),
-                                           max_attempts_for=self.policy.max_attempts,
-                                           count_attempt=slot.count_attempt)
+        try:
+            released = self.db().release_owner(slot.owner, reason, self.clock.now(),
+                                               max_attempts_for=self.policy.max_attempts,
+                                               count_attempt=slot.count_attempt,
+                                               unstarted=unstarted(progress_path(self.snapshot, slot)))
+        except Exception as exc:  # noqa: BLE001 - maintenance re-queues jobs of dead owners later
+            event(log, "worker.release_failed", logging.ERROR, slot=slot.index, pid=slot.pid, error=repr(exc))
+            self.close_db()
+            released = []
+        try:  # a worker that died cannot delete its own `processes` row: do it for it
+            self.db().remove_process(slot.owner)
+        except Exception:  # noqa: BLE001 - prune_processes deletes it later
+            self.close_db()
+        self.counters["jobs_reaped"] += len(released)
         level = logging.INFO if code in (ExitCode.OK, ExitCode.RECYCLED) and not released else logging.WARNING
         event(log, "worker.exited", level, slot=slot.index, pid=slot.pid, how=how,
               lived=round(lived, 3), jobs_requeued=len(released))
@@ -248,6 +268,7 @@ class Arbiter:
                   status=r.status, reason=reason)
         abnormal = (code not in (ExitCode.OK, ExitCode.RECYCLED)) and slot.kill_reason is None
         if abnormal:
+            self.counters["worker_crashes"] += 1
             slot.failures = 1 if lived >= HEALTHY_AFTER else slot.failures + 1
         else:
             slot.failures = 0
@@ -285,6 +306,7 @@ class Arbiter:
                     _signal(slot.pid, signal.SIGTERM)  # finish the job in hand, then exit
             elif slot.pid is None and now_m >= slot.next_start:
                 self.close_db()  # nothing crosses fork()
+                self.counters["worker_restarts" if slot.started else "worker_starts"] += 1
                 spawn(slot, self.snapshot, self.token, now_m, HANDLED)
                 event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures)
         self.notify_ready()
@@ -315,9 +337,20 @@ class Arbiter:
             self.recover(initial=False)
             self.upkeep_wal(now_m)
             scheduler.run_due(self.db(), self.config, self.clock.now())
+            self.ops_requests()
         except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
             event(log, "supervisor.maintenance_failed", logging.ERROR, error=repr(exc))
             self.close_db()
+
+    def ops_requests(self) -> None:
+        """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
+        store = self.db()
+        wanted = admin.take_scale_request(store, self.token)
+        if wanted is not None:
+            self.scale(wanted, "jobq scale")
+        if self.counters != self.published:
+            admin.save_counters(store, self.token, self.counters)
+            self.published = dict(self.counters)
 
     def escalate(self, now_m: float) -> None:
         """SIGKILL workers past their kill_grace, or everyone past the shutdown deadline."""
@@ -353,9 +386,13 @@ class Arbiter:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
                       pid=slot.pid, reason=v.reason)
                 self.kill(slot, v.reason, count_attempt=True)
-        maintenance.recover_foreign(store, running, set(by_owner), self.policy, now, expired)
-        maintenance.prune_processes(store)
-        store.touch_process(self.token, now)
+        self.counters["jobs_reaped"] += maintenance.recover_foreign(store, running, set(by_owner), self.policy,
+                                                                    now, expired)
+        if initial or self.clock.monotonic() >= self.next_touch:
+            # Rarely: every write wakes every idle worker (they watch the WAL).
+            self.next_touch = self.clock.monotonic() + PROCESS_TOUCH_EVERY
+            maintenance.prune_processes(store)
+            store.touch_process(self.token, now)
 
     def upkeep_wal(self, now_m: float) -> None:
         store = self.db()
@@ -375,7 +412,8 @@ class Arbiter:
         wake += [s.kill_at for s in self.live() if s.kill_at is not None]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
-        self.signals.wait(max(min(wake) - now_m, 0.0))
+        ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=self.metrics.fds(self.config))
+        self.metrics.serve(ready, self.db, self.counters, workers=len(self.live()), workers_target=self.target)
 
     def finished(self) -> bool:
         return self.state != RUNNING and not self.live()
@@ -391,6 +429,7 @@ class Arbiter:
             pass
         self.close_db()
         self.signals.close()
+        self.metrics.close()
         if self.snapshot_dir:
             shutil.rmtree(self.snapshot_dir, ignore_errors=True)
         event(log, "supervisor.stopped", code=ExitCode.describe(self.exit_code))

@@ -1,20 +1,29 @@
-"""Command line: ``python -m supervisor [run] [--config PATH] [--workers N]``.
+"""Command line: ``python -m supervisor [COMMAND] [--config PATH] [--json]`` (also ``jobq``).
 
-``run`` is the default subcommand. ``--config`` and ``--json`` may stand before or after the
-subcommand.
+``run`` (the default) runs the supervisor; the ops commands (``enqueue``, ``status``, ``top``,
+``jobs``, ``show``, ``retry``, ``cancel``, ``purge``, ``pause``, ``resume``, ``stop``, ``reload``,
+``scale``, ``config``) live in their own modules: this one only parses and dispatches.
+``--config`` and ``--json`` may stand before or after the subcommand. Every ops command turns an
+invalid config into exit 3 and an unusable database into exit 5, with a message naming it.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import sqlite3
 import sys
+from typing import Callable
 
 from shared import config as config_mod
 from shared.config import ConfigError
 from shared.exitcodes import ExitCode
+from shared.job import STATUSES, TERMINAL
+from shared.store import StoreError
 
+from . import configcmd, control, ops, status, top
 from .arbiter import Arbiter
-
-COMMANDS: dict[str, tuple[str, object]] = {}
+from .args import DURATION_HELP, arg_type, parse_duration
+from .ctx import Ctx
 
 
 def _common(p: argparse.ArgumentParser, top: bool) -> None:
@@ -34,7 +43,99 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None, help="number of workers (overrides the file)")
     run.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
+    _job_commands(sub)
+    _view_commands(sub)
+    _control_commands(sub)
+    _config_commands(sub)
     return p
+
+
+def _add(sub: argparse._SubParsersAction, name: str, fn: Callable[[Ctx, argparse.Namespace], int],
+         help: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description=help)
+    _common(p, False)
+    p.set_defaults(func=_ops(fn))
+    return p
+
+
+def _job_commands(sub: argparse._SubParsersAction) -> None:
+    duration = arg_type(parse_duration)
+    p = _add(sub, "enqueue", ops.cmd_enqueue, "add a job (prints its id), or many from JSON lines")
+    p.add_argument("type", nargs="?", help="job type, e.g. report:generate")
+    p.add_argument("payload", nargs="?", help="payload as JSON (default null)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=duration, help=f"run after {DURATION_HELP}")
+    when.add_argument("--run-at", help="run at this ISO-8601 time with a zone, e.g. 2026-01-01T08:00:00Z")
+    p.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    p.add_argument("--max-attempts", type=int, default=None, help="attempts before the job fails for good")
+    p.add_argument("--key", default=None, help="idempotency key: a kept job with this key is not duplicated")
+    p.add_argument("--file", default=None, help="JSON lines, one job object each ({\"type\", \"payload\", "
+                   "\"delay\", ...}); - reads stdin; validated first, written in batches of 1000")
+    p = _add(sub, "jobs", ops.cmd_jobs, "list jobs (pending in claim order, finished newest first)")
+    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--type", default=None)
+    p.add_argument("--limit", type=int, default=50)
+    p = _add(sub, "show", ops.cmd_show, "one job: payload, result, error with traceback, attempt history")
+    p.add_argument("id", help="job id (or a unique prefix of it)")
+    p = _add(sub, "retry", ops.cmd_retry, "put failed or cancelled jobs back to pending, attempts reset")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--failed", action="store_true", help="every failed job (of --type)")
+    p.add_argument("--type", default=None)
+    p = _add(sub, "cancel", ops.cmd_cancel, "cancel pending jobs")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p = _add(sub, "purge", ops.cmd_purge, "delete finished jobs older than a duration")
+    p.add_argument("--status", choices=TERMINAL, default="completed")
+    p.add_argument("--older-than", type=duration, required=True, help=DURATION_HELP)
+    p.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+
+
+def _view_commands(sub: argparse._SubParsersAction) -> None:
+    p = _add(sub, "status", status.cmd_status, "queue counts, throughput, latency, workers, paused, WAL")
+    p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
+    p = _add(sub, "top", top.cmd_top, "full-screen live view (q or Ctrl-C quits)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+
+
+def _control_commands(sub: argparse._SubParsersAction) -> None:
+    _add(sub, "pause", ops.cmd_pause, "workers finish the job in hand and claim nothing until resume")
+    _add(sub, "resume", ops.cmd_resume, "workers claim jobs again")
+    p = _add(sub, "stop", control.cmd_stop, "stop the running supervisor gracefully (again: at once)")
+    p.add_argument("--no-wait", action="store_true", help="return after signalling")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: shutdown_timeout + 15)")
+    _add(sub, "reload", control.cmd_reload, "make the running supervisor re-read its config file")
+    p = _add(sub, "scale", control.cmd_scale, "set the running supervisor's number of workers")
+    p.add_argument("workers", type=int, metavar="N")
+
+
+def _config_commands(sub: argparse._SubParsersAction) -> None:
+    p = _add(sub, "config", configcmd.cmd_config, "show, create or edit jobq.toml")
+    csub = p.add_subparsers(dest="config_command", metavar="show|init|set", required=True)
+    show = csub.add_parser("show", help="print the config file (--effective: with every default)")
+    show.add_argument("--effective", action="store_true")
+    init = csub.add_parser("init", help="write a commented jobq.toml with every default")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    cset = csub.add_parser("set", help="set one key (dotted: supervisor.workers), keeping comments")
+    cset.add_argument("key", metavar="KEY")
+    cset.add_argument("value", metavar="VALUE", help="TOML value; bare text is a string")
+    for c in (show, init, cset):
+        _common(c, False)
+
+
+def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run an ops command with its context; map config and database errors to exit codes."""
+    def run(args: argparse.Namespace) -> int:
+        ctx = Ctx(config_mod.resolve_path(args.config), json=args.json)
+        try:
+            return fn(ctx, args)
+        except ConfigError as exc:
+            return ctx.fail(f"invalid config: {exc}", ExitCode.CONFIG_INVALID)
+        except (StoreError, sqlite3.Error) as exc:
+            return ctx.fail(f"database unavailable: {exc}", ExitCode.DATABASE_UNAVAILABLE)
+        except BrokenPipeError:  # `jobq jobs | head`: the reader left; not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return ExitCode.OK
+    return run
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -53,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     commands = set(parser._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    if argv in (["-h"], ["--help"]):  # the list of commands, not the help of the default `run`
+        parser.print_help()
+        return ExitCode.OK
     if not any(a in commands for a in argv if not a.startswith("-")) or \
             (argv and argv[0].startswith("-") and _first_positional(argv) not in commands):
         argv = ["run", *argv]

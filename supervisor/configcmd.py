@@ -1,0 +1,105 @@
+"""``config show [--effective]``, ``config init [--force]``, ``config set KEY VALUE``.
+
+``config set`` validates the whole file as it would be after the edit (``shared.config``) and
+writes it atomically, keeping the operator's comments and layout (:mod:`supervisor.tomledit`).
+A value the config refuses leaves the file as it was. A running supervisor notices the new file
+by itself (``config_poll_interval``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+
+import tomli_w
+
+from shared import config as config_mod
+from shared.config import SCHEMA, ConfigError
+from shared.exitcodes import ExitCode
+
+from .ctx import Ctx
+from .template import default_toml
+from .tomledit import EditError, parse_value, set_key, toml_value
+
+
+def cmd_config(ctx: Ctx, args: argparse.Namespace) -> int:
+    return {"show": _show, "init": _init, "set": _set}[args.config_command](ctx, args)
+
+
+def _show(ctx: Ctx, args: argparse.Namespace) -> int:
+    path = Path(ctx.config_path)
+    if args.effective:
+        cfg = ctx.config
+        data = cfg.to_dict()
+        ctx.emit({"path": cfg.path, "config": data},
+                 f"# effective configuration: {cfg.path} with every default filled in\n" + tomli_w.dumps(data))
+        return ExitCode.OK
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
+    _ = ctx.config  # validate: an invalid file is reported with exit 3, not printed as if fine
+    if ctx.json:
+        ctx.emit({"path": str(path.resolve()), "config": tomllib.loads(text)})
+    else:
+        print(text, end="" if text.endswith("\n") else "\n", file=ctx.out)
+    return ExitCode.OK
+
+
+def _init(ctx: Ctx, args: argparse.Namespace) -> int:
+    path = Path(ctx.config_path)
+    if path.exists() and not args.force:
+        return ctx.fail(f"config init: {path} already exists (--force overwrites it)", ExitCode.USAGE)
+    text = default_toml()
+    _write_atomic(path, text)
+    config_mod.load(path)  # what we wrote must load
+    ctx.emit({"path": str(path.resolve())}, f"wrote {path} (every key at its default; set handlers next)")
+    return ExitCode.OK
+
+
+def _set(ctx: Ctx, args: argparse.Namespace) -> int:
+    path = Path(ctx.config_path)
+    section, key = _split(args.key)
+    if section not in SCHEMA or key not in SCHEMA[section]:
+        known = ", ".join(sorted(f"{s}.{k}" if s else k for s, keys in SCHEMA.items() for k in keys))
+        return ctx.fail(f"config set: unknown key '{args.key}' (known: {known})", ExitCode.CONFIG_INVALID)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
+    value = parse_value(args.value)
+    try:
+        new_text = set_key(text, section, key, value)
+        config_mod.from_dict(tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent))
+    except EditError as exc:
+        return ctx.fail(f"config set {args.key}: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
+    except ConfigError as exc:
+        return ctx.fail(f"config set {args.key}: refused: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
+    _write_atomic(path, new_text)
+    ctx.emit({"path": str(path.resolve()), "key": args.key, "value": value},
+             f"{path}: {args.key} = {toml_value(value)} (a running supervisor applies it within "
+             f"config_poll_interval, or now with: jobq reload)")
+    return ExitCode.OK
+
+
+def _split(dotted: str) -> tuple[str, str]:
+    section, _, key = dotted.rpartition(".")
+    return section, key
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write beside the file, then rename over it (keeps the file's permissions)."""
+    folder = path.resolve().parent
+    mode = os.stat(path).st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,128 @@
+"""``stop``, ``reload`` and ``scale N``: steer the running supervisor(s) of a database.
+
+A supervisor is found through its ``processes`` row (kind 'supervisor') and checked alive by pid
+*and* process start time (``shared.procs.token_alive``), so a stale row or a reused pid is never
+signalled. ``scale`` writes the wanted worker count into the ``control`` table, where the
+supervisor takes it at its next maintenance round; stop and reload are signals (SIGTERM, SIGHUP).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import time
+from typing import Any
+
+from shared import admin
+from shared.clock import parse_iso
+from shared.exitcodes import ExitCode
+from shared.procs import token_alive
+from shared.store import SqliteStore
+
+from .ctx import Ctx
+
+POLL = 0.05  # seconds between checks while waiting for the supervisor to act
+
+
+def supervisors(store: SqliteStore, now: float) -> list[dict[str, Any]]:
+    """Every supervisor row: ``{token, pid, host, started_at, up_s, alive, local}``."""
+    here = socket.gethostname()
+    out = []
+    for row in store.processes("supervisor"):
+        out.append({"token": row["id"], "pid": row["pid"], "host": row["host"], "started_at": row["started_at"],
+                    "up_s": max(now - parse_iso(row["started_at"]), 0.0), "alive": token_alive(row["id"]),
+                    "local": row["host"] == here})
+    return out
+
+
+def running_here(ctx: Ctx, store: SqliteStore) -> list[dict[str, Any]] | int:
+    """The live supervisors on this host, or an exit code after a message saying why none."""
+    found = [s for s in supervisors(store, ctx.clock.now()) if s["alive"]]
+    local = [s for s in found if s["local"]]
+    if local:
+        return local
+    if found:
+        where = ", ".join(f"pid {s['pid']} on {s['host']}" for s in found)
+        return ctx.fail(f"the supervisor of {store.path} runs on another host ({where}); "
+                        f"run this command there", ExitCode.NOT_RUNNING)
+    return ctx.fail(f"no supervisor is running on {store.path} (start one with: "
+                    f"jobq run --config {ctx.config_path})", ExitCode.NOT_RUNNING)
+
+
+def cmd_stop(ctx: Ctx, args: argparse.Namespace) -> int:
+    """SIGTERM: graceful stop. Waits until the supervisor is gone unless ``--no-wait``."""
+    with ctx.store() as store:
+        found = running_here(ctx, store)
+    if isinstance(found, int):
+        return found
+    for s in found:
+        _kill(s["pid"], signal.SIGTERM)
+    if args.no_wait:
+        ctx.emit({"signalled": [s["pid"] for s in found]},
+                 "\n".join(f"asked supervisor pid {s['pid']} to stop (SIGTERM)" for s in found))
+        return ExitCode.OK
+    sup = ctx.config.supervisor
+    timeout = args.timeout if args.timeout is not None else sup.shutdown_timeout + sup.kill_grace + 10
+    deadline = time.monotonic() + timeout
+    waiting = list(found)
+    while waiting and time.monotonic() < deadline:
+        waiting = [s for s in waiting if token_alive(s["token"])]
+        if waiting:
+            time.sleep(POLL)
+    if waiting:
+        return ctx.fail(f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} still stopping after "
+                        f"{timeout:g} s (running jobs finish first; `jobq stop` again stops at once)",
+                        ExitCode.ERROR)
+    ctx.emit({"stopped": [s["pid"] for s in found]},
+             "\n".join(f"stopped supervisor pid {s['pid']}" for s in found))
+    return ExitCode.OK
+
+
+def cmd_reload(ctx: Ctx, args: argparse.Namespace) -> int:
+    """SIGHUP: the supervisor re-reads its config file (a rejected file is logged, not applied)."""
+    with ctx.store() as store:
+        found = running_here(ctx, store)
+    if isinstance(found, int):
+        return found
+    for s in found:
+        _kill(s["pid"], signal.SIGHUP)
+    ctx.emit({"signalled": [s["pid"] for s in found]},
+             "\n".join(f"asked supervisor pid {s['pid']} to reload {ctx.config.path} (SIGHUP); "
+                       f"its log says what changed" for s in found))
+    return ExitCode.OK
+
+
+def cmd_scale(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Ask each local supervisor to run ``N`` workers; returns once they took the request."""
+    if not 0 <= args.workers <= 256:
+        return ctx.fail(f"scale: N must be between 0 and 256, got {args.workers}", ExitCode.USAGE)
+    interval = ctx.config.supervisor.maintenance_interval
+    with ctx.store() as store:
+        found = running_here(ctx, store)
+        if isinstance(found, int):
+            return found
+        for s in found:
+            admin.request_scale(store, s["token"], args.workers)
+        deadline = time.monotonic() + max(5.0, 3 * interval + 2)
+        waiting = list(found)
+        while waiting and time.monotonic() < deadline:
+            waiting = [s for s in waiting if admin.pending_scale(store, s["token"]) is not None]
+            if waiting:
+                time.sleep(POLL)
+        for s in waiting:
+            admin.take_scale_request(store, s["token"])  # withdraw it: never apply it by surprise later
+    if waiting:
+        return ctx.fail(f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} did not take the scale "
+                        f"request; withdrawn (send SIGTTIN/SIGTTOU for one worker more/fewer)", ExitCode.ERROR)
+    ctx.emit({"scaled": [s["pid"] for s in found], "workers": args.workers},
+             "\n".join(f"supervisor pid {s['pid']}: scaling to {args.workers} workers (busy workers finish "
+                       f"their job first)" for s in found))
+    return ExitCode.OK
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

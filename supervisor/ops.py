@@ -1,0 +1,217 @@
+"""The job commands: ``enqueue``, ``jobs``, ``show``, ``retry``, ``cancel``, ``purge``,
+``pause``, ``resume``. They work on the database directly, with or without a supervisor.
+
+Exit codes: 0 done; 2 bad arguments or input (nothing written); 10 (NOT_FOUND) when a job named
+on the command line is missing or in a state the command does not apply to (the others named
+are still acted on).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from typing import Any, Iterable, TextIO
+
+from shared import admin
+from shared.api import JobQueue
+from shared.clock import iso, parse_iso
+from shared.exitcodes import ExitCode
+
+from . import render
+from .args import parse_duration
+from .ctx import Ctx
+
+ENQUEUE_BATCH = 1000
+LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
+MIN_PREFIX = 4
+
+
+# -- enqueue --------------------------------------------------------------------------------------
+
+
+def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
+    if args.file is not None:
+        if args.type is not None:
+            return ctx.fail("enqueue: give TYPE [JSON] or --file, not both", ExitCode.USAGE)
+        return _enqueue_file(ctx, args.file)
+    if args.type is None:
+        return ctx.fail("enqueue: give a job TYPE (and a JSON payload), or --file jobs.jsonl", ExitCode.USAGE)
+    try:
+        payload = None if args.payload is None else json.loads(args.payload)
+    except ValueError as exc:
+        return ctx.fail(f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
+                        ExitCode.USAGE)
+    with JobQueue(config=ctx.config, clock=ctx.clock) as q:
+        try:
+            job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
+                               max_attempts=args.max_attempts, key=args.key)
+        except (TypeError, ValueError) as exc:
+            return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
+    ctx.emit({"id": job_id}, job_id)
+    return ExitCode.OK
+
+
+def _enqueue_file(ctx: Ctx, path: str) -> int:
+    """JSON lines, one job object each; all validated before any is written, then written in
+    transactions of ``ENQUEUE_BATCH``."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            items, lines = read_job_lines(sys.stdin, name)
+        else:
+            with open(path, encoding="utf-8") as f:
+                items, lines = read_job_lines(f, name)
+    except OSError as exc:
+        return ctx.fail(f"enqueue --file {name}: {exc.strerror}", ExitCode.USAGE)
+    except ValueError as exc:
+        return ctx.fail(f"enqueue --file {exc} (nothing was written)", ExitCode.USAGE)
+    with JobQueue(config=ctx.config, clock=ctx.clock) as q:
+        try:
+            ids = q.enqueue_many(items, batch_size=ENQUEUE_BATCH)
+        except (TypeError, ValueError) as exc:
+            m = re.match(r"enqueue_many item (\d+): (.*)", str(exc), re.S)
+            where = f"{name}: line {lines[int(m.group(1))]}: {m.group(2)}" if m else f"{name}: {exc}"
+            return ctx.fail(f"enqueue --file {where} (nothing was written)", ExitCode.USAGE)
+    ctx.emit({"ids": ids}, "\n".join(ids) if ids else None)
+    print(f"enqueued {len(ids)} jobs from {name}", file=ctx.err)
+    return ExitCode.OK
+
+
+def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """Job mappings from JSON lines (blank lines skipped) and the line number of each.
+    ``delay`` may be seconds or a duration string. Raises ValueError naming the line."""
+    items, lines = [], []
+    for n, line in enumerate(f, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{name}: line {n}: not valid JSON ({exc})") from None
+        if not isinstance(obj, dict) or "type" not in obj:
+            raise ValueError(f"{name}: line {n}: expected a JSON object with a \"type\", got {line.strip()[:80]!r}")
+        unknown = sorted(set(obj) - set(LINE_KEYS))
+        if unknown:
+            raise ValueError(f"{name}: line {n}: unknown keys {unknown} (known: {', '.join(LINE_KEYS)})")
+        if isinstance(obj.get("delay"), str):
+            try:
+                obj["delay"] = parse_duration(obj["delay"])
+            except ValueError as exc:
+                raise ValueError(f"{name}: line {n}: delay {exc}") from None
+        items.append(obj)
+        lines.append(n)
+    return items, lines
+
+
+# -- inspect --------------------------------------------------------------------------------------
+
+
+def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        return ctx.fail(f"jobs: --limit must be >= 1, got {args.limit}", ExitCode.USAGE)
+    with ctx.store() as store:
+        rows = admin.list_jobs(store, args.status, args.type, args.limit)
+    ctx.emit(rows, render.jobs_text(rows))
+    return ExitCode.OK
+
+
+def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
+    with ctx.store() as store:
+        job_id = _resolve(store, args.id)
+        if job_id is None or isinstance(job_id, list):
+            what = "no job has that id" if not job_id else f"{len(job_id)}+ jobs start with it: give more of the id"
+            return ctx.fail(f"show {args.id}: {what}", ExitCode.NOT_FOUND)
+        job = store.get(job_id)
+        history = [dict(h, run_s=_ran(h)) for h in admin.attempt_history(store, job_id)]
+    data = dataclasses.asdict(job)
+    ctx.emit({"job": data, "attempts": history}, render.job_text(data, history))
+    return ExitCode.OK
+
+
+def _resolve(store: Any, text: str) -> str | list[str] | None:
+    """An exact id, else the one id starting with ``text`` (at least MIN_PREFIX characters);
+    a list when several match; None when none does."""
+    if store.get(text) is not None:
+        return text
+    if len(text) < MIN_PREFIX:
+        return None
+    found = admin.find_ids(store, text.lower(), limit=2)
+    if len(found) == 1:
+        return found[0]
+    return found or None
+
+
+def _ran(h: dict[str, Any]) -> float | None:
+    if not h["started_at"]:
+        return None
+    return max(parse_iso(h["ended_at"]) - parse_iso(h["started_at"]), 0.0)
+
+
+# -- act on jobs ----------------------------------------------------------------------------------
+
+
+def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
+    if bool(args.ids) == bool(args.failed):
+        return ctx.fail("retry: give job IDs, or --failed [--type T]", ExitCode.USAGE)
+    if args.type is not None and not args.failed:
+        return ctx.fail("retry: --type goes with --failed", ExitCode.USAGE)
+    now = ctx.clock.now()
+    with ctx.store() as store:
+        if args.failed:
+            n = admin.retry_failed(store, now, args.type)
+            of = f" of type {args.type}" if args.type else ""
+            ctx.emit({"retried": n}, f"retried {n} failed jobs{of}")
+            return ExitCode.OK
+        done = admin.retry_jobs(store, args.ids, now)
+        skipped = _why_not(store, args.ids, done, ("failed", "cancelled"), "retry applies to failed or cancelled jobs")
+    return _report(ctx, "retried", done, skipped)
+
+
+def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
+    with ctx.store() as store:
+        done = admin.cancel_jobs(store, args.ids, ctx.clock.now())
+        skipped = _why_not(store, args.ids, done, ("pending",),
+                           "cancel applies to pending jobs (a running job finishes or fails on its own)")
+    return _report(ctx, "cancelled", done, skipped)
+
+
+def _why_not(store: Any, ids: Iterable[str], done: list[str], states: tuple[str, ...], rule: str) -> dict[str, str]:
+    rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
+    found = admin.statuses(store, rest)
+    return {i: (f"is {found[i]}: {rule}" if i in found else "no such job") for i in rest}
+
+
+def _report(ctx: Ctx, verb: str, done: list[str], skipped: dict[str, str]) -> int:
+    lines = [f"{verb} {i}" for i in done] + [f"job {i}: {why}" for i, why in skipped.items()]
+    ctx.emit({verb: done, "skipped": skipped}, "\n".join(lines))
+    if skipped and not ctx.json:
+        print(f"jobq: {len(skipped)} of {len(done) + len(skipped)} jobs not {verb}", file=ctx.err)
+    return ExitCode.NOT_FOUND if skipped else ExitCode.OK
+
+
+def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
+    now = ctx.clock.now()
+    before = now - args.older_than
+    with ctx.store() as store:
+        n = admin.purge(store, args.status, before, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    ctx.emit({"status": args.status, "before": iso(before), "dry_run": args.dry_run, "deleted": n},
+             f"{verb} {n} {args.status} jobs that finished before {iso(before)}")
+    return ExitCode.OK
+
+
+def cmd_pause(ctx: Ctx, args: argparse.Namespace) -> int:
+    return _set_paused(ctx, True, "paused: workers finish the job in hand and claim nothing until `jobq resume`")
+
+
+def cmd_resume(ctx: Ctx, args: argparse.Namespace) -> int:
+    return _set_paused(ctx, False, "resumed: workers claim jobs again")
+
+
+def _set_paused(ctx: Ctx, paused: bool, text: str) -> int:
+    with ctx.store() as store:
+        store.set_paused(paused)
+    ctx.emit({"paused": paused}, text)
+    return ExitCode.OK

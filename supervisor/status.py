@@ -1,0 +1,139 @@
+"""``status``: one snapshot of the queue, its workers and supervisor, read from the database.
+
+:func:`collect` returns plain JSON-ready data (what ``status --json`` prints and ``top`` draws);
+``--watch`` prints it again every ``--interval`` seconds until Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import time
+from typing import Any
+
+from shared import admin
+from shared.clock import iso, parse_iso
+from shared.exitcodes import ExitCode
+from shared.job import STATUSES
+from shared.procs import rss_mb, token_alive
+from shared.store import SqliteStore
+
+from . import render, stats
+from .control import supervisors
+from .ctx import Ctx
+
+WINDOW_MINUTES = 5
+SAMPLE = 20_000  # most recent attempts looked at for latency percentiles
+
+
+def collect(store: SqliteStore, now: float, *, detail: bool = True) -> dict[str, Any]:
+    """Everything ``status`` reports, as of ``now``; without ``detail``, no throughput and
+    latency (``top`` draws its own from the attempt feed)."""
+    jobs = dict.fromkeys(STATUSES, 0)
+    by_type: dict[str, dict[str, int]] = {}
+    for r in admin.counts_by_type(store):
+        jobs[r["status"]] = jobs.get(r["status"], 0) + r["n"]
+        by_type.setdefault(r["type"], dict.fromkeys(STATUSES, 0))[r["status"]] = r["n"]
+    scheduled = admin.scheduled_by_type(store, now)
+    jobs["scheduled"] = sum(scheduled.values())
+    counters = admin.supervisor_counters(store)
+    sups = supervisors(store, now)
+    for s in sups:
+        s["counters"] = counters.get(s["token"], {})
+        s["up_s"] = round(s["up_s"], 3)
+    snap = {
+        "now": iso(now), "database": store.path, "wal_bytes": store.wal_bytes(), "paused": store.is_paused(),
+        "supervisors": sups, "jobs": jobs, "by_type": _with_scheduled(by_type, scheduled),
+        "oldest_due": _oldest(store, now), "workers": workers(store, now),
+        "unowned": admin.running_without_worker(store),
+    }
+    if detail:
+        snap["throughput"] = throughput(store, now)
+        snap["latency"] = latency(store, now)
+    return snap
+
+
+def _with_scheduled(by_type: dict[str, dict[str, int]], scheduled: dict[str, int]) -> dict[str, Any]:
+    for job_type, counts in by_type.items():
+        counts["scheduled"] = scheduled.get(job_type, 0)
+    return by_type
+
+
+def _oldest(store: SqliteStore, now: float) -> dict[str, Any] | None:
+    row = admin.oldest_due(store, now)
+    if row is None:
+        return None
+    due = max(row["run_at"], row["created_at"])
+    return {"id": row["id"], "type": row["type"], "due_at": due, "age_s": round(max(now - parse_iso(due), 0.0), 3)}
+
+
+def throughput(store: SqliteStore, now: float) -> dict[str, Any]:
+    """Completed, failed and retried attempts per minute over the last minutes."""
+    start = (int(now // 60) - (WINDOW_MINUTES - 1)) * 60.0
+    minutes = [iso(start + 60 * i)[:16] for i in range(WINDOW_MINUTES)]
+    per = {m: {"minute": m, "completed": 0, "failed": 0, "retried": 0} for m in minutes}
+    for r in admin.finished_per_minute(store, start):
+        if r["minute"] in per:
+            per[r["minute"]][r["status"]] = r["n"]
+    for r in admin.recent_attempts(store, start, SAMPLE):
+        if r["outcome"] == "retry" and r["ended_at"][:16] in per:
+            per[r["ended_at"][:16]]["retried"] += 1
+    span = max((now - start) / 60.0, 1e-9)
+    out: dict[str, Any] = {"window_s": round(now - start, 3), "per_minute": list(per.values())}
+    for name in ("completed", "failed", "retried"):
+        out[f"{name}_per_min"] = round(sum(p[name] for p in per.values()) / span, 3)
+    return out
+
+
+def latency(store: SqliteStore, now: float, window: float = WINDOW_MINUTES * 60.0) -> dict[str, Any]:
+    """Wait and run-time percentiles and histograms of the attempts that ended in ``window``."""
+    rows = admin.recent_attempts(store, now - window, SAMPLE)
+    waits, runs = stats.durations(rows)
+    return {"window_s": window, "attempts": len(rows), "sampled": len(rows) >= SAMPLE,
+            "wait_s": stats.summary(waits), "run_s": stats.summary(runs),
+            "buckets_le_s": list(stats.BOUNDS) + ["+Inf"],
+            "wait_hist": stats.cumulative(waits), "run_hist": stats.cumulative(runs)}
+
+
+def workers(store: SqliteStore, now: float) -> list[dict[str, Any]]:
+    """Registered workers: slot, pid, liveness, RSS, and the job(s) each runs."""
+    here = socket.gethostname()
+    out: dict[str, dict[str, Any]] = {}
+    for r in admin.worker_rows(store):
+        w = out.get(r["token"])
+        if w is None:
+            alive = token_alive(r["token"])
+            w = out[r["token"]] = {
+                "slot": r["slot"], "pid": r["pid"], "host": r["host"], "alive": alive,
+                "started_at": r["started_at"], "heartbeat_at": r["heartbeat_at"],
+                "rss_mb": round(rss_mb(r["pid"]), 1) if alive and r["host"] == here else None, "jobs": []}
+        if r["job_id"]:
+            w["jobs"].append({"id": r["job_id"], "type": r["job_type"], "attempt": r["job_attempt"],
+                              "started_at": r["job_started_at"],
+                              "running_s": round(max(now - parse_iso(r["job_started_at"]), 0.0), 3)})
+    return list(out.values())
+
+
+def cmd_status(ctx: Ctx, args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        return ctx.fail(f"status: --interval must be > 0, got {args.interval:g}", ExitCode.USAGE)
+    with ctx.store() as store:
+        if not args.watch:
+            _show(ctx, collect(store, ctx.clock.now()), clear=False)
+            return ExitCode.OK
+        try:
+            while True:
+                _show(ctx, collect(store, ctx.clock.now()), clear=True)
+                time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return ExitCode.OK
+
+
+def _show(ctx: Ctx, snap: dict[str, Any], clear: bool) -> None:
+    if ctx.json:
+        # one object per line while watching, so a script can read it line by line
+        print(json.dumps(snap, default=str) if clear else json.dumps(snap, indent=2, default=str),
+              file=ctx.out, flush=True)
+        return
+    prefix = "\x1b[H\x1b[2J" if clear else ""
+    print(prefix + render.status_text(snap), file=ctx.out, flush=True)
