@@ -1,0 +1,403 @@
+"""Chaos soak: many short jobs while workers and the supervisor are SIGKILLed at random.
+
+    python -m bench.chaos                      # 10,000 jobs, 8 workers, a kill every ~100 ms,
+                                               # the supervisor SIGKILLed (and restarted) twice
+    python -m bench.chaos --jobs 500 --json out.json
+
+Prints one line and exits 0 if nothing was lost and no two runs of a job overlapped:
+
+    chaos: jobs=10000 completed=10000 failed=0 lost=0 overlapping=0 max_runs=3 kills=240 ...
+
+Every job runs ``chaos:work`` (tests/fixtures/chaosjobs.py): it logs its start and end to an
+O_APPEND file and holds a per-job ``flock`` while it runs, so a second run of a job whose first
+run's process still exists is caught in the act. :func:`analyse` is the oracle, also used by
+tests/test_chaos_property.py:
+
+- lost: a job that is not terminal at the end, is missing, or is ``completed`` without a run
+  that ended well with the attempt and pid its result names;
+- overlapping: runs of one job whose intervals intersect, or that found its lock taken;
+- unexplained: a job started more often than 1 + the runs that failed by plan + the runs a fault
+  hit (a run is hit if its process was SIGKILLed or SIGSTOPped after it started, was orphaned by
+  a supervisor kill, or crashed by plan later in the same process: a batch's uncommitted outcomes
+  die with it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Something done to a process: 'kill' (SIGKILL), 'stop' (SIGSTOP) or 'orphan' (its
+    supervisor was SIGKILLed), at wall-clock time ``t``."""
+    pid: int
+    t: float
+    kind: str
+
+
+@dataclass
+class Report:
+    jobs: int = 0
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    overlapping: int = 0
+    max_runs: int = 0
+    kills: int = 0
+    worker_kills: int = 0
+    supervisor_kills: int = 0
+    stops: int = 0
+    runs: int = 0
+    unexplained: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (f"chaos: jobs={self.jobs} completed={self.completed} failed={self.failed} lost={self.lost} "
+                f"overlapping={self.overlapping} max_runs={self.max_runs} kills={self.kills} "
+                f"(workers={self.worker_kills} supervisor={self.supervisor_kills} stops={self.stops}) "
+                f"runs={self.runs} unexplained={self.unexplained} seconds={self.seconds:.1f}")
+
+
+# -- the oracle ---------------------------------------------------------------------------------------
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            out.append(json.loads(line))
+    return out
+
+
+def analyse(db_path: Path, log_path: Path, job_ids: Iterable[str], faults: Iterable[Fault],
+            plans: dict[str, dict[str, str]] | None = None) -> Report:
+    """Check the end state of a chaos run (see the module docstring); ``plans``: per job, the
+    attempts planned to fail ("raise", "exit", "kill")."""
+    plans = plans or {}
+    job_ids = list(job_ids)
+    faults = list(faults)
+    rep = Report(jobs=len(job_ids))
+    conn = sqlite3.connect(str(db_path), timeout=30)
+    conn.row_factory = sqlite3.Row
+    try:
+        rows = {r["id"]: r for r in conn.execute("SELECT id, status, attempts, result, error FROM jobs")}
+    finally:
+        conn.close()
+    events = read_log(log_path)
+    starts: dict[str, list[dict]] = defaultdict(list)
+    ends: dict[tuple, dict] = {}
+    for e in events:
+        if e["ev"] == "start":
+            starts[e["job"]].append(e)
+        elif e["ev"] == "end":
+            ends[(e["job"], e["pid"], e["attempt"], e["start"])] = e
+    # when each process was hit: driver faults, and planned crashes (exit/kill) inside it
+    hit_at: dict[int, float] = {}
+    for f in faults:
+        t = float("inf") if f.kind == "orphan" else f.t
+        hit_at[f.pid] = max(hit_at.get(f.pid, -1.0), t)
+    for job, runs in starts.items():
+        for r in runs:
+            if (plans.get(job) or {}).get(str(r["attempt"])) in ("exit", "kill"):
+                hit_at[r["pid"]] = max(hit_at.get(r["pid"], -1.0), r["t"])
+    rep.worker_kills = sum(1 for f in faults if f.kind == "kill")
+    rep.stops = sum(1 for f in faults if f.kind == "stop")
+    for job in job_ids:
+        row = rows.get(job)
+        runs = sorted(starts.get(job, []), key=lambda e: e["t"])
+        rep.runs += len(runs)
+        rep.max_runs = max(rep.max_runs, len(runs))
+        if row is None or row["status"] not in TERMINAL:
+            rep.lost += 1
+            rep.problems.append(f"job {job}: {'missing' if row is None else row['status']} at the end")
+            continue
+        if row["status"] == "completed":
+            rep.completed += 1
+            res = json.loads(row["result"]) if row["result"] else {}
+            good = [ends.get((job, res.get("pid"), res.get("attempt"), res.get("start")))]
+            if not good[0] or good[0]["outcome"] != "ok" or res.get("attempt") != row["attempts"]:
+                rep.lost += 1
+                rep.problems.append(f"job {job}: completed, but no run ended well as attempt "
+                                    f"{row['attempts']} (result {row['result']!r})")
+        elif row["status"] == "failed":
+            rep.failed += 1
+        # overlap: the lock said so, or two finished runs' intervals intersect
+        for r in runs:
+            if r.get("overlap"):
+                rep.overlapping += 1
+                rep.problems.append(f"job {job}: run of pid {r['pid']} attempt {r['attempt']} found the "
+                                    f"job's lock taken (another run's process still existed)")
+        finished = sorted((ends[(job, r["pid"], r["attempt"], r["t"])] for r in runs
+                           if (job, r["pid"], r["attempt"], r["t"]) in ends), key=lambda e: e["start"])
+        for a, b in zip(finished, finished[1:]):
+            if b["start"] < a["end"]:
+                rep.overlapping += 1
+                rep.problems.append(f"job {job}: runs {a} and {b} overlap")
+        # starts bounded by 1 + explained runs
+        plan = plans.get(job) or {}
+        explained = 0
+        for r in runs:
+            if plan.get(str(r["attempt"])) in ("raise", "exit", "kill"):
+                explained += 1
+            elif hit_at.get(r["pid"], -1.0) >= r["t"]:
+                explained += 1
+        if len(runs) > 1 + explained:
+            rep.unexplained += 1
+            rep.problems.append(f"job {job}: started {len(runs)} times, only {explained} runs failed by "
+                                f"plan or were hit by a fault: {runs}")
+    return rep
+
+
+# -- running it -------------------------------------------------------------------------------------------
+
+def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: str = "warning",
+                 max_attempts: int = 100, shutdown_timeout: float = 2.0) -> Path:
+    import tomli_w
+    data = {
+        "database": "q.db",
+        "handlers": ["chaosjobs"],
+        "synchronous": "normal",
+        "log_level": log_level,
+        "log_format": "json",
+        "supervisor": {"workers": workers, "shutdown_timeout": shutdown_timeout, "kill_grace": 0.3,
+                       "maintenance_interval": 0.1, "restart_backoff_max": 0.5, "config_poll_interval": 0},
+        "worker": {"poll_interval": 0.05, "heartbeat_interval": min(0.2, lease / 5), "lease_timeout": lease},
+        "retry": {"max_attempts": max_attempts, "backoff_base": 0, "backoff_max": 0},
+    }
+    path = folder / "jobq.toml"
+    path.write_bytes(tomli_w.dumps(data).encode())
+    return path
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(FIXTURES), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class Cluster:
+    """A supervisor process (restartable after a SIGKILL) and the record of every pid seen."""
+
+    def __init__(self, cfg: Path, log: Path) -> None:
+        self.cfg = cfg
+        self.log = open(log, "ab")
+        self.proc: subprocess.Popen | None = None
+        self.seen: set[int] = set()
+        self.stopped: set[int] = set()
+
+    def start(self, timeout: float = 60) -> None:
+        """Start a supervisor; return once it has booted (signal handlers installed) and spawned
+        its workers: it writes "ready" to the ``--ready-fd`` pipe then."""
+        r, w = os.pipe()
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "supervisor", "run", "--config", str(self.cfg),
+                                          "--ready-fd", str(w)], pass_fds=(w,), stdout=self.log,
+                                         stderr=subprocess.STDOUT, env=child_env(), cwd=str(self.cfg.parent))
+            self.seen.add(self.proc.pid)
+            os.close(w)
+            w = -1
+            ready, _, _ = select.select([r], [], [], timeout)
+            if not ready or b"ready" not in os.read(r, 64):
+                raise TimeoutError(f"the supervisor was not ready within {timeout:g} s (exit code "
+                                   f"{self.proc.poll()})")
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+
+    def workers(self) -> list[int]:
+        try:
+            kids = psutil.Process(self.proc.pid).children()
+        except psutil.NoSuchProcess:
+            return []
+        out = []
+        for k in kids:
+            try:
+                if k.status() != psutil.STATUS_ZOMBIE:
+                    out.append(k.pid)
+            except psutil.NoSuchProcess:
+                pass
+        self.seen.update(out)
+        return out
+
+    def kill_supervisor(self) -> list[int]:
+        """SIGKILL the supervisor; returns its workers (now orphans)."""
+        orphans = self.workers()
+        self.proc.kill()
+        self.proc.wait(30)
+        return orphans
+
+    def stop(self, timeout: float = 60) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGTERM)
+            return self.proc.wait(30)
+
+    def alive(self) -> list[int]:
+        """Processes seen during the run that still exist (zombies do not count)."""
+        out = []
+        for pid in sorted(self.seen):
+            try:
+                p = psutil.Process(pid)
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    def close(self) -> None:
+        """Leave nothing behind, whatever happened."""
+        for pid in self.stopped:
+            _signal(pid, signal.SIGCONT)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+        for pid in self.alive():
+            _signal(pid, signal.SIGKILL)
+        self.log.close()
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def count_terminal(db_path: Path) -> int:
+    conn = sqlite3.connect(str(db_path), timeout=30)
+    try:
+        return conn.execute("SELECT count(*) FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+                            ).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def soak(folder: Path, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
+         timeout: float, seed: int | None) -> Report:
+    from shared import JobQueue
+
+    rng = random.Random(seed)
+    cfg = write_config(folder, workers)
+    db_path, log_path, locks = folder / "q.db", folder / "runs.log", folder / "locks"
+    locks.mkdir(exist_ok=True)
+    cluster = Cluster(cfg, folder / "supervisor.log")
+    faults: list[Fault] = []
+    t0 = time.monotonic()
+    try:
+        cluster.start()
+        payload = {"log": str(log_path), "locks": str(locks), "sleep": job_ms / 1000}
+        ids: list[str] = []
+        with JobQueue(str(db_path)) as q:
+            for i in range(0, jobs, 1000):
+                ids += q.enqueue_many([("chaos:work", payload)] * min(1000, jobs - i))
+        thresholds = [jobs * (k + 1) / (supervisor_kills + 1) for k in range(supervisor_kills)]
+        deadline = time.monotonic() + timeout
+        done = 0
+        while done < jobs and time.monotonic() < deadline:
+            time.sleep(kill_every * rng.uniform(0.5, 1.5))
+            done = count_terminal(db_path)
+            if thresholds and done >= thresholds[0]:
+                thresholds.pop(0)
+                now = time.time()
+                faults += [Fault(pid, now, "orphan") for pid in cluster.kill_supervisor()]
+                cluster.start()
+                continue
+            live = cluster.workers()
+            if live:
+                victim = rng.choice(live)
+                _signal(victim, signal.SIGKILL)
+                faults.append(Fault(victim, time.time(), "kill"))
+        wait_for(lambda: count_terminal(db_path) == jobs, max(deadline - time.monotonic(), 0) + 60,
+                 "every job terminal")
+        code = cluster.stop()
+        if code != 0:
+            raise RuntimeError(f"the supervisor exited with {code} on SIGTERM")
+        wait_for(lambda: not cluster.alive(), 30, "every process gone")
+        rep = analyse(db_path, log_path, ids, faults)
+    except TimeoutError as exc:
+        rep = analyse(db_path, log_path, ids if "ids" in locals() else [], faults)
+        rep.problems.insert(0, str(exc))
+    finally:
+        left = cluster.alive()
+        cluster.close()
+    rep.supervisor_kills = supervisor_kills - len(thresholds) if "thresholds" in locals() else 0
+    rep.kills = rep.worker_kills + rep.supervisor_kills
+    rep.seconds = time.monotonic() - t0
+    if left:
+        rep.problems.append(f"processes left running: {left}")
+    return rep
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=10_000)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--kill-every", type=float, default=0.1, help="seconds between worker kills (jittered ±50%%)")
+    p.add_argument("--supervisor-kills", type=int, default=2)
+    p.add_argument("--job-ms", type=float, default=2.0, help="how long each job sleeps")
+    p.add_argument("--timeout", type=float, default=1800.0, help="give up after this many seconds")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed after)")
+    p.add_argument("--json", default=None, help="also write the full report (with problems) here")
+    args = p.parse_args(argv)
+    if args.dir:
+        folder = Path(args.dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        rep = soak(folder, args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
+                   args.timeout, args.seed)
+    else:
+        with tempfile.TemporaryDirectory(prefix="jobq-chaos-") as tmp:
+            rep = soak(Path(tmp), args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
+                       args.timeout, args.seed)
+    print(rep.line(), flush=True)
+    for problem in rep.problems[:20]:
+        print("  " + problem[:500], file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(asdict(rep), indent=1))
+    ok = rep.lost == 0 and rep.overlapping == 0 and rep.unexplained == 0 and not rep.problems
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
