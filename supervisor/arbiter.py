@@ -27,12 +27,11 @@ from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import owner_token
 from shared.signals import SignalQueue
+from shared.progress import unstarted
 from shared.store import SqliteStore, StoreError
 
 from . import maintenance, scheduler
 from .metrics import MetricsServer
-from shared.progress import unstarted
-
 from .children import Slot, describe_status, kill_group, progress_path, restart_delay, spawn
 
 log = get_logger("supervisor")
@@ -108,7 +107,18 @@ class Arbiter:
     # -- boot -----------------------------------------------------------------------------------
 
     def boot(self) -> int:
+        """Import handlers, open the database, recover dead owners' jobs, write the workers'
+        config snapshot. Signals are recorded from the first moment, so a SIGTERM during boot
+        stops the supervisor cleanly right after it. Returns an exit code (OK to go on)."""
         logs.setup(self.config.log_level, self.config.log_format)
+        self.signals.install()
+        code = self.load()
+        if code != ExitCode.OK:
+            self.close_db()
+            self.signals.close()
+        return code
+
+    def load(self) -> int:
         try:
             self.registry = load_registry(self.config.handlers)
         except HandlerImportError as exc:
@@ -123,16 +133,13 @@ class Arbiter:
             self.recover(initial=True)
         except (StoreError, OSError) as exc:
             event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
-            self.close_db()
             return ExitCode.DATABASE_UNAVAILABLE
         except Exception as exc:  # sqlite3.Error from a read-only or broken file
             event(log, "supervisor.boot_failed", logging.CRITICAL,
                   error=f"database {self.config.database}: {exc}")
-            self.close_db()
             return ExitCode.DATABASE_UNAVAILABLE
         self.snapshot_dir = tempfile.mkdtemp(prefix="jobq-supervisor-")
         config_mod.write_snapshot(self.config, self.snapshot)
-        self.signals.install()
         self.slots = {i: Slot(i) for i in range(self.target)}
         event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
               config=self.config.path, database=self.config.database, types=len(self.registry))

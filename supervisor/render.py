@@ -85,7 +85,8 @@ def last_line(text: str | None, width: int = 60) -> str:
 
 def status_text(snap: dict[str, Any]) -> str:
     """The human ``status`` report of a :func:`supervisor.status.collect` snapshot."""
-    parts = [_header(snap), _jobs(snap), _throughput(snap), _latency(snap), workers_text(snap["workers"])]
+    parts = [_header(snap), _jobs(snap), _throughput(snap), _latency(snap), workers_text(snap["workers"]),
+             _schedules(snap)]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -105,6 +106,12 @@ def _header(snap: dict[str, Any]) -> str:
         rows.append(("unowned", f"{len(snap['unowned'])} running jobs have no registered worker (a worker "
                                 f"run alone, or one that died: a supervisor re-queues those)"))
     return "\n".join(f"{k:<11} {v}" for k, v in rows)
+
+
+def _schedules(snap: dict[str, Any]) -> str:
+    rows = [[r["name"], r["type"], f"{r['cron']} ({r['timezone']})", r["next_at"] or "never", r["last_tick"] or "-"]
+            for r in snap.get("schedules") or []]
+    return table(["SCHEDULE", "TYPE", "CRON", "NEXT RUN", "LAST TICK"], rows) if rows else ""
 
 
 def _counters(sup: dict[str, Any]) -> str:

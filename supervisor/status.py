@@ -11,7 +11,7 @@ import socket
 import time
 from typing import Any
 
-from shared import admin
+from shared import admin, schedule
 from shared.clock import iso, parse_iso
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES
@@ -26,9 +26,10 @@ WINDOW_MINUTES = 5
 SAMPLE = 20_000  # most recent attempts looked at for latency percentiles
 
 
-def collect(store: SqliteStore, now: float, *, detail: bool = True) -> dict[str, Any]:
+def collect(store: SqliteStore, now: float, *, detail: bool = True, config: Any = None) -> dict[str, Any]:
     """Everything ``status`` reports, as of ``now``; without ``detail``, no throughput and
-    latency (``top`` draws its own from the attempt feed)."""
+    latency (``top`` draws its own from the attempt feed); with ``config``, the next run of each
+    ``[[schedule]]`` entry."""
     jobs = dict.fromkeys(STATUSES, 0)
     by_type: dict[str, dict[str, int]] = {}
     for r in admin.counts_by_type(store):
@@ -47,6 +48,11 @@ def collect(store: SqliteStore, now: float, *, detail: bool = True) -> dict[str,
         "oldest_due": _oldest(store, now), "workers": workers(store, now),
         "unowned": admin.running_without_worker(store),
     }
+    if config is not None:
+        snap["schedules"] = [{"name": r.name, "type": r.type, "cron": r.cron, "timezone": r.timezone,
+                              "next_at": iso(r.next_at) if r.next_at is not None else None,
+                              "last_tick": iso(r.last_tick) if r.last_tick is not None else None}
+                             for r in schedule.next_runs(config, now, store)]
     if detail:
         snap["throughput"] = throughput(store, now)
         snap["latency"] = latency(store, now)
@@ -119,11 +125,11 @@ def cmd_status(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail(f"status: --interval must be > 0, got {args.interval:g}", ExitCode.USAGE)
     with ctx.store() as store:
         if not args.watch:
-            _show(ctx, collect(store, ctx.clock.now()), clear=False)
+            _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=False)
             return ExitCode.OK
         try:
             while True:
-                _show(ctx, collect(store, ctx.clock.now()), clear=True)
+                _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=True)
                 time.sleep(args.interval)
         except KeyboardInterrupt:
             return ExitCode.OK
