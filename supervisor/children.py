@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from shared.exitcodes import ExitCode
 from shared.procs import owner_token

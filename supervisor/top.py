@@ -112,7 +112,6 @@ class TopView:
 
     def lines(self, width: int) -> list[tuple[str, int]]:
         """The screen as (text, attribute) lines, top to bottom."""
-        s = self.snap
         bold, rev = curses.A_BOLD, curses.A_REVERSE
         out = [(self._title(), rev), ("", 0)]
         spark = max(width - 34, 10)

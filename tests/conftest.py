@@ -52,3 +52,19 @@ def queue(config_path: Path, clock: FakeClock):
     q = JobQueue(config=load(config_path), clock=clock)
     yield q
     q.close()
+
+
+@pytest.fixture
+def sup_factory():
+    """Start real supervisors (``tests.proc.Running``) for a test; all are stopped, with every
+    process they started, when it ends."""
+    from tests.proc import Running
+    started: list = []
+
+    def start(config: Path, *args: str):
+        r = Running(config, *args)
+        started.append(r)
+        return r
+    yield start
+    for r in started:
+        r.close()

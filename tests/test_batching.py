@@ -7,7 +7,6 @@ import signal
 import types
 
 from shared import JobQueue
-from shared.clock import SystemClock
 from shared.config import load
 from shared.handlers import Registry, handler, on_completed, on_failed, on_retry
 from shared.progress import ProgressWriter, unstarted

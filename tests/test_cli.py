@@ -16,7 +16,7 @@ import pytest
 from shared.clock import SystemClock, parse_iso
 from shared.exitcodes import ExitCode
 from shared.store import SqliteStore
-from tests.proc import Running, env, job_row, wait_until, worker_rows, write_config
+from tests.proc import env, job_row, wait_until, worker_rows, write_config
 
 OWNER = "testhost:1111:1"
 
@@ -45,18 +45,6 @@ def as_json(r: subprocess.CompletedProcess):
 def cfg(tmp_path):
     return write_config(tmp_path, handlers=["opsjobs"])
 
-
-@pytest.fixture
-def sup_factory():
-    started: list[Running] = []
-
-    def start(config: Path, *args: str) -> Running:
-        r = Running(config, *args)
-        started.append(r)
-        return r
-    yield start
-    for r in started:
-        r.close()
 
 
 def store_of(cfg: Path) -> SqliteStore:

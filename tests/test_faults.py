@@ -72,18 +72,6 @@ def integrity(path: Path) -> str:
         return c.execute("PRAGMA integrity_check").fetchone()[0]
 
 
-@pytest.fixture
-def sup_factory():
-    started: list[Running] = []
-
-    def start(cfg: Path, *args: str) -> Running:
-        r = Running(cfg, *args)
-        started.append(r)
-        return r
-    yield start
-    for r in started:
-        r.close()
-
 
 # -- misbehaving handlers, on one shared supervisor ---------------------------------------------------
 

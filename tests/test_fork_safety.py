@@ -4,8 +4,6 @@ from __future__ import annotations
 import os
 import threading
 
-import pytest
-
 from shared import config as config_mod
 from shared.store import SqliteStore
 from supervisor import children

@@ -2,10 +2,8 @@
 priority and backoff; the limited claim (no head-of-line blocking); 8 real workers."""
 from __future__ import annotations
 
-import json
 import random
 import signal
-from pathlib import Path
 
 import pytest
 

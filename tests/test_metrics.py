@@ -9,12 +9,10 @@ import signal
 import socket
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import psutil
-import pytest
 
-from tests.proc import Running, job_row, wait_until, write_config
+from tests.proc import job_row, wait_until, write_config
 from tests.test_cli import jobq, ok
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
@@ -83,18 +81,6 @@ def check_histograms(series: Series, family: str) -> None:
 def value(series: Series, name: str, **labels: str) -> float | None:
     return series.get((name, frozenset(labels.items())))
 
-
-@pytest.fixture
-def sup_factory():
-    started: list[Running] = []
-
-    def start(config: Path, *args: str) -> Running:
-        r = Running(config, *args)
-        started.append(r)
-        return r
-    yield start
-    for r in started:
-        r.close()
 
 
 def test_prometheus_endpoint_served_by_the_supervisor(tmp_path, sup_factory):

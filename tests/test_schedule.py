@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import threading
 from datetime import datetime, timezone
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest

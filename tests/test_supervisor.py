@@ -11,24 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
-import pytest
 
 from shared import JobQueue
-from tests.proc import Running, env, events, job_row, pid_gone, wait_until, worker_rows, write_config
+from tests.proc import env, events, job_row, pid_gone, wait_until, worker_rows, write_config
 
-
-@pytest.fixture
-def sup_factory(tmp_path):
-    started: list[Running] = []
-
-    def start(config: Path, *args: str) -> Running:
-        r = Running(config, *args)
-        started.append(r)
-        return r
-    yield start
-    for r in started:
-        r.close()
 
 
 def enqueue(config: Path, jtype: str, payload: dict, **kw) -> str:
