@@ -64,7 +64,7 @@ def depth_targets(results: dict, syncs: list[str], depths: list[int]) -> list[di
             if a is None or b is None or lo == hi:
                 continue
             out.append(verdict(f"synchronous={sync}: claims/s at {int(hi):,} pending >= 90% of {int(lo):,} ({name})",
-                               f"{b:,.0f} vs {a:,.0f}/s = {100 * b / a:.0f}%", b >= 0.9 * a))
+                               f"{b:,.0f} vs {a:,.0f}/s = {100 * b / a:.1f}%", b >= 0.9 * a))
     return out
 
 
