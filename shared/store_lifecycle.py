@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .store import NewJob
 
 _PAUSED = "SELECT 1 FROM control WHERE name = 'paused' AND value = '1'"
+_LATEST_START = "SELECT max(started_at) AS t FROM type_starts"
 
 # Only running rows are read (the planner would rather scan a covering index of every job).
 _RUNNING_BY_TYPE = ("SELECT type, count(*) AS n FROM jobs INDEXED BY jobs_running "
@@ -150,6 +151,12 @@ class LifecycleStore:
         """
         if limit < 1 or c.execute(_PAUSED).fetchone():
             return []
+        # ``now`` was read before this transaction won the write lock: a claim that committed in
+        # the meantime may carry a later time. Never count with an earlier one, or this claim
+        # would see (and delete) the window as of a moment before starts it must count.
+        latest = c.execute(_LATEST_START).fetchone()["t"]
+        if latest is not None:
+            now = max(now, parse_iso(latest))
         stamp = iso(now)
         running = {r["type"]: r["n"] for r in c.execute(_RUNNING_BY_TYPE).fetchall()}
         room = {t: _room(c, lim, running.get(t, 0), now) for t, lim in limits.items()}
