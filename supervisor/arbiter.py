@@ -23,6 +23,7 @@ from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
+from shared.job import Job
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import owner_token
@@ -341,8 +342,8 @@ class Arbiter:
             return
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
         try:
-            self.recover(initial=False)
-            self.upkeep_wal(now_m)
+            running = self.recover(initial=False)
+            self.upkeep_wal(now_m, busy=bool(running))
             scheduler.run_due(self.db(), self.config, self.clock.now())
             self.ops_requests()
         except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
@@ -370,9 +371,9 @@ class Arbiter:
                     event(log, "worker.drain_timeout", logging.WARNING, slot=slot.index, pid=slot.pid)
                     self.kill(slot, "shutdown_timeout passed", count_attempt=False)
 
-    def recover(self, initial: bool) -> None:
+    def recover(self, initial: bool) -> list[Job]:
         """Police running jobs: hard timeouts and leases for our children; dead or silent
-        foreign owners are killed/re-queued directly."""
+        foreign owners are killed/re-queued directly. Returns the running jobs it looked at."""
         store = self.db()
         now = self.clock.now()
         running = store.running()
@@ -400,10 +401,11 @@ class Arbiter:
             self.next_touch = self.clock.monotonic() + PROCESS_TOUCH_EVERY
             maintenance.prune_processes(store)
             store.touch_process(self.token, now)
+        return running
 
-    def upkeep_wal(self, now_m: float) -> None:
+    def upkeep_wal(self, now_m: float, busy: bool) -> None:
         store = self.db()
-        idle = now_m - self.last_checkpoint >= IDLE_CHECKPOINT_EVERY and not store.running()
+        idle = now_m - self.last_checkpoint >= IDLE_CHECKPOINT_EVERY and not busy
         if maintenance.wal_needs_checkpoint(store, self.config.supervisor.wal_checkpoint_mb, idle):
             before = store.wal_bytes()
             busy, _, _ = store.checkpoint()

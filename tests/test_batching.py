@@ -39,7 +39,8 @@ def _fill(cfg, log, gate):
     return blocker, rest
 
 
-def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(tmp_path):
+def _mid_batch(tmp_path):
+    """A supervisor with one worker, stopped inside a batch of 8 (its first job blocks)."""
     cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8})
     log, gate = tmp_path / "events.log", tmp_path / "gate"
     JobQueue(str(tmp_path / "q.db")).close()
@@ -47,6 +48,15 @@ def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(tmp_path):
     sup = Running(cfg)
     try:
         wait_until(lambda: job_row(cfg, blocker)["status"] == "running", what="blocker running")
+    except BaseException:
+        sup.close()
+        raise
+    return cfg, log, gate, blocker, rest, sup
+
+
+def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(tmp_path):
+    cfg, log, gate, blocker, rest, sup = _mid_batch(tmp_path)
+    try:
         # the rest were claimed in the same batch as the blocker
         assert {job_row(cfg, j)["status"] for j in rest} == {"running"}
         victim = job_row(cfg, blocker)["owner_pid"]
@@ -65,13 +75,8 @@ def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(tmp_path):
 
 
 def test_graceful_stop_mid_batch_releases_unstarted_jobs(tmp_path):
-    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8})
-    log, gate = tmp_path / "events.log", tmp_path / "gate"
-    JobQueue(str(tmp_path / "q.db")).close()
-    blocker, rest = _fill(cfg, log, gate)
-    sup = Running(cfg)
+    cfg, log, gate, blocker, rest, sup = _mid_batch(tmp_path)
     try:
-        wait_until(lambda: job_row(cfg, blocker)["status"] == "running", what="blocker running")
         sup.signal(signal.SIGTERM)
         wait_until(lambda: "supervisor.stopping" in sup.output(), what="stop signalled")
         gate.touch()
