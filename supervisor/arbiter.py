@@ -29,7 +29,7 @@ from shared.policy import JobPolicy
 from shared.procs import owner_token
 from shared.signals import SignalQueue
 from shared.progress import unstarted
-from shared.store import SqliteStore, StoreError
+from shared.store import Released, SqliteStore, StoreError
 
 from . import maintenance, scheduler
 from .metrics import MetricsServer
@@ -254,20 +254,7 @@ class Arbiter:
         if slot.kill_reason:
             how += f" (supervisor: {slot.kill_reason})"
         reason = slot.kill_reason or f"worker {slot.pid} {how} while running the job"
-        try:
-            released = self.db().release_owner(slot.owner, reason, self.clock.now(),
-                                               max_attempts_for=self.policy.max_attempts,
-                                               count_attempt=slot.count_attempt,
-                                               unstarted=unstarted(progress_path(self.snapshot, slot)))
-        except Exception as exc:  # noqa: BLE001 - maintenance re-queues jobs of dead owners later
-            event(log, "worker.release_failed", logging.ERROR, slot=slot.index, pid=slot.pid, error=repr(exc))
-            self.close_db()
-            released = []
-        try:  # a worker that died cannot delete its own `processes` row: do it for it
-            self.db().remove_process(slot.owner)
-        except Exception:  # noqa: BLE001 - prune_processes deletes it later
-            self.close_db()
-        self.counters["jobs_reaped"] += len(released)
+        released = self.release(slot, reason)
         level = logging.INFO if code in (ExitCode.OK, ExitCode.RECYCLED) and not released else logging.WARNING
         event(log, "worker.exited", level, slot=slot.index, pid=slot.pid, how=how,
               lived=round(lived, 3), jobs_requeued=len(released))
@@ -284,6 +271,23 @@ class Arbiter:
         slot.pid = slot.owner = None
         if slot.retiring or slot.index >= self.target:
             del self.slots[slot.index]
+
+    def release(self, slot: Slot, reason: str) -> list[Released]:
+        """Re-queue a dead worker's jobs (those it never started keep their attempt) and drop
+        its `processes` row. A database failure here is logged: maintenance re-queues the jobs
+        of dead owners later."""
+        released: list[Released] = []
+        try:
+            released = self.db().release_owner(slot.owner, reason, self.clock.now(),
+                                               max_attempts_for=self.policy.max_attempts,
+                                               count_attempt=slot.count_attempt,
+                                               unstarted=unstarted(progress_path(self.snapshot, slot)))
+            self.db().remove_process(slot.owner)  # a dead worker cannot delete its own row
+        except Exception as exc:  # noqa: BLE001
+            event(log, "worker.release_failed", logging.ERROR, slot=slot.index, pid=slot.pid, error=repr(exc))
+            self.close_db()
+        self.counters["jobs_reaped"] += len(released)
+        return released
 
     def kill(self, slot: Slot, reason: str, *, count_attempt: bool) -> None:
         slot.kill_reason = slot.kill_reason or reason
