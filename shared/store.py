@@ -28,6 +28,7 @@ from .store_lifecycle import LifecycleStore
 
 T = TypeVar("T")
 
+OPEN_RETRIES = 40  # opening: ~1 s of jittered retries while another process sets the file up
 BUSY_RETRIES = 6  # after the busy timeout itself; each retry sleeps a jittered, growing delay
 
 
@@ -156,13 +157,7 @@ class SqliteStore(LifecycleStore):
         except sqlite3.Error as exc:
             raise StoreError(f"database {self.path}: cannot open: {exc}") from exc
         try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode != "wal":
-                raise StoreError(f"database {self.path}: cannot switch to WAL mode (got {mode!r})")
-            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            if migrate:
-                schema.migrate(conn)
+            self._setup(conn, migrate)
             conn.row_factory = _row_factory
         except sqlite3.Error as exc:
             conn.close()
@@ -171,6 +166,25 @@ class SqliteStore(LifecycleStore):
             conn.close()
             raise
         self._conn = conn
+
+    def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
+        """WAL mode, pragmas and migrations. Switching a new file to WAL needs an exclusive lock
+        and does not wait in SQLite's busy handler: two processes opening a brand-new database
+        at once can get "database is locked" here, so retry with jitter (bounded)."""
+        for attempt in range(OPEN_RETRIES + 1):
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode != "wal":
+                    raise StoreError(f"database {self.path}: cannot switch to WAL mode (got {mode!r})")
+                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                if migrate:
+                    schema.migrate(conn)
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or attempt == OPEN_RETRIES:
+                    raise
+                time.sleep(random.uniform(0.01, 0.05))
 
     @property
     def conn(self) -> sqlite3.Connection:
