@@ -140,3 +140,16 @@ def pid_gone(pid: int) -> bool:
 
 def stop_signal_names() -> tuple[int, ...]:
     return (signal.SIGTERM, signal.SIGINT)
+
+
+def write_lock_free(path: str) -> bool:
+    """Can another connection take the write lock at once (busy timeout 0)?"""
+    c = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        c.execute("BEGIN IMMEDIATE")
+        c.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        c.close()

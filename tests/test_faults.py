@@ -27,7 +27,7 @@ from shared.config import load
 from shared.exitcodes import ExitCode
 from shared.store import NewJob, SqliteStore
 from supervisor.children import restart_delay
-from tests.proc import Running, db, env, events, job_row, pid_gone, wait_until, worker_rows, write_config
+from tests.proc import Running, db, env, write_lock_free, events, job_row, pid_gone, wait_until, worker_rows, write_config
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -531,19 +531,6 @@ def traced(store: SqliteStore) -> StatementLog:
     log = StatementLog()
     store.conn.set_trace_callback(log)
     return log
-
-
-def write_lock_free(path: str) -> bool:
-    """Can another connection take the write lock at once (busy timeout 0)?"""
-    c = sqlite3.connect(path, isolation_level=None, timeout=0)
-    try:
-        c.execute("BEGIN IMMEDIATE")
-        c.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        c.close()
 
 
 def no_snapshot_held(path: str) -> bool:

@@ -15,6 +15,7 @@ from shared.clock import iso, parse_iso
 from shared.job import Job
 from shared.schema import VERSION
 from shared.store import NewJob, SqliteStore, StoreError
+from tests.proc import write_lock_free
 
 OWNER = "testhost:1111:1"
 OTHER = "testhost:2222:2"
@@ -353,26 +354,13 @@ def test_writes_wait_for_the_write_lock_instead_of_failing(db_path, clock, monke
         assert not s.conn.in_transaction
 
 
-def _can_take_write_lock_now(path):
-    c = sqlite3.connect(path, isolation_level=None, timeout=0)
-    try:
-        c.execute("PRAGMA busy_timeout = 0")
-        c.execute("BEGIN IMMEDIATE")
-        c.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        c.close()
-
-
 @pytest.mark.parametrize("limit", [1, 3, 10])
 def test_claim_releases_the_write_lock(queue, clock, db_path, limit):
     """An unread RETURNING cursor keeps the write lock and hides the change."""
     ids = [queue.enqueue("t", i) for i in range(5)]
     jobs = queue.store.claim(OWNER, 1, clock.now(), limit)
     assert len(jobs) == min(limit, 5)
-    assert _can_take_write_lock_now(db_path)
+    assert write_lock_free(db_path)
     with sqlite3.connect(db_path) as other:  # the change is visible to other connections
         running = other.execute("SELECT count(*) FROM jobs WHERE status = 'running'").fetchone()[0]
     assert running == len(jobs)
@@ -381,14 +369,14 @@ def test_claim_releases_the_write_lock(queue, clock, db_path, limit):
 
 def test_empty_claim_releases_the_write_lock(queue, clock, db_path):
     assert queue.store.claim(OWNER, 1, clock.now(), 1) == []
-    assert _can_take_write_lock_now(db_path)
+    assert write_lock_free(db_path)
 
 
 def test_keyed_enqueue_releases_the_write_lock(queue, db_path):
     queue.enqueue("t", key="k")
-    assert _can_take_write_lock_now(db_path)
+    assert write_lock_free(db_path)
     queue.enqueue("t", key="k")  # the conflict path: RETURNING gives nothing, then a SELECT
-    assert _can_take_write_lock_now(db_path)
+    assert write_lock_free(db_path)
 
 
 def test_reads_leave_no_transaction_open(queue, clock, db_path):
@@ -396,7 +384,7 @@ def test_reads_leave_no_transaction_open(queue, clock, db_path):
     s = queue.store
     s.get("x"), s.counts(), s.running(), s.next_run_at(), s.is_paused(), s.processes(), s.owners()
     assert not s.conn.in_transaction
-    assert _can_take_write_lock_now(db_path)
+    assert write_lock_free(db_path)
 
 
 def test_checkpoint_truncates_the_wal(queue):
