@@ -17,7 +17,7 @@ from .stats import rate
 
 CHUNK = 50_000
 WARMUP = 50
-ROUNDS = 5
+ROUNDS = 9
 
 Loop = Callable[[int], tuple[int, float]]  # run k claim+complete cycles -> (done, seconds claiming)
 
@@ -88,27 +88,34 @@ def raw_loop(path: str, sync: str) -> Loop:
     return run
 
 
-def measure(path: str, sync: str, due: int, claims: int, systems: list[str]) -> dict[str, Any]:
-    """Claim+complete cycles per second, and the mean time of the claim alone, for each system.
+def measure(files: dict[str, tuple[str, int]], sync: str, claims: int,
+            systems: list[str]) -> dict[str, dict[str, Any]]:
+    """Claim+complete cycles per second, and the mean time of the claim alone, for each depth
+    (``files``: name -> (path, due jobs)) and system.
 
-    ``claims`` jobs per system in rounds (at least ROUNDS, each at most ``due`` jobs), the
-    systems taking turns round by round on the same file, the table reset after each round;
-    the median round is reported, so a burst of load elsewhere on the machine moves it little.
+    The same number of cycles per round everywhere (at least ROUNDS rounds, ``claims`` cycles in
+    all per depth and system), the depths and systems taking turns round by round and each table
+    reset after its round; the median round is reported. Depths are compared side by side, so a
+    burst of load elsewhere on the machine moves all of them alike.
     """
-    loops = {name: SYSTEMS[name](path, sync) for name in systems}
-    size = max(1, min(due, claims // ROUNDS))
-    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in systems}
+    size = max(1, min(min(due for _, due in files.values()), claims // ROUNDS))
+    loops = {(name, system): SYSTEMS[system](path, sync)
+             for name, (path, _) in files.items() for system in systems}
+    rounds: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in loops}
     try:
-        for run in loops.values():
-            run(min(WARMUP, due))
-            reset(path)
+        for (name, _), run in loops.items():
+            run(min(WARMUP, size))
+            reset(files[name][0])
         for _ in range(max(ROUNDS, -(-claims // size))):
-            for name, run in loops.items():
-                rounds[name].append(_round(run, path, size))
+            for (name, system), run in loops.items():
+                rounds[(name, system)].append(_round(run, files[name][0], size))
     finally:
         for run in loops.values():
             run.close()  # type: ignore[attr-defined]
-    return {name: _median(rs, size) for name, rs in rounds.items()}
+    out: dict[str, dict[str, Any]] = {name: {} for name in files}
+    for (name, system), rs in rounds.items():
+        out[name][system] = _median(rs, size)
+    return out
 
 
 def _round(run: Loop, path: str, size: int) -> tuple[float, float]:

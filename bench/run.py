@@ -167,18 +167,20 @@ def run_latency(ctx: Ctx, results: dict, workloads: list[str]) -> None:
 
 def run_depth(ctx: Ctx, results: dict) -> None:
     systems = [s for s in ("jobq", "raw") if s in ctx.systems]
-    for d in ctx.scale.depths:
-        for kind, future in (("due", 0.0), ("future90", 0.9)):
-            with folder(ctx, "depth") as f:
-                path = f"{f}/jobq.db"
+    for kind, future in (("due", 0.0), ("future90", 0.9)):
+        with contextlib.ExitStack() as stack:
+            files = {}
+            for d in ctx.scale.depths:
+                path = f"{stack.enter_context(folder(ctx, 'depth'))}/jobq.db"
                 t0 = time.monotonic()
-                due = depth.build(path, d, future)
+                files[str(d)] = (path, depth.build(path, d, future))
                 ctx.log(f"depth: built {d:,} jobs ({kind}) in {time.monotonic() - t0:.1f}s")
-                for sync in ctx.syncs:
-                    out = attempt(ctx, ("depth", sync, str(d), kind),
-                                  lambda _f: depth.measure(path, sync, due, ctx.scale.depth_claims, systems))
+            for sync in ctx.syncs:
+                out = attempt(ctx, ("depth", sync, kind),
+                              lambda _f: depth.measure(files, sync, ctx.scale.depth_claims, systems))
+                for d in files:
                     for system in systems:
-                        put(results, ("depth", system, sync, str(d), kind), out.get(system, out))
+                        put(results, ("depth", system, sync, d, kind), out.get(d, {}).get(system, out))
 
 
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:

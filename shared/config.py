@@ -98,6 +98,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "max_jobs": _num(0, None, integer=True),
         "max_memory_mb": _num(0, None, integer=True),
         "max_batch": _num(1, 1000, integer=True),
+        "batch_wait": _num(0.05, 86400),
     },
     "retry": {
         "max_attempts": _num(1, 1000, integer=True),
@@ -151,7 +152,8 @@ class WorkerConfig:
     lease_timeout: float = 30.0
     max_jobs: int = 0
     max_memory_mb: int = 0
-    max_batch: int = 16
+    max_batch: int = 128
+    batch_wait: float = 0.5
 
 
 @dataclass(frozen=True)

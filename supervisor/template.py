@@ -52,6 +52,7 @@ DOCS: dict[str, str] = {
     "worker.max_jobs": "Replace a worker after this many jobs (0: never).",
     "worker.max_memory_mb": "Replace a worker after a job leaves it above this resident memory, in MiB (0: never).",
     "worker.max_batch": "Most jobs one claim may take (1 turns batching off).",
+    "worker.batch_wait": "Seconds the unstarted rest of a batch waits behind a running job before it is given back.",
     "retry.max_attempts": "Attempts before a job fails for good (a handler's max_attempts= overrides it).",
     "retry.backoff_base": "Back-off after attempt n: min(backoff_base * 2^n, backoff_max), minus up to 25% jitter.",
     "retry.backoff_max": "The longest back-off, in seconds.",

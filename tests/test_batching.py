@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import types
 
 from shared import JobQueue
@@ -41,7 +42,7 @@ def _fill(cfg, log, gate):
 
 def _mid_batch(tmp_path):
     """A supervisor with one worker, stopped inside a batch of 8 (its first job blocks)."""
-    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8})
+    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": 3600})
     log, gate = tmp_path / "events.log", tmp_path / "gate"
     JobQueue(str(tmp_path / "q.db")).close()
     blocker, rest = _fill(cfg, log, gate)
@@ -140,3 +141,42 @@ def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path)
     assert ("completed", a, '{"n":1}', "completed") in seen
     assert ("retry", b, "RuntimeError: boom", 1) in seen
     assert ("failed", b, "RuntimeError: boom", 2) in seen
+
+
+def test_unstarted_jobs_do_not_wait_behind_a_slow_job_past_batch_wait(tmp_path):
+    """The heartbeat thread gives back the rest of a batch once the job ahead has run
+    ``batch_wait`` seconds: pending again, no attempt lost, while the slow job still runs."""
+    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": 0.2})
+    log, gate = tmp_path / "events.log", tmp_path / "gate"
+    JobQueue(str(tmp_path / "q.db")).close()
+    blocker, rest = _fill(cfg, log, gate)
+    sup = Running(cfg)
+    try:
+        wait_until(lambda: "worker.batch_released" in sup.output(), what="the batch's rest given back")
+        line = next(x for x in sup.output().splitlines() if "worker.batch_released" in x)
+        assert "jobs=7" in line
+        assert job_row(cfg, blocker)["status"] == "running"
+        assert [(job_row(cfg, j)["status"], job_row(cfg, j)["attempts"]) for j in rest] == [("pending", 0)] * 7
+        gate.touch()
+        wait_until(lambda: all(job_row(cfg, j)["status"] == "completed" for j in [blocker, *rest]),
+                   what="all completed")
+        assert [job_row(cfg, j)["attempts"] for j in rest] == [1] * 7
+        sup.signal(signal.SIGTERM)
+        assert sup.wait(20) == 0
+    finally:
+        sup.close()
+
+
+def test_shed_takes_only_what_waits_behind_a_job_past_batch_wait(tmp_path):
+    cfg = load(write_config(tmp_path, worker={"batch_wait": 0.05}))
+    w = Worker(cfg, Registry())
+    try:
+        w.batch.extend(["a", "b"])
+        assert w.shed() == []            # no job in hand
+        w.job_t0 = time.perf_counter()
+        assert w.shed() == []            # the job in hand has only just started
+        w.job_t0 -= 0.06
+        assert w.shed() == ["a", "b"] and not w.batch
+        assert w.take() is None
+    finally:
+        w.signals.close()

@@ -210,6 +210,32 @@ def test_guarded_transitions_refuse_wrong_owner_or_attempt(queue, clock, db_path
     assert _transition(name, queue.store, job_id, job.attempts, OWNER, clock.now()) is True
 
 
+def test_batched_completions_are_guarded_one_by_one(queue, clock, db_path):
+    """A worker's batch commits its completions in one statement: each is still matched on id,
+    'running', attempt and owner, and only the ones that lost their lease are dropped."""
+    from shared.store import Finish
+    ids = [queue.enqueue("t") for _ in range(5)]
+    mine = queue.store.claim(OWNER, 1, clock.now(), limit=4)
+    theirs = claim_one(queue.store, clock, OTHER)
+    assert [j.id for j in mine] == ids[:4] and theirs.id == ids[4]
+    a, b, c, d = mine
+    before = {i: raw_row(db_path, i) for i in (b.id, c.id, theirs.id)}
+    clock.advance(1)
+    ok, got = queue.store.finish_and_claim(
+        [Finish("completed", a.id, a.attempts, '{"n":1}'),
+         Finish("completed", b.id, b.attempts + 1, None),           # stale attempt
+         Finish("retry", d.id, d.attempts, "again", clock.now(), 3),
+         Finish("completed", c.id, c.attempts, None),
+         Finish("completed", theirs.id, theirs.attempts, None)],     # another owner's job
+        OWNER, 1, clock.now(), limit=0)
+    assert ok == [True, False, True, True, False] and got == []
+    assert queue.get(a.id).status == "completed" and queue.get(a.id).result == {"n": 1}
+    assert queue.get(c.id).status == "completed"
+    assert queue.get(d.id).status == "pending" and queue.get(d.id).error == "again"
+    assert raw_row(db_path, b.id) == before[b.id]
+    assert raw_row(db_path, theirs.id) == before[theirs.id]
+
+
 @pytest.mark.parametrize("name", ["complete", "retry", "fail"])
 def test_lease_lost_result_is_dropped(queue, clock, db_path, name):
     """The supervisor re-queued the job (lease expired) and another worker took it: the first

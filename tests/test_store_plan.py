@@ -15,7 +15,7 @@ from shared.store import _CLAIM, SqliteStore
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 PARAMS = {"owner": "h:1:1", "pid": 1, "now": iso(NOW), "limit": 1}
-_SUB = re.search(r"\((SELECT id FROM jobs.*?LIMIT :limit)\)", _CLAIM, re.S)
+_SUB = re.search(r"\((SELECT rowid FROM jobs.*?LIMIT :limit)\)", _CLAIM, re.S)
 assert _SUB, "the claim statement no longer has the expected subquery"
 CLAIM_SUBQUERY = _SUB.group(1)
 
@@ -142,3 +142,17 @@ def test_claim_cost_does_not_grow_with_future_jobs(tmp_path, analyze, new_connec
                 steps[n] = vm_steps(s.conn)
     # A scan would cost ~5 VM steps per skipped future job (~90,000 at 20,000 jobs).
     assert steps[20_000] <= 2 * steps[200] + 200, steps
+
+
+def test_batched_completion_looks_jobs_up_by_id(deep_db):
+    """All of a batch's completions are one UPDATE ... FROM (VALUES ...): it must find each job
+    through the primary key, never scan the table (also once ANALYZE has real statistics)."""
+    from shared.store import _complete_many_sql
+    sql = _complete_many_sql(16)
+    params = ["2026-01-01T00:00:00.000Z", "h:1:1"] + ["x", 1, None] * 16
+    with SqliteStore(deep_db) as s:
+        for _ in range(2):
+            detail = [r["detail"] for r in s.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+            assert any("SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)" in d for d in detail), detail
+            assert not any(d.startswith("SCAN jobs") for d in detail), detail
+            s.conn.execute("ANALYZE")

@@ -1,13 +1,15 @@
-"""The heartbeat thread: keeps the leases of the worker's running jobs fresh and notices when the
-supervisor that started the worker has died.
+"""The heartbeat thread: keeps the leases of the worker's running jobs fresh, notices when the
+supervisor that started the worker has died, and gives back the unstarted rest of a batch that
+waits behind a slow job (the worker's main thread is busy running that job).
 
 It opens its own SQLite connection (connections are not shared between threads).
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from shared.config import Config
 from shared.logs import event, get_logger
@@ -22,7 +24,7 @@ IDLE_BEAT = 15.0     # seconds between beats while no job runs: only the process
 
 class Heartbeat(threading.Thread):
     def __init__(self, config: Config, owner: str, clock: Any, parent_pid: int | None,
-                 on_orphaned: Callable[[], None]) -> None:
+                 on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
         self.owner = owner
@@ -32,6 +34,8 @@ class Heartbeat(threading.Thread):
         self._halt = threading.Event()
         self.orphaned = threading.Event()
         self.busy = False  # set by the worker while it holds claimed jobs
+        self.shed = shed   # returns the jobs of the batch to give back (see Worker.shed)
+        self.unreleased: list[str] = []  # shed jobs whose release failed; retried every tick
 
     def stop(self) -> None:
         self._halt.set()
@@ -52,10 +56,40 @@ class Heartbeat(threading.Thread):
                 if now - last_beat >= every:
                     last_beat = now
                     store = self._beat(store)
-                self._halt.wait(min(ORPHAN_CHECK, self.config.worker.heartbeat_interval))
+                if self.busy and self.shed is not None:
+                    self.unreleased += [j.id for j in self.shed()]
+                if self.unreleased:
+                    store = self._release(store)
+                self._halt.wait(self._tick())
+            if self.unreleased:
+                store = self._release(store)
         finally:
             if store is not None:
                 store.close()
+
+    def _tick(self) -> float:
+        w = self.config.worker
+        if self.busy and self.shed is not None:  # look for a batch stuck behind a slow job
+            return min(ORPHAN_CHECK, w.heartbeat_interval, max(0.05, w.batch_wait / 4))
+        return min(ORPHAN_CHECK, w.heartbeat_interval)
+
+    def _release(self, store: SqliteStore | None) -> SqliteStore | None:
+        """Give the shed jobs back: pending again, without losing an attempt."""
+        ids = self.unreleased
+        try:
+            if store is None:
+                store = SqliteStore.from_config(self.config, migrate=False)
+            n = store.release_unstarted(self.owner, ids, self.clock.now())
+        except Exception as exc:  # noqa: BLE001 - retried at the next tick
+            event(log, "worker.release_failed", logging.ERROR, owner=self.owner, jobs=len(ids),
+                  error=str(exc))
+            if store is not None:
+                store.close()
+            return None
+        self.unreleased = []
+        event(log, "worker.batch_released", owner=self.owner, jobs=n,
+              batch_wait=self.config.worker.batch_wait)
+        return store
 
     def _beat(self, store: SqliteStore | None) -> SqliteStore | None:
         try:

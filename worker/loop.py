@@ -4,10 +4,12 @@
 
 Claims are guarded ``UPDATE ... RETURNING`` statements. On a deep queue of fast jobs a worker
 claims several jobs per transaction and commits their outcomes together with the next claim
-(one commit per batch instead of two per job); a slow job drops the batch size back to 1, so
-long jobs are never hoarded. Outcomes are logged and hooks run only after they commit. Jobs of a
-batch that were never started go back without losing an attempt: the worker releases them when
-it stops, and the supervisor (reading the progress file) when the worker dies.
+(one commit per batch instead of two per job); a slow job drops the batch size back to 1, and
+the heartbeat thread gives back the unstarted rest of a batch once the job ahead of them has run
+``batch_wait`` seconds, so jobs are never hoarded behind a slow one. Outcomes are logged and hooks
+run only after they commit. Jobs of a batch that were never started go back without losing an
+attempt: the worker releases them when it stops, and the supervisor (reading the progress file)
+when the worker dies.
 
 Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its config on SIGHUP;
 exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
@@ -80,6 +82,8 @@ class Worker:
         self.jobs_done = 0
         self.exit_code = ExitCode.OK
         self.batch: deque[Job] = deque()
+        self.batch_lock = threading.Lock()  # the heartbeat thread may take the batch's rest (shed)
+        self.job_t0: float | None = None    # perf_counter() when the job in hand started
         self.done: list[Done] = []
         self.batch_size = 1
         self.claimed = 0             # size of the current batch
@@ -103,7 +107,8 @@ class Worker:
             return ExitCode.DATABASE_UNAVAILABLE
         self.watch = WalWatch(self.config.database)
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
-        self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned)
+        self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
+                                   shed=self.shed)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:
@@ -130,9 +135,10 @@ class Worker:
     def wind_down(self) -> None:
         """On the way out: commit what ran, give back what never started."""
         self.commit(limit=0, must=True)
-        if self.batch:
+        with self.batch_lock:
             ids = [j.id for j in self.batch]
             self.batch.clear()
+        if ids:
             try:
                 self.store.release_unstarted(self.owner, ids, self.clock.now())
             except sqlite3.Error as exc:
@@ -150,10 +156,10 @@ class Worker:
                 self.idle_wait()
                 continue
             self.heartbeat.busy = True
-            job = self.batch.popleft()
-            if self.progress is not None:
-                self.progress.started(self.claimed - len(self.batch))
-            self.done.append(self.process(job))
+            job = self.take()
+            if job is not None:
+                self.done.append(self.process(job))
+                self.job_t0 = None
             if not self.batch:
                 self.resize()
             elif time.perf_counter() - self.done_since >= FLUSH_AFTER:
@@ -167,12 +173,37 @@ class Worker:
         jobs = self.commit(limit=self.batch_size)
         if not jobs:
             return False
-        self.batch.extend(jobs)
+        with self.batch_lock:
+            self.batch.extend(jobs)
         self.claimed = len(jobs)
         self.batch_started = time.perf_counter()
         if self.progress is not None:
             self.progress.batch([j.id for j in jobs])
         return True
+
+    def take(self) -> Job | None:
+        """The next job of the batch (None if the heartbeat thread gave the rest back)."""
+        with self.batch_lock:
+            if not self.batch:
+                return None
+            job = self.batch.popleft()
+            self.job_t0 = time.perf_counter()
+            left = len(self.batch)
+        if self.progress is not None:
+            self.progress.started(self.claimed - left)
+        return job
+
+    def shed(self) -> list[Job]:
+        """(Heartbeat thread.) Take the unstarted rest of the batch once the job in hand has run
+        ``batch_wait`` seconds; the caller gives them back to the queue."""
+        with self.batch_lock:
+            t0 = self.job_t0
+            if not self.batch or t0 is None or \
+                    time.perf_counter() - t0 < self.config.worker.batch_wait:
+                return []
+            jobs = list(self.batch)
+            self.batch.clear()
+            return jobs
 
     def commit(self, limit: int, must: bool = False) -> list[Job]:
         """Write the pending outcomes (and claim up to ``limit``). If the database refuses
@@ -202,7 +233,7 @@ class Worker:
         ctx.config = self.config
         event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
               slot=self.slot, pid=self.pid)
-        t0 = time.perf_counter()
+        t0 = self.job_t0 or time.perf_counter()
         if not self.done:
             self.done_since = t0
         outcome = execute(self.registry, job, ctx)
