@@ -152,7 +152,7 @@ class WorkerConfig:
     lease_timeout: float = 30.0
     max_jobs: int = 0
     max_memory_mb: int = 0
-    max_batch: int = 128
+    max_batch: int = 512
     batch_wait: float = 0.5
 
 

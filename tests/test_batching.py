@@ -180,3 +180,24 @@ def test_shed_takes_only_what_waits_behind_a_job_past_batch_wait(tmp_path):
         assert w.take() is None
     finally:
         w.signals.close()
+
+
+def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
+    from worker.loop import BATCH_BUDGET, FAST_JOB
+    cfg = load(write_config(tmp_path, worker={"max_batch": 64}))
+    w = Worker(cfg, Registry())
+
+    def after(size, claimed, seconds):
+        w.batch_size, w.claimed = size, claimed
+        w.batch_started = time.perf_counter() - seconds
+        w.resize()
+        return w.batch_size
+    try:
+        assert after(8, 8, 0.001) == 16                          # fast, well inside the budget
+        assert after(64, 64, 0.001) == 64                        # capped at max_batch
+        assert after(32, 32, BATCH_BUDGET * 0.75) == 32          # twice would overrun: stays
+        assert after(32, 32, BATCH_BUDGET * 1.5) == 16           # overran: halves
+        assert after(8, 8, 8 * FAST_JOB) == 1                    # slow jobs: back to 1
+        assert after(8, 3, 0.0001) == 1                          # a short claim: back to 1
+    finally:
+        w.signals.close()

@@ -49,6 +49,8 @@ from .wakeup import WalWatch
 log = get_logger("worker")
 
 FAST_JOB = 0.005     # seconds: jobs faster than this on average let the batch grow
+BATCH_BUDGET = 0.025 # seconds: a batch grows only while it would still run in about this long, so
+                     # a job of higher priority enqueued meanwhile waits little for a free worker
 FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
 RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
 WATCHED_SLEEP = 5.0  # longest idle sleep while the WAL watch works: every commit wakes us anyway,
@@ -242,13 +244,17 @@ class Worker:
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)
 
     def resize(self) -> None:
-        """Grow the batch while claims come back full of fast jobs; back to 1 otherwise."""
+        """Grow the batch (doubling, up to ``max_batch``) while claims come back full of fast
+        jobs and twice the batch would still run within BATCH_BUDGET; shrink it when a batch
+        ran longer; back to 1 after a slow job or a short claim."""
         elapsed = time.perf_counter() - self.batch_started
-        cap = self.config.worker.max_batch
-        if self.claimed == self.batch_size and elapsed / self.claimed < FAST_JOB:
-            self.batch_size = min(self.batch_size * 2, cap)
-        else:
+        per_job = elapsed / self.claimed if self.claimed else FAST_JOB
+        if self.claimed < self.batch_size or per_job >= FAST_JOB:
             self.batch_size = 1
+        elif 2 * elapsed <= BATCH_BUDGET:
+            self.batch_size = min(self.batch_size * 2, self.config.worker.max_batch)
+        elif elapsed > BATCH_BUDGET:
+            self.batch_size = max(1, self.batch_size // 2)
 
     def idle_wait(self) -> None:
         """Sleep until the WAL changes, a delayed job is due, or a signal; at most
