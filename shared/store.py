@@ -495,8 +495,12 @@ class SqliteStore(LifecycleStore):
         except OSError:
             return 0
 
-    def checkpoint(self) -> tuple[int, int, int]:
-        """``PRAGMA wal_checkpoint(TRUNCATE)``: (busy, wal pages, pages checkpointed).
+    def checkpoint(self, mode: str = "TRUNCATE") -> tuple[int, int, int]:
+        """``PRAGMA wal_checkpoint(mode)``: (busy, wal pages, pages checkpointed).
+
+        TRUNCATE empties the WAL file; PASSIVE copies its pages into the database and leaves
+        the file as long as it is, so the next commits overwrite it from the start instead of
+        growing it (at synchronous=full each growing commit pays a costlier fsync).
 
         Run without a busy timeout: a TRUNCATE checkpoint that waits (for a long reader, or a
         writer) holds off every new writer meanwhile, so with the connection's busy timeout one
@@ -505,7 +509,9 @@ class SqliteStore(LifecycleStore):
         """
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
-            row = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if mode not in ("TRUNCATE", "PASSIVE"):
+                raise ValueError(f"checkpoint mode must be TRUNCATE or PASSIVE, got {mode!r}")
+            row = self.conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         finally:
             self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return tuple(row.values())  # type: ignore[return-value]

@@ -410,9 +410,10 @@ class Arbiter:
     def upkeep_wal(self, now_m: float, busy: bool) -> None:
         store = self.db()
         idle = now_m - self.last_checkpoint >= IDLE_CHECKPOINT_EVERY and not busy
-        if maintenance.wal_needs_checkpoint(store, self.config.supervisor.wal_checkpoint_mb, idle):
+        mode = maintenance.wal_checkpoint_mode(store, self.config.supervisor.wal_checkpoint_mb, idle)
+        if mode:
             before = store.wal_bytes()
-            busy, _, _ = store.checkpoint()
+            busy, _, _ = store.checkpoint(mode)
             self.last_checkpoint = now_m
             event(log, "wal.checkpoint", logging.DEBUG, before=before, after=store.wal_bytes(), busy=busy)
 

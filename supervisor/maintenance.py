@@ -91,9 +91,14 @@ def prune_processes(store: SqliteStore) -> None:
             store.remove_process(row["id"])
 
 
-def wal_needs_checkpoint(store: SqliteStore, limit_mb: float, idle: bool) -> bool:
+def wal_checkpoint_mode(store: SqliteStore, limit_mb: float, idle: bool) -> str | None:
+    """TRUNCATE a WAL grown past ``limit_mb``; when idle, a PASSIVE checkpoint, which copies the
+    WAL into the database but keeps the file's length (commits then overwrite it instead of
+    growing it, and a growing file makes each fsync costlier); else none."""
     size = store.wal_bytes()
-    return size > limit_mb * (1 << 20) or (idle and size > 0)
+    if size > limit_mb * (1 << 20):
+        return "TRUNCATE"
+    return "PASSIVE" if idle and size > 0 else None
 
 
 def pid_alive(pid: int) -> bool:
