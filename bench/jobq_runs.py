@@ -20,11 +20,12 @@ from .stats import rate
 BATCH = 1000
 
 
-def write_config(folder: str, sync: str, workers: int) -> str:
-    """The supervisor's config: defaults, except the bench handlers, ``synchronous`` and quiet logs."""
+def write_config(folder: str, sync: str, workers: int, log_level: str = "warning") -> str:
+    """The supervisor's config: defaults, except the bench handlers, ``synchronous`` and (unless
+    asked otherwise) quiet logs."""
     path = os.path.join(folder, "jobq.toml")
     data = {"database": "jobq.db", "handlers": ["bench.handlers"], "synchronous": sync,
-            "log_level": "warning", "supervisor": {"workers": workers}}
+            "log_level": log_level, "supervisor": {"workers": workers}}
     with open(path, "wb") as f:
         tomli_w.dump(data, f)
     return path
@@ -56,10 +57,10 @@ def burn_window(folder: str) -> dict[str, Any]:
     return rate(n, parse_iso(last) - parse_iso(first))
 
 
-def start(folder: str, sync: str, workers: int) -> Tree:
+def start(folder: str, sync: str, workers: int, log_level: str = "warning") -> Tree:
     """``python -m supervisor run --config <tmp toml> --workers W``; returns once W workers
     have registered."""
-    cfg = write_config(folder, sync, workers)
+    cfg = write_config(folder, sync, workers, log_level)
     tree = Tree([python(), "-m", "supervisor", "run", "--config", cfg, "--workers", str(workers)],
                 os.path.join(folder, "supervisor.log"), stop_timeout=30)
     try:
@@ -84,11 +85,11 @@ def fill(q: JobQueue, n: int, job_type: str = "bench:noop") -> None:
         q.enqueue_many([(job_type, None)] * min(BATCH, n - i))
 
 
-def burn(folder: str, sync: str, workers: int, n: int) -> dict[str, Any]:
+def burn(folder: str, sync: str, workers: int, n: int, log_level: str = "warning") -> dict[str, Any]:
     """Burn-down: ``n`` no-op jobs pre-enqueued, then the supervisor with ``workers`` workers."""
     with queue(folder, sync) as q:
         fill(q, n)
-    with start(folder, sync, workers):
+    with start(folder, sync, workers, log_level):
         wait_for(lambda: unfinished(folder) == 0, 60 + n / 100, "the burn-down", interval=0.1)
     out = burn_window(folder)
     out["workers"] = workers

@@ -23,6 +23,8 @@ class Figure:
     higher_is_better: bool
     huey: bool = True  # does Huey have this figure?
     raw: str | None = "raw"  # the raw system beside it, if any
+    jobq: str = "jobq"       # the system names in results for jobq and Huey
+    huey_system: str = "huey"
 
 
 def dig(results: dict, *keys: str) -> Any:
@@ -42,7 +44,9 @@ def figures(workers: list[int], depths: list[int], rate: float | None) -> list[F
         out += [Figure("burn-down W=8 vs raw fold (complete+claim in 1 tx)", lambda s: ("8", "per_s"),
                        "burn", "/s", True, huey=False, raw="raw_fold"),
                 Figure("burn-down W=8 vs raw 10 claims/tx", lambda s: ("8", "per_s"), "burn", "/s", True,
-                       huey=False, raw="raw_batch10")]
+                       huey=False, raw="raw_batch10"),
+                Figure("burn-down W=8, both at default logging (jobq info, Huey INFO)", lambda s: ("8", "per_s"),
+                       "burn", "/s", True, raw=None, jobq="jobq_info", huey_system="huey_info")]
     tag = f" @{rate:g}/s" if rate else ""
     for what in ("start", "finish"):
         for q in ("p50", "p99"):
@@ -87,8 +91,8 @@ def table(results: dict, syncs: list[str], figs: list[Figure]) -> str:
     for sync in syncs:
         for f in figs:
             get = lambda system, variant: dig(results, f.workload, system, variant, *f.path(system))  # noqa: E731
-            j = get("jobq", sync)
-            h = [get(*sv) if f.huey else None for sv in HUEY]
+            j = get(f.jobq, sync)
+            h = [get(f.huey_system, variant) if f.huey else None for _, variant in HUEY]
             r = get(f.raw, sync) if f.raw else None
             if all(v is None for v in (j, *h, r)) or (f.raw not in (None, "raw") and r is None):
                 continue

@@ -114,6 +114,13 @@ def burn_plan(ctx: Ctx, w: int) -> list[tuple[tuple[str, ...], Callable[[str], A
     for fsync in ctx.huey_variants:
         plan.append((("burn", "huey", fsync, str(w)),
                      lambda f, fsync=fsync: huey_runs.burn(f, fsync, w, n, ctx.huey_quiet)))
+    if w == max(ctx.scale.workers) and "jobq" in ctx.systems and "default" in ctx.huey_variants:
+        # Both at their default logging (jobq "info": a line per job; Huey INFO), as the issue's
+        # "Huey's defaults" figure was taken.
+        plan += [(("burn", "jobq_info", sync, str(w)),
+                  lambda f, sync=sync: jobq_runs.burn(f, sync, w, n, log_level="info")) for sync in ctx.syncs]
+        plan.append((("burn", "huey_info", "default", str(w)),
+                     lambda f: huey_runs.burn(f, "default", w, n, quiet=False)))
     return plan
 
 

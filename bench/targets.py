@@ -26,6 +26,13 @@ def burn_targets(results: dict, syncs: list[str]) -> list[dict[str, Any]]:
                 continue
             out.append(verdict(f"synchronous={sync}: burn-down (W=8) >= {factor:g}x {name}",
                                f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x", j >= factor * h))
+        # The same, both systems at their default logging (jobq info, Huey INFO)
+        j = _num(dig(results, "burn", "jobq_info", sync, "8", "per_s"))
+        h = _num(dig(results, "burn", "huey_info", "default", "8", "per_s"))
+        factor = 8.0 if sync == "normal" else 3.0
+        if j is not None and h is not None:
+            out.append(verdict(f"synchronous={sync}: burn-down (W=8) >= {factor:g}x Huey's defaults, both at "
+                               f"default logging", f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x", j >= factor * h))
     return out
 
 
