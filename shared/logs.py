@@ -28,8 +28,21 @@ def event(logger: logging.Logger, name: str, level: int = logging.INFO, **fields
         logger.log(level, name, extra={"jobq_fields": fields})
 
 
+def events(logger: logging.Logger, name: str, level: int, rows: list[dict[str, Any]]) -> None:
+    """Log event ``name`` once per entry of ``rows`` (each a dict of fields) as ONE record, which
+    jobq's formatters write as one line per entry: a worker's batch of completions costs one
+    record and one write instead of one each. Build ``rows`` only if the level is enabled."""
+    if rows and logger.isEnabledFor(level):
+        logger.log(level, name, extra={"jobq_rows": rows})
+
+
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     return getattr(record, "jobq_fields", {})
+
+
+def _rows(record: logging.LogRecord) -> list[dict[str, Any]]:
+    """The field sets of a record: several for one made by :func:`events`, else one."""
+    return getattr(record, "jobq_rows", None) or [_fields(record)]
 
 
 def _text_value(v: Any) -> str:
@@ -39,9 +52,9 @@ def _text_value(v: Any) -> str:
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        parts = [iso(record.created), record.levelname, record.getMessage()]
-        parts += [f"{k}={_text_value(v)}" for k, v in _fields(record).items() if v is not None]
-        line = " ".join(parts)
+        head = f"{iso(record.created)} {record.levelname} {record.getMessage()}"
+        line = "\n".join(" ".join([head, *(f"{k}={_text_value(v)}" for k, v in fields.items() if v is not None)])
+                         for fields in _rows(record))
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -49,12 +62,15 @@ class TextFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        obj: dict[str, Any] = {"ts": iso(record.created), "level": record.levelname.lower(),
-                               "event": record.getMessage(), "logger": record.name}
-        obj.update({k: v for k, v in _fields(record).items() if v is not None})
-        if record.exc_info:
-            obj["exc"] = self.formatException(record.exc_info)
-        return json.dumps(obj, default=str, ensure_ascii=False)
+        base: dict[str, Any] = {"ts": iso(record.created), "level": record.levelname.lower(),
+                                "event": record.getMessage(), "logger": record.name}
+        lines = []
+        for fields in _rows(record):
+            obj = {**base, **{k: v for k, v in fields.items() if v is not None}}
+            if record.exc_info:
+                obj["exc"] = self.formatException(record.exc_info)
+            lines.append(json.dumps(obj, default=str, ensure_ascii=False))
+        return "\n".join(lines)
 
 
 def setup(level: str = "info", fmt: str = "text", stream: TextIO | None = None) -> None:

@@ -42,7 +42,7 @@ from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
 
 from .heartbeat import Heartbeat
-from .outcomes import Done, after_commit, decide
+from .outcomes import Done, after_commit_all, decide
 from .runner import JobContext, execute
 from .wakeup import WalWatch
 
@@ -225,8 +225,7 @@ class Worker:
                     return []
                 if self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set():
                     return []  # abandon: the next supervisor re-queues our jobs
-        for d, committed in zip(self.done, ok):
-            after_commit(d, committed, self.registry, self.slot, self.pid)
+        after_commit_all(self.done, ok, self.registry, self.slot, self.pid)
         self.done = []
         return jobs
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from shared.handlers import Registry
 from shared.job import Job
-from shared.logs import event, get_logger
+from shared.logs import event, events, get_logger
 from shared.policy import JobPolicy
 from shared.store import Finish
 
@@ -43,24 +43,44 @@ def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: 
                                           now + delay, ctx.max_attempts), duration, delay)
 
 
-def after_commit(done: Done, committed: bool, registry: Registry, slot: int | None, pid: int) -> None:
-    """Log the recorded outcome and run its hooks; a lost lease is logged and nothing else."""
-    job, kind = done.job, done.finish.kind
-    fields: dict[str, Any] = dict(id=job.id, type=job.type, attempt=job.attempts,
-                                  duration=round(done.duration, 6), slot=slot, pid=pid)
+def after_commit_all(dones: list[Done], committed: list[bool], registry: Registry, slot: int | None,
+                     pid: int) -> None:
+    """What follows one commit: the completions' log lines (one record for the whole batch),
+    then, job by job, the other outcomes' lines and every hook."""
+    name, level = _EVENTS["completed"]
+    if log.isEnabledFor(level):
+        events(log, name, level, [_fields(d, slot, pid) for d, ok in zip(dones, committed)
+                                  if ok and d.finish.kind == "completed"])
+    for d, ok in zip(dones, committed):
+        after_commit(d, ok, registry, slot, pid, logged=ok and d.finish.kind == "completed")
+
+
+def _fields(done: Done, slot: int | None, pid: int) -> dict[str, Any]:
+    job = done.job
+    return dict(id=job.id, type=job.type, attempt=job.attempts, duration=round(done.duration, 6),
+                slot=slot, pid=pid)
+
+
+def after_commit(done: Done, committed: bool, registry: Registry, slot: int | None, pid: int,
+                 logged: bool = False) -> None:
+    """Log the recorded outcome (unless ``logged`` already) and run its hooks; a lost lease is
+    logged and nothing else."""
+    kind = done.finish.kind
+    hooks = registry.hooks[kind] if committed else ()
+    if logged and not hooks:
+        return  # the hot path: a completion already logged with its batch, and no hook
+    fields = _fields(done, slot, pid)
     if not committed:
         event(log, "job.lease_lost", logging.WARNING, outcome=kind, **fields)
         return
-    name, level = _EVENTS[kind]
-    if kind != "completed":
-        lines = (done.outcome.error or "").strip().splitlines()
-        fields["error"] = lines[-1] if lines else ""
-        if done.delay is not None:
-            fields["delay"] = round(done.delay, 3)
-    event(log, name, level, **fields)
-    hooks = registry.hooks[kind]
-    if not hooks:
-        return
+    if not logged:
+        name, level = _EVENTS[kind]
+        if kind != "completed":
+            lines = (done.outcome.error or "").strip().splitlines()
+            fields["error"] = lines[-1] if lines else ""
+            if done.delay is not None:
+                fields["delay"] = round(done.delay, 3)
+        event(log, name, level, **fields)
     arg = done.outcome.result if kind == "completed" else done.outcome.error
     for hook in hooks:
         try:
