@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import config as config_mod
 from .clock import SystemClock, to_timestamp
 from .config import Config
-from .job import Job, new_id
+from .job import Job, new_id, new_ids
 from .store import NewJob, SqliteStore, encode_json
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
@@ -71,7 +71,10 @@ class JobQueue:
         are written in transactions of that many jobs, so a bulk load never holds the write lock
         for long (a failure midway leaves the earlier batches written)."""
         now = self.clock.now()
-        jobs = [self._build_item(i, item, now) for i, item in enumerate(items)]
+        items = list(items)
+        ids = new_ids(len(items))
+        seen: dict[str, int] = {}  # job type -> its default priority, checked once per call
+        jobs = [self._build_item(i, item, now, ids[i], seen) for i, item in enumerate(items)]
         if not jobs:
             return []
         if batch_size is None or conn is not None:
@@ -81,10 +84,14 @@ class JobQueue:
         return [job_id for i in range(0, len(jobs), batch_size)
                 for job_id in self.store.enqueue(jobs[i:i + batch_size], self.clock.now())]
 
-    def _build_item(self, index: int, item: Any, now: float) -> NewJob:
-        if type(item) is tuple and len(item) == 2:  # the common case, without the ABC checks below
+    def _build_item(self, index: int, item: Any, now: float, job_id: str, seen: dict[str, int]) -> NewJob:
+        if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
+            jtype, payload = item
             try:
-                return self._build(item[0], item[1], None, None, None, None, None, now)
+                priority = seen.get(jtype)
+                if priority is None:
+                    priority = seen[jtype] = self._type_priority(jtype)
+                return NewJob(job_id, jtype, self._payload_text(jtype, payload), priority, now, None, None)
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"enqueue_many item {index}: {exc}") from None
         if isinstance(item, Mapping):
@@ -102,27 +109,39 @@ class JobQueue:
             raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
         try:
             return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
-                               priority=opts.get("priority"), now=now)
+                               priority=opts.get("priority"), now=now, job_id=job_id)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"enqueue_many item {index}: {exc}") from None
 
-    def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
-               max_attempts: Any, key: Any, now: float) -> NewJob:
+    def _type_priority(self, jtype: Any) -> int:
+        """Check a job type; its default priority."""
         if not isinstance(jtype, str) or not jtype.strip():
             raise ValueError(f"job type must be a non-empty string, got {jtype!r}")
+        return self.config.for_type(jtype).priority or 0
+
+    def _payload_text(self, jtype: str, payload: Any) -> str:
+        """The payload as JSON text, within ``max_payload_bytes``."""
         text = encode_json(payload, f"payload of job type {jtype!r}")
         # a character is at most 4 bytes of UTF-8: short payloads skip the encoding
         size = len(text) if len(text) * 4 <= self.config.max_payload_bytes else len(text.encode("utf-8"))
         if size > self.config.max_payload_bytes:
             raise ValueError(f"payload of job type {jtype!r} is {size} bytes, above the limit of "
                              f"{self.config.max_payload_bytes} (max_payload_bytes)")
+        return text
+
+    def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
+               max_attempts: Any, key: Any, now: float, job_id: str | None = None) -> NewJob:
+        default_priority = self._type_priority(jtype)
+        text = self._payload_text(jtype, payload)
         if priority is None:
-            priority = self.config.for_type(jtype).priority or 0
+            priority = default_priority
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise TypeError(f"priority must be an integer, got {priority!r}")
+        if not -(1 << 63) <= priority < (1 << 63):
+            raise ValueError(f"priority must fit in 64 bits, got {priority!r}")
         if max_attempts is not None and (not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
-                                         or max_attempts < 1):
-            raise ValueError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+                                         or not 1 <= max_attempts < (1 << 63)):
+            raise ValueError(f"max_attempts must be an integer from 1 to 2**63 - 1, got {max_attempts!r}")
         if key is not None and (not isinstance(key, str) or not key):
             raise ValueError(f"key must be a non-empty string, got {key!r}")
         if run_at is not None and delay is not None:
@@ -139,7 +158,7 @@ class JobQueue:
             # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
             raise ValueError(f"run_at must fall in the years 1 to 9999, got {when!r} "
                              f"(run_at={run_at!r}, delay={delay!r})")
-        return NewJob(new_id(), jtype, text, priority, when, max_attempts, key)
+        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key)
 
     # -- inspect --------------------------------------------------------------------------------
 

@@ -285,8 +285,7 @@ class SqliteStore(LifecycleStore):
             return [j.id]
 
         def many(c: sqlite3.Connection) -> list[str]:
-            plain = [j for j in jobs if j.key is None]
-            c.executemany(_INSERT, [_insert_params(j, stamp, now) for j in plain])
+            _insert_plain(c, [j for j in jobs if j.key is None], stamp, now)
             keyed = {j.id: self._insert_one(c, j, stamp, now) for j in jobs if j.key is not None}
             return [keyed.get(j.id, j.id) for j in jobs]
         return self._immediate(many)
@@ -517,6 +516,35 @@ class SqliteStore(LifecycleStore):
         return tuple(row.values())  # type: ignore[return-value]
 
 
+# Many jobs in ONE statement: the rows travel as one JSON array and SQLite unpacks it. Against
+# executemany (one statement execution per row, each with its own statement journal and 9 bound
+# parameters) this halves SQLite's work per row. ->> needs SQLite 3.38.
+_INSERT_JSON = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
+                "created_at, updated_at, key) SELECT value->>0, value->>1, 'pending', value->>2, 0, "
+                "value->>3, value->>4, value->>5, ?2, ?2, NULL FROM json_each(?1)")
+_JSON_INSERT_OK = sqlite3.sqlite_version_info >= (3, 38, 0)
+
+
+def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now: float) -> None:
+    """Insert jobs without an idempotency key (the caller holds a transaction)."""
+    if len(jobs) < 2 or not _JSON_INSERT_OK or not all(map(_json_safe, jobs)):
+        c.executemany(_INSERT, [_insert_params(j, stamp, now) for j in jobs])
+        return
+    rows = _ENCODE([[j.id, j.type, j.payload, j.max_attempts, j.priority,
+                     stamp if j.run_at == now else iso(j.run_at)] for j in jobs])
+    c.execute(_INSERT_JSON, (rows, stamp))
+
+
+def _json_safe(j: NewJob) -> bool:
+    """Does the job survive the JSON route unchanged? SQLite's JSON functions end text at a NUL
+    character, and would turn an integer beyond 64 bits into a float (executemany raises)."""
+    return ("\x00" not in j.type and "\x00" not in j.payload and _INT64_MIN <= j.priority <= _INT64_MAX
+            and (j.max_attempts is None or j.max_attempts <= _INT64_MAX))
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _insert_params(j: NewJob, stamp: str, now: float) -> tuple:
     # ``now`` is what most jobs are due at: reuse its text instead of formatting it again
     run_at = stamp if j.run_at == now else iso(j.run_at)
@@ -540,6 +568,8 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=
 
 def encode_json(value: Any, what: str) -> str:
     """JSON-encode ``value``; a TypeError names ``what`` and the offending type."""
+    if value is None:
+        return "null"  # the commonest payload and result; the encoder's slow path otherwise
     try:
         return _ENCODE(value)
     except TypeError as exc:

@@ -274,3 +274,37 @@ def test_far_but_valid_run_at_keeps_fixed_width_ordering(queue, clock):
     far = queue.enqueue("t", "far", run_at=last)
     assert queue.get(far).run_at == "9999-12-31T23:59:58.000Z"
     assert queue.store.claim("h:1:1", 1, clock.now(), 1) == []
+
+
+def test_enqueue_many_round_trips_awkward_types_and_payloads(tmp_path):
+    """enqueue_many sends its rows to SQLite as one JSON document: every type and payload must
+    come back exactly (a NUL in a type takes the row-by-row route, which keeps it)."""
+    from shared.api import JobQueue
+    items = [("t\x00x", {"a": "\x00"}), ('é😀"\\\n\t', {"k": "😀\ud7ff\ue000 \u2028 \x7f \x1f"}),
+             ("t", "\\u0000"), ("t", [1, 2.5, None, True, {"x": -0.0}]), ("t", 1e308), ("t", "a'b"),
+             ("t", None), ("t", None, {"priority": -(1 << 63), "max_attempts": (1 << 63) - 1})]
+    with JobQueue(str(tmp_path / "q.db")) as q:
+        ids = q.enqueue_many(items)
+        assert len(set(ids)) == len(items)
+        for item, job_id in zip(items, ids):
+            job = q.get(job_id)
+            assert (job.type, job.payload) == (item[0], item[1])
+        assert (q.get(ids[-1]).priority, q.get(ids[-1]).max_attempts) == (-(1 << 63), (1 << 63) - 1)
+        assert q.get(ids[0]).priority == 0 and q.get(ids[0]).max_attempts is None
+
+
+@pytest.mark.parametrize("opts, message", [({"priority": 1 << 63}, "priority must fit in 64 bits"),
+                                           ({"max_attempts": 1 << 63}, "max_attempts must be")])
+def test_enqueue_many_refuses_integers_beyond_64_bits(tmp_path, opts, message):
+    from shared.api import JobQueue
+    with JobQueue(str(tmp_path / "q.db")) as q:
+        with pytest.raises(ValueError, match=f"item 1: {message}"):
+            q.enqueue_many([("t", None), ("t", None, opts)])
+        assert q.counts() == {}
+
+
+def test_new_ids_are_unique_time_ordered_hex():
+    from shared.job import new_id, new_ids
+    ids = new_ids(1000)
+    assert len(set(ids)) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert new_id()[:12] >= ids[0][:12]

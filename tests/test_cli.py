@@ -80,7 +80,7 @@ def test_enqueue_prints_the_id_and_stores_the_options(cfg):
 @pytest.mark.parametrize("args,message", [
     (["ops:ok", "{not json"], "payload is not valid JSON"),
     (["ops:ok", "--run-at", "2030-01-02T03:04:05"], "no timezone"),
-    (["ops:ok", "--max-attempts", "0"], "max_attempts must be an integer >= 1"),
+    (["ops:ok", "--max-attempts", "0"], "max_attempts must be an integer from 1"),
     (["", "{}"], "job type must be a non-empty string"),
     ([], "give a job TYPE"),
 ])
