@@ -40,13 +40,18 @@ def _fill(cfg, log, gate):
     return blocker, rest
 
 
-def _mid_batch(tmp_path):
-    """A supervisor with one worker, stopped inside a batch of 8 (its first job blocks)."""
-    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": 3600})
+def _start(tmp_path, batch_wait):
+    """A supervisor with one worker that will claim a batch of 8 whose first job blocks."""
+    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": batch_wait})
     log, gate = tmp_path / "events.log", tmp_path / "gate"
     JobQueue(str(tmp_path / "q.db")).close()
     blocker, rest = _fill(cfg, log, gate)
-    sup = Running(cfg)
+    return cfg, log, gate, blocker, rest, Running(cfg)
+
+
+def _mid_batch(tmp_path):
+    """A supervisor with one worker, stopped inside a batch of 8 (its first job blocks)."""
+    cfg, log, gate, blocker, rest, sup = _start(tmp_path, batch_wait=3600)
     try:
         wait_until(lambda: job_row(cfg, blocker)["status"] == "running", what="blocker running")
     except BaseException:
@@ -146,11 +151,7 @@ def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path)
 def test_unstarted_jobs_do_not_wait_behind_a_slow_job_past_batch_wait(tmp_path):
     """The heartbeat thread gives back the rest of a batch once the job ahead has run
     ``batch_wait`` seconds: pending again, no attempt lost, while the slow job still runs."""
-    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": 0.2})
-    log, gate = tmp_path / "events.log", tmp_path / "gate"
-    JobQueue(str(tmp_path / "q.db")).close()
-    blocker, rest = _fill(cfg, log, gate)
-    sup = Running(cfg)
+    cfg, log, gate, blocker, rest, sup = _start(tmp_path, batch_wait=0.2)
     try:
         wait_until(lambda: "worker.batch_released" in sup.output(), what="the batch's rest given back")
         line = next(x for x in sup.output().splitlines() if "worker.batch_released" in x)

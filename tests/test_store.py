@@ -289,6 +289,21 @@ def test_heartbeat_refreshes_only_the_owners_jobs(queue, clock):
     assert sorted(queue.store.owners()) == sorted([OWNER, OTHER])
 
 
+def test_heartbeat_reads_a_clock_function_inside_its_write_transaction(queue, clock):
+    """A beat that waits for the write lock records the time it got it, not the time it asked:
+    a clock function is read only once ``BEGIN IMMEDIATE`` holds the lock."""
+    mine = queue.enqueue("t")
+    claim_one(queue.store, clock, OWNER)
+    seen = []
+
+    def now():
+        seen.append(queue.store.conn.in_transaction)
+        return clock.now() + 7
+    assert queue.store.heartbeat(OWNER, now) == 1
+    assert seen == [True]
+    assert queue.get(mine).heartbeat_at == iso(clock.now() + 7)
+
+
 def test_process_rows(queue, clock):
     s = queue.store
     s.register_process(OWNER, "worker", 1111, "testhost", clock.now(), slot=0, parent="sup")

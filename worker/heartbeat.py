@@ -95,7 +95,7 @@ class Heartbeat(threading.Thread):
         try:
             if store is None:
                 store = SqliteStore.from_config(self.config, migrate=False)
-            store.heartbeat(self.owner, self.clock.now())
+            store.heartbeat(self.owner, self.clock.now)
         except Exception as exc:  # noqa: BLE001 - a failed beat is logged; the lease may lapse
             event(log, "worker.heartbeat_failed", 30, owner=self.owner, error=str(exc))
             if store is not None:
