@@ -23,9 +23,9 @@ class Scale:
 
 
 FULL = Scale(burn_jobs=20_000, workers=(1, 2, 4, 8), burn_repeats=3, raw_modes_workers=(8,),
-             rate=500, steady_seconds=10, settle=3, cpu_window=10, idle_jobs=40, delayed_jobs=20,
+             rate=500, steady_seconds=10, settle=3, cpu_window=10, idle_jobs=100, delayed_jobs=100,
              enqueue_single=5_000, enqueue_batched=100_000, depths=(1_000, 100_000, 1_000_000),
-             depth_claims=2_000)
+             depth_claims=6_000)
 
 QUICK = Scale(burn_jobs=1_000, workers=(8,), burn_repeats=1, raw_modes_workers=(), rate=300,
               steady_seconds=1, settle=0.3, cpu_window=1, idle_jobs=3, delayed_jobs=2,
