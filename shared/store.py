@@ -403,8 +403,7 @@ class SqliteStore(LifecycleStore):
 
     def has_due(self, now: float) -> bool:
         """Is any pending job due? (a read: cheaper than a claim that finds nothing)"""
-        row = self.conn.execute(_HAS_DUE, (iso(now),)).fetchone()
-        return row is not None
+        return bool(self.conn.execute(_HAS_DUE, (iso(now),)).fetchall())
 
     def heartbeat(self, owner: str, now: float | Callable[[], float]) -> int:
         """Refresh the lease of every job ``owner`` runs, and its process row. Returns job count.

@@ -202,3 +202,31 @@ def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
         assert after(8, 3, 0.0001) == 1                          # a short claim: back to 1
     finally:
         w.signals.close()
+
+
+def test_a_timer_wake_reads_before_it_takes_the_write_lock(tmp_path):
+    """After an idle wait that no commit ended, a worker claims only if a job is due: with
+    nothing due it never queues for the write lock (here held by another connection)."""
+    import sqlite3
+    cfg = load(write_config(tmp_path, busy_timeout=5))
+    with JobQueue(config=cfg) as q:
+        later = q.enqueue("test:fast", {}, delay=3600)
+    w = Worker(cfg, Registry())
+    w.store = SqliteStore.from_config(cfg)
+    holder = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        w.read_first = True
+        t0 = time.monotonic()
+        assert w.claim() is False
+        assert time.monotonic() - t0 < 1.0  # did not wait in the busy handler
+        holder.execute("COMMIT")
+        with JobQueue(config=cfg) as q:
+            now = q.enqueue("test:fast", {})
+        w.read_first = True
+        assert w.claim() is True and [j.id for j in w.batch] == [now]
+        assert w.store.get(later).status == "pending"
+    finally:
+        holder.close()
+        w.store.close()
+        w.signals.close()

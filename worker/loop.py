@@ -86,6 +86,7 @@ class Worker:
         self.batch: deque[Job] = deque()
         self.batch_lock = threading.Lock()  # the heartbeat thread may take the batch's rest (shed)
         self.job_t0: float | None = None    # perf_counter() when the job in hand started
+        self.read_first = False             # see claim()
         self.done: list[Done] = []
         self.batch_size = 1
         self.claimed = 0             # size of the current batch
@@ -171,7 +172,18 @@ class Worker:
                 self.exit_code = ExitCode.RECYCLED
 
     def claim(self) -> bool:
-        """Commit finished outcomes and claim the next batch in one transaction."""
+        """Commit finished outcomes and claim the next batch in one transaction.
+
+        After an idle wait that no commit ended (a delayed job's time came, or the poll timer),
+        read first and take the write lock only if a job is due: eight workers waking at a
+        delayed job's ``run_at`` would otherwise queue for the lock, some of them early and
+        finding nothing, while the one that would claim it sleeps in SQLite's busy handler
+        (1, 2, then 5 ms). A wake by a commit claims at once: that commit may still be
+        finishing, and a read could miss the job it adds."""
+        if self.read_first:
+            self.read_first = False
+            if not self.done and not self.store.has_due(self.clock.now()):
+                return False
         jobs = self.commit(limit=self.batch_size)
         if not jobs:
             return False
@@ -270,6 +282,8 @@ class Worker:
         ready = self.signals.wait(timeout, extra)
         if extra and extra[0] in ready:
             self.watch.drain()
+        else:
+            self.read_first = True
 
     # -- signals, orphaning, reload, recycling --------------------------------------------------
 
