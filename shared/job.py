@@ -16,7 +16,7 @@ def new_id() -> str:
 
     Ids that grow with time keep inserts at the right edge of the primary-key B-tree.
     """
-    return "%012x%s" % (int(time.time() * 1000) & 0xFFFFFFFFFFFF, os.urandom(10).hex())
+    return new_ids(1)[0]
 
 
 def new_ids(n: int) -> list[str]:

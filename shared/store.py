@@ -75,8 +75,15 @@ class Finish:
 _JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
                 "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
 
-_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
-           "created_at, updated_at, key) VALUES (?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?)")
+_INSERT_INTO = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
+                "created_at, updated_at, key) VALUES ")
+_INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
+_INSERT = _INSERT_INTO + _INSERT_ROW
+# Many jobs per statement: executemany runs one statement per row, each with its own statement
+# journal and bookkeeping; CHUNK rows per statement cut SQLite's work per row by about a third.
+# 9 parameters a row keeps a chunk below every SQLite's limit on parameters (999 before 3.32).
+CHUNK = 100
+_INSERT_CHUNK = _INSERT_INTO + ", ".join([_INSERT_ROW] * CHUNK)
 
 _CLAIM = f"""
 UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid,
@@ -123,7 +130,7 @@ _HAS_DUE = ("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= ? "
 
 
 def _fetch_rows(c: sqlite3.Connection, sql: str, params: Any) -> list[tuple]:
-    """Run a statement returning ``_JOB_COLUMNS``; plain tuples, fully fetched."""
+    """Run a statement (``_JOB_COLUMNS`` for a claim); plain tuples, fully fetched."""
     cur = c.cursor()
     cur.row_factory = None
     return cur.execute(sql, params).fetchall()
@@ -132,21 +139,16 @@ def _fetch_rows(c: sqlite3.Connection, sql: str, params: Any) -> list[tuple]:
 def _record_finishes(c: sqlite3.Connection, finishes: Sequence["Finish"], owner: str,
                      stamp: str) -> list[bool]:
     """Run the guarded updates of ``finishes`` (completions together); per finish, did it match."""
-    done: dict[int, bool] = {}
-    completed = [i for i, f in enumerate(finishes) if f.kind == "completed"]
+    completed = [f for f in finishes if f.kind == "completed"]
+    matched: set[str] = set()
     if completed:
         params: list[Any] = [stamp, owner]
-        for i in completed:
-            f = finishes[i]
+        for f in completed:
             params += (f.job_id, f.attempt, f.text)
-        cur = c.cursor()
-        cur.row_factory = None
-        matched = {r[0] for r in cur.execute(_complete_many_sql(len(completed)), params).fetchall()}
-        done.update((i, finishes[i].job_id in matched) for i in completed)
-    for i, f in enumerate(finishes):
-        if f.kind != "completed":
-            done[i] = c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
-    return [done[i] for i in range(len(finishes))]
+        matched = {r[0] for r in _fetch_rows(c, _complete_many_sql(len(completed)), params)}
+    return [f.job_id in matched if f.kind == "completed" else
+            c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
+            for f in finishes]
 
 
 def _finish_params(f: "Finish", owner: str, stamp: str) -> dict[str, Any]:
@@ -507,34 +509,23 @@ class SqliteStore(LifecycleStore):
         open report would stall all workers' claims, outcomes and heartbeats for that long, each
         time. Without it SQLite copies what it can and returns busy=1; the caller tries later.
         """
+        if mode not in ("TRUNCATE", "PASSIVE"):
+            raise ValueError(f"checkpoint mode must be TRUNCATE or PASSIVE, got {mode!r}")
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
-            if mode not in ("TRUNCATE", "PASSIVE"):
-                raise ValueError(f"checkpoint mode must be TRUNCATE or PASSIVE, got {mode!r}")
             row = self.conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         finally:
             self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return tuple(row.values())  # type: ignore[return-value]
 
 
-# Many jobs per statement: executemany runs one statement per row, each with its own statement
-# journal and bookkeeping; CHUNK rows per statement cut SQLite's work per row by about a third.
-# 8 parameters a row keeps a chunk far below every SQLite's limit on parameters (999 before 3.32).
-CHUNK = 100
-_INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, NULL)"
-_INSERT_CHUNK = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
-                 "created_at, updated_at, key) VALUES " + ", ".join([_INSERT_ROW] * CHUNK))
-
-
 def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now: float) -> None:
-    """Insert jobs without an idempotency key (the caller holds a transaction)."""
+    """Insert jobs without an idempotency key (the caller holds a transaction): CHUNK rows per
+    statement, the rest one by one."""
     full = len(jobs) - len(jobs) % CHUNK
     if full:
-        c.executemany(_INSERT_CHUNK, [
-            [v for j in jobs[k:k + CHUNK]
-             for v in (j.id, j.type, j.payload, j.max_attempts, j.priority,
-                       stamp if j.run_at == now else iso(j.run_at), stamp, stamp)]
-            for k in range(0, full, CHUNK)])
+        c.executemany(_INSERT_CHUNK, [[v for j in jobs[k:k + CHUNK] for v in _insert_params(j, stamp, now)]
+                                      for k in range(0, full, CHUNK)])
     if full < len(jobs):
         c.executemany(_INSERT, [_insert_params(j, stamp, now) for j in jobs[full:]])
 

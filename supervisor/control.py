@@ -50,26 +50,39 @@ def running_here(ctx: Ctx, store: SqliteStore) -> list[dict[str, Any]] | int:
                     f"jobq run --config {ctx.config_path})", ExitCode.NOT_RUNNING)
 
 
-def cmd_stop(ctx: Ctx, args: argparse.Namespace) -> int:
-    """SIGTERM: graceful stop. Waits until the supervisor is gone unless ``--no-wait``."""
+def _signal_here(ctx: Ctx, sig: int) -> list[dict[str, Any]] | int:
+    """Send ``sig`` to every live supervisor on this host: those supervisors, or an exit code."""
     with ctx.store() as store:
         found = running_here(ctx, store)
     if isinstance(found, int):
         return found
     for s in found:
-        _kill(s["pid"], signal.SIGTERM)
+        _kill(s["pid"], sig)
+    return found
+
+
+def _wait_while(waiting: list[dict[str, Any]], still: Any, timeout: float) -> list[dict[str, Any]]:
+    """Poll until ``still(s)`` is false for every supervisor or ``timeout`` passes; those left."""
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline:
+        waiting = [s for s in waiting if still(s)]
+        if waiting:
+            time.sleep(POLL)
+    return waiting
+
+
+def cmd_stop(ctx: Ctx, args: argparse.Namespace) -> int:
+    """SIGTERM: graceful stop. Waits until the supervisor is gone unless ``--no-wait``."""
+    found = _signal_here(ctx, signal.SIGTERM)
+    if isinstance(found, int):
+        return found
     if args.no_wait:
         ctx.emit({"signalled": [s["pid"] for s in found]},
                  "\n".join(f"asked supervisor pid {s['pid']} to stop (SIGTERM)" for s in found))
         return ExitCode.OK
     sup = ctx.config.supervisor
     timeout = args.timeout if args.timeout is not None else sup.shutdown_timeout + sup.kill_grace + 10
-    deadline = time.monotonic() + timeout
-    waiting = list(found)
-    while waiting and time.monotonic() < deadline:
-        waiting = [s for s in waiting if token_alive(s["token"])]
-        if waiting:
-            time.sleep(POLL)
+    waiting = _wait_while(list(found), lambda s: token_alive(s["token"]), timeout)
     if waiting:
         return ctx.fail(f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} still stopping after "
                         f"{timeout:g} s (running jobs finish first; `jobq stop` again stops at once)",
@@ -81,12 +94,9 @@ def cmd_stop(ctx: Ctx, args: argparse.Namespace) -> int:
 
 def cmd_reload(ctx: Ctx, args: argparse.Namespace) -> int:
     """SIGHUP: the supervisor re-reads its config file (a rejected file is logged, not applied)."""
-    with ctx.store() as store:
-        found = running_here(ctx, store)
+    found = _signal_here(ctx, signal.SIGHUP)
     if isinstance(found, int):
         return found
-    for s in found:
-        _kill(s["pid"], signal.SIGHUP)
     ctx.emit({"signalled": [s["pid"] for s in found]},
              "\n".join(f"asked supervisor pid {s['pid']} to reload {ctx.config.path} (SIGHUP); "
                        f"its log says what changed" for s in found))
@@ -104,12 +114,8 @@ def cmd_scale(ctx: Ctx, args: argparse.Namespace) -> int:
             return found
         for s in found:
             admin.request_scale(store, s["token"], args.workers)
-        deadline = time.monotonic() + max(5.0, 3 * interval + 2)
-        waiting = list(found)
-        while waiting and time.monotonic() < deadline:
-            waiting = [s for s in waiting if admin.pending_scale(store, s["token"]) is not None]
-            if waiting:
-                time.sleep(POLL)
+        waiting = _wait_while(list(found), lambda s: admin.pending_scale(store, s["token"]) is not None,
+                              max(5.0, 3 * interval + 2))
         for s in waiting:
             admin.take_scale_request(store, s["token"])  # withdraw it: never apply it by surprise later
     if waiting:
