@@ -18,8 +18,9 @@ import os
 import random
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from . import schema
 from .clock import iso
@@ -243,6 +244,15 @@ class SqliteStore(LifecycleStore):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextmanager
+    def _no_busy_wait(self) -> Iterator[None]:
+        """Statements inside return SQLITE_BUSY at once instead of waiting for a lock."""
+        self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+
     def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a write, retrying with jittered back-off if SQLite stays busy past its timeout."""
         for attempt in range(BUSY_RETRIES + 1):
@@ -338,6 +348,20 @@ class SqliteStore(LifecycleStore):
         stamp = iso(now)
         params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
         return [Job.from_tuple(r) for r in self._write(lambda c: _fetch_rows(c, _CLAIM, params))]
+
+    def try_claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job] | None:
+        """``claim``, but None at once if another connection holds the write lock, so that the
+        caller waits its own way instead of in SQLite's busy handler, whose sleeps (1, 2, 5,
+        10 ms...) are longer than most transactions here."""
+        params = {"owner": owner, "pid": owner_pid, "now": iso(now), "limit": limit}
+        try:
+            with self._no_busy_wait():
+                rows = _fetch_rows(self.conn, _CLAIM, params)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            return None
+        return [Job.from_tuple(r) for r in rows]
 
     def complete(self, job_id: str, attempt: int, owner: str, result: str | None, now: float) -> bool:
         return self._finish(Finish("completed", job_id, attempt, result), owner, now)
@@ -511,11 +535,8 @@ class SqliteStore(LifecycleStore):
         """
         if mode not in ("TRUNCATE", "PASSIVE"):
             raise ValueError(f"checkpoint mode must be TRUNCATE or PASSIVE, got {mode!r}")
-        self.conn.execute("PRAGMA busy_timeout = 0")
-        try:
+        with self._no_busy_wait():
             row = self.conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
         return tuple(row.values())  # type: ignore[return-value]
 
 

@@ -603,6 +603,7 @@ def store_cycle(store: SqliteStore):
     yield "complete retry fail", finishes
     yield "release_unstarted", release_unstarted
     yield "release_owner", release_owner
+    yield "try_claim", lambda: store.try_claim(owner, 1, now, 1)
     yield "claim_limited", lambda: store.claim_limited(owner, 1, now, {"t": TypeLimit("t", 5, (10, 60.0))}, 2)
     yield "set_paused", lambda: (store.set_paused(True), store.is_paused(), store.set_paused(False))
     yield "register_process touch_process", lambda: (store.register_process(owner, "worker", 1, "host", now),

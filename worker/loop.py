@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import sqlite3
 import threading
@@ -42,6 +43,7 @@ from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
 
 from .heartbeat import Heartbeat
+from .lead import IdleLead
 from .outcomes import Done, after_commit_all, decide
 from .runner import JobContext, execute
 from .wakeup import WalWatch
@@ -53,6 +55,7 @@ BATCH_BUDGET = 0.025 # seconds: a batch grows only while it would still run in a
                      # a job of higher priority enqueued meanwhile waits little for a free worker
 FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
 RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
+LEAD_POLL = 0.0005   # seconds: how often the idle lead retries a busy write lock (see lead_claim)
 WATCHED_SLEEP = 5.0  # longest idle sleep while the WAL watch works: every commit wakes us anyway,
                      # and the next delayed job's due time bounds the sleep; this only catches
                      # what changes with time alone (a rate-limit window passing)
@@ -79,6 +82,7 @@ class Worker:
         self.store: SqliteStore | None = None
         self.heartbeat: Heartbeat | None = None
         self.watch: WalWatch | None = None
+        self.lead: IdleLead | None = None
         self.progress: ProgressWriter | None = None
         self.stopping = False
         self.jobs_done = 0
@@ -109,6 +113,7 @@ class Worker:
             self.signals.close()
             return ExitCode.DATABASE_UNAVAILABLE
         self.watch = WalWatch(self.config.database)
+        self.lead = IdleLead(self.config.database) if self.watch.available else None
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
                                    shed=self.shed)
@@ -131,6 +136,8 @@ class Worker:
             pass
         self.store.close()
         self.watch.close()
+        if self.lead is not None:
+            self.lead.close()
         if self.progress is not None:
             self.progress.close()
         self.signals.close()
@@ -154,10 +161,13 @@ class Worker:
             self.handle_signals()
             if self.stopping:
                 return
-            if not self.batch and not self.claim():
-                self.heartbeat.busy = False
-                self.idle_wait()
-                continue
+            if not self.batch:
+                if not self.claim():
+                    self.heartbeat.busy = False
+                    self.idle_wait()
+                    continue
+                if self.lead is not None:
+                    self.lead.resign()
             self.heartbeat.busy = True
             job = self.take()
             if job is not None:
@@ -179,12 +189,20 @@ class Worker:
         delayed job's ``run_at`` would otherwise queue for the lock, some of them early and
         finding nothing, while the one that would claim it sleeps in SQLite's busy handler
         (1, 2, then 5 ms). A wake by a commit claims at once: that commit may still be
-        finishing, and a read could miss the job it adds."""
+        finishing, and a read could miss the job it adds.
+
+        The WAL watch is drained just before the write lock is asked for: every commit it
+        reported has then either finished or holds the lock this claim waits for, so the claim
+        sees its jobs, and the next idle wait sleeps until a newer commit."""
         if self.read_first:
             self.read_first = False
             if not self.done and not self.store.has_due(self.clock.now()):
                 return False
-        jobs = self.commit(limit=self.batch_size)
+        if self.watch is not None:
+            self.watch.drain()
+        jobs = self.lead_claim()
+        if jobs is None:
+            jobs = self.commit(limit=self.batch_size)
         if not jobs:
             return False
         with self.batch_lock:
@@ -194,6 +212,26 @@ class Worker:
         if self.progress is not None:
             self.progress.batch([j.id for j in jobs])
         return True
+
+    def lead_claim(self) -> list[Job] | None:
+        """The idle lead's claim (None if this is not one: no lead, outcomes to write, or type
+        limits). While another connection holds the write lock it waits for that commit (the
+        WAL watch) or LEAD_POLL, not in SQLite's busy handler: the lead is the one idle worker
+        claiming, and a sleep of 1, 2, then 5 ms there is the whole latency budget. Gives up
+        (None) after ``busy_timeout`` or on an error, for ``commit`` to handle."""
+        if self.lead is None or not self.lead.held or self.done or type_limits(self.config):
+            return None
+        deadline = time.monotonic() + self.config.busy_timeout
+        while time.monotonic() < deadline:
+            try:
+                jobs = self.store.try_claim(self.owner, self.pid, self.clock.now(), self.batch_size)
+            except sqlite3.Error:
+                return None
+            if jobs is not None:
+                return jobs
+            select.select([self.watch.fileno()], [], [], LEAD_POLL)
+            self.watch.drain()  # safe: the next try starts after it (see ``claim``)
+        return None
 
     def take(self) -> Job | None:
         """The next job of the batch (None if the heartbeat thread gave the rest back)."""
@@ -268,8 +306,12 @@ class Worker:
             self.batch_size = max(1, self.batch_size // 2)
 
     def idle_wait(self) -> None:
-        """Sleep until the WAL changes, a delayed job is due, or a signal; at most
-        ``poll_interval`` (or WATCHED_SLEEP, if longer, while the WAL watch works)."""
+        """Follow (see ``worker.lead``) or, as the lead, sleep until the WAL changes, a delayed
+        job is due, or a signal; at most ``poll_interval`` (or WATCHED_SLEEP, if longer, while
+        the WAL watch works). Only a commit makes the next claim skip its read."""
+        if self.lead is not None and not self.lead.take():
+            self.follow()
+            return
         watched = self.watch.available
         timeout = max(self.config.worker.poll_interval, WATCHED_SLEEP) if watched else \
             self.config.worker.poll_interval
@@ -280,10 +322,14 @@ class Worker:
                 timeout = min(timeout, wait)
         extra = [self.watch.fileno()] if watched else []
         ready = self.signals.wait(timeout, extra)
-        if extra and extra[0] in ready:
-            self.watch.drain()
-        else:
-            self.read_first = True
+        self.read_first = not (extra and extra[0] in ready and self.watch.drain())
+
+    def follow(self) -> None:
+        """Sleep until this worker takes the lead, a signal, or WATCHED_SLEEP. A new lead claims
+        at once (the last lead just took a job; others may be due behind it, or have come during
+        the hand-over); any other wake reads before claiming."""
+        ready = self.signals.wait(WATCHED_SLEEP, [self.lead.fileno()])
+        self.read_first = not (self.lead.fileno() in ready and self.lead.take())
 
     # -- signals, orphaning, reload, recycling --------------------------------------------------
 

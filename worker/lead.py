@@ -1,0 +1,143 @@
+"""Of the idle workers on one database, one at a time (the lead) waits for commits.
+
+Every commit wakes every process that watches the WAL. With eight idle workers all eight then
+queued for SQLite's write lock to claim the one new job, and the losers slept in SQLite's busy
+handler (1, 2, 5, 10 ms...), pushing the p99 of an idle job's start past 10 ms at
+``synchronous = "full"``. So idle workers elect a lead with ``flock`` on ``<database>-lead``:
+
+- the lead waits on the WAL watch and on the next delayed job's time, as every idle worker did;
+- a follower's helper thread blocks in ``flock``, so the kernel queues the followers and wakes
+  one when the lead unlocks; the thread then writes to a pipe the worker's idle wait watches;
+- a lead that claims a job resigns (unlocks); the next lead claims at once, so jobs that came
+  during the hand-over, or behind the last lead's job, are not left waiting;
+- a lead that dies releases the lock with its process.
+
+This only decides who waits. It never gates SQLite: claims, heartbeats, the supervisor and
+producers never touch this lock, so nothing can wedge on it. Where the file cannot be opened (a
+read-only folder) or locks are refused, every idle worker leads, as before.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+
+FREE, WAITING, HELD = "free", "waiting", "held"
+
+
+class IdleLead:
+    """``take()`` leads if it can (else queues for the lead); ``fileno()`` becomes readable when
+    a queued ``take()`` may now succeed; ``resign()`` hands the lead on."""
+
+    def __init__(self, database: str) -> None:
+        self.path = database + "-lead"
+        self.state = FREE
+        self.cancelled = False  # resigned while queued: the helper gives the lock straight back
+        self.closed = False
+        self.blocking = False   # the helper is inside flock(): it owns the file until it returns
+        self.mutex = threading.Lock()
+        self.wanted = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.r = self.w = -1
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            self.fd = -1
+            return
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+
+    @property
+    def available(self) -> bool:
+        return self.fd >= 0
+
+    @property
+    def held(self) -> bool:
+        return self.state == HELD
+
+    def fileno(self) -> int:
+        return self.r
+
+    def take(self) -> bool:
+        """True if this worker leads (always, where unavailable). Otherwise the helper thread
+        queues for the lock, and ``fileno()`` becomes readable once it has it."""
+        if not self.available:
+            return True
+        self._read_pipe()
+        with self.mutex:
+            if self.state == HELD:
+                return True
+            self.cancelled = False
+            if self.state == WAITING:
+                return False
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self.state = WAITING
+                self._start_helper()
+                self.wanted.set()
+                return False
+            except OSError:
+                self.fd = -1  # locks refused here (a network file system): everyone leads
+                return True
+            self.state = HELD
+            return True
+
+    def resign(self) -> None:
+        """Hand the lead on; a queued request is cancelled. A no-op when neither."""
+        with self.mutex:
+            if self.state == HELD:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+                self.state = FREE
+            elif self.state == WAITING:
+                self.cancelled = True
+
+    def close(self) -> None:
+        """Release the lead. A helper still queued in ``flock`` closes the file once it gets it."""
+        with self.mutex:
+            self.closed = True
+            if self.fd >= 0 and not self.blocking:
+                os.close(self.fd)
+            self.fd = -1
+            for fd in (self.r, self.w):
+                if fd >= 0:
+                    os.close(fd)
+            self.r = self.w = -1
+            self.wanted.set()
+
+    # -- the helper thread ---------------------------------------------------------------------
+
+    def _start_helper(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._queue, name="jobq-lead", daemon=True)
+            self.thread.start()
+
+    def _queue(self) -> None:
+        """Block in ``flock`` whenever the worker queues; report the lock through the pipe, or
+        give it straight back if the worker resigned or closed meanwhile."""
+        while True:
+            self.wanted.wait()
+            self.wanted.clear()
+            with self.mutex:
+                if self.closed:
+                    return
+                fd, self.blocking = self.fd, True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with self.mutex:
+                self.blocking = False
+                if self.closed:
+                    os.close(fd)
+                    return
+                if self.cancelled:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    self.state, self.cancelled = FREE, False
+                    continue
+                self.state = HELD
+                os.write(self.w, b"\0")
+
+    def _read_pipe(self) -> None:
+        try:
+            while os.read(self.r, 64):
+                pass
+        except (BlockingIOError, OSError):
+            pass
