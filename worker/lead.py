@@ -39,6 +39,9 @@ class IdleLead:
         self.wanted = threading.Event()
         self.thread: threading.Thread | None = None
         self.r = self.w = -1
+        self.fd = -1
+        if database in ("", ":memory:"):
+            return  # nothing on disk to share: nothing to lead
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError:
