@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-
-import sqlite3
 
 from shared import JobQueue
 from shared.store import SqliteStore

@@ -45,7 +45,6 @@ class IdleLead:
         try:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError:
-            self.fd = -1
             return
         self.r, self.w = os.pipe()
         os.set_blocking(self.r, False)
@@ -81,7 +80,8 @@ class IdleLead:
                 self.wanted.set()
                 return False
             except OSError:
-                self.fd = -1  # locks refused here (a network file system): everyone leads
+                os.close(self.fd)  # locks refused here (a network file system): everyone leads
+                self.fd = -1
                 return True
             self.state = HELD
             return True

@@ -22,44 +22,27 @@ IN_CLOEXEC = 0o2000000
 _EVENT = struct.Struct("iIII")
 
 
-def inotify(path: str, mask: int) -> int:
-    """A non-blocking inotify fd watching ``path`` for ``mask``, or -1 where inotify is missing."""
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return -1
-    try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
-        fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-    except (OSError, AttributeError):
-        return -1
-    if fd < 0:
-        return -1
-    if libc.inotify_add_watch(fd, path.encode(), mask) < 0:
-        os.close(fd)
-        return -1
-    return fd
-
-
-def drain(fd: int) -> bytes:
-    """Read and return every pending event of inotify ``fd`` (b"" if none)."""
-    chunks = []
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except (BlockingIOError, OSError):
-            break
-        if not data:
-            break
-        chunks.append(data)
-    return b"".join(chunks)
-
-
 class WalWatch:
     """``fileno()`` becomes readable when the database's WAL is written; ``drain()`` resets it."""
 
     def __init__(self, database: str) -> None:
+        self.fd = -1
         self.name = os.path.basename(database) + "-wal"
-        self.fd = inotify(os.path.dirname(os.path.abspath(database)), IN_MODIFY | IN_CREATE)
+        libc_name = ctypes.util.find_library("c")
+        if not libc_name:
+            return
+        try:
+            libc = ctypes.CDLL(libc_name, use_errno=True)
+            fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        except (OSError, AttributeError):
+            return
+        if fd < 0:
+            return
+        folder = os.path.dirname(os.path.abspath(database)).encode()
+        if libc.inotify_add_watch(fd, folder, IN_MODIFY | IN_CREATE) < 0:
+            os.close(fd)
+            return
+        self.fd = fd
 
     @property
     def available(self) -> bool:
@@ -70,16 +53,20 @@ class WalWatch:
 
     def drain(self) -> bool:
         """Read pending events; True if any concerned the WAL."""
-        if self.fd < 0:
-            return False
-        data = drain(self.fd)
-        offset, hit = 0, False
-        while offset + _EVENT.size <= len(data):
-            _, _, _, length = _EVENT.unpack_from(data, offset)
-            name = data[offset + _EVENT.size: offset + _EVENT.size + length].rstrip(b"\0")
-            hit = hit or name.decode(errors="replace") == self.name
-            offset += _EVENT.size + length
-        return hit
+        hit = False
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except (BlockingIOError, OSError):
+                return hit
+            if not data:
+                return hit
+            offset = 0
+            while offset + _EVENT.size <= len(data):
+                _, _, _, length = _EVENT.unpack_from(data, offset)
+                name = data[offset + _EVENT.size: offset + _EVENT.size + length].rstrip(b"\0")
+                hit = hit or name.decode(errors="replace") == self.name
+                offset += _EVENT.size + length
 
     def close(self) -> None:
         if self.fd >= 0:
