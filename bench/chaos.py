@@ -183,7 +183,6 @@ def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: s
     data = {
         "database": "q.db",
         "handlers": ["chaosjobs"],
-        "synchronous": "normal",
         "log_level": log_level,
         "log_format": "json",
         "supervisor": {"workers": workers, "shutdown_timeout": shutdown_timeout, "kill_grace": 0.3,

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from shared.clock import iso
 from shared.job import new_id
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 
 from . import raw
 from .stats import rate

@@ -12,7 +12,7 @@ import tomli_w
 
 from shared.api import JobQueue
 from shared.clock import parse_iso
-from shared.config import Config
+from shared.config import Config, SqliteConfig
 
 from .procs import Tree, python, wait_for
 from .stats import rate
@@ -24,7 +24,7 @@ def write_config(folder: str, sync: str, workers: int, log_level: str = "warning
     """The supervisor's config: defaults, except the bench handlers, ``synchronous`` and (unless
     asked otherwise) quiet logs."""
     path = os.path.join(folder, "jobq.toml")
-    data = {"database": "jobq.db", "handlers": ["bench.handlers"], "synchronous": sync,
+    data = {"database": "jobq.db", "handlers": ["bench.handlers"], "sqlite": {"synchronous": sync},
             "log_level": log_level, "supervisor": {"workers": workers}}
     with open(path, "wb") as f:
         tomli_w.dump(data, f)
@@ -32,7 +32,7 @@ def write_config(folder: str, sync: str, workers: int, log_level: str = "warning
 
 
 def queue(folder: str, sync: str) -> JobQueue:
-    return JobQueue(os.path.join(folder, "jobq.db"), config=Config(synchronous=sync))
+    return JobQueue(os.path.join(folder, "jobq.db"), config=Config(sqlite=SqliteConfig(synchronous=sync)))
 
 
 def query(folder: str, sql: str) -> list[tuple]:

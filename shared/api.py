@@ -8,15 +8,14 @@
 from __future__ import annotations
 
 import math
-import sqlite3
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import config as config_mod
 from .clock import SystemClock, to_timestamp
 from .config import Config
-from .job import Job, new_id, new_ids
-from .store import NewJob, SqliteStore, encode_json
+from .engines import open_store
+from .job import Job, NewJob, encode_json, new_id, new_ids
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
 _MIN_TS, _MAX_TS = -62_135_596_800.0, 253_402_300_799.0  # 0001-01-01T00:00:00Z, 9999-12-31T23:59:59Z
@@ -31,7 +30,7 @@ class JobQueue:
         if database is not None:
             self.config = self.config.replace(database=database)
         self.clock = clock or SystemClock()
-        self.store = SqliteStore.from_config(self.config)
+        self.store = open_store(self.config)
 
     @classmethod
     def from_config(cls, path: str | None = None, *, clock: Any = None) -> "JobQueue":
@@ -50,20 +49,21 @@ class JobQueue:
 
     def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
                 delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
-                key: str | None = None, conn: sqlite3.Connection | None = None) -> str:
+                key: str | None = None, conn: Any = None) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
         schedule it; ``priority``: higher runs first (None: the type's ``[types]`` priority, else 0);
-        ``max_attempts`` None: the handler's or the config's. With ``conn``, the job is written
-        through that sqlite3 connection inside the caller's transaction, and commits or rolls back
-        with it. Invalid input raises and writes nothing.
+        ``max_attempts`` None: the handler's or the config's. With ``conn`` (the application's own
+        connection of the store's engine: a ``sqlite3.Connection`` on the same file), the job is
+        written inside the caller's transaction, and commits or rolls back with it. Invalid input
+        raises and writes nothing.
         """
         now = self.clock.now()
         job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now)
         return self.store.enqueue([job], now, conn=conn)[0]
 
-    def enqueue_many(self, items: Iterable[Any], *, conn: sqlite3.Connection | None = None,
+    def enqueue_many(self, items: Iterable[Any], *, conn: Any = None,
                      batch_size: int | None = None) -> list[str]:
         """Add many jobs in one transaction. Each item is ``(type, payload)``,
         ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.

@@ -12,7 +12,7 @@ from typing import Any
 from . import retention
 from .clock import SystemClock
 from .handlers import ATTR, HandlerSpec, PermanentError, handler
-from .store import SqliteStore
+from .engines import open_store
 
 CLEANUP = "cleanup:old-data"
 
@@ -26,7 +26,7 @@ def cleanup_old_data(payload: Any, job: Any) -> dict[str, Any]:
         raise PermanentError(f"{CLEANUP} needs the worker's config on its job context (job.config)")
     days = retention_days(payload)
     cuts = retention.cutoffs(config.retention, SystemClock().now(), days)
-    with SqliteStore.from_config(config, migrate=False) as store:
+    with open_store(config, migrate=False) as store:
         deleted = retention.purge(store, cuts)
     job.logger.info("deleted %s", ", ".join(f"{n} {s}" for s, n in deleted.items()))
     return {"deleted": deleted}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import cron, durations
+from . import cron, database as database_mod, durations
 
 
 class ConfigError(ValueError):
@@ -73,8 +73,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "": {
         "database": _NONEMPTY_STR,
         "handlers": _list_of_str(),
-        "synchronous": _choice("normal", "full"),
-        "busy_timeout": _num(0, 600),
         "max_payload_bytes": _num(1, 1 << 30, integer=True),
         "log_level": _choice("debug", "info", "warning", "error"),
         "log_format": _choice("text", "json"),
@@ -87,7 +85,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "kill_grace": _num(0, 3600),
         "maintenance_interval": _num(0.01, 60),
         "restart_backoff_max": _num(0, 3600),
-        "wal_checkpoint_mb": _num(1, 1 << 20),
         "config_poll_interval": _num(0, 3600),
     },
     "worker": {
@@ -109,7 +106,18 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "completed_after": _DURATION,
         "failed_after": _DURATION,
     },
+    "sqlite": {
+        "synchronous": _choice("normal", "full"),
+        "busy_timeout": _num(0, 600),
+        "wal_checkpoint_mb": _num(1, 1 << 20),
+    },
 }
+
+# Keys that moved (issue 13): an old place gets an error naming the new one.
+MOVED = {"synchronous": "sqlite.synchronous", "busy_timeout": "sqlite.busy_timeout",
+         "supervisor.wal_checkpoint_mb": "sqlite.wal_checkpoint_mb"}
+
+DATABASE_ENV = "JOBQ_DATABASE"  # when set, takes the place of the file's `database`
 
 # The keys of one [[schedule]] entry (name, type and cron are required) and of one
 # [types."<job type>"] table (all optional: unset keys fall back to the global settings).
@@ -140,7 +148,6 @@ class SupervisorConfig:
     kill_grace: float = 5.0
     maintenance_interval: float = 1.0
     restart_backoff_max: float = 30.0
-    wal_checkpoint_mb: float = 64.0
     config_poll_interval: float = 2.0
 
 
@@ -172,6 +179,14 @@ class RetentionConfig:
 
 
 @dataclass(frozen=True)
+class SqliteConfig:
+    """``[sqlite]``: the SQLite engine's settings."""
+    synchronous: str = "normal"
+    busy_timeout: float = 5.0
+    wal_checkpoint_mb: float = 64.0
+
+
+@dataclass(frozen=True)
 class ScheduleConfig:
     """One ``[[schedule]]`` entry: enqueue ``type`` with ``payload`` at each tick of ``cron``
     in ``timezone``. ``catch_up``: what to do with ticks missed while no supervisor ran."""
@@ -200,11 +215,10 @@ _NO_TYPE_SETTINGS = TypeConfig()
 
 @dataclass(frozen=True)
 class Config:
-    """A validated configuration. ``database`` is absolute (resolved against the file's folder)."""
+    """A validated configuration. ``database``: a SQLite file's absolute path (resolved against
+    the file's folder; a ``sqlite:`` URL becomes its path) or another engine's URL."""
     database: str = "jobq.db"
     handlers: tuple[str, ...] = ()
-    synchronous: str = "normal"
-    busy_timeout: float = 5.0
     max_payload_bytes: int = 1 << 20
     log_level: str = "info"
     log_format: str = "text"
@@ -214,6 +228,7 @@ class Config:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    sqlite: SqliteConfig = field(default_factory=SqliteConfig)
     schedules: tuple[ScheduleConfig, ...] = ()
     types: dict[str, TypeConfig] = field(default_factory=dict)
     path: str | None = None  # the file this came from, if any
@@ -237,6 +252,7 @@ class Config:
         for section in ("supervisor", "worker", "retry"):
             out[section] = dataclasses.asdict(getattr(self, section))
         out["retention"] = dataclasses.asdict(self.retention)
+        out["sqlite"] = dataclasses.asdict(self.sqlite)
         if self.schedules:
             out["schedule"] = [dataclasses.asdict(s) for s in self.schedules]
         if self.types:
@@ -246,7 +262,7 @@ class Config:
 
 
 _SECTIONS = {"supervisor": SupervisorConfig, "worker": WorkerConfig, "retry": RetryConfig,
-             "retention": RetentionConfig}
+             "retention": RetentionConfig, "sqlite": SqliteConfig}
 
 
 def _check(source: str, dotted: str, key: Key, value: Any) -> Any:
@@ -273,12 +289,14 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
             for k, v in value.items():
                 spec = SCHEMA[name].get(k)
                 if spec is None:
+                    _moved(source, f"{name}.{k}", v)
                     raise ConfigError(f"{source}: unknown key '{name}.{k}' = {v!r} (known: "
                                       f"{', '.join(sorted(SCHEMA[name]))})")
                 sections[name][k] = _check(source, f"{name}.{k}", spec, v)
             continue
         spec = SCHEMA[""].get(name)
         if spec is None:
+            _moved(source, name, value)
             known = sorted(set(SCHEMA[""]) | set(_SECTIONS) | set(_TABLES))
             raise ConfigError(f"{source}: unknown key '{name}' = {value!r} (known: {', '.join(known)})")
         top[name] = _check(source, name, spec, value)
@@ -289,9 +307,19 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
     if cfg.worker.heartbeat_interval >= cfg.worker.lease_timeout:
         raise ConfigError(f"{source}: key 'worker.heartbeat_interval' = {cfg.worker.heartbeat_interval!r}: "
                           f"expected less than worker.lease_timeout ({cfg.worker.lease_timeout!r})")
-    if base_dir is not None and cfg.database != ":memory:":
-        cfg = cfg.replace(database=str(Path(base_dir, cfg.database).resolve()))
-    return cfg
+    try:
+        return cfg.replace(database=database_mod.resolve(cfg.database, base_dir))
+    except ValueError as exc:
+        raise ConfigError(f"{source}: key 'database' = {cfg.database!r}: {exc}") from None
+
+
+def _moved(source: str, dotted: str, value: Any) -> None:
+    """Raise for a key that moved to another table, naming its new place."""
+    if dotted in MOVED:
+        new = MOVED[dotted]
+        section, key = new.split(".")
+        raise ConfigError(f"{source}: key '{dotted}' = {value!r} has moved: write it as '{key}' "
+                          f"in the [{section}] table ({new})")
 
 
 def _table(source: str, prefix: str, keys: dict[str, Key], value: Any, what: str) -> dict[str, Any]:
@@ -351,7 +379,12 @@ def load(path: str | os.PathLike[str]) -> Config:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-    cfg = from_dict(data, source=str(p), base_dir=str(p.resolve().parent))
+    if isinstance(data, dict) and os.environ.get(DATABASE_ENV):
+        data["database"] = os.environ[DATABASE_ENV]  # keeps credentials out of the file
+        source = f"{p} (database from ${DATABASE_ENV})"
+    else:
+        source = str(p)
+    cfg = from_dict(data, source=source, base_dir=str(p.resolve().parent))
     return cfg.replace(path=str(p.resolve()))
 
 

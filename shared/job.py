@@ -1,11 +1,16 @@
-"""The job model: one row of the ``jobs`` table as a Python object."""
+"""The job model: a job as stored, and the value types the store contract exchanges.
+
+Times cross the store boundary as Unix seconds (``now``, ``run_at``, marks); a :class:`Job`
+shows its times as ISO-8601 UTC text (``2026-01-01T00:00:00.123Z``), which is part of the public
+``JobQueue.get`` and ``jobq show`` output. How an engine stores them is its own business.
+"""
 from __future__ import annotations
 
 import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 TERMINAL = ("completed", "failed", "cancelled")
@@ -64,7 +69,7 @@ class Job:
 
     @classmethod
     def from_row(cls, row: Any) -> "Job":
-        """Build from a mapping of column names (unknown columns are ignored)."""
+        """Build from a mapping of field names (unknown names are ignored)."""
         d = dict(row)
         payload, perr = _decode(d.pop("payload"))
         result, _ = _decode(d.pop("result"))
@@ -72,9 +77,9 @@ class Job:
                    **{k: v for k, v in d.items() if k in _FIELDS})
 
     @classmethod
-    def from_tuple(cls, r: tuple) -> "Job":
-        """Build from a row of ``shared.store``'s job columns, in field order (the claim's
-        hot path: no per-row dict)."""
+    def from_values(cls, r: Sequence[Any]) -> "Job":
+        """Build from the values of the fields ``id`` .. ``heartbeat_at`` in this class's field
+        order, ``payload`` and ``result`` as JSON text (an engine's hot path: no dict per row)."""
         payload, perr = _decode(r[3])
         result = _decode(r[4])[0] if r[4] is not None else None
         return cls(r[0], r[1], r[2], payload, result, *r[5:18], payload_error=perr)
@@ -86,3 +91,66 @@ class Job:
 
 
 _FIELDS = frozenset(Job.__dataclass_fields__)
+
+
+# -- the value types the store contract exchanges (see shared.contract) -----------------------------
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A validated job ready to insert (see :meth:`shared.api.JobQueue.enqueue`).
+    ``run_at``: Unix seconds."""
+    id: str
+    type: str
+    payload: str
+    priority: int
+    run_at: float
+    max_attempts: int | None
+    key: str | None
+
+
+@dataclass(frozen=True)
+class Released:
+    """What a store's ``release_owner`` did to one job."""
+    id: str
+    type: str
+    status: str  # 'pending' (re-queued) or 'failed' (attempts used up)
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Finish:
+    """An outcome to record for a running job (see a store's ``finish_and_claim``).
+
+    ``kind``: 'completed' (``text`` is the JSON result or None), 'retry' (``text`` is the error,
+    due again at ``run_at``, Unix seconds) or 'failed' (``text`` is the error).
+    """
+    kind: str
+    job_id: str
+    attempt: int
+    text: str | None
+    run_at: float = 0.0
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class ScheduleMark:
+    """What the database remembers of one schedule (``last_tick``: Unix seconds)."""
+    fingerprint: str
+    last_tick: float
+
+
+# An immutable encoder built once: json.dumps with non-default options builds one per call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def encode_json(value: Any, what: str) -> str:
+    """JSON-encode ``value``; a TypeError names ``what`` and the offending type."""
+    if value is None:
+        return "null"  # the commonest payload and result; the encoder's slow path otherwise
+    try:
+        return _ENCODE(value)
+    except TypeError as exc:
+        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{what} is not valid JSON: {exc}") from None

@@ -1,7 +1,7 @@
 """Per-type limits from ``[types."<job type>"]``: ``concurrency`` and ``rate``.
 
 The worker claims with :func:`claim` (or calls the store itself, choosing as it does): the fast
-unlimited ``SqliteStore.claim`` while no type has a limit, ``SqliteStore.claim_limited`` once
+unlimited ``claim`` of the store while no type has a limit, ``claim_limited`` once
 one does.
 """
 from __future__ import annotations

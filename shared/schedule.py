@@ -2,7 +2,7 @@
 the next run of each schedule (for the ops commands).
 
 Everything here is a pure function of (schedule, last tick handled, now); the supervisor's
-``supervisor.scheduler`` applies it through ``SqliteStore.run_schedule``. A tick becomes a job
+``supervisor.scheduler`` applies it through the store's ``run_schedule``. A tick becomes a job
 with the idempotency key ``schedule:<name>:<tick as ISO UTC>``, so a tick is enqueued once even
 if two supervisors (or a restart) evaluate it twice.
 
@@ -18,8 +18,7 @@ from typing import Any, Callable
 
 from . import cron
 from .clock import iso
-from .job import new_id
-from .store import NewJob, encode_json
+from .job import NewJob, encode_json, new_id
 
 CATCH_UP = ("latest", "none", "all")
 MISSED_GRACE = 60.0
@@ -76,7 +75,7 @@ def tick_jobs(spec: Any, ticks: list[float], priority: int = 0) -> list[NewJob]:
 
 
 def plan(spec: Any, now: float, priority: int = 0) -> Callable[[float], tuple[list[NewJob], float | None]]:
-    """The ``plan`` argument of ``SqliteStore.run_schedule`` for ``spec`` at ``now``."""
+    """The ``plan`` argument of the store's ``run_schedule`` for ``spec`` at ``now``."""
     def decide(last: float) -> tuple[list[NewJob], float | None]:
         due = due_ticks(spec, last, now)
         return tick_jobs(spec, due.ticks, priority), due.advance_to
@@ -92,7 +91,7 @@ def is_due(spec: Any, last: float, now: float) -> bool:
 def next_runs(config: Any, now: float, store: Any = None) -> list[NextRun]:
     """The next run of each ``[[schedule]]`` of ``config``, in config order.
 
-    With ``store`` (a ``SqliteStore`` on the config's database) ``last_tick`` is filled in from
+    With ``store`` (a store on the config's database) ``last_tick`` is filled in from
     the database; without it, it is None. For ``jobs``/``status``.
     """
     marks = store.schedule_marks() if store is not None else {}

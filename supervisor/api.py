@@ -25,7 +25,8 @@ import tomli_w
 
 from shared import config as config_mod
 from shared.config import Config
-from shared.store import SqliteStore
+from shared.contract import Store
+from shared.engines import open_store
 
 from .arbiter import Arbiter
 
@@ -67,8 +68,8 @@ class Supervisor:
                 raise TimeoutError(f"supervisor did not start its workers within {timeout:g} s")
             raise RuntimeError(f"supervisor exited with code {code} during start-up")
 
-    def _store(self) -> SqliteStore:
-        return SqliteStore.from_config(self.config)
+    def _store(self) -> Store:
+        return open_store(self.config)
 
     def pause(self) -> None:
         """Workers finish the job in hand and claim nothing until ``resume()``."""

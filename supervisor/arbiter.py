@@ -3,6 +3,8 @@
     boot:  validate config, import handler modules once, recover jobs of dead owners
     loop:  handle queued signals -> reap exited children -> maintain -> respawn -> wait
 
+``maintain`` runs the upkeep tasks (``supervisor.upkeep``) each on its interval.
+
 Signal handlers only record signals (shared.signals); everything happens in the loop. The
 database connection is opened when needed and closed before every fork.
 """
@@ -29,9 +31,13 @@ from shared.policy import JobPolicy
 from shared.procs import owner_token
 from shared.signals import SignalQueue
 from shared.progress import unstarted
-from shared.store import Released, SqliteStore, StoreError
+from shared.contract import Round, Store, UpkeepTask
+from shared.engines import open_store, upkeep_tasks
+from shared.errors import StoreError
+from shared.job import Released
 
 from . import maintenance, scheduler
+from .upkeep import PROCESS_TOUCH_EVERY, Upkeep
 from .metrics import MetricsServer
 from .children import Slot, describe_status, kill_group, progress_path, restart_delay, spawn
 
@@ -40,8 +46,6 @@ log = get_logger("supervisor")
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
            signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
 HEALTHY_AFTER = 10.0      # a worker that lived this long resets its slot's back-off
-IDLE_CHECKPOINT_EVERY = 10.0
-PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often
 
 RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
 COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
@@ -61,14 +65,13 @@ class Arbiter:
         self.slots: dict[int, Slot] = {}
         self.state = RUNNING
         self.stop_deadline: float | None = None
-        self.store: SqliteStore | None = None
+        self.store: Store | None = None
         self.registry = Registry()
         self.policy = JobPolicy(self.config, self.registry)
         self.token = ""
         self.exit_code = ExitCode.OK
         self.next_maintain = 0.0
-        self.next_touch = 0.0
-        self.last_checkpoint = 0.0
+        self.upkeep = Upkeep([])
         self.next_config_check = 0.0
         self.config_stat = _stat(config.path)
         self.snapshot_dir = ""
@@ -128,16 +131,14 @@ class Arbiter:
         self.policy = JobPolicy(self.config, self.registry)
         self.token = owner_token(os.getpid())
         try:
+            self.upkeep = Upkeep(self.upkeep_tasks())
             store = self.db()
             store.register_process(self.token, "supervisor", os.getpid(), socket.gethostname(),
                                    self.clock.now())
-            self.recover(initial=True)
+            self.recover()
+            self.upkeep.run_now("processes", self.round())
         except (StoreError, OSError) as exc:
             event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
-            return ExitCode.DATABASE_UNAVAILABLE
-        except Exception as exc:  # sqlite3.Error from a read-only or broken file
-            event(log, "supervisor.boot_failed", logging.CRITICAL,
-                  error=f"database {self.config.database}: {exc}")
             return ExitCode.DATABASE_UNAVAILABLE
         self.snapshot_dir = tempfile.mkdtemp(prefix="jobq-supervisor-")
         config_mod.write_snapshot(self.config, self.snapshot)
@@ -346,13 +347,21 @@ class Arbiter:
             return
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
         try:
-            running = self.recover(initial=False)
-            self.upkeep_wal(now_m, busy=bool(running))
-            scheduler.run_due(self.db(), self.config, self.clock.now())
-            self.ops_requests()
+            self.upkeep.run(self.round())
         except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
             event(log, "supervisor.maintenance_failed", logging.ERROR, error=repr(exc))
             self.close_db()
+
+    def upkeep_tasks(self) -> list[UpkeepTask]:
+        """The upkeep table of contents (see ``supervisor.upkeep``)."""
+        return [UpkeepTask("recover", 0.0, lambda r: setattr(r, "busy", bool(self.recover()))),
+                UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
+                *upkeep_tasks(self.config),
+                UpkeepTask("schedules", 0.0, lambda r: scheduler.run_due(r.store, self.config, r.now)),
+                UpkeepTask("ops_requests", 0.0, lambda r: self.ops_requests())]
+
+    def round(self) -> Round:
+        return Round(self.db(), self.config, self.clock.now(), self.clock.monotonic())
 
     def ops_requests(self) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
@@ -375,7 +384,7 @@ class Arbiter:
                     event(log, "worker.drain_timeout", logging.WARNING, slot=slot.index, pid=slot.pid)
                     self.kill(slot, "shutdown_timeout passed", count_attempt=False)
 
-    def recover(self, initial: bool) -> list[Job]:
+    def recover(self) -> list[Job]:
         """Police running jobs: hard timeouts and leases for our children; dead or silent
         foreign owners are killed/re-queued directly. Returns the running jobs it looked at."""
         store = self.db()
@@ -400,22 +409,12 @@ class Arbiter:
                 self.kill(slot, v.reason, count_attempt=True)
         self.counters["jobs_reaped"] += maintenance.recover_foreign(store, running, set(by_owner), self.policy,
                                                                     now, expired)
-        if initial or self.clock.monotonic() >= self.next_touch:
-            # Rarely: every write wakes every idle worker (they watch the WAL).
-            self.next_touch = self.clock.monotonic() + PROCESS_TOUCH_EVERY
-            maintenance.prune_processes(store)
-            store.touch_process(self.token, now)
         return running
 
-    def upkeep_wal(self, now_m: float, busy: bool) -> None:
-        store = self.db()
-        idle = now_m - self.last_checkpoint >= IDLE_CHECKPOINT_EVERY and not busy
-        mode = maintenance.wal_checkpoint_mode(store, self.config.supervisor.wal_checkpoint_mb, idle)
-        if mode:
-            before = store.wal_bytes()
-            busy, _, _ = store.checkpoint(mode)
-            self.last_checkpoint = now_m
-            event(log, "wal.checkpoint", logging.DEBUG, before=before, after=store.wal_bytes(), busy=busy)
+    def touch_processes(self, rnd: Round) -> None:
+        """Prune the process rows of dead processes; refresh ours."""
+        maintenance.prune_processes(rnd.store)
+        rnd.store.touch_process(self.token, rnd.now)
 
     # -- waiting and ending ---------------------------------------------------------------------
 
@@ -460,9 +459,9 @@ class Arbiter:
 
     # -- database -------------------------------------------------------------------------------
 
-    def db(self) -> SqliteStore:
+    def db(self) -> Store:
         if self.store is None:
-            self.store = SqliteStore.from_config(self.config)
+            self.store = open_store(self.config)
         return self.store
 
     def close_db(self) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from typing import Callable
 
@@ -18,7 +17,7 @@ from shared import config as config_mod
 from shared.config import ConfigError
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES, TERMINAL
-from shared.store import StoreError
+from shared.errors import StoreError
 
 from . import configcmd, control, ops, status, top
 from .arbiter import Arbiter
@@ -130,7 +129,7 @@ def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Nam
             return fn(ctx, args)
         except ConfigError as exc:
             return ctx.fail(f"invalid config: {exc}", ExitCode.CONFIG_INVALID)
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             return ctx.fail(f"database unavailable: {exc}", ExitCode.DATABASE_UNAVAILABLE)
         except BrokenPipeError:  # `jobq jobs | head`: the reader left; not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -18,14 +18,14 @@ from shared import admin
 from shared.clock import parse_iso
 from shared.exitcodes import ExitCode
 from shared.procs import token_alive
-from shared.store import SqliteStore
+from shared.contract import OpsStore
 
 from .ctx import Ctx
 
 POLL = 0.05  # seconds between checks while waiting for the supervisor to act
 
 
-def supervisors(store: SqliteStore, now: float) -> list[dict[str, Any]]:
+def supervisors(store: OpsStore, now: float) -> list[dict[str, Any]]:
     """Every supervisor row: ``{token, pid, host, started_at, up_s, alive, local}``."""
     here = socket.gethostname()
     out = []
@@ -36,7 +36,7 @@ def supervisors(store: SqliteStore, now: float) -> list[dict[str, Any]]:
     return out
 
 
-def running_here(ctx: Ctx, store: SqliteStore) -> list[dict[str, Any]] | int:
+def running_here(ctx: Ctx, store: OpsStore) -> list[dict[str, Any]] | int:
     """The live supervisors on this host, or an exit code after a message saying why none."""
     found = [s for s in supervisors(store, ctx.clock.now()) if s["alive"]]
     local = [s for s in found if s["local"]]

@@ -2,7 +2,7 @@
 access to the validated config and the database.
 
 A command is ``fn(ctx, args) -> exit code``. It raises ``ConfigError`` (exit 3) or
-``StoreError``/``sqlite3.Error`` (exit 5) to the dispatcher, or returns ``ctx.fail(...)`` with a
+``StoreError`` (exit 5) to the dispatcher, or returns ``ctx.fail(...)`` with a
 message that says what to do.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any, TextIO
 from shared import config as config_mod
 from shared.clock import SystemClock
 from shared.config import Config
-from shared.store import SqliteStore
+from shared.contract import Store
+from shared.engines import open_store
 
 
 @dataclass
@@ -34,9 +35,9 @@ class Ctx:
             self._config = config_mod.load(self.config_path)
         return self._config
 
-    def store(self) -> SqliteStore:
+    def store(self) -> Store:
         """A new connection to the config's database (the caller closes it)."""
-        return SqliteStore.from_config(self.config)
+        return open_store(self.config)
 
     def emit(self, data: Any, text: str | None = None) -> None:
         """Print ``data`` as JSON with ``--json``, else ``text`` (or nothing when None)."""

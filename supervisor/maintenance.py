@@ -1,4 +1,4 @@
-"""Periodic upkeep decisions: hard timeouts, expired leases, orphaned jobs, WAL checkpoints.
+"""Periodic upkeep decisions: hard timeouts, expired leases, orphaned jobs, stale process rows.
 
 These functions look at the database and decide; the arbiter acts (signals its own children,
 re-queues after reaping). Jobs of owners that are not this supervisor's children are handled
@@ -19,7 +19,7 @@ from shared.job import Job
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import parse_token, token_alive
-from shared.store import SqliteStore
+from shared.contract import UpkeepStore
 
 log = get_logger("supervisor")
 
@@ -48,7 +48,7 @@ def judge_running(jobs: list[Job], policy: JobPolicy, now: float) -> list[Verdic
     return out
 
 
-def recover_foreign(store: SqliteStore, jobs: list[Job], mine: set[str], policy: JobPolicy,
+def recover_foreign(store: UpkeepStore, jobs: list[Job], mine: set[str], policy: JobPolicy,
                     now: float, expired: set[str]) -> int:
     """Re-queue jobs of owners that are not our children and are gone; kill owners on this host
     that are alive but past their lease (``expired``), then re-queue. Returns jobs released."""
@@ -84,21 +84,11 @@ def _kill_and_wait(owner: str, timeout: float = 5.0) -> bool:
     return True
 
 
-def prune_processes(store: SqliteStore) -> None:
+def prune_processes(store: UpkeepStore) -> None:
     """Delete process rows whose process is gone (crashed without cleaning up)."""
     for row in store.processes():
         if not token_alive(row["id"]):
             store.remove_process(row["id"])
-
-
-def wal_checkpoint_mode(store: SqliteStore, limit_mb: float, idle: bool) -> str | None:
-    """TRUNCATE a WAL grown past ``limit_mb``; when idle, a PASSIVE checkpoint, which copies the
-    WAL into the database but keeps the file's length (commits then overwrite it instead of
-    growing it, and a growing file makes each fsync costlier); else none."""
-    size = store.wal_bytes()
-    if size > limit_mb * (1 << 20):
-        return "TRUNCATE"
-    return "PASSIVE" if idle and size > 0 else None
 
 
 def pid_alive(pid: int) -> bool:

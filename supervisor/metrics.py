@@ -25,7 +25,7 @@ from shared import admin
 from shared.clock import parse_iso
 from shared.config import Config
 from shared.logs import event, get_logger
-from shared.store import SqliteStore
+from shared.contract import OpsStore
 
 from .stats import BOUNDS, AttemptFeed, Histogram
 
@@ -92,7 +92,7 @@ class MetricsServer:
 
     # -- the loop's part ------------------------------------------------------------------------
 
-    def serve(self, ready: Iterable[int], store: Callable[[], SqliteStore], counters: dict[str, int],
+    def serve(self, ready: Iterable[int], store: Callable[[], OpsStore], counters: dict[str, int],
               **gauges: float) -> None:
         """Handle what ``ready`` says is readable; answer complete requests with the metrics
         (``store()`` gives the supervisor's connection; ``gauges`` are extra values such as the
@@ -127,7 +127,7 @@ class MetricsServer:
             sock.setblocking(False)
             self.clients[sock.fileno()] = (sock, bytearray(), now_m + CLIENT_TIMEOUT)
 
-    def _read(self, fd: int, store: Callable[[], SqliteStore], counters: dict[str, int],
+    def _read(self, fd: int, store: Callable[[], OpsStore], counters: dict[str, int],
               gauges: dict[str, float]) -> None:
         sock, buf, _ = self.clients[fd]
         try:
@@ -152,7 +152,7 @@ class MetricsServer:
         else:
             self._answer(fd, *self._scrape(store, counters, gauges))
 
-    def _scrape(self, store: Callable[[], SqliteStore], counters: dict[str, int],
+    def _scrape(self, store: Callable[[], OpsStore], counters: dict[str, int],
                 gauges: dict[str, float]) -> tuple[str, str]:
         try:
             s = store()
@@ -162,7 +162,7 @@ class MetricsServer:
             event(log, "metrics.scrape_failed", logging.ERROR, error=repr(exc))
             return "500 Internal Server Error", f"scrape failed: {exc}\n"
 
-    def _fold(self, store: Callable[[], SqliteStore]) -> None:
+    def _fold(self, store: Callable[[], OpsStore]) -> None:
         try:
             s = store()
             if self.feed is None:
@@ -217,7 +217,7 @@ def _request_line(raw: bytes) -> tuple[str, str]:
 # -- the text format ------------------------------------------------------------------------------
 
 
-def exposition(store: SqliteStore, now: float, feed: AttemptFeed | None, counters: dict[str, int],
+def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: dict[str, int],
                gauges: dict[str, float], started: float) -> str:
     """The Prometheus text (format 0.0.4) of the queue as of ``now``."""
     out = Exposition()

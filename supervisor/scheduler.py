@@ -5,7 +5,7 @@ Stateless: what it remembers lives in the database (``schedule_marks``), so a re
 second supervisor on the same file, carries on where the last round left off; each tick's job
 has an idempotency key on top. It reads the config it is given each round, so an edited or
 removed entry takes effect at the first round after a reload. ``shared.schedule`` decides which
-ticks are due; ``SqliteStore.run_schedule`` reads, enqueues and advances in one transaction.
+ticks are due; the store's ``run_schedule`` reads, enqueues and advances in one transaction.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 from shared import admin
 from shared.clock import parse_iso
-from shared.store import SqliteStore
+from shared.contract import OpsStore
 
 # Histogram bucket upper bounds, in seconds (Prometheus style: cumulative, plus +Inf).
 BOUNDS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -101,11 +101,11 @@ class AttemptFeed:
     from the new end rather than counting anything twice.
     """
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: OpsStore) -> None:
         self.seq = admin.last_attempt_seq(store)
         self.totals = Totals()
 
-    def poll(self, store: SqliteStore) -> list[dict[str, Any]]:
+    def poll(self, store: OpsStore) -> list[dict[str, Any]]:
         last = admin.last_attempt_seq(store)
         if last < self.seq:
             self.seq = last

@@ -16,7 +16,7 @@ from shared.clock import iso, parse_iso
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES
 from shared.procs import rss_mb, token_alive
-from shared.store import SqliteStore
+from shared.contract import OpsStore
 
 from . import render, stats
 from .control import supervisors
@@ -26,7 +26,7 @@ WINDOW_MINUTES = 5
 SAMPLE = 20_000  # most recent attempts looked at for latency percentiles
 
 
-def collect(store: SqliteStore, now: float, *, detail: bool = True, config: Any = None) -> dict[str, Any]:
+def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = None) -> dict[str, Any]:
     """Everything ``status`` reports, as of ``now``; without ``detail``, no throughput and
     latency (``top`` draws its own from the attempt feed); with ``config``, the next run of each
     ``[[schedule]]`` entry."""
@@ -65,7 +65,7 @@ def _with_scheduled(by_type: dict[str, dict[str, int]], scheduled: dict[str, int
     return by_type
 
 
-def _oldest(store: SqliteStore, now: float) -> dict[str, Any] | None:
+def _oldest(store: OpsStore, now: float) -> dict[str, Any] | None:
     row = admin.oldest_due(store, now)
     if row is None:
         return None
@@ -73,7 +73,7 @@ def _oldest(store: SqliteStore, now: float) -> dict[str, Any] | None:
     return {"id": row["id"], "type": row["type"], "due_at": due, "age_s": round(max(now - parse_iso(due), 0.0), 3)}
 
 
-def throughput(store: SqliteStore, now: float) -> dict[str, Any]:
+def throughput(store: OpsStore, now: float) -> dict[str, Any]:
     """Completed, failed and retried attempts per minute over the last minutes."""
     start = (int(now // 60) - (WINDOW_MINUTES - 1)) * 60.0
     minutes = [iso(start + 60 * i)[:16] for i in range(WINDOW_MINUTES)]
@@ -91,7 +91,7 @@ def throughput(store: SqliteStore, now: float) -> dict[str, Any]:
     return out
 
 
-def latency(store: SqliteStore, now: float, window: float = WINDOW_MINUTES * 60.0) -> dict[str, Any]:
+def latency(store: OpsStore, now: float, window: float = WINDOW_MINUTES * 60.0) -> dict[str, Any]:
     """Wait and run-time percentiles and histograms of the attempts that ended in ``window``."""
     rows = admin.recent_attempts(store, now - window, SAMPLE)
     waits, runs = stats.durations(rows)
@@ -101,7 +101,7 @@ def latency(store: SqliteStore, now: float, window: float = WINDOW_MINUTES * 60.
             "wait_hist": stats.cumulative(waits), "run_hist": stats.cumulative(runs)}
 
 
-def workers(store: SqliteStore, now: float) -> list[dict[str, Any]]:
+def workers(store: OpsStore, now: float) -> list[dict[str, Any]]:
     """Registered workers: slot, pid, liveness, RSS, and the job(s) each runs."""
     here = socket.gethostname()
     out: dict[str, dict[str, Any]] = {}

@@ -26,11 +26,9 @@ FOOTER = """
 """
 
 DOCS: dict[str, str] = {
-    "database": "SQLite database file, relative to this file's folder.",
+    "database": "SQLite database file, relative to this file's folder (or sqlite:///abs/path.db, "
+                "sqlite:relative/path.db; $JOBQ_DATABASE overrides it).",
     "handlers": 'Python modules whose @handler functions the workers run, e.g. ["myapp.jobs"].',
-    "synchronous": '"normal": fast, survives process crashes, may lose the last commits on power loss. '
-                   '"full": fsync on every commit, survives power loss.',
-    "busy_timeout": "How long a connection waits for SQLite's write lock before retrying (seconds).",
     "max_payload_bytes": "Largest accepted payload, in bytes of JSON.",
     "log_level": 'Log level: "debug", "info", "warning" or "error".',
     "log_format": 'Log format: "text", or "json" (one object per line).',
@@ -43,7 +41,6 @@ DOCS: dict[str, str] = {
     "supervisor.kill_grace": "After SIGTERM to a timed-out worker: how long before SIGKILL.",
     "supervisor.maintenance_interval": "How often the supervisor checks leases, timeouts, the WAL and this file.",
     "supervisor.restart_backoff_max": "Cap of the per-slot restart back-off when a worker keeps crashing.",
-    "supervisor.wal_checkpoint_mb": "Checkpoint (TRUNCATE) the WAL when it grows past this many MiB.",
     "supervisor.config_poll_interval": "How often to look for edits of this file (0 disables; SIGHUP still reloads).",
     "worker.poll_interval": "How long an idle worker sleeps between claims.",
     "worker.job_timeout": "Default hard timeout of a job (a handler's timeout= overrides it).",
@@ -58,6 +55,10 @@ DOCS: dict[str, str] = {
     "retry.backoff_max": "The longest back-off, in seconds.",
     "retention.completed_after": 'Delete completed (and cancelled) jobs older than this: "7d", "12h", ... or "never".',
     "retention.failed_after": 'Delete failed jobs older than this ("never": they are the dead-letter queue).',
+    "sqlite.synchronous": '"normal": fast, survives process crashes, may lose the last commits on power loss. '
+                          '"full": fsync on every commit, survives power loss.',
+    "sqlite.busy_timeout": "How long a connection waits for SQLite's write lock before retrying (seconds).",
+    "sqlite.wal_checkpoint_mb": "Checkpoint (TRUNCATE) the WAL when it grows past this many MiB.",
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from shared import admin
 from shared.exitcodes import ExitCode
-from shared.store import SqliteStore
+from shared.contract import OpsStore
 
 from . import render, stats
 from .ctx import Ctx
@@ -48,7 +48,7 @@ def cmd_top(ctx: Ctx, args: argparse.Namespace) -> int:
 class TopView:
     """The view's state (sparkline history) and its draw loop."""
 
-    def __init__(self, store: SqliteStore, clock: Any, interval: float, ascii_only: bool = False) -> None:
+    def __init__(self, store: OpsStore, clock: Any, interval: float, ascii_only: bool = False) -> None:
         self.store = store
         self.clock = clock
         self.interval = interval

@@ -68,3 +68,10 @@ def sup_factory():
     yield start
     for r in started:
         r.close()
+
+
+@pytest.fixture(params=["sqlite"])
+def engine(request, tmp_path: Path):
+    """One engine of ``tests.engines.ENGINES`` (the contract suite runs on each)."""
+    from tests.engines import ENGINES
+    return next(e for e in ENGINES if e.name == request.param)(tmp_path)

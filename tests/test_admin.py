@@ -10,7 +10,8 @@ import pytest
 from shared import admin
 from shared.clock import FakeClock, iso
 from shared.job import new_id
-from shared.store import NewJob, SqliteStore
+from shared.engines.sqlite import ops as sqlite_ops
+from shared.engines.sqlite.store import NewJob, SqliteStore
 
 OWNER = "testhost:1111:1"
 
@@ -100,7 +101,7 @@ def test_retry_and_cancel_act_only_on_the_states_they_apply_to(store, clock):
 
 
 def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
-    monkeypatch.setattr(admin, "BATCH", 3)
+    monkeypatch.setattr(sqlite_ops, "BATCH", 3)
     ids = [add(store, clock, "a" if i % 2 else "b") for i in range(8)]
     for _ in ids:
         job = claim(store, clock)

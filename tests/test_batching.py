@@ -11,7 +11,7 @@ from shared import JobQueue
 from shared.config import load
 from shared.handlers import Registry, handler, on_completed, on_failed, on_retry
 from shared.progress import ProgressWriter, unstarted
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 from tests.proc import Running, events, job_row, wait_until, write_config
 from worker.loop import Worker
 
@@ -208,7 +208,7 @@ def test_a_timer_wake_reads_before_it_takes_the_write_lock(tmp_path):
     """After an idle wait that no commit ended, a worker claims only if a job is due: with
     nothing due it never queues for the write lock (here held by another connection)."""
     import sqlite3
-    cfg = load(write_config(tmp_path, busy_timeout=5))
+    cfg = load(write_config(tmp_path, sqlite={"busy_timeout": 5}))
     with JobQueue(config=cfg) as q:
         later = q.enqueue("test:fast", {}, delay=3600)
     w = Worker(cfg, Registry())

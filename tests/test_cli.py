@@ -15,7 +15,7 @@ import pytest
 
 from shared.clock import SystemClock, parse_iso
 from shared.exitcodes import ExitCode
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 from tests.proc import env, job_row, wait_until, worker_rows, write_config
 
 OWNER = "testhost:1111:1"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from shared.config import SCHEMA, Config, ConfigError, from_dict, load, resolve_path
+from shared.config import SCHEMA, Config, ConfigError, SqliteConfig, from_dict, load, resolve_path
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,11 +21,11 @@ def test_defaults_when_file_is_almost_empty(tmp_path, make_config):
 
 
 def test_values_are_read(tmp_path, make_config):
-    cfg = load(make_config(tmp_path, handlers=["a.b", "c"], synchronous="full", busy_timeout=0.5,
+    cfg = load(make_config(tmp_path, handlers=["a.b", "c"], sqlite={"synchronous": "full", "busy_timeout": 0.5},
                            supervisor={"workers": 4}, worker={"poll_interval": 0.05, "max_jobs": 10},
                            retry={"max_attempts": 5, "backoff_base": 0.5, "backoff_max": 8}))
     assert cfg.handlers == ("a.b", "c")
-    assert cfg.synchronous == "full" and cfg.busy_timeout == 0.5
+    assert cfg.sqlite.synchronous == "full" and cfg.sqlite.busy_timeout == 0.5
     assert cfg.supervisor.workers == 4
     assert cfg.worker.poll_interval == 0.05 and cfg.worker.max_jobs == 10
     assert cfg.retry == type(cfg.retry)(5, 0.5, 8)
@@ -72,7 +72,7 @@ def test_shipped_config_mentions_every_key():
 
 
 def test_to_dict_round_trips(tmp_path):
-    cfg = Config(handlers=("x",), busy_timeout=2.5).with_workers(7)
+    cfg = Config(handlers=("x",), sqlite=SqliteConfig(busy_timeout=2.5)).with_workers(7)
     path = tmp_path / "jobq.toml"
     path.write_text(tomli_w.dumps(cfg.to_dict()))
     again = load(path)
@@ -88,19 +88,19 @@ def test_to_dict_round_trips(tmp_path):
     ({"worker": {"poll_intervall": 2}}, "worker.poll_intervall", "2"),
     ({"retry": {"max_attempt": 4}}, "retry.max_attempt", "4"),
     # wrong types
-    ({"busy_timeout": "5"}, "busy_timeout", "'5'"),
+    ({"sqlite": {"busy_timeout": "5"}}, "sqlite.busy_timeout", "'5'"),
     ({"handlers": "examples.handlers"}, "handlers", "'examples.handlers'"),
     ({"handlers": ["ok", 3]}, "handlers", "['ok', 3]"),
     ({"max_payload_bytes": 1.5}, "max_payload_bytes", "1.5"),
     ({"supervisor": {"workers": True}}, "supervisor.workers", "True"),
     ({"supervisor": {"workers": "2"}}, "supervisor.workers", "'2'"),
     ({"worker": {"max_jobs": 2.0}}, "worker.max_jobs", "2.0"),
-    ({"synchronous": 1}, "synchronous", "1"),
+    ({"sqlite": {"synchronous": 1}}, "sqlite.synchronous", "1"),
     ({"worker": 5}, "worker", "5"),
     # out of range / not a choice
-    ({"busy_timeout": -1}, "busy_timeout", "-1"),
-    ({"busy_timeout": 601}, "busy_timeout", "601"),
-    ({"synchronous": "off"}, "synchronous", "'off'"),
+    ({"sqlite": {"busy_timeout": -1}}, "sqlite.busy_timeout", "-1"),
+    ({"sqlite": {"busy_timeout": 601}}, "sqlite.busy_timeout", "601"),
+    ({"sqlite": {"synchronous": "off"}}, "sqlite.synchronous", "'off'"),
     ({"log_level": "verbose"}, "log_level", "'verbose'"),
     ({"database": ""}, "database", "''"),
     ({"max_payload_bytes": 0}, "max_payload_bytes", "0"),

@@ -25,7 +25,8 @@ from shared import JobQueue
 from shared.clock import parse_iso
 from shared.config import load
 from shared.exitcodes import ExitCode
-from shared.store import NewJob, SqliteStore
+from shared.engines.sqlite.store import NewJob, SqliteStore
+from shared.errors import StoreUnavailable
 from supervisor.children import restart_delay
 from tests.proc import Running, db, env, write_lock_free, events, job_row, pid_gone, wait_until, worker_rows, write_config
 
@@ -357,7 +358,7 @@ def test_file_that_is_not_a_database_is_a_clear_startup_error(tmp_path):
     ({"worker": {"pol_interval": 0.5}}, "unknown key 'worker.pol_interval'"),   # typo
     ({"databse": "q.db"}, "unknown key 'databse'"),                            # typo, top level
     ({"supervisor": {"workers": "4"}}, "'supervisor.workers' = '4': expected an integer"),
-    ({"synchronous": "sometimes"}, "'synchronous' = 'sometimes': expected one of"),
+    ({"sqlite": {"synchronous": "sometimes"}}, "'sqlite.synchronous' = 'sometimes': expected one of"),
     ({"supervisor": {"shutdown_timeout": -1}}, "'supervisor.shutdown_timeout' = -1: expected a number >= 0"),
     ({"worker": {"lease_timeout": -5}}, "'worker.lease_timeout' = -5"),
     ({"retention": {"completed_after": "-3d"}}, "'retention.completed_after' = '-3d': expected a duration"),
@@ -424,7 +425,7 @@ def test_disk_full_is_a_clear_error_nothing_uncommitted_is_done_and_work_resumes
 
         filler = fill_disk(disk)
         # a producer gets a clear error, and nothing is written
-        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        with pytest.raises(StoreUnavailable, match="database or disk is full"):
             put("fault:ok", {"pad": "p" * 200_000})
         # the handlers finish, but their outcomes (300 KiB each) cannot be committed
         gate.touch()
@@ -551,7 +552,7 @@ def store_cycle(store: SqliteStore):
     Yields (name, thunk); the names must cover every public method (checked by the test)."""
     from shared.clock import FakeClock
     from shared.limits import TypeLimit
-    from shared.store import Finish
+    from shared.engines.sqlite.store import Finish
 
     clock = FakeClock()
     now = clock.now()
@@ -616,11 +617,22 @@ def store_cycle(store: SqliteStore):
                             store.processes(), store.processes("worker"), store.schedule_marks(),
                             store.type_starts("t"), store.wal_bytes())
     yield "checkpoint", store.checkpoint
+    yield ("retry_jobs cancel_jobs retry_failed purge request_scale take_scale_request save_counters",
+           lambda: (store.retry_jobs([jobs[0].id], now), store.cancel_jobs([jobs[1].id], now),
+                    store.retry_failed(now), store.purge("cancelled", now + 1), store.request_scale("sup", 3),
+                    store.take_scale_request("sup"), store.save_counters("sup", {"n": 1})))
+    yield "ops reads", lambda: (store.counts_by_type(), store.scheduled_by_type(now), store.oldest_due(now),
+                                store.finished_per_minute(now - 60), store.recent_failures(),
+                                store.list_jobs(), store.find_ids("e"), store.statuses([jobs[0].id]),
+                                store.attempt_history(jobs[0].id), store.worker_rows(),
+                                store.running_without_worker(), store.last_attempt_seq(),
+                                store.recent_attempts(now - 60, 10), store.attempt_aggregates(0, 10, [1.0]),
+                                store.pending_scale("sup"), store.supervisor_counters())
 
 
 # Public methods that are not operations on the database (or that the cycle reaches through
 # another name above: complete/retry/fail, is_paused, touch_process and the reads).
-_NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in"}
+_NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in", "wakeup"}
 
 
 def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(tmp_path):
@@ -643,7 +655,13 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
                                                      "touch_process", "get", "counts", "running",
                                                      "jobs_of", "next_run_at", "next_due", "has_due",
                                                      "owners", "processes", "schedule_marks",
-                                                     "type_starts", "wal_bytes"}
+                                                     "type_starts", "wal_bytes", "pending_scale",
+                                                     "counts_by_type", "scheduled_by_type", "oldest_due",
+                                                     "finished_per_minute", "recent_failures", "list_jobs",
+                                                     "find_ids", "statuses", "attempt_history", "worker_rows",
+                                                     "running_without_worker", "last_attempt_seq",
+                                                     "recent_attempts", "attempt_aggregates",
+                                                     "supervisor_counters"}
     assert not missing, f"store methods not exercised by this regression test (add them to store_cycle): {missing}"
     store.close()
 
@@ -684,7 +702,8 @@ def test_worker_and_supervisor_paths_follow_the_discipline(tmp_path, monkeypatch
         real_open(self, migrate)
         logs.append(traced(self))
     monkeypatch.setattr(SqliteStore, "_open", open_traced)
-    stateful.run_machine(tmp_path, max_examples=15, stateful_step_count=40)
+    from tests.engines import SqliteEngine
+    stateful.run_machine(SqliteEngine(tmp_path), max_examples=15, stateful_step_count=40)
     assert sum(len(lg.writes()) for lg in logs) > 100, "too few writes traced to mean anything"
     assert [v for lg in logs for v in lg.violations] == []
 
@@ -714,7 +733,7 @@ PRODUCER = textwrap.dedent("""
 def run_producers_under_load(tmp_path: Path, total: int, sup_factory) -> None:
     """``total`` jobs from 4 producer processes while 4 workers run them."""
     limit_mb = 1
-    cfg = config(tmp_path, supervisor={"workers": 4, "wal_checkpoint_mb": limit_mb})
+    cfg = config(tmp_path, supervisor={"workers": 4}, sqlite={"wal_checkpoint_mb": limit_mb})
     sup = sup_factory(cfg)
     wait_until(lambda: len(worker_rows(cfg)) == 4, timeout=30, what="workers up")
     procs = [subprocess.Popen([sys.executable, "-c", PRODUCER, str(tmp_path / "q.db"), str(total // 4),
@@ -788,7 +807,7 @@ def test_checkpoint_never_waits_for_a_reader(tmp_path):
 
 def test_long_reader_grows_the_wal_and_the_supervisor_checkpoint_shrinks_it_after(tmp_path, sup_factory):
     limit_mb = 1
-    cfg = config(tmp_path, supervisor={"workers": 2, "wal_checkpoint_mb": limit_mb})
+    cfg = config(tmp_path, supervisor={"workers": 2}, sqlite={"wal_checkpoint_mb": limit_mb})
     sup = sup_factory(cfg)
     wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers up")
     wal = tmp_path / "q.db-wal"

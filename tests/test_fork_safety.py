@@ -5,7 +5,7 @@ import os
 import threading
 
 from shared import config as config_mod
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 from supervisor import children
 from supervisor.arbiter import Arbiter
 from tests.proc import wait_until, write_config

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from shared import JobQueue
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 from tests.proc import env, events, job_row, wait_until, worker_rows, write_config
-from worker.lead import IdleLead
+from shared.engines.sqlite.lead import IdleLead
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -66,7 +66,7 @@ def test_a_queued_follower_that_resigns_or_closes_gives_the_lock_back(tmp_path):
 
 def test_a_dead_lead_wakes_the_followers(tmp_path):
     db = str(tmp_path / "q.db")
-    code = ("import sys, time; from worker.lead import IdleLead; "
+    code = ("import sys, time; from shared.engines.sqlite.lead import IdleLead; "
             "l = IdleLead(sys.argv[1]); assert l.take(); print('lead', flush=True); time.sleep(120)")
     child = subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, env=env(),
                              cwd=str(REPO))

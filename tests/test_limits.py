@@ -14,8 +14,8 @@ from shared.handlers import HandlerSpec, Registry
 from shared.job import Job
 from shared.limits import TypeLimit, claim, type_limits
 from shared.policy import JobPolicy
-from shared.store import SqliteStore
-from shared.store_lifecycle import _CANDIDATES, _RUNNING_BY_TYPE
+from shared.engines.sqlite.store import SqliteStore
+from shared.engines.sqlite.lifecycle import _CANDIDATES, _RUNNING_BY_TYPE
 from tests.proc import Running, db, events, wait_until, write_config
 
 OWNER, PID = "host:1:1", 1
@@ -95,7 +95,7 @@ def test_a_type_at_its_concurrency_stays_pending_and_other_types_flow(q, clock):
 @pytest.mark.skipif(not hasattr(SqliteStore, "finish_and_claim"),
                     reason="the worker's batched finish_and_claim is not in this tree yet")
 def test_finishing_and_claiming_in_one_transaction_frees_the_slot(q, clock):
-    from shared.store import Finish
+    from shared.engines.sqlite.store import Finish
     config = limited(a={"concurrency": 1})
     first = q.enqueue("a", {})
     q.enqueue("a", {})

@@ -13,7 +13,7 @@ from shared import builtin_jobs, retention
 from shared.clock import FakeClock, iso
 from shared.config import Config, ConfigError, RetentionConfig, from_dict, load
 from shared.handlers import PermanentError, load_registry
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 from tests.proc import Running, db, wait_until, write_config
 
 DAY = 86400.0

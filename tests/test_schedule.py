@@ -17,7 +17,7 @@ from shared import cron, schedule
 from shared.clock import FakeClock, iso, parse_iso
 from shared.config import (Config, ConfigError, ScheduleConfig, TypeConfig, from_dict, load,
                            load_snapshot, write_snapshot)
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 from supervisor.scheduler import run_due
 from tests.proc import Running, db, wait_until, write_config
 

@@ -1,4 +1,4 @@
-"""The store (shared.store.SqliteStore): claim order and schedule, guarded transitions, and the
+"""The store (shared.engines.sqlite.store.SqliteStore): claim order and schedule, guarded transitions, and the
 locking contract (every write is one statement or BEGIN IMMEDIATE; no lock kept after claim)."""
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-import shared.store as store_mod
+import shared.engines.sqlite.connection as connection_mod
+import shared.engines.sqlite.store as store_mod
 from shared.clock import iso, parse_iso
 from shared.job import Job
-from shared.schema import VERSION
-from shared.store import NewJob, SqliteStore, StoreError
+from shared.engines.sqlite.schema import VERSION
+from shared.engines.sqlite.store import NewJob, SqliteStore
+from shared.errors import StoreError
 from tests.proc import write_lock_free
 
 OWNER = "testhost:1111:1"
@@ -95,7 +97,7 @@ def test_future_job_is_not_claimed_until_clock_passes_it(queue, clock):
     assert claim_one(queue.store, clock) is None
     clock.advance(59.999)
     assert claim_one(queue.store, clock) is None
-    assert queue.store.next_run_at() == iso(clock.now() + 0.001)
+    assert queue.store.next_run_at() == pytest.approx(clock.now() + 0.001, abs=1e-6)  # Unix seconds
     clock.advance(0.001)  # due exactly now
     job = claim_one(queue.store, clock)
     assert job is not None and job.id == job_id
@@ -213,7 +215,7 @@ def test_guarded_transitions_refuse_wrong_owner_or_attempt(queue, clock, db_path
 def test_batched_completions_are_guarded_one_by_one(queue, clock, db_path):
     """A worker's batch commits its completions in one statement: each is still matched on id,
     'running', attempt and owner, and only the ones that lost their lease are dropped."""
-    from shared.store import Finish
+    from shared.engines.sqlite.store import Finish
     ids = [queue.enqueue("t") for _ in range(5)]
     mine = queue.store.claim(OWNER, 1, clock.now(), limit=4)
     theirs = claim_one(queue.store, clock, OTHER)
@@ -388,7 +390,7 @@ def test_writes_wait_for_the_write_lock_instead_of_failing(db_path, clock, monke
         s.enqueue([_new(0xB)], clock.now())
         assert len(s.claim(OWNER, 1, clock.now(), 1)) == 1  # 'a'*32 is running under OWNER
         s.register_process(OWNER, "worker", 1, "h", clock.now())
-        monkeypatch.setattr(store_mod, "BUSY_RETRIES", 0)
+        monkeypatch.setattr(connection_mod, "BUSY_RETRIES", 0)
         with write_lock_held(db_path) as releasing:
             WRITES[name](s, clock.now())
             assert releasing.is_set(), "the write returned while another connection held the lock"

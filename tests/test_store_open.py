@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 
 
 def test_simultaneous_first_opens_of_a_new_database_all_succeed(tmp_path):

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from shared.clock import iso
-from shared.store import _CLAIM, SqliteStore
+from shared.engines.sqlite.store import _CLAIM, SqliteStore
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 PARAMS = {"owner": "h:1:1", "pid": 1, "now": iso(NOW), "limit": 1}
@@ -147,7 +147,7 @@ def test_claim_cost_does_not_grow_with_future_jobs(tmp_path, analyze, new_connec
 def test_batched_completion_looks_jobs_up_by_id(deep_db):
     """All of a batch's completions are one UPDATE ... FROM (VALUES ...): it must find each job
     through the primary key, never scan the table (also once ANALYZE has real statistics)."""
-    from shared.store import _complete_many_sql
+    from shared.engines.sqlite.store import _complete_many_sql
     sql = _complete_many_sql(16)
     params = ["2026-01-01T00:00:00.000Z", "h:1:1"] + ["x", 1, None] * 16
     with SqliteStore(deep_db) as s:

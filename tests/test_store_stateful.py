@@ -1,6 +1,7 @@
 """A stateful property test of the store (hypothesis ``RuleBasedStateMachine``).
 
-A real SQLite file in tmp_path (emptied for each example), several connections: a producer, a
+One database per engine of ``tests.engines`` (emptied for each example), several stores opened
+through the engine factory and used only through ``shared.contract``'s protocols: a producer, a
 "supervisor" and one per worker incarnation, all driven by one injected FakeClock. The rules are
 what the real processes do to the store: enqueue (single, batches, idempotency keys, delays,
 priorities), claim (batches of 1-3), start a job of the batch, record an outcome (completed;
@@ -23,7 +24,6 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -38,7 +38,8 @@ from shared.config import Config, RetryConfig, WorkerConfig
 from shared.handlers import HandlerSpec, Registry
 from shared.job import STATUSES, Job
 from shared.policy import JobPolicy
-from shared.store import Finish, SqliteStore
+from shared.contract import Store
+from shared.job import Finish
 from supervisor.maintenance import judge_running
 
 LEASE = 30.0
@@ -82,7 +83,7 @@ class Incarnation:
     slot: int
     owner: str
     pid: int
-    store: SqliteStore
+    store: Store
     inflight: dict[str, int] = field(default_factory=dict)  # job id -> attempt, in claim order
     started: set[str] = field(default_factory=set)           # in-flight jobs whose handler began
     stalled: bool = False
@@ -106,31 +107,28 @@ def claim_key(j: ModelJob) -> tuple:
 
 
 class StoreMachine(RuleBasedStateMachine):
-    path: str = ""  # set by the test: one database file in tmp_path, emptied for every example
+    engine = None  # set by the test: a tests.engines fixture; its database is emptied for every example
 
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
         self.policy = JobPolicy(CONFIG, REGISTRY, random.Random(0))  # deterministic jitter
-        self.queue = JobQueue(self.path, config=CONFIG, clock=self.clock)  # the producer
-        self.sup = SqliteStore(self.path)                                    # the supervisor
-        self.sup.conn.execute("BEGIN IMMEDIATE")
-        for table in ("jobs", "control", "processes"):
-            self.sup.conn.execute(f"DELETE FROM {table}")
-        self.sup.conn.execute("COMMIT")
+        self.engine.reset()
+        self.queue = JobQueue(config=self.engine.config(CONFIG), clock=self.clock)  # the producer
+        self.sup = self.engine.open(CONFIG)                                          # the supervisor
         self.pids = itertools.count(1000)
         self.slots: dict[int, Incarnation] = {}
         self.jobs: dict[str, ModelJob] = {}
         self.keys: dict[str, str] = {}
         self.stale: list[Stale] = []
         self.paused = False
-        self.retired: list[SqliteStore] = []
+        self.retired: list[Store] = []
         for slot in range(N_SLOTS):
             self.spawn(slot)
 
     def spawn(self, slot: int) -> None:
         pid = next(self.pids)
-        self.slots[slot] = Incarnation(slot, f"test-host:{pid}:{pid * 7}", pid, SqliteStore(self.path))
+        self.slots[slot] = Incarnation(slot, f"test-host:{pid}:{pid * 7}", pid, self.engine.open(CONFIG))
 
     def teardown(self) -> None:
         for inc in self.slots.values():
@@ -148,8 +146,8 @@ class StoreMachine(RuleBasedStateMachine):
     def busy(self) -> list[Incarnation]:
         return [inc for inc in self.slots.values() if inc.inflight]
 
-    def row(self, job_id: str) -> dict:
-        return self.sup.conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    def row(self, job_id: str) -> Job:
+        return self.sup.get(job_id)
 
     def _pick(self, index: int) -> tuple[Incarnation, str, int]:
         incs = self.busy()
@@ -199,7 +197,7 @@ class StoreMachine(RuleBasedStateMachine):
         m.status, m.run_at = "pending", iso(self.now() + delay)
         return Finish("retry", job_id, attempt, "boom", self.now() + delay, limit)
 
-    def record(self, store: SqliteStore, f: Finish, owner: str) -> bool:
+    def record(self, store: Store, f: Finish, owner: str) -> bool:
         if f.kind == "completed":
             return store.complete(f.job_id, f.attempt, owner, f.text, self.now())
         if f.kind == "retry":
@@ -260,9 +258,9 @@ class StoreMachine(RuleBasedStateMachine):
                 continue
             assert job_id not in self.jobs
             row = self.row(job_id)
-            assert row["status"] == "pending" and row["attempts"] == 0
-            assert row["run_at"] == iso(self.now() + (delay or 0))
-            self.jobs[job_id] = ModelJob(job_id, jtype, priority, row["run_at"], row["created_at"], max_attempts)
+            assert row.status == "pending" and row.attempts == 0
+            assert row.run_at == iso(self.now() + (delay or 0))
+            self.jobs[job_id] = ModelJob(job_id, jtype, priority, row.run_at, row.created_at, max_attempts)
             if k is not None:
                 self.keys[k] = job_id
 
@@ -392,8 +390,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def invariants(self):
-        rows = self.sup.conn.execute("SELECT * FROM jobs").fetchall()
-        jobs = [Job.from_row(r) for r in rows]
+        jobs = [self.sup.get(r["id"]) for r in self.sup.list_jobs(limit=1 << 30)]
         self.every_job_in_exactly_one_status(jobs)
         self.at_most_one_committed_success()
         self.running_jobs_have_one_live_owner_with_matching_attempt(jobs)
@@ -430,25 +427,23 @@ class StoreMachine(RuleBasedStateMachine):
             assert job.attempts == self.jobs[job.id].attempts
 
 
-def run_machine(tmp_path: Path, **limits) -> None:
-    """Run the machine on one database file in ``tmp_path``. Examples reuse the file (emptied
-    first) and an anchor connection stays open, so no example pays for creating a database and
-    for the fsyncs of the last connection's close."""
-    path = str(tmp_path / "q.db")
-
+def run_machine(engine, **limits) -> None:
+    """Run the machine on one database of ``engine``. Examples reuse it (emptied first) and an
+    anchor store stays open, so no example pays for creating a database and for the fsyncs of
+    the last connection's close."""
     class Machine(StoreMachine):
         pass
-    Machine.path = path
-    with SqliteStore(path):
+    Machine.engine = engine
+    with engine.open(CONFIG):
         run_state_machine_as_test(Machine, settings=settings(
             deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
             **limits))
 
 
-def test_store_state_machine(tmp_path):
-    run_machine(tmp_path, max_examples=150, stateful_step_count=50)
+def test_store_state_machine(engine):
+    run_machine(engine, max_examples=150, stateful_step_count=50)
 
 
 @pytest.mark.slow
-def test_store_state_machine_long(tmp_path):
-    run_machine(tmp_path, max_examples=2000, stateful_step_count=100)
+def test_store_state_machine_long(engine):
+    run_machine(engine, max_examples=2000, stateful_step_count=100)

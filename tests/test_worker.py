@@ -19,7 +19,7 @@ from shared.clock import iso, parse_iso
 from shared.config import load
 from shared.exitcodes import ExitCode
 from shared.handlers import PermanentError, Registry, RetryAfter, handler
-from shared.store import SqliteStore
+from shared.engines.sqlite.store import SqliteStore
 from worker.loop import Worker
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 supervisor that started the worker has died, and gives back the unstarted rest of a batch that
 waits behind a slow job (the worker's main thread is busy running that job).
 
-It opens its own SQLite connection (connections are not shared between threads).
+It opens its own store (a connection is not shared between threads).
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Any, Callable, Sequence
 
 from shared.config import Config
 from shared.logs import event, get_logger
-from shared.store import SqliteStore
+from shared.contract import WorkerStore
+from shared.engines import open_store
 
 log = get_logger("worker")
 
@@ -73,12 +74,12 @@ class Heartbeat(threading.Thread):
             return min(ORPHAN_CHECK, w.heartbeat_interval, max(0.05, w.batch_wait / 4))
         return min(ORPHAN_CHECK, w.heartbeat_interval)
 
-    def _release(self, store: SqliteStore | None) -> SqliteStore | None:
+    def _release(self, store: WorkerStore | None) -> WorkerStore | None:
         """Give the shed jobs back: pending again, without losing an attempt."""
         ids = self.unreleased
         try:
             if store is None:
-                store = SqliteStore.from_config(self.config, migrate=False)
+                store = open_store(self.config, migrate=False)
             n = store.release_unstarted(self.owner, ids, self.clock.now())
         except Exception as exc:  # noqa: BLE001 - retried at the next tick
             event(log, "worker.release_failed", logging.ERROR, owner=self.owner, jobs=len(ids),
@@ -91,10 +92,10 @@ class Heartbeat(threading.Thread):
               batch_wait=self.config.worker.batch_wait)
         return store
 
-    def _beat(self, store: SqliteStore | None) -> SqliteStore | None:
+    def _beat(self, store: WorkerStore | None) -> WorkerStore | None:
         try:
             if store is None:
-                store = SqliteStore.from_config(self.config, migrate=False)
+                store = open_store(self.config, migrate=False)
             store.heartbeat(self.owner, self.clock.now)
         except Exception as exc:  # noqa: BLE001 - a failed beat is logged; the lease may lapse
             event(log, "worker.heartbeat_failed", 30, owner=self.owner, error=str(exc))

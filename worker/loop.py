@@ -13,23 +13,21 @@ when the worker dies.
 
 Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its config on SIGHUP;
 exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
-sleeps until the database's WAL changes (inotify), the next delayed job is due, or
-``poll_interval`` passes.
+waits as its store's engine arranges (``shared.contract.Wakeup``; SQLite: until a commit, the next
+delayed job's time, or ``poll_interval``). The loop does not know which engine it runs on.
 """
 from __future__ import annotations
 
 import logging
 import os
-import select
 import signal
-import sqlite3
 import threading
 import time
 from collections import deque
 from typing import Any
 
 from shared import config as config_mod
-from shared.clock import SystemClock, parse_iso
+from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
@@ -40,13 +38,13 @@ from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
 from shared.progress import ProgressWriter
 from shared.signals import SignalQueue
-from shared.store import SqliteStore, StoreError
+from shared.contract import Wakeup, WorkerStore
+from shared.engines import open_store
+from shared.errors import StoreError
 
 from .heartbeat import Heartbeat
-from .lead import IdleLead
 from .outcomes import Done, after_commit_all, decide
 from .runner import JobContext, execute
-from .wakeup import WalWatch
 
 log = get_logger("worker")
 
@@ -55,10 +53,6 @@ BATCH_BUDGET = 0.025 # seconds: a batch grows only while it would still run in a
                      # a job of higher priority enqueued meanwhile waits little for a free worker
 FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
 RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
-LEAD_POLL = 0.0005   # seconds: how often the idle lead retries a busy write lock (see lead_claim)
-WATCHED_SLEEP = 5.0  # longest idle sleep while the WAL watch works: every commit wakes us anyway,
-                     # and the next delayed job's due time bounds the sleep; this only catches
-                     # what changes with time alone (a rate-limit window passing)
 
 
 class Worker:
@@ -79,10 +73,9 @@ class Worker:
         self.pid = os.getpid()
         self.owner = owner_token(self.pid)
         self.signals = SignalQueue([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-        self.store: SqliteStore | None = None
+        self.store: WorkerStore | None = None
         self.heartbeat: Heartbeat | None = None
-        self.watch: WalWatch | None = None
-        self.lead: IdleLead | None = None
+        self.wakeup: Wakeup | None = None
         self.progress: ProgressWriter | None = None
         self.stopping = False
         self.jobs_done = 0
@@ -103,17 +96,16 @@ class Worker:
         if threading.current_thread() is threading.main_thread():
             self.signals.install()
         try:
-            self.store = SqliteStore.from_config(self.config, migrate=True)
+            self.store = open_store(self.config, migrate=True)
             self.store.register_process(self.owner, "worker", self.pid, self.owner.split(":")[0],
                                         self.clock.now(), slot=self.slot, parent=self.supervisor)
-        except (StoreError, sqlite3.Error) as exc:
+        except StoreError as exc:
             event(log, "worker.boot_failed", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
             if self.store is not None:
                 self.store.close()
             self.signals.close()
             return ExitCode.DATABASE_UNAVAILABLE
-        self.watch = WalWatch(self.config.database)
-        self.lead = IdleLead(self.config.database) if self.watch.available else None
+        self.wakeup = self.store.wakeup()
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
                                    shed=self.shed)
@@ -135,9 +127,7 @@ class Worker:
         except Exception:  # noqa: BLE001 - best effort; the supervisor prunes stale rows
             pass
         self.store.close()
-        self.watch.close()
-        if self.lead is not None:
-            self.lead.close()
+        self.wakeup.close()
         if self.progress is not None:
             self.progress.close()
         self.signals.close()
@@ -151,7 +141,7 @@ class Worker:
         if ids:
             try:
                 self.store.release_unstarted(self.owner, ids, self.clock.now())
-            except sqlite3.Error as exc:
+            except StoreError as exc:
                 event(log, "worker.release_failed", logging.ERROR, jobs=len(ids), error=str(exc))
 
     # -- the loop -------------------------------------------------------------------------------
@@ -166,8 +156,7 @@ class Worker:
                     self.heartbeat.busy = False
                     self.idle_wait()
                     continue
-                if self.lead is not None:
-                    self.lead.resign()
+                self.wakeup.claimed()
             self.heartbeat.busy = True
             job = self.take()
             if job is not None:
@@ -189,18 +178,17 @@ class Worker:
         delayed job's ``run_at`` would otherwise queue for the lock, some of them early and
         finding nothing, while the one that would claim it sleeps in SQLite's busy handler
         (1, 2, then 5 ms). A wake by a commit claims at once: that commit may still be
-        finishing, and a read could miss the job it adds.
-
-        The WAL watch is drained just before the write lock is asked for: every commit it
-        reported has then either finished or holds the lock this claim waits for, so the claim
-        sees its jobs, and the next idle wait sleeps until a newer commit."""
+        finishing, and a read could miss the job it adds. The engine's wake-up is told just
+        before the write lock is asked for, and may claim its own quicker way (the idle lead)."""
         if self.read_first:
             self.read_first = False
             if not self.done and not self.store.has_due(self.clock.now()):
                 return False
-        if self.watch is not None:
-            self.watch.drain()
-        jobs = self.lead_claim()
+        jobs = None
+        if self.wakeup is not None:  # (None: a test drives claim() without run())
+            self.wakeup.before_claim()
+            if not self.done and not type_limits(self.config):
+                jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.batch_size)
         if jobs is None:
             jobs = self.commit(limit=self.batch_size)
         if not jobs:
@@ -212,26 +200,6 @@ class Worker:
         if self.progress is not None:
             self.progress.batch([j.id for j in jobs])
         return True
-
-    def lead_claim(self) -> list[Job] | None:
-        """The idle lead's claim (None if this is not one: no lead, outcomes to write, or type
-        limits). While another connection holds the write lock it waits for that commit (the
-        WAL watch) or LEAD_POLL, not in SQLite's busy handler: the lead is the one idle worker
-        claiming, and a sleep of 1, 2, then 5 ms there is the whole latency budget. Gives up
-        (None) after ``busy_timeout`` or on an error, for ``commit`` to handle."""
-        if self.lead is None or not self.lead.held or self.done or type_limits(self.config):
-            return None
-        deadline = time.monotonic() + self.config.busy_timeout
-        while time.monotonic() < deadline:
-            try:
-                jobs = self.store.try_claim(self.owner, self.pid, self.clock.now(), self.batch_size)
-            except sqlite3.Error:
-                return None
-            if jobs is not None:
-                return jobs
-            select.select([self.watch.fileno()], [], [], LEAD_POLL)
-            self.watch.drain()  # safe: the next try starts after it (see ``claim``)
-        return None
 
     def take(self) -> Job | None:
         """The next job of the batch (None if the heartbeat thread gave the rest back)."""
@@ -266,7 +234,7 @@ class Worker:
                 ok, jobs = self.store.finish_and_claim([d.finish for d in self.done], self.owner,
                                                        self.pid, self.clock.now(), limit, type_limits(self.config))
                 break
-            except sqlite3.Error as exc:
+            except StoreError as exc:
                 event(log, "worker.write_failed", logging.ERROR, slot=self.slot, pid=self.pid,
                       outcomes=len(self.done), error=str(exc))
                 self.signals.wait(RETRY_WRITE)
@@ -306,30 +274,12 @@ class Worker:
             self.batch_size = max(1, self.batch_size // 2)
 
     def idle_wait(self) -> None:
-        """Follow (see ``worker.lead``) or, as the lead, sleep until the WAL changes, a delayed
-        job is due, or a signal; at most ``poll_interval`` (or WATCHED_SLEEP, if longer, while
-        the WAL watch works). Only a commit makes the next claim skip its read."""
-        if self.lead is not None and not self.lead.take():
-            self.follow()
-            return
-        watched = self.watch.available
-        timeout = max(self.config.worker.poll_interval, WATCHED_SLEEP) if watched else \
-            self.config.worker.poll_interval
-        due = self.store.next_due()
-        if due is not None:
-            wait = parse_iso(due) - self.clock.now()
-            if wait > 0:
-                timeout = min(timeout, wait)
-        extra = [self.watch.fileno()] if watched else []
+        """Wait as the engine says (a descriptor to watch, a timeout), or for a signal. Only the
+        engine's "claim now" lets the next claim skip its read."""
+        fd, timeout = self.wakeup.prepare(self.clock.now(), self.config.worker.poll_interval)
+        extra = [fd] if fd is not None else []
         ready = self.signals.wait(timeout, extra)
-        self.read_first = not (extra and extra[0] in ready and self.watch.drain())
-
-    def follow(self) -> None:
-        """Sleep until this worker takes the lead, a signal, or WATCHED_SLEEP. A new lead claims
-        at once (the last lead just took a job; others may be due behind it, or have come during
-        the hand-over); any other wake reads before claiming."""
-        ready = self.signals.wait(WATCHED_SLEEP, [self.lead.fileno()])
-        self.read_first = not (self.lead.fileno() in ready and self.lead.take())
+        self.read_first = not self.wakeup.woke(bool(extra) and fd in ready)
 
     # -- signals, orphaning, reload, recycling --------------------------------------------------
 

@@ -10,7 +10,7 @@ from shared.handlers import Registry
 from shared.job import Job
 from shared.logs import event, events, get_logger
 from shared.policy import JobPolicy
-from shared.store import Finish
+from shared.job import Finish
 
 from .runner import JobContext, Outcome
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from shared.handlers import HandlerSpec, PermanentError, Registry, RetryAfter
 from shared.job import Job
-from shared.store import encode_json
+from shared.job import encode_json
 
 
 class JobLogger(logging.LoggerAdapter):

@@ -1,6 +1,6 @@
-"""The store's SQL for schedules, retention and per-type limits (issue 6).
+"""The SQLite engine's SQL for schedules, retention and per-type limits (issue 6).
 
-:class:`LifecycleStore` is a mixin of :class:`shared.store.SqliteStore`: it uses the store's
+:class:`LifecycleStore` is a mixin of :class:`SqliteStore`: it uses the store's
 ``conn``, ``_write``, ``_immediate`` and ``enqueue``, and keeps the store's contract (every write
 is one statement or a ``BEGIN IMMEDIATE`` transaction; RETURNING cursors are fetched fully;
 times come from the caller).
@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .clock import iso, parse_iso
-from .job import TERMINAL, Job
+from ...clock import iso, parse_iso
+from ...job import TERMINAL, Job, NewJob, ScheduleMark
 
 if TYPE_CHECKING:
-    from .limits import TypeLimit
-    from .store import NewJob
+    from ...limits import TypeLimit
 
 _PAUSED = "SELECT 1 FROM control WHERE name = 'paused' AND value = '1'"
 _LATEST_START = "SELECT max(started_at) AS t FROM type_starts"
@@ -53,18 +51,11 @@ _DELETE_FINISHED = ("DELETE FROM jobs WHERE id > :after AND id <= :upto AND ("
                     "RETURNING status")
 
 
-@dataclass(frozen=True)
-class ScheduleMark:
-    """What the database remembers of one schedule."""
-    fingerprint: str
-    last_tick: float
-
-
-Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
+Plan = Callable[[float], "tuple[list[NewJob], float | None]"]  # see shared.contract
 
 
 class LifecycleStore:
-    """Schedules, retention and limited claims (mixed into :class:`shared.store.SqliteStore`)."""
+    """Schedules, retention and limited claims (mixed into :class:`SqliteStore`)."""
 
     conn: sqlite3.Connection
     _write: Callable[..., Any]

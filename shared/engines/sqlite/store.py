@@ -1,6 +1,8 @@
-"""The SQLite store: every SQL statement jobq runs lives here.
+"""The SQLite engine's store: one connection to a jobq database file, and every protocol of
+:mod:`shared.contract` on it (the operators' SQL in :mod:`.ops`, schedules, retention and limits
+in :mod:`.lifecycle`, the connection, busy retries and error translation in :mod:`.connection`).
 
-Contract (what a PostgreSQL store must also do):
+How this engine keeps the contract:
 - Every write is one statement or a ``BEGIN IMMEDIATE`` transaction; reads never turn into writes
   inside a deferred transaction. RETURNING cursors are always fetched fully.
 - ``claim`` is one guarded ``UPDATE ... RETURNING``: a pending, due job becomes ``running`` with
@@ -8,70 +10,20 @@ Contract (what a PostgreSQL store must also do):
 - ``complete``/``retry``/``fail`` are guarded by id, ``status='running'``, the attempt number and
   the owner. They return False when zero rows matched: the lease was lost and the caller must drop
   its result.
-- Times come from the caller (an injected clock), never from SQLite.
+- Times come from the caller (an injected clock), never from SQLite, as Unix seconds; they are
+  stored as fixed-width ISO-8601 UTC text (``shared.clock.iso``), which sorts as time does.
 - A connection belongs to the process (and thread) that opened it: open after ``fork()``.
 """
 from __future__ import annotations
 
-import json
-import os
-import random
 import sqlite3
-import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Sequence
 
-from . import schema
-from .clock import iso
-from .job import Job
-from .store_lifecycle import LifecycleStore
-
-T = TypeVar("T")
-
-OPEN_RETRIES = 40  # opening: ~1 s of jittered retries while another process sets the file up
-BUSY_RETRIES = 6  # after the busy timeout itself; each retry sleeps a jittered, growing delay
-
-
-class StoreError(RuntimeError):
-    """The database cannot be used; the message names the file and the cause."""
-
-
-@dataclass(slots=True)
-class NewJob:
-    """A validated job ready to insert (see :meth:`shared.api.JobQueue.enqueue`)."""
-    id: str
-    type: str
-    payload: str
-    priority: int
-    run_at: float
-    max_attempts: int | None
-    key: str | None
-
-
-@dataclass(frozen=True)
-class Released:
-    """What :meth:`SqliteStore.release_owner` did to one job."""
-    id: str
-    type: str
-    status: str  # 'pending' (re-queued) or 'failed' (attempts used up)
-    attempts: int
-
-
-@dataclass(frozen=True)
-class Finish:
-    """An outcome to record for a running job (see :meth:`SqliteStore.finish_and_claim`).
-
-    ``kind``: 'completed' (``text`` is the JSON result or None), 'retry' (``text`` is the error,
-    due again at ``run_at``) or 'failed' (``text`` is the error).
-    """
-    kind: str
-    job_id: str
-    attempt: int
-    text: str | None
-    run_at: float = 0.0
-    max_attempts: int | None = None
-
+from ...clock import iso, parse_iso
+from ...job import Finish, Job, NewJob, Released, encode_json  # noqa: F401 - encode_json: re-export
+from .connection import SqliteConnection, is_busy, translate_errors
+from .lifecycle import LifecycleStore
+from .ops import OpsSql
 
 _JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
                 "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
@@ -157,125 +109,20 @@ def _finish_params(f: "Finish", owner: str, stamp: str) -> dict[str, Any]:
             "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts}
 
 
-def _row_factory(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
-    return {d[0]: v for d, v in zip(cursor.description, row)}
-
-
-def _is_busy(exc: BaseException) -> bool:
-    msg = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
-
-
-class SqliteStore(LifecycleStore):
+@translate_errors
+class SqliteStore(SqliteConnection, LifecycleStore, OpsSql):
     """One SQLite connection to a jobq database, and the operations on it."""
-
-    def __init__(self, path: str, *, synchronous: str = "normal", busy_timeout: float = 5.0,
-                 migrate: bool = True) -> None:
-        self.path = path
-        self.synchronous = synchronous
-        self.busy_timeout = busy_timeout
-        self._conn: sqlite3.Connection | None = None
-        self._open(migrate)
 
     @classmethod
     def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
-        return cls(config.database, synchronous=config.synchronous,
-                   busy_timeout=config.busy_timeout, migrate=migrate)
+        """A store on ``config.database`` (a plain path; see ``shared.engines.open_store``)."""
+        s = config.sqlite
+        return cls(config.database, synchronous=s.synchronous, busy_timeout=s.busy_timeout, migrate=migrate)
 
-    # -- connection ---------------------------------------------------------------------------
-
-    def _open(self, migrate: bool) -> None:
-        folder = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(folder):
-            raise StoreError(f"database {self.path}: folder {folder} does not exist")
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
-                                   check_same_thread=True)
-        except sqlite3.Error as exc:
-            raise StoreError(f"database {self.path}: cannot open: {exc}") from exc
-        try:
-            self._setup(conn, migrate)
-            conn.row_factory = _row_factory
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StoreError(f"database {self.path}: {_explain(exc)}") from exc
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-
-    def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
-        """WAL mode, pragmas and migrations. Switching a new file to WAL needs an exclusive lock
-        and does not wait in SQLite's busy handler: two processes opening a brand-new database
-        at once can get "database is locked" here, so retry with jitter (bounded)."""
-        for attempt in range(OPEN_RETRIES + 1):
-            try:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                if mode != "wal":
-                    raise StoreError(f"database {self.path}: cannot switch to WAL mode (got {mode!r})")
-                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-                if migrate:
-                    schema.migrate(conn)
-                return
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or attempt == OPEN_RETRIES:
-                    raise
-                time.sleep(random.uniform(0.01, 0.05))
-
-    @property
-    def conn(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise StoreError(f"database {self.path}: store is closed")
-        return self._conn
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    @property
-    def closed(self) -> bool:
-        return self._conn is None
-
-    def __enter__(self) -> "SqliteStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def _no_busy_wait(self) -> Iterator[None]:
-        """Statements inside return SQLITE_BUSY at once instead of waiting for a lock."""
-        self.conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            yield
-        finally:
-            self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run a write, retrying with jittered back-off if SQLite stays busy past its timeout."""
-        for attempt in range(BUSY_RETRIES + 1):
-            try:
-                return fn(self.conn)
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or attempt == BUSY_RETRIES:
-                    raise
-                time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2 ** attempt, 0.5))
-        raise AssertionError("unreachable")
-
-    def _immediate(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` inside ``BEGIN IMMEDIATE``...``COMMIT`` (with busy retries)."""
-        def tx(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                out = fn(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return out
-        return self._write(tx)
+    def wakeup(self) -> Any:
+        """The idle wait of a worker on this file (the WAL watch and the idle lead)."""
+        from .wakeup import SqliteWakeup
+        return SqliteWakeup(self)
 
     # -- producers ----------------------------------------------------------------------------
 
@@ -334,11 +181,11 @@ class SqliteStore(LifecycleStore):
                                  (owner,)).fetchall()
         return [Job.from_row(r) for r in rows]
 
-    def next_run_at(self) -> str | None:
+    def next_run_at(self) -> float | None:
         """The earliest ``run_at`` of a pending job, or None (for sleeping until it is due)."""
         row = self.conn.execute(
             "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending'").fetchone()
-        return row["t"]
+        return None if row["t"] is None else parse_iso(row["t"])
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -347,7 +194,7 @@ class SqliteStore(LifecycleStore):
         then first created). Returns nothing while the queue is paused."""
         stamp = iso(now)
         params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
-        return [Job.from_tuple(r) for r in self._write(lambda c: _fetch_rows(c, _CLAIM, params))]
+        return [Job.from_values(r) for r in self._write(lambda c: _fetch_rows(c, _CLAIM, params))]
 
     def try_claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job] | None:
         """``claim``, but None at once if another connection holds the write lock, so that the
@@ -358,10 +205,10 @@ class SqliteStore(LifecycleStore):
             with self._no_busy_wait():
                 rows = _fetch_rows(self.conn, _CLAIM, params)
         except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
+            if not is_busy(exc):
                 raise
             return None
-        return [Job.from_tuple(r) for r in rows]
+        return [Job.from_values(r) for r in rows]
 
     def complete(self, job_id: str, attempt: int, owner: str, result: str | None, now: float) -> bool:
         return self._finish(Finish("completed", job_id, attempt, result), owner, now)
@@ -407,7 +254,7 @@ class SqliteStore(LifecycleStore):
             return [], self.claim(owner, owner_pid, now, limit)
         done, got = self._immediate(tx)
         # Jobs are built after the commit: the write lock is held for SQL only.
-        return done, [g if isinstance(g, Job) else Job.from_tuple(g) for g in got]
+        return done, [g if isinstance(g, Job) else Job.from_values(g) for g in got]
 
     def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
         """Give back jobs that ``owner`` claimed but never started: pending again, due now, and
@@ -420,12 +267,12 @@ class SqliteStore(LifecycleStore):
             return sum(c.execute(_UNCLAIM, (stamp, stamp, job_id, owner)).rowcount for job_id in job_ids)
         return self._immediate(tx)
 
-    def next_due(self) -> str | None:
+    def next_due(self) -> float | None:
         """The earliest ``run_at`` of a pending job scheduled later than it was created (a delayed
         or retried job), or None. Served by the small ``jobs_delayed`` index."""
         row = self.conn.execute("SELECT min(run_at) AS t FROM jobs "
                                 "WHERE status = 'pending' AND run_at > created_at").fetchone()
-        return row["t"]
+        return None if row["t"] is None else parse_iso(row["t"])
 
     def has_due(self, now: float) -> bool:
         """Is any pending job due? (a read: cheaper than a claim that finds nothing)"""
@@ -513,32 +360,6 @@ class SqliteStore(LifecycleStore):
             return self.conn.execute("SELECT * FROM processes ORDER BY kind, slot").fetchall()
         return self.conn.execute("SELECT * FROM processes WHERE kind = ? ORDER BY slot", (kind,)).fetchall()
 
-    # -- upkeep ---------------------------------------------------------------------------------
-
-    def wal_bytes(self) -> int:
-        try:
-            return os.path.getsize(self.path + "-wal")
-        except OSError:
-            return 0
-
-    def checkpoint(self, mode: str = "TRUNCATE") -> tuple[int, int, int]:
-        """``PRAGMA wal_checkpoint(mode)``: (busy, wal pages, pages checkpointed).
-
-        TRUNCATE empties the WAL file; PASSIVE copies its pages into the database and leaves
-        the file as long as it is, so the next commits overwrite it from the start instead of
-        growing it (at synchronous=full each growing commit pays a costlier fsync).
-
-        Run without a busy timeout: a TRUNCATE checkpoint that waits (for a long reader, or a
-        writer) holds off every new writer meanwhile, so with the connection's busy timeout one
-        open report would stall all workers' claims, outcomes and heartbeats for that long, each
-        time. Without it SQLite copies what it can and returns busy=1; the caller tries later.
-        """
-        if mode not in ("TRUNCATE", "PASSIVE"):
-            raise ValueError(f"checkpoint mode must be TRUNCATE or PASSIVE, got {mode!r}")
-        with self._no_busy_wait():
-            row = self.conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
-        return tuple(row.values())  # type: ignore[return-value]
-
 
 def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now: float) -> None:
     """Insert jobs without an idempotency key (the caller holds a transaction): CHUNK rows per
@@ -555,30 +376,3 @@ def _insert_params(j: NewJob, stamp: str, now: float) -> tuple:
     # ``now`` is what most jobs are due at: reuse its text instead of formatting it again
     run_at = stamp if j.run_at == now else iso(j.run_at)
     return (j.id, j.type, j.payload, j.max_attempts, j.priority, run_at, stamp, stamp, j.key)
-
-
-def _explain(exc: sqlite3.Error) -> str:
-    msg = str(exc)
-    if "readonly" in msg:
-        return f"{msg} (is the file or its folder read-only?)"
-    if "not a database" in msg:
-        return f"{msg} (the file exists but is not a SQLite database)"
-    if "unable to open" in msg:
-        return f"{msg} (missing folder or no permission?)"
-    return msg
-
-
-# An immutable encoder built once: json.dumps with non-default options builds one per call.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-
-
-def encode_json(value: Any, what: str) -> str:
-    """JSON-encode ``value``; a TypeError names ``what`` and the offending type."""
-    if value is None:
-        return "null"  # the commonest payload and result; the encoder's slow path otherwise
-    try:
-        return _ENCODE(value)
-    except TypeError as exc:
-        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"{what} is not valid JSON: {exc}") from None

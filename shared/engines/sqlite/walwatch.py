@@ -6,7 +6,7 @@ filtered to the ``-wal`` file, fires for every commit by any process: enqueues t
 wake the worker. The event comes as the frames are written, before the commit completes: a
 woken worker claims (which waits for the write lock, so it sees the commit) rather than reads.
 Where inotify is missing the worker falls back to polling every ``poll_interval``. Only the idle
-lead waits on this watch (``worker.lead``).
+lead waits on this watch (:mod:`.lead`, :mod:`.wakeup`).
 """
 from __future__ import annotations
 

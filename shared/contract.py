@@ -1,0 +1,250 @@
+"""The store contract: what jobq needs from a database engine, grouped by who uses it.
+
+An engine (``shared.engines.sqlite`` today) implements every protocol here in one store class;
+code outside ``shared.engines`` types its store with the protocol it uses and opens it through
+the factory (:func:`shared.engines.open_store`). The rules every engine keeps:
+
+- Every write is one guarded statement or one short transaction; reads never turn into writes.
+- ``claim`` takes pending, due jobs atomically: ``running``, ``attempts + 1``, the caller as
+  owner. Outcomes (``finish_and_claim``, ``release_*``) are guarded by id, ``running``, attempt
+  and owner; an outcome that matches no row is dropped (the lease was lost) and reported so.
+- Times cross this boundary as Unix seconds (floats) and come from the caller's clock, never
+  from the database. (A :class:`shared.job.Job` shows its times as ISO text: public output.)
+- Failures are :mod:`shared.errors` exceptions (``StoreBusy``, ``StoreUnavailable``), naming
+  the database and the cause; a driver's own exceptions never leave the engine.
+- A store belongs to the process and thread that opened it: open after ``fork()``.
+
+The tests in ``tests/test_store_contract.py`` and ``tests/test_store_stateful.py`` run against
+every engine fixture in ``tests/engines.py``: a new engine gets them by adding one fixture.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+
+from .job import Finish, Job, NewJob, Released, ScheduleMark
+
+Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
+
+
+class Connection(Protocol):
+    """What every store has: where it points, and closing."""
+    location: str  # the file or server, for messages and ``jobq status``
+
+    def close(self) -> None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class ProducerStore(Connection, Protocol):
+    """What ``JobQueue`` needs."""
+
+    def enqueue(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
+        """Insert jobs; their ids in order (a kept job's id where its ``key`` is taken).
+        ``conn``: the application's own connection of this engine, whose transaction the rows
+        join (nothing is committed here)."""
+        ...
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per status."""
+        ...
+
+    def set_paused(self, paused: bool) -> None: ...
+
+    def is_paused(self) -> bool: ...
+
+
+class WorkerStore(Connection, Protocol):
+    """What a worker process (its loop and its heartbeat thread) needs."""
+
+    def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]: ...
+
+    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
+                         limit: int, limits: Mapping[str, Any] | None = None) -> tuple[list[bool], list[Job]]:
+        """Record outcomes and claim up to ``limit`` more in one transaction; per finish whether
+        it matched, and the claimed jobs. ``limits``: shared.limits.type_limits, when set."""
+        ...
+
+    def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
+        """Give back claimed, never started jobs (their attempt too); how many."""
+        ...
+
+    def heartbeat(self, owner: str, now: float | Callable[[], float]) -> int:
+        """Refresh the leases of ``owner``'s running jobs and its process row; job count."""
+        ...
+
+    def has_due(self, now: float) -> bool: ...
+
+    def next_due(self) -> float | None:
+        """When the next delayed or retried job is due (for sleeping until then), or None."""
+        ...
+
+    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
+                         slot: int | None = None, parent: str | None = None) -> None: ...
+
+    def remove_process(self, token: str) -> None: ...
+
+    def wakeup(self) -> "Wakeup":
+        """How this worker's idle wait learns of new work (see :class:`Wakeup`)."""
+        ...
+
+
+class UpkeepStore(Connection, Protocol):
+    """What the supervisor's upkeep needs: dead-owner recovery, the process registry,
+    schedule marks, limits' bookkeeping, and the engine's own upkeep."""
+
+    def running(self) -> list[Job]: ...
+
+    def jobs_of(self, owner: str) -> list[Job]: ...
+
+    def owners(self) -> list[str]: ...
+
+    def release_owner(self, owner: str, reason: str, now: float, *,
+                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
+                      unstarted: Iterable[str] = ()) -> list[Released]: ...
+
+    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
+                         slot: int | None = None, parent: str | None = None) -> None: ...
+
+    def touch_process(self, token: str, now: float) -> None: ...
+
+    def remove_process(self, token: str) -> None: ...
+
+    def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
+
+    def schedule_marks(self) -> dict[str, ScheduleMark]: ...
+
+    def run_schedule(self, name: str, fingerprint: str, now: float, plan: Plan) -> list[str] | None:
+        """Enqueue a schedule's due ticks exactly once (see the SQLite engine's docstring)."""
+        ...
+
+    def delete_finished(self, cutoffs: Mapping[str, float | None], after: str = "",
+                        chunk: int = 500) -> tuple[dict[str, int], str | None]: ...
+
+    def claim_limited(self, owner: str, owner_pid: int, now: float, limits: Mapping[str, Any],
+                      limit: int = 1) -> list[Job]: ...
+
+    def type_starts(self, job_type: str) -> list[float]: ...
+
+    def set_paused(self, paused: bool) -> None: ...
+
+
+class OpsStore(Connection, Protocol):
+    """What the ops commands, ``jobq status``/``top``, the metrics and the dashboard read and
+    write (rows are plain dicts; see ``shared.admin`` for each one's meaning)."""
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def is_paused(self) -> bool: ...
+
+    def set_paused(self, paused: bool) -> None: ...
+
+    def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
+
+    def wal_bytes(self) -> int:
+        """Bytes of write-ahead log not yet reclaimed by upkeep (0 where the engine has none
+        it can measure): ``jobq status`` and the metrics show it."""
+        ...
+
+    def counts_by_type(self) -> list[dict[str, Any]]: ...
+
+    def scheduled_by_type(self, now: float) -> dict[str, int]: ...
+
+    def oldest_due(self, now: float) -> dict[str, Any] | None: ...
+
+    def finished_per_minute(self, since: float) -> list[dict[str, Any]]: ...
+
+    def recent_failures(self, limit: int = 10) -> list[dict[str, Any]]: ...
+
+    def list_jobs(self, status: str | None = None, job_type: str | None = None,
+                  limit: int = 50) -> list[dict[str, Any]]: ...
+
+    def find_ids(self, prefix: str, limit: int = 2) -> list[str]: ...
+
+    def statuses(self, ids: Sequence[str]) -> dict[str, str]: ...
+
+    def attempt_history(self, job_id: str) -> list[dict[str, Any]]: ...
+
+    def worker_rows(self) -> list[dict[str, Any]]: ...
+
+    def running_without_worker(self) -> list[dict[str, Any]]: ...
+
+    def last_attempt_seq(self) -> int: ...
+
+    def recent_attempts(self, since: float, limit: int) -> list[dict[str, Any]]: ...
+
+    def attempt_aggregates(self, after: int, upto: int, bounds: Sequence[float]) -> list[dict[str, Any]]: ...
+
+    def retry_jobs(self, ids: Sequence[str], now: float) -> list[str]: ...
+
+    def retry_failed(self, now: float, job_type: str | None = None) -> int: ...
+
+    def cancel_jobs(self, ids: Sequence[str], now: float) -> list[str]: ...
+
+    def purge(self, status: str, before: float, *, dry_run: bool = False) -> int: ...
+
+    def request_scale(self, supervisor: str, workers: int) -> None: ...
+
+    def pending_scale(self, supervisor: str) -> int | None: ...
+
+    def take_scale_request(self, supervisor: str) -> int | None: ...
+
+    def save_counters(self, supervisor: str, counters: dict[str, int]) -> None: ...
+
+    def supervisor_counters(self) -> dict[str, dict[str, int]]: ...
+
+
+class Store(ProducerStore, WorkerStore, UpkeepStore, OpsStore, Protocol):
+    """Everything: what an engine's store class implements."""
+
+
+class Wakeup(Protocol):
+    """An idle worker's wait, as its engine arranges it.
+
+    The worker loop asks :meth:`prepare` (with the worker's ``poll_interval``) for a file descriptor to ``select`` on (with its signal
+    pipe) and a timeout, waits, and tells :meth:`woke` whether that descriptor was ready; the
+    answer says whether this worker should claim now (True) or read first and claim only if a
+    job is due (False). Around claims: :meth:`before_claim` just before asking for the write lock,
+    :meth:`fast_claim` for an engine's quicker claim while this worker is the one to claim (None:
+    use the ordinary claim), :meth:`claimed` once jobs came back."""
+
+    def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]: ...
+
+    def woke(self, ready: bool) -> bool: ...
+
+    def before_claim(self) -> None: ...
+
+    def fast_claim(self, owner: str, owner_pid: int, now: Callable[[], float], limit: int) -> list[Job] | None: ...
+
+    def claimed(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Round:
+    """What one round of the supervisor's upkeep knows, handed to every task in turn."""
+    store: UpkeepStore
+    config: Any       # the supervisor's current shared.config.Config
+    now: float        # wall clock, Unix seconds
+    monotonic: float  # the clock's monotonic reading
+    busy: bool = False  # jobs are running (set by the recovery task, which runs first)
+
+
+@dataclass
+class UpkeepTask:
+    """Periodic work the supervisor runs: ``run(round)`` at most every ``every`` seconds
+    (0: every maintenance round), in the order of the list. Engines add their own
+    (:func:`shared.engines.upkeep_tasks`)."""
+    name: str
+    every: float
+    run: Callable[[Round], None]

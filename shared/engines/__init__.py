@@ -1,0 +1,59 @@
+"""The engine factory: the one place that imports an engine module.
+
+``open_store(config)`` reads the config's ``database`` (a path or a URL, see
+:mod:`shared.database`) and returns that engine's store, which implements every protocol of
+:mod:`shared.contract`; ``upkeep_tasks(config)`` is the engine's own periodic work for the
+supervisor. Everything else in jobq imports this module, never an engine's.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .. import database as database_mod
+from ..contract import Store, UpkeepTask
+from ..errors import StoreUnavailable
+
+POSTGRES_MISSING = ("the PostgreSQL engine is not installed or not built yet in this jobq; "
+                    "use a SQLite file (a path or sqlite:///abs/path.db)")
+
+
+def open_store(config: Any, *, migrate: bool = True) -> Store:
+    """A new store on ``config.database`` (the caller closes it). With ``migrate`` the schema
+    is created or upgraded first. Raises :class:`shared.errors.StoreUnavailable`."""
+    target = _target(config.database)
+    from .sqlite import SqliteStore
+    s = config.sqlite
+    return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=s.busy_timeout,
+                       migrate=migrate)
+
+
+def upkeep_tasks(config: Any) -> list[UpkeepTask]:
+    """The engine's own upkeep tasks (SQLite: the WAL checkpoint), run by the supervisor after
+    its own recovery task. Fresh objects: they keep per-supervisor state."""
+    _target(config.database)
+    from .sqlite.upkeep import checkpoint_task
+    return [checkpoint_task()]
+
+
+def engine_name(database: str) -> str:
+    """'sqlite' or 'postgresql' for a ``database`` value (ValueError for an unknown scheme)."""
+    return database_mod.parse(database).engine
+
+
+def store_class(engine: str = "sqlite") -> type:
+    """An engine's store class (for tests and tools that build a store from a bare path)."""
+    if engine != "sqlite":
+        raise StoreUnavailable(f"database engine {engine!r}: {POSTGRES_MISSING}")
+    from .sqlite import SqliteStore
+    return SqliteStore
+
+
+def _target(database: str) -> database_mod.Target:
+    try:
+        target = database_mod.parse(database)
+    except ValueError as exc:
+        raise StoreUnavailable(str(exc), database=database) from None
+    if target.engine != "sqlite":
+        shown = database_mod.redacted(database)
+        raise StoreUnavailable(f"database {shown}: {POSTGRES_MISSING}", database=shown)
+    return target

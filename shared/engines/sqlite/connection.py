@@ -1,0 +1,207 @@
+"""One SQLite connection set up for jobq: WAL mode, pragmas, migrations, busy retries, and the
+translation of ``sqlite3`` errors into jobq's own (:mod:`shared.errors`).
+
+Every public method of a store class decorated with :func:`translate_errors` raises
+``StoreBusy`` (locked past the busy timeout and every retry) or ``StoreUnavailable`` (anything
+else SQLite refuses) naming the file and the cause, with the ``sqlite3`` error as ``__cause__``.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import random
+import sqlite3
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, TypeVar
+
+from ...errors import StoreBusy, StoreError, StoreUnavailable
+from . import schema
+
+T = TypeVar("T")
+
+OPEN_RETRIES = 40  # opening: ~1 s of jittered retries while another process sets the file up
+BUSY_RETRIES = 6  # after the busy timeout itself; each retry sleeps a jittered, growing delay
+
+
+def _row_factory(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
+    return {d[0]: v for d, v in zip(cursor.description, row)}
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Is this SQLite's "database is locked/busy"?"""
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+class SqliteConnection:
+    """The connection of a store: opening, closing, and the write helpers its SQL uses."""
+
+    def __init__(self, path: str, *, synchronous: str = "normal", busy_timeout: float = 5.0,
+                 migrate: bool = True) -> None:
+        self.path = path
+        self.location = path
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._open(migrate)
+
+    def _open(self, migrate: bool) -> None:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            raise StoreUnavailable(f"database {self.path}: folder {folder} does not exist", database=self.path)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
+                                   check_same_thread=True)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"database {self.path}: cannot open: {exc}", database=self.path,
+                                   cause=exc) from exc
+        try:
+            self._setup(conn, migrate)
+            conn.row_factory = _row_factory
+        except sqlite3.Error as exc:
+            conn.close()
+            raise error_for(self.path, exc) from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
+        """WAL mode, pragmas and migrations. Switching a new file to WAL needs an exclusive lock
+        and does not wait in SQLite's busy handler: two processes opening a brand-new database
+        at once can get "database is locked" here, so retry with jitter (bounded)."""
+        for attempt in range(OPEN_RETRIES + 1):
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode != "wal":
+                    raise StoreUnavailable(f"database {self.path}: cannot switch to WAL mode (got {mode!r})",
+                                           database=self.path)
+                conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                if migrate:
+                    schema.migrate(conn)
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or attempt == OPEN_RETRIES:
+                    raise
+                time.sleep(random.uniform(0.01, 0.05))
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreUnavailable(f"database {self.path}: store is closed", database=self.path)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _no_busy_wait(self) -> Iterator[None]:
+        """Statements inside return SQLITE_BUSY at once instead of waiting for a lock."""
+        self.conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            yield
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a write, retrying with jittered back-off if SQLite stays busy past its timeout."""
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                return fn(self.conn)
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or attempt == BUSY_RETRIES:
+                    raise
+                time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2 ** attempt, 0.5))
+        raise AssertionError("unreachable")
+
+    def _immediate(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` inside ``BEGIN IMMEDIATE``...``COMMIT`` (with busy retries)."""
+        def tx(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return out
+        return self._write(tx)
+
+    # -- upkeep: the write-ahead log ------------------------------------------------------------
+
+    def wal_bytes(self) -> int:
+        try:
+            return os.path.getsize(self.path + "-wal")
+        except OSError:
+            return 0
+
+    def checkpoint(self, mode: str = "TRUNCATE") -> tuple[int, int, int]:
+        """``PRAGMA wal_checkpoint(mode)``: (busy, wal pages, pages checkpointed).
+
+        TRUNCATE empties the WAL file; PASSIVE copies its pages into the database and leaves
+        the file as long as it is, so the next commits overwrite it from the start instead of
+        growing it (at synchronous=full each growing commit pays a costlier fsync).
+
+        Run without a busy timeout: a TRUNCATE checkpoint that waits (for a long reader, or a
+        writer) holds off every new writer meanwhile, so with the connection's busy timeout one
+        open report would stall all workers' claims, outcomes and heartbeats for that long, each
+        time. Without it SQLite copies what it can and returns busy=1; the caller tries later.
+        """
+        if mode not in ("TRUNCATE", "PASSIVE"):
+            raise ValueError(f"checkpoint mode must be TRUNCATE or PASSIVE, got {mode!r}")
+        with self._no_busy_wait():
+            row = self.conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        return tuple(row.values())  # type: ignore[return-value]
+
+
+def error_for(path: str, exc: sqlite3.Error) -> StoreError:
+    """jobq's error for a ``sqlite3`` error on ``path``."""
+    kind = StoreBusy if is_busy(exc) else StoreUnavailable
+    return kind(f"database {path}: {_explain(exc)}", database=path, cause=exc)
+
+
+def translate_errors(cls: type) -> type:
+    """Class decorator: every public method of ``cls`` (and its bases) raises jobq's errors
+    instead of ``sqlite3`` errors. Costs one call frame per store call."""
+    for name in dir(cls):
+        fn = inspect.getattr_static(cls, name)
+        if name.startswith("_") or not inspect.isfunction(fn):
+            continue
+        setattr(cls, name, _guarded(fn))
+    return cls
+
+
+def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def method(self: Any, *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise error_for(self.path, exc) from exc
+    return method
+
+
+def _explain(exc: sqlite3.Error) -> str:
+    msg = str(exc)
+    if "readonly" in msg:
+        return f"{msg} (is the file or its folder read-only?)"
+    if "not a database" in msg:
+        return f"{msg} (the file exists but is not a SQLite database)"
+    if "unable to open" in msg:
+        return f"{msg} (missing folder or no permission?)"
+    return msg

@@ -1,0 +1,43 @@
+"""The supervisor's upkeep: a list of tasks, each run on its own interval, in list order.
+
+    recover        every round: hard timeouts, expired leases, dead owners' jobs (first: the
+                   others learn from it whether jobs are running)
+    processes      every PROCESS_TOUCH_EVERY s: refresh our process row, prune dead ones
+    <engine>       the engine's own (SQLite: the WAL checkpoint; ``shared.engines.upkeep_tasks``)
+    schedules      every round: enqueue due ``[[schedule]]`` ticks
+    ops_requests   every round: take a ``jobq scale`` request, publish our counters
+
+A task that raises ends the round; the arbiter logs it and tries again next round.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from shared.contract import Round, UpkeepTask
+
+PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often: rarely,
+                            # since every write wakes every idle worker (they watch for commits)
+
+
+class Upkeep:
+    """Runs ``tasks`` when due. ``run_now`` runs one at once (at boot) and restarts its interval."""
+
+    def __init__(self, tasks: Iterable[UpkeepTask]) -> None:
+        self.tasks = list(tasks)
+        self.next_at = {t.name: 0.0 for t in self.tasks}
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tasks]
+
+    def run(self, rnd: Round) -> None:
+        for task in self.tasks:
+            if rnd.monotonic >= self.next_at[task.name]:
+                self._run(task, rnd)
+
+    def run_now(self, name: str, rnd: Round) -> None:
+        self._run(next(t for t in self.tasks if t.name == name), rnd)
+
+    def _run(self, task: UpkeepTask, rnd: Round) -> None:
+        self.next_at[task.name] = rnd.monotonic + task.every
+        task.run(rnd)

@@ -1,0 +1,387 @@
+"""The store contract suite (issue 13), in the manner of Huey's storage tests: every method of
+every protocol in ``shared.contract``, run against each engine fixture of ``tests.engines``
+through the factory, and nothing engine-specific. ``test_every_protocol_method_is_exercised``
+keeps the suite honest: a method added to a protocol without a test here fails it.
+"""
+from __future__ import annotations
+
+import inspect
+import select
+from pathlib import Path
+
+import pytest
+
+from shared import contract
+from shared.clock import FakeClock, iso
+from shared.config import Config, ScheduleConfig
+from shared.engines import open_store, upkeep_tasks
+from shared.errors import StoreBusy, StoreError, StoreUnavailable
+from shared.job import Finish, NewJob, new_id
+from shared.limits import TypeLimit
+from shared.schedule import fingerprint, plan
+
+OWNER, PID = "host:4242:1", 4242
+OTHER = "host:4343:1"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store(engine):
+    with engine.open() as s:
+        yield s
+
+
+def job(clock: FakeClock, job_type: str = "t", *, delay: float = 0.0, priority: int = 0,
+        key: str | None = None, max_attempts: int | None = None, payload: str = "{}") -> NewJob:
+    return NewJob(new_id(), job_type, payload, priority, clock.now() + delay, max_attempts, key)
+
+
+def put(store, clock, *jobs: NewJob) -> list[str]:
+    return store.enqueue(list(jobs) or [job(clock)], clock.now())
+
+
+def run(store, clock, n: int = 1, owner: str = OWNER):
+    return store.claim(owner, PID, clock.now(), n)
+
+
+def complete(store, clock, j, owner: str = OWNER, result: str | None = '"ok"') -> bool:
+    return store.finish_and_claim([Finish("completed", j.id, j.attempts, result)], owner, PID,
+                                  clock.now(), 0)[0][0]
+
+
+# -- connection ---------------------------------------------------------------------------------------
+
+def test_a_store_names_its_database_and_closes(engine):
+    s = engine.open()
+    assert s.location and not s.closed
+    with s as same:
+        assert same is s
+    assert s.closed
+    s.close()  # twice is fine
+    with pytest.raises(StoreError, match="closed"):
+        s.get("x")
+
+
+def test_an_unknown_engine_and_postgresql_are_clear_errors():
+    with pytest.raises(StoreUnavailable, match="PostgreSQL engine is not installed or not built yet"):
+        open_store(Config(database="postgresql://jobq:secret@db.example/jobq"))
+    with pytest.raises(StoreUnavailable, match="not built yet") as err:
+        open_store(Config(database="postgres://jobq:secret@db.example/jobq"))
+    assert "secret" not in str(err.value)
+    with pytest.raises(StoreUnavailable, match="unknown engine 'mysql'"):
+        open_store(Config(database="mysql://x/y"))
+
+
+def test_a_missing_folder_is_store_unavailable_naming_it(tmp_path: Path):
+    missing = tmp_path / "nope" / "q.db"
+    with pytest.raises(StoreUnavailable, match=f"database {missing}.*does not exist"):
+        open_store(Config(database=str(missing)))
+
+
+# -- producer -----------------------------------------------------------------------------------------
+
+def test_enqueue_get_and_counts(store, clock):
+    a, b = put(store, clock, job(clock, payload='{"n": 1}'), job(clock, "u", delay=5, max_attempts=2))
+    got = store.get(a)
+    assert (got.id, got.type, got.status, got.payload, got.attempts) == (a, "t", "pending", {"n": 1}, 0)
+    assert got.run_at == got.created_at == iso(clock.now())  # a Job shows times as ISO text
+    assert store.get(b).run_at == iso(clock.now() + 5) and store.get(b).max_attempts == 2
+    assert store.get("missing") is None
+    assert store.counts() == {"pending": 2}
+
+
+def test_a_taken_key_returns_the_kept_job(store, clock):
+    first = put(store, clock, job(clock, key="k"))[0]
+    assert put(store, clock, job(clock, key="k"), job(clock))[0] == first
+    assert store.counts() == {"pending": 2}
+
+
+def test_pause_stops_claims_and_resume_restarts_them(store, clock):
+    put(store, clock)
+    store.set_paused(True)
+    assert store.is_paused() and run(store, clock) == []
+    store.set_paused(False)
+    assert not store.is_paused() and len(run(store, clock)) == 1
+
+
+# -- worker -------------------------------------------------------------------------------------------
+
+def test_claim_order_priority_then_due_then_created(store, clock):
+    low, high = put(store, clock, job(clock, priority=0), job(clock, priority=5))
+    later = put(store, clock, job(clock, delay=10))[0]
+    assert [j.id for j in run(store, clock)] == [high]
+    got = run(store, clock, 3) + store.jobs_of(OWNER)
+    assert {j.id for j in got} == {high, low}
+    assert all(j.status == "running" and j.attempts == 1 and j.owner == OWNER for j in got)
+    clock.advance(10)
+    assert [j.id for j in run(store, clock)] == [later]
+
+
+def test_finish_and_claim_records_outcomes_guarded_and_claims_more(store, clock):
+    ids = put(store, clock, job(clock), job(clock), job(clock), job(clock))
+    a, b, c = run(store, clock, 3)
+    finishes = [Finish("completed", a.id, a.attempts, '"r"'),
+                Finish("retry", b.id, b.attempts, "boom", clock.now() + 30, 3),
+                Finish("failed", c.id, c.attempts, "bad", 0.0, 3),
+                Finish("completed", c.id, c.attempts + 1, None)]  # a stale attempt: refused
+    done, more = store.finish_and_claim(finishes, OWNER, PID, clock.now(), 2)
+    assert done == [True, True, True, False]
+    assert [j.id for j in more] == [ids[3]]
+    assert store.get(a.id).status == "completed" and store.get(a.id).result == "r"
+    again = store.get(b.id)
+    assert (again.status, again.error, again.run_at) == ("pending", "boom", iso(clock.now() + 30))
+    assert store.get(c.id).status == "failed" and store.get(c.id).error == "bad"
+    assert store.finish_and_claim([], OWNER, PID, clock.now(), 0) == ([], [])
+
+
+def test_another_owner_cannot_finish_a_job(store, clock):
+    put(store, clock)
+    j = run(store, clock)[0]
+    assert not complete(store, clock, j, owner=OTHER)
+    assert store.get(j.id).status == "running"
+
+
+def test_limited_claims_keep_concurrency_and_rate(store, clock):
+    put(store, clock, *[job(clock, "c") for _ in range(3)], *[job(clock, "r") for _ in range(3)])
+    limits = {"c": TypeLimit("c", concurrency=1), "r": TypeLimit("r", rate=(1, 60.0))}
+    got = store.claim_limited(OWNER, PID, clock.now(), limits, 10)
+    assert sorted(j.type for j in got) in (["c"], ["c", "r"], ["r"])
+    got += store.claim_limited(OWNER, PID, clock.now(), limits, 10)
+    assert sorted(j.type for j in got) == ["c", "r"]
+    assert store.claim_limited(OWNER, PID, clock.now(), limits, 10) == []
+    assert store.type_starts("r") == [clock.now()]  # Unix seconds
+    _, more = store.finish_and_claim([], OWNER, PID, clock.now() + 61, 5, limits)
+    assert [j.type for j in more] == ["r"]
+
+
+def test_release_unstarted_gives_the_attempt_back(store, clock):
+    put(store, clock, job(clock), job(clock))
+    a, b = run(store, clock, 2)
+    assert store.release_unstarted(OWNER, [b.id], clock.now()) == 1
+    assert store.release_unstarted(OWNER, [], clock.now()) == 0
+    back = store.get(b.id)
+    assert (back.status, back.attempts, back.owner) == ("pending", 0, None)
+    assert store.get(a.id).status == "running"
+
+
+def test_heartbeat_refreshes_leases_and_the_process_row(store, clock):
+    store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=0, parent="sup")
+    put(store, clock)
+    run(store, clock)
+    clock.advance(7)
+    assert store.heartbeat(OWNER, clock.now) == 1
+    assert store.running()[0].heartbeat_at == iso(clock.now())
+    assert store.processes("worker")[0]["heartbeat_at"] == iso(clock.now())
+    assert store.heartbeat(OTHER, clock.now()) == 0
+
+
+def test_has_due_and_next_due_are_numbers(store, clock):
+    assert not store.has_due(clock.now()) and store.next_due() is None
+    put(store, clock, job(clock, delay=30))
+    assert not store.has_due(clock.now())
+    assert store.next_due() == pytest.approx(clock.now() + 30, abs=1e-3)
+    assert store.has_due(clock.now() + 30)
+
+
+def test_process_registry(store, clock):
+    store.register_process("sup", "supervisor", 1, "host", clock.now())
+    store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=1, parent="sup")
+    assert [p["id"] for p in store.processes()] == ["sup", OWNER]
+    assert [p["slot"] for p in store.processes("worker")] == [1]
+    clock.advance(3)
+    store.touch_process("sup", clock.now())
+    assert store.processes("supervisor")[0]["heartbeat_at"] == iso(clock.now())
+    store.remove_process(OWNER)
+    assert [p["id"] for p in store.processes()] == ["sup"]
+
+
+def test_a_wakeup_reports_commits_and_hands_the_lead_on(engine, store, clock):
+    wake = store.wakeup()
+    try:
+        fd, timeout = wake.prepare(clock.now(), 0.5)
+        assert timeout > 0
+        wake.before_claim()
+        with engine.open() as producer:
+            put(producer, clock)
+        if fd is not None:
+            assert select.select([fd], [], [], 5)[0] == [fd]
+        assert wake.woke(fd is not None) is (fd is not None)
+        wake.before_claim()
+        jobs = wake.fast_claim(OWNER, PID, clock.now, 1)
+        if jobs is None:  # an engine without a faster claim: the ordinary one
+            jobs = run(store, clock)
+        assert len(jobs) == 1
+        wake.claimed()
+        assert wake.prepare(clock.now(), 0.5)[1] <= max(0.5, 5.0)
+    finally:
+        wake.close()
+
+
+def test_a_store_locked_past_every_retry_raises_store_busy(engine, clock):
+    with engine.open(impatient=True) as s, engine.locked():
+        with pytest.raises(StoreBusy, match=f"database {s.location}"):
+            put(s, clock)
+
+
+# -- upkeep -------------------------------------------------------------------------------------------
+
+def test_running_owners_and_jobs_of(store, clock):
+    put(store, clock, job(clock), job(clock))
+    a = run(store, clock)[0]
+    b = run(store, clock, owner=OTHER)[0]
+    assert {j.id for j in store.running()} == {a.id, b.id}
+    assert sorted(store.owners()) == sorted([OWNER, OTHER])
+    assert [j.id for j in store.jobs_of(OTHER)] == [b.id]
+
+
+def test_release_owner_requeues_or_fails_by_attempts(store, clock):
+    ids = put(store, clock, job(clock, max_attempts=1), job(clock, max_attempts=3), job(clock, max_attempts=3))
+    jobs = {j.id: j for j in run(store, clock, 3)}
+    out = store.release_owner(OWNER, "worker died", clock.now(), max_attempts_for=lambda j: j.max_attempts,
+                              unstarted=[ids[2]])
+    by_id = {r.id: r for r in out}
+    assert (by_id[ids[0]].status, by_id[ids[0]].attempts) == ("failed", 1)
+    assert (by_id[ids[1]].status, by_id[ids[1]].attempts) == ("pending", 1)
+    assert (by_id[ids[2]].status, by_id[ids[2]].attempts) == ("pending", 0)
+    assert store.get(ids[0]).error == "worker died" and len(jobs) == 3
+    put(store, clock)
+    j = run(store, clock)[0]
+    assert store.release_owner(OWNER, "shutdown", clock.now(), max_attempts_for=lambda j: 3,
+                               count_attempt=False)[0].attempts == j.attempts - 1
+
+
+def test_schedule_marks_and_run_schedule_enqueue_each_tick_once(store, clock):
+    spec = ScheduleConfig(name="s", type="t", cron="* * * * *")
+    fp = fingerprint(spec)
+    assert store.schedule_marks() == {}
+    assert store.run_schedule("s", fp, clock.now(), plan(spec, clock.now())) is None  # anchored
+    assert store.schedule_marks()["s"].last_tick == pytest.approx(clock.now(), abs=1e-3)
+    clock.advance(61)
+    ids = store.run_schedule("s", fp, clock.now(), plan(spec, clock.now()))
+    assert len(ids) == 1 and store.get(ids[0]).type == "t"
+    assert store.run_schedule("s", fp, clock.now(), plan(spec, clock.now())) == []
+
+
+def test_delete_finished_walks_in_chunks(store, clock):
+    ids = put(store, clock, *[job(clock) for _ in range(5)])
+    for j in run(store, clock, 5):
+        assert complete(store, clock, j)
+    clock.advance(100)
+    cuts = {"completed": clock.now() - 50, "failed": None, "cancelled": None}
+    deleted, after = store.delete_finished(cuts, "", chunk=3)
+    assert deleted == {"completed": 3} and after is not None
+    deleted, after = store.delete_finished(cuts, after, chunk=3)
+    assert deleted == {"completed": 2} and after is None
+    assert all(store.get(i) is None for i in ids)
+
+
+def test_upkeep_tasks_run_through_a_round(engine, store, clock):
+    cfg = engine.config()
+    tasks = upkeep_tasks(cfg)
+    assert tasks and all(isinstance(t, contract.UpkeepTask) for t in tasks)
+    put(store, clock)
+    rnd = contract.Round(store, cfg, clock.now(), clock.monotonic() + 3600)
+    for t in tasks:
+        t.run(rnd)
+    assert store.wal_bytes() >= 0 and store.counts() == {"pending": 1}
+
+
+# -- ops and status -----------------------------------------------------------------------------------
+
+def test_ops_reads(store, clock):
+    a, b, _ = put(store, clock, job(clock, "x"), job(clock, "y"), job(clock, "y", delay=60))
+    assert store.counts_by_type() == [{"type": "x", "status": "pending", "n": 1},
+                                      {"type": "y", "status": "pending", "n": 2}]
+    assert store.scheduled_by_type(clock.now()) == {"y": 1}
+    assert store.oldest_due(clock.now())["id"] == a
+    assert [r["id"] for r in store.list_jobs("pending", "y")][0] == b
+    assert len(store.list_jobs(limit=2)) == 2
+    assert store.find_ids(a[:24]) == [a] and store.find_ids("f" * 32) == []
+    assert store.statuses([a, "missing"]) == {a: "pending"}
+    j = run(store, clock)[0]
+    store.finish_and_claim([Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0)
+    assert [r["id"] for r in store.recent_failures()] == [j.id]
+    assert [r["status"] for r in store.finished_per_minute(clock.now() - 60)] == ["failed"]
+    assert [h["outcome"] for h in store.attempt_history(j.id)] == ["failed"]
+    assert store.last_attempt_seq() >= 1
+    assert [r["outcome"] for r in store.recent_attempts(clock.now() - 60, 10)] == ["failed"]
+    agg = store.attempt_aggregates(0, store.last_attempt_seq(), [0.5, 1.0])
+    assert [(r["type"], r["outcome"], r["n"]) for r in agg] == [(j.type, "failed", 1)]
+    assert "wait_le_0" in agg[0] and "run_le_1" in agg[0]
+
+
+def test_worker_rows_and_jobs_without_a_worker(store, clock):
+    store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=0)
+    put(store, clock, job(clock), job(clock))
+    mine = run(store, clock)[0]
+    theirs = run(store, clock, owner=OTHER)[0]
+    assert [r["job_id"] for r in store.worker_rows()] == [mine.id]
+    assert [r["id"] for r in store.running_without_worker()] == [theirs.id]
+
+
+def test_ops_writes(store, clock):
+    a, b, c = put(store, clock, job(clock), job(clock), job(clock))
+    assert store.cancel_jobs([a, a, "missing"], clock.now()) == [a]
+    j = run(store, clock)[0]
+    store.finish_and_claim([Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0)
+    assert store.retry_jobs([a], clock.now()) == [a]
+    assert store.retry_failed(clock.now()) == 1
+    assert store.counts() == {"pending": 3}
+    assert store.cancel_jobs([a, b, c], clock.now()) == [a, b, c]
+    clock.advance(10)
+    assert store.purge("cancelled", clock.now(), dry_run=True) == 3
+    assert store.purge("cancelled", clock.now()) == 3 and store.counts() == {}
+    with pytest.raises(ValueError, match="purge: status"):
+        store.purge("pending", clock.now())
+
+
+def test_scale_requests_and_counters(store, clock):
+    store.register_process("sup", "supervisor", 1, "host", clock.now())
+    assert store.pending_scale("sup") is None and store.take_scale_request("sup") is None
+    store.request_scale("sup", 5)
+    assert store.pending_scale("sup") == 5
+    assert store.take_scale_request("sup") == 5 and store.pending_scale("sup") is None
+    store.save_counters("sup", {"worker_starts": 2})
+    assert store.supervisor_counters() == {"sup": {"worker_starts": 2}}
+    store.remove_process("sup")
+    store.save_counters("other", {"x": 1})  # rows of supervisors without a process row go
+    assert "sup" not in store.supervisor_counters()
+
+
+def test_is_paused_and_wal_bytes_for_status(store, clock):
+    assert store.is_paused() is False
+    put(store, clock)
+    assert isinstance(store.wal_bytes(), int)
+
+
+# -- the suite covers the contract --------------------------------------------------------------------
+
+PROTOCOLS = (contract.Connection, contract.ProducerStore, contract.WorkerStore, contract.UpkeepStore,
+             contract.OpsStore, contract.Wakeup)
+
+
+def test_every_protocol_method_is_exercised():
+    """A method added to a protocol needs a test here that calls it."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    names = {n for p in PROTOCOLS for n, v in vars(p).items()
+             if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, property))}
+    names |= {n for p in PROTOCOLS for n in getattr(p, "__annotations__", {})}
+    missing = sorted(n for n in names if f".{n}" not in source)
+    assert missing == []
+
+
+def test_the_engine_store_implements_every_protocol(store):
+    for proto in (*PROTOCOLS[:-1], contract.Store):
+        names = [n for n, v in vars(proto).items() if not n.startswith("_") and
+                 (inspect.isfunction(v) or isinstance(v, property))]
+        assert [n for n in names if not hasattr(store, n)] == [], proto.__name__
+    wake = store.wakeup()
+    try:
+        assert [n for n, v in vars(contract.Wakeup).items()
+                if inspect.isfunction(v) and not n.startswith("_") and not hasattr(wake, n)] == []
+    finally:
+        wake.close()
