@@ -16,7 +16,7 @@ import sqlite3
 import sys
 import time
 
-from shared import schema
+from shared.engines.sqlite import schema  # the raw ceiling runs on the SQLite engine's own tables
 from shared.clock import iso
 from shared.job import new_id
 

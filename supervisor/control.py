@@ -44,9 +44,9 @@ def running_here(ctx: Ctx, store: OpsStore) -> list[dict[str, Any]] | int:
         return local
     if found:
         where = ", ".join(f"pid {s['pid']} on {s['host']}" for s in found)
-        return ctx.fail(f"the supervisor of {store.path} runs on another host ({where}); "
+        return ctx.fail(f"the supervisor of {store.location} runs on another host ({where}); "
                         f"run this command there", ExitCode.NOT_RUNNING)
-    return ctx.fail(f"no supervisor is running on {store.path} (start one with: "
+    return ctx.fail(f"no supervisor is running on {store.location} (start one with: "
                     f"jobq run --config {ctx.config_path})", ExitCode.NOT_RUNNING)
 
 

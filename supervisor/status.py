@@ -43,7 +43,7 @@ def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = N
         s["counters"] = counters.get(s["token"], {})
         s["up_s"] = round(s["up_s"], 3)
     snap = {
-        "now": iso(now), "database": store.path, "wal_bytes": store.wal_bytes(), "paused": store.is_paused(),
+        "now": iso(now), "database": store.location, "wal_bytes": store.wal_bytes(), "paused": store.is_paused(),
         "supervisors": sups, "jobs": jobs, "by_type": _with_scheduled(by_type, scheduled),
         "oldest_due": _oldest(store, now), "workers": workers(store, now),
         "unowned": admin.running_without_worker(store),
