@@ -484,7 +484,9 @@ def test_file_size_limit_is_a_clear_error_and_leaves_the_database_intact(tmp_pat
     p = subprocess.run([sys.executable, "-c", script], preexec_fn=limit_size, capture_output=True,
                        text=True, timeout=60, env=env())
     lines = p.stdout.splitlines()
-    assert p.returncode == 0 and lines[-1] == "ERROR OperationalError disk I/O error", (p.stdout, p.stderr)
+    # jobq's own error (issue 13), naming the file and SQLite's cause
+    assert p.returncode == 0 and lines[-1] == f"ERROR StoreUnavailable database {path}: disk I/O error", \
+        (p.stdout, p.stderr)
     committed = [line.split()[1] for line in lines if line.startswith("OK")]
     assert committed  # some fitted before the limit
     assert integrity(path) == "ok"
