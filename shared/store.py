@@ -329,17 +329,6 @@ class SqliteStore(LifecycleStore):
             f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at").fetchall()
         return [Job.from_row(r) for r in rows]
 
-    def jobs_of(self, owner: str) -> list[Job]:
-        rows = self.conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' AND owner = ?",
-                                 (owner,)).fetchall()
-        return [Job.from_row(r) for r in rows]
-
-    def next_run_at(self) -> str | None:
-        """The earliest ``run_at`` of a pending job, or None (for sleeping until it is due)."""
-        row = self.conn.execute(
-            "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending'").fetchone()
-        return row["t"]
-
     # -- workers ------------------------------------------------------------------------------
 
     def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:

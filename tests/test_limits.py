@@ -12,7 +12,7 @@ from shared.clock import FakeClock, parse_iso
 from shared.config import Config, ConfigError, RetryConfig, TypeConfig, WorkerConfig, from_dict
 from shared.handlers import HandlerSpec, Registry
 from shared.job import Job
-from shared.limits import TypeLimit, claim, type_limits
+from shared.limits import TypeLimit, type_limits
 from shared.policy import JobPolicy
 from shared.store import SqliteStore
 from shared.store_lifecycle import _CANDIDATES, _RUNNING_BY_TYPE
@@ -35,6 +35,11 @@ def q(tmp_path, clock):
     queue = JobQueue(str(tmp_path / "q.db"), clock=clock)
     yield queue
     queue.close()
+
+
+def claim(store: SqliteStore, config: Config, owner: str, pid: int, now: float, limit: int = 1) -> list[Job]:
+    """Claim as the worker does: the limited claim once some type of ``config`` has a limit."""
+    return store.finish_and_claim([], owner, pid, now, limit, type_limits(config))[1]
 
 
 def take(q: JobQueue, config: Config, clock: FakeClock, limit: int = 1) -> list[str]:

@@ -95,7 +95,7 @@ def test_future_job_is_not_claimed_until_clock_passes_it(queue, clock):
     assert claim_one(queue.store, clock) is None
     clock.advance(59.999)
     assert claim_one(queue.store, clock) is None
-    assert queue.store.next_run_at() == iso(clock.now() + 0.001)
+    assert queue.get(job_id).run_at == iso(clock.now() + 0.001)
     clock.advance(0.001)  # due exactly now
     job = claim_one(queue.store, clock)
     assert job is not None and job.id == job_id
@@ -285,7 +285,7 @@ def test_heartbeat_refreshes_only_the_owners_jobs(queue, clock):
     assert queue.store.heartbeat(OWNER, clock.now()) == 1
     assert queue.get(mine).heartbeat_at == iso(clock.now())
     assert queue.get(theirs).heartbeat_at == iso(clock.now() - 10)
-    assert queue.store.jobs_of(OWNER)[0].id == mine
+    assert [j.id for j in queue.store.running() if j.owner == OWNER] == [mine]
     assert sorted(queue.store.owners()) == sorted([OWNER, OTHER])
 
 
@@ -423,7 +423,7 @@ def test_keyed_enqueue_releases_the_write_lock(queue, db_path):
 def test_reads_leave_no_transaction_open(queue, clock, db_path):
     queue.enqueue("t")
     s = queue.store
-    s.get("x"), s.counts(), s.running(), s.next_run_at(), s.is_paused(), s.processes(), s.owners()
+    s.get("x"), s.counts(), s.running(), s.is_paused(), s.processes(), s.owners()
     assert not s.conn.in_transaction
     assert write_lock_free(db_path)
 
