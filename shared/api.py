@@ -34,7 +34,7 @@ class JobQueue:
                  clock: Any = None, immediate: bool = False, handlers: Handlers | None = None) -> None:
         """``immediate=True`` (for tests) runs each due job inline when it is enqueued, retries
         that are due at once included, and stores its outcome. ``handlers`` (module names,
-        modules or ``@handler`` functions) are what :meth:`drain` and immediate mode run;
+        modules or ``@handler`` functions) are what ``drain()`` and immediate mode run;
         default: the config's ``handlers`` modules, imported on first use."""
         self.config = config or Config()
         if database is not None:
