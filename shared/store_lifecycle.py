@@ -184,12 +184,6 @@ class LifecycleStore:
                       [(j.type, stamp) for j in jobs if j.type in rated])
         return jobs
 
-    def type_starts(self, job_type: str) -> list[float]:
-        """Recorded claim times of a rate-limited type still inside some window (for ops/tests)."""
-        rows = self.conn.execute("SELECT started_at FROM type_starts WHERE type = ? ORDER BY started_at",
-                                 (job_type,)).fetchall()
-        return [parse_iso(r["started_at"]) for r in rows]
-
 
 def _room(c: sqlite3.Connection, lim: "TypeLimit", running: int, now: float) -> float:
     """How many more jobs of one type may be claimed now (inf when unlimited)."""

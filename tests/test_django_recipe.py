@@ -35,6 +35,7 @@ def site(tmp_path_factory):
     finally:
         sys.path.remove(str(APP))
         os.environ.pop("JOBQ_DJANGO_DB", None)
+        os.environ.pop("DJANGO_SETTINGS_MODULE", None)   # not inherited by later tests' processes
 
 
 def rows(db: Path, sql: str) -> list[tuple]:

@@ -200,11 +200,7 @@ class StoreMachine(RuleBasedStateMachine):
         return Finish("retry", job_id, attempt, "boom", self.now() + delay, limit)
 
     def record(self, store: SqliteStore, f: Finish, owner: str) -> bool:
-        if f.kind == "completed":
-            return store.complete(f.job_id, f.attempt, owner, f.text, self.now())
-        if f.kind == "retry":
-            return store.retry(f.job_id, f.attempt, owner, f.text, f.run_at, self.now(), f.max_attempts)
-        return store.fail(f.job_id, f.attempt, owner, f.text, self.now(), f.max_attempts)
+        return store.finish(f, owner, self.now())
 
     def die(self, inc: Incarnation, *, count_attempt: bool, reason: str) -> None:
         """The worker is gone (crash, SIGKILL, killed by the supervisor): release its jobs the way
