@@ -8,7 +8,6 @@ first, and its jobs re-queued only once it is gone, so two runs never overlap.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from dataclasses import dataclass
 
@@ -89,13 +88,3 @@ def prune_processes(store: UpkeepStore) -> None:
     for row in store.processes():
         if not token_alive(row["id"]):
             store.remove_process(row["id"])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

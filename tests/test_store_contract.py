@@ -114,7 +114,7 @@ def test_claim_order_priority_then_due_then_created(store, clock):
     low, high = put(store, clock, job(clock, priority=0), job(clock, priority=5))
     later = put(store, clock, job(clock, delay=10))[0]
     assert [j.id for j in run(store, clock)] == [high]
-    got = run(store, clock, 3) + store.jobs_of(OWNER)
+    got = run(store, clock, 3) + [j for j in store.running() if j.owner == OWNER]
     assert {j.id for j in got} == {high, low}
     assert all(j.status == "running" and j.attempts == 1 and j.owner == OWNER for j in got)
     clock.advance(10)
@@ -153,7 +153,6 @@ def test_limited_claims_keep_concurrency_and_rate(store, clock):
     got += store.claim_limited(OWNER, PID, clock.now(), limits, 10)
     assert sorted(j.type for j in got) == ["c", "r"]
     assert store.claim_limited(OWNER, PID, clock.now(), limits, 10) == []
-    assert store.type_starts("r") == [clock.now()]  # Unix seconds
     _, more = store.finish_and_claim([], OWNER, PID, clock.now() + 61, 5, limits)
     assert [j.type for j in more] == ["r"]
 
@@ -229,13 +228,13 @@ def test_a_store_locked_past_every_retry_raises_store_busy(engine, clock):
 
 # -- upkeep -------------------------------------------------------------------------------------------
 
-def test_running_owners_and_jobs_of(store, clock):
+def test_running_and_owners(store, clock):
     put(store, clock, job(clock), job(clock))
     a = run(store, clock)[0]
     b = run(store, clock, owner=OTHER)[0]
     assert {j.id for j in store.running()} == {a.id, b.id}
     assert sorted(store.owners()) == sorted([OWNER, OTHER])
-    assert [j.id for j in store.jobs_of(OTHER)] == [b.id]
+    assert [j.id for j in store.running() if j.owner == OTHER] == [b.id]
 
 
 def test_release_owner_requeues_or_fails_by_attempts(store, clock):

@@ -34,17 +34,17 @@ from shared.handlers import Registry
 from shared.job import Job
 from shared.limits import type_limits
 from shared.logs import event, get_logger
+from shared.outcomes import Done, after_commit_all, decide
 from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
 from shared.progress import ProgressWriter
+from shared.runner import JobContext, execute
 from shared.signals import SignalQueue
 from shared.contract import Wakeup, WorkerStore
 from shared.engines import open_store
 from shared.errors import StoreError
 
 from .heartbeat import Heartbeat
-from .outcomes import Done, after_commit_all, decide
-from .runner import JobContext, execute
 
 log = get_logger("worker")
 
