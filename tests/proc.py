@@ -79,11 +79,12 @@ class Running:
         return self.proc.wait(timeout)
 
     def workers(self) -> list[int]:
-        try:
-            return [c.pid for c in psutil.Process(self.pid).children()
-                    if c.status() != psutil.STATUS_ZOMBIE]
-        except psutil.NoSuchProcess:
-            return []
+        """The supervisor's live worker processes (its children but the template)."""
+        return [c.pid for c in live_children(self.pid) if not is_template(c)]
+
+    def template(self) -> int | None:
+        """The pid of the supervisor's template process (None if it has none)."""
+        return next((c.pid for c in live_children(self.pid) if is_template(c)), None)
 
     def close(self) -> None:
         descendants = []
@@ -101,6 +102,32 @@ class Running:
                 pass
         psutil.wait_procs(descendants, timeout=5)
         self.log.close()
+
+
+TEMPLATE_NAME = "jobq-template"  # worker.forkserver.NAME (not imported: tests see processes from outside)
+
+
+def is_template(p: psutil.Process) -> bool:
+    """Is ``p`` a supervisor's template process (or one of its go-betweens)?"""
+    try:
+        return p.name() == TEMPLATE_NAME
+    except psutil.Error:
+        return False
+
+
+def live_children(pid: int, recursive: bool = False) -> list[psutil.Process]:
+    out = []
+    try:
+        kids = psutil.Process(pid).children(recursive=recursive)
+    except psutil.NoSuchProcess:
+        return []
+    for c in kids:
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE:
+                out.append(c)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def db(config: Path) -> sqlite3.Connection:

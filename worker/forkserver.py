@@ -44,6 +44,7 @@ from shared.procs import set_parent_death_signal, set_process_name
 NAME = "jobq-template"       # what `ps -o comm` and psutil's name() show for the template
 WORKER_NAME = "jobq-worker"  # ... and for the workers it forks
 REPARENT_WAIT = 2.0          # seconds a new worker waits for its go-between to exit
+EARLY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
@@ -182,6 +183,9 @@ def _become_worker(req_fd: int, resp_fd: int, argv: list[str], registry: Registr
         for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(s, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        # A stop or reload sent before the worker's handlers are in place waits (blocked) for
+        # them instead of killing it: the worker's SignalQueue.install unblocks them.
+        signal.pthread_sigmask(signal.SIG_BLOCK, EARLY_SIGNALS)
         set_process_name(WORKER_NAME)
         deadline = time.monotonic() + REPARENT_WAIT
         while os.getppid() == between and time.monotonic() < deadline:
