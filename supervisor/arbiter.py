@@ -295,6 +295,10 @@ class Arbiter:
         slot.pid = slot.owner = None
         if slot.retiring or slot.index >= self.target:
             del self.slots[slot.index]
+        if code == ExitCode.RECYCLED and self.state == RUNNING and _stat(self.config.path) != self.config_stat:
+            # It may have left because the file names other handler modules (see the worker's
+            # stale_handlers): apply the file now, so its replacement has them.
+            self.reload("file changed")
 
     def release(self, slot: Slot, reason: str) -> list[Released]:
         """Re-queue a dead worker's jobs (those it never started keep their attempt) and drop

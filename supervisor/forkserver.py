@@ -27,6 +27,7 @@ import threading
 import time
 
 from shared.exitcodes import ExitCode
+from shared.procs import set_process_name
 
 READY_TIMEOUT = 60.0   # seconds the template may take to import the handler modules
 REPLY_TIMEOUT = 5.0    # seconds for one worker's fork once the template is ready
@@ -59,6 +60,7 @@ class ForkServer:
         self.types = 0
         self._buf = b""
         self._next = 0
+        self.reaped: str | None = None   # how it ended, once the supervisor reaped it
 
     # -- starting -------------------------------------------------------------------------------
 
@@ -74,6 +76,7 @@ class ForkServer:
         pid = os.fork()
         if pid == 0:
             try:
+                set_process_name("jobq-template")  # at once: `ps` shows which child it is
                 os.setpgid(0, 0)  # Ctrl-C and kills of the supervisor's group are not for it
                 _close_all_but(0, 1, 2, req_r, resp_w)
                 importlib.import_module("worker.forkserver").serve(req_r, resp_w, tuple(handlers),

@@ -26,7 +26,7 @@ from shared.procs import set_child_subreaper
 
 from . import forkserver
 from .children import Slot, assign, spawn, worker_args
-from .forkserver import READY, ForkServer, TemplateFailed, TemplateGone
+from .forkserver import READY, STARTING, ForkServer, TemplateFailed, TemplateGone
 
 log = get_logger("supervisor")
 
@@ -80,6 +80,9 @@ class Spawner:
                       generation=self.generation)
         except TemplateFailed as exc:
             if self.booting:
+                self.server = None
+                if server.reaped is None:
+                    self.retired[server.pid] = server  # reaped by the loop
                 raise
             self._lost(server, f"a handler module failed to import:\n{exc}", restart=False)
         except TemplateGone as exc:
@@ -89,7 +92,7 @@ class Spawner:
 
     def waiting(self) -> bool:
         """Is a template starting (spawns wait for it)?"""
-        return self.server is not None and self.server.state != READY
+        return self.server is not None and self.server.state == STARTING
 
     def fds(self) -> list[int]:
         """File descriptors the supervisor loop waits on (a starting template's reply)."""
@@ -138,17 +141,25 @@ class Spawner:
         if old is not None:
             event(log, "template.exited", logging.DEBUG, pid=pid, how=how)
             return
-        if self.server is not None and self.server.pid == pid:
-            server, self.server = self.server, None
+        server = self.server
+        if server is not None and server.pid == pid:
+            server.reaped = how
+            if server.state == STARTING:
+                return  # its last words (why it could not start) are in its pipe: see check()
+            self.server = None
             server.close()
-            self._lost(server, f"template {pid} {how}", reaped=True)
+            self._lost(server, f"template {pid} {how}")
 
-    def _lost(self, server: ForkServer, why: str, *, restart: bool = True, reaped: bool = False) -> None:
+    def _lost(self, server: ForkServer, why: str, *, restart: bool = True) -> None:
         """The current template is unusable: restart it, or fall back to exec, and say which."""
         if self.server is server:
             self.server = None
-        if not reaped:
+        if server.reaped is None:
             self._retire(server, kill=True)  # hung or refusing: it may not read its EOF
+        else:
+            server.close()
+            if "exited" in why and server.reaped not in why:
+                why = f"{why} ({server.reaped})"
         now = time.monotonic()
         self.deaths.append(now)
         while self.deaths and now - self.deaths[0] > RESTART_WINDOW:

@@ -79,8 +79,9 @@ class Running:
         return self.proc.wait(timeout)
 
     def workers(self) -> list[int]:
-        """The supervisor's live worker processes (its children but the template)."""
-        return [c.pid for c in live_children(self.pid) if not is_template(c)]
+        """The supervisor's live worker processes: forked by its template (jobq-worker) or
+        started as ``python -m worker`` (not the template, nor a child not yet either)."""
+        return [c.pid for c in live_children(self.pid) if is_worker(c)]
 
     def template(self) -> int | None:
         """The pid of the supervisor's template process (None if it has none)."""
@@ -105,12 +106,20 @@ class Running:
 
 
 TEMPLATE_NAME = "jobq-template"  # worker.forkserver.NAME (not imported: tests see processes from outside)
+WORKER_NAME = "jobq-worker"      # worker.forkserver.WORKER_NAME
 
 
 def is_template(p: psutil.Process) -> bool:
     """Is ``p`` a supervisor's template process (or one of its go-betweens)?"""
     try:
         return p.name() == TEMPLATE_NAME
+    except psutil.Error:
+        return False
+
+
+def is_worker(p: psutil.Process) -> bool:
+    try:
+        return p.name() == WORKER_NAME or (p.name() != TEMPLATE_NAME and "worker" in p.cmdline()[1:3])
     except psutil.Error:
         return False
 

@@ -248,10 +248,21 @@ class Worker:
         return job
 
     def stale_handlers(self) -> bool:
-        """Does the current config name other handler modules than the ones this worker
-        imported (a reload changed ``handlers``)?"""
+        """Does the config name other handler modules than the ones this worker imported? Our
+        current config (a reload changed ``handlers``), or the config file itself: read here,
+        on the rare job we have no handler for, because the reload that will serve its type
+        may be on its way (the supervisor has not read the file yet)."""
         loaded = self.registry.modules
-        return loaded is not None and tuple(self.config.handlers) != loaded
+        if loaded is None:
+            return False
+        if tuple(self.config.handlers) != loaded:
+            return True
+        if not self.config.path:
+            return False
+        try:
+            return tuple(config_mod.load(self.config.path).handlers) != loaded
+        except ConfigError:
+            return False  # an invalid edit changes nothing
 
     def unserved(self, job: Job) -> bool:
         """A job of a type this worker has no handler for, while the current config may serve it
