@@ -34,7 +34,8 @@ from shared.store import Released, SqliteStore, StoreError
 
 from . import maintenance, scheduler, statedir
 from .metrics import MetricsServer
-from .children import Slot, describe_status, forget_progress, kill_group, progress_path, ran_jobs, restart_delay
+from .children import (Slot, describe_status, forget_progress, kill_group, progress_path, restart_delay,
+                       worker_got_going)
 from .forkserver import TemplateFailed
 from .spawner import Spawner
 
@@ -283,10 +284,13 @@ class Arbiter:
                   status=r.status, reason=reason)
         abnormal = (code not in (ExitCode.OK, ExitCode.RECYCLED)) and slot.kill_reason is None
         if abnormal:
-            # Back off only for a crash loop: a worker that had run jobs (or lived long) is
-            # replaced at once whatever killed it; one that died before completing a job counts.
+            # Back off only for a crash loop: a worker that died before it was ready, or of its
+            # own doing before completing a job. One that had run jobs (or lived long), or was
+            # SIGKILLed once ready (the OOM killer, an operator: nothing a restart repeats; the
+            # job's attempts guard against a poison job) is replaced at once.
             self.counters["worker_crashes"] += 1
-            healthy = lived >= HEALTHY_AFTER or ran_jobs(self.snapshot, slot)
+            ready, ran = worker_got_going(self.snapshot, slot)
+            healthy = lived >= HEALTHY_AFTER or ran or (ready and sig == signal.SIGKILL)
             slot.failures = 1 if healthy else slot.failures + 1
         else:
             slot.failures = 0

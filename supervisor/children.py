@@ -103,11 +103,13 @@ def kill_group(pid: int, sig: int) -> None:
             pass
 
 
-def ran_jobs(snapshot: str, slot: Slot) -> bool:
-    """Had the slot's (dead) worker run jobs? It completed some before its last claim, or
-    started a second job of its batch (so the first one ended)."""
-    started, completed = progress_counts(progress_path(snapshot, slot))
-    return completed > 0 or started > 1
+def worker_got_going(snapshot: str, slot: Slot) -> tuple[bool, bool]:
+    """(ready, ran_jobs) of the slot's dead worker. Ready: it booted (opened the database and
+    registered: it creates its progress file then; the file is removed at each death). Ran jobs:
+    it completed some before its last claim, or started a second job of its batch."""
+    path = progress_path(snapshot, slot)
+    started, completed = progress_counts(path)
+    return os.path.exists(path), completed > 0 or started > 1
 
 
 def forget_progress(snapshot: str, slot: Slot) -> None:

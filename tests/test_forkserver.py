@@ -76,6 +76,29 @@ def test_worker_that_ran_jobs_is_replaced_at_once_however_often_it_is_killed(tmp
     wait_until(lambda: _counter(cfg, "worker_crashes") == 4, what="deaths counted")
 
 
+def test_ready_worker_sigkilled_before_any_job_is_replaced_at_once(tmp_path, sup_factory):
+    """SIGKILL (the OOM killer, an operator) of a worker that booted, before it ran a job: not a
+    crash loop either; three in a row, no back-off."""
+    cfg = config(tmp_path, supervisor={"workers": 1, "restart_backoff_max": 30})
+    sup = sup_factory(cfg)
+    for n in range(3):
+        row = wait_until(lambda: (r := worker_rows(cfg)) and r[0], what=f"worker {n} registered")
+        wait_until(lambda: os.path.exists(_progress_file(sup)), what="worker ready (progress file)")
+        os.kill(row["pid"], signal.SIGKILL)
+        wait_until(lambda: any(e["pid"] == row["pid"] for e in log_events(sup, "worker.exited")),
+                   what="death reaped")
+        wait_until(lambda: not worker_rows(cfg) or worker_rows(cfg)[0]["pid"] != row["pid"], what="row gone")
+    spawned = wait_until(lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 4 and s, what="3 replacements")
+    assert [e["restarts"] for e in spawned[1:4]] == [1, 1, 1]
+
+
+def _progress_file(sup: Running) -> str:
+    """Slot 0's progress file, in the supervisor's folder in the temporary directory."""
+    root = tempfile.gettempdir()
+    (folder,) = [d for d in os.listdir(root) if d.startswith(f"jobq-supervisor-{sup.pid}-")]
+    return os.path.join(root, folder, "slot-0.progress")
+
+
 def _counter(cfg: Path, name: str) -> int:
     out = subprocess.run([sys.executable, "-m", "supervisor", "status", "--json", "--config", str(cfg)],
                          capture_output=True, text=True, env=env(), cwd=str(cfg.parent))
