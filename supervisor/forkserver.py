@@ -39,6 +39,10 @@ class TemplateGone(RuntimeError):
     """The template died, hung, or cannot fork safely; ``str()`` says which."""
 
 
+class TemplateUnsafe(TemplateGone):
+    """The template cannot fork safely (a thread or the database open after its imports)."""
+
+
 class TemplateFailed(RuntimeError):
     """A handler module failed to import in the template; ``str()`` has the traceback."""
 
@@ -135,7 +139,9 @@ class ForkServer:
         self.close()
         if "failed" in msg:
             raise TemplateFailed(msg["failed"])
-        raise TemplateGone(msg.get("unsafe") or f"unexpected message {msg!r}")
+        if "unsafe" in msg:
+            raise TemplateUnsafe(msg["unsafe"])
+        raise TemplateGone(f"unexpected message {msg!r}")
 
     def spawn(self, argvs: list[list[str]]) -> list[int | str]:
         """Fork one worker per ``argvs`` entry (``python -m worker ARGV``), all requested at once;
@@ -163,7 +169,7 @@ class ForkServer:
                     raise TemplateGone(f"the template did not fork a worker within {REPLY_TIMEOUT:g} s")
                 if "unsafe" in msg:
                     self.close()
-                    raise TemplateGone(msg["unsafe"])
+                    raise TemplateUnsafe(msg["unsafe"])
                 if msg.get("id") in ids:
                     out[msg["id"]] = int(msg["pid"]) if "pid" in msg else str(msg.get("error"))
         except TemplateGone as exc:

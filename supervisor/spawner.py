@@ -6,9 +6,9 @@ modules change.
   subreaper and forks the first template; ``after_boot`` starts one by exec if that could not
   be done. A handler module that fails to import in the template halts start-up with
   BOOT_FAILED and its traceback (``check``), never a crash loop.
-- The template dies (or hangs, or refuses to fork): the supervisor logs ``template.died`` and
-  starts a new one by exec (``action=restart``), unless it died RESTART_LIMIT times within
-  RESTART_WINDOW seconds: then it starts workers by exec from then on (``action=fallback``).
+- The template dies (or hangs): the supervisor logs ``template.died`` and starts a new one by
+  exec (``action=restart``), unless it died RESTART_LIMIT times within RESTART_WINDOW seconds, or
+  refuses to fork safely: then it starts workers by exec from then on (``action=fallback``).
 - A reload changes ``handlers``: ``renew`` starts a new template (a new *generation*); the
   arbiter rolls the workers of older generations onto it (SIGTERM: each finishes its job).
 """
@@ -26,7 +26,7 @@ from shared.procs import set_child_subreaper
 
 from . import forkserver
 from .children import Slot, assign, spawn, worker_args
-from .forkserver import READY, STARTING, ForkServer, TemplateFailed, TemplateGone
+from .forkserver import READY, STARTING, ForkServer, TemplateFailed, TemplateGone, TemplateUnsafe
 
 log = get_logger("supervisor")
 
@@ -85,8 +85,8 @@ class Spawner:
                     self.retired[server.pid] = server  # reaped by the loop
                 raise
             self._lost(server, f"a handler module failed to import:\n{exc}", restart=False)
-        except TemplateGone as exc:
-            self._lost(server, str(exc))
+        except TemplateGone as exc:  # a template that cannot fork safely will not on a restart
+            self._lost(server, str(exc), restart=not isinstance(exc, TemplateUnsafe))
 
     # -- starting workers -----------------------------------------------------------------------
 
@@ -109,7 +109,7 @@ class Spawner:
             except TemplateGone as exc:
                 done = getattr(exc, "done", {})
                 results = [done.get(k) for k in range(len(slots))]
-                self._lost(server, str(exc))
+                self._lost(server, str(exc), restart=not isinstance(exc, TemplateUnsafe))
         for slot, pid in zip(slots, results):
             if isinstance(pid, int):
                 assign(slot, pid, now)

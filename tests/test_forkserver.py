@@ -171,7 +171,7 @@ def test_template_that_cannot_fork_safely_says_why_and_workers_are_execd(tmp_pat
     cfg = config(tmp_path, handlers=["testjobs", "threadjobs"], supervisor={"workers": 1})
     sup = sup_factory(cfg)
     died = wait_until(lambda: log_events(sup, "template.died"), what="template refusal logged")
-    assert "threads running" in died[0]["error"]
+    assert "threads running" in died[0]["error"] and died[0]["action"] == "fallback"
     spawned = wait_until(lambda: log_events(sup, "worker.spawned"), what="a worker")
     assert spawned[0]["forked"] is False
     jid = enqueue(cfg, "thr:noop")
