@@ -44,6 +44,7 @@ log = get_logger("supervisor")
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
            signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
 HEALTHY_AFTER = 10.0      # a worker that lived this long (or ran jobs) resets its slot's back-off
+EARLY_KILLS = 3           # SIGKILLs before ready in a row that are not yet a crash loop
 IDLE_CHECKPOINT_EVERY = 10.0
 PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often
 
@@ -284,16 +285,19 @@ class Arbiter:
                   status=r.status, reason=reason)
         abnormal = (code not in (ExitCode.OK, ExitCode.RECYCLED)) and slot.kill_reason is None
         if abnormal:
-            # Back off only for a crash loop: a worker that died before it was ready, or of its
-            # own doing before completing a job. One that had run jobs (or lived long), or was
-            # SIGKILLed once ready (the OOM killer, an operator: nothing a restart repeats; the
-            # job's attempts guard against a poison job) is replaced at once.
+            # Back off only for a crash loop: a worker that died of its own doing before it was
+            # ready or before completing a job. One that had run jobs (or lived long), or was
+            # SIGKILLed from outside (the OOM killer, an operator: the job's attempts guard
+            # against a poison job) is replaced at once; SIGKILLs during boot only up to
+            # EARLY_KILLS in a row (an OOM kill of every boot is a crash loop too).
             self.counters["worker_crashes"] += 1
             ready, ran = worker_got_going(self.snapshot, slot)
-            healthy = lived >= HEALTHY_AFTER or ran or (ready and sig == signal.SIGKILL)
+            slot.early_kills = slot.early_kills + 1 if sig == signal.SIGKILL and not ready else 0
+            external = sig == signal.SIGKILL and (ready or slot.early_kills <= EARLY_KILLS)
+            healthy = lived >= HEALTHY_AFTER or ran or external
             slot.failures = 1 if healthy else slot.failures + 1
         else:
-            slot.failures = 0
+            slot.failures = slot.early_kills = 0
         forget_progress(self.snapshot, slot)
         slot.next_start = now_m + restart_delay(slot.failures, self.config.supervisor.restart_backoff_max)
         slot.pid = slot.owner = None

@@ -25,6 +25,7 @@ class Slot:
     owner: str | None = None
     started: float = 0.0          # monotonic time of the last spawn
     failures: int = 0             # consecutive abnormal exits, for the restart back-off
+    early_kills: int = 0          # consecutive SIGKILLs before the worker was ready
     next_start: float = 0.0       # monotonic time before which it is not respawned
     retiring: bool = False        # asked to exit (scale-down); not respawned
     kill_reason: str | None = None  # why the supervisor is stopping this worker
