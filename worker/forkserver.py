@@ -62,7 +62,10 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         try:
             registry = load_registry(handlers, _builtin_modules())
         except HandlerImportError as exc:
-            _send(resp_fd, {"failed": str(exc)})
+            try:
+                _send(resp_fd, {"failed": str(exc)})
+            except BrokenPipeError:
+                pass
             os._exit(ExitCode.BOOT_FAILED)
         gc.freeze()  # keep the imported objects' pages shared: the collector would touch them
         problem = unsafe_reason(database)
@@ -70,6 +73,8 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         if problem:
             os._exit(ExitCode.WORKER_BOOT_FAILED)
         _loop(req_fd, resp_fd, registry, database)
+    except BrokenPipeError:
+        pass  # the supervisor closed our pipe (it stopped, e.g. at a failed boot): nothing to say
     except BaseException:  # noqa: BLE001 - a template bug: say so on stderr, exit 1
         traceback.print_exc()
         code = ExitCode.ERROR
