@@ -18,6 +18,13 @@ def fixture_handlers_importable(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (FIXTURES, os.environ.get("PYTHONPATH")) if p))
 
 
+def _ppid(p: psutil.Process) -> int | None:
+    try:
+        return p.ppid()
+    except psutil.NoSuchProcess:
+        return None
+
+
 def _children(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
@@ -32,7 +39,10 @@ def test_start_pause_wait_for_active_resume_stop(tmp_path):
     sup.start(timeout=60)
     try:
         tree = _children(sup.process.pid)
-        assert len([p for p in tree if not is_template(p)]) == 2  # start() returned with both workers forked
+        # start() returned with both workers forked: every descendant but the template and its
+        # go-betweens (its children, which exit as soon as they have forked a worker)
+        template = [p.pid for p in tree if is_template(p) and p.ppid() == sup.process.pid]
+        assert len([p for p in tree if p.pid not in template and _ppid(p) not in template]) == 2
         wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers registered")
         with JobQueue(str(tmp_path / "q.db")) as q:
             busy = q.enqueue("test:gate", {"gate": str(gate), "log": str(log)})
