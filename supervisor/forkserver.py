@@ -207,25 +207,15 @@ class ForkServer:
         """Close, wait up to ``grace`` for the template to exit, then kill it; reap it."""
         self.close()
         deadline = time.monotonic() + grace
-        while True:
-            try:
-                pid, _ = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return  # already reaped
-            if pid:
-                return
-            if time.monotonic() >= deadline:
-                try:
+        try:
+            while os.waitpid(self.pid, os.WNOHANG)[0] == 0:
+                if time.monotonic() >= deadline:
                     os.kill(self.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                grace, deadline = 0.0, float("inf")
-                try:
                     os.waitpid(self.pid, 0)
-                except ChildProcessError:
-                    pass
-                return
-            time.sleep(0.005)
+                    return
+                time.sleep(0.005)
+        except (ChildProcessError, ProcessLookupError):
+            pass  # already reaped
 
 
 def _close_all_but(*keep: int) -> None:

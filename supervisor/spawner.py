@@ -19,7 +19,6 @@ import os
 import signal
 import time
 from collections import deque
-from typing import Any
 
 from shared.logs import event, get_logger
 from shared.procs import set_child_subreaper
@@ -200,8 +199,3 @@ class Spawner:
         self.retired.clear()
         self.server = None
         set_child_subreaper(False)
-
-    def describe(self) -> dict[str, Any]:
-        s = self.server
-        return {"template_pid": s.pid if s else None, "template_state": s.state if s else "off",
-                "generation": self.generation, "off_reason": self.off_reason}
