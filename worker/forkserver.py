@@ -60,7 +60,7 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the supervisor's to handle
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
-            registry = load_registry(handlers, _builtin_modules())
+            registry = load_registry(handlers)
         except HandlerImportError as exc:
             try:
                 _send(resp_fd, {"failed": str(exc)})
@@ -224,8 +224,3 @@ def _describe(status: int) -> str:
     if os.WIFSIGNALED(status):
         return f"killed by signal {os.WTERMSIG(status)}"
     return f"exited with {os.WEXITSTATUS(status)}"
-
-
-def _builtin_modules() -> list:
-    from .__main__ import builtin_modules
-    return builtin_modules()
