@@ -18,6 +18,11 @@ def fixture_handlers_importable(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (FIXTURES, os.environ.get("PYTHONPATH")) if p))
 
 
+def _workers_of(tree: list[psutil.Process], root: int) -> list[psutil.Process]:
+    template = [p.pid for p in tree if is_template(p) and _ppid(p) == root]
+    return [p for p in tree if p.pid not in template and _ppid(p) not in template]
+
+
 def _ppid(p: psutil.Process) -> int | None:
     try:
         return p.ppid()
@@ -38,11 +43,12 @@ def test_start_pause_wait_for_active_resume_stop(tmp_path):
     sup = Supervisor(str(cfg))
     sup.start(timeout=60)
     try:
-        tree = _children(sup.process.pid)
         # start() returned with both workers forked: every descendant but the template and its
-        # go-betweens (its children, which exit as soon as they have forked a worker)
-        template = [p.pid for p in tree if is_template(p) and p.ppid() == sup.process.pid]
-        assert len([p for p in tree if p.pid not in template and _ppid(p) not in template]) == 2
+        # go-betweens (its children, which exit as soon as they have forked a worker). Polled
+        # briefly: a worker re-parented from its go-between to the supervisor while psutil
+        # walks the process table can be missed by that one walk.
+        tree = wait_until(lambda: len(_workers_of(t := _children(sup.process.pid), sup.process.pid)) == 2 and t,
+                          timeout=5, what="both workers in the process tree")
         wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers registered")
         with JobQueue(str(tmp_path / "q.db")) as q:
             busy = q.enqueue("test:gate", {"gate": str(gate), "log": str(log)})
