@@ -61,7 +61,7 @@ def statuses(store: OpsStore, ids: Sequence[str]) -> dict[str, str]:
 
 
 def attempt_history(store: OpsStore, job_id: str) -> list[dict[str, Any]]:
-    """The ended attempts of one job, oldest first (see ``job_attempts`` in shared.schema)."""
+    """The ended attempts of one job, oldest first (see ``job_attempts`` in the SQLite engine's schema)."""
     return store.attempt_history(job_id)
 
 
