@@ -76,6 +76,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "synchronous": _choice("normal", "full"),
         "busy_timeout": _num(0, 600),
         "max_payload_bytes": _num(1, 1 << 30, integer=True),
+        "max_result_bytes": _num(1, 1 << 30, integer=True),
         "log_level": _choice("debug", "info", "warning", "error"),
         "log_format": _choice("text", "json"),
         "metrics_port": _num(0, 65535, integer=True),
@@ -206,6 +207,7 @@ class Config:
     synchronous: str = "normal"
     busy_timeout: float = 5.0
     max_payload_bytes: int = 1 << 20
+    max_result_bytes: int = 1 << 20
     log_level: str = "info"
     log_format: str = "text"
     metrics_port: int = 0          # 0: no Prometheus endpoint

@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .bounds import MAX_DEPTH
+
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 TERMINAL = ("completed", "failed", "cancelled")
 
@@ -27,12 +29,18 @@ def new_ids(n: int) -> list[str]:
 
 
 def _decode(text: str | None) -> tuple[Any, str | None]:
+    """The decoded JSON and None; or, for a stored text no reader can decode (not JSON, or
+    nested too deep for the interpreter: only a row written around ``enqueue`` can be), the raw
+    text and why. Never raises: every reader of a row goes through here."""
     if text is None:
         return None, None
     try:
         return json.loads(text), None
     except (ValueError, TypeError) as exc:
-        return text, f"{type(exc).__name__}: {exc}"
+        return text, f"not valid JSON ({type(exc).__name__}: {exc})"
+    except RecursionError:
+        return text, (f"nested too deep to decode (RecursionError; enqueue accepts at most "
+                      f"{MAX_DEPTH} levels)")
 
 
 @dataclass

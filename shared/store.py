@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-from . import schema
+from . import bounds, schema
 from .clock import iso
 from .job import Job
 from .store_lifecycle import LifecycleStore
@@ -568,17 +568,30 @@ def _explain(exc: sqlite3.Error) -> str:
     return msg
 
 
-# An immutable encoder built once: json.dumps with non-default options builds one per call.
+# Immutable encoders built once: json.dumps with non-default options builds one per call.
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_ENCODE_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode
 
 
 def encode_json(value: Any, what: str) -> str:
-    """JSON-encode ``value``; a TypeError names ``what`` and the offending type."""
+    """JSON-encode ``value`` as every reader can decode it (shared.bounds).
+
+    A TypeError names ``what`` and the offending type; a ValueError says it is not valid JSON
+    (NaN, infinity) or nests deeper than ``bounds.MAX_DEPTH`` levels. Text with lone surrogates
+    (not valid Unicode, so not storable as UTF-8) is kept losslessly as ``\\udcxx`` escapes."""
     if value is None:
         return "null"  # the commonest payload and result; the encoder's slow path otherwise
     try:
-        return _ENCODE(value)
+        text = _ENCODE(value)
     except TypeError as exc:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects "
+                         f"(the limit)") from None
     except ValueError as exc:
         raise ValueError(f"{what} is not valid JSON: {exc}") from None
+    if bounds.too_deep(text):
+        raise ValueError(f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects (the limit)")
+    if not bounds.is_unicode(text):
+        text = _ENCODE_ASCII(value)
+    return text

@@ -15,7 +15,7 @@ import shutil
 import socket
 import tempfile
 import traceback
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from shared import config as config_mod
 from shared import admin, logs
@@ -28,7 +28,7 @@ from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import owner_token
 from shared.signals import SignalQueue
-from shared.progress import unstarted
+from shared.progress import not_in_hand
 from shared.store import Released, SqliteStore, StoreError
 
 from . import maintenance, scheduler
@@ -36,6 +36,7 @@ from .metrics import MetricsServer
 from .children import Slot, describe_status, kill_group, progress_path, restart_delay, spawn
 
 log = get_logger("supervisor")
+T = TypeVar("T")
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
            signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
@@ -273,15 +274,16 @@ class Arbiter:
             del self.slots[slot.index]
 
     def release(self, slot: Slot, reason: str) -> list[Released]:
-        """Re-queue a dead worker's jobs (those it never started keep their attempt) and drop
-        its `processes` row. A database failure here is logged: maintenance re-queues the jobs
-        of dead owners later."""
+        """Re-queue a dead worker's jobs and drop its `processes` row. Only the job it was
+        running is charged an attempt: the rest of its batch (jobs that had returned but whose
+        outcomes were not committed, and jobs never started) keep theirs. A database failure
+        here is logged: maintenance re-queues the jobs of dead owners later."""
         released: list[Released] = []
         try:
             released = self.db().release_owner(slot.owner, reason, self.clock.now(),
                                                max_attempts_for=self.policy.max_attempts,
                                                count_attempt=slot.count_attempt,
-                                               unstarted=unstarted(progress_path(self.snapshot, slot)))
+                                               unstarted=not_in_hand(progress_path(self.snapshot, slot)))
             self.db().remove_process(slot.owner)  # a dead worker cannot delete its own row
         except Exception as exc:  # noqa: BLE001
             event(log, "worker.release_failed", logging.ERROR, slot=slot.index, pid=slot.pid, error=repr(exc))
@@ -345,14 +347,22 @@ class Arbiter:
         if now_m < self.next_maintain:
             return
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
+        running = self.recover(initial=False)
+        self.task("wal", lambda: self.upkeep_wal(now_m, busy=running is None or bool(running)))
+        self.task("schedules", lambda: scheduler.run_due(self.db(), self.config, self.clock.now()))
+        self.task("ops", self.ops_requests)
+
+    def task(self, name: str, fn: Callable[[], T], initial: bool = False) -> T | None:
+        """Run one upkeep task. One that fails is logged (``maintenance_failed task=...``) and
+        tried again next round; it never stops the others. At boot (``initial``) it raises."""
         try:
-            running = self.recover(initial=False)
-            self.upkeep_wal(now_m, busy=bool(running))
-            scheduler.run_due(self.db(), self.config, self.clock.now())
-            self.ops_requests()
-        except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
-            event(log, "supervisor.maintenance_failed", logging.ERROR, error=repr(exc))
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            if initial:
+                raise
+            event(log, "supervisor.maintenance_failed", logging.ERROR, task=name, error=repr(exc))
             self.close_db()
+            return None
 
     def ops_requests(self) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
@@ -375,12 +385,34 @@ class Arbiter:
                     event(log, "worker.drain_timeout", logging.WARNING, slot=slot.index, pid=slot.pid)
                     self.kill(slot, "shutdown_timeout passed", count_attempt=False)
 
-    def recover(self, initial: bool) -> list[Job]:
+    def recover(self, initial: bool) -> list[Job] | None:
         """Police running jobs: hard timeouts and leases for our children; dead or silent
-        foreign owners are killed/re-queued directly. Returns the running jobs it looked at."""
-        store = self.db()
+        foreign owners are killed/re-queued directly; prune dead process rows. Each is its own
+        upkeep task. Returns the running jobs it looked at (None if it could not read them)."""
         now = self.clock.now()
-        running = store.running()
+        running = self.task("timeouts", lambda: self.db().running(), initial)
+        if running is not None:
+            expired = self.task("timeouts", lambda: self.police(running, now), initial) or set()
+            mine = {s.owner for s in self.live()}
+            self.task("recovery", lambda: self.count_reaped(
+                maintenance.recover_foreign(self.db(), running, mine, self.policy, now, expired)), initial)
+        if initial or self.clock.monotonic() >= self.next_touch:
+            # Rarely: every write wakes every idle worker (they watch the WAL).
+            self.next_touch = self.clock.monotonic() + PROCESS_TOUCH_EVERY
+            self.task("processes", lambda: self.touch_processes(now), initial)
+        return running
+
+    def count_reaped(self, n: int) -> None:
+        self.counters["jobs_reaped"] += n
+
+    def touch_processes(self, now: float) -> None:
+        store = self.db()
+        maintenance.prune_processes(store)
+        store.touch_process(self.token, now)
+
+    def police(self, running: list[Job], now: float) -> set[str]:
+        """Act on our children's timeouts and expired leases; the foreign owners whose lease
+        expired (for ``recover_foreign``)."""
         verdicts = maintenance.judge_running(running, self.policy, now)
         by_owner = {s.owner: s for s in self.live()}
         expired = set()
@@ -398,14 +430,7 @@ class Arbiter:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
                       pid=slot.pid, reason=v.reason)
                 self.kill(slot, v.reason, count_attempt=True)
-        self.counters["jobs_reaped"] += maintenance.recover_foreign(store, running, set(by_owner), self.policy,
-                                                                    now, expired)
-        if initial or self.clock.monotonic() >= self.next_touch:
-            # Rarely: every write wakes every idle worker (they watch the WAL).
-            self.next_touch = self.clock.monotonic() + PROCESS_TOUCH_EVERY
-            maintenance.prune_processes(store)
-            store.touch_process(self.token, now)
-        return running
+        return expired
 
     def upkeep_wal(self, now_m: float, busy: bool) -> None:
         store = self.db()

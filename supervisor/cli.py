@@ -161,7 +161,18 @@ def main(argv: list[str] | None = None) -> int:
             (argv and argv[0].startswith("-") and _first_positional(argv) not in commands):
         argv = ["run", *argv]
     args = parser.parse_args(argv)
+    _printable_output()
     return int(args.func(args))
+
+
+def _printable_output() -> None:
+    """Text that is not valid Unicode (a lone surrogate from a file name, kept in a job's
+    payload or result) is printed with backslash escapes, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass  # not a text file (a test's StringIO): it takes any str
 
 
 def _first_positional(argv: list[str]) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any, Iterable, TextIO
 
 from shared import admin
 from shared.api import JobQueue
+from shared.bounds import MAX_DEPTH
 from shared.clock import iso, parse_iso
 from shared.exitcodes import ExitCode
 
@@ -26,6 +27,7 @@ from .ctx import Ctx
 ENQUEUE_BATCH = 1000
 LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
 MIN_PREFIX = 4
+MAX_LIST = 10_000_000  # `jobs --limit`: SQLite takes 64-bit integers; a larger number is a typo
 
 
 # -- enqueue --------------------------------------------------------------------------------------
@@ -40,6 +42,9 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail("enqueue: give a job TYPE (and a JSON payload), or --file jobs.jsonl", ExitCode.USAGE)
     try:
         payload = None if args.payload is None else json.loads(args.payload)
+    except RecursionError:
+        return ctx.fail(f"enqueue {args.type}: the payload nests too deep to decode (the limit is "
+                        f"{MAX_DEPTH} levels)", ExitCode.USAGE)
     except ValueError as exc:
         return ctx.fail(f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
                         ExitCode.USAGE)
@@ -88,6 +93,8 @@ def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int
             continue
         try:
             obj = json.loads(line)
+        except RecursionError:
+            raise ValueError(f"{name}: line {n}: nests too deep to decode (the limit is {MAX_DEPTH} levels)") from None
         except ValueError as exc:
             raise ValueError(f"{name}: line {n}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict) or "type" not in obj:
@@ -109,8 +116,8 @@ def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int
 
 
 def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        return ctx.fail(f"jobs: --limit must be >= 1, got {args.limit}", ExitCode.USAGE)
+    if not 1 <= args.limit <= MAX_LIST:
+        return ctx.fail(f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE)
     with ctx.store() as store:
         rows = admin.list_jobs(store, args.status, args.type, args.limit)
     ctx.emit(rows, render.jobs_text(rows))

@@ -32,6 +32,7 @@ DOCS: dict[str, str] = {
                    '"full": fsync on every commit, survives power loss.',
     "busy_timeout": "How long a connection waits for SQLite's write lock before retrying (seconds).",
     "max_payload_bytes": "Largest accepted payload, in bytes of JSON.",
+    "max_result_bytes": "Largest result a handler may return, in bytes of JSON; a larger one fails its job.",
     "log_level": 'Log level: "debug", "info", "warning" or "error".',
     "log_format": 'Log format: "text", or "json" (one object per line).',
     "metrics_port": "Prometheus metrics, served by the supervisor at http://metrics_host:metrics_port/metrics "
