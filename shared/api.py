@@ -149,7 +149,10 @@ class JobQueue:
         if delay is not None:
             if not isinstance(delay, (int, float)) or isinstance(delay, bool) or delay < 0:
                 raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
-            when = now + min(delay, float("inf"))  # an int too large for a float: infinity
+            try:
+                when = now + delay
+            except OverflowError:  # an int too large for a float
+                when = float("inf")
         elif run_at is not None:
             when = to_timestamp(run_at)
         else:
