@@ -372,3 +372,37 @@ def test_max_result_bytes_is_a_config_key_beside_max_payload_bytes():
     assert text.index("max_payload_bytes =") < text.index("max_result_bytes =")
     shipped = (Path(__file__).parents[1] / "jobq.toml").read_text()
     assert "max_result_bytes = 1048576" in shipped
+
+
+def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(tmp_path, make_config, monkeypatch):
+    """The last resort on the commit path: anything but a database error raised while recording
+    outcomes fails those jobs with the error (the worker lives on)."""
+    from shared.handlers import Registry, handler
+    from worker.loop import Worker
+
+    @handler("t:ok")
+    def ok(payload, job):
+        return 1
+    cfg = load(make_config(tmp_path))
+    w = Worker(cfg, Registry([ok.__jobq_handler__]))
+    w.store = SqliteStore.from_config(cfg)
+    try:
+        with JobQueue(config=cfg) as q:
+            jid = q.enqueue("t:ok")
+            (job,) = w.store.claim(w.owner, w.pid, time.time(), 1)
+            w.done.append(w.process(job))
+            real, calls = w.store.finish_and_claim, []
+
+            def first_call_raises(finishes, *a, **k):
+                calls.append([f.kind for f in finishes])
+                if len(calls) == 1:
+                    raise UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed")
+                return real(finishes, *a, **k)
+            monkeypatch.setattr(w.store, "finish_and_claim", first_call_raises)
+            w.commit(limit=0, must=True)
+            assert calls == [["completed"], ["failed"]]
+            job = q.get(jid)
+            assert job.status == "failed" and "could not be recorded (UnicodeEncodeError" in job.error
+    finally:
+        w.store.close()
+        w.signals.close()
