@@ -7,12 +7,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shared import bounds
-from shared.handlers import Registry
-from shared.job import Job
-from shared.logs import event, events, get_logger
-from shared.policy import JobPolicy
-from shared.store import Finish
+from . import bounds
+from .handlers import Registry
+from .job import Job
+from .logs import event, events, get_logger
+from .policy import JobPolicy
+from .store import Finish
 
 from .runner import JobContext, Outcome
 
