@@ -149,7 +149,8 @@ def check(job, jtype, payload, enqueued_at):
     act, tail = payload["act"], ("\udc80" if payload.get("surrogate") else "")
     if act == "raise":
         assert job.status == "failed" and job.attempts == 1
-        assert "ValueError" in job.error and safe_text(str(payload["value"]) + tail) in job.error
+        # the traceback text is rstripped (whitespace such as \x1f and \u2028 included)
+        assert "ValueError" in job.error and safe_text((str(payload["value"]) + tail).rstrip()) in job.error
     elif act == "log":
         assert job.status == "completed" and job.result == str(payload["value"]) + tail
     elif act == "return":
