@@ -22,7 +22,9 @@ MIN_TIME = -62_135_596_800.0   # 0001-01-01T00:00:00Z
 MAX_TIME = 253_402_300_799.0   # 9999-12-31T23:59:59Z
 MAX_TIME_TEXT = "9999-12-31T23:59:59Z"
 
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+# Strings (brackets inside them do not count) and everything else but brackets, for too_deep
+_NOT_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[^\[\]{}"]+')
+_SAME_BRACKETS = str.maketrans("{}", "[]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -32,16 +34,12 @@ def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
     deeper."""
     if text.count("[") + text.count("{") <= limit:
         return False
-    depth = 0
-    for m in _TOKENS.finditer(text):
-        c = m.group()[0]
-        if c == "[" or c == "{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif c != '"':
-            depth -= 1
-    return False
+    nesting = _NOT_NESTING.sub("", text).translate(_SAME_BRACKETS)  # e.g. "[[][[]]]"
+    for _ in range(limit):  # each pass removes the innermost level (str.replace does not rescan)
+        if not nesting:
+            return False
+        nesting = nesting.replace("[]", "")
+    return bool(nesting)
 
 
 def is_unicode(text: str) -> bool:
