@@ -29,15 +29,20 @@ RETRYABLE = ("failed", "cancelled")
 
 
 def counts_by_type(store: SqliteStore) -> list[dict[str, Any]]:
-    """Rows ``{type, status, n}`` for every (type, status) that has jobs (index ``jobs_type``)."""
+    """Rows ``{type, status, n}`` for every (type, status) that has jobs: the ``job_counts``
+    table the triggers keep (see ``shared.schema``), so the cost does not grow with the queue."""
     return store.conn.execute(
-        "SELECT type, status, count(*) AS n FROM jobs GROUP BY type, status ORDER BY type, status").fetchall()
+        "SELECT type, status, n FROM job_counts WHERE n > 0 ORDER BY type, status").fetchall()
 
 
 def scheduled_by_type(store: SqliteStore, now: float) -> dict[str, int]:
-    """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry)."""
-    rows = store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' AND run_at > ? "
-                              "GROUP BY type", (iso(now),)).fetchall()
+    """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry).
+
+    A job not due yet was created before ``now``, so ``run_at > created_at`` holds for it: that
+    term lets the small ``jobs_delayed`` index serve the count (only delayed jobs are visited).
+    """
+    rows = store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
+                              "AND run_at > created_at AND run_at > ? GROUP BY type", (iso(now),)).fetchall()
     return {r["type"]: r["n"] for r in rows}
 
 
@@ -63,12 +68,37 @@ def oldest_due(store: SqliteStore, now: float) -> dict[str, Any] | None:
 
 
 def finished_per_minute(store: SqliteStore, since: float) -> list[dict[str, Any]]:
-    """Rows ``{minute, status, n}``: completed and failed jobs per minute (``YYYY-MM-DDTHH:MM``)
-    that finished at or after ``since`` (index ``jobs_finished``)."""
+    """Rows ``{minute, status, n}`` (``YYYY-MM-DDTHH:MM``): attempts that ended at or after
+    ``since`` per minute, by status: ``completed``, ``failed`` (for good) and ``retried``.
+
+    Read from ``job_attempts`` from the first attempt of the window on (found by
+    :func:`first_attempt_since`), so the cost follows the attempts in the window, not the table.
+    """
+    start = first_attempt_since(store, since)
     return store.conn.execute(
-        f"SELECT substr(completed_at, 1, 16) AS minute, status, count(*) AS n FROM jobs "
-        f"WHERE {_FINISHED} AND status IN ('completed', 'failed') AND completed_at >= ? "
-        f"GROUP BY minute, status ORDER BY minute", (iso(since),)).fetchall()
+        "SELECT substr(ended_at, 1, 16) AS minute, "
+        "CASE outcome WHEN 'retry' THEN 'retried' ELSE outcome END AS status, count(*) AS n "
+        "FROM job_attempts WHERE seq >= ? AND ended_at >= ? GROUP BY minute, status ORDER BY minute",
+        (start, iso(since))).fetchall()
+
+
+def first_attempt_since(store: SqliteStore, since: float) -> int:
+    """The lowest ``job_attempts.seq`` whose attempt ended at or after ``since`` (a binary search
+    over the primary key: ``ended_at`` grows with ``seq`` up to clock skew between writers);
+    one past the last seq when none did."""
+    stamp = iso(since)
+    row = store.conn.execute("SELECT coalesce(min(seq), 1) AS lo, coalesce(max(seq), 0) AS hi "
+                             "FROM job_attempts").fetchone()
+    lo, hi = row["lo"], row["hi"] + 1
+    probe = "SELECT seq, ended_at FROM job_attempts WHERE seq >= ? ORDER BY seq LIMIT 1"
+    while lo < hi:
+        mid = (lo + hi) // 2
+        r = store.conn.execute(probe, (mid,)).fetchone()
+        if r is None or r["ended_at"] >= stamp:
+            hi = mid
+        else:
+            lo = r["seq"] + 1
+    return lo
 
 
 def recent_failures(store: SqliteStore, limit: int = 10) -> list[dict[str, Any]]:

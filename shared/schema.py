@@ -128,7 +128,38 @@ BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY]
+# Job counts by (type, status), kept by triggers (issue 15): `status`, `top` and the dashboard read
+# a few rows instead of counting a million. Each status change costs one upsert of a row that
+# stays in cache; a job's type never changes. Failed and cancelled jobs (rare, off the hot path)
+# get an index so the dashboard can list them newest first without a scan.
+JOB_COUNTS = """
+CREATE TABLE job_counts (
+    type    TEXT NOT NULL,
+    status  TEXT NOT NULL,
+    n       INTEGER NOT NULL,
+    PRIMARY KEY (type, status)
+) WITHOUT ROWID;
+INSERT INTO job_counts (type, status, n) SELECT type, status, count(*) FROM jobs GROUP BY type, status;
+CREATE TRIGGER job_counts_insert AFTER INSERT ON jobs
+BEGIN
+    INSERT INTO job_counts (type, status, n) VALUES (NEW.type, NEW.status, 1)
+    ON CONFLICT (type, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER job_counts_update AFTER UPDATE OF status ON jobs
+WHEN OLD.status <> NEW.status
+BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE type = OLD.type AND status = OLD.status;
+    INSERT INTO job_counts (type, status, n) VALUES (NEW.type, NEW.status, 1)
+    ON CONFLICT (type, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER job_counts_delete AFTER DELETE ON jobs
+BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE type = OLD.type AND status = OLD.status;
+END;
+CREATE INDEX jobs_dead ON jobs (status, id) WHERE status IN ('failed', 'cancelled');
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS]
 VERSION = len(MIGRATIONS)
 
 

@@ -81,9 +81,6 @@ def throughput(store: SqliteStore, now: float) -> dict[str, Any]:
     for r in admin.finished_per_minute(store, start):
         if r["minute"] in per:
             per[r["minute"]][r["status"]] = r["n"]
-    for r in admin.recent_attempts(store, start, SAMPLE):
-        if r["outcome"] == "retry" and r["ended_at"][:16] in per:
-            per[r["ended_at"][:16]]["retried"] += 1
     span = max((now - start) / 60.0, 1e-9)
     out: dict[str, Any] = {"window_s": round(now - start, 3), "per_minute": list(per.values())}
     for name in ("completed", "failed", "retried"):
