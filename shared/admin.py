@@ -39,7 +39,8 @@ def scheduled_by_type(store: SqliteStore, now: float) -> dict[str, int]:
     """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry).
 
     A job not due yet was created before ``now``, so ``run_at > created_at`` holds for it: that
-    term lets the small ``jobs_delayed`` index serve the count (only delayed jobs are visited).
+    term lets the small ``jobs_delayed`` index ``(run_at, type)`` answer the count by itself
+    (index-only: only the entries of jobs not due yet are read, not the table).
     """
     rows = store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
                               "AND run_at > created_at AND run_at > ? GROUP BY type", (iso(now),)).fetchall()
@@ -87,9 +88,9 @@ def first_attempt_since(store: SqliteStore, since: float) -> int:
     over the primary key: ``ended_at`` grows with ``seq`` up to clock skew between writers);
     one past the last seq when none did."""
     stamp = iso(since)
-    row = store.conn.execute("SELECT coalesce(min(seq), 1) AS lo, coalesce(max(seq), 0) AS hi "
-                             "FROM job_attempts").fetchone()
-    lo, hi = row["lo"], row["hi"] + 1
+    # two statements: min and max together defeat SQLite's min/max shortcut (it would scan)
+    lo = store.conn.execute("SELECT coalesce(min(seq), 1) AS s FROM job_attempts").fetchone()["s"]
+    hi = last_attempt_seq(store) + 1
     probe = "SELECT seq, ended_at FROM job_attempts WHERE seq >= ? ORDER BY seq LIMIT 1"
     while lo < hi:
         mid = (lo + hi) // 2
@@ -248,6 +249,16 @@ def cancel_jobs(store: SqliteStore, ids: Sequence[str], now: float) -> list[str]
 
     def tx(c: sqlite3.Connection) -> list[str]:
         return [i for i in dict.fromkeys(ids) if c.execute(sql, (stamp, stamp, i)).rowcount == 1]
+    return store._immediate(tx)
+
+
+def purge_jobs(store: SqliteStore, ids: Sequence[str]) -> list[str]:
+    """Delete the named jobs that are finished (completed, failed or cancelled), with their
+    attempt history (trigger). One transaction; returns the ids deleted."""
+    sql = f"DELETE FROM jobs WHERE id = ? AND {_FINISHED}"
+
+    def tx(c: sqlite3.Connection) -> list[str]:
+        return [i for i in dict.fromkeys(ids) if c.execute(sql, (i,)).rowcount == 1]
     return store._immediate(tx)
 
 

@@ -131,7 +131,8 @@ END;
 # Job counts by (type, status), kept by triggers (issue 15): `status`, `top` and the dashboard read
 # a few rows instead of counting a million. Each status change costs one upsert of a row that
 # stays in cache; a job's type never changes. Failed and cancelled jobs (rare, off the hot path)
-# get an index so the dashboard can list them newest first without a scan.
+# get an index so the dashboard can list them newest first without a scan; the delayed-job index
+# gains the type column so scheduled jobs are counted per type from the index alone.
 JOB_COUNTS = """
 CREATE TABLE job_counts (
     type    TEXT NOT NULL,
@@ -157,6 +158,9 @@ BEGIN
     UPDATE job_counts SET n = n - 1 WHERE type = OLD.type AND status = OLD.status;
 END;
 CREATE INDEX jobs_dead ON jobs (status, id) WHERE status IN ('failed', 'cancelled');
+-- The delayed-job index gains the type, so "scheduled by type" is counted from the index alone.
+DROP INDEX jobs_delayed;
+CREATE INDEX jobs_delayed ON jobs (run_at, type) WHERE status = 'pending' AND run_at > created_at;
 """
 
 MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS]
