@@ -31,20 +31,25 @@ RETRYABLE = ("failed", "cancelled")
 def counts_by_type(store: SqliteStore) -> list[dict[str, Any]]:
     """Rows ``{type, status, n}`` for every (type, status) that has jobs: the ``job_counts``
     table the triggers keep (see ``shared.schema``), so the cost does not grow with the queue."""
-    return store.conn.execute(
-        "SELECT type, status, n FROM job_counts WHERE n > 0 ORDER BY type, status").fetchall()
+    return store.conn.execute("SELECT type, status, n FROM job_counts WHERE n > 0 AND status <> 'delayed' "
+                              "ORDER BY type, status").fetchall()
 
 
 def scheduled_by_type(store: SqliteStore, now: float) -> dict[str, int]:
     """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry).
 
-    A job not due yet was created before ``now``, so ``run_at > created_at`` holds for it: that
-    term lets the small ``jobs_delayed`` index ``(run_at, type)`` answer the count by itself
-    (index-only: only the entries of jobs not due yet are read, not the table).
+    The triggers count delayed jobs (pending, ``run_at`` later than creation); the ones among
+    them already due are counted from the ``jobs_delayed`` index alone, up to ``now``: few,
+    unless workers fall behind. Jobs far in the future are never read.
     """
-    rows = store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
-                              "AND run_at > created_at AND run_at > ? GROUP BY type", (iso(now),)).fetchall()
-    return {r["type"]: r["n"] for r in rows}
+    delayed = {r["type"]: r["n"] for r in store.conn.execute(
+        "SELECT type, n FROM job_counts WHERE status = 'delayed' AND n > 0").fetchall()}
+    if not delayed:
+        return {}
+    for r in store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
+                                "AND run_at > created_at AND run_at <= ? GROUP BY type", (iso(now),)).fetchall():
+        delayed[r["type"]] = delayed.get(r["type"], 0) - r["n"]
+    return {t: n for t, n in delayed.items() if n > 0}
 
 
 def oldest_due(store: SqliteStore, now: float) -> dict[str, Any] | None:
@@ -81,6 +86,15 @@ def finished_per_minute(store: SqliteStore, since: float) -> list[dict[str, Any]
         "CASE outcome WHEN 'retry' THEN 'retried' ELSE outcome END AS status, count(*) AS n "
         "FROM job_attempts WHERE seq >= ? AND ended_at >= ? GROUP BY minute, status ORDER BY minute",
         (start, iso(since))).fetchall()
+
+
+def attempts_by_minute(store: SqliteStore, after: int, upto: int) -> list[dict[str, Any]]:
+    """Rows ``{minute, status, n}`` like :func:`finished_per_minute`, over the attempts with
+    ``after < seq <= upto`` (for a reader that follows the table: the dashboard's chart)."""
+    return store.conn.execute(
+        "SELECT substr(ended_at, 1, 16) AS minute, "
+        "CASE outcome WHEN 'retry' THEN 'retried' ELSE outcome END AS status, count(*) AS n "
+        "FROM job_attempts WHERE seq > ? AND seq <= ? GROUP BY minute, status", (after, upto)).fetchall()
 
 
 def first_attempt_since(store: SqliteStore, since: float) -> int:
@@ -158,6 +172,12 @@ def attempt_history(store: SqliteStore, job_id: str) -> list[dict[str, Any]]:
     return store.conn.execute(
         "SELECT seq, attempt, outcome, due_at, started_at, ended_at, owner, error FROM job_attempts "
         "WHERE job_id = ? ORDER BY seq", (job_id,)).fetchall()
+
+
+def rate_window_use(store: SqliteStore, job_type: str, since: float) -> int:
+    """Claims of ``job_type`` recorded in its rate window (``type_starts``) since ``since``."""
+    return store.conn.execute("SELECT count(*) AS n FROM type_starts WHERE type = ? AND started_at > ?",
+                              (job_type, iso(since))).fetchone()["n"]
 
 
 # -- reads: processes -----------------------------------------------------------------------------

@@ -322,7 +322,7 @@ class SqliteStore(LifecycleStore):
 
     def counts(self) -> dict[str, int]:
         # the triggers' per-(type, status) counters (shared.schema JOB_COUNTS): no table scan
-        rows = self.conn.execute("SELECT status, sum(n) AS n FROM job_counts GROUP BY status "
+        rows = self.conn.execute("SELECT status, sum(n) AS n FROM job_counts WHERE status <> 'delayed' GROUP BY status "
                                  "HAVING sum(n) > 0").fetchall()
         return {r["status"]: r["n"] for r in rows}
 

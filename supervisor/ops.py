@@ -119,18 +119,18 @@ def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
 
 def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
     with ctx.store() as store:
-        job_id = _resolve(store, args.id)
+        job_id = resolve_id(store, args.id)
         if job_id is None or isinstance(job_id, list):
             what = "no job has that id" if not job_id else f"{len(job_id)}+ jobs start with it: give more of the id"
             return ctx.fail(f"show {args.id}: {what}", ExitCode.NOT_FOUND)
         job = store.get(job_id)
-        history = [dict(h, run_s=_ran(h)) for h in admin.attempt_history(store, job_id)]
+        history = [dict(h, run_s=ran_s(h)) for h in admin.attempt_history(store, job_id)]
     data = dataclasses.asdict(job)
     ctx.emit({"job": data, "attempts": history}, render.job_text(data, history))
     return ExitCode.OK
 
 
-def _resolve(store: Any, text: str) -> str | list[str] | None:
+def resolve_id(store: Any, text: str) -> str | list[str] | None:
     """An exact id, else the one id starting with ``text`` (at least MIN_PREFIX characters);
     a list when several match; None when none does."""
     if store.get(text) is not None:
@@ -143,7 +143,7 @@ def _resolve(store: Any, text: str) -> str | list[str] | None:
     return found or None
 
 
-def _ran(h: dict[str, Any]) -> float | None:
+def ran_s(h: dict[str, Any]) -> float | None:
     if not h["started_at"]:
         return None
     return max(parse_iso(h["ended_at"]) - parse_iso(h["started_at"]), 0.0)
