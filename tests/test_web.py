@@ -245,3 +245,107 @@ def test_token_required_off_loopback_and_taken_from_the_url_once(site, browser, 
         context.close()
     finally:
         web.close()
+
+
+def test_several_jobs_selected_and_purged(site, page, tmp_path):
+    q = site["q"]
+    ids = q.enqueue_many([("web:echo-error", {"text": f"bulk {i}"}) for i in range(2)])
+    wait_until(lambda: all(_status(q, i) == "failed" for i in ids), 30, "the jobs to fail")
+    page.goto(site["web"].url + "/jobs?status=failed&q=bulk")
+    page.on("dialog", lambda d: d.accept())
+    for i in ids:
+        page.check(f"input[name=ids][value='{i}']")
+    assert page.inner_text("#selected-count") == "2 selected"
+    page.click("#bulk-purge")
+    page.wait_for_selector(".flash")
+    assert all(f"purged {i}" in page.inner_text(".flash") for i in ids)
+    assert all(q.get(i) is None for i in ids)
+
+
+# -- over HTTP ------------------------------------------------------------------------------------
+
+
+def _csrf(client, url: str) -> str:
+    html = client.get(url).text
+    return html.split('name="csrf" value="')[1].split('"')[0]
+
+
+def test_posts_need_the_csrf_token_and_keep_the_cli_rules(site):
+    q = site["q"]
+    job_id = q.enqueue("web:ok", None, delay=3600)
+    with httpx.Client(base_url=site["web"].url) as c:
+        token = _csrf(c, "/jobs")
+        r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id})
+        assert r.status_code == 403 and "missing CSRF token" in r.text
+        r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": "0" * 64})
+        assert r.status_code == 403 and "wrong CSRF token" in r.text
+        r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": token},
+                   headers={"Origin": "http://evil.example"})
+        assert r.status_code == 403 and "cross-site" in r.text
+        assert _status(q, job_id) == "pending"
+        r = c.post("/actions/jobs", data={"action": "cancel", "ids": [job_id, "nope"], "csrf": token},
+                   follow_redirects=True)
+        assert f"cancelled {job_id}" in r.text and "job nope: no such job" in r.text
+        assert "1 of 2 jobs not cancelled" in r.text
+        r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": token}, follow_redirects=True)
+        assert "is cancelled: cancel applies to pending jobs" in r.text  # the CLI's rule, word for word
+        assert c.post("/actions/jobs", data={"action": "explode", "ids": job_id, "csrf": token}).status_code == 400
+        assert _status(q, job_id) == "cancelled"
+        assert c.get("/actions/jobs").status_code == 405
+
+
+def test_bad_input_gets_clear_pages_never_a_traceback(site):
+    with httpx.Client(base_url=site["web"].url) as c:
+        r = c.get("/jobs/0123456789abcdef")
+        assert r.status_code == 404 and "no job has that id" in r.text
+        r = c.get("/jobs?status=finished")
+        assert r.status_code == 400 and "status &#39;finished&#39; is not one of" in r.text
+        r = c.get("/jobs?status=pending&after=zzzz")
+        assert r.status_code == 400 and "is not a page cursor" in r.text
+        assert "Traceback" not in r.text
+
+
+def test_read_only_hides_and_refuses_actions(site):
+    web = Web(site["config"], "--read-only")
+    try:
+        web.wait_up()
+        with httpx.Client(base_url=web.url) as c:
+            html = c.get("/jobs?status=failed").text
+            assert "read-only" in html and "bulk-retry" not in html and 'type="checkbox"' not in html
+            assert "Pause queue" not in c.get("/").text
+            r = c.post("/actions/pause", data={"csrf": "x"})
+            assert r.status_code == 403 and "read-only" in r.text
+        assert not site["q"].store.is_paused()
+    finally:
+        web.close()
+
+
+def test_root_path_prefixes_every_link(site):
+    web = Web(site["config"], "--root-path", "/jobq/")
+    try:
+        web.wait_up()
+        html = httpx.get(web.url + "/jobs").text
+        assert 'href="/jobq/static/app.css"' in html and 'href="/jobq/schedules"' in html
+        assert 'action="/jobq/actions/jobs"' in html
+    finally:
+        web.close()
+
+
+def test_a_database_that_cannot_be_opened_is_an_error_page(tmp_path):
+    config = write_config(tmp_path, database="missing-folder/q.db", handlers=[])
+    web = Web(config)
+    try:
+        web.wait_up()
+        r = httpx.get(web.url + "/")
+        assert r.status_code == 503 and "Database unavailable" in r.text and "missing-folder" in r.text
+        assert "Traceback" not in r.text
+    finally:
+        web.close()
+
+
+def test_other_addresses_need_a_token_to_start(tmp_path):
+    config = write_config(tmp_path, handlers=[])
+    r = subprocess.run([sys.executable, "-m", "supervisor", "web", "--config", str(config), "--host", "0.0.0.0"],
+                       env={k: v for k, v in env().items() if k != "JOBQ_WEB_TOKEN"}, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "give --token" in r.stderr

@@ -13,8 +13,11 @@ def render(request: Request, name: str, context: dict[str, Any], status_code: in
     """The page ``name`` with the values every template uses (base URL, CSRF token, read-only)."""
     app = request.app
     s = app.state.settings
+    path = request.url.path
+    if s.root_path and path.startswith(s.root_path):
+        path = path[len(s.root_path):] or "/"
     ctx = {"base": s.root_path, "read_only": s.read_only, "csrf": security.csrf_token(request),
-           "database": s.config.database, "path": request.url.path, **context}
+           "database": s.config.database, "path": path, **context}
     return HTMLResponse(app.state.env.get_template(name).render(**ctx), status_code=status_code)
 
 

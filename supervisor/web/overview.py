@@ -42,7 +42,7 @@ class Chart:
         return [{"minute": m, **self.per.get(m, dict.fromkeys(SERIES, 0))} for m in minutes]
 
 
-def svg_chart(per_minute: list[dict[str, Any]], width: int = 720, height: int = 160) -> dict[str, Any]:
+def svg_chart(per_minute: list[dict[str, Any]], width: int = 1000, height: int = 170) -> dict[str, Any]:
     """Polyline points for each series of ``per_minute``, scaled into ``width`` x ``height``
     (the template draws them; no script needed)."""
     top = max([max(p[s] for s in SERIES) for p in per_minute] + [1])
