@@ -13,24 +13,28 @@ before a page is full, the page says so (``partial``) and its cursor continues t
 the window stopped: a rare match in a million jobs costs a few bounded pages, never one long scan.
 
 Search text matches an id prefix, an idempotency key exactly, or a substring of the payload or
-the error (case-sensitive). Id and key hits are found through their indexes and listed first.
+the error (case-sensitive). Id and key hits are found through their indexes and listed first;
+when the text looks like an id (hex) and finds jobs that way, payloads and errors are searched
+only on request (``text=1``).
 """
 from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from .job import STATUSES
 
-WINDOW = 20_000     # index entries examined per page at most, when a filter needs a look
+WINDOW = 10_000     # index entries examined per page at most, when a filter needs a look
 PAGE = 50
 MAX_QUERY = 200
 
 _COLUMNS = ("j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
             "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
             "substr(j.error, 1, 300) AS error")
+_HEX = re.compile(r"[0-9a-fA-F]{4,32}")
 _DEAD = "status IN ('failed', 'cancelled')"  # jobs_dead's own condition, literally (partial index)
 
 
@@ -41,6 +45,7 @@ class JobFilter:
     type: str | None = None
     q: str | None = None
     after: tuple | None = None  # the keyset cursor: the last row of the previous page
+    text: bool = False          # search payloads and errors even when ``q`` found a job by id or key
 
     def claim_order(self) -> bool:
         return self.status == "pending"
@@ -52,6 +57,7 @@ class Page:
     next: str | None            # cursor of the next page (None: this is the last)
     partial: bool = False       # the window ended before the page filled: more may match further on
     exact: list[dict[str, Any]] = field(default_factory=list)  # id-prefix and key hits (page 1)
+    text_skipped: bool = False  # ``q`` found jobs by id or key; payloads and errors were not searched
 
 
 def parse_filter(params: Any) -> JobFilter:
@@ -65,7 +71,8 @@ def parse_filter(params: Any) -> JobFilter:
     if q is not None and len(q) > MAX_QUERY:
         raise ValueError(f"search text is {len(q)} characters long; at most {MAX_QUERY} are accepted")
     after = params.get("after") or None
-    return JobFilter(status, job_type, q, _decode_cursor(after, status == "pending") if after else None)
+    return JobFilter(status, job_type, q, _decode_cursor(after, status == "pending") if after else None,
+                     text=params.get("text") == "1")
 
 
 def encode_cursor(key: tuple) -> str:
@@ -86,6 +93,10 @@ def _decode_cursor(text: str, claim: bool) -> tuple:
 
 def page_jobs(store: Any, f: JobFilter, limit: int = PAGE, window: int = WINDOW) -> Page:
     """One page of jobs matching ``f``, in the listing order of its status (see the module)."""
+    if f.q and f.after is None and not f.text and _HEX.fullmatch(f.q):
+        exact = exact_hits(store, f)
+        if exact:  # an id or a key was meant: answer from the indexes, offer the text search
+            return Page([], None, exact=exact, text_skipped=True)
     conn = store.conn
     walk, params = _walk(f)
     filters, fparams = _filters(f)

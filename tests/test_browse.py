@@ -65,7 +65,9 @@ def test_finished_lists_newest_first(q):
 def test_search_finds_id_prefix_and_key_first(q):
     some = _expected(q.store)[5]
     page = browse.page_jobs(q.store, browse.parse_filter({"q": some[:14]}))
-    assert [r["id"] for r in page.exact] == [some]
+    assert [r["id"] for r in page.exact] == [some] and page.text_skipped and not page.rows
+    page = browse.page_jobs(q.store, browse.parse_filter({"q": some[:14], "text": "1"}))
+    assert [r["id"] for r in page.exact] == [some] and [r["id"] for r in page.rows] == [some]
     page = browse.page_jobs(q.store, browse.parse_filter({"q": "k3"}))
     assert [r["key"] for r in page.exact] == ["k3"]
 

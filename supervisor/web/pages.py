@@ -67,7 +67,8 @@ async def jobs(request: Request) -> Response:
 def _query(f: browse.JobFilter) -> str:
     """The filter as URL parameters (without the cursor), for the next-page link."""
     from urllib.parse import urlencode
-    return urlencode({k: v for k, v in (("status", f.status), ("type", f.type), ("q", f.q)) if v})
+    return urlencode({k: v for k, v in (("status", f.status), ("type", f.type), ("q", f.q),
+                                        ("text", "1" if f.text else None)) if v})
 
 
 async def job(request: Request) -> Response:
