@@ -33,7 +33,7 @@ MAX_QUERY = 200
 
 _COLUMNS = ("j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
             "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
-            "substr(j.error, 1, 300) AS error")
+            "CASE WHEN j.status <> 'completed' THEN substr(j.error, -300) END AS error")  # the tail: the exception
 _HEX = re.compile(r"[0-9a-fA-F]{4,32}")
 _DEAD = "status IN ('failed', 'cancelled')"  # jobs_dead's own condition, literally (partial index)
 

@@ -163,6 +163,19 @@ def test_overview_shows_a_job_go_from_pending_to_completed_without_reload(site, 
     shot(page, tmp_path, "overview")
 
 
+def test_pause_and_resume_by_clicking_with_the_cli_messages(site, page):
+    q = site["q"]
+    page.goto(site["web"].url + "/")
+    with page.expect_navigation():
+        page.click("#pause-toggle")
+    assert "paused: workers finish the job in hand" in page.inner_text(".flash")
+    assert q.store.is_paused() and page.inner_text("#paused") == "PAUSED"
+    with page.expect_navigation():
+        page.click("#pause-toggle")
+    assert "resumed: workers claim jobs again" in page.inner_text(".flash")
+    assert not q.store.is_paused()
+
+
 def test_a_failed_job_is_retried_by_clicking_and_then_runs(site, page, tmp_path):
     q = site["q"]
     flag = site["folder"] / "fail-flag"
