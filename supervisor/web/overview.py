@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import admin
+from shared import activity, admin
 from shared.clock import iso, parse_iso
 
 from .. import status
@@ -32,9 +32,9 @@ class Chart:
         last = admin.last_attempt_seq(store)
         if self.db != store.path or last < self.seq:  # another database, or history purged
             self.db, self.per = store.path, {}
-            self.seq = admin.first_attempt_since(store, start) - 1
+            self.seq = activity.first_attempt_since(store, start) - 1
         if last > self.seq:
-            for r in admin.attempts_by_minute(store, self.seq, last):
+            for r in activity.attempts_by_minute(store, self.seq, last):
                 self.per.setdefault(r["minute"], dict.fromkeys(SERIES, 0))[r["status"]] += r["n"]
             self.seq = last
         minutes = [iso(start + 60 * i)[:16] for i in range(MINUTES)]

@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared import admin, browse, cron, schedule
+from shared import activity, admin, browse, cron, schedule
 from shared.durations import parse_rate
 from shared.job import STATUSES
 
@@ -126,7 +126,7 @@ async def types(request: Request) -> Response:
         t = cfg.for_type(name)
         c = counts.get(name, dict.fromkeys(STATUSES, 0))
         rate = parse_rate(t.rate) if t.rate else None
-        used = admin.rate_window_use(store, name, now - rate[1]) if rate else None
+        used = activity.rate_window_use(store, name, now - rate[1]) if rate else None
         rows.append({"type": name, "counts": c, "concurrency": t.concurrency, "running": c["running"],
                      "rate": t.rate, "rate_used": used, "rate_limit": rate[0] if rate else None,
                      "rate_period": rate[1] if rate else None, "settings": {
