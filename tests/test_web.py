@@ -337,9 +337,24 @@ def test_root_path_prefixes_every_link(site):
     web = Web(site["config"], "--root-path", "/jobq/")
     try:
         web.wait_up()
-        html = httpx.get(web.url + "/jobs").text
-        assert 'href="/jobq/static/app.css"' in html and 'href="/jobq/schedules"' in html
-        assert 'action="/jobq/actions/jobs"' in html
+        with httpx.Client(base_url=web.url) as c:
+            html = c.get("/jobs?status=failed").text
+            assert 'href="/jobq/static/app.css"' in html and 'href="/jobq/schedules"' in html
+            assert 'action="/jobq/actions/jobs"' in html and 'name="back" value="/jobs?status=failed"' in html
+            assert c.get("/static/app.js").status_code == 200
+            token = _csrf(c, "/jobs")
+            # the cookies' Path is /jobq (what the browser sees through the proxy): send them by hand
+            cookie = f"jobq_csrf={c.cookies.get('jobq_csrf', path='/jobq')}"
+            r = c.post("/actions/jobs", data={"action": "retry", "ids": "nope", "csrf": token,
+                                              "back": "/jobs?status=failed"}, headers={"Cookie": cookie})
+            assert r.status_code == 303 and r.headers["location"].startswith("/jobq/jobs?status=failed&done=")
+    finally:
+        web.close()
+    web = Web(site["config"], "--root-path", "/jobq", "--token", "t0k")
+    try:
+        web.wait_up()
+        r = httpx.get(web.url + "/types?token=t0k")
+        assert r.status_code == 303 and r.headers["location"] == "/jobq/types"
     finally:
         web.close()
 

@@ -13,9 +13,7 @@ def render(request: Request, name: str, context: dict[str, Any], status_code: in
     """The page ``name`` with the values every template uses (base URL, CSRF token, read-only)."""
     app = request.app
     s = app.state.settings
-    path = request.url.path
-    if s.root_path and path.startswith(s.root_path):
-        path = path[len(s.root_path):] or "/"
+    path = route_path(request)
     ctx = {"base": s.root_path, "read_only": s.read_only, "csrf": security.csrf_token(request),
            "database": s.config.database, "path": path, **context}
     return HTMLResponse(app.state.env.get_template(name).render(**ctx), status_code=status_code)
@@ -23,3 +21,11 @@ def render(request: Request, name: str, context: dict[str, Any], status_code: in
 
 def error_page(request: Request, status_code: int, title: str, detail: str) -> HTMLResponse:
     return render(request, "error.html", {"title": title, "detail": detail}, status_code)
+
+
+def route_path(request: Request) -> str:
+    """The request's path inside the dashboard: without the ``--root-path`` prefix."""
+    root, path = request.app.state.settings.root_path, request.url.path
+    if root and path.startswith(root):
+        path = path[len(root):] or "/"
+    return path

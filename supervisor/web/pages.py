@@ -17,7 +17,7 @@ from shared.job import STATUSES
 
 from .. import ops
 from . import overview as overview_mod
-from .html import render
+from .html import render, route_path
 
 NEXT_RUNS = 5
 STATUS_TABS = ("pending", "running", "completed", "failed", "cancelled")
@@ -60,7 +60,7 @@ async def jobs(request: Request) -> Response:
     types = sorted({r["type"] for r in admin.counts_by_type(store)})
     return render(request, "jobs.html", {"page": page, "f": f, "types": types, "tabs": STATUS_TABS,
                                          "now": b.clock.now(), "flash": _flash(request),
-                                         "query": _query(f), "window": browse.WINDOW, "back": str(request.url.path) + (
+                                         "query": _query(f), "window": browse.WINDOW, "back": route_path(request) + (
                                              f"?{request.url.query}" if request.url.query else "")})
 
 

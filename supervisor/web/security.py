@@ -93,7 +93,8 @@ class Guard(BaseHTTPMiddleware):
     def _login(self, request: Request, token: str) -> Response:
         """Remember the token in a cookie and drop it from the URL (history, logs, Referer)."""
         rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        url = request.scope.get("root_path", "") + request.url.path + (f"?{urlencode(rest)}" if rest else "")
+        # request.url.path is the path the browser asked for (with any --root-path prefix)
+        url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
         response = RedirectResponse(url, status_code=303)
         response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path=self._cookie_path())
         self._headers(request, response)
