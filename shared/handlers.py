@@ -90,10 +90,12 @@ class HandlerImportError(RuntimeError):
 
 
 class Registry:
-    """The handlers of one process, by job type."""
+    """The handlers of one process, by job type. ``modules``: the handler modules it was loaded
+    from (:func:`load_registry`), None when built by hand."""
 
     def __init__(self, specs: Iterable[HandlerSpec] = ()) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        self.modules: tuple[str, ...] | None = None
         self.hooks: dict[str, list[Callable[..., Any]]] = {e: [] for e in HOOK_EVENTS}
         for spec in specs:
             self.add(spec)
@@ -128,7 +130,7 @@ def _where(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
 
 
-def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> Registry:
+def load_registry(modules: Iterable[str]) -> Registry:
     """Import each handler module and collect its handlers, then add the built-in job types
     (shared.builtin_jobs) that no module defined.
 
@@ -137,9 +139,8 @@ def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> R
     """
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")
+    modules = tuple(modules)
     registry = Registry()
-    for module in extra:
-        registry.add_module(module)
     for name in modules:
         try:
             mod = importlib.import_module(name)
@@ -151,4 +152,5 @@ def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> R
     for spec in builtin_jobs.specs():
         if registry.get(spec.type) is None:
             registry.add(spec)
+    registry.modules = modules
     return registry
