@@ -6,18 +6,15 @@ from shared import activity
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
 from shared.config import Config
+from shared.store import Finish
 from supervisor import ops
 
 
 def _run(q: JobQueue, clock: FakeClock, outcome: str) -> str:
     job_id = q.enqueue("t", None)
     [job] = q.store.claim("w:1:1", 1, clock.now())
-    if outcome == "completed":
-        q.store.complete(job.id, job.attempts, job.owner, None, clock.now())
-    elif outcome == "failed":
-        q.store.fail(job.id, job.attempts, job.owner, "boom", clock.now())
-    else:
-        q.store.retry(job.id, job.attempts, job.owner, "boom", clock.now() + 10_000, clock.now())
+    text = None if outcome == "completed" else "boom"
+    q.store.finish(Finish(outcome, job.id, job.attempts, text, clock.now() + 10_000), job.owner, clock.now())
     return job_id
 
 

@@ -8,6 +8,7 @@ from shared import browse
 from shared.api import JobQueue
 from shared.clock import FakeClock
 from shared.config import Config
+from shared.store import Finish
 
 
 @pytest.fixture
@@ -54,8 +55,9 @@ def test_filtered_pages_walk_windows_and_miss_nothing(q):
 def test_finished_lists_newest_first(q):
     s = q.store
     for j in s.claim("w:1:1", 1, q.clock.now() + 1000, limit=60):
-        (s.fail if j.payload["i"] % 4 == 0 else s.complete)(j.id, j.attempts, j.owner, None if j.payload["i"] % 4
-                                                            else "boom", q.clock.now())
+        failed = j.payload["i"] % 4 == 0
+        s.finish(Finish("failed" if failed else "completed", j.id, j.attempts, "boom" if failed else None),
+                 j.owner, q.clock.now())
     assert _all_pages(s, {"status": "failed"}) == _expected(s, "status = 'failed'")
     assert _all_pages(s, {"status": "completed", "type": "even"}, window=3) == \
         _expected(s, "status = 'completed' AND type = 'even'")

@@ -14,7 +14,7 @@ from shared import admin, schema
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
 from shared.config import Config
-from shared.store import SqliteStore
+from shared.store import Finish, SqliteStore
 from supervisor import ops
 
 TYPES = ("a", "b", "c")
@@ -50,13 +50,13 @@ def _step(q: JobQueue, clock: FakeClock, rnd: random.Random, op: int) -> None:
         s.claim("w:1:1", 1, now, limit=rnd.randrange(1, 4))
     elif op == 3 and running:
         j = rnd.choice(running)
-        s.complete(j.id, j.attempts, j.owner, None, now)
+        s.finish(Finish("completed", j.id, j.attempts, None), j.owner, now)
     elif op == 4 and running:
         j = rnd.choice(running)
-        s.retry(j.id, j.attempts, j.owner, "boom", now + rnd.choice([0, 20]), now)
+        s.finish(Finish("retry", j.id, j.attempts, "boom", now + rnd.choice([0, 20])), j.owner, now)
     elif op == 5 and running:
         j = rnd.choice(running)
-        s.fail(j.id, j.attempts, j.owner, "boom", now)
+        s.finish(Finish("failed", j.id, j.attempts, "boom"), j.owner, now)
     elif op == 6:
         ids = [r["id"] for r in s.conn.execute("SELECT id FROM jobs ORDER BY random() LIMIT 3").fetchall()]
         rnd.choice([lambda: ops.retry_ids(s, ids, now), lambda: ops.cancel_ids(s, ids, now),
