@@ -29,16 +29,27 @@ RETRYABLE = ("failed", "cancelled")
 
 
 def counts_by_type(store: SqliteStore) -> list[dict[str, Any]]:
-    """Rows ``{type, status, n}`` for every (type, status) that has jobs (index ``jobs_type``)."""
-    return store.conn.execute(
-        "SELECT type, status, count(*) AS n FROM jobs GROUP BY type, status ORDER BY type, status").fetchall()
+    """Rows ``{type, status, n}`` for every (type, status) that has jobs: the ``job_counts``
+    table the triggers keep (see ``shared.schema``), so the cost does not grow with the queue."""
+    return store.conn.execute("SELECT type, status, n FROM job_counts WHERE n > 0 AND status <> 'delayed' "
+                              "ORDER BY type, status").fetchall()
 
 
 def scheduled_by_type(store: SqliteStore, now: float) -> dict[str, int]:
-    """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry)."""
-    rows = store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' AND run_at > ? "
-                              "GROUP BY type", (iso(now),)).fetchall()
-    return {r["type"]: r["n"] for r in rows}
+    """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry).
+
+    The triggers count delayed jobs (pending, ``run_at`` later than creation); the ones among
+    them already due are counted from the ``jobs_delayed`` index alone, up to ``now``: few,
+    unless workers fall behind. Jobs far in the future are never read.
+    """
+    delayed = {r["type"]: r["n"] for r in store.conn.execute(
+        "SELECT type, n FROM job_counts WHERE status = 'delayed' AND n > 0").fetchall()}
+    if not delayed:
+        return {}
+    for r in store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
+                                "AND run_at > created_at AND run_at <= ? GROUP BY type", (iso(now),)).fetchall():
+        delayed[r["type"]] = delayed.get(r["type"], 0) - r["n"]
+    return {t: n for t, n in delayed.items() if n > 0}
 
 
 def oldest_due(store: SqliteStore, now: float) -> dict[str, Any] | None:
@@ -62,20 +73,17 @@ def oldest_due(store: SqliteStore, now: float) -> dict[str, Any] | None:
             best = top
 
 
-def finished_per_minute(store: SqliteStore, since: float) -> list[dict[str, Any]]:
-    """Rows ``{minute, status, n}``: completed and failed jobs per minute (``YYYY-MM-DDTHH:MM``)
-    that finished at or after ``since`` (index ``jobs_finished``)."""
-    return store.conn.execute(
-        f"SELECT substr(completed_at, 1, 16) AS minute, status, count(*) AS n FROM jobs "
-        f"WHERE {_FINISHED} AND status IN ('completed', 'failed') AND completed_at >= ? "
-        f"GROUP BY minute, status ORDER BY minute", (iso(since),)).fetchall()
-
-
 def recent_failures(store: SqliteStore, limit: int = 10) -> list[dict[str, Any]]:
-    """The last ``limit`` jobs that failed for good, newest first."""
-    return store.conn.execute(
-        f"SELECT id, type, attempts, completed_at, error FROM jobs WHERE {_FINISHED} AND status = 'failed' "
-        f"ORDER BY completed_at DESC LIMIT ?", (limit,)).fetchall()
+    """The last ``limit`` jobs that failed for good, newest first.
+
+    Read through the ``jobs_dead`` index (newest ids first, a few times ``limit`` of them) and
+    ordered by failure time here: no index orders jobs by ``completed_at``, and a sort of every
+    failed job would cost a scan of the table each refresh of ``top``.
+    """
+    rows = store.conn.execute(
+        "SELECT id, type, attempts, completed_at, error FROM jobs WHERE status IN ('failed', 'cancelled') "
+        "AND status = 'failed' ORDER BY id DESC LIMIT ?", (limit * 20,)).fetchall()
+    return sorted(rows, key=lambda r: r["completed_at"] or "", reverse=True)[:limit]
 
 
 _LIST_ORDER = {
@@ -218,6 +226,16 @@ def cancel_jobs(store: SqliteStore, ids: Sequence[str], now: float) -> list[str]
 
     def tx(c: sqlite3.Connection) -> list[str]:
         return [i for i in dict.fromkeys(ids) if c.execute(sql, (stamp, stamp, i)).rowcount == 1]
+    return store._immediate(tx)
+
+
+def purge_jobs(store: SqliteStore, ids: Sequence[str]) -> list[str]:
+    """Delete the named jobs that are finished (completed, failed or cancelled), with their
+    attempt history (trigger). One transaction; returns the ids deleted."""
+    sql = f"DELETE FROM jobs WHERE id = ? AND {_FINISHED}"
+
+    def tx(c: sqlite3.Connection) -> list[str]:
+        return [i for i in dict.fromkeys(ids) if c.execute(sql, (i,)).rowcount == 1]
     return store._immediate(tx)
 
 

@@ -2,7 +2,7 @@
 
 ``run`` (the default) runs the supervisor; the ops commands (``enqueue``, ``status``, ``top``,
 ``jobs``, ``show``, ``retry``, ``cancel``, ``purge``, ``pause``, ``resume``, ``stop``, ``reload``,
-``scale``, ``config``) live in their own modules: this one only parses and dispatches.
+``scale``, ``config``, ``web``) live in their own modules: this one only parses and dispatches.
 ``--config`` and ``--json`` may stand before or after the subcommand. Every ops command turns an
 invalid config into exit 3 and an unusable database into exit 5, with a message naming it.
 """
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _view_commands(sub)
     _control_commands(sub)
     _config_commands(sub)
+    _web_command(sub)
     return p
 
 
@@ -123,6 +124,12 @@ def _config_commands(sub: argparse._SubParsersAction) -> None:
     ref = csub.add_parser("reference", help="print the reference of every key (Markdown)")
     for c in (show, init, cset, ref):
         _common(c, False)
+
+
+def _web_command(sub: argparse._SubParsersAction) -> None:
+    from . import web  # the package imports its dependencies (the web extra) only when run
+    web.add_parser(sub, _common)
+    sub.choices["web"].set_defaults(func=_ops(web.cmd_web))
 
 
 def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
