@@ -384,7 +384,7 @@ class Arbiter:
             if slot.generation < self.spawner.generation and not (slot.retiring or slot.rolling):
                 slot.rolling = True
                 event(log, "worker.rolling", slot=slot.index, pid=slot.pid, generation=self.spawner.generation)
-                _signal(slot.pid, signal.SIGTERM)
+                send_signal(slot.pid, signal.SIGTERM)
 
     def notify_ready(self) -> None:
         if self.ready_fd is None or len(self.live()) < self.target:
