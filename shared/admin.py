@@ -111,6 +111,12 @@ def cancel_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
     return store.cancel_jobs(ids, now)
 
 
+def purge_jobs(store: OpsStore, ids: Sequence[str]) -> list[str]:
+    """Delete the named jobs that are finished (completed, failed or cancelled), with their
+    attempt history. One transaction; returns the ids deleted."""
+    return store.purge_jobs(ids)
+
+
 def purge(store: OpsStore, status: str, before: float, *, dry_run: bool = False) -> int:
     """Delete jobs of a terminal ``status`` that finished before ``before`` (a job without
     ``completed_at`` counts from ``updated_at``), ``BATCH`` per statement; their attempt history

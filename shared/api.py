@@ -10,10 +10,10 @@ due job, both in the calling process (:mod:`shared.inline`; docs/testing.md).
 """
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
+from . import bounds
 from . import config as config_mod
 from .clock import SystemClock, to_timestamp
 from .config import Config
@@ -23,7 +23,6 @@ from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
-_MIN_TS, _MAX_TS = -62_135_596_800.0, 253_402_300_799.0  # 0001-01-01T00:00:00Z, 9999-12-31T23:59:59Z
 
 
 class JobQueue:
@@ -154,8 +153,9 @@ class JobQueue:
 
     def _type_priority(self, jtype: Any) -> int:
         """Check a job type; its default priority."""
-        if not isinstance(jtype, str) or not jtype.strip():
-            raise ValueError(f"job type must be a non-empty string, got {jtype!r}")
+        why = bounds.type_name_error(jtype)
+        if why is not None:
+            raise ValueError(why)
         return self.config.for_type(jtype).priority or 0
 
     def _payload_text(self, jtype: str, payload: Any) -> str:
@@ -181,22 +181,25 @@ class JobQueue:
         if max_attempts is not None and (not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
                                          or not 1 <= max_attempts < (1 << 63)):
             raise ValueError(f"max_attempts must be an integer from 1 to 2**63 - 1, got {max_attempts!r}")
-        if key is not None and (not isinstance(key, str) or not key):
-            raise ValueError(f"key must be a non-empty string, got {key!r}")
+        if key is not None and (not isinstance(key, str) or not key or not bounds.is_unicode(key)):
+            raise ValueError(f"key must be a non-empty string of valid Unicode, got {bounds.safe_text(repr(key))}")
         if run_at is not None and delay is not None:
             raise ValueError("give run_at or delay, not both")
         if delay is not None:
             if not isinstance(delay, (int, float)) or isinstance(delay, bool) or delay < 0:
                 raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
-            when = now + delay
+            try:
+                when = now + delay
+            except OverflowError:  # an int too large for a float
+                when = float("inf")
         elif run_at is not None:
             when = to_timestamp(run_at)
         else:
             when = now
-        if not math.isfinite(when) or not _MIN_TS <= when < _MAX_TS:
+        if bounds.time_error(when) is not None:
             # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
-            raise ValueError(f"run_at must fall in the years 1 to 9999, got {when!r} "
-                             f"(run_at={run_at!r}, delay={delay!r})")
+            raise ValueError(f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
+                             f"got {when!r} (run_at={run_at!r}, delay={delay!r})")
         return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key)
 
     # -- inspect --------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
+from .bounds import MAX_TIME, MIN_TIME
+
 
 class SystemClock:
     """Wall-clock time (``now``) and a monotonic clock for measuring intervals."""
@@ -41,7 +43,12 @@ class FakeClock:
 
 
 def iso(ts: float) -> str:
-    """Format a Unix timestamp as fixed-width ISO-8601 UTC text with milliseconds."""
+    """Format a Unix timestamp as fixed-width ISO-8601 UTC text with milliseconds.
+
+    Raises ValueError for a time outside the years 1 to 9999 (NaN, infinite, too large): its
+    text would not be fixed-width, or not exist."""
+    if not MIN_TIME <= ts < MAX_TIME + 0.9995:
+        raise ValueError(f"time {ts!r} is outside the years 1 to 9999")
     ms = int(round(ts * 1000))
     secs, milli = divmod(ms, 1000)
     t = time.gmtime(secs)
@@ -68,5 +75,8 @@ def to_timestamp(value: datetime | float | int | str) -> float:
     if isinstance(value, str):
         return parse_iso(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(f"run_at {value!r} is outside the years 1 to 9999") from None
     raise TypeError(f"run_at must be a datetime, ISO-8601 text or Unix timestamp, not {type(value).__name__}")

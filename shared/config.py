@@ -173,6 +173,8 @@ class Config:
         functions the workers run, e.g. ["myapp.jobs"].""")
     max_payload_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True),
                                      "Largest accepted payload, in bytes of JSON.")
+    max_result_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True), """Largest result a
+        handler may return, in bytes of JSON; a larger one fails its job.""")
     log_level: str = setting("info", choice("debug", "info", "warning", "error"), "Log level.")
     log_format: str = setting("text", choice("text", "json"),
                               'Log format: "text", or "json" (one object per line).')

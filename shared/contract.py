@@ -19,7 +19,7 @@ every engine fixture in ``tests/engines.py``: a new engine gets them by adding o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .job import Finish, Job, NewJob, Released, ScheduleMark
@@ -189,6 +189,7 @@ class OpsStore(Connection, Protocol):
 
     def cancel_jobs(self, ids: Sequence[str], now: float) -> list[str]: ...
 
+    def purge_jobs(self, ids: Sequence[str]) -> list[str]: ...
     def purge(self, status: str, before: float, *, dry_run: bool = False) -> int: ...
 
     def request_scale(self, supervisor: str, workers: int) -> None: ...
@@ -236,7 +237,9 @@ class Round:
     config: Any       # the supervisor's current shared.config.Config
     now: float        # wall clock, Unix seconds
     monotonic: float  # the clock's monotonic reading
-    busy: bool = False  # jobs are running (set by the recovery task, which runs first)
+    busy: bool = True   # jobs are running (set by the timeouts task, which runs first)
+    running: Any = None  # the running jobs the timeouts task read (None: it could not)
+    expired: set = field(default_factory=set)  # foreign owners whose lease expired
 
 
 @dataclass

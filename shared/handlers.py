@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
+from .bounds import MAX_TIME, MAX_TIME_TEXT, MIN_TIME
+
 ATTR = "__jobq_handler__"
 
 
@@ -27,11 +29,19 @@ class RetryAfter(Exception):
 
     It counts as an attempt (like Celery's ``retry(countdown=...)``): when attempts are used up
     the job fails with this error.
+
+    ``seconds`` must be a number from 0 to ``MAX_DELAY`` (the whole range of storable times,
+    shared.bounds), else this constructor raises ValueError: the handler then failed in the
+    ordinary way (retried after the backoff, or failed once attempts are used up). A delay that
+    would make the job due after 9999-12-31T23:59:59Z is the same ordinary failure.
     """
 
+    MAX_DELAY = MAX_TIME - MIN_TIME
+
     def __init__(self, seconds: float, message: str = "") -> None:
-        if not 0 <= seconds < float("inf"):  # NaN or inf cannot become a run_at: it crashed the worker
-            raise ValueError(f"RetryAfter seconds must be a finite number >= 0, got {seconds!r}")
+        if not 0 <= seconds <= self.MAX_DELAY:  # NaN, inf, 1e300 cannot become a run_at
+            raise ValueError(f"RetryAfter seconds must be a finite number from 0 to {self.MAX_DELAY:g} "
+                             f"(due by {MAX_TIME_TEXT} at the latest), got {seconds!r}")
         super().__init__(message or f"retry requested after {seconds:g} s")
         self.seconds = float(seconds)
 

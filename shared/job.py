@@ -12,6 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from . import bounds
+from .bounds import MAX_DEPTH
+
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 TERMINAL = ("completed", "failed", "cancelled")
 
@@ -32,12 +35,18 @@ def new_ids(n: int) -> list[str]:
 
 
 def _decode(text: str | None) -> tuple[Any, str | None]:
+    """The decoded JSON and None; or, for a stored text no reader can decode (not JSON, or
+    nested too deep for the interpreter: only a row written around ``enqueue`` can be), the raw
+    text and why. Never raises: every reader of a row goes through here."""
     if text is None:
         return None, None
     try:
         return json.loads(text), None
     except (ValueError, TypeError) as exc:
-        return text, f"{type(exc).__name__}: {exc}"
+        return text, f"not valid JSON ({type(exc).__name__}: {exc})"
+    except RecursionError:
+        return text, (f"nested too deep to decode (RecursionError; enqueue accepts at most "
+                      f"{MAX_DEPTH} levels)")
 
 
 @dataclass
@@ -140,17 +149,30 @@ class ScheduleMark:
     last_tick: float
 
 
-# An immutable encoder built once: json.dumps with non-default options builds one per call.
+# Immutable encoders built once: json.dumps with non-default options builds one per call.
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_ENCODE_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode
 
 
 def encode_json(value: Any, what: str) -> str:
-    """JSON-encode ``value``; a TypeError names ``what`` and the offending type."""
+    """JSON-encode ``value`` as every reader can decode it (shared.bounds).
+
+    A TypeError names ``what`` and the offending type; a ValueError says it is not valid JSON
+    (NaN, infinity) or nests deeper than ``bounds.MAX_DEPTH`` levels. Text with lone surrogates
+    (not valid Unicode, so not storable as UTF-8) is kept losslessly as ``\\udcxx`` escapes."""
     if value is None:
         return "null"  # the commonest payload and result; the encoder's slow path otherwise
     try:
-        return _ENCODE(value)
+        text = _ENCODE(value)
     except TypeError as exc:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects "
+                         f"(the limit)") from None
     except ValueError as exc:
         raise ValueError(f"{what} is not valid JSON: {exc}") from None
+    if bounds.too_deep(text):
+        raise ValueError(f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects (the limit)")
+    if not bounds.is_unicode(text):
+        text = _ENCODE_ASCII(value)
+    return text

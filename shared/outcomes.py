@@ -2,10 +2,12 @@
 the commit: the log line and the on_completed/on_failed/on_retry hooks."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from . import bounds
 from .handlers import Registry
 from .job import Job
 from .logs import event, events, get_logger
@@ -32,7 +34,13 @@ class Done:
 
 def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: float,
            duration: float) -> Done:
-    """Completed, retried (after RetryAfter's delay or the backoff) or failed for good."""
+    """Completed, retried (after RetryAfter's delay or the backoff) or failed for good.
+
+    Whatever the handler produced, the Finish can be recorded (see :func:`storable`): a result
+    above ``max_result_bytes`` fails the job, error text that is not valid Unicode is kept with
+    backslash escapes, and a RetryAfter that would be due after the latest storable time is an
+    ordinary failure."""
+    outcome = storable(job, outcome, policy.config.max_result_bytes, now)
     if outcome.kind == "completed":
         return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result), duration)
     if outcome.kind == "failed" or job.attempts >= ctx.max_attempts:
@@ -41,6 +49,34 @@ def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: 
     delay = outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
     return Done(job, ctx, outcome, Finish("retry", job.id, job.attempts, outcome.error or "",
                                           now + delay, ctx.max_attempts), duration, delay)
+
+
+def storable(job: Job, outcome: Outcome, max_result_bytes: int, now: float) -> Outcome:
+    """``outcome`` as it can be committed (the commit path must never raise on handler output)."""
+    if outcome.kind == "completed":
+        text = outcome.result
+        if text is not None and len(text) * 4 > max_result_bytes:  # else it fits: <= 4 bytes a char
+            size = len(text.encode("utf-8"))
+            if size > max_result_bytes:
+                return Outcome("failed", error=f"job {job.id} ({job.type!r}): result of {size} bytes exceeds "
+                                               f"max_result_bytes={max_result_bytes}")
+        return outcome
+    error = bounds.safe_text(outcome.error or "")
+    if outcome.kind == "retry_after" and bounds.time_error(now + (outcome.delay or 0.0)) is not None:
+        return Outcome("error", error=f"RetryAfter({outcome.delay:g} s) would make job {job.id} due after "
+                                      f"{bounds.MAX_TIME_TEXT}, the latest time jobq stores: treated as an "
+                                      f"ordinary failure\n{error}")
+    return outcome if error == outcome.error else dataclasses.replace(outcome, error=error)
+
+
+def unrecordable(done: Done, exc: BaseException) -> Done:
+    """``done`` turned into a failure that can be recorded, after recording it raised ``exc``
+    (a last resort: :func:`storable` should have made every outcome recordable)."""
+    f = done.finish
+    error = bounds.safe_text(f"the outcome {f.kind!r} of job {f.job_id} could not be recorded "
+                             f"({type(exc).__name__}: {exc}); the job failed instead")
+    return Done(done.job, done.ctx, Outcome("failed", error=error),
+                Finish("failed", f.job_id, f.attempt, error, 0.0, done.ctx.max_attempts), done.duration)
 
 
 def after_commit_all(dones: list[Done], committed: list[bool], registry: Registry, slot: int | None,

@@ -42,17 +42,30 @@ class ProgressWriter:
 
 def unstarted(path: str) -> list[str]:
     """Ids of the last batch that the worker never started ([] if unknown)."""
+    ids, count = _read(path)
+    return ids[count:]
+
+
+def not_in_hand(path: str) -> list[str]:
+    """Ids of the last batch except the job the worker was running (the last one started): the
+    jobs its death is not to blame on. Those before it had returned (their outcomes may not have
+    been committed yet), those after it never started. [] if unknown."""
+    ids, count = _read(path)
+    return ids[:count - 1] + ids[count:] if count >= 1 else ids
+
+
+def _read(path: str) -> tuple[list[str], int]:
+    """(the batch's ids, how many were started); ([], 0) if unknown."""
     try:
         with open(path, encoding="ascii") as f:
             lines = f.read().split("\n")
     except (OSError, UnicodeDecodeError):
-        return []
+        return [], 0
     try:
         count = int(lines[0].split()[0])
     except (ValueError, IndexError):
-        return []
-    ids = [line for line in lines[1:] if line]
-    return ids[count:]
+        return [], 0
+    return [line for line in lines[1:] if line], max(count, 0)
 
 
 def counts(path: str) -> tuple[int, int]:

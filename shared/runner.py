@@ -68,8 +68,8 @@ def execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
         return Outcome("failed", error=f"no handler for job type {job.type!r} (job {job.id}); "
                                        f"registered types: {known}")
     if job.payload_error is not None:
-        return Outcome("failed", error=f"payload of job {job.id} (type {job.type!r}) is not valid JSON: "
-                                       f"{job.payload_error}")
+        return Outcome("failed", error=f"payload of job {job.id} (type {job.type!r}) cannot be decoded, "
+                                       f"so the job failed without running: {job.payload_error}")
     try:
         value = _call(spec, job.payload, ctx)
     except PermanentError as exc:

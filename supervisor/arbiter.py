@@ -31,7 +31,7 @@ from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import owner_token, send_signal
 from shared.signals import SignalQueue
-from shared.progress import unstarted
+from shared.progress import not_in_hand
 from shared.contract import Round, Store, UpkeepTask
 from shared.engines import open_store, upkeep_tasks
 from shared.errors import StoreError
@@ -143,8 +143,9 @@ class Arbiter:
             store = self.db()
             store.register_process(self.token, "supervisor", os.getpid(), socket.gethostname(),
                                    self.clock.now())
-            self.recover()
-            self.upkeep.run_now("processes", self.round())
+            rnd = self.round()
+            for name in ("timeouts", "recovery", "processes"):
+                self.upkeep.run_now(name, rnd)  # at boot a failure is a boot failure
         except (StoreError, OSError) as exc:
             event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
             return ExitCode.DATABASE_UNAVAILABLE
@@ -310,15 +311,16 @@ class Arbiter:
             self.reload("file changed")
 
     def release(self, slot: Slot, reason: str) -> list[Released]:
-        """Re-queue a dead worker's jobs (those it never started keep their attempt) and drop
-        its `processes` row. A database failure here is logged: maintenance re-queues the jobs
-        of dead owners later."""
+        """Re-queue a dead worker's jobs and drop its `processes` row. Only the job it was
+        running is charged an attempt: the rest of its batch (jobs that had returned but whose
+        outcomes were not committed, and jobs never started) keep theirs. A database failure
+        here is logged: maintenance re-queues the jobs of dead owners later."""
         released: list[Released] = []
         try:
             released = self.db().release_owner(slot.owner, reason, self.clock.now(),
                                                max_attempts_for=self.policy.max_attempts,
                                                count_attempt=slot.count_attempt,
-                                               unstarted=unstarted(progress_path(self.snapshot, slot)))
+                                               unstarted=not_in_hand(progress_path(self.snapshot, slot)))
             self.db().remove_process(slot.owner)  # a dead worker cannot delete its own row
         except Exception as exc:  # noqa: BLE001
             event(log, "worker.release_failed", logging.ERROR, slot=slot.index, pid=slot.pid, error=repr(exc))
@@ -383,7 +385,7 @@ class Arbiter:
             if slot.generation < self.spawner.generation and not (slot.retiring or slot.rolling):
                 slot.rolling = True
                 event(log, "worker.rolling", slot=slot.index, pid=slot.pid, generation=self.spawner.generation)
-                _signal(slot.pid, signal.SIGTERM)
+                send_signal(slot.pid, signal.SIGTERM)
 
     def notify_ready(self) -> None:
         if self.ready_fd is None or len(self.live()) < self.target:
@@ -407,15 +409,17 @@ class Arbiter:
         if now_m < self.next_maintain:
             return
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
-        try:
-            self.upkeep.run(self.round())
-        except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
-            event(log, "supervisor.maintenance_failed", logging.ERROR, error=repr(exc))
-            self.close_db()
+        failed = self.upkeep.run(self.round())
+        for name, exc in failed:
+            event(log, "supervisor.maintenance_failed", logging.ERROR, task=name, error=repr(exc))
+        if failed:
+            self.close_db()  # the next round opens a fresh connection
 
     def upkeep_tasks(self) -> list[UpkeepTask]:
-        """The upkeep table of contents (see ``supervisor.upkeep``)."""
-        return [UpkeepTask("recover", 0.0, lambda r: setattr(r, "busy", bool(self.recover()))),
+        """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
+        that raises is logged and tried again next round, and never stops the others."""
+        return [UpkeepTask("timeouts", 0.0, self.timeouts),
+                UpkeepTask("recovery", 0.0, self.recovery),
                 UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
                 *upkeep_tasks(self.config),
                 UpkeepTask("schedules", 0.0, lambda r: scheduler.run_due(r.store, self.config, r.now)),
@@ -445,12 +449,24 @@ class Arbiter:
                     event(log, "worker.drain_timeout", logging.WARNING, slot=slot.index, pid=slot.pid)
                     self.kill(slot, "shutdown_timeout passed", count_attempt=False)
 
-    def recover(self) -> list[Job]:
-        """Police running jobs: hard timeouts and leases for our children; dead or silent
-        foreign owners are killed/re-queued directly. Returns the running jobs it looked at."""
-        store = self.db()
-        now = self.clock.now()
-        running = store.running()
+    def timeouts(self, rnd: Round) -> None:
+        """Police our children's running jobs: hard timeouts and expired leases. Leaves the
+        running jobs and the foreign owners whose lease expired on the round, for ``recovery``."""
+        rnd.running = rnd.store.running()
+        rnd.busy = bool(rnd.running)
+        rnd.expired = self.police(rnd.running, rnd.now)
+
+    def recovery(self, rnd: Round) -> None:
+        """Dead or silent foreign owners: their jobs re-queued (or failed) directly."""
+        if rnd.running is None:  # the timeouts task could not read them this round
+            return
+        mine = {s.owner for s in self.live()}
+        self.counters["jobs_reaped"] += maintenance.recover_foreign(rnd.store, rnd.running, mine, self.policy,
+                                                                    rnd.now, rnd.expired)
+
+    def police(self, running: list[Job], now: float) -> set[str]:
+        """Act on our children's timeouts and expired leases; the foreign owners whose lease
+        expired (for ``recover_foreign``)."""
         verdicts = maintenance.judge_running(running, self.policy, now)
         by_owner = {s.owner: s for s in self.live()}
         expired = set()
@@ -468,9 +484,7 @@ class Arbiter:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
                       pid=slot.pid, reason=v.reason)
                 self.kill(slot, v.reason, count_attempt=True)
-        self.counters["jobs_reaped"] += maintenance.recover_foreign(store, running, set(by_owner), self.policy,
-                                                                    now, expired)
-        return running
+        return expired
 
     def touch_processes(self, rnd: Round) -> None:
         """Prune the process rows of dead processes; refresh ours."""

@@ -2,7 +2,7 @@
 
 ``run`` (the default) runs the supervisor; the ops commands (``enqueue``, ``status``, ``top``,
 ``jobs``, ``show``, ``retry``, ``cancel``, ``purge``, ``pause``, ``resume``, ``stop``, ``reload``,
-``scale``, ``config``) live in their own modules: this one only parses and dispatches.
+``scale``, ``config``, ``web``) live in their own modules: this one only parses and dispatches.
 ``--config`` and ``--json`` may stand before or after the subcommand. Every ops command turns an
 invalid config into exit 3 and an unusable database into exit 5, with a message naming it.
 """
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _view_commands(sub)
     _control_commands(sub)
     _config_commands(sub)
+    _web_command(sub)
     return p
 
 
@@ -124,6 +125,12 @@ def _config_commands(sub: argparse._SubParsersAction) -> None:
         _common(c, False)
 
 
+def _web_command(sub: argparse._SubParsersAction) -> None:
+    from . import web  # the package imports its dependencies (the web extra) only when run
+    web.add_parser(sub, _common)
+    sub.choices["web"].set_defaults(func=_ops(web.cmd_web))
+
+
 def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Run an ops command with its context; map config and database errors to exit codes."""
     def run(args: argparse.Namespace) -> int:
@@ -163,7 +170,18 @@ def main(argv: list[str] | None = None) -> int:
             (argv and argv[0].startswith("-") and _first_positional(argv) not in commands):
         argv = ["run", *argv]
     args = parser.parse_args(argv)
+    _printable_output()
     return int(args.func(args))
+
+
+def _printable_output() -> None:
+    """Text that is not valid Unicode (a lone surrogate from a file name, kept in a job's
+    payload or result) is printed with backslash escapes, never a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass  # not a text file (a test's StringIO): it takes any str
 
 
 def _first_positional(argv: list[str]) -> str | None:

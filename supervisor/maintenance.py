@@ -37,13 +37,17 @@ def judge_running(jobs: list[Job], policy: JobPolicy, now: float) -> list[Verdic
     out = []
     lease = policy.config.worker.lease_timeout
     for job in jobs:
-        timeout = policy.timeout(job.type)
-        if job.started_at and now - parse_iso(job.started_at) > timeout:
-            out.append(Verdict(job.owner, job, "timeout", f"timed out after {timeout:g} s"))
-        elif job.heartbeat_at and now - parse_iso(job.heartbeat_at) > lease:
-            silent = now - parse_iso(job.heartbeat_at)
-            out.append(Verdict(job.owner, job, "lease",
-                               f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)"))
+        try:
+            timeout = policy.timeout(job.type)
+            if job.started_at and now - parse_iso(job.started_at) > timeout:
+                out.append(Verdict(job.owner, job, "timeout", f"timed out after {timeout:g} s"))
+            elif job.heartbeat_at and now - parse_iso(job.heartbeat_at) > lease:
+                silent = now - parse_iso(job.heartbeat_at)
+                out.append(Verdict(job.owner, job, "lease",
+                                   f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)"))
+        except (ValueError, TypeError) as exc:  # a row written around jobq: the others are still policed
+            event(log, "supervisor.maintenance_failed", logging.ERROR, task="timeouts", id=job.id,
+                  error=repr(exc))
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable, TextIO
 
 from shared import admin
 from shared.api import JobQueue
+from shared.bounds import MAX_DEPTH
 from shared.clock import iso, parse_iso
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
@@ -26,6 +27,7 @@ from .ctx import Ctx
 ENQUEUE_BATCH = 1000
 LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
 MIN_PREFIX = 4
+MAX_LIST = 10_000_000  # `jobs --limit`: SQLite takes 64-bit integers; a larger number is a typo
 
 
 # -- enqueue --------------------------------------------------------------------------------------
@@ -40,6 +42,9 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail("enqueue: give a job TYPE (and a JSON payload), or --file jobs.jsonl", ExitCode.USAGE)
     try:
         payload = None if args.payload is None else json.loads(args.payload)
+    except RecursionError:
+        return ctx.fail(f"enqueue {args.type}: the payload nests too deep to decode (the limit is "
+                        f"{MAX_DEPTH} levels)", ExitCode.USAGE)
     except ValueError as exc:
         return ctx.fail(f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
                         ExitCode.USAGE)
@@ -88,6 +93,8 @@ def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int
             continue
         try:
             obj = json.loads(line)
+        except RecursionError:
+            raise ValueError(f"{name}: line {n}: nests too deep to decode (the limit is {MAX_DEPTH} levels)") from None
         except ValueError as exc:
             raise ValueError(f"{name}: line {n}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict) or "type" not in obj:
@@ -109,8 +116,8 @@ def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int
 
 
 def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        return ctx.fail(f"jobs: --limit must be >= 1, got {args.limit}", ExitCode.USAGE)
+    if not 1 <= args.limit <= MAX_LIST:
+        return ctx.fail(f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE)
     with ctx.store() as store:
         rows = admin.list_jobs(store, args.status, args.type, args.limit)
     ctx.emit(rows, render.jobs_text(rows))
@@ -119,18 +126,18 @@ def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
 
 def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
     with ctx.store() as store:
-        job_id = _resolve(store, args.id)
+        job_id = resolve_id(store, args.id)
         if job_id is None or isinstance(job_id, list):
             what = "no job has that id" if not job_id else f"{len(job_id)}+ jobs start with it: give more of the id"
             return ctx.fail(f"show {args.id}: {what}", ExitCode.NOT_FOUND)
         job = store.get(job_id)
-        history = [dict(h, run_s=_ran(h)) for h in admin.attempt_history(store, job_id)]
+        history = [dict(h, run_s=ran_s(h)) for h in admin.attempt_history(store, job_id)]
     data = dataclasses.asdict(job)
     ctx.emit({"job": data, "attempts": history}, render.job_text(data, history))
     return ExitCode.OK
 
 
-def _resolve(store: Any, text: str) -> str | list[str] | None:
+def resolve_id(store: Any, text: str) -> str | list[str] | None:
     """An exact id, else the one id starting with ``text`` (at least MIN_PREFIX characters);
     a list when several match; None when none does."""
     if store.get(text) is not None:
@@ -143,13 +150,66 @@ def _resolve(store: Any, text: str) -> str | list[str] | None:
     return found or None
 
 
-def _ran(h: dict[str, Any]) -> float | None:
+def ran_s(h: dict[str, Any]) -> float | None:
     if not h["started_at"]:
         return None
     return max(parse_iso(h["ended_at"]) - parse_iso(h["started_at"]), 0.0)
 
 
 # -- act on jobs ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What an action on named jobs did: the ids acted on, and why each other id was not."""
+    verb: str
+    done: list[str]
+    skipped: dict[str, str]
+
+    def lines(self) -> list[str]:
+        """The report, one line per job, as the CLI prints it and the dashboard shows it."""
+        return [f"{self.verb} {i}" for i in self.done] + [f"job {i}: {why}" for i, why in self.skipped.items()]
+
+    def summary(self) -> str | None:
+        """``N of M jobs not <verb>`` when some were skipped, else None."""
+        if not self.skipped:
+            return None
+        return f"{len(self.skipped)} of {len(self.done) + len(self.skipped)} jobs not {self.verb}"
+
+
+RETRY_RULE = "retry applies to failed or cancelled jobs"
+CANCEL_RULE = "cancel applies to pending jobs (a running job finishes or fails on its own)"
+PURGE_RULE = "purge applies to finished jobs (completed, failed or cancelled)"
+PAUSED_TEXT = "paused: workers finish the job in hand and claim nothing until `jobq resume`"
+RESUMED_TEXT = "resumed: workers claim jobs again"
+
+
+def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
+    """Retry the named jobs (the rules and messages of ``jobq retry ID...``)."""
+    ids = list(ids)
+    done = admin.retry_jobs(store, ids, now)
+    return Outcome("retried", done, _why_not(store, ids, done, RETRY_RULE))
+
+
+def cancel_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
+    """Cancel the named jobs (the rules and messages of ``jobq cancel ID...``)."""
+    ids = list(ids)
+    done = admin.cancel_jobs(store, ids, now)
+    return Outcome("cancelled", done, _why_not(store, ids, done, CANCEL_RULE))
+
+
+def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
+    """Delete the named finished jobs and their attempt history (the dashboard's purge of a
+    selection; ``jobq purge`` deletes by status and age)."""
+    ids = list(ids)
+    done = admin.purge_jobs(store, ids)
+    return Outcome("purged", done, _why_not(store, ids, done, PURGE_RULE))
+
+
+def set_paused(store: Any, paused: bool) -> str:
+    """Pause or resume the queue; the message ``jobq pause``/``resume`` prints."""
+    store.set_paused(paused)
+    return PAUSED_TEXT if paused else RESUMED_TEXT
 
 
 def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
@@ -164,31 +224,27 @@ def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
             of = f" of type {args.type}" if args.type else ""
             ctx.emit({"retried": n}, f"retried {n} failed jobs{of}")
             return ExitCode.OK
-        done = admin.retry_jobs(store, args.ids, now)
-        skipped = _why_not(store, args.ids, done, ("failed", "cancelled"), "retry applies to failed or cancelled jobs")
-    return _report(ctx, "retried", done, skipped)
+        outcome = retry_ids(store, args.ids, now)
+    return _report(ctx, outcome)
 
 
 def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
     with ctx.store() as store:
-        done = admin.cancel_jobs(store, args.ids, ctx.clock.now())
-        skipped = _why_not(store, args.ids, done, ("pending",),
-                           "cancel applies to pending jobs (a running job finishes or fails on its own)")
-    return _report(ctx, "cancelled", done, skipped)
+        outcome = cancel_ids(store, args.ids, ctx.clock.now())
+    return _report(ctx, outcome)
 
 
-def _why_not(store: Any, ids: Iterable[str], done: list[str], states: tuple[str, ...], rule: str) -> dict[str, str]:
+def _why_not(store: Any, ids: Iterable[str], done: list[str], rule: str) -> dict[str, str]:
     rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
     found = admin.statuses(store, rest)
     return {i: (f"is {found[i]}: {rule}" if i in found else "no such job") for i in rest}
 
 
-def _report(ctx: Ctx, verb: str, done: list[str], skipped: dict[str, str]) -> int:
-    lines = [f"{verb} {i}" for i in done] + [f"job {i}: {why}" for i, why in skipped.items()]
-    ctx.emit({verb: done, "skipped": skipped}, "\n".join(lines))
-    if skipped and not ctx.json:
-        print(f"jobq: {len(skipped)} of {len(done) + len(skipped)} jobs not {verb}", file=ctx.err)
-    return ExitCode.NOT_FOUND if skipped else ExitCode.OK
+def _report(ctx: Ctx, outcome: Outcome) -> int:
+    ctx.emit({outcome.verb: outcome.done, "skipped": outcome.skipped}, "\n".join(outcome.lines()))
+    if outcome.skipped and not ctx.json:
+        print(f"jobq: {outcome.summary()}", file=ctx.err)
+    return ExitCode.NOT_FOUND if outcome.skipped else ExitCode.OK
 
 
 def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
@@ -203,15 +259,15 @@ def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_pause(ctx: Ctx, args: argparse.Namespace) -> int:
-    return _set_paused(ctx, True, "paused: workers finish the job in hand and claim nothing until `jobq resume`")
+    return _set_paused(ctx, True)
 
 
 def cmd_resume(ctx: Ctx, args: argparse.Namespace) -> int:
-    return _set_paused(ctx, False, "resumed: workers claim jobs again")
+    return _set_paused(ctx, False)
 
 
-def _set_paused(ctx: Ctx, paused: bool, text: str) -> int:
+def _set_paused(ctx: Ctx, paused: bool) -> int:
     with ctx.store() as store:
-        store.set_paused(paused)
+        text = set_paused(store, paused)
     ctx.emit({"paused": paused}, text)
     return ExitCode.OK

@@ -11,7 +11,7 @@ import socket
 import time
 from typing import Any
 
-from shared import admin, schedule
+from shared import activity, admin, schedule
 from shared.clock import iso, parse_iso
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES
@@ -78,12 +78,9 @@ def throughput(store: OpsStore, now: float) -> dict[str, Any]:
     start = (int(now // 60) - (WINDOW_MINUTES - 1)) * 60.0
     minutes = [iso(start + 60 * i)[:16] for i in range(WINDOW_MINUTES)]
     per = {m: {"minute": m, "completed": 0, "failed": 0, "retried": 0} for m in minutes}
-    for r in admin.finished_per_minute(store, start):
+    for r in activity.finished_per_minute(store, start):
         if r["minute"] in per:
             per[r["minute"]][r["status"]] = r["n"]
-    for r in admin.recent_attempts(store, start, SAMPLE):
-        if r["outcome"] == "retry" and r["ended_at"][:16] in per:
-            per[r["ended_at"][:16]]["retried"] += 1
     span = max((now - start) / 60.0, 1e-9)
     out: dict[str, Any] = {"window_s": round(now - start, 3), "per_minute": list(per.values())}
     for name in ("completed", "failed", "retried"):

@@ -1,13 +1,15 @@
 """The supervisor's upkeep: a list of tasks, each run on its own interval, in list order.
 
-    recover        every round: hard timeouts, expired leases, dead owners' jobs (first: the
+    timeouts       every round: hard timeouts and expired leases of our children (first: the
                    others learn from it whether jobs are running)
+    recovery       every round: dead or silent foreign owners' jobs re-queued
     processes      every PROCESS_TOUCH_EVERY s: refresh our process row, prune dead ones
     <engine>       the engine's own (SQLite: the WAL checkpoint; ``shared.engines.upkeep_tasks``)
     schedules      every round: enqueue due ``[[schedule]]`` ticks
     ops_requests   every round: take a ``jobq scale`` request, publish our counters
 
-A task that raises ends the round; the arbiter logs it and tries again next round.
+A task that raises is reported (``run`` returns it) and tried again next round; it never stops
+the tasks after it. ``run_now`` (at boot) lets the error through.
 """
 from __future__ import annotations
 
@@ -30,10 +32,16 @@ class Upkeep:
     def names(self) -> list[str]:
         return [t.name for t in self.tasks]
 
-    def run(self, rnd: Round) -> None:
+    def run(self, rnd: Round) -> list[tuple[str, Exception]]:
+        """Run every due task; returns ``(name, exception)`` for each that raised."""
+        failed = []
         for task in self.tasks:
             if rnd.monotonic >= self.next_at[task.name]:
-                self._run(task, rnd)
+                try:
+                    self._run(task, rnd)
+                except Exception as exc:  # noqa: BLE001 - one failing task never stops the others
+                    failed.append((task.name, exc))
+        return failed
 
     def run_now(self, name: str, rnd: Round) -> None:
         self._run(next(t for t in self.tasks if t.name == name), rnd)

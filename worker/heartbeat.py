@@ -1,6 +1,7 @@
 """The heartbeat thread: keeps the leases of the worker's running jobs fresh, notices when the
-supervisor that started the worker has died, and gives back the unstarted rest of a batch that
-waits behind a slow job (the worker's main thread is busy running that job).
+supervisor that started the worker has died, gives back the unstarted rest of a batch that
+waits behind a slow job, and commits the outcomes that would otherwise wait behind it (the
+worker's main thread is busy running that job).
 
 It opens its own store (a connection is not shared between threads).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any, Callable, Sequence
 
 from shared.config import Config
@@ -19,13 +21,15 @@ from shared.engines import open_store
 log = get_logger("worker")
 
 ORPHAN_CHECK = 0.5   # seconds between checks that the parent is alive
+RETRY_FLUSH = 0.5    # seconds before trying again to commit outcomes the database refused
 IDLE_BEAT = 15.0     # seconds between beats while no job runs: only the process row is refreshed,
                      # and every write wakes every idle worker (they watch the WAL)
 
 
 class Heartbeat(threading.Thread):
     def __init__(self, config: Config, owner: str, clock: Any, parent_pid: int | None,
-                 on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None) -> None:
+                 on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None,
+                 flush: Callable[[WorkerStore], None] | None = None) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
         self.owner = owner
@@ -37,9 +41,20 @@ class Heartbeat(threading.Thread):
         self.busy = False  # set by the worker while it holds claimed jobs
         self.shed = shed   # returns the jobs of the batch to give back (see Worker.shed)
         self.unreleased: list[str] = []  # shed jobs whose release failed; retried every tick
+        self.flush = flush   # commits the outcomes waiting while a job runs (see Worker.flush_outcomes)
+        self.flush_at: float | None = None  # perf_counter() time to call it
+        self._wake = threading.Event()
+
+    def flush_by(self, deadline: float) -> None:
+        """(Main thread.) Outcomes wait for their commit: call ``flush`` at ``deadline``
+        (perf_counter) unless the main thread commits them first (``flush_at = None``)."""
+        if self.flush_at is None:
+            self.flush_at = deadline
+            self._wake.set()
 
     def stop(self) -> None:
         self._halt.set()
+        self._wake.set()
         if self.is_alive():
             self.join(timeout=5)
 
@@ -61,7 +76,12 @@ class Heartbeat(threading.Thread):
                     self.unreleased += [j.id for j in self.shed()]
                 if self.unreleased:
                     store = self._release(store)
-                self._halt.wait(self._tick())
+                flush_at = self.flush_at
+                if flush_at is not None and time.perf_counter() >= flush_at:
+                    self.flush_at = None  # before the flush: a deadline set meanwhile is kept
+                    store = self._flush(store)
+                self._wake.wait(self._tick())
+                self._wake.clear()
             if self.unreleased:
                 store = self._release(store)
         finally:
@@ -70,9 +90,28 @@ class Heartbeat(threading.Thread):
 
     def _tick(self) -> float:
         w = self.config.worker
+        tick = min(ORPHAN_CHECK, w.heartbeat_interval)
         if self.busy and self.shed is not None:  # look for a batch stuck behind a slow job
-            return min(ORPHAN_CHECK, w.heartbeat_interval, max(0.05, w.batch_wait / 4))
-        return min(ORPHAN_CHECK, w.heartbeat_interval)
+            tick = min(tick, max(0.05, w.batch_wait / 4))
+        flush_at = self.flush_at
+        if flush_at is not None:
+            tick = min(tick, max(flush_at - time.perf_counter(), 0.0))
+        return tick
+
+    def _flush(self, store: WorkerStore | None) -> WorkerStore | None:
+        """Commit the outcomes waiting behind the job in hand; on failure try again later (the
+        main thread commits them itself when the job returns)."""
+        try:
+            if store is None:
+                store = open_store(self.config, migrate=False)
+            self.flush(store)
+        except Exception as exc:  # noqa: BLE001 - the outcomes stay with the main thread
+            event(log, "worker.flush_failed", logging.ERROR, owner=self.owner, error=repr(exc))
+            self.flush_at = time.perf_counter() + RETRY_FLUSH
+            if store is not None:
+                store.close()
+            return None
+        return store
 
     def _release(self, store: WorkerStore | None) -> WorkerStore | None:
         """Give the shed jobs back: pending again, without losing an attempt."""

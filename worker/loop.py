@@ -27,6 +27,7 @@ from collections import deque
 from typing import Any
 
 from shared import config as config_mod
+from shared.bounds import safe_text
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.exitcodes import ExitCode
@@ -34,7 +35,7 @@ from shared.handlers import Registry
 from shared.job import Job
 from shared.limits import type_limits
 from shared.logs import event, get_logger
-from shared.outcomes import Done, after_commit_all, decide
+from shared.outcomes import Done, after_commit_all, decide, unrecordable
 from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
 from shared.progress import ProgressWriter
@@ -85,6 +86,11 @@ class Worker:
         self.job_t0: float | None = None    # perf_counter() when the job in hand started
         self.read_first = False             # see claim()
         self.done: list[Done] = []
+        # The heartbeat thread commits outcomes that would wait behind a slow job (FLUSH_AFTER):
+        # it takes ``done`` under this lock while the main thread runs a job, and leaves what it
+        # committed in ``flushed`` for the main thread to log and pass to hooks.
+        self.done_lock = threading.Lock()
+        self.flushed: list[tuple[list[Done], list[bool]]] = []
         self.batch_size = 1
         self.claimed = 0             # size of the current batch
         self.batch_started = 0.0     # perf_counter() when it was claimed
@@ -108,7 +114,7 @@ class Worker:
         self.wakeup = self.store.wakeup()
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
-                                   shed=self.shed)
+                                   shed=self.shed, flush=self.flush_outcomes)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:
@@ -162,8 +168,11 @@ class Worker:
             if job is not None and self.unserved(job):
                 continue  # given back; we stop, and the supervisor starts a worker that has it
             if job is not None:
-                self.done.append(self.process(job))
-                self.job_t0 = None
+                done = self.process(job)
+                with self.done_lock:
+                    self.done.append(done)
+                    self.job_t0 = None
+                self.after_flushed()
             if not self.batch:
                 self.resize()
             elif time.perf_counter() - self.done_since >= FLUSH_AFTER:
@@ -213,6 +222,8 @@ class Worker:
             left = len(self.batch)
         if self.progress is not None:
             self.progress.started(self.claimed - left)
+        if self.done and self.heartbeat is not None:
+            self.heartbeat.flush_by(self.done_since + FLUSH_AFTER)
         return job
 
     def stale_handlers(self) -> bool:
@@ -262,10 +273,39 @@ class Worker:
             self.batch.clear()
             return jobs
 
+    def flush_outcomes(self, store: WorkerStore) -> None:
+        """(Heartbeat thread, FLUSH_AFTER after the oldest outcome began.) Commit the outcomes
+        waiting while the main thread runs a job, on the heartbeat's own connection: a job that
+        turns out slow (or is killed for its timeout) never holds back the outcomes of the jobs
+        before it. Raises on a database error (the outcomes then stay for the main thread)."""
+        with self.done_lock:
+            if not self.done or self.job_t0 is None:
+                return  # the main thread is between jobs: it commits them itself
+            dones = self.done
+            ok, _ = store.finish_and_claim([d.finish for d in dones], self.owner, self.pid,
+                                           self.clock.now(), 0)
+            self.done = []
+            self.flushed.append((dones, ok))
+
+    def after_flushed(self) -> None:
+        """Log and run the hooks of the outcomes the heartbeat thread committed."""
+        if not self.flushed:
+            return
+        with self.done_lock:
+            flushed, self.flushed = self.flushed, []
+        for dones, ok in flushed:
+            after_commit_all(dones, ok, self.registry, self.slot, self.pid)
+
     def commit(self, limit: int, must: bool = False) -> list[Job]:
         """Write the pending outcomes (and claim up to ``limit``). If the database refuses
         (disk full, read-only, locked past every retry) keep the outcomes, log, wait and retry:
-        nothing is reported done before it is committed."""
+        nothing is reported done before it is committed. Anything else raised while recording
+        (a bug: outcomes are made recordable in ``outcomes.storable``) fails those jobs with the
+        error instead, once; if even that cannot be written the worker exits with the error."""
+        self.after_flushed()
+        if self.heartbeat is not None:
+            self.heartbeat.flush_at = None
+        salvaged = False
         while True:
             try:
                 ok, jobs = self.store.finish_and_claim([d.finish for d in self.done], self.owner,
@@ -280,6 +320,13 @@ class Worker:
                     return []
                 if self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set():
                     return []  # abandon: the next supervisor re-queues our jobs
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                if salvaged or not self.done:
+                    raise
+                event(log, "worker.commit_failed", logging.ERROR, slot=self.slot, pid=self.pid,
+                      outcomes=len(self.done), error=safe_text(repr(exc)))
+                self.done = [unrecordable(d, exc) for d in self.done]
+                salvaged = True
         after_commit_all(self.done, ok, self.registry, self.slot, self.pid)
         self.done = []
         return jobs

@@ -57,3 +57,11 @@ def _target(database: str) -> database_mod.Target:
         shown = database_mod.redacted(database)
         raise StoreUnavailable(f"database {shown}: {POSTGRES_MISSING}", database=shown)
     return target
+
+
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes an engine's driver raises (SQLite: ``sqlite3.Error``), for code
+    that runs an engine's raw SQL outside its store methods and must show those errors as
+    database errors (the dashboard's error page)."""
+    from .sqlite.connection import DRIVER_ERRORS
+    return DRIVER_ERRORS

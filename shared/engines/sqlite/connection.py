@@ -205,3 +205,4 @@ def _explain(exc: sqlite3.Error) -> str:
     if "unable to open" in msg:
         return f"{msg} (missing folder or no permission?)"
     return msg
+DRIVER_ERRORS = (sqlite3.Error,)

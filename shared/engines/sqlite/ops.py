@@ -42,15 +42,26 @@ class OpsSql:
     # -- reads: the queue -----------------------------------------------------------------------------
 
     def counts_by_type(self) -> list[dict[str, Any]]:
-        """Rows ``{type, status, n}`` for every (type, status) that has jobs (index ``jobs_type``)."""
-        return self.conn.execute(
-            "SELECT type, status, count(*) AS n FROM jobs GROUP BY type, status ORDER BY type, status").fetchall()
+        """Rows ``{type, status, n}`` for every (type, status) that has jobs: the ``job_counts``
+        table the triggers keep (see the engine's schema), so the cost does not grow with the queue."""
+        return self.conn.execute("SELECT type, status, n FROM job_counts WHERE n > 0 AND status <> 'delayed' "
+                                 "ORDER BY type, status").fetchall()
 
     def scheduled_by_type(self, now: float) -> dict[str, int]:
-        """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry)."""
-        rows = self.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' AND run_at > ? "
-                                  "GROUP BY type", (iso(now),)).fetchall()
-        return {r["type"]: r["n"] for r in rows}
+        """``{type: n}`` of pending jobs not due yet (delayed, or waiting for a retry).
+
+        The triggers count delayed jobs (pending, ``run_at`` later than creation); the ones among
+        them already due are counted from the ``jobs_delayed`` index alone, up to ``now``: few,
+        unless workers fall behind. Jobs far in the future are never read.
+        """
+        delayed = {r["type"]: r["n"] for r in self.conn.execute(
+            "SELECT type, n FROM job_counts WHERE status = 'delayed' AND n > 0").fetchall()}
+        if not delayed:
+            return {}
+        for r in self.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
+                                   "AND run_at > created_at AND run_at <= ? GROUP BY type", (iso(now),)).fetchall():
+            delayed[r["type"]] = delayed.get(r["type"], 0) - r["n"]
+        return {t: n for t, n in delayed.items() if n > 0}
 
     def oldest_due(self, now: float) -> dict[str, Any] | None:
         """The due pending job that has waited longest: ``{id, type, run_at, created_at}`` or None.
@@ -81,10 +92,16 @@ class OpsSql:
             f"GROUP BY minute, status ORDER BY minute", (iso(since),)).fetchall()
 
     def recent_failures(self, limit: int = 10) -> list[dict[str, Any]]:
-        """The last ``limit`` jobs that failed for good, newest first."""
-        return self.conn.execute(
-            f"SELECT id, type, attempts, completed_at, error FROM jobs WHERE {_FINISHED} AND status = 'failed' "
-            f"ORDER BY completed_at DESC LIMIT ?", (limit,)).fetchall()
+        """The last ``limit`` jobs that failed for good, newest first.
+
+        Read through the ``jobs_dead`` index (newest ids first, a few times ``limit`` of them) and
+        ordered by failure time here: no index orders jobs by ``completed_at``, and a sort of every
+        failed job would cost a scan of the table each refresh of ``top``.
+        """
+        rows = self.conn.execute(
+            "SELECT id, type, attempts, completed_at, error FROM jobs WHERE status IN ('failed', 'cancelled') "
+            "AND status = 'failed' ORDER BY id DESC LIMIT ?", (limit * 20,)).fetchall()
+        return sorted(rows, key=lambda r: r["completed_at"] or "", reverse=True)[:limit]
 
     def list_jobs(self, status: str | None = None, job_type: str | None = None,
                   limit: int = 50) -> list[dict[str, Any]]:
@@ -205,6 +222,15 @@ class OpsSql:
 
         def tx(c: sqlite3.Connection) -> list[str]:
             return [i for i in dict.fromkeys(ids) if c.execute(sql, (stamp, stamp, i)).rowcount == 1]
+        return self._immediate(tx)
+
+    def purge_jobs(self, ids: Sequence[str]) -> list[str]:
+        """Delete the named jobs that are finished (completed, failed or cancelled), with their
+        attempt history (trigger). One transaction; returns the ids deleted."""
+        sql = f"DELETE FROM jobs WHERE id = ? AND {_FINISHED}"
+
+        def tx(c: sqlite3.Connection) -> list[str]:
+            return [i for i in dict.fromkeys(ids) if c.execute(sql, (i,)).rowcount == 1]
         return self._immediate(tx)
 
     def purge(self, status: str, before: float, *, dry_run: bool = False) -> int:

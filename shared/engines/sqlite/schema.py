@@ -128,7 +128,65 @@ BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY]
+# Job counts by (type, status), kept by triggers (issue 15): `status`, `top` and the dashboard read
+# a few rows instead of counting a million. Each status change costs one upsert of a row that
+# stays in cache; a job's type never changes. Failed and cancelled jobs (rare, off the hot path)
+# get an index so the dashboard can list them newest first without a scan; the delayed-job index
+# covers the count of delayed jobs already due (per type, from the index alone).
+JOB_COUNTS = """
+CREATE TABLE job_counts (
+    type    TEXT NOT NULL,
+    status  TEXT NOT NULL,
+    n       INTEGER NOT NULL,
+    PRIMARY KEY (type, status)
+) WITHOUT ROWID;
+INSERT INTO job_counts (type, status, n) SELECT type, status, count(*) FROM jobs GROUP BY type, status;
+CREATE TRIGGER job_counts_insert AFTER INSERT ON jobs
+BEGIN
+    INSERT INTO job_counts (type, status, n) VALUES (NEW.type, NEW.status, 1)
+    ON CONFLICT (type, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER job_counts_update AFTER UPDATE OF status ON jobs
+WHEN OLD.status <> NEW.status
+BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE type = OLD.type AND status = OLD.status;
+    INSERT INTO job_counts (type, status, n) VALUES (NEW.type, NEW.status, 1)
+    ON CONFLICT (type, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER job_counts_delete AFTER DELETE ON jobs
+BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE type = OLD.type AND status = OLD.status;
+END;
+-- Pseudo-status 'delayed': pending jobs whose run_at is later than their creation (the rows of
+-- jobs_delayed). Jobs not due yet = delayed minus the delayed ones already due, and the latter
+-- are few unless workers fall behind, so "scheduled" is counted without reading every future job.
+CREATE TRIGGER job_counts_delayed_insert AFTER INSERT ON jobs
+WHEN NEW.status = 'pending' AND NEW.run_at > NEW.created_at
+BEGIN
+    INSERT INTO job_counts (type, status, n) VALUES (NEW.type, 'delayed', 1)
+    ON CONFLICT (type, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER job_counts_delayed_update AFTER UPDATE OF status, run_at ON jobs
+WHEN (OLD.status = 'pending' AND OLD.run_at > OLD.created_at) <> (NEW.status = 'pending' AND NEW.run_at > NEW.created_at)
+BEGIN
+    INSERT INTO job_counts (type, status, n)
+    VALUES (NEW.type, 'delayed', CASE WHEN NEW.status = 'pending' THEN 1 ELSE -1 END)
+    ON CONFLICT (type, status) DO UPDATE SET n = n + excluded.n;
+END;
+CREATE TRIGGER job_counts_delayed_delete AFTER DELETE ON jobs
+WHEN OLD.status = 'pending' AND OLD.run_at > OLD.created_at
+BEGIN
+    UPDATE job_counts SET n = n - 1 WHERE type = OLD.type AND status = 'delayed';
+END;
+INSERT INTO job_counts (type, status, n)
+SELECT type, 'delayed', count(*) FROM jobs WHERE status = 'pending' AND run_at > created_at GROUP BY type;
+CREATE INDEX jobs_dead ON jobs (status, id) WHERE status IN ('failed', 'cancelled');
+-- The delayed-job index gains the type, so "scheduled by type" is counted from the index alone.
+DROP INDEX jobs_delayed;
+CREATE INDEX jobs_delayed ON jobs (run_at, type, status, created_at) WHERE status = 'pending' AND run_at > created_at;
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS]
 VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,62 @@
+"""``jobq web``: the dashboard (issue 15), served by uvicorn from the ``web`` extra.
+
+    jobq web [--host 127.0.0.1] [--port 8080] [--config PATH] [--token T] [--read-only] [--root-path /jobq]
+
+It reads and acts on the configured database directly (no supervisor needed), like the ops
+commands. Any address but loopback needs a token (``--token`` or ``JOBQ_WEB_TOKEN``).
+Exit codes: 2 bad arguments (or the ``web`` extra missing), 3 invalid config.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from shared.exitcodes import ExitCode
+
+from ..ctx import Ctx
+
+TOKEN_ENV = "JOBQ_WEB_TOKEN"
+
+
+def add_parser(sub: argparse._SubParsersAction, common: object) -> None:
+    """The ``web`` subcommand (``common`` adds ``--config``/``--json``)."""
+    p = sub.add_parser("web", help="serve the web dashboard (pip install -e \".[web]\")",
+                       description="serve the web dashboard for the configured database")
+    common(p, False)  # type: ignore[operator]
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
+    p.add_argument("--token", default=None,
+                   help=f"access token every request must carry (default ${TOKEN_ENV}); required off loopback")
+    p.add_argument("--read-only", action="store_true", help="show no action and refuse every change")
+    p.add_argument("--root-path", default="", help="URL prefix when served behind a reverse proxy, e.g. /jobq")
+
+
+def cmd_web(ctx: Ctx, args: argparse.Namespace) -> int:
+    try:
+        import jinja2  # noqa: F401 - the web extra's libraries, checked before anything else
+        import starlette  # noqa: F401
+        import uvicorn
+    except ImportError as exc:
+        return ctx.fail(f"web: the dashboard needs the web extra ({exc.name} is missing): "
+                        f"pip install -e \".[web]\"", ExitCode.USAGE)
+    from .app import Settings, create_app
+    from .security import is_loopback
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(args.host) and not token:
+        return ctx.fail(f"web: --host {args.host} is reachable from other machines: give --token TOKEN "
+                        f"(or set {TOKEN_ENV}); without one the dashboard binds 127.0.0.1 only", ExitCode.USAGE)
+    if not 0 <= args.port <= 65535:
+        return ctx.fail(f"web: --port must be 0-65535, got {args.port}", ExitCode.USAGE)
+    root = args.root_path.rstrip("/")
+    if root and not root.startswith("/"):
+        return ctx.fail(f"web: --root-path must start with /, got {args.root_path!r}", ExitCode.USAGE)
+    settings = Settings(ctx.config, ctx.config_path, token=token, read_only=args.read_only, root_path=root)
+    app = create_app(settings, ctx.clock)
+    print(f"jobq web: serving {ctx.config.database} on http://{args.host}:{args.port}{root}/"
+          f"{' (read-only)' if args.read_only else ''}{' (token required)' if token else ''}",
+          file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, root_path=root, log_level="warning",
+                proxy_headers=bool(root), access_log=False)
+    app.state.backend.close()
+    return ExitCode.OK

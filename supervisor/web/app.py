@@ -1,0 +1,146 @@
+"""The dashboard's ASGI application: settings, the database it reads, templates and routes.
+
+One :class:`Backend` per server holds one SQLite connection, used only from the event loop's
+thread (the views are ``async`` and their queries short), opened on first use: a database that
+cannot be opened gives an error page and is tried again on the next request.
+"""
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from shared.clock import SystemClock
+from shared.config import Config
+from shared.contract import Store
+from shared.engines import driver_errors, open_store
+from shared.errors import StoreError
+
+from . import actions, filters, pages, security
+from .html import error_page
+from .overview import Chart
+
+HERE = Path(__file__).parent
+log = logging.getLogger("jobq.web")
+
+
+@dataclass
+class Settings:
+    """How the dashboard was started (see ``jobq web --help``)."""
+    config: Config
+    config_path: str
+    token: str | None = None
+    read_only: bool = False
+    root_path: str = ""
+    secret: str = field(default_factory=lambda: secrets.token_hex(32))  # signs CSRF tokens
+
+
+class DatabaseUnavailable(Exception):
+    """The database could not be opened or read; the message names it and the cause."""
+
+
+class Backend:
+    """The database connection, the chart state and the flash messages of one server."""
+
+    def __init__(self, settings: Settings, clock: Any = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.chart = Chart()
+        self.flashes: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._store: Store | None = None
+
+    def store(self) -> Store:
+        if self._store is None:
+            try:
+                self._store = open_store(self.settings.config)
+            except (StoreError, *driver_errors()) as exc:
+                raise DatabaseUnavailable(str(exc)) from exc
+        return self._store
+
+    def drop(self) -> None:
+        """Forget the connection after an error (the next request opens a new one)."""
+        if self._store is not None:
+            try:
+                self._store.close()
+            except (StoreError, *driver_errors()):
+                pass
+            self._store = None
+
+    def flash(self, message: dict[str, Any]) -> str:
+        """Keep ``message`` for the page the browser is redirected to; its id (the last 50 kept)."""
+        key = secrets.token_hex(8)
+        self.flashes[key] = message
+        while len(self.flashes) > 50:
+            self.flashes.popitem(last=False)
+        return key
+
+    def close(self) -> None:
+        self.drop()
+
+
+def templates() -> Environment:
+    """Autoescaping Jinja environment over the package's templates: payloads and errors are
+    always text in the page, never markup."""
+    env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    filters.install(env)
+    return env
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    titles = {400: "Bad request", 403: "Forbidden", 404: "Not found", 405: "Method not allowed"}
+    return error_page(request, exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail))
+
+
+async def _db_error(request: Request, exc: Exception) -> Response:
+    request.app.state.backend.drop()
+    return error_page(request, 503, "Database unavailable",
+                      f"{exc}. Check the database path in {request.app.state.settings.config_path} "
+                      f"and that this user can read and write it.")
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, (StoreError, *driver_errors(), DatabaseUnavailable)):
+        return await _db_error(request, exc)
+    log.exception("internal error serving %s", request.url.path)
+    print(f"jobq web: internal error serving {request.url.path}: {exc!r}", file=sys.stderr)
+    return error_page(request, 500, "Internal error", "The dashboard hit an error; its log has the details.")
+
+
+async def healthz(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+def create_app(settings: Settings, clock: Any = None) -> Starlette:
+    """The dashboard application for ``settings``."""
+    routes = [
+        Route("/", pages.overview), Route("/live/overview", pages.overview_live),
+        Route("/jobs", pages.jobs), Route("/jobs/{job_id}", pages.job),
+        Route("/schedules", pages.schedules), Route("/types", pages.types),
+        Route("/actions/jobs", actions.jobs, methods=["POST"]),
+        Route("/actions/pause", actions.pause, methods=["POST"]),
+        Route("/actions/resume", actions.resume, methods=["POST"]),
+        Route("/healthz", healthz),
+        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={
+        HTTPException: _http_error, DatabaseUnavailable: _db_error, StoreError: _db_error,
+        **{e: _db_error for e in driver_errors()}, Exception: _internal})
+    app.state.settings = settings
+    app.state.backend = Backend(settings, clock)
+    app.state.env = templates()
+    app.add_middleware(security.Guard, settings=settings)
+    return app

@@ -1,0 +1,41 @@
+"""Jinja filters: durations, sizes, times, pretty JSON (all return text; autoescape applies)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shared.clock import parse_iso
+
+from .. import render
+
+
+def ago(stamp: str | None, now: float) -> str:
+    """``3m 12s ago`` / ``in 5s`` for an ISO time, relative to ``now``."""
+    if not stamp:
+        return "-"
+    delta = now - parse_iso(stamp)
+    return f"{render.duration(abs(delta))} ago" if delta >= 0 else f"in {render.duration(-delta)}"
+
+
+def pretty(text: str | None) -> str:
+    """Stored JSON text indented for reading; text that is not JSON as it is."""
+    if text is None:
+        return "null"
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False, sort_keys=True)
+    except ValueError:
+        return text
+
+
+def hms(stamp: str | None) -> str:
+    """``2026-12-01 20:13:58`` from an ISO time (UTC), ``-`` for none."""
+    return "-" if not stamp else stamp[:19].replace("T", " ")
+
+
+def first_line(text: str | None, width: int = 90) -> str:
+    return render.last_line(text, width) if text else ""
+
+
+def install(env: Any) -> None:
+    env.filters.update(duration=render.duration, size=render.size, ago=ago, pretty=pretty, hms=hms,
+                       first_line=first_line)
