@@ -33,7 +33,7 @@ from shared.store import Released, SqliteStore, StoreError
 
 from . import maintenance, scheduler
 from .metrics import MetricsServer
-from .children import Slot, describe_status, kill_group, progress_path, restart_delay, spawn
+from .children import Slot, describe_status, kill_group, lingering, progress_path, restart_delay, spawn
 
 log = get_logger("supervisor")
 
@@ -365,8 +365,13 @@ class Arbiter:
             self.published = dict(self.counters)
 
     def escalate(self, now_m: float) -> None:
-        """SIGKILL workers past their kill_grace, or everyone past the shutdown deadline."""
+        """SIGKILL workers past their kill_grace (after a SIGTERM, or after saying they stopped),
+        or everyone past the shutdown deadline."""
         for slot in self.live():
+            if lingering(slot, self.snapshot, now_m, self.config.supervisor.kill_grace):
+                event(log, "worker.exit_timeout", logging.WARNING, slot=slot.index, pid=slot.pid,
+                      kill_grace=self.config.supervisor.kill_grace)
+                self.kill(slot, "stopped but did not exit within kill_grace", count_attempt=False)
             if slot.kill_at is not None and now_m >= slot.kill_at and not slot.killed:
                 self.kill(slot, slot.kill_reason or "did not exit after SIGTERM", count_attempt=True)
         if self.state == STOPPING and self.stop_deadline is not None and now_m >= self.stop_deadline:
@@ -423,7 +428,7 @@ class Arbiter:
         now_m = self.clock.monotonic()
         wake = [self.next_maintain, now_m + 1.0]
         wake += [s.next_start for s in self.slots.values() if s.pid is None and self.state == RUNNING]
-        wake += [s.kill_at for s in self.live() if s.kill_at is not None]
+        wake += [t for s in self.live() for t in (s.kill_at, s.exit_by) if t is not None]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
         ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=self.metrics.fds(self.config))

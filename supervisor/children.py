@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from shared.exitcodes import ExitCode
 from shared.procs import owner_token
+from shared.progress import clear_stopped, said_stopped
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Slot:
     count_attempt: bool = True    # does the interrupted job lose an attempt?
     kill_at: float | None = None  # monotonic time to escalate to SIGKILL
     killed: bool = False          # SIGKILL sent by the supervisor
+    exit_by: float | None = None  # monotonic time by which a worker that said it stopped must be gone
 
 
 def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
@@ -36,6 +38,7 @@ def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
     """Fork and exec a worker into ``slot``, configured by the ``snapshot`` file.
     The caller must hold no open database connection."""
     parent = os.getpid()
+    clear_stopped(progress_path(snapshot, slot))
     argv = [sys.executable, "-m", "worker", "--snapshot", snapshot, "--slot", str(slot.index),
             "--parent-pid", str(parent), "--supervisor", supervisor_token, "--progress", progress_path(snapshot, slot)]
     pid = os.fork()
@@ -59,11 +62,25 @@ def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
     slot.kill_at = None
     slot.killed = False
     slot.count_attempt = True
+    slot.exit_by = None
 
 
 def progress_path(snapshot: str, slot: Slot) -> str:
     """The batch progress file of ``slot`` (see shared.progress), beside the config snapshot."""
     return os.path.join(os.path.dirname(snapshot), f"slot-{slot.index}.progress")
+
+
+def lingering(slot: Slot, snapshot: str, now: float, grace: float) -> bool:
+    """Has the worker in ``slot`` said it stopped (``shared.progress``) at least ``grace`` seconds
+    ago and still not exited? Then only a SIGKILL ends it: a handler's thread or exit hook holds
+    it, and its slot would never be refilled. Notes the deadline on the first sighting."""
+    if slot.pid is None or slot.killed:
+        return False
+    if slot.exit_by is None:
+        if not said_stopped(progress_path(snapshot, slot)):
+            return False
+        slot.exit_by = now + grace
+    return now >= slot.exit_by
 
 
 def describe_status(status: int) -> tuple[str, int | None, int | None]:

@@ -38,7 +38,7 @@ from shared.limits import type_limits
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
-from shared.progress import ProgressWriter
+from shared.progress import ProgressWriter, mark_stopped
 from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
 
@@ -125,6 +125,8 @@ class Worker:
         finally:
             self.heartbeat.stop()
             self.close()
+        if self.progress_path:
+            mark_stopped(self.progress_path)  # the supervisor kills us if we linger after this
         event(log, "worker.stopped", slot=self.slot, pid=self.pid, jobs=self.jobs_done,
               code=ExitCode.describe(self.exit_code))
         return int(self.exit_code)
