@@ -19,6 +19,7 @@ from typing import Any
 
 from shared import config as config_mod
 from shared import admin, logs
+from shared.dbfile import DatabaseFile
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.exitcodes import ExitCode
@@ -75,6 +76,8 @@ class Arbiter:
         self.counters = dict.fromkeys(COUNTERS, 0)  # published for `jobq status`, exported as metrics
         self.published: dict[str, int] = {}
         self.metrics = MetricsServer()
+        self.db_file: DatabaseFile | None = None  # the file opened at boot (see check_db_file)
+        self.db_problem: str | None = None        # set once that file is gone: no reopening
 
     @property
     def snapshot(self) -> str:
@@ -129,6 +132,7 @@ class Arbiter:
         self.token = owner_token(os.getpid())
         try:
             store = self.db()
+            self.db_file = DatabaseFile(self.config.database)
             store.register_process(self.token, "supervisor", os.getpid(), socket.gethostname(),
                                    self.clock.now())
             self.recover(initial=True)
@@ -277,6 +281,8 @@ class Arbiter:
         its `processes` row. A database failure here is logged: maintenance re-queues the jobs
         of dead owners later."""
         released: list[Released] = []
+        if self.db_problem is not None:
+            return released  # the jobs are in the file that is gone
         try:
             released = self.db().release_owner(slot.owner, reason, self.clock.now(),
                                                max_attempts_for=self.policy.max_attempts,
@@ -304,8 +310,8 @@ class Arbiter:
         _signal(slot.pid, signal.SIGTERM)
 
     def respawn(self) -> None:
-        if self.state != RUNNING:
-            return
+        if self.state != RUNNING or self.check_db_file():
+            return  # (a new worker would open, or create, whatever file the path names now)
         now_m = self.clock.monotonic()
         for i in range(self.target):
             self.slots.setdefault(i, Slot(i))
@@ -345,6 +351,8 @@ class Arbiter:
         if now_m < self.next_maintain:
             return
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
+        if self.check_db_file():
+            return
         try:
             running = self.recover(initial=False)
             self.upkeep_wal(now_m, busy=bool(running))
@@ -353,6 +361,23 @@ class Arbiter:
         except Exception as exc:  # noqa: BLE001 - a failed round is logged and retried next round
             event(log, "supervisor.maintenance_failed", logging.ERROR, error=repr(exc))
             self.close_db()
+
+    def check_db_file(self) -> bool:
+        """The database path no longer names the file opened at boot (deleted, or replaced):
+        say so loudly and stop (workers finish the job in hand), exiting DATABASE_UNAVAILABLE.
+        True once that is under way."""
+        problem = self.db_file.problem() if self.db_file is not None else None
+        if problem is None:
+            return False
+        if self.db_problem is None:
+            event(log, "supervisor.database_replaced", logging.CRITICAL, database=self.config.database,
+                  error=problem)
+            self.db_problem = problem  # from now on db() refuses: reopening would use (or create) the new file
+            self.exit_code = ExitCode.DATABASE_UNAVAILABLE
+            self.close_db()
+            if self.state == RUNNING:
+                self.begin_stop("database replaced")
+        return True
 
     def ops_requests(self) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
@@ -466,6 +491,8 @@ class Arbiter:
     # -- database -------------------------------------------------------------------------------
 
     def db(self) -> SqliteStore:
+        if self.db_problem is not None:
+            raise StoreError(self.db_problem)
         if self.store is None:
             self.store = SqliteStore.from_config(self.config)
         return self.store
