@@ -11,6 +11,8 @@ import signal
 import sys
 from dataclasses import dataclass
 
+import psutil
+
 from shared.exitcodes import ExitCode
 from shared.procs import owner_token
 from shared.progress import clear_stopped, said_stopped
@@ -94,7 +96,10 @@ def describe_status(status: int) -> tuple[str, int | None, int | None]:
 
 
 def kill_group(pid: int, sig: int) -> None:
-    """Send ``sig`` to the worker's process group (its handler's children too), or to the pid."""
+    """Send ``sig`` to the worker's process group (its handler's children too), or to the pid,
+    and to the worker's descendants that left the group (a handler's child started in a new
+    session): found before the worker dies, as they are lost to it once it has."""
+    strays = _strays(pid)
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -102,6 +107,27 @@ def kill_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
+    for p in strays:
+        try:
+            p.send_signal(sig)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+
+
+def _strays(pid: int) -> list[psutil.Process]:
+    """Descendants of ``pid`` outside its process group."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+    out = []
+    for p in kids:
+        try:
+            if os.getpgid(p.pid) != pid:
+                out.append(p)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return out
 
 
 def restart_delay(failures: int, cap: float) -> float:
