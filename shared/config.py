@@ -1,8 +1,14 @@
 """The configuration: `jobq.toml`, read with tomllib and validated strictly.
 
-Every key has a type, a default and a range. An unknown key, a wrong type or an out-of-range value
-raises :class:`ConfigError` naming the file, the dotted key, the value and what was expected, so
-start-up stops with a message instead of running on a typo.
+Every key is declared once below, as a dataclass field made by :func:`setting`: its type, default,
+range and description. Validation here, ``jobq config init``'s commented file, the shipped
+``jobq.toml`` and ``docs/configuration.md`` (``python -m supervisor.gendocs``) all come from those
+fields, so a new key is a one-line change (a new table: a dataclass and one :func:`section` field
+of :class:`Config`).
+
+An unknown key, a wrong type or an out-of-range value raises :class:`ConfigError` naming the file,
+the dotted key, the value and what was expected, so start-up stops with a message instead of
+running on a typo.
 """
 from __future__ import annotations
 
@@ -14,51 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import cron, durations
+from . import cron as cron_mod
+from . import durations
+from .configschema import (NONEMPTY_STR, REQUIRED, Key, choice, keys_of, list_of_str, number,
+                           required_of, section, sections_of, setting)
 
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the file, key, value and expectation."""
-
-
-@dataclass(frozen=True)
-class Key:
-    """How one key is checked: accepted Python types, a range/choice check, and its meaning."""
-    types: tuple[type, ...]
-    expected: str
-    check: Callable[[Any], bool] = lambda v: True
-    doc: str = ""
-
-
-def _num(lo: float | None = None, hi: float | None = None, *, integer: bool = False,
-         open_lo: bool = False) -> Key:
-    types: tuple[type, ...] = (int,) if integer else (int, float)
-    words = "an integer" if integer else "a number"
-    parts = []
-    if lo is not None:
-        parts.append(f"{'>' if open_lo else '>='} {lo:g}")
-    if hi is not None:
-        parts.append(f"<= {hi:g}")
-    expected = words + (" " + " and ".join(parts) if parts else "")
-
-    def check(v: Any) -> bool:
-        if lo is not None and (v <= lo if open_lo else v < lo):
-            return False
-        return hi is None or v <= hi
-    return Key(types, expected, check)
-
-
-def _choice(*options: str) -> Key:
-    return Key((str,), "one of " + ", ".join(repr(o) for o in options), lambda v: v in options)
-
-
-def _list_of_str() -> Key:
-    return Key((list,), "a list of module names (strings)",
-               lambda v: all(isinstance(x, str) and x for x in v))
-
-
-_NONEMPTY_STR = Key((str,), "a non-empty string", lambda v: bool(v))
-_DURATION = Key((str,), durations.DURATION_EXPECTED, durations.is_duration)
 
 
 def _json_ok(value: Any) -> bool:
@@ -68,131 +37,113 @@ def _json_ok(value: Any) -> bool:
         return False
     return True
 
-# section -> key -> Key. The top-level section is "".
-SCHEMA: dict[str, dict[str, Key]] = {
-    "": {
-        "database": _NONEMPTY_STR,
-        "handlers": _list_of_str(),
-        "synchronous": _choice("normal", "full"),
-        "busy_timeout": _num(0, 600),
-        "max_payload_bytes": _num(1, 1 << 30, integer=True),
-        "log_level": _choice("debug", "info", "warning", "error"),
-        "log_format": _choice("text", "json"),
-        "metrics_port": _num(0, 65535, integer=True),
-        "metrics_host": _NONEMPTY_STR,
-    },
-    "supervisor": {
-        "workers": _num(0, 256, integer=True),
-        "shutdown_timeout": _num(0, 86400),
-        "kill_grace": _num(0, 3600),
-        "maintenance_interval": _num(0.01, 60),
-        "restart_backoff_max": _num(0, 3600),
-        "wal_checkpoint_mb": _num(1, 1 << 20),
-        "config_poll_interval": _num(0, 3600),
-    },
-    "worker": {
-        "poll_interval": _num(0.001, 3600),
-        "job_timeout": _num(0, 7 * 86400, open_lo=True),
-        "heartbeat_interval": _num(0.05, 3600),
-        "lease_timeout": _num(0.1, 86400),
-        "max_jobs": _num(0, None, integer=True),
-        "max_memory_mb": _num(0, None, integer=True),
-        "max_batch": _num(1, 1000, integer=True),
-        "batch_wait": _num(0.05, 86400),
-    },
-    "retry": {
-        "max_attempts": _num(1, 1000, integer=True),
-        "backoff_base": _num(0, 86400),
-        "backoff_max": _num(0, 7 * 86400),
-    },
-    "retention": {
-        "completed_after": _DURATION,
-        "failed_after": _DURATION,
-    },
-}
 
-# The keys of one [[schedule]] entry (name, type and cron are required) and of one
-# [types."<job type>"] table (all optional: unset keys fall back to the global settings).
-SCHEDULE_KEYS: dict[str, Key] = {
-    "name": _NONEMPTY_STR,
-    "type": _NONEMPTY_STR,
-    "cron": Key((str,), cron.CRON_EXPECTED, lambda v: cron.cron_error(v) is None),
-    "timezone": Key((str,), cron.ZONE_EXPECTED, cron.is_zone),
-    "payload": Key((dict,), "a table of JSON values (no TOML dates or times)", _json_ok),
-    "catch_up": _choice("latest", "none", "all"),
-}
-_SCHEDULE_REQUIRED = ("name", "type", "cron")
-TYPE_KEYS: dict[str, Key] = {
-    "concurrency": _num(1, 100_000, integer=True),
-    "rate": Key((str,), durations.RATE_EXPECTED, durations.is_rate),
-    "max_attempts": _num(1, 1000, integer=True),
-    "timeout": _num(0, 7 * 86400, open_lo=True),
-    "priority": _num(None, None, integer=True),
-    "backoff_base": _num(0, 86400),
-    "backoff_max": _num(0, 7 * 86400),
-}
+_DURATION = Key((str,), durations.DURATION_EXPECTED, durations.is_duration)
+_SECONDS = "(seconds)"
 
 
 @dataclass(frozen=True)
 class SupervisorConfig:
-    workers: int = 2
-    shutdown_timeout: float = 30.0
-    kill_grace: float = 5.0
-    maintenance_interval: float = 1.0
-    restart_backoff_max: float = 30.0
-    wal_checkpoint_mb: float = 64.0
-    config_poll_interval: float = 2.0
+    """`[supervisor]`: the process that forks, watches and replaces the workers."""
+    workers: int = setting(2, number(0, 256, integer=True),
+                           "Number of worker processes (`python -m supervisor --workers N` overrides it).")
+    shutdown_timeout: float = setting(30.0, number(0, 86400), """On SIGTERM: how long running jobs
+        may take to finish before their workers are killed (seconds).""")
+    kill_grace: float = setting(5.0, number(0, 3600),
+                                "After SIGTERM to a timed-out worker: how long before SIGKILL (seconds).")
+    maintenance_interval: float = setting(1.0, number(0.01, 60), """How often the supervisor checks
+        leases, timeouts, the WAL and this file (seconds).""")
+    restart_backoff_max: float = setting(30.0, number(0, 3600), """Cap of the per-slot restart
+        back-off when a worker keeps crashing (seconds).""")
+    wal_checkpoint_mb: float = setting(64.0, number(1, 1 << 20),
+                                       "Checkpoint (TRUNCATE) the WAL when it grows past this many MiB.")
+    config_poll_interval: float = setting(2.0, number(0, 3600), """How often to look for edits of
+        this file (seconds; 0 disables, SIGHUP still reloads).""")
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    poll_interval: float = 1.0
-    job_timeout: float = 300.0
-    heartbeat_interval: float = 2.0
-    lease_timeout: float = 30.0
-    max_jobs: int = 0
-    max_memory_mb: int = 0
-    max_batch: int = 512
-    batch_wait: float = 0.5
+    """`[worker]`: how each worker process claims, runs and reports jobs."""
+    poll_interval: float = setting(1.0, number(0.001, 3600), """Idle workers wake at once when the
+        database changes (inotify on the WAL file) or when a delayed job falls due; this is how
+        often they poll where inotify is unavailable (with it: every 5 s), in seconds.""")
+    job_timeout: float = setting(300.0, number(0, 7 * 86400, open_lo=True), """Default hard timeout
+        of a job in seconds (a handler's `timeout=` overrides it).""")
+    heartbeat_interval: float = setting(2.0, number(0.05, 3600), """How often a worker refreshes the
+        lease of its running job (seconds; must be less than `lease_timeout`).""")
+    lease_timeout: float = setting(30.0, number(0.1, 86400), """A running job whose lease is older
+        than this is taken from its (hung) worker (seconds).""")
+    max_jobs: int = setting(0, number(0, None, integer=True),
+                            "Replace a worker after this many jobs (0: never).")
+    max_memory_mb: int = setting(0, number(0, None, integer=True), """Replace a worker after a job
+        leaves it above this resident memory, in MiB (0: never).""")
+    max_batch: int = setting(512, number(1, 1000, integer=True), """Most jobs one claim may take.
+        Batches grow only while claims come back full of jobs that take under 5 ms each and a
+        batch would still run within about 25 ms, and drop back to 1 after a slower job; 1 turns
+        batching off.""")
+    batch_wait: float = setting(0.5, number(0.05, 86400), """Jobs of a batch that have not started
+        are given back to the queue (without losing an attempt) once the job ahead of them has run
+        this many seconds, so no batch waits long behind a slow job.""")
 
 
 @dataclass(frozen=True)
 class RetryConfig:
-    max_attempts: int = 3
-    backoff_base: float = 1.0
-    backoff_max: float = 60.0
+    """`[retry]`: what happens after a handler raises."""
+    max_attempts: int = setting(3, number(1, 1000, integer=True), """Attempts before a job fails for
+        good (a handler's `max_attempts=` overrides it).""")
+    backoff_base: float = setting(1.0, number(0, 86400), """Back-off after attempt n:
+        min(backoff_base * 2^n, backoff_max), minus up to 25% jitter (seconds).""")
+    backoff_max: float = setting(60.0, number(0, 7 * 86400), "The longest back-off (seconds).")
 
 
 @dataclass(frozen=True)
 class RetentionConfig:
-    """How long finished jobs are kept before ``cleanup:old-data`` deletes them (durations like
-    "7d", or "never"). Cancelled jobs follow ``completed_after``."""
-    completed_after: str = "7d"
-    failed_after: str = "never"
+    """`[retention]`: how long finished jobs are kept before the built-in job
+    `cleanup:old-data` deletes them."""
+    completed_after: str = setting("7d", _DURATION, """Delete completed (and cancelled) jobs older
+        than this: a duration like "7d", "12h", "1h30m", or "never". A cleanup:old-data job's
+        payload {"retentionDays": N} overrides it.""")
+    failed_after: str = setting("never", _DURATION, """Delete failed jobs older than this. Failed
+        jobs are the dead-letter queue: by default ("never") they are kept until someone acts.""")
 
 
 @dataclass(frozen=True)
 class ScheduleConfig:
-    """One ``[[schedule]]`` entry: enqueue ``type`` with ``payload`` at each tick of ``cron``
-    in ``timezone``. ``catch_up``: what to do with ticks missed while no supervisor ran."""
-    name: str
-    type: str
-    cron: str
-    timezone: str = "UTC"
-    payload: dict = field(default_factory=dict)
-    catch_up: str = "latest"
+    """`[[schedule]]`: each entry enqueues `type` with `payload` at each tick of `cron` in
+    `timezone`, exactly once even with several supervisors on the database."""
+    name: str = setting(REQUIRED, NONEMPTY_STR, "Unique name of the entry (required).")
+    type: str = setting(REQUIRED, NONEMPTY_STR, "Job type to enqueue (required).")
+    cron: str = setting(REQUIRED, Key((str,), cron_mod.CRON_EXPECTED, lambda v: cron_mod.cron_error(v) is None),
+                        """Five cron fields: minute hour day-of-month month day-of-week (required).
+                        Daylight-saving changes work as in cron: a local time that is skipped runs
+                        right after the jump, one in the repeated hour runs once.""")
+    timezone: str = setting("UTC", Key((str,), cron_mod.ZONE_EXPECTED, cron_mod.is_zone),
+                            "IANA time zone the cron fields are read in.")
+    payload: dict = setting({}, Key((dict,), "a table of JSON values (no TOML dates or times)", _json_ok),
+                            "Payload of each enqueued job.")
+    catch_up: str = setting("latest", choice("latest", "none", "all"), """Ticks missed while no
+        supervisor ran: "latest" runs the most recent one once, "none" skips them, "all" runs
+        each (up to 1000).""")
 
 
 @dataclass(frozen=True)
 class TypeConfig:
-    """``[types."<job type>"]``: limits and per-type defaults; None means "not set here"."""
-    concurrency: int | None = None
-    rate: str | None = None
-    max_attempts: int | None = None
-    timeout: float | None = None
-    priority: int | None = None
-    backoff_base: float | None = None
-    backoff_max: float | None = None
+    """`[types."<job type>"]`: limits and defaults of one job type, across every worker and
+    supervisor on the database. A job held back by a limit stays pending and does not hold up
+    other types. Unset keys fall back to the global settings; a handler's
+    `@handler(max_attempts=..., timeout=...)` overrides both."""
+    concurrency: int | None = setting(None, number(1, 100_000, integer=True),
+                                      "At most this many jobs of the type run at once.")
+    rate: str | None = setting(None, Key((str,), durations.RATE_EXPECTED, durations.is_rate),
+                               """At most this many start in any period ("5/s", "3/10s").""")
+    max_attempts: int | None = setting(None, number(1, 1000, integer=True),
+                                       "Attempts before a job of the type fails for good.")
+    timeout: float | None = setting(None, number(0, 7 * 86400, open_lo=True),
+                                    "Hard timeout of a job of the type (seconds).")
+    priority: int | None = setting(None, number(None, None, integer=True),
+                                   "Priority of jobs of the type enqueued without one (higher runs first).")
+    backoff_base: float | None = setting(None, number(0, 86400), "Retry back-off base of the type (seconds).")
+    backoff_max: float | None = setting(None, number(0, 7 * 86400), "Longest retry back-off of the type (seconds).")
 
 
 _NO_TYPE_SETTINGS = TypeConfig()
@@ -201,19 +152,27 @@ _NO_TYPE_SETTINGS = TypeConfig()
 @dataclass(frozen=True)
 class Config:
     """A validated configuration. ``database`` is absolute (resolved against the file's folder)."""
-    database: str = "jobq.db"
-    handlers: tuple[str, ...] = ()
-    synchronous: str = "normal"
-    busy_timeout: float = 5.0
-    max_payload_bytes: int = 1 << 20
-    log_level: str = "info"
-    log_format: str = "text"
-    metrics_port: int = 0          # 0: no Prometheus endpoint
-    metrics_host: str = "127.0.0.1"
-    supervisor: SupervisorConfig = field(default_factory=SupervisorConfig)
-    worker: WorkerConfig = field(default_factory=WorkerConfig)
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    database: str = setting("jobq.db", NONEMPTY_STR, "SQLite database file, relative to this file's folder.")
+    handlers: tuple[str, ...] = setting((), list_of_str(), """Python modules whose @handler
+        functions the workers run, e.g. ["myapp.jobs"].""")
+    synchronous: str = setting("normal", choice("normal", "full"), """"normal": fast, survives
+        process crashes, may lose the last commits on power loss. "full": fsync on every commit,
+        survives power loss.""")
+    busy_timeout: float = setting(5.0, number(0, 600), """How long a connection waits for SQLite's
+        write lock before retrying (seconds).""")
+    max_payload_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True),
+                                     "Largest accepted payload, in bytes of JSON.")
+    log_level: str = setting("info", choice("debug", "info", "warning", "error"), "Log level.")
+    log_format: str = setting("text", choice("text", "json"),
+                              'Log format: "text", or "json" (one object per line).')
+    metrics_port: int = setting(0, number(0, 65535, integer=True), """Prometheus metrics, served by
+        the supervisor at http://metrics_host:metrics_port/metrics (0: off).""")
+    metrics_host: str = setting("127.0.0.1", NONEMPTY_STR, """Address the metrics endpoint listens
+        on: "127.0.0.1" answers this machine only; "0.0.0.0" answers on every interface.""")
+    supervisor: SupervisorConfig = section(SupervisorConfig, SupervisorConfig.__doc__)
+    worker: WorkerConfig = section(WorkerConfig, WorkerConfig.__doc__)
+    retry: RetryConfig = section(RetryConfig, RetryConfig.__doc__)
+    retention: RetentionConfig = section(RetentionConfig, RetentionConfig.__doc__)
     schedules: tuple[ScheduleConfig, ...] = ()
     types: dict[str, TypeConfig] = field(default_factory=dict)
     path: str | None = None  # the file this came from, if any
@@ -234,9 +193,8 @@ class Config:
         for name in SCHEMA[""]:
             value = getattr(self, name)
             out[name] = list(value) if isinstance(value, tuple) else value
-        for section in ("supervisor", "worker", "retry"):
-            out[section] = dataclasses.asdict(getattr(self, section))
-        out["retention"] = dataclasses.asdict(self.retention)
+        for name in _SECTIONS:
+            out[name] = dataclasses.asdict(getattr(self, name))
         if self.schedules:
             out["schedule"] = [dataclasses.asdict(s) for s in self.schedules]
         if self.types:
@@ -245,8 +203,14 @@ class Config:
         return out
 
 
-_SECTIONS = {"supervisor": SupervisorConfig, "worker": WorkerConfig, "retry": RetryConfig,
-             "retention": RetentionConfig}
+# Derived from the fields above. table name -> its dataclass; section -> key -> Key (the
+# top-level section is ""); the keys of one [[schedule]] entry and of one [types."<job type>"].
+_SECTIONS: dict[str, type] = {name: cls for name, (cls, _) in sections_of(Config).items()}
+SCHEMA: dict[str, dict[str, Key]] = {"": keys_of(Config),
+                                     **{name: keys_of(cls) for name, cls in _SECTIONS.items()}}
+SCHEDULE_KEYS: dict[str, Key] = keys_of(ScheduleConfig)
+_SCHEDULE_REQUIRED = required_of(ScheduleConfig)
+TYPE_KEYS: dict[str, Key] = keys_of(TypeConfig)
 
 
 def _check(source: str, dotted: str, key: Key, value: Any) -> Any:

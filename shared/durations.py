@@ -1,36 +1,65 @@
-"""Parsing of the human-written periods in ``jobq.toml``: durations (``"7d"``) and rates
-(``"10/min"``). Pure functions; the config validates with them, retention and limits use them.
+"""Parsing of the human-written periods of the command line and of ``jobq.toml``: durations
+(``"90"``, ``"30s"``, ``"1h30m"``, ``"7d"``) and rates (``"10/min"``). Pure functions; the CLI
+(``--delay``, ``--older-than``), the config (``[retention]``), retention and limits all use them,
+so one grammar holds everywhere.
+
+The duration grammar: a bare number of seconds (``"90"``, ``"2.5"``), or one or more
+``<number><unit>`` parts with no spaces between them, units ``ms s m h d w`` (``"1h30m"``,
+``"250ms"``, ``"1.5h"``); case and surrounding spaces are ignored. Config keys that may be
+``"never"`` accept that word too (:func:`parse_duration`).
 """
 from __future__ import annotations
 
+import math
 import re
 
 NEVER = "never"
 
-_UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 _RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
                "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "d": 86400.0, "day": 86400.0}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*$")
 
-DURATION_EXPECTED = 'a duration like "7d", "12h", "30m", "45s" or "2w", or "never"'
+SECONDS_EXPECTED = 'a duration like "30s", "5m", "1h30m", "7d", "2w" or "250ms" (a bare number is seconds)'
+DURATION_EXPECTED = 'a duration like "7d", "12h", "1h30m", "45s" or "2w" (a bare number is seconds), or "never"'
 RATE_EXPECTED = 'a rate like "10/min": a count per s, min, hour or day (also "5/s", "100/hour", "3/10s")'
 
 
-def parse_duration(text: str) -> float | None:
-    """Seconds in ``text`` (``"7d"`` -> 604800.0); None for ``"never"``.
+def parse_seconds(text: str) -> float:
+    """Seconds in ``text``: ``"90"`` -> 90.0, ``"1h30m"`` -> 5400.0, ``"250ms"`` -> 0.25.
 
-    Raises ValueError for anything else, including negative or unit-less numbers.
+    Raises ValueError (``"'x' is not a duration like ..."``) for anything else, including
+    negative, unit-less parts after a unit (``"1h30"``), spaces inside, nan and inf.
     """
     if not isinstance(text, str):
-        raise ValueError(f"duration must be text, got {text!r}")
-    if text.strip().lower() == NEVER:
+        raise ValueError(f"{text!r} is not {SECONDS_EXPECTED}")
+    s = text.strip().lower()
+    try:
+        value = float(s)
+    except ValueError:
+        pos, value = 0, 0.0
+        for m in _PART.finditer(s):
+            if m.start() != pos:
+                break
+            value += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+            pos = m.end()
+        if pos != len(s) or not s:
+            raise ValueError(f"{text!r} is not {SECONDS_EXPECTED}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not {SECONDS_EXPECTED}")
+    return value
+
+
+def parse_duration(text: str) -> float | None:
+    """Like :func:`parse_seconds`, and None for ``"never"`` (``[retention]`` keys)."""
+    if isinstance(text, str) and text.strip().lower() == NEVER:
         return None
-    m = _DURATION.match(text.lower())
-    if m is None:
-        raise ValueError(f"bad duration {text!r}: expected {DURATION_EXPECTED}")
-    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    try:
+        return parse_seconds(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not {DURATION_EXPECTED}") from None
 
 
 def parse_rate(text: str) -> tuple[int, float]:

@@ -16,13 +16,15 @@ from typing import Callable
 
 from shared import config as config_mod
 from shared.config import ConfigError
+from shared.durations import SECONDS_EXPECTED as DURATION_HELP
+from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES, TERMINAL
 from shared.store import StoreError
 
 from . import configcmd, control, ops, status, top
 from .arbiter import Arbiter
-from .args import DURATION_HELP, arg_type, parse_duration
+from .args import arg_type
 from .ctx import Ctx
 
 
@@ -59,7 +61,7 @@ def _add(sub: argparse._SubParsersAction, name: str, fn: Callable[[Ctx, argparse
 
 
 def _job_commands(sub: argparse._SubParsersAction) -> None:
-    duration = arg_type(parse_duration)
+    duration = arg_type(parse_seconds)
     p = _add(sub, "enqueue", ops.cmd_enqueue, "add a job (prints its id), or many from JSON lines")
     p.add_argument("type", nargs="?", help="job type, e.g. report:generate")
     p.add_argument("payload", nargs="?", help="payload as JSON (default null)")
@@ -110,7 +112,7 @@ def _control_commands(sub: argparse._SubParsersAction) -> None:
 
 def _config_commands(sub: argparse._SubParsersAction) -> None:
     p = _add(sub, "config", configcmd.cmd_config, "show, create or edit jobq.toml")
-    csub = p.add_subparsers(dest="config_command", metavar="show|init|set", required=True)
+    csub = p.add_subparsers(dest="config_command", metavar="show|init|set|reference", required=True)
     show = csub.add_parser("show", help="print the config file (--effective: with every default)")
     show.add_argument("--effective", action="store_true")
     init = csub.add_parser("init", help="write a commented jobq.toml with every default")
@@ -118,7 +120,8 @@ def _config_commands(sub: argparse._SubParsersAction) -> None:
     cset = csub.add_parser("set", help="set one key (dotted: supervisor.workers), keeping comments")
     cset.add_argument("key", metavar="KEY")
     cset.add_argument("value", metavar="VALUE", help="TOML value; bare text is a string")
-    for c in (show, init, cset):
+    ref = csub.add_parser("reference", help="print the reference of every key (Markdown)")
+    for c in (show, init, cset, ref):
         _common(c, False)
 
 

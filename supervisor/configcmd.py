@@ -19,13 +19,25 @@ from shared import config as config_mod
 from shared.config import SCHEMA, ConfigError
 from shared.exitcodes import ExitCode
 
+from .configdoc import reference_markdown
 from .ctx import Ctx
 from .template import default_toml
 from .tomledit import EditError, parse_value, set_key, toml_value
 
 
 def cmd_config(ctx: Ctx, args: argparse.Namespace) -> int:
-    return {"show": _show, "init": _init, "set": _set}[args.config_command](ctx, args)
+    return {"show": _show, "init": _init, "set": _set,
+            "reference": _reference}[args.config_command](ctx, args)
+
+
+def _reference(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Every key: type, default, accepted values, meaning (``docs/configuration.md``)."""
+    if ctx.json:
+        ctx.emit({(f"{s}.{k}" if s else k): {"type": spec.type_name, "expected": spec.expected, "doc": spec.doc}
+                  for s, keys in SCHEMA.items() for k, spec in keys.items()})
+    else:
+        print(reference_markdown(), end="", file=ctx.out)
+    return ExitCode.OK
 
 
 def _show(ctx: Ctx, args: argparse.Namespace) -> int:

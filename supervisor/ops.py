@@ -17,10 +17,10 @@ from typing import Any, Iterable, TextIO
 from shared import admin
 from shared.api import JobQueue
 from shared.clock import iso, parse_iso
+from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
 
 from . import render
-from .args import parse_duration
 from .ctx import Ctx
 
 ENQUEUE_BATCH = 1000
@@ -97,7 +97,7 @@ def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int
             raise ValueError(f"{name}: line {n}: unknown keys {unknown} (known: {', '.join(LINE_KEYS)})")
         if isinstance(obj.get("delay"), str):
             try:
-                obj["delay"] = parse_duration(obj["delay"])
+                obj["delay"] = parse_seconds(obj["delay"])
             except ValueError as exc:
                 raise ValueError(f"{name}: line {n}: delay {exc}") from None
         items.append(obj)

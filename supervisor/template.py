@@ -1,80 +1,125 @@
-"""The commented default ``jobq.toml`` that ``jobq config init`` writes.
+"""Commented ``jobq.toml`` files generated from the config's key table (:mod:`shared.config`).
 
-Generated from the config schema (``shared.config.SCHEMA``) and the defaults of ``Config``, so a
-key added to the schema appears here with its default at once; :data:`DOCS` explains each key
-(a key without an entry is described by what it accepts).
+:func:`default_toml` is what ``jobq config init`` writes (every key at its default);
+:func:`shipped_toml` is the ``jobq.toml`` at the top of the repository (the defaults, the example
+handlers and the daily cleanup schedule). Both take each key's description, default and accepted
+values from its declaration, so a key added there appears here at once.
+``python -m supervisor.gendocs`` rewrites the shipped file; a test fails when it is stale.
 """
 from __future__ import annotations
 
 import textwrap
 from typing import Any
 
-from shared.config import SCHEMA, Config
+from shared.config import SCHEDULE_KEYS, TYPE_KEYS, Config, ScheduleConfig, TypeConfig
+from shared.configschema import Key, keys_of, sections_of
 
 from .tomledit import toml_value
 
-HEADER = """\
-# jobq configuration (written by `jobq config init`). Every key is optional; the values below are
-# the defaults. Times are in seconds. Edit this file while the supervisor runs: it reloads within
-# a few seconds (or at once on SIGHUP, `jobq reload`) and applies the new settings to new claims.
-# `jobq config set KEY VALUE` edits one key and keeps these comments.
+WIDTH = 98
+INIT_HEADER = """\
+jobq configuration (written by `jobq config init`). Every key is optional; the values below are
+the defaults. Times are in seconds unless a key says it takes a duration ("1h30m", "7d"). Edit
+this file while the supervisor runs: it reloads within a few seconds (or at once on SIGHUP,
+`jobq reload`) and applies the new settings to new claims. `jobq config set KEY VALUE` edits one
+key and keeps these comments. Reference: docs/configuration.md.
 """
-
-FOOTER = """
-# Recurring jobs ([[schedule]]) and limits per job type ([types."<type>"]) are described in the
-# jobq.toml that ships with jobq.
+SHIPPED_HEADER = """\
+jobq configuration. Every key is optional; the values below are the defaults unless marked
+"not the default". Times are in seconds unless a key says it takes a duration ("1h30m", "7d").
+Edit this file while the supervisor runs: it reloads within a few seconds (or at once on SIGHUP)
+and applies the new settings to new claims. Reference: docs/configuration.md. This file is
+generated from shared/config.py by `python -m supervisor.gendocs`.
 """
-
-DOCS: dict[str, str] = {
-    "database": "SQLite database file, relative to this file's folder.",
-    "handlers": 'Python modules whose @handler functions the workers run, e.g. ["myapp.jobs"].',
-    "synchronous": '"normal": fast, survives process crashes, may lose the last commits on power loss. '
-                   '"full": fsync on every commit, survives power loss.',
-    "busy_timeout": "How long a connection waits for SQLite's write lock before retrying (seconds).",
-    "max_payload_bytes": "Largest accepted payload, in bytes of JSON.",
-    "log_level": 'Log level: "debug", "info", "warning" or "error".',
-    "log_format": 'Log format: "text", or "json" (one object per line).',
-    "metrics_port": "Prometheus metrics, served by the supervisor at http://metrics_host:metrics_port/metrics "
-                    "(0: off).",
-    "metrics_host": '"127.0.0.1" answers this machine only; "0.0.0.0" answers on every interface.',
-    "supervisor.workers": "Number of worker processes (jobq run --workers N overrides it).",
-    "supervisor.shutdown_timeout": "On SIGTERM: how long running jobs may take to finish before their "
-                                   "workers are killed.",
-    "supervisor.kill_grace": "After SIGTERM to a timed-out worker: how long before SIGKILL.",
-    "supervisor.maintenance_interval": "How often the supervisor checks leases, timeouts, the WAL and this file.",
-    "supervisor.restart_backoff_max": "Cap of the per-slot restart back-off when a worker keeps crashing.",
-    "supervisor.wal_checkpoint_mb": "Checkpoint (TRUNCATE) the WAL when it grows past this many MiB.",
-    "supervisor.config_poll_interval": "How often to look for edits of this file (0 disables; SIGHUP still reloads).",
-    "worker.poll_interval": "How long an idle worker sleeps between claims.",
-    "worker.job_timeout": "Default hard timeout of a job (a handler's timeout= overrides it).",
-    "worker.heartbeat_interval": "How often a worker refreshes the lease of its running job.",
-    "worker.lease_timeout": "A running job whose lease is older than this is taken from its (hung) worker.",
-    "worker.max_jobs": "Replace a worker after this many jobs (0: never).",
-    "worker.max_memory_mb": "Replace a worker after a job leaves it above this resident memory, in MiB (0: never).",
-    "worker.max_batch": "Most jobs one claim may take (1 turns batching off).",
-    "worker.batch_wait": "Seconds the unstarted rest of a batch waits behind a running job before it is given back.",
-    "retry.max_attempts": "Attempts before a job fails for good (a handler's max_attempts= overrides it).",
-    "retry.backoff_base": "Back-off after attempt n: min(backoff_base * 2^n, backoff_max), minus up to 25% jitter.",
-    "retry.backoff_max": "The longest back-off, in seconds.",
-    "retention.completed_after": 'Delete completed (and cancelled) jobs older than this: "7d", "12h", ... or "never".',
-    "retention.failed_after": 'Delete failed jobs older than this ("never": they are the dead-letter queue).',
-}
+CLEANUP = ScheduleConfig(name="cleanup-old-data", type="cleanup:old-data", cron="15 3 * * *")
+SCHEDULE_EXAMPLE = {"name": "daily-revenue-report", "type": "report:generate", "cron": "0 8 * * *",
+                    "timezone": "America/New_York",
+                    "payload": {"reportId": "daily-revenue", "format": "pdf"}}
+TYPE_EXAMPLE = {"concurrency": 2, "rate": "10/min", "max_attempts": 5, "timeout": 120,
+                "priority": 0, "backoff_base": 1, "backoff_max": 60}
 
 
 def default_toml() -> str:
     """The text of a commented ``jobq.toml`` holding every key at its default."""
-    data = Config().to_dict()
-    out = [HEADER]
-    for section, keys in SCHEMA.items():
-        values = data if section == "" else data.get(section, {})
-        out.append(f"\n[{section}]\n" if section else "\n")
-        for key, spec in keys.items():
-            dotted = f"{section}.{key}" if section else key
-            doc = DOCS.get(dotted) or f"Expected: {spec.expected}."
-            out += [f"# {ln}\n" for ln in textwrap.wrap(doc, 96)]
-            out.append(f"{key} = {_value(values.get(key))}\n")
-    out.append(FOOTER)
+    return config_toml(Config(), INIT_HEADER)
+
+
+def shipped_toml() -> str:
+    """The text of the repository's ``jobq.toml``."""
+    return config_toml(Config(handlers=("examples.handlers",), schedules=(CLEANUP,)), SHIPPED_HEADER,
+                       marked={"handlers"})
+
+
+def config_toml(cfg: Config, header: str, marked: frozenset[str] | set[str] = frozenset()) -> str:
+    """``cfg`` as commented TOML: each key with its description; keys in ``marked`` are flagged
+    as not the default; then the schedules of ``cfg`` and commented examples of both tables."""
+    data = cfg.to_dict()
+    out = _comment(header) + ["\n"]
+    out += _table("", Config, data, marked)
+    for name, (cls, doc) in sections_of(Config).items():
+        out += [f"\n[{name}]\n"] + _comment(_plain(doc)) + _table(name, cls, data[name], marked)
+    out += _schedules(cfg)
+    out += _types()
     return "".join(out)
+
+
+def _table(section: str, cls: type, values: dict[str, Any], marked: set[str] | frozenset[str]) -> list[str]:
+    out = []
+    for key, spec in keys_of(cls).items():
+        dotted = f"{section}.{key}" if section else key
+        note = " (not the default)" if dotted in marked else ""
+        out += _comment(_describe(spec) + note)
+        out.append(f"{key} = {_value(values.get(key))}\n")
+    return out
+
+
+def _schedules(cfg: Config) -> list[str]:
+    out = ["\n"] + _comment("Recurring jobs. " + _plain(ScheduleConfig.__doc__) + " Editing or "
+                            "removing an entry takes effect on reload. The keys of an entry:")
+    for key, spec in SCHEDULE_KEYS.items():
+        out += _comment(f"  {key}: {spec.doc}", indent="#       ")
+    for s in cfg.schedules:
+        out += _comment("The built-in job cleanup:old-data deletes finished jobs as [retention] says "
+                        "(not the default: without this entry nothing is deleted).")
+        out.append("[[schedule]]\n")
+        out += [f"{k} = {_value(v)}\n" for k, v in vars(s).items()]
+    out += ["\n", "# Another example (uncomment to use):\n", "# [[schedule]]\n"]
+    out += [f"# {k} = {_value(v)}\n" for k, v in SCHEDULE_EXAMPLE.items()]
+    return out
+
+
+def _types() -> list[str]:
+    out = ["\n"] + _comment(_plain(TypeConfig.__doc__) + " For example:")
+    out.append('# [types."report:generate"]\n')
+    for key, spec in TYPE_KEYS.items():
+        example = TYPE_EXAMPLE.get(key)
+        value = _value(example) if example is not None else f"<{spec.expected}>"
+        out.append(f"# {key} = {value}".ljust(28) + f"# {spec.doc}\n")
+    return out
+
+
+def _plain(doc: str) -> str:
+    """A section's docstring without its leading "`[name]`: " (the header says that already)."""
+    text = " ".join(doc.split())
+    if text.startswith("`[") and "`: " in text:
+        text = text.split("`: ", 1)[1]
+        text = text[0].upper() + text[1:]
+    return text.replace("``", "`")
+
+
+def _describe(spec: Key) -> str:
+    """A key's description, and what it accepts when that is a fixed list of words."""
+    if spec.expected.startswith("one of") and "one of" not in spec.doc:
+        return f"{spec.doc} One of: {spec.expected[len('one of '):]}."
+    return spec.doc
+
+
+def _comment(text: str, indent: str = "# ") -> list[str]:
+    lines = []
+    for para in text.strip().split("\n\n"):
+        lines += textwrap.wrap(" ".join(para.split()), WIDTH - 2, initial_indent="# ",
+                               subsequent_indent=indent)
+    return [ln + "\n" for ln in lines]
 
 
 def _value(value: Any) -> str:
@@ -82,4 +127,6 @@ def _value(value: Any) -> str:
         return '""'
     if isinstance(value, float) and value.is_integer():
         value = int(value)
+    if isinstance(value, dict):  # an inline table
+        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items()) + "}"
     return toml_value(value)

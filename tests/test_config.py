@@ -176,3 +176,60 @@ def test_resolve_path(monkeypatch):
 def test_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         Config().database = "x"  # type: ignore[misc]
+
+
+# -- one source: the key table generates jobq.toml, the init template and docs/configuration.md ---
+
+def test_every_key_is_described_once_where_it_is_declared():
+    from shared.config import SCHEDULE_KEYS, TYPE_KEYS
+    tables = {**{f"[{s}]" if s else "top": keys for s, keys in SCHEMA.items()},
+              "[[schedule]]": SCHEDULE_KEYS, "[types]": TYPE_KEYS}
+    for table, keys in tables.items():
+        for key, spec in keys.items():
+            assert spec.doc and spec.expected, f"{table} {key}: give it a description in shared/config.py"
+
+
+def test_shipped_jobq_toml_and_configuration_reference_are_generated_and_fresh():
+    """Fails when shared/config.py changed but `python -m supervisor.gendocs` was not run."""
+    from supervisor.gendocs import stale
+    assert stale() == [], "stale generated files: run  python -m supervisor.gendocs"
+
+
+def test_a_stale_generated_file_is_detected(tmp_path):
+    from supervisor.gendocs import GENERATED, stale
+    for rel, make in GENERATED.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(make())
+    assert stale(tmp_path) == []
+    doc = tmp_path / "docs/configuration.md"
+    doc.write_text(doc.read_text().replace("| `workers` | integer | `2` |", "| `workers` | integer | `3` |"))
+    (tmp_path / "jobq.toml").unlink()
+    assert stale(tmp_path) == ["jobq.toml", "docs/configuration.md"]
+
+
+def test_reference_lists_every_key_with_its_default_and_range():
+    from supervisor.configdoc import reference_markdown
+    text = reference_markdown()
+    for section, keys in SCHEMA.items():
+        if section:
+            assert f"## `[{section}]`" in text
+        for key, spec in keys.items():
+            assert f"| `{key}` | {spec.type_name} |" in text and spec.expected in text
+    assert "| `max_batch` | integer | `512` | an integer >= 1 and <= 1000 |" in text
+    assert "| `cron` | string | required |" in text and "| `concurrency` | integer | unset |" in text
+
+
+def test_a_new_key_is_a_one_place_change():
+    """A key declared on a dataclass is validated, templated and documented with no other edit."""
+    from dataclasses import dataclass
+
+    from shared.configschema import keys_of, number, setting
+    from supervisor.template import _table, config_toml
+
+    @dataclass(frozen=True)
+    class Extra:
+        knob: int = setting(7, number(1, 9, integer=True), "A knob for the test.")
+    assert keys_of(Extra)["knob"].doc == "A knob for the test."
+    assert keys_of(Extra)["knob"].expected == "an integer >= 1 and <= 9"
+    assert "".join(_table("extra", Extra, {"knob": 7}, set())) == "# A knob for the test.\nknob = 7\n"
+    assert config_toml(Config(), "h")  # the real tables still render

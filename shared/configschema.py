@@ -1,0 +1,112 @@
+"""How a configuration key is declared: :class:`Key` (accepted types, range, meaning) and
+:func:`setting` / :func:`section`, which attach a Key to a dataclass field.
+
+A key is declared once, as one field of a dataclass in :mod:`shared.config`::
+
+    workers: int = setting(2, number(0, 256, integer=True), "Number of worker processes.")
+
+Validation, ``jobq config init``'s commented file, the shipped ``jobq.toml`` and
+``docs/configuration.md`` are all derived from those fields (:func:`keys_of`), so adding a key
+is a one-line change there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+KEY = "jobq.key"          # field metadata: the field's Key
+SECTION = "jobq.section"  # field metadata: the section's dataclass
+DOC = "jobq.doc"          # field metadata: the section's description
+REQUIRED = object()       # default of a key that must be given (a [[schedule]]'s name, type, cron)
+
+
+@dataclass(frozen=True)
+class Key:
+    """How one key is checked: accepted Python types, a range/choice check, and its meaning.
+
+    ``expected`` is the phrase errors and the reference use ("an integer >= 0 and <= 256");
+    ``doc`` says what the key does (one paragraph, plain text, may contain `code`).
+    """
+    types: tuple[type, ...]
+    expected: str
+    check: Callable[[Any], bool] = lambda v: True
+    doc: str = ""
+
+    @property
+    def type_name(self) -> str:
+        """The TOML type a reader should write: integer, number, string, array or table."""
+        names = {int: "integer", float: "number", str: "string", list: "array of strings",
+                 dict: "table"}
+        return names[float] if float in self.types else names[self.types[0]]
+
+
+def number(lo: float | None = None, hi: float | None = None, *, integer: bool = False,
+           open_lo: bool = False) -> Key:
+    """An integer (``integer=True``) or a number in ``[lo, hi]`` (``(lo, hi]`` if ``open_lo``)."""
+    types: tuple[type, ...] = (int,) if integer else (int, float)
+    words = "an integer" if integer else "a number"
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>' if open_lo else '>='} {_fmt(lo)}")
+    if hi is not None:
+        parts.append(f"<= {_fmt(hi)}")
+    expected = words + (" " + " and ".join(parts) if parts else "")
+
+    def check(v: Any) -> bool:
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        if lo is not None and (v <= lo if open_lo else v < lo):
+            return False
+        return hi is None or v <= hi
+    return Key(types, expected, check)
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+def choice(*options: str) -> Key:
+    return Key((str,), "one of " + ", ".join(repr(o) for o in options), lambda v: v in options)
+
+
+def list_of_str() -> Key:
+    return Key((list,), "a list of module names (strings)",
+               lambda v: all(isinstance(x, str) and x for x in v))
+
+
+NONEMPTY_STR = Key((str,), "a non-empty string", lambda v: bool(v))
+
+
+def setting(default: Any, spec: Key, doc: str) -> Any:
+    """A dataclass field that is a config key: its default, its check and its meaning."""
+    meta = {KEY: dataclasses.replace(spec, doc=" ".join(doc.split()))}
+    if default is REQUIRED:
+        return field(metadata=meta)
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def section(cls: type, doc: str) -> Any:
+    """A dataclass field holding the table ``[<field name>]`` whose keys ``cls`` declares."""
+    return field(default_factory=cls, metadata={SECTION: cls, DOC: " ".join(doc.split())})
+
+
+def keys_of(cls: type) -> dict[str, Key]:
+    """The keys ``cls`` declares, in declaration order."""
+    return {f.name: f.metadata[KEY] for f in dataclasses.fields(cls) if KEY in f.metadata}
+
+
+def sections_of(cls: type) -> dict[str, tuple[type, str]]:
+    """The tables of ``cls``: name -> (its dataclass, its description)."""
+    return {f.name: (f.metadata[SECTION], f.metadata[DOC])
+            for f in dataclasses.fields(cls) if SECTION in f.metadata}
+
+
+def required_of(cls: type) -> tuple[str, ...]:
+    """The keys of ``cls`` that have no default."""
+    return tuple(f.name for f in dataclasses.fields(cls)
+                 if KEY in f.metadata and f.default is dataclasses.MISSING
+                 and f.default_factory is dataclasses.MISSING)
