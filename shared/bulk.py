@@ -11,10 +11,7 @@ leaves the lock free for at least as long as it held it (and at least ``hold``).
 adapts so that one transaction holds the lock about ``hold`` seconds (10 ms): a waiter that
 came during a chunk checks again within about that long after the chunk ends (its back-off
 steps are no longer than the time it has waited, up to 25 ms), and the lock is still free then.
-If another connection committed during the pause, more writers may be queued behind it (each
-waits in its own back-off): the pause is repeated, up to EXTEND more times, until one passes
-with no commit by anyone else. The bulk write runs at half its unpaced speed or less (a sixth
-while other writers keep the lock busy); writers wait about one chunk.
+The bulk write runs at about half its unpaced speed at most; writers wait about one chunk.
 """
 from __future__ import annotations
 
@@ -26,7 +23,6 @@ T = TypeVar("T")
 
 HOLD = 0.010             # seconds: the longest one chunk should hold the write lock
 LEAST, MOST = 50, 2000   # rows per chunk, whatever the timing says
-EXTEND = 4               # more pauses at most after one in which other connections committed
 
 
 class Pacer:
@@ -60,22 +56,5 @@ class Pacer:
             self.rows = max(self.least, self.rows // 2)
         elif held < self.hold / 2:
             self.rows = min(self.most, self.rows * 2)
-        self.pause(store, max(held, self.hold))
+        self.sleep(max(held, self.hold))
         return out
-
-    def pause(self, store: Any, seconds: float) -> None:
-        """Sleep ``seconds``, and again (up to EXTEND times) while other connections commit
-        meanwhile (``PRAGMA data_version`` moves only for their commits)."""
-        version = _data_version(store)
-        self.sleep(seconds)
-        for _ in range(EXTEND):
-            now = _data_version(store)
-            if now == version:
-                return
-            version = now
-            self.sleep(seconds)
-
-
-def _data_version(store: Any) -> int:
-    row = store.conn.execute("PRAGMA data_version").fetchone()
-    return list(row.values())[0] if isinstance(row, dict) else row[0]

@@ -10,7 +10,7 @@ import pytest
 
 from shared import admin, retention
 from shared.api import JobQueue
-from shared.bulk import EXTEND, MOST, Pacer
+from shared.bulk import MOST, Pacer
 from shared.clock import iso
 from shared.store import SqliteStore
 
@@ -18,20 +18,10 @@ NOW = 1_767_225_600.0
 
 
 class FakeStore:
-    """Runs ``_immediate`` at once and lets the test say how long each chunk held the lock and
-    whether other connections commit (``versions``: what ``PRAGMA data_version`` says next)."""
+    """Runs ``_immediate`` at once and lets the test say how long each chunk held the lock."""
 
-    def __init__(self, timer_box: list[float], holds: list[float], versions=None) -> None:
+    def __init__(self, timer_box: list[float], holds: list[float]) -> None:
         self.box, self.holds = timer_box, holds
-        self.versions = versions
-        self.conn = self
-
-    def execute(self, sql):
-        assert sql == "PRAGMA data_version"
-        return self
-
-    def fetchone(self):
-        return (self.versions.pop(0) if self.versions else 1,)
 
     def _immediate(self, fn):
         out = fn(None)
@@ -50,18 +40,6 @@ def test_the_pacer_halves_slow_chunks_doubles_quick_ones_and_pauses_at_least_as_
     assert pacer.rows == 1000
     assert pauses == [pytest.approx(max(h, 0.010)) for h in holds]
     assert Pacer(5, least=50).rows == 50 and Pacer(10**6, most=2000).rows == 2000
-
-
-def test_the_pause_goes_on_while_other_connections_commit_but_not_for_ever():
-    """Writers came during the pause (data_version moved): pause again, until a pause passes
-    with no commit by anyone else, or EXTEND more pauses."""
-    box, pauses = [0.0], []
-    pacer = Pacer(100, hold=0.010, sleep=pauses.append, timer=lambda: box[0])
-    pacer.chunk(FakeStore(box, [0.004], versions=[1, 2, 3, 3]), lambda c, rows: None)
-    assert pauses == [0.010, 0.010, 0.010]          # two commits seen, then a quiet pause
-    pauses.clear()
-    pacer.chunk(FakeStore(box, [0.004], versions=list(range(1, 20))), lambda c, rows: None)
-    assert pauses == [0.010] * (1 + EXTEND)         # bounded: the bulk write still goes on
 
 
 def fill_old(path: str, rows: int) -> None:
