@@ -19,9 +19,9 @@ from typing import Any
 
 from shared import config as config_mod
 from shared import admin, logs
-from shared.dbfile import DatabaseFile
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
+from shared.dbfile import DatabaseFile
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.job import Job
