@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from shared.clock import iso
 from shared.job import new_id
-from shared.store import SqliteStore
+from shared.store import Finish, SqliteStore
 
 from . import raw
 from .stats import rate
@@ -62,7 +62,7 @@ def jobq_loop(path: str, sync: str) -> Loop:
             claiming += time.perf_counter() - t0
             if not jobs:
                 break
-            store.complete(jobs[0].id, jobs[0].attempts, owner, None, time.time())
+            store.finish(Finish("completed", jobs[0].id, jobs[0].attempts, None), owner, time.time())
             done += 1
         return done, claiming
     run.close = store.close  # type: ignore[attr-defined]

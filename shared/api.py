@@ -4,6 +4,9 @@
     job_id = q.enqueue("report:generate", {"reportId": "r1"}, delay=30, key="report-r1")
     ids = q.enqueue_many([("cleanup:old-data", {"retentionDays": 30})])
     job = q.get(job_id)
+
+For tests: ``JobQueue(path, immediate=True)`` runs each job at enqueue, ``q.drain()`` runs every
+due job, both in the calling process (:mod:`shared.inline`; docs/testing.md).
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from . import config as config_mod
 from .clock import SystemClock, to_timestamp
 from .config import Config
+from .inline import Handlers, InlineRunner
+from .inline import load as load_handlers
 from .job import Job, new_id, new_ids
 from .store import NewJob, SqliteStore, encode_json
 
@@ -26,16 +31,25 @@ class JobQueue:
     """Enqueue and inspect jobs. One instance holds one connection: use it from one thread."""
 
     def __init__(self, database: str | None = None, *, config: Config | None = None,
-                 clock: Any = None) -> None:
+                 clock: Any = None, immediate: bool = False, handlers: Handlers | None = None) -> None:
+        """``immediate=True`` (for tests) runs each due job inline when it is enqueued, retries
+        that are due at once included, and stores its outcome. ``handlers`` (module names,
+        modules or ``@handler`` functions) are what ``drain()`` and immediate mode run;
+        default: the config's ``handlers`` modules, imported on first use."""
         self.config = config or Config()
         if database is not None:
             self.config = self.config.replace(database=database)
         self.clock = clock or SystemClock()
         self.store = SqliteStore.from_config(self.config)
+        self.immediate = immediate
+        self._handlers = handlers
+        self._runner: InlineRunner | None = None
 
     @classmethod
-    def from_config(cls, path: str | None = None, *, clock: Any = None) -> "JobQueue":
-        return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock)
+    def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
+                    handlers: Handlers | None = None) -> "JobQueue":
+        return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock,
+                   immediate=immediate, handlers=handlers)
 
     def close(self) -> None:
         self.store.close()
@@ -61,7 +75,7 @@ class JobQueue:
         """
         now = self.clock.now()
         job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now)
-        return self.store.enqueue([job], now, conn=conn)[0]
+        return self._ran(self.store.enqueue([job], now, conn=conn), conn)[0]
 
     def enqueue_many(self, items: Iterable[Any], *, conn: sqlite3.Connection | None = None,
                      batch_size: int | None = None) -> list[str]:
@@ -78,11 +92,36 @@ class JobQueue:
         if not jobs:
             return []
         if batch_size is None or conn is not None:
-            return self.store.enqueue(jobs, now, conn=conn)
+            return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
-        return [job_id for i in range(0, len(jobs), batch_size)
-                for job_id in self.store.enqueue(jobs[i:i + batch_size], self.clock.now())]
+        return self._ran([job_id for i in range(0, len(jobs), batch_size)
+                          for job_id in self.store.enqueue(jobs[i:i + batch_size], self.clock.now())], None)
+
+    # -- running in this process (tests) ----------------------------------------------------------
+
+    def drain(self, types: Iterable[str] | str | None = None, max_jobs: int | None = None) -> dict[str, int]:
+        """Run every due job (of ``types``, if given) in this process until none is due, or
+        ``max_jobs`` have run, as a worker would: retries, back-off, permanent errors, hooks and
+        ``[types]`` limits apply; no supervisor is needed. A retry whose back-off has not passed
+        is not due (set ``[retry] backoff_base = 0``, or advance a FakeClock and drain again).
+        Returns counts by outcome: ``{"completed": n, "retried": n, "failed": n}``.
+        """
+        return self._inline().drain(types=None if types is None else list(
+            [types] if isinstance(types, str) else types), max_jobs=max_jobs)
+
+    def _inline(self) -> InlineRunner:
+        if self._runner is None:
+            self._runner = InlineRunner(self.store, self.config, load_handlers(self._handlers, self.config),
+                                        self.clock)
+        return self._runner
+
+    def _ran(self, ids: list[str], conn: sqlite3.Connection | None) -> list[str]:
+        """In immediate mode, run the jobs just enqueued that are due (not through ``conn``:
+        those are not committed yet; drain after the commit)."""
+        if self.immediate and conn is None and ids:
+            self._inline().drain(ids=ids)
+        return ids
 
     def _build_item(self, index: int, item: Any, now: float, job_id: str, seen: dict[str, int]) -> NewJob:
         if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast

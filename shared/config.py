@@ -24,6 +24,7 @@ from . import cron as cron_mod
 from . import durations
 from .configschema import (NONEMPTY_STR, REQUIRED, Key, choice, keys_of, list_of_str, number,
                            required_of, section, sections_of, setting)
+from .files import write_atomic
 
 
 class ConfigError(ValueError):
@@ -330,15 +331,10 @@ def write_snapshot(cfg: Config, path: str) -> None:
     The supervisor hands workers this snapshot rather than the file an operator edits, so a
     worker never starts on, or reloads, a file the supervisor rejected.
     """
-    import json
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"path": cfg.path, "config": cfg.to_dict()}, f)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"path": cfg.path, "config": cfg.to_dict()}))
 
 
 def load_snapshot(path: str) -> Config:
-    import json
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)

@@ -6,7 +6,7 @@ so one grammar holds everywhere.
 The duration grammar: a bare number of seconds (``"90"``, ``"2.5"``), or one or more
 ``<number><unit>`` parts with no spaces between them, units ``ms s m h d w`` (``"1h30m"``,
 ``"250ms"``, ``"1.5h"``); case and surrounding spaces are ignored. Config keys that may be
-``"never"`` accept that word too (:func:`parse_duration`).
+``"never"`` accept that word too (``parse_duration``).
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def parse_seconds(text: str) -> float:
 
 
 def parse_duration(text: str) -> float | None:
-    """Like :func:`parse_seconds`, and None for ``"never"`` (``[retention]`` keys)."""
+    """Like ``parse_seconds``, and None for ``"never"`` (``[retention]`` keys)."""
     if isinstance(text, str) and text.strip().lower() == NEVER:
         return None
     try:

@@ -128,7 +128,7 @@ def _where(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
 
 
-def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> Registry:
+def load_registry(modules: Iterable[str]) -> Registry:
     """Import each handler module and collect its handlers, then add the built-in job types
     (shared.builtin_jobs) that no module defined.
 
@@ -138,8 +138,6 @@ def load_registry(modules: Iterable[str], extra: Iterable[ModuleType] = ()) -> R
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")
     registry = Registry()
-    for module in extra:
-        registry.add_module(module)
     for name in modules:
         try:
             mod = importlib.import_module(name)

@@ -1,8 +1,7 @@
 """Per-type limits from ``[types."<job type>"]``: ``concurrency`` and ``rate``.
 
-The worker claims with :func:`claim` (or calls the store itself, choosing as it does): the fast
-unlimited ``SqliteStore.claim`` while no type has a limit, ``SqliteStore.claim_limited`` once
-one does.
+The worker chooses how to claim from :func:`type_limits`: the fast unlimited
+``SqliteStore.claim`` while no type has a limit, ``SqliteStore.claim_limited`` once one does.
 """
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .durations import parse_rate
-from .job import Job
 
 
 @dataclass(frozen=True)
@@ -30,10 +28,3 @@ def type_limits(config: Any) -> dict[str, TypeLimit]:
             out[name] = TypeLimit(name, t.concurrency, parse_rate(t.rate) if t.rate else None)
     return out
 
-
-def claim(store: Any, config: Any, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
-    """Claim up to ``limit`` jobs, honouring the limits of ``config`` if it has any."""
-    limits = type_limits(config)
-    if limits:
-        return store.claim_limited(owner, owner_pid, now, limits, limit)
-    return store.claim(owner, owner_pid, now, limit)

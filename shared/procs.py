@@ -1,9 +1,21 @@
 """Process identity: owner tokens that survive pid reuse, and liveness checks (psutil)."""
 from __future__ import annotations
 
+import os
 import socket
 
 import psutil
+
+
+def send_signal(pid: int | None, sig: int) -> bool:
+    """Send ``sig`` to ``pid``; False (not an error) if there is no pid or it has exited."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def create_time_ms(pid: int) -> int | None:

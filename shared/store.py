@@ -329,17 +329,6 @@ class SqliteStore(LifecycleStore):
             f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at").fetchall()
         return [Job.from_row(r) for r in rows]
 
-    def jobs_of(self, owner: str) -> list[Job]:
-        rows = self.conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' AND owner = ?",
-                                 (owner,)).fetchall()
-        return [Job.from_row(r) for r in rows]
-
-    def next_run_at(self) -> str | None:
-        """The earliest ``run_at`` of a pending job, or None (for sleeping until it is due)."""
-        row = self.conn.execute(
-            "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending'").fetchone()
-        return row["t"]
-
     # -- workers ------------------------------------------------------------------------------
 
     def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
@@ -363,21 +352,9 @@ class SqliteStore(LifecycleStore):
             return None
         return [Job.from_tuple(r) for r in rows]
 
-    def complete(self, job_id: str, attempt: int, owner: str, result: str | None, now: float) -> bool:
-        return self._finish(Finish("completed", job_id, attempt, result), owner, now)
-
-    def retry(self, job_id: str, attempt: int, owner: str, error: str, run_at: float, now: float,
-              max_attempts: int | None = None) -> bool:
-        """Put a running job back to pending, due at ``run_at``, recording ``error``."""
-        return self._finish(Finish("retry", job_id, attempt, error, run_at, max_attempts), owner, now)
-
-    def fail(self, job_id: str, attempt: int, owner: str, error: str, now: float,
-             max_attempts: int | None = None) -> bool:
-        """Mark a running job failed for good (the dead-letter queue keeps it)."""
-        return self._finish(Finish("failed", job_id, attempt, error, 0.0, max_attempts), owner, now)
-
-    def _finish(self, f: "Finish", owner: str, now: float) -> bool:
-        """One guarded update; False when zero rows matched (the lease was lost)."""
+    def finish(self, f: Finish, owner: str, now: float) -> bool:
+        """Record one outcome with one guarded update (autocommit); False when zero rows matched
+        (the lease was lost). The worker records its outcomes with :meth:`finish_and_claim`."""
         params = _finish_params(f, owner, iso(now))
         return self._write(lambda c: c.execute(_FINISH_SQL[f.kind], params).rowcount) == 1
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .clock import iso, parse_iso
 from .job import TERMINAL, Job
@@ -138,13 +138,16 @@ class LifecycleStore:
     # -- limits ---------------------------------------------------------------------------------
 
     def claim_limited(self, owner: str, owner_pid: int, now: float, limits: Mapping[str, "TypeLimit"],
-                      limit: int = 1) -> list[Job]:
+                      limit: int = 1, *, types: Sequence[str] | None = None,
+                      ids: Sequence[str] | None = None) -> list[Job]:
         """Like ``claim``, but never past a type's ``concurrency`` or ``rate`` (across every
         process on the file), in one ``BEGIN IMMEDIATE`` transaction. See :meth:`claim_limited_in`."""
-        return self._immediate(lambda c: self.claim_limited_in(c, owner, owner_pid, now, limits, limit))
+        return self._immediate(lambda c: self.claim_limited_in(c, owner, owner_pid, now, limits, limit,
+                                                               types=types, ids=ids))
 
     def claim_limited_in(self, c: sqlite3.Connection, owner: str, owner_pid: int, now: float,
-                         limits: Mapping[str, "TypeLimit"], limit: int = 1) -> list[Job]:
+                         limits: Mapping[str, "TypeLimit"], limit: int = 1, *,
+                         types: Sequence[str] | None = None, ids: Sequence[str] | None = None) -> list[Job]:
         """The limited claim, inside the caller's ``BEGIN IMMEDIATE`` transaction on ``c``.
 
         Takes up to ``limit`` due pending jobs in claim order (priority, then first due, then
@@ -153,7 +156,9 @@ class LifecycleStore:
         blocks nothing else. A job of a rate-limited type is only ever claimed first in a batch
         and ends it, so it starts at once: its start is counted now (in ``type_starts``).
         Returns nothing while the queue is paused. Cost: the plain claim's index walk, plus the
-        held-back jobs it steps over (due jobs of full types ahead in claim order).
+        held-back jobs it steps over (due jobs of full types ahead in claim order). ``types`` and
+        ``ids`` (the in-process runner of :mod:`shared.inline`) take only jobs of those types or
+        with those ids.
         """
         if limit < 1 or c.execute(_PAUSED).fetchone():
             return []
@@ -169,7 +174,12 @@ class LifecycleStore:
         rated = {t for t, lim in limits.items() if lim.rate}
         full = [t for t, n in room.items() if n <= 0]
         skip = f"AND type NOT IN ({', '.join('?' * len(full))}) " if full else ""
-        rows = c.execute(_CANDIDATES.format(skip=skip), (stamp, *full, limit * CANDIDATES_PER_SLOT)).fetchall()
+        only = [*full]
+        for column, values in (("type", types), ("id", ids)):
+            if values is not None:
+                skip += f"AND {column} IN ({', '.join('?' * len(values))}) "
+                only += values
+        rows = c.execute(_CANDIDATES.format(skip=skip), (stamp, *only, limit * CANDIDATES_PER_SLOT)).fetchall()
         picked = _pick([(r["id"], r["type"]) for r in rows], room, rated, limit)
         if not picked:
             return []
@@ -179,12 +189,6 @@ class LifecycleStore:
         c.executemany("INSERT INTO type_starts (type, started_at) VALUES (?, ?)",
                       [(j.type, stamp) for j in jobs if j.type in rated])
         return jobs
-
-    def type_starts(self, job_type: str) -> list[float]:
-        """Recorded claim times of a rate-limited type still inside some window (for ops/tests)."""
-        rows = self.conn.execute("SELECT started_at FROM type_starts WHERE type = ? ORDER BY started_at",
-                                 (job_type,)).fetchall()
-        return [parse_iso(r["started_at"]) for r in rows]
 
 
 def _room(c: sqlite3.Connection, lim: "TypeLimit", running: int, now: float) -> float:

@@ -27,7 +27,7 @@ from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.job import Job
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
-from shared.procs import owner_token
+from shared.procs import owner_token, send_signal
 from shared.signals import SignalQueue
 from shared.progress import unstarted
 from shared.store import Released, SqliteStore, StoreError
@@ -176,7 +176,7 @@ class Arbiter:
         self.state = STOPPING
         self.stop_deadline = self.clock.monotonic() + self.config.supervisor.shutdown_timeout
         for slot in self.live():
-            _signal(slot.pid, signal.SIGTERM)
+            send_signal(slot.pid, signal.SIGTERM)
         event(log, "supervisor.stopping", signal=why, timeout=self.config.supervisor.shutdown_timeout,
               workers=len(self.live()))
 
@@ -227,7 +227,7 @@ class Arbiter:
         logs.setup(self.config.log_level, self.config.log_format)
         config_mod.write_snapshot(self.config, self.snapshot)
         for slot in self.live():
-            _signal(slot.pid, signal.SIGHUP)
+            send_signal(slot.pid, signal.SIGHUP)
         event(log, "config.reloaded", reason=why, changed=",".join(changed) or "nothing",
               workers=self.target)
 
@@ -307,7 +307,7 @@ class Arbiter:
             return
         slot.kill_reason = reason
         slot.kill_at = self.clock.monotonic() + self.config.supervisor.kill_grace
-        _signal(slot.pid, signal.SIGTERM)
+        send_signal(slot.pid, signal.SIGTERM)
 
     def respawn(self) -> None:
         if self.state != RUNNING or self.check_db_file():
@@ -321,7 +321,7 @@ class Arbiter:
                     del self.slots[slot.index]
                 elif not slot.retiring:
                     slot.retiring = True
-                    _signal(slot.pid, signal.SIGTERM)  # finish the job in hand, then exit
+                    send_signal(slot.pid, signal.SIGTERM)  # finish the job in hand, then exit
             elif slot.pid is None and now_m >= slot.next_start:
                 self.close_db()  # nothing crosses fork()
                 self.counters["worker_restarts" if slot.started else "worker_starts"] += 1
@@ -502,14 +502,6 @@ class Arbiter:
             self.store.close()
             self.store = None
 
-
-def _signal(pid: int | None, sig: int) -> None:
-    if pid is None:
-        return
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _stat(path: str | None) -> tuple[int, int] | None:

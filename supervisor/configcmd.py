@@ -8,8 +8,6 @@ by itself (``config_poll_interval``).
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import tomllib
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import tomli_w
 from shared import config as config_mod
 from shared.config import SCHEMA, ConfigError
 from shared.exitcodes import ExitCode
+from shared.files import write_atomic
 
 from .configdoc import reference_markdown
 from .ctx import Ctx
@@ -65,7 +64,7 @@ def _init(ctx: Ctx, args: argparse.Namespace) -> int:
     if path.exists() and not args.force:
         return ctx.fail(f"config init: {path} already exists (--force overwrites it)", ExitCode.USAGE)
     text = default_toml()
-    _write_atomic(path, text)
+    write_atomic(path, text)
     config_mod.load(path)  # what we wrote must load
     ctx.emit({"path": str(path.resolve())}, f"wrote {path} (every key at its default; set handlers next)")
     return ExitCode.OK
@@ -89,7 +88,7 @@ def _set(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail(f"config set {args.key}: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
     except ConfigError as exc:
         return ctx.fail(f"config set {args.key}: refused: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
-    _write_atomic(path, new_text)
+    write_atomic(path, new_text)
     ctx.emit({"path": str(path.resolve()), "key": args.key, "value": value},
              f"{path}: {args.key} = {toml_value(value)} (a running supervisor applies it within "
              f"config_poll_interval, or now with: jobq reload)")
@@ -100,18 +99,3 @@ def _split(dotted: str) -> tuple[str, str]:
     section, _, key = dotted.rpartition(".")
     return section, key
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside the file, then rename over it (keeps the file's permissions)."""
-    folder = path.resolve().parent
-    mode = os.stat(path).st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

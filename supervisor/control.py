@@ -8,7 +8,6 @@ supervisor takes it at its next maintenance round; stop and reload are signals (
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import socket
 import time
@@ -17,7 +16,7 @@ from typing import Any
 from shared import admin
 from shared.clock import parse_iso
 from shared.exitcodes import ExitCode
-from shared.procs import token_alive
+from shared.procs import send_signal, token_alive
 from shared.store import SqliteStore
 
 from .ctx import Ctx
@@ -57,7 +56,7 @@ def _signal_here(ctx: Ctx, sig: int) -> list[dict[str, Any]] | int:
     if isinstance(found, int):
         return found
     for s in found:
-        _kill(s["pid"], sig)
+        send_signal(s["pid"], sig)
     return found
 
 
@@ -125,10 +124,3 @@ def cmd_scale(ctx: Ctx, args: argparse.Namespace) -> int:
              "\n".join(f"supervisor pid {s['pid']}: scaling to {args.workers} workers (busy workers finish "
                        f"their job first)" for s in found))
     return ExitCode.OK
-
-
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass

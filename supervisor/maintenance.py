@@ -8,7 +8,6 @@ first, and its jobs re-queued only once it is gone, so two runs never overlap.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from dataclasses import dataclass
 
@@ -100,12 +99,3 @@ def wal_checkpoint_mode(store: SqliteStore, limit_mb: float, idle: bool) -> str 
         return "TRUNCATE"
     return "PASSIVE" if idle and size > 0 else None
 
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -57,7 +57,7 @@ def config_toml(cfg: Config, header: str, marked: frozenset[str] | set[str] = fr
     out = _comment(header) + ["\n"]
     out += _table("", Config, data, marked)
     for name, (cls, doc) in sections_of(Config).items():
-        out += [f"\n[{name}]\n"] + _comment(_plain(doc)) + _table(name, cls, data[name], marked)
+        out += [f"\n[{name}]\n"] + _comment(_plain(doc)) + ["\n"] + _table(name, cls, data[name], marked)
     out += _schedules(cfg)
     out += _types()
     return "".join(out)

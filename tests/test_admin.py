@@ -10,7 +10,7 @@ import pytest
 from shared import admin
 from shared.clock import FakeClock, iso
 from shared.job import new_id
-from shared.store import NewJob, SqliteStore
+from shared.store import Finish, NewJob, SqliteStore
 
 OWNER = "testhost:1111:1"
 
@@ -40,10 +40,10 @@ def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
     clock.advance(2)                                   # waited 2 s after becoming due
     job = claim(store, clock)
     clock.advance(1)                                   # ran 1 s
-    assert store.retry(jid, job.attempts, OWNER, "boom", clock.now(), clock.now(), 3)
+    assert store.finish(Finish("retry", jid, job.attempts, "boom", clock.now(), 3), OWNER, clock.now())
     job = claim(store, clock)
     clock.advance(0.5)
-    assert store.fail(jid, job.attempts, OWNER, "boom again", clock.now(), 3)
+    assert store.finish(Finish("failed", jid, job.attempts, "boom again", 0.0, 3), OWNER, clock.now())
     rows = admin.attempt_history(store, jid)
     assert [(r["attempt"], r["outcome"], r["error"]) for r in rows] == [(1, "retry", "boom"), (2, "failed", "boom again")]
     first = rows[0]
@@ -53,7 +53,7 @@ def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
 
     done = add(store, clock)
     job = claim(store, clock)
-    assert store.complete(done, job.attempts, OWNER, '"ok"', clock.now())
+    assert store.finish(Finish("completed", done, job.attempts, '"ok"'), OWNER, clock.now())
     assert history(store, done) == [(1, "completed", None)]
 
 
@@ -75,7 +75,7 @@ def test_feed_aggregates_wait_and_run_buckets(store, clock):
         clock.advance(0.01)
         job = claim(store, clock)
         clock.advance(run)
-        store.complete(jid, job.attempts, OWNER, None, clock.now())
+        store.finish(Finish("completed", jid, job.attempts, None), OWNER, clock.now())
     rows = admin.attempt_aggregates(store, start, admin.last_attempt_seq(store), (0.005, 1.0))
     assert len(rows) == 1
     r = rows[0]
@@ -91,7 +91,7 @@ def test_retry_and_cancel_act_only_on_the_states_they_apply_to(store, clock):
     assert claim(store, clock).id == running
     failed_job = claim(store, clock)
     assert failed_job.id == failed
-    store.fail(failed, failed_job.attempts, OWNER, "x", clock.now(), 3)
+    store.finish(Finish("failed", failed, failed_job.attempts, "x", 0.0, 3), OWNER, clock.now())
     assert admin.cancel_jobs(store, [pending, running, "nope"], clock.now()) == [pending]
     assert admin.retry_jobs(store, [failed, pending, running], clock.now()) == [failed, pending]
     assert admin.statuses(store, [failed, pending, running]) == {failed: "pending", pending: "pending",
@@ -104,7 +104,7 @@ def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
     ids = [add(store, clock, "a" if i % 2 else "b") for i in range(8)]
     for _ in ids:
         job = claim(store, clock)
-        store.fail(job.id, job.attempts, OWNER, "x", clock.now(), 3)
+        store.finish(Finish("failed", job.id, job.attempts, "x", 0.0, 3), OWNER, clock.now())
     assert admin.retry_failed(store, clock.now(), "a") == 4
     assert admin.counts_by_type(store) == [{"type": "a", "status": "pending", "n": 4},
                                            {"type": "b", "status": "failed", "n": 4}]

@@ -15,7 +15,7 @@ import pytest
 
 from shared.clock import SystemClock, parse_iso
 from shared.exitcodes import ExitCode
-from shared.store import SqliteStore
+from shared.store import Finish, SqliteStore
 from tests.proc import env, job_row, wait_until, worker_rows, write_config
 
 OWNER = "testhost:1111:1"
@@ -57,7 +57,7 @@ def fail_job(cfg: Path, job_id: str, error: str = "boom", at: float | None = Non
     now = SystemClock().now()
     with store_of(cfg) as s:
         (job,) = [j for j in s.claim(OWNER, 1111, now, 1000) if j.id == job_id]
-        assert s.fail(job.id, job.attempts, OWNER, error, now if at is None else at, 3)
+        assert s.finish(Finish("failed", job.id, job.attempts, error, 0.0, 3), OWNER, now if at is None else at)
         s.release_owner(OWNER, "test", now, max_attempts_for=lambda j: 3, count_attempt=False)
 
 

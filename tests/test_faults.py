@@ -573,10 +573,10 @@ def store_cycle(store: SqliteStore):
 
     def finishes():
         a, b, c = state["claimed"]
-        assert store.complete(a.id, a.attempts, owner, '{"r":1}', now)
-        assert store.fail(b.id, b.attempts, owner, "boom", now, 3)
-        assert store.retry(c.id, c.attempts, owner, "again", now, now, 3)
-        assert not store.complete(a.id, a.attempts, other, None, now)  # a stale owner
+        assert store.finish(Finish("completed", a.id, a.attempts, '{"r":1}'), owner, now)
+        assert store.finish(Finish("failed", b.id, b.attempts, "boom", 0.0, 3), owner, now)
+        assert store.finish(Finish("retry", c.id, c.attempts, "again", now, 3), owner, now)
+        assert not store.finish(Finish("completed", a.id, a.attempts, None), other, now)  # a stale owner
 
     def release_unstarted():
         state["claimed"] = store.claim(owner, 1, now, 2)
@@ -600,7 +600,7 @@ def store_cycle(store: SqliteStore):
     yield "claim", claim
     yield "heartbeat", lambda: store.heartbeat(owner, now)
     yield "finish_and_claim", finish_and_claim
-    yield "complete retry fail", finishes
+    yield "finish (completed, failed, retry)", finishes
     yield "release_unstarted", release_unstarted
     yield "release_owner", release_owner
     yield "try_claim", lambda: store.try_claim(owner, 1, now, 1)
@@ -611,15 +611,15 @@ def store_cycle(store: SqliteStore):
     yield "remove_process", lambda: store.remove_process(owner)
     yield "run_schedule", run_schedule
     yield "delete_finished", lambda: store.delete_finished({"completed": now + 1, "failed": now + 1})
-    yield "reads", lambda: (store.get(jobs[0].id), store.counts(), store.running(), store.jobs_of(owner),
-                            store.next_run_at(), store.next_due(), store.has_due(now), store.owners(),
+    yield "reads", lambda: (store.get(jobs[0].id), store.counts(), store.running(),
+                            store.next_due(), store.has_due(now), store.owners(),
                             store.processes(), store.processes("worker"), store.schedule_marks(),
-                            store.type_starts("t"), store.wal_bytes())
+                            store.wal_bytes())
     yield "checkpoint", store.checkpoint
 
 
 # Public methods that are not operations on the database (or that the cycle reaches through
-# another name above: complete/retry/fail, is_paused, touch_process and the reads).
+# another name above: is_paused, touch_process and the reads).
 _NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in", "delete_finished_in"}
 
 
@@ -639,11 +639,11 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
     assert log.violations == []
     assert log.writes(), "the trace saw no writes: the checker is blind"
     public = {n for n in dir(SqliteStore) if not n.startswith("_")}
-    missing = public - covered - _NOT_OPERATIONS - {"complete", "retry", "fail", "is_paused",
+    missing = public - covered - _NOT_OPERATIONS - {"is_paused",
                                                      "touch_process", "get", "counts", "running",
-                                                     "jobs_of", "next_run_at", "next_due", "has_due",
+                                                     "next_due", "has_due",
                                                      "owners", "processes", "schedule_marks",
-                                                     "type_starts", "wal_bytes"}
+                                                     "wal_bytes"}
     assert not missing, f"store methods not exercised by this regression test (add them to store_cycle): {missing}"
     store.close()
 

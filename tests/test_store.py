@@ -14,7 +14,7 @@ import shared.store as store_mod
 from shared.clock import iso, parse_iso
 from shared.job import Job
 from shared.schema import VERSION
-from shared.store import NewJob, SqliteStore, StoreError
+from shared.store import Finish, NewJob, SqliteStore, StoreError
 from tests.proc import write_lock_free
 
 OWNER = "testhost:1111:1"
@@ -95,7 +95,7 @@ def test_future_job_is_not_claimed_until_clock_passes_it(queue, clock):
     assert claim_one(queue.store, clock) is None
     clock.advance(59.999)
     assert claim_one(queue.store, clock) is None
-    assert queue.store.next_run_at() == iso(clock.now() + 0.001)
+    assert queue.get(job_id).run_at == iso(clock.now() + 0.001)
     clock.advance(0.001)  # due exactly now
     job = claim_one(queue.store, clock)
     assert job is not None and job.id == job_id
@@ -145,7 +145,7 @@ def test_complete(queue, clock):
     job_id = queue.enqueue("t")
     job = claim_one(queue.store, clock)
     clock.advance(2)
-    assert queue.store.complete(job_id, job.attempts, OWNER, '{"ok":true}', clock.now())
+    assert queue.store.finish(Finish("completed", job_id, job.attempts, '{"ok":true}'), OWNER, clock.now())
     done = queue.get(job_id)
     assert done.status == "completed"
     assert done.result == {"ok": True}
@@ -157,7 +157,7 @@ def test_complete(queue, clock):
 def test_retry(queue, clock):
     job_id = queue.enqueue("t")
     job = claim_one(queue.store, clock)
-    assert queue.store.retry(job_id, job.attempts, OWNER, "boom", clock.now() + 30, clock.now(), 3)
+    assert queue.store.finish(Finish("retry", job_id, job.attempts, "boom", clock.now() + 30, 3), OWNER, clock.now())
     again = queue.get(job_id)
     assert again.status == "pending"
     assert again.error == "boom"
@@ -172,14 +172,14 @@ def test_retry(queue, clock):
 def test_retry_keeps_a_max_attempts_given_at_enqueue(queue, clock):
     job_id = queue.enqueue("t", max_attempts=7)
     job = claim_one(queue.store, clock)
-    assert queue.store.retry(job_id, job.attempts, OWNER, "e", clock.now(), clock.now(), 3)
+    assert queue.store.finish(Finish("retry", job_id, job.attempts, "e", clock.now(), 3), OWNER, clock.now())
     assert queue.get(job_id).max_attempts == 7
 
 
 def test_fail(queue, clock):
     job_id = queue.enqueue("t")
     job = claim_one(queue.store, clock)
-    assert queue.store.fail(job_id, job.attempts, OWNER, "bad", clock.now(), 3)
+    assert queue.store.finish(Finish("failed", job_id, job.attempts, "bad", 0.0, 3), OWNER, clock.now())
     failed = queue.get(job_id)
     assert failed.status == "failed"
     assert failed.error == "bad"
@@ -189,10 +189,10 @@ def test_fail(queue, clock):
 
 def _transition(name, store, job_id, attempt, owner, now):
     if name == "complete":
-        return store.complete(job_id, attempt, owner, None, now)
+        return store.finish(Finish("completed", job_id, attempt, None), owner, now)
     if name == "retry":
-        return store.retry(job_id, attempt, owner, "e", now, now, 3)
-    return store.fail(job_id, attempt, owner, "e", now, 3)
+        return store.finish(Finish("retry", job_id, attempt, "e", now, 3), owner, now)
+    return store.finish(Finish("failed", job_id, attempt, "e", 0.0, 3), owner, now)
 
 
 @pytest.mark.parametrize("name", ["complete", "retry", "fail"])
@@ -257,7 +257,7 @@ def test_lease_lost_result_is_dropped(queue, clock, db_path, name):
 def test_transitions_refuse_a_finished_job(queue, clock, db_path):
     job_id = queue.enqueue("t")
     job = claim_one(queue.store, clock)
-    assert queue.store.complete(job_id, job.attempts, OWNER, None, clock.now())
+    assert queue.store.finish(Finish("completed", job_id, job.attempts, None), OWNER, clock.now())
     before = raw_row(db_path, job_id)
     for name in ("complete", "retry", "fail"):
         assert _transition(name, queue.store, job_id, job.attempts, OWNER, clock.now()) is False
@@ -285,7 +285,7 @@ def test_heartbeat_refreshes_only_the_owners_jobs(queue, clock):
     assert queue.store.heartbeat(OWNER, clock.now()) == 1
     assert queue.get(mine).heartbeat_at == iso(clock.now())
     assert queue.get(theirs).heartbeat_at == iso(clock.now() - 10)
-    assert queue.store.jobs_of(OWNER)[0].id == mine
+    assert [j.id for j in queue.store.running() if j.owner == OWNER] == [mine]
     assert sorted(queue.store.owners()) == sorted([OWNER, OTHER])
 
 
@@ -359,9 +359,9 @@ WRITES = {
     "enqueue_keyed": lambda s, now: s.enqueue([_new(1002, key="k")], now),
     "enqueue_many": lambda s, now: s.enqueue([_new(1003), _new(1004, key="k2"), _new(1005)], now),
     "claim": lambda s, now: s.claim(OWNER, 1, now, 2),
-    "complete": lambda s, now: s.complete("a" * 32, 1, OWNER, None, now),
-    "retry": lambda s, now: s.retry("a" * 32, 1, OWNER, "e", now, now, 3),
-    "fail": lambda s, now: s.fail("a" * 32, 1, OWNER, "e", now, 3),
+    "complete": lambda s, now: s.finish(Finish("completed", "a" * 32, 1, None), OWNER, now),
+    "retry": lambda s, now: s.finish(Finish("retry", "a" * 32, 1, "e", now, 3), OWNER, now),
+    "fail": lambda s, now: s.finish(Finish("failed", "a" * 32, 1, "e", 0.0, 3), OWNER, now),
     "heartbeat": lambda s, now: s.heartbeat(OWNER, now),
     "release_owner": lambda s, now: s.release_owner(OWNER, "gone", now, max_attempts_for=lambda j: 3),
     "set_paused": lambda s, now: s.set_paused(False),
@@ -423,7 +423,7 @@ def test_keyed_enqueue_releases_the_write_lock(queue, db_path):
 def test_reads_leave_no_transaction_open(queue, clock, db_path):
     queue.enqueue("t")
     s = queue.store
-    s.get("x"), s.counts(), s.running(), s.next_run_at(), s.is_paused(), s.processes(), s.owners()
+    s.get("x"), s.counts(), s.running(), s.is_paused(), s.processes(), s.owners()
     assert not s.conn.in_transaction
     assert write_lock_free(db_path)
 

@@ -4,7 +4,7 @@ A real SQLite file in tmp_path (emptied for each example), several connections: 
 "supervisor" and one per worker incarnation, all driven by one injected FakeClock. The rules are
 what the real processes do to the store: enqueue (single, batches, idempotency keys, delays,
 priorities), claim (batches of 1-3), start a job of the batch, record an outcome (completed;
-retried or failed the way ``worker.outcomes.decide`` decides; permanent failure) alone or in a
+retried or failed the way ``shared.outcomes.decide`` decides; permanent failure) alone or in a
 ``finish_and_claim`` batch commit, wind down (give back unstarted jobs), crash (the owner is
 declared dead and ``release_owner`` runs the way ``Arbiter.on_exit`` calls it: attempt counted,
 or given back on a supervisor shutdown, unstarted jobs always given back), stall (heartbeats
@@ -181,7 +181,7 @@ class StoreMachine(RuleBasedStateMachine):
             inc.inflight[job.id] = job.attempts
 
     def outcome(self, inc: Incarnation, job_id: str, kind: str, retry_after: float | None) -> Finish:
-        """The Finish the worker would write for ``kind`` (``worker.outcomes.decide``), applied
+        """The Finish the worker would write for ``kind`` (``shared.outcomes.decide``), applied
         to the model (the caller asserts the store accepted it)."""
         attempt, m = inc.inflight.pop(job_id), self.jobs[job_id]
         inc.started.discard(job_id)
@@ -200,11 +200,7 @@ class StoreMachine(RuleBasedStateMachine):
         return Finish("retry", job_id, attempt, "boom", self.now() + delay, limit)
 
     def record(self, store: SqliteStore, f: Finish, owner: str) -> bool:
-        if f.kind == "completed":
-            return store.complete(f.job_id, f.attempt, owner, f.text, self.now())
-        if f.kind == "retry":
-            return store.retry(f.job_id, f.attempt, owner, f.text, f.run_at, self.now(), f.max_attempts)
-        return store.fail(f.job_id, f.attempt, owner, f.text, self.now(), f.max_attempts)
+        return store.finish(f, owner, self.now())
 
     def die(self, inc: Incarnation, *, count_attempt: bool, reason: str) -> None:
         """The worker is gone (crash, SIGKILL, killed by the supervisor): release its jobs the way

@@ -43,16 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.CONFIG_INVALID
     logs.setup(cfg.log_level, cfg.log_format)
     try:
-        registry = load_registry(cfg.handlers, builtin_modules())
+        registry = load_registry(cfg.handlers)
     except HandlerImportError as exc:
         print(f"jobq worker: {exc}", file=sys.stderr)
         return ExitCode.WORKER_BOOT_FAILED
     return Worker(cfg, registry, slot=args.slot, parent_pid=args.parent_pid,
                   supervisor=args.supervisor, snapshot=args.snapshot, progress=args.progress).run()
-
-
-def builtin_modules() -> list:
-    return []
 
 
 def exit_now(code: int) -> None:

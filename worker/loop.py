@@ -37,16 +37,16 @@ from shared.handlers import Registry
 from shared.job import Job
 from shared.limits import type_limits
 from shared.logs import event, get_logger
+from shared.outcomes import Done, after_commit_all, decide
 from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
 from shared.progress import ProgressWriter, mark_stopped
+from shared.runner import JobContext, execute
 from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
 
 from .heartbeat import Heartbeat
 from .lead import IdleLead
-from .outcomes import Done, after_commit_all, decide
-from .runner import JobContext, execute
 from .wakeup import WalWatch
 
 log = get_logger("worker")

@@ -1,6 +1,7 @@
 """Run one handler call and turn whatever happened into an :class:`Outcome`.
 
-No database access here: the loop records the outcome.
+No database access here: the worker loop (or, in a user's tests, :mod:`shared.inline`) records
+the outcome.
 """
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from shared.handlers import HandlerSpec, PermanentError, Registry, RetryAfter
-from shared.job import Job
-from shared.store import encode_json
+from .handlers import HandlerSpec, PermanentError, Registry, RetryAfter
+from .job import Job
+from .store import encode_json
 
 
 class JobLogger(logging.LoggerAdapter):

@@ -6,11 +6,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from shared.handlers import Registry
-from shared.job import Job
-from shared.logs import event, events, get_logger
-from shared.policy import JobPolicy
-from shared.store import Finish
+from .handlers import Registry
+from .job import Job
+from .logs import event, events, get_logger
+from .policy import JobPolicy
+from .store import Finish
 
 from .runner import JobContext, Outcome
 
