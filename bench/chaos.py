@@ -187,7 +187,7 @@ def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: s
         "log_level": log_level,
         "log_format": "json",
         "supervisor": {"workers": workers, "shutdown_timeout": shutdown_timeout, "kill_grace": 0.3,
-                       "maintenance_interval": 0.1, "restart_backoff_max": 0.5, "config_poll_interval": 0},
+                       "maintenance_interval": 0.1, "config_poll_interval": 0},  # shipped restart back-off
         "worker": {"poll_interval": 0.05, "heartbeat_interval": min(0.2, lease / 5), "lease_timeout": lease},
         "retry": {"max_attempts": max_attempts, "backoff_base": 0, "backoff_max": 0},
     }
@@ -240,7 +240,7 @@ class Cluster:
         out = []
         for k in kids:
             try:
-                if k.status() != psutil.STATUS_ZOMBIE:
+                if k.status() != psutil.STATUS_ZOMBIE and k.name() != "jobq-template":  # workers only
                     out.append(k.pid)
             except psutil.NoSuchProcess:
                 pass

@@ -16,3 +16,10 @@ def noop(payload, job):
 def stamp(payload, job):
     """Records when the handler started (sub-millisecond), for the latency workloads."""
     return {"t": time.time()}
+
+
+@handler("bench:sleep")
+def sleep(payload, job):
+    """Sleeps ``payload['ms']`` milliseconds: the job mix of the fault-throughput workload."""
+    time.sleep(payload["ms"] / 1000.0)
+    return None

@@ -12,10 +12,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from . import depth, huey_runs, jobq_runs, latency, raw_runs
+from . import depth, huey_runs, jobq_runs, latency, raw_runs, startup
 from .scale import Scale
 
-WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth")
+WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup")
 SYSTEMS = ("jobq", "huey", "raw")
 
 
@@ -190,6 +190,31 @@ def run_depth(ctx: Ctx, results: dict) -> None:
                         put(results, ("depth", system, sync, d, kind), out.get(d, {}).get(system, out))
 
 
+def run_startup(ctx: Ctx, results: dict) -> None:
+    """Issue 16: cold start (template and exec side by side, Huey end to end), respawn after a
+    SIGKILL, throughput under faults at the shipped defaults (bench.startup), 8 workers."""
+    n, w = ctx.scale.burn_jobs, max(8, max(ctx.scale.workers))
+    measure(ctx, results, ("startup", "cold", "template"), lambda f: startup.cold(f, w, n, True))
+    measure(ctx, results, ("startup", "cold", "exec"), lambda f: startup.cold(f, w, n, False))
+    for variant, fsync, quiet in (("quiet", "off", True), ("default", "default", False)):
+        if ctx.huey_variants:
+            measure(ctx, results, ("startup", "huey", variant), lambda f: startup.huey_cold(f, fsync, w, n, quiet))
+    measure(ctx, results, ("startup", "respawn"), lambda f: startup.respawn(f, 10 if n >= 20_000 else 3))
+    faults = min(2000, n)
+    measure(ctx, results, ("startup", "faults", "none"), lambda f: startup.faults(f, w, faults, None))
+    measure(ctx, results, ("startup", "faults", "kill_every_0.1s"), lambda f: startup.faults(f, w, faults, 0.1))
+    r = results["startup"]
+    flat = {"cold_template": r["cold"].get("template"), "cold_exec": r["cold"].get("exec"),
+            "huey_quiet": r.get("huey", {}).get("quiet"), "huey_default": r.get("huey", {}).get("default"),
+            "respawn": r.get("respawn"), "faults_none": r["faults"].get("none"),
+            "faults_kill": r["faults"].get("kill_every_0.1s")}
+    try:
+        r["verdicts"] = startup.verdicts({k: v for k, v in flat.items() if v and "error" not in v})
+    except (KeyError, TypeError, ZeroDivisionError) as exc:
+        r["verdicts"] = {"error": repr(exc)}
+    ctx.log(f"startup verdicts: {r['verdicts']}")
+
+
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
     """The selected workloads, in the order of :data:`WORKLOADS`."""
     chosen = [w for w in WORKLOADS if w in workloads]
@@ -200,4 +225,5 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
         if name in ("steady", "idle"):
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
-            {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth}[name](ctx, results)
+            {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
+             "startup": run_startup}[name](ctx, results)

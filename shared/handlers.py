@@ -90,10 +90,12 @@ class HandlerImportError(RuntimeError):
 
 
 class Registry:
-    """The handlers of one process, by job type."""
+    """The handlers of one process, by job type. ``modules``: the handler modules it was loaded
+    from (:func:`load_registry`), None when built by hand."""
 
     def __init__(self, specs: Iterable[HandlerSpec] = ()) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        self.modules: tuple[str, ...] | None = None
         self.hooks: dict[str, list[Callable[..., Any]]] = {e: [] for e in HOOK_EVENTS}
         for spec in specs:
             self.add(spec)
@@ -137,6 +139,7 @@ def load_registry(modules: Iterable[str]) -> Registry:
     """
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")
+    modules = tuple(modules)
     registry = Registry()
     for name in modules:
         try:
@@ -149,4 +152,5 @@ def load_registry(modules: Iterable[str]) -> Registry:
     for spec in builtin_jobs.specs():
         if registry.get(spec.type) is None:
             registry.add(spec)
+    registry.modules = modules
     return registry

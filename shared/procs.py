@@ -66,3 +66,59 @@ def rss_mb(pid: int) -> float:
         return psutil.Process(pid).memory_info().rss / (1 << 20)
     except psutil.Error:
         return 0.0
+
+
+def memory_mb(pid: int) -> dict[str, float] | None:
+    """Resident (RSS), unique (USS: freed if the process exits) and proportional (PSS: shared
+    pages divided among their sharers) memory of ``pid``, in MiB; None if it cannot be read.
+    USS and PSS come from /proc/PID/smaps (psutil ``memory_full_info``) and are None where the
+    platform or permissions do not give them. A worker forked from the template shares most of
+    its pages, so its USS is well below its RSS."""
+    try:
+        proc = psutil.Process(pid)
+        rss = proc.memory_info().rss
+    except psutil.Error:
+        return None
+    out: dict[str, float] = {"rss_mb": round(rss / (1 << 20), 1), "uss_mb": None, "pss_mb": None}  # type: ignore[dict-item]
+    try:
+        full = proc.memory_full_info()
+        out["uss_mb"] = round(full.uss / (1 << 20), 1)
+        pss = getattr(full, "pss", None)
+        out["pss_mb"] = None if pss is None else round(pss / (1 << 20), 1)  # type: ignore[assignment]
+    except (psutil.Error, AttributeError, OSError):
+        pass
+    return out
+
+
+# -- Linux process controls (prctl), used by the fork server --------------------------------------
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, arg: int | bytes) -> bool:
+    """Call prctl(2); False where there is none (not Linux) or it refused."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(option, arg, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def set_child_subreaper(on: bool = True) -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux >= 3.4): a worker whose
+    go-between parent exits is then re-parented to us, so we ``waitpid`` it and read its exit
+    code as if we had forked it. Returns False where this is not available."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0)
+
+
+def set_parent_death_signal(sig: int) -> bool:
+    """Have the kernel send ``sig`` to this process when its parent dies (Linux)."""
+    return _prctl(PR_SET_PDEATHSIG, sig)
+
+
+def set_process_name(name: str) -> bool:
+    """Set the name ``ps -o comm``, ``top`` and psutil's ``name()`` show (15 bytes, Linux)."""
+    return _prctl(PR_SET_NAME, name.encode()[:15])

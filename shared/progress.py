@@ -4,8 +4,12 @@ A worker may claim several jobs in one transaction. If it dies, the jobs it had 
 must go back without losing an attempt, and only the supervisor can do that. Before starting each
 job the worker overwrites a fixed-size counter; at each claim it writes the batch's ids:
 
-    line 1: the number of jobs of this batch started so far (zero-padded, fixed width)
+    line 1: the number of jobs of this batch started so far (zero-padded, fixed width), a
+            space, and the number of jobs the worker completed before this batch (committed)
     lines 2..: the batch's job ids, in the order the worker runs them
+
+The second count tells the supervisor whether a dead worker had run jobs (it is then replaced
+at once, whatever killed it) or died without completing one (a crash loop: back off).
 
 Writes are plain ``pwrite`` calls (no fsync): the file only has to survive the worker's death,
 not the machine's.
@@ -27,9 +31,9 @@ class ProgressWriter:
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
-    def batch(self, job_ids: Sequence[str]) -> None:
-        """A new batch was claimed; none of it started yet."""
-        data = (f"{0:0{WIDTH}d}\n" + "".join(f"{j}\n" for j in job_ids)).encode()
+    def batch(self, job_ids: Sequence[str], completed: int = 0) -> None:
+        """A new batch was claimed; none of it started yet; ``completed`` jobs ran before it."""
+        data = (f"{0:0{WIDTH}d} {completed:0{WIDTH}d}\n" + "".join(f"{j}\n" for j in job_ids)).encode()
         os.pwrite(self.fd, data, 0)
         os.ftruncate(self.fd, len(data))
 
@@ -49,11 +53,21 @@ def unstarted(path: str) -> list[str]:
     except (OSError, UnicodeDecodeError):
         return []
     try:
-        count = int(lines[0])
+        count = int(lines[0].split()[0])
     except (ValueError, IndexError):
         return []
     ids = [line for line in lines[1:] if line]
     return ids[count:]
+
+
+def counts(path: str) -> tuple[int, int]:
+    """(jobs of the last batch started, jobs completed before it); (0, 0) if unknown."""
+    try:
+        with open(path, encoding="ascii") as f:
+            fields = f.readline().split()
+        return int(fields[0]), int(fields[1]) if len(fields) > 1 else 0
+    except (OSError, UnicodeDecodeError, ValueError, IndexError):
+        return 0, 0
 
 
 STOPPED = ".stopped"

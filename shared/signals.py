@@ -28,6 +28,9 @@ class SignalQueue:
         self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
         for s in self.signals:
             self._previous[s] = signal.signal(s, self._record)
+        # A process started with these blocked (a worker forked by the template, so a signal
+        # before this point is not lost nor fatal) receives them from now on.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self.signals)
         self.installed = True
         return self
 

@@ -1,10 +1,12 @@
 """The supervisor's main loop (the "arbiter", after gunicorn's).
 
-    boot:  validate config, import handler modules once, recover jobs of dead owners
+    boot:  fork the template process (before anything else), import handler modules, recover
+           jobs of dead owners
     loop:  handle queued signals -> reap exited children -> maintain -> respawn -> wait
 
 Signal handlers only record signals (shared.signals); everything happens in the loop. The
-database connection is opened when needed and closed before every fork.
+database connection is opened when needed and closed before every fork. Workers are forked by
+the template (supervisor.spawner, supervisor.forkserver) and reaped here as our own children.
 """
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ import os
 import signal
 import shutil
 import socket
-import tempfile
 import traceback
 from typing import Any
 
@@ -32,15 +33,19 @@ from shared.signals import SignalQueue
 from shared.progress import unstarted
 from shared.store import Released, SqliteStore, StoreError
 
-from . import maintenance, scheduler
+from . import maintenance, scheduler, statedir
 from .metrics import MetricsServer
-from .children import Slot, describe_status, kill_group, lingering, progress_path, restart_delay, spawn
+from .children import (Slot, describe_status, forget_progress, kill_group, lingering, progress_path,
+                       restart_delay, worker_got_going)
+from .forkserver import TemplateFailed
+from .spawner import Spawner
 
 log = get_logger("supervisor")
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
            signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
-HEALTHY_AFTER = 10.0      # a worker that lived this long resets its slot's back-off
+HEALTHY_AFTER = 10.0      # a worker that lived this long (or ran jobs) resets its slot's back-off
+EARLY_KILLS = 3           # SIGKILLs before ready in a row that are not yet a crash loop
 IDLE_CHECKPOINT_EVERY = 10.0
 PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often
 
@@ -78,6 +83,7 @@ class Arbiter:
         self.metrics = MetricsServer()
         self.db_file: DatabaseFile | None = None  # the file opened at boot (see check_db_file)
         self.db_problem: str | None = None        # set once that file is gone: no reopening
+        self.spawner = Spawner()
 
     @property
     def snapshot(self) -> str:
@@ -115,11 +121,13 @@ class Arbiter:
         config snapshot. Signals are recorded from the first moment, so a SIGTERM during boot
         stops the supervisor cleanly right after it. Returns an exit code (OK to go on)."""
         logs.setup(self.config.log_level, self.config.log_format)
+        self.spawner.begin(tuple(self.config.handlers), self.config.database)  # before the db, threads
         self.signals.install()
         code = self.load()
         if code != ExitCode.OK:
             self.close_db()
             self.signals.close()
+            self.spawner.stop()
         return code
 
     def load(self) -> int:
@@ -143,8 +151,11 @@ class Arbiter:
             event(log, "supervisor.boot_failed", logging.CRITICAL,
                   error=f"database {self.config.database}: {exc}")
             return ExitCode.DATABASE_UNAVAILABLE
-        self.snapshot_dir = tempfile.mkdtemp(prefix="jobq-supervisor-")
+        for path in statedir.remove_leftovers():
+            event(log, "supervisor.leftover_removed", path=path, note="its supervisor is gone")
+        self.snapshot_dir = statedir.create()
         config_mod.write_snapshot(self.config, self.snapshot)
+        self.spawner.after_boot(self.snapshot)
         self.slots = {i: Slot(i) for i in range(self.target)}
         event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
               config=self.config.path, database=self.config.database, types=len(self.registry))
@@ -212,9 +223,15 @@ class Arbiter:
         if new.database != self.config.database:
             event(log, "config.ignored", logging.WARNING, key="database", note="needs a restart")
             new = new.replace(database=self.config.database)
+        renew = False
         if new.handlers != self.config.handlers:
-            event(log, "config.ignored", logging.WARNING, key="handlers",
-                  note="new handler modules are imported by workers started from now on")
+            try:
+                self.registry = load_registry(new.handlers)
+                renew = True
+            except HandlerImportError as exc:
+                event(log, "config.rejected", logging.ERROR, reason=why, key="handlers", error=str(exc),
+                      note="keeping the running handler modules")
+                new = new.replace(handlers=self.config.handlers)
         workers = new.supervisor.workers
         if self.override is not None and workers == self.file_config.supervisor.workers:
             workers = self.override  # the file did not touch workers: keep --workers / scaling
@@ -226,6 +243,8 @@ class Arbiter:
         self.policy = JobPolicy(self.config, self.registry)
         logs.setup(self.config.log_level, self.config.log_format)
         config_mod.write_snapshot(self.config, self.snapshot)
+        if renew:
+            self.spawner.renew()  # a new template; workers roll onto it once it is ready (roll)
         for slot in self.live():
             send_signal(slot.pid, signal.SIGHUP)
         event(log, "config.reloaded", reason=why, changed=",".join(changed) or "nothing",
@@ -244,6 +263,9 @@ class Arbiter:
                 return
             if pid == 0:
                 return
+            if self.spawner.owns(pid):
+                self.spawner.on_exit(pid, describe_status(status)[0])
+                continue
             slot = next((s for s in self.slots.values() if s.pid == pid), None)
             if slot is not None:
                 self.on_exit(slot, status)
@@ -267,14 +289,28 @@ class Arbiter:
                   status=r.status, reason=reason)
         abnormal = (code not in (ExitCode.OK, ExitCode.RECYCLED)) and slot.kill_reason is None
         if abnormal:
+            # Back off only for a crash loop: a worker that died of its own doing before it was
+            # ready or before completing a job. One that had run jobs (or lived long), or was
+            # SIGKILLed from outside (the OOM killer, an operator: the job's attempts guard
+            # against a poison job) is replaced at once; SIGKILLs during boot only up to
+            # EARLY_KILLS in a row (an OOM kill of every boot is a crash loop too).
             self.counters["worker_crashes"] += 1
-            slot.failures = 1 if lived >= HEALTHY_AFTER else slot.failures + 1
+            ready, ran = worker_got_going(self.snapshot, slot)
+            slot.early_kills = slot.early_kills + 1 if sig == signal.SIGKILL and not ready else 0
+            external = sig == signal.SIGKILL and (ready or slot.early_kills <= EARLY_KILLS)
+            healthy = lived >= HEALTHY_AFTER or ran or external
+            slot.failures = 1 if healthy else slot.failures + 1
         else:
-            slot.failures = 0
+            slot.failures = slot.early_kills = 0
+        forget_progress(self.snapshot, slot)
         slot.next_start = now_m + restart_delay(slot.failures, self.config.supervisor.restart_backoff_max)
         slot.pid = slot.owner = None
         if slot.retiring or slot.index >= self.target:
             del self.slots[slot.index]
+        if code == ExitCode.RECYCLED and self.state == RUNNING and _stat(self.config.path) != self.config_stat:
+            # It may have left because the file names other handler modules (see the worker's
+            # stale_handlers): apply the file now, so its replacement has them.
+            self.reload("file changed")
 
     def release(self, slot: Slot, reason: str) -> list[Released]:
         """Re-queue a dead worker's jobs (those it never started keep their attempt) and drop
@@ -312,9 +348,20 @@ class Arbiter:
     def respawn(self) -> None:
         if self.state != RUNNING or self.check_db_file():
             return  # (a new worker would open, or create, whatever file the path names now)
+        try:
+            self.spawner.check()
+        except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc), where="template")
+            self.exit_code = ExitCode.BOOT_FAILED
+            self.begin_halt("boot failed")
+            return
+        if self.spawner.waiting():
+            return  # the template is importing the handler modules; its reply wakes the loop
+        self.roll()
         now_m = self.clock.monotonic()
         for i in range(self.target):
             self.slots.setdefault(i, Slot(i))
+        due: list[Slot] = []
         for slot in list(self.slots.values()):
             if slot.index >= self.target:
                 if slot.pid is None:
@@ -323,11 +370,25 @@ class Arbiter:
                     slot.retiring = True
                     send_signal(slot.pid, signal.SIGTERM)  # finish the job in hand, then exit
             elif slot.pid is None and now_m >= slot.next_start:
-                self.close_db()  # nothing crosses fork()
+                due.append(slot)
+        if due:
+            self.close_db()  # nothing crosses fork()
+            for slot in due:
                 self.counters["worker_restarts" if slot.started else "worker_starts"] += 1
-                spawn(slot, self.snapshot, self.token, now_m, HANDLED)
-                event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures)
+            self.spawner.start(due, self.token, now_m, HANDLED)
+            for slot in due:
+                event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures,
+                      forked=slot.forked)
         self.notify_ready()
+
+    def roll(self) -> None:
+        """Replace the workers of an older handler generation (a reload changed ``handlers``):
+        SIGTERM, so each finishes its job in hand and exits 0; respawn fills its slot at once."""
+        for slot in self.live():
+            if slot.generation < self.spawner.generation and not (slot.retiring or slot.rolling):
+                slot.rolling = True
+                event(log, "worker.rolling", slot=slot.index, pid=slot.pid, generation=self.spawner.generation)
+                _signal(slot.pid, signal.SIGTERM)
 
     def notify_ready(self) -> None:
         if self.ready_fd is None or len(self.live()) < self.target:
@@ -456,7 +517,8 @@ class Arbiter:
         wake += [t for s in self.live() for t in (s.kill_at, s.exit_by) if t is not None]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
-        ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=self.metrics.fds(self.config))
+        extra = [*self.metrics.fds(self.config), *self.spawner.fds()]
+        ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=extra)
         self.metrics.serve(ready, self.db, self.counters, workers=len(self.live()), workers_target=self.target)
 
     def finished(self) -> bool:
@@ -466,6 +528,7 @@ class Arbiter:
         for slot in self.live():  # only after a crash of this loop: never leave workers behind
             kill_group(slot.pid, signal.SIGKILL)
         self.reap_blocking()
+        self.spawner.stop()
         try:
             store = self.db()
             store.remove_process(self.token)

@@ -1,8 +1,9 @@
-"""Worker slots and the fork/exec of worker processes.
+"""Worker slots and the start of worker processes.
 
-A worker is started with ``fork()`` then, in the child, ``setpgid`` and ``exec`` of
-``python -m worker``: nothing of the supervisor (connections, threads, locks, signal handlers)
-survives into the worker, which opens its own database connection.
+A worker is forked by the template process (supervisor.forkserver) or, where there is none,
+started with ``fork()`` then, in the child, ``setpgid`` and ``exec`` of ``python -m worker``.
+Either way nothing of the supervisor (connections, threads, locks, signal handlers) survives
+into the worker, which opens its own database connection.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import psutil
 from shared.exitcodes import ExitCode
 from shared.procs import owner_token
 from shared.progress import clear_stopped, said_stopped
+from shared.progress import counts as progress_counts
 
 
 @dataclass
@@ -26,6 +28,7 @@ class Slot:
     owner: str | None = None
     started: float = 0.0          # monotonic time of the last spawn
     failures: int = 0             # consecutive abnormal exits, for the restart back-off
+    early_kills: int = 0          # consecutive SIGKILLs before the worker was ready
     next_start: float = 0.0       # monotonic time before which it is not respawned
     retiring: bool = False        # asked to exit (scale-down); not respawned
     kill_reason: str | None = None  # why the supervisor is stopping this worker
@@ -33,16 +36,22 @@ class Slot:
     kill_at: float | None = None  # monotonic time to escalate to SIGKILL
     killed: bool = False          # SIGKILL sent by the supervisor
     exit_by: float | None = None  # monotonic time by which a worker that said it stopped must be gone
+    generation: int = 0           # the handler generation (template) it was started with
+    forked: bool = False          # forked by the template (else exec'd)
+    rolling: bool = False         # asked to exit for a new handler generation; replaced at once
+
+
+def worker_args(slot: Slot, snapshot: str, supervisor_token: str) -> list[str]:
+    """The ``python -m worker`` arguments of the worker of ``slot``."""
+    return ["--snapshot", snapshot, "--slot", str(slot.index), "--parent-pid", str(os.getpid()),
+            "--supervisor", supervisor_token, "--progress", progress_path(snapshot, slot)]
 
 
 def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
           reset_signals: tuple[int, ...]) -> None:
     """Fork and exec a worker into ``slot``, configured by the ``snapshot`` file.
     The caller must hold no open database connection."""
-    parent = os.getpid()
-    clear_stopped(progress_path(snapshot, slot))
-    argv = [sys.executable, "-m", "worker", "--snapshot", snapshot, "--slot", str(slot.index),
-            "--parent-pid", str(parent), "--supervisor", supervisor_token, "--progress", progress_path(snapshot, slot)]
+    argv = [sys.executable, "-m", "worker", *worker_args(slot, snapshot, supervisor_token)]
     pid = os.fork()
     if pid == 0:  # child: only async-signal-safe-ish work until exec
         try:
@@ -57,6 +66,12 @@ def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
         os.setpgid(pid, pid)  # also here, so a kill of the group never races the child's setpgid
     except OSError:
         pass  # the child already exec'd (EACCES) or died (ESRCH)
+    assign(slot, pid, now)
+    slot.forked = False
+
+
+def assign(slot: Slot, pid: int, now: float) -> None:
+    """``slot`` is now filled by the new worker ``pid`` (our child), started at ``now``."""
     slot.pid = pid
     slot.owner = owner_token(pid)
     slot.started = now
@@ -65,6 +80,7 @@ def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
     slot.killed = False
     slot.count_attempt = True
     slot.exit_by = None
+    slot.rolling = False
 
 
 def progress_path(snapshot: str, slot: Slot) -> str:
@@ -128,6 +144,25 @@ def _strays(pid: int) -> list[psutil.Process]:
         except (ProcessLookupError, PermissionError):
             pass
     return out
+
+
+def worker_got_going(snapshot: str, slot: Slot) -> tuple[bool, bool]:
+    """(ready, ran_jobs) of the slot's dead worker. Ready: it booted (opened the database and
+    registered: it creates its progress file then; the file is removed at each death). Ran jobs:
+    it completed some before its last claim, or started a second job of its batch."""
+    path = progress_path(snapshot, slot)
+    started, completed = progress_counts(path)
+    return os.path.exists(path), completed > 0 or started > 1
+
+
+def forget_progress(snapshot: str, slot: Slot) -> None:
+    """Remove the dead worker's progress file, and its word that it stopped: its successor
+    starts from nothing."""
+    try:
+        os.unlink(progress_path(snapshot, slot))
+    except OSError:
+        pass
+    clear_stopped(progress_path(snapshot, slot))
 
 
 def restart_delay(failures: int, cap: float) -> float:

@@ -147,19 +147,24 @@ def _latency(snap: dict[str, Any]) -> str:
 
 
 def workers_text(workers: Sequence[dict[str, Any]]) -> str:
-    """The workers table: slot, pid, RSS, liveness, the job each runs and for how long."""
+    """The workers table: slot, pid, memory (RSS; USS, what the worker alone holds; PSS, its
+    share of shared pages), liveness, the job each runs and for how long."""
     rows = []
     for w in workers:
-        rss = f"{w['rss_mb']:.0f} MiB" if w["rss_mb"] is not None else "-"
+        rss, uss, pss = (_mib(w.get(k)) for k in ("rss_mb", "uss_mb", "pss_mb"))
         jobs = w["jobs"]
         first = jobs[0] if jobs else None
         more = f" (+{len(jobs) - 1} claimed)" if len(jobs) > 1 else ""
-        rows.append([w["slot"], w["pid"], rss, "alive" if w["alive"] else "GONE",
+        rows.append([w["slot"], w["pid"], rss, uss, pss, "alive" if w["alive"] else "GONE",
                      (first["id"] + more) if first else "idle", first["type"] if first else "",
                      duration(first["running_s"]) if first else ""])
     if not rows:
         return "WORKERS  none registered"
-    return table(["SLOT", "PID", "RSS", "STATE", "JOB", "TYPE", "RUNNING FOR"], rows)
+    return table(["SLOT", "PID", "RSS", "USS", "PSS", "STATE", "JOB", "TYPE", "RUNNING FOR"], rows)
+
+
+def _mib(value: float | None) -> str:
+    return f"{value:.0f} MiB" if value is not None else "-"
 
 
 # -- jobs and show --------------------------------------------------------------------------------

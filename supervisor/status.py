@@ -15,7 +15,7 @@ from shared import admin, schedule
 from shared.clock import iso, parse_iso
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES
-from shared.procs import rss_mb, token_alive
+from shared.procs import memory_mb, token_alive
 from shared.store import SqliteStore
 
 from . import render, stats
@@ -102,7 +102,8 @@ def latency(store: SqliteStore, now: float, window: float = WINDOW_MINUTES * 60.
 
 
 def workers(store: SqliteStore, now: float) -> list[dict[str, Any]]:
-    """Registered workers: slot, pid, liveness, RSS, and the job(s) each runs."""
+    """Registered workers: slot, pid, liveness, memory (RSS, USS, PSS in MiB), and the job(s)
+    each runs."""
     here = socket.gethostname()
     out: dict[str, dict[str, Any]] = {}
     for r in admin.worker_rows(store):
@@ -112,12 +113,19 @@ def workers(store: SqliteStore, now: float) -> list[dict[str, Any]]:
             w = out[r["token"]] = {
                 "slot": r["slot"], "pid": r["pid"], "host": r["host"], "alive": alive,
                 "started_at": r["started_at"], "heartbeat_at": r["heartbeat_at"],
-                "rss_mb": round(rss_mb(r["pid"]), 1) if alive and r["host"] == here else None, "jobs": []}
+                **_memory(r["pid"] if alive and r["host"] == here else None), "jobs": []}
         if r["job_id"]:
             w["jobs"].append({"id": r["job_id"], "type": r["job_type"], "attempt": r["job_attempt"],
                               "started_at": r["job_started_at"],
                               "running_s": round(max(now - parse_iso(r["job_started_at"]), 0.0), 3)})
     return list(out.values())
+
+
+def _memory(pid: int | None) -> dict[str, Any]:
+    """RSS, USS and PSS (MiB) of a live local worker; None for each where unknown. Workers
+    forked from the template share most pages: USS is what each one really adds."""
+    mem = memory_mb(pid) if pid is not None else None
+    return mem or {"rss_mb": None, "uss_mb": None, "pss_mb": None}
 
 
 def cmd_status(ctx: Ctx, args: argparse.Namespace) -> int:

@@ -79,11 +79,13 @@ class Running:
         return self.proc.wait(timeout)
 
     def workers(self) -> list[int]:
-        try:
-            return [c.pid for c in psutil.Process(self.pid).children()
-                    if c.status() != psutil.STATUS_ZOMBIE]
-        except psutil.NoSuchProcess:
-            return []
+        """The supervisor's live worker processes: forked by its template (jobq-worker) or
+        started as ``python -m worker`` (not the template, nor a child not yet either)."""
+        return [c.pid for c in live_children(self.pid) if is_worker(c)]
+
+    def template(self) -> int | None:
+        """The pid of the supervisor's template process (None if it has none)."""
+        return next((c.pid for c in live_children(self.pid) if is_template(c)), None)
 
     def close(self) -> None:
         descendants = []
@@ -101,6 +103,40 @@ class Running:
                 pass
         psutil.wait_procs(descendants, timeout=5)
         self.log.close()
+
+
+TEMPLATE_NAME = "jobq-template"  # worker.forkserver.NAME (not imported: tests see processes from outside)
+WORKER_NAME = "jobq-worker"      # worker.forkserver.WORKER_NAME
+
+
+def is_template(p: psutil.Process) -> bool:
+    """Is ``p`` a supervisor's template process (or one of its go-betweens)?"""
+    try:
+        return p.name() == TEMPLATE_NAME
+    except psutil.Error:
+        return False
+
+
+def is_worker(p: psutil.Process) -> bool:
+    try:
+        return p.name() == WORKER_NAME or (p.name() != TEMPLATE_NAME and "worker" in p.cmdline()[1:3])
+    except psutil.Error:
+        return False
+
+
+def live_children(pid: int, recursive: bool = False) -> list[psutil.Process]:
+    out = []
+    try:
+        kids = psutil.Process(pid).children(recursive=recursive)
+    except psutil.NoSuchProcess:
+        return []
+    for c in kids:
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE:
+                out.append(c)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def db(config: Path) -> sqlite3.Connection:

@@ -348,6 +348,8 @@ def test_ops_commands_against_a_running_supervisor(cfg, sup_factory, tmp_path):
     (live,) = [s for s in snap["supervisors"] if s["alive"]]
     assert live["pid"] == sup.pid
     assert len(snap["workers"]) == 2 and all(w["alive"] and w["rss_mb"] > 0 for w in snap["workers"])
+    # forked from the template: each worker shares most of its pages (USS well under RSS)
+    assert all(0 < w["uss_mb"] < w["rss_mb"] and w["pss_mb"] > 0 for w in snap["workers"])
     busy = [w for w in snap["workers"] if w["jobs"]]
     assert [j["id"] for w in busy for j in w["jobs"]] == [held] and busy[0]["jobs"][0]["running_s"] >= 0
     assert snap["jobs"]["completed"] == 2 and snap["jobs"]["running"] == 1

@@ -9,13 +9,25 @@ import pytest
 from shared import JobQueue
 from shared import config as config_mod
 from supervisor import Supervisor
-from tests.proc import FIXTURES, wait_until, worker_rows, write_config
+from tests.proc import FIXTURES, is_template, wait_until, worker_rows, write_config
 
 
 @pytest.fixture(autouse=True)
 def fixture_handlers_importable(monkeypatch):
     """The supervisor process started by ``start()`` inherits this environment."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (FIXTURES, os.environ.get("PYTHONPATH")) if p))
+
+
+def _workers_of(tree: list[psutil.Process], root: int) -> list[psutil.Process]:
+    template = [p.pid for p in tree if is_template(p) and _ppid(p) == root]
+    return [p for p in tree if p.pid not in template and _ppid(p) not in template]
+
+
+def _ppid(p: psutil.Process) -> int | None:
+    try:
+        return p.ppid()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def _children(pid: int) -> list[psutil.Process]:
@@ -31,8 +43,12 @@ def test_start_pause_wait_for_active_resume_stop(tmp_path):
     sup = Supervisor(str(cfg))
     sup.start(timeout=60)
     try:
-        tree = _children(sup.process.pid)
-        assert len(tree) == 2  # start() returned with both workers forked
+        # start() returned with both workers forked: every descendant but the template and its
+        # go-betweens (its children, which exit as soon as they have forked a worker). Polled
+        # briefly: a worker re-parented from its go-between to the supervisor while psutil
+        # walks the process table can be missed by that one walk.
+        tree = wait_until(lambda: len(_workers_of(t := _children(sup.process.pid), sup.process.pid)) == 2 and t,
+                          timeout=5, what="both workers in the process tree")
         wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers registered")
         with JobQueue(str(tmp_path / "q.db")) as q:
             busy = q.enqueue("test:gate", {"gate": str(gate), "log": str(log)})

@@ -1,22 +1,30 @@
-"""Nothing crosses fork(): the supervisor holds no SQLite file open when it forks a worker."""
+"""Nothing crosses fork(): the supervisor holds no SQLite file open and runs no other thread when
+it forks (the template, or a worker by exec), and the template, which forks every worker, never
+opens the database and runs no thread either."""
 from __future__ import annotations
 
+import json
 import os
+import signal
 import threading
+
+import psutil
+import pytest
 
 from shared import config as config_mod
 from shared.store import SqliteStore
-from supervisor import children
+from supervisor import forkserver
 from supervisor.arbiter import Arbiter
-from tests.proc import wait_until, write_config
+from tests.proc import Running, wait_until, worker_rows, write_config
+import worker.forkserver as template_side
 
 
-def open_database_fds(db_path: str) -> list[str]:
-    """Paths of this process's open file descriptors that belong to the database."""
+def open_database_fds(db_path: str, pid: int | str = "self") -> list[str]:
+    """Paths of the open file descriptors of ``pid`` that belong to the database."""
     out = []
-    for fd in os.listdir("/proc/self/fd"):
+    for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
         if target.startswith(db_path):
@@ -28,39 +36,91 @@ def test_checker_sees_an_open_connection(tmp_path):
     path = str(tmp_path / "q.db")
     with SqliteStore(path):
         assert open_database_fds(path)
+        assert template_side.unsafe_reason(path) is not None  # the template's own check too
     assert not open_database_fds(path)
+    assert template_side.unsafe_reason(path) is None
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    t.start()
+    try:
+        assert "threads" in template_side.unsafe_reason(path)
+    finally:
+        stop.set()
+        t.join()
 
 
-def test_no_database_fd_or_thread_at_fork(tmp_path, monkeypatch):
-    cfg = config_mod.load(write_config(tmp_path, supervisor={"workers": 3}, handlers=[]))
-    violations: list[str] = []
-    forks = []
+def _checked_fork(db_path: str, record: str):
+    """An os.fork that appends, to the file ``record``, the forking pid and the database files
+    it has open and the extra threads it runs at that moment. A template forked from this
+    process inherits the patch, so its forks are recorded too."""
     real_fork = os.fork
 
     def checked_fork() -> int:
-        fds = open_database_fds(cfg.database)
+        found = []
+        fds = open_database_fds(db_path)
         if fds:
-            violations.append(f"open at fork: {fds}")
+            found.append(f"open at fork: {fds}")
         if threading.active_count() > 1:
-            violations.append(f"threads at fork: {threading.enumerate()}")
-        pid = real_fork()
-        if pid:
-            forks.append(pid)
-        return pid
+            found.append(f"threads at fork: {threading.enumerate()}")
+        with open(record, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "violations": found}) + "\n")
+        return real_fork()
+    return checked_fork
 
-    monkeypatch.setattr(children.os, "fork", checked_fork)
+
+@pytest.mark.parametrize("template", [True, False], ids=["template", "exec"])
+def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template):
+    """In-process supervisor: every fork it makes (the template, exec'd workers, a respawn after
+    a crash) and every fork the template makes (go-betweens and workers) is clean."""
+    monkeypatch.setenv(forkserver.ENV_SWITCH, "1" if template else "0")
+    cfg = config_mod.load(write_config(tmp_path, supervisor={"workers": 3}, handlers=[]))
+    record = str(tmp_path / "forks.jsonl")
+    monkeypatch.setattr(os, "fork", _checked_fork(cfg.database, record))
     arb = Arbiter(cfg)
     assert arb.boot() == 0
+    tpl = None
     try:
         arb.maintain()          # opens the database (recovery, WAL upkeep)
-        arb.respawn()           # must close it before each fork
-        assert len(forks) == 3
+        wait_until(lambda: (arb.respawn(), len(arb.live()) == 3)[-1], what="3 workers")
+        first = [s.pid for s in arb.live()]
+        assert all(s.forked == template for s in arb.live())
+        if template:
+            tpl = arb.spawner.server.pid
+            assert open_database_fds(cfg.database, tpl) == []     # seen from outside, too
+            assert len(os.listdir(f"/proc/{tpl}/task")) == 1      # one thread
+            wait_until(lambda: {psutil.Process(p).ppid() for p in first} == {os.getpid()},
+                       what="workers re-parented to the supervisor (once their go-between exited)")
         # a crash and a respawn go through the same path
-        os.kill(forks[0], 9)
-        wait_until(lambda: (arb.reap_children(), arb.maintain(), arb.respawn(), len(forks) == 4)[-1],
+        os.kill(first[0], signal.SIGKILL)
+        wait_until(lambda: (arb.reap_children(), arb.maintain(), arb.respawn(),
+                            first[0] not in [s.pid for s in arb.live()] and len(arb.live()) == 3)[-1],
                    what="respawn after crash")
     finally:
         arb.begin_halt("test")
         arb.reap_blocking()
         arb.shutdown()
-    assert violations == []
+    seen = [json.loads(line) for line in open(record)]
+    assert [v for s in seen for v in s["violations"]] == []
+    by = {s["pid"] for s in seen}
+    if template:   # the template fork here, then 4 workers there, each through a go-between
+        assert os.getpid() in by and tpl in by and len(seen) >= 1 + 8
+    else:          # 4 exec'd workers
+        assert by == {os.getpid()} and len(seen) == 4
+
+
+def test_template_of_a_real_supervisor_holds_no_database_and_one_thread(tmp_path):
+    """From outside, on `python -m supervisor`: the template (jobq-template) has no database file
+    open and one thread while its workers run jobs; the workers are the supervisor's children."""
+    cfg = write_config(tmp_path, supervisor={"workers": 2})
+    sup = Running(cfg)
+    try:
+        wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers registered")
+        kids = psutil.Process(sup.pid).children()
+        templates = [p for p in kids if p.name() == template_side.NAME]
+        assert len(templates) == 1
+        tpl = templates[0]
+        assert open_database_fds(str(tmp_path / "q.db"), tpl.pid) == []
+        assert tpl.num_threads() == 1
+        assert {r["pid"] for r in worker_rows(cfg)} <= {p.pid for p in kids}
+    finally:
+        sup.close()

@@ -224,10 +224,13 @@ def test_sigkill_of_supervisor_leaves_no_process_behind(tmp_path, sup_factory):
     wait_until(lambda: running_pid(cfg, jid), what="job running")
     workers = sup.workers()
     assert len(workers) == 3
+    template = sup.template()
+    assert template is not None
     sup.proc.kill()
     sup.proc.wait(10)
-    # idle workers notice within a second; the busy one abandons its job after shutdown_timeout
-    wait_until(lambda: all(pid_gone(p) for p in workers), timeout=10, what="all workers gone")
+    # idle workers notice within a second; the busy one abandons its job after shutdown_timeout;
+    # the template goes at once (its parent-death signal, and EOF on its pipe)
+    wait_until(lambda: all(pid_gone(p) for p in [*workers, template]), timeout=10, what="all workers gone")
     assert status(cfg, jid) == "running"  # abandoned: the next start recovers it
     gate.touch()
     sup2 = sup_factory(cfg)

@@ -1,12 +1,15 @@
 """``python -m worker --config jobq.toml``: run one worker process on its own.
 
 The supervisor starts workers the same way, adding ``--slot`` and ``--parent-pid`` (so the
-worker exits when the supervisor dies).
+worker exits when the supervisor dies): forked from its template process (``--fork-server``,
+see worker.forkserver), which calls :func:`main` with the handler registry it imported once,
+or as a fresh ``python -m worker`` where there is no template.
 
-The process ends with ``os._exit`` once the worker has committed its last outcomes and the logs
-are flushed: a thread a handler started and never ended (not a daemon) would otherwise keep the
-interpreter waiting for it for good, and a recycled or retired worker would never be replaced
-(issue 12). So ``atexit`` hooks of handler modules do not run in a worker.
+Either way the process ends with ``os._exit`` once the worker has committed its last outcomes and
+the logs are flushed (here, or in ``worker.forkserver``): a thread a handler started and never
+ended (not a daemon) would otherwise keep the interpreter waiting for it for good, and a recycled
+or retired worker would never be replaced (issue 12). So ``atexit`` hooks of handler modules do
+not run in a worker.
 """
 from __future__ import annotations
 
@@ -19,12 +22,14 @@ from shared import config as config_mod
 from shared import logs
 from shared.config import ConfigError
 from shared.exitcodes import ExitCode
-from shared.handlers import HandlerImportError, load_registry
+from shared.handlers import HandlerImportError, Registry, load_registry
 
 from .loop import Worker
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, registry: Registry | None = None) -> int:
+    """Run a worker; returns its exit code. ``registry``: the handlers already imported (by the
+    template this worker was forked from); None imports the config's handler modules."""
     p = argparse.ArgumentParser(prog="python -m worker", description="Run one jobq worker.")
     p.add_argument("--config", help="config file (default: $JOBQ_CONFIG, else ./jobq.toml)")
     p.add_argument("--slot", type=int, default=None, help=argparse.SUPPRESS)
@@ -32,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--supervisor", default=None, help=argparse.SUPPRESS)
     p.add_argument("--snapshot", default=None, help=argparse.SUPPRESS)
     p.add_argument("--progress", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--fork-server", default=None, metavar="RFD,WFD", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.fork_server:
+        from .forkserver import serve_exec
+        return serve_exec(args.fork_server, args.snapshot)
     try:
         if args.snapshot:
             cfg = config_mod.load_snapshot(args.snapshot)
@@ -42,11 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jobq worker: invalid config: {exc}", file=sys.stderr)
         return ExitCode.CONFIG_INVALID
     logs.setup(cfg.log_level, cfg.log_format)
-    try:
-        registry = load_registry(cfg.handlers)
-    except HandlerImportError as exc:
-        print(f"jobq worker: {exc}", file=sys.stderr)
-        return ExitCode.WORKER_BOOT_FAILED
+    if registry is None:
+        try:
+            registry = load_registry(cfg.handlers)
+        except HandlerImportError as exc:
+            print(f"jobq worker: {exc}", file=sys.stderr)
+            return ExitCode.WORKER_BOOT_FAILED
     return Worker(cfg, registry, slot=args.slot, parent_pid=args.parent_pid,
                   supervisor=args.supervisor, snapshot=args.snapshot, progress=args.progress).run()
 

@@ -178,6 +178,8 @@ class Worker:
                     self.lead.resign()
             self.heartbeat.busy = True
             job = self.take()
+            if job is not None and self.unserved(job):
+                continue  # given back; we stop, and the supervisor starts a worker that has it
             if job is not None:
                 self.done.append(self.process(job))
                 self.job_t0 = None
@@ -218,7 +220,7 @@ class Worker:
         self.claimed = len(jobs)
         self.batch_started = time.perf_counter()
         if self.progress is not None:
-            self.progress.batch([j.id for j in jobs])
+            self.progress.batch([j.id for j in jobs], completed=self.jobs_done)
         return True
 
     def lead_claim(self) -> list[Job] | None:
@@ -252,6 +254,41 @@ class Worker:
         if self.progress is not None:
             self.progress.started(self.claimed - left)
         return job
+
+    def stale_handlers(self) -> bool:
+        """Does the config name other handler modules than the ones this worker imported? Our
+        current config (a reload changed ``handlers``), or the config file itself: read here,
+        on the rare job we have no handler for, because the reload that will serve its type
+        may be on its way (the supervisor has not read the file yet)."""
+        loaded = self.registry.modules
+        if loaded is None:
+            return False
+        if tuple(self.config.handlers) != loaded:
+            return True
+        if not self.config.path:
+            return False
+        try:
+            return tuple(config_mod.load(self.config.path).handlers) != loaded
+        except ConfigError:
+            return False  # an invalid edit changes nothing
+
+    def unserved(self, job: Job) -> bool:
+        """A job of a type this worker has no handler for, while the current config may serve it
+        (it names other handler modules than ours): give it back without charging an attempt,
+        and stop so that a worker with the new handlers replaces us (exit RECYCLED). A type no
+        configured module serves still fails ("no handler") when its job runs."""
+        if self.registry.get(job.type) is not None or not self.stale_handlers():
+            return False
+        with self.batch_lock:
+            self.batch.appendleft(job)  # wind_down gives back the whole unstarted rest
+            self.job_t0 = None
+        if not self.stopping:
+            event(log, "worker.handlers_changed", logging.WARNING, slot=self.slot, pid=self.pid,
+                  id=job.id, type=job.type, handlers=",".join(self.config.handlers),
+                  note="job given back; replacing this worker")
+        self.stopping = True
+        self.exit_code = ExitCode.RECYCLED
+        return True
 
     def shed(self) -> list[Job]:
         """(Heartbeat thread.) Take the unstarted rest of the batch once the job in hand has run

@@ -1,0 +1,226 @@
+"""The template process (fork server): import jobq and the handler modules once, then fork each
+worker on request, so a worker starts in a few milliseconds and shares the template's pages
+copy-on-write (the pattern of multiprocessing's forkserver and gunicorn's preloading).
+
+The supervisor drives it over two pipes, one JSON object per line (supervisor.forkserver):
+
+    template -> supervisor, once:  {"ready": <job types>, "pid": <template pid>}
+                                   | {"failed": <traceback>}    a handler module failed to import
+                                   | {"unsafe": <reason>}       it cannot fork safely (see below)
+    supervisor -> template:        {"id": <n>, "argv": [<python -m worker arguments>]}
+    template -> supervisor:        {"id": <n>, "pid": <worker pid>} | {"id": <n>, "error": <text>}
+                                   | {"id": <n>, "unsafe": <reason>}
+
+Requests may come in a batch; replies carry their request's id and may come in any order.
+
+Nothing crosses a fork: the template never opens the database and starts no thread, and it
+checks both before every fork (a handler module could do either at import); it answers
+``unsafe`` instead of forking, and the supervisor then starts workers with exec.
+
+Each worker is forked twice (template -> go-between -> worker) and the go-between exits at once:
+the worker is re-parented to the supervisor, a child subreaper, which reaps it and reads its
+exit code as if it had forked it, and signals it by pid with no risk of pid reuse (an unreaped
+child keeps its pid). The template exits when the supervisor closes its pipe or dies.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any, NoReturn
+
+from shared import config as config_mod
+from shared import logs
+from shared.exitcodes import ExitCode
+from shared.handlers import HandlerImportError, Registry, load_registry
+from shared.procs import set_parent_death_signal, set_process_name
+
+NAME = "jobq-template"       # what `ps -o comm` and psutil's name() show for the template
+WORKER_NAME = "jobq-worker"  # ... and for the workers it forks
+REPARENT_WAIT = 2.0          # seconds a new worker waits for its go-between to exit
+EARLY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
+          parent: int) -> NoReturn:
+    """The template's whole life: import ``handlers``, say ready (or why not), then fork a
+    worker for each request until the request pipe closes. Never returns."""
+    code = 0
+    try:
+        set_process_name(NAME)
+        set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != parent:  # the supervisor died before the line above took effect
+            os._exit(ExitCode.ORPHANED)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the supervisor's to handle
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        try:
+            registry = load_registry(handlers)
+        except HandlerImportError as exc:
+            try:
+                _send(resp_fd, {"failed": str(exc)})
+            except BrokenPipeError:
+                pass
+            os._exit(ExitCode.BOOT_FAILED)
+        gc.freeze()  # keep the imported objects' pages shared: the collector would touch them
+        problem = unsafe_reason(database)
+        _send(resp_fd, {"unsafe": problem} if problem else {"ready": len(registry), "pid": os.getpid()})
+        if problem:
+            os._exit(ExitCode.WORKER_BOOT_FAILED)
+        _loop(req_fd, resp_fd, registry, database)
+    except BrokenPipeError:
+        pass  # the supervisor closed our pipe (it stopped, e.g. at a failed boot): nothing to say
+    except BaseException:  # noqa: BLE001 - a template bug: say so on stderr, exit 1
+        traceback.print_exc()
+        code = ExitCode.ERROR
+    os._exit(code)
+
+
+def serve_exec(fds: str, snapshot: str | None) -> int:
+    """``python -m worker --fork-server RFD,WFD --snapshot S``: a template started by exec
+    (after a reload or a template death: fresh handler code, nothing inherited)."""
+    try:
+        req_fd, resp_fd = (int(x) for x in fds.split(","))
+        cfg = config_mod.load_snapshot(snapshot) if snapshot else None
+    except (ValueError, config_mod.ConfigError) as exc:
+        print(f"jobq template: bad --fork-server arguments: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    if cfg is None:
+        print("jobq template: --fork-server needs --snapshot", file=sys.stderr)
+        return ExitCode.USAGE
+    logs.setup(cfg.log_level, cfg.log_format)
+    serve(req_fd, resp_fd, tuple(cfg.handlers), cfg.database, os.getppid())
+
+
+def unsafe_reason(database: str) -> str | None:
+    """Why forking now would let something cross the fork (a thread, an open database file),
+    or None."""
+    if threading.active_count() > 1:
+        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
+        return f"the template has threads running ({names}); a handler module started them at import"
+    db = os.path.realpath(database)
+    for fd in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(db):
+            return f"the template has the database open (fd {fd}: {target}); a handler module opened it at import"
+    return None
+
+
+def _loop(req_fd: int, resp_fd: int, registry: Registry, database: str) -> None:
+    """Serve requests until EOF. Go-betweens are reaped without waiting for them, so a batch of
+    requests forks its workers back to back."""
+    buf = b""
+    betweens: dict[int, Any] = {}  # go-between pid -> request id, until reaped
+    while True:
+        ready, _, _ = select.select([req_fd], [], [], 0.005 if betweens else None)
+        _reap(betweens, resp_fd)
+        if not ready:
+            continue
+        chunk = os.read(req_fd, 65536)
+        if not chunk:
+            while betweens:  # the supervisor closed the pipe (or died): finish, then go
+                _reap(betweens, resp_fd, block=True)
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            request = json.loads(line)
+            problem = unsafe_reason(database)
+            if problem:
+                _send(resp_fd, {"id": request.get("id"), "unsafe": problem})
+            else:
+                betweens[_fork_worker(req_fd, resp_fd, request, registry)] = request.get("id")
+
+
+def _fork_worker(req_fd: int, resp_fd: int, request: dict, registry: Registry) -> int:
+    """Fork the go-between, which forks the worker, reports its pid and exits; returns the
+    go-between's pid."""
+    between = os.fork()
+    if between == 0:
+        try:
+            me = os.getpid()  # not getppid() in the child: we may have exited by then
+            worker = os.fork()
+            if worker == 0:
+                _become_worker(req_fd, resp_fd, request["argv"], registry, me)
+            try:
+                os.setpgid(worker, worker)  # also in the worker: no kill of the group races it
+            except OSError:
+                pass
+            _send(resp_fd, {"id": request.get("id"), "pid": worker})
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(ExitCode.ERROR)
+    return between
+
+
+def _reap(betweens: dict[int, Any], resp_fd: int, block: bool = False) -> None:
+    """Reap exited go-betweens; one that failed gets its request an error reply."""
+    while betweens:
+        try:
+            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            betweens.clear()
+            return
+        if pid == 0:
+            return
+        rid = betweens.pop(pid, None)
+        if status != 0:
+            _send(resp_fd, {"id": rid, "error": f"go-between {pid} {_describe(status)}"})
+        if block:
+            return
+
+
+def _become_worker(req_fd: int, resp_fd: int, argv: list[str], registry: Registry,
+                   between: int) -> NoReturn:
+    code = ExitCode.WORKER_BOOT_FAILED
+    try:
+        os.setpgid(0, 0)
+        os.close(req_fd)
+        os.close(resp_fd)
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(s, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # A stop or reload sent before the worker's handlers are in place waits (blocked) for
+        # them instead of killing it: the worker's SignalQueue.install unblocks them.
+        signal.pthread_sigmask(signal.SIG_BLOCK, EARLY_SIGNALS)
+        set_process_name(WORKER_NAME)
+        deadline = time.monotonic() + REPARENT_WAIT
+        while os.getppid() == between and time.monotonic() < deadline:
+            time.sleep(0.0002)  # until we are the supervisor's child (its orphan check needs it)
+        sys.argv = [sys.executable, "-m", "worker", *argv]
+        from .__main__ import main  # here: __main__ imports this module for --fork-server
+        code = main(argv, registry=registry)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else ExitCode.ERROR
+    except BaseException:  # noqa: BLE001 - like an uncaught exception in `python -m worker`
+        traceback.print_exc()
+        code = ExitCode.ERROR
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+    os._exit(int(code))
+
+
+def _send(fd: int, message: dict) -> None:
+    """One line, written at once (a pipe write up to PIPE_BUF is atomic; a traceback may be
+    longer, but only the template writes then)."""
+    data = (json.dumps(message) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exited with {os.WEXITSTATUS(status)}"
