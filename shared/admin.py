@@ -3,8 +3,9 @@
 Functions take a :class:`shared.store.SqliteStore` and keep its contract: every write is one
 statement or a ``BEGIN IMMEDIATE`` transaction (through the store's busy-retrying ``_write`` and
 ``_immediate``), cursors are fetched fully, and ``now`` comes from the caller. Reads work with
-no supervisor running. Bulk writes (``retry_failed``, ``purge``) go in batches so the write lock
-is never held for long while workers run.
+no supervisor running. Bulk writes (``retry_failed``, ``purge``) go in short paced transactions
+(``shared.bulk``) so the write lock is never held for long while workers run, and waiting writers
+get it between two of them.
 
 Attempt history lives in ``job_attempts`` (written by triggers, see ``shared.schema``).
 """
@@ -14,11 +15,12 @@ import json
 import sqlite3
 from typing import Any, Iterable, Sequence
 
+from .bulk import Pacer
 from .clock import iso
 from .job import TERMINAL
 from .store import SqliteStore
 
-BATCH = 1000  # rows per statement of a bulk write
+BATCH = 1000  # rows in the first transaction of a bulk write (then sized by shared.bulk.Pacer)
 
 # The partial index jobs_finished serves a query only if its own condition appears literally.
 _FINISHED = "status IN ('completed', 'failed', 'cancelled')"
@@ -213,8 +215,8 @@ def retry_failed(store: SqliteStore, now: float, job_type: str | None = None) ->
     stamp = iso(now)
     type_cond = "" if job_type is None else "AND type = :type "
     sql = ("UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, completed_at = NULL, updated_at = :now "
-           f"WHERE id IN (SELECT id FROM jobs WHERE {_FINISHED} AND status = 'failed' {type_cond}LIMIT :batch)")
-    params = {"now": stamp, "type": job_type, "batch": BATCH}
+           f"WHERE id IN ({_NEXT} {_FINISHED} AND status = 'failed' {type_cond}ORDER BY id LIMIT :batch) RETURNING id")
+    params = {"now": stamp, "type": job_type}
     return _repeat(store, sql, params)
 
 
@@ -246,20 +248,30 @@ def purge(store: SqliteStore, status: str, before: float, *, dry_run: bool = Fal
     if status not in TERMINAL:
         raise ValueError(f"purge: status must be one of {', '.join(TERMINAL)}, got {status!r}")
     cond = f"{_FINISHED} AND status = :status AND coalesce(completed_at, updated_at) < :before"
-    params = {"status": status, "before": iso(before), "batch": BATCH}
+    params = {"status": status, "before": iso(before)}
     if dry_run:
         return store.conn.execute(f"SELECT count(*) AS n FROM jobs WHERE {cond}", params).fetchone()["n"]
-    return _repeat(store, f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {cond} LIMIT :batch)", params)
+    return _repeat(store, f"DELETE FROM jobs WHERE id IN ({_NEXT} {cond} ORDER BY id LIMIT :batch) RETURNING id",
+                   params)
 
 
-def _repeat(store: SqliteStore, sql: str, params: dict[str, Any]) -> int:
-    """Run a batched statement until it touches fewer than a batch; the total rowcount."""
-    total = 0
+# The next rows of a batched write, by id after the last one done: each row is looked at once,
+# however many rows that do not qualify lie before the ones that do.
+_NEXT = "SELECT id FROM jobs WHERE id > :after AND"
+
+
+def _repeat(store: SqliteStore, sql: str, params: dict[str, Any], pacer: Pacer | None = None) -> int:
+    """Run a batched ``... RETURNING id`` statement (``:after``, ``:batch``) in short paced
+    transactions (``shared.bulk``) until it touches fewer rows than asked; the total."""
+    pacer = pacer or Pacer(BATCH)
+    total, after = 0, ""
     while True:
-        n = store._write(lambda c: c.execute(sql, params).rowcount)
-        total += n
-        if n < params["batch"]:
+        ids, rows = pacer.chunk(store, lambda c, rows: (
+            [r["id"] for r in c.execute(sql, {**params, "after": after, "batch": rows}).fetchall()], rows))
+        total += len(ids)
+        if len(ids) < rows:
             return total
+        after = max(ids)
 
 
 # -- control rows: scale requests and supervisor counters ----------------------------------------

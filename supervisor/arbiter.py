@@ -22,6 +22,7 @@ from shared import config as config_mod
 from shared import admin, logs
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
+from shared.dbfile import DatabaseFile
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.job import Job
@@ -34,8 +35,8 @@ from shared.store import Released, SqliteStore, StoreError
 
 from . import maintenance, scheduler, statedir
 from .metrics import MetricsServer
-from .children import (Slot, describe_status, forget_progress, kill_group, progress_path, restart_delay,
-                       worker_got_going)
+from .children import (Slot, describe_status, forget_progress, kill_group, lingering, progress_path,
+                       restart_delay, worker_got_going)
 from .forkserver import TemplateFailed
 from .spawner import Spawner
 
@@ -81,6 +82,8 @@ class Arbiter:
         self.counters = dict.fromkeys(COUNTERS, 0)  # published for `jobq status`, exported as metrics
         self.published: dict[str, int] = {}
         self.metrics = MetricsServer()
+        self.db_file: DatabaseFile | None = None  # the file opened at boot (see check_db_file)
+        self.db_problem: str | None = None        # set once that file is gone: no reopening
         self.spawner = Spawner()
 
     @property
@@ -138,6 +141,7 @@ class Arbiter:
         self.token = owner_token(os.getpid())
         try:
             store = self.db()
+            self.db_file = DatabaseFile(self.config.database)
             store.register_process(self.token, "supervisor", os.getpid(), socket.gethostname(),
                                    self.clock.now())
             self.recover(initial=True)
@@ -315,6 +319,8 @@ class Arbiter:
         outcomes were not committed, and jobs never started) keep theirs. A database failure
         here is logged: maintenance re-queues the jobs of dead owners later."""
         released: list[Released] = []
+        if self.db_problem is not None:
+            return released  # the jobs are in the file that is gone
         try:
             released = self.db().release_owner(slot.owner, reason, self.clock.now(),
                                                max_attempts_for=self.policy.max_attempts,
@@ -342,8 +348,8 @@ class Arbiter:
         send_signal(slot.pid, signal.SIGTERM)
 
     def respawn(self) -> None:
-        if self.state != RUNNING:
-            return
+        if self.state != RUNNING or self.check_db_file():
+            return  # (a new worker would open, or create, whatever file the path names now)
         try:
             self.spawner.check()
         except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
@@ -408,6 +414,8 @@ class Arbiter:
         if now_m < self.next_maintain:
             return
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
+        if self.check_db_file():
+            return
         running = self.recover(initial=False)
         self.task("wal", lambda: self.upkeep_wal(now_m, busy=running is None or bool(running)))
         self.task("schedules", lambda: scheduler.run_due(self.db(), self.config, self.clock.now()))
@@ -425,6 +433,23 @@ class Arbiter:
             self.close_db()
             return None
 
+    def check_db_file(self) -> bool:
+        """The database path no longer names the file opened at boot (deleted, or replaced):
+        say so loudly and stop (workers finish the job in hand), exiting DATABASE_UNAVAILABLE.
+        True once that is under way."""
+        problem = self.db_file.problem() if self.db_file is not None else None
+        if problem is None:
+            return False
+        if self.db_problem is None:
+            event(log, "supervisor.database_replaced", logging.CRITICAL, database=self.config.database,
+                  error=problem)
+            self.db_problem = problem  # from now on db() refuses: reopening would use (or create) the new file
+            self.exit_code = ExitCode.DATABASE_UNAVAILABLE
+            self.close_db()
+            if self.state == RUNNING:
+                self.begin_stop("database replaced")
+        return True
+
     def ops_requests(self) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
         store = self.db()
@@ -436,8 +461,13 @@ class Arbiter:
             self.published = dict(self.counters)
 
     def escalate(self, now_m: float) -> None:
-        """SIGKILL workers past their kill_grace, or everyone past the shutdown deadline."""
+        """SIGKILL workers past their kill_grace (after a SIGTERM, or after saying they stopped),
+        or everyone past the shutdown deadline."""
         for slot in self.live():
+            if lingering(slot, self.snapshot, now_m, self.config.supervisor.kill_grace):
+                event(log, "worker.exit_timeout", logging.WARNING, slot=slot.index, pid=slot.pid,
+                      kill_grace=self.config.supervisor.kill_grace)
+                self.kill(slot, "stopped but did not exit within kill_grace", count_attempt=False)
             if slot.kill_at is not None and now_m >= slot.kill_at and not slot.killed:
                 self.kill(slot, slot.kill_reason or "did not exit after SIGTERM", count_attempt=True)
         if self.state == STOPPING and self.stop_deadline is not None and now_m >= self.stop_deadline:
@@ -509,7 +539,7 @@ class Arbiter:
         now_m = self.clock.monotonic()
         wake = [self.next_maintain, now_m + 1.0]
         wake += [s.next_start for s in self.slots.values() if s.pid is None and self.state == RUNNING]
-        wake += [s.kill_at for s in self.live() if s.kill_at is not None]
+        wake += [t for s in self.live() for t in (s.kill_at, s.exit_by) if t is not None]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
         extra = [*self.metrics.fds(self.config), *self.spawner.fds()]
@@ -549,6 +579,8 @@ class Arbiter:
     # -- database -------------------------------------------------------------------------------
 
     def db(self) -> SqliteStore:
+        if self.db_problem is not None:
+            raise StoreError(self.db_problem)
         if self.store is None:
             self.store = SqliteStore.from_config(self.config)
         return self.store

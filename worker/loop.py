@@ -32,6 +32,7 @@ from shared import config as config_mod
 from shared.bounds import safe_text
 from shared.clock import SystemClock, parse_iso
 from shared.config import Config, ConfigError
+from shared.dbfile import DatabaseFile
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
 from shared.job import Job
@@ -40,7 +41,7 @@ from shared.logs import event, get_logger
 from shared.outcomes import Done, after_commit_all, decide, unrecordable
 from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
-from shared.progress import ProgressWriter
+from shared.progress import ProgressWriter, mark_stopped
 from shared.runner import JobContext, execute
 from shared.signals import SignalQueue
 from shared.store import SqliteStore, StoreError
@@ -81,6 +82,7 @@ class Worker:
         self.owner = owner_token(self.pid)
         self.signals = SignalQueue([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
         self.store: SqliteStore | None = None
+        self.db_file: DatabaseFile | None = None  # the file opened at boot (see idle_wait)
         self.heartbeat: Heartbeat | None = None
         self.watch: WalWatch | None = None
         self.lead: IdleLead | None = None
@@ -109,6 +111,9 @@ class Worker:
         if threading.current_thread() is threading.main_thread():
             self.signals.install()
         try:
+            if self.supervisor and not os.path.exists(self.config.database):
+                # The supervisor created it at boot: it was deleted since; never make a new one.
+                raise StoreError(f"database {self.config.database} does not exist (deleted?)")
             self.store = SqliteStore.from_config(self.config, migrate=True)
             self.store.register_process(self.owner, "worker", self.pid, self.owner.split(":")[0],
                                         self.clock.now(), slot=self.slot, parent=self.supervisor)
@@ -118,6 +123,7 @@ class Worker:
                 self.store.close()
             self.signals.close()
             return ExitCode.DATABASE_UNAVAILABLE
+        self.db_file = DatabaseFile(self.config.database)
         self.watch = WalWatch(self.config.database)
         self.lead = IdleLead(self.config.database) if self.watch.available else None
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
@@ -131,6 +137,8 @@ class Worker:
         finally:
             self.heartbeat.stop()
             self.close()
+        if self.progress_path:
+            mark_stopped(self.progress_path)  # the supervisor kills us if we linger after this
         event(log, "worker.stopped", slot=self.slot, pid=self.pid, jobs=self.jobs_done,
               code=ExitCode.describe(self.exit_code))
         return int(self.exit_code)
@@ -392,7 +400,14 @@ class Worker:
     def idle_wait(self) -> None:
         """Follow (see ``worker.lead``) or, as the lead, sleep until the WAL changes, a delayed
         job is due, or a signal; at most ``poll_interval`` (or WATCHED_SLEEP, if longer, while
-        the WAL watch works). Only a commit makes the next claim skip its read."""
+        the WAL watch works). Only a commit makes the next claim skip its read. Stops, to exit
+        DATABASE_UNAVAILABLE, if the database path no longer names the file opened at boot."""
+        problem = self.db_file.problem() if self.db_file is not None else None
+        if problem is not None:
+            event(log, "worker.database_replaced", logging.ERROR, slot=self.slot, pid=self.pid, error=problem)
+            self.stopping = True
+            self.exit_code = ExitCode.DATABASE_UNAVAILABLE
+            return
         if self.lead is not None and not self.lead.take():
             self.follow()
             return
