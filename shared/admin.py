@@ -2,9 +2,10 @@
 dashboard call these. Each takes a store (``shared.contract.OpsStore``, opened through
 ``shared.engines.open_store``) and asks it: the SQL is the engine's (``shared.engines.sqlite.ops``).
 
-Reads work with no supervisor running. Bulk writes (``retry_failed``, ``purge``) go in batches
-so the write lock is never held for long while workers run. Rows are plain dicts; their times
-are ISO-8601 UTC text, as ``jobq`` prints them.
+Reads work with no supervisor running. Bulk writes (``retry_failed``, ``purge``) go in short
+paced transactions (the SQLite engine's ``bulk``) so the write lock is never held for long
+while workers run, and waiting writers get it between two of them. Rows are plain dicts;
+their times are ISO-8601 UTC text, as ``jobq`` prints them.
 """
 from __future__ import annotations
 

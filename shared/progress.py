@@ -13,6 +13,11 @@ at once, whatever killed it) or died without completing one (a crash loop: back 
 
 Writes are plain ``pwrite`` calls (no fsync): the file only has to survive the worker's death,
 not the machine's.
+
+Beside it, ``<progress>.stopped`` is created by a worker that has committed its last outcomes and
+closed the database, just before it exits: a worker that said so and is still alive after
+``kill_grace`` is stuck on its way out (a handler's thread, an exit hook) and its supervisor
+kills it (issue 12).
 """
 from __future__ import annotations
 
@@ -76,3 +81,27 @@ def counts(path: str) -> tuple[int, int]:
         return int(fields[0]), int(fields[1]) if len(fields) > 1 else 0
     except (OSError, UnicodeDecodeError, ValueError, IndexError):
         return 0, 0
+
+
+STOPPED = ".stopped"
+
+
+def mark_stopped(path: str) -> None:
+    """(Worker.) Say that this worker is done with the database and is exiting now."""
+    try:
+        os.close(os.open(path + STOPPED, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    except OSError:
+        pass  # the supervisor's folder is gone: the supervisor is too
+
+
+def said_stopped(path: str) -> bool:
+    """(Supervisor.) Has the worker of this progress file said it is exiting?"""
+    return os.path.exists(path + STOPPED)
+
+
+def clear_stopped(path: str) -> None:
+    """(Supervisor, before starting a slot's worker.) Forget the last worker's word."""
+    try:
+        os.unlink(path + STOPPED)
+    except FileNotFoundError:
+        pass

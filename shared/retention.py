@@ -10,7 +10,7 @@ from typing import Any
 
 from .durations import parse_duration
 
-BATCH = 500      # jobs looked at per delete statement: the write lock is held for one chunk
+BATCH = 500      # jobs looked at in the first transaction (then sized by the engine's pacer)
 DAY = 86400.0
 
 
@@ -31,15 +31,19 @@ def _cut(now: float, keep: float | None) -> float | None:
     return None if keep is None else now - keep
 
 
-def purge(store: Any, cuts: dict[str, float | None], chunk: int = BATCH) -> dict[str, int]:
-    """Delete the finished jobs older than their status's cutoff, walking the whole table by id,
-    ``chunk`` jobs per statement. Returns the number deleted per status."""
+def purge(store: Any, cuts: dict[str, float | None], chunk: int = BATCH,
+          pacer: Any = None) -> dict[str, int]:
+    """Delete the finished jobs older than their status's cutoff, walking the whole table by id
+    in short transactions paced by ``pacer`` (the engine's, ``store.pacer``; SQLite: its ``bulk`` module: about ``chunk`` jobs looked at
+    per transaction to start with, then as many as fit in its hold time, and a pause after each
+    so other writers get in). Returns the number deleted per status."""
     deleted = {status: 0 for status in cuts}
     if all(cut is None for cut in cuts.values()):
         return deleted
+    pacer = pacer or store.pacer(chunk)
     after: str | None = ""
     while after is not None:
-        batch, after = store.delete_finished(cuts, after, chunk)
+        batch, after = pacer.chunk(store, lambda c, rows: store.delete_finished_in(c, cuts, after, rows))
         for status, n in batch.items():
             deleted[status] = deleted.get(status, 0) + n
     return deleted

@@ -24,6 +24,7 @@ from shared import config as config_mod
 from shared import admin, logs
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
+from shared.dbfile import DatabaseFile
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.job import Job
@@ -33,15 +34,15 @@ from shared.procs import owner_token, send_signal
 from shared.signals import SignalQueue
 from shared.progress import not_in_hand
 from shared.contract import Round, Store, UpkeepTask
-from shared.engines import open_store, upkeep_tasks
+from shared.engines import database_file, open_store, upkeep_tasks
 from shared.errors import StoreError
 from shared.job import Released
 
 from . import maintenance, scheduler, statedir
 from .upkeep import PROCESS_TOUCH_EVERY, Upkeep
 from .metrics import MetricsServer
-from .children import (Slot, describe_status, forget_progress, kill_group, progress_path, restart_delay,
-                       worker_got_going)
+from .children import (Slot, describe_status, forget_progress, kill_group, lingering, progress_path,
+                       restart_delay, worker_got_going)
 from .forkserver import TemplateFailed
 from .spawner import Spawner
 
@@ -83,6 +84,8 @@ class Arbiter:
         self.counters = dict.fromkeys(COUNTERS, 0)  # published for `jobq status`, exported as metrics
         self.published: dict[str, int] = {}
         self.metrics = MetricsServer()
+        self.db_file: DatabaseFile | None = None  # the file opened at boot (see check_db_file)
+        self.db_problem: str | None = None        # set once that file is gone: no reopening
         self.spawner = Spawner()
 
     @property
@@ -141,6 +144,8 @@ class Arbiter:
         try:
             self.upkeep = Upkeep(self.upkeep_tasks())
             store = self.db()
+            path = database_file(self.config)
+            self.db_file = DatabaseFile(path) if path is not None else None
             store.register_process(self.token, "supervisor", os.getpid(), socket.gethostname(),
                                    self.clock.now())
             rnd = self.round()
@@ -316,6 +321,8 @@ class Arbiter:
         outcomes were not committed, and jobs never started) keep theirs. A database failure
         here is logged: maintenance re-queues the jobs of dead owners later."""
         released: list[Released] = []
+        if self.db_problem is not None:
+            return released  # the jobs are in the file that is gone
         try:
             released = self.db().release_owner(slot.owner, reason, self.clock.now(),
                                                max_attempts_for=self.policy.max_attempts,
@@ -343,8 +350,8 @@ class Arbiter:
         send_signal(slot.pid, signal.SIGTERM)
 
     def respawn(self) -> None:
-        if self.state != RUNNING:
-            return
+        if self.state != RUNNING or self.check_db_file():
+            return  # (a new worker would open, or create, whatever file the path names now)
         try:
             self.spawner.check()
         except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
@@ -409,6 +416,8 @@ class Arbiter:
         if now_m < self.next_maintain:
             return
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
+        if self.check_db_file():
+            return
         failed = self.upkeep.run(self.round())
         for name, exc in failed:
             event(log, "supervisor.maintenance_failed", logging.ERROR, task=name, error=repr(exc))
@@ -428,6 +437,23 @@ class Arbiter:
     def round(self) -> Round:
         return Round(self.db(), self.config, self.clock.now(), self.clock.monotonic())
 
+    def check_db_file(self) -> bool:
+        """The database path no longer names the file opened at boot (deleted, or replaced):
+        say so loudly and stop (workers finish the job in hand), exiting DATABASE_UNAVAILABLE.
+        True once that is under way."""
+        problem = self.db_file.problem() if self.db_file is not None else None
+        if problem is None:
+            return False
+        if self.db_problem is None:
+            event(log, "supervisor.database_replaced", logging.CRITICAL, database=self.config.database,
+                  error=problem)
+            self.db_problem = problem  # from now on db() refuses: reopening would use (or create) the new file
+            self.exit_code = ExitCode.DATABASE_UNAVAILABLE
+            self.close_db()
+            if self.state == RUNNING:
+                self.begin_stop("database replaced")
+        return True
+
     def ops_requests(self) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
         store = self.db()
@@ -439,8 +465,13 @@ class Arbiter:
             self.published = dict(self.counters)
 
     def escalate(self, now_m: float) -> None:
-        """SIGKILL workers past their kill_grace, or everyone past the shutdown deadline."""
+        """SIGKILL workers past their kill_grace (after a SIGTERM, or after saying they stopped),
+        or everyone past the shutdown deadline."""
         for slot in self.live():
+            if lingering(slot, self.snapshot, now_m, self.config.supervisor.kill_grace):
+                event(log, "worker.exit_timeout", logging.WARNING, slot=slot.index, pid=slot.pid,
+                      kill_grace=self.config.supervisor.kill_grace)
+                self.kill(slot, "stopped but did not exit within kill_grace", count_attempt=False)
             if slot.kill_at is not None and now_m >= slot.kill_at and not slot.killed:
                 self.kill(slot, slot.kill_reason or "did not exit after SIGTERM", count_attempt=True)
         if self.state == STOPPING and self.stop_deadline is not None and now_m >= self.stop_deadline:
@@ -497,7 +528,7 @@ class Arbiter:
         now_m = self.clock.monotonic()
         wake = [self.next_maintain, now_m + 1.0]
         wake += [s.next_start for s in self.slots.values() if s.pid is None and self.state == RUNNING]
-        wake += [s.kill_at for s in self.live() if s.kill_at is not None]
+        wake += [t for s in self.live() for t in (s.kill_at, s.exit_by) if t is not None]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
         extra = [*self.metrics.fds(self.config), *self.spawner.fds()]
@@ -537,6 +568,8 @@ class Arbiter:
     # -- database -------------------------------------------------------------------------------
 
     def db(self) -> Store:
+        if self.db_problem is not None:
+            raise StoreError(self.db_problem)
         if self.store is None:
             self.store = open_store(self.config)
         return self.store

@@ -12,8 +12,11 @@ import signal
 import sys
 from dataclasses import dataclass
 
+import psutil
+
 from shared.exitcodes import ExitCode
 from shared.procs import owner_token
+from shared.progress import clear_stopped, said_stopped
 from shared.progress import counts as progress_counts
 
 
@@ -32,6 +35,7 @@ class Slot:
     count_attempt: bool = True    # does the interrupted job lose an attempt?
     kill_at: float | None = None  # monotonic time to escalate to SIGKILL
     killed: bool = False          # SIGKILL sent by the supervisor
+    exit_by: float | None = None  # monotonic time by which a worker that said it stopped must be gone
     generation: int = 0           # the handler generation (template) it was started with
     forked: bool = False          # forked by the template (else exec'd)
     rolling: bool = False         # asked to exit for a new handler generation; replaced at once
@@ -75,12 +79,26 @@ def assign(slot: Slot, pid: int, now: float) -> None:
     slot.kill_at = None
     slot.killed = False
     slot.count_attempt = True
+    slot.exit_by = None
     slot.rolling = False
 
 
 def progress_path(snapshot: str, slot: Slot) -> str:
     """The batch progress file of ``slot`` (see shared.progress), beside the config snapshot."""
     return os.path.join(os.path.dirname(snapshot), f"slot-{slot.index}.progress")
+
+
+def lingering(slot: Slot, snapshot: str, now: float, grace: float) -> bool:
+    """Has the worker in ``slot`` said it stopped (``shared.progress``) at least ``grace`` seconds
+    ago and still not exited? Then only a SIGKILL ends it: a handler's thread or exit hook holds
+    it, and its slot would never be refilled. Notes the deadline on the first sighting."""
+    if slot.pid is None or slot.killed:
+        return False
+    if slot.exit_by is None:
+        if not said_stopped(progress_path(snapshot, slot)):
+            return False
+        slot.exit_by = now + grace
+    return now >= slot.exit_by
 
 
 def describe_status(status: int) -> tuple[str, int | None, int | None]:
@@ -94,7 +112,10 @@ def describe_status(status: int) -> tuple[str, int | None, int | None]:
 
 
 def kill_group(pid: int, sig: int) -> None:
-    """Send ``sig`` to the worker's process group (its handler's children too), or to the pid."""
+    """Send ``sig`` to the worker's process group (its handler's children too), or to the pid,
+    and to the worker's descendants that left the group (a handler's child started in a new
+    session): found before the worker dies, as they are lost to it once it has."""
+    strays = _strays(pid)
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -102,6 +123,27 @@ def kill_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
+    for p in strays:
+        try:
+            p.send_signal(sig)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+
+
+def _strays(pid: int) -> list[psutil.Process]:
+    """Descendants of ``pid`` outside its process group."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+    out = []
+    for p in kids:
+        try:
+            if os.getpgid(p.pid) != pid:
+                out.append(p)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return out
 
 
 def worker_got_going(snapshot: str, slot: Slot) -> tuple[bool, bool]:
@@ -114,11 +156,13 @@ def worker_got_going(snapshot: str, slot: Slot) -> tuple[bool, bool]:
 
 
 def forget_progress(snapshot: str, slot: Slot) -> None:
-    """Remove the dead worker's progress file: its successor starts from nothing."""
+    """Remove the dead worker's progress file, and its word that it stopped: its successor
+    starts from nothing."""
     try:
         os.unlink(progress_path(snapshot, slot))
     except OSError:
         pass
+    clear_stopped(progress_path(snapshot, slot))
 
 
 def restart_delay(failures: int, cap: float) -> float:

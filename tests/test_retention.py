@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from shared import builtin_jobs, retention
+from shared.engines.sqlite.bulk import Pacer
 from shared.clock import FakeClock, iso
 from shared.config import Config, ConfigError, RetentionConfig, from_dict, load
 from shared.handlers import PermanentError, load_registry
@@ -83,14 +84,15 @@ def test_purge_deletes_old_finished_jobs_in_bounded_chunks_and_keeps_the_rest(st
     store.conn.execute("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
                        "VALUES ('p', 't', 'pending', '{}', ?, ?, ?)", (iso(NOW - 30 * DAY),) * 3)
     statements: list[int] = []
-    real = store.delete_finished
+    real = store.delete_finished_in
 
-    def spy(cuts, after, chunk):
-        deleted, nxt = real(cuts, after, chunk)
+    def spy(c, cuts, after, chunk):
+        deleted, nxt = real(c, cuts, after, chunk)
         statements.append(sum(deleted.values()))
         return deleted, nxt
-    store.delete_finished = spy  # type: ignore[method-assign]
-    deleted = retention.purge(store, retention.cutoffs(RetentionConfig(), NOW), chunk=500)
+    store.delete_finished_in = spy  # type: ignore[method-assign]
+    fixed = Pacer(500, least=500, most=500, sleep=lambda s: None)
+    deleted = retention.purge(store, retention.cutoffs(RetentionConfig(), NOW), pacer=fixed)
     assert deleted == {"completed": 1234, "cancelled": 10, "failed": 0}
     assert len(statements) == 3 and max(statements) <= 500       # 1,260 jobs, 500 per statement
     assert counts(store) == {"completed": 10, "failed": 5, "pending": 1}
@@ -100,28 +102,26 @@ def test_purge_deletes_old_finished_jobs_in_bounded_chunks_and_keeps_the_rest(st
 
 def test_purge_with_nothing_to_delete_reads_nothing(store):
     add_finished(store, "failed", 3, age_days=400)
-    store.delete_finished = None  # type: ignore[assignment]  # must not be called
+    store.delete_finished_in = None  # type: ignore[assignment]  # must not be called
     assert retention.purge(store, retention.cutoffs(RetentionConfig(), NOW) | {"completed": None,
                                                                               "cancelled": None}) == \
         {"completed": 0, "cancelled": 0, "failed": 0}
 
 
 def test_the_write_lock_is_free_between_chunks(store, tmp_path):
-    """Another connection that refuses to wait at all still gets to write between two chunks."""
+    """Another connection that refuses to wait at all gets to write in every pause between two
+    chunks, and each pause lasts at least the pacer's hold time."""
     add_finished(store, "completed", 1200, age_days=30)
     other = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=0)
-    real = store.delete_finished
-    writes = []
+    pauses = []
 
-    def then_other_writes(cuts, after, chunk):
-        deleted, nxt = real(cuts, after, chunk)
-        other.execute("INSERT INTO control (name, value) VALUES (?, '1')", (f"w{len(writes)}",))
-        writes.append(deleted["completed"])
-        return deleted, nxt
-    store.delete_finished = then_other_writes  # type: ignore[method-assign]
-    retention.purge(store, {"completed": NOW}, chunk=500)
+    def pause(seconds):
+        other.execute("INSERT INTO control (name, value) VALUES (?, '1')", (f"w{len(pauses)}",))
+        pauses.append(seconds)
+    pacer = Pacer(500, least=500, most=500, sleep=pause)
+    assert retention.purge(store, {"completed": NOW}, pacer=pacer) == {"completed": 1200}
     other.close()
-    assert writes == [500, 500, 200]
+    assert len(pauses) == 3 and all(p >= max(h, pacer.hold) for p, h in zip(pauses, pacer.held))
 
 
 def test_each_delete_statement_is_one_primary_key_range(store):

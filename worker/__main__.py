@@ -4,10 +4,18 @@ The supervisor starts workers the same way, adding ``--slot`` and ``--parent-pid
 worker exits when the supervisor dies): forked from its template process (``--fork-server``,
 see worker.forkserver), which calls :func:`main` with the handler registry it imported once,
 or as a fresh ``python -m worker`` where there is no template.
+
+Either way the process ends with ``os._exit`` once the worker has committed its last outcomes and
+the logs are flushed (here, or in ``worker.forkserver``): a thread a handler started and never
+ended (not a daemon) would otherwise keep the interpreter waiting for it for good, and a recycled
+or retired worker would never be replaced (issue 12). So ``atexit`` hooks of handler modules do
+not run in a worker.
 """
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 
 from shared import config as config_mod
@@ -53,5 +61,23 @@ def main(argv: list[str] | None = None, registry: Registry | None = None) -> int
                   supervisor=args.supervisor, snapshot=args.snapshot, progress=args.progress).run()
 
 
+def exit_now(code: int) -> None:
+    """Flush the logs and standard streams, then end the process whatever threads remain."""
+    try:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except SystemExit as exc:  # argparse: --help, bad arguments
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        status = ExitCode.ERROR
+    exit_now(int(status))

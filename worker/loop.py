@@ -30,6 +30,7 @@ from shared import config as config_mod
 from shared.bounds import safe_text
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
+from shared.dbfile import DatabaseFile
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
 from shared.job import Job
@@ -38,11 +39,11 @@ from shared.logs import event, get_logger
 from shared.outcomes import Done, after_commit_all, decide, unrecordable
 from shared.policy import JobPolicy
 from shared.procs import owner_token, rss_mb
-from shared.progress import ProgressWriter
+from shared.progress import ProgressWriter, mark_stopped
 from shared.runner import JobContext, execute
 from shared.signals import SignalQueue
 from shared.contract import Wakeup, WorkerStore
-from shared.engines import open_store
+from shared.engines import database_file, open_store
 from shared.errors import StoreError
 
 from .heartbeat import Heartbeat
@@ -75,6 +76,7 @@ class Worker:
         self.owner = owner_token(self.pid)
         self.signals = SignalQueue([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
         self.store: WorkerStore | None = None
+        self.db_file: DatabaseFile | None = None  # the file opened at boot (see idle_wait)
         self.heartbeat: Heartbeat | None = None
         self.wakeup: Wakeup | None = None
         self.progress: ProgressWriter | None = None
@@ -102,6 +104,10 @@ class Worker:
         if threading.current_thread() is threading.main_thread():
             self.signals.install()
         try:
+            path = database_file(self.config)
+            if self.supervisor and path is not None and not os.path.exists(path):
+                # The supervisor created it at boot: it was deleted since; never make a new one.
+                raise StoreError(f"database {path} does not exist (deleted?)")
             self.store = open_store(self.config, migrate=True)
             self.store.register_process(self.owner, "worker", self.pid, self.owner.split(":")[0],
                                         self.clock.now(), slot=self.slot, parent=self.supervisor)
@@ -111,6 +117,8 @@ class Worker:
                 self.store.close()
             self.signals.close()
             return ExitCode.DATABASE_UNAVAILABLE
+        path = database_file(self.config)
+        self.db_file = DatabaseFile(path) if path is not None else None
         self.wakeup = self.store.wakeup()
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
@@ -123,6 +131,8 @@ class Worker:
         finally:
             self.heartbeat.stop()
             self.close()
+        if self.progress_path:
+            mark_stopped(self.progress_path)  # the supervisor kills us if we linger after this
         event(log, "worker.stopped", slot=self.slot, pid=self.pid, jobs=self.jobs_done,
               code=ExitCode.describe(self.exit_code))
         return int(self.exit_code)
@@ -359,7 +369,14 @@ class Worker:
 
     def idle_wait(self) -> None:
         """Wait as the engine says (a descriptor to watch, a timeout), or for a signal. Only the
-        engine's "claim now" lets the next claim skip its read."""
+        engine's "claim now" lets the next claim skip its read. Stops, to exit
+        DATABASE_UNAVAILABLE, if the database path no longer names the file opened at boot."""
+        problem = self.db_file.problem() if self.db_file is not None else None
+        if problem is not None:
+            event(log, "worker.database_replaced", logging.ERROR, slot=self.slot, pid=self.pid, error=problem)
+            self.stopping = True
+            self.exit_code = ExitCode.DATABASE_UNAVAILABLE
+            return
         fd, timeout = self.wakeup.prepare(self.clock.now(), self.config.worker.poll_interval)
         extra = [fd] if fd is not None else []
         ready = self.signals.wait(timeout, extra)

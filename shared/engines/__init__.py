@@ -65,3 +65,10 @@ def driver_errors() -> tuple[type[BaseException], ...]:
     database errors (the dashboard's error page)."""
     from .sqlite.connection import DRIVER_ERRORS
     return DRIVER_ERRORS
+
+
+def database_file(config: Any) -> str | None:
+    """The file that holds the database, for engines that keep one (SQLite: its path, None for
+    ``:memory:``), else None: what :class:`shared.dbfile.DatabaseFile` watches for replacement."""
+    location = _target(config.database).location
+    return None if location in ("", ":memory:") else location

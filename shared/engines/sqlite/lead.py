@@ -3,14 +3,24 @@
 Every commit wakes every process that watches the WAL. With eight idle workers all eight then
 queued for SQLite's write lock to claim the one new job, and the losers slept in SQLite's busy
 handler (1, 2, 5, 10 ms...), pushing the p99 of an idle job's start past 10 ms at
-``synchronous = "full"``. So idle workers elect a lead with ``flock`` on ``<database>-lead``:
+``synchronous = "full"``. So idle workers elect a lead with a lock on ``<database>-lead``:
 
 - the lead waits on the WAL watch and on the next delayed job's time, as every idle worker did;
-- a follower's helper thread blocks in ``flock``, so the kernel queues the followers and wakes
+- a follower's helper thread blocks in ``lockf``, so the kernel queues the followers and wakes
   one when the lead unlocks; the thread then writes to a pipe the worker's idle wait watches;
 - a lead that claims a job resigns (unlocks); the next lead claims at once, so jobs that came
   during the hand-over, or behind the last lead's job, are not left waiting;
 - a lead that dies releases the lock with its process.
+
+The lock is a POSIX record lock (``fcntl.lockf``: ``F_SETLK``/``F_SETLKW``), owned by the
+process, not a ``flock`` (or an OFD lock), which belongs to the open file description: a handler
+that forks without exec (``multiprocessing``'s fork start, a C library's daemon) shares that
+description, so a ``flock`` stayed held by the child for as long as it lived after the lead died,
+and every job then waited for a follower's ``WATCHED_SLEEP`` (issue 12). A record lock is never
+inherited by ``fork`` and ends with its process, whatever its children do. The costs, none of
+which matters here: two leads in one process do not exclude each other (both lead, as where
+locks are refused), and closing any descriptor of the file in the process drops the lock (only
+this class opens it).
 
 This only decides who waits. It never gates SQLite: claims, heartbeats, the supervisor and
 producers never touch this lock, so nothing can wedge on it. Where the file cannot be opened (a
@@ -18,6 +28,7 @@ read-only folder) or locks are refused, every idle worker leads, as before.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -34,7 +45,7 @@ class IdleLead:
         self.state = FREE
         self.cancelled = False  # resigned while queued: the helper gives the lock straight back
         self.closed = False
-        self.blocking = False   # the helper is inside flock(): it owns the file until it returns
+        self.blocking = False   # the helper is inside lockf(): it owns the file until it returns
         self.mutex = threading.Lock()
         self.wanted = threading.Event()
         self.thread: threading.Thread | None = None
@@ -73,16 +84,16 @@ class IdleLead:
             if self.state == WAITING:
                 return False
             try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                    os.close(self.fd)  # locks refused here (a network file system): everyone leads
+                    self.fd = -1
+                    return True
                 self.state = WAITING
                 self._start_helper()
                 self.wanted.set()
                 return False
-            except OSError:
-                os.close(self.fd)  # locks refused here (a network file system): everyone leads
-                self.fd = -1
-                return True
             self.state = HELD
             return True
 
@@ -90,13 +101,13 @@ class IdleLead:
         """Hand the lead on; a queued request is cancelled. A no-op when neither."""
         with self.mutex:
             if self.state == HELD:
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
                 self.state = FREE
             elif self.state == WAITING:
                 self.cancelled = True
 
     def close(self) -> None:
-        """Release the lead. A helper still queued in ``flock`` closes the file once it gets it."""
+        """Release the lead. A helper still queued in ``lockf`` closes the file once it gets it."""
         with self.mutex:
             self.closed = True
             if self.fd >= 0 and not self.blocking:
@@ -116,8 +127,9 @@ class IdleLead:
             self.thread.start()
 
     def _queue(self) -> None:
-        """Block in ``flock`` whenever the worker queues; report the lock through the pipe, or
-        give it straight back if the worker resigned or closed meanwhile."""
+        """Block in ``lockf`` whenever the worker queues; report the lock through the pipe, or
+        give it straight back if the worker resigned or closed meanwhile. If the wait fails
+        (``EDEADLK``, ``ENOLCK``) this worker leads without the lock, as where locks are refused."""
         while True:
             self.wanted.wait()
             self.wanted.clear()
@@ -125,14 +137,17 @@ class IdleLead:
                 if self.closed:
                     return
                 fd, self.blocking = self.fd, True
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX)
+            except OSError:
+                pass
             with self.mutex:
                 self.blocking = False
                 if self.closed:
                     os.close(fd)
                     return
                 if self.cancelled:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    fcntl.lockf(fd, fcntl.LOCK_UN)
                     self.state, self.cancelled = FREE, False
                     continue
                 self.state = HELD

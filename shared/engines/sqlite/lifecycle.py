@@ -102,21 +102,27 @@ class LifecycleStore:
 
     def delete_finished(self, cutoffs: Mapping[str, float | None], after: str = "",
                         chunk: int = 500) -> tuple[dict[str, int], str | None]:
+        """:meth:`delete_finished_in` in a transaction of its own."""
+        return self._immediate(lambda c: self.delete_finished_in(c, cutoffs, after, chunk))
+
+    def delete_finished_in(self, c: sqlite3.Connection, cutoffs: Mapping[str, float | None],
+                           after: str = "", chunk: int = 500) -> tuple[dict[str, int], str | None]:
         """Look at the next ``chunk`` jobs by id after ``after`` ("" = the first) and delete those
         whose terminal status has a cutoff (``cutoffs``: 'completed', 'cancelled', 'failed' ->
         time, or None to keep) and that finished before it (no ``completed_at``: ``updated_at``).
 
-        One statement over one primary-key range, so the write lock is held for one chunk.
-        Returns the deletions per status and the id to continue after (None: that was the end).
+        Runs on ``c`` inside the caller's ``BEGIN IMMEDIATE`` (see ``shared.bulk``): one statement
+        over one primary-key range. Returns the deletions per status and the id to continue
+        after (None: that was the end).
         """
-        row = self.conn.execute(_CHUNK_END, (after, chunk - 1)).fetchone()
-        upto = row["id"] if row else self.conn.execute(_LAST_ID, (after,)).fetchone()["id"]
+        row = c.execute(_CHUNK_END, (after, chunk - 1)).fetchone()
+        upto = row["id"] if row else c.execute(_LAST_ID, (after,)).fetchone()["id"]
         if upto is None:
             return {}, None
         params = {"after": after, "upto": upto, **{s: None if cutoffs.get(s) is None else iso(cutoffs[s])
                                                    for s in TERMINAL}}
         deleted: dict[str, int] = {}
-        for r in self._write(lambda c: c.execute(_DELETE_FINISHED, params).fetchall()):
+        for r in c.execute(_DELETE_FINISHED, params).fetchall():
             deleted[r["status"]] = deleted.get(r["status"], 0) + 1
         return deleted, upto if row else None
 

@@ -17,11 +17,16 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ...clock import iso
 from ...job import TERMINAL
+from .bulk import Pacer
 
 BATCH = 1000  # rows per statement of a bulk write
 
 # The partial index jobs_finished serves a query only if its own condition appears literally.
 _FINISHED = "status IN ('completed', 'failed', 'cancelled')"
+
+# The next rows of a batched write, by id after the last one done: each row is looked at once,
+# however many rows that do not qualify lie before the ones that do.
+_NEXT = "SELECT id FROM jobs WHERE id > :after AND"
 
 RETRYABLE = ("failed", "cancelled")
 
@@ -206,13 +211,12 @@ class OpsSql:
         return self._immediate(tx)
 
     def retry_failed(self, now: float, job_type: str | None = None) -> int:
-        """Retry every failed job (of ``job_type``), ``BATCH`` per statement. Returns how many."""
+        """Retry every failed job (of ``job_type``) in short paced transactions. Returns how many."""
         stamp = iso(now)
         type_cond = "" if job_type is None else "AND type = :type "
         sql = ("UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, completed_at = NULL, updated_at = :now "
-               f"WHERE id IN (SELECT id FROM jobs WHERE {_FINISHED} AND status = 'failed' {type_cond}LIMIT :batch)")
-        params = {"now": stamp, "type": job_type, "batch": BATCH}
-        return self._repeat(sql, params)
+               f"WHERE id IN ({_NEXT} {_FINISHED} AND status = 'failed' {type_cond}ORDER BY id LIMIT :batch) RETURNING id")
+        return self._repeat(sql, {"now": stamp, "type": job_type})
 
     def cancel_jobs(self, ids: Sequence[str], now: float) -> list[str]:
         """Cancel pending jobs (a running job cannot be cancelled). One transaction; returns the
@@ -240,19 +244,28 @@ class OpsSql:
         if status not in TERMINAL:
             raise ValueError(f"purge: status must be one of {', '.join(TERMINAL)}, got {status!r}")
         cond = f"{_FINISHED} AND status = :status AND coalesce(completed_at, updated_at) < :before"
-        params = {"status": status, "before": iso(before), "batch": BATCH}
+        params = {"status": status, "before": iso(before)}
         if dry_run:
             return self.conn.execute(f"SELECT count(*) AS n FROM jobs WHERE {cond}", params).fetchone()["n"]
-        return self._repeat(f"DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE {cond} LIMIT :batch)", params)
+        return self._repeat(f"DELETE FROM jobs WHERE id IN ({_NEXT} {cond} ORDER BY id LIMIT :batch) RETURNING id",
+                            params)
 
-    def _repeat(self, sql: str, params: dict[str, Any]) -> int:
-        """Run a batched statement until it touches fewer than a batch; the total rowcount."""
-        total = 0
+    def pacer(self, rows: int = BATCH) -> Pacer:
+        """A pacer for a bulk write (see ``bulk``): short ``BEGIN IMMEDIATE`` chunks with pauses."""
+        return Pacer(rows)
+
+    def _repeat(self, sql: str, params: dict[str, Any], pacer: Pacer | None = None) -> int:
+        """Run a batched ``... RETURNING id`` statement (``:after``, ``:batch``) in short paced
+        transactions (``bulk``) until it touches fewer rows than asked; the total."""
+        pacer = pacer or Pacer(BATCH)
+        total, after = 0, ""
         while True:
-            n = self._write(lambda c: c.execute(sql, params).rowcount)
-            total += n
-            if n < params["batch"]:
+            ids, rows = pacer.chunk(self, lambda c, rows: (
+                [r["id"] for r in c.execute(sql, {**params, "after": after, "batch": rows}).fetchall()], rows))
+            total += len(ids)
+            if len(ids) < rows:
                 return total
+            after = max(ids)
 
     # -- control rows: scale requests and supervisor counters ----------------------------------------
 
