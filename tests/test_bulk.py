@@ -12,7 +12,7 @@ from shared import admin, retention
 from shared.api import JobQueue
 from shared.engines.sqlite.bulk import MOST, Pacer
 from shared.clock import iso
-from shared.store import SqliteStore
+from shared import SqliteStore
 
 NOW = 1_767_225_600.0
 

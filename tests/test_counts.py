@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import admin, schema
+from shared import admin
+from shared.engines.sqlite import schema
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
 from shared.config import Config

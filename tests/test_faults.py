@@ -619,9 +619,10 @@ def store_cycle(store: SqliteStore):
                             store.processes(), store.processes("worker"), store.schedule_marks(),
                             store.wal_bytes())
     yield "checkpoint", store.checkpoint
-    yield ("retry_jobs cancel_jobs retry_failed purge request_scale take_scale_request save_counters",
+    yield ("retry_jobs cancel_jobs retry_failed purge purge_jobs request_scale take_scale_request save_counters",
            lambda: (store.retry_jobs([jobs[0].id], now), store.cancel_jobs([jobs[1].id], now),
-                    store.retry_failed(now), store.purge("cancelled", now + 1), store.request_scale("sup", 3),
+                    store.retry_failed(now), store.purge("cancelled", now + 1), store.purge_jobs([jobs[1].id]),
+                    store.request_scale("sup", 3),
                     store.take_scale_request("sup"), store.save_counters("sup", {"n": 1})))
     yield "ops reads", lambda: (store.counts_by_type(), store.scheduled_by_type(now), store.oldest_due(now),
                                 store.finished_per_minute(now - 60), store.recent_failures(),

@@ -336,6 +336,10 @@ def test_ops_writes(store, clock):
     assert store.purge("cancelled", clock.now()) == 3 and store.counts() == {}
     with pytest.raises(ValueError, match="purge: status"):
         store.purge("pending", clock.now())
+    d, e = put(store, clock, job(clock), job(clock))
+    assert store.cancel_jobs([d], clock.now()) == [d]
+    assert store.purge_jobs([d, e, d, "missing"]) == [d]  # only finished jobs go; e is pending
+    assert store.counts() == {"pending": 1}
 
 
 def test_scale_requests_and_counters(store, clock):
