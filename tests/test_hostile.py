@@ -123,6 +123,7 @@ def test_one_failing_upkeep_task_does_not_stop_the_others(tmp_path, monkeypatch)
     monkeypatch.setattr(arbiter_mod.scheduler, "run_due", lambda *a, **k: calls.append("schedules"))
     monkeypatch.setattr(arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0)
     arb = arbiter_mod.Arbiter(cfg)
+    arb.upkeep = arbiter_mod.Upkeep(arb.upkeep_tasks())  # what load() sets up
     try:
         arb.maintain()
         assert calls == ["timeouts", "recovery", "schedules"]
