@@ -189,3 +189,17 @@ def write_lock_free(path: str) -> bool:
         return False
     finally:
         c.close()
+
+
+def log_events(sup: "Running", name: str | None = None) -> list[dict[str, Any]]:
+    """The supervisor's (and its workers') JSON log lines, optionally only event ``name``."""
+    out = []
+    for line in sup.output().splitlines():
+        if line.startswith("{"):
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if name is None or e.get("event") == name:
+                out.append(e)
+    return out

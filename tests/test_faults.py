@@ -28,7 +28,7 @@ from shared.exitcodes import ExitCode
 from shared.engines.sqlite.store import NewJob, SqliteStore
 from shared.errors import StoreUnavailable
 from supervisor.children import restart_delay
-from tests.proc import Running, db, env, write_lock_free, events, job_row, pid_gone, wait_until, worker_rows, write_config
+from tests.proc import log_events, Running, db, env, write_lock_free, events, job_row, pid_gone, wait_until, worker_rows, write_config
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -40,18 +40,6 @@ def config(folder: Path, **sections) -> Path:
     return write_config(folder, **sections)
 
 
-def log_events(sup: Running, name: str | None = None) -> list[dict]:
-    """The supervisor's (and its workers') JSON log lines, optionally only event ``name``."""
-    out = []
-    for line in sup.output().splitlines():
-        if line.startswith("{"):
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if name is None or e.get("event") == name:
-                out.append(e)
-    return out
 
 
 def enqueue(cfg: Path, jtype: str, payload: dict | None = None, **kw) -> str:

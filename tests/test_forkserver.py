@@ -10,13 +10,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import psutil
-import pytest
-
 from shared import JobQueue
 from shared.procs import create_time_ms
 from supervisor import statedir
-from tests.proc import (Running, env, job_row, live_children, pid_gone, wait_until,
+from tests.proc import (log_events, Running, env, job_row, wait_until,
                         worker_rows, write_config)
 
 
@@ -25,17 +22,6 @@ def config(folder: Path, **sections) -> Path:
     return write_config(folder, **sections)
 
 
-def log_events(sup: Running, name: str) -> list[dict]:
-    out = []
-    for line in sup.output().splitlines():
-        if line.startswith("{"):
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("event") == name:
-                out.append(e)
-    return out
 
 
 def enqueue(cfg: Path, jtype: str, payload: dict | None = None, **kw) -> str:

@@ -21,9 +21,8 @@ from shared.bounds import MAX_DEPTH, MAX_TYPE_LEN, too_deep
 from shared.clock import iso, parse_iso
 from shared.config import Config, load
 from shared.exitcodes import ExitCode
-from shared.job import Job
 from shared import SqliteStore
-from tests.proc import Running, env, job_row, wait_until, worker_rows, write_config
+from tests.proc import log_events, Running, env, job_row, wait_until, worker_rows, write_config
 
 DEEP = "[" * 5000 + "]" * 5000
 
@@ -41,17 +40,6 @@ def hostile_config(folder: Path, **sections) -> Path:
     return write_config(folder, **sections)
 
 
-def log_events(sup: Running, name: str) -> list[dict]:
-    out = []
-    for line in sup.output().splitlines():
-        if line.startswith("{"):
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("event") == name:
-                out.append(e)
-    return out
 
 
 def terminal(cfg: Path, job_id: str):
