@@ -31,7 +31,7 @@ import tomli_w
 
 from shared.api import JobQueue
 from shared.clock import parse_iso
-from shared.config import Config
+from shared.config import Config, SqliteConfig
 
 from . import huey_runs
 from .huey_app import make_huey, read_records
@@ -50,7 +50,7 @@ def _config(folder: str, workers: int, log_level: str = "warning") -> str:
 
 
 def _fill(folder: str, items: list[tuple[str, Any]]) -> None:
-    with JobQueue(os.path.join(folder, "jobq.db"), config=Config(synchronous="off")) as q:
+    with JobQueue(os.path.join(folder, "jobq.db"), config=Config(sqlite=SqliteConfig(synchronous="off"))) as q:
         for k in range(0, len(items), 1000):
             q.enqueue_many(items[k:k + 1000])
 
