@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +120,19 @@ class SqliteConfig:
                                        "Checkpoint (TRUNCATE) the WAL when it grows past this many MiB.")
 
 
+_IDENTIFIER = Key((str,), "a PostgreSQL identifier: letters, digits and _ (not first), at most 63",
+                  lambda v: re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,62}", v) is not None)
+
+
+@dataclass(frozen=True)
+class PostgresConfig:
+    """`[postgres]`: the PostgreSQL engine's settings (used when `database` is a postgresql:// URL)."""
+    schema: str = setting("jobq", _IDENTIFIER, """The schema that holds jobq's tables (created and
+        migrated on first use; several queues can share one database in schemas of their own).""")
+    connect_timeout: float = setting(5.0, number(0.1, 600), """How long to wait for a connection to
+        the server before giving up, and the longest back-off between reconnection attempts (seconds).""")
+
+
 @dataclass(frozen=True)
 class ScheduleConfig:
     """`[[schedule]]`: each entry enqueues `type` with `payload` at each tick of `cron` in
@@ -166,8 +180,8 @@ class Config:
     """A validated configuration. ``database``: a SQLite file's absolute path (resolved against
     the file's folder; a ``sqlite:`` URL becomes its path) or another engine's URL."""
     database: str = setting("jobq.db", NONEMPTY_STR, """The database: a SQLite file relative to
-        this file's folder, sqlite:///absolute/path.db, sqlite:relative/path.db, or (once that
-        engine is built) postgresql://... The environment variable JOBQ_DATABASE, when set, takes
+        this file's folder, sqlite:///absolute/path.db, sqlite:relative/path.db, or
+        postgresql://user@host/db (the PostgreSQL engine: `pip install "jobq[postgres]"`) The environment variable JOBQ_DATABASE, when set, takes
         the place of this key (keep credentials out of this file).""")
     handlers: tuple[str, ...] = setting((), list_of_str(), """Python modules whose @handler
         functions the workers run, e.g. ["myapp.jobs"].""")
@@ -187,6 +201,7 @@ class Config:
     retry: RetryConfig = section(RetryConfig, RetryConfig.__doc__)
     retention: RetentionConfig = section(RetentionConfig, RetentionConfig.__doc__)
     sqlite: SqliteConfig = section(SqliteConfig, SqliteConfig.__doc__)
+    postgres: PostgresConfig = section(PostgresConfig, PostgresConfig.__doc__)
     schedules: tuple[ScheduleConfig, ...] = ()
     types: dict[str, TypeConfig] = field(default_factory=dict)
     path: str | None = None  # the file this came from, if any

@@ -13,24 +13,40 @@ from .. import database as database_mod
 from ..contract import Store, UpkeepTask
 from ..errors import StoreUnavailable
 
-POSTGRES_MISSING = ("the PostgreSQL engine is not installed or not built yet in this jobq; "
-                    "use a SQLite file (a path or sqlite:///abs/path.db)")
+POSTGRES_MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: "
+                    'pip install "jobq[postgres]"')
 
 
 def open_store(config: Any, *, migrate: bool = True) -> Store:
     """A new store on ``config.database`` (the caller closes it). With ``migrate`` the schema
     is created or upgraded first. Raises :class:`shared.errors.StoreUnavailable`."""
     target = _target(config.database)
+    if target.engine == "postgresql":
+        p = config.postgres
+        return _postgres().PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
+                                   migrate=migrate)
     from .sqlite import SqliteStore
     s = config.sqlite
     return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=s.busy_timeout,
                        migrate=migrate)
 
 
+def _postgres() -> Any:
+    """The PostgreSQL engine package (StoreUnavailable, exit 5, when psycopg is missing)."""
+    try:
+        from . import postgres
+    except ImportError as exc:
+        if "psycopg" not in str(exc):
+            raise
+        raise StoreUnavailable(f"database engine postgresql: {POSTGRES_MISSING}") from exc
+    return postgres
+
+
 def upkeep_tasks(config: Any) -> list[UpkeepTask]:
     """The engine's own upkeep tasks (SQLite: the WAL checkpoint), run by the supervisor after
     its own recovery task. Fresh objects: they keep per-supervisor state."""
-    _target(config.database)
+    if _target(config.database).engine == "postgresql":
+        return _postgres().upkeep_tasks()
     from .sqlite.upkeep import checkpoint_task
     return [checkpoint_task()]
 
@@ -42,8 +58,10 @@ def engine_name(database: str) -> str:
 
 def store_class(engine: str = "sqlite") -> type:
     """An engine's store class (for tests and tools that build a store from a bare path)."""
+    if engine == "postgresql":
+        return _postgres().PgStore
     if engine != "sqlite":
-        raise StoreUnavailable(f"database engine {engine!r}: {POSTGRES_MISSING}")
+        raise StoreUnavailable(f"database engine {engine!r}: unknown")
     from .sqlite import SqliteStore
     return SqliteStore
 
@@ -53,22 +71,25 @@ def _target(database: str) -> database_mod.Target:
         target = database_mod.parse(database)
     except ValueError as exc:
         raise StoreUnavailable(str(exc), database=database) from None
-    if target.engine != "sqlite":
-        shown = database_mod.redacted(database)
-        raise StoreUnavailable(f"database {shown}: {POSTGRES_MISSING}", database=shown)
     return target
 
 
 def driver_errors() -> tuple[type[BaseException], ...]:
-    """The exception classes an engine's driver raises (SQLite: ``sqlite3.Error``), for code
-    that runs an engine's raw SQL outside its store methods and must show those errors as
-    database errors (the dashboard's error page)."""
+    """The exception classes the engines' drivers raise (``sqlite3.Error``, psycopg's when it
+    is installed), for code that runs an engine's raw SQL outside its store methods and must
+    show those errors as database errors (the dashboard's error page)."""
     from .sqlite.connection import DRIVER_ERRORS
-    return DRIVER_ERRORS
+    try:
+        from .postgres.connection import DRIVER_ERRORS as PG_ERRORS
+    except ImportError:
+        return DRIVER_ERRORS
+    return DRIVER_ERRORS + PG_ERRORS
 
 
 def database_file(config: Any) -> str | None:
     """The file that holds the database, for engines that keep one (SQLite: its path, None for
     ``:memory:``), else None: what :class:`shared.dbfile.DatabaseFile` watches for replacement."""
-    location = _target(config.database).location
-    return None if location in ("", ":memory:") else location
+    target = _target(config.database)
+    if target.engine != "sqlite":
+        return None
+    return None if target.location in ("", ":memory:") else target.location

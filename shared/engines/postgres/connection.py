@@ -1,0 +1,200 @@
+"""One psycopg 3 connection set up for jobq: the schema on the search path, migrations, the
+helpers the store's SQL uses, reconnection, and the translation of driver errors into jobq's
+own (:mod:`shared.errors`).
+
+- The connection is in autocommit: a lone statement commits by itself (one round trip); a
+  transaction is :meth:`PgConnection._tx` (``BEGIN`` .. ``COMMIT``, retried on a serialization
+  failure or deadlock).
+- A lost connection (server restart, network cut) is dropped: the call that saw it raises
+  ``StoreUnavailable`` and the next call connects again. Callers back off; nothing here sleeps.
+  A transaction whose ``COMMIT`` got no answer may or may not have committed: every write is
+  guarded, so its retry matches nothing or does the work once.
+- Every public method of a class decorated with :func:`translate_errors` raises ``StoreBusy``
+  or ``StoreUnavailable`` naming the server (password hidden) and the cause, never a psycopg
+  exception.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from typing import Any, Callable, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.rows import dict_row
+
+from ...database import redacted
+from ...errors import StoreBusy, StoreError, StoreUnavailable
+from . import schema as schema_mod
+
+T = TypeVar("T")
+
+TX_RETRIES = 8  # serialization failures and deadlocks: the transaction is simply run again
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (psycopg.Error,)
+_RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
+_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+class PgConnection:
+    """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
+
+    def __init__(self, url: str, *, schema: str = "jobq", connect_timeout: float = 5.0,
+                 migrate: bool = True) -> None:
+        self.url = url
+        self.location = redacted(url)
+        self.schema = schema
+        self.channel = f"jobq_{schema}"
+        self.connect_timeout = connect_timeout
+        self.table = f'"{schema}".jobs'  # qualified: also used on an application's connection
+        self._conn: psycopg.Connection | None = None
+        self._closed = False
+        self._on_connect: list[Callable[[psycopg.Connection], None]] = []
+        conn = self._connect()
+        if migrate:
+            try:
+                migrate_schema(conn, schema)
+            except BaseException:
+                conn.close()
+                raise
+        self._conn = conn
+
+    def _connect(self) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row,
+                                   connect_timeout=max(1, math.ceil(self.connect_timeout)),
+                                   options=f"-c search_path={self.schema}")
+        except psycopg.Error as exc:
+            raise error_for(self.location, exc) from exc
+        for hook in self._on_connect:
+            hook(conn)
+        return conn
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        """The live connection, connecting again if the last one was lost."""
+        if self._closed:
+            raise StoreUnavailable(f"database {self.location}: store is closed", database=self.location)
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._drop()
+            self._conn = self._connect()
+        return self._conn
+
+    def on_connect(self, hook: Callable[[psycopg.Connection], None]) -> None:
+        """Run ``hook(conn)`` on the current connection now and on every new one (LISTEN)."""
+        self._on_connect.append(hook)
+        if self._conn is not None and not self._conn.closed:
+            hook(self._conn)
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close cleanly
+                pass
+            self._conn = None
+
+    def close(self) -> None:
+        self._drop()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """Run one autocommit statement (``fn(conn)``)."""
+        return fn(self.conn)
+
+    def _tx(self, fn: Callable[[psycopg.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one transaction; run it again after a serialization failure or
+        deadlock (``fn`` must be safe to repeat: it is, when it only runs SQL)."""
+        for attempt in range(TX_RETRIES + 1):
+            conn = self.conn
+            try:
+                with conn.transaction():
+                    return fn(conn)
+            except _RETRYABLE:
+                if attempt == TX_RETRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+    # SQLite's name for a write transaction: the shared mixins call it.
+    _immediate = _tx
+
+    def fileno(self) -> int:
+        """The socket of the connection (notifications make it readable)."""
+        return self.conn.fileno()
+
+
+def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
+    """Create or upgrade jobq's tables in ``schema`` to :data:`schema_mod.VERSION`, in one
+    transaction under an advisory lock (two processes starting at once migrate once). Returns
+    the version found. Refuses a schema newer than this code."""
+    found = _version(conn, schema)
+    if found == schema_mod.VERSION:
+        return found
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        found = _version(conn, schema)
+        if found > schema_mod.VERSION:
+            raise StoreUnavailable(f"schema {schema}: version {found} is newer than this jobq "
+                                   f"({schema_mod.VERSION})")
+        for version in range(found, schema_mod.VERSION):
+            conn.execute(f'SET LOCAL search_path = "{schema}"')
+            conn.execute(schema_mod.MIGRATIONS[version])
+            conn.execute("UPDATE meta SET version = %s", (version + 1,))
+    return found
+
+
+def _version(conn: psycopg.Connection, schema: str) -> int:
+    row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
+    if row["t"] is None:
+        return 0
+    return conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()["version"]
+
+
+def error_for(location: str, exc: BaseException) -> StoreError:
+    """jobq's error for a psycopg error on the server ``location``."""
+    kind = StoreBusy if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)) \
+        else StoreUnavailable
+    return kind(f"database {location}: {_explain(exc)}", database=location, cause=exc)
+
+
+def _explain(exc: BaseException) -> str:
+    msg = " ".join(str(exc).split())
+    if isinstance(exc, pg_errors.InsufficientPrivilege):
+        return f"{msg} (the user needs CREATE on the database, or USAGE on jobq's schema)"
+    if isinstance(exc, psycopg.ProgrammingError) and "connection" not in msg:
+        return f"{msg} (is the URL well formed? postgresql://user[:password]@host[:port]/database)"
+    return msg
+
+
+def translate_errors(cls: type) -> type:
+    """Class decorator: every public method of ``cls`` (and its bases) raises jobq's errors
+    instead of psycopg's; a lost connection is dropped, to be made again by the next call."""
+    for name in dir(cls):
+        fn = inspect.getattr_static(cls, name)
+        if name.startswith("_") or not inspect.isfunction(fn):
+            continue
+        setattr(cls, name, _guarded(fn))
+    return cls
+
+
+def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def method(self: Any, *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(self, *args, **kwargs)
+        except psycopg.Error as exc:
+            if isinstance(exc, _LOST) or (self._conn is not None and self._conn.broken):
+                self._drop()
+            raise error_for(self.location, exc) from exc
+    return method

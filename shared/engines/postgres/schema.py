@@ -1,0 +1,190 @@
+"""The PostgreSQL engine's tables and their migrations, in a schema of jobq's own.
+
+The tables and columns are those of the SQLite engine (so every reader sees the same rows):
+times are fixed-width ISO-8601 UTC text (``shared.clock.iso``) in the "C" collation, which
+sorts as time does and as SQLite compares. Two columns are written with the database's clock
+(:data:`DB_NOW`), never a host's: the lease (``jobs.heartbeat_at``) and a process row's
+``heartbeat_at``, so that hosts whose clocks disagree judge leases alike.
+
+Bookkeeping that SQLite keeps with row triggers is kept here with statement triggers over
+transition tables, and the per-(type, status) counts as appended deltas (``job_count_deltas``)
+that upkeep folds into ``job_counts``: a row counter that every claim updated would serialize
+all claims of all hosts on its row lock.
+
+Migrations run in one transaction under an advisory lock on the schema's name, so two
+supervisors starting at once migrate once; ``meta.version`` records the step reached.
+"""
+from __future__ import annotations
+
+# The database's clock as jobq's time text (statement time: stable within one statement).
+DB_NOW = """to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+
+V1 = f"""
+CREATE TABLE meta (version integer NOT NULL);
+INSERT INTO meta (version) VALUES (0);
+
+CREATE FUNCTION db_now() RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT {DB_NOW} $$;
+
+CREATE TABLE jobs (
+    id            text COLLATE "C" PRIMARY KEY,
+    type          text COLLATE "C" NOT NULL CHECK (length(type) > 0),
+    status        text COLLATE "C" NOT NULL DEFAULT 'pending'
+                  CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled')),
+    payload       text NOT NULL,
+    result        text,
+    error         text,
+    attempts      integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts  integer CHECK (max_attempts >= 1),
+    priority      integer NOT NULL DEFAULT 0,
+    run_at        text COLLATE "C" NOT NULL,
+    started_at    text COLLATE "C",
+    completed_at  text COLLATE "C",
+    created_at    text COLLATE "C" NOT NULL,
+    updated_at    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C",
+    owner         text COLLATE "C",
+    owner_pid     integer,
+    heartbeat_at  text COLLATE "C",   -- the lease, on the database's clock (db_now())
+    CHECK ((status = 'running') = (owner IS NOT NULL))
+);
+-- Claims walk this index in claim order; finished rows are not in it.
+CREATE INDEX jobs_claim ON jobs (priority DESC, run_at, created_at) WHERE status = 'pending';
+CREATE INDEX jobs_delayed ON jobs (run_at, type) WHERE status = 'pending' AND run_at > created_at;
+CREATE UNIQUE INDEX jobs_key ON jobs (key) WHERE key IS NOT NULL;
+CREATE INDEX jobs_running ON jobs (owner) WHERE status = 'running';
+CREATE INDEX jobs_dead ON jobs (status, id) WHERE status IN ('failed', 'cancelled');
+CREATE INDEX jobs_finished ON jobs (completed_at) WHERE status IN ('completed', 'failed', 'cancelled');
+
+CREATE TABLE control (
+    name   text COLLATE "C" PRIMARY KEY,
+    value  text NOT NULL
+);
+
+CREATE TABLE processes (
+    id            text COLLATE "C" PRIMARY KEY,
+    kind          text NOT NULL CHECK (kind IN ('supervisor', 'worker')),
+    pid           integer NOT NULL,
+    host          text NOT NULL,
+    slot          integer,
+    parent        text,
+    started_at    text COLLATE "C" NOT NULL,
+    heartbeat_at  text COLLATE "C" NOT NULL   -- the database's clock
+);
+
+CREATE TABLE schedule_marks (
+    name         text COLLATE "C" PRIMARY KEY,
+    fingerprint  text NOT NULL,
+    last_tick    text COLLATE "C" NOT NULL,
+    updated_at   text COLLATE "C" NOT NULL
+);
+
+CREATE TABLE type_starts (
+    type        text COLLATE "C" NOT NULL,
+    started_at  text COLLATE "C" NOT NULL
+);
+CREATE INDEX type_starts_by_type ON type_starts (type, started_at);
+
+-- One row per attempt that ended (see the SQLite engine's schema for the meaning of each
+-- column). seq grows with insertion, not strictly with commit order across sessions.
+CREATE TABLE job_attempts (
+    seq         bigserial PRIMARY KEY,
+    job_id      text COLLATE "C" NOT NULL,
+    type        text COLLATE "C" NOT NULL,
+    attempt     integer NOT NULL,
+    outcome     text NOT NULL,
+    due_at      text COLLATE "C",
+    started_at  text COLLATE "C",
+    ended_at    text COLLATE "C" NOT NULL,
+    owner       text,
+    error       text
+);
+CREATE INDEX job_attempts_job ON job_attempts (job_id);
+
+CREATE TABLE job_counts (
+    type    text COLLATE "C" NOT NULL,
+    status  text COLLATE "C" NOT NULL,
+    n       bigint NOT NULL,
+    PRIMARY KEY (type, status)
+);
+-- Appended by the statement triggers below, folded into job_counts by upkeep (fold_counts).
+CREATE TABLE job_count_deltas (
+    type    text COLLATE "C" NOT NULL,
+    status  text COLLATE "C" NOT NULL,
+    n       bigint NOT NULL
+);
+
+CREATE FUNCTION jobs_inserted() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO job_count_deltas (type, status, n)
+    SELECT type, status, count(*) FROM new_rows GROUP BY type, status
+    UNION ALL
+    SELECT type, 'delayed', count(*) FROM new_rows
+    WHERE status = 'pending' AND run_at > created_at GROUP BY type;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION jobs_updated() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
+    SELECT o.id, o.type, o.attempts, CASE n.status WHEN 'pending' THEN 'retry' ELSE n.status END,
+           greatest(o.run_at, o.created_at), o.started_at, n.updated_at, o.owner,
+           CASE WHEN n.status <> 'completed' THEN n.error END
+    FROM old_rows o JOIN new_rows n ON n.id = o.id
+    WHERE o.status = 'running' AND n.status <> 'running' AND n.attempts >= o.attempts
+    ORDER BY o.id;
+    INSERT INTO job_count_deltas (type, status, n)
+    SELECT type, status, sum(n) FROM (
+        SELECT o.type, o.status, -1 AS n FROM old_rows o JOIN new_rows n ON n.id = o.id
+        WHERE o.status <> n.status
+        UNION ALL
+        SELECT n.type, n.status, 1 FROM old_rows o JOIN new_rows n ON n.id = o.id
+        WHERE o.status <> n.status
+        UNION ALL
+        SELECT n.type, 'delayed',
+               CASE WHEN n.status = 'pending' AND n.run_at > n.created_at THEN 1 ELSE -1 END
+        FROM old_rows o JOIN new_rows n ON n.id = o.id
+        WHERE (o.status = 'pending' AND o.run_at > o.created_at)
+              <> (n.status = 'pending' AND n.run_at > n.created_at)
+    ) d GROUP BY type, status;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION jobs_deleted() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    DELETE FROM job_attempts WHERE job_id IN (SELECT id FROM old_rows);
+    INSERT INTO job_count_deltas (type, status, n)
+    SELECT type, status, -count(*) FROM old_rows GROUP BY type, status
+    UNION ALL
+    SELECT type, 'delayed', -count(*) FROM old_rows
+    WHERE status = 'pending' AND run_at > created_at GROUP BY type;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION jobs_inserted();
+CREATE TRIGGER jobs_updated AFTER UPDATE ON jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION jobs_updated();
+CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs REFERENCING OLD TABLE AS old_rows
+FOR EACH STATEMENT EXECUTE FUNCTION jobs_deleted();
+"""
+
+MIGRATIONS: list[str] = [V1]
+VERSION = len(MIGRATIONS)
+
+# Folds the appended count deltas into job_counts (run by upkeep and before counts are read
+# by ops; concurrent folds are safe: a delta row is deleted, and counted, once).
+FOLD_COUNTS = """
+WITH d AS (DELETE FROM job_count_deltas RETURNING type, status, n),
+     s AS (SELECT type, status, sum(n) AS n FROM d GROUP BY type, status)
+INSERT INTO job_counts (type, status, n) SELECT type, status, n FROM s
+ON CONFLICT (type, status) DO UPDATE SET n = job_counts.n + excluded.n
+"""
+
+# Counts as of now: the folded table plus the deltas not folded yet.
+COUNTS = """
+SELECT type, status, sum(n)::bigint AS n FROM (
+    SELECT type, status, n FROM job_counts
+    UNION ALL SELECT type, status, n FROM job_count_deltas) c
+GROUP BY type, status
+"""
