@@ -143,8 +143,11 @@ def test_host_namespaces_kill_and_cleanup(tmp_path):
     try:
         out = tmp_path / "a" / "ids.json"
         code = ("import json, os, socket, time\n"
-                "kids = [os.fork() for _ in range(2)]\n"
-                "if 0 in kids:\n    time.sleep(120)\n"
+                "kids = []\n"
+                "for _ in range(2):\n"
+                "    kid = os.fork()\n"
+                "    if kid == 0:\n        time.sleep(120)\n        os._exit(0)\n"
+                "    kids.append(kid)\n"
                 f"open({str(out)!r}, 'w').write(json.dumps([os.getpid(), socket.gethostname(), kids]))\n"
                 "time.sleep(120)\n")
         host.start(sys.executable, "-c", code)
