@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from tests import twohost
+from tests.proc import pid_gone
 from tests.twohost import Host, Netns, Proxy, connect, netns_names, wait_for
 
 
@@ -162,3 +163,133 @@ def test_host_namespaces_kill_and_cleanup(tmp_path):
         host.close()
     assert name not in netns_names()
     assert twohost.run("ip", "link", "show", dev, check=False).returncode != 0
+
+
+# -- the scenarios ---------------------------------------------------------------------------
+
+LEASE = twohost.HOST_SETTINGS["worker"]["lease_timeout"]
+HEARTBEAT = twohost.HOST_SETTINGS["worker"]["heartbeat_interval"]
+CLOCKS = 0.25  # monotonic (the log) against the server's clock (leases), on one machine
+
+
+@pytest.fixture
+def make_cluster(tmp_path, request):
+    made = []
+
+    def make(**kw):
+        c = twohost.Cluster(tmp_path / f"c{len(made)}", **kw)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        for h in c.hosts.values():  # for the failure report (pytest -rA shows them)
+            print(f"--- host {h.name} ({h.hostname}) processes ---\n{h.describe()}\n"
+                  f"--- log tail ---\n{h.output()[-4000:]}")
+        c.close()
+
+
+def _ends(lines) -> int:
+    return sum(1 for x in lines if x["ev"] == "end")
+
+
+def _open_on(lines, host: Host):
+    return [r for rs in twohost.runs(lines).values() for r in rs if r["host"] == host.hostname and r["end"] is None]
+
+
+def test_a_sigkill_of_one_host_the_other_finishes_its_jobs(make_cluster):
+    cluster = make_cluster()
+    a, b = cluster["a"], cluster["b"]
+    cluster.start(workers=2)
+    ids = cluster.enqueue(120, sleep=0.1)
+    wait_for(lambda: _ends(cluster.lines()) >= 20 and _open_on(cluster.lines(), a), 60,
+             "host a running jobs, 20 jobs done")
+    a.kill()
+    killed = time.monotonic()
+    cluster.wait_completed(ids, 90)
+    lines = cluster.lines()
+    rs = twohost.runs(lines)
+    cut_short = {job: r for job, r in rs.items() if any(x["host"] == a.hostname and x["end"] is None for x in r)}
+    assert cut_short, "host a was killed with no job in hand"
+    for job, r in cut_short.items():
+        later = [x for x in r if x["mono"] > killed]
+        assert later and later[-1]["host"] == b.hostname and later[-1]["end"] is not None, r
+        # the lease is honoured: the job's last heartbeat was at most one interval before the kill
+        waited = later[0]["mono"] - killed
+        assert waited >= LEASE - HEARTBEAT - CLOCKS, f"job {job} taken {waited:.2f} s after the kill"
+    assert twohost.overlaps(lines) == []
+    print(f"killed with {len(cut_short)} jobs in hand; re-run after "
+          f"{min(x['mono'] for r in cut_short.values() for x in r if x['mono'] > killed) - killed:.2f} s")
+
+
+class Gone:
+    """Records when each watched process disappears (a thread polling every 10 ms)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.at: dict[int, float] = {}
+        self._pids = pids
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set() and len(self.at) < len(self._pids):
+            for pid in self._pids:
+                if pid not in self.at and pid_gone(pid):
+                    self.at[pid] = time.monotonic()
+            self._stop.wait(0.01)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluster):
+    cluster = make_cluster()
+    cluster.start(workers=2)
+    ids = cluster.enqueue(2, sleep=60, rerun_sleep=0.2)
+    starts = wait_for(lambda: len([x for x in cluster.lines() if x["ev"] == "start"]) >= 2 and cluster.lines(),
+                      30, "both jobs started")
+    by_host = {h.hostname: h for h in cluster.hosts.values()}
+    counts = {name: sum(1 for x in starts if x["host"] == name) for name in by_host}
+    victim = by_host[max(counts, key=counts.get)]
+    other = next(h for h in cluster.hosts.values() if h is not victim)
+    inner = {x["pid"]: x["job"] for x in starts if x["host"] == victim.hostname}
+    workers = victim.workers()
+    watched = {workers[p]: job for p, job in inner.items()}
+    assert len(watched) == len(inner), f"worker pids {inner} not among {workers}"
+    gone = Gone(list(watched))
+    victim.proxy.cut("blackhole")
+    cut_at = time.monotonic()
+    try:
+        def rerun_done():
+            rs = twohost.runs(cluster.lines())
+            return all(any(x["host"] == other.hostname and x["end"] is not None for x in rs[j])
+                       for j in watched.values())
+        wait_for(rerun_done, 40, f"host {other.name} re-running host {victim.name}'s jobs")
+    finally:
+        gone.close()
+    lines = cluster.lines()
+    rs = twohost.runs(lines)
+    report = []
+    for pid, job in watched.items():
+        rerun = next(x for x in rs[job] if x["host"] == other.hostname)
+        assert pid in gone.at, f"worker {pid} of host {victim.name} still running job {job} after its re-run began"
+        report.append(f"job {job[:8]}: worker gone {gone.at[pid] - cut_at:.2f} s after the cut, "
+                      f"re-run {rerun['mono'] - cut_at:.2f} s after")
+        assert gone.at[pid] < rerun["mono"], report[-1]
+    assert twohost.overlaps(lines) == []
+    print("; ".join(report))
+    # healed, the victim works again: nothing lost, its workers claim jobs (fed until one does)
+    victim.proxy.heal()
+    healed = time.monotonic()
+    more = cluster.enqueue(20, sleep=0.05)
+
+    def victim_ran():
+        if any(x["ev"] == "end" and x["host"] == victim.hostname and x["mono"] > healed for x in cluster.lines()):
+            return True
+        if cluster.statuses(more[-4:]).get("pending", 0) == 0:
+            more.extend(cluster.enqueue(4, sleep=0.05))
+        return False
+    wait_for(victim_ran, 30, f"host {victim.name} running jobs again after the heal")
+    cluster.wait_completed(ids + more, 60)
+    assert twohost.overlaps(cluster.lines()) == []

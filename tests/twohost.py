@@ -39,6 +39,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -90,10 +91,11 @@ def connect(url: str | None = None, **kw: Any):
     return psycopg.connect(url or server_url(), autocommit=True, **kw)
 
 
-def upstream() -> tuple[int, Any]:
-    """Where the proxies forward to: (family, address) of the server in ``server_url()``."""
+def upstream(url: str | None = None) -> tuple[int, Any]:
+    """Where a proxy forwards to: (family, address) of the server at ``url`` (default
+    ``server_url()``): a TCP address or the server's Unix socket."""
     from psycopg.conninfo import conninfo_to_dict
-    info = conninfo_to_dict(server_url())
+    info = conninfo_to_dict(url or server_url())
     host, port = info.get("host") or "/var/run/postgresql", int(info.get("port") or 5432)
     if host.startswith("/"):
         return socket.AF_UNIX, f"{host}/.s.PGSQL.{port}"
@@ -103,7 +105,7 @@ def upstream() -> tuple[int, Any]:
 def host_url(proxy: "Proxy") -> str:
     """The server's URL as a host sees it: the same database and user, through ``proxy``."""
     from psycopg.conninfo import conninfo_to_dict
-    info = conninfo_to_dict(server_url())
+    info = conninfo_to_dict(proxy.url)
     user = info.get("user") or os.environ.get("PGUSER") or "root"
     db = info.get("dbname") or "test"
     return f"postgresql://{quote(user)}@{proxy.host}:{proxy.port}/{quote(db)}"
@@ -196,11 +198,13 @@ class Proxy:
 
     ``accepted`` counts connections accepted, ``live()`` the pairs forwarding now."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, url: str | None = None) -> None:
         self.host = host
-        self.family, self.target = upstream()
+        self.url = url or server_url()
+        self.family, self.target = upstream(self.url)
         self.mode = "open"
         self.accepted = 0
+        self.events: list[tuple[float, str, bool]] = []  # (monotonic, why a pair closed, from the host's side)
         self._sel = selectors.DefaultSelector()
         self._pairs: dict[socket.socket, socket.socket] = {}   # each side -> the other side
         self._frozen: list[socket.socket] = []                 # accepted while blackholed
@@ -303,8 +307,10 @@ class Proxy:
             if data:
                 peer.sendall(data)
                 return
-        except OSError:
-            pass
+            why = "eof"
+        except OSError as exc:
+            why = repr(exc)
+        self.events.append((time.monotonic(), why, sock.family == socket.AF_INET and sock.getsockname()[0] == self.host))
         self._drop_pair(sock, reset=False)
 
     def _drop_pair(self, sock: socket.socket, reset: bool) -> None:
@@ -385,7 +391,8 @@ class Host:
     SIGKILLs its whole pid namespace, ``close()`` leaves nothing behind (processes, namespace,
     proxy)."""
 
-    def __init__(self, name: str, folder: Path, schema: str, **sections: Any) -> None:
+    def __init__(self, name: str, folder: Path, schema: str, url: str | None = None,
+                 **sections: Any) -> None:
         self.name = name
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
@@ -393,7 +400,7 @@ class Host:
         self.hostname = f"jobq-{name}-{os.getpid()}"
         self.netns = Netns()
         try:
-            self.proxy = Proxy(self.netns.root_addr)
+            self.proxy = Proxy(self.netns.root_addr, url)
         except BaseException:
             self.netns.close()
             raise
@@ -449,6 +456,17 @@ class Host:
                     out[inner] = p.pid
         return out
 
+    def describe(self) -> str:
+        """The host's processes, one a line (for failure reports): pids, name, state, wait channel."""
+        out = []
+        for p in self.tree():
+            try:
+                wchan = Path(f"/proc/{p.pid}/wchan").read_text()
+                out.append(f"{p.pid} (ns {nspid(p.pid)}) {p.name()} {p.status()} {wchan}")
+            except (OSError, psutil.Error):
+                pass
+        return "\n".join(out)
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
@@ -493,10 +511,195 @@ class Host:
                     self._log.close()
 
 
-def drop_schema(schema: str) -> None:
-    with connect() as c:
+def drop_schema(schema: str, url: str | None = None) -> None:
+    with connect(url) as c:
         c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def wait_for(predicate: Any, timeout: float, what: str) -> Any:
     return wait_until(predicate, timeout=timeout, what=what, interval=0.02)
+
+
+# -- two hosts on one schema -------------------------------------------------------------------
+
+HOST_SETTINGS: dict[str, Any] = {
+    "handlers": ["twohostjobs"],
+    "log_format": "json",
+    "supervisor": {"workers": 2, "maintenance_interval": 0.2, "shutdown_timeout": 5, "kill_grace": 1,
+                   "config_poll_interval": 0},
+    # short leases for speed; poll_interval only matters if LISTEN wake-ups are lost
+    "worker": {"lease_timeout": 3, "heartbeat_interval": 0.5, "poll_interval": 0.5},
+    "retry": {"backoff_base": 0, "backoff_max": 0},
+}
+
+
+class Cluster:
+    """Hosts ``names`` on one schema of the test server (dropped by ``close()``), the execution
+    log and lock folder of the ``twohost:work`` handler, and a queue opened on the server
+    directly (not through a proxy: the test's own view stays up whatever the hosts see)."""
+
+    def __init__(self, folder: Path, names: tuple[str, ...] = ("a", "b"), url: str | None = None,
+                 **settings: Any) -> None:
+        self.url = url or server_url()
+        self.schema = f"jobq_twohost_{os.getpid()}_{next(_ids)}"
+        self.log = folder / "exec.log"
+        self.locks = folder / "locks"
+        self.locks.mkdir(parents=True, exist_ok=True)
+        sections = {k: dict(v) if isinstance(v, dict) else v for k, v in HOST_SETTINGS.items()}
+        for k, v in settings.items():
+            sections[k] = {**sections.get(k, {}), **v} if isinstance(v, dict) else v
+        self.hosts: dict[str, Host] = {}
+        self.queue = None
+        try:
+            for name in names:
+                self.hosts[name] = Host(name, folder / name, self.schema, self.url, **sections)
+            from shared.api import JobQueue
+            from shared.config import load
+            cfg = load(next(iter(self.hosts.values())).config).replace(database=self.url)
+            self.queue = JobQueue(config=cfg)
+        except BaseException:
+            self.close()
+            raise
+
+    def __getitem__(self, name: str) -> Host:
+        return self.hosts[name]
+
+    def start(self, workers: int) -> None:
+        """Start every host and wait until each has ``workers`` live workers."""
+        for h in self.hosts.values():
+            h.start()
+        for h in self.hosts.values():
+            wait_for(lambda: len(h.workers()) >= workers, 30, f"host {h.name}'s {workers} workers")
+
+    def enqueue(self, n: int, sleep: float, rerun_sleep: float | None = None) -> list[str]:
+        payload = {"log": str(self.log), "locks": str(self.locks), "sleep": sleep}
+        if rerun_sleep is not None:
+            payload["rerun_sleep"] = rerun_sleep
+        return self.queue.enqueue_many([("twohost:work", payload)] * n)
+
+    def lines(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        import json
+        return [json.loads(x) for x in self.log.read_text().splitlines() if x.strip()]
+
+    def statuses(self, ids: list[str]) -> dict[str, int]:
+        """{status: how many of ``ids``}, in one query (the test polls this)."""
+        with connect(self.url) as c:
+            rows = c.execute(f'SELECT status, count(*) FROM "{self.schema}".jobs WHERE id = ANY(%s) '
+                             "GROUP BY status", (list(ids),)).fetchall()
+        return dict(rows)
+
+    def jobs(self, ids: list[str]) -> list[dict[str, Any]]:
+        """The rows of ``ids`` that are not completed (for failure messages)."""
+        from psycopg.rows import dict_row
+        with connect(self.url, row_factory=dict_row) as c:
+            return c.execute(f'SELECT id, status, attempts, owner, heartbeat_at FROM "{self.schema}".jobs '
+                             "WHERE id = ANY(%s) AND status <> 'completed'", (list(ids),)).fetchall()
+
+    def wait_completed(self, ids: list[str], timeout: float) -> None:
+        def done() -> bool:
+            return self.statuses(ids).get("completed", 0) == len(ids)
+        try:
+            wait_until(done, timeout=timeout, what=f"{len(ids)} jobs completed", interval=0.1)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; statuses {self.statuses(ids)}; not completed: "
+                                 f"{self.jobs(ids)[:5]}") from None
+
+    def close(self) -> None:
+        try:
+            for h in self.hosts.values():
+                h.close()
+        finally:
+            if self.queue is not None:
+                self.queue.close()
+            drop_schema(self.schema, self.url)
+
+
+def runs(lines: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The runs of each job from the execution log: start lines, each with its ``end`` line
+    (or None: the run was killed or fenced), in order of start."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    open_runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for line in sorted(lines, key=lambda x: x["mono"]):
+        key = (line["job"], line["host"], line["pid"])
+        if line["ev"] == "start":
+            run = {**line, "end": None}
+            out.setdefault(line["job"], []).append(run)
+            open_runs[key] = run
+        elif key in open_runs:
+            open_runs.pop(key)["end"] = line["mono"]
+    return out
+
+
+def overlaps(lines: list[dict[str, Any]]) -> list[str]:
+    """Every overlap the log shows: a run that found the job's flock taken, or a run that
+    started before the previous run of its job ended (when that one's end is known)."""
+    found = []
+    for job, rs in runs(lines).items():
+        for prev, cur in zip(rs, rs[1:]):
+            if cur["overlap"]:
+                found.append(f"job {job}: run on {cur['host']} pid {cur['pid']} found the lock taken")
+            elif prev["end"] is not None and cur["mono"] < prev["end"]:
+                found.append(f"job {job}: run on {cur['host']} started {prev['end'] - cur['mono']:.3f} s "
+                             f"before the run on {prev['host']} ended")
+        if rs and rs[0]["overlap"]:
+            found.append(f"job {job}: first run found the lock taken")
+    return found
+
+
+# -- a server of the test's own (restarted by scenario (c)) -----------------------------------
+
+def pg_bindir() -> str | None:
+    """The folder of PostgreSQL's server programs (initdb, pg_ctl), newest version first."""
+    for version in sorted(os.listdir("/usr/lib/postgresql"), key=lambda v: int(v) if v.isdigit() else 0,
+                          reverse=True) if os.path.isdir("/usr/lib/postgresql") else []:
+        path = f"/usr/lib/postgresql/{version}/bin"
+        if os.path.exists(f"{path}/pg_ctl") and os.path.exists(f"{path}/initdb"):
+            return path
+    found = shutil.which("pg_ctl")
+    return os.path.dirname(found) if found and shutil.which("initdb") else None
+
+
+class PrivateServer:
+    """A PostgreSQL server of the test's own (initdb in ``folder``, owned by the ``postgres``
+    user: the server refuses to run as root), on 127.0.0.1 and a free port, trust
+    authentication for ``root``. The machine's shared server is not restarted: other sessions
+    and test runs use it at the same time. ``restart()`` is ``pg_ctl restart -m fast``;
+    ``close()`` stops it and removes its files."""
+
+    def __init__(self, folder: Path, bindir: str, user: str = "postgres") -> None:
+        self.folder, self.bindir, self.user = folder, bindir, user
+        self.data = folder / "data"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.chown(folder, user)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"postgresql://root@127.0.0.1:{self.port}/postgres"
+        self._as_owner(f"{bindir}/initdb", "-D", str(self.data), "-A", "trust", "-U", "root",
+                       "--no-sync", "-E", "UTF8", "--locale=C")
+        self._as_owner(f"{bindir}/pg_ctl", "-D", str(self.data), "-l", str(folder / "server.log"),
+                       "-o", self._options(), "-w", "-t", "30", "start")
+
+    def _options(self) -> str:
+        return (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.folder}"
+                " -c fsync=off -c max_connections=60 -c shared_buffers=16MB")
+
+    def _as_owner(self, *argv: str) -> None:
+        done = subprocess.run(["runuser", "-u", self.user, "--", *argv], capture_output=True, text=True,
+                              timeout=60, cwd=str(self.folder))
+        if done.returncode != 0:
+            log = (self.folder / "server.log")
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{' '.join(argv[:2])} failed ({done.returncode}): {done.stderr.strip()} {tail}")
+
+    def restart(self) -> None:
+        self._as_owner(f"{self.bindir}/pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"),
+                       "-m", "fast", "-w", "-t", "30", "-o", self._options(), "restart")
+
+    def close(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            subprocess.run(["runuser", "-u", self.user, "--", f"{self.bindir}/pg_ctl", "-D", str(self.data),
+                            "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(self.folder, ignore_errors=True)
