@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -188,6 +189,18 @@ def make_cluster(tmp_path, request):
         c.close()
 
 
+def _last_error(host: Host) -> str:
+    """The host's last error or critical log line (its tail if it is a traceback)."""
+    for line in reversed(host.output().splitlines()):
+        if line.startswith("{") and ('"critical"' in line or '"error"' in line) and "maintenance_failed" not in line:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            return f"{e.get('event')}: {str(e.get('error'))[-400:]}"
+    return "(none logged)"
+
+
 def _ends(lines) -> int:
     return sum(1 for x in lines if x["ev"] == "end")
 
@@ -243,6 +256,9 @@ class Gone:
         self._thread.join(5)
 
 
+@pytest.mark.xfail(reason="needs self-fencing (branch multihost): without it the cut-off host's workers keep "
+                          "running while the other host re-runs their jobs; remove this mark when it lands",
+                   strict=False)
 def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluster):
     cluster = make_cluster()
     cluster.start(workers=2)
@@ -277,8 +293,11 @@ def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluste
         report.append(f"job {job[:8]}: worker gone {gone.at[pid] - cut_at:.2f} s after the cut, "
                       f"re-run {rerun['mono'] - cut_at:.2f} s after")
         assert gone.at[pid] < rerun["mono"], report[-1]
+        # and not by luck of the rescuer's delay: before the lease could expire anywhere
+        assert gone.at[pid] - cut_at < LEASE, f"{report[-1]}: not fenced within the lease ({LEASE} s)"
     assert twohost.overlaps(lines) == []
     print("; ".join(report))
+    assert victim.alive(), f"host {victim.name}'s supervisor exited during the cut: {_last_error(victim)}"
     # healed, the victim works again: nothing lost, its workers claim jobs (fed until one does)
     victim.proxy.heal()
     healed = time.monotonic()
@@ -293,3 +312,48 @@ def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluste
     wait_for(victim_ran, 30, f"host {victim.name} running jobs again after the heal")
     cluster.wait_completed(ids + more, 60)
     assert twohost.overlaps(cluster.lines()) == []
+
+
+@pytest.fixture
+def private_server():
+    bindir = twohost.pg_bindir()
+    if bindir is None:
+        if twohost.required():
+            pytest.fail("JOBQ_REQUIRE_POSTGRES=1: no initdb/pg_ctl to run a server of the test's own")
+        pytest.skip("no initdb/pg_ctl to run a server of the test's own")
+    # not under tmp_path: pytest's folders are 0700, and the server runs as the postgres user
+    folder = Path(tempfile.mkdtemp(prefix="jobq-twohost-pg-"))
+    folder.chmod(0o755)
+    server = twohost.PrivateServer(folder / "server", bindir)
+    yield server
+    server.close()
+
+
+def test_c_server_restart_mid_burn(private_server, make_cluster):  # the server outlives the hosts
+    """The restart is of a server of the test's own (initdb in tmp): the machine's shared server
+    serves other sessions and test runs at the same time."""
+    cluster = make_cluster(url=private_server.url)
+    cluster.start(workers=2)
+    ids = cluster.enqueue(300, sleep=0.1)
+    wait_for(lambda: _ends(cluster.lines()) >= 40, 60, "40 jobs done")
+    before = time.monotonic()
+    private_server.restart()
+    up = time.monotonic()
+    pids = {h.hostname: set() for h in cluster.hosts.values()}
+
+    def back():  # every worker slot of every host runs a job that started after the restart
+        for x in cluster.lines():
+            if x["ev"] == "end" and x["mono"] > up:
+                pids[x["host"]].add(x["pid"])
+        return all(len(p) >= 2 for p in pids.values())
+    try:
+        wait_for(back, 30, "every worker running jobs again")
+    finally:
+        print(f"restart took {up - before:.2f} s; workers back: "
+              f"{ {h: len(p) for h, p in pids.items()} } at {time.monotonic() - up:.2f} s after")
+    took = time.monotonic() - up
+    cluster.wait_completed(ids, 120)
+    for h in cluster.hosts.values():
+        assert h.alive(), f"host {h.name}'s supervisor exited: {_last_error(h)}"
+    assert twohost.overlaps(cluster.lines()) == []
+    assert took <= 5, f"workers back {took:.2f} s after the server came up (issue 14: within 5 s)"

@@ -55,8 +55,10 @@ class PgConnection:
         if migrate:
             try:
                 migrate_schema(conn, schema)
-            except BaseException:
+            except BaseException as exc:
                 conn.close()
+                if isinstance(exc, psycopg.Error):  # e.g. the server went away mid-migration
+                    raise error_for(self.location, exc) from exc
                 raise
         self._conn = conn
 
