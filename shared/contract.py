@@ -203,7 +203,52 @@ class OpsStore(Connection, Protocol):
     def supervisor_counters(self) -> dict[str, dict[str, int]]: ...
 
 
-class Store(ProducerStore, WorkerStore, UpkeepStore, OpsStore, Protocol):
+JOB_FIELDS = ("id", "type", "status", "payload", "result", "error", "attempts", "max_attempts",
+              "priority", "run_at", "started_at", "completed_at", "created_at", "updated_at", "key",
+              "owner", "owner_pid", "heartbeat_at")  # every column of the jobs table, in order
+ATTEMPT_FIELDS = ("job_id", "type", "attempt", "outcome", "due_at", "started_at", "ended_at",
+                  "owner", "error")  # a job_attempts row without its engine-local ``seq``
+
+
+@dataclass
+class Imported:
+    """What :meth:`TransferStore.import_jobs` did with each row, by job id."""
+    inserted: list[str] = field(default_factory=list)   # new here, with their attempt history
+    present: list[str] = field(default_factory=list)    # already here, same status, attempts, updated_at
+    differing: list[str] = field(default_factory=list)  # already here in another state: kept as it is
+    key_taken: list[str] = field(default_factory=list)  # skipped: another job here holds its key
+
+
+class TransferStore(Connection, Protocol):
+    """What ``jobq copy`` needs: jobs (every column) and their attempt history out of one store
+    and into another, idempotent by job id (rows are plain dicts keyed by :data:`JOB_FIELDS`)."""
+
+    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` jobs with ``id > after``, in id order, every column; only those of
+        ``statuses`` when given. A read: paging by the last id resumes anywhere."""
+        ...
+
+    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The attempt history of these jobs (:data:`ATTEMPT_FIELDS`), oldest first per job."""
+        ...
+
+    def import_jobs(self, rows: Sequence[Mapping[str, Any]],
+                    attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
+        """Insert ``rows`` as they are (every column kept) in one transaction, with the
+        ``attempts`` of the jobs inserted now. A job whose id is here already is left as it is
+        (``present`` or ``differing``); one whose key another job here holds is skipped
+        (``key_taken``): nothing here is ever overwritten. Callers keep a call to a few hundred
+        rows."""
+        ...
+
+    def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Delete (with their history) the jobs of ``rows`` that are unchanged since they were
+        read: same id, status, attempts and ``updated_at``, and not running. A job that started
+        or changed meanwhile is kept. One transaction; the ids deleted."""
+        ...
+
+
+class Store(ProducerStore, WorkerStore, UpkeepStore, OpsStore, TransferStore, Protocol):
     """Everything: what an engine's store class implements."""
 
 
