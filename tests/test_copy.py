@@ -5,12 +5,12 @@ a subprocess. SQLite to SQLite always; to and from PostgreSQL when a server is t
 without one unless JOBQ_REQUIRE_POSTGRES=1)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,11 +23,11 @@ from shared.engines import open_store
 from shared.errors import StoreError
 from shared.exitcodes import ExitCode
 from shared.job import Finish, NewJob, new_id, new_ids
+from tests.engines import PostgresEngine
 from tests.proc import env, wait_until
 
 T0 = 1_700_000_000.0
 OWNER = "copyhost:4242:1"
-PG_URL = os.environ.get("JOBQ_TEST_POSTGRES", "postgresql:///test?host=/var/run/postgresql")
 
 
 # -- the databases ----------------------------------------------------------------------------
@@ -41,41 +41,16 @@ class Side:
 
     def open(self, migrate: bool = True) -> Store:
         cfg = Config(database=self.database)
-        cfg = cfg.replace(postgres=cfg.postgres.__class__(**{**_fields(cfg.postgres), "schema": self.schema}))
-        return open_store(cfg, migrate=migrate)
-
-
-def _fields(obj: Any) -> dict[str, Any]:
-    import dataclasses
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-
-
-def _postgres_available() -> str | None:
-    """None when the test server answers, else why not."""
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed"
-    try:
-        psycopg.connect(PG_URL, connect_timeout=3).close()
-    except psycopg.Error as exc:
-        return f"no PostgreSQL at {PG_URL}: {exc}"
-    return None
+        return open_store(cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema)),
+                          migrate=migrate)
 
 
 @pytest.fixture
-def pg() -> Iterator[Side]:
-    """A PostgreSQL side in a schema of its own, dropped afterwards."""
-    why = _postgres_available()
-    if why is not None:
-        if os.environ.get("JOBQ_REQUIRE_POSTGRES") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
-    side = Side(PG_URL, schema=f"copy_{uuid.uuid4().hex[:10]}")
-    yield side
-    import psycopg
-    with psycopg.connect(PG_URL, autocommit=True) as c:
-        c.execute(f'DROP SCHEMA IF EXISTS "{side.schema}" CASCADE')
+def pg(tmp_path) -> Iterator[Side]:
+    """A PostgreSQL side in a schema of its own (the contract suite's fixture), dropped afterwards."""
+    engine = PostgresEngine(tmp_path)  # skips without a server (fails under JOBQ_REQUIRE_POSTGRES=1)
+    yield Side(engine.database, engine.schema)
+    engine.drop()
 
 
 @pytest.fixture
@@ -146,6 +121,22 @@ def fill(s: Store) -> dict[str, str]:
     return ids
 
 
+def seed(tmp_path: Path, src: Side) -> dict[str, str]:
+    """:func:`fill` the source; a PostgreSQL source is filled on SQLite and copied over whole
+    (``--status all``), so the jobs that reach the target have made the round trip."""
+    if not src.database.startswith("postgresql"):
+        with src.open() as s:
+            return fill(s)
+    first = Side(f"sqlite://{tmp_path / 'seed.db'}")
+    with first.open() as s:
+        ids = fill(s)
+        want, want_history = rows(s), history(s, rows(s))
+    summary(copy(tmp_path, first, src, "--status", "all"))
+    with src.open() as s:
+        assert rows(s) == want and history(s, want) == want_history
+    return ids
+
+
 def rows(s: Store, statuses: Any = None) -> dict[str, dict[str, Any]]:
     return {r["id"]: dict(r) for r in s.export_jobs("", 1_000_000, statuses)}
 
@@ -162,8 +153,8 @@ def history(s: Store, ids: Any) -> dict[str, list[dict[str, Any]]]:
 
 def test_every_job_arrives_with_every_column_and_a_second_run_copies_none(tmp_path, pair):
     src, dst = pair
+    ids = seed(tmp_path, src)
     with src.open() as s:
-        ids = fill(s)
         before = rows(s)
         before_history = history(s, before)
     got = summary(copy(tmp_path, src, dst))
@@ -175,7 +166,7 @@ def test_every_job_arrives_with_every_column_and_a_second_run_copies_none(tmp_pa
         assert ids["running"] not in after
         assert history(d, after) == {i: h for i, h in before_history.items() if i in after}
         assert d.counts() == {"pending": 6, "completed": 1, "failed": 1, "cancelled": 1}
-        assert d.scheduled_by_type(T0 + 100).get("copy:scheduled") == 1
+        assert d.next_due() == T0 + 86400  # the scheduled job, still ahead
     again = summary(copy(tmp_path, src, dst))
     assert (again["copied"], again["already_there"], again["attempts"]) == (0, len(ids) - 1, 0)
     with dst.open() as d:
@@ -186,8 +177,8 @@ def test_every_job_arrives_with_every_column_and_a_second_run_copies_none(tmp_pa
 
 def test_running_jobs_are_copied_only_when_asked(tmp_path, pair):
     src, dst = pair
+    ids = seed(tmp_path, src)
     with src.open() as s:
-        ids = fill(s)
         running = rows(s, ["running"])
     got = summary(copy(tmp_path, src, dst, "--status", "running"))
     assert got["copied"] == 1 and got["statuses"] == ["running"]
@@ -197,8 +188,8 @@ def test_running_jobs_are_copied_only_when_asked(tmp_path, pair):
 
 def test_move_deletes_what_was_copied_and_keeps_what_is_running(tmp_path, pair):
     src, dst = pair
+    ids = seed(tmp_path, src)
     with src.open() as s:
-        ids = fill(s)
         before = rows(s)
     got = summary(copy(tmp_path, src, dst, "--delete"))
     assert got["copied"] == len(ids) - 1 and got["deleted"] == len(ids) - 1
@@ -341,3 +332,24 @@ def test_the_same_database_on_both_sides_is_refused(tmp_path, lite):
         pass
     r = copy(tmp_path, lite("a"), str(tmp_path / "a.db"))
     assert r.returncode == ExitCode.USAGE and "same database" in r.stderr
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def side(request, lite) -> Side:
+    return lite("one") if request.param == "sqlite" else request.getfixturevalue("pg")
+
+
+def test_delete_copied_keeps_a_job_that_started_or_changed_meanwhile(side):
+    with side.open() as s:
+        jobs = [NewJob(new_id(), "t", str(k), 0, T0, None, None) for k in range(4)]
+        s.enqueue(jobs, T0)
+        read = s.export_jobs("", 10, ["pending"])
+        (started,) = s.claim(OWNER, 4242, T0 + 1)           # starts after it was read
+        s.release_unstarted(OWNER, [started.id], T0 + 2)    # and is pending again, changed
+        (running,) = s.claim(OWNER, 4242, T0 + 3)
+        assert running.id != started.id  # the released job is due later than the others
+        gone = s.delete_copied(read)
+        assert started.id not in gone and running.id not in gone
+        assert sorted(gone) == sorted({j.id for j in jobs} - {started.id, running.id})
+        assert {r["id"] for r in s.export_jobs("", 10)} == {started.id, running.id}
+        assert s.counts() == {"pending": 1, "running": 1}
