@@ -127,6 +127,10 @@ def unavailable(ctx: Ctx, flag: str, value: str, exc: StoreError) -> int:
     return ctx.fail(f"copy {flag} {_shown(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE)
 
 
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def _shown(value: str) -> str:
     return database_mod.redacted(value)
 
@@ -207,8 +211,8 @@ class Copy:
         if not self.ctx.json:
             self._explain_skips()
         skipped = len(t.present) + len(t.differing) + len(t.key_taken)
-        text = (f"copied {len(t.inserted)} jobs ({self.attempts} attempts) to {_shown(self.args.target)}, "
-                f"skipped {skipped} already there")
+        text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}) to "
+                f"{_shown(self.args.target)}, skipped {skipped} already there")
         if t.differing or t.key_taken:
             text += f" ({len(t.differing)} in another state there, {len(t.key_taken)} with a key taken there)"
         if self.args.delete:
