@@ -388,10 +388,40 @@ def test_is_paused_and_wal_bytes_for_status(store, clock):
     assert isinstance(store.wal_bytes(), int)
 
 
+# -- transfer (jobq copy) ----------------------------------------------------------------------------
+
+
+def test_jobs_go_out_and_in_whole_once_by_id(store, clock):
+    """export/import keep every column and the history, skip by id and by key, and delete_copied
+    removes only what did not change since it was read (tests/test_copy.py: across engines)."""
+    first = job(clock)
+    put(store, clock, first)
+    (j,) = run(store, clock)
+    assert complete(store, clock, j)
+    put(store, clock, job(clock, "u", priority=3), NewJob(new_id(), "k", "1", 0, clock.now(), 4, "key-1"))
+    rows = store.export_jobs("", 10)
+    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows) and set(rows[0]) == set(contract.JOB_FIELDS)
+    assert [r["id"] for r in store.export_jobs(rows[0]["id"], 10, ["pending"])] == \
+        [r["id"] for r in rows[1:] if r["status"] == "pending"]
+    history = store.export_attempts([first.id])
+    assert [(a["attempt"], a["outcome"]) for a in history] == [(1, "completed")]
+    again = store.import_jobs(rows, history)
+    assert again.inserted == [] and again.present == [r["id"] for r in rows]
+    clash = dict(next(r for r in rows if r["key"]), id=new_id())  # another id, a key held here
+    assert store.import_jobs([clash]).key_taken == [clash["id"]]
+    (started,) = run(store, clock)  # "u", priority 3
+    assert store.import_jobs(rows).differing == [started.id]
+    assert store.delete_copied(rows) == [r["id"] for r in rows if r["id"] != started.id]  # it changed since
+    assert store.export_attempts([first.id]) == []
+    assert store.import_jobs([r for r in rows if r["id"] == first.id], history).inserted == [first.id]
+    assert store.get(first.id).status == "completed" and store.export_attempts([first.id]) == history
+    assert store.counts() == {"completed": 1, "running": 1}
+
+
 # -- the suite covers the contract --------------------------------------------------------------------
 
 PROTOCOLS = (contract.Connection, contract.ProducerStore, contract.WorkerStore, contract.UpkeepStore,
-             contract.OpsStore, contract.Wakeup)
+             contract.OpsStore, contract.TransferStore, contract.Wakeup)
 
 
 def test_every_protocol_method_is_exercised():
