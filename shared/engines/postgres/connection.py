@@ -59,6 +59,9 @@ class PgConnection:
         if migrate:
             try:
                 migrate_schema(conn, schema)
+            except psycopg.Error as exc:
+                conn.close()
+                raise error_for(self.location, exc) from exc
             except BaseException:
                 conn.close()
                 raise
