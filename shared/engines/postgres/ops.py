@@ -41,7 +41,11 @@ _LIST_ORDER = {
     "pending": "priority DESC, run_at, created_at",     # claim order: what runs next first
     "running": "started_at",
 }
-_FINISHED_ORDER = "completed_at DESC NULLS LAST, id DESC"   # SQLite puts NULLs last in DESC
+# Finish time, newest first, along jobs_finished (backward scan). Unlike SQLite, a finished row
+# without completed_at (jobq writes none; an old copied row may lack it) comes first: "NULLS
+# LAST" would not follow the index and sorts every finished job (200,000 rows: 162 ms against
+# 0.13 ms, one noisy run).
+_FINISHED_ORDER = "completed_at DESC, id DESC"
 
 _COUNTS = f"SELECT type, status, n FROM ({schema.COUNTS}) c"
 
