@@ -1,6 +1,6 @@
 """The store contract: what jobq needs from a database engine, grouped by who uses it.
 
-An engine (``shared.engines.sqlite`` today) implements every protocol here in one store class;
+An engine (``shared.engines.sqlite``, ``shared.engines.postgres``) implements every protocol here in one store class;
 code outside ``shared.engines`` types its store with the protocol it uses and opens it through
 the factory (:func:`shared.engines.open_store`). The rules every engine keeps:
 
@@ -8,8 +8,10 @@ the factory (:func:`shared.engines.open_store`). The rules every engine keeps:
 - ``claim`` takes pending, due jobs atomically: ``running``, ``attempts + 1``, the caller as
   owner. Outcomes (``finish_and_claim``, ``release_*``) are guarded by id, ``running``, attempt
   and owner; an outcome that matches no row is dropped (the lease was lost) and reported so.
-- Times cross this boundary as Unix seconds (floats) and come from the caller's clock, never
-  from the database. (A :class:`shared.job.Job` shows its times as ISO text: public output.)
+- Times cross this boundary as Unix seconds (floats) and come from the caller's clock, except
+  leases: an engine that many hosts share writes ``heartbeat_at`` (jobs and process rows) with
+  its server's clock and judges lease ages on it, so no two hosts' clocks are ever compared.
+  (A :class:`shared.job.Job` shows its times as ISO text: public output.)
 - Failures are :mod:`shared.errors` exceptions (``StoreBusy``, ``StoreUnavailable``), naming
   the database and the cause; a driver's own exceptions never leave the engine.
 - A store belongs to the process and thread that opened it: open after ``fork()``.
@@ -32,6 +34,13 @@ class Connection(Protocol):
     location: str  # the file or server, for messages and ``jobq status``
 
     def close(self) -> None: ...
+
+    def for_thread(self) -> Any:
+        """A store of this engine for another thread of this process (the worker's heartbeat
+        thread), called in that thread, which closes it: a new connection where connections belong to one
+        thread (SQLite), or this one shared, its calls taking turns, where a connection is a
+        server's scarce resource (PostgreSQL: one connection per worker process)."""
+        ...
 
     @property
     def closed(self) -> bool: ...

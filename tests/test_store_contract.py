@@ -69,6 +69,22 @@ def test_a_store_names_its_database_and_closes(engine):
         s.get("x")
 
 
+def test_a_store_for_another_thread_works_there_and_closes_alone(store, clock):
+    import threading
+    got: list = []
+
+    def borrow() -> None:
+        other = store.for_thread()
+        got.append(other.enqueue([job(clock)], clock.now()))
+        other.close()
+        got.append(other.closed)
+    t = threading.Thread(target=borrow)
+    t.start()
+    t.join(10)
+    assert got[1:] == [True] and not store.closed
+    assert store.get(got[0][0]).status == "pending"
+
+
 def test_an_unknown_engine_and_an_unreachable_server_are_clear_errors():
     with pytest.raises(StoreUnavailable, match=r"database postgresql://jobq:\*\*\*@db.invalid/jobq: ") as err:
         open_store(Config(database="postgresql://jobq:secret@db.invalid/jobq"))
