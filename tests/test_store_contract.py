@@ -5,6 +5,8 @@ keeps the suite honest: a method added to a protocol without a test here fails i
 """
 from __future__ import annotations
 
+import dataclasses
+
 import inspect
 import re
 import select
@@ -338,6 +340,39 @@ def test_ops_reads(store, clock):
     agg = store.attempt_aggregates(0, store.last_attempt_seq(), [0.5, 1.0])
     assert [(r["type"], r["outcome"], r["n"]) for r in agg] == [(j.type, "failed", 1)]
     assert "wait_le_0" in agg[0] and "run_le_1" in agg[0]
+
+
+def test_browse_and_activity_reads(store, clock):
+    """The dashboard's listing and the activity reads (paging itself: tests/test_browse.py)."""
+    ids, made = [], sorted(new_id() for _ in range(3))  # ids in creation order (one millisecond may hold all)
+    for i, j in zip(made, (job(clock, "x", key="ka", payload='{"w": "needle"}'), job(clock, "y", priority=1),
+                           job(clock, "x"))):
+        clock.advance(1)
+        ids += put(store, clock, dataclasses.replace(j, id=i, run_at=clock.now()))
+    a, b, c = ids
+    rows, end = store.browse_jobs(None, None, None, None, 2, 10)
+    assert [r["id"] for r in rows] == [c, b] and end is None
+    assert {"id", "type", "status", "payload", "error", "key", "cursor"} <= set(rows[0])
+    rest, _ = store.browse_jobs(None, None, None, rows[-1]["cursor"], 2, 10)
+    assert [r["id"] for r in rest] == [a]
+    rows, _ = store.browse_jobs("pending", None, None, None, 5, 10)
+    assert [r["id"] for r in rows] == [b, a, c]  # claim order
+    rows, end = store.browse_jobs("pending", "x", None, None, 5, 2)  # the window ends first
+    assert [r["id"] for r in rows] == [a] and end is not None
+    assert [r["id"] for r in store.browse_jobs("pending", "x", None, end, 5, 2)[0]] == [c]
+    assert [r["id"] for r in store.browse_jobs(None, None, "needle", None, 5, 10)[0]] == [a]
+    assert [r["id"] for r in store.find_jobs("ka")] == [a]
+    assert [r["id"] for r in store.find_jobs(b[:20].upper(), "pending", "y")] == [b]
+    assert store.job_texts(a) == {"payload": '{"w": "needle"}', "result": None} and store.job_texts("no") is None
+    assert store.attempt_seq_bounds() == (1, 0) and store.attempt_from(1) is None
+    j = run(store, clock)[0]
+    assert complete(store, clock, j)
+    seq = store.attempt_seq_bounds()[0]
+    assert store.attempt_seq_bounds() == (seq, seq) and store.attempt_from(0)["seq"] == seq
+    minute = iso(clock.now())[:16]
+    assert store.attempts_per_minute(seq - 1, seq) == [{"minute": minute, "status": "completed", "n": 1}]
+    assert store.attempts_per_minute(0, since=clock.now() + 1) == []
+    assert store.rate_window_use("x", clock.now() - 60) == 0
 
 
 def test_worker_rows_and_jobs_without_a_worker(store, clock):
