@@ -122,7 +122,7 @@ class Worker:
         self.wakeup = self.store.wakeup()
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
-                                   shed=self.shed, flush=self.flush_outcomes)
+                                   shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:

@@ -62,10 +62,11 @@ class PgWakeup:
         """Read what the socket holds; each notification calls ``_note``. A dead connection
         counts as a wake: the claim then meets the error and the store reconnects."""
         try:
-            conn = self.store.conn
-            conn.pgconn.consume_input()
-            while (n := conn.pgconn.notifies()) is not None:
-                self._note(n)
+            with self.store.lock:  # the heartbeat thread may be using the connection
+                conn = self.store.conn
+                conn.pgconn.consume_input()
+                while (n := conn.pgconn.notifies()) is not None:
+                    self._note(n)
         except Exception:  # noqa: BLE001 - psycopg's or ours: the next statement reports it
             self.notified = True
 
