@@ -22,6 +22,7 @@ from typing import Any, Callable, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from ...database import redacted
@@ -61,9 +62,10 @@ class PgConnection:
 
     def _connect(self) -> psycopg.Connection:
         try:
+            options = conninfo_to_dict(self.url).get("options") or ""
             conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row,
                                    connect_timeout=max(1, math.ceil(self.connect_timeout)),
-                                   options=f"-c search_path={self.schema}")
+                                   options=f"{options} -c search_path={self.schema}".strip())
         except psycopg.Error as exc:
             raise error_for(self.location, exc) from exc
         for hook in self._on_connect:
