@@ -92,6 +92,9 @@ class WithBackends:
     def members(self):
         return self.tree.members()
 
+    def close(self):
+        return self.tree.close()
+
 
 def child_env(appname: str, **extra: str) -> dict[str, str]:
     """Environment entries for a tree under test: its backends tagged ``appname``."""
