@@ -40,6 +40,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", help="burn-down worker counts, e.g. 1,2,4,8 (the largest is used for latency)")
     p.add_argument("--jobs", type=int, help="burn-down job count")
     p.add_argument("--repeat", type=int, help="burn-down runs with the largest worker count (median kept)")
+    p.add_argument("--idle-jobs", type=int, help="jobs trickled in the idle workload (and as many delayed)")
     p.add_argument("--huey-quiet", action="store_true", help="run Huey's consumer with -q (WARNING logging)")
     p.add_argument("--json", help="where to write the JSON (default bench/results/<timestamp>.json)")
     p.add_argument("--tmp", help="folder for the temporary databases (default: the system's)")
@@ -67,6 +68,8 @@ def make_scale(args: argparse.Namespace):
         scale = dataclasses.replace(scale, burn_jobs=args.jobs)
     if args.repeat:
         scale = dataclasses.replace(scale, burn_repeats=args.repeat)
+    if args.idle_jobs:
+        scale = dataclasses.replace(scale, idle_jobs=args.idle_jobs, delayed_jobs=args.idle_jobs)
     return scale
 
 

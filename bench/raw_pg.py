@@ -63,7 +63,8 @@ WHERE jobs.id = d.id AND jobs.status = 'running' AND jobs.attempts = d.attempt A
 """
 
 INSERT = "INSERT INTO jobs (type, payload) VALUES (%s, %s)"
-INSERT_DELAYED = "INSERT INTO jobs (type, payload, run_at) VALUES (%s, %s, to_timestamp(%s))"
+INSERT_DELAYED = (f"WITH j AS (INSERT INTO jobs (type, payload, run_at) VALUES (%s, %s, to_timestamp(%s)) "
+                  f"RETURNING id) SELECT id, pg_notify('{CHANNEL}', '') FROM j")
 INSERT_NOTIFY = (f"WITH j AS (INSERT INTO jobs (type, payload) VALUES (%s, %s) RETURNING id) "
                  f"SELECT id, pg_notify('{CHANNEL}', '') FROM j")
 

@@ -87,7 +87,7 @@ class Session:
     def submit(self, due: float | None) -> int:
         if due is None:
             return self.conn.execute(raw_pg.INSERT_NOTIFY, ("bench:noop", "null")).fetchone()[0]
-        return self.conn.execute(raw_pg.INSERT_DELAYED + " RETURNING id", ("bench:noop", "null", due)).fetchone()[0]
+        return self.conn.execute(raw_pg.INSERT_DELAYED, ("bench:noop", "null", due)).fetchone()[0]
 
     def drained(self) -> bool:
         return self.conn.execute("SELECT count(*) FROM jobs WHERE status <> 'completed'").fetchone()[0] == 0
