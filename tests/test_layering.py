@@ -120,7 +120,7 @@ def test_the_engines_and_the_factory_are_where_the_rules_expect_them():
     ("worker/x.py", "def f():\n    import supervisor.arbiter\n", "never import each other"),
     ("supervisor/x.py", "from shared.engines.sqlite import SqliteStore\n", "only the engine factory"),
     ("shared/x.py", "from .engines.sqlite.store import SqliteStore\n", "only the engine factory"),
-    ("shared/engines/other/x.py", "from ..sqlite import lead\n", "only the engine factory"),
+    ("shared/engines/other/x.py", "from ..sqlite import wakeup\n", "only the engine factory"),
     ("worker/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
     ("shared/x.py", "from sqlite3 import Connection\n", "sqlite3 outside the SQLite engine"),
     ("supervisor/x.py", "SQL = 'PRAGMA wal_checkpoint(TRUNCATE)'\n", "names a PRAGMA"),

@@ -1,4 +1,4 @@
-"""The idle lead (shared/engines/sqlite/lead.py): one idle worker at a time waits for commits; hand-overs and a
+"""The idle lead (shared.engines.idlelead.py): one idle worker at a time waits for commits; hand-overs and a
 dead lead wake the followers; a burst still reaches every idle worker."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from shared import JobQueue
 from shared.engines.sqlite.store import SqliteStore
 from tests.proc import env, events, job_row, wait_until, worker_rows, write_config
-from shared.engines.sqlite.lead import IdleLead
+from shared.engines.idlelead import IdleLead
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ def readable(fd: int, timeout: float) -> bool:
 # driven over a pipe.
 DRIVER = """
 import ast, select, sys
-from shared.engines.sqlite.lead import IdleLead
+from shared.engines.idlelead import IdleLead
 lead = IdleLead(sys.argv[1])
 for line in sys.stdin:
     cmd, *arg = line.split()
@@ -116,7 +116,7 @@ def test_a_dead_leads_forked_children_do_not_keep_the_lead(tmp_path):
     after it took the lead, still live when it dies; the lead is free at once all the same."""
     db = str(tmp_path / "q.db")
     code = ("import os, sys, time\n"
-            "from shared.engines.sqlite.lead import IdleLead\n"
+            "from shared.engines.idlelead import IdleLead\n"
             "def fork():\n"
             "    pid = os.fork()\n"
             "    if pid == 0:\n"
@@ -152,7 +152,7 @@ def test_a_dead_leads_forked_children_do_not_keep_the_lead(tmp_path):
 
 def test_a_dead_lead_wakes_the_followers(tmp_path):
     db = str(tmp_path / "q.db")
-    code = ("import sys, time; from shared.engines.sqlite.lead import IdleLead; "
+    code = ("import sys, time; from shared.engines.idlelead import IdleLead; "
             "l = IdleLead(sys.argv[1]); assert l.take(); print('lead', flush=True); time.sleep(120)")
     child = subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, env=env(),
                              cwd=str(REPO))

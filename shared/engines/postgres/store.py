@@ -17,6 +17,7 @@ How this engine keeps the contract across many hosts:
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterable, Sequence
 
 from psycopg.rows import tuple_row
@@ -90,6 +91,13 @@ def _insert_sql(table: str, channel_param: bool = True) -> str:
             f"{notify} SELECT id FROM ins" + (" UNION ALL SELECT NULL FROM n" if channel_param else ""))
 
 
+def _insert_one_sql(table: str) -> str:
+    """One job without a key: a plain VALUES row (no arrays to build) and its notification."""
+    return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
+            "(%s, %s, 'pending', %s, 0, %s, %s, %s, %s, %s, NULL) RETURNING 1) "
+            "SELECT pg_notify(%s, '') FROM ins")
+
+
 def _text(text: str | None) -> str | None:
     """PostgreSQL text cannot hold NUL: keep it visible as an escape instead."""
     return text if text is None or "\x00" not in text else text.replace("\x00", "\\x00")
@@ -98,6 +106,10 @@ def _text(text: str | None) -> str | None:
 @translate_errors
 class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
     """One PostgreSQL connection to a jobq schema, and the operations on it."""
+
+    @functools.cached_property
+    def _insert_one(self) -> str:
+        return _insert_one_sql(self.table)
 
     def wakeup(self) -> Any:
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
@@ -114,12 +126,18 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
         if not jobs:
             return []
         stamp = iso(now)
+        c = self.conn if conn is None else conn
+        if len(jobs) == 1 and jobs[0].key is None:  # the commonest call: one round trip, no arrays
+            j = jobs[0]
+            c.execute(self._insert_one, (j.id, j.type, j.payload, j.max_attempts, j.priority,
+                                         stamp if j.run_at == now else iso(j.run_at), stamp, stamp,
+                                         self.channel))
+            return [j.id]
         params = {"now": stamp, "channel": self.channel, "ids": [j.id for j in jobs],
                   "types": [j.type for j in jobs], "payloads": [j.payload for j in jobs],
                   "max": [j.max_attempts for j in jobs], "priority": [j.priority for j in jobs],
                   "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
                   "keys": [j.key for j in jobs]}
-        c = self.conn if conn is None else conn
         sql = _insert_sql(self.table)
         if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
             return self._tx(lambda tx: self._insert(tx, sql, params, jobs))

@@ -2,18 +2,28 @@
 
 The worker's own connection listens on the schema's channel (no connection more per worker:
 8 hosts of 8 workers stay within the server's default 100 connections). Every enqueue sends one
-notification with its insert; an idle worker selects on the connection's socket and claims when
-a notification arrived. Notifications that arrived while the connection ran other statements
-are kept by a handler and end the next wait at once. The next delayed job's due time bounds
-the wait, and ``WATCHED_SLEEP`` catches what changes with time alone (a rate-limit window).
-A lost connection is made again by the store; the LISTEN is repeated on every new one.
+notification with its insert. Of a host's idle workers one at a time, the lead
+(:mod:`shared.engines.idlelead`, a lock file in this host's temporary folder), selects on its
+connection's socket and claims when a notification arrived; the others wait for the lead lock,
+so a notification wakes one process per host instead of every idle worker (which then all
+competed for the 2 cores to find the one job). A lead that claims hands the lead on.
+
+Notifications that arrived while the connection ran other statements are kept by a handler and
+end the next wait at once. The next delayed job's due time bounds the lead's wait, and
+``WATCHED_SLEEP`` catches what changes with time alone (a rate-limit window). A lost connection
+is made again by the store; the LISTEN is repeated on every new one.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import socket
+import tempfile
 from typing import Any, Callable
 
 from ...errors import StoreError
 from ...job import Job
+from ..idlelead import IdleLead
 
 WATCHED_SLEEP = 5.0   # longest idle wait while LISTEN works (notifications wake us anyway)
 DOWN_RETRY = 1.0      # wait between attempts while the server cannot be reached
@@ -26,6 +36,8 @@ class PgWakeup:
         self.store = store
         self.notified = False
         self.listening = False
+        self.lead = IdleLead(lead_base(store.url, store.schema))
+        self.following = False  # the last prepare() waits for the lead, not for notifications
         store.on_connect(self._listen)
 
     def _listen(self, conn: Any) -> None:
@@ -39,6 +51,9 @@ class PgWakeup:
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
         """The connection's socket and how long to wait: until the next delayed job, at most
         ``WATCHED_SLEEP`` (no wait at all when a notification is already in)."""
+        self.following = not self.lead.take()
+        if self.following:
+            return self.lead.fileno(), WATCHED_SLEEP
         if self.notified:
             return None, 0.0
         try:
@@ -52,7 +67,10 @@ class PgWakeup:
         return fd, timeout
 
     def woke(self, ready: bool) -> bool:
-        """Claim at once if a notification came; after a timeout, read first."""
+        """Claim at once if a notification came, or on becoming the lead (the last lead just
+        took a job; others may be due behind it); after a timeout, read first."""
+        if self.following:
+            return ready and self.lead.take()
         if ready:
             self._drain()
         got, self.notified = self.notified, False
@@ -77,7 +95,16 @@ class PgWakeup:
         return None
 
     def claimed(self) -> None:
-        pass
+        """This worker got jobs: hand the lead on."""
+        self.lead.resign()
 
     def close(self) -> None:
-        pass
+        self.lead.close()
+
+
+def lead_base(url: str, schema: str) -> str:
+    """Where this host's workers on one queue (server, database, schema) keep their lead lock
+    (the lock file is this path + ``-lead``)."""
+    ident = "\0".join((url, schema, socket.gethostname(), str(os.getuid())))
+    name = "jobq-pg-" + hashlib.sha256(ident.encode()).hexdigest()[:20]
+    return os.path.join(tempfile.gettempdir(), name)

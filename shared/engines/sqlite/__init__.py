@@ -6,7 +6,7 @@ protocols of :mod:`shared.contract`. The only ``sqlite3`` imports of jobq's runt
 - :mod:`.store`: :class:`SqliteStore`, producers', workers' and the supervisor's statements
 - :mod:`.lifecycle`: schedules, retention and per-type limits; :mod:`.ops`: the operators' SQL
 - :mod:`.connection`: opening, pragmas, busy retries, errors; :mod:`.schema`: tables, migrations
-- :mod:`.wakeup`, :mod:`.walwatch`, :mod:`.lead`: how idle workers learn of new jobs
+- :mod:`.wakeup`, :mod:`.walwatch` (and :mod:`shared.engines.idlelead`): how idle workers learn of new jobs
 - :mod:`.upkeep`: the WAL checkpoint task the supervisor runs
 """
 from .store import SqliteStore

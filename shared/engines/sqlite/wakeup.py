@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable
 
 from ...job import Job
-from .lead import IdleLead
+from ..idlelead import IdleLead
 from .walwatch import WalWatch
 
 LEAD_POLL = 0.0005   # seconds: how often the idle lead retries a busy write lock (see fast_claim)

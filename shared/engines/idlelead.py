@@ -1,6 +1,8 @@
-"""Of the idle workers on one database, one at a time (the lead) waits for commits.
+"""Of the idle workers on one database, one at a time (the lead) waits for new work.
 
-Every commit wakes every process that watches the WAL. With eight idle workers all eight then
+Used by both engines' wake-ups (SQLite: the WAL watch; PostgreSQL: LISTEN), with a lock file
+beside the database file or, for a server, in this host's temporary folder. The SQLite story:
+every commit wakes every process that watches the WAL. With eight idle workers all eight then
 queued for SQLite's write lock to claim the one new job, and the losers slept in SQLite's busy
 handler (1, 2, 5, 10 ms...), pushing the p99 of an idle job's start past 10 ms at
 ``synchronous = "full"``. So idle workers elect a lead with a lock on ``<database>-lead``:
@@ -41,7 +43,7 @@ class IdleLead:
     a queued ``take()`` may now succeed; ``resign()`` hands the lead on."""
 
     def __init__(self, database: str) -> None:
-        self.path = database + "-lead"
+        self.path = database + "-lead"  # beside the database file (or a server's stand-in)
         self.state = FREE
         self.cancelled = False  # resigned while queued: the helper gives the lock straight back
         self.closed = False
