@@ -33,6 +33,13 @@ class Connection(Protocol):
 
     def close(self) -> None: ...
 
+    def for_thread(self) -> Any:
+        """A store of this engine for another thread of this process (the worker's heartbeat
+        thread), called in that thread, which closes it: a new connection where connections belong to one
+        thread (SQLite), or this one shared, its calls taking turns, where a connection is a
+        server's scarce resource (PostgreSQL: one connection per worker process)."""
+        ...
+
     @property
     def closed(self) -> bool: ...
 

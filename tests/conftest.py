@@ -70,8 +70,12 @@ def sup_factory():
         r.close()
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", "postgresql"])
 def engine(request, tmp_path: Path):
-    """One engine of ``tests.engines.ENGINES`` (the contract suite runs on each)."""
+    """One engine of ``tests.engines.ENGINES`` (the contract suite runs on each; PostgreSQL
+    skips without a server unless JOBQ_REQUIRE_POSTGRES=1). Its database is dropped after."""
     from tests.engines import ENGINES
-    return next(e for e in ENGINES if e.name == request.param)(tmp_path)
+    made = next(e for e in ENGINES if e.name == request.param)(tmp_path)
+    yield made
+    if hasattr(made, "drop"):
+        made.drop()

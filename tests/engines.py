@@ -9,7 +9,9 @@ thing the protocols do not offer).
 from __future__ import annotations
 
 import dataclasses
+import os
 import sqlite3
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -57,4 +59,82 @@ class SqliteEngine:
         c.close()
 
 
-ENGINES = [SqliteEngine]
+
+POSTGRES_DEFAULT = "postgresql:///test?host=/var/run/postgresql"
+
+
+def postgres_url() -> str:
+    """The server the PostgreSQL tests use: ``JOBQ_TEST_POSTGRES``, or the local socket's
+    database ``test``."""
+    return os.environ.get("JOBQ_TEST_POSTGRES") or POSTGRES_DEFAULT
+
+
+def postgres_problem() -> str | None:
+    """Why the PostgreSQL tests cannot run here (None: they can)."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[postgres]')"
+    try:
+        psycopg.connect(postgres_url(), connect_timeout=3).close()
+    except psycopg.Error as exc:
+        return f"no PostgreSQL server at {postgres_url()}: {' '.join(str(exc).split())}"
+    return None
+
+
+def require_postgres() -> None:
+    """Skip the calling test without a server, or fail under ``JOBQ_REQUIRE_POSTGRES=1``."""
+    import pytest
+    problem = postgres_problem()
+    if problem is None:
+        return
+    if os.environ.get("JOBQ_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"JOBQ_REQUIRE_POSTGRES=1 but {problem}")
+    pytest.skip(problem)
+
+
+class PostgresEngine:
+    """A schema of its own on the test server (dropped by :meth:`drop`)."""
+    name = "postgresql"
+    TABLES = ("jobs", "control", "processes", "schedule_marks", "type_starts", "job_attempts",
+              "job_counts", "job_count_deltas")
+
+    def __init__(self, folder: Path) -> None:
+        require_postgres()
+        self.database = postgres_url()
+        self.schema = f"jobq_t{uuid.uuid4().hex[:12]}"
+
+    def config(self, base: Config | None = None) -> Config:
+        cfg = (base or Config()).replace(database=self.database)
+        return cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema))
+
+    def open(self, base: Config | None = None, *, impatient: bool = False, **kw: Any) -> Store:
+        cfg = self.config(base)
+        if impatient:
+            sep = "&" if "?" in self.database else "?"
+            cfg = cfg.replace(database=f"{self.database}{sep}options=-c%20lock_timeout%3D50")
+        return open_store(cfg, **kw)
+
+    def _admin(self) -> Any:
+        import psycopg
+        return psycopg.connect(self.database, autocommit=True)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Another connection holds a lock on the jobs table that every write waits for."""
+        with self._admin() as c:
+            c.execute("BEGIN")
+            c.execute(f'LOCK TABLE "{self.schema}".jobs IN ACCESS EXCLUSIVE MODE')
+            yield
+            c.execute("ROLLBACK")
+
+    def reset(self) -> None:
+        with self._admin() as c:
+            c.execute("TRUNCATE " + ", ".join(f'"{self.schema}".{t}' for t in self.TABLES))
+
+    def drop(self) -> None:
+        with self._admin() as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+ENGINES = [SqliteEngine, PostgresEngine]

@@ -91,4 +91,5 @@ def test_the_cli_follows_urls_and_the_environment(tmp_path):
     assert (tmp_path / "env.db").exists()
     r = _jobq(cfg, "status", "--json", extra={"JOBQ_DATABASE": "postgresql://jobq:secret@nowhere/jobq"})
     assert r.returncode == 5  # DATABASE_UNAVAILABLE
-    assert "PostgreSQL engine is not installed or not built yet" in r.stderr and "secret" not in r.stderr
+    assert "postgresql://jobq:***@nowhere/jobq" in r.stderr and "secret" not in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

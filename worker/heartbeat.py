@@ -30,6 +30,7 @@ class Heartbeat(threading.Thread):
     def __init__(self, config: Config, owner: str, clock: Any, parent_pid: int | None,
                  on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None,
                  flush: Callable[[WorkerStore], None] | None = None,
+                 store: Callable[[], WorkerStore] | None = None,
                  renewed: Callable[[float], None] | None = None) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
@@ -45,6 +46,8 @@ class Heartbeat(threading.Thread):
         self.flush = flush   # commits the outcomes waiting while a job runs (see Worker.flush_outcomes)
         self.flush_at: float | None = None  # perf_counter() time to call it
         self._wake = threading.Event()
+        # how this thread gets its store (the worker's for_thread); by default a new one
+        self.open_store = store or (lambda: open_store(config, migrate=False))
         self.renewed = renewed  # told the monotonic time each successful beat was sent (the fence)
 
     def flush_by(self, deadline: float) -> None:
@@ -105,7 +108,7 @@ class Heartbeat(threading.Thread):
         main thread commits them itself when the job returns)."""
         try:
             if store is None:
-                store = open_store(self.config, migrate=False)
+                store = self.open_store()
             self.flush(store)
         except Exception as exc:  # noqa: BLE001 - the outcomes stay with the main thread
             event(log, "worker.flush_failed", logging.ERROR, owner=self.owner, error=repr(exc))
@@ -120,7 +123,7 @@ class Heartbeat(threading.Thread):
         ids = self.unreleased
         try:
             if store is None:
-                store = open_store(self.config, migrate=False)
+                store = self.open_store()
             n = store.release_unstarted(self.owner, ids, self.clock.now())
         except Exception as exc:  # noqa: BLE001 - retried at the next tick
             event(log, "worker.release_failed", logging.ERROR, owner=self.owner, jobs=len(ids),
@@ -139,7 +142,7 @@ class Heartbeat(threading.Thread):
         sent = self.clock.monotonic()
         try:
             if store is None:
-                store = open_store(self.config, migrate=False)
+                store = self.open_store()
             store.heartbeat(self.owner, self.clock.now)
             if self.renewed is not None:
                 self.renewed(sent)

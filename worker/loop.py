@@ -127,7 +127,8 @@ class Worker:
         self.fence = Fence(self.config, self.owner, self.clock)
         self.fence.start()
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
-                                   shed=self.shed, flush=self.flush_outcomes, renewed=self.fence.renewed)
+                                   shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
+                                   renewed=self.fence.renewed)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:

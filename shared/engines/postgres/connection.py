@@ -18,10 +18,12 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import threading
 from typing import Any, Callable, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from ...database import redacted
@@ -50,6 +52,9 @@ class PgConnection:
         self._conn: psycopg.Connection | None = None
         self._closed = False
         self._on_connect: list[Callable[[psycopg.Connection], None]] = []
+        # Held by every public call (translate_errors): the worker's threads share this one
+        # connection (see for_thread), and a transaction must not interleave with another call.
+        self.lock = threading.RLock()
         conn = self._connect()
         if migrate:
             try:
@@ -61,9 +66,14 @@ class PgConnection:
 
     def _connect(self) -> psycopg.Connection:
         try:
-            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row,
-                                   connect_timeout=max(1, math.ceil(self.connect_timeout)),
-                                   options=f"-c search_path={self.schema}")
+            options = conninfo_to_dict(self.url).get("options") or ""
+            # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
+            # fails within about connect_timeout instead of hanging for the kernel's minutes.
+            wait = max(1, math.ceil(self.connect_timeout))
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=wait,
+                                   keepalives=1, keepalives_idle=wait, keepalives_interval=1,
+                                   keepalives_count=3, tcp_user_timeout=wait * 1000,
+                                   options=f"{options} -c search_path={self.schema}".strip())
         except psycopg.Error as exc:
             raise error_for(self.location, exc) from exc
         for hook in self._on_connect:
@@ -85,6 +95,11 @@ class PgConnection:
         self._on_connect.append(hook)
         if self._conn is not None and not self._conn.closed:
             hook(self._conn)
+
+    def for_thread(self) -> Any:
+        """This store, for another thread of this process: one connection per worker process
+        (its calls take turns on ``lock``); closing the borrowed store leaves this one open."""
+        return Borrowed(self)
 
     def _drop(self) -> None:
         if self._conn is not None:
@@ -131,6 +146,34 @@ class PgConnection:
     def fileno(self) -> int:
         """The socket of the connection (notifications make it readable)."""
         return self.conn.fileno()
+
+
+class Borrowed:
+    """A store lent to another thread: every attribute is the owner's, but ``close`` only
+    stops this borrower from using it."""
+
+    def __init__(self, owner: Any) -> None:
+        self._owner = owner
+        self._closed = False
+
+    def __getattr__(self, name: str) -> Any:
+        if self._closed:
+            raise StoreUnavailable(f"database {self._owner.location}: store is closed",
+                                   database=self._owner.location)
+        return getattr(self._owner, name)
+
+    def close(self) -> None:
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._owner.closed
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
@@ -192,9 +235,11 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def method(self: Any, *args: Any, **kwargs: Any) -> T:
         try:
-            return fn(self, *args, **kwargs)
+            with self.lock:
+                return fn(self, *args, **kwargs)
         except psycopg.Error as exc:
             if isinstance(exc, _LOST) or (self._conn is not None and self._conn.broken):
-                self._drop()
+                with self.lock:
+                    self._drop()
             raise error_for(self.location, exc) from exc
     return method

@@ -94,6 +94,12 @@ class SqliteConnection:
             raise StoreUnavailable(f"database {self.path}: store is closed", database=self.path)
         return self._conn
 
+    def for_thread(self) -> Any:
+        """A store for another thread of this process: a connection of its own on the same
+        file (SQLite connections belong to one thread); the caller closes it."""
+        return type(self)(self.path, synchronous=self.synchronous, busy_timeout=self.busy_timeout,
+                          migrate=False)
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()

@@ -1,0 +1,307 @@
+"""The PostgreSQL engine's store: one psycopg connection to a jobq schema, and every protocol of
+:mod:`shared.contract` on it (operators' SQL in :mod:`.ops`, schedules, retention and limits in
+:mod:`.lifecycle`, connecting and errors in :mod:`.connection`).
+
+How this engine keeps the contract across many hosts:
+- A claim is one ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``:
+  concurrent claimers skip each other's rows instead of waiting, and a row is taken only while
+  it is still pending and due.
+- Outcomes are guarded by id, ``running``, attempt and owner (a batch's completions in one
+  ``UPDATE ... FROM unnest(...)``); zero rows means the lease was lost.
+- Leases (``heartbeat_at``) are written with the server's clock (``db_now()``), so every host
+  judges them on one clock; everything else keeps the caller's injected time.
+- An enqueue notifies in the same statement as its insert (``pg_notify``, one per
+  transaction): idle workers wake from ``LISTEN`` (:mod:`.wakeup`).
+- One job per call is one autocommit statement; a batch's outcomes and the next claim share
+  one transaction (round trips, not commits, set the cost here).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence
+
+from psycopg.rows import tuple_row
+
+from ...clock import iso, parse_iso
+from ...job import Finish, Job, NewJob, Released
+from .browse import PgBrowse
+from .connection import PgConnection, translate_errors
+from .leases import PgLeases
+from .lifecycle import PgLifecycle
+from .ops import PgOps
+from .schema import COUNTS, FOLD_COUNTS
+from .transfer import PgTransfer
+
+JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
+               "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
+_ORDER = lambda j: (-j.priority, j.run_at, j.created_at)  # noqa: E731 - claim order, for RETURNING rows
+
+_PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
+
+_CLAIM = f"""
+UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = %(owner)s, owner_pid = %(pid)s,
+       started_at = %(now)s, heartbeat_at = db_now(), updated_at = %(now)s
+WHERE id IN (SELECT id FROM jobs
+             WHERE status = 'pending' AND run_at <= %(now)s AND NOT {_PAUSED}
+             ORDER BY priority DESC, run_at, created_at LIMIT %(limit)s
+             FOR UPDATE SKIP LOCKED)
+RETURNING {JOB_COLUMNS}
+"""
+
+_GUARD = "WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s AND owner = %(owner)s"
+_RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
+_FINISH_SQL = {
+    "completed": "UPDATE jobs SET status = 'completed', result = %(text)s, completed_at = %(now)s, "
+                 "updated_at = %(now)s, " + _RELEASE + _GUARD,
+    "retry": "UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, "
+             "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + _RELEASE + _GUARD,
+    "failed": "UPDATE jobs SET status = 'failed', error = %(text)s, completed_at = %(now)s, updated_at = %(now)s, "
+              "max_attempts = coalesce(max_attempts, %(max)s), " + _RELEASE + _GUARD,
+}
+# A batch's completions: one guarded statement; RETURNING names the jobs whose guard matched.
+_COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.result, completed_at = %(now)s, "
+                  "updated_at = %(now)s, " + _RELEASE +
+                  "FROM unnest(%(ids)s::text[], %(attempts)s::int[], %(results)s::text[]) AS f(id, attempt, result) "
+                  "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
+                  "AND jobs.owner = %(owner)s RETURNING jobs.id")
+
+_UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
+            "updated_at = %(now)s, " + _RELEASE +
+            "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(owner)s")
+
+_INSERT_COLUMNS = ("(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
+                   "updated_at, key)")
+# Many rows as arrays: one statement, one round trip, whatever the batch size.
+_INSERT_ROWS = ("SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
+                "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[]) "
+                "AS r(id, type, payload, max_attempts, priority, run_at, key)")
+
+
+def _insert_sql(table: str, channel_param: bool = True) -> str:
+    """Insert the unnested rows and notify once, in one statement (the notification is sent at
+    commit; PostgreSQL folds identical ones within a transaction). Rows whose key a kept job
+    already has are skipped (``ON CONFLICT``); RETURNING names the rows inserted."""
+    notify = ", n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x)" if channel_param else ""
+    return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
+            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key "
+            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id)"
+            f"{notify} SELECT id FROM ins" + (" UNION ALL SELECT NULL FROM n" if channel_param else ""))
+
+
+def _text(text: str | None) -> str | None:
+    """PostgreSQL text cannot hold NUL: keep it visible as an escape instead."""
+    return text if text is None or "\x00" not in text else text.replace("\x00", "\\x00")
+
+
+@translate_errors
+class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
+    """One PostgreSQL connection to a jobq schema, and the operations on it."""
+
+    def wakeup(self) -> Any:
+        """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
+        from .wakeup import PgWakeup
+        return PgWakeup(self)
+
+    # -- producers ------------------------------------------------------------------------------
+
+    def enqueue(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
+        """Insert jobs and notify, in one statement; their ids in order (a kept job's id where
+        a job's ``key`` is taken). With ``conn`` (the application's psycopg connection) the
+        rows join its transaction: nothing is committed here, and the notification goes out
+        when the application commits."""
+        if not jobs:
+            return []
+        stamp = iso(now)
+        params = {"now": stamp, "channel": self.channel, "ids": [j.id for j in jobs],
+                  "types": [j.type for j in jobs], "payloads": [j.payload for j in jobs],
+                  "max": [j.max_attempts for j in jobs], "priority": [j.priority for j in jobs],
+                  "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
+                  "keys": [j.key for j in jobs]}
+        c = self.conn if conn is None else conn
+        sql = _insert_sql(self.table)
+        if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
+            return self._tx(lambda tx: self._insert(tx, sql, params, jobs))
+        return self._insert(c, sql, params, jobs)
+
+    def _insert(self, c: Any, sql: str, params: dict, jobs: Sequence[NewJob]) -> list[str]:
+        with c.cursor(row_factory=tuple_row) as cur:
+            inserted = {r[0] for r in cur.execute(sql, params).fetchall() if r[0] is not None}
+            missing = [j.key for j in jobs if j.id not in inserted and j.key is not None]
+            if not missing:
+                return [j.id for j in jobs]
+            found = dict(cur.execute(f"SELECT key, id FROM {self.table} WHERE key = ANY(%s)",
+                                     (missing,)).fetchall())
+        return [j.id if j.id in inserted else found.get(j.key, j.id) for j in jobs]
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> Job | None:
+        row = self.conn.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        return Job.from_row(row) if row else None
+
+    def counts(self) -> dict[str, int]:
+        rows = self.conn.execute(f"SELECT status, sum(n)::bigint AS n FROM ({COUNTS}) c "
+                                 "WHERE status <> 'delayed' GROUP BY status HAVING sum(n) > 0").fetchall()
+        return {r["status"]: int(r["n"]) for r in rows}
+
+    def running(self) -> list[Job]:
+        rows = self.conn.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'running' "
+                                 "ORDER BY started_at").fetchall()
+        return [Job.from_row(r) for r in rows]
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
+        """Take up to ``limit`` due pending jobs in claim order (one autocommit statement);
+        nothing while the queue is paused."""
+        if limit < 1:
+            return []
+        params = {"owner": owner, "pid": owner_pid, "now": iso(now), "limit": limit}
+        with self.conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(_CLAIM, params).fetchall()
+        return sorted((Job.from_values(r) for r in rows), key=_ORDER)
+
+    def finish(self, f: Finish, owner: str, now: float) -> bool:
+        """Record one outcome with one guarded autocommit update; False: the lease was lost."""
+        return self.conn.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, iso(now))).rowcount == 1
+
+    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
+                         limit: int, limits: Any = None) -> tuple[list[bool], list[Job]]:
+        """Record outcomes and claim up to ``limit`` more. A single outcome with a single
+        claim is two autocommit statements (cheaper here than one transaction: round trips set
+        the cost); a batch is one transaction. Per finish whether it matched, and the jobs."""
+        stamp = iso(now)
+        if not finishes:
+            if limits:
+                return [], self.claim_limited(owner, owner_pid, now, limits, limit)
+            return [], self.claim(owner, owner_pid, now, limit)
+        if len(finishes) == 1 and limit <= 1 and not limits:
+            done = [self.finish(finishes[0], owner, now)]
+            return done, self.claim(owner, owner_pid, now, limit)
+
+        def tx(c: Any) -> tuple[list[bool], list[Any]]:
+            done = _record_finishes(c, finishes, owner, stamp)
+            if limit < 1:
+                return done, []
+            if limits:
+                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit)
+            params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
+            with c.cursor(row_factory=tuple_row) as cur:
+                return done, cur.execute(_CLAIM, params).fetchall()
+        done, got = self._tx(tx)
+        return done, sorted((g if isinstance(g, Job) else Job.from_values(g) for g in got), key=_ORDER)
+
+    def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
+        """Give back claimed, never started jobs: pending, due now, their attempt returned."""
+        if not job_ids:
+            return 0
+        return self.conn.execute(_UNCLAIM, {"now": iso(now), "ids": list(job_ids), "owner": owner}).rowcount
+
+    def next_due(self) -> float | None:
+        row = self.conn.execute("SELECT min(run_at) AS t FROM jobs "
+                                "WHERE status = 'pending' AND run_at > created_at").fetchone()
+        return None if row["t"] is None else parse_iso(row["t"])
+
+    def has_due(self, now: float) -> bool:
+        return self.conn.execute("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= %s "
+                                 "ORDER BY priority DESC, run_at, created_at LIMIT 1",
+                                 (iso(now),)).fetchone() is not None
+
+    def heartbeat(self, owner: str, now: float | Callable[[], float]) -> int:
+        """Renew the leases of ``owner``'s running jobs and its process row, on the server's
+        clock (``now`` is not used for leases: hosts' clocks may disagree); job count."""
+        row = self.conn.execute(
+            "WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s) "
+            "UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "
+            "RETURNING 1", {"o": owner})
+        return row.rowcount
+
+    # -- supervisor -----------------------------------------------------------------------------
+
+    def release_owner(self, owner: str, reason: str, now: float, *,
+                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
+                      unstarted: Iterable[str] = ()) -> list[Released]:
+        """Re-queue (or fail, attempts used up) the running jobs of a dead or fenced ``owner``,
+        in one transaction; every update guarded by ``running`` and the owner."""
+        unstarted = set(unstarted)
+        stamp = iso(now)
+        reason = _text(reason)
+
+        def tx(c: Any) -> list[Released]:
+            rows = c.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'running' AND owner = %s "
+                             "FOR UPDATE", (owner,)).fetchall()
+            out = []
+            for row in rows:
+                job = Job.from_row(row)
+                limit = max_attempts_for(job)
+                counts = count_attempt and job.id not in unstarted
+                if counts and job.attempts >= limit:
+                    status, attempts = "failed", job.attempts
+                else:
+                    status = "pending"
+                    attempts = job.attempts if counts else max(job.attempts - 1, 0)
+                c.execute("UPDATE jobs SET status = %(status)s, attempts = %(attempts)s, error = %(reason)s, "
+                          "run_at = CASE WHEN %(status)s = 'pending' THEN %(now)s ELSE run_at END, "
+                          "completed_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END, "
+                          "max_attempts = coalesce(max_attempts, %(limit)s), updated_at = %(now)s, "
+                          + _RELEASE + "WHERE id = %(id)s AND status = 'running' AND owner = %(owner)s",
+                          {"status": status, "attempts": attempts, "reason": reason, "now": stamp,
+                           "limit": limit, "id": job.id, "owner": owner})
+                out.append(Released(job.id, job.type, status, attempts))
+            return out
+        return self._tx(tx)
+
+    def owners(self) -> list[str]:
+        return [r["owner"] for r in
+                self.conn.execute("SELECT DISTINCT owner FROM jobs WHERE status = 'running'").fetchall()]
+
+    def set_paused(self, paused: bool) -> None:
+        self.conn.execute("WITH s AS (INSERT INTO control (name, value) VALUES ('paused', %s) "
+                          "ON CONFLICT (name) DO UPDATE SET value = excluded.value) "
+                          "SELECT pg_notify(%s, '')", ("1" if paused else "0", self.channel))
+
+    def is_paused(self) -> bool:
+        row = self.conn.execute("SELECT value FROM control WHERE name = 'paused'").fetchone()
+        return bool(row) and row["value"] == "1"
+
+    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
+                         slot: int | None = None, parent: str | None = None) -> None:
+        self.conn.execute(
+            "INSERT INTO processes (id, kind, pid, host, slot, parent, started_at, heartbeat_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, db_now()) ON CONFLICT (id) DO UPDATE SET "
+            "kind = excluded.kind, pid = excluded.pid, host = excluded.host, slot = excluded.slot, "
+            "parent = excluded.parent, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
+            (token, kind, pid, host, slot, parent, iso(now)))
+
+    def touch_process(self, token: str, now: float) -> None:
+        self.conn.execute("UPDATE processes SET heartbeat_at = db_now() WHERE id = %s", (token,))
+
+    def remove_process(self, token: str) -> None:
+        self.conn.execute("DELETE FROM processes WHERE id = %s", (token,))
+
+    def processes(self, kind: str | None = None) -> list[dict[str, Any]]:
+        if kind is None:
+            return self.conn.execute("SELECT * FROM processes ORDER BY kind, slot").fetchall()
+        return self.conn.execute("SELECT * FROM processes WHERE kind = %s ORDER BY slot", (kind,)).fetchall()
+
+    def fold_counts(self) -> None:
+        """Fold the appended count deltas into ``job_counts`` (upkeep; safe to run anywhere)."""
+        self.conn.execute(FOLD_COUNTS)
+
+
+def _record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str) -> list[bool]:
+    """The guarded updates of ``finishes`` (completions in one statement); per finish, matched."""
+    completed = [f for f in finishes if f.kind == "completed"]
+    matched: set[str] = set()
+    if completed:
+        params = {"now": stamp, "owner": owner, "ids": [f.job_id for f in completed],
+                  "attempts": [f.attempt for f in completed], "results": [_text(f.text) for f in completed]}
+        with c.cursor(row_factory=tuple_row) as cur:
+            matched = {r[0] for r in cur.execute(_COMPLETE_MANY, params).fetchall()}
+    return [f.job_id in matched if f.kind == "completed" else
+            c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
+            for f in finishes]
+
+
+def _finish_params(f: Finish, owner: str, stamp: str) -> dict[str, Any]:
+    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": _text(f.text), "now": stamp,
+            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts}
