@@ -26,7 +26,7 @@ from shared.job import Job, NewJob, new_id
 from shared.policy import JobPolicy
 from shared.procs import create_time_ms, host_id, owner_token, parse_token, token_alive, token_host
 from supervisor import maintenance
-from tests.proc import Running, events, job_row, log_events, pid_gone, wait_until, worker_rows, write_config
+from tests.proc import events, job_row, log_events, pid_gone, wait_until, worker_rows, write_config
 from worker.fence import Fence
 
 FOREIGN = "otherhost/0123456789ab/4026531999"  # a host_id that is not ours
@@ -92,6 +92,27 @@ def test_sqlite_lease_and_process_ages_are_now_minus_heartbeat(tmp_path):
         assert store.lease_ages(clock.now() + 1) == {a.id: pytest.approx(1, abs=1e-3), b.id: pytest.approx(1, abs=1e-3)}
         store.conn.execute("UPDATE jobs SET heartbeat_at = 'garbage' WHERE id = ?", (a.id,))
         assert set(store.lease_ages(clock.now())) == {b.id}  # an unreadable lease is left out
+
+
+def test_postgres_ages_are_on_the_servers_clock_whatever_the_callers_says(tmp_path):
+    """The caller's clock is a year off: the ages still come out small, from the server's
+    ``statement_timestamp()``; an unreadable lease is left out rather than failing the read."""
+    from tests.engines import PostgresEngine
+    engine = PostgresEngine(tmp_path)
+    try:
+        with engine.open() as store:
+            far = time.time() - 365 * 86400
+            store.enqueue([NewJob(new_id(), "t", "{}", 0, far, None, None) for _ in range(2)], far)
+            store.register_process("w", "worker", 1, "h", far)
+            a, b = store.claim("w", 1, far, 2)
+            for now in (far, far + 2 * 365 * 86400):
+                ages = store.lease_ages(now)
+                assert set(ages) == {a.id, b.id} and all(0 <= v < 60 for v in ages.values())
+                assert 0 <= store.process_ages(now)["w"] < 60
+            store.conn.execute("UPDATE jobs SET heartbeat_at = 'garbage' WHERE id = %s", (a.id,))
+            assert set(store.lease_ages(far)) == {b.id}
+    finally:
+        engine.drop()
 
 
 # -- judging running jobs ------------------------------------------------------------------------
@@ -225,7 +246,8 @@ def test_the_fence_fires_only_while_holding_jobs_past_lease_minus_margin():
 
 def test_fenced_is_exit_code_11():
     assert ExitCode.FENCED == 11 and ExitCode.describe(11) == "fenced"
-    assert "| 11   | FENCED" in (ExitCode.__module__ and sys.modules[ExitCode.__module__].__doc__)
+    from shared import exitcodes
+    assert "| 11   | FENCED" in exitcodes.__doc__
 
 
 # -- real processes ------------------------------------------------------------------------------
