@@ -1,9 +1,13 @@
 """Paging through jobs for the dashboard (issue 15): filters, search and keyset pagination.
 
+The SQL is the engine's (``OpsStore.browse_jobs`` and ``find_jobs``); this module decides what a
+page is: the filter, its cursor, the window's end and the exact hits first.
+
 Every page walks one index in its listing order and starts right after the previous page's last
 row (a keyset cursor, never OFFSET), so page 1000 costs what page 1 does:
 
-- pending: the claim index ``jobs_claim`` (``priority DESC, run_at, created_at``), claim order;
+- pending: the claim index ``jobs_claim`` (``priority DESC, run_at, created_at``), claim order
+  (ties by the engine's tiebreak: SQLite's rowid, PostgreSQL's id);
 - failed, cancelled: ``jobs_dead``, newest first (ids grow with creation time);
 - running: ``jobs_running``; everything else (no status, completed): the primary key, newest first.
 
@@ -25,17 +29,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .contract import OpsStore
 from .job import STATUSES
 
 WINDOW = 10_000     # index entries examined per page at most, when a filter needs a look
 PAGE = 50
 MAX_QUERY = 200
 
-_COLUMNS = ("j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
-            "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
-            "CASE WHEN j.status <> 'completed' THEN substr(j.error, -300) END AS error")  # the tail: the exception
 _HEX = re.compile(r"[0-9a-fA-F]{4,32}")
-_DEAD = "status IN ('failed', 'cancelled')"  # jobs_dead's own condition, literally (partial index)
 
 
 @dataclass(frozen=True)
@@ -84,110 +85,37 @@ def _decode_cursor(text: str, claim: bool) -> tuple:
         key = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except ValueError:
         raise ValueError(f"after {text!r} is not a page cursor of this list") from None
-    shape = (int, str, str, int) if claim else (str,)
+    # claim order: (priority, run_at, created_at, the engine's tiebreak: a rowid or an id)
+    shape = (int, str, str, (int, str)) if claim else (str,)
     if not (isinstance(key, list) and len(key) == len(shape)
             and all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape))):
         raise ValueError(f"after {text!r} is not a page cursor of this list")
     return tuple(key)
 
 
-def page_jobs(store: Any, f: JobFilter, limit: int = PAGE, window: int = WINDOW) -> Page:
+def page_jobs(store: OpsStore, f: JobFilter, limit: int = PAGE, window: int = WINDOW) -> Page:
     """One page of jobs matching ``f``, in the listing order of its status (see the module)."""
     if f.q and f.after is None and not f.text and _HEX.fullmatch(f.q):
         exact = exact_hits(store, f)
         if exact:  # an id or a key was meant: answer from the indexes, offer the text search
             return Page([], None, exact=exact, text_skipped=True)
-    conn = store.conn
-    walk, params = _walk(f)
-    filters, fparams = _filters(f)
-    # without a filter every entry of the walk is a row of the page: walk just one page
-    params.update(fparams, w=window if filters else limit, page=limit)
-    where = f"WHERE {' AND '.join(filters)} " if filters else ""
-    # CROSS JOIN keeps the window as the outer loop, so rows come out in the walk's order and the
-    # query stops at the page's last row; an ORDER BY here would read the whole window first.
-    rows = conn.execute(f"SELECT {_COLUMNS}, w.k1, w.k2, w.k3, w.rid FROM (SELECT * FROM ({walk}) LIMIT :w) AS w "
-                        f"CROSS JOIN jobs j ON j.rowid = w.rid {where}LIMIT :page", params).fetchall()
+    rows, window_end = store.browse_jobs(f.status, f.type, f.q, f.after, limit, window)
     page = Page([_strip(r) for r in rows], None)
     if len(rows) == limit:
-        page.next = encode_cursor(_key(rows[-1], f))
-    elif filters:
-        last = _window_end(conn, walk, params, f)
-        if last is not None:
-            page.partial = True
-            page.next = encode_cursor(last)
+        page.next = encode_cursor(tuple(rows[-1]["cursor"]))
+    elif window_end is not None:  # the window ended first: more may match further on
+        page.partial = True
+        page.next = encode_cursor(tuple(window_end))
     if f.q and f.after is None:
         page.exact = exact_hits(store, f)
     return page
 
 
-def _window_end(conn: Any, walk: str, params: dict[str, Any], f: JobFilter) -> tuple | None:
-    """The key of the window's last entry when the window was full (the walk goes on), else None."""
-    row = conn.execute(f"SELECT * FROM (SELECT *, row_number() OVER () AS n FROM (SELECT * FROM ({walk}) LIMIT :w)) "
-                       f"WHERE n = :w", params).fetchone()
-    return None if row is None else _key(row, f)
-
-
-def _key(row: dict[str, Any], f: JobFilter) -> tuple:
-    return (row["k1"], row["k2"], row["k3"], row["rid"]) if f.claim_order() else (row["k1"],)
-
-
 def _strip(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k not in ("k1", "k2", "k3", "rid")}
+    return {k: v for k, v in row.items() if k != "cursor"}
 
 
-def _walk(f: JobFilter) -> tuple[str, dict[str, Any]]:
-    """The index walk of ``f``'s order as SQL yielding ``rid, k1, k2, k3`` in listing order,
-    starting after ``f.after``; each part is ordered and limited to the window by itself."""
-    if f.claim_order():
-        cols = "SELECT rowid AS rid, priority AS k1, run_at AS k2, created_at AS k3 FROM jobs WHERE status = 'pending'"
-        order = "ORDER BY priority DESC, run_at, created_at, rowid LIMIT :w"
-        if f.after is None:
-            return f"SELECT * FROM ({cols} {order})", {}
-        p, r, c, rid = f.after
-        # Two ordered parts: the rest of the cursor's priority (a row-value seek), then lower priorities.
-        same = f"{cols} AND priority = :p AND (run_at, created_at, rowid) > (:r, :c, :rid) {order}"
-        lower = f"{cols} AND priority < :p {order}"
-        return f"SELECT * FROM ({same}) UNION ALL SELECT * FROM ({lower})", {"p": p, "r": r, "c": c, "rid": rid}
-    base = {"failed": f"{_DEAD} AND status = :status", "cancelled": f"{_DEAD} AND status = :status",
-            "running": "status = 'running'"}.get(f.status or "", "1")
-    # running jobs are few: their partial index, then a sort (+id: not the primary key's walk)
-    by = "+id" if f.status == "running" else "id"
-    after = " AND id < :after" if f.after is not None else ""
-    sql = (f"SELECT * FROM (SELECT rowid AS rid, id AS k1, NULL AS k2, NULL AS k3 FROM jobs "
-           f"WHERE {base}{after} ORDER BY {by} DESC LIMIT :w)")
-    params = {"status": f.status, "after": f.after[0] if f.after else None}
-    return sql, params
-
-
-def _filters(f: JobFilter) -> tuple[list[str], dict[str, Any]]:
-    """Conditions on the window's jobs ``j`` that the walked index does not guarantee."""
-    out, params = [], {}
-    if f.status == "completed":
-        out.append("j.status = 'completed'")
-    if f.type is not None:
-        out.append("j.type = :type")
-        params["type"] = f.type
-    if f.q is not None:
-        out.append("(instr(j.payload, :q) > 0 OR instr(coalesce(j.error, ''), :q) > 0 OR j.key = :q "
-                   "OR (j.id >= :qlo AND j.id < :qhi))")
-        params.update(q=f.q, qlo=f.q.lower(), qhi=f.q.lower() + "\U0010ffff")
-    return out, params
-
-
-def exact_hits(store: Any, f: JobFilter, limit: int = 10) -> list[dict[str, Any]]:
+def exact_hits(store: OpsStore, f: JobFilter, limit: int = 10) -> list[dict[str, Any]]:
     """Jobs whose id starts with ``f.q`` or whose idempotency key is ``f.q`` (primary key and
     ``jobs_key`` index), that also match ``f``'s status and type."""
-    q = f.q or ""
-    conds, params = [], {"qlo": q.lower(), "qhi": q.lower() + "\U0010ffff", "q": q, "limit": limit}
-    if f.status is not None:
-        conds.append("j.status = :status")
-        params["status"] = f.status
-    if f.type is not None:
-        conds.append("j.type = :type")
-        params["type"] = f.type
-    extra = "".join(f" AND {c}" for c in conds)
-    return store.conn.execute(
-        f"SELECT {_COLUMNS} FROM jobs j WHERE j.rowid IN (SELECT rid FROM (SELECT rowid AS rid FROM jobs "
-        f"WHERE id >= :qlo AND id < :qhi ORDER BY id LIMIT :limit) UNION SELECT rowid FROM jobs WHERE key = :q)"
-        f"{extra} ORDER BY j.id DESC",
-        params).fetchall()
+    return store.find_jobs(f.q or "", f.status, f.type, limit)

@@ -1,6 +1,6 @@
 """The store contract: what jobq needs from a database engine, grouped by who uses it.
 
-An engine (``shared.engines.sqlite`` today) implements every protocol here in one store class;
+An engine (``shared.engines.sqlite``, ``shared.engines.postgres``) implements every protocol here in one store class;
 code outside ``shared.engines`` types its store with the protocol it uses and opens it through
 the factory (:func:`shared.engines.open_store`). The rules every engine keeps:
 
@@ -8,8 +8,10 @@ the factory (:func:`shared.engines.open_store`). The rules every engine keeps:
 - ``claim`` takes pending, due jobs atomically: ``running``, ``attempts + 1``, the caller as
   owner. Outcomes (``finish_and_claim``, ``release_*``) are guarded by id, ``running``, attempt
   and owner; an outcome that matches no row is dropped (the lease was lost) and reported so.
-- Times cross this boundary as Unix seconds (floats) and come from the caller's clock, never
-  from the database. (A :class:`shared.job.Job` shows its times as ISO text: public output.)
+- Times cross this boundary as Unix seconds (floats) and come from the caller's clock, except
+  leases: an engine that many hosts share writes ``heartbeat_at`` (jobs and process rows) with
+  its server's clock and judges lease ages on it, so no two hosts' clocks are ever compared.
+  (A :class:`shared.job.Job` shows its times as ISO text: public output.)
 - Failures are :mod:`shared.errors` exceptions (``StoreBusy``, ``StoreUnavailable``), naming
   the database and the cause; a driver's own exceptions never leave the engine.
 - A store belongs to the process and thread that opened it: open after ``fork()``.
@@ -223,8 +225,115 @@ class OpsStore(Connection, Protocol):
 
     def supervisor_counters(self) -> dict[str, dict[str, int]]: ...
 
+    # -- browsing: the dashboard's job listing (``shared.browse`` pages with these) -------------
 
-class Store(ProducerStore, WorkerStore, UpkeepStore, OpsStore, Protocol):
+    def browse_jobs(self, status: str | None, job_type: str | None, q: str | None, after: Sequence[Any] | None,
+                    limit: int, window: int) -> tuple[list[dict[str, Any]], tuple | None]:
+        """One page of the job listing: ``(rows, window_end)``.
+
+        Order, by ``status``: ``pending`` in claim order (``priority`` descending, ``run_at``,
+        ``created_at``, then an engine's tiebreak); every other status, and None (all jobs), by id,
+        newest first. The walk starts right after ``after`` (a ``cursor`` this engine gave, or
+        None: from the start). Filters: ``status``, ``job_type`` (exact), and ``q``: a substring of
+        the payload or the error (case-sensitive), the idempotency key exactly, or an id prefix
+        (lowercased).
+
+        When a filter is one the walked index does not answer (a type, ``q``, ``completed``),
+        only ``window`` entries of the walk are examined: ``rows`` are the matches among them, at
+        most ``limit``, and ``window_end`` is the cursor of the window's last entry when the
+        window was full and the page was not (the walk goes on from there), else None. Without
+        such a filter ``window_end`` is None and ``rows`` are the next ``limit`` jobs.
+
+        Row keys: ``id, type, status, attempts, max_attempts, priority, run_at, started_at,
+        completed_at, created_at, updated_at, key, owner_pid``, ``payload`` (its first 160
+        characters), ``error`` (its last 300; None when completed) and ``cursor``: a tuple of
+        JSON scalars, ``(priority, run_at, created_at, tiebreak)`` in claim order, ``(id,)``
+        otherwise. The cost is the window's entries at most, never the table's.
+        """
+        ...
+
+    def find_jobs(self, q: str, status: str | None = None, job_type: str | None = None,
+                  limit: int = 10) -> list[dict[str, Any]]:
+        """Jobs whose id starts with ``q`` lowercased (the first ``limit`` ids of that range)
+        or whose idempotency key is ``q``, that also have ``status`` and ``job_type`` when given;
+        newest id first. Row keys: those of :meth:`browse_jobs` without ``cursor``. Found
+        through the primary key and the key's index."""
+        ...
+
+    def job_texts(self, job_id: str) -> dict[str, Any] | None:
+        """``{payload, result}``: the stored JSON text of a job (None for a result not set), or
+        None when no job has that id."""
+        ...
+
+    # -- activity: attempts per minute and rate windows (``shared.activity``) --------------------
+
+    def attempts_per_minute(self, after: int, upto: int | None = None,
+                            since: float | None = None) -> list[dict[str, Any]]:
+        """Rows ``{minute, status, n}`` (``minute``: ``YYYY-MM-DDTHH:MM`` of ``ended_at``;
+        ``status``: ``completed``, ``failed``, ``cancelled`` or ``retried``) counting the attempts
+        with ``after < seq`` (``seq <= upto`` when given) that ended at or after ``since`` (when
+        given); ordered by minute, then status. A range of ``job_attempts``' primary key."""
+        ...
+
+    def attempt_seq_bounds(self) -> tuple[int, int]:
+        """``(lowest, highest)`` ``seq`` in ``job_attempts``; ``(1, 0)`` when it is empty."""
+        ...
+
+    def attempt_from(self, seq: int) -> dict[str, Any] | None:
+        """``{seq, ended_at}`` of the attempt with the lowest ``seq`` at or above ``seq``, or None."""
+        ...
+
+    def rate_window_use(self, job_type: str, since: float) -> int:
+        """Claims of ``job_type`` recorded in its rate window (``type_starts``) after ``since``."""
+        ...
+
+
+JOB_FIELDS = ("id", "type", "status", "payload", "result", "error", "attempts", "max_attempts",
+              "priority", "run_at", "started_at", "completed_at", "created_at", "updated_at", "key",
+              "owner", "owner_pid", "heartbeat_at")  # every column of the jobs table, in order
+ATTEMPT_FIELDS = ("job_id", "type", "attempt", "outcome", "due_at", "started_at", "ended_at",
+                  "owner", "error")  # a job_attempts row without its engine-local ``seq``
+
+
+@dataclass
+class Imported:
+    """What :meth:`TransferStore.import_jobs` did with each row, by job id."""
+    inserted: list[str] = field(default_factory=list)   # new here, with their attempt history
+    present: list[str] = field(default_factory=list)    # already here, same status, attempts, updated_at
+    differing: list[str] = field(default_factory=list)  # already here in another state: kept as it is
+    key_taken: list[str] = field(default_factory=list)  # skipped: another job here holds its key
+
+
+class TransferStore(Connection, Protocol):
+    """What ``jobq copy`` needs: jobs (every column) and their attempt history out of one store
+    and into another, idempotent by job id (rows are plain dicts keyed by :data:`JOB_FIELDS`)."""
+
+    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` jobs with ``id > after``, in id order, every column; only those of
+        ``statuses`` when given. A read: paging by the last id resumes anywhere."""
+        ...
+
+    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The attempt history of these jobs (:data:`ATTEMPT_FIELDS`), oldest first per job."""
+        ...
+
+    def import_jobs(self, rows: Sequence[Mapping[str, Any]],
+                    attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
+        """Insert ``rows`` as they are (every column kept) in one transaction, with the
+        ``attempts`` of the jobs inserted now. A job whose id is here already is left as it is
+        (``present`` or ``differing``); one whose key another job here holds is skipped
+        (``key_taken``): nothing here is ever overwritten. Callers keep a call to a few hundred
+        rows."""
+        ...
+
+    def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Delete (with their history) the jobs of ``rows`` that are unchanged since they were
+        read: same id, status, attempts and ``updated_at``, and not running. A job that started
+        or changed meanwhile is kept. One transaction; the ids deleted."""
+        ...
+
+
+class Store(ProducerStore, WorkerStore, UpkeepStore, OpsStore, TransferStore, Protocol):
     """Everything: what an engine's store class implements."""
 
 

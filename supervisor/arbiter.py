@@ -34,7 +34,7 @@ from shared.signals import SignalQueue
 from shared.progress import not_in_hand
 from shared.contract import Round, Store, UpkeepTask
 from shared.engines import database_file, open_store, upkeep_tasks
-from shared.errors import StoreError
+from shared.errors import StoreError, StoreUnavailable
 from shared.job import Released
 
 from . import maintenance, scheduler, statedir
@@ -418,7 +418,14 @@ class Arbiter:
         self.next_maintain = now_m + self.config.supervisor.maintenance_interval
         if self.check_db_file():
             return
-        failed = self.upkeep.run(self.round())
+        try:
+            rnd = self.round()
+        except StoreUnavailable as exc:
+            # The server is restarting or out of reach: skip this round and try again at the
+            # next one (the workers keep their own connections and leases); never crash on it.
+            event(log, "supervisor.database_unavailable", logging.WARNING, error=str(exc))
+            return
+        failed = self.upkeep.run(rnd)
         for name, exc in failed:
             event(log, "supervisor.maintenance_failed", logging.ERROR, task=name, error=repr(exc))
         if failed:

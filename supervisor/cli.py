@@ -2,7 +2,7 @@
 
 ``run`` (the default) runs the supervisor; the ops commands (``enqueue``, ``status``, ``top``,
 ``jobs``, ``show``, ``retry``, ``cancel``, ``purge``, ``pause``, ``resume``, ``stop``, ``reload``,
-``scale``, ``config``, ``web``) live in their own modules: this one only parses and dispatches.
+``scale``, ``config``, ``copy``, ``web``) live in their own modules: this one only parses and dispatches.
 ``--config`` and ``--json`` may stand before or after the subcommand. Every ops command turns an
 invalid config into exit 3 and an unusable database into exit 5, with a message naming it.
 """
@@ -21,7 +21,7 @@ from shared.exitcodes import ExitCode
 from shared.job import STATUSES, TERMINAL
 from shared.errors import StoreError
 
-from . import configcmd, control, ops, status, top
+from . import configcmd, control, copycmd, ops, status, top
 from .arbiter import Arbiter
 from .args import arg_type
 from .ctx import Ctx
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _view_commands(sub)
     _control_commands(sub)
     _config_commands(sub)
+    copycmd.add_parser(sub, _common, _ops)
     _web_command(sub)
     return p
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 from dataclasses import dataclass
 
 import psutil
@@ -110,7 +111,12 @@ def _kill_and_wait(owner: str, timeout: float = 5.0) -> bool:
     parsed = parse_token(owner)
     if parsed is None:
         return False
-    _, pid, _ = parsed
+    host, pid, _ = parsed
+    if host != socket.gethostname():
+        # Another host's process: its pid means nothing here (signalling it would hit one of
+        # ours, and psutil's wait would reap our own worker behind the arbiter's back). Its
+        # lease has expired: the job may be re-queued; that host's worker fences itself.
+        return True
     try:
         proc = psutil.Process(pid)
         proc.send_signal(signal.SIGKILL)

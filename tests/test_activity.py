@@ -1,11 +1,11 @@
 """Attempts per minute from job_attempts (shared.activity): the window starts at the right
-attempt, also across gaps left by purges, and counts completed, failed and retried."""
+attempt, also across gaps left by purges, and counts completed, failed and retried. On every
+engine (the ``engine`` fixture)."""
 from __future__ import annotations
 
 from shared import activity
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
-from shared.config import Config
 from shared.job import Finish
 from supervisor import ops
 
@@ -18,10 +18,10 @@ def _run(q: JobQueue, clock: FakeClock, outcome: str) -> str:
     return job_id
 
 
-def test_per_minute_counts_and_window_start(tmp_path):
+def test_per_minute_counts_and_window_start(engine):
     clock = FakeClock()
     start = clock.now()
-    with JobQueue(config=Config(database=str(tmp_path / "q.db")), clock=clock) as q:
+    with JobQueue(config=engine.config(), clock=clock) as q:
         ids = []
         for minute, outcomes in enumerate([["completed"], ["failed", "completed"], ["retry", "completed", "completed"]]):
             for o in outcomes:

@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = ('pip install -e . && python -m supervisor --workers 8',
-            'pip install -e ".[test]" && pytest')
+            'pip install -e ".[test,postgres]" && pytest')
 
 
 def test_manual_builds_strict(tmp_path):

@@ -1,6 +1,8 @@
 """The layering, checked (issue 13): ``supervisor`` and ``worker`` import ``shared`` and never each
 other; only the engine factory (``shared/engines/__init__.py``) imports an engine package; no
-module outside the SQLite engine imports ``sqlite3`` or names a PRAGMA.
+module outside the SQLite engine imports ``sqlite3`` or names a PRAGMA; no module outside the
+engines reaches a store's connection (an attribute ``.conn``) or runs SQL on one (a call of
+``.execute``, ``.executemany`` or ``.executescript``): every read goes through the contract.
 
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
@@ -50,6 +52,21 @@ def imports(name: str, path: Path) -> list[tuple[int, str]]:
     return out
 
 
+SQL_CALLS = {"execute", "executemany", "executescript"}
+
+
+def sql_uses(path: Path) -> list[tuple[int, str]]:
+    """(line, what) of every ``x.conn`` attribute and every ``x.execute(...)``-like call."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "conn":
+            out.append((node.lineno, "reads a store's connection (.conn)"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+            out.append((node.lineno, f"runs SQL (.{node.func.attr})"))
+    return out
+
+
 def engine_of(module: str, engines: set[str]) -> str | None:
     """'shared.engines.sqlite' for any module inside that engine package; None outside every
     engine (``shared.engines.open_store`` is the factory's function, not an engine)."""
@@ -77,6 +94,10 @@ def violations(root: Path) -> list[str]:
                                f"engine factory ({FACTORY}) imports an engine")
             if other == "sqlite3" and mine != ENGINES + "sqlite":
                 out.setdefault((where, line, "sqlite3"), f"{where}:{line}: imports sqlite3 outside the SQLite engine")
+        if mine is None and name != FACTORY:
+            for line, what in sql_uses(path):
+                out.setdefault((where, line, "sql"), f"{where}:{line}: {what} outside the engines: "
+                               f"add a method to the store contract (shared.contract)")
         if mine is None:
             for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if "PRAGMA" in text.upper():
@@ -103,6 +124,9 @@ def test_the_engines_and_the_factory_are_where_the_rules_expect_them():
     ("worker/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
     ("shared/x.py", "from sqlite3 import Connection\n", "sqlite3 outside the SQLite engine"),
     ("supervisor/x.py", "SQL = 'PRAGMA wal_checkpoint(TRUNCATE)'\n", "names a PRAGMA"),
+    ("shared/x.py", "def f(store):\n    return store.conn.execute('SELECT 1')\n", "outside the engines"),
+    ("supervisor/x.py", "def f(store):\n    c = store.conn\n", "reads a store's connection"),
+    ("supervisor/x.py", "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n", "runs SQL (.executemany)"),
 ])
 def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     for pkg in PACKAGES:

@@ -5,6 +5,8 @@ keeps the suite honest: a method added to a protocol without a test here fails i
 """
 from __future__ import annotations
 
+import dataclasses
+
 import inspect
 import re
 import select
@@ -358,6 +360,39 @@ def test_ops_reads(store, clock):
     assert "wait_le_0" in agg[0] and "run_le_1" in agg[0]
 
 
+def test_browse_and_activity_reads(store, clock):
+    """The dashboard's listing and the activity reads (paging itself: tests/test_browse.py)."""
+    ids, made = [], sorted(new_id() for _ in range(3))  # ids in creation order (one millisecond may hold all)
+    for i, j in zip(made, (job(clock, "x", key="ka", payload='{"w": "needle"}'), job(clock, "y", priority=1),
+                           job(clock, "x"))):
+        clock.advance(1)
+        ids += put(store, clock, dataclasses.replace(j, id=i, run_at=clock.now()))
+    a, b, c = ids
+    rows, end = store.browse_jobs(None, None, None, None, 2, 10)
+    assert [r["id"] for r in rows] == [c, b] and end is None
+    assert {"id", "type", "status", "payload", "error", "key", "cursor"} <= set(rows[0])
+    rest, _ = store.browse_jobs(None, None, None, rows[-1]["cursor"], 2, 10)
+    assert [r["id"] for r in rest] == [a]
+    rows, _ = store.browse_jobs("pending", None, None, None, 5, 10)
+    assert [r["id"] for r in rows] == [b, a, c]  # claim order
+    rows, end = store.browse_jobs("pending", "x", None, None, 5, 2)  # the window ends first
+    assert [r["id"] for r in rows] == [a] and end is not None
+    assert [r["id"] for r in store.browse_jobs("pending", "x", None, end, 5, 2)[0]] == [c]
+    assert [r["id"] for r in store.browse_jobs(None, None, "needle", None, 5, 10)[0]] == [a]
+    assert [r["id"] for r in store.find_jobs("ka")] == [a]
+    assert [r["id"] for r in store.find_jobs(b[:20].upper(), "pending", "y")] == [b]
+    assert store.job_texts(a) == {"payload": '{"w": "needle"}', "result": None} and store.job_texts("no") is None
+    assert store.attempt_seq_bounds() == (1, 0) and store.attempt_from(1) is None
+    j = run(store, clock)[0]
+    assert complete(store, clock, j)
+    seq = store.attempt_seq_bounds()[0]
+    assert store.attempt_seq_bounds() == (seq, seq) and store.attempt_from(0)["seq"] == seq
+    minute = iso(clock.now())[:16]
+    assert store.attempts_per_minute(seq - 1, seq) == [{"minute": minute, "status": "completed", "n": 1}]
+    assert store.attempts_per_minute(0, since=clock.now() + 1) == []
+    assert store.rate_window_use("x", clock.now() - 60) == 0
+
+
 def test_worker_rows_and_jobs_without_a_worker(store, clock):
     store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=0)
     put(store, clock, job(clock), job(clock))
@@ -406,10 +441,40 @@ def test_is_paused_and_wal_bytes_for_status(store, clock):
     assert isinstance(store.wal_bytes(), int)
 
 
+# -- transfer (jobq copy) ----------------------------------------------------------------------------
+
+
+def test_jobs_go_out_and_in_whole_once_by_id(store, clock):
+    """export/import keep every column and the history, skip by id and by key, and delete_copied
+    removes only what did not change since it was read (tests/test_copy.py: across engines)."""
+    first = job(clock)
+    put(store, clock, first)
+    (j,) = run(store, clock)
+    assert complete(store, clock, j)
+    put(store, clock, job(clock, "u", priority=3), NewJob(new_id(), "k", "1", 0, clock.now(), 4, "key-1"))
+    rows = store.export_jobs("", 10)
+    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows) and set(rows[0]) == set(contract.JOB_FIELDS)
+    assert [r["id"] for r in store.export_jobs(rows[0]["id"], 10, ["pending"])] == \
+        [r["id"] for r in rows[1:] if r["status"] == "pending"]
+    history = store.export_attempts([first.id])
+    assert [(a["attempt"], a["outcome"]) for a in history] == [(1, "completed")]
+    again = store.import_jobs(rows, history)
+    assert again.inserted == [] and again.present == [r["id"] for r in rows]
+    clash = dict(next(r for r in rows if r["key"]), id=new_id())  # another id, a key held here
+    assert store.import_jobs([clash]).key_taken == [clash["id"]]
+    (started,) = run(store, clock)  # "u", priority 3
+    assert store.import_jobs(rows).differing == [started.id]
+    assert store.delete_copied(rows) == [r["id"] for r in rows if r["id"] != started.id]  # it changed since
+    assert store.export_attempts([first.id]) == []
+    assert store.import_jobs([r for r in rows if r["id"] == first.id], history).inserted == [first.id]
+    assert store.get(first.id).status == "completed" and store.export_attempts([first.id]) == history
+    assert store.counts() == {"completed": 1, "running": 1}
+
+
 # -- the suite covers the contract --------------------------------------------------------------------
 
 PROTOCOLS = (contract.Connection, contract.ProducerStore, contract.WorkerStore, contract.UpkeepStore,
-             contract.OpsStore, contract.Wakeup)
+             contract.OpsStore, contract.TransferStore, contract.Wakeup)
 
 
 def test_every_protocol_method_is_exercised():

@@ -377,3 +377,43 @@ def test_other_addresses_need_a_token_to_start(tmp_path):
                        env={k: v for k, v in env().items() if k != "JOBQ_WEB_TOKEN"}, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "give --token" in r.stderr
+
+
+def test_the_dashboard_on_postgresql(tmp_path, page):
+    """``jobq web`` against a postgresql:// database (a schema of its own, dropped after): the
+    overview, the job listing (a status tab, a filter, the search) and a job's page render."""
+    from shared.job import Finish
+    from tests.engines import PostgresEngine
+    db = PostgresEngine(tmp_path)  # skips without a server unless JOBQ_REQUIRE_POSTGRES=1
+    config = write_config(tmp_path, database=db.database, postgres={"schema": db.schema},
+                          types={"web:ok": {"rate": "100/min"}})
+    web = None
+    try:
+        with JobQueue(config=load(config)) as q:
+            ids = q.enqueue_many([("web:ok", {"n": i}) for i in range(4)] + [("web:bad", {"needle": "x"})])
+            for j in q.store.claim("w:1:1", 1, q.clock.now(), 5):
+                bad = j.type == "web:bad"
+                q.store.finish(Finish("failed" if bad else "completed", j.id, j.attempts, "boom" if bad else '"ok"'),
+                               j.owner, q.clock.now())
+            later = q.enqueue("web:ok", {"n": "later"}, delay=3600)
+        web = Web(config).wait_up()
+        page.goto(web.url + "/")
+        page.wait_for_selector("#count-completed")
+        assert page.inner_text("#count-completed") == "4" and page.inner_text("#count-failed") == "1"
+        shot(page, tmp_path, "postgres-overview")
+        page.goto(web.url + "/jobs?status=completed")
+        assert set(page.locator("table#jobs .pill").all_inner_texts()) == {"completed"}
+        assert page.locator("table#jobs tbody tr").count() == 4
+        page.goto(web.url + "/jobs?q=needle")
+        assert page.locator("table#jobs tbody tr").count() == 1 and "web:bad" in page.inner_text("table#jobs")
+        page.goto(web.url + "/jobs?status=pending")
+        assert later[:12] in page.inner_text("table#jobs")
+        shot(page, tmp_path, "postgres-jobs")
+        page.goto(f"{web.url}/jobs/{ids[-1]}")
+        assert "boom" in page.inner_text("#error") and '"needle"' in page.inner_text("#payload")
+        assert "#1 failed" in page.inner_text("#attempts")
+        shot(page, tmp_path, "postgres-job")
+    finally:
+        if web is not None:
+            web.close()
+        db.drop()

@@ -30,8 +30,8 @@ class Chart:
         """Fold the attempts ended since the last refresh; the last hour, oldest minute first."""
         start = (int(now // 60) - (MINUTES - 1)) * 60.0
         last = admin.last_attempt_seq(store)
-        if self.db != store.path or last < self.seq:  # another database, or history purged
-            self.db, self.per = store.path, {}
+        if self.db != store.location or last < self.seq:  # another database, or history purged
+            self.db, self.per = store.location, {}
             self.seq = activity.first_attempt_since(store, start) - 1
         if last > self.seq:
             for r in activity.attempts_by_minute(store, self.seq, last):

@@ -89,8 +89,7 @@ async def job(request: Request) -> Response:
 
 def _raw(store: Any, job_id: str) -> dict[str, Any]:
     """The stored JSON text of payload and result (pretty-printed by the template)."""
-    r = store.conn.execute("SELECT payload, result FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return r or {"payload": None, "result": None}
+    return store.job_texts(job_id) or {"payload": None, "result": None}
 
 
 async def schedules(request: Request) -> Response:

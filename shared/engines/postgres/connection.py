@@ -59,6 +59,9 @@ class PgConnection:
         if migrate:
             try:
                 migrate_schema(conn, schema)
+            except psycopg.Error as exc:
+                conn.close()
+                raise error_for(self.location, exc) from exc
             except BaseException:
                 conn.close()
                 raise
@@ -66,13 +69,15 @@ class PgConnection:
 
     def _connect(self) -> psycopg.Connection:
         try:
-            options = conninfo_to_dict(self.url).get("options") or ""
+            given = conninfo_to_dict(self.url)
+            options = given.get("options") or ""
+            name = given.get("application_name") or "jobq"  # what pg_stat_activity shows
             # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
             # fails within about connect_timeout instead of hanging for the kernel's minutes.
             wait = max(1, math.ceil(self.connect_timeout))
             conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=wait,
                                    keepalives=1, keepalives_idle=wait, keepalives_interval=1,
-                                   keepalives_count=3, tcp_user_timeout=wait * 1000,
+                                   keepalives_count=3, tcp_user_timeout=wait * 1000, application_name=name,
                                    options=f"{options} -c search_path={self.schema}".strip())
         except psycopg.Error as exc:
             raise error_for(self.location, exc) from exc

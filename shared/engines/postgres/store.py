@@ -283,6 +283,17 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
             return self.conn.execute("SELECT * FROM processes ORDER BY kind, slot").fetchall()
         return self.conn.execute("SELECT * FROM processes WHERE kind = %s ORDER BY slot", (kind,)).fetchall()
 
+    def analyze_if_stale(self, fraction: float = 0.1, floor: int = 500) -> bool:
+        """``ANALYZE jobs`` when more than ``fraction`` of it (and ``floor`` rows) changed since
+        the last analysis (see :mod:`.upkeep`); whether it ran. ANALYZE blocks no reader or
+        writer."""
+        row = self.conn.execute("SELECT n_mod_since_analyze AS m, n_live_tup AS n FROM pg_stat_user_tables "
+                                "WHERE relid = %s::regclass", (self.table,)).fetchone()
+        if row is None or row["m"] <= max(floor, fraction * row["n"]):
+            return False
+        self.conn.execute("ANALYZE jobs")
+        return True
+
     def fold_counts(self) -> None:
         """Fold the appended count deltas into ``job_counts`` (upkeep; safe to run anywhere)."""
         self.conn.execute(FOLD_COUNTS)

@@ -1,5 +1,88 @@
-"""Placeholder: export and import of jobs for jobq copy (helper: copy)."""
+"""The PostgreSQL engine's side of ``jobq copy`` (the ``TransferStore`` part of :mod:`shared.contract`).
+
+:class:`PgTransfer` is a mixin of :class:`PgStore` (it needs :class:`PgConnection`'s ``conn``,
+``_write`` and ``_tx``). A chunk of rows travels as one ``jsonb`` parameter expanded by
+``jsonb_populate_recordset`` against the table's own row type, so an import is a handful of
+round trips whatever its size: insert the jobs, sort out the ones skipped, insert the history of
+the new ones, all in one transaction. Inserts fire the statement triggers (count deltas) like
+any enqueue; the attempt history is copied as rows (its trigger fires on updates only).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
+
+_COLUMNS = ", ".join(JOB_FIELDS)
+_ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
+# ON CONFLICT without a target: a taken id and a taken key (the partial unique index) both skip.
+_INSERT = (f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "
+           "ON CONFLICT DO NOTHING RETURNING id")
+_HERE = "SELECT id, status, attempts, updated_at FROM jobs WHERE id = ANY(%s)"
+# seq is left to its sequence; ordinality keeps the exported order (oldest first per job).
+_INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} "
+                    "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
+                    "ORDER BY a.ordinality")
+_DELETE_UNCHANGED = (
+    "DELETE FROM jobs j USING jsonb_populate_recordset(NULL::jobs, %s) AS r "
+    "WHERE j.id = r.id AND j.status = r.status AND j.attempts = r.attempts "
+    "AND j.updated_at = r.updated_at AND j.status <> 'running' RETURNING j.id")
 
 
 class PgTransfer:
-    """Filled in by its branch."""
+    """Export and import of whole job rows."""
+
+    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        if statuses is not None and not statuses:
+            return []
+        where, params = "id > %s", [after]
+        if statuses is not None:
+            where += " AND status = ANY(%s)"
+            params.append(list(statuses))
+        return self.conn.execute(  # type: ignore[attr-defined]
+            f"SELECT {_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT %s", (*params, limit)).fetchall()
+
+    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not job_ids:
+            return []
+        return self.conn.execute(  # type: ignore[attr-defined]
+            f"SELECT {_ATTEMPT_COLUMNS} FROM job_attempts WHERE job_id = ANY(%s) ORDER BY seq",
+            (list(job_ids),)).fetchall()
+
+    def import_jobs(self, rows: Sequence[Mapping[str, Any]],
+                    attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
+        if not rows:
+            return Imported()
+        jobs = Jsonb([{f: r[f] for f in JOB_FIELDS} for r in rows])
+
+        def tx(c: psycopg.Connection) -> Imported:
+            new = {h["id"] for h in c.execute(_INSERT, (jobs,)).fetchall()}
+            done = Imported(inserted=[r["id"] for r in rows if r["id"] in new])
+            skipped = [r for r in rows if r["id"] not in new]
+            here = {h["id"]: h for h in c.execute(_HERE, ([r["id"] for r in skipped],)).fetchall()} \
+                if skipped else {}
+            for r in skipped:
+                h = here.get(r["id"])
+                if h is None:
+                    done.key_taken.append(r["id"])
+                elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
+                    done.present.append(r["id"])
+                else:
+                    done.differing.append(r["id"])
+            history = [{f: a[f] for f in ATTEMPT_FIELDS} for a in attempts if a["job_id"] in new]
+            if history:
+                c.execute(_INSERT_ATTEMPTS, (Jsonb(history),))
+            return done
+        return self._tx(tx)  # type: ignore[attr-defined]
+
+    def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+        if not rows:
+            return []
+        keys = Jsonb([{"id": r["id"], "status": r["status"], "attempts": r["attempts"],
+                       "updated_at": r["updated_at"]} for r in rows])
+        gone = {h["id"] for h in self._write(  # type: ignore[attr-defined]
+            lambda c: c.execute(_DELETE_UNCHANGED, (keys,)).fetchall())}
+        return [r["id"] for r in rows if r["id"] in gone]

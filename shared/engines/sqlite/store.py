@@ -21,9 +21,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ...clock import iso, parse_iso
 from ...job import Finish, Job, NewJob, Released, encode_json  # noqa: F401 - encode_json: re-export
+from .browse import SqliteBrowse
 from .connection import SqliteConnection, is_busy, translate_errors
 from .lifecycle import LifecycleStore
 from .ops import OpsSql
+from .transfer import SqliteTransfer
 
 _JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
                 "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
@@ -110,7 +112,7 @@ def _finish_params(f: "Finish", owner: str, stamp: str) -> dict[str, Any]:
 
 
 @translate_errors
-class SqliteStore(SqliteConnection, LifecycleStore, OpsSql):
+class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, SqliteTransfer):
     """One SQLite connection to a jobq database, and the operations on it."""
 
     @classmethod

@@ -1,0 +1,90 @@
+"""The SQLite engine's side of ``jobq copy`` (the ``TransferStore`` part of :mod:`shared.contract`).
+
+:class:`SqliteTransfer` is a mixin of :class:`SqliteStore`: exports are plain reads paged by id;
+an import is one ``BEGIN IMMEDIATE`` transaction per call (the caller sends a few hundred rows),
+so a copy interrupted anywhere leaves whole chunks, and running it again skips them by id.
+Inserted rows fire the count triggers like any insert; the attempt trigger fires on updates only,
+so the history is copied as rows, for the jobs inserted in the same transaction.
+"""
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Mapping, Sequence
+
+from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
+
+_COLUMNS = ", ".join(JOB_FIELDS)
+# ON CONFLICT without a target: the id and the partial unique index on key both skip the row.
+_INSERT = (f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * len(JOB_FIELDS))}) "
+           "ON CONFLICT DO NOTHING")
+_INSERT_ATTEMPT = (f"INSERT INTO job_attempts ({', '.join(ATTEMPT_FIELDS)}) "
+                   f"VALUES ({', '.join('?' * len(ATTEMPT_FIELDS))})")
+_DELETE_UNCHANGED = ("DELETE FROM jobs WHERE id = ? AND status = ? AND attempts = ? AND updated_at = ? "
+                     "AND status <> 'running'")
+_IN_CHUNK = 500  # ids per IN (...) list: below every SQLite's limit on parameters (999)
+
+
+class SqliteTransfer:
+    """Export and import of whole job rows (needs the store's ``conn`` and ``_immediate``)."""
+
+    conn: sqlite3.Connection
+
+    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        where, params = "id > ?", [after]
+        if statuses is not None:
+            if not statuses:
+                return []
+            where += f" AND status IN ({', '.join('?' * len(statuses))})"
+            params += list(statuses)
+        return self.conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?",
+                                 (*params, limit)).fetchall()
+
+    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for k in range(0, len(job_ids), _IN_CHUNK):
+            part = job_ids[k:k + _IN_CHUNK]
+            out += self.conn.execute(
+                f"SELECT {', '.join(ATTEMPT_FIELDS)} FROM job_attempts "
+                f"WHERE job_id IN ({', '.join('?' * len(part))}) ORDER BY seq", part).fetchall()
+        return out
+
+    def import_jobs(self, rows: Sequence[Mapping[str, Any]],
+                    attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
+        def tx(c: sqlite3.Connection) -> Imported:
+            done = Imported()
+            skipped = []
+            for r in rows:
+                if c.execute(_INSERT, [r[f] for f in JOB_FIELDS]).rowcount == 1:
+                    done.inserted.append(r["id"])
+                else:
+                    skipped.append(r)
+            _classify(c, skipped, done)
+            new = set(done.inserted)
+            c.executemany(_INSERT_ATTEMPT, [[a[f] for f in ATTEMPT_FIELDS] for a in attempts
+                                            if a["job_id"] in new])
+            return done
+        return self._immediate(tx)  # type: ignore[attr-defined]
+
+    def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+        def tx(c: sqlite3.Connection) -> list[str]:
+            return [r["id"] for r in rows if c.execute(
+                _DELETE_UNCHANGED, (r["id"], r["status"], r["attempts"], r["updated_at"])).rowcount == 1]
+        return self._immediate(tx)  # type: ignore[attr-defined]
+
+
+def _classify(c: sqlite3.Connection, skipped: Sequence[Mapping[str, Any]], done: Imported) -> None:
+    """Sort the rows the insert skipped: here by id (the same state or not), or kept out by a key."""
+    here: dict[str, Any] = {}
+    for k in range(0, len(skipped), _IN_CHUNK):
+        part = [r["id"] for r in skipped[k:k + _IN_CHUNK]]
+        for h in c.execute(f"SELECT id, status, attempts, updated_at FROM jobs "
+                           f"WHERE id IN ({', '.join('?' * len(part))})", part).fetchall():
+            here[h["id"]] = h
+    for r in skipped:
+        h = here.get(r["id"])
+        if h is None:
+            done.key_taken.append(r["id"])
+        elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
+            done.present.append(r["id"])
+        else:
+            done.differing.append(r["id"])

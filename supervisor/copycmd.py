@@ -1,0 +1,232 @@
+"""``jobq copy --from DB --to DB``: copy (or move, with ``--delete``) jobs between databases of any
+engines, idempotent by job id and resumable (docs/scaling-out.md has the move step by step).
+
+The source is read in id order, ``--chunk`` jobs at a time; each chunk is imported into the
+target in one transaction, with the attempt history of the jobs it inserts. Every column is kept
+(ids, times, attempts, results). A job whose id is in the target already is never overwritten,
+so running the same command again copies only what is new: that is how an interrupted copy
+resumes, and how a second copy after the switch catches the stragglers.
+
+Running jobs are not copied unless ``--status running`` asks: the copy would run again in the
+target while its worker still runs it in the source. With ``--delete`` the jobs copied are then
+deleted from the source, each only if unchanged since it was read (a job that started meanwhile
+stays where it runs).
+
+Exit codes: 0 done; 2 bad arguments; 3 invalid config; 5 a database cannot be opened or used
+(one line naming it, password hidden); 130 interrupted (run the same command again to resume).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any, Sequence
+
+from shared import database as database_mod
+from shared.config import Config
+from shared.contract import Imported, Store
+from shared.engines import database_file, open_store
+from shared.errors import StoreError
+from shared.exitcodes import ExitCode
+from shared.job import STATUSES
+
+from .ctx import Ctx
+
+DEFAULT_STATUSES = ("pending", "completed", "failed", "cancelled")  # not running: see above
+CHUNK = 500
+PROGRESS_EVERY = 2.0  # seconds between progress lines on stderr
+SHOW_IDS = 10  # ids named per kind of skipped job; the rest are counted
+
+
+def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
+    help = "copy jobs to another database (e.g. SQLite to PostgreSQL), idempotent and resumable"
+    p = sub.add_parser("copy", help=help, description=help + "; see docs/scaling-out.md")
+    common(p, False)
+    p.add_argument("--from", dest="source", required=True, metavar="DB",
+                   help="source database, as in jobq.toml: a path, sqlite:///abs/path.db or postgresql://...")
+    p.add_argument("--to", dest="target", required=True, metavar="DB", help="target database (created if new)")
+    p.add_argument("--status", action="append", default=None, metavar="S[,S...]",
+                   help=f"statuses to copy ({', '.join(STATUSES)} or all; repeatable; "
+                        f"default {','.join(DEFAULT_STATUSES)})")
+    p.add_argument("--delete", action="store_true",
+                   help="move: delete each copied job from the source if it did not change meanwhile")
+    p.add_argument("--after", default="", metavar="ID", help="start after this job id (default: the first)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="read at most N jobs of the source")
+    p.add_argument("--chunk", type=int, default=CHUNK, metavar="N",
+                   help=f"jobs per transaction of the target (default {CHUNK})")
+    p.set_defaults(func=wrap(cmd_copy))
+
+
+def parse_statuses(values: Sequence[str] | None) -> tuple[str, ...]:
+    """The statuses named by ``--status`` (comma-separated, repeatable, ``all``). ValueError
+    naming an unknown one."""
+    if not values:
+        return DEFAULT_STATUSES
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    if "all" in names:
+        return STATUSES
+    unknown = [n for n in names if n not in STATUSES]
+    if unknown or not names:
+        raise ValueError(f"copy: unknown --status {', '.join(unknown) or '(empty)'} "
+                         f"(expected {', '.join(STATUSES)} or all)")
+    return tuple(dict.fromkeys(names))
+
+
+def cmd_copy(ctx: Ctx, args: argparse.Namespace) -> int:
+    try:
+        statuses = parse_statuses(args.status)
+    except ValueError as exc:
+        return ctx.fail(str(exc), ExitCode.USAGE)
+    if args.chunk < 1 or (args.limit is not None and args.limit < 0):
+        return ctx.fail("copy: --chunk must be >= 1 and --limit >= 0", ExitCode.USAGE)
+    base = ctx.config if args.config is not None or os.path.exists(ctx.config_path) else Config()
+    cfgs = {}
+    for flag, value in (("--from", args.source), ("--to", args.target)):
+        try:
+            cfgs[flag] = base.replace(database=database_mod.resolve(value, os.getcwd()))
+        except ValueError as exc:
+            return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {_redact(str(exc), value)}",
+                            ExitCode.DATABASE_UNAVAILABLE)
+    if cfgs["--from"].database == cfgs["--to"].database:
+        return ctx.fail(f"copy: --from and --to name the same database ({_shown(args.source)})", ExitCode.USAGE)
+    source_file = database_file(cfgs["--from"])
+    if source_file is not None and not os.path.exists(source_file):
+        return ctx.fail(f"copy --from {_shown(args.source)}: no such database file", ExitCode.DATABASE_UNAVAILABLE)
+    with _open(ctx, "--from", args.source, cfgs["--from"], migrate=False) as src:
+        if isinstance(src, int):
+            return src
+        with _open(ctx, "--to", args.target, cfgs["--to"], migrate=True) as dst:
+            if isinstance(dst, int):
+                return dst
+            return Copy(ctx, args, statuses, src, dst).run()
+
+
+class _open:
+    """``with`` a store on one side (``flag``), or the exit code of a failure to open it, with the
+    message printed. Errors while copying are named with their side too (see :class:`Copy`)."""
+
+    def __init__(self, ctx: Ctx, flag: str, value: str, cfg: Config, *, migrate: bool) -> None:
+        self.ctx, self.flag, self.value, self.cfg, self.migrate = ctx, flag, value, cfg, migrate
+        self.store: Store | None = None
+
+    def __enter__(self) -> Store | int:
+        try:
+            self.store = open_store(self.cfg, migrate=self.migrate)
+        except StoreError as exc:
+            return unavailable(self.ctx, self.flag, self.value, exc)
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def unavailable(ctx: Ctx, flag: str, value: str, exc: StoreError) -> int:
+    """One line: which side, which database (password hidden), what went wrong."""
+    text = " ".join(_redact(str(exc), value).split())
+    return ctx.fail(f"copy {flag} {_shown(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE)
+
+
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _shown(value: str) -> str:
+    return database_mod.redacted(value)
+
+
+def _redact(text: str, value: str) -> str:
+    return text.replace(value, _shown(value)) if value != _shown(value) else text
+
+
+class Copy:
+    """One run of the copy: chunk after chunk until the source has no more (or ``--limit``)."""
+
+    def __init__(self, ctx: Ctx, args: argparse.Namespace, statuses: Sequence[str],
+                 src: Store, dst: Store) -> None:
+        self.ctx, self.args, self.statuses, self.src, self.dst = ctx, args, statuses, src, dst
+        self.after = args.after
+        self.read = self.attempts = 0
+        self.total = Imported()
+        self.deleted: list[str] = []
+        self._said = time.monotonic()
+
+    def run(self) -> int:
+        try:
+            while self.args.limit is None or self.read < self.args.limit:
+                want = self.args.chunk if self.args.limit is None else min(self.args.chunk, self.args.limit - self.read)
+                if not self.chunk(want):
+                    break
+                self.progress()
+        except StoreError as exc:
+            self.summary(done=False)
+            flag, value = self.side(exc)
+            return unavailable(self.ctx, flag, value, exc)
+        except KeyboardInterrupt:
+            self.summary(done=False)
+            return self.ctx.fail(f"copy interrupted after job {self.after or '(none)'}: run the same "
+                                 "command again to resume (copied jobs are skipped)", 130)
+        self.summary(done=True)
+        return ExitCode.OK
+
+    def chunk(self, want: int) -> bool:
+        """Copy the next ``want`` jobs of the source; False when there were none."""
+        rows = self.src.export_jobs(self.after, want, self.statuses)
+        if not rows:
+            return False
+        history = self.src.export_attempts([r["id"] for r in rows])
+        got = self.dst.import_jobs(rows, history)
+        new = set(got.inserted)
+        self.attempts += sum(1 for a in history if a["job_id"] in new)
+        if self.args.delete:
+            same = new | set(got.present)
+            self.deleted += self.src.delete_copied([r for r in rows if r["id"] in same])
+        for name in ("inserted", "present", "differing", "key_taken"):
+            getattr(self.total, name).extend(getattr(got, name))
+        self.read += len(rows)
+        self.after = rows[-1]["id"]
+        return True
+
+    def side(self, exc: StoreError) -> tuple[str, str]:
+        """Which side an error came from (by the location it names), for its message."""
+        if exc.database and exc.database == self.dst.location:
+            return "--to", self.args.target
+        if exc.database and exc.database == self.src.location:
+            return "--from", self.args.source
+        return "--from/--to", f"{self.args.source} -> {self.args.target}"
+
+    def progress(self) -> None:
+        if self.ctx.json or time.monotonic() - self._said < PROGRESS_EVERY:
+            return
+        self._said = time.monotonic()
+        print(f"jobq copy: {self.read} read, {len(self.total.inserted)} copied, last id {self.after}",
+              file=self.ctx.err)
+
+    def summary(self, *, done: bool) -> None:
+        t = self.total
+        data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts,
+                "already_there": len(t.present), "differing": t.differing, "key_taken": t.key_taken,
+                "deleted": len(self.deleted), "last_id": self.after or None,
+                "statuses": list(self.statuses)}
+        if not self.ctx.json:
+            self._explain_skips()
+        skipped = len(t.present) + len(t.differing) + len(t.key_taken)
+        text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}) to "
+                f"{_shown(self.args.target)}, skipped {skipped} already there")
+        if t.differing or t.key_taken:
+            text += f" ({len(t.differing)} in another state there, {len(t.key_taken)} with a key taken there)"
+        if self.args.delete:
+            text += f"; deleted {len(self.deleted)} from the source"
+        if not done:
+            text += f"; stopped after job {self.after or '(none)'}"
+        self.ctx.emit(data, text)
+
+    def _explain_skips(self) -> None:
+        for ids, why in ((self.total.differing, "is in the target already, in another state: the target's "
+                          "row is kept (the job changed in the source after an earlier copy)"),
+                         (self.total.key_taken, "was not copied: another job in the target holds its "
+                          "idempotency key")):
+            for i in ids[:SHOW_IDS]:
+                print(f"jobq copy: job {i} {why}", file=self.ctx.err)
+            if len(ids) > SHOW_IDS:
+                print(f"jobq copy: ... and {len(ids) - SHOW_IDS} more like that", file=self.ctx.err)

@@ -1,0 +1,354 @@
+"""``jobq copy`` (issue 14): jobs move between databases of any engine with every column and their
+attempt history, idempotent by id, resumable after a stop or a kill, and a move (``--delete``)
+never loses a job that started meanwhile. Run as a user runs it: ``python -m supervisor copy`` in
+a subprocess. SQLite to SQLite always; to and from PostgreSQL when a server is there (skipped
+without one unless JOBQ_REQUIRE_POSTGRES=1)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import tomli_w
+
+from shared.config import Config
+from shared.contract import Store
+from shared.engines import open_store
+from shared.errors import StoreError
+from shared.exitcodes import ExitCode
+from shared.job import Finish, NewJob, new_id, new_ids
+from tests.engines import PostgresEngine
+from tests.proc import env, wait_until
+
+T0 = 1_700_000_000.0
+OWNER = "copyhost:4242:1"
+
+
+# -- the databases ----------------------------------------------------------------------------
+
+
+class Side:
+    """One database of a copy: its ``database`` value for the CLI and a store on it."""
+
+    def __init__(self, database: str, schema: str = "jobq") -> None:
+        self.database, self.schema = database, schema
+
+    def open(self, migrate: bool = True) -> Store:
+        cfg = Config(database=self.database)
+        return open_store(cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema)),
+                          migrate=migrate)
+
+
+@pytest.fixture
+def pg(tmp_path) -> Iterator[Side]:
+    """A PostgreSQL side in a schema of its own (the contract suite's fixture), dropped afterwards."""
+    engine = PostgresEngine(tmp_path)  # skips without a server (fails under JOBQ_REQUIRE_POSTGRES=1)
+    yield Side(engine.database, engine.schema)
+    engine.drop()
+
+
+@pytest.fixture
+def lite(tmp_path) -> Iterator[Any]:
+    """A new SQLite side per call: ``lite('a')``."""
+    return lambda name: Side(f"sqlite://{tmp_path / (name + '.db')}")
+
+
+@pytest.fixture(params=["sqlite-sqlite", "sqlite-postgresql", "postgresql-sqlite"])
+def pair(request, lite) -> tuple[Side, Side]:
+    """(source, target) for each direction the issue names."""
+    a, b = request.param.split("-")
+    src = lite("src") if a == "sqlite" else request.getfixturevalue("pg")
+    dst = lite("dst") if b == "sqlite" else request.getfixturevalue("pg")
+    return src, dst
+
+
+def copy(tmp_path: Path, src: Side | str, dst: Side | str, *args: str,
+         json_out: bool = True) -> subprocess.CompletedProcess:
+    """``python -m supervisor copy --from SRC --to DST ARGS --json`` with a config naming the
+    PostgreSQL side's schema (both sides share the file, as a user's would)."""
+    schemas = {s.schema for s in (src, dst) if isinstance(s, Side) and s.database.startswith("postgresql")}
+    cfg = tmp_path / "copy.toml"
+    cfg.write_bytes(tomli_w.dumps({"postgres": {"schema": schemas.pop() if schemas else "jobq"}}).encode())
+    names = [s.database if isinstance(s, Side) else s for s in (src, dst)]
+    return subprocess.run([sys.executable, "-m", "supervisor", "copy", "--from", names[0], "--to", names[1],
+                           "--config", str(cfg), *args, *(["--json"] if json_out else [])], capture_output=True, text=True, env=env(),
+                          cwd=str(tmp_path), timeout=120)
+
+
+def summary(r: subprocess.CompletedProcess) -> dict[str, Any]:
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    return json.loads(r.stdout)
+
+
+def fill(s: Store) -> dict[str, str]:
+    """Jobs in every state, with attempt history; name -> id. Each step enqueues what it then
+    claims, so a claim takes exactly the job meant."""
+    t = [T0]
+
+    def now() -> float:
+        t[0] += 1.5
+        return t[0]
+
+    def one(name: str, **kw: Any) -> str:
+        job = NewJob(id=new_id(), type=f"copy:{name}", payload=json.dumps({"name": name, "ü": [1, 2]}),
+                     priority=kw.get("priority", 0), run_at=kw.get("run_at", t[0]),
+                     max_attempts=kw.get("max_attempts"), key=kw.get("key"))
+        return s.enqueue([job], now())[0]
+
+    ids = {"done": one("done")}
+    (j,) = s.claim(OWNER, 4242, now())
+    s.finish_and_claim([Finish("completed", j.id, j.attempts, json.dumps({"ok": True}))], OWNER, 4242, now(), 0)
+    ids["failed"] = one("failed", max_attempts=2)
+    (j,) = s.claim(OWNER, 4242, now())
+    s.finish_and_claim([Finish("retry", j.id, j.attempts, "boom 1", run_at=t[0], max_attempts=2)], OWNER, 4242, now(), 0)
+    (j,) = s.claim(OWNER, 4242, now())
+    s.finish_and_claim([Finish("failed", j.id, j.attempts, "boom 2", max_attempts=2)], OWNER, 4242, now(), 0)
+    ids["cancelled"] = one("cancelled")
+    assert s.cancel_jobs([ids["cancelled"]], now()) == [ids["cancelled"]]
+    ids["running"] = one("running")
+    (j,) = s.claim(OWNER, 4242, now())
+    assert j.id == ids["running"]
+    ids["keyed"] = one("keyed", key="the-key", priority=5, max_attempts=7)
+    ids["scheduled"] = one("scheduled", run_at=T0 + 86400)
+    for k in range(4):
+        ids[f"pending{k}"] = one(f"pending{k}", priority=k)
+    return ids
+
+
+def seed(tmp_path: Path, src: Side) -> dict[str, str]:
+    """:func:`fill` the source; a PostgreSQL source is filled on SQLite and copied over whole
+    (``--status all``), so the jobs that reach the target have made the round trip."""
+    if not src.database.startswith("postgresql"):
+        with src.open() as s:
+            return fill(s)
+    first = Side(f"sqlite://{tmp_path / 'seed.db'}")
+    with first.open() as s:
+        ids = fill(s)
+        want, want_history = rows(s), history(s, rows(s))
+    summary(copy(tmp_path, first, src, "--status", "all"))
+    with src.open() as s:
+        assert rows(s) == want and history(s, want) == want_history
+    return ids
+
+
+def rows(s: Store, statuses: Any = None) -> dict[str, dict[str, Any]]:
+    return {r["id"]: dict(r) for r in s.export_jobs("", 1_000_000, statuses)}
+
+
+def history(s: Store, ids: Any) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for a in s.export_attempts(sorted(ids)):
+        out.setdefault(a["job_id"], []).append(dict(a))
+    return out
+
+
+# -- every direction ----------------------------------------------------------------------------
+
+
+def test_every_job_arrives_with_every_column_and_a_second_run_copies_none(tmp_path, pair):
+    src, dst = pair
+    ids = seed(tmp_path, src)
+    with src.open() as s:
+        before = rows(s)
+        before_history = history(s, before)
+    got = summary(copy(tmp_path, src, dst))
+    assert got["copied"] == len(ids) - 1 and got["already_there"] == 0 and got["done"]
+    assert got["attempts"] == 3  # done: 1; failed: a retry and the failure
+    with dst.open() as d:
+        after = rows(d)
+        assert after == {i: r for i, r in before.items() if r["status"] != "running"}
+        assert ids["running"] not in after
+        assert history(d, after) == {i: h for i, h in before_history.items() if i in after}
+        assert d.counts() == {"pending": 6, "completed": 1, "failed": 1, "cancelled": 1}
+        assert d.next_due() == T0 + 86400  # the scheduled job, still ahead
+    again = summary(copy(tmp_path, src, dst))
+    assert (again["copied"], again["already_there"], again["attempts"]) == (0, len(ids) - 1, 0)
+    with dst.open() as d:
+        assert rows(d) == after and d.counts()["pending"] == 6
+    with src.open() as s:
+        assert rows(s) == before  # a copy leaves the source as it was
+
+
+def test_running_jobs_are_copied_only_when_asked(tmp_path, pair):
+    src, dst = pair
+    ids = seed(tmp_path, src)
+    with src.open() as s:
+        running = rows(s, ["running"])
+    got = summary(copy(tmp_path, src, dst, "--status", "running"))
+    assert got["copied"] == 1 and got["statuses"] == ["running"]
+    with dst.open() as d:
+        assert rows(d) == running and d.running()[0].id == ids["running"]
+
+
+def test_move_deletes_what_was_copied_and_keeps_what_is_running(tmp_path, pair):
+    src, dst = pair
+    ids = seed(tmp_path, src)
+    with src.open() as s:
+        before = rows(s)
+    got = summary(copy(tmp_path, src, dst, "--delete"))
+    assert got["copied"] == len(ids) - 1 and got["deleted"] == len(ids) - 1
+    with src.open() as s:
+        assert list(rows(s)) == [ids["running"]]
+        assert history(s, [ids["done"], ids["failed"]]) == {}  # the history went with its jobs
+    with dst.open() as d:
+        assert rows(d) == {i: r for i, r in before.items() if r["status"] != "running"}
+
+
+# -- resuming --------------------------------------------------------------------------------------
+
+
+def test_a_limited_copy_resumes_where_it_stopped(tmp_path, lite):
+    src, dst = lite("a"), lite("b")
+    with src.open() as s:
+        fill(s)
+        want = rows(s, ["pending", "completed", "failed", "cancelled"])
+    first = summary(copy(tmp_path, src, dst, "--limit", "3", "--chunk", "2"))
+    assert first["copied"] == 3 and first["read"] == 3
+    with dst.open() as d:
+        assert sorted(rows(d)) == sorted(want)[:3] and first["last_id"] == sorted(want)[2]
+    rest = summary(copy(tmp_path, src, dst, "--after", first["last_id"]))
+    assert rest["copied"] == len(want) - 3 and rest["already_there"] == 0
+    whole = summary(copy(tmp_path, src, dst, "--chunk", "4"))
+    assert whole["copied"] == 0 and whole["already_there"] == len(want)
+    with dst.open() as d:
+        assert rows(d) == want
+
+
+def test_a_killed_copy_resumes_and_loses_nothing(tmp_path, lite):
+    src, dst = lite("a"), lite("b")
+    n = 20_000
+    with src.open() as s:
+        jobs = [NewJob(id=i, type="bulk", payload=str(k), priority=0, run_at=T0, max_attempts=None, key=None)
+                for k, i in enumerate(new_ids(n))]
+        for k in range(0, n, 1000):
+            s.enqueue(jobs[k:k + 1000], T0)
+    cfg = tmp_path / "copy.toml"
+    cfg.write_text("")
+    proc = subprocess.Popen([sys.executable, "-m", "supervisor", "copy", "--from", src.database, "--to",
+                             dst.database, "--chunk", "50", "--config", str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), cwd=str(tmp_path))
+    try:
+        def some_copied() -> bool:
+            if proc.poll() is not None or not Path(dst.database[len("sqlite://"):]).exists():
+                return proc.poll() is not None
+            try:
+                with dst.open(migrate=False) as d:
+                    return bool(d.export_jobs("", 1))
+            except StoreError:  # the file is there, its tables not yet
+                return False
+        wait_until(some_copied, timeout=60, what="the first chunk in the target")
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        proc.stderr.close()
+    with dst.open() as d:
+        part = len(d.export_jobs("", n + 1))
+        assert 0 < part < n and part % 50 == 0  # killed midway; whole chunks: each is one transaction
+    got = summary(copy(tmp_path, src, dst))
+    assert got["copied"] == n - part and got["already_there"] == part
+    with src.open() as s, dst.open() as d:
+        assert rows(d) == rows(s) and d.counts() == {"pending": n}
+
+
+# -- what is not overwritten ---------------------------------------------------------------------
+
+
+def test_a_job_changed_since_the_last_copy_and_a_taken_key_are_reported_not_overwritten(tmp_path, lite):
+    src, dst = lite("a"), lite("b")
+    with src.open() as s:
+        ids = fill(s)
+    summary(copy(tmp_path, src, dst))
+    with src.open() as s:
+        assert s.cancel_jobs([ids["pending0"]], T0 + 500) == [ids["pending0"]]
+        stray = NewJob(id=new_id(), type="copy:stray", payload="1", priority=0, run_at=T0, max_attempts=None,
+                       key="second-key")
+        s.enqueue([stray], T0 + 501)
+    with dst.open() as d:
+        other = NewJob(id=new_id(), type="copy:other", payload="2", priority=0, run_at=T0, max_attempts=None,
+                       key="second-key")
+        d.enqueue([other], T0 + 502)
+    r = copy(tmp_path, src, dst, "--delete")
+    got = summary(r)
+    assert got["copied"] == 0 and got["differing"] == [ids["pending0"]] and got["key_taken"] == [stray.id]
+    with dst.open() as d:
+        assert d.get(ids["pending0"]).status == "pending"  # the target's row is kept
+        assert d.get(stray.id) is None and d.get(other.id).type == "copy:other"
+    with src.open() as s:  # neither is deleted from the source: the target does not hold them
+        assert s.get(ids["pending0"]).status == "cancelled" and s.get(stray.id) is not None
+    text = copy(tmp_path, src, dst, json_out=False)
+    assert "in another state" in text.stderr and "idempotency key" in text.stderr
+    assert "skipped" in text.stdout
+
+
+# -- bad input --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, target, named", [
+    ("mysql://u:secret@db.example/x", "b.db", "--from mysql://u:***@db.example/x"),
+    ("a.db", "mysql://u:secret@db.example/x", "--to mysql://u:***@db.example/x"),
+    ("missing.db", "b.db", "--from missing.db: no such database file"),
+    ("a.db", "/no/such/folder/b.db", "--to /no/such/folder/b.db"),
+])
+def test_a_database_that_cannot_be_opened_is_exit_5_and_one_line(tmp_path, lite, source, target, named):
+    with lite("a").open() as s:
+        s.enqueue([NewJob(new_id(), "t", "1", 0, T0, None, None)], T0)
+    r = copy(tmp_path, source, target)
+    assert r.returncode == ExitCode.DATABASE_UNAVAILABLE, r.stderr
+    assert r.stderr.count("\n") == 1 and named in r.stderr and "secret" not in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_an_unreachable_server_is_exit_5_naming_it_without_the_password(tmp_path, lite):
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    with lite("a").open() as s:
+        s.enqueue([NewJob(new_id(), "t", "1", 0, T0, None, None)], T0)
+    url = "postgresql://jobq:secret@127.0.0.1:1/jobq"
+    r = copy(tmp_path, lite("a"), url)
+    assert r.returncode == ExitCode.DATABASE_UNAVAILABLE, r.stderr
+    assert r.stderr.count("\n") == 1 and "--to postgresql://jobq:***@127.0.0.1:1/jobq" in r.stderr
+    assert "secret" not in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--status", "bogus"], "unknown --status bogus"),
+    (["--chunk", "0"], "--chunk must be >= 1"),
+])
+def test_bad_arguments_are_exit_2(tmp_path, lite, args, named):
+    with lite("a").open():
+        pass
+    r = copy(tmp_path, lite("a"), lite("b"), *args)
+    assert r.returncode == ExitCode.USAGE and named in r.stderr
+
+
+def test_the_same_database_on_both_sides_is_refused(tmp_path, lite):
+    with lite("a").open():
+        pass
+    r = copy(tmp_path, lite("a"), str(tmp_path / "a.db"))
+    assert r.returncode == ExitCode.USAGE and "same database" in r.stderr
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def side(request, lite) -> Side:
+    return lite("one") if request.param == "sqlite" else request.getfixturevalue("pg")
+
+
+def test_delete_copied_keeps_a_job_that_started_or_changed_meanwhile(side):
+    with side.open() as s:
+        jobs = [NewJob(new_id(), "t", str(k), 0, T0, None, None) for k in range(4)]
+        s.enqueue(jobs, T0)
+        read = s.export_jobs("", 10, ["pending"])
+        (started,) = s.claim(OWNER, 4242, T0 + 1)           # starts after it was read
+        s.release_unstarted(OWNER, [started.id], T0 + 2)    # and is pending again, changed
+        (running,) = s.claim(OWNER, 4242, T0 + 3)
+        assert running.id != started.id  # the released job is due later than the others
+        gone = s.delete_copied(read)
+        assert started.id not in gone and running.id not in gone
+        assert sorted(gone) == sorted({j.id for j in jobs} - {started.id, running.id})
+        assert {r["id"] for r in s.export_jobs("", 10)} == {started.id, running.id}
+        assert s.counts() == {"pending": 1, "running": 1}

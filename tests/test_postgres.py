@@ -1,0 +1,148 @@
+"""What only the PostgreSQL engine does (issue 14): transactional enqueue on the application's
+connection, migrations raced by several processes, reconnection after the server drops the
+connection, notifications, and the clear errors of a wrong URL, a refused connection and a
+missing permission. The shared behaviour is the contract suite's (``test_store_contract``)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from shared.api import JobQueue
+from shared.config import Config
+from shared.engines import open_store
+from shared.errors import StoreUnavailable
+from tests.engines import PostgresEngine, postgres_url
+from tests.proc import env
+
+psycopg = pytest.importorskip("psycopg")
+
+
+@pytest.fixture
+def pg(tmp_path):
+    engine = PostgresEngine(tmp_path)
+    yield engine
+    engine.drop()
+
+
+def test_enqueue_on_the_applications_connection_commits_and_rolls_back_with_it(pg):
+    q = JobQueue(config=pg.config())
+    try:
+        with psycopg.connect(pg.database) as app:  # not autocommit: the application's transaction
+            kept = q.enqueue("t", {"n": 1}, conn=app)
+            assert q.get(kept) is None  # not visible before the application commits
+            app.commit()
+            gone = q.enqueue("t", {"n": 2}, conn=app)
+            app.rollback()
+        assert q.get(kept).status == "pending" and q.get(gone) is None
+    finally:
+        q.close()
+
+
+def test_an_enqueue_notifies_listeners_once_per_transaction(pg):
+    with pg.open() as store, psycopg.connect(pg.database, autocommit=True) as listener:
+        listener.execute(f'LISTEN "{store.channel}"')
+        q = JobQueue(config=pg.config())
+        q.enqueue_many([("t", {"n": i}) for i in range(5)])
+        got = list(listener.notifies(timeout=2.0, stop_after=10))
+        q.close()
+    assert len(got) == 1 and got[0].channel == store.channel
+
+
+def test_processes_racing_to_migrate_a_new_schema_migrate_it_once(pg):
+    code = ("import sys; from shared.config import Config; from shared.engines import open_store; "
+            "import dataclasses; c = Config(database=sys.argv[1]); "
+            "c = c.replace(postgres=dataclasses.replace(c.postgres, schema=sys.argv[2])); "
+            "open_store(c).close()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, pg.database, pg.schema], env=env(),
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    with pg.open() as store:
+        assert store.counts() == {}
+
+
+def test_a_dropped_connection_is_reported_then_made_again(pg):
+    with pg.open() as store:
+        q = JobQueue(config=pg.config())
+        job_id = q.enqueue("t", {})
+        pid = store.conn.info.backend_pid
+        with psycopg.connect(pg.database, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(StoreUnavailable, match="database postgresql"):
+            for _ in range(3):  # the first statement after the kill may still be answered
+                store.get(job_id)
+        assert store.get(job_id).status == "pending"  # a new connection
+        assert store.conn.info.backend_pid != pid
+        q.close()
+
+
+def test_text_the_server_cannot_store_is_kept_visible(pg, tmp_path):
+    from shared.job import Finish
+    with pg.open() as store:
+        q = JobQueue(config=pg.config())
+        job_id = q.enqueue("t", {"nul": "a\x00b"})  # JSON escapes it: stored as-is
+        [j] = store.claim("h:1:1", 1, 2e9, 1)
+        assert j.payload == {"nul": "a\x00b"}
+        assert store.finish_and_claim([Finish("failed", job_id, 1, "bad \x00 byte")], "h:1:1", 1, 2e9, 0)[0] == [True]
+        assert store.get(job_id).error == "bad \\x00 byte"
+        q.close()
+
+
+def _status(tmp_path: Path, database: str, **extra: str) -> subprocess.CompletedProcess:
+    cfg = tmp_path / "jobq.toml"
+    cfg.write_text('handlers = []\n')
+    e = env()
+    e["JOBQ_DATABASE"] = database
+    e.update(extra)
+    return subprocess.run([sys.executable, "-m", "supervisor", "status", "--config", str(cfg)],
+                          capture_output=True, text=True, env=e, timeout=60, cwd=str(tmp_path))
+
+
+@pytest.mark.parametrize("database, says", [
+    ("postgresql://jobq:secret@127.0.0.1:1/jobq", "refused"),
+    ("postgresql://jobq:secret@db.invalid/jobq", "db.invalid"),
+    ("postgresql://jobq:secret@127.0.0.1:5432/jobq?sslmode=bogus", "sslmode"),
+])
+def test_a_wrong_url_or_refused_connection_is_one_line_and_exit_5(tmp_path, database, says):
+    r = _status(tmp_path, database)
+    assert r.returncode == 5, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "secret" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_missing_permission_is_one_line_and_exit_5(pg, tmp_path):
+    role = f"jobq_noperm_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg.database, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")  # no CREATE on the database: cannot make the schema
+    try:
+        url = pg.database.replace("postgresql://", f"postgresql://{role}@", 1)
+        r = _status(tmp_path, url)
+        assert r.returncode == 5, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "permission denied" in lines[0] and "Traceback" not in r.stderr, r.stderr
+    finally:
+        with psycopg.connect(pg.database, autocommit=True) as admin:
+            admin.execute(f"DROP ROLE {role}")
+
+
+def test_two_stores_claim_disjoint_jobs_at_once(pg):
+    """SKIP LOCKED: concurrent claimers never get the same job."""
+    q = JobQueue(config=pg.config())
+    ids = set(q.enqueue_many([("t", {"n": i}) for i in range(400)]))
+    q.close()
+
+    def drain(n: int) -> list[str]:
+        got = []
+        with pg.open() as s:
+            while batch := s.claim(f"h:{n}:1", n, 1e10, 7):
+                got += [j.id for j in batch]
+        return got
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(drain, range(4)))
+    claimed = [i for r in runs for i in r]
+    assert len(claimed) == len(set(claimed)) == 400 and set(claimed) == ids

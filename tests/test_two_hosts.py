@@ -1,0 +1,359 @@
+"""Issue 14, proof 3: two hosts on one PostgreSQL server, killed, cut off and through a server
+restart (harness: tests/twohost.py; handler: tests/fixtures/twohostjobs.py).
+
+The harness's own tests come first: namespaces, the proxy's cut and heal seen by a plain
+psycopg connection, the kill of a whole host and the cleanup.
+
+Skips: not root, no `ip`/`unshare`, no psycopg or no server. With JOBQ_REQUIRE_POSTGRES=1 every
+reason but "not root" fails instead: the variable promises a server and the tools of this
+machine kind; root is a privilege of the account that runs the suite, and a developer running
+it unprivileged on a machine with a server should still get a green run that says what it skipped.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests import twohost
+from tests.proc import pid_gone
+from tests.twohost import Host, Netns, Proxy, connect, netns_names, wait_for
+
+
+@pytest.fixture(autouse=True)
+def _requirements():
+    reason = twohost.missing()
+    if reason is None:
+        twohost.remove_leftovers()
+        return
+    text, may_skip = reason
+    if twohost.required() and not may_skip:
+        pytest.fail(f"JOBQ_REQUIRE_POSTGRES=1: {text}")
+    pytest.skip(text)
+
+
+@pytest.fixture
+def netns():
+    ns = Netns()
+    yield ns
+    ns.close()
+
+
+@pytest.fixture
+def proxy(netns):
+    p = Proxy(netns.root_addr)
+    yield p
+    p.close()
+
+
+def _ns_python(ns: Netns, code: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run([*ns.exec_prefix(), sys.executable, "-c", code], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# -- the harness -----------------------------------------------------------------------------
+
+def test_namespace_reaches_the_server_only_through_its_proxy(netns, proxy):
+    url = twohost.host_url(proxy)
+    code = ("import psycopg, socket\n"
+            f"print(psycopg.connect({url!r}, connect_timeout=5).execute('SELECT 41 + 1').fetchone()[0])\n"
+            "s = socket.socket()\n"
+            "try:\n    s.connect(('127.0.0.1', 5432)); print('reached')\n"
+            "except OSError as e:\n    print('refused', e.errno)\n")
+    done = _ns_python(netns, code)
+    assert done.returncode == 0, done.stderr
+    answer, direct = done.stdout.split("\n")[:2]
+    assert answer == "42"
+    assert direct.startswith("refused")  # the namespace's 127.0.0.1 is its own
+    assert proxy.accepted == 1
+
+
+def _query_in_thread(conn, sql: str):
+    box: dict = {}
+
+    def run():
+        try:
+            box["rows"] = conn.execute(sql).fetchall()
+        except Exception as exc:  # noqa: BLE001 - the test looks at what came out
+            box["error"] = exc
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def test_blackhole_freezes_connections_and_heal_resets_them(proxy):
+    import psycopg
+    url = twohost.host_url(proxy)
+    c = connect(url)
+    assert c.execute("SELECT 1").fetchone() == (1,)
+    proxy.cut("blackhole")
+    t, box = _query_in_thread(c, "SELECT 2")
+    t.join(1.0)  # a deadline, not a pause: the query must still be hanging after it
+    assert t.is_alive() and not box, "a query went through a blackholed proxy"
+    t0 = time.monotonic()
+    with pytest.raises(psycopg.OperationalError):  # accepted, never answered: a timeout
+        connect(url, connect_timeout=1)
+    assert time.monotonic() - t0 >= 0.9
+    proxy.heal()
+    t.join(5)
+    assert isinstance(box.get("error"), psycopg.OperationalError)
+    with connect(url) as again:
+        assert again.execute("SELECT 3").fetchone() == (3,)
+    c.close()
+
+
+def test_blackhole_heal_with_resume_delivers_what_was_held(proxy):
+    url = twohost.host_url(proxy)
+    with connect(url) as c:
+        c.execute("SELECT 1")
+        proxy.cut("blackhole")
+        t, box = _query_in_thread(c, "SELECT 7")
+        t.join(0.5)
+        assert t.is_alive()
+        proxy.heal(resume=True)
+        t.join(5)
+        assert box.get("rows") == [(7,)]
+
+
+def test_refuse_resets_connections_and_refuses_new_ones(proxy):
+    import psycopg
+    url = twohost.host_url(proxy)
+    c = connect(url)
+    c.execute("SELECT 1")
+    proxy.cut("refuse")
+    with pytest.raises(psycopg.OperationalError):
+        c.execute("SELECT 1")
+    with pytest.raises(psycopg.OperationalError, match="(?i)refused"):
+        connect(url, connect_timeout=2)
+    proxy.heal()
+    with connect(url) as again:
+        assert again.execute("SELECT 3").fetchone() == (3,)
+        assert proxy.live() == 1
+
+
+def test_host_namespaces_kill_and_cleanup(tmp_path):
+    host = Host("a", tmp_path / "a", schema="unused")
+    name, dev = host.netns.name, host.netns.root_dev
+    try:
+        out = tmp_path / "a" / "ids.json"
+        code = ("import json, os, socket, time\n"
+                "kids = []\n"
+                "for _ in range(2):\n"
+                "    kid = os.fork()\n"
+                "    if kid == 0:\n        time.sleep(120)\n        os._exit(0)\n"
+                "    kids.append(kid)\n"
+                f"open({str(out)!r}, 'w').write(json.dumps([os.getpid(), socket.gethostname(), kids]))\n"
+                "time.sleep(120)\n")
+        host.start(sys.executable, "-c", code)
+        pid1, hostname, kids = wait_for(lambda: out.exists() and out.read_text() and json.loads(out.read_text()),
+                                        10, "the host's first process")
+        assert pid1 == 1 and hostname == host.hostname
+        tree = host.tree()
+        assert sorted(twohost.nspid(p.pid) for p in tree) == [1, *sorted(kids)]
+        host.kill()
+        assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in tree)
+    finally:
+        host.close()
+    assert name not in netns_names()
+    assert twohost.run("ip", "link", "show", dev, check=False).returncode != 0
+
+
+# -- the scenarios ---------------------------------------------------------------------------
+
+LEASE = twohost.HOST_SETTINGS["worker"]["lease_timeout"]
+HEARTBEAT = twohost.HOST_SETTINGS["worker"]["heartbeat_interval"]
+CLOCKS = 0.25  # monotonic (the log) against the server's clock (leases), on one machine
+
+
+@pytest.fixture
+def make_cluster(tmp_path, request):
+    made = []
+
+    def make(**kw):
+        c = twohost.Cluster(tmp_path / f"c{len(made)}", **kw)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        for h in c.hosts.values():  # for the failure report (pytest -rA shows them)
+            print(f"--- host {h.name} ({h.hostname}) processes ---\n{h.describe()}\n"
+                  f"--- log tail ---\n{h.output()[-4000:]}")
+        c.close()
+
+
+def _last_error(host: Host) -> str:
+    """The host's last error or critical log line (its tail if it is a traceback)."""
+    for line in reversed(host.output().splitlines()):
+        if line.startswith("{") and ('"critical"' in line or '"error"' in line) and "maintenance_failed" not in line:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            return f"{e.get('event')}: {str(e.get('error'))[-400:]}"
+    return "(none logged)"
+
+
+def _ends(lines) -> int:
+    return sum(1 for x in lines if x["ev"] == "end")
+
+
+def _open_on(lines, host: Host):
+    return [r for rs in twohost.runs(lines).values() for r in rs if r["host"] == host.hostname and r["end"] is None]
+
+
+def test_a_sigkill_of_one_host_the_other_finishes_its_jobs(make_cluster):
+    cluster = make_cluster()
+    a, b = cluster["a"], cluster["b"]
+    cluster.start(workers=2)
+    ids = cluster.enqueue(120, sleep=0.1)
+    wait_for(lambda: _ends(cluster.lines()) >= 20 and _open_on(cluster.lines(), a), 60,
+             "host a running jobs, 20 jobs done")
+    a.kill()
+    killed = time.monotonic()
+    cluster.wait_completed(ids, 90)
+    lines = cluster.lines()
+    rs = twohost.runs(lines)
+    cut_short = {job: r for job, r in rs.items() if any(x["host"] == a.hostname and x["end"] is None for x in r)}
+    assert cut_short, "host a was killed with no job in hand"
+    for job, r in cut_short.items():
+        later = [x for x in r if x["mono"] > killed]
+        assert later and later[-1]["host"] == b.hostname and later[-1]["end"] is not None, r
+        # the lease is honoured: the job's last heartbeat was at most one interval before the kill
+        waited = later[0]["mono"] - killed
+        assert waited >= LEASE - HEARTBEAT - CLOCKS, f"job {job} taken {waited:.2f} s after the kill"
+    assert twohost.overlaps(lines) == []
+    print(f"killed with {len(cut_short)} jobs in hand; re-run after "
+          f"{min(x['mono'] for r in cut_short.values() for x in r if x['mono'] > killed) - killed:.2f} s")
+
+
+class Gone:
+    """Records when each watched process disappears (a thread polling every 10 ms)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.at: dict[int, float] = {}
+        self._pids = pids
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set() and len(self.at) < len(self._pids):
+            for pid in self._pids:
+                if pid not in self.at and pid_gone(pid):
+                    self.at[pid] = time.monotonic()
+            self._stop.wait(0.01)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+@pytest.mark.xfail(reason="needs self-fencing (branch multihost): without it the cut-off host's workers keep "
+                          "running while the other host re-runs their jobs; remove this mark when it lands",
+                   strict=False)
+def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluster):
+    cluster = make_cluster()
+    cluster.start(workers=2)
+    ids = cluster.enqueue(2, sleep=60, rerun_sleep=0.2)
+    starts = wait_for(lambda: len([x for x in cluster.lines() if x["ev"] == "start"]) >= 2 and cluster.lines(),
+                      30, "both jobs started")
+    by_host = {h.hostname: h for h in cluster.hosts.values()}
+    counts = {name: sum(1 for x in starts if x["host"] == name) for name in by_host}
+    victim = by_host[max(counts, key=counts.get)]
+    other = next(h for h in cluster.hosts.values() if h is not victim)
+    inner = {x["pid"]: x["job"] for x in starts if x["host"] == victim.hostname}
+    workers = victim.workers()
+    watched = {workers[p]: job for p, job in inner.items()}
+    assert len(watched) == len(inner), f"worker pids {inner} not among {workers}"
+    gone = Gone(list(watched))
+    victim.proxy.cut("blackhole")
+    cut_at = time.monotonic()
+    try:
+        def rerun_done():
+            rs = twohost.runs(cluster.lines())
+            return all(any(x["host"] == other.hostname and x["end"] is not None for x in rs[j])
+                       for j in watched.values())
+        wait_for(rerun_done, 40, f"host {other.name} re-running host {victim.name}'s jobs")
+    finally:
+        gone.close()
+    lines = cluster.lines()
+    rs = twohost.runs(lines)
+    report = []
+    for pid, job in watched.items():
+        rerun = next(x for x in rs[job] if x["host"] == other.hostname)
+        assert pid in gone.at, f"worker {pid} of host {victim.name} still running job {job} after its re-run began"
+        report.append(f"job {job[:8]}: worker gone {gone.at[pid] - cut_at:.2f} s after the cut, "
+                      f"re-run {rerun['mono'] - cut_at:.2f} s after")
+        assert gone.at[pid] < rerun["mono"], report[-1]
+        # and not by luck of the rescuer's delay: before the lease could expire anywhere
+        assert gone.at[pid] - cut_at < LEASE, f"{report[-1]}: not fenced within the lease ({LEASE} s)"
+    assert twohost.overlaps(lines) == []
+    print("; ".join(report))
+    assert victim.alive(), f"host {victim.name}'s supervisor exited during the cut: {_last_error(victim)}"
+    # healed, the victim works again: nothing lost, its workers claim jobs (fed until one does)
+    victim.proxy.heal()
+    healed = time.monotonic()
+    more = cluster.enqueue(20, sleep=0.05)
+
+    def victim_ran():
+        if any(x["ev"] == "end" and x["host"] == victim.hostname and x["mono"] > healed for x in cluster.lines()):
+            return True
+        if cluster.statuses(more[-4:]).get("pending", 0) == 0:
+            more.extend(cluster.enqueue(4, sleep=0.05))
+        return False
+    wait_for(victim_ran, 30, f"host {victim.name} running jobs again after the heal")
+    cluster.wait_completed(ids + more, 60)
+    assert twohost.overlaps(cluster.lines()) == []
+
+
+@pytest.fixture
+def private_server():
+    bindir = twohost.pg_bindir()
+    if bindir is None:
+        if twohost.required():
+            pytest.fail("JOBQ_REQUIRE_POSTGRES=1: no initdb/pg_ctl to run a server of the test's own")
+        pytest.skip("no initdb/pg_ctl to run a server of the test's own")
+    # not under tmp_path: pytest's folders are 0700, and the server runs as the postgres user
+    folder = Path(tempfile.mkdtemp(prefix="jobq-twohost-pg-"))
+    folder.chmod(0o755)
+    server = twohost.PrivateServer(folder / "server", bindir)
+    yield server
+    server.close()
+
+
+def test_c_server_restart_mid_burn(private_server, make_cluster):  # the server outlives the hosts
+    """The restart is of a server of the test's own (initdb in tmp): the machine's shared server
+    serves other sessions and test runs at the same time."""
+    cluster = make_cluster(url=private_server.url)
+    cluster.start(workers=2)
+    ids = cluster.enqueue(300, sleep=0.1)
+    wait_for(lambda: _ends(cluster.lines()) >= 40, 60, "40 jobs done")
+    before = time.monotonic()
+    private_server.restart()
+    up = time.monotonic()
+    pids = {h.hostname: set() for h in cluster.hosts.values()}
+
+    def back():  # every worker slot of every host runs a job that started after the restart
+        for x in cluster.lines():
+            if x["ev"] == "end" and x["mono"] > up:
+                pids[x["host"]].add(x["pid"])
+        return all(len(p) >= 2 for p in pids.values())
+    try:
+        wait_for(back, 30, "every worker running jobs again")
+    finally:
+        print(f"restart took {up - before:.2f} s; workers back: "
+              f"{ {h: len(p) for h, p in pids.items()} } at {time.monotonic() - up:.2f} s after")
+    took = time.monotonic() - up
+    cluster.wait_completed(ids, 120)
+    for h in cluster.hosts.values():
+        assert h.alive(), f"host {h.name}'s supervisor exited: {_last_error(h)}"
+    assert twohost.overlaps(cluster.lines()) == []
+    assert took <= 5, f"workers back {took:.2f} s after the server came up (issue 14: within 5 s)"
