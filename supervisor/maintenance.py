@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 from dataclasses import dataclass
 
 import psutil
@@ -20,7 +19,7 @@ from shared.clock import parse_iso
 from shared.job import Job
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
-from shared.procs import parse_token, token_alive, token_host
+from shared.procs import host_id, parse_token, token_alive, token_host
 from shared.contract import UpkeepStore
 
 log = get_logger("supervisor")
@@ -112,7 +111,7 @@ def _kill_and_wait(owner: str, timeout: float = 5.0) -> bool:
     if parsed is None:
         return False
     host, pid, _ = parsed
-    if host != socket.gethostname():
+    if host != host_id():
         # Another host's process: its pid means nothing here (signalling it would hit one of
         # ours, and psutil's wait would reap our own worker behind the arbiter's back). Its
         # lease has expired: the job may be re-queued; that host's worker fences itself.
