@@ -73,7 +73,7 @@ class WorkerConfig:
         of a job in seconds (a handler's `timeout=` overrides it).""")
     heartbeat_interval: float = setting(2.0, number(0.05, 3600), """How often a worker refreshes the
         lease of its running job (seconds; at most a quarter of `lease_timeout`: a worker that
-        cannot renew its lease stops itself before it expires, see docs/processes.md).""")
+        cannot renew its lease stops itself before it expires, see docs/scaling-out.md).""")
     lease_timeout: float = setting(30.0, number(0.1, 86400), """A running job whose lease is older
         than this is taken from its (hung) worker (seconds, on the database's clock). A worker that has
         not renewed it for `lease_timeout` minus a margin (the larger of 2 x `heartbeat_interval`
