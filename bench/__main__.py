@@ -1,8 +1,10 @@
-"""``python -m bench [--quick | --smoke] [--only burn,idle] [--systems jobq,huey,raw] ...``
+"""``python -m bench [--quick | --smoke] [--only burn,idle] [--systems jobq,huey,raw] [--database URL] ...``
 
 Runs issue 7's workloads on temporary databases, prints a markdown table (jobq beside Huey and
 the raw SQLite ceiling, with ratios) and the targets met or missed, and writes the JSON to
-``bench/results/<timestamp>.json`` (or ``--json PATH``).
+``bench/results/<timestamp>.json`` (or ``--json PATH``). With ``--database postgresql://...``
+the same workloads run on that server (issue 14): jobq beside Huey's PostgresHuey,
+Procrastinate and the raw SKIP LOCKED loop, each in a fresh schema dropped afterwards.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from . import huey_runs, report, targets
+from . import huey_runs, pg_report, pg_run, report, targets
 from .procs import REPO
 from .run import SYSTEMS, WORKLOADS, Ctx, run
 from .scale import FULL, QUICK, SMOKE
@@ -31,16 +33,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     size.add_argument("--quick", action="store_true", help="small sizes: finishes in under a minute")
     size.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds (for the smoke test)")
     p.add_argument("--only", default=",".join(WORKLOADS), help=f"workloads, comma-separated: {','.join(WORKLOADS)}")
-    p.add_argument("--systems", default=",".join(SYSTEMS), help="jobq,huey,raw (Huey is skipped if not installed)")
+    p.add_argument("--systems", help="jobq,huey,raw (Huey is skipped if not installed); "
+                   "PostgreSQL: jobq,huey,procrastinate,raw")
+    p.add_argument("--database", help="postgresql://... : run on this PostgreSQL server (default: SQLite files)")
     p.add_argument("--sync", default="normal,full", help="jobq and raw synchronous modes: normal,full")
     p.add_argument("--workers", help="burn-down worker counts, e.g. 1,2,4,8 (the largest is used for latency)")
     p.add_argument("--jobs", type=int, help="burn-down job count")
     p.add_argument("--repeat", type=int, help="burn-down runs with the largest worker count (median kept)")
+    p.add_argument("--idle-jobs", type=int, help="jobs trickled in the idle workload (and as many delayed)")
     p.add_argument("--huey-quiet", action="store_true", help="run Huey's consumer with -q (WARNING logging)")
     p.add_argument("--json", help="where to write the JSON (default bench/results/<timestamp>.json)")
     p.add_argument("--tmp", help="folder for the temporary databases (default: the system's)")
     args = p.parse_args(argv)
-    for name, allowed in (("only", WORKLOADS), ("systems", SYSTEMS), ("sync", ("normal", "full"))):
+    if args.database and not args.database.startswith(("postgresql:", "postgres:")):
+        p.error(f"--database {args.database!r}: expected a postgresql:// URL (SQLite is the default)")
+    systems = pg_run.SYSTEMS if args.database else SYSTEMS
+    args.systems = args.systems or ",".join(systems)
+    for name, allowed in (("only", WORKLOADS), ("systems", systems), ("sync", ("normal", "full"))):
         bad = set(_split(getattr(args, name))) - set(allowed)
         if bad:
             p.error(f"--{name}: unknown {', '.join(sorted(bad))} (choose from {', '.join(allowed)})")
@@ -59,6 +68,8 @@ def make_scale(args: argparse.Namespace):
         scale = dataclasses.replace(scale, burn_jobs=args.jobs)
     if args.repeat:
         scale = dataclasses.replace(scale, burn_repeats=args.repeat)
+    if args.idle_jobs:
+        scale = dataclasses.replace(scale, idle_jobs=args.idle_jobs, delayed_jobs=args.idle_jobs)
     return scale
 
 
@@ -90,6 +101,14 @@ def _huey_version() -> str | None:
     return huey.__version__
 
 
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def _terminate(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)  # unwinds through every ``finally``: no process left behind
 
@@ -102,11 +121,19 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: huey is not installed (pip install -e '.[bench]'); skipping it", file=sys.stderr)
         systems.discard("huey")
     root = tempfile.mkdtemp(prefix="jobq-bench-", dir=args.tmp)
-    ctx = Ctx(root, make_scale(args), _split(args.sync), systems,
-              ["default", "off"] if "huey" in systems else [], huey_quiet=args.huey_quiet)
+    pg_mode = bool(args.database)
+    ctx = Ctx(root, make_scale(args), [] if pg_mode else _split(args.sync), systems,
+              ["default", "off"] if "huey" in systems and not pg_mode else [], huey_quiet=args.huey_quiet,
+              url=args.database)
     data: dict[str, Any] = {"meta": meta(args, ctx), "results": {}}
     try:
-        run(ctx, data["results"], _split(args.only))
+        if pg_mode:
+            from . import pg
+            data["meta"]["postgres"] = pg.server_settings(args.database)
+            data["meta"]["procrastinate"] = _version("procrastinate")
+            pg_run.run(ctx, data["results"], _split(args.only))
+        else:
+            run(ctx, data["results"], _split(args.only))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     data["meta"]["seconds"] = round(time.monotonic() - ctx.started, 1)
@@ -125,6 +152,8 @@ def headline(m: dict[str, Any]) -> str:
 
 
 def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
+    if ctx.url:
+        return finish_pg(args, ctx, data)
     rate = ctx.scale.rate if "steady" in data["results"] else None
     figs = report.figures(list(ctx.scale.workers), list(ctx.scale.depths), rate)
     data["table"] = report.table(data["results"], ctx.syncs, figs)
@@ -137,6 +166,24 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
           f"Burn-down: median of the runs. Huey logs at {data['meta']['huey_logging']}; jobq at warning.")
     if data["targets"]:
         print("\nIssue 7 targets (8 workers):\n" + targets.markdown(data["targets"]))
+    print(f"\nJSON: {path}")
+    return 0
+
+
+def finish_pg(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
+    data["table"] = pg_report.table(data["results"], list(ctx.scale.workers), list(ctx.scale.depths))
+    data["targets"] = pg_report.check(data["results"], list(ctx.scale.depths))
+    path = args.json or os.path.join(REPO, "bench", "results", "pg-" + time.strftime("%Y%m%d-%H%M%S") + ".json")
+    report.write_json(path, data)
+    m, s = data["meta"], data["meta"]["postgres"]
+    print(headline(m) + f"; PostgreSQL {s['server_version']} (synchronous_commit={s['synchronous_commit']}, "
+          f"fsync={s['fsync']}), Procrastinate {m['procrastinate']}\n")
+    print(data["table"])
+    print("\nRatios: how many times better jobq is (rates: jobq / other; latencies and CPU: other / jobq). "
+          "Burn-down: median of the runs; Huey's consumer at "
+          f"{'WARNING (-q)' if ctx.huey_quiet else 'INFO'}, jobq at warning, Procrastinate at WARNING.")
+    if data["targets"]:
+        print("\nIssue 14 targets:\n" + targets.markdown(data["targets"]))
     print(f"\nJSON: {path}")
     return 0
 

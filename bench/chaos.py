@@ -3,6 +3,8 @@
     python -m bench.chaos                      # 10,000 jobs, 8 workers, a kill every ~100 ms,
                                                # the supervisor SIGKILLed (and restarted) twice
     python -m bench.chaos --jobs 500 --json out.json
+    python -m bench.chaos --database postgresql:///test   # the same on PostgreSQL, in a fresh
+                                                          # schema dropped at the end
 
 Prints one line and exits 0 if nothing was lost and no two runs of a job overlapped:
 
@@ -29,7 +31,6 @@ import os
 import random
 import select
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,7 @@ from typing import Any, Iterable
 
 import psutil
 
+from bench.db import Db
 from bench.procs import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,20 +98,24 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def analyse(db_path: Path, log_path: Path, job_ids: Iterable[str], faults: Iterable[Fault],
+def reader(db: "Path | Db") -> Db:
+    """The engine-neutral reader of a run's jobs: a SQLite file's path, or a :class:`Db`."""
+    if isinstance(db, Db):
+        return db
+    return Db.sqlite(str(Path(db).parent), name=Path(db).name)
+
+
+def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults: Iterable[Fault],
             plans: dict[str, dict[str, str]] | None = None) -> Report:
     """Check the end state of a chaos run (see the module docstring); ``plans``: per job, the
-    attempts planned to fail ("raise", "exit", "kill")."""
+    attempts planned to fail ("raise", "exit", "kill"). ``db_path``: the SQLite file, or a
+    :class:`bench.db.Db` (either engine)."""
     plans = plans or {}
     job_ids = list(job_ids)
     faults = list(faults)
     rep = Report(jobs=len(job_ids))
-    conn = sqlite3.connect(str(db_path), timeout=30)
-    conn.row_factory = sqlite3.Row
-    try:
-        rows = {r["id"]: r for r in conn.execute("SELECT id, status, attempts, result, error FROM jobs")}
-    finally:
-        conn.close()
+    cols = ("id", "status", "attempts", "result", "error")
+    rows = {r[0]: dict(zip(cols, r)) for r in reader(db_path).query(f"SELECT {', '.join(cols)} FROM jobs")}
     events = read_log(log_path)
     starts: dict[str, list[dict]] = defaultdict(list)
     ends: dict[tuple, dict] = {}
@@ -178,10 +184,11 @@ def analyse(db_path: Path, log_path: Path, job_ids: Iterable[str], faults: Itera
 # -- running it -------------------------------------------------------------------------------------------
 
 def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: str = "warning",
-                 max_attempts: int = 100, shutdown_timeout: float = 2.0) -> Path:
+                 max_attempts: int = 100, shutdown_timeout: float = 2.0, db: Db | None = None) -> Path:
+    """The chaos supervisor's config; ``db``: where the jobs are (default: ``q.db`` in ``folder``)."""
     import tomli_w
     data = {
-        "database": "q.db",
+        **(db.toml() if db is not None else {"database": "q.db"}),
         "handlers": ["chaosjobs"],
         "log_level": log_level,
         "log_format": "json",
@@ -294,22 +301,34 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def count_terminal(db_path: Path) -> int:
-    conn = sqlite3.connect(str(db_path), timeout=30)
-    try:
-        return conn.execute("SELECT count(*) FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
-                            ).fetchone()[0]
-    finally:
-        conn.close()
+def count_terminal(db_path: "Path | Db") -> int:
+    return reader(db_path).query("SELECT count(*) FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+                                 )[0][0]
 
 
 def soak(folder: Path, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
-         timeout: float, seed: int | None) -> Report:
+         timeout: float, seed: int | None, url: str | None = None) -> Report:
+    """The soak on ``q.db`` in ``folder``, or (``url``) in a fresh schema on that PostgreSQL
+    server, dropped at the end."""
+    if url is None:
+        return _soak(folder, Db.sqlite(str(folder), name="q.db"), jobs, workers, kill_every, supervisor_kills,
+                     job_ms, timeout, seed)
+    from bench import pg
+    with pg.fresh_schema(url, "chaos", create=False) as schema:
+        db = Db.postgres(str(folder), url, schema)
+        try:
+            return _soak(folder, db, jobs, workers, kill_every, supervisor_kills, job_ms, timeout, seed)
+        finally:
+            db.close()
+
+
+def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
+          timeout: float, seed: int | None) -> Report:
     from shared import JobQueue
 
     rng = random.Random(seed)
-    cfg = write_config(folder, workers)
-    db_path, log_path, locks = folder / "q.db", folder / "runs.log", folder / "locks"
+    cfg = write_config(folder, workers, db=db if db.engine != "sqlite" else None)
+    db_path, log_path, locks = db, folder / "runs.log", folder / "locks"
     locks.mkdir(exist_ok=True)
     cluster = Cluster(cfg, folder / "supervisor.log")
     faults: list[Fault] = []
@@ -318,7 +337,7 @@ def soak(folder: Path, jobs: int, workers: int, kill_every: float, supervisor_ki
         cluster.start()
         payload = {"log": str(log_path), "locks": str(locks), "sleep": job_ms / 1000}
         ids: list[str] = []
-        with JobQueue(str(db_path)) as q:
+        with JobQueue(config=db.config()) as q:
             for i in range(0, jobs, 1000):
                 ids += q.enqueue_many([("chaos:work", payload)] * min(1000, jobs - i))
         thresholds = [jobs * (k + 1) / (supervisor_kills + 1) for k in range(supervisor_kills)]
@@ -370,16 +389,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed after)")
     p.add_argument("--json", default=None, help="also write the full report (with problems) here")
+    p.add_argument("--database", default=None, help="postgresql://... : run on this server, in a fresh schema "
+                   "(default: a SQLite file in the work folder)")
     args = p.parse_args(argv)
     if args.dir:
         folder = Path(args.dir)
         folder.mkdir(parents=True, exist_ok=True)
         rep = soak(folder, args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
-                   args.timeout, args.seed)
+                   args.timeout, args.seed, args.database)
     else:
         with tempfile.TemporaryDirectory(prefix="jobq-chaos-") as tmp:
             rep = soak(Path(tmp), args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
-                       args.timeout, args.seed)
+                       args.timeout, args.seed, args.database)
     print(rep.line(), flush=True)
     for problem in rep.problems[:20]:
         print("  " + problem[:500], file=sys.stderr)

@@ -15,11 +15,23 @@ from typing import Any
 FSYNC = {"default": None, "off": False}
 
 
-def make_huey(db: str, fsync: str, out_dir: str | None = None, each: bool = False) -> tuple[Any, Any]:
-    """A SqliteHuey on ``db`` and its ``bench_noop(k)`` task."""
-    from huey import SqliteHuey  # a bench dependency only (the "bench" extra)
+def make_huey(db: str, fsync: str, out_dir: str | None = None, each: bool = False,
+              pg_schema: str | None = None) -> tuple[Any, Any]:
+    """A SqliteHuey on ``db`` and its ``bench_noop(k)`` task; with ``pg_schema``, ``db`` is a
+    PostgreSQL URL and the Huey is a PostgresHuey whose tables live in that schema (``fsync``
+    is then ignored: the server's own durability applies)."""
+    if pg_schema is not None:
+        from huey import PostgresHuey  # huey >= 3.5 (psycopg 3)
 
-    huey = SqliteHuey("bench", filename=db, fsync=FSYNC[fsync])
+        huey = PostgresHuey("bench", dsn=db, options=f"-c search_path={pg_schema}")
+    else:
+        from huey import SqliteHuey  # a bench dependency only (the "bench" extra)
+
+        huey = SqliteHuey("bench", filename=db, fsync=FSYNC[fsync])
+    return _with_task(huey, out_dir, each)
+
+
+def _with_task(huey: Any, out_dir: str | None, each: bool) -> tuple[Any, Any]:
     seen: list[tuple[int, float, float]] = []
 
     def dump() -> None:

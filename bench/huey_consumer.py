@@ -20,11 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", required=True)
     p.add_argument("--fsync", choices=sorted(FSYNC), default="default")
     p.add_argument("--out", required=True, help="folder for the workers' timing records")
+    p.add_argument("--pg-schema", help="--db is a PostgreSQL URL: a PostgresHuey in this schema")
     p.add_argument("--each", action="store_true", help="write each timing record at once")
     p.add_argument("-w", "--workers", type=int, default=1)
     p.add_argument("-q", "--quiet", action="store_true")
     args = p.parse_args(argv)
-    huey, _ = make_huey(args.db, args.fsync, args.out, args.each)
+    huey, _ = make_huey(args.db, args.fsync, args.out, args.each, args.pg_schema)
     config = ConsumerConfig(workers=args.workers, worker_type="process",
                             verbose=False if args.quiet else None)
     config.validate()

@@ -26,14 +26,18 @@ def paths(folder: str) -> tuple[str, str]:
     return db, out
 
 
-def start(folder: str, fsync: str, workers: int, *, each: bool = False, quiet: bool = False) -> Tree:
+def start(folder: str, fsync: str, workers: int, *, each: bool = False, quiet: bool = False,
+          pg: tuple[str, str] | None = None, env: dict[str, str] | None = None) -> Tree:
     """The consumer with ``-k process -w workers``; returns once its workers and scheduler run.
     ``each``: tasks write their timing records at once (readable while it runs); ``quiet``:
-    Huey's ``-q`` (WARNING logging instead of INFO)."""
+    Huey's ``-q`` (WARNING logging instead of INFO); ``pg``: (URL, schema) of a PostgresHuey
+    instead of the SqliteHuey in ``folder``; ``env``: extra environment of the consumer."""
     db, out = paths(folder)
-    argv = [python(), "-m", "bench.huey_consumer", "--db", db, "--fsync", fsync, "--out", out,
+    where = ["--db", pg[0], "--pg-schema", pg[1]] if pg else ["--db", db, "--fsync", fsync]
+    argv = [python(), "-m", "bench.huey_consumer", *where, "--out", out,
             "-w", str(workers), *(["--each"] if each else []), *(["-q"] if quiet else [])]
-    tree = Tree(argv, os.path.join(folder, "consumer.log"), stop_signal=signal.SIGINT, stop_timeout=30)
+    tree = Tree(argv, os.path.join(folder, "consumer.log"), stop_signal=signal.SIGINT, stop_timeout=30,
+                env=env)
     try:
         wait_for(lambda: _up(tree) >= workers + 2, 60, f"{workers} Huey workers")
     except BaseException:

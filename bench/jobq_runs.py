@@ -1,10 +1,13 @@
 """jobq under test: the real supervisor (``python -m supervisor run``) on a temporary database,
-fed through ``JobQueue``; times read back from the ``jobs`` table."""
+fed through ``JobQueue``; times read back from the ``jobs`` table.
+
+Every function takes ``where``: a folder (a SQLite file ``jobq.db`` in it, with the ``sync``
+given) or a :class:`bench.db.Db` (a SQLite file or a PostgreSQL schema; ``sync`` is then unused).
+"""
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
 from typing import Any
 
@@ -12,36 +15,37 @@ import tomli_w
 
 from shared.api import JobQueue
 from shared.clock import parse_iso
-from shared.config import Config, SqliteConfig
 
+from .db import Db, Missing
 from .procs import Tree, python, wait_for
 from .stats import rate
 
 BATCH = 1000
 
 
-def write_config(folder: str, sync: str, workers: int, log_level: str = "warning") -> str:
-    """The supervisor's config: defaults, except the bench handlers, ``synchronous`` and (unless
-    asked otherwise) quiet logs."""
-    path = os.path.join(folder, "jobq.toml")
-    data = {"database": "jobq.db", "handlers": ["bench.handlers"], "sqlite": {"synchronous": sync},
-            "log_level": log_level, "supervisor": {"workers": workers}}
+def as_db(where: "str | Db", sync: str = "normal") -> Db:
+    return where if isinstance(where, Db) else Db.sqlite(where, sync)
+
+
+def write_config(where: "str | Db", sync: str, workers: int, log_level: str = "warning") -> str:
+    """The supervisor's config: defaults, except the bench handlers, the database (SQLite's
+    ``synchronous``, or PostgreSQL's schema) and (unless asked otherwise) quiet logs."""
+    db = as_db(where, sync)
+    path = os.path.join(db.folder, "jobq.toml")
+    data = {**db.toml(), "handlers": ["bench.handlers"], "log_level": log_level,
+            "supervisor": {"workers": workers}}
     with open(path, "wb") as f:
         tomli_w.dump(data, f)
     return path
 
 
-def queue(folder: str, sync: str) -> JobQueue:
-    return JobQueue(os.path.join(folder, "jobq.db"), config=Config(sqlite=SqliteConfig(synchronous=sync)))
+def queue(where: "str | Db", sync: str = "normal") -> JobQueue:
+    return JobQueue(config=as_db(where, sync).config())
 
 
-def query(folder: str, sql: str) -> list[tuple]:
-    """Run one read on a short-lived connection (never holding a snapshot open)."""
-    c = sqlite3.connect(os.path.join(folder, "jobq.db"), timeout=5.0)
-    try:
-        return c.execute(sql).fetchall()
-    finally:
-        c.close()
+def query(where: "str | Db", sql: str) -> list[tuple]:
+    """Run one read (see :meth:`bench.db.Db.query`)."""
+    return as_db(where).query(sql)
 
 
 def unfinished(folder: str) -> int:
@@ -57,26 +61,28 @@ def burn_window(folder: str) -> dict[str, Any]:
     return rate(n, parse_iso(last) - parse_iso(first))
 
 
-def start(folder: str, sync: str, workers: int, log_level: str = "warning") -> Tree:
+def start(where: "str | Db", sync: str, workers: int, log_level: str = "warning",
+          env: dict[str, str] | None = None) -> Tree:
     """``python -m supervisor run --config <tmp toml> --workers W``; returns once W workers
-    have registered."""
-    cfg = write_config(folder, sync, workers, log_level)
+    have registered. ``env``: extra environment of the supervisor."""
+    db = as_db(where, sync)
+    cfg = write_config(db, sync, workers, log_level)
     tree = Tree([python(), "-m", "supervisor", "run", "--config", cfg, "--workers", str(workers)],
-                os.path.join(folder, "supervisor.log"), stop_timeout=30)
+                os.path.join(db.folder, "supervisor.log"), stop_timeout=30, env=env)
     try:
-        wait_for(lambda: _workers_up(folder, tree) >= workers, 60, f"{workers} jobq workers")
+        wait_for(lambda: _workers_up(db, tree) >= workers, 60, f"{workers} jobq workers")
     except BaseException:
         tree.close()
         raise
     return tree
 
 
-def _workers_up(folder: str, tree: Tree) -> int:
+def _workers_up(db: Db, tree: Tree) -> int:
     if not tree.alive():
         raise RuntimeError(f"supervisor exited with {tree.proc.returncode}: {tree.output()}")
     try:
-        return query(folder, "SELECT count(*) FROM processes WHERE kind = 'worker'")[0][0]
-    except sqlite3.OperationalError:
+        return db.query("SELECT count(*) FROM processes WHERE kind = 'worker'")[0][0]
+    except Missing:
         return 0  # not created yet
 
 
@@ -85,20 +91,21 @@ def fill(q: JobQueue, n: int, job_type: str = "bench:noop") -> None:
         q.enqueue_many([(job_type, None)] * min(BATCH, n - i))
 
 
-def burn(folder: str, sync: str, workers: int, n: int, log_level: str = "warning") -> dict[str, Any]:
+def burn(where: "str | Db", sync: str, workers: int, n: int, log_level: str = "warning") -> dict[str, Any]:
     """Burn-down: ``n`` no-op jobs pre-enqueued, then the supervisor with ``workers`` workers."""
-    with queue(folder, sync) as q:
+    db = as_db(where, sync)
+    with queue(db) as q:
         fill(q, n)
-    with start(folder, sync, workers, log_level):
-        wait_for(lambda: unfinished(folder) == 0, 60 + n / 100, "the burn-down", interval=0.1)
-    out = burn_window(folder)
+    with start(db, sync, workers, log_level):
+        wait_for(lambda: unfinished(db) == 0, 60 + n / 100, "the burn-down", interval=0.1)
+    out = burn_window(db)
     out["workers"] = workers
     return out
 
 
-def enqueue(folder: str, sync: str, single: int, batched: int) -> dict[str, Any]:
+def enqueue(where: "str | Db", sync: str, single: int, batched: int) -> dict[str, Any]:
     """``JobQueue.enqueue`` calls one by one, and ``enqueue_many`` in batches of 1,000."""
-    with queue(folder, sync) as q:
+    with queue(where, sync) as q:
         t0 = time.perf_counter()
         for _ in range(single):
             q.enqueue("bench:noop", None)
@@ -111,11 +118,11 @@ def enqueue(folder: str, sync: str, single: int, batched: int) -> dict[str, Any]
 class Session:
     """A running supervisor with a producer (see :mod:`bench.latency`)."""
 
-    def __init__(self, folder: str, sync: str, workers: int) -> None:
-        self.folder = folder
-        self.q = queue(folder, sync)
+    def __init__(self, where: "str | Db", sync: str, workers: int, env: dict[str, str] | None = None) -> None:
+        self.folder = as_db(where, sync)
+        self.q = queue(self.folder)
         try:
-            self.tree = start(folder, sync, workers)
+            self.tree = start(self.folder, sync, workers, env=env)
         except BaseException:
             self.q.close()
             raise
@@ -133,6 +140,7 @@ class Session:
     def close(self) -> None:
         self.tree.close()
         self.q.close()
+        self.folder.close()
 
     def __enter__(self) -> "Session":
         return self

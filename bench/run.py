@@ -27,6 +27,7 @@ class Ctx:
     systems: set[str]
     huey_variants: list[str]
     huey_quiet: bool = False  # Huey's -q: WARNING logging instead of its default INFO
+    url: str | None = None    # PostgreSQL: the server every system runs on (bench.pg_run)
     seed: int = 7
     started: float = field(default_factory=time.monotonic)
 

@@ -31,3 +31,62 @@ def test_bench_smoke_writes_expected_json(tmp_path: Path) -> None:
     assert data["table"].startswith("| figure | jobq |")
     assert "enqueue single" in proc.stdout
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]  # temp folders removed
+
+
+def _bench_schemas(url: str) -> set[str]:
+    import psycopg
+    with psycopg.connect(url, autocommit=True) as c:
+        return {r[0] for r in c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_%'")}
+
+
+def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path) -> None:
+    """``python -m bench --database postgresql://...`` runs every system and workload at tiny
+    sizes, reports them, and leaves no schema behind (skips without a server unless
+    JOBQ_REQUIRE_POSTGRES=1)."""
+    from tests.engines import postgres_url, require_postgres
+    require_postgres()
+    url = postgres_url()
+    before = _bench_schemas(url)
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--database", url, "--only",
+                           "enqueue,burn,idle,depth", "--json", str(out), "--tmp", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads(out.read_text())
+    assert {"synchronous_commit", "server_version"} <= set(data["meta"]["postgres"])
+    r = data["results"]
+    for system in ("jobq", "raw", "huey", "procrastinate"):
+        figure = r["enqueue"][system]["pg"]
+        assert {"single", "batched"} <= set(figure), figure
+        assert figure["single"]["per_s"] and figure["batched"]["per_s"], figure
+    w = str(data["meta"]["scale"]["workers"][-1])
+    burns = [r["burn"]["jobq"]["pg"], r["burn"]["huey"]["pg"], *r["burn"]["procrastinate"].values(),
+             *r["burn"]["raw"].values()]
+    assert len(burns) == 7  # jobq, Huey, Procrastinate 1xW and Wx1, raw 1, 10, 100
+    for b in burns:
+        assert b[w]["per_s"], b
+    for system, variant in (("jobq", "pg"), ("huey", "pg"), ("procrastinate", "1xW"), ("raw", "pg")):
+        idle = r["idle"][system][variant]
+        assert idle["start"]["missing"] == 0 and idle["delayed"]["missing"] == 0, idle
+        assert idle["cpu_pct"] >= 0, idle
+    for system in ("jobq", "raw"):
+        assert r["depth"][system]["pg"]["1000"]["due"]["claim_ms"] > 0
+    assert data["table"].startswith("| figure | jobq | Huey PG |")
+    assert "Issue 14 targets" in proc.stdout
+    assert _bench_schemas(url) <= before  # every schema it made is dropped
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]
+
+
+def test_chaos_postgres_smoke(tmp_path: Path) -> None:
+    """``python -m bench.chaos --database postgresql://...`` at a tiny size: its oracle reads the
+    jobs from the server; nothing lost, nothing overlapping."""
+    from tests.engines import postgres_url, require_postgres
+    require_postgres()
+    url = postgres_url()
+    before = _bench_schemas(url)
+    proc = subprocess.run([sys.executable, "-m", "bench.chaos", "--database", url, "--jobs", "40", "--workers", "2",
+                           "--kill-every", "0.3", "--supervisor-kills", "1", "--timeout", "120"],
+                          cwd=REPO, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "chaos: jobs=40 completed=40" in proc.stdout and " lost=0 overlapping=0 " in proc.stdout
+    assert _bench_schemas(url) <= before

@@ -220,16 +220,22 @@ class PgOps:
         One statement. Returns the ids retried, in the order given (others were missing or in
         another state)."""
         stamp = iso(now)
-        return self._by_ids(
+        return self._wake(self._by_ids(
             "UPDATE jobs SET status = 'pending', attempts = 0, run_at = %s, completed_at = NULL, updated_at = %s "
-            "WHERE id = ANY(%s) AND status IN ('failed', 'cancelled') RETURNING id", (stamp, stamp), ids)
+            "WHERE id = ANY(%s) AND status IN ('failed', 'cancelled') RETURNING id", (stamp, stamp), ids))
 
     def retry_failed(self, now: float, job_type: str | None = None) -> int:
         """Retry every failed job (of ``job_type``), ``BATCH`` per transaction. Returns how many."""
         cond = f"{_FINISHED} AND status = 'failed'" + ("" if job_type is None else " AND type = %(type)s")
         sql = ("UPDATE jobs SET status = 'pending', attempts = 0, run_at = %(now)s, completed_at = NULL, "
                f"updated_at = %(now)s WHERE id IN ({_NEXT.format(cond=cond)}) RETURNING id")
-        return self._repeat(sql, {"now": iso(now), "type": job_type})
+        return self._wake(self._repeat(sql, {"now": iso(now), "type": job_type}))
+
+    def _wake(self, done: Any) -> Any:
+        """After jobs became pending (committed): notify the idle workers; returns ``done``."""
+        if done:
+            self.conn.execute("SELECT pg_notify(%s, '')", (self.channel,))
+        return done
 
     def cancel_jobs(self, ids: Sequence[str], now: float) -> list[str]:
         """Cancel pending jobs (a running job cannot be cancelled). One statement; returns the

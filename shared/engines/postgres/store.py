@@ -52,8 +52,10 @@ _RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
 _FINISH_SQL = {
     "completed": "UPDATE jobs SET status = 'completed', result = %(text)s, completed_at = %(now)s, "
                  "updated_at = %(now)s, " + _RELEASE + _GUARD,
-    "retry": "UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, "
-             "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + _RELEASE + _GUARD,
+    # a retry makes the job pending again: notify, so idle workers learn when it is due
+    "retry": "WITH u AS (UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, "
+             "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + _RELEASE + _GUARD +
+             " RETURNING 1) SELECT 1 FROM u, pg_notify(%(channel)s, '')",
     "failed": "UPDATE jobs SET status = 'failed', error = %(text)s, completed_at = %(now)s, updated_at = %(now)s, "
               "max_attempts = coalesce(max_attempts, %(max)s), " + _RELEASE + _GUARD,
 }
@@ -64,9 +66,10 @@ _COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.result, comp
                   "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
                   "AND jobs.owner = %(owner)s RETURNING jobs.id")
 
-_UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
+_UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
             "updated_at = %(now)s, " + _RELEASE +
-            "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(owner)s")
+            "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(owner)s RETURNING 1) "
+            "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")
 
 _INSERT_COLUMNS = ("(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
                    "updated_at, key)")
@@ -162,7 +165,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
         """Record one outcome with one guarded autocommit update; False: the lease was lost."""
-        return self.conn.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, iso(now))).rowcount == 1
+        return _finish_one(self.conn, f, owner, iso(now), self.channel)
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
                          limit: int, limits: Any = None) -> tuple[list[bool], list[Job]]:
@@ -179,7 +182,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
             return done, self.claim(owner, owner_pid, now, limit)
 
         def tx(c: Any) -> tuple[list[bool], list[Any]]:
-            done = _record_finishes(c, finishes, owner, stamp)
+            done = _record_finishes(c, finishes, owner, stamp, self.channel)
             if limit < 1:
                 return done, []
             if limits:
@@ -194,7 +197,8 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
         """Give back claimed, never started jobs: pending, due now, their attempt returned."""
         if not job_ids:
             return 0
-        return self.conn.execute(_UNCLAIM, {"now": iso(now), "ids": list(job_ids), "owner": owner}).rowcount
+        return self.conn.execute(_UNCLAIM, {"now": iso(now), "ids": list(job_ids), "owner": owner,
+                                            "channel": self.channel}).fetchone()["n"]
 
     def next_due(self) -> float | None:
         row = self.conn.execute("SELECT min(run_at) AS t FROM jobs "
@@ -247,6 +251,8 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
                           {"status": status, "attempts": attempts, "reason": reason, "now": stamp,
                            "limit": limit, "id": job.id, "owner": owner})
                 out.append(Released(job.id, job.type, status, attempts))
+            if any(r.status == "pending" for r in out):  # idle workers: these are due now
+                c.execute("SELECT pg_notify(%s, '')", (self.channel,))
             return out
         return self._tx(tx)
 
@@ -299,7 +305,13 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
         self.conn.execute(FOLD_COUNTS)
 
 
-def _record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str) -> list[bool]:
+def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:
+    """One guarded outcome statement; whether it matched (RETURNING: the retry's notifies)."""
+    cur = c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channel))
+    return (len(cur.fetchall()) if f.kind == "retry" else cur.rowcount) == 1
+
+
+def _record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, channel: str) -> list[bool]:
     """The guarded updates of ``finishes`` (completions in one statement); per finish, matched."""
     completed = [f for f in finishes if f.kind == "completed"]
     matched: set[str] = set()
@@ -309,10 +321,10 @@ def _record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str)
         with c.cursor(row_factory=tuple_row) as cur:
             matched = {r[0] for r in cur.execute(_COMPLETE_MANY, params).fetchall()}
     return [f.job_id in matched if f.kind == "completed" else
-            c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
-            for f in finishes]
+            _finish_one(c, f, owner, stamp, channel) for f in finishes]
 
 
-def _finish_params(f: Finish, owner: str, stamp: str) -> dict[str, Any]:
+def _finish_params(f: Finish, owner: str, stamp: str, channel: str) -> dict[str, Any]:
     return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": _text(f.text), "now": stamp,
-            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts}
+            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
+            "channel": channel}
