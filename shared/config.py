@@ -24,6 +24,7 @@ from typing import Any, Callable
 from . import cron as cron_mod
 from . import database as database_mod
 from . import durations
+from . import fencing
 from .configschema import (NONEMPTY_STR, REQUIRED, Key, choice, keys_of, list_of_str, number,
                            required_of, section, sections_of, setting)
 from .files import write_atomic
@@ -71,9 +72,12 @@ class WorkerConfig:
     job_timeout: float = setting(300.0, number(0, 7 * 86400, open_lo=True), """Default hard timeout
         of a job in seconds (a handler's `timeout=` overrides it).""")
     heartbeat_interval: float = setting(2.0, number(0.05, 3600), """How often a worker refreshes the
-        lease of its running job (seconds; must be less than `lease_timeout`).""")
+        lease of its running job (seconds; at most a quarter of `lease_timeout`: a worker that
+        cannot renew its lease stops itself before it expires, see docs/scaling-out.md).""")
     lease_timeout: float = setting(30.0, number(0.1, 86400), """A running job whose lease is older
-        than this is taken from its (hung) worker (seconds).""")
+        than this is taken from its (hung) worker (seconds, on the database's clock). A worker that has
+        not renewed it for `lease_timeout` minus a margin (the larger of 2 x `heartbeat_interval`
+        and 20%, at most half) exits (FENCED).""")
     max_jobs: int = setting(0, number(0, None, integer=True),
                             "Replace a worker after this many jobs (0: never).")
     max_memory_mb: int = setting(0, number(0, None, integer=True), """Replace a worker after a job
@@ -289,6 +293,9 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
     if cfg.worker.heartbeat_interval >= cfg.worker.lease_timeout:
         raise ConfigError(f"{source}: key 'worker.heartbeat_interval' = {cfg.worker.heartbeat_interval!r}: "
                           f"expected less than worker.lease_timeout ({cfg.worker.lease_timeout!r})")
+    fenced = fencing.check(cfg.worker.heartbeat_interval, cfg.worker.lease_timeout)
+    if fenced is not None:
+        raise ConfigError(f"{source}: key 'worker.heartbeat_interval' = {cfg.worker.heartbeat_interval!r}: {fenced}")
     try:
         return cfg.replace(database=database_mod.resolve(cfg.database, base_dir))
     except ValueError as exc:

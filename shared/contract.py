@@ -111,6 +111,20 @@ class UpkeepStore(Connection, Protocol):
 
     def running(self) -> list[Job]: ...
 
+    def lease_ages(self, now: float) -> dict[str, float]:
+        """Job id -> seconds since each running job's lease was last renewed (claimed or
+        heartbeat), measured on the engine's clock: several hosts judge these leases, and their
+        clocks may disagree. An engine whose times come from the caller (SQLite: one host)
+        answers ``now - heartbeat_at``; one with a server clock (PostgreSQL) answers the
+        server's statement time minus ``heartbeat_at`` (which its heartbeat wrote with that
+        clock) and ignores ``now``. A running job whose lease time cannot be read is left out."""
+        ...
+
+    def process_ages(self, now: float) -> dict[str, float]:
+        """Process token -> seconds since its ``processes`` row was last refreshed, on the
+        engine's clock as :meth:`lease_ages` (rows of other hosts are judged by this)."""
+        ...
+
     def owners(self) -> list[str]: ...
 
     def release_owner(self, owner: str, reason: str, now: float, *,

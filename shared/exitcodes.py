@@ -13,6 +13,7 @@
 | 8    | WORKER_BOOT_FAILED  | worker    | the worker could not start (import error, exec failure); back off |
 | 9    | NOT_RUNNING         | CLI       | an ops command needs a running supervisor and none was found |
 | 10   | NOT_FOUND           | CLI       | a job named on the command line does not exist, or is not in a state the command applies to |
+| 11   | FENCED              | worker    | the worker could not renew its lease in time and stopped itself before the lease could expire (shared.fencing); its job runs again |
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class ExitCode(enum.IntEnum):
     WORKER_BOOT_FAILED = 8
     NOT_RUNNING = 9
     NOT_FOUND = 10
+    FENCED = 11
 
     @classmethod
     def describe(cls, code: int) -> str:

@@ -25,10 +25,47 @@ def create_time_ms(pid: int) -> int | None:
         return None
 
 
-def owner_token(pid: int) -> str:
-    """``host:pid:create_time_ms``. The parent and the process itself compute the same token, and
-    a later process that reuses the pid gets a different one."""
-    return f"{socket.gethostname()}:{pid}:{create_time_ms(pid) or 0}"
+def _read_first_line(path: str) -> str:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
+
+
+def host_id() -> str:
+    """This host's identity in owner tokens and process rows: ``hostname/boot/pidns``.
+
+    ``boot`` is the first 12 hex digits of the kernel's boot id (a reboot is another host: its
+    pids start over), ``pidns`` the inode of our pid namespace (two pid namespaces on one
+    machine see different pids, so each is a host of its own: tests run two "hosts" that way).
+    A part this platform does not give is left out (then just the hostname, as before). Never
+    contains ':' (tokens are split on it). Read afresh on each call: a few bytes from /proc."""
+    parts = [socket.gethostname().replace(":", "_")]
+    boot = _read_first_line("/proc/sys/kernel/random/boot_id").replace("-", "")[:12]
+    if boot:
+        parts.append(boot)
+    try:
+        ns = os.readlink("/proc/self/ns/pid")  # 'pid:[4026531836]'
+    except OSError:
+        ns = ""
+    digits = "".join(ch for ch in ns if ch.isdigit())
+    if digits:
+        parts.append(digits)
+    return "/".join(parts)
+
+
+def owner_token(pid: int, host: str | None = None) -> str:
+    """``host:pid:create_time_ms`` (host: :func:`host_id`). The parent and the process itself
+    compute the same token (they share the host and pid namespace), and a later process that
+    reuses the pid gets a different one."""
+    return f"{host or host_id()}:{pid}:{create_time_ms(pid) or 0}"
+
+
+def token_host(token: str) -> str | None:
+    """The host part of an owner token (None if it is not one)."""
+    parsed = parse_token(token)
+    return None if parsed is None else parsed[0]
 
 
 def parse_token(token: str) -> tuple[str, int, int] | None:
@@ -39,16 +76,17 @@ def parse_token(token: str) -> tuple[str, int, int] | None:
         return None
 
 
-def token_alive(token: str) -> bool:
+def token_alive(token: str, here: str | None = None) -> bool:
     """Is the process named by ``token`` still running (same pid *and* same create time)?
 
-    A token from another host cannot be checked and counts as alive: its lease decides.
+    A token from another host (``here``: :func:`host_id`, computed if not given) cannot be
+    checked and counts as alive: its lease decides.
     """
     parsed = parse_token(token)
     if parsed is None:
         return False
     host, pid, created = parsed
-    if host != socket.gethostname():
+    if host != (here or host_id()):
         return True
     now_created = create_time_ms(pid)
     if now_created is None:

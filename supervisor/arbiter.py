@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import shutil
-import socket
 import traceback
 from typing import Any
 
@@ -30,7 +29,7 @@ from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.job import Job
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
-from shared.procs import owner_token, send_signal
+from shared.procs import host_id, owner_token, send_signal
 from shared.signals import SignalQueue
 from shared.progress import not_in_hand
 from shared.contract import Round, Store, UpkeepTask
@@ -39,7 +38,7 @@ from shared.errors import StoreError, StoreUnavailable
 from shared.job import Released
 
 from . import maintenance, scheduler, statedir
-from .upkeep import PROCESS_TOUCH_EVERY, Upkeep
+from .upkeep import PROCESS_STALE_AFTER, PROCESS_TOUCH_EVERY, Upkeep
 from .metrics import MetricsServer
 from .children import (Slot, describe_status, forget_progress, kill_group, lingering, progress_path,
                        restart_delay, worker_got_going)
@@ -75,6 +74,7 @@ class Arbiter:
         self.registry = Registry()
         self.policy = JobPolicy(self.config, self.registry)
         self.token = ""
+        self.host = host_id()  # this host in tokens and process rows (see shared.procs.host_id)
         self.exit_code = ExitCode.OK
         self.next_maintain = 0.0
         self.upkeep = Upkeep([])
@@ -140,13 +140,13 @@ class Arbiter:
             event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
             return ExitCode.BOOT_FAILED
         self.policy = JobPolicy(self.config, self.registry)
-        self.token = owner_token(os.getpid())
+        self.token = owner_token(os.getpid(), self.host)
         try:
             self.upkeep = Upkeep(self.upkeep_tasks())
             store = self.db()
             path = database_file(self.config)
             self.db_file = DatabaseFile(path) if path is not None else None
-            store.register_process(self.token, "supervisor", os.getpid(), socket.gethostname(),
+            store.register_process(self.token, "supervisor", os.getpid(), self.host,
                                    self.clock.now())
             rnd = self.round()
             for name in ("timeouts", "recovery", "processes"):
@@ -492,7 +492,8 @@ class Arbiter:
         running jobs and the foreign owners whose lease expired on the round, for ``recovery``."""
         rnd.running = rnd.store.running()
         rnd.busy = bool(rnd.running)
-        rnd.expired = self.police(rnd.running, rnd.now)
+        ages = rnd.store.lease_ages(rnd.now) if rnd.running else {}
+        rnd.expired = self.police(rnd.running, ages, rnd.now)
 
     def recovery(self, rnd: Round) -> None:
         """Dead or silent foreign owners: their jobs re-queued (or failed) directly."""
@@ -500,19 +501,16 @@ class Arbiter:
             return
         mine = {s.owner for s in self.live()}
         self.counters["jobs_reaped"] += maintenance.recover_foreign(rnd.store, rnd.running, mine, self.policy,
-                                                                    rnd.now, rnd.expired)
+                                                                    rnd.now, rnd.expired, self.host)
 
-    def police(self, running: list[Job], now: float) -> set[str]:
-        """Act on our children's timeouts and expired leases; the foreign owners whose lease
-        expired (for ``recover_foreign``)."""
-        verdicts = maintenance.judge_running(running, self.policy, now)
+    def police(self, running: list[Job], ages: dict[str, float], now: float) -> set[str]:
+        """Act on our children's timeouts and expired leases (``ages``: the store's
+        ``lease_ages``); the foreign owners whose every lease expired (for ``recover_foreign``)."""
+        verdicts = maintenance.judge_running(running, ages, self.policy, now, self.host)
         by_owner = {s.owner: s for s in self.live()}
-        expired = set()
         for v in verdicts:
             slot = by_owner.get(v.owner)
             if slot is None:
-                if v.action == "lease":
-                    expired.add(v.owner)
                 continue
             if v.action == "timeout":
                 event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
@@ -522,11 +520,13 @@ class Arbiter:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
                       pid=slot.pid, reason=v.reason)
                 self.kill(slot, v.reason, count_attempt=True)
-        return expired
+        lease = self.config.worker.lease_timeout
+        return maintenance.expired_owners(running, ages, lease) - set(by_owner)
 
     def touch_processes(self, rnd: Round) -> None:
         """Prune the process rows of dead processes; refresh ours."""
-        maintenance.prune_processes(rnd.store)
+        stale = max(self.config.worker.lease_timeout, PROCESS_STALE_AFTER)
+        maintenance.prune_processes(rnd.store, rnd.now, stale, self.host)
         rnd.store.touch_process(self.token, rnd.now)
 
     # -- waiting and ending ---------------------------------------------------------------------

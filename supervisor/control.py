@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 import time
 from typing import Any
 
@@ -17,7 +16,7 @@ from shared import admin
 from shared.clock import parse_iso
 from shared.exitcodes import ExitCode
 from shared.contract import OpsStore
-from shared.procs import send_signal, token_alive
+from shared.procs import host_id, send_signal, token_alive
 
 from .ctx import Ctx
 
@@ -26,11 +25,11 @@ POLL = 0.05  # seconds between checks while waiting for the supervisor to act
 
 def supervisors(store: OpsStore, now: float) -> list[dict[str, Any]]:
     """Every supervisor row: ``{token, pid, host, started_at, up_s, alive, local}``."""
-    here = socket.gethostname()
+    here = host_id()
     out = []
     for row in store.processes("supervisor"):
         out.append({"token": row["id"], "pid": row["pid"], "host": row["host"], "started_at": row["started_at"],
-                    "up_s": max(now - parse_iso(row["started_at"]), 0.0), "alive": token_alive(row["id"]),
+                    "up_s": max(now - parse_iso(row["started_at"]), 0.0), "alive": token_alive(row["id"], here),
                     "local": row["host"] == here})
     return out
 

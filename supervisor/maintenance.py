@@ -3,13 +3,14 @@
 These functions look at the database and decide; the arbiter acts (signals its own children,
 re-queues after reaping). Jobs of owners that are not this supervisor's children are handled
 here directly: a dead owner's jobs are re-queued; a live owner silent past its lease is killed
-first, and its jobs re-queued only once it is gone, so two runs never overlap.
+first, and its jobs re-queued only once it is gone, so two runs never overlap. Owners on other
+hosts (another ``host_id``) are judged by their lease alone, measured on the database's clock,
+and never signalled: a worker that cannot renew its lease stops itself first (``worker.fence``).
 """
 from __future__ import annotations
 
 import logging
 import signal
-import socket
 from dataclasses import dataclass
 
 import psutil
@@ -18,7 +19,7 @@ from shared.clock import parse_iso
 from shared.job import Job
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
-from shared.procs import parse_token, token_alive
+from shared.procs import host_id, parse_token, token_alive, token_host
 from shared.contract import UpkeepStore
 
 log = get_logger("supervisor")
@@ -33,32 +34,66 @@ class Verdict:
     reason: str
 
 
-def judge_running(jobs: list[Job], policy: JobPolicy, now: float) -> list[Verdict]:
-    """Running jobs past their hard timeout or with an expired lease."""
+def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, now: float,
+                  here: str) -> list[Verdict]:
+    """Running jobs past their hard timeout or with an expired lease.
+
+    ``ages``: the store's ``lease_ages`` (seconds since each lease was renewed, on the database's
+    clock: never this host's clock against another's). Hard timeouts are judged only for jobs
+    whose owner runs on this host (``here``: ``shared.procs.host_id()``), by ``started_at`` and
+    our clock: the supervisor of the owner's host polices them, and another host's job is never
+    timed out here (its pid means nothing on this host). A job can get both verdicts, timeout
+    first."""
     out = []
     lease = policy.config.worker.lease_timeout
     for job in jobs:
         try:
             timeout = policy.timeout(job.type)
-            if job.started_at and now - parse_iso(job.started_at) > timeout:
+            if job.started_at and token_host(job.owner or "") == here \
+                    and now - parse_iso(job.started_at) > timeout:
                 out.append(Verdict(job.owner, job, "timeout", f"timed out after {timeout:g} s"))
-            elif job.heartbeat_at and now - parse_iso(job.heartbeat_at) > lease:
-                silent = now - parse_iso(job.heartbeat_at)
-                out.append(Verdict(job.owner, job, "lease",
-                                   f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)"))
         except (ValueError, TypeError) as exc:  # a row written around jobq: the others are still policed
             event(log, "supervisor.maintenance_failed", logging.ERROR, task="timeouts", id=job.id,
                   error=repr(exc))
+        silent = ages.get(job.id)
+        if silent is not None and silent > lease:
+            out.append(Verdict(job.owner, job, "lease",
+                               f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)"))
     return out
 
 
+def expired_owners(jobs: list[Job], ages: dict[str, float], lease: float) -> set[str]:
+    """Owners every one of whose running jobs has a lease older than ``lease`` (seconds, on the
+    database's clock). A live worker renews all its jobs' leases in one statement, so one fresh
+    lease means the owner is still renewing."""
+    fresh, stale = set(), set()
+    for job in jobs:
+        if not job.owner:
+            continue
+        age = ages.get(job.id)
+        (stale if age is not None and age > lease else fresh).add(job.owner)
+    return stale - fresh
+
+
 def recover_foreign(store: UpkeepStore, jobs: list[Job], mine: set[str], policy: JobPolicy,
-                    now: float, expired: set[str]) -> int:
-    """Re-queue jobs of owners that are not our children and are gone; kill owners on this host
-    that are alive but past their lease (``expired``), then re-queue. Returns jobs released."""
+                    now: float, expired: set[str], here: str) -> int:
+    """Re-queue the jobs of owners that are not our children, and returns how many were
+    released:
+
+    - an owner on another host (``here``: our ``host_id()``) only once its lease expired on the
+      database's clock (``expired``, from :func:`expired_owners`): released directly, never
+      killed (its pid is not a process of this host; it stopped itself before its lease could
+      expire: see ``worker.fence``);
+    - an owner on this host that is gone: released; alive but past its lease: killed, and
+      released once it is gone, so two runs never overlap."""
     released = 0
     for owner in sorted({j.owner for j in jobs if j.owner and j.owner not in mine}):
-        if token_alive(owner):
+        host = token_host(owner)
+        if host is not None and host != here:
+            if owner not in expired:
+                continue
+            reason = f"lease expired: worker {owner} on another host stopped renewing it"
+        elif token_alive(owner, here):
             if owner not in expired or not _kill_and_wait(owner):
                 continue
             reason = "lease expired: owner was alive but silent; killed by the supervisor"
@@ -76,7 +111,7 @@ def _kill_and_wait(owner: str, timeout: float = 5.0) -> bool:
     if parsed is None:
         return False
     host, pid, _ = parsed
-    if host != socket.gethostname():
+    if host != host_id():
         # Another host's process: its pid means nothing here (signalling it would hit one of
         # ours, and psutil's wait would reap our own worker behind the arbiter's back). Its
         # lease has expired: the job may be re-queued; that host's worker fences itself.
@@ -93,8 +128,18 @@ def _kill_and_wait(owner: str, timeout: float = 5.0) -> bool:
     return True
 
 
-def prune_processes(store: UpkeepStore) -> None:
-    """Delete process rows whose process is gone (crashed without cleaning up)."""
+def prune_processes(store: UpkeepStore, now: float, stale_after: float, here: str) -> None:
+    """Delete process rows of processes that are gone (crashed without cleaning up): on this
+    host (``here``) by pid and start time; of other hosts when their row has not been refreshed
+    for ``stale_after`` seconds on the database's clock (``process_ages``)."""
+    ages = store.process_ages(now)
     for row in store.processes():
-        if not token_alive(row["id"]):
-            store.remove_process(row["id"])
+        token = row["id"]
+        host = token_host(token)
+        if host is not None and host != here:
+            age = ages.get(token)
+            gone = age is not None and age > stale_after
+        else:
+            gone = not token_alive(token, here)
+        if gone:
+            store.remove_process(token)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import tempfile
 
-from shared.procs import create_time_ms, token_alive
+from shared.procs import create_time_ms, host_id, token_alive
 
 PREFIX = "jobq-supervisor-"
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)-(\d+)-")
@@ -35,7 +34,7 @@ def remove_leftovers(root: str | None = None) -> list[str]:
         names = os.listdir(root)
     except OSError:
         return []
-    here, uid = socket.gethostname(), os.getuid()
+    here, uid = host_id(), os.getuid()
     for name in names:
         m = _NAME.match(name)
         if m is None:
@@ -46,7 +45,7 @@ def remove_leftovers(root: str | None = None) -> list[str]:
                 continue
         except OSError:
             continue
-        if token_alive(f"{here}:{m.group(1)}:{m.group(2)}"):
+        if token_alive(f"{here}:{m.group(1)}:{m.group(2)}", here):
             continue
         shutil.rmtree(path, ignore_errors=True)
         if not os.path.exists(path):

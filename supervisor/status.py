@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import time
 from typing import Any
 
@@ -16,7 +15,7 @@ from shared.clock import iso, parse_iso
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES
 from shared.contract import OpsStore
-from shared.procs import memory_mb, token_alive
+from shared.procs import host_id, memory_mb, token_alive
 
 from . import render, stats
 from .control import supervisors
@@ -101,12 +100,12 @@ def latency(store: OpsStore, now: float, window: float = WINDOW_MINUTES * 60.0) 
 def workers(store: OpsStore, now: float) -> list[dict[str, Any]]:
     """Registered workers: slot, pid, liveness, memory (RSS, USS, PSS in MiB), and the job(s)
     each runs."""
-    here = socket.gethostname()
+    here = host_id()
     out: dict[str, dict[str, Any]] = {}
     for r in admin.worker_rows(store):
         w = out.get(r["token"])
         if w is None:
-            alive = token_alive(r["token"])
+            alive = token_alive(r["token"], here)
             w = out[r["token"]] = {
                 "slot": r["slot"], "pid": r["pid"], "host": r["host"], "alive": alive,
                 "started_at": r["started_at"], "heartbeat_at": r["heartbeat_at"],

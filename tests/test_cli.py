@@ -15,6 +15,7 @@ import pytest
 
 from shared.clock import SystemClock, parse_iso
 from shared.exitcodes import ExitCode
+from shared.procs import host_id
 from shared.engines.sqlite.store import Finish, SqliteStore
 from tests.proc import env, job_row, wait_until, worker_rows, write_config
 
@@ -219,7 +220,7 @@ def test_pause_and_resume_set_the_flag_without_a_supervisor(cfg):
 @pytest.mark.parametrize("command", [["stop"], ["reload"], ["scale", "3"]])
 def test_supervisor_commands_exit_9_when_none_runs(cfg, command):
     with store_of(cfg) as s:  # a stale row of a dead supervisor is not a running supervisor
-        s.register_process("vm:999999:1", "supervisor", 999999, "vm", time.time())
+        s.register_process(f"{host_id()}:999999:1", "supervisor", 999999, host_id(), time.time())
     r = jobq(cfg, *command)
     assert r.returncode == ExitCode.NOT_RUNNING
     assert "no supervisor is running on" in r.stderr and "jobq run --config" in r.stderr

@@ -605,7 +605,7 @@ def store_cycle(store: SqliteStore):
     yield "reads", lambda: (store.get(jobs[0].id), store.counts(), store.running(),
                             store.next_due(), store.has_due(now), store.owners(),
                             store.processes(), store.processes("worker"), store.schedule_marks(),
-                            store.wal_bytes())
+                            store.wal_bytes(), store.lease_ages(now), store.process_ages(now))
     yield "checkpoint", store.checkpoint
     yield ("retry_jobs cancel_jobs retry_failed purge purge_jobs request_scale take_scale_request save_counters",
            lambda: (store.retry_jobs([jobs[0].id], now), store.cancel_jobs([jobs[1].id], now),
@@ -647,7 +647,7 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
                                                      "touch_process", "get", "counts", "running",
                                                      "next_due", "has_due",
                                                      "owners", "processes", "schedule_marks",
-                                                     "wal_bytes", "pending_scale",
+                                                     "wal_bytes", "pending_scale", "lease_ages", "process_ages",
                                                      "counts_by_type", "scheduled_by_type", "oldest_due",
                                                      "finished_per_minute", "recent_failures", "list_jobs",
                                                      "find_ids", "statuses", "attempt_history", "worker_rows",

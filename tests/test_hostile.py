@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from shared.bounds import MAX_DEPTH, MAX_TYPE_LEN, too_deep
 from shared.clock import iso, parse_iso
 from shared.config import Config, load
 from shared.exitcodes import ExitCode
+from shared.procs import host_id
 from shared import SqliteStore
 from tests.proc import log_events, Running, env, job_row, wait_until, worker_rows, write_config
 
@@ -79,7 +79,7 @@ def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(tmp_path):
         wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="2 workers registered")
         insert_raw(cfg, "d" * 32, "hostile:do", DEEP)
         insert_raw(cfg, "e" * 32, "hostile:do", "{}", status="running", attempts=1, started_at="garbage",
-                   heartbeat_at="garbage", owner=f"{socket.gethostname()}:999999:1", owner_pid=999999)
+                   heartbeat_at="garbage", owner=f"{host_id()}:999999:1", owner_pid=999999)
         slow = JobQueue(str(cfg.parent / "q.db")).enqueue("hostile:slow", {"sleep": 20})
         deep = wait_until(lambda: terminal(cfg, "d" * 32), timeout=10, what="the deep job to end")
         assert deep["status"] == "failed" and deep["attempts"] == 1

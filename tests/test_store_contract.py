@@ -205,6 +205,24 @@ def test_heartbeat_refreshes_leases_and_the_process_row(engine, store, clock):
     assert store.heartbeat(OTHER, clock.now()) == 0
 
 
+def test_lease_ages_are_of_running_jobs_and_process_rows(store, clock):
+    """Seconds since each lease (and process row) was renewed, on the engine's clock: SQLite
+    takes the caller's ``now``, a server engine its own clock (so only bounds are checked)."""
+    store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=0)
+    a, b, _ = put(store, clock, job(clock), job(clock), job(clock, delay=60))
+    ja, jb = run(store, clock, 2)
+    assert complete(store, clock, jb)
+    clock.advance(5)
+    ages = store.lease_ages(clock.now())
+    assert set(ages) == {ja.id} and 0 <= ages[ja.id] < 60
+    assert store.heartbeat(OWNER, clock.now) == 1
+    assert 0 <= store.lease_ages(clock.now())[ja.id] <= ages[ja.id]
+    procs = store.process_ages(clock.now())
+    assert set(procs) == {OWNER} and 0 <= procs[OWNER] < 60
+    assert store.lease_ages(clock.now()) and complete(store, clock, ja)
+    assert store.lease_ages(clock.now()) == {}
+
+
 def test_has_due_and_next_due_are_numbers(store, clock):
     assert not store.has_due(clock.now()) and store.next_due() is None
     put(store, clock, job(clock, delay=30))

@@ -345,7 +345,7 @@ class StoreMachine(RuleBasedStateMachine):
         """The supervisor's maintenance round: running jobs past their timeout or lease get their
         worker killed, and the worker's jobs are released (attempt counted) once it is gone."""
         now = self.now()
-        verdicts = judge_running(self.sup.running(), POLICY, now)
+        verdicts = judge_running(self.sup.running(), self.sup.lease_ages(now), POLICY, now, "test-host")
         expected = set()
         for m in self.jobs.values():
             if m.status != "running":

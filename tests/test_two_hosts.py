@@ -256,9 +256,6 @@ class Gone:
         self._thread.join(5)
 
 
-@pytest.mark.xfail(reason="needs self-fencing (branch multihost): without it the cut-off host's workers keep "
-                          "running while the other host re-runs their jobs; remove this mark when it lands",
-                   strict=False)
 def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluster):
     cluster = make_cluster()
     cluster.start(workers=2)

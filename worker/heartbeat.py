@@ -1,5 +1,5 @@
-"""The heartbeat thread: keeps the leases of the worker's running jobs fresh, notices when the
-supervisor that started the worker has died, gives back the unstarted rest of a batch that
+"""The heartbeat thread: keeps the leases of the worker's running jobs fresh (and tells the fence,
+``worker.fence``, of each renewal that succeeded), notices when the supervisor that started the worker has died, gives back the unstarted rest of a batch that
 waits behind a slow job, and commits the outcomes that would otherwise wait behind it (the
 worker's main thread is busy running that job).
 
@@ -30,7 +30,8 @@ class Heartbeat(threading.Thread):
     def __init__(self, config: Config, owner: str, clock: Any, parent_pid: int | None,
                  on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None,
                  flush: Callable[[WorkerStore], None] | None = None,
-                 store: Callable[[], WorkerStore] | None = None) -> None:
+                 store: Callable[[], WorkerStore] | None = None,
+                 renewed: Callable[[float], None] | None = None) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
         self.owner = owner
@@ -47,6 +48,7 @@ class Heartbeat(threading.Thread):
         self._wake = threading.Event()
         # how this thread gets its store (the worker's for_thread); by default a new one
         self.open_store = store or (lambda: open_store(config, migrate=False))
+        self.renewed = renewed  # told the monotonic time each successful beat was sent (the fence)
 
     def flush_by(self, deadline: float) -> None:
         """(Main thread.) Outcomes wait for their commit: call ``flush`` at ``deadline``
@@ -135,10 +137,15 @@ class Heartbeat(threading.Thread):
         return store
 
     def _beat(self, store: WorkerStore | None) -> WorkerStore | None:
+        """Renew the leases; on success tell the fence when the renewal was sent (before the
+        statement: the database stamps the lease no earlier than that)."""
+        sent = self.clock.monotonic()
         try:
             if store is None:
                 store = self.open_store()
             store.heartbeat(self.owner, self.clock.now)
+            if self.renewed is not None:
+                self.renewed(sent)
         except Exception as exc:  # noqa: BLE001 - a failed beat is logged; the lease may lapse
             event(log, "worker.heartbeat_failed", 30, owner=self.owner, error=str(exc))
             if store is not None:

@@ -38,7 +38,7 @@ from shared.limits import type_limits
 from shared.logs import event, get_logger
 from shared.outcomes import Done, after_commit_all, decide, unrecordable
 from shared.policy import JobPolicy
-from shared.procs import owner_token, rss_mb
+from shared.procs import host_id, owner_token, rss_mb
 from shared.progress import ProgressWriter, mark_stopped
 from shared.runner import JobContext, execute
 from shared.signals import SignalQueue
@@ -46,6 +46,7 @@ from shared.contract import Wakeup, WorkerStore
 from shared.engines import database_file, open_store
 from shared.errors import StoreError
 
+from .fence import Fence
 from .heartbeat import Heartbeat
 
 log = get_logger("worker")
@@ -73,11 +74,13 @@ class Worker:
         self.clock = clock or SystemClock()
         self.policy = JobPolicy(config, registry)
         self.pid = os.getpid()
-        self.owner = owner_token(self.pid)
+        self.host = host_id()
+        self.owner = owner_token(self.pid, self.host)
         self.signals = SignalQueue([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
         self.store: WorkerStore | None = None
         self.db_file: DatabaseFile | None = None  # the file opened at boot (see idle_wait)
         self.heartbeat: Heartbeat | None = None
+        self.fence: Fence | None = None  # stops this process if its lease cannot be renewed in time
         self.wakeup: Wakeup | None = None
         self.progress: ProgressWriter | None = None
         self.stopping = False
@@ -109,7 +112,7 @@ class Worker:
                 # The supervisor created it at boot: it was deleted since; never make a new one.
                 raise StoreError(f"database {path} does not exist (deleted?)")
             self.store = open_store(self.config, migrate=True)
-            self.store.register_process(self.owner, "worker", self.pid, self.owner.split(":")[0],
+            self.store.register_process(self.owner, "worker", self.pid, self.host,
                                         self.clock.now(), slot=self.slot, parent=self.supervisor)
         except StoreError as exc:
             event(log, "worker.boot_failed", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
@@ -121,8 +124,11 @@ class Worker:
         self.db_file = DatabaseFile(path) if path is not None else None
         self.wakeup = self.store.wakeup()
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
+        self.fence = Fence(self.config, self.owner, self.clock)
+        self.fence.start()
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
-                                   shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread)
+                                   shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
+                                   renewed=self.fence.renewed)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:
@@ -130,6 +136,7 @@ class Worker:
             self.wind_down()
         finally:
             self.heartbeat.stop()
+            self.fence.stop()
             self.close()
         if self.progress_path:
             mark_stopped(self.progress_path)  # the supervisor kills us if we linger after this
@@ -169,11 +176,11 @@ class Worker:
                 return
             if not self.batch:
                 if not self.claim():
-                    self.heartbeat.busy = False
+                    self.holding(False)
                     self.idle_wait()
                     continue
                 self.wakeup.claimed()
-            self.heartbeat.busy = True
+            self.holding(True)
             job = self.take()
             if job is not None and self.unserved(job):
                 continue  # given back; we stop, and the supervisor starts a worker that has it
@@ -190,6 +197,18 @@ class Worker:
             if self.should_recycle():
                 self.stopping = True
                 self.exit_code = ExitCode.RECYCLED
+
+    def holding(self, busy: bool) -> None:
+        """Whether we hold claimed jobs: the heartbeat beats often and the fence watches."""
+        self.heartbeat.busy = busy
+        if self.fence is not None:
+            self.fence.hold(busy)
+
+    def renewed(self, sent: float, jobs: list[Job]) -> None:
+        """A claim sent at monotonic ``sent`` returned ``jobs``: their leases start then. (We
+        claim only once the jobs before are finished, so that is all the leases we hold.)"""
+        if jobs and self.fence is not None:
+            self.fence.renewed(sent)
 
     def claim(self) -> bool:
         """Commit finished outcomes and claim the next batch in one transaction.
@@ -209,7 +228,9 @@ class Worker:
         if self.wakeup is not None:  # (None: a test drives claim() without run())
             self.wakeup.before_claim()
             if not self.done and not type_limits(self.config):
+                sent = self.clock.monotonic()
                 jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.batch_size)
+                self.renewed(sent, jobs or [])
         if jobs is None:
             jobs = self.commit(limit=self.batch_size)
         if not jobs:
@@ -318,8 +339,10 @@ class Worker:
         salvaged = False
         while True:
             try:
+                sent = self.clock.monotonic()
                 ok, jobs = self.store.finish_and_claim([d.finish for d in self.done], self.owner,
                                                        self.pid, self.clock.now(), limit, type_limits(self.config))
+                self.renewed(sent, jobs)
                 break
             except StoreError as exc:
                 event(log, "worker.write_failed", logging.ERROR, slot=self.slot, pid=self.pid,
@@ -426,6 +449,8 @@ class Worker:
         self.policy = JobPolicy(new, self.registry)
         if self.heartbeat is not None:
             self.heartbeat.config = new
+        if self.fence is not None:
+            self.fence.config = new
         event(log, "config.reloaded", slot=self.slot, pid=self.pid)
 
     def should_recycle(self) -> bool:

@@ -180,6 +180,16 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
             f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at").fetchall()
         return [Job.from_row(r) for r in rows]
 
+    def lease_ages(self, now: float) -> dict[str, float]:
+        """Seconds since each running job's lease was renewed: ``now - heartbeat_at``. Times
+        here come from the callers' clocks, which on one host are one clock."""
+        rows = self.conn.execute("SELECT id, heartbeat_at AS t FROM jobs WHERE status = 'running'").fetchall()
+        return _ages(rows, now)
+
+    def process_ages(self, now: float) -> dict[str, float]:
+        """Seconds since each process row was refreshed: ``now - heartbeat_at``."""
+        return _ages(self.conn.execute("SELECT id, heartbeat_at AS t FROM processes").fetchall(), now)
+
     # -- workers ------------------------------------------------------------------------------
 
     def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
@@ -340,6 +350,18 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
         if kind is None:
             return self.conn.execute("SELECT * FROM processes ORDER BY kind, slot").fetchall()
         return self.conn.execute("SELECT * FROM processes WHERE kind = ? ORDER BY slot", (kind,)).fetchall()
+
+
+def _ages(rows: Iterable[Any], now: float) -> dict[str, float]:
+    """``{id: now - t}`` of rows with an ``id`` and a time ``t``; rows whose time is missing or
+    not a time (written around jobq) are left out: they are judged some other way."""
+    out = {}
+    for r in rows:
+        try:
+            out[r["id"]] = now - parse_iso(r["t"])
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return out
 
 
 def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now: float) -> None:
