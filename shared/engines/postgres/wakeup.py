@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import tempfile
 from typing import Any, Callable
 
 from ...errors import StoreError
 from ...job import Job
+from ...procs import host_id
 from ..idlelead import IdleLead
 
 WATCHED_SLEEP = 5.0   # longest idle wait while LISTEN works (notifications wake us anyway)
@@ -105,6 +105,6 @@ class PgWakeup:
 def lead_base(url: str, schema: str) -> str:
     """Where this host's workers on one queue (server, database, schema) keep their lead lock
     (the lock file is this path + ``-lead``)."""
-    ident = "\0".join((url, schema, socket.gethostname(), str(os.getuid())))
+    ident = "\0".join((url, schema, host_id(), str(os.getuid())))
     name = "jobq-pg-" + hashlib.sha256(ident.encode()).hexdigest()[:20]
     return os.path.join(tempfile.gettempdir(), name)
