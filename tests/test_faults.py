@@ -619,12 +619,23 @@ def store_cycle(store: SqliteStore):
                                 store.running_without_worker(), store.last_attempt_seq(),
                                 store.recent_attempts(now - 60, 10), store.attempt_aggregates(0, 10, [1.0]),
                                 store.pending_scale("sup"), store.supervisor_counters())
+    yield "browse reads", lambda: (store.browse_jobs(None, None, None, None, 10, 100), store.find_jobs("e"),
+                                   store.job_texts(jobs[0].id), store.attempts_per_minute(0),
+                                   store.attempt_seq_bounds(), store.attempt_from(1),
+                                   store.rate_window_use("t", now - 60))
+
+    def transfer():
+        rows = store.export_jobs("", 100)
+        store.export_attempts([r["id"] for r in rows])
+        assert store.import_jobs(rows).inserted == []  # all there already: nothing written
+        store.delete_copied([r for r in rows if r["status"] == "completed"][:1])
+    yield "export_jobs export_attempts import_jobs delete_copied", transfer
 
 
 # Public methods that are not operations on the database (or that the cycle reaches through
 # another name above: is_paused, touch_process and the reads).
 _NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in", "wakeup",
-                   "delete_finished_in", "pacer"}
+                   "delete_finished_in", "pacer", "for_thread"}
 
 
 def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(tmp_path):
@@ -653,7 +664,10 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
                                                      "find_ids", "statuses", "attempt_history", "worker_rows",
                                                      "running_without_worker", "last_attempt_seq",
                                                      "recent_attempts", "attempt_aggregates",
-                                                     "supervisor_counters"}
+                                                     "supervisor_counters", "browse_jobs", "find_jobs",
+                                                     "job_texts", "attempts_per_minute", "attempt_seq_bounds",
+                                                     "attempt_from", "rate_window_use", "export_jobs",
+                                                     "export_attempts"}
     assert not missing, f"store methods not exercised by this regression test (add them to store_cycle): {missing}"
     store.close()
 
