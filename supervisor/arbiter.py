@@ -51,6 +51,7 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.
            signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
 HEALTHY_AFTER = 10.0      # a worker that lived this long (or ran jobs) resets its slot's back-off
 EARLY_KILLS = 3           # SIGKILLs before ready in a row that are not yet a crash loop
+DB_BACKOFF_MAX = 5.0      # seconds: the longest wait between tries to reach an unavailable database
 
 RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
 COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
@@ -77,6 +78,7 @@ class Arbiter:
         self.host = host_id()  # this host in tokens and process rows (see shared.procs.host_id)
         self.exit_code = ExitCode.OK
         self.next_maintain = 0.0
+        self.db_backoff = 0.0  # seconds added between rounds while the database is out of reach
         self.upkeep = Upkeep([])
         self.next_config_check = 0.0
         self.config_stat = _stat(config.path)
@@ -421,10 +423,16 @@ class Arbiter:
         try:
             rnd = self.round()
         except StoreUnavailable as exc:
-            # The server is restarting or out of reach: skip this round and try again at the
-            # next one (the workers keep their own connections and leases); never crash on it.
-            event(log, "supervisor.database_unavailable", logging.WARNING, error=str(exc))
+            # The server is restarting or out of reach: skip this round, never crash on it (the
+            # workers keep their own connections and leases). Each try to connect may block for
+            # connect_timeout, so back off (up to DB_BACKOFF_MAX) to keep reaping in between.
+            self.db_backoff = min(max(2 * self.db_backoff, self.config.supervisor.maintenance_interval),
+                                  DB_BACKOFF_MAX)
+            self.next_maintain = now_m + self.db_backoff
+            event(log, "supervisor.database_unavailable", logging.WARNING, error=str(exc),
+                  retry_in=round(self.db_backoff, 2))
             return
+        self.db_backoff = 0.0
         failed = self.upkeep.run(rnd)
         for name, exc in failed:
             event(log, "supervisor.maintenance_failed", logging.ERROR, task=name, error=repr(exc))
