@@ -127,6 +127,15 @@ class Released:
     attempts: int
 
 
+def release_outcome(job: Job, limit: int, counts: bool) -> tuple[str, int]:
+    """What releasing a running ``job`` of a dead or stopped owner makes of it: (status,
+    attempts). When the interrupted run ``counts`` and used the last of ``limit`` attempts, the
+    job fails; otherwise it is pending again, with the attempt given back unless it counts."""
+    if counts and job.attempts >= limit:
+        return "failed", job.attempts
+    return "pending", job.attempts if counts else max(job.attempts - 1, 0)
+
+
 @dataclass(frozen=True)
 class Finish:
     """An outcome to record for a running job (see a store's ``finish_and_claim``).

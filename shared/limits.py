@@ -28,3 +28,23 @@ def type_limits(config: Any) -> dict[str, TypeLimit]:
             out[name] = TypeLimit(name, t.concurrency, parse_rate(t.rate) if t.rate else None)
     return out
 
+
+
+def pick_claims(candidates: list[tuple[str, str]], room: dict[str, float], rated: set[str],
+                limit: int) -> list[str]:
+    """Which of ``candidates`` ((id, type) in claim order) a limited claim takes: at most
+    ``limit``, within each type's ``room`` (decremented here), and a job of a rate-limited type
+    (``rated``) only first in a batch, ending it (so it starts at once: its start is counted
+    now). Engine-neutral: both engines' limited claims call it."""
+    out: list[str] = []
+    for job_id, job_type in candidates:
+        if len(out) == limit:
+            break
+        if room.get(job_type, 1) <= 0 or (out and job_type in rated):
+            continue
+        out.append(job_id)
+        if job_type in room:
+            room[job_type] -= 1
+        if job_type in rated:
+            break
+    return out

@@ -16,7 +16,6 @@ own (:mod:`shared.errors`).
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import threading
 from typing import Any, Callable, TypeVar
@@ -27,6 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from ...database import redacted
+from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema as schema_mod
 
@@ -228,12 +228,7 @@ def _explain(exc: BaseException) -> str:
 def translate_errors(cls: type) -> type:
     """Class decorator: every public method of ``cls`` (and its bases) raises jobq's errors
     instead of psycopg's; a lost connection is dropped, to be made again by the next call."""
-    for name in dir(cls):
-        fn = inspect.getattr_static(cls, name)
-        if name.startswith("_") or not inspect.isfunction(fn):
-            continue
-        setattr(cls, name, _guarded(fn))
-    return cls
+    return guard_public_methods(cls, _guarded)
 
 
 def _guarded(fn: Callable[..., T]) -> Callable[..., T]:

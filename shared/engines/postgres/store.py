@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 from psycopg.rows import tuple_row
 
 from ...clock import iso, parse_iso
-from ...job import Finish, Job, NewJob, Released
+from ...job import Finish, Job, NewJob, Released, release_outcome
 from .browse import PgBrowse
 from .connection import PgConnection, translate_errors
 from .leases import PgLeases
@@ -255,12 +255,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
             for row in rows:
                 job = Job.from_row(row)
                 limit = max_attempts_for(job)
-                counts = count_attempt and job.id not in unstarted
-                if counts and job.attempts >= limit:
-                    status, attempts = "failed", job.attempts
-                else:
-                    status = "pending"
-                    attempts = job.attempts if counts else max(job.attempts - 1, 0)
+                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
                 c.execute("UPDATE jobs SET status = %(status)s, attempts = %(attempts)s, error = %(reason)s, "
                           "run_at = CASE WHEN %(status)s = 'pending' THEN %(now)s ELSE run_at END, "
                           "completed_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END, "

@@ -8,7 +8,6 @@ else SQLite refuses) naming the file and the cause, with the ``sqlite3`` error a
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import random
 import sqlite3
@@ -16,6 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
+from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema
 
@@ -184,12 +184,7 @@ def error_for(path: str, exc: sqlite3.Error) -> StoreError:
 def translate_errors(cls: type) -> type:
     """Class decorator: every public method of ``cls`` (and its bases) raises jobq's errors
     instead of ``sqlite3`` errors. Costs one call frame per store call."""
-    for name in dir(cls):
-        fn = inspect.getattr_static(cls, name)
-        if name.startswith("_") or not inspect.isfunction(fn):
-            continue
-        setattr(cls, name, _guarded(fn))
-    return cls
+    return guard_public_methods(cls, _guarded)
 
 
 def _guarded(fn: Callable[..., T]) -> Callable[..., T]:

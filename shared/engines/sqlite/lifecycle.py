@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ...clock import iso, parse_iso
 from ...job import TERMINAL, Job, NewJob, ScheduleMark
+from ...limits import pick_claims
 
 if TYPE_CHECKING:
     from ...limits import TypeLimit
@@ -171,7 +172,7 @@ class LifecycleStore:
                 skip += f"AND {column} IN ({', '.join('?' * len(values))}) "
                 only += values
         rows = c.execute(_CANDIDATES.format(skip=skip), (stamp, *only, limit * CANDIDATES_PER_SLOT)).fetchall()
-        picked = _pick([(r["id"], r["type"]) for r in rows], room, rated, limit)
+        picked = pick_claims([(r["id"], r["type"]) for r in rows], room, rated, limit)
         if not picked:
             return []
         claimed = c.execute(_CLAIM_IDS.format(ids=", ".join("?" * len(picked))),
@@ -192,18 +193,3 @@ def _room(c: sqlite3.Connection, lim: "TypeLimit", running: int, now: float) -> 
         room = min(room, count - used)
     return room
 
-
-def _pick(candidates: list[tuple[str, str]], room: dict[str, float], rated: set[str], limit: int) -> list[str]:
-    """Ids to claim, in order, within each type's room; a rate-limited job only leads a batch."""
-    out: list[str] = []
-    for job_id, job_type in candidates:
-        if len(out) == limit:
-            break
-        if room.get(job_type, 1) <= 0 or (out and job_type in rated):
-            continue
-        out.append(job_id)
-        if job_type in room:
-            room[job_type] -= 1
-        if job_type in rated:
-            break
-    return out

@@ -20,7 +20,7 @@ import sqlite3
 from typing import Any, Callable, Iterable, Sequence
 
 from ...clock import iso, parse_iso
-from ...job import Finish, Job, NewJob, Released, encode_json  # noqa: F401 - encode_json: re-export
+from ...job import Finish, Job, NewJob, Released, release_outcome, encode_json  # noqa: F401 - encode_json: re-export
 from .browse import SqliteBrowse
 from .connection import SqliteConnection, is_busy, translate_errors
 from .lifecycle import LifecycleStore
@@ -304,12 +304,7 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
             for row in rows:
                 job = Job.from_row(row)
                 limit = max_attempts_for(job)
-                counts = count_attempt and job.id not in unstarted
-                if counts and job.attempts >= limit:
-                    status, attempts = "failed", job.attempts
-                else:
-                    status = "pending"
-                    attempts = job.attempts if counts else max(job.attempts - 1, 0)
+                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
                 c.execute("UPDATE jobs SET status = ?, attempts = ?, error = ?, run_at = CASE WHEN ? = 'pending' "
                           "THEN ? ELSE run_at END, completed_at = CASE WHEN ? = 'failed' THEN ? END, "
                           "max_attempts = coalesce(max_attempts, ?), updated_at = ?, owner = NULL, "
