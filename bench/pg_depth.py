@@ -1,5 +1,6 @@
-"""Claim cost against queue depth on PostgreSQL: 1,000 to 1,000,000 pending jobs, all due or 90%
-scheduled a day ahead. One process claims and completes jobs one at a time through jobq's store
+"""Claim cost against queue depth on PostgreSQL: 1,000 to 1,000,000 jobs, all pending and due, 90%
+scheduled a day ahead, or 90% finished long ago (a table full of completed jobs: dead weight for
+the planner and the claim index's dead entries). One process claims and completes jobs one at a time through jobq's store
 (opened by the engine factory from a config: the SQL its workers run) and through the raw loop
 (:mod:`bench.raw_pg`), each on tables of its own filled in the server (``generate_series``).
 Rounds as in :mod:`bench.depth`: depths and systems take turns, tables reset after each round,
@@ -21,32 +22,45 @@ from .depth import ROUNDS, WARMUP, _median
 
 Loop = Callable[[int], tuple[int, float]]
 
+# Rows i with i % 10 < cut are scheduled a day ahead (finished: completed long ago, type
+# bench:old, which the resets leave alone); the others are due.
 _JOBQ_FILL = """
-INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, updated_at)
-SELECT lpad(to_hex(%(ms)s::bigint + i), 12, '0') || substr(md5(i::text), 1, 20), 'bench:noop', 'pending',
-       'null', 0, 0, CASE WHEN i %% 10 < %(cut)s THEN %(later)s ELSE %(due)s END, %(stamp)s, %(stamp)s
+INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, updated_at, completed_at)
+SELECT lpad(to_hex(%(ms)s::bigint + i), 12, '0') || substr(md5(i::text), 1, 20),
+       CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN 'bench:old' ELSE 'bench:noop' END,
+       CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN 'completed' ELSE 'pending' END,
+       'null', 0, 0, CASE WHEN NOT %(done)s AND i %% 10 < %(cut)s THEN %(later)s ELSE %(due)s END, %(stamp)s, %(stamp)s,
+       CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN %(stamp)s END
 FROM generate_series(0, %(n)s - 1) AS i
 """
 _JOBQ_RESET = ("UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, owner_pid = NULL, started_at = NULL, "
-               "completed_at = NULL, heartbeat_at = NULL, result = NULL WHERE status IN ('running', 'completed')")
+               "completed_at = NULL, heartbeat_at = NULL, result = NULL WHERE status IN ('running', 'completed') "
+               "AND type = 'bench:noop'")
 _RAW_RESET = ("UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, started_at = NULL, "
-              "completed_at = NULL WHERE status IN ('running', 'completed')")
+              "completed_at = NULL WHERE status IN ('running', 'completed') AND type = 'bench:noop'")
+_RAW_FINISHED = ("UPDATE jobs SET status = 'completed', type = 'bench:old', completed_at = now() - interval '1 day' "
+                 "WHERE id %% 10 < %s")
 
 
-def build_jobq(db: Db, n: int, future: float) -> None:
-    """jobq's schema (migrated by opening a store) with ``n`` pending jobs."""
+def build_jobq(db: Db, n: int, future: float, finished: float = 0.0) -> None:
+    """jobq's schema (migrated by opening a store) with ``n`` jobs: a share ``future`` pending a
+    day ahead, or a share ``finished`` completed long ago; the rest pending and due."""
     open_store(db.config()).close()
     now = time.time()
     with pg.connect(db.database, db.schema) as c:
-        c.execute(_JOBQ_FILL, {"ms": int(now * 1000) - n, "cut": round(future * 10), "later": iso(now + 86400),
+        c.execute(_JOBQ_FILL, {"ms": int(now * 1000) - n, "cut": round((finished or future) * 10),
+                               "done": bool(finished), "later": iso(now + 86400),
                                "due": iso(now - 1), "stamp": iso(now - 1), "n": n})
         c.execute("ANALYZE jobs")
 
 
-def build_raw(url: str, schema: str, n: int, future: float) -> None:
+def build_raw(url: str, schema: str, n: int, future: float, finished: float = 0.0) -> None:
     with pg.connect(url, schema) as c:
         raw_pg.create(c)
-        raw_pg.fill(c, n, future)
+        raw_pg.fill(c, n, 0.0 if finished else future)
+        if finished:
+            c.execute(_RAW_FINISHED, (round(finished * 10),))
+            c.execute("ANALYZE jobs")
 
 
 def jobq_loop(db: Db) -> Loop:
@@ -93,8 +107,9 @@ def reset(url: str, schema: str, system: str) -> None:
 
 
 def run_depth(url: str, folder: str, depths: list[int], future: float, claims: int, systems: list[str],
-              log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """{depth: {system: {per_s, claim_ms, ...}}} for one kind (``future`` share scheduled ahead)."""
+              log: Callable[[str], None], finished: float = 0.0) -> dict[str, dict[str, Any]]:
+    """{depth: {system: {per_s, claim_ms, ...}}} for one kind (``future`` share scheduled ahead,
+    or ``finished`` share completed)."""
     with contextlib.ExitStack() as stack:
         targets: dict[tuple[str, str], str] = {}
         due_counts = {}
@@ -103,12 +118,13 @@ def run_depth(url: str, folder: str, depths: list[int], future: float, claims: i
             for system in systems:
                 schema = stack.enter_context(pg.fresh_schema(url, f"depth_{system}", create=system != "jobq"))
                 if system == "jobq":
-                    build_jobq(Db.postgres(folder, url, schema), d, future)
+                    build_jobq(Db.postgres(folder, url, schema), d, future, finished)
                 else:
-                    build_raw(url, schema, d, future)
+                    build_raw(url, schema, d, future, finished)
                 targets[(str(d), system)] = schema
-            due_counts[str(d)] = d - sum(1 for i in range(d) if i % 10 < round(future * 10))
-            log(f"depth pg: built {d:,} jobs (future {future:g}) in {time.monotonic() - t0:.1f}s")
+            due_counts[str(d)] = d - sum(1 for i in range(d) if i % 10 < round((finished or future) * 10))
+            log(f"depth pg: built {d:,} jobs (future {future:g}, finished {finished:g}) "
+                f"in {time.monotonic() - t0:.1f}s")
         size = max(1, min(min(due_counts.values()), claims // ROUNDS))
         loops = {k: (jobq_loop(Db.postgres(folder, url, s)) if k[1] == "jobq" else raw_loop(url, s))
                  for k, s in targets.items()}

@@ -50,7 +50,7 @@ def rows(results: dict, workers: list[int], depths: list[int]) -> list[tuple[str
                 e("raw", "single_tx")))
     out.append(("enqueue batched (1,000/tx; Huey by hand)", "/s", True, e("jobq", "batched"), e("huey", "batched"),
                 e("procrastinate", "batched"), e("raw", "batched")))
-    for kind, name in (("due", "all due"), ("future90", "90% future")):
+    for kind, name in (("due", "all due"), ("future90", "90% future"), ("finished90", "90% finished")):
         for d in depths:
             out.append((f"depth {d:,} pending, {name}: claim+complete", "/s", True,
                         dig(r, "depth", "jobq", "pg", str(d), kind, "per_s"), None, None,
@@ -110,7 +110,8 @@ def check(results: dict, depths: list[int]) -> list[dict[str, Any]]:
     out += _ratio_check("enqueue batched", e("jobq", "batched"), e("raw", "batched"), 0.9, "raw batched insert")
     if len(depths) > 1:
         lo, hi = str(min(depths)), str(max(depths))
-        for kind, name in (("due", "all due"), ("future90", "90% scheduled ahead")):
+        for kind, name in (("due", "all due"), ("future90", "90% scheduled ahead"),
+                           ("finished90", "90% of the table finished jobs")):
             out += _ratio_check(f"claims/s at {int(hi):,} pending ({name})",
                                 dig(r, "depth", "jobq", "pg", hi, kind, "per_s"),
                                 dig(r, "depth", "jobq", "pg", lo, kind, "per_s"), 0.9, f"those at {int(lo):,}")

@@ -145,10 +145,10 @@ def run_latency(ctx: Ctx, results: dict, workloads: list[str]) -> None:
 
 def run_depth(ctx: Ctx, results: dict) -> None:
     systems = [x for x in ("jobq", "raw") if x in ctx.systems]
-    for kind, future in (("due", 0.0), ("future90", 0.9)):
+    for kind, future, finished in (("due", 0.0, 0.0), ("future90", 0.9, 0.0), ("finished90", 0.0, 0.9)):
         out = attempt(ctx, ("depth", "pg", kind),
                       lambda f: pg_depth.run_depth(ctx.url, f, list(ctx.scale.depths), future,
-                                                   ctx.scale.depth_claims, systems, ctx.log))
+                                                   ctx.scale.depth_claims, systems, ctx.log, finished))
         for d in map(str, ctx.scale.depths):
             for system in systems:
                 put(results, ("depth", system, "pg", d, kind), out.get(d, {}).get(system, out))
