@@ -96,6 +96,7 @@ def require_postgres() -> None:
 class PostgresEngine:
     """A schema of its own on the test server (dropped by :meth:`drop`)."""
     name = "postgresql"
+    lease_clock = "server"  # leases are stamped and judged with the server's clock
     TABLES = ("jobs", "control", "processes", "schedule_marks", "type_starts", "job_attempts",
               "job_counts", "job_count_deltas")
 
