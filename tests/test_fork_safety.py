@@ -20,7 +20,10 @@ import worker.forkserver as template_side
 
 
 def open_database_fds(db_path: str, pid: int | str = "self") -> list[str]:
-    """Paths of the open file descriptors of ``pid`` that belong to the database."""
+    """The open file descriptors of ``pid`` that belong to the database: a SQLite file's paths,
+    or a PostgreSQL server's connections (over TCP)."""
+    if db_path.startswith("postgresql:"):
+        return server_connections(os.getpid() if pid == "self" else int(pid))
     out = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -30,6 +33,43 @@ def open_database_fds(db_path: str, pid: int | str = "self") -> list[str]:
         if target.startswith(db_path):
             out.append(target)
     return out
+
+
+def server_connections(pid: int) -> list[str]:
+    """``pid``'s TCP connections to a PostgreSQL server (port 5432; see ``over_tcp``)."""
+    try:
+        conns = psutil.Process(pid).net_connections(kind="all")
+    except psutil.Error:
+        return []
+    out = []
+    for c in conns:
+        r = c.raddr
+        if isinstance(r, tuple) and r and r[-1] == 5432:
+            out.append(str(r))
+    return out
+
+
+def over_tcp(engine) -> None:
+    """Point a PostgresEngine at its server over TCP: a unix-socket client's peer is invisible
+    to psutil, a TCP one's port is not."""
+    from psycopg.conninfo import conninfo_to_dict
+    info = conninfo_to_dict(engine.database)
+    host = info.get("host", "")
+    if host.startswith("/") or not host:
+        user = info.get("user") or os.environ.get("USER") or "root"
+        engine.database = f"postgresql://{user}@127.0.0.1:{info.get('port') or 5432}/{info.get('dbname', 'test')}"
+
+
+def test_checker_sees_an_open_server_connection(tmp_path):
+    from tests.engines import PostgresEngine
+    engine = PostgresEngine(tmp_path)
+    over_tcp(engine)
+    try:
+        with engine.open():
+            assert open_database_fds(engine.database)
+        assert not open_database_fds(engine.database)
+    finally:
+        engine.drop()
 
 
 def test_checker_sees_an_open_connection(tmp_path):
@@ -68,12 +108,21 @@ def _checked_fork(db_path: str, record: str):
     return checked_fork
 
 
-@pytest.mark.parametrize("template", [True, False], ids=["template", "exec"])
-def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template):
+@pytest.mark.parametrize("template, engine", [(True, "sqlite"), (False, "sqlite"), (True, "postgresql"),
+                                              (False, "postgresql")],
+                         ids=["template", "exec", "template-postgresql", "exec-postgresql"])
+def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template, engine):
     """In-process supervisor: every fork it makes (the template, exec'd workers, a respawn after
-    a crash) and every fork the template makes (go-betweens and workers) is clean."""
+    a crash) and every fork the template makes (go-betweens and workers) is clean: no database
+    file or server connection open, no other thread."""
     monkeypatch.setenv(forkserver.ENV_SWITCH, "1" if template else "0")
     cfg = config_mod.load(write_config(tmp_path, supervisor={"workers": 3}, handlers=[]))
+    if engine == "postgresql":
+        from tests.engines import PostgresEngine
+        pg = PostgresEngine(tmp_path)
+        over_tcp(pg)
+        cfg = pg.config(cfg)
+        monkeypatch.setenv("JOBQ_DATABASE", pg.database)  # the template and workers read the file
     record = str(tmp_path / "forks.jsonl")
     monkeypatch.setattr(os, "fork", _checked_fork(cfg.database, record))
     arb = Arbiter(cfg)
@@ -99,6 +148,8 @@ def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template):
         arb.begin_halt("test")
         arb.reap_blocking()
         arb.shutdown()
+        if engine == "postgresql":
+            pg.drop()
     seen = [json.loads(line) for line in open(record)]
     assert [v for s in seen for v in s["violations"]] == []
     by = {s["pid"] for s in seen}

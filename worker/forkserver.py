@@ -37,6 +37,7 @@ from typing import Any, NoReturn
 
 from shared import config as config_mod
 from shared import logs
+from shared.engines import preload
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.procs import set_parent_death_signal, set_process_name
@@ -61,6 +62,7 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         try:
             registry = load_registry(handlers)
+            preload(database)  # the engine's driver too: psycopg takes ~0.3 s to import
         except HandlerImportError as exc:
             try:
                 _send(resp_fd, {"failed": str(exc)})
