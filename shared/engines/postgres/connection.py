@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import threading
 from typing import Any, Callable, TypeVar
 
@@ -71,7 +72,8 @@ class PgConnection:
         try:
             given = conninfo_to_dict(self.url)
             options = given.get("options") or ""
-            name = given.get("application_name") or "jobq"  # what pg_stat_activity shows
+            # what pg_stat_activity shows: the URL's, libpq's PGAPPNAME, or jobq
+            name = given.get("application_name") or os.environ.get("PGAPPNAME") or "jobq"
             # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
             # fails within about connect_timeout instead of hanging for the kernel's minutes.
             wait = max(1, math.ceil(self.connect_timeout))
