@@ -458,7 +458,7 @@ def test_store_state_machine(engine):
 
 # Measured (2 shared cores, noisy): 2,000 examples took 341 s on SQLite, over pytest's default 300 s
 # timeout; PostgreSQL runs ~6x slower per step (150 x 50 steps: 63 s vs 10 s), so 2,000 would take
-# ~28 min: it gets 500 (~7 min). The timeout leaves room for load and for hypothesis's shrinking
+# ~28 min: it gets 500 (measured 389 s). The timeout leaves room for load and for hypothesis's shrinking
 # (up to 5 min) on a failure.
 LONG_EXAMPLES = {"sqlite": 2000, "postgresql": 500}
 
