@@ -23,6 +23,7 @@ from shared.engines import open_store
 
 class SqliteEngine:
     name = "sqlite"
+    server_clock = False  # lease times come from the callers' (injectable) clock
 
     def __init__(self, folder: Path) -> None:
         self.database = f"sqlite://{Path(folder).resolve() / 'contract.db'}"  # the URL form
@@ -96,7 +97,7 @@ def require_postgres() -> None:
 class PostgresEngine:
     """A schema of its own on the test server (dropped by :meth:`drop`)."""
     name = "postgresql"
-    lease_clock = "server"  # leases are stamped and judged with the server's clock
+    server_clock = True  # leases are written and aged on the server's clock (a FakeClock cannot move it)
     TABLES = ("jobs", "control", "processes", "schedule_marks", "type_starts", "job_attempts",
               "job_counts", "job_count_deltas")
 

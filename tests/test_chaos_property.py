@@ -30,7 +30,7 @@ from bench.chaos import Cluster, Fault, analyse, read_log, wait_for
 from bench.chaos import write_config as chaos_config
 from shared import JobQueue
 from shared.clock import parse_iso
-from shared.procs import parse_token
+from shared.procs import parse_token, send_signal
 
 REPO = Path(__file__).resolve().parents[1]
 LEASE = 1.5
@@ -150,11 +150,12 @@ def run_plan(folder: Path, plan: dict) -> None:
             if not victims:
                 continue
             victim = victims[pick % len(victims)]
+            # It may have exited since the snapshot (a planned exit or self-kill, its supervisor's
+            # kill past the lease, an orphan leaving): then nothing was done to it, no fault.
             if kind == "kill_worker":
-                os.kill(victim, signal.SIGKILL)
-                faults.append(Fault(victim, time.time(), "kill"))
-            else:
-                os.kill(victim, signal.SIGSTOP)
+                if send_signal(victim, signal.SIGKILL):
+                    faults.append(Fault(victim, time.time(), "kill"))
+            elif send_signal(victim, signal.SIGSTOP):
                 cluster.stopped.add(victim)
                 faults.append(Fault(victim, time.time(), "stop"))
 
