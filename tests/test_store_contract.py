@@ -85,6 +85,31 @@ def test_a_store_for_another_thread_works_there_and_closes_alone(store, clock):
     assert store.get(got[0][0]).status == "pending"
 
 
+def test_every_path_that_ends_an_attempt_records_it_once(store, clock):
+    """Completions (one, and a batch), retries, failures and a dead owner's release each leave
+    one history row with the attempt's times and owner; a claim given back leaves none."""
+    due = clock.now()
+    ids = put(store, clock, *[job(clock) for _ in range(7)])
+    a, b = run(store, clock, 2)
+    clock.advance(1)
+    ok, _ = store.finish_and_claim([Finish("completed", a.id, 1, None), Finish("completed", b.id, 1, '"r"')],
+                                   OWNER, PID, clock.now(), 0)
+    c, d, e = run(store, clock, 3)
+    ok2, _ = store.finish_and_claim([Finish("retry", c.id, 1, "again", clock.now() + 60, 3),
+                                     Finish("failed", d.id, 1, "boom", 0.0, 3)], OWNER, PID, clock.now(), 0)
+    assert store.release_unstarted(OWNER, [e.id], clock.now()) == 1
+    f = run(store, clock, 1, owner=OTHER)[0]
+    store.release_owner(OTHER, "gone", clock.now(), max_attempts_for=lambda j: 3)
+    assert ok == [True, True] and ok2 == [True, True]
+    seen = {i: [(h["attempt"], h["outcome"], h["owner"]) for h in store.attempt_history(i)] for i in ids}
+    assert seen[a.id] == seen[b.id] == [(1, "completed", OWNER)]
+    assert seen[c.id] == [(1, "retry", OWNER)] and seen[d.id] == [(1, "failed", OWNER)]
+    assert seen[e.id] == [] and seen[f.id] == [(1, "retry", OTHER)]
+    [h] = store.attempt_history(d.id)
+    assert h["due_at"] == iso(due) and h["ended_at"] == iso(clock.now()) and h["error"] == "boom"
+    assert store.attempt_history(a.id)[0]["error"] is None
+
+
 def test_an_unknown_engine_and_an_unreachable_server_are_clear_errors():
     with pytest.raises(StoreUnavailable, match=r"database postgresql://jobq:\*\*\*@db.invalid/jobq: ") as err:
         open_store(Config(database="postgresql://jobq:secret@db.invalid/jobq"))

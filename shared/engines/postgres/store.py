@@ -48,24 +48,43 @@ WHERE id IN (SELECT id FROM jobs
 RETURNING {JOB_COLUMNS}
 """
 
-_GUARD = "WHERE id = %(id)s AND status = 'running' AND attempts = %(attempt)s AND owner = %(owner)s"
+_GUARD = ("WHERE jobs.id = %(id)s AND jobs.status = 'running' AND jobs.attempts = %(attempt)s "
+          "AND jobs.owner = %(owner)s")
 _RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
+
+# An attempt that ended is recorded by the statement that ends it (``job_attempts``, see the
+# schema): ``u`` is that UPDATE's RETURNING (id, type, attempts, was_run_at, created_at,
+# started_at), the attempt's due time being the later of its run_at before the update and its
+# creation. (A statement trigger would need a join of its old and new rows, which PL/pgSQL
+# plans once, for the first statement's row counts: quadratic for a later batch of 500.)
+_ENDED = ("a AS (INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, "
+          "owner, error) SELECT id, type, attempts, {outcome}, greatest(was_run_at, created_at), started_at, "
+          "%(now)s, %(owner)s, {error} FROM u)")
+_RETURNED = " RETURNING jobs.id, jobs.type, jobs.attempts, {was} AS was_run_at, jobs.created_at, jobs.started_at"
+
 _FINISH_SQL = {
-    "completed": "UPDATE jobs SET status = 'completed', result = %(text)s, completed_at = %(now)s, "
-                 "updated_at = %(now)s, " + _RELEASE + _GUARD,
+    "completed": "WITH u AS (UPDATE jobs SET status = 'completed', result = %(text)s, completed_at = %(now)s, "
+                 "updated_at = %(now)s, " + _RELEASE + _GUARD + _RETURNED.format(was="jobs.run_at") + "), "
+                 + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u",
     # a retry makes the job pending again: notify, so idle workers learn when it is due
     "retry": "WITH u AS (UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, "
-             "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + _RELEASE + _GUARD +
-             " RETURNING 1) SELECT 1 FROM u, pg_notify(%(channel)s, '')",
-    "failed": "UPDATE jobs SET status = 'failed', error = %(text)s, completed_at = %(now)s, updated_at = %(now)s, "
-              "max_attempts = coalesce(max_attempts, %(max)s), " + _RELEASE + _GUARD,
+             "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + _RELEASE
+             + "FROM (SELECT run_at AS was FROM jobs WHERE id = %(id)s) o " + _GUARD
+             + _RETURNED.format(was="o.was") + "), " + _ENDED.format(outcome="'retry'", error="%(text)s")
+             + " SELECT id FROM u, pg_notify(%(channel)s, '')",
+    "failed": "WITH u AS (UPDATE jobs SET status = 'failed', error = %(text)s, completed_at = %(now)s, "
+              "updated_at = %(now)s, max_attempts = coalesce(max_attempts, %(max)s), " + _RELEASE + _GUARD
+              + _RETURNED.format(was="jobs.run_at") + "), " + _ENDED.format(outcome="'failed'", error="%(text)s")
+              + " SELECT id FROM u",
 }
-# A batch's completions: one guarded statement; RETURNING names the jobs whose guard matched.
-_COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.result, completed_at = %(now)s, "
+# A batch's completions: one guarded statement (and their attempts); it returns the ids of the
+# jobs whose guard matched.
+_COMPLETE_MANY = ("WITH u AS (UPDATE jobs SET status = 'completed', result = f.result, completed_at = %(now)s, "
                   "updated_at = %(now)s, " + _RELEASE +
                   "FROM unnest(%(ids)s::text[], %(attempts)s::int[], %(results)s::text[]) AS f(id, attempt, result) "
                   "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
-                  "AND jobs.owner = %(owner)s RETURNING jobs.id")
+                  "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
+                  + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u")
 
 _UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
             "updated_at = %(now)s, " + _RELEASE +
@@ -256,13 +275,18 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
                 job = Job.from_row(row)
                 limit = max_attempts_for(job)
                 status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
-                c.execute("UPDATE jobs SET status = %(status)s, attempts = %(attempts)s, error = %(reason)s, "
+                done = c.execute("UPDATE jobs SET status = %(status)s, attempts = %(attempts)s, error = %(reason)s, "
                           "run_at = CASE WHEN %(status)s = 'pending' THEN %(now)s ELSE run_at END, "
                           "completed_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END, "
                           "max_attempts = coalesce(max_attempts, %(limit)s), updated_at = %(now)s, "
                           + _RELEASE + "WHERE id = %(id)s AND status = 'running' AND owner = %(owner)s",
                           {"status": status, "attempts": attempts, "reason": reason, "now": stamp,
-                           "limit": limit, "id": job.id, "owner": owner})
+                           "limit": limit, "id": job.id, "owner": owner}).rowcount
+                if done and attempts >= job.attempts:  # the run counted: it is an attempt that ended
+                    c.execute("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, "
+                              "ended_at, owner, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                              (job.id, job.type, job.attempts, "retry" if status == "pending" else "failed",
+                               max(job.run_at, job.created_at), job.started_at, stamp, owner, reason))
                 out.append(Released(job.id, job.type, status, attempts))
             if any(r.status == "pending" for r in out):  # idle workers: these are due now
                 c.execute("SELECT pg_notify(%s, '')", (self.channel,))
@@ -320,8 +344,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
 
 def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:
     """One guarded outcome statement; whether it matched (RETURNING: the retry's notifies)."""
-    cur = c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channel))
-    return (len(cur.fetchall()) if f.kind == "retry" else cur.rowcount) == 1
+    return len(c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channel)).fetchall()) == 1
 
 
 def _record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, channel: str) -> list[bool]:
