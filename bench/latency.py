@@ -50,11 +50,19 @@ def lags(sent: dict[Hashable, float], done: dict[Hashable, tuple[float, float | 
     return latency_ms(xs, expected=len(sent))
 
 
-def finish(session: Any, expected: int) -> dict[Hashable, tuple[float, float | None]]:
-    """Wait until the session has run everything, then collect its times."""
+def finish(session: Any, expected: int, grace: float = 3.0) -> dict[Hashable, tuple[float, float | None]]:
+    """Wait until the session has run everything, then collect its times. A queue can look
+    drained while a job is between its places (Huey's scheduler moving a due task from its
+    schedule to its queue; a dequeued task running), so wait up to ``grace`` more seconds for
+    ``expected`` records; a job still missing then is reported missing, not waited for."""
     wait_for(session.drained, max(30.0, expected / 50), "the queue to drain", interval=0.1)
+    deadline = time.monotonic() + grace
     time.sleep(0.2)
-    return session.collect()
+    done = session.collect()
+    while len(done) < expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+        done = session.collect()
+    return done
 
 
 def steady(session: Any, rate: float, seconds: float) -> dict[str, Any]:
