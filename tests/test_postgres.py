@@ -93,6 +93,16 @@ def test_text_the_server_cannot_store_is_kept_visible(pg, tmp_path):
         q.close()
 
 
+def test_a_key_the_server_cannot_store_is_refused_naming_it(pg):
+    q = JobQueue(config=pg.config())
+    try:
+        with pytest.raises(ValueError, match=r"idempotency key 'k\\x00' contains NUL"):
+            q.enqueue("t", {}, key="k\x00")
+        assert q.counts() == {}
+    finally:
+        q.close()
+
+
 def _status(tmp_path: Path, database: str, **extra: str) -> subprocess.CompletedProcess:
     cfg = tmp_path / "jobq.toml"
     cfg.write_text('handlers = []\n')

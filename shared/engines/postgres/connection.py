@@ -81,6 +81,10 @@ class PgConnection:
                                    keepalives=1, keepalives_idle=wait, keepalives_interval=1,
                                    keepalives_count=3, tcp_user_timeout=wait * 1000, application_name=name,
                                    options=f"{options} -c search_path={self.schema}".strip())
+        except psycopg.ProgrammingError as exc:  # the URL itself did not parse
+            raise StoreUnavailable(f"database {self.location}: {' '.join(str(exc).split())} (is the URL "
+                                   "well formed? postgresql://user[:password]@host[:port]/database)",
+                                   database=self.location, cause=exc) from exc
         except psycopg.Error as exc:
             raise error_for(self.location, exc) from exc
         for hook in self._on_connect:
@@ -222,8 +226,6 @@ def _explain(exc: BaseException) -> str:
     msg = " ".join(str(exc).split())
     if isinstance(exc, pg_errors.InsufficientPrivilege):
         return f"{msg} (the user needs CREATE on the database, or USAGE on jobq's schema)"
-    if isinstance(exc, psycopg.ProgrammingError) and "connection" not in msg:
-        return f"{msg} (is the URL well formed? postgresql://user[:password]@host[:port]/database)"
     return msg
 
 

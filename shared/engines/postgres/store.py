@@ -99,15 +99,16 @@ _INSERT_ROWS = ("SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payl
                 "AS r(id, type, payload, max_attempts, priority, run_at, key)")
 
 
-def _insert_sql(table: str, channel_param: bool = True) -> str:
+def _insert_sql(table: str) -> str:
     """Insert the unnested rows and notify once, in one statement (the notification is sent at
     commit; PostgreSQL folds identical ones within a transaction). Rows whose key a kept job
-    already has are skipped (``ON CONFLICT``); RETURNING names the rows inserted."""
-    notify = ", n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x)" if channel_param else ""
+    already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
+    NULL row from the notify)."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
             f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key "
-            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id)"
-            f"{notify} SELECT id FROM ins" + (" UNION ALL SELECT NULL FROM n" if channel_param else ""))
+            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id), "
+            "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
+            "SELECT id FROM ins UNION ALL SELECT NULL FROM n")
 
 
 def _insert_one_sql(table: str) -> str:
@@ -130,6 +131,10 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
     def _insert_one(self) -> str:
         return _insert_one_sql(self.table)
 
+    @functools.cached_property
+    def _insert_many(self) -> str:
+        return _insert_sql(self.table)
+
     def wakeup(self) -> Any:
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
         from .wakeup import PgWakeup
@@ -144,6 +149,10 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
         when the application commits."""
         if not jobs:
             return []
+        for j in jobs:  # the one text PostgreSQL cannot store that the API lets through
+            if j.key is not None and "\x00" in j.key:
+                raise ValueError(f"job {j.id}: idempotency key {j.key!r} contains NUL, which "
+                                 "PostgreSQL text cannot hold")
         stamp = iso(now)
         c = self.conn if conn is None else conn
         if len(jobs) == 1 and jobs[0].key is None:  # the commonest call: one round trip, no arrays
@@ -157,7 +166,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
                   "max": [j.max_attempts for j in jobs], "priority": [j.priority for j in jobs],
                   "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
                   "keys": [j.key for j in jobs]}
-        sql = _insert_sql(self.table)
+        sql = self._insert_many
         if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
             return self._tx(lambda tx: self._insert(tx, sql, params, jobs))
         return self._insert(c, sql, params, jobs)

@@ -35,7 +35,6 @@ class PgWakeup:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.notified = False
-        self.listening = False
         self.lead = IdleLead(lead_base(store.url, store.schema))
         self.following = False  # the last prepare() waits for the lead, not for notifications
         store.on_connect(self._listen)
@@ -43,7 +42,6 @@ class PgWakeup:
     def _listen(self, conn: Any) -> None:
         conn.add_notify_handler(self._note)
         conn.execute(f'LISTEN "{self.store.channel}"')
-        self.listening = True
 
     def _note(self, _notify: Any) -> None:
         self.notified = True
