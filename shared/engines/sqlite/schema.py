@@ -186,7 +186,27 @@ DROP INDEX jobs_delayed;
 CREATE INDEX jobs_delayed ON jobs (run_at, type, status, created_at) WHERE status = 'pending' AND run_at > created_at;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS]
+# Each attempt's own run time (issue 21): a batch's jobs share one claim and one commit, so the
+# claim time and the commit time are not their start and end. An outcome writes its run's own
+# start (started_at) and end (ended_at, new: when the handler returned, the worker's clock), and
+# the history takes them; a path that ends an attempt without writing ended_at (the supervisor's
+# release of a dead worker's jobs) still ends it at its own `now` (NEW.updated_at), as before.
+RUN_TIMES = """
+ALTER TABLE jobs ADD COLUMN ended_at TEXT;
+DROP TRIGGER jobs_attempt_ended;
+CREATE TRIGGER jobs_attempt_ended AFTER UPDATE OF status ON jobs
+WHEN OLD.status = 'running' AND NEW.status <> 'running' AND NEW.attempts >= OLD.attempts
+BEGIN
+    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
+    VALUES (OLD.id, OLD.type, OLD.attempts,
+            CASE NEW.status WHEN 'pending' THEN 'retry' ELSE NEW.status END,
+            max(OLD.run_at, OLD.created_at), NEW.started_at,
+            CASE WHEN NEW.ended_at IS NOT OLD.ended_at THEN NEW.ended_at ELSE NEW.updated_at END,
+            OLD.owner, CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
+END;
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES]
 VERSION = len(MIGRATIONS)
 
 
