@@ -11,29 +11,14 @@ import types
 import uuid
 from collections import Counter
 
-import pytest
-
 from shared.clock import FakeClock, iso, parse_iso
 from shared.config import Config, WorkerConfig
 from shared.handlers import Registry, handler
 from shared.job import Finish, NewJob, new_id
 from tests.engines import PostgresEngine
 from tests.proc import Running, log_events, wait_until, write_config
+from tests.test_store_contract import OTHER, OWNER, PID, clock, store  # noqa: F401 - the suite's fixtures
 from worker.loop import Worker
-
-OWNER, PID = "host:4242:1", 4242
-OTHER = "host:4343:1"
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(engine):
-    with engine.open() as s:
-        yield s
 
 
 def _put(store, clock, n: int) -> list[str]:

@@ -89,6 +89,18 @@ CREATE TABLE type_starts (
 CREATE INDEX type_starts_by_type ON type_starts (type, started_at);
 """
 
+# The trigger that records each attempt that ended, in the statement that ends it; ``{started}``
+# and ``{ended}`` are its times (see ATTEMPT_HISTORY, then RUN_TIMES).
+_ATTEMPT_ENDED = """CREATE TRIGGER jobs_attempt_ended AFTER UPDATE OF status ON jobs
+WHEN OLD.status = 'running' AND NEW.status <> 'running' AND NEW.attempts >= OLD.attempts
+BEGIN
+    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
+    VALUES (OLD.id, OLD.type, OLD.attempts,
+            CASE NEW.status WHEN 'pending' THEN 'retry' ELSE NEW.status END,
+            max(OLD.run_at, OLD.created_at), {started}, {ended}, OLD.owner,
+            CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
+END;"""
+
 # Attempt history (issue 5: `jobq show ID`, metrics). Triggers write it, so every path that ends an
 # attempt records it in the same statement: complete/retry/fail, a batched finish, the
 # supervisor's release of a dead worker's jobs, and any later one.
@@ -112,15 +124,7 @@ CREATE TABLE job_attempts (
     error       TEXT
 );
 CREATE INDEX job_attempts_job ON job_attempts (job_id);
-CREATE TRIGGER jobs_attempt_ended AFTER UPDATE OF status ON jobs
-WHEN OLD.status = 'running' AND NEW.status <> 'running' AND NEW.attempts >= OLD.attempts
-BEGIN
-    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
-    VALUES (OLD.id, OLD.type, OLD.attempts,
-            CASE NEW.status WHEN 'pending' THEN 'retry' ELSE NEW.status END,
-            max(OLD.run_at, OLD.created_at), OLD.started_at, NEW.updated_at, OLD.owner,
-            CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
-END;
+""" + _ATTEMPT_ENDED.format(started="OLD.started_at", ended="NEW.updated_at") + """
 -- Deleting a job (purge, retention) deletes its history.
 CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs
 BEGIN
@@ -194,17 +198,8 @@ CREATE INDEX jobs_delayed ON jobs (run_at, type, status, created_at) WHERE statu
 RUN_TIMES = """
 ALTER TABLE jobs ADD COLUMN ended_at TEXT;
 DROP TRIGGER jobs_attempt_ended;
-CREATE TRIGGER jobs_attempt_ended AFTER UPDATE OF status ON jobs
-WHEN OLD.status = 'running' AND NEW.status <> 'running' AND NEW.attempts >= OLD.attempts
-BEGIN
-    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
-    VALUES (OLD.id, OLD.type, OLD.attempts,
-            CASE NEW.status WHEN 'pending' THEN 'retry' ELSE NEW.status END,
-            max(OLD.run_at, OLD.created_at), NEW.started_at,
-            CASE WHEN NEW.ended_at IS NOT OLD.ended_at THEN NEW.ended_at ELSE NEW.updated_at END,
-            OLD.owner, CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
-END;
-"""
+""" + _ATTEMPT_ENDED.format(started="NEW.started_at",
+                           ended="CASE WHEN NEW.ended_at IS NOT OLD.ended_at THEN NEW.ended_at ELSE NEW.updated_at END")
 
 MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES]
 VERSION = len(MIGRATIONS)
