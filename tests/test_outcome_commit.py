@@ -113,6 +113,21 @@ def test_each_attempt_records_its_own_run_time(store, clock):
     assert (h["started_at"], h["ended_at"]) == (iso(claimed), iso(clock.now()))
 
 
+def test_an_attempt_that_ends_when_the_last_one_ended_keeps_its_own_times(store, clock):
+    """Two attempts of one job whose ends carry the same time (a clock stepped back): the second
+    is recorded with its own times and recognised when re-sent."""
+    _put(store, clock, 1)
+    [j] = store.claim(OWNER, PID, clock.now(), 1)
+    t = clock.now()
+    assert store.finish(_ran(Finish("retry", j.id, 1, "again", t, 3), t, t + 0.01), OWNER, clock.now())
+    [j] = store.claim(OWNER, PID, clock.now(), 1)
+    clock.advance(1)
+    second = _ran(Finish("completed", j.id, 2, None), t + 0.005, t + 0.01)
+    assert store.finish(second, OWNER, clock.now()) and store.finish(second, OWNER, clock.now())
+    assert [(h["attempt"], h["started_at"], h["ended_at"]) for h in store.attempt_history(j.id)] == [
+        (1, iso(t), iso(t + 0.01)), (2, iso(t + 0.005), iso(t + 0.01))]
+
+
 def test_a_batch_of_jobs_of_different_lengths_records_each_ones_run(engine, tmp_path):
     """A worker claims three jobs (0, 0.05 and 0.1 s long) in one batch, runs them one after
     another and commits them together: each attempt's start and end frame its own run, so the
