@@ -195,13 +195,15 @@ CREATE INDEX jobs_delayed ON jobs (run_at, type, status, created_at) WHERE statu
 # start (started_at) and end (ended_at, new: when the handler returned, the worker's clock), and
 # the history takes them; a path that ends an attempt without writing them (the supervisor's
 # release of a dead worker's jobs) still ends it at its own `now` (NEW.updated_at), as before.
-# (A trigger cannot see which columns a statement set: an outcome is known by changing its times.)
+# (A trigger cannot see which columns a statement set: an outcome is known by changing its end,
+# or its start to one its end follows; anything else, such as a writer around jobq that clears
+# started_at, ends the attempt at NEW.updated_at.)
 RUN_TIMES = """
 ALTER TABLE jobs ADD COLUMN ended_at TEXT;
 DROP TRIGGER jobs_attempt_ended;
 """ + _ATTEMPT_ENDED.format(started="NEW.started_at", ended=(
-    "CASE WHEN NEW.ended_at IS NOT OLD.ended_at OR NEW.started_at IS NOT OLD.started_at "
-    "THEN NEW.ended_at ELSE NEW.updated_at END"))
+    "coalesce(CASE WHEN NEW.ended_at IS NOT OLD.ended_at OR (NEW.started_at IS NOT OLD.started_at "
+    "AND NEW.ended_at >= NEW.started_at) THEN NEW.ended_at END, NEW.updated_at)"))
 
 MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES]
 VERSION = len(MIGRATIONS)
