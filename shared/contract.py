@@ -172,9 +172,10 @@ class OpsStore(Connection, Protocol):
 
     def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
 
-    def wal_bytes(self) -> int:
-        """Bytes of write-ahead log not yet reclaimed by upkeep (0 where the engine has none
-        it can measure): ``jobq status`` and the metrics show it."""
+    def wal_bytes(self) -> int | None:
+        """Bytes of write-ahead log not yet reclaimed by upkeep; None where the engine has no
+        log of jobq's own (PostgreSQL): ``jobq status``, ``top``, the dashboard and the metrics
+        show the WAL only where there is one."""
         ...
 
     def counts_by_type(self) -> list[dict[str, Any]]: ...

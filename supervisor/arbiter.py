@@ -20,7 +20,7 @@ import traceback
 from typing import Any
 
 from shared import config as config_mod
-from shared import admin, logs
+from shared import admin, logs, database as database_mod
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.dbfile import DatabaseFile
@@ -163,7 +163,7 @@ class Arbiter:
         self.spawner.after_boot(self.snapshot)
         self.slots = {i: Slot(i) for i in range(self.target)}
         event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
-              config=self.config.path, database=self.config.database, types=len(self.registry))
+              config=self.config.path, database=database_mod.redacted(self.config.database), types=len(self.registry))
         return ExitCode.OK
 
     # -- signals --------------------------------------------------------------------------------
@@ -460,7 +460,7 @@ class Arbiter:
         if problem is None:
             return False
         if self.db_problem is None:
-            event(log, "supervisor.database_replaced", logging.CRITICAL, database=self.config.database,
+            event(log, "supervisor.database_replaced", logging.CRITICAL, database=database_mod.redacted(self.config.database),
                   error=problem)
             self.db_problem = problem  # from now on db() refuses: reopening would use (or create) the new file
             self.exit_code = ExitCode.DATABASE_UNAVAILABLE

@@ -85,13 +85,13 @@ def cmd_copy(ctx: Ctx, args: argparse.Namespace) -> int:
         try:
             cfgs[flag] = base.replace(database=database_mod.resolve(value, os.getcwd()))
         except ValueError as exc:
-            return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {_redact(str(exc), value)}",
+            return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {database_mod.scrub(str(exc), value)}",
                             ExitCode.DATABASE_UNAVAILABLE)
     if cfgs["--from"].database == cfgs["--to"].database:
-        return ctx.fail(f"copy: --from and --to name the same database ({_shown(args.source)})", ExitCode.USAGE)
+        return ctx.fail(f"copy: --from and --to name the same database ({database_mod.redacted(args.source)})", ExitCode.USAGE)
     source_file = database_file(cfgs["--from"])
     if source_file is not None and not os.path.exists(source_file):
-        return ctx.fail(f"copy --from {_shown(args.source)}: no such database file", ExitCode.DATABASE_UNAVAILABLE)
+        return ctx.fail(f"copy --from {database_mod.redacted(args.source)}: no such database file", ExitCode.DATABASE_UNAVAILABLE)
     with _open(ctx, "--from", args.source, cfgs["--from"], migrate=False) as src:
         if isinstance(src, int):
             return src
@@ -123,20 +123,12 @@ class _open:
 
 def unavailable(ctx: Ctx, flag: str, value: str, exc: StoreError) -> int:
     """One line: which side, which database (password hidden), what went wrong."""
-    text = " ".join(_redact(str(exc), value).split())
-    return ctx.fail(f"copy {flag} {_shown(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE)
+    text = " ".join(database_mod.scrub(str(exc), value).split())
+    return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE)
 
 
 def _n(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _shown(value: str) -> str:
-    return database_mod.redacted(value)
-
-
-def _redact(text: str, value: str) -> str:
-    return text.replace(value, _shown(value)) if value != _shown(value) else text
 
 
 class Copy:
@@ -212,7 +204,7 @@ class Copy:
             self._explain_skips()
         skipped = len(t.present) + len(t.differing) + len(t.key_taken)
         text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}) to "
-                f"{_shown(self.args.target)}, skipped {skipped} already there")
+                f"{database_mod.redacted(self.args.target)}, skipped {skipped} already there")
         if t.differing or t.key_taken:
             text += f" ({len(t.differing)} in another state there, {len(t.key_taken)} with a key taken there)"
         if self.args.delete:

@@ -231,7 +231,9 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
     age = max(now - parse_iso(max(oldest["run_at"], oldest["created_at"])), 0.0) if oldest else 0.0
     out.gauge("jobq_oldest_pending_age_seconds", "How long the longest-waiting due job has waited.", age)
     out.gauge("jobq_paused", "1 while the queue is paused.", int(store.is_paused()))
-    out.gauge("jobq_wal_bytes", "Size of the SQLite write-ahead log.", store.wal_bytes())
+    wal = store.wal_bytes()
+    if wal is not None:  # PostgreSQL: no log of jobq's own, no gauge
+        out.gauge("jobq_wal_bytes", "Size of the SQLite write-ahead log.", wal)
     for name, value in sorted(gauges.items()):
         out.gauge(f"jobq_{name}", DOCS.get(name, f"Supervisor gauge {name}."), value)
     out.gauge("jobq_metrics_start_time_seconds", "When these counters started (Unix time).", started)

@@ -26,7 +26,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from ...database import redacted
+from ...database import redacted, scrub
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema as schema_mod
@@ -82,11 +82,11 @@ class PgConnection:
                                    keepalives_count=3, tcp_user_timeout=wait * 1000, application_name=name,
                                    options=f"{options} -c search_path={self.schema}".strip())
         except psycopg.ProgrammingError as exc:  # the URL itself did not parse
-            raise StoreUnavailable(f"database {self.location}: {' '.join(str(exc).split())} (is the URL "
+            raise StoreUnavailable(f"database {self.location}: {scrub(' '.join(str(exc).split()), self.url)} (is the URL "
                                    "well formed? postgresql://user[:password]@host[:port]/database)",
                                    database=self.location, cause=exc) from exc
-        except psycopg.Error as exc:
-            raise error_for(self.location, exc) from exc
+        except psycopg.Error as exc:  # libpq may quote the URL (or a piece of it) in its message
+            raise error_for(self.location, exc, url=self.url) from exc
         for hook in self._on_connect:
             hook(conn)
         return conn
@@ -215,11 +215,13 @@ def _version(conn: psycopg.Connection, schema: str) -> int:
     return conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()["version"]
 
 
-def error_for(location: str, exc: BaseException) -> StoreError:
-    """jobq's error for a psycopg error on the server ``location``."""
+def error_for(location: str, exc: BaseException, url: str = "") -> StoreError:
+    """jobq's error for a psycopg error on the server ``location``; with ``url``, any secret of
+    that URL the driver's message quotes is hidden."""
     kind = StoreBusy if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)) \
         else StoreUnavailable
-    return kind(f"database {location}: {_explain(exc)}", database=location, cause=exc)
+    return kind(f"database {location}: {scrub(_explain(exc), url) if url else _explain(exc)}",
+                database=location, cause=exc)
 
 
 def _explain(exc: BaseException) -> str:
