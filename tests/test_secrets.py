@@ -129,7 +129,8 @@ def test_a_planted_password_appears_in_no_output(tmp_path):
             outputs[f"cmdline of {p.pid}"] = " ".join(p.cmdline())
         outputs["metrics"] = _get(f"http://127.0.0.1:{metrics}/metrics")
         for args in (("status",), ("status", "--json"), ("jobs",), ("jobs", "--status", "failed"), ("show", job),
-                     ("show", "ffffffffffff"), ("no-such-command",), ("cancel", "nope")):
+                     ("show", "ffffffffffff"), ("no-such-command",), ("cancel", "nope"),
+                     ("config", "show"), ("config", "show", "--effective"), ("config", "show", "--json")):
             outputs[" ".join(args)] = _jobq(config, *args)
         _web(config, outputs, "web")
         _web(config, outputs, "web --read-only", "--read-only")
