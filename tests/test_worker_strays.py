@@ -148,7 +148,7 @@ def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
             later = [q.enqueue("stray:ok", {"log": s.side}) for _ in range(4)]
             wait_until(lambda: ended(q, later), timeout=30, what="the jobs enqueued after it")
             got = q.get(job)
-            assert (got.status, got.attempts, got.result) == ("completed", 2, '"ok"')
+            assert (got.status, got.attempts, got.result) == ("completed", 2, "ok")
             first = q.store.attempt_history(job)[0]
             assert first["outcome"] == "retry" and "descriptors_closed" in first["error"]
             assert all(q.get(i).status == "completed" for i in later)
