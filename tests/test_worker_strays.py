@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import types
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,6 @@ import pytest
 from shared import JobQueue
 from shared.config import load
 from shared.exitcodes import ExitCode
-from shared.handlers import Registry, handler
-from shared.job import Job
-from shared.runner import JobContext, execute
 from tests.proc import Running, log_events, wait_until, write_config
 
 ENGINES = ["sqlite", "postgresql"]
@@ -65,40 +61,6 @@ def owner_pid(owner: str) -> int:
 
 
 # -- case 4: a handler's forked child ------------------------------------------------------------
-
-@handler("t:fork")
-def forker(payload, job):
-    """Forks a child that does ``payload`` instead of ``os._exit``; returns the child's pid."""
-    child = os.fork()
-    if child == 0:
-        if payload == "raise":
-            raise RuntimeError("the child failed")
-        if payload == "exit":
-            raise SystemExit(3)
-        return "the child returned"
-    return child
-
-
-def test_execute_ends_a_forked_child_that_comes_back():
-    """``execute`` (the worker's and the inline runner's) ends a process the handler forked that
-    returns or raises instead of calling ``os._exit``: with 0, 1, or its ``sys.exit`` code."""
-    mod = types.ModuleType("jobq_stray_test")
-    mod.forker = forker
-    reg = Registry()
-    reg.add_module(mod)
-    me = os.getpid()
-    for payload, expected in (("raise", 1), ("return", 0), ("exit", 3)):
-        job = Job.from_row({"id": "j" * 32, "type": "t:fork", "status": "running", "payload": json.dumps(payload),
-                            "result": None, "error": None, "attempts": 1, "max_attempts": 1, "priority": 0,
-                            "run_at": "", "started_at": None, "completed_at": None, "created_at": "",
-                            "updated_at": ""})
-        outcome = execute(reg, job, JobContext(job.id, job.type, 1, 1))
-        if os.getpid() != me:
-            os._exit(99)  # the child came back here (before the fix): never let it run pytest on
-        assert outcome.kind == "completed"
-        _, status = os.waitpid(int(outcome.result), 0)
-        assert os.waitstatus_to_exitcode(status) == expected, payload
-
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine):
