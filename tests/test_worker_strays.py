@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -47,6 +49,23 @@ class Setup:
         if self.pg is not None:
             self.pg.drop()
 
+    @contextmanager
+    def running(self, workers: int) -> Iterator[Running]:
+        """A supervisor on the config, once its ``workers`` have started; everything is gone after."""
+        sup = Running(self.config)
+        try:
+            wait_until(lambda: len(worker_pids(sup)) == workers, timeout=30, what=f"{workers} workers started")
+            yield sup
+        finally:
+            sup.close()
+            self.close()
+
+    def run(self, q: JobQueue, type: str, what: str, **payload) -> str:
+        """Enqueue a job of ``type`` (logging to the side file) and wait until it ended."""
+        job = q.enqueue(type, {"log": self.side, **payload})
+        wait_until(lambda: ended(q, [job]), timeout=30, what=what)
+        return job
+
 
 def ended(q: JobQueue, ids: list[str]) -> bool:
     return all(q.get(i).status in ENDED for i in ids)
@@ -68,19 +87,16 @@ def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine)
     returned; the job's runs never overlap, every run and every recorded attempt is a real
     worker's, and the workers keep serving."""
     s = Setup(tmp_path, engine, supervisor={"workers": 2})
-    sup = Running(s.config)
-    try:
-        wait_until(lambda: len(worker_pids(sup)) == 2, timeout=30, what="2 workers started")
-        with s.queue() as q:
-            ids = [q.enqueue("stray:fork", {"child": mode, "log": s.side}) for mode in ("raise", "return", "exit")]
-            wait_until(lambda: ended(q, ids), timeout=30, what="the forking jobs to end")
-            later = [q.enqueue("stray:ok", {"log": s.side}) for _ in range(4)]
-            wait_until(lambda: ended(q, later), timeout=30, what="the jobs enqueued after them")
-            workers = worker_pids(sup)
-            for i in ids + later:
-                job = q.get(i)
-                assert (job.status, job.attempts) == ("completed", 1), (job.id, job.status, job.error)
-                assert {owner_pid(a["owner"]) for a in q.store.attempt_history(i)} <= workers
+    with s.running(2) as sup, s.queue() as q:
+        ids = [q.enqueue("stray:fork", {"child": mode, "log": s.side}) for mode in ("raise", "return", "exit")]
+        wait_until(lambda: ended(q, ids), timeout=30, what="the forking jobs to end")
+        later = [q.enqueue("stray:ok", {"log": s.side}) for _ in range(4)]
+        wait_until(lambda: ended(q, later), timeout=30, what="the jobs enqueued after them")
+        workers = worker_pids(sup)
+        for i in ids + later:
+            job = q.get(i)
+            assert (job.status, job.attempts) == ("completed", 1), (job.id, job.status, job.error)
+            assert {owner_pid(a["owner"]) for a in q.store.attempt_history(i)} <= workers
         runs = s.runs()
         assert {r["pid"] for r in runs} <= workers, runs
         for i, expected in zip(ids, (1, 0, 3)):
@@ -88,9 +104,6 @@ def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine)
             assert [r["event"] for r in mine] == ["start", "end"], mine  # one run, which ended
             assert mine[1]["status"] == expected
         assert not log_events(sup, "worker.exited")  # no worker died or wedged over it
-    finally:
-        sup.close()
-        s.close()
 
 
 # -- case 13: a handler that closes the worker's descriptors -------------------------------------
@@ -101,19 +114,15 @@ def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
     DESCRIPTORS_CLOSED, touching nothing (no phantom reload from a reused descriptor); the job
     runs again as for a dead worker, and the other jobs keep running."""
     s = Setup(tmp_path, engine, supervisor={"workers": 2})
-    sup = Running(s.config)
-    try:
-        wait_until(lambda: len(worker_pids(sup)) == 2, timeout=30, what="2 workers started")
-        with s.queue() as q:
-            job = q.enqueue("stray:closefds", {"log": s.side})
-            wait_until(lambda: ended(q, [job]), timeout=30, what="the job to end")
-            later = [q.enqueue("stray:ok", {"log": s.side}) for _ in range(4)]
-            wait_until(lambda: ended(q, later), timeout=30, what="the jobs enqueued after it")
-            got = q.get(job)
-            assert (got.status, got.attempts, got.result) == ("completed", 2, "ok")
-            first = q.store.attempt_history(job)[0]
-            assert first["outcome"] == "retry" and "descriptors_closed" in first["error"]
-            assert all(q.get(i).status == "completed" for i in later)
+    with s.running(2) as sup, s.queue() as q:
+        job = s.run(q, "stray:closefds", "the job to end")
+        later = [q.enqueue("stray:ok", {"log": s.side}) for _ in range(4)]
+        wait_until(lambda: ended(q, later), timeout=30, what="the jobs enqueued after it")
+        got = q.get(job)
+        assert (got.status, got.attempts, got.result) == ("completed", 2, "ok")
+        first = q.store.attempt_history(job)[0]
+        assert first["outcome"] == "retry" and "descriptors_closed" in first["error"]
+        assert all(q.get(i).status == "completed" for i in later)
         culprit = next(r["pid"] for r in s.runs() if r["job"] == job and r["attempt"] == 1)
         exits = [e for e in log_events(sup, "worker.exited") if e["pid"] == culprit]
         assert len(exits) == 1 and f"exited with {int(ExitCode.DESCRIPTORS_CLOSED)} " in exits[0]["how"]
@@ -122,9 +131,6 @@ def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
         assert not log_events(sup, "config.reloaded")
         assert not log_events(sup, "worker.write_failed")
         assert "Traceback" not in sup.output()
-    finally:
-        sup.close()
-        s.close()
 
 
 # -- a timed-out job is logged once per attempt -------------------------------------------------
@@ -135,16 +141,9 @@ def test_a_timed_out_job_is_logged_once(tmp_path, engine):
     supervisor's maintenance (every 0.1 s here) sees the timeout every round meanwhile, and logs
     ``job.timeout`` once for the attempt."""
     s = Setup(tmp_path, engine, supervisor={"workers": 1, "kill_grace": 2})
-    sup = Running(s.config)
-    try:
-        wait_until(lambda: len(worker_pids(sup)) == 1, timeout=30, what="a worker started")
-        with s.queue() as q:
-            job = q.enqueue("stray:stubborn", {"log": s.side})
-            wait_until(lambda: ended(q, [job]), timeout=30, what="the job to time out")
-            assert q.get(job).status == "failed" and "timed out" in q.get(job).error
+    with s.running(1) as sup, s.queue() as q:
+        job = s.run(q, "stray:stubborn", "the job to time out")
+        assert q.get(job).status == "failed" and "timed out" in q.get(job).error
         wait_until(lambda: log_events(sup, "worker.exited"), timeout=10, what="the worker killed")
         timeouts = [e for e in log_events(sup, "job.timeout") if e["id"] == job]
         assert len(timeouts) == 1 and timeouts[0]["attempt"] == 1
-    finally:
-        sup.close()
-        s.close()
