@@ -16,6 +16,9 @@ from typing import Any
 
 from .handlers import HandlerSpec, PermanentError, Registry, RetryAfter
 from .job import Job, encode_json
+from .logs import event, get_logger
+
+log = get_logger("job")
 
 
 class JobLogger(logging.LoggerAdapter):
@@ -115,13 +118,16 @@ def _own_call(spec: HandlerSpec, job: Job, ctx: JobContext) -> Any:
 
 def _end_stray(job: Job, parent: int, code: int, exc: BaseException | None = None) -> None:
     """End a process forked by ``job``'s handler (in process ``parent``) that came back to its
-    caller. Only stderr is written (after the traceback, when it raised): other buffers may
-    hold the parent's output, and ``os._exit`` runs no cleanup the parent owns."""
+    caller: one ``job.stray_process`` line (with the traceback, when it raised), then
+    ``os._exit``: other buffers may hold the parent's output, and no cleanup the parent owns
+    runs here."""
     try:
-        if exc is not None:
-            sys.stderr.write(f"jobq: a process forked by the handler of job {job.id} ({job.type!r}, "
-                             f"in process {parent}) raised instead of ending with os._exit; it "
-                             f"exits {code}:\n{_format(exc)}\n")
+        event(log, "job.stray_process", logging.WARNING, id=job.id, type=job.type, pid=os.getpid(),
+              parent=parent, code=code, error=_format(exc) if exc is not None else None,
+              note="a process the handler forked returned or raised instead of ending with "
+                   "os._exit; it ends here")
+        for handler in logging.getLogger("jobq").handlers + logging.getLogger().handlers:
+            handler.flush()
         sys.stderr.flush()
     finally:
         os._exit(code)

@@ -104,6 +104,9 @@ def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine)
             assert [r["event"] for r in mine] == ["start", "end"], mine  # one run, which ended
             assert mine[1]["status"] == expected
         assert not log_events(sup, "worker.exited")  # no worker died or wedged over it
+        strays = {e["id"]: e for e in log_events(sup, "job.stray_process")}
+        assert {i: strays[i]["code"] for i in ids} == dict(zip(ids, (1, 0, 3)))
+        assert "the child failed" in strays[ids[0]]["error"] and strays[ids[0]]["parent"] in workers
 
 
 # -- case 13: a handler that closes the worker's descriptors -------------------------------------
