@@ -15,6 +15,10 @@ Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its 
 exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
 waits as its store's engine arranges (``shared.contract.Wakeup``; SQLite: until a commit, the next
 delayed job's time, or ``poll_interval``). The loop does not know which engine it runs on.
+The database failing on the idle/claim path is waited out, never fatal (``guarded``). At every
+turn, and as soon as each handler returns, it checks that it is still the worker's own process
+with its own descriptors (``Control.check_process``, in worker.control with signals, reloads
+and recycling).
 """
 from __future__ import annotations
 
@@ -213,7 +217,7 @@ class Worker(Control):
         except StoreError as exc:
             if not self.store_down:
                 event(log, "worker.database_unavailable", logging.WARNING, slot=self.slot, pid=self.pid,
-                      error=str(exc), note="waiting; retrying every {:g} s".format(RETRY_WRITE))
+                      error=str(exc), note=f"waiting; retrying every {RETRY_WRITE:g} s")
             self.store_down = True
             self.signals.wait(RETRY_WRITE)
             return False
