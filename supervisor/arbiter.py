@@ -89,6 +89,7 @@ class Arbiter:
         self.db_file: DatabaseFile | None = None  # the file opened at boot (see check_db_file)
         self.db_problem: str | None = None        # set once that file is gone: no reopening
         self.spawner = Spawner()
+        self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
 
     @property
     def snapshot(self) -> str:
@@ -515,14 +516,16 @@ class Arbiter:
         """Act on our children's timeouts and expired leases (``ages``: the store's
         ``lease_ages``); the foreign owners whose every lease expired (for ``recover_foreign``)."""
         verdicts = maintenance.judge_running(running, ages, self.policy, now, self.host)
+        unlogged = self.timeout_log.unlogged(verdicts, running)
         by_owner = {s.owner: s for s in self.live()}
         for v in verdicts:
             slot = by_owner.get(v.owner)
             if slot is None:
                 continue
             if v.action == "timeout":
-                event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
-                      attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
+                if v in unlogged:
+                    event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
+                          attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
                 self.terminate(slot, v.reason)
             elif not slot.killed:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,

@@ -1,22 +1,31 @@
 """Nothing crosses fork(): the supervisor holds no SQLite file open and runs no other thread when
 it forks (the template, or a worker by exec), and the template, which forks every worker, never
-opens the database and runs no thread either."""
+opens the database and runs no thread either. And no code but the worker's own reaches the worker
+loop: a process a handler forked that comes back (returns or raises instead of ``os._exit``) ends
+there (tests/test_worker_strays.py runs it in real supervisors on both engines)."""
 from __future__ import annotations
 
 import json
 import os
 import signal
 import threading
+import types
 
 import psutil
 import pytest
 
 from shared import config as config_mod
+from shared.config import load
 from shared.engines.sqlite.store import SqliteStore
+from shared.exitcodes import ExitCode
+from shared.handlers import Registry, handler
+from shared.job import Job
+from shared.runner import JobContext, execute
 from supervisor import forkserver
 from supervisor.arbiter import Arbiter
 from tests.proc import Running, wait_until, worker_rows, write_config
 import worker.forkserver as template_side
+from worker.loop import Worker
 
 
 def open_database_fds(db_path: str, pid: int | str = "self") -> list[str]:
@@ -175,3 +184,75 @@ def test_template_of_a_real_supervisor_holds_no_database_and_one_thread(tmp_path
         assert {r["pid"] for r in worker_rows(cfg)} <= {p.pid for p in kids}
     finally:
         sup.close()
+
+
+# -- no code but the worker's own reaches the worker loop --------------------------------------
+
+@handler("t:fork")
+def forker(payload, job):
+    """Forks a child that does ``payload`` instead of ``os._exit``; returns the child's pid."""
+    child = os.fork()
+    if child == 0:
+        if payload == "raise":
+            raise RuntimeError("the child failed")
+        if payload == "exit":
+            raise SystemExit(3)
+        return "the child returned"
+    return child
+
+
+def test_execute_ends_a_forked_child_that_comes_back():
+    """``execute`` (the worker's and the inline runner's) ends a process the handler forked that
+    returns or raises instead of calling ``os._exit``: with 0, 1, or its ``sys.exit`` code."""
+    mod = types.ModuleType("jobq_stray_test")
+    mod.forker = forker
+    reg = Registry()
+    reg.add_module(mod)
+    me = os.getpid()
+    for payload, expected in (("raise", 1), ("return", 0), ("exit", 3)):
+        job = Job.from_row({"id": "j" * 32, "type": "t:fork", "status": "running", "payload": json.dumps(payload),
+                            "result": None, "error": None, "attempts": 1, "max_attempts": 1, "priority": 0,
+                            "run_at": "", "started_at": None, "completed_at": None, "created_at": "",
+                            "updated_at": ""})
+        outcome = execute(reg, job, JobContext(job.id, job.type, 1, 1))
+        if os.getpid() != me:
+            os._exit(99)  # the child came back here (before the fix): never let it run pytest on
+        assert outcome.kind == "completed"
+        _, status = os.waitpid(int(outcome.result), 0)
+        assert os.waitstatus_to_exitcode(status) == expected, payload
+
+
+def test_the_worker_loop_ends_a_process_that_is_not_its_own(tmp_path):
+    """``Worker.check_process`` (every turn of the loop): in a process forked from the worker it
+    ends that process (ERROR) instead of returning."""
+    w = Worker(load(write_config(tmp_path, handlers=[])), Registry())
+    try:
+        w.check_process()  # the worker's own process: goes on
+        child = os.fork()
+        if child == 0:
+            w.check_process()
+            os._exit(99)  # came back: the check let a stray through
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == ExitCode.ERROR
+    finally:
+        w.signals.close()
+
+
+def test_the_signal_pipe_tells_when_a_handler_closed_it():
+    """``SignalQueue.intact``: False once its descriptors are closed, also when their numbers
+    were reused since (what ``os.closerange`` in a handler does to a worker)."""
+    from shared.signals import SignalQueue
+    q = SignalQueue([signal.SIGHUP])
+    assert q.intact()
+    r, w = q._r, q._w
+    os.close(r)
+    os.close(w)
+    assert not q.intact()
+    again = os.pipe()
+    try:
+        assert r in again or w in again  # the numbers are taken again
+        assert not q.intact()
+    finally:
+        for fd in again:
+            os.close(fd)
+        q.close()
