@@ -302,6 +302,7 @@ class Imported:
     present: list[str] = field(default_factory=list)    # already here, same status, attempts, updated_at
     differing: list[str] = field(default_factory=list)  # already here in another state: kept as it is
     key_taken: list[str] = field(default_factory=list)  # skipped: another job here holds its key
+    rejected: dict[str, str] = field(default_factory=dict)  # id -> why this engine cannot store the row
 
 
 class TransferStore(Connection, Protocol):
@@ -322,7 +323,10 @@ class TransferStore(Connection, Protocol):
         """Insert ``rows`` as they are (every column kept) in one transaction, with the
         ``attempts`` of the jobs inserted now. A job whose id is here already is left as it is
         (``present`` or ``differing``); one whose key another job here holds is skipped
-        (``key_taken``): nothing here is ever overwritten. Callers keep a call to a few hundred
+        (``key_taken``): nothing here is ever overwritten. Each column is stored the way this
+        engine stores it (PostgreSQL writes a NUL in a free text as ``\\x00``); a row this engine
+        cannot store at all (a NUL in an id, type or key; a number out of its range) is left out
+        and named in ``rejected``, and the rest is imported. Callers keep a call to a few hundred
         rows."""
         ...
 
