@@ -112,7 +112,8 @@ def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any
     return out
 
 
-def _insert_one_by_one(c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]], rejected: dict[str, str]) -> set[str]:
+def _insert_one_by_one(c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]],
+                       rejected: dict[str, str]) -> set[str]:
     """The chunk again, a row at a time, each in a savepoint: the ids inserted; the rows the
     server refuses (a number out of range, a broken constraint) go to ``rejected`` with why."""
     new: set[str] = set()
