@@ -304,6 +304,18 @@ class Imported:
     key_taken: list[str] = field(default_factory=list)  # skipped: another job here holds its key
     rejected: dict[str, str] = field(default_factory=dict)  # id -> why this engine cannot store the row
 
+    def sort_skipped(self, skipped: Sequence[Mapping[str, Any]], here: Mapping[str, Mapping[str, Any]]) -> None:
+        """File the rows an import's insert skipped, given the rows ``here`` by id (id, status,
+        attempts, updated_at): present (same state), differing, or kept out by a key (not here)."""
+        for r in skipped:
+            h = here.get(r["id"])
+            if h is None:
+                self.key_taken.append(r["id"])
+            elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
+                self.present.append(r["id"])
+            else:
+                self.differing.append(r["id"])
+
 
 class TransferStore(Connection, Protocol):
     """What ``jobq copy`` needs: jobs (every column) and their attempt history out of one store

@@ -130,12 +130,4 @@ def _classify(c: psycopg.Connection, skipped: Sequence[Mapping[str, Any]], done:
     """Sort the rows the insert skipped: here by id (the same state or not), or kept out by a key."""
     if not skipped:
         return
-    here = {h["id"]: h for h in c.execute(_HERE, ([r["id"] for r in skipped],)).fetchall()}
-    for r in skipped:
-        h = here.get(r["id"])
-        if h is None:
-            done.key_taken.append(r["id"])
-        elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
-            done.present.append(r["id"])
-        else:
-            done.differing.append(r["id"])
+    done.sort_skipped(skipped, {h["id"]: h for h in c.execute(_HERE, ([r["id"] for r in skipped],)).fetchall()})

@@ -87,11 +87,4 @@ def _classify(c: sqlite3.Connection, skipped: Sequence[Mapping[str, Any]], done:
         for h in c.execute(f"SELECT id, status, attempts, updated_at FROM jobs "
                            f"WHERE id IN ({', '.join('?' * len(part))})", part).fetchall():
             here[h["id"]] = h
-    for r in skipped:
-        h = here.get(r["id"])
-        if h is None:
-            done.key_taken.append(r["id"])
-        elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
-            done.present.append(r["id"])
-        else:
-            done.differing.append(r["id"])
+    done.sort_skipped(skipped, here)
