@@ -407,15 +407,18 @@ def test_nul_in_texts_is_copied_as_the_target_stores_it_and_a_row_it_cannot_stor
     assert f"job {ids['keyed']} was not copied" in text.stderr and f"job {ids['huge']}" in text.stderr
 
 
-def test_copied_due_jobs_wake_the_targets_idle_workers(tmp_path, lite, pg):
-    """A supervisor on the target whose worker is idle (poll_interval 30 s: no follower polls either): a due job copied
-    in starts at once, as an enqueued one does (it used to wait for the next poll)."""
+@pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
+def test_copied_due_jobs_wake_the_targets_idle_workers(tmp_path, lite, request, engine):
+    """A supervisor on the target whose worker is idle (poll_interval 30 s, and no follower that
+    polls): a due job copied in starts at once, as an enqueued one does (on PostgreSQL it used to
+    wait for the next poll)."""
     from shared import JobQueue
     from shared.config import load
     from tests.proc import Running, write_config
     log = tmp_path / "events.log"
-    cfg = write_config(tmp_path, database=pg.database, postgres={"schema": pg.schema},
-                       worker={"poll_interval": 30}, supervisor={"workers": 1})
+    target = request.getfixturevalue("pg") if engine == "postgresql" else Side(f"sqlite://{tmp_path / 'q.db'}")
+    where = {"database": target.database, "postgres": {"schema": target.schema}} if engine == "postgresql" else {}
+    cfg = write_config(tmp_path, worker={"poll_interval": 30}, supervisor={"workers": 1}, **where)
     sup = Running(cfg)
     try:
         with JobQueue(config=load(str(cfg))) as q:   # the workers have run one: they are idle now
@@ -424,7 +427,7 @@ def test_copied_due_jobs_wake_the_targets_idle_workers(tmp_path, lite, pg):
         src = lite("wake")
         with JobQueue(src.database.removeprefix("sqlite://")) as s:
             job = s.enqueue("test:noop", {"log": str(log)})
-        summary(copy(tmp_path, src, pg))
+        summary(copy(tmp_path, src, target))
         wait_until(lambda: job in log.read_text(), timeout=3, what="the copied job to start")
     finally:
         sup.close()
