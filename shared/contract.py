@@ -336,10 +336,10 @@ class TransferStore(Connection, Protocol):
         ``attempts`` of the jobs inserted now. A job whose id is here already is left as it is
         (``present`` or ``differing``); one whose key another job here holds is skipped
         (``key_taken``): nothing here is ever overwritten. Each column is stored the way this
-        engine stores it (PostgreSQL writes a NUL in a free text as ``\\x00``); a row this engine
-        cannot store at all (a NUL in an id, type or key; a number out of its range) is left out
-        and named in ``rejected``, and the rest is imported. Callers keep a call to a few hundred
-        rows."""
+        engine stores it (PostgreSQL: a NUL in an error as ``\\x00``, in JSON as ``\\u0000``);
+        a row this engine cannot store at all (a NUL in an id, type or key; a number out of its
+        range) is left out and named in ``rejected``, and the rest is imported. Callers keep a
+        call to a few hundred rows."""
         ...
 
     def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:

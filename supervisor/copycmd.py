@@ -6,8 +6,9 @@ target in one transaction, with the attempt history of the jobs it inserts. Ever
 (ids, times, attempts, results). A job whose id is in the target already is never overwritten,
 so running the same command again copies only what is new: that is how an interrupted copy
 resumes, and how a second copy after the switch catches the stragglers. Each column is written
-the way the target engine stores it (PostgreSQL keeps a NUL in an error or result visible as
-``\\x00``); a job the target cannot store at all is named (``rejected``) and the rest copied.
+the way the target engine stores it (PostgreSQL keeps a NUL in an error visible as ``\\x00``,
+and escapes one in a payload or result as JSON does); a job the target cannot store at all is
+named (``rejected``) and the rest copied.
 Pending jobs copied wake the target's idle workers, as an enqueue does.
 
 Running jobs are not copied unless ``--status running`` asks: the copy would run again in the

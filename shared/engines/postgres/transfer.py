@@ -26,7 +26,11 @@ _HERE = "SELECT id, status, attempts, updated_at FROM jobs WHERE id = ANY(%s)"
 _INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} "
                     "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
                     "ORDER BY a.ordinality")
-_FREE_TEXT = ("payload", "result", "error")  # texts whose NUL the engine keeps visible as \\x00
+# Texts that may hold a NUL, written so that PostgreSQL text can: an error as the engine writes
+# one (store._text: the NUL visible as the four characters \x00); a payload or result, JSON, with
+# the NUL escaped the JSON way (\u0000), so it decodes to the same value (a raw NUL in a JSON
+# string is not valid JSON either). Attempts: every text as an error.
+_FREE_TEXT = {"payload": "\\u0000", "result": "\\u0000", "error": "\\x00"}
 _REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refuses a row's values
 _DELETE_UNCHANGED = (
     "DELETE FROM jobs j USING jsonb_populate_recordset(NULL::jobs, %s) AS r "
@@ -61,7 +65,7 @@ class PgTransfer:
         done = Imported()
         jobs = [job for job in (_storable(r, done.rejected) for r in rows) if job is not None]
         wanted = {j["id"] for j in jobs}
-        history = [{f: _text(a[f]) if isinstance(a[f], str) else a[f] for f in ATTEMPT_FIELDS}
+        history = [{f: a[f].replace("\x00", "\\x00") if isinstance(a[f], str) else a[f] for f in ATTEMPT_FIELDS}
                    for a in attempts if a["job_id"] in wanted]
 
         def tx(c: psycopg.Connection) -> Imported:
@@ -91,15 +95,10 @@ class PgTransfer:
         return [r["id"] for r in rows if r["id"] in gone]
 
 
-def _text(text: str) -> str:
-    from .store import _text as stored  # the engine's own rule (store imports this module)
-    return stored(text)
-
-
 def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any] | None:
-    """``row`` as PostgreSQL stores it: a NUL in a free text (payload, result, error) written as
-    ``\\x00``, as the engine writes errors. None, with the reason in ``rejected``, when a NUL is
-    in a column that names things (id, type, key, owner...), which text here cannot hold."""
+    """``row`` as PostgreSQL stores it: a NUL in a free text (payload, result, error) escaped,
+    see ``_FREE_TEXT``. None, with the reason in ``rejected``, when a NUL is in a column that
+    names things (id, type, key, owner...), which text here cannot hold."""
     out = {}
     for f in JOB_FIELDS:
         value = row[f]
@@ -107,7 +106,7 @@ def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any
             if f not in _FREE_TEXT:
                 rejected[row["id"]] = f"its {f} {value!r} contains NUL, which PostgreSQL text cannot hold"
                 return None
-            value = _text(value)
+            value = value.replace("\x00", _FREE_TEXT[f])
         out[f] = value
     return out
 
