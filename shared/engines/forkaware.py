@@ -73,10 +73,10 @@ def disown_socket(fd: int) -> None:
 
 # -- what the worker template checks before it forks ----------------------------------------------
 
-def open_connections(database: str, pid: int | str = "self") -> list[str]:
-    """The descriptors of process ``pid`` connected to ``database`` (a SQLite file path, or a
+def open_connections(database: str) -> list[str]:
+    """The descriptors of this process connected to ``database`` (a SQLite file path, or a
     ``postgresql://`` URL): ``"fd N: what"`` for each. Empty where ``/proc`` is missing."""
-    folder = f"/proc/{pid}/fd"
+    folder = "/proc/self/fd"
     try:
         fds = os.listdir(folder)
     except OSError:
@@ -93,7 +93,7 @@ def open_connections(database: str, pid: int | str = "self") -> list[str]:
         if not is_server:
             if target.startswith(db):
                 out.append(f"fd {fd}: {target}")
-        elif target.startswith("socket:") and pid == "self":
+        elif target.startswith("socket:"):
             peer = _peer(int(fd))
             if peer is not None and _is_server(peer, ports):
                 out.append(f"fd {fd}: a connection to the database server at {peer}")
