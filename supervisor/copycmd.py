@@ -5,7 +5,11 @@ The source is read in id order, ``--chunk`` jobs at a time; each chunk is import
 target in one transaction, with the attempt history of the jobs it inserts. Every column is kept
 (ids, times, attempts, results). A job whose id is in the target already is never overwritten,
 so running the same command again copies only what is new: that is how an interrupted copy
-resumes, and how a second copy after the switch catches the stragglers.
+resumes, and how a second copy after the switch catches the stragglers. Each column is written
+the way the target engine stores it (PostgreSQL keeps a NUL in an error visible as ``\\x00``,
+and escapes one in a payload or result as JSON does); a job the target cannot store at all is
+named (``rejected``) and the rest copied.
+Pending jobs copied wake the target's idle workers, as an enqueue does.
 
 Running jobs are not copied unless ``--status running`` asks: the copy would run again in the
 target while its worker still runs it in the source. With ``--delete`` the jobs copied are then
@@ -175,6 +179,7 @@ class Copy:
             self.deleted += self.src.delete_copied([r for r in rows if r["id"] in same])
         for name in ("inserted", "present", "differing", "key_taken"):
             getattr(self.total, name).extend(getattr(got, name))
+        self.total.rejected.update(got.rejected)
         self.read += len(rows)
         self.after = rows[-1]["id"]
         return True
@@ -199,7 +204,7 @@ class Copy:
         data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts,
                 "already_there": len(t.present), "differing": t.differing, "key_taken": t.key_taken,
                 "deleted": len(self.deleted), "last_id": self.after or None,
-                "statuses": list(self.statuses)}
+                "statuses": list(self.statuses), "rejected": t.rejected}
         if not self.ctx.json:
             self._explain_skips()
         skipped = len(t.present) + len(t.differing) + len(t.key_taken)
@@ -207,6 +212,8 @@ class Copy:
                 f"{database_mod.redacted(self.args.target)}, skipped {skipped} already there")
         if t.differing or t.key_taken:
             text += f" ({len(t.differing)} in another state there, {len(t.key_taken)} with a key taken there)"
+        if t.rejected:
+            text += f"; {_n(len(t.rejected), 'job')} the target cannot store"
         if self.args.delete:
             text += f"; deleted {len(self.deleted)} from the source"
         if not done:
@@ -222,3 +229,7 @@ class Copy:
                 print(f"jobq copy: job {i} {why}", file=self.ctx.err)
             if len(ids) > SHOW_IDS:
                 print(f"jobq copy: ... and {len(ids) - SHOW_IDS} more like that", file=self.ctx.err)
+        for i, why in list(self.total.rejected.items())[:SHOW_IDS]:
+            print(f"jobq copy: job {i} was not copied: the target cannot store it: {why}", file=self.ctx.err)
+        if len(self.total.rejected) > SHOW_IDS:
+            print(f"jobq copy: ... and {len(self.total.rejected) - SHOW_IDS} more like that", file=self.ctx.err)

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import types
+from pathlib import Path
 
 import psutil
 import pytest
@@ -256,3 +258,108 @@ def test_the_signal_pipe_tells_when_a_handler_closed_it():
         for fd in again:
             os.close(fd)
         q.close()
+# -- a queue made before a fork (issue 21 case 5) -------------------------------------------------
+
+def _backend(q) -> object:
+    """What identifies the connection a queue uses: the server's backend pid on PostgreSQL, the
+    ``sqlite3.Connection`` object's id on SQLite."""
+    if q.config.database.startswith("postgresql"):
+        return q.store.conn.execute("SELECT pg_backend_pid() AS p").fetchone()["p"]
+    return id(q.store.conn)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_queue_used_in_a_child_after_fork_connects_again_and_spares_the_parent(tmp_path, kind):
+    """A JobQueue made before a fork: the child enqueues through a connection of its own, then
+    closes the queue and drops it (finalizers run); the parent's connection, and on PostgreSQL
+    its server session, carry on untouched."""
+    import gc
+    from shared import JobQueue
+    from tests.engines import PostgresEngine, SqliteEngine
+    engine = PostgresEngine(tmp_path) if kind == "postgresql" else SqliteEngine(tmp_path)
+    record = tmp_path / "child.json"
+    try:
+        q = JobQueue(config=engine.config())
+        first = q.enqueue("test:noop")
+        mine = _backend(q)
+        pid = os.fork()
+        if pid == 0:  # the child: report, close, collect, and leave without Python's exit
+            code = 1
+            try:
+                job = q.enqueue("test:noop")
+                record.write_text(json.dumps({"job": job, "backend": _backend(q)}))
+                q.close()
+                del q
+                gc.collect()
+                code = 0
+            finally:
+                os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0
+        child = json.loads(record.read_text())
+        assert child["backend"] != mine                  # the child had a connection of its own
+        assert _backend(q) == mine                       # the parent's is the same, still alive
+        last = q.enqueue("test:noop")
+        assert all(q.get(j).status == "pending" for j in (first, child["job"], last))
+        assert q.counts().get("pending") == 3
+        q.close()
+    finally:
+        if kind == "postgresql":
+            engine.drop()
+
+
+def test_the_template_sees_a_connection_to_the_server_over_a_unix_socket(tmp_path):
+    """The template's check before each fork sees a socket to the PostgreSQL server, over the
+    local unix socket too (it used to compare descriptors with the URL's path)."""
+    from tests.engines import PostgresEngine
+    engine = PostgresEngine(tmp_path)
+    try:
+        assert template_side.unsafe_reason(engine.database) is None
+        with engine.open():
+            reason = template_side.unsafe_reason(engine.database)
+            assert reason is not None and "database" in reason
+        assert template_side.unsafe_reason(engine.database) is None
+        over_tcp(engine)
+        with engine.open():
+            assert template_side.unsafe_reason(engine.database) is not None
+    finally:
+        engine.drop()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_template_whose_handlers_open_a_queue_at_import_does_not_fork(tmp_path, monkeypatch, engine):
+    """The handler module makes a module-level JobQueue at import (tests/fixtures/forkqueue.py):
+    the template then holds a connection, so it forks nothing and says why; the workers are
+    started by exec. (The supervisor imports the handler modules too, after forking the
+    template: its own copy of the queue lets go of its connection in each child it forks.)"""
+    monkeypatch.setenv(forkserver.ENV_SWITCH, "1")
+    monkeypatch.chdir(tmp_path)  # the fixture's queue reads ./jobq.toml
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures"))
+    monkeypatch.delitem(sys.modules, "forkqueue", raising=False)  # imported afresh, here and there
+    sections: dict = {}
+    if engine == "postgresql":
+        from tests.engines import PostgresEngine
+        pg = PostgresEngine(tmp_path)
+        over_tcp(pg)
+        sections = {"database": pg.database, "postgres": {"schema": pg.schema}}
+    cfg = config_mod.load(str(write_config(tmp_path, supervisor={"workers": 2}, handlers=["forkqueue"],
+                                           log_format="json", **sections)))
+    record = str(tmp_path / "forks.jsonl")
+    monkeypatch.setattr(os, "fork", _checked_fork(cfg.database, record))
+    arb = Arbiter(cfg)
+    assert arb.boot() == 0
+    try:
+        arb.maintain()
+        wait_until(lambda: (arb.respawn(), len(arb.live()) == 2)[-1], what="2 workers")
+        assert not any(s.forked for s in arb.live())      # exec'd: the template refused to fork
+        assert arb.spawner.server is None and "database open" in (arb.spawner.off_reason or "")
+    finally:
+        arb.begin_halt("test")
+        arb.reap_blocking()
+        arb.shutdown()
+        queue = sys.modules.pop("forkqueue", None)
+        if queue is not None:
+            queue.Q.close()
+        if engine == "postgresql":
+            pg.drop()
+    seen = [json.loads(line) for line in open(record)]
+    assert {s["pid"] for s in seen} == {os.getpid()}       # the template forked nothing

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from ...database import redacted, scrub
+from .. import forkaware
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema as schema_mod
@@ -67,6 +68,7 @@ class PgConnection:
                 conn.close()
                 raise
         self._conn = conn
+        forkaware.track(self)
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -106,6 +108,22 @@ class PgConnection:
         self._on_connect.append(hook)
         if self._conn is not None and not self._conn.closed:
             hook(self._conn)
+
+    def _after_fork(self) -> None:
+        """In a child after fork: let go of the parent's connection without ending its session
+        (the terminate message that closing sends goes to a dead socket instead of the shared
+        one); the next call connects again. The lock may have been held by a thread that did
+        not cross the fork: a new one."""
+        self.lock = threading.RLock()
+        conn, self._conn = self._conn, None
+        if conn is None or conn.closed:
+            return
+        try:
+            forkaware.disown_socket(conn.pgconn.socket)
+        except Exception:  # noqa: BLE001 - never closed here, then: that would end the parent's session
+            forkaware.keep_forever(conn)
+            return
+        conn.close()
 
     def for_thread(self) -> Any:
         """This store, for another thread of this process: one connection per worker process
