@@ -12,7 +12,7 @@ import dataclasses
 import json
 import re
 import sys
-from typing import Any, Iterable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from shared import admin
 from shared.api import JobQueue
@@ -27,6 +27,7 @@ from .ctx import Ctx
 ENQUEUE_BATCH = 1000
 LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
 MIN_PREFIX = 4
+MAX_MATCHES = 100  # an ambiguous prefix: how many matches are counted before "more than"
 MAX_LIST = 10_000_000  # `jobs --limit`: SQLite takes 64-bit integers; a larger number is a typo
 
 
@@ -127,9 +128,8 @@ def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
 def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
     with ctx.store() as store:
         job_id = resolve_id(store, args.id)
-        if job_id is None or isinstance(job_id, list):
-            what = "no job has that id" if not job_id else f"{len(job_id)}+ jobs start with it: give more of the id"
-            return ctx.fail(f"show {args.id}: {what}", ExitCode.NOT_FOUND)
+        if not isinstance(job_id, str):
+            return ctx.fail(f"show {args.id}: {unresolved(job_id, 'no job has that id')}", ExitCode.NOT_FOUND)
         job = store.get(job_id)
         history = [dict(h, run_s=ran_s(h)) for h in admin.attempt_history(store, job_id)]
     data = dataclasses.asdict(job)
@@ -139,15 +139,44 @@ def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
 
 def resolve_id(store: Any, text: str) -> str | list[str] | None:
     """An exact id, else the one id starting with ``text`` (at least MIN_PREFIX characters);
-    a list when several match; None when none does."""
+    a list when several match (at most MAX_MATCHES + 1 of them); None when none does.
+    Every command that names jobs and the dashboard resolve ids with this (or resolve_ids)."""
     if store.get(text) is not None:
         return text
+    return _by_prefix(store, text)
+
+
+def _by_prefix(store: Any, text: str) -> str | list[str] | None:
     if len(text) < MIN_PREFIX:
         return None
-    found = admin.find_ids(store, text.lower(), limit=2)
+    found = admin.find_ids(store, text.lower(), limit=MAX_MATCHES + 1)
     if len(found) == 1:
         return found[0]
     return found or None
+
+
+def resolve_ids(store: Any, texts: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Resolve ids or unique prefixes as :func:`resolve_id` does, with one query for the exact
+    ids: ``({text: id}, {text: why not})``, each in the order given, duplicates once."""
+    texts = list(dict.fromkeys(texts))
+    exact = admin.statuses(store, texts)
+    found: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    for text in texts:
+        got = text if text in exact else _by_prefix(store, text)
+        if isinstance(got, str):
+            found[text] = got
+        else:
+            missing[text] = unresolved(got)
+    return found, missing
+
+
+def unresolved(found: list[str] | None, none: str = "no such job") -> str:
+    """Why an id did not resolve: ``none`` when no job matches, else how many start with it."""
+    if not found:
+        return none
+    many = f"more than {MAX_MATCHES}" if len(found) > MAX_MATCHES else str(len(found))
+    return f"{many} jobs start with it: give more of the id"
 
 
 def ran_s(h: dict[str, Any]) -> float | None:
@@ -185,25 +214,29 @@ RESUMED_TEXT = "resumed: workers claim jobs again"
 
 
 def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
-    """Retry the named jobs (the rules and messages of ``jobq retry ID...``)."""
-    ids = list(ids)
-    done = admin.retry_jobs(store, ids, now)
-    return Outcome("retried", done, _why_not(store, ids, done, RETRY_RULE))
+    """Retry the named jobs, by id or unique prefix (the rules and messages of ``jobq retry ID...``)."""
+    return _act(store, ids, "retried", lambda found: admin.retry_jobs(store, found, now), RETRY_RULE)
 
 
 def cancel_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
-    """Cancel the named jobs (the rules and messages of ``jobq cancel ID...``)."""
-    ids = list(ids)
-    done = admin.cancel_jobs(store, ids, now)
-    return Outcome("cancelled", done, _why_not(store, ids, done, CANCEL_RULE))
+    """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel ID...``)."""
+    return _act(store, ids, "cancelled", lambda found: admin.cancel_jobs(store, found, now), CANCEL_RULE)
 
 
 def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
     """Delete the named finished jobs and their attempt history (the dashboard's purge of a
     selection; ``jobq purge`` deletes by status and age)."""
-    ids = list(ids)
-    done = admin.purge_jobs(store, ids)
-    return Outcome("purged", done, _why_not(store, ids, done, PURGE_RULE))
+    return _act(store, ids, "purged", lambda found: admin.purge_jobs(store, found), PURGE_RULE)
+
+
+def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]], list[str]],
+         rule: str) -> Outcome:
+    """Resolve ``texts`` (:func:`resolve_ids`), act on the jobs found; an id that did not resolve
+    is skipped with the reason, one the action did not apply to with ``rule``."""
+    found, skipped = resolve_ids(store, texts)
+    ids = list(dict.fromkeys(found.values()))
+    done = act(ids)
+    return Outcome(verb, done, {**_why_not(store, ids, done, rule), **skipped})
 
 
 def set_paused(store: Any, paused: bool) -> str:

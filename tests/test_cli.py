@@ -191,6 +191,26 @@ def test_cancel_pending_jobs_only(cfg):
                                                                  "(a running job finishes or fails on its own)"}}
 
 
+def test_retry_and_cancel_take_the_id_prefixes_show_takes(cfg):
+    """Issue 21: one resolver for every command (and the dashboard's actions): a unique prefix
+    works everywhere `show` takes it; an ambiguous one is refused saying how many match."""
+    a = ok(jobq(cfg, "enqueue", "ops:ok")).strip()
+    b = ok(jobq(cfg, "enqueue", "ops:fail")).strip()
+    ok(jobq(cfg, "show", b[:12]))
+    r = jobq(cfg, "cancel", b[:12])
+    assert ok(r) == f"cancelled {b}\n"
+    assert ok(jobq(cfg, "retry", b[:12])) == f"retried {b}\n"
+    common = next(i for i in range(len(a)) if a[i] != b[i])
+    assert common >= 4  # ids start with the time in ms: two made in a row share their first digits
+    for cmd in ("show", "retry", "cancel"):
+        r = jobq(cfg, cmd, a[:common])
+        assert r.returncode == ExitCode.NOT_FOUND, (cmd, r.stderr)
+        assert "2 jobs start with it: give more of the id" in r.stdout + r.stderr, (cmd, r.stdout, r.stderr)
+    assert job_row(cfg, a)["status"] == "pending" and job_row(cfg, b)["status"] == "pending"
+    r = jobq(cfg, "cancel", "ffffffffffff", "--json")
+    assert r.returncode == ExitCode.NOT_FOUND and json.loads(r.stdout)["skipped"] == {"ffffffffffff": "no such job"}
+
+
 def test_purge_deletes_old_finished_jobs_and_their_history(cfg):
     old = ok(jobq(cfg, "enqueue", "ops:fail")).strip()
     new = ok(jobq(cfg, "enqueue", "ops:fail", "--priority", "-1")).strip()
