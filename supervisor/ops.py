@@ -8,11 +8,13 @@ are still acted on).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import re
 import sys
-from typing import Any, Callable, Iterable, TextIO
+import warnings
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 from shared import admin
 from shared.api import JobQueue
@@ -20,6 +22,7 @@ from shared.bounds import MAX_DEPTH
 from shared.clock import iso, parse_iso
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
+from shared.typecheck import UnservedTypeWarning
 
 from . import render
 from .ctx import Ctx
@@ -49,7 +52,7 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
     except ValueError as exc:
         return ctx.fail(f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
                         ExitCode.USAGE)
-    with JobQueue(config=ctx.config, clock=ctx.clock) as q:
+    with _queue(ctx) as q:
         try:
             job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
                                max_attempts=args.max_attempts, key=args.key)
@@ -73,7 +76,7 @@ def _enqueue_file(ctx: Ctx, path: str) -> int:
         return ctx.fail(f"enqueue --file {name}: {exc.strerror}", ExitCode.USAGE)
     except ValueError as exc:
         return ctx.fail(f"enqueue --file {exc} (nothing was written)", ExitCode.USAGE)
-    with JobQueue(config=ctx.config, clock=ctx.clock) as q:
+    with _queue(ctx) as q:
         try:
             ids = q.enqueue_many(items, batch_size=ENQUEUE_BATCH)
         except (TypeError, ValueError) as exc:
@@ -83,6 +86,20 @@ def _enqueue_file(ctx: Ctx, path: str) -> int:
     ctx.emit({"ids": ids}, "\n".join(ids) if ids else None)
     print(f"enqueued {len(ids)} jobs from {name}", file=ctx.err)
     return ExitCode.OK
+
+
+@contextlib.contextmanager
+def _queue(ctx: Ctx) -> Iterator[JobQueue]:
+    """A queue that checks each job type against the config's handler modules: a type none
+    serves is refused (``strict_types``: ValueError, exit 2) or warned about on stderr."""
+    with JobQueue(config=ctx.config, clock=ctx.clock).check_types() as q, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnservedTypeWarning)
+        try:
+            yield q
+        finally:
+            for w in caught:
+                print(f"jobq: warning: {w.message}", file=ctx.err)
 
 
 def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int]]:
