@@ -138,7 +138,7 @@ def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail(f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE)
     with ctx.store() as store:
         rows = admin.list_jobs(store, args.status, args.type, args.limit)
-    ctx.emit(rows, render.jobs_text(rows))
+    ctx.emit(rows, render.jobs_text(with_max(ctx, rows)))
     return ExitCode.OK
 
 
@@ -150,8 +150,17 @@ def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
         job = store.get(job_id)
         history = [dict(h, run_s=ran_s(h)) for h in admin.attempt_history(store, job_id)]
     data = dataclasses.asdict(job)
-    ctx.emit({"job": data, "attempts": history}, render.job_text(data, history))
+    ctx.emit({"job": data, "attempts": history}, render.job_text(with_max(ctx, [data])[0], history))
     return ExitCode.OK
+
+
+def with_max(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as the text output shows them: a job enqueued without max_attempts shows the
+    config's (``[types]``, else ``retry.max_attempts``): ``1/5``, not ``1/-``. A handler's own
+    ``@handler(max_attempts=...)`` is not seen: listing jobs imports no handler module."""
+    cfg = ctx.config
+    return [r if r["max_attempts"] else
+            dict(r, max_attempts=cfg.for_type(r["type"]).max_attempts or cfg.retry.max_attempts) for r in rows]
 
 
 def resolve_id(store: Any, text: str) -> str | list[str] | None:

@@ -157,6 +157,23 @@ def test_show_prints_payload_error_and_history_by_id_or_prefix(cfg):
     assert r.returncode == ExitCode.NOT_FOUND and "no job has that id" in r.stderr
 
 
+def test_jobs_and_show_give_the_configured_max_attempts_of_a_job_that_sets_none(tmp_path):
+    """Issue 21: a completed job showed ``1/-``; it shows the max the config gives its type."""
+    cfg = write_config(tmp_path, handlers=["opsjobs"], retry={"max_attempts": 5},
+                       types={"ops:fail": {"max_attempts": 7}})
+    done = ok(jobq(cfg, "enqueue", "ops:ok", "--priority", "1")).strip()
+    typed = ok(jobq(cfg, "enqueue", "ops:fail")).strip()
+    own = ok(jobq(cfg, "enqueue", "ops:fail", "--max-attempts", "2", "--priority", "-1")).strip()
+    now = SystemClock().now()
+    with store_of(cfg) as s:
+        (job,) = s.claim(OWNER, 1111, now, 1)
+        assert job.id == done and s.finish(Finish("completed", job.id, job.attempts, None), OWNER, now)
+    attempts = {ln.split()[0]: ln.split()[3] for ln in ok(jobq(cfg, "jobs")).splitlines()[1:]}
+    assert attempts == {done: "1/5", typed: "0/7", own: "0/2"}
+    assert "max_attempts  5\n" in ok(jobq(cfg, "show", done))
+    assert as_json(jobq(cfg, "show", done, "--json"))["job"]["max_attempts"] is None  # the stored value
+
+
 # -- supervisor down: act on jobs -------------------------------------------------------------------
 
 
