@@ -33,6 +33,27 @@ def test_bench_smoke_writes_expected_json(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]  # temp folders removed
 
 
+# Run `python -m bench` as if only the test extra were installed: the bench extra's packages
+# (psycopg, Procrastinate, Huey) cannot be imported in the bench process.
+WITHOUT_BENCH_EXTRA = ("import runpy, sys\n"
+                       "for name in ('psycopg', 'procrastinate', 'huey'):\n"
+                       "    sys.modules[name] = None  # import raises ImportError\n"
+                       "sys.argv[0] = 'bench'\n"
+                       "runpy.run_module('bench', run_name='__main__', alter_sys=True)\n")
+
+
+def test_bench_smoke_on_sqlite_needs_only_the_test_extra(tmp_path: Path) -> None:
+    """Issue 21: `python -m bench` imported psycopg even for SQLite. The PostgreSQL modules are
+    imported only for a --database run; Huey, when missing, is skipped with a note."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_BENCH_EXTRA, "--smoke", "--only", "enqueue", "--json",
+                           str(out), "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "huey is not installed" in proc.stderr
+    data = json.loads(out.read_text())
+    assert data["meta"]["huey"] is None and set(data["results"]["enqueue"]) == {"jobq", "raw"}
+
+
 def _bench_schemas(url: str) -> set[str]:
     import psycopg
     with psycopg.connect(url, autocommit=True) as c:
