@@ -25,8 +25,9 @@ from . import cron as cron_mod
 from . import database as database_mod
 from . import durations
 from . import fencing
-from .configschema import (BOOLEAN, JOB_TYPE, NONEMPTY_STR, REQUIRED, ConfigError,  # noqa: F401 (ConfigError: its public home)
-                           Key, choice, keys_of, list_of_str, number, required_of, section, sections_of, setting)
+# ConfigError is defined with the checks (configschema) and imported by the rest of jobq from here.
+from .configschema import (BOOLEAN, JOB_TYPE, NONEMPTY_STR, REQUIRED, ConfigError, Key, choice, keys_of,
+                           list_of_str, number, required_of, section, sections_of, setting)
 from .configschema import check_table as _table
 from .configschema import check_value as _check
 from .files import write_atomic
