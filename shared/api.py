@@ -21,6 +21,7 @@ from .engines import open_store
 from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
+from .typecheck import TypeCheck
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
 
@@ -42,12 +43,23 @@ class JobQueue:
         self.immediate = immediate
         self._handlers = handlers
         self._runner: InlineRunner | None = None
+        self._types: TypeCheck | None = None  # check_types(): is each enqueued type served?
 
     @classmethod
     def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
                     handlers: Handlers | None = None) -> "JobQueue":
+        """A queue on the config file's database that checks each job type it enqueues against
+        the file's handler modules (:meth:`check_types`)."""
         return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock,
-                   immediate=immediate, handlers=handlers)
+                   immediate=immediate, handlers=handlers).check_types()
+
+    def check_types(self) -> "JobQueue":
+        """From now on, a job type no handler serves (the ``handlers`` given, else the config's
+        modules, imported once at the first type not checked yet) is refused with ValueError
+        when the config says ``strict_types = true``, else warned about once per type
+        (``shared.typecheck.UnservedTypeWarning``). Returns this queue."""
+        self._types = TypeCheck(self.config, self._handlers)
+        return self
 
     def close(self) -> None:
         self.store.close()
@@ -156,6 +168,8 @@ class JobQueue:
         why = bounds.type_name_error(jtype)
         if why is not None:
             raise ValueError(why)
+        if self._types is not None:
+            self._types.check(jtype)
         return self.config.for_type(jtype).priority or 0
 
     def _payload_text(self, jtype: str, payload: Any) -> str:

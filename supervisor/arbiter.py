@@ -138,9 +138,9 @@ class Arbiter:
 
     def load(self) -> int:
         try:
-            self.registry = load_registry(self.config.handlers)
+            self.registry = load_registry(self.config.handlers, self.config.path)
         except HandlerImportError as exc:
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=exc.summary, traceback=exc.traceback)
             return ExitCode.BOOT_FAILED
         self.policy = JobPolicy(self.config, self.registry)
         self.token = owner_token(os.getpid(), self.host)
@@ -232,11 +232,11 @@ class Arbiter:
         renew = False
         if new.handlers != self.config.handlers:
             try:
-                self.registry = load_registry(new.handlers)
+                self.registry = load_registry(new.handlers, new.path)
                 renew = True
             except HandlerImportError as exc:
-                event(log, "config.rejected", logging.ERROR, reason=why, key="handlers", error=str(exc),
-                      note="keeping the running handler modules")
+                event(log, "config.rejected", logging.ERROR, reason=why, key="handlers", error=exc.summary,
+                      note="keeping the running handler modules", traceback=exc.traceback)
                 new = new.replace(handlers=self.config.handlers)
         workers = new.supervisor.workers
         if self.override is not None and workers == self.file_config.supervisor.workers:
@@ -358,7 +358,7 @@ class Arbiter:
         try:
             self.spawner.check()
         except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc), where="template")
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc), where="template", traceback=exc.traceback)
             self.exit_code = ExitCode.BOOT_FAILED
             self.begin_halt("boot failed")
             return

@@ -66,7 +66,7 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
             preload(database)  # the engine's driver too: psycopg takes ~0.3 s to import
         except HandlerImportError as exc:
             try:
-                _send(resp_fd, {"failed": str(exc)})
+                _send(resp_fd, {"failed": exc.summary, "traceback": exc.traceback})
             except BrokenPipeError:
                 pass
             os._exit(ExitCode.BOOT_FAILED)
