@@ -29,7 +29,8 @@ R = TypeVar("R")
 
 FIRST = 0.001       # seconds: the first pause
 SETTLE = 0.001      # the pause after a wake whose read came too early (the commit was completing)
-WATCHED_CAP = 1.0   # longest pause while the commit watch works (a fallback: every commit wakes us)
+WATCHED_CAP = 5.0   # longest pause while the commit watch works (a fallback: every commit wakes us;
+                    # idle workers use the same, shared.engines.sqlite.wakeup.WATCHED_SLEEP)
 POLL_CAP = 0.5      # longest pause without a watch (PostgreSQL): bounds latency and idle reads
 
 

@@ -135,6 +135,13 @@ def jobq_violations(root: Path) -> list[str]:
     return list(out.values())
 
 
+def empty_packages(root: Path, names: tuple[str, ...]) -> None:
+    """A tree of empty packages under ``root``, for the checks' own tests."""
+    for pkg in names:
+        (root / pkg).mkdir()
+        (root / pkg / "__init__.py").write_text("")
+
+
 def test_jobq_imports_shared_and_worker_and_supervisor_only_for_its_command():
     assert (REPO / "jobq" / "__init__.py").exists()
     assert jobq_violations(REPO) == []
@@ -149,9 +156,7 @@ def test_jobq_imports_shared_and_worker_and_supervisor_only_for_its_command():
     ("worker/x.py", "from jobq import task\n", "never import jobq"),
 ])
 def test_the_jobq_check_finds_each_kind_of_breach(tmp_path, path, text, named):
-    for pkg in (*PACKAGES, "jobq"):
-        (tmp_path / pkg).mkdir()
-        (tmp_path / pkg / "__init__.py").write_text("")
+    empty_packages(tmp_path, (*PACKAGES, "jobq"))
     (tmp_path / "jobq/__init__.py").write_text("from shared.api import JobQueue\nfrom worker import handler\n")
     (tmp_path / "jobq/__main__.py").write_text("def main():\n    from supervisor.cli import main\n")
     assert jobq_violations(tmp_path) == []  # the allowed shapes pass
@@ -180,9 +185,7 @@ def test_the_engines_and_the_factory_are_where_the_rules_expect_them():
     ("supervisor/x.py", "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n", "runs SQL (.executemany)"),
 ])
 def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
-    for pkg in PACKAGES:
-        (tmp_path / pkg).mkdir()
-        (tmp_path / pkg / "__init__.py").write_text("")
+    empty_packages(tmp_path, PACKAGES)
     for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other"):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "__init__.py").write_text("")

@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import sqlite3
+import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -267,3 +269,23 @@ def test_an_async_waiter_is_woken_by_the_commit(tmp_path, monkeypatch):
             await asyncio.to_thread(run_it)
             return await asyncio.wait_for(waiting, 60)
     assert asyncio.run(main()) == 42
+
+
+def test_the_jobq_package_is_the_user_api_and_the_layout_names_keep_working(tmp_path):
+    import shared
+    import worker
+    for name in ("JobQueue", "handler", "PermanentError", "RetryAfter", "task", "JobHandle", "JobFailed",
+                 "JobCancelled", "JobNotFound", "configure", "Job", "FakeClock", "on_completed"):
+        assert hasattr(jobq, name) and name in jobq.__all__, name
+    assert jobq.JobQueue is shared.JobQueue and jobq.handler is worker.handler
+    assert (Path(jobq.__file__).parent / "py.typed").exists()
+    from tests.proc import env
+    out = subprocess.run([sys.executable, "-m", "jobq", "--config", str(tmp_path / "none.toml"), "status"],
+                         capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=60)
+    same = subprocess.run([sys.executable, "-m", "supervisor", "--config", str(tmp_path / "none.toml"), "status"],
+                          capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=60)
+    assert (out.returncode, out.stdout, out.stderr) == (same.returncode, same.stdout, same.stderr)
+    assert out.returncode != 0 and "none.toml" in out.stderr
+    helped = subprocess.run([sys.executable, "-m", "jobq", "--help"], capture_output=True, text=True,
+                            env=env(), cwd=tmp_path, timeout=60)
+    assert helped.returncode == 0 and "usage: jobq" in helped.stdout
