@@ -16,6 +16,7 @@ waiter child (``--waiters``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -28,6 +29,7 @@ from typing import Any, Iterator
 import tomli_w
 
 from jobq import JobQueue, task
+from shared.engines import engine_name
 
 from .db import Db
 from .procs import Tree, cpu_percent_of_core, python, wait_for
@@ -118,8 +120,22 @@ def idle_waiters(cfg: str, folder: str, n: int, seconds: float) -> dict[str, Any
 
 
 def waiter_child(cfg: str, n: int) -> int:
-    """``n`` threads, each with its own queue, waiting on a delayed job until killed."""
-    started = threading.Barrier(n + 1)
+    """``n`` waits on delayed jobs until killed: on SQLite ``n`` threads, each with its own
+    queue; on PostgreSQL (a connection per waiter would take the server's) ``n`` coroutines
+    of one event loop on one queue (``wait_async``)."""
+    ready = os.path.join(os.path.dirname(cfg), "waiters-ready")
+    with JobQueue.from_config(cfg) as q:
+        if engine_name(q.config.database) == "postgresql":
+            handles = [add.using(queue=q, delay=3600).enqueue(1) for _ in range(n)]
+
+            async def all_wait() -> None:
+                waits = [asyncio.ensure_future(h.wait_async(timeout=3600)) for h in handles]
+                await asyncio.sleep(0)  # each made its first read
+                open(ready, "w").close()
+                await asyncio.gather(*waits)
+            asyncio.run(all_wait())
+            return 0
+    started = threading.Barrier(n + 1, timeout=120)
 
     def wait_one() -> None:
         with JobQueue.from_config(cfg) as q:
@@ -130,7 +146,7 @@ def waiter_child(cfg: str, n: int) -> int:
     for _ in range(n):
         threading.Thread(target=wait_one, daemon=True).start()
     started.wait()
-    open(os.path.join(os.path.dirname(cfg), "waiters-ready"), "w").close()
+    open(ready, "w").close()
     threading.Event().wait()
     return 0
 

@@ -1,15 +1,10 @@
 """Job handles: waiting for a job's result (``JobHandle``, ``JobQueue.handle``/``wait_many``).
 
-A wait reads the job with the store's ``get`` (``statuses`` for several) until it has ended,
-sleeping between reads until the engine says something committed, or a bounded back-off ends:
-
-- SQLite: the WAL watch (``shared.engines.commit_watch``): every commit by any process writes the
-  WAL, so a waiter reads again as soon as anything committed, and otherwise every
-  ``WATCHED_CAP`` seconds at most. The watch fires as the frames are written, just before the
-  commit completes: after a wake the back-off restarts at ``SETTLE`` seconds, in case this read
-  came too early.
-- PostgreSQL: the engine notifies enqueues and retries, not outcomes, so a waiter re-reads on a
-  back-off from ``FIRST`` to ``POLL_CAP`` seconds.
+A wait reads its jobs with the queue's own store (``get``; ``statuses`` for several) and, while
+they run, leaves the watching to this process's hub for the database (:mod:`shared.waithub`):
+one thread that reads every awaited job in one query whenever the engine says something
+committed (SQLite's WAL watch) or its bounded back-off ends (PostgreSQL, which notifies
+enqueues, not outcomes), and wakes the waiters whose jobs ended; each then reads its results.
 
 Nothing here writes: a wait that times out leaves the job alone. A waiter in another process,
 or after the producer restarted, works the same way: the job's row holds the result until
@@ -18,20 +13,14 @@ retention deletes it (then :class:`JobNotFound`).
 from __future__ import annotations
 
 import asyncio
-import select
+import threading
 import time
 from typing import Any, Generic, Iterable, TypeVar
 
-from .engines import commit_watch
 from .job import TERMINAL, Job
+from .waithub import hub
 
 R = TypeVar("R")
-
-FIRST = 0.001       # seconds: the first pause
-SETTLE = 0.001      # the pause after a wake whose read came too early (the commit was completing)
-WATCHED_CAP = 5.0   # longest pause while the commit watch works (a fallback: every commit wakes us;
-                    # idle workers use the same, shared.engines.sqlite.wakeup.WATCHED_SLEEP)
-POLL_CAP = 0.5      # longest pause without a watch (PostgreSQL): bounds latency and idle reads
 
 
 class JobFailed(Exception):
@@ -115,103 +104,78 @@ class JobHandle(Generic[R]):
         return (await wait_jobs_async(self.queue, [self.id], timeout))[0]  # type: ignore[no-any-return]
 
 
-class _Waiting:
-    """The state of one wait: which jobs are still running, the deadline, the next pause."""
-
-    def __init__(self, queue: Any, ids: Iterable[Any], timeout: float | None) -> None:
-        self.store = queue.store
-        self.ids = [i.id if isinstance(i, JobHandle) else i for i in ids]
-        # the wait blocks for real seconds (select), which an injected FakeClock would never pass
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.timeout = timeout
-        self.watch = commit_watch(queue.config)  # made before the first read: no commit is missed
-        self.pause = FIRST
-        self.open = list(dict.fromkeys(self.ids))
-
-    def done(self) -> list[Any] | None:
-        """Read the jobs not yet seen ended; the results in order once all have ended."""
-        ended: dict[str, Job] = {}
-        if len(self.open) == 1:  # one job: one read, which also brings its result
-            job = self._get(self.open[0])
-            if job.status in TERMINAL:
-                ended[job.id] = job
-                self.open = []
-        else:
-            states = self.store.statuses(self.open)
-            for job_id in self.open:
-                if job_id not in states:
-                    raise JobNotFound(job_id, self.store.location)
-            self.open = [i for i in self.open if states[i] not in TERMINAL]
-        if self.open:
-            return None
-        return [outcome(ended.get(i) or self._get(i)) for i in self.ids]
-
-    def _get(self, job_id: str) -> Job:
-        job: Job | None = self.store.get(job_id)
+def _running(queue: Any, ids: list[str]) -> list[str]:
+    """Which of ``ids`` have not ended yet (JobNotFound for one that does not exist)."""
+    store = queue.store
+    if len(ids) == 1:
+        job: Job | None = store.get(ids[0])
         if job is None:
-            raise JobNotFound(job_id, self.store.location)
-        return job
+            raise JobNotFound(ids[0], store.location)
+        return [] if job.status in TERMINAL else ids
+    states = store.statuses(ids)
+    for job_id in ids:
+        if job_id not in states:
+            raise JobNotFound(job_id, store.location)
+    return [i for i in ids if states[i] not in TERMINAL]
 
-    def next_pause(self) -> float:
-        """How long to sleep before the next read; TimeoutError once the deadline passed."""
-        pause = self.pause
-        if self.deadline is not None:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"job{'s' if len(self.open) > 1 else ''} {', '.join(self.open)} "
-                                   f"still not ended after {self.timeout:g} s")
-            pause = min(pause, left)
-        return pause
 
-    def slept(self, woke: bool) -> None:
-        """After a pause: a commit restarts the back-off (its rows may land just after the
-        read), a quiet pause doubles it up to the cap."""
-        if woke and self.watch is not None and self.watch.drain():
-            self.pause = SETTLE
-        else:
-            self.pause = min(self.pause * 2, WATCHED_CAP if self.watch is not None else POLL_CAP)
+def _results(queue: Any, ids: list[str]) -> list[Any]:
+    jobs = {}
+    for job_id in dict.fromkeys(ids):
+        job: Job | None = queue.store.get(job_id)
+        if job is None:
+            raise JobNotFound(job_id, queue.store.location)
+        jobs[job_id] = job
+    return [outcome(jobs[i]) for i in ids]
 
-    def close(self) -> None:
-        if self.watch is not None:
-            self.watch.close()
+
+def _ids(ids: Iterable[Any]) -> list[str]:
+    return [i.id if isinstance(i, JobHandle) else i for i in ids]
+
+
+def _left(deadline: float | None, timeout: float | None, open_ids: list[str]) -> float | None:
+    """Seconds left before the deadline (None: no limit); TimeoutError once it passed."""
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"job{'s' if len(open_ids) > 1 else ''} {', '.join(open_ids)} still not ended "
+                           f"after {timeout:g} s")
+    return left
 
 
 def wait_jobs(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any]:
     """Wait for every job of ``ids`` (ids or handles) to end; their results in order (see
     :meth:`shared.api.JobQueue.wait_many`)."""
-    w = _Waiting(queue, ids, timeout)
-    try:
-        while (results := w.done()) is None:
-            pause = w.next_pause()
-            if w.watch is None:
-                time.sleep(pause)
-                w.slept(False)
-            else:
-                ready, _, _ = select.select([w.watch.fileno()], [], [], pause)
-                w.slept(bool(ready))
-        return results
-    finally:
-        w.close()
+    ids = _ids(ids)
+    # the wait blocks for real seconds, which an injected FakeClock would never pass
+    deadline = None if timeout is None else time.monotonic() + timeout
+    open_ids = list(dict.fromkeys(ids))
+    while open_ids := _running(queue, open_ids):
+        left = _left(deadline, timeout, open_ids)
+        woke = threading.Event()
+        ticket = hub(queue.config).add(open_ids, woke.set)
+        try:
+            woke.wait(left)
+        finally:
+            hub(queue.config).remove(ticket)
+    return _results(queue, ids)
 
 
 async def wait_jobs_async(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any]:
-    """:func:`wait_jobs` on the running event loop (the watch through ``add_reader``)."""
-    w = _Waiting(queue, ids, timeout)
+    """:func:`wait_jobs` for asyncio: the loop runs while the hub watches."""
+    ids = _ids(ids)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    open_ids = list(dict.fromkeys(ids))
     loop = asyncio.get_running_loop()
-    event = asyncio.Event()
-    if w.watch is not None:
-        loop.add_reader(w.watch.fileno(), event.set)
-    try:
-        while (results := w.done()) is None:
-            pause = w.next_pause()
-            event.clear()
-            try:
-                await asyncio.wait_for(event.wait(), pause)
-            except asyncio.TimeoutError:
-                pass
-            w.slept(event.is_set())
-        return results
-    finally:
-        if w.watch is not None:
-            loop.remove_reader(w.watch.fileno())
-        w.close()
+    while open_ids := _running(queue, open_ids):
+        left = _left(deadline, timeout, open_ids)
+        woke = asyncio.Event()
+        ticket = hub(queue.config).add(open_ids, lambda: loop.call_soon_threadsafe(woke.set))
+        try:
+            await asyncio.wait_for(woke.wait(), left)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            hub(queue.config).remove(ticket)
+    return _results(queue, ids)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import jobq
-import shared.handles
+import shared.waithub
 import shared.tasks
 from jobq import JobCancelled, JobFailed, JobHandle, JobNotFound, JobQueue, task
 from shared.config import Config, RetryConfig
@@ -231,8 +232,8 @@ def test_the_default_queue_comes_from_the_config_file(tmp_path, monkeypatch, mak
 def test_a_waiter_is_woken_by_the_commit_not_the_fallback(tmp_path, monkeypatch):
     """SQLite: with the back-off's first pause and cap at ten minutes, only the WAL watch can
     end the wait: the job completes in another connection, and the waiter returns."""
-    monkeypatch.setattr(shared.handles, "FIRST", 600.0)
-    monkeypatch.setattr(shared.handles, "WATCHED_CAP", 600.0)
+    monkeypatch.setattr(shared.waithub, "FIRST", 600.0)
+    monkeypatch.setattr(shared.waithub, "WATCHED_CAP", 600.0)
     db = str(tmp_path / "q.db")
     with JobQueue(db) as producer:
         job_id = taskjobs.add.using(queue=producer).enqueue(20, b=22).id
@@ -253,8 +254,8 @@ def test_a_waiter_is_woken_by_the_commit_not_the_fallback(tmp_path, monkeypatch)
 
 
 def test_an_async_waiter_is_woken_by_the_commit(tmp_path, monkeypatch):
-    monkeypatch.setattr(shared.handles, "FIRST", 600.0)
-    monkeypatch.setattr(shared.handles, "WATCHED_CAP", 600.0)
+    monkeypatch.setattr(shared.waithub, "FIRST", 600.0)
+    monkeypatch.setattr(shared.waithub, "WATCHED_CAP", 600.0)
     db = str(tmp_path / "q.db")
 
     def run_it() -> None:
@@ -289,3 +290,33 @@ def test_the_jobq_package_is_the_user_api_and_the_layout_names_keep_working(tmp_
     helped = subprocess.run([sys.executable, "-m", "jobq", "--help"], capture_output=True, text=True,
                             env=env(), cwd=tmp_path, timeout=60)
     assert helped.returncode == 0 and "usage: jobq" in helped.stdout
+
+
+def test_a_forked_child_waits_with_its_own_watcher(tmp_path):
+    """Nothing crosses fork(): the parent's watcher thread, its lock and its connection stay
+    behind; a wait in the child gets a watcher of its own and times out cleanly."""
+    db = str(tmp_path / "q.db")
+    with JobQueue(db, handlers=["taskjobs"]) as q:
+        done = taskjobs.add.using(queue=q).enqueue(1)
+        pending = taskjobs.add.using(queue=q, delay=3600).enqueue(2)
+        q.drain()
+        with pytest.raises(TimeoutError):
+            pending.wait(timeout=0.05)   # the parent's watcher exists now
+        parent_hubs = dict(shared.waithub._hubs)
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if all holds
+            code = 1
+            try:
+                assert shared.waithub._hubs == {}
+                with JobQueue(db) as mine:
+                    assert mine.handle(done.id).wait(timeout=5) == 1
+                    try:
+                        mine.handle(pending.id).wait(timeout=0.2)
+                    except TimeoutError:
+                        code = 0 if shared.waithub._hubs and shared.waithub._hubs != parent_hubs else 3
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert done.wait(timeout=5) == 1
+
