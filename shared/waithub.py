@@ -10,7 +10,7 @@ engine says something committed or its back-off ends:
   commit completes, so that read may be early), and grows to ``WATCHED_CAP`` while nothing
   commits.
 - PostgreSQL: the engine notifies enqueues and retries, not outcomes: the back-off grows from
-  ``FIRST`` to ``POLL_CAP``.
+  ``FIRST`` by ``POLL_GROWTH`` to ``POLL_CAP``.
 
 A new waiter restarts the back-off at once (a self-pipe), so a job that ended between the
 waiter's own read and its registration is seen. A :class:`Ticket` fires (its ``fire``
@@ -36,7 +36,9 @@ FIRST = 0.001       # seconds: the back-off's first pause (and after a new waite
 SETTLE = 0.001      # the pause after a wake by a commit (this read may have come just too early)
 WATCHED_CAP = 5.0   # longest pause while the commit watch works (every commit wakes the hub; the
                     # same as idle workers' shared.engines.sqlite.wakeup.WATCHED_SLEEP)
-POLL_CAP = 0.5      # longest pause without a watch (PostgreSQL): bounds latency and idle reads
+POLL_CAP = 0.25     # longest pause without a watch (PostgreSQL): bounds latency and idle reads
+POLL_GROWTH = 1.5   # each quiet pause without a watch is this much longer than the last (gentler
+                    # than doubling: a job's end is seen within a third of its run time)
 ERROR_PAUSE = 0.5   # after a failed read (the database down): before the next attempt
 
 
@@ -122,7 +124,9 @@ class Hub:
                 pass
         if watch is not None and watch.fileno() in ready and watch.drain():
             return SETTLE
-        return min(pause * 2, WATCHED_CAP if watch is not None else POLL_CAP)
+        if watch is not None:
+            return min(pause * 2, WATCHED_CAP)
+        return min(pause * POLL_GROWTH, POLL_CAP)
 
 
 def _read(fd: int) -> bytes:
