@@ -4,6 +4,7 @@ results as a user's test file would (docs/tasks.md)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,24 @@ def test_another_producer_waits_for_a_job_after_the_first_one_closed(served):
     with JobQueue.from_config(str(served)) as second:
         assert second.handle(job_id).wait(timeout=60) == 3
     jobq.configure(None)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_the_wait_bench_prints_the_wait_latency_and_the_waiters_cpu(engine):
+    """``python -m bench.waits --smoke`` runs end to end (figures are not judged here)."""
+    import json
+    import subprocess
+
+    from tests.engines import postgres_url, require_postgres
+    from tests.proc import env
+    args = []
+    if engine == "postgresql":
+        require_postgres()
+        args = ["--database", postgres_url()]
+    out = subprocess.run([sys.executable, "-m", "bench.waits", "--smoke", *args], capture_output=True,
+                         text=True, env=env(), cwd=str(Path(__file__).resolve().parent.parent), timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for row in ("wait latency p50 (ms)", "100 idle waiters (% of a core)", "task.enqueue() extra cost (%)"):
+        assert row in out.stdout
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["engine"] == engine and figures["wait_latency_ms"]["missing"] == 0
