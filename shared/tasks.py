@@ -13,6 +13,7 @@ which belongs to one thread and never crosses a fork).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import threading
@@ -64,13 +65,12 @@ class BaseTask(Generic[P, R]):
     """What ``@task`` makes of a function: ``name`` (the job type), ``fn``, and the ways to
     enqueue it. Options set with :meth:`using` apply to the enqueues of the copy it returns."""
 
-    def __init__(self, fn: Callable[..., Any], name: str, spec: HandlerSpec, priority: int | None,
-                 options: dict[str, Any] | None = None) -> None:
+    def __init__(self, fn: Callable[..., Any], name: str, spec: HandlerSpec, priority: int | None) -> None:
         self.fn = fn
         self.name = name
         self.priority = priority
         self.signature = inspect.signature(fn)
-        self.options: dict[str, Any] = options or {}
+        self.options: dict[str, Any] = {}  # set by using() on copies
         setattr(self, ATTR, spec)  # what Registry.add_module looks for: workers serve the task
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -192,9 +192,8 @@ def _make(fn: Callable[..., Any], name: str | None, max_attempts: int | None, ti
     if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
         raise TypeError(f"task {name!r}: priority must be an integer, got {priority!r}")
     is_async = inspect.iscoroutinefunction(fn)
-    run = _runner(fn, name, inspect.signature(fn))
-    spec = handler(name, max_attempts=max_attempts, timeout=timeout)(run).__dict__[ATTR]
-    spec = HandlerSpec(spec.type, run, spec.max_attempts, spec.timeout, is_async)
+    run = handler(name, max_attempts=max_attempts, timeout=timeout)(_runner(fn, name, inspect.signature(fn)))
+    spec = dataclasses.replace(getattr(run, ATTR), is_async=is_async)  # checked by @handler
     cls = AsyncTask if is_async else Task
     return cls(fn, name, spec, priority)
 

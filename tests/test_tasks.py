@@ -73,6 +73,20 @@ def test_a_task_defined_in_a_function_needs_a_name():
     assert named.name == "t:local" and named(3) == 3
 
 
+@pytest.mark.parametrize("options, error, named", [
+    ({"max_attempts": 0}, ValueError, "max_attempts"),
+    ({"timeout": -1}, ValueError, "timeout"),
+    ({"priority": "high"}, TypeError, "priority"),
+    ({"name": ""}, ValueError, "non-empty"),
+])
+def test_bad_task_options_raise_naming_the_task(options, error, named):
+    def send(x: int) -> int:
+        return x
+    with pytest.raises(error, match=named) as info:
+        task(**{"name": "t:bad", **options})(send)
+    assert "t:bad" in str(info.value) or not options.get("name", "t:bad")
+
+
 def test_enqueue_stores_the_arguments_as_args_and_kwargs(queue_of):
     q = queue_of()
     handle = taskjobs.send_invoice.using(queue=q).enqueue(7, email="x@y", lines=["a"])
