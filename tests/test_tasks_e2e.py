@@ -60,6 +60,19 @@ def test_a_slow_task_times_out_the_wait_and_is_left_to_finish(served):
     assert handle.wait(timeout=60) == "done"
 
 
+def test_a_task_enqueued_from_the_command_line_runs_the_same_function(served):
+    import subprocess
+
+    from tests.proc import env
+    out = subprocess.run([sys.executable, "-m", "jobq", "--config", str(served), "enqueue", "taskjobs.add",
+                          '{"args": [7], "kwargs": {"b": 1}}'], capture_output=True, text=True, env=env(),
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip().split()[-1]
+    with JobQueue.from_config(str(served)) as q:
+        assert q.handle(job_id).wait(timeout=60) == 8
+
+
 def test_another_producer_waits_for_a_job_after_the_first_one_closed(served):
     with JobQueue.from_config(str(served)) as first:
         job_id = taskjobs.add.using(queue=first).enqueue(1, 2).id
