@@ -180,6 +180,15 @@ def test_an_unknown_job_raises_job_not_found_naming_it(queue_of):
         q.wait_many([taskjobs.add.using(queue=q).enqueue(1).id, "e" * 32], timeout=5)
 
 
+def test_a_result_deleted_by_retention_makes_wait_say_so(queue_of):
+    q = queue_of(immediate=True)
+    handle = taskjobs.add.using(queue=q).enqueue(1)
+    assert handle.wait() == 1  # kept until retention deletes it
+    assert q.store.purge_jobs([handle.id]) == [handle.id]
+    with pytest.raises(JobNotFound, match="deleted by retention"):
+        handle.wait(timeout=5)
+
+
 def test_a_string_and_dict_enqueue_runs_the_same_function(queue_of):
     q = queue_of()
     same = q.handle(q.enqueue("billing.send_invoice", {"args": [7], "kwargs": {"email": "x@y"}}))
