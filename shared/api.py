@@ -18,6 +18,7 @@ from . import config as config_mod
 from .clock import SystemClock, to_timestamp
 from .config import Config
 from .engines import open_store
+from .handles import JobHandle, wait_jobs
 from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
@@ -220,6 +221,18 @@ class JobQueue:
 
     def get(self, job_id: str) -> Job | None:
         return self.store.get(job_id)
+
+    def handle(self, job_id: str) -> JobHandle[Any]:
+        """A :class:`shared.handles.JobHandle` of the job ``job_id`` on this queue (``.wait()``
+        for its result, ``.status()``, ``.get()``), enqueued by any process or any API."""
+        return JobHandle(self, job_id)
+
+    def wait_many(self, ids: Iterable[str | JobHandle[Any]], timeout: float | None = None) -> list[Any]:
+        """Wait until every job of ``ids`` (ids or handles) has ended; their decoded results in
+        order. Then the first of them (in order) that failed or was cancelled raises JobFailed /
+        JobCancelled; JobNotFound for an unknown id; TimeoutError after ``timeout`` seconds
+        (None: no limit), leaving the jobs as they are (see :mod:`shared.handles`)."""
+        return wait_jobs(self, ids, timeout)
 
     def counts(self) -> dict[str, int]:
         return self.store.counts()

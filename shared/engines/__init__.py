@@ -110,3 +110,18 @@ def database_file(config: Any) -> str | None:
     if target.engine != "sqlite":
         return None
     return None if target.location in ("", ":memory:") else target.location
+
+
+def commit_watch(config: Any) -> Any | None:
+    """A watch of commits on ``config.database`` by any process, for code that waits for a
+    job's outcome (:mod:`shared.handles`): ``fileno()`` becomes readable when a transaction
+    commits (or is about to: SQLite's WAL is written just before the commit completes),
+    ``drain()`` resets it and says whether a commit was seen, ``close()``. None where the
+    engine has none for outcomes (PostgreSQL notifies enqueues and retries only) or the watch
+    cannot be made (no inotify, ``:memory:``)."""
+    target = _target(config.database)
+    if target.engine != "sqlite" or target.location in ("", ":memory:"):
+        return None
+    from .sqlite.walwatch import WalWatch
+    watch = WalWatch(target.location)
+    return watch if watch.available else None
