@@ -86,7 +86,7 @@ async def job(request: Request) -> Response:
     store = b.store()
     found = ops.resolve_id(store, job_id)
     if not isinstance(found, str):
-        what = "no job has that id" if not found else f"{len(found)}+ jobs start with it: give more of the id"
+        what = ops.unresolved(found, "no job has that id")
         raise HTTPException(404, f"job {job_id}: {what}")
     row = store.get(found)
     if row is None:
