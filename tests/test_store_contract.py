@@ -358,7 +358,7 @@ def test_upkeep_tasks_run_through_a_round(engine, store, clock):
     rnd = contract.Round(store, cfg, clock.now(), clock.monotonic() + 3600)
     for t in tasks:
         t.run(rnd)
-    assert store.wal_bytes() >= 0 and store.counts() == {"pending": 1}
+    assert (store.wal_bytes() or 0) >= 0 and store.counts() == {"pending": 1}
 
 
 # -- ops and status -----------------------------------------------------------------------------------
@@ -460,10 +460,11 @@ def test_scale_requests_and_counters(store, clock):
     assert "sup" not in store.supervisor_counters()
 
 
-def test_is_paused_and_wal_bytes_for_status(store, clock):
+def test_is_paused_and_wal_bytes_for_status(store, clock, engine):
     assert store.is_paused() is False
     put(store, clock)
-    assert isinstance(store.wal_bytes(), int)
+    wal = store.wal_bytes()  # an engine with a log of its own says how big; else None
+    assert (isinstance(wal, int) and wal >= 0) if engine.name == "sqlite" else wal is None
 
 
 # -- transfer (jobq copy) ----------------------------------------------------------------------------
