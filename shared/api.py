@@ -23,6 +23,7 @@ from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
 from .typecheck import TypeCheck
+from .waithub import Hubs
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
 
@@ -41,6 +42,7 @@ class JobQueue:
             self.config = self.config.replace(database=database)
         self.clock = clock or SystemClock()
         self.store = open_store(self.config)
+        self.hubs = Hubs(self.config)  # the watcher that wakes this queue's waiters (on first wait)
         self.immediate = immediate
         self._handlers = handlers
         self._runner: InlineRunner | None = None
@@ -63,6 +65,7 @@ class JobQueue:
         return self
 
     def close(self) -> None:
+        self.hubs.close()
         self.store.close()
 
     def __enter__(self) -> "JobQueue":

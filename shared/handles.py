@@ -18,7 +18,6 @@ import time
 from typing import Any, Generic, Iterable, TypeVar
 
 from .job import TERMINAL, Job
-from .waithub import hub
 
 R = TypeVar("R")
 
@@ -154,11 +153,11 @@ def wait_jobs(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any
     while open_ids := _running(queue, open_ids):
         left = _left(deadline, timeout, open_ids)
         woke = threading.Event()
-        ticket = hub(queue.config).add(open_ids, woke.set)
+        ticket = queue.hubs.get().add(open_ids, woke.set)
         try:
             woke.wait(left)
         finally:
-            hub(queue.config).remove(ticket)
+            queue.hubs.get().remove(ticket)
     return _results(queue, ids)
 
 
@@ -171,11 +170,11 @@ async def wait_jobs_async(queue: Any, ids: Iterable[Any], timeout: float | None)
     while open_ids := _running(queue, open_ids):
         left = _left(deadline, timeout, open_ids)
         woke = asyncio.Event()
-        ticket = hub(queue.config).add(open_ids, lambda: loop.call_soon_threadsafe(woke.set))
+        ticket = queue.hubs.get().add(open_ids, lambda: loop.call_soon_threadsafe(woke.set))
         try:
             await asyncio.wait_for(woke.wait(), left)
         except asyncio.TimeoutError:
             pass
         finally:
-            hub(queue.config).remove(ticket)
+            queue.hubs.get().remove(ticket)
     return _results(queue, ids)

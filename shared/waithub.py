@@ -1,4 +1,4 @@
-"""One watcher per process and database for every job a waiter of that process waits on
+"""One watcher per queue (:class:`shared.api.JobQueue`) for every job its waiters wait on
 (:mod:`shared.handles`).
 
 A :class:`Hub` is a daemon thread with a store of its own (opened in that thread, closed when
@@ -18,8 +18,9 @@ callback, from the hub's thread) when all its jobs have ended or are gone, or wh
 could not read (``error`` set): the waiter then reads for itself. So 100 waiters cost one query
 per wake, and one inotify instance per process, not one each.
 
-Nothing crosses ``fork()``: a child gets new hubs on first use; the parent's are dropped
-without touching their locks or connections (``os.register_at_fork``).
+Nothing crosses ``fork()``: a hub belongs to the process that made it (:class:`Hubs`); in a
+forked child the queue makes a new one on first use and leaves the parent's alone (its thread did
+not cross, and its lock and connection are the parent's).
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ class Hub:
         self.cond = threading.Condition()
         self.tickets: list[Ticket] = []
         self.fresh = False
+        self.closed = False
+        self.pid = os.getpid()
         self.pipe_r, self.pipe_w = os.pipe()
         os.set_blocking(self.pipe_r, False)
         threading.Thread(target=self._run, name="jobq-wait-hub", daemon=True).start()
@@ -67,10 +70,12 @@ class Hub:
     def add(self, ids: list[str], fire: Callable[[], object]) -> Ticket:
         ticket = Ticket(ids, fire)
         with self.cond:
+            if self.closed:
+                raise RuntimeError("the queue was closed")
             self.tickets.append(ticket)
             self.fresh = True
             self.cond.notify()
-        os.write(self.pipe_w, b".")
+            os.write(self.pipe_w, b".")
         return ticket
 
     def remove(self, ticket: Ticket) -> None:
@@ -78,15 +83,29 @@ class Hub:
             if ticket in self.tickets:
                 self.tickets.remove(ticket)
 
+    def close(self) -> None:
+        """Stop the thread (it closes its store); waiters still registered are fired with an
+        error so that they read for themselves."""
+        with self.cond:  # the thread closes the pipe under this lock, once it saw ``closed``
+            if not self.closed:
+                self.closed = True
+                os.write(self.pipe_w, b".")
+                self.cond.notify()
+
     def _run(self) -> None:
         store = watch = None
         pause = FIRST
         while True:
             with self.cond:
-                if not self.tickets:  # nobody waits: no connection, no watch, no reads
+                if not self.tickets or self.closed:  # nobody waits: no connection, no watch, no reads
                     store, watch = _close(store, watch)
-                    while not self.tickets:
+                    while not self.tickets and not self.closed:
                         self.cond.wait()
+                    if self.closed:
+                        self._fire(list(self.tickets), RuntimeError("the queue was closed"))
+                        for fd in (self.pipe_r, self.pipe_w):
+                            os.close(fd)
+                        return
                 if self.fresh:
                     pause, self.fresh = FIRST, False
                 tickets = list(self.tickets)
@@ -146,26 +165,20 @@ def _close(store: Any, watch: Any) -> tuple[None, None]:
     return None, None
 
 
-_hubs: dict[str, Hub] = {}
-_lock = threading.Lock()
-_orphans: list[Any] = []  # a parent's hubs, in a forked child: kept, never used nor closed
+class Hubs:
+    """A queue's hub, made on first use in the process that uses it (see the module's docstring)."""
 
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.current: Hub | None = None
 
-def hub(config: Any) -> Hub:
-    """This process's hub for ``config``'s database (made on first use)."""
-    key = f"{config.database}\0{getattr(config.postgres, 'schema', '')}"
-    with _lock:
-        found = _hubs.get(key)
-        if found is None:
-            found = _hubs[key] = Hub(config)
+    def get(self) -> Hub:
+        found = self.current
+        if found is None or found.pid != os.getpid():  # none yet, or the parent's: not ours
+            found = self.current = Hub(self.config)
         return found
 
-
-def _after_fork_in_child() -> None:
-    global _lock
-    _orphans.extend(_hubs.values())  # their threads did not cross; their connections are the parent's
-    _hubs.clear()
-    _lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+    def close(self) -> None:
+        if self.current is not None and self.current.pid == os.getpid():
+            self.current.close()
+        self.current = None

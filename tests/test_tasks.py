@@ -325,18 +325,18 @@ def test_a_forked_child_waits_with_its_own_watcher(tmp_path):
         q.drain()
         with pytest.raises(TimeoutError):
             pending.wait(timeout=0.05)   # the parent's watcher exists now
-        parent_hubs = dict(shared.waithub._hubs)
+        parent_hub = q.hubs.current
+        assert parent_hub is not None
         pid = os.fork()
         if pid == 0:  # the child: exit 0 only if all holds
             code = 1
             try:
-                assert shared.waithub._hubs == {}
-                with JobQueue(db) as mine:
-                    assert mine.handle(done.id).wait(timeout=5) == 1
-                    try:
-                        mine.handle(pending.id).wait(timeout=0.2)
-                    except TimeoutError:
-                        code = 0 if shared.waithub._hubs and shared.waithub._hubs != parent_hubs else 3
+                assert q.handle(done.id).wait(timeout=5) == 1   # the parent's queue, in the child
+                try:
+                    q.handle(pending.id).wait(timeout=0.2)
+                except TimeoutError:
+                    mine = q.hubs.current
+                    code = 0 if mine is not None and mine is not parent_hub and mine.pid == os.getpid() else 3
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
