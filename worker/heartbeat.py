@@ -158,7 +158,8 @@ class Heartbeat(threading.Thread):
                 store.heartbeat(self.owner, self.clock.now)
             else:
                 with self.held() as ids:  # no claim can start before the statement is done
-                    store.heartbeat(self.owner, self.clock.now, ids)
+                    # shed jobs are still held: _release gives them back (and counts them)
+                    store.heartbeat(self.owner, self.clock.now, None if ids is None else [*ids, *self.unreleased])
             if self.renewed is not None:
                 self.renewed(sent)
         except Exception as exc:  # noqa: BLE001 - a failed beat is logged; the lease may lapse
