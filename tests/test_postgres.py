@@ -218,3 +218,38 @@ def test_a_session_left_in_a_transaction_is_ended_and_release_owner_never_waits_
         assert time.monotonic() - t0 < 2, "not ended within the lease"
         assert [r.id for r in upkeep.release_owner("h:1:1", "gone", now, max_attempts_for=lambda j: 3)] == [ids[0]]
         assert {upkeep.get(i).status for i in ids} == {"pending"}
+
+
+def test_an_upkeep_call_the_server_never_answers_is_cut_and_fails_clearly(pg):
+    """The supervisor's calls are bounded on the client side too: with the path to the server
+    frozen (a proxy that passes nothing on and closes nothing: TCP keepalives are answered, so
+    the call would wait forever), a call fails after statement_timeout + CALL_MARGIN with a
+    clear error, and the next call, once the path is back, connects again."""
+    import threading
+    import time
+    from shared.engines.postgres.connection import CALL_MARGIN
+    from tests.twohost import Proxy, host_url
+    proxy = Proxy("127.0.0.1", pg.database)
+    try:
+        with open_store(_lease(pg, 2, host_url(proxy)), upkeep=True) as store:
+            assert store.counts() == {}
+            proxy.cut("blackhole")
+            got: list = []
+
+            def call():
+                try:
+                    store.counts()
+                except StoreUnavailable as exc:
+                    got.append(exc)
+            t0 = time.monotonic()
+            t = threading.Thread(target=call, daemon=True)
+            t.start()
+            t.join(30)
+            took = time.monotonic() - t0
+            assert got, "the call was still waiting 30 s later"
+            assert f"no answer within {5 + CALL_MARGIN:g} s" in str(got[0]) and "127.0.0.1" in str(got[0])
+            assert took >= 5, f"cut after {took:.2f} s, before the server's statement_timeout"
+            proxy.heal()
+            assert store.counts() == {}
+    finally:
+        proxy.close()

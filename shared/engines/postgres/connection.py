@@ -17,15 +17,20 @@ own (:mod:`shared.errors`).
   gives up (hours): ``idle_in_transaction_session_timeout`` is below the lease, and the
   server's keepalives and ``tcp_user_timeout`` drop a dead client within about the lease. The
   supervisor's session (``upkeep``) also has ``lock_timeout`` and ``statement_timeout``, so no
-  upkeep call waits long on another session or on a slow server.
+  upkeep call waits long on another session or on a slow server, and a client-side bound
+  (:data:`CALL_MARGIN` past its ``statement_timeout``): a call the server does not answer by
+  then (the server or the path to it hangs) has its socket shut down and fails at once, so the
+  supervisor's loop gets back to reaping and signals.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
+import socket
 import threading
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -44,6 +49,7 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (psycopg.Error,)
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
 DEFAULT_LEASE = 30.0  # worker.lease_timeout's default, for stores opened without a config
+CALL_MARGIN = 2.0     # seconds past an upkeep session's statement_timeout before a call is cut
 
 
 def session_limits(lease_timeout: float, upkeep: bool = False) -> dict[str, str]:
@@ -79,6 +85,10 @@ class PgConnection:
                  migrate: bool = True, lease_timeout: float = DEFAULT_LEASE, upkeep: bool = False) -> None:
         self.url = url
         self.limits = session_limits(lease_timeout, upkeep)
+        # upkeep: a call not answered by then is cut on the client side (see _bounded)
+        self.call_limit = int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
+        self._watch: threading.Timer | None = None
+        self.severed = False  # the last call was cut by the bound
         self.location = redacted(url)
         self.schema = schema
         self.channel = f"jobq_{schema}"
@@ -168,6 +178,43 @@ class PgConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _bounded(self) -> Any:
+        """Around a public call (the outermost one): with ``call_limit``, a timer that cuts the
+        call if the server has not answered by then."""
+        if self.call_limit is None or self._watch is not None:
+            return contextlib.nullcontext()
+        return self._watched()
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        timer = threading.Timer(self.call_limit, self._sever, args=(None,))
+        timer.args = (timer,)
+        timer.daemon = True
+        self._watch, self.severed = timer, False
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            self._watch = None
+
+    def _sever(self, timer: threading.Timer) -> None:
+        """(The timer's thread.) The call outlived ``call_limit``: shut its socket down, so the
+        blocked read returns now (the call raises; the next one connects again)."""
+        conn = self._conn
+        if conn is None or self._watch is not timer:
+            return
+        try:
+            fd = os.dup(conn.pgconn.socket)
+        except (OSError, psycopg.Error):
+            return
+        self.severed = True
+        with socket.socket(fileno=fd) as sock:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _write(self, fn: Callable[[psycopg.Connection], T]) -> T:
         """Run one autocommit statement (``fn(conn)``)."""
@@ -277,11 +324,15 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def method(self: Any, *args: Any, **kwargs: Any) -> T:
         try:
-            with self.lock:
+            with self.lock, self._bounded():
                 return fn(self, *args, **kwargs)
         except psycopg.Error as exc:
             if isinstance(exc, _LOST) or (self._conn is not None and self._conn.broken):
                 with self.lock:
                     self._drop()
+            if self.severed:
+                raise StoreUnavailable(f"database {self.location}: no answer within {self.call_limit:g} s "
+                                       "(call cut; the next one connects again)", database=self.location,
+                                       cause=exc) from exc
             raise error_for(self.location, exc) from exc
     return method
