@@ -185,7 +185,7 @@ class Config:
     the file's folder; a ``sqlite:`` URL becomes its path) or another engine's URL."""
     database: str = setting("jobq.db", NONEMPTY_STR, """The database: a SQLite file relative to
         this file's folder, sqlite:///absolute/path.db, sqlite:relative/path.db, or
-        postgresql://user@host/db (the PostgreSQL engine: `pip install "jobq[postgres]"`) The environment variable JOBQ_DATABASE, when set, takes
+        postgresql://user@host/db (the PostgreSQL engine: `pip install -e ".[postgres]"` in the jobq checkout) The environment variable JOBQ_DATABASE, when set, takes
         the place of this key (keep credentials out of this file).""")
     handlers: tuple[str, ...] = setting((), list_of_str(), """Python modules whose @handler
         functions the workers run, e.g. ["myapp.jobs"].""")
@@ -299,7 +299,7 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
     try:
         return cfg.replace(database=database_mod.resolve(cfg.database, base_dir))
     except ValueError as exc:
-        raise ConfigError(f"{source}: key 'database' = {cfg.database!r}: {exc}") from None
+        raise ConfigError(f"{source}: key 'database' = {database_mod.redacted(cfg.database)!r}: {exc}") from None
 
 
 def _moved(source: str, dotted: str, value: Any) -> None:

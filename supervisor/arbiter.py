@@ -20,7 +20,7 @@ import traceback
 from typing import Any
 
 from shared import config as config_mod
-from shared import admin, logs
+from shared import admin, logs, database as database_mod
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.dbfile import DatabaseFile
@@ -89,6 +89,7 @@ class Arbiter:
         self.db_file: DatabaseFile | None = None  # the file opened at boot (see check_db_file)
         self.db_problem: str | None = None        # set once that file is gone: no reopening
         self.spawner = Spawner()
+        self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
 
     @property
     def snapshot(self) -> str:
@@ -163,7 +164,7 @@ class Arbiter:
         self.spawner.after_boot(self.snapshot)
         self.slots = {i: Slot(i) for i in range(self.target)}
         event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
-              config=self.config.path, database=self.config.database, types=len(self.registry))
+              config=self.config.path, database=database_mod.redacted(self.config.database), types=len(self.registry))
         return ExitCode.OK
 
     # -- signals --------------------------------------------------------------------------------
@@ -460,7 +461,7 @@ class Arbiter:
         if problem is None:
             return False
         if self.db_problem is None:
-            event(log, "supervisor.database_replaced", logging.CRITICAL, database=self.config.database,
+            event(log, "supervisor.database_replaced", logging.CRITICAL, database=database_mod.redacted(self.config.database),
                   error=problem)
             self.db_problem = problem  # from now on db() refuses: reopening would use (or create) the new file
             self.exit_code = ExitCode.DATABASE_UNAVAILABLE
@@ -515,14 +516,16 @@ class Arbiter:
         """Act on our children's timeouts and expired leases (``ages``: the store's
         ``lease_ages``); the foreign owners whose every lease expired (for ``recover_foreign``)."""
         verdicts = maintenance.judge_running(running, ages, self.policy, now, self.host)
+        unlogged = self.timeout_log.unlogged(verdicts, running)
         by_owner = {s.owner: s for s in self.live()}
         for v in verdicts:
             slot = by_owner.get(v.owner)
             if slot is None:
                 continue
             if v.action == "timeout":
-                event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
-                      attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
+                if v in unlogged:
+                    event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
+                          attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
                 self.terminate(slot, v.reason)
             elif not slot.killed:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,

@@ -14,6 +14,7 @@ from pathlib import Path
 import tomli_w
 
 from shared import config as config_mod
+from shared import database as database_mod
 from shared.config import SCHEMA, ConfigError
 from shared.exitcodes import ExitCode
 from shared.files import write_atomic
@@ -44,6 +45,7 @@ def _show(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.effective:
         cfg = ctx.config
         data = cfg.to_dict()
+        data["database"] = database_mod.redacted(cfg.database)  # a secret is for the engine only
         ctx.emit({"path": cfg.path, "config": data},
                  f"# effective configuration: {cfg.path} with every default filled in\n" + tomli_w.dumps(data))
         return ExitCode.OK
@@ -52,6 +54,7 @@ def _show(ctx: Ctx, args: argparse.Namespace) -> int:
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
     _ = ctx.config  # validate: an invalid file is reported with exit 3, not printed as if fine
+    text = database_mod.scrub(text, ctx.config.database)  # the file as written, less its password
     if ctx.json:
         ctx.emit({"path": str(path.resolve()), "config": tomllib.loads(text)})
     else:

@@ -63,8 +63,9 @@ class Heartbeat(threading.Thread):
             self._wake.set()
 
     def beat_soon(self) -> None:
-        """(Main thread.) Beat at once: a claim was slow, perhaps failed after the server
-        committed it; the beat gives back what it claimed that the worker never saw."""
+        """(Main thread.) Beat at once, and every tick until a beat gets through: a claim was
+        slow or failed, perhaps after the server committed it; the beat gives back what it
+        claimed that the worker never saw."""
         self.soon = True
         self._wake.set()
 
@@ -86,8 +87,9 @@ class Heartbeat(threading.Thread):
                 now = self.clock.monotonic()
                 every = self.config.worker.heartbeat_interval if self.busy else IDLE_BEAT
                 if now - last_beat >= every or self.soon:
-                    last_beat, self.soon = now, False
+                    last_beat, soon, self.soon = now, self.soon, False
                     store = self._beat(store)
+                    self.soon = self.soon or (soon and store is None)  # failed: again next tick
                 if self.busy and self.shed is not None:
                     self.unreleased += [j.id for j in self.shed()]
                 if self.unreleased:

@@ -27,7 +27,8 @@ from typing import Any, Iterator
 from shared.job import Job
 
 SLOW_CLAIM = 0.5  # seconds: a claim this slow may have failed and been retried (answer lost?):
-                  # the heartbeat looks for strangers at once rather than at its next beat
+                  # the heartbeat looks for strangers at once rather than at its next beat (so
+                  # it does after a claim that raised, until a beat gets through)
 
 
 class Holding:
@@ -65,14 +66,15 @@ class Holding:
         with self.batch_lock:
             self.in_flight = True
         got: list[Job] = []
-        t0 = time.monotonic()
+        t0, failed = time.monotonic(), True
         try:
             yield got
+            failed = False
         finally:
             with self.batch_lock:
                 self.batch.extend(got)
                 self.in_flight = False
-            if time.monotonic() - t0 >= SLOW_CLAIM and self.heartbeat is not None:
+            if (failed or time.monotonic() - t0 >= SLOW_CLAIM) and self.heartbeat is not None:
                 self.heartbeat.beat_soon()
 
     def shed(self) -> list[Job]:

@@ -13,8 +13,8 @@ from .. import database as database_mod
 from ..contract import Store, UpkeepTask
 from ..errors import StoreUnavailable
 
-POSTGRES_MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: "
-                    'pip install "jobq[postgres]"')
+POSTGRES_MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: run "
+                    'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"')
 
 
 def open_store(config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:

@@ -37,7 +37,8 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from ...database import redacted
+from ...database import redacted, scrub
+from .. import forkaware
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema as schema_mod
@@ -111,6 +112,7 @@ class PgConnection:
                 conn.close()
                 raise
         self._conn = conn
+        forkaware.track(self)
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -127,11 +129,11 @@ class PgConnection:
                                    keepalives_count=3, tcp_user_timeout=wait * 1000, application_name=name,
                                    options=f"{options} -c search_path={self.schema}".strip())
         except psycopg.ProgrammingError as exc:  # the URL itself did not parse
-            raise StoreUnavailable(f"database {self.location}: {' '.join(str(exc).split())} (is the URL "
+            raise StoreUnavailable(f"database {self.location}: {scrub(' '.join(str(exc).split()), self.url)} (is the URL "
                                    "well formed? postgresql://user[:password]@host[:port]/database)",
                                    database=self.location, cause=exc) from exc
-        except psycopg.Error as exc:
-            raise error_for(self.location, exc) from exc
+        except psycopg.Error as exc:  # libpq may quote the URL (or a piece of it) in its message
+            raise error_for(self.location, exc, url=self.url) from exc
         for hook in self._on_connect:
             hook(conn)
         return conn
@@ -151,6 +153,22 @@ class PgConnection:
         self._on_connect.append(hook)
         if self._conn is not None and not self._conn.closed:
             hook(self._conn)
+
+    def _after_fork(self) -> None:
+        """In a child after fork: let go of the parent's connection without ending its session
+        (the terminate message that closing sends goes to a dead socket instead of the shared
+        one); the next call connects again. The lock may have been held by a thread that did
+        not cross the fork: a new one."""
+        self.lock = threading.RLock()
+        conn, self._conn = self._conn, None
+        if conn is None or conn.closed:
+            return
+        try:
+            forkaware.disown_socket(conn.pgconn.socket)
+        except Exception:  # noqa: BLE001 - never closed here, then: that would end the parent's session
+            forkaware.keep_forever(conn)
+            return
+        conn.close()
 
     def for_thread(self) -> Any:
         """This store, for another thread of this process: one connection per worker process
@@ -300,11 +318,13 @@ def _version(conn: psycopg.Connection, schema: str) -> int:
     return conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()["version"]
 
 
-def error_for(location: str, exc: BaseException) -> StoreError:
-    """jobq's error for a psycopg error on the server ``location``."""
+def error_for(location: str, exc: BaseException, url: str = "") -> StoreError:
+    """jobq's error for a psycopg error on the server ``location``; with ``url``, any secret of
+    that URL the driver's message quotes is hidden."""
     kind = StoreBusy if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)) \
         else StoreUnavailable
-    return kind(f"database {location}: {_explain(exc)}", database=location, cause=exc)
+    return kind(f"database {location}: {scrub(_explain(exc), url) if url else _explain(exc)}",
+                database=location, cause=exc)
 
 
 def _explain(exc: BaseException) -> str:
