@@ -215,6 +215,7 @@ class PgConnection:
             yield
         finally:
             timer.cancel()
+            timer.join()  # gone before the call returns: no thread may cross the next fork()
             self._watch = None
 
     def _sever(self, timer: threading.Timer) -> None:
