@@ -85,8 +85,14 @@ class WorkerStore(Connection, Protocol):
         """Give back claimed, never started jobs (their attempt too); how many."""
         ...
 
-    def heartbeat(self, owner: str, now: float | Callable[[], float]) -> int:
-        """Refresh the leases of ``owner``'s running jobs and its process row; job count."""
+    def heartbeat(self, owner: str, now: float | Callable[[], float],
+                  holding: Sequence[str] | None = None) -> int:
+        """Refresh the leases of ``owner``'s running jobs that it holds (``holding``: their ids;
+        None: every one) and its process row; the renewed job count. With ``holding``, the
+        owner's running jobs not in it (claimed, but the claim's answer never reached the
+        worker: never started) are given back in the same statement or transaction: pending,
+        due now, their attempt returned. ``now`` (or a clock function, read once the write can
+        proceed) times the release; the leases' time is the engine's (see ``lease_ages``)."""
         ...
 
     def has_due(self, now: float) -> bool: ...

@@ -589,7 +589,7 @@ class Arbiter:
         if self.db_problem is not None:
             raise StoreError(self.db_problem)
         if self.store is None:
-            self.store = open_store(self.config)
+            self.store = open_store(self.config, upkeep=True)
         return self.store
 
     def close_db(self) -> None:

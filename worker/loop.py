@@ -52,6 +52,7 @@ from shared.errors import StoreError
 from .control import Control
 from .fence import Fence
 from .heartbeat import Heartbeat
+from .holding import Holding
 
 log = get_logger("worker")
 
@@ -62,8 +63,9 @@ FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their c
 RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
 
 
-class Worker(Control):
-    """One worker process's loop. ``run()`` returns the process exit code."""
+class Worker(Control, Holding):
+    """One worker process's loop. ``run()`` returns the process exit code. (What it holds, for
+    the heartbeat: :mod:`.holding`.)"""
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
                  parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
@@ -133,7 +135,7 @@ class Worker(Control):
         self.fence.start()
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
                                    shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
-                                   renewed=self.fence.renewed)
+                                   renewed=self.fence.renewed, held=self.held_ids)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:
@@ -253,18 +255,18 @@ class Worker(Control):
             if not self.done and not self.store.has_due(self.clock.now()):
                 return False
         jobs = None
-        if self.wakeup is not None:  # (None: a test drives claim() without run())
-            self.wakeup.before_claim()
-            if not self.done and not type_limits(self.config):
-                sent = self.clock.monotonic()
-                jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.batch_size)
-                self.renewed(sent, jobs or [])
-        if jobs is None:
-            jobs = self.commit(limit=self.batch_size)
+        with self.claiming() as got:  # the jobs join the batch as the claim ends
+            if self.wakeup is not None:  # (None: a test drives claim() without run())
+                self.wakeup.before_claim()
+                if not self.done and not type_limits(self.config):
+                    sent = self.clock.monotonic()
+                    jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.batch_size)
+                    self.renewed(sent, jobs or [])
+            if jobs is None:
+                jobs = self.commit(limit=self.batch_size)
+            got.extend(jobs)
         if not jobs:
             return False
-        with self.batch_lock:
-            self.batch.extend(jobs)
         self.claimed = len(jobs)
         self.batch_started = time.perf_counter()
         if self.progress is not None:
@@ -276,7 +278,7 @@ class Worker(Control):
         with self.batch_lock:
             if not self.batch:
                 return None
-            job = self.batch.popleft()
+            job = self.current = self.batch.popleft()
             self.job_t0 = time.perf_counter()
             left = len(self.batch)
         if self.progress is not None:
@@ -284,18 +286,6 @@ class Worker(Control):
         if self.done and self.heartbeat is not None:
             self.heartbeat.flush_by(self.done_since + FLUSH_AFTER)
         return job
-
-    def shed(self) -> list[Job]:
-        """(Heartbeat thread.) Take the unstarted rest of the batch once the job in hand has run
-        ``batch_wait`` seconds; the caller gives them back to the queue."""
-        with self.batch_lock:
-            t0 = self.job_t0
-            if not self.batch or t0 is None or \
-                    time.perf_counter() - t0 < self.config.worker.batch_wait:
-                return []
-            jobs = list(self.batch)
-            self.batch.clear()
-            return jobs
 
     def flush_outcomes(self, store: WorkerStore) -> None:
         """(Heartbeat thread, FLUSH_AFTER after the oldest outcome began.) Commit the outcomes

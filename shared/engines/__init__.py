@@ -17,14 +17,16 @@ POSTGRES_MISSING = ("the PostgreSQL engine needs psycopg 3, which is not install
                     'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"')
 
 
-def open_store(config: Any, *, migrate: bool = True) -> Store:
+def open_store(config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
     """A new store on ``config.database`` (the caller closes it). With ``migrate`` the schema
-    is created or upgraded first. Raises :class:`shared.errors.StoreUnavailable`."""
+    is created or upgraded first. ``upkeep``: the supervisor's store, whose calls must never
+    wait long (a server engine bounds its statements and lock waits). Raises
+    :class:`shared.errors.StoreUnavailable`."""
     target = _target(config.database)
     if target.engine == "postgresql":
         p = config.postgres
         return _postgres().PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
-                                   migrate=migrate)
+                                   migrate=migrate, lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
     from .sqlite import SqliteStore
     s = config.sqlite
     return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=s.busy_timeout,
