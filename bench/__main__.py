@@ -5,6 +5,9 @@ the raw SQLite ceiling, with ratios) and the targets met or missed, and writes t
 ``bench/results/<timestamp>.json`` (or ``--json PATH``). With ``--database postgresql://...``
 the same workloads run on that server (issue 14): jobq beside Huey's PostgresHuey,
 Procrastinate and the raw SKIP LOCKED loop, each in a fresh schema dropped afterwards.
+
+The PostgreSQL modules (psycopg, Procrastinate, PostgresHuey) are imported only for such a run:
+on SQLite, ``pip install -e ".[test]"`` is enough (Huey, of the bench extra, is skipped if missing).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import tempfile
 import time
 from typing import Any
 
-from . import huey_runs, pg_report, pg_run, report, targets
+from . import huey_runs, pg_report, report, targets
 from .procs import REPO
 from .run import SYSTEMS, WORKLOADS, Ctx, run
 from .scale import FULL, QUICK, SMOKE
@@ -47,13 +50,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.database and not args.database.startswith(("postgresql:", "postgres:")):
         p.error(f"--database {args.database!r}: expected a postgresql:// URL (SQLite is the default)")
-    systems = pg_run.SYSTEMS if args.database else SYSTEMS
+    systems = _pg_run().SYSTEMS if args.database else SYSTEMS
     args.systems = args.systems or ",".join(systems)
     for name, allowed in (("only", WORKLOADS), ("systems", systems), ("sync", ("normal", "full"))):
         bad = set(_split(getattr(args, name))) - set(allowed)
         if bad:
             p.error(f"--{name}: unknown {', '.join(sorted(bad))} (choose from {', '.join(allowed)})")
     return args
+
+
+def _pg_run() -> Any:
+    """The PostgreSQL runs (bench.pg_run), imported only when one is asked for: they need psycopg."""
+    from . import pg_run
+    return pg_run
 
 
 def _split(text: str) -> list[str]:
@@ -131,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             from . import pg
             data["meta"]["postgres"] = pg.server_settings(args.database)
             data["meta"]["procrastinate"] = _version("procrastinate")
-            pg_run.run(ctx, data["results"], _split(args.only))
+            _pg_run().run(ctx, data["results"], _split(args.only))
         else:
             run(ctx, data["results"], _split(args.only))
     finally:

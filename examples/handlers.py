@@ -1,19 +1,21 @@
 """Example handlers: the standard job types used by the README's walkthrough.
 
-- ``report:generate`` ``{reportId, format, filters}``: writes a small report file and returns
-  its path.
+- ``report:generate`` ``{reportId, format, filters}``: writes ``reports/<reportId>.<format>``, a
+  small report file of that format (a one-page PDF, CSV, JSON or text: :mod:`examples.reportfile`),
+  and returns its path.
 - ``exploration:run`` ``{sessionId, config}``: runs a tiny deterministic "exploration" (a random
   walk seeded by the session id) and returns a summary.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
 from pathlib import Path
 
 from worker import PermanentError, handler
+
+from .reportfile import render
 
 REPORT_DIR_ENV = "JOBQ_REPORT_DIR"
 FORMATS = ("pdf", "csv", "json", "txt")
@@ -33,7 +35,7 @@ def generate_report(payload, job):
     body = {"reportId": report_id, "format": fmt, "filters": filters, "attempt": job.attempt, "job": job.id}
     path = out_dir / f"{report_id}.{fmt}"
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(body, indent=2) + "\n")
+    tmp.write_bytes(render(fmt, body))
     os.replace(tmp, path)  # atomic: a re-run overwrites, never half-writes
     job.logger.info("report written to %s", path)
     return {"path": str(path), "bytes": path.stat().st_size}

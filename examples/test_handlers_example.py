@@ -7,6 +7,7 @@ retry and outcome code and store the outcome in the database, so the test reads 
 """
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -32,7 +33,23 @@ def test_report_is_written_at_enqueue(tmp_path, report_dir):
         job = q.get(job_id)
     assert job.status == "completed"
     assert job.result["path"] == str(report_dir / "r1.csv")
-    assert json.loads((report_dir / "r1.csv").read_text())["reportId"] == "r1"
+    assert dict(csv.reader((report_dir / "r1.csv").open()))["reportId"] == "r1"
+
+
+def test_each_format_writes_a_file_of_that_format(tmp_path, report_dir):
+    """The README promises reports/r1.pdf: a PDF (it was JSON under a .pdf name, issue 21)."""
+    with JobQueue(str(tmp_path / "q.db"), handlers=[my_handlers], immediate=True) as q:
+        for fmt in ("pdf", "json", "txt"):
+            assert q.get(q.enqueue("report:generate", {"reportId": "r1", "format": fmt})).status == "completed"
+    assert json.loads((report_dir / "r1.json").read_text())["reportId"] == "r1"
+    assert "reportId: r1\n" in (report_dir / "r1.txt").read_text()
+    data = (report_dir / "r1.pdf").read_bytes()
+    assert data.startswith(b"%PDF-1.4\n") and data.rstrip().endswith(b"%%EOF") and b"(reportId: r1) Tj" in data
+    xref = int(data.rsplit(b"startxref\n", 1)[1].split()[0])
+    table = data[xref:].split(b"trailer")[0].split(b"\n")
+    assert table[:2] == [b"xref", b"0 6"]
+    for n, entry in enumerate(table[3:8], 1):  # every object where the table says, as readers seek it
+        assert data[int(entry[:10]):].startswith(b"%d 0 obj\n" % n)
 
 
 def test_bad_payload_fails_at_once_without_retries(tmp_path, report_dir):

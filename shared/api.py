@@ -18,9 +18,12 @@ from . import config as config_mod
 from .clock import SystemClock, to_timestamp
 from .config import Config
 from .engines import open_store
+from .handles import JobHandle, wait_jobs
 from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
+from .typecheck import TypeCheck
+from .waithub import Hubs
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
 
@@ -39,17 +42,30 @@ class JobQueue:
             self.config = self.config.replace(database=database)
         self.clock = clock or SystemClock()
         self.store = open_store(self.config)
+        self.hubs = Hubs(self.config)  # the watcher that wakes this queue's waiters (on first wait)
         self.immediate = immediate
         self._handlers = handlers
         self._runner: InlineRunner | None = None
+        self._types: TypeCheck | None = None  # check_types(): is each enqueued type served?
 
     @classmethod
     def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
                     handlers: Handlers | None = None) -> "JobQueue":
+        """A queue on the config file's database that checks each job type it enqueues against
+        the file's handler modules (:meth:`check_types`)."""
         return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock,
-                   immediate=immediate, handlers=handlers)
+                   immediate=immediate, handlers=handlers).check_types()
+
+    def check_types(self) -> "JobQueue":
+        """From now on, a job type no handler serves (the ``handlers`` given, else the config's
+        modules, imported once at the first type not checked yet) is refused with ValueError
+        when the config says ``strict_types = true``, else warned about once per type
+        (``shared.typecheck.UnservedTypeWarning``). Returns this queue."""
+        self._types = TypeCheck(self.config, self._handlers)
+        return self
 
     def close(self) -> None:
+        self.hubs.close()
         self.store.close()
 
     def __enter__(self) -> "JobQueue":
@@ -156,6 +172,8 @@ class JobQueue:
         why = bounds.type_name_error(jtype)
         if why is not None:
             raise ValueError(why)
+        if self._types is not None:
+            self._types.check(jtype)
         return self.config.for_type(jtype).priority or 0
 
     def _payload_text(self, jtype: str, payload: Any) -> str:
@@ -206,6 +224,18 @@ class JobQueue:
 
     def get(self, job_id: str) -> Job | None:
         return self.store.get(job_id)
+
+    def handle(self, job_id: str) -> JobHandle[Any]:
+        """A :class:`shared.handles.JobHandle` of the job ``job_id`` on this queue (``.wait()``
+        for its result, ``.status()``, ``.get()``), enqueued by any process or any API."""
+        return JobHandle(self, job_id)
+
+    def wait_many(self, ids: Iterable[str | JobHandle[Any]], timeout: float | None = None) -> list[Any]:
+        """Wait until every job of ``ids`` (ids or handles) has ended; their decoded results in
+        order. Then the first of them (in order) that failed or was cancelled raises JobFailed /
+        JobCancelled; JobNotFound for an unknown id; TimeoutError after ``timeout`` seconds
+        (None: no limit), leaving the jobs as they are (see :mod:`shared.handles`)."""
+        return wait_jobs(self, ids, timeout)
 
     def counts(self) -> dict[str, int]:
         return self.store.counts()

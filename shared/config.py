@@ -25,13 +25,12 @@ from . import cron as cron_mod
 from . import database as database_mod
 from . import durations
 from . import fencing
-from .configschema import (NONEMPTY_STR, REQUIRED, Key, choice, keys_of, list_of_str, number,
-                           required_of, section, sections_of, setting)
+# ConfigError is defined with the checks (configschema) and imported by the rest of jobq from here.
+from .configschema import (BOOLEAN, JOB_TYPE, NONEMPTY_STR, REQUIRED, ConfigError, Key, choice, keys_of,
+                           list_of_str, number, required_of, section, sections_of, setting)
+from .configschema import check_table as _table
+from .configschema import check_value as _check
 from .files import write_atomic
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; the message names the file, key, value and expectation."""
 
 
 def _json_ok(value: Any) -> bool:
@@ -142,7 +141,7 @@ class ScheduleConfig:
     """`[[schedule]]`: each entry enqueues `type` with `payload` at each tick of `cron` in
     `timezone`, exactly once even with several supervisors on the database."""
     name: str = setting(REQUIRED, NONEMPTY_STR, "Unique name of the entry (required).")
-    type: str = setting(REQUIRED, NONEMPTY_STR, "Job type to enqueue (required).")
+    type: str = setting(REQUIRED, JOB_TYPE, "Job type to enqueue (required).")
     cron: str = setting(REQUIRED, Key((str,), cron_mod.CRON_EXPECTED, lambda v: cron_mod.cron_error(v) is None),
                         """Five cron fields: minute hour day-of-month month day-of-week (required).
                         Daylight-saving changes work as in cron: a local time that is skipped runs
@@ -185,10 +184,14 @@ class Config:
     the file's folder; a ``sqlite:`` URL becomes its path) or another engine's URL."""
     database: str = setting("jobq.db", NONEMPTY_STR, """The database: a SQLite file relative to
         this file's folder, sqlite:///absolute/path.db, sqlite:relative/path.db, or
-        postgresql://user@host/db (the PostgreSQL engine: `pip install "jobq[postgres]"`) The environment variable JOBQ_DATABASE, when set, takes
+        postgresql://user@host/db (the PostgreSQL engine: `pip install -e ".[postgres]"` in the jobq checkout) The environment variable JOBQ_DATABASE, when set, takes
         the place of this key (keep credentials out of this file).""")
     handlers: tuple[str, ...] = setting((), list_of_str(), """Python modules whose @handler
         functions the workers run, e.g. ["myapp.jobs"].""")
+    strict_types: bool = setting(False, BOOLEAN, """A producer that read this file
+        (JobQueue.from_config, jobq enqueue) refuses a job type no handler module serves; false:
+        it warns once per type. To know the served types it imports the handler modules once (from
+        its current directory, as a worker does), at the first job type it enqueues.""")
     max_payload_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True),
                                      "Largest accepted payload, in bytes of JSON.")
     max_result_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True), """Largest result a
@@ -251,13 +254,6 @@ MOVED = {"synchronous": "sqlite.synchronous", "busy_timeout": "sqlite.busy_timeo
 DATABASE_ENV = "JOBQ_DATABASE"  # when set, takes the place of the file's `database`
 
 
-def _check(source: str, dotted: str, key: Key, value: Any) -> Any:
-    ok_type = isinstance(value, key.types) and not isinstance(value, bool)
-    if not ok_type or not key.check(value):
-        raise ConfigError(f"{source}: key '{dotted}' = {value!r}: expected {key.expected}")
-    return value
-
-
 def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str | None = None) -> Config:
     """Validate raw TOML data and build a :class:`Config`."""
     top: dict[str, Any] = {}
@@ -299,7 +295,7 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
     try:
         return cfg.replace(database=database_mod.resolve(cfg.database, base_dir))
     except ValueError as exc:
-        raise ConfigError(f"{source}: key 'database' = {cfg.database!r}: {exc}") from None
+        raise ConfigError(f"{source}: key 'database' = {database_mod.redacted(cfg.database)!r}: {exc}") from None
 
 
 def _moved(source: str, dotted: str, value: Any) -> None:
@@ -311,19 +307,6 @@ def _moved(source: str, dotted: str, value: Any) -> None:
                           f"in the [{section_name}] table ({new})")
 
 
-def _table(source: str, prefix: str, keys: dict[str, Key], value: Any, what: str) -> dict[str, Any]:
-    """Check one table (``prefix`` names it in errors) against ``keys``."""
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: '{prefix}' must be a table ({what}), got {value!r}")
-    out = {}
-    for k, v in value.items():
-        spec = keys.get(k)
-        if spec is None:
-            raise ConfigError(f"{source}: unknown key '{prefix}.{k}' = {v!r} (known: {', '.join(sorted(keys))})")
-        out[k] = _check(source, f"{prefix}.{k}", spec, v)
-    return out
-
-
 def _schedules(source: str, value: Any) -> tuple[ScheduleConfig, ...]:
     """``[[schedule]]`` entries: each checked, the required keys present, the names unique."""
     if not isinstance(value, list):
@@ -331,7 +314,11 @@ def _schedules(source: str, value: Any) -> tuple[ScheduleConfig, ...]:
     out: list[ScheduleConfig] = []
     for i, entry in enumerate(value):
         prefix = f"schedule[{i}]"
-        checked = _table(source, prefix, SCHEDULE_KEYS, entry, "[[schedule]]")
+        try:
+            checked = _table(source, prefix, SCHEDULE_KEYS, entry, "[[schedule]]")
+        except ConfigError as exc:
+            named = entry.get("name") if isinstance(entry, dict) else None
+            raise ConfigError(f"{exc} (in the [[schedule]] named {named!r})" if isinstance(named, str) else str(exc)) from None
         for k in _SCHEDULE_REQUIRED:
             if k not in checked:
                 raise ConfigError(f"{source}: key '{prefix}.{k}' is missing: expected {SCHEDULE_KEYS[k].expected}")

@@ -16,10 +16,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .bounds import MAX_TYPE_LEN, type_name_error
+
 KEY = "jobq.key"          # field metadata: the field's Key
 SECTION = "jobq.section"  # field metadata: the section's dataclass
 DOC = "jobq.doc"          # field metadata: the section's description
 REQUIRED = object()       # default of a key that must be given (a [[schedule]]'s name, type, cron)
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the file, key, value and expectation."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ class Key:
     def type_name(self) -> str:
         """The TOML type a reader should write: integer, number, string, array or table."""
         names = {int: "integer", float: "number", str: "string", list: "array of strings",
-                 dict: "table"}
+                 dict: "table", bool: "boolean"}
         return names[float] if float in self.types else names[self.types[0]]
 
 
@@ -77,6 +83,32 @@ def list_of_str() -> Key:
 
 
 NONEMPTY_STR = Key((str,), "a non-empty string", lambda v: bool(v))
+BOOLEAN = Key((bool,), "true or false")
+JOB_TYPE = Key((str,), f"a job type name, as enqueue takes it: a non-empty string of at most {MAX_TYPE_LEN} "
+               "characters, no control characters",
+               lambda v: type_name_error(v) is None)
+
+
+def check_value(source: str, dotted: str, key: Key, value: Any) -> Any:
+    """``value`` if ``key`` accepts it, else ConfigError naming ``source``, the key and the value.
+    A boolean is only accepted where the key is one (TOML true is not the integer 1)."""
+    ok_type = isinstance(value, key.types) and isinstance(value, bool) == (bool in key.types)
+    if not ok_type or not key.check(value):
+        raise ConfigError(f"{source}: key '{dotted}' = {value!r}: expected {key.expected}")
+    return value
+
+
+def check_table(source: str, prefix: str, keys: dict[str, Key], value: Any, what: str) -> dict[str, Any]:
+    """Check one table (``prefix`` names it in errors) against ``keys``."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: '{prefix}' must be a table ({what}), got {value!r}")
+    out = {}
+    for k, v in value.items():
+        spec = keys.get(k)
+        if spec is None:
+            raise ConfigError(f"{source}: unknown key '{prefix}.{k}' = {v!r} (known: {', '.join(sorted(keys))})")
+        out[k] = check_value(source, f"{prefix}.{k}", spec, v)
+    return out
 
 
 def setting(default: Any, spec: Key, doc: str) -> Any:

@@ -85,8 +85,14 @@ class WorkerStore(Connection, Protocol):
         """Give back claimed, never started jobs (their attempt too); how many."""
         ...
 
-    def heartbeat(self, owner: str, now: float | Callable[[], float]) -> int:
-        """Refresh the leases of ``owner``'s running jobs and its process row; job count."""
+    def heartbeat(self, owner: str, now: float | Callable[[], float],
+                  holding: Sequence[str] | None = None) -> int:
+        """Refresh the leases of ``owner``'s running jobs that it holds (``holding``: their ids;
+        None: every one) and its process row; the renewed job count. With ``holding``, the
+        owner's running jobs not in it (claimed, but the claim's answer never reached the
+        worker: never started) are given back in the same statement or transaction: pending,
+        due now, their attempt returned. ``now`` (or a clock function, read once the write can
+        proceed) times the release; the leases' time is the engine's (see ``lease_ages``)."""
         ...
 
     def has_due(self, now: float) -> bool: ...
@@ -172,9 +178,10 @@ class OpsStore(Connection, Protocol):
 
     def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
 
-    def wal_bytes(self) -> int:
-        """Bytes of write-ahead log not yet reclaimed by upkeep (0 where the engine has none
-        it can measure): ``jobq status`` and the metrics show it."""
+    def wal_bytes(self) -> int | None:
+        """Bytes of write-ahead log not yet reclaimed by upkeep; None where the engine has no
+        log of jobq's own (PostgreSQL): ``jobq status``, ``top``, the dashboard and the metrics
+        show the WAL only where there is one."""
         ...
 
     def counts_by_type(self) -> list[dict[str, Any]]: ...
@@ -302,6 +309,19 @@ class Imported:
     present: list[str] = field(default_factory=list)    # already here, same status, attempts, updated_at
     differing: list[str] = field(default_factory=list)  # already here in another state: kept as it is
     key_taken: list[str] = field(default_factory=list)  # skipped: another job here holds its key
+    rejected: dict[str, str] = field(default_factory=dict)  # id -> why this engine cannot store the row
+
+    def sort_skipped(self, skipped: Sequence[Mapping[str, Any]], here: Mapping[str, Mapping[str, Any]]) -> None:
+        """File the rows an import's insert skipped, given the rows ``here`` by id (id, status,
+        attempts, updated_at): present (same state), differing, or kept out by a key (not here)."""
+        for r in skipped:
+            h = here.get(r["id"])
+            if h is None:
+                self.key_taken.append(r["id"])
+            elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
+                self.present.append(r["id"])
+            else:
+                self.differing.append(r["id"])
 
 
 class TransferStore(Connection, Protocol):
@@ -322,8 +342,11 @@ class TransferStore(Connection, Protocol):
         """Insert ``rows`` as they are (every column kept) in one transaction, with the
         ``attempts`` of the jobs inserted now. A job whose id is here already is left as it is
         (``present`` or ``differing``); one whose key another job here holds is skipped
-        (``key_taken``): nothing here is ever overwritten. Callers keep a call to a few hundred
-        rows."""
+        (``key_taken``): nothing here is ever overwritten. Each column is stored the way this
+        engine stores it (PostgreSQL: a NUL in an error as ``\\x00``, in JSON as ``\\u0000``);
+        a row this engine cannot store at all (a NUL in an id, type or key; a number out of its
+        range) is left out and named in ``rejected``, and the rest is imported. Callers keep a
+        call to a few hundred rows."""
         ...
 
     def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:

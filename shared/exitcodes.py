@@ -14,6 +14,7 @@
 | 9    | NOT_RUNNING         | CLI       | an ops command needs a running supervisor and none was found |
 | 10   | NOT_FOUND           | CLI       | a job named on the command line does not exist, or is not in a state the command applies to |
 | 11   | FENCED              | worker    | the worker could not renew its lease in time and stopped itself before the lease could expire (shared.fencing); its job runs again |
+| 12   | DESCRIPTORS_CLOSED  | worker    | a handler closed the worker's own file descriptors (``os.closerange``): it exited at once without touching the database; its job runs again |
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class ExitCode(enum.IntEnum):
     NOT_RUNNING = 9
     NOT_FOUND = 10
     FENCED = 11
+    DESCRIPTORS_CLOSED = 12
 
     @classmethod
     def describe(cls, code: int) -> str:

@@ -96,7 +96,22 @@ on_retry.__doc__ = "Mark ``fn(job, error)`` to run after a failed attempt is re-
 
 
 class HandlerImportError(RuntimeError):
-    """A handler module failed to import; ``str()`` includes the traceback."""
+    """A handler module failed to import. ``summary``: one line naming the module, the
+    ``handlers`` key (and its file, when known) and the error; ``traceback``: the import's
+    traceback; ``str()``: both, summary first."""
+
+    def __init__(self, module: str, summary: str, tb: str) -> None:
+        super().__init__(f"{summary}\n{tb}")
+        self.module, self.summary, self.traceback = module, summary, tb
+
+
+def import_failure(module: str, exc: BaseException, source: str | None = None) -> HandlerImportError:
+    """The :class:`HandlerImportError` for ``module`` failing with ``exc``; ``source``: the
+    config file whose ``handlers`` key names the module."""
+    where = f"handlers in {source}" if source else "handlers"
+    what = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, even for a multi-line message
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return HandlerImportError(module, f"handler module {module!r} ({where}) failed to import: {what}", tb)
 
 
 class Registry:
@@ -140,12 +155,13 @@ def _where(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
 
 
-def load_registry(modules: Iterable[str]) -> Registry:
+def load_registry(modules: Iterable[str], source: str | None = None) -> Registry:
     """Import each handler module and collect its handlers, then add the built-in job types
     (shared.builtin_jobs) that no module defined.
 
-    Raises :class:`HandlerImportError` naming the module, with the traceback, if one fails.
-    The current directory is put on ``sys.path`` first, as ``python -m`` users expect.
+    Raises :class:`HandlerImportError` naming the module (and ``source``, the config file that
+    lists it), with the traceback, if one fails. The current directory is put on ``sys.path``
+    first, as ``python -m`` users expect.
     """
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")
@@ -155,8 +171,7 @@ def load_registry(modules: Iterable[str]) -> Registry:
         try:
             mod = importlib.import_module(name)
         except BaseException as exc:  # SyntaxError, SystemExit from a module... all are boot failures
-            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            raise HandlerImportError(f"handler module {name!r} failed to import:\n{tb}") from exc
+            raise import_failure(name, exc, source) from exc
         registry.add_module(mod)
     from . import builtin_jobs  # here, not at the top: it imports this module
     for spec in builtin_jobs.specs():

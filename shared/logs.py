@@ -5,6 +5,7 @@
 
 Text: ``2026-11-30T14:01:29.123Z INFO job.completed id=... type=... attempt=1 duration=0.012``
 JSON (``log_format = "json"``): one object per line with ``ts``, ``level``, ``event`` and the fields.
+A ``traceback`` field is the exception: in the text format its lines follow the event's line.
 """
 from __future__ import annotations
 
@@ -50,14 +51,23 @@ def _text_value(v: Any) -> str:
     return json.dumps(s) if (" " in s or "\n" in s or '"' in s or s == "") else s
 
 
+TRACEBACK = "traceback"  # a field the text format writes after its line, as lines of their own
+
+
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         head = f"{iso(record.created)} {record.levelname} {record.getMessage()}"
-        line = "\n".join(" ".join([head, *(f"{k}={_text_value(v)}" for k, v in fields.items() if v is not None)])
-                         for fields in _rows(record))
+        line = "\n".join(_text_line(head, fields) for fields in _rows(record))
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+
+def _text_line(head: str, fields: dict[str, Any]) -> str:
+    """``head k=v ...``; a ``traceback`` field follows on lines of its own, readable as Python prints it."""
+    line = " ".join([head, *(f"{k}={_text_value(v)}" for k, v in fields.items() if v is not None and k != TRACEBACK)])
+    tb = fields.get(TRACEBACK)
+    return f"{line}\n{str(tb).rstrip()}" if tb else line
 
 
 class JsonFormatter(logging.Formatter):

@@ -8,12 +8,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
+import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from .handlers import HandlerSpec, PermanentError, Registry, RetryAfter
 from .job import Job, encode_json
+from .logs import event, get_logger
+
+log = get_logger("job")
 
 
 class JobLogger(logging.LoggerAdapter):
@@ -71,7 +76,7 @@ def execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
         return Outcome("failed", error=f"payload of job {job.id} (type {job.type!r}) cannot be decoded, "
                                        f"so the job failed without running: {job.payload_error}")
     try:
-        value = _call(spec, job.payload, ctx)
+        value = _own_call(spec, job, ctx)
     except PermanentError as exc:
         return Outcome("failed", error=_format(exc))
     except RetryAfter as exc:
@@ -87,6 +92,45 @@ def execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
         return Outcome("completed", result=encode_json(value, f"result of job {job.id} ({job.type!r})"))
     except (TypeError, ValueError) as exc:
         return Outcome("failed", error=str(exc))
+
+
+def _own_call(spec: HandlerSpec, job: Job, ctx: JobContext) -> Any:
+    """Call the handler in this process. A process the handler forked that comes back here,
+    returning or raising instead of ending with ``os._exit``, is not the caller (a worker's loop
+    would commit and claim under the worker's identity while the worker still runs the job): it
+    ends at once, with the status Python would give it (0, 1 after printing its traceback, or
+    its ``sys.exit`` code), and nothing of the caller's runs in it."""
+    pid = os.getpid()
+    try:
+        value = _call(spec, job.payload, ctx)
+    except SystemExit as exc:
+        if os.getpid() != pid:
+            _end_stray(job, pid, exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+        raise
+    except BaseException as exc:
+        if os.getpid() != pid:
+            _end_stray(job, pid, 1, exc)
+        raise
+    if os.getpid() != pid:
+        _end_stray(job, pid, 0)
+    return value
+
+
+def _end_stray(job: Job, parent: int, code: int, exc: BaseException | None = None) -> None:
+    """End a process forked by ``job``'s handler (in process ``parent``) that came back to its
+    caller: one ``job.stray_process`` line (with the traceback, when it raised), then
+    ``os._exit``: other buffers may hold the parent's output, and no cleanup the parent owns
+    runs here."""
+    try:
+        event(log, "job.stray_process", logging.WARNING, id=job.id, type=job.type, pid=os.getpid(),
+              parent=parent, code=code, error=_format(exc) if exc is not None else None,
+              note="a process the handler forked returned or raised instead of ending with "
+                   "os._exit; it ends here")
+        for handler in logging.getLogger("jobq").handlers + logging.getLogger().handlers:
+            handler.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def _call(spec: HandlerSpec, payload: Any, ctx: JobContext) -> Any:

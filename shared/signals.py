@@ -22,6 +22,7 @@ class SignalQueue:
         self._old_fd = -1
         self.installed = False
         self.pending = True  # something may be in the pipe: ``drain`` reads it only then
+        self._identity = self._pipe_identity()
 
     def install(self) -> "SignalQueue":
         """Install the handlers (main thread only)."""
@@ -54,6 +55,18 @@ class SignalQueue:
                 os.close(fd)
             except OSError:
                 pass
+
+    def _pipe_identity(self) -> tuple[tuple[int, int], ...]:
+        return tuple((st.st_dev, st.st_ino) for st in map(os.fstat, (self._r, self._w)))
+
+    def intact(self) -> bool:
+        """Are both ends of the pipe still open, and still this pipe? False once something
+        closed them (a handler's ``os.closerange``), even if their numbers were reused since:
+        the pipe then stands for every descriptor its owner opened."""
+        try:
+            return self._pipe_identity() == self._identity
+        except OSError:
+            return False
 
     @property
     def fileno(self) -> int:

@@ -20,7 +20,7 @@ import traceback
 from typing import Any
 
 from shared import config as config_mod
-from shared import admin, logs
+from shared import admin, logs, database as database_mod
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.dbfile import DatabaseFile
@@ -89,6 +89,7 @@ class Arbiter:
         self.db_file: DatabaseFile | None = None  # the file opened at boot (see check_db_file)
         self.db_problem: str | None = None        # set once that file is gone: no reopening
         self.spawner = Spawner()
+        self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
 
     @property
     def snapshot(self) -> str:
@@ -137,9 +138,9 @@ class Arbiter:
 
     def load(self) -> int:
         try:
-            self.registry = load_registry(self.config.handlers)
+            self.registry = load_registry(self.config.handlers, self.config.path)
         except HandlerImportError as exc:
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=exc.summary, traceback=exc.traceback)
             return ExitCode.BOOT_FAILED
         self.policy = JobPolicy(self.config, self.registry)
         self.token = owner_token(os.getpid(), self.host)
@@ -163,7 +164,7 @@ class Arbiter:
         self.spawner.after_boot(self.snapshot)
         self.slots = {i: Slot(i) for i in range(self.target)}
         event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
-              config=self.config.path, database=self.config.database, types=len(self.registry))
+              config=self.config.path, database=database_mod.redacted(self.config.database), types=len(self.registry))
         return ExitCode.OK
 
     # -- signals --------------------------------------------------------------------------------
@@ -231,11 +232,11 @@ class Arbiter:
         renew = False
         if new.handlers != self.config.handlers:
             try:
-                self.registry = load_registry(new.handlers)
+                self.registry = load_registry(new.handlers, new.path)
                 renew = True
             except HandlerImportError as exc:
-                event(log, "config.rejected", logging.ERROR, reason=why, key="handlers", error=str(exc),
-                      note="keeping the running handler modules")
+                event(log, "config.rejected", logging.ERROR, reason=why, key="handlers", error=exc.summary,
+                      note="keeping the running handler modules", traceback=exc.traceback)
                 new = new.replace(handlers=self.config.handlers)
         workers = new.supervisor.workers
         if self.override is not None and workers == self.file_config.supervisor.workers:
@@ -357,7 +358,7 @@ class Arbiter:
         try:
             self.spawner.check()
         except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc), where="template")
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc), where="template", traceback=exc.traceback)
             self.exit_code = ExitCode.BOOT_FAILED
             self.begin_halt("boot failed")
             return
@@ -460,7 +461,7 @@ class Arbiter:
         if problem is None:
             return False
         if self.db_problem is None:
-            event(log, "supervisor.database_replaced", logging.CRITICAL, database=self.config.database,
+            event(log, "supervisor.database_replaced", logging.CRITICAL, database=database_mod.redacted(self.config.database),
                   error=problem)
             self.db_problem = problem  # from now on db() refuses: reopening would use (or create) the new file
             self.exit_code = ExitCode.DATABASE_UNAVAILABLE
@@ -515,14 +516,16 @@ class Arbiter:
         """Act on our children's timeouts and expired leases (``ages``: the store's
         ``lease_ages``); the foreign owners whose every lease expired (for ``recover_foreign``)."""
         verdicts = maintenance.judge_running(running, ages, self.policy, now, self.host)
+        unlogged = self.timeout_log.unlogged(verdicts, running)
         by_owner = {s.owner: s for s in self.live()}
         for v in verdicts:
             slot = by_owner.get(v.owner)
             if slot is None:
                 continue
             if v.action == "timeout":
-                event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
-                      attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
+                if v in unlogged:
+                    event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
+                          attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
                 self.terminate(slot, v.reason)
             elif not slot.killed:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
@@ -586,7 +589,7 @@ class Arbiter:
         if self.db_problem is not None:
             raise StoreError(self.db_problem)
         if self.store is None:
-            self.store = open_store(self.config)
+            self.store = open_store(self.config, upkeep=True)
         return self.store
 
     def close_db(self) -> None:

@@ -113,7 +113,7 @@ def _control_commands(sub: argparse._SubParsersAction) -> None:
 
 def _config_commands(sub: argparse._SubParsersAction) -> None:
     p = _add(sub, "config", configcmd.cmd_config, "show, create or edit jobq.toml")
-    csub = p.add_subparsers(dest="config_command", metavar="show|init|set|reference", required=True)
+    csub = p.add_subparsers(dest="config_command", metavar="show|init|set|check|reference", required=True)
     show = csub.add_parser("show", help="print the config file (--effective: with every default)")
     show.add_argument("--effective", action="store_true")
     init = csub.add_parser("init", help="write a commented jobq.toml with every default")
@@ -121,8 +121,9 @@ def _config_commands(sub: argparse._SubParsersAction) -> None:
     cset = csub.add_parser("set", help="set one key (dotted: supervisor.workers), keeping comments")
     cset.add_argument("key", metavar="KEY")
     cset.add_argument("value", metavar="VALUE", help="TOML value; bare text is a string")
+    check = csub.add_parser("check", help="validate the file and import its handler modules (exit 3 or 4 if not)")
     ref = csub.add_parser("reference", help="print the reference of every key (Markdown)")
-    for c in (show, init, cset, ref):
+    for c in (show, init, cset, check, ref):
         _common(c, False)
 
 

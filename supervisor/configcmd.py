@@ -1,9 +1,14 @@
-"""``config show [--effective]``, ``config init [--force]``, ``config set KEY VALUE``.
+"""``config show [--effective]``, ``config init [--force]``, ``config set KEY VALUE``,
+``config check``.
 
 ``config set`` validates the whole file as it would be after the edit (``shared.config``) and
 writes it atomically, keeping the operator's comments and layout (:mod:`supervisor.tomledit`).
-A value the config refuses leaves the file as it was. A running supervisor notices the new file
-by itself (``config_poll_interval``).
+A value the config refuses leaves the file as it was; so does a ``handlers`` list naming a
+module that fails to import here (from the current directory, as ``jobq run`` would). A running
+supervisor notices the new file by itself (``config_poll_interval``).
+
+``config check`` validates the file and imports its handler modules: exit 0, 3 (invalid file)
+or 4 (a handler module failed to import: what ``jobq run`` would exit with).
 """
 from __future__ import annotations
 
@@ -14,9 +19,11 @@ from pathlib import Path
 import tomli_w
 
 from shared import config as config_mod
+from shared import database as database_mod
 from shared.config import SCHEMA, ConfigError
 from shared.exitcodes import ExitCode
 from shared.files import write_atomic
+from shared.handlers import HandlerImportError, load_registry
 
 from .configdoc import reference_markdown
 from .ctx import Ctx
@@ -25,8 +32,23 @@ from .tomledit import EditError, parse_value, set_key, toml_value
 
 
 def cmd_config(ctx: Ctx, args: argparse.Namespace) -> int:
-    return {"show": _show, "init": _init, "set": _set,
+    return {"show": _show, "init": _init, "set": _set, "check": _check,
             "reference": _reference}[args.config_command](ctx, args)
+
+
+def _check(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Validate the file (ConfigError: exit 3) and import its handler modules (exit 4 if one fails)."""
+    cfg = ctx.config
+    try:
+        types = load_registry(cfg.handlers, cfg.path).types()
+    except HandlerImportError as exc:
+        code = ctx.fail(exc.summary, ExitCode.BOOT_FAILED)  # the one line first, then the traceback
+        print(exc.traceback, end="", file=ctx.err)
+        return code
+    ctx.emit({"path": cfg.path, "handlers": list(cfg.handlers), "types": types},
+             f"{cfg.path}: valid; handler modules {', '.join(cfg.handlers) or '(none)'} import and serve "
+             f"{len(types)} job types: {', '.join(types)}")
+    return ExitCode.OK
 
 
 def _reference(ctx: Ctx, args: argparse.Namespace) -> int:
@@ -44,6 +66,7 @@ def _show(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.effective:
         cfg = ctx.config
         data = cfg.to_dict()
+        data["database"] = database_mod.redacted(cfg.database)  # a secret is for the engine only
         ctx.emit({"path": cfg.path, "config": data},
                  f"# effective configuration: {cfg.path} with every default filled in\n" + tomli_w.dumps(data))
         return ExitCode.OK
@@ -52,6 +75,7 @@ def _show(ctx: Ctx, args: argparse.Namespace) -> int:
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
     _ = ctx.config  # validate: an invalid file is reported with exit 3, not printed as if fine
+    text = database_mod.scrub(text, ctx.config.database)  # the file as written, less its password
     if ctx.json:
         ctx.emit({"path": str(path.resolve()), "config": tomllib.loads(text)})
     else:
@@ -83,7 +107,11 @@ def _set(ctx: Ctx, args: argparse.Namespace) -> int:
     value = parse_value(args.value)
     try:
         new_text = set_key(text, section, key, value)
-        config_mod.from_dict(tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent))
+        cfg = config_mod.from_dict(tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent))
+        if key == "handlers" and not section:
+            load_registry(cfg.handlers, str(path.resolve()))  # a typo in a module name is refused now, not at start-up
+    except HandlerImportError as exc:
+        return ctx.fail(f"config set {args.key}: refused: {exc.summary}; {path} is unchanged", ExitCode.CONFIG_INVALID)
     except EditError as exc:
         return ctx.fail(f"config set {args.key}: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
     except ConfigError as exc:

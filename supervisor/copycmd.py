@@ -5,7 +5,11 @@ The source is read in id order, ``--chunk`` jobs at a time; each chunk is import
 target in one transaction, with the attempt history of the jobs it inserts. Every column is kept
 (ids, times, attempts, results). A job whose id is in the target already is never overwritten,
 so running the same command again copies only what is new: that is how an interrupted copy
-resumes, and how a second copy after the switch catches the stragglers.
+resumes, and how a second copy after the switch catches the stragglers. Each column is written
+the way the target engine stores it (PostgreSQL keeps a NUL in an error visible as ``\\x00``,
+and escapes one in a payload or result as JSON does); a job the target cannot store at all is
+named (``rejected``) and the rest copied.
+Pending jobs copied wake the target's idle workers, as an enqueue does.
 
 Running jobs are not copied unless ``--status running`` asks: the copy would run again in the
 target while its worker still runs it in the source. With ``--delete`` the jobs copied are then
@@ -85,13 +89,13 @@ def cmd_copy(ctx: Ctx, args: argparse.Namespace) -> int:
         try:
             cfgs[flag] = base.replace(database=database_mod.resolve(value, os.getcwd()))
         except ValueError as exc:
-            return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {_redact(str(exc), value)}",
+            return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {database_mod.scrub(str(exc), value)}",
                             ExitCode.DATABASE_UNAVAILABLE)
     if cfgs["--from"].database == cfgs["--to"].database:
-        return ctx.fail(f"copy: --from and --to name the same database ({_shown(args.source)})", ExitCode.USAGE)
+        return ctx.fail(f"copy: --from and --to name the same database ({database_mod.redacted(args.source)})", ExitCode.USAGE)
     source_file = database_file(cfgs["--from"])
     if source_file is not None and not os.path.exists(source_file):
-        return ctx.fail(f"copy --from {_shown(args.source)}: no such database file", ExitCode.DATABASE_UNAVAILABLE)
+        return ctx.fail(f"copy --from {database_mod.redacted(args.source)}: no such database file", ExitCode.DATABASE_UNAVAILABLE)
     with _open(ctx, "--from", args.source, cfgs["--from"], migrate=False) as src:
         if isinstance(src, int):
             return src
@@ -123,20 +127,12 @@ class _open:
 
 def unavailable(ctx: Ctx, flag: str, value: str, exc: StoreError) -> int:
     """One line: which side, which database (password hidden), what went wrong."""
-    text = " ".join(_redact(str(exc), value).split())
-    return ctx.fail(f"copy {flag} {_shown(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE)
+    text = " ".join(database_mod.scrub(str(exc), value).split())
+    return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE)
 
 
 def _n(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
-
-
-def _shown(value: str) -> str:
-    return database_mod.redacted(value)
-
-
-def _redact(text: str, value: str) -> str:
-    return text.replace(value, _shown(value)) if value != _shown(value) else text
 
 
 class Copy:
@@ -183,6 +179,7 @@ class Copy:
             self.deleted += self.src.delete_copied([r for r in rows if r["id"] in same])
         for name in ("inserted", "present", "differing", "key_taken"):
             getattr(self.total, name).extend(getattr(got, name))
+        self.total.rejected.update(got.rejected)
         self.read += len(rows)
         self.after = rows[-1]["id"]
         return True
@@ -207,14 +204,16 @@ class Copy:
         data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts,
                 "already_there": len(t.present), "differing": t.differing, "key_taken": t.key_taken,
                 "deleted": len(self.deleted), "last_id": self.after or None,
-                "statuses": list(self.statuses)}
+                "statuses": list(self.statuses), "rejected": t.rejected}
         if not self.ctx.json:
             self._explain_skips()
         skipped = len(t.present) + len(t.differing) + len(t.key_taken)
         text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}) to "
-                f"{_shown(self.args.target)}, skipped {skipped} already there")
+                f"{database_mod.redacted(self.args.target)}, skipped {skipped} already there")
         if t.differing or t.key_taken:
             text += f" ({len(t.differing)} in another state there, {len(t.key_taken)} with a key taken there)"
+        if t.rejected:
+            text += f"; {_n(len(t.rejected), 'job')} the target cannot store"
         if self.args.delete:
             text += f"; deleted {len(self.deleted)} from the source"
         if not done:
@@ -230,3 +229,7 @@ class Copy:
                 print(f"jobq copy: job {i} {why}", file=self.ctx.err)
             if len(ids) > SHOW_IDS:
                 print(f"jobq copy: ... and {len(ids) - SHOW_IDS} more like that", file=self.ctx.err)
+        for i, why in list(self.total.rejected.items())[:SHOW_IDS]:
+            print(f"jobq copy: job {i} was not copied: the target cannot store it: {why}", file=self.ctx.err)
+        if len(self.total.rejected) > SHOW_IDS:
+            print(f"jobq copy: ... and {len(self.total.rejected) - SHOW_IDS} more like that", file=self.ctx.err)

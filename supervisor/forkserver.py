@@ -44,7 +44,12 @@ class TemplateUnsafe(TemplateGone):
 
 
 class TemplateFailed(RuntimeError):
-    """A handler module failed to import in the template; ``str()`` has the traceback."""
+    """A handler module failed to import in the template: ``str()`` says which and why in one
+    line; ``traceback`` is the import's traceback."""
+
+    def __init__(self, summary: str, tb: str = "") -> None:
+        super().__init__(summary)
+        self.traceback = tb
 
 
 def enabled() -> bool:
@@ -138,7 +143,7 @@ class ForkServer:
             return True
         self.close()
         if "failed" in msg:
-            raise TemplateFailed(msg["failed"])
+            raise TemplateFailed(msg["failed"], msg.get("traceback", ""))
         if "unsafe" in msg:
             raise TemplateUnsafe(msg["unsafe"])
         raise TemplateGone(f"unexpected message {msg!r}")

@@ -62,6 +62,23 @@ def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, no
     return out
 
 
+class TimeoutLog:
+    """The job attempts whose hard timeout was logged: ``job.timeout`` once per attempt, though
+    the verdict stands every maintenance round until the worker is gone (it may finish the job
+    in hand after its SIGTERM, and is killed only after ``kill_grace``)."""
+
+    def __init__(self) -> None:
+        self.logged: set[tuple[str, int]] = set()
+
+    def unlogged(self, verdicts: list[Verdict], running: list[Job]) -> list[Verdict]:
+        """The timeout verdicts not logged before (remembered as logged from now on); attempts
+        no longer ``running`` are forgotten."""
+        self.logged &= {(j.id, j.attempts) for j in running}
+        new = [v for v in verdicts if v.action == "timeout" and (v.job.id, v.job.attempts) not in self.logged]
+        self.logged |= {(v.job.id, v.job.attempts) for v in new}
+        return new
+
+
 def expired_owners(jobs: list[Job], ages: dict[str, float], lease: float) -> set[str]:
     """Owners every one of whose running jobs has a lease older than ``lease`` (seconds, on the
     database's clock). A live worker renews all its jobs' leases in one statement, so one fresh

@@ -3,9 +3,11 @@
 When ``metrics_port`` is set, :class:`MetricsServer` keeps a non-blocking listening socket whose
 fd (and those of connected clients) the arbiter's wait selects on; :meth:`MetricsServer.serve`
 then accepts, reads and answers inside the arbiter loop. A request is answered once its headers
-are in; a client that sends nothing for ``CLIENT_TIMEOUT`` is dropped, and at most
-``MAX_CLIENTS`` are held, so a slow or hostile client cannot stall the loop. Sockets are not
-inheritable: nothing crosses the fork of a worker.
+are in, and sent without blocking: what the socket does not take at once goes out as the client
+reads (the loop also waits for that). A client that sends nothing for ``CLIENT_TIMEOUT``, or does
+not read its answer within ``SEND_TIMEOUT``, is dropped, and at most ``MAX_CLIENTS`` are held,
+so a slow or hostile client cannot stall the loop. Sockets are not inheritable: nothing crosses
+the fork of a worker.
 
 What is exported (``text/plain; version=0.0.4``):
 - gauges read from the database at each scrape: jobs by status and type, scheduled jobs, the
@@ -17,6 +19,7 @@ What is exported (``text/plain; version=0.0.4``):
 from __future__ import annotations
 
 import logging
+import select
 import socket
 import time
 from typing import Any, Callable, Iterable
@@ -33,7 +36,8 @@ log = get_logger("supervisor")
 
 MAX_CLIENTS = 16
 MAX_REQUEST = 16 * 1024
-CLIENT_TIMEOUT = 5.0
+CLIENT_TIMEOUT = 5.0   # seconds a client has to send its request
+SEND_TIMEOUT = 10.0    # ... and to read the answer
 FOLD_EVERY = 5.0      # seconds between folds of the attempt feed when nobody scrapes
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -51,13 +55,27 @@ DOCS = {
 }
 
 
+class _Client:
+    """One connection: the request read so far, then the answer left to send."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.request = bytearray()
+        self.deadline = deadline           # monotonic: dropped then, however far it got
+        self.out: memoryview | None = None  # set once answered: what is still to send
+
+
 class MetricsServer:
     """The endpoint's sockets and the counters it accumulates. Inert while ``metrics_port`` is 0."""
 
     def __init__(self) -> None:
         self.address: tuple[str, int] | None = None   # what the config asks for
         self.listener: socket.socket | None = None
-        self.clients: dict[int, tuple[socket.socket, bytearray, float]] = {}
+        self.clients: dict[int, _Client] = {}
+        # Answers are sent without blocking: a client that does not read keeps its rest here and
+        # its socket in this epoll set, whose own fd (readable when one of them can take more)
+        # the loop selects on with the others. Linux only; elsewhere the loop's 1 s tick sends.
+        self.writable: Any = None
         self.feed: AttemptFeed | None = None
         self.next_fold = 0.0
         self.started = time.time()
@@ -72,9 +90,13 @@ class MetricsServer:
             self.address = want
             if want is not None:
                 self.listener = _listen(want)
+                if self.listener is not None and hasattr(select, "epoll"):
+                    self.writable = select.epoll()  # not inheritable, like the sockets
         if self.listener is None:
             return []
-        return [self.listener.fileno(), *self.clients]
+        reading = [fd for fd, c in self.clients.items() if c.out is None]
+        sending = self.writable is not None and len(reading) < len(self.clients)
+        return [self.listener.fileno(), *reading, *([self.writable.fileno()] if sending else [])]
 
     @property
     def port(self) -> int | None:
@@ -82,12 +104,14 @@ class MetricsServer:
         return self.listener.getsockname()[1] if self.listener is not None else None
 
     def close(self) -> None:
-        for sock, _, _ in self.clients.values():
-            sock.close()
-        self.clients.clear()
+        for fd in list(self.clients):
+            self._drop(fd)
         if self.listener is not None:
             self.listener.close()
             self.listener = None
+        if self.writable is not None:
+            self.writable.close()
+            self.writable = None
         self.address = None
 
     # -- the loop's part ------------------------------------------------------------------------
@@ -96,17 +120,26 @@ class MetricsServer:
               **gauges: float) -> None:
         """Handle what ``ready`` says is readable; answer complete requests with the metrics
         (``store()`` gives the supervisor's connection; ``gauges`` are extra values such as the
-        live and wanted worker counts). Never raises: a failed scrape is answered 500 and logged."""
+        live and wanted worker counts); send what answers clients can take now. Never blocks,
+        never raises: a failed scrape is answered 500 and logged."""
         if self.listener is None:
             return
         ready = set(ready)
         now_m = time.monotonic()
         if self.listener.fileno() in ready:
             self._accept(now_m)
-        for fd in [fd for fd in self.clients if fd in ready]:
-            self._read(fd, store, counters, gauges)
-        for fd, (sock, _, deadline) in list(self.clients.items()):
-            if now_m >= deadline:
+        scraped: list[tuple[str, str]] = []
+
+        def scrape() -> tuple[str, str]:  # requests that came in together share one scrape
+            if not scraped:
+                scraped.append(self._scrape(store, counters, gauges))
+            return scraped[0]
+        for fd in [fd for fd, c in self.clients.items() if fd in ready and c.out is None]:
+            self._read(fd, scrape, now_m)
+        for fd in [fd for fd, c in self.clients.items() if c.out is not None]:
+            self._send(fd)
+        for fd, client in list(self.clients.items()):
+            if now_m >= client.deadline:
                 self._drop(fd)
         if now_m >= self.next_fold:
             self.next_fold = now_m + FOLD_EVERY
@@ -125,13 +158,12 @@ class MetricsServer:
                 sock.close()
                 continue
             sock.setblocking(False)
-            self.clients[sock.fileno()] = (sock, bytearray(), now_m + CLIENT_TIMEOUT)
+            self.clients[sock.fileno()] = _Client(sock, now_m + CLIENT_TIMEOUT)
 
-    def _read(self, fd: int, store: Callable[[], OpsStore], counters: dict[str, int],
-              gauges: dict[str, float]) -> None:
-        sock, buf, _ = self.clients[fd]
+    def _read(self, fd: int, scrape: Callable[[], tuple[str, str]], now_m: float) -> None:
+        client = self.clients[fd]
         try:
-            data = sock.recv(4096)
+            data = client.sock.recv(4096)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -139,18 +171,19 @@ class MetricsServer:
         if not data:
             self._drop(fd)
             return
+        buf = client.request
         buf += data
         if b"\r\n\r\n" not in buf and b"\n\n" not in buf:
             if len(buf) > MAX_REQUEST:
-                self._answer(fd, "431 Request Header Fields Too Large", "request too large\n")
+                self._answer(fd, "431 Request Header Fields Too Large", "request too large\n", now_m)
             return
         method, path = _request_line(bytes(buf))
         if method != "GET":
-            self._answer(fd, "405 Method Not Allowed", "use GET /metrics\n")
+            self._answer(fd, "405 Method Not Allowed", "use GET /metrics\n", now_m)
         elif path.split("?")[0] != "/metrics":
-            self._answer(fd, "404 Not Found", "jobq metrics are at /metrics\n")
+            self._answer(fd, "404 Not Found", "jobq metrics are at /metrics\n", now_m)
         else:
-            self._answer(fd, *self._scrape(store, counters, gauges))
+            self._answer(fd, *scrape(), now_m)
 
     def _scrape(self, store: Callable[[], OpsStore], counters: dict[str, int],
                 gauges: dict[str, float]) -> tuple[str, str]:
@@ -172,22 +205,42 @@ class MetricsServer:
         except Exception as exc:  # noqa: BLE001 - retried at the next fold
             event(log, "metrics.fold_failed", logging.WARNING, error=repr(exc))
 
-    def _answer(self, fd: int, status: str, body: str) -> None:
-        sock, _, _ = self.clients[fd]
+    def _answer(self, fd: int, status: str, body: str, now_m: float) -> None:
+        """Queue the answer and send what the socket takes now; the rest goes out as the client
+        reads, until ``SEND_TIMEOUT`` (a client that never reads holds nothing up)."""
+        client = self.clients[fd]
         data = body.encode()
         head = (f"HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len(data)}\r\n"
                 f"Connection: close\r\n\r\n").encode()
+        client.out = memoryview(head + data)
+        client.deadline = now_m + SEND_TIMEOUT
+        if self.writable is not None:
+            self.writable.register(fd, select.EPOLLOUT)
+        self._send(fd)
+
+    def _send(self, fd: int) -> None:
+        """Send what the client's socket takes without blocking; drop it once all is sent."""
+        client = self.clients[fd]
+        out = client.out
         try:
-            sock.settimeout(1.0)  # a small answer to a live client: the kernel buffer takes it at once
-            sock.sendall(head + data)
+            while out:
+                out = out[client.sock.send(out):]
+        except (BlockingIOError, InterruptedError):
+            client.out = out
+            return
         except OSError:
-            pass
+            pass  # the client went away: nothing more to send
         self._drop(fd)
 
     def _drop(self, fd: int) -> None:
-        sock, _, _ = self.clients.pop(fd)
+        client = self.clients.pop(fd)
+        if client.out is not None and self.writable is not None:
+            try:
+                self.writable.unregister(fd)
+            except OSError:
+                pass
         try:
-            sock.close()
+            client.sock.close()
         except OSError:
             pass
 
@@ -231,7 +284,9 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
     age = max(now - parse_iso(max(oldest["run_at"], oldest["created_at"])), 0.0) if oldest else 0.0
     out.gauge("jobq_oldest_pending_age_seconds", "How long the longest-waiting due job has waited.", age)
     out.gauge("jobq_paused", "1 while the queue is paused.", int(store.is_paused()))
-    out.gauge("jobq_wal_bytes", "Size of the SQLite write-ahead log.", store.wal_bytes())
+    wal = store.wal_bytes()
+    if wal is not None:  # PostgreSQL: no log of jobq's own, no gauge
+        out.gauge("jobq_wal_bytes", "Size of the SQLite write-ahead log.", wal)
     for name, value in sorted(gauges.items()):
         out.gauge(f"jobq_{name}", DOCS.get(name, f"Supervisor gauge {name}."), value)
     out.gauge("jobq_metrics_start_time_seconds", "When these counters started (Unix time).", started)

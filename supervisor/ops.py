@@ -8,11 +8,13 @@ are still acted on).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import re
 import sys
-from typing import Any, Iterable, TextIO
+import warnings
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 from shared import admin
 from shared.api import JobQueue
@@ -20,6 +22,7 @@ from shared.bounds import MAX_DEPTH
 from shared.clock import iso, parse_iso
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
+from shared.typecheck import UnservedTypeWarning
 
 from . import render
 from .ctx import Ctx
@@ -27,6 +30,7 @@ from .ctx import Ctx
 ENQUEUE_BATCH = 1000
 LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
 MIN_PREFIX = 4
+MAX_MATCHES = 100  # an ambiguous prefix: how many matches are counted before "more than"
 MAX_LIST = 10_000_000  # `jobs --limit`: SQLite takes 64-bit integers; a larger number is a typo
 
 
@@ -48,7 +52,7 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
     except ValueError as exc:
         return ctx.fail(f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
                         ExitCode.USAGE)
-    with JobQueue(config=ctx.config, clock=ctx.clock) as q:
+    with _queue(ctx) as q:
         try:
             job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
                                max_attempts=args.max_attempts, key=args.key)
@@ -72,7 +76,7 @@ def _enqueue_file(ctx: Ctx, path: str) -> int:
         return ctx.fail(f"enqueue --file {name}: {exc.strerror}", ExitCode.USAGE)
     except ValueError as exc:
         return ctx.fail(f"enqueue --file {exc} (nothing was written)", ExitCode.USAGE)
-    with JobQueue(config=ctx.config, clock=ctx.clock) as q:
+    with _queue(ctx) as q:
         try:
             ids = q.enqueue_many(items, batch_size=ENQUEUE_BATCH)
         except (TypeError, ValueError) as exc:
@@ -82,6 +86,20 @@ def _enqueue_file(ctx: Ctx, path: str) -> int:
     ctx.emit({"ids": ids}, "\n".join(ids) if ids else None)
     print(f"enqueued {len(ids)} jobs from {name}", file=ctx.err)
     return ExitCode.OK
+
+
+@contextlib.contextmanager
+def _queue(ctx: Ctx) -> Iterator[JobQueue]:
+    """A queue that checks each job type against the config's handler modules: a type none
+    serves is refused (``strict_types``: ValueError, exit 2) or warned about on stderr."""
+    with JobQueue(config=ctx.config, clock=ctx.clock).check_types() as q, \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnservedTypeWarning)
+        try:
+            yield q
+        finally:
+            for w in caught:
+                print(f"jobq: warning: {w.message}", file=ctx.err)
 
 
 def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int]]:
@@ -120,34 +138,71 @@ def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail(f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE)
     with ctx.store() as store:
         rows = admin.list_jobs(store, args.status, args.type, args.limit)
-    ctx.emit(rows, render.jobs_text(rows))
+    ctx.emit(rows, render.jobs_text(with_max(ctx, rows)))
     return ExitCode.OK
 
 
 def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
     with ctx.store() as store:
         job_id = resolve_id(store, args.id)
-        if job_id is None or isinstance(job_id, list):
-            what = "no job has that id" if not job_id else f"{len(job_id)}+ jobs start with it: give more of the id"
-            return ctx.fail(f"show {args.id}: {what}", ExitCode.NOT_FOUND)
+        if not isinstance(job_id, str):
+            return ctx.fail(f"show {args.id}: {unresolved(job_id, 'no job has that id')}", ExitCode.NOT_FOUND)
         job = store.get(job_id)
         history = [dict(h, run_s=ran_s(h)) for h in admin.attempt_history(store, job_id)]
     data = dataclasses.asdict(job)
-    ctx.emit({"job": data, "attempts": history}, render.job_text(data, history))
+    ctx.emit({"job": data, "attempts": history}, render.job_text(with_max(ctx, [data])[0], history))
     return ExitCode.OK
+
+
+def with_max(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as the text output shows them: a job enqueued without max_attempts shows the
+    config's (``[types]``, else ``retry.max_attempts``): ``1/5``, not ``1/-``. A handler's own
+    ``@handler(max_attempts=...)`` is not seen: listing jobs imports no handler module."""
+    cfg = ctx.config
+    return [r if r["max_attempts"] else
+            dict(r, max_attempts=cfg.for_type(r["type"]).max_attempts or cfg.retry.max_attempts) for r in rows]
 
 
 def resolve_id(store: Any, text: str) -> str | list[str] | None:
     """An exact id, else the one id starting with ``text`` (at least MIN_PREFIX characters);
-    a list when several match; None when none does."""
+    a list when several match (at most MAX_MATCHES + 1 of them); None when none does.
+    Every command that names jobs and the dashboard resolve ids with this (or resolve_ids)."""
     if store.get(text) is not None:
         return text
+    return _by_prefix(store, text)
+
+
+def _by_prefix(store: Any, text: str) -> str | list[str] | None:
     if len(text) < MIN_PREFIX:
         return None
-    found = admin.find_ids(store, text.lower(), limit=2)
+    found = admin.find_ids(store, text.lower(), limit=MAX_MATCHES + 1)
     if len(found) == 1:
         return found[0]
     return found or None
+
+
+def resolve_ids(store: Any, texts: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Resolve ids or unique prefixes as :func:`resolve_id` does, with one query for the exact
+    ids: ``({text: id}, {text: why not})``, each in the order given, duplicates once."""
+    texts = list(dict.fromkeys(texts))
+    exact = admin.statuses(store, texts)
+    found: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    for text in texts:
+        got = text if text in exact else _by_prefix(store, text)
+        if isinstance(got, str):
+            found[text] = got
+        else:
+            missing[text] = unresolved(got)
+    return found, missing
+
+
+def unresolved(found: list[str] | None, none: str = "no such job") -> str:
+    """Why an id did not resolve: ``none`` when no job matches, else how many start with it."""
+    if not found:
+        return none
+    many = f"more than {MAX_MATCHES}" if len(found) > MAX_MATCHES else str(len(found))
+    return f"{many} jobs start with it: give more of the id"
 
 
 def ran_s(h: dict[str, Any]) -> float | None:
@@ -185,25 +240,29 @@ RESUMED_TEXT = "resumed: workers claim jobs again"
 
 
 def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
-    """Retry the named jobs (the rules and messages of ``jobq retry ID...``)."""
-    ids = list(ids)
-    done = admin.retry_jobs(store, ids, now)
-    return Outcome("retried", done, _why_not(store, ids, done, RETRY_RULE))
+    """Retry the named jobs, by id or unique prefix (the rules and messages of ``jobq retry ID...``)."""
+    return _act(store, ids, "retried", lambda found: admin.retry_jobs(store, found, now), RETRY_RULE)
 
 
 def cancel_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
-    """Cancel the named jobs (the rules and messages of ``jobq cancel ID...``)."""
-    ids = list(ids)
-    done = admin.cancel_jobs(store, ids, now)
-    return Outcome("cancelled", done, _why_not(store, ids, done, CANCEL_RULE))
+    """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel ID...``)."""
+    return _act(store, ids, "cancelled", lambda found: admin.cancel_jobs(store, found, now), CANCEL_RULE)
 
 
 def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
     """Delete the named finished jobs and their attempt history (the dashboard's purge of a
     selection; ``jobq purge`` deletes by status and age)."""
-    ids = list(ids)
-    done = admin.purge_jobs(store, ids)
-    return Outcome("purged", done, _why_not(store, ids, done, PURGE_RULE))
+    return _act(store, ids, "purged", lambda found: admin.purge_jobs(store, found), PURGE_RULE)
+
+
+def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]], list[str]],
+         rule: str) -> Outcome:
+    """Resolve ``texts`` (:func:`resolve_ids`), act on the jobs found; an id that did not resolve
+    is skipped with the reason, one the action did not apply to with ``rule``."""
+    found, skipped = resolve_ids(store, texts)
+    ids = list(dict.fromkeys(found.values()))
+    done = act(ids)
+    return Outcome(verb, done, {**_why_not(store, ids, done, rule), **skipped})
 
 
 def set_paused(store: Any, paused: bool) -> str:

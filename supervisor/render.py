@@ -65,6 +65,12 @@ def size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+def wal_note(snap: dict[str, Any]) -> str:
+    """`` (WAL 1.2 MiB)`` after the database, or nothing where the engine has no WAL of jobq's
+    own (PostgreSQL: ``wal_bytes`` is None)."""
+    return "" if snap.get("wal_bytes") is None else f" (WAL {size(snap['wal_bytes'])})"
+
+
 def sparkline(values: Sequence[float | None], ascii_only: bool = False) -> str:
     """One character per value, scaled from 0 to the largest; None (no data) is a space."""
     chars = ASCII_SPARKS if ascii_only else SPARKS
@@ -100,7 +106,7 @@ def _header(snap: dict[str, Any]) -> str:
     paused = "PAUSED (workers claim nothing; `jobq resume`)" if snap["paused"] else "active"
     oldest = snap["oldest_due"]
     old = (f"{duration(oldest['age_s'])} (job {oldest['id']}, {oldest['type']})" if oldest else "-")
-    rows = [("database", f"{snap['database']} (WAL {size(snap['wal_bytes'])})"), ("supervisor", sup),
+    rows = [("database", f"{snap['database']}{wal_note(snap)}"), ("supervisor", sup),
             ("queue", paused), ("oldest due", old)]
     if snap.get("unowned"):
         rows.append(("unowned", f"{len(snap['unowned'])} running jobs have no registered worker (a worker "

@@ -83,7 +83,7 @@ class Spawner:
                 if server.reaped is None:
                     self.retired[server.pid] = server  # reaped by the loop
                 raise
-            self._lost(server, f"a handler module failed to import:\n{exc}", restart=False)
+            self._lost(server, str(exc), restart=False)
         except TemplateGone as exc:  # a template that cannot fork safely will not on a restart
             self._lost(server, str(exc), restart=not isinstance(exc, TemplateUnsafe))
 

@@ -10,8 +10,9 @@ import json
 import time
 from typing import Any
 
-from shared import activity, admin, schedule
+from shared import activity, admin, cron, schedule
 from shared.clock import iso, parse_iso
+from shared.database import redacted
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES
 from shared.contract import OpsStore
@@ -42,7 +43,7 @@ def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = N
         s["counters"] = counters.get(s["token"], {})
         s["up_s"] = round(s["up_s"], 3)
     snap = {
-        "now": iso(now), "database": store.location, "wal_bytes": store.wal_bytes(), "paused": store.is_paused(),
+        "now": iso(now), "database": redacted(store.location), "wal_bytes": store.wal_bytes(), "paused": store.is_paused(),
         "supervisors": sups, "jobs": jobs, "by_type": _with_scheduled(by_type, scheduled),
         "oldest_due": _oldest(store, now), "workers": workers(store, now),
         "unowned": admin.running_without_worker(store),
@@ -50,12 +51,24 @@ def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = N
     if config is not None:
         snap["schedules"] = [{"name": r.name, "type": r.type, "cron": r.cron, "timezone": r.timezone,
                               "next_at": iso(r.next_at) if r.next_at is not None else None,
-                              "last_tick": iso(r.last_tick) if r.last_tick is not None else None}
+                              "last_tick": _iso(enqueued_tick(r))}
                              for r in schedule.next_runs(config, now, store)]
     if detail:
         snap["throughput"] = throughput(store, now)
         snap["latency"] = latency(store, now)
     return snap
+
+
+def enqueued_tick(run: schedule.NextRun) -> float | None:
+    """The last tick ``run``'s schedule handled, or None: the mark a supervisor writes when it
+    first sees a schedule (or its timing changes) holds that moment, which is no tick of the
+    cron expression, and no job was enqueued for it."""
+    t = run.last_tick
+    return t if t is not None and cron.next_after(run.cron, run.timezone, t - 1.0) == t else None
+
+
+def _iso(t: float | None) -> str | None:
+    return iso(t) if t is not None else None
 
 
 def _with_scheduled(by_type: dict[str, dict[str, int]], scheduled: dict[str, int]) -> dict[str, Any]:

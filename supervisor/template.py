@@ -46,7 +46,7 @@ def default_toml() -> str:
 
 def shipped_toml() -> str:
     """The text of the repository's ``jobq.toml``."""
-    return config_toml(Config(handlers=("examples.handlers",), schedules=(CLEANUP,)), SHIPPED_HEADER,
+    return config_toml(Config(handlers=("examples.handlers", "examples.tasks"), schedules=(CLEANUP,)), SHIPPED_HEADER,
                        marked={"handlers"})
 
 

@@ -132,8 +132,8 @@ class TopView:
         sup = (f"supervisor pid {live[0]['pid']} up {render.duration(live[0]['up_s'])}" if live
                else "supervisor NOT RUNNING")
         state = "PAUSED" if s["paused"] else "active"
-        return (f" jobq top  {s['database']}  {s['now'][11:19]}Z  {sup}  queue {state}  "
-                f"WAL {render.size(s['wal_bytes'])}  (q quits)")
+        wal = f"WAL {render.size(s['wal_bytes'])}  " if s["wal_bytes"] is not None else ""
+        return f" jobq top  {s['database']}  {s['now'][11:19]}Z  {sup}  queue {state}  {wal}(q quits)"
 
     def _queue(self, bold: int) -> list[tuple[str, int]]:
         s = self.snap

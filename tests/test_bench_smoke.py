@@ -4,10 +4,14 @@ Benchmarks are not tests: nothing here looks at how fast anything was.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,6 +37,39 @@ def test_bench_smoke_writes_expected_json(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]  # temp folders removed
 
 
+# Run `python -m bench` as if only the test extra were installed: the bench extra's packages
+# (psycopg, Procrastinate, Huey) cannot be imported in the bench process.
+WITHOUT_BENCH_EXTRA = ("import runpy, sys\n"
+                       "for name in ('psycopg', 'procrastinate', 'huey'):\n"
+                       "    sys.modules[name] = None  # import raises ImportError\n"
+                       "sys.argv[0] = 'bench'\n"
+                       "runpy.run_module('bench', run_name='__main__', alter_sys=True)\n")
+
+
+def test_bench_smoke_on_sqlite_needs_only_the_test_extra(tmp_path: Path) -> None:
+    """Issue 21: `python -m bench` imported psycopg even for SQLite. The PostgreSQL modules are
+    imported only for a --database run; Huey, when missing, is skipped with a note."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_BENCH_EXTRA, "--smoke", "--only", "enqueue", "--json",
+                           str(out), "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "huey is not installed" in proc.stderr
+    data = json.loads(out.read_text())
+    assert data["meta"]["huey"] is None and set(data["results"]["enqueue"]) == {"jobq", "raw"}
+
+
+def require_bench_extra() -> None:
+    """The PostgreSQL bench compares jobq with Huey and Procrastinate: it needs the bench extra.
+    Without it the test skips saying so (fails under JOBQ_REQUIRE_POSTGRES=1, as a missing server does)."""
+    missing = [m for m in ("huey", "procrastinate") if importlib.util.find_spec(m) is None]
+    if not missing:
+        return
+    why = f"the PostgreSQL bench needs the bench extra ({', '.join(missing)} missing): pip install -e '.[bench]'"
+    if os.environ.get("JOBQ_REQUIRE_POSTGRES") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
 def _bench_schemas(url: str) -> set[str]:
     import psycopg
     with psycopg.connect(url, autocommit=True) as c:
@@ -45,6 +82,7 @@ def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path) -> None:
     JOBQ_REQUIRE_POSTGRES=1)."""
     from tests.engines import postgres_url, require_postgres
     require_postgres()
+    require_bench_extra()
     url = postgres_url()
     before = _bench_schemas(url)
     out = tmp_path / "bench.json"

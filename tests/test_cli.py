@@ -157,6 +157,23 @@ def test_show_prints_payload_error_and_history_by_id_or_prefix(cfg):
     assert r.returncode == ExitCode.NOT_FOUND and "no job has that id" in r.stderr
 
 
+def test_jobs_and_show_give_the_configured_max_attempts_of_a_job_that_sets_none(tmp_path):
+    """Issue 21: a completed job showed ``1/-``; it shows the max the config gives its type."""
+    cfg = write_config(tmp_path, handlers=["opsjobs"], retry={"max_attempts": 5},
+                       types={"ops:fail": {"max_attempts": 7}})
+    done = ok(jobq(cfg, "enqueue", "ops:ok", "--priority", "1")).strip()
+    typed = ok(jobq(cfg, "enqueue", "ops:fail")).strip()
+    own = ok(jobq(cfg, "enqueue", "ops:fail", "--max-attempts", "2", "--priority", "-1")).strip()
+    now = SystemClock().now()
+    with store_of(cfg) as s:
+        (job,) = s.claim(OWNER, 1111, now, 1)
+        assert job.id == done and s.finish(Finish("completed", job.id, job.attempts, None), OWNER, now)
+    attempts = {ln.split()[0]: ln.split()[3] for ln in ok(jobq(cfg, "jobs")).splitlines()[1:]}
+    assert attempts == {done: "1/5", typed: "0/7", own: "0/2"}
+    assert "max_attempts  5\n" in ok(jobq(cfg, "show", done))
+    assert as_json(jobq(cfg, "show", done, "--json"))["job"]["max_attempts"] is None  # the stored value
+
+
 # -- supervisor down: act on jobs -------------------------------------------------------------------
 
 
@@ -189,6 +206,26 @@ def test_cancel_pending_jobs_only(cfg):
     assert r.returncode == ExitCode.NOT_FOUND
     assert json.loads(r.stdout) == {"cancelled": [], "skipped": {b: "is cancelled: cancel applies to pending jobs "
                                                                  "(a running job finishes or fails on its own)"}}
+
+
+def test_retry_and_cancel_take_the_id_prefixes_show_takes(cfg):
+    """Issue 21: one resolver for every command (and the dashboard's actions): a unique prefix
+    works everywhere `show` takes it; an ambiguous one is refused saying how many match."""
+    a = ok(jobq(cfg, "enqueue", "ops:ok")).strip()
+    b = ok(jobq(cfg, "enqueue", "ops:fail")).strip()
+    ok(jobq(cfg, "show", b[:12]))
+    r = jobq(cfg, "cancel", b[:12])
+    assert ok(r) == f"cancelled {b}\n"
+    assert ok(jobq(cfg, "retry", b[:12])) == f"retried {b}\n"
+    common = next(i for i in range(len(a)) if a[i] != b[i])
+    assert common >= 4  # ids start with the time in ms: two made in a row share their first digits
+    for cmd in ("show", "retry", "cancel"):
+        r = jobq(cfg, cmd, a[:common])
+        assert r.returncode == ExitCode.NOT_FOUND, (cmd, r.stderr)
+        assert "2 jobs start with it: give more of the id" in r.stdout + r.stderr, (cmd, r.stdout, r.stderr)
+    assert job_row(cfg, a)["status"] == "pending" and job_row(cfg, b)["status"] == "pending"
+    r = jobq(cfg, "cancel", "ffffffffffff", "--json")
+    assert r.returncode == ExitCode.NOT_FOUND and json.loads(r.stdout)["skipped"] == {"ffffffffffff": "no such job"}
 
 
 def test_purge_deletes_old_finished_jobs_and_their_history(cfg):

@@ -233,3 +233,22 @@ def test_a_new_key_is_a_one_place_change():
     assert keys_of(Extra)["knob"].expected == "an integer >= 1 and <= 9"
     assert "".join(_table("extra", Extra, {"knob": 7}, set())) == "# A knob for the test.\nknob = 7\n"
     assert config_toml(Config(), "h")  # the real tables still render
+
+
+@pytest.mark.parametrize("jtype", ["nightly\x07", "a\nb", " ", "x" * 201])
+def test_a_schedule_type_follows_the_rule_enqueue_applies(jtype):
+    """Issue 21: a [[schedule]] type enqueue would refuse is refused when the file is read,
+    naming the file, the entry and the key (it used to fail at every tick instead)."""
+    entry = {"name": "nightly-report", "type": jtype, "cron": "0 3 * * *"}
+    with pytest.raises(ConfigError, match=r"^jobq\.toml: key 'schedule\[1\]\.type' = .*expected a job type name, as "
+                                          r"enqueue takes it.* \(in the \[\[schedule\]\] named 'nightly-report'\)$"):
+        from_dict({"schedule": [dict(entry, name="ok", type="report:generate"), entry]}, source="jobq.toml")
+
+
+def test_strict_types_is_a_boolean_and_off_by_default():
+    assert Config().strict_types is False and from_dict({"strict_types": True}).strict_types is True
+    for value in (1, "true"):
+        with pytest.raises(ConfigError, match=f"key 'strict_types' = {value!r}: expected true or false"):
+            from_dict({"strict_types": value}, source="jobq.toml")
+    with pytest.raises(ConfigError, match="key 'supervisor.workers' = True: expected an integer"):
+        from_dict({"supervisor": {"workers": True}}, source="jobq.toml")

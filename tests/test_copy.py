@@ -352,3 +352,83 @@ def test_delete_copied_keeps_a_job_that_started_or_changed_meanwhile(side):
         assert sorted(gone) == sorted({j.id for j in jobs} - {started.id, running.id})
         assert {r["id"] for r in s.export_jobs("", 10)} == {started.id, running.id}
         assert s.counts() == {"pending": 1, "running": 1}
+
+
+# -- what the target engine can store (issue 21 case 10) --------------------------------------------
+
+
+def _nul_source(src: Side) -> dict[str, str]:
+    """A SQLite source whose texts hold NUL where SQLite lets them: a failure's error (and its
+    attempt's), a result, a payload; one job with NUL in its key, one with a priority beyond
+    PostgreSQL's integer, one plain job. name -> id."""
+    import sqlite3
+    with src.open() as s:
+        ids = {}
+        for name in ("failed", "done", "payload", "keyed", "huge", "plain"):
+            ids[name] = s.enqueue([NewJob(id=new_id(), type=f"copy:{name}", payload='{"n": 1}', priority=0,
+                                          run_at=T0, max_attempts=1, key=None)], T0)[0]
+        claimed = {j.id: j for j in s.claim(OWNER, 4242, T0 + 1, limit=10)}
+        s.finish_and_claim([Finish("failed", ids["failed"], claimed[ids["failed"]].attempts, "bad\x00byte",
+                                   max_attempts=1),
+                            Finish("completed", ids["done"], claimed[ids["done"]].attempts, '"ok"')],
+                           OWNER, 4242, T0 + 2, 0)
+    c = sqlite3.connect(src.database.removeprefix("sqlite://"), isolation_level=None)
+    c.execute("UPDATE jobs SET status = 'pending', owner = NULL, owner_pid = NULL, heartbeat_at = NULL, "
+              "started_at = NULL WHERE status = 'running'")
+    c.execute("UPDATE jobs SET result = ? WHERE id = ?", ('"a\x00b"', ids["done"]))
+    c.execute("UPDATE jobs SET payload = ? WHERE id = ?", ('{"s": "x\x00y"}', ids["payload"]))
+    c.execute("UPDATE jobs SET key = ? WHERE id = ?", ("k\x00ey", ids["keyed"]))
+    c.execute("UPDATE jobs SET priority = ? WHERE id = ?", (1 << 40, ids["huge"]))
+    c.close()
+    return ids
+
+
+def test_nul_in_texts_is_copied_as_the_target_stores_it_and_a_row_it_cannot_store_is_named(tmp_path, lite, pg):
+    """SQLite to PostgreSQL: NUL in an error and an attempt's error arrive as ``\\x00`` (how the
+    engine writes errors), in a result or payload (JSON) as ``\\u0000``, which decodes to the same
+    value; the job with NUL in its key and the one whose priority the target cannot hold are not
+    copied but named with why; the rest is copied."""
+    src = lite("nul")
+    ids = _nul_source(src)
+    r = copy(tmp_path, src, pg, "--status", "all")
+    got = summary(r)
+    assert sorted(got["rejected"]) == sorted([ids["keyed"], ids["huge"]])
+    assert "NUL" in got["rejected"][ids["keyed"]] and "key" in got["rejected"][ids["keyed"]]
+    assert got["copied"] == 4
+    with pg.open() as d:
+        assert d.get(ids["failed"]).error == "bad\\x00byte" and d.get(ids["failed"]).status == "failed"
+        assert d.get(ids["done"]).status == "completed"
+        assert json.loads(rows(d)[ids["done"]]["result"]) == "a\x00b"
+        assert json.loads(rows(d)[ids["payload"]]["payload"]) == {"s": "x\x00y"}
+        assert d.get(ids["plain"]) is not None
+        assert d.get(ids["keyed"]) is None and d.get(ids["huge"]) is None
+        assert [a["error"] for a in history(d, [ids["failed"]])[ids["failed"]]] == ["bad\\x00byte"]
+    text = copy(tmp_path, src, pg, "--status", "all", json_out=False)  # again: named on stderr
+    assert text.returncode == 0
+    assert f"job {ids['keyed']} was not copied" in text.stderr and f"job {ids['huge']}" in text.stderr
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
+def test_copied_due_jobs_wake_the_targets_idle_workers(tmp_path, lite, request, engine):
+    """A supervisor on the target whose worker is idle (poll_interval 30 s, and no follower that
+    polls): a due job copied in starts at once, as an enqueued one does (on PostgreSQL it used to
+    wait for the next poll)."""
+    from shared import JobQueue
+    from shared.config import load
+    from tests.proc import Running, write_config
+    log = tmp_path / "events.log"
+    target = request.getfixturevalue("pg") if engine == "postgresql" else Side(f"sqlite://{tmp_path / 'q.db'}")
+    where = {"database": target.database, "postgres": {"schema": target.schema}} if engine == "postgresql" else {}
+    cfg = write_config(tmp_path, worker={"poll_interval": 30}, supervisor={"workers": 1}, **where)
+    sup = Running(cfg)
+    try:
+        with JobQueue(config=load(str(cfg))) as q:   # the workers have run one: they are idle now
+            q.enqueue("test:noop", {"log": str(log)})
+            wait_until(lambda: q.counts().get("completed") == 1, what="the warm-up job done")
+        src = lite("wake")
+        with JobQueue(src.database.removeprefix("sqlite://")) as s:
+            job = s.enqueue("test:noop", {"log": str(log)})
+        summary(copy(tmp_path, src, target))
+        wait_until(lambda: job in log.read_text(), timeout=3, what="the copied job to start")
+    finally:
+        sup.close()

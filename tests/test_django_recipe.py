@@ -1,10 +1,13 @@
 """The Django recipe (examples/django_app, docs/django.md): a view saves an order and enqueues its
 job in one transaction through jobq's ``conn=``; a request that fails after the enqueue leaves
-neither the order nor the job. Real Django, real requests (the test client), one SQLite file."""
+neither the order nor the job. Real Django, real requests (the test client), one SQLite file.
+The recipe runs from a temporary copy: the source tree is left as it was."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +18,15 @@ django = pytest.importorskip("django", reason="Django is in the test extra: pip 
 APP = Path(__file__).resolve().parents[1] / "examples" / "django_app"
 
 
+def copy_of_app(folder: Path) -> Path:
+    """The recipe's files, copied to ``folder`` (no byte code): run there, never in the tree."""
+    return Path(shutil.copytree(APP, folder / "django_app", ignore=shutil.ignore_patterns("__pycache__")))
+
+
+def tree_files() -> set[Path]:
+    return {p for p in APP.rglob("*") if "__pycache__" not in p.parts}
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """Django set up on a fresh database file, migrated (Django's tables and jobq's)."""
@@ -22,9 +34,10 @@ def site(tmp_path_factory):
     db = tmp_path_factory.mktemp("django") / "db.sqlite3"
     if settings.configured:
         pytest.skip("Django was already set up in this process with other settings")
+    app = copy_of_app(db.parent)
     os.environ["DJANGO_SETTINGS_MODULE"] = "shop.settings"
     os.environ["JOBQ_DJANGO_DB"] = str(db)
-    sys.path.insert(0, str(APP))
+    sys.path.insert(0, str(app))
     try:
         django.setup()
         from django.core.management import call_command
@@ -33,7 +46,7 @@ def site(tmp_path_factory):
         JobQueue(str(db)).close()   # jobq's tables, as `python -m supervisor` would create them
         yield db
     finally:
-        sys.path.remove(str(APP))
+        sys.path.remove(str(app))
         os.environ.pop("JOBQ_DJANGO_DB", None)
         os.environ.pop("DJANGO_SETTINGS_MODULE", None)   # not inherited by later tests' processes
 
@@ -86,3 +99,26 @@ def test_the_worker_side_handler_confirms_the_order(site):
         assert q.drain(types=["order:confirm"])["completed"] >= 1
         assert q.get(r.json()["job"]).result == {"order": order_id, "confirmed": True}
     assert Order.objects.get(id=order_id).confirmed
+
+
+def test_running_the_recipe_as_documented_leaves_its_folder_clean(tmp_path):
+    """Issue 21: `python manage.py migrate` in examples/django_app left db.sqlite3* there. The
+    site's database is jobq's (jobq.toml, or $JOBQ_DATABASE), outside the source tree."""
+    before = tree_files()
+    app = copy_of_app(tmp_path)
+    db = tmp_path / "elsewhere" / "shop.sqlite3"
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_DJANGO_DB", "DJANGO_SETTINGS_MODULE")}
+    env.update(JOBQ_DATABASE=str(db), PYTHONDONTWRITEBYTECODE="1")
+    r = subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=app, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert rows(db, "SELECT count(*) FROM django_migrations")[0][0] > 0
+    assert sorted(p.name for p in app.iterdir()) == ["jobq.toml", "manage.py", "orders", "shop"]
+    del env["JOBQ_DATABASE"]
+    env["DJANGO_SETTINGS_MODULE"] = "shop.settings"
+    r = subprocess.run([sys.executable, "-c", "from django.conf import settings; "
+                        "print(settings.DATABASES['default']['NAME'])"], cwd=app, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not Path(r.stdout.strip()).is_relative_to(app)   # the default is outside the tree too
+    assert tree_files() == before

@@ -11,7 +11,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = ('pip install -e . && python -m supervisor --workers 8',
-            'pip install -e ".[test,postgres]" && pytest')
+            'pip install -e ".[dev]" && pytest')
 
 
 def test_manual_builds_strict(tmp_path):
@@ -37,6 +37,19 @@ def test_readme_is_the_front_door():
     assert text.index("```bash") < text.index("\n## ")          # before anything else
     for target in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (REPO / target).exists(), f"README links to missing {target}"
+
+
+def test_ci_runs_the_readme_test_command_as_written():
+    """CI runs the README's test command character for character, and the manual gives the same
+    two commands: a new user's first ``pytest`` is what CI ran."""
+    ci_lines = [ln.strip() for ln in (REPO / ".ci" / "run").read_text().splitlines()]
+    assert COMMANDS[1] in ci_lines, ".ci/run does not run the README's test command as written"
+    runs = [ln for ln in ci_lines if "pytest" in ln and not ln.startswith("#")]
+    assert runs == [COMMANDS[1]], f"CI runs pytest some other way too: {runs}"
+    for page in ("index.md", "getting-started.md"):
+        text = (REPO / "docs" / page).read_text()
+        block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+        assert [ln.split("  ")[0].strip() for ln in block.splitlines()] == list(COMMANDS), page
 
 
 def test_every_manual_page_is_in_the_nav():

@@ -109,6 +109,62 @@ def test_the_runtime_packages_keep_their_layers():
     assert violations(REPO) == []
 
 
+def jobq_violations(root: Path) -> list[str]:
+    """Where the user-facing ``jobq`` package sits (issue 22): it imports ``shared`` and
+    ``worker`` (never an engine), ``supervisor`` only lazily in ``jobq/__main__.py`` (the
+    command); no runtime package imports ``jobq`` (a worker serves tasks without it)."""
+    out: dict[tuple[str, int], str] = {}
+    for path in sorted((root / "jobq").rglob("*.py")):
+        where = str(path.relative_to(root))
+        name = "jobq" if path.name == "__init__.py" else f"jobq.{path.stem}"
+        tree = ast.parse(path.read_text(encoding="utf-8"), where)
+        top_level = {n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+        for line, target in imports(name, path):
+            if target.startswith(ENGINES):
+                out.setdefault((where, line), f"{where}:{line}: imports {target}: only the engine factory "
+                               f"imports an engine")
+            elif target.split(".")[0] == "supervisor" and (path.name != "__main__.py" or line in top_level):
+                out.setdefault((where, line), f"{where}:{line}: imports {target}: jobq imports supervisor "
+                               f"only lazily, in jobq/__main__.py")
+    for name, path in modules(root).items():
+        for line, target in imports(name, path):
+            if target.split(".")[0] == "jobq":
+                where = str(path.relative_to(root))
+                out.setdefault((where, line), f"{where}:{line}: imports {target}: the runtime packages "
+                               f"never import jobq")
+    return list(out.values())
+
+
+def empty_packages(root: Path, names: tuple[str, ...]) -> None:
+    """A tree of empty packages under ``root``, for the checks' own tests."""
+    for pkg in names:
+        (root / pkg).mkdir()
+        (root / pkg / "__init__.py").write_text("")
+
+
+def test_jobq_imports_shared_and_worker_and_supervisor_only_for_its_command():
+    assert (REPO / "jobq" / "__init__.py").exists()
+    assert jobq_violations(REPO) == []
+
+
+@pytest.mark.parametrize("path, text, named", [
+    ("jobq/x.py", "from supervisor.cli import main\n", "only lazily"),
+    ("jobq/__main__.py", "from supervisor.cli import main\n", "only lazily"),
+    ("jobq/x.py", "def f():\n    import supervisor\n", "only lazily"),
+    ("jobq/x.py", "from shared.engines.sqlite import store\n", "only the engine factory"),
+    ("shared/x.py", "def f():\n    import jobq\n", "never import jobq"),
+    ("worker/x.py", "from jobq import task\n", "never import jobq"),
+])
+def test_the_jobq_check_finds_each_kind_of_breach(tmp_path, path, text, named):
+    empty_packages(tmp_path, (*PACKAGES, "jobq"))
+    (tmp_path / "jobq/__init__.py").write_text("from shared.api import JobQueue\nfrom worker import handler\n")
+    (tmp_path / "jobq/__main__.py").write_text("def main():\n    from supervisor.cli import main\n")
+    assert jobq_violations(tmp_path) == []  # the allowed shapes pass
+    (tmp_path / path).write_text(text)
+    found = jobq_violations(tmp_path)
+    assert len(found) == 1 and named in found[0] and path in found[0], found
+
+
 def test_the_engines_and_the_factory_are_where_the_rules_expect_them():
     found = modules(REPO)
     assert FACTORY in found and ENGINES + "sqlite" in found
@@ -129,9 +185,7 @@ def test_the_engines_and_the_factory_are_where_the_rules_expect_them():
     ("supervisor/x.py", "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n", "runs SQL (.executemany)"),
 ])
 def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
-    for pkg in PACKAGES:
-        (tmp_path / pkg).mkdir()
-        (tmp_path / pkg / "__init__.py").write_text("")
+    empty_packages(tmp_path, PACKAGES)
     for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other"):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "__init__.py").write_text("")

@@ -147,3 +147,38 @@ def _up(port: int) -> bool:
         return scrape(port)[0] == 200
     except OSError:
         return False
+
+
+def test_clients_that_never_read_a_big_exposition_do_not_stall_the_supervisor(tmp_path, sup_factory):
+    """Issue 21 case 11: fifteen thousand job types with long names make the exposition a few
+    megabytes, more than a socket's buffers take; a dozen clients send a GET and never read.
+    A worker SIGKILLed meanwhile has its job taken back at once (the answers used to be written
+    with a blocking sendall, up to 1 s per client), and the endpoint keeps answering."""
+    from shared import JobQueue
+    port = free_port()
+    cfg = write_config(tmp_path, handlers=["opsjobs"], metrics_port=port)
+    long = "x" * 190   # the longest a type may be, with "big:" and the number
+    with JobQueue(str(tmp_path / "q.db")) as q:   # scheduled for later: counted, never run
+        q.enqueue_many([(f"big:{long}-{n:05d}", None, {"delay": 3600}) for n in range(15_000)])
+    sup = sup_factory(cfg)
+    wait_until(lambda: _up(port), what="metrics endpoint listening")
+    assert len(scrape(port)[2]) > 6_000_000
+    gate = tmp_path / "gate"
+    held = ok(jobq(cfg, "enqueue", "ops:gate", f'{{"gate": "{gate}"}}')).strip()
+    victim = wait_until(lambda: job_row(cfg, held)["owner_pid"], what="gate job running")
+    mute = []
+    try:
+        for _ in range(12):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: jobq\r\n\r\n")
+            mute.append(s)
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: job_row(cfg, held)["owner_pid"] != victim, timeout=5,
+                   what="the killed worker's job taken back")
+        status, _, text = scrape(port)
+        assert status == 200 and f'type="big:{long}-14999"' in text
+    finally:
+        for s in mute:
+            s.close()
+    gate.touch()
+    wait_until(lambda: job_row(cfg, held)["status"] == "completed", what="gate job completed")

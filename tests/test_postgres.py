@@ -4,6 +4,7 @@ connection, notifications, and the clear errors of a wrong URL, a refused connec
 missing permission. The shared behaviour is the contract suite's (``test_store_contract``)."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import uuid
@@ -156,3 +157,99 @@ def test_two_stores_claim_disjoint_jobs_at_once(pg):
         runs = list(pool.map(drain, range(4)))
     claimed = [i for r in runs for i in r]
     assert len(claimed) == len(set(claimed)) == 400 and set(claimed) == ids
+
+
+# -- issue 21 case 6: server-side session limits; upkeep never waits on another session's locks --
+
+def _lease(pg, seconds: float, database: str | None = None) -> Config:
+    cfg = pg.config()
+    return cfg.replace(database=database or cfg.database,
+                       worker=dataclasses.replace(cfg.worker, lease_timeout=seconds))
+
+
+def _show(store, name: str) -> str:
+    return store.conn.execute(f"SHOW {name}").fetchone()[name]
+
+
+def test_sessions_have_server_side_limits_from_the_lease_and_a_urls_options_win(pg):
+    with open_store(_lease(pg, 4)) as worker, open_store(_lease(pg, 4), upkeep=True) as upkeep:
+        assert _show(worker, "idle_in_transaction_session_timeout") == "2s"  # half the lease
+        assert _show(worker, "lock_timeout") == "0" and _show(worker, "statement_timeout") == "0"
+        assert _show(upkeep, "idle_in_transaction_session_timeout") == "2s"
+        assert _show(upkeep, "lock_timeout") == "1s" and _show(upkeep, "statement_timeout") == "5s"
+    sep = "&" if "?" in pg.database else "?"
+    own = f"{pg.database}{sep}options=-c%20idle_in_transaction_session_timeout%3D7000%20-c%20lock_timeout%3D123"
+    with open_store(_lease(pg, 4, own), upkeep=True) as store:
+        assert _show(store, "idle_in_transaction_session_timeout") == "7s"
+        assert _show(store, "lock_timeout") == "123ms" and _show(store, "statement_timeout") == "5s"
+        assert _show(store, "search_path") == pg.schema and store.counts() == {}
+
+
+def test_a_session_left_in_a_transaction_is_ended_and_release_owner_never_waits_for_it(pg):
+    """A host cut off between a batch's completions and its next claim leaves its session idle
+    in a transaction, holding row locks: the supervisor's ``release_owner`` skips those rows
+    instead of waiting (the old ``FOR UPDATE`` waited as long as the session lived: hours), and
+    the server ends the session within half the lease, so the next round releases the rest."""
+    import threading
+    import time
+    from shared.clock import SystemClock
+    from shared.job import NewJob, new_id
+    from tests.proc import wait_until
+    now = SystemClock().now()
+    cfg = _lease(pg, 2)
+    with open_store(cfg) as cut, open_store(cfg, upkeep=True) as upkeep:
+        ids = cut.enqueue([NewJob(new_id(), "t", "{}", 0, now, None, None) for _ in range(2)], now)
+        assert {j.id for j in cut.claim("h:1:1", 1, now, 2)} == set(ids)
+        cut.conn.execute("BEGIN")
+        cut.conn.execute("UPDATE jobs SET status = 'completed', owner = NULL WHERE id = %s", (ids[0],))
+        backend = cut.conn.info.backend_pid  # now idle in transaction, holding ids[0]'s row lock
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(upkeep.release_owner(
+            "h:1:1", "gone", now, max_attempts_for=lambda j: 3)), daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        t.join(10)
+        assert got, "release_owner waited on the row another session locked"
+        assert [r.id for r in got[0]] == [ids[1]]
+        with psycopg.connect(pg.database, autocommit=True) as admin:
+            def ended():
+                return admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone() is None
+            wait_until(ended, timeout=10, what="the server ending the idle-in-transaction session")
+        assert time.monotonic() - t0 < 2, "not ended within the lease"
+        assert [r.id for r in upkeep.release_owner("h:1:1", "gone", now, max_attempts_for=lambda j: 3)] == [ids[0]]
+        assert {upkeep.get(i).status for i in ids} == {"pending"}
+
+
+def test_an_upkeep_call_the_server_never_answers_is_cut_and_fails_clearly(pg):
+    """The supervisor's calls are bounded on the client side too: with the path to the server
+    frozen (a proxy that passes nothing on and closes nothing: TCP keepalives are answered, so
+    the call would wait forever), a call fails after statement_timeout + CALL_MARGIN with a
+    clear error, and the next call, once the path is back, connects again."""
+    import threading
+    import time
+    from shared.engines.postgres.connection import CALL_MARGIN
+    from tests.twohost import Proxy, host_url
+    proxy = Proxy("127.0.0.1", pg.database)
+    try:
+        with open_store(_lease(pg, 2, host_url(proxy)), upkeep=True) as store:
+            assert store.counts() == {}
+            proxy.cut("blackhole")
+            got: list = []
+
+            def call():
+                try:
+                    store.counts()
+                except StoreUnavailable as exc:
+                    got.append(exc)
+            t0 = time.monotonic()
+            t = threading.Thread(target=call, daemon=True)
+            t.start()
+            t.join(30)
+            took = time.monotonic() - t0
+            assert got, "the call was still waiting 30 s later"
+            assert f"no answer within {5 + CALL_MARGIN:g} s" in str(got[0]) and "127.0.0.1" in str(got[0])
+            assert took >= 5, f"cut after {took:.2f} s, before the server's statement_timeout"
+            proxy.heal()
+            assert store.counts() == {}
+    finally:
+        proxy.close()

@@ -230,6 +230,34 @@ def test_heartbeat_refreshes_leases_and_the_process_row(engine, store, clock):
     assert store.heartbeat(OTHER, clock.now()) == 0
 
 
+def test_a_heartbeat_renews_only_the_jobs_held_and_gives_back_the_rest(engine, store, clock):
+    """Issue 21 case 7: a claim whose answer never reached the worker leaves a job running
+    under its owner. The heartbeat renews only the ids the worker holds; the owner's other
+    running jobs go back to pending at once (due now, no attempt charged, no history row)
+    instead of being kept alive until ``job_timeout`` and charged "timed out"."""
+    store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=0)
+    put(store, clock, job(clock), job(clock), job(clock), job(clock))
+    a, b, lost = run(store, clock, 3)
+    theirs = run(store, clock, owner=OTHER)[0]
+    before = store.get(a.id).heartbeat_at
+    clock.advance(7)
+    assert store.heartbeat(OWNER, clock.now, holding=[a.id, b.id]) == 2
+    back = store.get(lost.id)
+    assert (back.status, back.attempts, back.owner, back.heartbeat_at) == ("pending", 0, None, None)
+    assert back.run_at == iso(clock.now()) and store.attempt_history(lost.id) == []
+    for held in (a, b):
+        renewed = store.get(held.id)
+        assert (renewed.status, renewed.attempts, renewed.owner) == ("running", 1, OWNER)
+        assert renewed.heartbeat_at >= before and renewed_at(engine, clock) in (None, renewed.heartbeat_at)
+    assert store.get(theirs.id).status == "running"  # another owner's job is not ours to give back
+    again = run(store, clock)[0]
+    assert (again.id, again.attempts) == (lost.id, 1)
+    assert store.heartbeat(OWNER, clock.now, holding=[a.id, b.id, again.id]) == 3  # nothing given back
+    assert store.heartbeat(OWNER, clock.now(), holding=[]) == 0  # holding none: all of them back
+    assert {store.get(i).status for i in (a.id, b.id, again.id)} == {"pending"}
+    assert store.get(theirs.id).status == "running"
+
+
 def test_lease_ages_are_of_running_jobs_and_process_rows(store, clock):
     """Seconds since each lease (and process row) was renewed, on the engine's clock: SQLite
     takes the caller's ``now``, a server engine its own clock (so only bounds are checked)."""
@@ -358,7 +386,7 @@ def test_upkeep_tasks_run_through_a_round(engine, store, clock):
     rnd = contract.Round(store, cfg, clock.now(), clock.monotonic() + 3600)
     for t in tasks:
         t.run(rnd)
-    assert store.wal_bytes() >= 0 and store.counts() == {"pending": 1}
+    assert (store.wal_bytes() or 0) >= 0 and store.counts() == {"pending": 1}
 
 
 # -- ops and status -----------------------------------------------------------------------------------
@@ -460,10 +488,11 @@ def test_scale_requests_and_counters(store, clock):
     assert "sup" not in store.supervisor_counters()
 
 
-def test_is_paused_and_wal_bytes_for_status(store, clock):
+def test_is_paused_and_wal_bytes_for_status(store, clock, engine):
     assert store.is_paused() is False
     put(store, clock)
-    assert isinstance(store.wal_bytes(), int)
+    wal = store.wal_bytes()  # an engine with a log of its own says how big; else None
+    assert (isinstance(wal, int) and wal >= 0) if engine.name == "sqlite" else wal is None
 
 
 # -- transfer (jobq copy) ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ it unprivileged on a machine with a server should still get a green run that say
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -354,3 +355,139 @@ def test_c_server_restart_mid_burn(private_server, make_cluster):  # the server 
         assert h.alive(), f"host {h.name}'s supervisor exited: {_last_error(h)}"
     assert twohost.overlaps(cluster.lines()) == []
     assert took <= 5, f"workers back {took:.2f} s after the server came up (issue 14: within 5 s)"
+
+
+# -- issue 21 ------------------------------------------------------------------------------------
+
+# Run inside host b: a worker's batch transaction (two completions, then the next claim) through
+# the store's own finish_and_claim, stopped before its COMMIT: the session is left idle in the
+# transaction, holding the rows' locks, when the test cuts the host off.
+STUCK_WORKER = """
+import json, os, sys, time
+from shared.clock import SystemClock
+from shared.config import load
+from shared.engines import open_store
+from shared.job import Finish
+from shared.procs import host_id, owner_token
+store = open_store(load(sys.argv[1]), migrate=False)
+owner, now = owner_token(os.getpid(), host_id()), SystemClock().now
+first = store.claim(owner, os.getpid(), now(), 4)
+real_tx = store._tx
+
+def stuck(fn):
+    def body(c):
+        done, claimed = fn(c)
+        print(json.dumps({"backend": c.info.backend_pid, "owner": owner, "first": [j.id for j in first],
+                          "claimed": [g.id if hasattr(g, "id") else g[0] for g in claimed]}), flush=True)
+        time.sleep(3600)
+    return real_tx(body)
+store._tx = stuck
+store.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in first[:2]], owner,
+                       os.getpid(), now(), 2)
+"""
+
+
+def _lease_ages(cluster, ids: list[str]) -> dict[str, float]:
+    """Lease ages of those of ``ids`` still running, on the server's clock."""
+    with connect(cluster.url) as c:
+        return dict(c.execute(f'SELECT id, extract(epoch FROM statement_timestamp() - heartbeat_at::timestamptz) '
+                              f'FROM "{cluster.schema}".jobs WHERE id = ANY(%s) AND status = %s', (ids, "running")).fetchall())
+
+
+def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster):
+    """Issue 21 case 6: host b is cut off while a session of its is idle in a batch transaction
+    (completions done, next claim made, no COMMIT). The server ends that session within the
+    lease (its locks go, its work is rolled back); host a keeps working meanwhile: it replaces
+    a worker killed after the stuck jobs' leases expired, re-runs every job the session held,
+    and stops promptly on SIGTERM, all while b is still cut off."""
+    cluster = make_cluster()
+    a, b = cluster["a"], cluster["b"]
+    cluster.start(workers=2)
+    ids = cluster.enqueue(80, sleep=0.5)  # enough for the stuck worker to claim some
+    stuck = subprocess.Popen(b.command(sys.executable, "-c", STUCK_WORKER, str(b.config)), env=b.env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = stuck.stdout.readline()
+        assert line, f"the stuck worker did not start: {stuck.stderr.read()[-2000:]}"
+        info = json.loads(line)
+        b.proxy.cut("blackhole")
+        cut_at = time.monotonic()
+        held = info["first"] + info["claimed"]
+        assert len(info["first"]) == 4 and info["claimed"], info
+        with connect(cluster.url) as c:
+            wait_for(lambda: c.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                       (info["backend"],)).fetchone() is None,
+                     LEASE + 10, "the server ending the cut session")
+        ended = time.monotonic() - cut_at
+        assert ended < LEASE, f"the cut session lived {ended:.2f} s (lease {LEASE} s)"
+        # the stuck jobs' leases have expired (or a has released them already): a must not be
+        # blocked in upkeep now
+        wait_for(lambda: all(age > LEASE + 0.5 for age in _lease_ages(cluster, held).values()),
+                 LEASE + 20, "the stuck jobs' leases expired")
+        before = set(a.workers().values())  # pids in the root namespace
+        victim = next(iter(before))
+        psutil.Process(victim).kill()
+        killed_at = time.monotonic()
+        wait_for(lambda: len(set(a.workers().values()) - before) >= 1 and len(a.workers()) >= 2, 15,
+                 f"host {a.name} replacing its killed worker")
+        replaced = time.monotonic() - killed_at
+        cluster.wait_completed(ids, 90)
+        rs = twohost.runs(cluster.lines())
+        for job in held:
+            assert any(x["host"] == a.hostname and x["end"] is not None for x in rs.get(job, [])), \
+                f"job {job} held by the cut session was not re-run on host {a.name}: {rs.get(job)}"
+        assert twohost.overlaps(cluster.lines()) == []
+        init = a.init()
+        t0 = time.monotonic()
+        init.send_signal(signal.SIGTERM)
+        a.proc.wait(15)
+        stopped = time.monotonic() - t0
+        assert a.proc.returncode == 0, f"host {a.name} exited {a.proc.returncode}: {_last_error(a)}"
+        print(f"cut session ended {ended:.2f} s after the cut; worker replaced in {replaced:.2f} s; "
+              f"host a stopped {stopped:.2f} s after SIGTERM")
+    finally:
+        stuck.kill()
+        stuck.wait(10)
+
+
+def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
+    """Issue 21 case 7: the server commits a worker's claim but its answer never arrives (the
+    proxy blackholes right after passing the claim on, then resets the connection). The job must not stay running under the
+    worker, kept alive by its heartbeat, until job_timeout: the worker's first beat after the
+    failed claim gives it back without charging the attempt, and it runs once, attempt 1."""
+    from shared.api import JobQueue
+    from shared.config import load
+    from tests.proc import Running, write_config
+    proxy = Proxy("127.0.0.1")
+    schema = f"jobq_lostclaim_{uuid.uuid4().hex[:10]}"
+    log, locks = tmp_path / "exec.log", tmp_path / "locks"
+    locks.mkdir()
+    config = write_config(tmp_path, database=twohost.host_url(proxy), handlers=["twohostjobs"], log_format="json",
+                          supervisor={"workers": 1, "maintenance_interval": 0.2},
+                          worker={"lease_timeout": 10, "heartbeat_interval": 0.5, "job_timeout": 120},
+                          postgres={"schema": schema, "connect_timeout": 1})
+    queue = JobQueue(config=load(str(config)).replace(database=twohost.server_url()))
+    sup = None
+    try:
+        [job] = queue.enqueue_many([("twohost:work", {"log": str(log), "locks": str(locks), "sleep": 0.1})])
+        proxy.cut_after(b"SET status = 'running', attempts = attempts + 1")
+        sup = Running(config)
+        wait_for(lambda: proxy.tripped is not None, 30, "the worker's claim going through")
+        wait_for(lambda: queue.get(job).status == "running", 10, "the server committing the claim")
+        proxy.heal()  # resets the held connections: the worker never gets the claim's answer
+        healed = time.monotonic()
+        wait_for(lambda: queue.get(job).status == "completed", 30,
+                 "the job given back and run (it stayed running under the worker before the fix)")
+        took = time.monotonic() - healed
+        done = queue.get(job)
+        assert (done.attempts, done.error) == (1, None), done
+        runs = [x for x in (json.loads(s) for s in log.read_text().splitlines()) if x["ev"] == "start"]
+        assert len(runs) == 1, runs
+        assert "worker.write_failed" in sup.output()  # the worker did see its claim fail
+        print(f"job given back and run {took:.2f} s after the heal")
+    finally:
+        if sup is not None:
+            sup.close()
+        queue.close()
+        proxy.close()
+        twohost.drop_schema(schema)

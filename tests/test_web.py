@@ -160,6 +160,7 @@ def test_overview_shows_a_job_go_from_pending_to_completed_without_reload(site, 
                            f"'{completed_before + 1}'")
     assert page.evaluate("window.__noReload") == "still here"  # the same page: updated live
     assert "worker" in page.inner_text("#workers")
+    assert "WAL" in page.inner_text(".tiles")  # SQLite has one
     shot(page, tmp_path, "overview")
 
 
@@ -233,6 +234,7 @@ def test_schedules_and_types_pages(site, page, tmp_path):
     page.goto(site["web"].url + "/schedules")
     text = page.inner_text("#schedules")
     assert "nightly-report" in text and ("EST" in text or "EDT" in text)  # next runs in their zone
+    assert "none enqueued yet" in text  # first seen by the supervisor is not a tick (issue 21)
     shot(page, tmp_path, "schedules")
     page.goto(site["web"].url + "/types")
     assert "of 2 in use" in page.inner_text("#types") and "100/min" in page.inner_text("#types")
@@ -305,6 +307,14 @@ def test_posts_need_the_csrf_token_and_keep_the_cli_rules(site):
         assert c.post("/actions/jobs", data={"action": "explode", "ids": job_id, "csrf": token}).status_code == 400
         assert _status(q, job_id) == "cancelled"
         assert c.get("/actions/jobs").status_code == 405
+
+
+def test_the_jobs_of_one_batch_are_told_apart(site):
+    """Ids share their first 12 digits (the enqueue time): the list shows 20, the full id on hover."""
+    ids = site["q"].enqueue_many([("web:ok", {"batch": i}, {"delay": 3600}) for i in range(3)])
+    html = httpx.get(site["web"].url + "/jobs?status=pending").text
+    for i in ids:
+        assert f'title="{i}">{i[:20]}…</a>' in html
 
 
 def test_bad_input_gets_clear_pages_never_a_traceback(site):
@@ -400,6 +410,7 @@ def test_the_dashboard_on_postgresql(tmp_path, page):
         page.goto(web.url + "/")
         page.wait_for_selector("#count-completed")
         assert page.inner_text("#count-completed") == "4" and page.inner_text("#count-failed") == "1"
+        assert "WAL" not in page.inner_text(".tiles")  # no log of jobq's own to show as "0 B"
         shot(page, tmp_path, "postgres-overview")
         page.goto(web.url + "/jobs?status=completed")
         assert set(page.locator("table#jobs .pill").all_inner_texts()) == {"completed"}

@@ -14,6 +14,8 @@ test owns, so the test can cut it off:
   too): a partition as a host sees it, where calls hang instead of failing. ``cut("refuse")``
   resets every connection and refuses new ones: the host learns at once. ``heal()`` resets
   the frozen connections (or with ``resume=True`` lets them carry on) and forwards again.
+  ``cut_after(pattern)`` blackholes once a host sends bytes holding ``pattern`` (a statement's
+  text), right after passing them on: the server runs the statement, its answer never arrives.
 - :class:`Host`: ``setpriv --pdeathsig KILL ip netns exec NS unshare --pid --fork --mount-proc
   --uts --kill-child sh -c 'hostname H; exec python -m supervisor run ...'``. The supervisor is
   pid 1 of its pid namespace, so SIGKILL of it takes the whole host down (the kernel kills every
@@ -213,6 +215,9 @@ class Proxy:
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._listener: socket.socket | None = None
         self.port = 0
+        self._clients: set[socket.socket] = set()  # the host's side of each pair
+        self._trigger: bytes | None = None  # see cut_after
+        self.tripped: float | None = None  # monotonic time cut_after's pattern went through
         self._listen()
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name=f"proxy-{host}", daemon=True)
@@ -224,6 +229,12 @@ class Proxy:
         if mode not in ("blackhole", "refuse"):
             raise ValueError(f"Proxy.cut: mode must be 'blackhole' or 'refuse', not {mode!r}")
         self._call(lambda: self._cut(mode))
+
+    def cut_after(self, pattern: bytes) -> None:
+        """Blackhole as soon as a host's bytes holding ``pattern`` have been passed on to the
+        server (``tripped`` records when): the statement runs, its answer is held."""
+        self.tripped = None
+        self._call(lambda: setattr(self, "_trigger", pattern))
 
     def heal(self, resume: bool = False) -> None:
         self._call(lambda: self._heal(resume))
@@ -297,6 +308,7 @@ class Proxy:
         for s in (client, server):
             s.settimeout(5)  # a send to a stuck peer fails instead of stalling every connection
         self._pairs[client], self._pairs[server] = server, client
+        self._clients.add(client)
         self._sel.register(client, selectors.EVENT_READ, "pair")
         self._sel.register(server, selectors.EVENT_READ, "pair")
 
@@ -306,16 +318,23 @@ class Proxy:
             data = sock.recv(65536)
             if data:
                 peer.sendall(data)
+                if self._trigger is not None and self._trigger in data and self._from_host(sock):
+                    self._trigger, self.tripped = None, time.monotonic()
+                    self._cut("blackhole")
                 return
             why = "eof"
         except OSError as exc:
             why = repr(exc)
-        self.events.append((time.monotonic(), why, sock.family == socket.AF_INET and sock.getsockname()[0] == self.host))
+        self.events.append((time.monotonic(), why, self._from_host(sock)))
         self._drop_pair(sock, reset=False)
+
+    def _from_host(self, sock: socket.socket) -> bool:
+        return sock in self._clients
 
     def _drop_pair(self, sock: socket.socket, reset: bool) -> None:
         peer = self._pairs.pop(sock)
         self._pairs.pop(peer, None)
+        self._clients.difference_update((sock, peer))
         for s in (sock, peer):
             try:
                 self._sel.unregister(s)

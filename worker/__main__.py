@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None, registry: Registry | None = None) -> int
     logs.setup(cfg.log_level, cfg.log_format)
     if registry is None:
         try:
-            registry = load_registry(cfg.handlers)
+            registry = load_registry(cfg.handlers, cfg.path)
         except HandlerImportError as exc:
             print(f"jobq worker: {exc}", file=sys.stderr)
             return ExitCode.WORKER_BOOT_FAILED

@@ -38,6 +38,7 @@ from typing import Any, NoReturn
 from shared import config as config_mod
 from shared import logs
 from shared.engines import preload
+from shared.engines.forkaware import open_connections
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.procs import set_parent_death_signal, set_process_name
@@ -65,7 +66,7 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
             preload(database)  # the engine's driver too: psycopg takes ~0.3 s to import
         except HandlerImportError as exc:
             try:
-                _send(resp_fd, {"failed": str(exc)})
+                _send(resp_fd, {"failed": exc.summary, "traceback": exc.traceback})
             except BrokenPipeError:
                 pass
             os._exit(ExitCode.BOOT_FAILED)
@@ -100,19 +101,14 @@ def serve_exec(fds: str, snapshot: str | None) -> int:
 
 
 def unsafe_reason(database: str) -> str | None:
-    """Why forking now would let something cross the fork (a thread, an open database file),
-    or None."""
+    """Why forking now would let something cross the fork (a thread, an open database file, a
+    socket to the database server), or None."""
     if threading.active_count() > 1:
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
         return f"the template has threads running ({names}); a handler module started them at import"
-    db = os.path.realpath(database)
-    for fd in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else []:
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(db):
-            return f"the template has the database open (fd {fd}: {target}); a handler module opened it at import"
+    found = open_connections(database)
+    if found:
+        return f"the template has the database open ({found[0]}); a handler module opened it at import"
     return None
 
 

@@ -1,6 +1,8 @@
-"""The heartbeat thread: keeps the leases of the worker's running jobs fresh (and tells the fence,
-``worker.fence``, of each renewal that succeeded), notices when the supervisor that started the worker has died, gives back the unstarted rest of a batch that
-waits behind a slow job, and commits the outcomes that would otherwise wait behind it (the
+"""The heartbeat thread: keeps the leases of the jobs the worker holds fresh and gives back its
+running jobs it does not hold (a claim whose answer was lost: ``worker.holding``), tells the
+fence, ``worker.fence``, of each renewal that succeeded, notices when the supervisor that
+started the worker has died, gives back the unstarted rest of a batch that waits behind a slow
+job, and commits the outcomes that would otherwise wait behind it (the
 worker's main thread is busy running that job).
 
 It opens its own store (a connection is not shared between threads).
@@ -11,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 from shared.config import Config
 from shared.logs import event, get_logger
@@ -31,7 +33,8 @@ class Heartbeat(threading.Thread):
                  on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None,
                  flush: Callable[[WorkerStore], None] | None = None,
                  store: Callable[[], WorkerStore] | None = None,
-                 renewed: Callable[[float], None] | None = None) -> None:
+                 renewed: Callable[[float], None] | None = None,
+                 held: Callable[[], ContextManager[Sequence[str] | None]] | None = None) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
         self.owner = owner
@@ -49,6 +52,8 @@ class Heartbeat(threading.Thread):
         # how this thread gets its store (the worker's for_thread); by default a new one
         self.open_store = store or (lambda: open_store(config, migrate=False))
         self.renewed = renewed  # told the monotonic time each successful beat was sent (the fence)
+        self.held = held  # the ids of the jobs the worker holds, for one beat (None: renew all)
+        self.soon = False  # beat at the next tick (see beat_soon)
 
     def flush_by(self, deadline: float) -> None:
         """(Main thread.) Outcomes wait for their commit: call ``flush`` at ``deadline``
@@ -56,6 +61,13 @@ class Heartbeat(threading.Thread):
         if self.flush_at is None:
             self.flush_at = deadline
             self._wake.set()
+
+    def beat_soon(self) -> None:
+        """(Main thread.) Beat at once, and every tick until a beat gets through: a claim was
+        slow or failed, perhaps after the server committed it; the beat gives back what it
+        claimed that the worker never saw."""
+        self.soon = True
+        self._wake.set()
 
     def stop(self) -> None:
         self._halt.set()
@@ -74,9 +86,10 @@ class Heartbeat(threading.Thread):
                     self.on_orphaned()
                 now = self.clock.monotonic()
                 every = self.config.worker.heartbeat_interval if self.busy else IDLE_BEAT
-                if now - last_beat >= every:
-                    last_beat = now
+                if now - last_beat >= every or self.soon:
+                    last_beat, soon, self.soon = now, self.soon, False
                     store = self._beat(store)
+                    self.soon = self.soon or (soon and store is None)  # failed: again next tick
                 if self.busy and self.shed is not None:
                     self.unreleased += [j.id for j in self.shed()]
                 if self.unreleased:
@@ -143,7 +156,12 @@ class Heartbeat(threading.Thread):
         try:
             if store is None:
                 store = self.open_store()
-            store.heartbeat(self.owner, self.clock.now)
+            if self.held is None:
+                store.heartbeat(self.owner, self.clock.now)
+            else:
+                with self.held() as ids:  # no claim can start before the statement is done
+                    # shed jobs are still held: _release gives them back (and counts them)
+                    store.heartbeat(self.owner, self.clock.now, None if ids is None else [*ids, *self.unreleased])
             if self.renewed is not None:
                 self.renewed(sent)
         except Exception as exc:  # noqa: BLE001 - a failed beat is logged; the lease may lapse

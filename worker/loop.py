@@ -15,6 +15,10 @@ Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its 
 exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
 waits as its store's engine arranges (``shared.contract.Wakeup``; SQLite: until a commit, the next
 delayed job's time, or ``poll_interval``). The loop does not know which engine it runs on.
+The database failing on the idle/claim path is waited out, never fatal (``guarded``). At every
+turn, and as soon as each handler returns, it checks that it is still the worker's own process
+with its own descriptors (``Control.check_process``, in worker.control with signals, reloads
+and recycling).
 """
 from __future__ import annotations
 
@@ -24,12 +28,11 @@ import signal
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
-from shared import config as config_mod
 from shared.bounds import safe_text
 from shared.clock import SystemClock
-from shared.config import Config, ConfigError
+from shared.config import Config
 from shared.dbfile import DatabaseFile
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
@@ -38,7 +41,7 @@ from shared.limits import type_limits
 from shared.logs import event, get_logger
 from shared.outcomes import Done, after_commit_all, decide, unrecordable
 from shared.policy import JobPolicy
-from shared.procs import host_id, owner_token, rss_mb
+from shared.procs import host_id, owner_token
 from shared.progress import ProgressWriter, mark_stopped
 from shared.runner import JobContext, execute
 from shared.signals import SignalQueue
@@ -46,8 +49,10 @@ from shared.contract import Wakeup, WorkerStore
 from shared.engines import database_file, open_store
 from shared.errors import StoreError
 
+from .control import Control
 from .fence import Fence
 from .heartbeat import Heartbeat
+from .holding import Holding
 
 log = get_logger("worker")
 
@@ -58,8 +63,9 @@ FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their c
 RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
 
 
-class Worker:
-    """One worker process's loop. ``run()`` returns the process exit code."""
+class Worker(Control, Holding):
+    """One worker process's loop. ``run()`` returns the process exit code. (What it holds, for
+    the heartbeat: :mod:`.holding`.)"""
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
                  parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
@@ -90,6 +96,7 @@ class Worker:
         self.batch_lock = threading.Lock()  # the heartbeat thread may take the batch's rest (shed)
         self.job_t0: float | None = None    # perf_counter() when the job in hand started
         self.read_first = False             # see claim()
+        self.store_down = False             # the idle/claim path's last statement failed (guarded)
         self.done: list[Done] = []
         # The heartbeat thread commits outcomes that would wait behind a slow job (FLUSH_AFTER):
         # it takes ``done`` under this lock while the main thread runs a job, and leaves what it
@@ -128,7 +135,7 @@ class Worker:
         self.fence.start()
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
                                    shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
-                                   renewed=self.fence.renewed)
+                                   renewed=self.fence.renewed, held=self.held_ids)
         self.heartbeat.start()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:
@@ -171,13 +178,14 @@ class Worker:
 
     def loop(self) -> None:
         while True:
+            self.check_process()
             self.handle_signals()
             if self.stopping:
                 return
             if not self.batch:
-                if not self.claim():
+                if not self.guarded(self.claim):
                     self.holding(False)
-                    self.idle_wait()
+                    self.guarded(self.idle_wait, proves=False)
                     continue
                 self.wakeup.claimed()
             self.holding(True)
@@ -186,6 +194,7 @@ class Worker:
                 continue  # given back; we stop, and the supervisor starts a worker that has it
             if job is not None:
                 done = self.process(job)
+                self.check_process(job)  # before anything touches the database again
                 with self.done_lock:
                     self.done.append(done)
                     self.job_t0 = None
@@ -197,6 +206,27 @@ class Worker:
             if self.should_recycle():
                 self.stopping = True
                 self.exit_code = ExitCode.RECYCLED
+
+    def guarded(self, step: Callable[[], bool | None], proves: bool = True) -> bool | None:
+        """Run ``step`` of the idle/claim/wake-up path (``claim``, ``idle_wait``). The database
+        failing there (a dropped connection, a server's ``idle_session_timeout``, a file locked
+        or unreadable) never ends the worker: it is logged (once per outage), waited out for
+        RETRY_WRITE (a signal ends the wait) and the loop goes on; the store reconnects at its
+        next statement. Returns ``step``'s result, False after a failure. ``proves``: a success
+        of ``step`` shows the database is back (an idle wait's does not: it may swallow errors)."""
+        try:
+            result = step()
+        except StoreError as exc:
+            if not self.store_down:
+                event(log, "worker.database_unavailable", logging.WARNING, slot=self.slot, pid=self.pid,
+                      error=str(exc), note=f"waiting; retrying every {RETRY_WRITE:g} s")
+            self.store_down = True
+            self.signals.wait(RETRY_WRITE)
+            return False
+        if self.store_down and proves:
+            self.store_down = False
+            event(log, "worker.database_back", slot=self.slot, pid=self.pid)
+        return result
 
     def holding(self, busy: bool) -> None:
         """Whether we hold claimed jobs: the heartbeat beats often and the fence watches."""
@@ -225,18 +255,18 @@ class Worker:
             if not self.done and not self.store.has_due(self.clock.now()):
                 return False
         jobs = None
-        if self.wakeup is not None:  # (None: a test drives claim() without run())
-            self.wakeup.before_claim()
-            if not self.done and not type_limits(self.config):
-                sent = self.clock.monotonic()
-                jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.batch_size)
-                self.renewed(sent, jobs or [])
-        if jobs is None:
-            jobs = self.commit(limit=self.batch_size)
+        with self.claiming() as got:  # the jobs join the batch as the claim ends
+            if self.wakeup is not None:  # (None: a test drives claim() without run())
+                self.wakeup.before_claim()
+                if not self.done and not type_limits(self.config):
+                    sent = self.clock.monotonic()
+                    jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.batch_size)
+                    self.renewed(sent, jobs or [])
+            if jobs is None:
+                jobs = self.commit(limit=self.batch_size)
+            got.extend(jobs)
         if not jobs:
             return False
-        with self.batch_lock:
-            self.batch.extend(jobs)
         self.claimed = len(jobs)
         self.batch_started = time.perf_counter()
         if self.progress is not None:
@@ -248,7 +278,7 @@ class Worker:
         with self.batch_lock:
             if not self.batch:
                 return None
-            job = self.batch.popleft()
+            job = self.current = self.batch.popleft()
             self.job_t0 = time.perf_counter()
             left = len(self.batch)
         if self.progress is not None:
@@ -256,53 +286,6 @@ class Worker:
         if self.done and self.heartbeat is not None:
             self.heartbeat.flush_by(self.done_since + FLUSH_AFTER)
         return job
-
-    def stale_handlers(self) -> bool:
-        """Does the config name other handler modules than the ones this worker imported? Our
-        current config (a reload changed ``handlers``), or the config file itself: read here,
-        on the rare job we have no handler for, because the reload that will serve its type
-        may be on its way (the supervisor has not read the file yet)."""
-        loaded = self.registry.modules
-        if loaded is None:
-            return False
-        if tuple(self.config.handlers) != loaded:
-            return True
-        if not self.config.path:
-            return False
-        try:
-            return tuple(config_mod.load(self.config.path).handlers) != loaded
-        except ConfigError:
-            return False  # an invalid edit changes nothing
-
-    def unserved(self, job: Job) -> bool:
-        """A job of a type this worker has no handler for, while the current config may serve it
-        (it names other handler modules than ours): give it back without charging an attempt,
-        and stop so that a worker with the new handlers replaces us (exit RECYCLED). A type no
-        configured module serves still fails ("no handler") when its job runs."""
-        if self.registry.get(job.type) is not None or not self.stale_handlers():
-            return False
-        with self.batch_lock:
-            self.batch.appendleft(job)  # wind_down gives back the whole unstarted rest
-            self.job_t0 = None
-        if not self.stopping:
-            event(log, "worker.handlers_changed", logging.WARNING, slot=self.slot, pid=self.pid,
-                  id=job.id, type=job.type, handlers=",".join(self.config.handlers),
-                  note="job given back; replacing this worker")
-        self.stopping = True
-        self.exit_code = ExitCode.RECYCLED
-        return True
-
-    def shed(self) -> list[Job]:
-        """(Heartbeat thread.) Take the unstarted rest of the batch once the job in hand has run
-        ``batch_wait`` seconds; the caller gives them back to the queue."""
-        with self.batch_lock:
-            t0 = self.job_t0
-            if not self.batch or t0 is None or \
-                    time.perf_counter() - t0 < self.config.worker.batch_wait:
-                return []
-            jobs = list(self.batch)
-            self.batch.clear()
-            return jobs
 
     def flush_outcomes(self, store: WorkerStore) -> None:
         """(Heartbeat thread, FLUSH_AFTER after the oldest outcome began.) Commit the outcomes
@@ -404,64 +387,3 @@ class Worker:
         extra = [fd] if fd is not None else []
         ready = self.signals.wait(timeout, extra)
         self.read_first = not self.wakeup.woke(bool(extra) and fd in ready)
-
-    # -- signals, orphaning, reload, recycling --------------------------------------------------
-
-    def _orphaned(self) -> None:
-        """Called from the heartbeat thread when the supervisor is gone."""
-        event(log, "worker.orphaned", logging.WARNING, slot=self.slot, pid=self.pid)
-        self.signals.wake()
-        grace = self.config.supervisor.shutdown_timeout
-
-        def abandon() -> None:
-            # Still busy after the grace period: abandon the job. It stays 'running' under this
-            # dead owner and the next supervisor re-queues it.
-            os._exit(ExitCode.ORPHANED)
-        t = threading.Timer(grace, abandon)
-        t.daemon = True
-        t.start()
-
-    def handle_signals(self) -> None:
-        for signum in self.signals.drain():
-            if signum in (signal.SIGTERM, signal.SIGINT):
-                if not self.stopping:
-                    event(log, "worker.stopping", slot=self.slot, pid=self.pid,
-                          signal=signal.Signals(signum).name)
-                self.stopping = True
-            elif signum == signal.SIGHUP:
-                self.reload()
-        if self.heartbeat is not None and self.heartbeat.orphaned.is_set():
-            self.stopping = True
-            self.exit_code = ExitCode.ORPHANED
-
-    def reload(self) -> None:
-        if not self.snapshot and not self.config.path:
-            return
-        try:
-            new = config_mod.load_snapshot(self.snapshot) if self.snapshot else config_mod.load(self.config.path)
-        except ConfigError as exc:
-            event(log, "config.rejected", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
-            return
-        if new.database != self.config.database:
-            event(log, "config.ignored", logging.WARNING, key="database", reason="needs a restart")
-            new = new.replace(database=self.config.database)
-        self.config = new
-        self.policy = JobPolicy(new, self.registry)
-        if self.heartbeat is not None:
-            self.heartbeat.config = new
-        if self.fence is not None:
-            self.fence.config = new
-        event(log, "config.reloaded", slot=self.slot, pid=self.pid)
-
-    def should_recycle(self) -> bool:
-        w = self.config.worker
-        if w.max_jobs and self.jobs_done >= w.max_jobs:
-            event(log, "worker.recycle", slot=self.slot, pid=self.pid, reason="max_jobs", jobs=self.jobs_done)
-            return True
-        if w.max_memory_mb:
-            rss = rss_mb(self.pid)
-            if rss > w.max_memory_mb:
-                event(log, "worker.recycle", slot=self.slot, pid=self.pid, reason="max_memory_mb",
-                      rss_mb=round(rss, 1))
-                return True
-        return False

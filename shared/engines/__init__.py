@@ -13,18 +13,20 @@ from .. import database as database_mod
 from ..contract import Store, UpkeepTask
 from ..errors import StoreUnavailable
 
-POSTGRES_MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: "
-                    'pip install "jobq[postgres]"')
+POSTGRES_MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: run "
+                    'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"')
 
 
-def open_store(config: Any, *, migrate: bool = True) -> Store:
+def open_store(config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
     """A new store on ``config.database`` (the caller closes it). With ``migrate`` the schema
-    is created or upgraded first. Raises :class:`shared.errors.StoreUnavailable`."""
+    is created or upgraded first. ``upkeep``: the supervisor's store, whose calls must never
+    wait long (a server engine bounds its statements and lock waits). Raises
+    :class:`shared.errors.StoreUnavailable`."""
     target = _target(config.database)
     if target.engine == "postgresql":
         p = config.postgres
         return _postgres().PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
-                                   migrate=migrate)
+                                   migrate=migrate, lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
     from .sqlite import SqliteStore
     s = config.sqlite
     return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=s.busy_timeout,
@@ -110,3 +112,18 @@ def database_file(config: Any) -> str | None:
     if target.engine != "sqlite":
         return None
     return None if target.location in ("", ":memory:") else target.location
+
+
+def commit_watch(config: Any) -> Any | None:
+    """A watch of commits on ``config.database`` by any process, for code that waits for a
+    job's outcome (:mod:`shared.handles`): ``fileno()`` becomes readable when a transaction
+    commits (or is about to: SQLite's WAL is written just before the commit completes),
+    ``drain()`` resets it and says whether a commit was seen, ``close()``. None where the
+    engine has none for outcomes (PostgreSQL notifies enqueues and retries only) or the watch
+    cannot be made (no inotify, ``:memory:``)."""
+    target = _target(config.database)
+    if target.engine != "sqlite" or target.location in ("", ":memory:"):
+        return None
+    from .sqlite.walwatch import WalWatch
+    watch = WalWatch(target.location)
+    return watch if watch.available else None

@@ -1,7 +1,9 @@
 """Of the idle workers on one database, one at a time (the lead) waits for new work.
 
 Used by both engines' wake-ups (SQLite: the WAL watch; PostgreSQL: LISTEN), with a lock file
-beside the database file or, for a server, in this host's temporary folder. The SQLite story:
+beside the database file or, for a server, one file per server and database in this host's
+temporary folder, in which each queue (schema) locks a byte of its own (``slot``), so the files
+left there do not grow with the schemas ever used. The SQLite story:
 every commit wakes every process that watches the WAL. With eight idle workers all eight then
 queued for SQLite's write lock to claim the one new job, and the losers slept in SQLite's busy
 handler (1, 2, 5, 10 ms...), pushing the p99 of an idle job's start past 10 ms at
@@ -42,8 +44,9 @@ class IdleLead:
     """``take()`` leads if it can (else queues for the lead); ``fileno()`` becomes readable when
     a queued ``take()`` may now succeed; ``resign()`` hands the lead on."""
 
-    def __init__(self, database: str) -> None:
+    def __init__(self, database: str, slot: int = 0) -> None:
         self.path = database + "-lead"  # beside the database file (or a server's stand-in)
+        self.slot = slot  # the byte of the file locked: queues sharing one file lock their own
         self.state = FREE
         self.cancelled = False  # resigned while queued: the helper gives the lock straight back
         self.closed = False
@@ -86,7 +89,7 @@ class IdleLead:
             if self.state == WAITING:
                 return False
             try:
-                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.slot)
             except OSError as exc:
                 if exc.errno not in (errno.EACCES, errno.EAGAIN):
                     os.close(self.fd)  # locks refused here (a network file system): everyone leads
@@ -103,7 +106,7 @@ class IdleLead:
         """Hand the lead on; a queued request is cancelled. A no-op when neither."""
         with self.mutex:
             if self.state == HELD:
-                fcntl.lockf(self.fd, fcntl.LOCK_UN)
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.slot)
                 self.state = FREE
             elif self.state == WAITING:
                 self.cancelled = True
@@ -140,7 +143,7 @@ class IdleLead:
                     return
                 fd, self.blocking = self.fd, True
             try:
-                fcntl.lockf(fd, fcntl.LOCK_EX)
+                fcntl.lockf(fd, fcntl.LOCK_EX, 1, self.slot)
             except OSError:
                 pass
             with self.mutex:
@@ -149,7 +152,7 @@ class IdleLead:
                     os.close(fd)
                     return
                 if self.cancelled:
-                    fcntl.lockf(fd, fcntl.LOCK_UN)
+                    fcntl.lockf(fd, fcntl.LOCK_UN, 1, self.slot)
                     self.state, self.cancelled = FREE, False
                     continue
                 self.state = HELD

@@ -1,9 +1,11 @@
 """``jobq web``: the dashboard (issue 15), served by uvicorn from the ``web`` extra.
 
     jobq web [--host 127.0.0.1] [--port 8080] [--config PATH] [--token T] [--read-only] [--root-path /jobq]
+             [--allow-host NAME ...]
 
 It reads and acts on the configured database directly (no supervisor needed), like the ops
-commands. Any address but loopback needs a token (``--token`` or ``JOBQ_WEB_TOKEN``).
+commands. Any address but loopback needs a token (``--token`` or ``JOBQ_WEB_TOKEN``). It answers
+only to its bind address, ``localhost`` and each ``--allow-host`` name (see ``security``).
 Exit codes: 2 bad arguments (or the ``web`` extra missing), 3 invalid config.
 """
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import os
 import sys
 
+from shared.database import redacted
 from shared.exitcodes import ExitCode
 
 from ..ctx import Ctx
@@ -30,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction, common: object) -> None:
                    help=f"access token every request must carry (default ${TOKEN_ENV}); required off loopback")
     p.add_argument("--read-only", action="store_true", help="show no action and refuse every change")
     p.add_argument("--root-path", default="", help="URL prefix when served behind a reverse proxy, e.g. /jobq")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="another host name the dashboard answers to (a reverse proxy's public name); "
+                        "repeatable. Default: only the --host address and localhost")
 
 
 def cmd_web(ctx: Ctx, args: argparse.Namespace) -> int:
@@ -51,12 +57,28 @@ def cmd_web(ctx: Ctx, args: argparse.Namespace) -> int:
     root = args.root_path.rstrip("/")
     if root and not root.startswith("/"):
         return ctx.fail(f"web: --root-path must start with /, got {args.root_path!r}", ExitCode.USAGE)
-    settings = Settings(ctx.config, ctx.config_path, token=token, read_only=args.read_only, root_path=root)
+    allowed = _allowed_hosts(args.allow_host)
+    if isinstance(allowed, str):
+        return ctx.fail(allowed, ExitCode.USAGE)
+    settings = Settings(ctx.config, ctx.config_path, token=token, read_only=args.read_only, root_path=root,
+                        host=args.host, allow_hosts=allowed)
     app = create_app(settings, ctx.clock)
-    print(f"jobq web: serving {ctx.config.database} on http://{args.host}:{args.port}{root}/"
+    print(f"jobq web: serving {redacted(ctx.config.database)} on http://{args.host}:{args.port}{root}/"
           f"{' (read-only)' if args.read_only else ''}{' (token required)' if token else ''}",
           file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, root_path=root, log_level="warning",
                 proxy_headers=bool(root), access_log=False)
     app.state.backend.close()
     return ExitCode.OK
+
+
+def _allowed_hosts(names: list[str]) -> tuple[str, ...] | str:
+    """The ``--allow-host`` names, normalised (lower case, no brackets or trailing dot); or
+    the error for one that is not a bare host name or address."""
+    out = []
+    for name in names:
+        bare = name.strip().strip("[]").rstrip(".").lower()
+        if not bare or any(c in bare for c in "/@?# ") or (":" in bare and bare.count(":") < 2):
+            return f"web: --allow-host {name!r} is not a host name (give the name alone: no scheme, port or path)"
+        out.append(bare)
+    return tuple(out)

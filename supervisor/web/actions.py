@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import ops
-from . import security
+from . import pages, security
 
 MAX_IDS = 1000
 MAX_BODY = 256 * 1024
@@ -50,6 +50,8 @@ async def jobs(request: Request) -> Response:
     form = await _form(request)
     action = (form.get("action") or [""])[0]
     ids = [i.strip() for i in form.get("ids", []) if i.strip()]
+    for i in ids:
+        pages.no_nul("job id", i)
     fns = {"retry": lambda s, now: ops.retry_ids(s, ids, now), "cancel": lambda s, now: ops.cancel_ids(s, ids, now),
            "purge": lambda s, now: ops.purge_ids(s, ids)}
     if action not in fns:

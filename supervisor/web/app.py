@@ -25,7 +25,8 @@ from starlette.staticfiles import StaticFiles
 from shared.clock import SystemClock
 from shared.config import Config
 from shared.contract import Store
-from shared.engines import driver_errors, open_store
+from shared.database import scrub
+from shared.engines import driver_errors, engine_name, open_store
 from shared.errors import StoreError
 
 from . import actions, filters, pages, security
@@ -44,6 +45,8 @@ class Settings:
     token: str | None = None
     read_only: bool = False
     root_path: str = ""
+    host: str = "127.0.0.1"              # the bind address: a Host the dashboard answers to
+    allow_hosts: tuple[str, ...] = ()    # --allow-host: more names it answers to
     secret: str = field(default_factory=lambda: secrets.token_hex(32))  # signs CSRF tokens
 
 
@@ -107,17 +110,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _db_error(request: Request, exc: Exception) -> Response:
     request.app.state.backend.drop()
+    s = request.app.state.settings
+    what = ("the database URL in {} and that the server is up" if engine_name(s.config.database) == "postgresql"
+            else "the database path in {} and that this user can read and write it")
     return error_page(request, 503, "Database unavailable",
-                      f"{exc}. Check the database path in {request.app.state.settings.config_path} "
-                      f"and that this user can read and write it.")
+                      scrub(f"{exc}. Check {what.format(s.config_path)}.", s.config.database))
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
+    """A fixed page: the error may have come before the token was checked (its log has it)."""
     if isinstance(exc, (StoreError, *driver_errors(), DatabaseUnavailable)):
         return await _db_error(request, exc)
     log.exception("internal error serving %s", request.url.path)
-    print(f"jobq web: internal error serving {request.url.path}: {exc!r}", file=sys.stderr)
-    return error_page(request, 500, "Internal error", "The dashboard hit an error; its log has the details.")
+    text = scrub(repr(exc), request.app.state.settings.config.database)
+    print(f"jobq web: internal error serving {request.url.path}: {text}", file=sys.stderr)
+    return security.refusal(500)
 
 
 async def healthz(request: Request) -> Response:

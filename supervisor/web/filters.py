@@ -36,6 +36,15 @@ def first_line(text: str | None, width: int = 90) -> str:
     return render.last_line(text, width) if text else ""
 
 
+SHORT_ID = 20  # the time part (12 hex digits) and 8 random ones: jobs of one batch differ there
+
+
+def short_id(job_id: str) -> str:
+    """Enough of an id to tell jobs apart (those enqueued together share their first 12 digits);
+    the pages give the full id on hover and on the job's own page."""
+    return job_id if len(job_id) <= SHORT_ID else job_id[:SHORT_ID] + "…"
+
+
 def install(env: Any) -> None:
     env.filters.update(duration=render.duration, size=render.size, ago=ago, pretty=pretty, hms=hms,
-                       first_line=first_line)
+                       first_line=first_line, short_id=short_id)

@@ -15,7 +15,7 @@ from shared import activity, admin, browse, cron, schedule
 from shared.durations import parse_rate
 from shared.job import STATUSES
 
-from .. import ops
+from .. import ops, status
 from . import overview as overview_mod
 from .html import render, route_path
 
@@ -49,7 +49,15 @@ def _overview_context(request: Request) -> dict[str, Any]:
                                                 "cancelled")}
 
 
+def no_nul(what: str, value: str) -> None:
+    """400 for a NUL character, which no job's field holds (and PostgreSQL refuses in a query)."""
+    if "\x00" in value:
+        raise HTTPException(400, f"bad {what}: {value!r} contains a NUL character")
+
+
 async def jobs(request: Request) -> Response:
+    for name, value in request.query_params.multi_items():
+        no_nul(f"filter {name}", value)
     try:
         f = browse.parse_filter(request.query_params)
     except ValueError as exc:
@@ -73,11 +81,12 @@ def _query(f: browse.JobFilter) -> str:
 
 async def job(request: Request) -> Response:
     job_id = request.path_params["job_id"]
+    no_nul("job id", job_id)
     b = _backend(request)
     store = b.store()
     found = ops.resolve_id(store, job_id)
     if not isinstance(found, str):
-        what = "no job has that id" if not found else f"{len(found)}+ jobs start with it: give more of the id"
+        what = ops.unresolved(found, "no job has that id")
         raise HTTPException(404, f"job {job_id}: {what}")
     row = store.get(found)
     if row is None:
@@ -97,7 +106,7 @@ async def schedules(request: Request) -> Response:
     now = b.clock.now()
     rows = []
     for r in schedule.next_runs(b.settings.config, now, b.store()):
-        runs, t = [], now
+        last, runs, t = status.enqueued_tick(r), [], now
         for _ in range(NEXT_RUNS):
             nxt = cron.next_after(r.cron, r.timezone, t)
             if nxt is None:
@@ -106,7 +115,7 @@ async def schedules(request: Request) -> Response:
             t = nxt
         rows.append({"name": r.name, "type": r.type, "cron": r.cron, "timezone": r.timezone,
                      "catch_up": r.catch_up, "runs": runs, "next_at": r.next_at,
-                     "last_tick": _local(r.last_tick, r.timezone) if r.last_tick is not None else None})
+                     "seen": r.last_tick is not None, "last_tick": _local(last, r.timezone) if last else None})
     return render(request, "schedules.html", {"rows": rows, "now": now})
 
 

@@ -7,6 +7,15 @@
   ``jobq_csrf`` cookie, and a cross-site ``Origin`` is refused. The cookies are ``SameSite=Strict``
   and ``HttpOnly``.
 - ``--read-only``: every POST is refused (the pages show no action).
+- Host: the dashboard answers only to the names it was started for: the bind address,
+  ``localhost``, loopback addresses (127.0.0.1, ``[::1]``) and each ``--allow-host``. Any
+  other ``Host`` header is refused (400): a DNS-rebinding page (``rebind.attacker.example``
+  resolving to 127.0.0.1) cannot read or change anything. Bound to every address (0.0.0.0,
+  ``::``, a token is required there) any name is served unless ``--allow-host`` names some.
+  A POST's ``Origin`` must name one of those hosts too (never compared with the request's own,
+  attacker-chosen, ``Host``).
+- Tokens and CSRF values are compared as bytes (``hmac.compare_digest``): any text, ASCII or
+  not, is a match or a refusal, never an error.
 - Every answer forbids framing and scripts or styles from elsewhere (Content-Security-Policy).
 """
 from __future__ import annotations
@@ -26,6 +35,64 @@ TOKEN_COOKIE = "jobq_token"
 CSRF_COOKIE = "jobq_csrf"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+
+
+WILDCARDS = ("0.0.0.0", "::", "")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+           "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+PAGE = ("<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>jobq: {title}</title>"
+        "<h1>{status}: {title}</h1><p>{text}</p></html>")
+REFUSALS = {
+    400: ("unknown host", "This dashboard answers only to the names it was started for (its address, "
+          "localhost, and each <code>--allow-host</code>)."),
+    401: ("token required", "This dashboard needs its access token: open it once with <code>?token=...</code> "
+          "or send <code>Authorization: Bearer ...</code>."),
+    500: ("internal error", "The dashboard hit an error; its log has the details."),
+}
+
+
+def refusal(status: int) -> Response:
+    """A fixed page (nothing of the request or the database in it) with the security headers."""
+    title, text = REFUSALS[status]
+    response = HTMLResponse(PAGE.format(status=status, title=title, text=text), status_code=status,
+                            headers=HEADERS)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+def same(given: str | None, expected: str) -> bool:
+    """``given == expected`` in constant time, for any text (compared as UTF-8 bytes)."""
+    return given is not None and hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
+                                                     expected.encode("utf-8", "surrogatepass"))
+
+
+def hostname(netloc: str) -> str | None:
+    """The host of ``host[:port]`` (``[v6]:port`` too), lower case, without a trailing dot;
+    None when it does not parse."""
+    try:
+        name = urlsplit(f"//{netloc}").hostname
+    except ValueError:
+        return None
+    return name.rstrip(".") if name else None
+
+
+def host_allowed(name: str | None, bind: str, allowed: tuple[str, ...]) -> bool:
+    """May a request naming ``name`` (its Host, or a POST's Origin) be served? See the module
+    docstring: the bind address, localhost, loopback addresses on a loopback bind, ``allowed``."""
+    if name is None:
+        return False
+    bind = bind.strip("[]").lower()
+    if name in allowed or name in (bind, "localhost") or _loopback_ip(name):
+        return True  # a loopback address is no DNS name: no other site can make a browser send it
+    return bind in WILDCARDS and not allowed
+
+
+def _loopback_ip(name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def is_loopback(host: str) -> bool:
@@ -55,13 +122,28 @@ def _csrf_cookie(request: Request) -> str:
 def check_csrf(request: Request, sent: str | None) -> str | None:
     """None when the POST may proceed, else the reason it may not."""
     origin = request.headers.get("origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+    if origin and origin != "null" and not _origin_ok(request, origin):
         return f"cross-site request from {origin} refused"
     if CSRF_COOKIE not in request.cookies or not sent:
         return "missing CSRF token: reload the page and try again"
-    if not hmac.compare_digest(sent, csrf_token(request)):
+    if not same(sent, csrf_token(request)):
         return "stale or wrong CSRF token: reload the page and try again"
     return None
+
+
+def _origin_ok(request: Request, origin: str) -> bool:
+    """The page that sent the POST is one of this dashboard's hosts. Bound to every address
+    with no ``--allow-host`` (any name served; a token is required there) it must also be the
+    name the request was sent to."""
+    s = request.app.state.settings
+    try:
+        parts = urlsplit(origin)
+        name = parts.hostname
+    except ValueError:
+        return False
+    if not host_allowed(name, s.host, s.allow_hosts):
+        return False
+    return s.host.strip("[]") not in WILDCARDS or bool(s.allow_hosts) or parts.netloc == request.headers.get("host")
 
 
 class Guard(BaseHTTPMiddleware):
@@ -72,23 +154,24 @@ class Guard(BaseHTTPMiddleware):
         self.settings = settings
 
     async def dispatch(self, request: Request, call_next: Any) -> Response:
+        host = request.headers.get("host")
+        if host is not None and not host_allowed(hostname(host), self.settings.host, self.settings.allow_hosts):
+            return refusal(400)  # DNS rebinding: a page of another site that resolved to this server
         token = self.settings.token
         if token:
-            given = request.query_params.get("token")
-            if given is not None and hmac.compare_digest(given, token):
+            if same(request.query_params.get("token"), token):
                 return self._login(request, token)
             if not self._authorized(request, token):
-                return self._refuse()
+                return refusal(401)
         response = await call_next(request)
         self._headers(request, response)
         return response
 
     def _authorized(self, request: Request, token: str) -> bool:
         header = request.headers.get("authorization", "")
-        if header.lower().startswith("bearer ") and hmac.compare_digest(header[7:].strip(), token):
+        if header.lower().startswith("bearer ") and same(header[7:].strip(), token):
             return True
-        cookie = request.cookies.get(TOKEN_COOKIE)
-        return cookie is not None and hmac.compare_digest(cookie, token)
+        return same(request.cookies.get(TOKEN_COOKIE), token)
 
     def _login(self, request: Request, token: str) -> Response:
         """Remember the token in a cookie and drop it from the URL (history, logs, Referer)."""
@@ -100,18 +183,8 @@ class Guard(BaseHTTPMiddleware):
         self._headers(request, response)
         return response
 
-    def _refuse(self) -> Response:
-        body = ("<!doctype html><title>jobq: token required</title><h1>401: token required</h1>"
-                "<p>This dashboard needs its access token: open it once with <code>?token=...</code> "
-                "or send <code>Authorization: Bearer ...</code>.</p>")
-        return HTMLResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer",
-                                                            "Content-Security-Policy": CSP})
-
     def _headers(self, request: Request, response: Response) -> None:
-        response.headers["Content-Security-Policy"] = CSP
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Referrer-Policy"] = "no-referrer"
-        response.headers["X-Frame-Options"] = "DENY"
+        response.headers.update(HEADERS)
         if CSRF_COOKIE not in request.cookies and getattr(request.state, "csrf_cookie", None):
             response.set_cookie(CSRF_COOKIE, request.state.csrf_cookie, httponly=True, samesite="strict",
                                 path=self._cookie_path())

@@ -12,21 +12,33 @@ own (:mod:`shared.errors`).
 - Every public method of a class decorated with :func:`translate_errors` raises ``StoreBusy``
   or ``StoreUnavailable`` naming the server (password hidden) and the cause, never a psycopg
   exception.
+- The server limits every session (:func:`session_limits`): a host cut off in the middle of a
+  transaction must not leave its session holding row locks until the server's TCP keepalive
+  gives up (hours): ``idle_in_transaction_session_timeout`` is below the lease, and the
+  server's keepalives and ``tcp_user_timeout`` drop a dead client within about the lease. The
+  supervisor's session (``upkeep``) also has ``lock_timeout`` and ``statement_timeout``, so no
+  upkeep call waits long on another session or on a slow server, and a client-side bound
+  (:data:`CALL_MARGIN` past its ``statement_timeout``): a call the server does not answer by
+  then (the server or the path to it hangs) has its socket shut down and fails at once, so the
+  supervisor's loop gets back to reaping and signals.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
+import socket
 import threading
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from ...database import redacted
+from ...database import redacted, scrub
+from .. import forkaware
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema as schema_mod
@@ -37,14 +49,47 @@ TX_RETRIES = 8  # serialization failures and deadlocks: the transaction is simpl
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (psycopg.Error,)
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
+DEFAULT_LEASE = 30.0  # worker.lease_timeout's default, for stores opened without a config
+CALL_MARGIN = 2.0     # seconds past an upkeep session's statement_timeout before a call is cut
+
+
+def session_limits(lease_timeout: float, upkeep: bool = False) -> dict[str, str]:
+    """The server-side limits of a jobq session, derived from the lease (seconds).
+
+    - ``idle_in_transaction_session_timeout``: half the lease (at least 1 s). jobq's
+      transactions only run SQL, back to back; a session idle inside one belongs to a client
+      that is gone or cut off, and the server ends it (its locks released, its work rolled
+      back) before the lease expires, so the jobs it held can be re-run elsewhere.
+    - ``tcp_keepalives_idle/interval/count`` and ``tcp_user_timeout``: the server drops a
+      silent client within about half the lease (at least 4 s), idle or with an answer the
+      client never acknowledges (stock: over two hours).
+    - ``upkeep`` (the supervisor): ``lock_timeout`` (a quarter of the lease, 0.5 to 5 s) and
+      ``statement_timeout`` (half the lease, at least 5 s): an upkeep call never waits long on
+      another session's locks nor on a slow server; it fails (``StoreBusy``) and is tried
+      again next round.
+    A URL's own ``options`` (``?options=-c%20lock_timeout%3D...``) win over these.
+    """
+    half_ms = max(1000, int(lease_timeout * 500))
+    limits = {"idle_in_transaction_session_timeout": str(half_ms),
+              "tcp_keepalives_idle": str(max(1, half_ms // 1000 - 3)), "tcp_keepalives_interval": "1",
+              "tcp_keepalives_count": "3", "tcp_user_timeout": str(half_ms)}
+    if upkeep:
+        limits["lock_timeout"] = str(int(min(5000, max(500, lease_timeout * 250))))
+        limits["statement_timeout"] = str(max(5000, half_ms))
+    return limits
 
 
 class PgConnection:
     """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
 
     def __init__(self, url: str, *, schema: str = "jobq", connect_timeout: float = 5.0,
-                 migrate: bool = True) -> None:
+                 migrate: bool = True, lease_timeout: float = DEFAULT_LEASE, upkeep: bool = False) -> None:
         self.url = url
+        self.limits = session_limits(lease_timeout, upkeep)
+        # upkeep: a call not answered by then is cut on the client side (see _bounded)
+        self.call_limit = int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
+        self._watch: threading.Timer | None = None
+        self.severed = False  # the last call was cut by the bound
         self.location = redacted(url)
         self.schema = schema
         self.channel = f"jobq_{schema}"
@@ -67,11 +112,13 @@ class PgConnection:
                 conn.close()
                 raise
         self._conn = conn
+        forkaware.track(self)
 
     def _connect(self) -> psycopg.Connection:
         try:
             given = conninfo_to_dict(self.url)
-            options = given.get("options") or ""
+            # ours first: a setting the URL's own options give wins (the server keeps the last)
+            options = " ".join([*(f"-c {k}={v}" for k, v in self.limits.items()), given.get("options") or ""])
             # what pg_stat_activity shows: the URL's, libpq's PGAPPNAME, or jobq
             name = given.get("application_name") or os.environ.get("PGAPPNAME") or "jobq"
             # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
@@ -82,11 +129,11 @@ class PgConnection:
                                    keepalives_count=3, tcp_user_timeout=wait * 1000, application_name=name,
                                    options=f"{options} -c search_path={self.schema}".strip())
         except psycopg.ProgrammingError as exc:  # the URL itself did not parse
-            raise StoreUnavailable(f"database {self.location}: {' '.join(str(exc).split())} (is the URL "
+            raise StoreUnavailable(f"database {self.location}: {scrub(' '.join(str(exc).split()), self.url)} (is the URL "
                                    "well formed? postgresql://user[:password]@host[:port]/database)",
                                    database=self.location, cause=exc) from exc
-        except psycopg.Error as exc:
-            raise error_for(self.location, exc) from exc
+        except psycopg.Error as exc:  # libpq may quote the URL (or a piece of it) in its message
+            raise error_for(self.location, exc, url=self.url) from exc
         for hook in self._on_connect:
             hook(conn)
         return conn
@@ -106,6 +153,22 @@ class PgConnection:
         self._on_connect.append(hook)
         if self._conn is not None and not self._conn.closed:
             hook(self._conn)
+
+    def _after_fork(self) -> None:
+        """In a child after fork: let go of the parent's connection without ending its session
+        (the terminate message that closing sends goes to a dead socket instead of the shared
+        one); the next call connects again. The lock may have been held by a thread that did
+        not cross the fork: a new one."""
+        self.lock = threading.RLock()
+        conn, self._conn = self._conn, None
+        if conn is None or conn.closed:
+            return
+        try:
+            forkaware.disown_socket(conn.pgconn.socket)
+        except Exception:  # noqa: BLE001 - never closed here, then: that would end the parent's session
+            forkaware.keep_forever(conn)
+            return
+        conn.close()
 
     def for_thread(self) -> Any:
         """This store, for another thread of this process: one connection per worker process
@@ -133,6 +196,44 @@ class PgConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _bounded(self) -> Any:
+        """Around a public call (the outermost one): with ``call_limit``, a timer that cuts the
+        call if the server has not answered by then."""
+        if self.call_limit is None or self._watch is not None:
+            return contextlib.nullcontext()
+        return self._watched()
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        timer = threading.Timer(self.call_limit, self._sever, args=(None,))
+        timer.args = (timer,)
+        timer.daemon = True
+        self._watch, self.severed = timer, False
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+            timer.join()  # gone before the call returns: no thread may cross the next fork()
+            self._watch = None
+
+    def _sever(self, timer: threading.Timer) -> None:
+        """(The timer's thread.) The call outlived ``call_limit``: shut its socket down, so the
+        blocked read returns now (the call raises; the next one connects again)."""
+        conn = self._conn
+        if conn is None or self._watch is not timer:
+            return
+        try:
+            fd = os.dup(conn.pgconn.socket)
+        except (OSError, psycopg.Error):
+            return
+        self.severed = True
+        with socket.socket(fileno=fd) as sock:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _write(self, fn: Callable[[psycopg.Connection], T]) -> T:
         """Run one autocommit statement (``fn(conn)``)."""
@@ -195,6 +296,9 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
     if found == schema_mod.VERSION:
         return found
     with conn.transaction():
+        # a migration may wait for another process's and may take long: no session limit applies
+        conn.execute("SET LOCAL lock_timeout = 0")
+        conn.execute("SET LOCAL statement_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         found = _version(conn, schema)
@@ -215,11 +319,13 @@ def _version(conn: psycopg.Connection, schema: str) -> int:
     return conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()["version"]
 
 
-def error_for(location: str, exc: BaseException) -> StoreError:
-    """jobq's error for a psycopg error on the server ``location``."""
+def error_for(location: str, exc: BaseException, url: str = "") -> StoreError:
+    """jobq's error for a psycopg error on the server ``location``; with ``url``, any secret of
+    that URL the driver's message quotes is hidden."""
     kind = StoreBusy if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)) \
         else StoreUnavailable
-    return kind(f"database {location}: {_explain(exc)}", database=location, cause=exc)
+    return kind(f"database {location}: {scrub(_explain(exc), url) if url else _explain(exc)}",
+                database=location, cause=exc)
 
 
 def _explain(exc: BaseException) -> str:
@@ -239,11 +345,15 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(fn)
     def method(self: Any, *args: Any, **kwargs: Any) -> T:
         try:
-            with self.lock:
+            with self.lock, self._bounded():
                 return fn(self, *args, **kwargs)
         except psycopg.Error as exc:
             if isinstance(exc, _LOST) or (self._conn is not None and self._conn.broken):
                 with self.lock:
                     self._drop()
+            if self.severed:
+                raise StoreUnavailable(f"database {self.location}: no answer within {self.call_limit:g} s "
+                                       "(call cut; the next one connects again)", database=self.location,
+                                       cause=exc) from exc
             raise error_for(self.location, exc) from exc
     return method

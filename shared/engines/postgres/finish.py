@@ -16,10 +16,10 @@ from psycopg.rows import tuple_row
 
 from ...clock import iso
 from ...job import Finish, finish_times, recognised
+from .lifecycle import RELEASE, pg_text
 
 _GUARD = ("WHERE jobs.id = %(id)s AND jobs.status = 'running' AND jobs.attempts = %(attempt)s "
           "AND jobs.owner = %(owner)s")
-RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
 
 # An attempt that ended is recorded by the statement that ends it (``job_attempts``, see the
 # schema): ``u`` is that UPDATE's RETURNING (id, type, attempts, was_run_at, created_at,
@@ -65,11 +65,6 @@ _COMPLETE_MANY = ("WITH u AS (UPDATE jobs SET status = 'completed', result = f.r
 # The history rows an owner's outcomes may have left (see shared.job.history_row).
 _HISTORY = ("SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_attempts "
             "WHERE owner = %s AND job_id = ANY(%s)")
-
-
-def pg_text(text: str | None) -> str | None:
-    """PostgreSQL text cannot hold NUL: keep it visible as an escape instead."""
-    return text if text is None or "\x00" not in text else text.replace("\x00", "\\x00")
 
 
 def finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:

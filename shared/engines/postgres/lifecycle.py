@@ -1,9 +1,14 @@
-"""The PostgreSQL engine's SQL for schedules, retention and per-type limits (issue 6, 14).
+"""The PostgreSQL engine's SQL for leases, schedules, retention and per-type limits (issue 6, 14).
 
 :class:`PgLifecycle` is a mixin of ``PgStore``: it uses the store's ``conn``, ``_tx``,
 ``schema`` and ``enqueue``, and keeps the store's contract (every write is one statement or
 one short transaction; ``now`` comes from the caller, the lease from the database's clock).
 
+- Leases: :meth:`heartbeat` renews the jobs a worker holds and gives back, in the same
+  statement, the running jobs of that owner it does not hold (a claim whose answer was lost);
+  :meth:`release_owner` re-queues a dead owner's jobs and never waits on another session's row
+  locks (``SKIP LOCKED``: the transaction of a host cut off mid-way holds them until the server
+  ends it, see ``connection.session_limits``; what it skips is released by a later round).
 - Schedules: ``schedule_marks`` remembers the last tick each ``[[schedule]]`` entry handled.
   :meth:`run_schedule` makes sure the mark's row exists (``ON CONFLICT DO NOTHING``), locks it
   (``FOR UPDATE``), enqueues the due ticks and advances it in one transaction: supervisors on
@@ -20,10 +25,10 @@ one short transaction; ``now`` comes from the caller, the lease from the databas
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from ...clock import iso, parse_iso
-from ...job import TERMINAL, Job, NewJob, ScheduleMark
+from ...job import TERMINAL, Job, NewJob, Released, ScheduleMark, release_outcome
 from ...limits import pick_claims
 
 if TYPE_CHECKING:
@@ -32,6 +37,29 @@ if TYPE_CHECKING:
     from ...limits import TypeLimit
 
 T = TypeVar("T")
+
+RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
+
+# One statement: the process row and the held jobs' leases renewed on the server's clock; the
+# owner's other running jobs (claimed, answer lost: never started) pending again, due now,
+# their attempt given back, idle workers notified. ``held`` NULL: renew every running job.
+_BEAT = ("WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s), "
+         "r AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
+         "updated_at = %(now)s, " + RELEASE + "WHERE status = 'running' AND owner = %(o)s "
+         "AND id <> ALL(%(held)s::text[]) RETURNING 1), "
+         "u AS (UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "
+         "AND (%(held)s::text[] IS NULL OR id = ANY(%(held)s::text[])) RETURNING 1) "
+         "SELECT (SELECT count(*) FROM u) AS renewed, "
+         "(SELECT count(*) FROM (SELECT pg_notify(%(channel)s, '') FROM r LIMIT 1) n) AS notified")
+# A dead owner's running jobs, without waiting for rows another session has locked.
+_OWNED = "SELECT * FROM jobs WHERE status = 'running' AND owner = %s FOR UPDATE SKIP LOCKED"
+_REQUEUE = ("UPDATE jobs SET status = %(status)s, attempts = %(attempts)s, error = %(reason)s, "
+            "run_at = CASE WHEN %(status)s = 'pending' THEN %(now)s ELSE run_at END, "
+            "completed_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END, "
+            "max_attempts = coalesce(max_attempts, %(limit)s), updated_at = %(now)s, "
+            + RELEASE + "WHERE id = %(id)s AND status = 'running' AND owner = %(owner)s")
+_ENDED = ("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, "
+          "error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
 _PAUSED = "SELECT 1 FROM control WHERE name = 'paused' AND value = '1'"
 _LATEST_START = "SELECT max(started_at) AS t FROM type_starts"
@@ -81,13 +109,59 @@ class Chunks:
         return store._tx(lambda c: fn(c, rows))
 
 
+def pg_text(text: str | None) -> str | None:
+    """PostgreSQL text cannot hold NUL: keep it visible as an escape instead."""
+    return text if text is None or "\x00" not in text else text.replace("\x00", "\\x00")
+
+
 class PgLifecycle:
-    """Schedules, retention and limited claims (mixed into ``PgStore``)."""
+    """Leases, schedules, retention and limited claims (mixed into ``PgStore``)."""
 
     conn: "psycopg.Connection"
     schema: str
+    channel: str
     _tx: Callable[..., Any]
     enqueue: Callable[..., list[str]]
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    def heartbeat(self, owner: str, now: float | Callable[[], float],
+                  holding: Sequence[str] | None = None) -> int:
+        """Renew the leases of the running jobs of ``owner`` in ``holding`` and its process row,
+        on the server's clock (hosts' clocks may disagree), in one statement; with ``holding``
+        the owner's other running jobs are given back (see the contract). Renewed job count."""
+        stamp = iso(now() if callable(now) else now)
+        held = None if holding is None else list(holding)
+        row = self.conn.execute(_BEAT, {"o": owner, "now": stamp, "held": held, "channel": self.channel})
+        return row.fetchone()["renewed"]
+
+    def release_owner(self, owner: str, reason: str, now: float, *,
+                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
+                      unstarted: Iterable[str] = ()) -> list[Released]:
+        """Re-queue (or fail, attempts used up) the running jobs of a dead or fenced ``owner``,
+        in one transaction; every update guarded by ``running`` and the owner. Rows locked by
+        another session are skipped, never waited for (see the module): they are left running
+        for the next call."""
+        unstarted = set(unstarted)
+        stamp = iso(now)
+        reason = pg_text(reason)
+
+        def tx(c: Any) -> list[Released]:
+            out = []
+            for row in c.execute(_OWNED, (owner,)).fetchall():
+                job = Job.from_row(row)
+                limit = max_attempts_for(job)
+                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
+                done = c.execute(_REQUEUE, {"status": status, "attempts": attempts, "reason": reason,
+                                            "now": stamp, "limit": limit, "id": job.id, "owner": owner}).rowcount
+                if done and attempts >= job.attempts:  # the run counted: it is an attempt that ended
+                    c.execute(_ENDED, (job.id, job.type, job.attempts, "retry" if status == "pending" else "failed",
+                                       max(job.run_at, job.created_at), job.started_at, stamp, owner, reason))
+                out.append(Released(job.id, job.type, status, attempts))
+            if any(r.status == "pending" for r in out):  # idle workers: these are due now
+                c.execute("SELECT pg_notify(%s, '')", (self.channel,))
+            return out
+        return self._tx(tx)
 
     # -- schedules ------------------------------------------------------------------------------
 

@@ -327,10 +327,10 @@ class PgOps:
                 continue
         return out
 
-    def wal_bytes(self) -> int:
-        """0: the server's write-ahead log is the whole cluster's and the server reclaims it
+    def wal_bytes(self) -> int | None:
+        """None: the server's write-ahead log is the whole cluster's and the server reclaims it
         itself (checkpoints); there is nothing of jobq's own to measure or to checkpoint."""
-        return 0
+        return None
 
 
 def _scale_key(supervisor: str) -> str:

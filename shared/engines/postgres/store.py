@@ -10,7 +10,8 @@ How this engine keeps the contract across many hosts:
   ``UPDATE ... FROM unnest(...)``); zero rows means the lease was lost, unless the outcome's
   own history row shows it committed before (a re-send after a commit whose answer was lost).
 - Leases (``heartbeat_at``) are written with the server's clock (``db_now()``), so every host
-  judges them on one clock; everything else keeps the caller's injected time.
+  judges them on one clock; everything else keeps the caller's injected time. Heartbeats and
+  the release of a dead owner's jobs are in :mod:`.lifecycle`.
 - An enqueue notifies in the same statement as its insert (``pg_notify``, one per
   transaction): idle workers wake from ``LISTEN`` (:mod:`.wakeup`).
 - One job per call is one autocommit statement; a batch's outcomes and the next claim share
@@ -19,17 +20,17 @@ How this engine keeps the contract across many hosts:
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
 from psycopg.rows import tuple_row
 
 from ...clock import iso, parse_iso
-from ...job import Finish, Job, NewJob, Released, release_outcome
+from ...job import Finish, Job, NewJob
 from .browse import PgBrowse
 from .connection import PgConnection, translate_errors
-from .finish import RELEASE as _RELEASE, finish_one, pg_text as _text, record_finishes
+from .finish import finish_one, record_finishes
 from .leases import PgLeases
-from .lifecycle import PgLifecycle
+from .lifecycle import RELEASE as _RELEASE, PgLifecycle
 from .ops import PgOps
 from .schema import COUNTS, FOLD_COUNTS
 from .transfer import PgTransfer
@@ -216,52 +217,6 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
         return self.conn.execute("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= %s "
                                  "ORDER BY priority DESC, run_at, created_at LIMIT 1",
                                  (iso(now),)).fetchone() is not None
-
-    def heartbeat(self, owner: str, now: float | Callable[[], float]) -> int:
-        """Renew the leases of ``owner``'s running jobs and its process row, on the server's
-        clock (``now`` is not used for leases: hosts' clocks may disagree); job count."""
-        row = self.conn.execute(
-            "WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s) "
-            "UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "
-            "RETURNING 1", {"o": owner})
-        return row.rowcount
-
-    # -- supervisor -----------------------------------------------------------------------------
-
-    def release_owner(self, owner: str, reason: str, now: float, *,
-                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
-                      unstarted: Iterable[str] = ()) -> list[Released]:
-        """Re-queue (or fail, attempts used up) the running jobs of a dead or fenced ``owner``,
-        in one transaction; every update guarded by ``running`` and the owner."""
-        unstarted = set(unstarted)
-        stamp = iso(now)
-        reason = _text(reason)
-
-        def tx(c: Any) -> list[Released]:
-            rows = c.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'running' AND owner = %s "
-                             "FOR UPDATE", (owner,)).fetchall()
-            out = []
-            for row in rows:
-                job = Job.from_row(row)
-                limit = max_attempts_for(job)
-                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
-                done = c.execute("UPDATE jobs SET status = %(status)s, attempts = %(attempts)s, error = %(reason)s, "
-                          "run_at = CASE WHEN %(status)s = 'pending' THEN %(now)s ELSE run_at END, "
-                          "completed_at = CASE WHEN %(status)s = 'failed' THEN %(now)s END, "
-                          "max_attempts = coalesce(max_attempts, %(limit)s), updated_at = %(now)s, "
-                          + _RELEASE + "WHERE id = %(id)s AND status = 'running' AND owner = %(owner)s",
-                          {"status": status, "attempts": attempts, "reason": reason, "now": stamp,
-                           "limit": limit, "id": job.id, "owner": owner}).rowcount
-                if done and attempts >= job.attempts:  # the run counted: it is an attempt that ended
-                    c.execute("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, "
-                              "ended_at, owner, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                              (job.id, job.type, job.attempts, "retry" if status == "pending" else "failed",
-                               max(job.run_at, job.created_at), job.started_at, stamp, owner, reason))
-                out.append(Released(job.id, job.type, status, attempts))
-            if any(r.status == "pending" for r in out):  # idle workers: these are due now
-                c.execute("SELECT pg_notify(%s, '')", (self.channel,))
-            return out
-        return self._tx(tx)
 
     def owners(self) -> list[str]:
         return [r["owner"] for r in

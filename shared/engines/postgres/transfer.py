@@ -26,6 +26,12 @@ _HERE = "SELECT id, status, attempts, updated_at FROM jobs WHERE id = ANY(%s)"
 _INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} "
                     "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
                     "ORDER BY a.ordinality")
+# Texts that may hold a NUL, written so that PostgreSQL text can: an error as the engine writes
+# one (store._text: the NUL visible as the four characters \x00); a payload or result, JSON, with
+# the NUL escaped the JSON way (\u0000), so it decodes to the same value (a raw NUL in a JSON
+# string is not valid JSON either). Attempts: every text as an error.
+_FREE_TEXT = {"payload": "\\u0000", "result": "\\u0000", "error": "\\x00"}
+_REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refuses a row's values
 _DELETE_UNCHANGED = (
     "DELETE FROM jobs j USING jsonb_populate_recordset(NULL::jobs, %s) AS r "
     "WHERE j.id = r.id AND j.status = r.status AND j.attempts = r.attempts "
@@ -56,26 +62,27 @@ class PgTransfer:
                     attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
         if not rows:
             return Imported()
-        jobs = Jsonb([{f: r[f] for f in JOB_FIELDS} for r in rows])
+        done = Imported()
+        jobs = [job for job in (_storable(r, done.rejected) for r in rows) if job is not None]
+        wanted = {j["id"] for j in jobs}
+        history = [{f: a[f].replace("\x00", "\\x00") if isinstance(a[f], str) else a[f] for f in ATTEMPT_FIELDS}
+                   for a in attempts if a["job_id"] in wanted]
 
         def tx(c: psycopg.Connection) -> Imported:
-            new = {h["id"] for h in c.execute(_INSERT, (jobs,)).fetchall()}
-            done = Imported(inserted=[r["id"] for r in rows if r["id"] in new])
-            skipped = [r for r in rows if r["id"] not in new]
-            here = {h["id"]: h for h in c.execute(_HERE, ([r["id"] for r in skipped],)).fetchall()} \
-                if skipped else {}
-            for r in skipped:
-                h = here.get(r["id"])
-                if h is None:
-                    done.key_taken.append(r["id"])
-                elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
-                    done.present.append(r["id"])
-                else:
-                    done.differing.append(r["id"])
-            history = [{f: a[f] for f in ATTEMPT_FIELDS} for a in attempts if a["job_id"] in new]
-            if history:
-                c.execute(_INSERT_ATTEMPTS, (Jsonb(history),))
-            return done
+            out = Imported(rejected=dict(done.rejected))
+            try:
+                with c.transaction():  # a savepoint: a row the server refuses spoils only this
+                    new = {h["id"] for h in c.execute(_INSERT, (Jsonb(jobs),)).fetchall()} if jobs else set()
+            except _REFUSED:
+                new = _insert_one_by_one(c, jobs, out.rejected)
+            out.inserted = [j["id"] for j in jobs if j["id"] in new]
+            _classify(c, [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected], out)
+            mine = [a for a in history if a["job_id"] in new]
+            if mine:
+                c.execute(_INSERT_ATTEMPTS, (Jsonb(mine),))
+            if any(j["status"] == "pending" for j in jobs if j["id"] in new):
+                c.execute("SELECT pg_notify(%s, '')", (self.channel,))  # type: ignore[attr-defined]
+            return out
         return self._tx(tx)  # type: ignore[attr-defined]
 
     def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -86,3 +93,40 @@ class PgTransfer:
         gone = {h["id"] for h in self._write(  # type: ignore[attr-defined]
             lambda c: c.execute(_DELETE_UNCHANGED, (keys,)).fetchall())}
         return [r["id"] for r in rows if r["id"] in gone]
+
+
+def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any] | None:
+    """``row`` as PostgreSQL stores it: a NUL in a free text (payload, result, error) escaped,
+    see ``_FREE_TEXT``. None, with the reason in ``rejected``, when a NUL is in a column that
+    names things (id, type, key, owner...), which text here cannot hold."""
+    out = {}
+    for f in JOB_FIELDS:
+        value = row[f]
+        if isinstance(value, str) and "\x00" in value:
+            if f not in _FREE_TEXT:
+                rejected[row["id"]] = f"its {f} {value!r} contains NUL, which PostgreSQL text cannot hold"
+                return None
+            value = value.replace("\x00", _FREE_TEXT[f])
+        out[f] = value
+    return out
+
+
+def _insert_one_by_one(c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]],
+                       rejected: dict[str, str]) -> set[str]:
+    """The chunk again, a row at a time, each in a savepoint: the ids inserted; the rows the
+    server refuses (a number out of range, a broken constraint) go to ``rejected`` with why."""
+    new: set[str] = set()
+    for job in jobs:
+        try:
+            with c.transaction():
+                new.update(h["id"] for h in c.execute(_INSERT, (Jsonb([job]),)).fetchall())
+        except _REFUSED as exc:
+            rejected[job["id"]] = " ".join(str(exc).split())
+    return new
+
+
+def _classify(c: psycopg.Connection, skipped: Sequence[Mapping[str, Any]], done: Imported) -> None:
+    """Sort the rows the insert skipped: here by id (the same state or not), or kept out by a key."""
+    if not skipped:
+        return
+    done.sort_skipped(skipped, {h["id"]: h for h in c.execute(_HERE, ([r["id"] for r in skipped],)).fetchall()})

@@ -3,7 +3,7 @@
 The worker's own connection listens on the schema's channel (no connection more per worker:
 8 hosts of 8 workers stay within the server's default 100 connections). Every enqueue sends one
 notification with its insert. Of a host's idle workers one at a time, the lead
-(:mod:`shared.engines.idlelead`, a lock file in this host's temporary folder), selects on its
+(:mod:`shared.engines.idlelead`, a byte of a lock file in this host's temporary folder), selects on its
 connection's socket and claims when a notification arrived; the others wait for the lead lock,
 so a notification wakes one process per host instead of every idle worker (which then all
 competed for the 2 cores to find the one job). A lead that claims hands the lead on.
@@ -35,7 +35,7 @@ class PgWakeup:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.notified = False
-        self.lead = IdleLead(lead_base(store.url, store.schema))
+        self.lead = IdleLead(lead_base(store.url), lead_slot(store.schema))
         self.following = False  # the last prepare() waits for the lead, not for notifications
         store.on_connect(self._listen)
 
@@ -100,9 +100,16 @@ class PgWakeup:
         self.lead.close()
 
 
-def lead_base(url: str, schema: str) -> str:
-    """Where this host's workers on one queue (server, database, schema) keep their lead lock
-    (the lock file is this path + ``-lead``)."""
-    ident = "\0".join((url, schema, host_id(), str(os.getuid())))
+def lead_base(url: str) -> str:
+    """Where this host's workers on one server and database keep their lead lock (the lock file
+    is this path + ``-lead``): one file, whatever the schemas (see :func:`lead_slot`), so the
+    temporary folder holds one per database used, however many queues come and go."""
+    ident = "\0".join((url, host_id(), str(os.getuid())))
     name = "jobq-pg-" + hashlib.sha256(ident.encode()).hexdigest()[:20]
     return os.path.join(tempfile.gettempdir(), name)
+
+
+def lead_slot(schema: str) -> int:
+    """The byte of the lead file that one queue (schema) locks: 62 bits of its name's hash, so
+    two schemas' leads do not exclude each other."""
+    return int.from_bytes(hashlib.sha256(schema.encode()).digest()[:8], "big") >> 2

@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
+from .. import forkaware
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema
@@ -45,7 +46,9 @@ class SqliteConnection:
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
+        self._closed = False
         self._open(migrate)
+        forkaware.track(self)
 
     def _open(self, migrate: bool) -> None:
         folder = os.path.dirname(os.path.abspath(self.path))
@@ -90,9 +93,20 @@ class SqliteConnection:
 
     @property
     def conn(self) -> sqlite3.Connection:
+        """The connection (opened again in a child process after a fork, see ``_after_fork``)."""
         if self._conn is None:
-            raise StoreUnavailable(f"database {self.path}: store is closed", database=self.path)
-        return self._conn
+            if self._closed:
+                raise StoreUnavailable(f"database {self.path}: store is closed", database=self.path)
+            self._open(migrate=False)
+        return self._conn  # type: ignore[return-value]
+
+    def _after_fork(self) -> None:
+        """In a child after fork: never use the parent's handle, nor close it (SQLite forbids
+        the one; the other may checkpoint and remove the WAL file under the parent); the next
+        call opens the child's own."""
+        if self._conn is not None:
+            forkaware.keep_forever(self._conn)
+            self._conn = None
 
     def for_thread(self) -> Any:
         """A store for another thread of this process: a connection of its own on the same
@@ -101,13 +115,14 @@ class SqliteConnection:
                           migrate=False)
 
     def close(self) -> None:
+        self._closed = True
         if self._conn is not None:
             self._conn.close()
             self._conn = None
 
     @property
     def closed(self) -> bool:
-        return self._conn is None
+        return self._closed
 
     def __enter__(self) -> Any:
         return self

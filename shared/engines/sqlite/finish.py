@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 from ...clock import iso
 from ...job import Finish, finish_times, recognised
+from .lifecycle import RELEASE
 
 _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
-RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
 
 # An outcome writes its run's own start and end (``started_at`` kept when it has none; the
 # attempt history's trigger reads them, see the schema) and, for a finished job, ends it then.

@@ -1,10 +1,13 @@
-"""The SQLite engine's SQL for schedules, retention and per-type limits (issue 6).
+"""The SQLite engine's SQL for leases, schedules, retention and per-type limits (issue 6).
 
 :class:`LifecycleStore` is a mixin of :class:`SqliteStore`: it uses the store's
 ``conn``, ``_write``, ``_immediate`` and ``enqueue``, and keeps the store's contract (every write
 is one statement or a ``BEGIN IMMEDIATE`` transaction; RETURNING cursors are fetched fully;
 times come from the caller).
 
+- Leases: :meth:`heartbeat` renews the jobs a worker holds and gives back, in the same
+  transaction, the running jobs of that owner it does not hold (a claim whose answer was
+  lost); :meth:`release_owner` re-queues a dead owner's jobs.
 - Schedules: ``schedule_marks`` remembers the last tick each ``[[schedule]]`` entry handled;
   :meth:`run_schedule` reads it, enqueues the due ticks (idempotency key per schedule and tick)
   and advances it in one transaction, so two supervisors never enqueue a tick twice.
@@ -17,16 +20,29 @@ times come from the caller).
 """
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from ...clock import iso, parse_iso
-from ...job import TERMINAL, Job, NewJob, ScheduleMark
+from ...job import TERMINAL, Job, NewJob, Released, ScheduleMark, release_outcome
 from ...limits import pick_claims
 
 if TYPE_CHECKING:
     from ...limits import TypeLimit
+
+RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
+
+_HELD = "(SELECT value FROM json_each(?))"  # the ids a worker holds, as one JSON array
+_RENEW = "UPDATE jobs SET heartbeat_at = ? WHERE status = 'running' AND owner = ?"
+# claimed but not held (the claim's answer was lost, never started): pending, due now, attempt back
+_GIVE_BACK = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
+              + RELEASE + f"WHERE status = 'running' AND owner = ? AND id NOT IN {_HELD}")
+_REQUEUE = ("UPDATE jobs SET status = ?, attempts = ?, error = ?, run_at = CASE WHEN ? = 'pending' "
+            "THEN ? ELSE run_at END, completed_at = CASE WHEN ? = 'failed' THEN ? END, "
+            "max_attempts = coalesce(max_attempts, ?), updated_at = ?, " + RELEASE +
+            "WHERE id = ? AND status = 'running' AND owner = ?")
 
 _PAUSED = "SELECT 1 FROM control WHERE name = 'paused' AND value = '1'"
 _LATEST_START = "SELECT max(started_at) AS t FROM type_starts"
@@ -56,12 +72,60 @@ Plan = Callable[[float], "tuple[list[NewJob], float | None]"]  # see shared.cont
 
 
 class LifecycleStore:
-    """Schedules, retention and limited claims (mixed into :class:`SqliteStore`)."""
+    """Leases, schedules, retention and limited claims (mixed into :class:`SqliteStore`)."""
 
     conn: sqlite3.Connection
     _write: Callable[..., Any]
     _immediate: Callable[..., Any]
     enqueue: Callable[..., list[str]]
+
+    # -- leases ---------------------------------------------------------------------------------
+
+    def heartbeat(self, owner: str, now: float | Callable[[], float],
+                  holding: Sequence[str] | None = None) -> int:
+        """Refresh the lease of the running jobs of ``owner`` in ``holding`` (None: every one)
+        and its process row, in one transaction; with ``holding`` the owner's other running jobs
+        are given back (see the contract). Returns the renewed job count.
+
+        ``now`` may be a clock function: it is then read once the write lock is held, so a beat
+        that waited for the lock does not record a lease older than it is."""
+        def tx(c: sqlite3.Connection) -> int:
+            stamp = iso(now() if callable(now) else now)
+            if holding is None:
+                n = c.execute(_RENEW, (stamp, owner)).rowcount
+            else:
+                held = json.dumps(list(holding))
+                c.execute(_GIVE_BACK, (stamp, stamp, owner, held))
+                n = c.execute(f"{_RENEW} AND id IN {_HELD}", (stamp, owner, held)).rowcount
+            c.execute("UPDATE processes SET heartbeat_at = ? WHERE id = ?", (stamp, owner))
+            return n
+        return self._immediate(tx)
+
+    def release_owner(self, owner: str, reason: str, now: float, *,
+                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
+                      unstarted: Iterable[str] = ()) -> list[Released]:
+        """Re-queue the running jobs of a dead or killed ``owner``, in one transaction.
+
+        With ``count_attempt`` the interrupted run counts: a job whose attempts are used up is
+        ``failed`` with ``reason``; others go back to pending, due now. Without it (a shutdown
+        the supervisor itself ordered) the attempt is given back. Jobs in ``unstarted`` (claimed
+        in a batch, never begun) always get their attempt back.
+        """
+        unstarted = set(unstarted)
+        stamp = iso(now)
+
+        def tx(c: sqlite3.Connection) -> list[Released]:
+            rows = c.execute("SELECT * FROM jobs WHERE status = 'running' AND owner = ?", (owner,)).fetchall()
+            out = []
+            for row in rows:
+                job = Job.from_row(row)
+                limit = max_attempts_for(job)
+                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
+                c.execute(_REQUEUE, (status, attempts, reason, status, stamp, status, stamp, limit, stamp,
+                                     job.id, owner))
+                out.append(Released(job.id, job.type, status, attempts))
+            return out
+        return self._immediate(tx)
 
     # -- schedules ------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The SQLite engine's store: one connection to a jobq database file, and every protocol of
 :mod:`shared.contract` on it (the operators' SQL in :mod:`.ops`, schedules, retention and limits
-in :mod:`.lifecycle`, the connection, busy retries and error translation in :mod:`.connection`).
+in :mod:`.lifecycle` with heartbeats and dead owners' jobs, the connection, busy retries and error translation in :mod:`.connection`).
 
 How this engine keeps the contract:
 - Every write is one statement or a ``BEGIN IMMEDIATE`` transaction; reads never turn into writes
@@ -18,14 +18,14 @@ How this engine keeps the contract:
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ...clock import iso, parse_iso
-from ...job import Finish, Job, NewJob, Released, release_outcome, encode_json  # noqa: F401 - encode_json: re-export
+from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from .browse import SqliteBrowse
 from .connection import SqliteConnection, is_busy, translate_errors
-from .finish import RELEASE as _RELEASE, fetch_rows as _fetch_rows, record_finishes
-from .lifecycle import LifecycleStore
+from .finish import fetch_rows as _fetch_rows, record_finishes
+from .lifecycle import RELEASE as _RELEASE, LifecycleStore
 from .ops import OpsSql
 from .transfer import SqliteTransfer
 
@@ -220,51 +220,6 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
     def has_due(self, now: float) -> bool:
         """Is any pending job due? (a read: cheaper than a claim that finds nothing)"""
         return bool(self.conn.execute(_HAS_DUE, (iso(now),)).fetchall())
-
-    def heartbeat(self, owner: str, now: float | Callable[[], float]) -> int:
-        """Refresh the lease of every job ``owner`` runs, and its process row. Returns job count.
-
-        ``now`` may be a clock function: it is then read once the write lock is held, so a beat
-        that waited for the lock does not record a lease older than it is."""
-        def tx(c: sqlite3.Connection) -> int:
-            stamp = iso(now() if callable(now) else now)
-            n = c.execute("UPDATE jobs SET heartbeat_at = ? WHERE status = 'running' AND owner = ?",
-                          (stamp, owner)).rowcount
-            c.execute("UPDATE processes SET heartbeat_at = ? WHERE id = ?", (stamp, owner))
-            return n
-        return self._immediate(tx)
-
-    # -- supervisor -----------------------------------------------------------------------------
-
-    def release_owner(self, owner: str, reason: str, now: float, *,
-                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
-                      unstarted: Iterable[str] = ()) -> list[Released]:
-        """Re-queue the running jobs of a dead or killed ``owner``, in one transaction.
-
-        With ``count_attempt`` the interrupted run counts: a job whose attempts are used up is
-        ``failed`` with ``reason``; others go back to pending, due now. Without it (a shutdown
-        the supervisor itself ordered) the attempt is given back. Jobs in ``unstarted`` (claimed
-        in a batch, never begun) always get their attempt back.
-        """
-        unstarted = set(unstarted)
-        stamp = iso(now)
-
-        def tx(c: sqlite3.Connection) -> list[Released]:
-            rows = c.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' AND owner = ?",
-                             (owner,)).fetchall()
-            out = []
-            for row in rows:
-                job = Job.from_row(row)
-                limit = max_attempts_for(job)
-                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
-                c.execute("UPDATE jobs SET status = ?, attempts = ?, error = ?, run_at = CASE WHEN ? = 'pending' "
-                          "THEN ? ELSE run_at END, completed_at = CASE WHEN ? = 'failed' THEN ? END, "
-                          "max_attempts = coalesce(max_attempts, ?), updated_at = ?, owner = NULL, "
-                          "owner_pid = NULL, heartbeat_at = NULL WHERE id = ? AND status = 'running' AND owner = ?",
-                          (status, attempts, reason, status, stamp, status, stamp, limit, stamp, job.id, owner))
-                out.append(Released(job.id, job.type, status, attempts))
-            return out
-        return self._immediate(tx)
 
     def owners(self) -> list[str]:
         """Distinct owners of running jobs."""

@@ -21,6 +21,8 @@ _INSERT_ATTEMPT = (f"INSERT INTO job_attempts ({', '.join(ATTEMPT_FIELDS)}) "
                    f"VALUES ({', '.join('?' * len(ATTEMPT_FIELDS))})")
 _DELETE_UNCHANGED = ("DELETE FROM jobs WHERE id = ? AND status = ? AND attempts = ? AND updated_at = ? "
                      "AND status <> 'running'")
+# A row SQLite refuses (a broken constraint, a number beyond 64 bits): named, not copied.
+_REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError, OverflowError)
 _IN_CHUNK = 500  # ids per IN (...) list: below every SQLite's limit on parameters (999)
 
 
@@ -54,7 +56,12 @@ class SqliteTransfer:
             done = Imported()
             skipped = []
             for r in rows:
-                if c.execute(_INSERT, [r[f] for f in JOB_FIELDS]).rowcount == 1:
+                try:
+                    inserted = c.execute(_INSERT, [r[f] for f in JOB_FIELDS]).rowcount == 1
+                except _REFUSED as exc:  # only this statement is undone; the rest goes on
+                    done.rejected[r["id"]] = " ".join(str(exc).split())
+                    continue
+                if inserted:
                     done.inserted.append(r["id"])
                 else:
                     skipped.append(r)
@@ -80,11 +87,4 @@ def _classify(c: sqlite3.Connection, skipped: Sequence[Mapping[str, Any]], done:
         for h in c.execute(f"SELECT id, status, attempts, updated_at FROM jobs "
                            f"WHERE id IN ({', '.join('?' * len(part))})", part).fetchall():
             here[h["id"]] = h
-    for r in skipped:
-        h = here.get(r["id"])
-        if h is None:
-            done.key_taken.append(r["id"])
-        elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
-            done.present.append(r["id"])
-        else:
-            done.differing.append(r["id"])
+    done.sort_skipped(skipped, here)

@@ -1,0 +1,29 @@
+"""jobq for applications: one import for producers, handler modules and tests.
+
+    from jobq import task
+
+    @task(max_attempts=5)
+    def send_invoice(invoice_id: int, email: str) -> dict:
+        ...
+
+    handle = send_invoice.enqueue(42, email="a@b.c")   # a JobHandle[dict]
+    receipt = handle.wait(timeout=30)
+
+The string-and-dict API is here too (``JobQueue``, ``@handler``). This package only re-exports
+(the machinery lives in ``shared``, which workers import without this package);
+``python -m jobq`` is the ``jobq`` command.
+"""
+from shared.api import JobQueue
+from shared.clock import FakeClock, SystemClock
+from shared.config import Config, ConfigError
+from shared.errors import StoreBusy, StoreError, StoreUnavailable
+from shared.exitcodes import ExitCode
+from shared.handlers import PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
+from shared.handles import JobCancelled, JobFailed, JobHandle, JobNotFound
+from shared.job import Job
+from shared.tasks import AsyncTask, BaseTask, Task, configure, default_queue, task
+
+__all__ = ["JobQueue", "Job", "JobHandle", "JobFailed", "JobCancelled", "JobNotFound", "task", "Task",
+           "AsyncTask", "BaseTask", "configure", "default_queue", "handler", "PermanentError", "RetryAfter",
+           "on_completed", "on_failed", "on_retry", "Config", "ConfigError", "ExitCode", "FakeClock",
+           "SystemClock", "StoreError", "StoreBusy", "StoreUnavailable"]

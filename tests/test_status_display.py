@@ -1,0 +1,60 @@
+"""What ``status``, ``top``, the metrics and the dashboard show about the database (issue 21's
+cosmetic list), on both engines: the WAL only where the engine has one, a schedule's last tick
+only once one was enqueued, and an install hint for psycopg that works from a checkout."""
+from __future__ import annotations
+
+from shared.clock import SystemClock, iso
+from shared.config import load
+from shared import cron
+from supervisor import metrics, render, status
+from supervisor.scheduler import run_due
+from supervisor.top import TopView
+from tests.proc import write_config
+
+T0 = 1_800_000_000.0 + 1234.5  # no tick of "0 * * * *"
+
+
+def test_the_wal_is_shown_only_where_the_engine_has_one(engine):
+    store = engine.open()
+    try:
+        now = SystemClock().now()
+        snap = status.collect(store, now, detail=True)
+        text = render.status_text(snap)
+        top = TopView(store, SystemClock(), 1.0)
+        top.poll()
+        exposition = metrics.exposition(store, now, None, {}, {}, now)
+        if engine.name == "sqlite":
+            assert isinstance(snap["wal_bytes"], int) and "(WAL " in text and "WAL " in top._title()
+            assert "jobq_wal_bytes " in exposition
+        else:  # the server's WAL is the cluster's: nothing of jobq's own to show as "0 B"
+            assert snap["wal_bytes"] is None and "WAL" not in text and "WAL" not in top._title()
+            assert "jobq_wal_bytes" not in exposition
+            assert "jobq_paused 0" in exposition  # the other gauges are still there
+    finally:
+        store.close()
+
+
+def test_a_schedule_shows_no_last_tick_until_one_is_enqueued(engine, tmp_path):
+    config = engine.config(load(write_config(tmp_path, handlers=[], schedule=[
+        {"name": "hourly", "type": "report:run", "cron": "0 * * * *", "payload": {}}])))
+    store = engine.open(config)
+    try:
+        assert run_due(store, config, T0) == 0  # first seen: the database keeps T0 as the start
+        snap = status.collect(store, T0, detail=True, config=config)
+        assert snap["schedules"][0]["last_tick"] is None
+        assert iso(T0) not in render.status_text(snap)
+        tick = cron.next_after("0 * * * *", "UTC", T0)
+        assert run_due(store, config, tick + 5) == 1
+        snap = status.collect(store, tick + 5, detail=True, config=config)
+        assert snap["schedules"][0]["last_tick"] == iso(tick)
+    finally:
+        store.close()
+
+
+def test_the_psycopg_hint_names_what_can_be_installed():
+    from shared.engines import POSTGRES_MISSING
+    from shared.config import Config
+    assert 'pip install -e ".[postgres]"' in POSTGRES_MISSING and '"psycopg[binary]>=3.2"' in POSTGRES_MISSING
+    assert "jobq[postgres]" not in POSTGRES_MISSING  # no package of that name is published
+    from shared.config import SCHEMA
+    assert "jobq[postgres]" not in SCHEMA[""]["database"].doc and Config().database
