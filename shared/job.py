@@ -10,10 +10,11 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from . import bounds
 from .bounds import MAX_DEPTH
+from .clock import iso
 
 STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 TERMINAL = ("completed", "failed", "cancelled")
@@ -142,6 +143,11 @@ class Finish:
 
     ``kind``: 'completed' (``text`` is the JSON result or None), 'retry' (``text`` is the error,
     due again at ``run_at``, Unix seconds) or 'failed' (``text`` is the error).
+
+    ``started`` and ``ended``: when this job's own run began and ended (Unix seconds, the
+    worker's clock), which the attempt history records; a batch's jobs each have their own.
+    None: the claim time and the commit time stand in. ``ended`` is also how an outcome re-sent
+    after an unknown commit recognises its committed row (see :func:`history_row`).
     """
     kind: str
     job_id: str
@@ -149,6 +155,40 @@ class Finish:
     text: str | None
     run_at: float = 0.0
     max_attempts: int | None = None
+    started: float | None = None
+    ended: float | None = None
+
+
+def finish_times(f: Finish, stamp: str) -> tuple[str | None, str]:
+    """The (started, ended) times an engine writes for ``f`` committed at ``stamp`` (ISO text):
+    the run's own, else None (the claim time stays) and the commit time."""
+    return (None if f.started is None else iso(f.started), stamp if f.ended is None else iso(f.ended))
+
+
+def history_row(f: Finish, owner: str, text: str | None) -> tuple | None:
+    """The attempt history's ``(job_id, attempt, outcome, owner, ended_at, error)`` that ``f``
+    of ``owner`` leaves when it commits (``text``: its text as the engine stores it), or None
+    for an outcome without its own end time, which nothing tells apart. Finding that row after
+    the guarded update matched nothing means this very outcome committed before (a re-send
+    after an unknown commit): it is recognised, not applied again. The supervisor's release of
+    the same attempt writes its own reason and time, never this row."""
+    if f.ended is None:
+        return None
+    return (f.job_id, f.attempt, f.kind, owner, iso(f.ended), None if f.kind == "completed" else text)
+
+
+def recognised(finishes: Sequence[Finish], done: list[bool], owner: str,
+               history: Callable[[list[str]], Iterable[tuple]],
+               text: Callable[[str | None], str | None] = lambda t: t) -> list[bool]:
+    """``done`` (per finish: did its guarded update match), with True also for each outcome of
+    ``owner`` whose update missed because it had committed before: ``history(job_ids)`` returns
+    those jobs' history rows of ``owner`` as :func:`history_row` tuples (``text``: how the
+    engine stores an outcome's text). Reads nothing when every update matched."""
+    ids = sorted({f.job_id for f, ok in zip(finishes, done) if not ok and f.ended is not None})
+    if not ids:
+        return done
+    seen = set(history(ids))
+    return [ok or history_row(f, owner, text(f.text)) in seen for f, ok in zip(finishes, done)]
 
 
 @dataclass(frozen=True)

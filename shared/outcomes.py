@@ -9,11 +9,9 @@ from typing import Any
 
 from . import bounds
 from .handlers import Registry
-from .job import Job
+from .job import Finish, Job
 from .logs import event, events, get_logger
 from .policy import JobPolicy
-from .job import Finish
-
 from .runner import JobContext, Outcome
 
 log = get_logger("worker")
@@ -36,19 +34,23 @@ def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: 
            duration: float) -> Done:
     """Completed, retried (after RetryAfter's delay or the backoff) or failed for good.
 
+    ``now`` is when the run ended and ``duration`` how long it took: the Finish carries the
+    run's own start and end (a batch's jobs each their own, see :class:`shared.job.Finish`).
     Whatever the handler produced, the Finish can be recorded (see :func:`storable`): a result
     above ``max_result_bytes`` fails the job, error text that is not valid Unicode is kept with
     backslash escapes, and a RetryAfter that would be due after the latest storable time is an
     ordinary failure."""
     outcome = storable(job, outcome, policy.config.max_result_bytes, now)
+    times = {"started": now - max(duration, 0.0), "ended": now}
     if outcome.kind == "completed":
-        return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result), duration)
+        return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result, **times),
+                    duration)
     if outcome.kind == "failed" or job.attempts >= ctx.max_attempts:
         return Done(job, ctx, outcome, Finish("failed", job.id, job.attempts, outcome.error or "",
-                                              0.0, ctx.max_attempts), duration)
+                                              0.0, ctx.max_attempts, **times), duration)
     delay = outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
     return Done(job, ctx, outcome, Finish("retry", job.id, job.attempts, outcome.error or "",
-                                          now + delay, ctx.max_attempts), duration, delay)
+                                          now + delay, ctx.max_attempts, **times), duration, delay)
 
 
 def storable(job: Job, outcome: Outcome, max_result_bytes: int, now: float) -> Outcome:
@@ -76,7 +78,8 @@ def unrecordable(done: Done, exc: BaseException) -> Done:
     error = bounds.safe_text(f"the outcome {f.kind!r} of job {f.job_id} could not be recorded "
                              f"({type(exc).__name__}: {exc}); the job failed instead")
     return Done(done.job, done.ctx, Outcome("failed", error=error),
-                Finish("failed", f.job_id, f.attempt, error, 0.0, done.ctx.max_attempts), done.duration)
+                Finish("failed", f.job_id, f.attempt, error, 0.0, done.ctx.max_attempts, f.started, f.ended),
+                done.duration)
 
 
 def after_commit_all(dones: list[Done], committed: list[bool], registry: Registry, slot: int | None,

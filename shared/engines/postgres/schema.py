@@ -159,7 +159,14 @@ CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs REFERENCING OLD TABLE AS old_ro
 FOR EACH STATEMENT EXECUTE FUNCTION jobs_deleted();
 """
 
-MIGRATIONS: list[str] = [V1]
+# Each attempt's own run time (issue 21): an outcome writes its run's own start (started_at) and
+# end (ended_at: when the handler returned, the worker's clock), and the attempt history takes
+# them, not the batch's claim and commit times (see the SQLite engine's RUN_TIMES).
+RUN_TIMES = """
+ALTER TABLE jobs ADD COLUMN ended_at text COLLATE "C";
+"""
+
+MIGRATIONS: list[str] = [V1, RUN_TIMES]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

@@ -7,7 +7,8 @@ How this engine keeps the contract across many hosts:
   concurrent claimers skip each other's rows instead of waiting, and a row is taken only while
   it is still pending and due.
 - Outcomes are guarded by id, ``running``, attempt and owner (a batch's completions in one
-  ``UPDATE ... FROM unnest(...)``); zero rows means the lease was lost.
+  ``UPDATE ... FROM unnest(...)``); zero rows means the lease was lost, unless the outcome's
+  own history row shows it committed before (a re-send after a commit whose answer was lost).
 - Leases (``heartbeat_at``) are written with the server's clock (``db_now()``), so every host
   judges them on one clock; everything else keeps the caller's injected time. Heartbeats and
   the release of a dead owner's jobs are in :mod:`.lifecycle`.
@@ -27,8 +28,9 @@ from ...clock import iso, parse_iso
 from ...job import Finish, Job, NewJob
 from .browse import PgBrowse
 from .connection import PgConnection, translate_errors
+from .finish import finish_one, record_finishes
 from .leases import PgLeases
-from .lifecycle import RELEASE as _RELEASE, PgLifecycle, pg_text as _text
+from .lifecycle import RELEASE as _RELEASE, PgLifecycle
 from .ops import PgOps
 from .schema import COUNTS, FOLD_COUNTS
 from .transfer import PgTransfer
@@ -48,43 +50,6 @@ WHERE id IN (SELECT id FROM jobs
              FOR UPDATE SKIP LOCKED)
 RETURNING {JOB_COLUMNS}
 """
-
-_GUARD = ("WHERE jobs.id = %(id)s AND jobs.status = 'running' AND jobs.attempts = %(attempt)s "
-          "AND jobs.owner = %(owner)s")
-
-# An attempt that ended is recorded by the statement that ends it (``job_attempts``, see the
-# schema): ``u`` is that UPDATE's RETURNING (id, type, attempts, was_run_at, created_at,
-# started_at), the attempt's due time being the later of its run_at before the update and its
-# creation. (A statement trigger would need a join of its old and new rows, which PL/pgSQL
-# plans once, for the first statement's row counts: quadratic for a later batch of 500.)
-_ENDED = ("a AS (INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, "
-          "owner, error) SELECT id, type, attempts, {outcome}, greatest(was_run_at, created_at), started_at, "
-          "%(now)s, %(owner)s, {error} FROM u)")
-_RETURNED = " RETURNING jobs.id, jobs.type, jobs.attempts, {was} AS was_run_at, jobs.created_at, jobs.started_at"
-
-_FINISH_SQL = {
-    "completed": "WITH u AS (UPDATE jobs SET status = 'completed', result = %(text)s, completed_at = %(now)s, "
-                 "updated_at = %(now)s, " + _RELEASE + _GUARD + _RETURNED.format(was="jobs.run_at") + "), "
-                 + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u",
-    # a retry makes the job pending again: notify, so idle workers learn when it is due
-    "retry": "WITH u AS (UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, "
-             "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + _RELEASE
-             + "FROM (SELECT run_at AS was FROM jobs WHERE id = %(id)s) o " + _GUARD
-             + _RETURNED.format(was="o.was") + "), " + _ENDED.format(outcome="'retry'", error="%(text)s")
-             + " SELECT id FROM u, pg_notify(%(channel)s, '')",
-    "failed": "WITH u AS (UPDATE jobs SET status = 'failed', error = %(text)s, completed_at = %(now)s, "
-              "updated_at = %(now)s, max_attempts = coalesce(max_attempts, %(max)s), " + _RELEASE + _GUARD
-              + _RETURNED.format(was="jobs.run_at") + "), " + _ENDED.format(outcome="'failed'", error="%(text)s")
-              + " SELECT id FROM u",
-}
-# A batch's completions: one guarded statement (and their attempts); it returns the ids of the
-# jobs whose guard matched.
-_COMPLETE_MANY = ("WITH u AS (UPDATE jobs SET status = 'completed', result = f.result, completed_at = %(now)s, "
-                  "updated_at = %(now)s, " + _RELEASE +
-                  "FROM unnest(%(ids)s::text[], %(attempts)s::int[], %(results)s::text[]) AS f(id, attempt, result) "
-                  "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
-                  "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
-                  + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u")
 
 _UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
             "updated_at = %(now)s, " + _RELEASE +
@@ -205,8 +170,10 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
         return sorted((Job.from_values(r) for r in rows), key=_ORDER)
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
-        """Record one outcome with one guarded autocommit update; False: the lease was lost."""
-        return _finish_one(self.conn, f, owner, iso(now), self.channel)
+        """Record one outcome with one guarded autocommit update; False: the lease was lost
+        (an outcome that had committed before, re-sent after an unknown commit, is recognised
+        by its history row and reported True, not applied again)."""
+        return finish_one(self.conn, f, owner, iso(now), self.channel)
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
                          limit: int, limits: Any = None) -> tuple[list[bool], list[Job]]:
@@ -223,7 +190,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
             return done, self.claim(owner, owner_pid, now, limit)
 
         def tx(c: Any) -> tuple[list[bool], list[Any]]:
-            done = _record_finishes(c, finishes, owner, stamp, self.channel)
+            done = record_finishes(c, finishes, owner, stamp, self.channel)
             if limit < 1:
                 return done, []
             if limits:
@@ -298,27 +265,3 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
     def fold_counts(self) -> None:
         """Fold the appended count deltas into ``job_counts`` (upkeep; safe to run anywhere)."""
         self.conn.execute(FOLD_COUNTS)
-
-
-def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:
-    """One guarded outcome statement; whether it matched (RETURNING: the retry's notifies)."""
-    return len(c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channel)).fetchall()) == 1
-
-
-def _record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, channel: str) -> list[bool]:
-    """The guarded updates of ``finishes`` (completions in one statement); per finish, matched."""
-    completed = [f for f in finishes if f.kind == "completed"]
-    matched: set[str] = set()
-    if completed:
-        params = {"now": stamp, "owner": owner, "ids": [f.job_id for f in completed],
-                  "attempts": [f.attempt for f in completed], "results": [_text(f.text) for f in completed]}
-        with c.cursor(row_factory=tuple_row) as cur:
-            matched = {r[0] for r in cur.execute(_COMPLETE_MANY, params).fetchall()}
-    return [f.job_id in matched if f.kind == "completed" else
-            _finish_one(c, f, owner, stamp, channel) for f in finishes]
-
-
-def _finish_params(f: Finish, owner: str, stamp: str, channel: str) -> dict[str, Any]:
-    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": _text(f.text), "now": stamp,
-            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
-            "channel": channel}

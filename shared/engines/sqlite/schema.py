@@ -89,6 +89,18 @@ CREATE TABLE type_starts (
 CREATE INDEX type_starts_by_type ON type_starts (type, started_at);
 """
 
+# The trigger that records each attempt that ended, in the statement that ends it; ``{started}``
+# and ``{ended}`` are its times (see ATTEMPT_HISTORY, then RUN_TIMES).
+_ATTEMPT_ENDED = """CREATE TRIGGER jobs_attempt_ended AFTER UPDATE OF status ON jobs
+WHEN OLD.status = 'running' AND NEW.status <> 'running' AND NEW.attempts >= OLD.attempts
+BEGIN
+    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
+    VALUES (OLD.id, OLD.type, OLD.attempts,
+            CASE NEW.status WHEN 'pending' THEN 'retry' ELSE NEW.status END,
+            max(OLD.run_at, OLD.created_at), {started}, {ended}, OLD.owner,
+            CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
+END;"""
+
 # Attempt history (issue 5: `jobq show ID`, metrics). Triggers write it, so every path that ends an
 # attempt records it in the same statement: complete/retry/fail, a batched finish, the
 # supervisor's release of a dead worker's jobs, and any later one.
@@ -112,15 +124,7 @@ CREATE TABLE job_attempts (
     error       TEXT
 );
 CREATE INDEX job_attempts_job ON job_attempts (job_id);
-CREATE TRIGGER jobs_attempt_ended AFTER UPDATE OF status ON jobs
-WHEN OLD.status = 'running' AND NEW.status <> 'running' AND NEW.attempts >= OLD.attempts
-BEGIN
-    INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, error)
-    VALUES (OLD.id, OLD.type, OLD.attempts,
-            CASE NEW.status WHEN 'pending' THEN 'retry' ELSE NEW.status END,
-            max(OLD.run_at, OLD.created_at), OLD.started_at, NEW.updated_at, OLD.owner,
-            CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
-END;
+""" + _ATTEMPT_ENDED.format(started="OLD.started_at", ended="NEW.updated_at") + """
 -- Deleting a job (purge, retention) deletes its history.
 CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs
 BEGIN
@@ -186,7 +190,22 @@ DROP INDEX jobs_delayed;
 CREATE INDEX jobs_delayed ON jobs (run_at, type, status, created_at) WHERE status = 'pending' AND run_at > created_at;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS]
+# Each attempt's own run time (issue 21): a batch's jobs share one claim and one commit, so the
+# claim time and the commit time are not their start and end. An outcome writes its run's own
+# start (started_at) and end (ended_at, new: when the handler returned, the worker's clock), and
+# the history takes them; a path that ends an attempt without writing them (the supervisor's
+# release of a dead worker's jobs) still ends it at its own `now` (NEW.updated_at), as before.
+# (A trigger cannot see which columns a statement set: an outcome is known by changing its end,
+# or its start to one its end follows; anything else, such as a writer around jobq that clears
+# started_at, ends the attempt at NEW.updated_at.)
+RUN_TIMES = """
+ALTER TABLE jobs ADD COLUMN ended_at TEXT;
+DROP TRIGGER jobs_attempt_ended;
+""" + _ATTEMPT_ENDED.format(started="NEW.started_at", ended=(
+    "coalesce(CASE WHEN NEW.ended_at IS NOT OLD.ended_at OR (NEW.started_at IS NOT OLD.started_at "
+    "AND NEW.ended_at >= NEW.started_at) THEN NEW.ended_at END, NEW.updated_at)"))
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES]
 VERSION = len(MIGRATIONS)
 
 

@@ -9,7 +9,8 @@ How this engine keeps the contract:
   ``attempts + 1`` and the caller as owner, atomically.
 - ``complete``/``retry``/``fail`` are guarded by id, ``status='running'``, the attempt number and
   the owner. They return False when zero rows matched: the lease was lost and the caller must drop
-  its result.
+  its result; an outcome that had committed already (re-sent after an unknown commit) is
+  recognised by its attempt-history row and reported done, never applied twice.
 - Times come from the caller (an injected clock), never from SQLite, as Unix seconds; they are
   stored as fixed-width ISO-8601 UTC text (``shared.clock.iso``), which sorts as time does.
 - A connection belongs to the process (and thread) that opened it: open after ``fork()``.
@@ -23,6 +24,7 @@ from ...clock import iso, parse_iso
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from .browse import SqliteBrowse
 from .connection import SqliteConnection, is_busy, translate_errors
+from .finish import fetch_rows as _fetch_rows, record_finishes
 from .lifecycle import RELEASE as _RELEASE, LifecycleStore
 from .ops import OpsSql
 from .transfer import SqliteTransfer
@@ -51,63 +53,11 @@ WHERE rowid IN (SELECT rowid FROM jobs
 RETURNING {_JOB_COLUMNS}
 """
 
-_GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
-
-_FINISH_SQL = {
-    "completed": "UPDATE jobs SET status = 'completed', result = :text, completed_at = :now, "
-                 "updated_at = :now, " + _RELEASE + _GUARD,
-    "retry": "UPDATE jobs SET status = 'pending', error = :text, run_at = :run_at, "
-             "max_attempts = coalesce(max_attempts, :max), updated_at = :now, " + _RELEASE + _GUARD,
-    "failed": "UPDATE jobs SET status = 'failed', error = :text, completed_at = :now, updated_at = :now, "
-              "max_attempts = coalesce(max_attempts, :max), " + _RELEASE + _GUARD,
-}
-
-# All of a batch's completions in one guarded statement (the hot path: one statement per commit
-# instead of one per job). RETURNING names the jobs whose guard matched; the others lost their
-# lease. ?1 is the time, ?2 the owner, then (id, attempt, result) per job.
-_COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, completed_at = ?1, "
-                  "updated_at = ?1, " + _RELEASE + "FROM (VALUES {rows}) AS f "
-                  "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
-                  "AND jobs.owner = ?2 RETURNING jobs.id")
-
-
-def _complete_many_sql(n: int) -> str:
-    return _COMPLETE_MANY.format(rows=", ".join(f"(?{3 * i + 3}, ?{3 * i + 4}, ?{3 * i + 5})"
-                                                for i in range(n)))
-
-
 _UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
             + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
 
 _HAS_DUE = ("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= ? "
             "ORDER BY priority DESC, run_at, created_at LIMIT 1")
-
-
-def _fetch_rows(c: sqlite3.Connection, sql: str, params: Any) -> list[tuple]:
-    """Run a statement (``_JOB_COLUMNS`` for a claim); plain tuples, fully fetched."""
-    cur = c.cursor()
-    cur.row_factory = None
-    return cur.execute(sql, params).fetchall()
-
-
-def _record_finishes(c: sqlite3.Connection, finishes: Sequence["Finish"], owner: str,
-                     stamp: str) -> list[bool]:
-    """Run the guarded updates of ``finishes`` (completions together); per finish, did it match."""
-    completed = [f for f in finishes if f.kind == "completed"]
-    matched: set[str] = set()
-    if completed:
-        params: list[Any] = [stamp, owner]
-        for f in completed:
-            params += (f.job_id, f.attempt, f.text)
-        matched = {r[0] for r in _fetch_rows(c, _complete_many_sql(len(completed)), params)}
-    return [f.job_id in matched if f.kind == "completed" else
-            c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
-            for f in finishes]
-
-
-def _finish_params(f: "Finish", owner: str, stamp: str) -> dict[str, Any]:
-    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": f.text, "now": stamp,
-            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts}
 
 
 @translate_errors
@@ -214,17 +164,20 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
         """Record one outcome with one guarded update (autocommit); False when zero rows matched
-        (the lease was lost). The worker records its outcomes with :meth:`finish_and_claim`."""
-        params = _finish_params(f, owner, iso(now))
-        return self._write(lambda c: c.execute(_FINISH_SQL[f.kind], params).rowcount) == 1
+        (the lease was lost), unless this very outcome had committed before (a re-send after an
+        unknown commit: recognised by its history row, not applied again). The worker records
+        its outcomes with :meth:`finish_and_claim`."""
+        stamp = iso(now)
+        return self._write(lambda c: record_finishes(c, [f], owner, stamp))[0]
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
                          limit: int, limits: dict | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more jobs in one ``BEGIN IMMEDIATE``
         transaction: one commit (one fsync under synchronous=full) for a whole batch.
 
-        Returns, per finish, whether its guarded update matched (False: the lease was lost and
-        that outcome was dropped), and the claimed jobs. Nothing is committed unless all is.
+        Returns, per finish, whether it is recorded (its guarded update matched, or it had
+        committed before: see :meth:`finish`; False: the lease was lost and that outcome was
+        dropped), and the claimed jobs. Nothing is committed unless all is.
         With ``limits`` (shared.limits.type_limits: some type has a concurrency or rate limit)
         the claim is :meth:`claim_limited_in` instead of the fast statement.
         """
@@ -232,7 +185,7 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
         claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
 
         def tx(c: sqlite3.Connection) -> tuple[list[bool], list[Any]]:
-            done = _record_finishes(c, finishes, owner, stamp)
+            done = record_finishes(c, finishes, owner, stamp)
             if limits:
                 return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit)
             return done, (_fetch_rows(c, _CLAIM, claim) if limit > 0 else [])

@@ -1,0 +1,110 @@
+"""The PostgreSQL engine's outcome statements: a running job completed, retried or failed, each
+guarded by id, ``running``, attempt and owner, and writing the attempt it ends into
+``job_attempts`` in the same statement (a batch's completions: one ``UPDATE ... FROM unnest``).
+
+Each outcome writes its run's own start and end (``shared.job.Finish``: a batch's jobs share one
+claim and one commit, not their run times). When the guard matches nothing, the outcome's own
+history row is looked for: an outcome re-sent after an error that left its commit unknown (the
+connection dropped after ``COMMIT``, or between the single-job path's finish and claim) finds
+the row it wrote, and is reported recorded instead of lost, never applied twice.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from psycopg.rows import tuple_row
+
+from ...clock import iso
+from ...job import Finish, finish_times, recognised
+from .lifecycle import RELEASE, pg_text
+
+_GUARD = ("WHERE jobs.id = %(id)s AND jobs.status = 'running' AND jobs.attempts = %(attempt)s "
+          "AND jobs.owner = %(owner)s")
+
+# An attempt that ended is recorded by the statement that ends it (``job_attempts``, see the
+# schema): ``u`` is that UPDATE's RETURNING (id, type, attempts, was_run_at, created_at,
+# started_at, ended_at: the run's own start and end, which the outcome wrote), the attempt's due
+# time being the later of its run_at before the update and its creation. (A statement trigger
+# would need a join of its old and new rows, which PL/pgSQL plans once, for the first
+# statement's row counts: quadratic for a later batch of 500.)
+_ENDED = ("a AS (INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, "
+          "owner, error) SELECT id, type, attempts, {outcome}, greatest(was_run_at, created_at), started_at, "
+          "ended_at, %(owner)s, {error} FROM u)")
+_RETURNED = (" RETURNING jobs.id, jobs.type, jobs.attempts, {was} AS was_run_at, jobs.created_at, "
+             "jobs.started_at, jobs.ended_at")
+# The run's own start (kept when the outcome has none) and end; a finished job ended then.
+_RAN = "started_at = coalesce({started}, jobs.started_at), ended_at = {ended}, "
+_RAN_ONE = _RAN.format(started="%(started)s::text", ended="%(ended)s")
+
+_FINISH_SQL = {
+    "completed": "WITH u AS (UPDATE jobs SET status = 'completed', result = %(text)s, " + _RAN_ONE
+                 + "completed_at = %(ended)s, updated_at = %(now)s, " + RELEASE + _GUARD
+                 + _RETURNED.format(was="jobs.run_at") + "), "
+                 + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u",
+    # a retry makes the job pending again: notify, so idle workers learn when it is due
+    "retry": "WITH u AS (UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, " + _RAN_ONE
+             + "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + RELEASE
+             + "FROM (SELECT run_at AS was FROM jobs WHERE id = %(id)s) o " + _GUARD
+             + _RETURNED.format(was="o.was") + "), " + _ENDED.format(outcome="'retry'", error="%(text)s")
+             + " SELECT id FROM u, pg_notify(%(channel)s, '')",
+    "failed": "WITH u AS (UPDATE jobs SET status = 'failed', error = %(text)s, " + _RAN_ONE
+              + "completed_at = %(ended)s, updated_at = %(now)s, max_attempts = coalesce(max_attempts, %(max)s), "
+              + RELEASE + _GUARD + _RETURNED.format(was="jobs.run_at") + "), "
+              + _ENDED.format(outcome="'failed'", error="%(text)s") + " SELECT id FROM u",
+}
+# A batch's completions: one guarded statement (and their attempts); it returns the ids of the
+# jobs whose guard matched.
+_COMPLETE_MANY = ("WITH u AS (UPDATE jobs SET status = 'completed', result = f.result, "
+                  + _RAN.format(started="f.started", ended="f.ended") + "completed_at = f.ended, "
+                  "updated_at = %(now)s, " + RELEASE +
+                  "FROM unnest(%(ids)s::text[], %(attempts)s::int[], %(results)s::text[], %(started)s::text[], "
+                  "%(ended)s::text[]) AS f(id, attempt, result, started, ended) "
+                  "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
+                  "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
+                  + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u")
+# The history rows an owner's outcomes may have left (see shared.job.history_row).
+_HISTORY = ("SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_attempts "
+            "WHERE owner = %s AND job_id = ANY(%s)")
+
+
+def finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:
+    """One outcome in one guarded autocommit statement (the single-job path); whether it is
+    recorded (matched, or had committed before)."""
+    if _finish_one(c, f, owner, stamp, channel):
+        return True
+    return recognised([f], [False], owner, lambda ids: _history(c, owner, ids), pg_text)[0]
+
+
+def record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, channel: str) -> list[bool]:
+    """The guarded updates of ``finishes`` (completions in one statement); per finish, matched
+    or committed before."""
+    completed = [f for f in finishes if f.kind == "completed"]
+    matched: set[str] = set()
+    if completed:
+        times = [finish_times(f, stamp) for f in completed]
+        params = {"now": stamp, "owner": owner, "ids": [f.job_id for f in completed],
+                  "attempts": [f.attempt for f in completed], "results": [pg_text(f.text) for f in completed],
+                  "started": [t[0] for t in times], "ended": [t[1] for t in times]}
+        with c.cursor(row_factory=tuple_row) as cur:
+            matched = {r[0] for r in cur.execute(_COMPLETE_MANY, params).fetchall()}
+    done = [f.job_id in matched if f.kind == "completed" else
+            _finish_one(c, f, owner, stamp, channel) for f in finishes]
+    # an outcome re-sent after an unknown commit finds its own history row (shared.job.recognised)
+    return recognised(finishes, done, owner, lambda ids: _history(c, owner, ids), pg_text)
+
+
+def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:
+    """One guarded outcome statement; whether it matched (RETURNING: the retry's notifies)."""
+    return len(c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channel)).fetchall()) == 1
+
+
+def _history(c: Any, owner: str, ids: list[str]) -> list[tuple]:
+    with c.cursor(row_factory=tuple_row) as cur:
+        return cur.execute(_HISTORY, (owner, ids)).fetchall()
+
+
+def _finish_params(f: Finish, owner: str, stamp: str, channel: str) -> dict[str, Any]:
+    started, ended = finish_times(f, stamp)
+    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": pg_text(f.text), "now": stamp,
+            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
+            "channel": channel, "started": started, "ended": ended}

@@ -1,0 +1,81 @@
+"""The SQLite engine's outcome statements: a running job completed, retried or failed, each
+guarded by id, ``running``, attempt and owner (a batch's completions: one ``UPDATE ... FROM
+(VALUES ...)``). The ``jobs_attempt_ended`` trigger (see the schema) records the attempt each
+one ends, with the run's own start and end that the outcome writes (``shared.job.Finish``: a
+batch's jobs share one claim and one commit, not their run times).
+
+When the guard matches nothing, the outcome's own history row is looked for: an outcome re-sent
+after an error that left its commit unknown finds the row it wrote, and is reported recorded
+instead of lost, never applied twice.
+"""
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Sequence
+
+from ...clock import iso
+from ...job import Finish, finish_times, recognised
+from .lifecycle import RELEASE
+
+_GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
+
+# An outcome writes its run's own start and end (``started_at`` kept when it has none; the
+# attempt history's trigger reads them, see the schema) and, for a finished job, ends it then.
+_RAN = "started_at = coalesce(:started, started_at), ended_at = :ended, "
+_FINISH_SQL = {
+    "completed": "UPDATE jobs SET status = 'completed', result = :text, " + _RAN + "completed_at = :ended, "
+                 "updated_at = :now, " + RELEASE + _GUARD,
+    "retry": "UPDATE jobs SET status = 'pending', error = :text, run_at = :run_at, " + _RAN +
+             "max_attempts = coalesce(max_attempts, :max), updated_at = :now, " + RELEASE + _GUARD,
+    "failed": "UPDATE jobs SET status = 'failed', error = :text, " + _RAN + "completed_at = :ended, "
+              "updated_at = :now, max_attempts = coalesce(max_attempts, :max), " + RELEASE + _GUARD,
+}
+
+# All of a batch's completions in one guarded statement (the hot path: one statement per commit
+# instead of one per job). RETURNING names the jobs whose guard matched; the others lost their
+# lease. ?1 is the time, ?2 the owner, then (id, attempt, result, started, ended) per job.
+_COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
+                  "started_at = coalesce(f.column4, jobs.started_at), ended_at = f.column5, "
+                  "completed_at = f.column5, updated_at = ?1, " + RELEASE + "FROM (VALUES {rows}) AS f "
+                  "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
+                  "AND jobs.owner = ?2 RETURNING jobs.id")
+# The history rows an owner's outcomes may have left (see shared.job.history_row).
+_HISTORY = ("SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_attempts "
+            "WHERE owner = ? AND job_id IN ({ids})")
+
+
+def _complete_many_sql(n: int) -> str:
+    return _COMPLETE_MANY.format(rows=", ".join("(" + ", ".join(f"?{5 * i + k}" for k in range(3, 8)) + ")"
+                                                for i in range(n)))
+
+
+def fetch_rows(c: sqlite3.Connection, sql: str, params: Any) -> list[tuple]:
+    """Run a statement (the job columns for a claim); plain tuples, fully fetched."""
+    cur = c.cursor()
+    cur.row_factory = None
+    return cur.execute(sql, params).fetchall()
+
+
+def record_finishes(c: sqlite3.Connection, finishes: Sequence[Finish], owner: str, stamp: str) -> list[bool]:
+    """Run the guarded updates of ``finishes`` (completions together) at ``stamp``; per finish,
+    is it recorded: did it match, or had it committed before."""
+    completed = [f for f in finishes if f.kind == "completed"]
+    matched: set[str] = set()
+    if completed:
+        params: list[Any] = [stamp, owner]
+        for f in completed:
+            params += (f.job_id, f.attempt, f.text, *finish_times(f, stamp))
+        matched = {r[0] for r in fetch_rows(c, _complete_many_sql(len(completed)), params)}
+    done = [f.job_id in matched if f.kind == "completed" else
+            c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
+            for f in finishes]
+    # an outcome re-sent after an unknown commit finds its own history row (shared.job.recognised)
+    return recognised(finishes, done, owner, lambda ids: fetch_rows(
+        c, _HISTORY.format(ids=", ".join("?" * len(ids))), [owner, *ids]))
+
+
+def _finish_params(f: Finish, owner: str, stamp: str) -> dict[str, Any]:
+    started, ended = finish_times(f, stamp)
+    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": f.text, "now": stamp,
+            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
+            "started": started, "ended": ended}
