@@ -52,12 +52,13 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
     except ValueError as exc:
         return ctx.fail(f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
                         ExitCode.USAGE)
-    with _queue(ctx) as q:
+    with _queue(ctx) as (q, caught):
         try:
             job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
                                max_attempts=args.max_attempts, key=args.key)
         except (TypeError, ValueError) as exc:
             return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
+    _warn(ctx, caught)
     ctx.emit({"id": job_id}, job_id)
     return ExitCode.OK
 
@@ -76,30 +77,34 @@ def _enqueue_file(ctx: Ctx, path: str) -> int:
         return ctx.fail(f"enqueue --file {name}: {exc.strerror}", ExitCode.USAGE)
     except ValueError as exc:
         return ctx.fail(f"enqueue --file {exc} (nothing was written)", ExitCode.USAGE)
-    with _queue(ctx) as q:
+    with _queue(ctx) as (q, caught):
         try:
             ids = q.enqueue_many(items, batch_size=ENQUEUE_BATCH)
         except (TypeError, ValueError) as exc:
             m = re.match(r"enqueue_many item (\d+): (.*)", str(exc), re.S)
             where = f"{name}: line {lines[int(m.group(1))]}: {m.group(2)}" if m else f"{name}: {exc}"
             return ctx.fail(f"enqueue --file {where} (nothing was written)", ExitCode.USAGE)
+    _warn(ctx, caught)
     ctx.emit({"ids": ids}, "\n".join(ids) if ids else None)
     print(f"enqueued {len(ids)} jobs from {name}", file=ctx.err)
     return ExitCode.OK
 
 
 @contextlib.contextmanager
-def _queue(ctx: Ctx) -> Iterator[JobQueue]:
+def _queue(ctx: Ctx) -> Iterator[tuple[JobQueue, list[warnings.WarningMessage]]]:
     """A queue that checks each job type against the config's handler modules: a type none
-    serves is refused (``strict_types``: ValueError, exit 2) or warned about on stderr."""
+    serves is refused (``strict_types``: ValueError, exit 2) or warned about; the warnings are
+    collected for :func:`_warn`, so that a refused enqueue prints its one error line alone."""
     with JobQueue(config=ctx.config, clock=ctx.clock).check_types() as q, \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnservedTypeWarning)
-        try:
-            yield q
-        finally:
-            for w in caught:
-                print(f"jobq: warning: {w.message}", file=ctx.err)
+        yield q, caught
+
+
+def _warn(ctx: Ctx, caught: list[warnings.WarningMessage]) -> None:
+    """The unserved-type warnings of an enqueue that was written, on stderr."""
+    for w in caught:
+        print(f"jobq: warning: {w.message}", file=ctx.err)
 
 
 def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int]]:

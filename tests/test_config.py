@@ -55,7 +55,7 @@ def test_shipped_config_loads(monkeypatch, tmp_path):
     shipped = REPO / "jobq.toml"
     cfg = load(shipped)
     assert cfg.database == str(REPO / "jobq.db")
-    assert cfg.handlers == ("examples.handlers",)
+    assert cfg.handlers == ("examples.handlers", "examples.tasks")
     # "the values below are the defaults unless noted": only database, handlers and the daily
     # cleanup schedule differ.
     assert [s.type for s in cfg.schedules] == ["cleanup:old-data"]
