@@ -150,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     return finish(args, ctx, data)
 
 
+def waits_report(out: dict[str, Any]) -> str:
+    from . import waits
+    return "Tasks (issue 23 targets):\n" + waits.report(out)
+
+
 def headline(m: dict[str, Any]) -> str:
     """What was measured, on what, under which load."""
     dirty = len(m["uncommitted_changes"])
@@ -173,6 +178,8 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     print(data["table"])
     print("\nRatios: how many times better jobq is (rates: jobq / other; latencies and CPU: other / jobq).\n"
           f"Burn-down: median of the runs. Huey logs at {data['meta']['huey_logging']}; jobq at warning.")
+    if "waits" in data["results"]:
+        print("\n" + waits_report(data["results"]["waits"]))
     if data["targets"]:
         print("\nIssue 7 targets (8 workers):\n" + targets.markdown(data["targets"]))
     print(f"\nJSON: {path}")
@@ -191,6 +198,8 @@ def finish_pg(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     print("\nRatios: how many times better jobq is (rates: jobq / other; latencies and CPU: other / jobq). "
           "Burn-down: median of the runs; Huey's consumer at "
           f"{'WARNING (-q)' if ctx.huey_quiet else 'INFO'}, jobq at warning, Procrastinate at WARNING.")
+    if "waits" in data["results"]:
+        print("\n" + waits_report(data["results"]["waits"]))
     if data["targets"]:
         print("\nIssue 14 targets:\n" + targets.markdown(data["targets"]))
     print(f"\nJSON: {path}")

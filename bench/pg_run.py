@@ -155,7 +155,7 @@ def run_depth(ctx: Ctx, results: dict) -> None:
 
 
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
-    from .run import WORKLOADS
+    from .run import WORKLOADS, run_waits
     chosen = [w for w in WORKLOADS if w in workloads and w != "startup"]
     for name in chosen:
         if name == "idle" and "steady" in chosen:
@@ -164,4 +164,5 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
         if name in ("steady", "idle"):
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
-            {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth}[name](ctx, results)
+            {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
+             "waits": run_waits}[name](ctx, results)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 from . import depth, huey_runs, jobq_runs, latency, raw_runs, startup
 from .scale import Scale
 
-WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup")
+WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup", "waits")
 SYSTEMS = ("jobq", "huey", "raw")
 
 
@@ -216,6 +216,14 @@ def run_startup(ctx: Ctx, results: dict) -> None:
     ctx.log(f"startup verdicts: {r['verdicts']}")
 
 
+def run_waits(ctx: Ctx, results: dict) -> None:
+    """Tasks (issue 23): wait latency, idle waiters' CPU, ``.enqueue()`` against ``q.enqueue()``
+    (:mod:`bench.waits`), on this run's engine."""
+    from . import waits
+    from .scale import SMOKE
+    results["waits"] = waits.run(ctx.url, smoke=ctx.scale is SMOKE)
+
+
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
     """The selected workloads, in the order of :data:`WORKLOADS`."""
     chosen = [w for w in WORKLOADS if w in workloads]
@@ -227,4 +235,4 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
             {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
-             "startup": run_startup}[name](ctx, results)
+             "startup": run_startup, "waits": run_waits}[name](ctx, results)

@@ -9,8 +9,10 @@ engine says something committed or its back-off ends:
   process; after a wake the back-off restarts at ``SETTLE`` (the watch fires just before the
   commit completes, so that read may be early), and grows to ``WATCHED_CAP`` while nothing
   commits.
-- PostgreSQL: the engine notifies enqueues and retries, not outcomes: the back-off grows from
-  ``FIRST`` by ``POLL_GROWTH`` to ``POLL_CAP``.
+- PostgreSQL: LISTEN on the schema's done channel, which every statement that ends jobs
+  notifies; the same back-off as SQLite's bounds what a lost notification could cost.
+- No watch (no inotify, or the server unreachable): the back-off grows from ``FIRST`` by
+  ``POLL_GROWTH`` to ``POLL_CAP``.
 
 A new waiter restarts the back-off at once (a self-pipe), so a job that ended between the
 waiter's own read and its registration is seen. A :class:`Ticket` fires (its ``fire``
@@ -40,6 +42,7 @@ WATCHED_CAP = 5.0   # longest pause while the commit watch works (every commit w
 POLL_CAP = 0.25     # longest pause without a watch (PostgreSQL): bounds latency and idle reads
 POLL_GROWTH = 1.5   # each quiet pause without a watch is this much longer than the last (gentler
                     # than doubling: a job's end is seen within a third of its run time)
+LINGER = 10.0       # seconds the hub keeps its store and watch after the last waiter left
 ERROR_PAUSE = 0.5   # after a failed read (the database down): before the next attempt
 
 
@@ -97,11 +100,16 @@ class Hub:
         pause = FIRST
         while True:
             with self.cond:
-                if not self.tickets or self.closed:  # nobody waits: no connection, no watch, no reads
-                    store, watch = _close(store, watch)
+                if not self.tickets or self.closed:
+                    # nobody waits: no reads; after LINGER, no connection and no watch either (a
+                    # producer that waits for one job after another keeps them: opening them is
+                    # most of a wait's latency on PostgreSQL)
+                    if not self.closed and not self.cond.wait_for(lambda: self.tickets or self.closed, LINGER):
+                        store, watch = _close(store, watch)
                     while not self.tickets and not self.closed:
                         self.cond.wait()
                     if self.closed:
+                        _close(store, watch)
                         self._fire(list(self.tickets), RuntimeError("the queue was closed"))
                         for fd in (self.pipe_r, self.pipe_w):
                             os.close(fd)
@@ -136,14 +144,14 @@ class Hub:
 
     def _sleep(self, watch: Any, pause: float) -> float:
         """Wait for a commit, a new waiter or the pause; the next pause."""
-        fds = [self.pipe_r] + ([watch.fileno()] if watch is not None else [])
-        ready, _, _ = select.select(fds, [], [], pause)
+        fd = watch.fileno() if watch is not None else None
+        ready, _, _ = select.select([self.pipe_r] + ([fd] if fd is not None else []), [], [], pause)
         if self.pipe_r in ready:
             while _read(self.pipe_r):
                 pass
-        if watch is not None and watch.fileno() in ready and watch.drain():
+        if fd is not None and fd in ready and watch.drain():
             return SETTLE
-        if watch is not None:
+        if fd is not None:
             return min(pause * 2, WATCHED_CAP)
         return min(pause * POLL_GROWTH, POLL_CAP)
 

@@ -252,25 +252,25 @@ def test_the_default_queue_comes_from_the_config_file(tmp_path, monkeypatch, mak
     handle.queue.close()
 
 
-def test_a_waiter_is_woken_by_the_commit_not_the_fallback(tmp_path, monkeypatch):
-    """SQLite: with the back-off's first pause and cap at ten minutes, only the WAL watch can
-    end the wait: the job completes in another connection, and the waiter returns."""
+def test_a_waiter_is_woken_by_the_commit_not_the_fallback(engine, monkeypatch):
+    """With the back-off's first pause and cap at ten minutes, only the engine's watch can end
+    the wait (SQLite: the WAL watch; PostgreSQL: the done channel the ending statement notifies):
+    the job completes through another queue, and the waiter returns."""
     monkeypatch.setattr(shared.waithub, "FIRST", 600.0)
     monkeypatch.setattr(shared.waithub, "WATCHED_CAP", 600.0)
-    db = str(tmp_path / "q.db")
-    with JobQueue(db) as producer:
+    with JobQueue(config=engine.config()) as producer:
         job_id = taskjobs.add.using(queue=producer).enqueue(20, b=22).id
     reads, got = [], []
 
     def waiter() -> None:
-        with JobQueue(db) as q:
+        with JobQueue(config=engine.config()) as q:
             get = q.store.get
             q.store.get = lambda i: (reads.append(i), get(i))[1]
             got.append(q.handle(job_id).wait(timeout=120))
     t = threading.Thread(target=waiter, daemon=True)
     t.start()
     wait_until(lambda: reads, what="the waiter's first read")
-    with JobQueue(db, handlers=["taskjobs"]) as worker:
+    with JobQueue(config=engine.config(), handlers=["taskjobs"]) as worker:
         assert worker.drain()["completed"] == 1
     t.join(60)
     assert got == [42]

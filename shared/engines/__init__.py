@@ -115,14 +115,18 @@ def database_file(config: Any) -> str | None:
 
 
 def commit_watch(config: Any) -> Any | None:
-    """A watch of commits on ``config.database`` by any process, for code that waits for a
-    job's outcome (:mod:`shared.handles`): ``fileno()`` becomes readable when a transaction
-    commits (or is about to: SQLite's WAL is written just before the commit completes),
-    ``drain()`` resets it and says whether a commit was seen, ``close()``. None where the
-    engine has none for outcomes (PostgreSQL notifies enqueues and retries only) or the watch
-    cannot be made (no inotify, ``:memory:``)."""
+    """A watch of jobs ending on ``config.database``, by any process, for code that waits for a
+    job's outcome (:mod:`shared.handles`): ``fileno()`` (None while unavailable) becomes readable
+    when a transaction that ended jobs commits (SQLite: any commit, seen by its WAL being written
+    just before the commit completes; PostgreSQL: a notification on the schema's done channel),
+    ``drain()`` resets it and says whether one was seen, ``close()``. None where no watch can be
+    made (no inotify, ``:memory:``): the waiter then re-reads on a back-off."""
     target = _target(config.database)
-    if target.engine != "sqlite" or target.location in ("", ":memory:"):
+    if target.engine == "postgresql":
+        from .postgres.donewatch import PgDoneWatch
+        return PgDoneWatch(target.location, schema=config.postgres.schema,
+                           connect_timeout=config.postgres.connect_timeout)
+    if target.location in ("", ":memory:"):
         return None
     from .sqlite.walwatch import WalWatch
     watch = WalWatch(target.location)

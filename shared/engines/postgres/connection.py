@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import math
 import os
 import socket
@@ -79,6 +80,12 @@ def session_limits(lease_timeout: float, upkeep: bool = False) -> dict[str, str]
     return limits
 
 
+def done_channel(schema: str) -> str:
+    """The channel of ``schema``'s ended jobs (shared.engines.postgres.donewatch): short whatever
+    the schema's name (a channel is an identifier of at most 63 bytes)."""
+    return "jobq_done_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
+
+
 class PgConnection:
     """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
 
@@ -93,6 +100,7 @@ class PgConnection:
         self.location = redacted(url)
         self.schema = schema
         self.channel = f"jobq_{schema}"
+        self.done_channel = done_channel(schema)
         self.connect_timeout = connect_timeout
         self.table = f'"{schema}".jobs'  # qualified: also used on an application's connection
         self._conn: psycopg.Connection | None = None

@@ -18,6 +18,8 @@ from ...clock import iso
 from ...job import Finish, finish_times, recognised
 from .lifecycle import RELEASE, pg_text
 
+Channels = tuple[str, str]  # (the channel of new due jobs, the channel of ended jobs)
+
 _GUARD = ("WHERE jobs.id = %(id)s AND jobs.status = 'running' AND jobs.attempts = %(attempt)s "
           "AND jobs.owner = %(owner)s")
 
@@ -36,11 +38,15 @@ _RETURNED = (" RETURNING jobs.id, jobs.type, jobs.attempts, {was} AS was_run_at,
 _RAN = "started_at = coalesce({started}, jobs.started_at), ended_at = {ended}, "
 _RAN_ONE = _RAN.format(started="%(started)s::text", ended="%(ended)s")
 
+# Jobs ended: one notification on the done channel with the transaction (waiters LISTEN there,
+# shared.engines.postgres.donewatch; the server folds repeats within a transaction into one).
+_DONE = " SELECT id FROM u, pg_notify(%(done)s, '')"
+
 _FINISH_SQL = {
     "completed": "WITH u AS (UPDATE jobs SET status = 'completed', result = %(text)s, " + _RAN_ONE
                  + "completed_at = %(ended)s, updated_at = %(now)s, " + RELEASE + _GUARD
                  + _RETURNED.format(was="jobs.run_at") + "), "
-                 + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u",
+                 + _ENDED.format(outcome="'completed'", error="NULL") + _DONE,
     # a retry makes the job pending again: notify, so idle workers learn when it is due
     "retry": "WITH u AS (UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, " + _RAN_ONE
              + "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, " + RELEASE
@@ -50,7 +56,7 @@ _FINISH_SQL = {
     "failed": "WITH u AS (UPDATE jobs SET status = 'failed', error = %(text)s, " + _RAN_ONE
               + "completed_at = %(ended)s, updated_at = %(now)s, max_attempts = coalesce(max_attempts, %(max)s), "
               + RELEASE + _GUARD + _RETURNED.format(was="jobs.run_at") + "), "
-              + _ENDED.format(outcome="'failed'", error="%(text)s") + " SELECT id FROM u",
+              + _ENDED.format(outcome="'failed'", error="%(text)s") + _DONE,
 }
 # A batch's completions: one guarded statement (and their attempts); it returns the ids of the
 # jobs whose guard matched.
@@ -61,41 +67,41 @@ _COMPLETE_MANY = ("WITH u AS (UPDATE jobs SET status = 'completed', result = f.r
                   "%(ended)s::text[]) AS f(id, attempt, result, started, ended) "
                   "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
                   "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
-                  + _ENDED.format(outcome="'completed'", error="NULL") + " SELECT id FROM u")
+                  + _ENDED.format(outcome="'completed'", error="NULL") + _DONE)
 # The history rows an owner's outcomes may have left (see shared.job.history_row).
 _HISTORY = ("SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_attempts "
             "WHERE owner = %s AND job_id = ANY(%s)")
 
 
-def finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:
+def finish_one(c: Any, f: Finish, owner: str, stamp: str, channels: Channels) -> bool:
     """One outcome in one guarded autocommit statement (the single-job path); whether it is
     recorded (matched, or had committed before)."""
-    if _finish_one(c, f, owner, stamp, channel):
+    if _finish_one(c, f, owner, stamp, channels):
         return True
     return recognised([f], [False], owner, lambda ids: _history(c, owner, ids), pg_text)[0]
 
 
-def record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, channel: str) -> list[bool]:
+def record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, channels: Channels) -> list[bool]:
     """The guarded updates of ``finishes`` (completions in one statement); per finish, matched
     or committed before."""
     completed = [f for f in finishes if f.kind == "completed"]
     matched: set[str] = set()
     if completed:
         times = [finish_times(f, stamp) for f in completed]
-        params = {"now": stamp, "owner": owner, "ids": [f.job_id for f in completed],
+        params = {"now": stamp, "owner": owner, "done": channels[1], "ids": [f.job_id for f in completed],
                   "attempts": [f.attempt for f in completed], "results": [pg_text(f.text) for f in completed],
                   "started": [t[0] for t in times], "ended": [t[1] for t in times]}
         with c.cursor(row_factory=tuple_row) as cur:
             matched = {r[0] for r in cur.execute(_COMPLETE_MANY, params).fetchall()}
     done = [f.job_id in matched if f.kind == "completed" else
-            _finish_one(c, f, owner, stamp, channel) for f in finishes]
+            _finish_one(c, f, owner, stamp, channels) for f in finishes]
     # an outcome re-sent after an unknown commit finds its own history row (shared.job.recognised)
     return recognised(finishes, done, owner, lambda ids: _history(c, owner, ids), pg_text)
 
 
-def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channel: str) -> bool:
-    """One guarded outcome statement; whether it matched (RETURNING: the retry's notifies)."""
-    return len(c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channel)).fetchall()) == 1
+def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channels: Channels) -> bool:
+    """One guarded outcome statement; whether it matched (RETURNING: its notification)."""
+    return len(c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channels)).fetchall()) == 1
 
 
 def _history(c: Any, owner: str, ids: list[str]) -> list[tuple]:
@@ -103,8 +109,8 @@ def _history(c: Any, owner: str, ids: list[str]) -> list[tuple]:
         return cur.execute(_HISTORY, (owner, ids)).fetchall()
 
 
-def _finish_params(f: Finish, owner: str, stamp: str, channel: str) -> dict[str, Any]:
+def _finish_params(f: Finish, owner: str, stamp: str, channels: Channels) -> dict[str, Any]:
     started, ended = finish_times(f, stamp)
     return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": pg_text(f.text), "now": stamp,
             "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
-            "channel": channel, "started": started, "ended": ended}
+            "channel": channels[0], "done": channels[1], "started": started, "ended": ended}

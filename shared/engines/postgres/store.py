@@ -173,7 +173,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
         """Record one outcome with one guarded autocommit update; False: the lease was lost
         (an outcome that had committed before, re-sent after an unknown commit, is recognised
         by its history row and reported True, not applied again)."""
-        return finish_one(self.conn, f, owner, iso(now), self.channel)
+        return finish_one(self.conn, f, owner, iso(now), (self.channel, self.done_channel))
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
                          limit: int, limits: Any = None) -> tuple[list[bool], list[Job]]:
@@ -190,7 +190,7 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
             return done, self.claim(owner, owner_pid, now, limit)
 
         def tx(c: Any) -> tuple[list[bool], list[Any]]:
-            done = record_finishes(c, finishes, owner, stamp, self.channel)
+            done = record_finishes(c, finishes, owner, stamp, (self.channel, self.done_channel))
             if limit < 1:
                 return done, []
             if limits:

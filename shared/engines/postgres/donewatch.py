@@ -1,0 +1,48 @@
+"""A watch of ended jobs on PostgreSQL, for waiters (``shared.engines.commit_watch``).
+
+Every statement that ends jobs (completed, failed, cancelled) sends one notification on the
+schema's *done* channel (:func:`done_channel`) with its transaction; this watch LISTENs on a
+connection of its own. ``fileno()`` is that connection's socket, ``drain()`` reads what arrived
+and says whether anything did. A lost connection counts as a wake (the waiter re-reads, which
+meets the error or the truth) and the next ``fileno()`` connects and LISTENs again.
+"""
+from __future__ import annotations
+
+import hashlib
+from ...errors import StoreError
+from .connection import PgConnection, done_channel
+
+
+class PgDoneWatch:
+    """LISTEN on the done channel of ``schema`` (see the module's docstring)."""
+
+    def __init__(self, url: str, *, schema: str, connect_timeout: float) -> None:
+        self.channel = done_channel(schema)
+        self.conn = PgConnection(url, schema=schema, connect_timeout=connect_timeout, migrate=False)
+        self.conn.on_connect(lambda c: c.execute(f'LISTEN "{self.channel}"'))
+
+    def fileno(self) -> int | None:
+        """The socket to select on; None while the server cannot be reached."""
+        try:
+            with self.conn.lock:
+                return self.conn.conn.pgconn.socket
+        except StoreError:
+            return None
+
+    def drain(self) -> bool:
+        """Read what the socket holds; True if a notification (or an error) came."""
+        try:
+            with self.conn.lock:
+                pg = self.conn.conn.pgconn
+                pg.consume_input()
+                got = False
+                while pg.notifies() is not None:
+                    got = True
+                return got
+        except Exception:  # noqa: BLE001 - psycopg's or ours: a wake; the next read reports it
+            self.conn._drop()
+            return True
+
+    def close(self) -> None:
+        self.conn.close()
+
