@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .job import Finish, Job, NewJob, Released, ScheduleMark
+from .transfer import ATTEMPT_FIELDS, JOB_FIELDS, Imported  # the rows jobq copy moves
 
 Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
 
@@ -293,35 +294,6 @@ class OpsStore(Connection, Protocol):
     def rate_window_use(self, job_type: str, since: float) -> int:
         """Claims of ``job_type`` recorded in its rate window (``type_starts``) after ``since``."""
         ...
-
-
-JOB_FIELDS = ("id", "type", "status", "payload", "result", "error", "attempts", "max_attempts",
-              "priority", "run_at", "started_at", "completed_at", "created_at", "updated_at", "key",
-              "owner", "owner_pid", "heartbeat_at")  # every column of the jobs table, in order
-ATTEMPT_FIELDS = ("job_id", "type", "attempt", "outcome", "due_at", "started_at", "ended_at",
-                  "owner", "error")  # a job_attempts row without its engine-local ``seq``
-
-
-@dataclass
-class Imported:
-    """What :meth:`TransferStore.import_jobs` did with each row, by job id."""
-    inserted: list[str] = field(default_factory=list)   # new here, with their attempt history
-    present: list[str] = field(default_factory=list)    # already here, same status, attempts, updated_at
-    differing: list[str] = field(default_factory=list)  # already here in another state: kept as it is
-    key_taken: list[str] = field(default_factory=list)  # skipped: another job here holds its key
-    rejected: dict[str, str] = field(default_factory=dict)  # id -> why this engine cannot store the row
-
-    def sort_skipped(self, skipped: Sequence[Mapping[str, Any]], here: Mapping[str, Mapping[str, Any]]) -> None:
-        """File the rows an import's insert skipped, given the rows ``here`` by id (id, status,
-        attempts, updated_at): present (same state), differing, or kept out by a key (not here)."""
-        for r in skipped:
-            h = here.get(r["id"])
-            if h is None:
-                self.key_taken.append(r["id"])
-            elif (h["status"], h["attempts"], h["updated_at"]) == (r["status"], r["attempts"], r["updated_at"]):
-                self.present.append(r["id"])
-            else:
-                self.differing.append(r["id"])
 
 
 class TransferStore(Connection, Protocol):

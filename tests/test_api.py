@@ -8,6 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from shared.typecheck import UnservedTypeWarning
+
 from shared.api import JobQueue
 from shared.clock import iso, parse_iso
 from shared.config import load
@@ -92,8 +94,8 @@ def test_from_config_resolves_database_next_to_file(tmp_path, make_config, monke
     sub.mkdir()
     path = make_config(sub, database="data.db")
     monkeypatch.chdir(tmp_path)
-    with JobQueue.from_config(str(path)) as q:
-        job_id = q.enqueue("t", {"x": 1})
+    with JobQueue.from_config(str(path)) as q, pytest.warns(UnservedTypeWarning, match="'t' is served by none"):
+        job_id = q.enqueue("t", {"x": 1})  # the config serves no type: said, and written all the same
     assert (sub / "data.db").exists()
     assert not (tmp_path / "data.db").exists()
     with JobQueue(str(sub / "data.db")) as q:
