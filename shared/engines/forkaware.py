@@ -30,6 +30,8 @@ import stat
 import weakref
 from typing import Any
 
+from .. import database as database_mod
+
 # The two module-level objects the fork callback needs: the live stores of this process, and
 # (in a child only) the SQLite handles it inherited, held so that nothing ever closes them.
 _STORES: "weakref.WeakSet[Any]" = weakref.WeakSet()
@@ -81,19 +83,23 @@ def open_connections(database: str) -> list[str]:
         fds = os.listdir(folder)
     except OSError:
         return []
-    is_server = database.split(":", 1)[0].lower().split("+")[0] in ("postgresql", "postgres")
+    try:
+        target = database_mod.parse(database)
+    except ValueError:
+        return []  # a value no engine opens: no connection to it either
+    is_server = target.engine != "sqlite"
     ports = server_ports(database) if is_server else set()
-    db = "" if is_server else os.path.realpath(database)
+    db = "" if is_server else os.path.realpath(target.location)
     out = []
     for fd in fds:
         try:
-            target = os.readlink(f"{folder}/{fd}")
+            path = os.readlink(f"{folder}/{fd}")
         except OSError:
             continue
         if not is_server:
-            if target.startswith(db):
-                out.append(f"fd {fd}: {target}")
-        elif target.startswith("socket:"):
+            if path.startswith(db):
+                out.append(f"fd {fd}: {path}")
+        elif path.startswith("socket:"):
             peer = _peer(int(fd))
             if peer is not None and _is_server(peer, ports):
                 out.append(f"fd {fd}: a connection to the database server at {peer}")
