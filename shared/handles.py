@@ -103,14 +103,18 @@ class JobHandle(Generic[R]):
         return (await wait_jobs_async(self.queue, [self.id], timeout))[0]  # type: ignore[no-any-return]
 
 
-def _running(queue: Any, ids: list[str]) -> list[str]:
-    """Which of ``ids`` have not ended yet (JobNotFound for one that does not exist)."""
+def _running(queue: Any, ids: list[str], ended: dict[str, Job]) -> list[str]:
+    """Which of ``ids`` have not ended yet (JobNotFound for one that does not exist); a job read
+    whole that has ended is kept in ``ended`` for :func:`_results` (no second read)."""
     store = queue.store
     if len(ids) == 1:
         job: Job | None = store.get(ids[0])
         if job is None:
             raise JobNotFound(ids[0], store.location)
-        return [] if job.status in TERMINAL else ids
+        if job.status in TERMINAL:
+            ended[job.id] = job
+            return []
+        return ids
     states = store.statuses(ids)
     for job_id in ids:
         if job_id not in states:
@@ -118,10 +122,10 @@ def _running(queue: Any, ids: list[str]) -> list[str]:
     return [i for i in ids if states[i] not in TERMINAL]
 
 
-def _results(queue: Any, ids: list[str]) -> list[Any]:
+def _results(queue: Any, ids: list[str], ended: dict[str, Job]) -> list[Any]:
     jobs = {}
     for job_id in dict.fromkeys(ids):
-        job: Job | None = queue.store.get(job_id)
+        job: Job | None = ended.get(job_id) or queue.store.get(job_id)
         if job is None:
             raise JobNotFound(job_id, queue.store.location)
         jobs[job_id] = job
@@ -149,8 +153,8 @@ def wait_jobs(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any
     ids = _ids(ids)
     # the wait blocks for real seconds, which an injected FakeClock would never pass
     deadline = None if timeout is None else time.monotonic() + timeout
-    open_ids = list(dict.fromkeys(ids))
-    while open_ids := _running(queue, open_ids):
+    open_ids, ended = list(dict.fromkeys(ids)), {}
+    while open_ids := _running(queue, open_ids, ended):
         left = _left(deadline, timeout, open_ids)
         woke = threading.Event()
         ticket = queue.hubs.get().add(open_ids, woke.set)
@@ -158,16 +162,16 @@ def wait_jobs(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any
             woke.wait(left)
         finally:
             queue.hubs.get().remove(ticket)
-    return _results(queue, ids)
+    return _results(queue, ids, ended)
 
 
 async def wait_jobs_async(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any]:
     """:func:`wait_jobs` for asyncio: the loop runs while the hub watches."""
     ids = _ids(ids)
     deadline = None if timeout is None else time.monotonic() + timeout
-    open_ids = list(dict.fromkeys(ids))
+    open_ids, ended = list(dict.fromkeys(ids)), {}
     loop = asyncio.get_running_loop()
-    while open_ids := _running(queue, open_ids):
+    while open_ids := _running(queue, open_ids, ended):
         left = _left(deadline, timeout, open_ids)
         woke = asyncio.Event()
         ticket = queue.hubs.get().add(open_ids, lambda: loop.call_soon_threadsafe(woke.set))
@@ -177,4 +181,4 @@ async def wait_jobs_async(queue: Any, ids: Iterable[Any], timeout: float | None)
             pass
         finally:
             queue.hubs.get().remove(ticket)
-    return _results(queue, ids)
+    return _results(queue, ids, ended)
