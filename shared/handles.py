@@ -153,7 +153,8 @@ def wait_jobs(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any
     ids = _ids(ids)
     # the wait blocks for real seconds, which an injected FakeClock would never pass
     deadline = None if timeout is None else time.monotonic() + timeout
-    open_ids, ended = list(dict.fromkeys(ids)), {}
+    open_ids = list(dict.fromkeys(ids))
+    ended: dict[str, Job] = {}  # what _running read whole once it had ended
     while open_ids := _running(queue, open_ids, ended):
         left = _left(deadline, timeout, open_ids)
         woke = threading.Event()
@@ -169,7 +170,8 @@ async def wait_jobs_async(queue: Any, ids: Iterable[Any], timeout: float | None)
     """:func:`wait_jobs` for asyncio: the loop runs while the hub watches."""
     ids = _ids(ids)
     deadline = None if timeout is None else time.monotonic() + timeout
-    open_ids, ended = list(dict.fromkeys(ids)), {}
+    open_ids = list(dict.fromkeys(ids))
+    ended: dict[str, Job] = {}  # what _running read whole once it had ended
     loop = asyncio.get_running_loop()
     while open_ids := _running(queue, open_ids, ended):
         left = _left(deadline, timeout, open_ids)
