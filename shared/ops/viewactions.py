@@ -60,6 +60,7 @@ def unresolved(found: list[str] | None, none: str = "no such job") -> str:
 
 
 def ran_s(h: dict[str, Any]) -> float | None:
+    """How long an attempt of the history ran, in seconds; None when it never started."""
     if not h["started_at"]:
         return None
     return max(parse_iso(h["ended_at"]) - parse_iso(h["started_at"]), 0.0)
@@ -123,6 +124,7 @@ def set_paused(store: Any, paused: bool) -> str:
 
 
 def _why_not(store: Any, ids: Iterable[str], done: list[str], rule: str) -> dict[str, str]:
+    """Why each of ``ids`` not in ``done`` was not acted on: its status and ``rule``, or missing."""
     rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
     found = admin.statuses(store, rest)
     return {i: (f"is {found[i]}: {rule}" if i in found else "no such job") for i in rest}
