@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -320,15 +321,21 @@ def loaded_programs(modules_loaded: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def probe_config(tmp_path: Path, engine: Any) -> str:
+    """A test config on ``engine``'s database (its own schema on PostgreSQL)."""
+    from tests.proc import write_config
+    extra = {"postgres": {"schema": engine.schema}} if engine.name == "postgresql" else {}
+    return str(write_config(tmp_path, database=engine.database, **extra))
+
+
 def test_the_ops_commands_load_neither_the_supervisor_process_nor_the_dashboard(tmp_path, engine):
     """`jobq status` (and the other ops commands) in a real process on a real database: the
     arbiter, the other process modules and the dashboard stay unloaded."""
     import json
     import subprocess
     import sys
-    from tests.proc import env, write_config
-    extra = {"postgres": {"schema": engine.schema}} if engine.name == "postgresql" else {}
-    cfg = str(write_config(tmp_path, database=engine.database, **extra))
+    from tests.proc import env
+    cfg = probe_config(tmp_path, engine)
     argvs = [["enqueue", "--config", cfg, "report:make", "{}"], ["status", "--config", cfg],
              ["status", "--json", "--config", cfg], ["jobs", "--config", cfg], ["pause", "--config", cfg],
              ["resume", "--config", cfg], ["config", "show", "--config", cfg]]
@@ -342,16 +349,17 @@ def test_the_ops_commands_load_neither_the_supervisor_process_nor_the_dashboard(
     assert "process" not in loaded and "web" not in loaded, loaded
 
 
-def test_the_dashboard_loads_neither_the_cli_nor_the_supervisor_process(tmp_path):
-    """The dashboard's modules and an app built on a real database load no CLI module."""
+def test_the_dashboard_loads_neither_the_cli_nor_the_supervisor_process(tmp_path, engine):
+    """The dashboard's modules and an app that read a real database load no CLI module."""
     import json
     import subprocess
     import sys
     pytest.importorskip("starlette")
-    from tests.proc import env, write_config
-    cfg = write_config(tmp_path)
+    from tests.proc import env
+    cfg = probe_config(tmp_path, engine)
     script = ("import json, sys\nfrom shared import config\nfrom supervisor.web.app import Settings, create_app\n"
-              f"app = create_app(Settings(config.load({str(cfg)!r}), {str(cfg)!r}))\n"
+              f"app = create_app(Settings(config.load({cfg!r}), {cfg!r}))\n"
+              "app.state.backend.store().is_paused()\n"
               "app.state.backend.close()\nprint(json.dumps(sorted(sys.modules)))\n")
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(), cwd=tmp_path,
                        timeout=120)
