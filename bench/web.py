@@ -159,8 +159,8 @@ def _in_process(path: str, runs: int) -> dict[str, Any]:
     """``status`` snapshot and one ``top`` poll, timed without HTTP."""
     from shared.clock import SystemClock
     from shared import SqliteStore
-    from supervisor.status import collect
-    from supervisor.top import TopView
+    from shared.ops.viewstatus import collect
+    from supervisor.cli.top import TopView
     out = {}
     with SqliteStore(path) as store:
         view = TopView(store, SystemClock(), 1.0)

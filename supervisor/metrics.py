@@ -29,8 +29,7 @@ from shared.clock import parse_iso
 from shared.config import Config
 from shared.logs import event, get_logger
 from shared.contract import OpsStore
-
-from .stats import BOUNDS, AttemptFeed, Histogram
+from shared.ops.viewstats import BOUNDS, AttemptFeed, Histogram
 
 log = get_logger("supervisor")
 

@@ -7,7 +7,7 @@ from shared import activity
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
 from shared.job import Finish
-from supervisor import ops
+from shared.ops import viewactions as ops
 
 
 def _run(q: JobQueue, clock: FakeClock, outcome: str) -> str:

@@ -191,12 +191,12 @@ def test_every_key_is_described_once_where_it_is_declared():
 
 def test_shipped_jobq_toml_and_configuration_reference_are_generated_and_fresh():
     """Fails when shared/config.py changed but `python -m supervisor.gendocs` was not run."""
-    from supervisor.gendocs import stale
+    from supervisor.cli.gendocs import stale
     assert stale() == [], "stale generated files: run  python -m supervisor.gendocs"
 
 
 def test_a_stale_generated_file_is_detected(tmp_path):
-    from supervisor.gendocs import GENERATED, stale
+    from supervisor.cli.gendocs import GENERATED, stale
     for rel, make in GENERATED.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(make())
@@ -208,7 +208,7 @@ def test_a_stale_generated_file_is_detected(tmp_path):
 
 
 def test_reference_lists_every_key_with_its_default_and_range():
-    from supervisor.configdoc import reference_markdown
+    from supervisor.cli.configdoc import reference_markdown
     text = reference_markdown()
     for section, keys in SCHEMA.items():
         if section:
@@ -224,7 +224,7 @@ def test_a_new_key_is_a_one_place_change():
     from dataclasses import dataclass
 
     from shared.configschema import keys_of, number, setting
-    from supervisor.template import _table, config_toml
+    from supervisor.cli.template import _table, config_toml
 
     @dataclass(frozen=True)
     class Extra:

@@ -17,7 +17,7 @@ from shared.clock import FakeClock, iso
 from shared.config import Config
 from shared import SqliteStore
 from shared.job import Finish
-from supervisor import ops
+from shared.ops import viewactions as ops
 
 TYPES = ("a", "b", "c")
 

@@ -354,7 +354,7 @@ def test_max_result_bytes_fails_a_larger_result(tmp_path):
 
 
 def test_max_result_bytes_is_a_config_key_beside_max_payload_bytes():
-    from supervisor.template import default_toml
+    from supervisor.cli.template import default_toml
     assert Config().max_result_bytes == Config().max_payload_bytes == 1 << 20
     text = default_toml()
     assert "max_result_bytes = 1048576" in text

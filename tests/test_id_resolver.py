@@ -1,11 +1,11 @@
 """One id resolver (issue 21): the functions `jobq retry`/`cancel` and the dashboard's actions
-call (``supervisor.ops.retry_ids``, ``cancel_ids``, ``purge_ids``) take an exact id or a unique
+call (``shared.ops.viewactions.retry_ids``, ``cancel_ids``, ``purge_ids``) take an exact id or a unique
 prefix, as ``show`` does, and say how many jobs share an ambiguous one; on both engines."""
 from __future__ import annotations
 
 from shared.clock import SystemClock
 from shared.job import NewJob
-from supervisor import ops
+from shared.ops import viewactions as ops
 
 NOW = SystemClock().now()
 

@@ -3,6 +3,11 @@ other; only the engine factory (``shared/engines/__init__.py``) imports an engin
 module outside the SQLite engine imports ``sqlite3`` or names a PRAGMA; no module outside the
 engines reaches a store's connection (an attribute ``.conn``) or runs SQL on one (a call of
 ``.execute``, ``.executemany`` or ``.executescript``): every read goes through the contract.
+The three programs in ``supervisor/`` stay apart (issue 22): the CLI (``supervisor/cli``) and the
+dashboard (``supervisor/web``) never import each other and share only ``shared`` (the ops layer,
+``shared/ops``); the CLI loads the supervisor process only in ``run`` and the dashboard only in
+``web``; ``shared`` imports neither ``supervisor`` nor ``worker``. Checked in the source and, for
+``jobq status`` and the dashboard, in the modules a real process has loaded.
 
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -196,3 +202,168 @@ def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     (tmp_path / path).write_text(text)
     found = violations(tmp_path)
     assert len(found) == 1 and named in found[0] and path in found[0], found
+
+
+# -- three programs apart (issue 22) --------------------------------------------------------------
+# supervisor/ holds three programs: the supervisor process (the modules of supervisor/ itself),
+# the ops CLI (supervisor/cli) and the dashboard (supervisor/web); what the CLI and the dashboard
+# both need is the ops layer (shared/ops). The CLI and the dashboard never import each other; the
+# CLI loads the process only inside `run` and the dashboard only inside `web`; the process and
+# the ops layer import neither program.
+
+CLI, WEB, OPS = "supervisor.cli", "supervisor.web", "shared.ops"
+# kept command names that only start the CLI: ``python -m supervisor`` and the console script
+# (supervisor.__main__:main), ``python -m supervisor.gendocs``
+ENTRY_POINTS = {"supervisor.__main__", "supervisor.gendocs"}
+LAZY = {(CLI, "process"): "cmd_run", (CLI, "web"): "cmd_web"}  # the one function each may do it in
+NEVER = {("web", "cli"), ("web", "process"), ("process", "cli"), ("process", "web")}
+
+
+def program_of(module: str) -> str | None:
+    """'cli', 'web', 'process' (a supervisor process module), 'shared' or None (the
+    ``supervisor`` package itself, the entry points, and what lies outside the runtime packages)."""
+    for prefix, program in ((CLI, "cli"), (WEB, "web")):
+        if module == prefix or module.startswith(prefix + "."):
+            return program
+    if module.startswith("supervisor.") and module not in ENTRY_POINTS:
+        return "process"
+    return "shared" if module.split(".")[0] == "shared" else None
+
+
+def enclosing_functions(path: Path) -> dict[int, str]:
+    """Line of each import inside a function -> the innermost function's name."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = {}
+    for fn in ast.walk(tree):  # breadth first: an inner function's name overwrites the outer one's
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.update({n.lineno: fn.name for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))})
+    return out
+
+
+def program_violations(root: Path) -> list[str]:
+    """One message per import that crosses between the programs where the rules above forbid."""
+    out: dict[tuple[str, int], str] = {}
+    for name, path in modules(root).items():
+        mine, where = program_of(name), str(path.relative_to(root))
+        inside = enclosing_functions(path)
+        for line, target in imports(name, path):
+            theirs = program_of(target)
+            if mine == "shared" and target.split(".")[0] in ("supervisor", "worker"):
+                out.setdefault((where, line), f"{where}:{line}: imports {target}: shared (the ops layer "
+                               f"{OPS} included) imports neither supervisor nor worker")
+            elif (mine, theirs) in NEVER:
+                out.setdefault((where, line), f"{where}:{line}: imports {target}: the {mine} program never "
+                               f"imports the {theirs} program")
+            elif mine == "cli" and theirs in ("process", "web"):
+                allowed = LAZY[(CLI, theirs)]
+                if inside.get(line) != allowed:
+                    out.setdefault((where, line), f"{where}:{line}: imports {target}: the CLI loads the "
+                                   f"{theirs} program only inside {allowed}()")
+    return list(out.values())
+
+
+def test_the_three_programs_stay_apart():
+    found = modules(REPO)
+    assert {CLI, WEB, OPS, "supervisor.arbiter"} <= set(found)
+    assert program_violations(REPO) == []
+
+
+@pytest.mark.parametrize("path, text, named", [
+    ("supervisor/cli/x.py", "from supervisor.web import app\n", "only inside cmd_web()"),
+    ("supervisor/cli/x.py", "from .. import web\n", "only inside cmd_web()"),
+    ("supervisor/cli/x.py", "def cmd_run(a):\n    from ..web import app\n", "only inside cmd_web()"),
+    ("supervisor/cli/x.py", "from ..arbiter import Arbiter\n", "only inside cmd_run()"),
+    ("supervisor/cli/x.py", "def cmd_status(a):\n    from supervisor import arbiter\n", "only inside cmd_run()"),
+    ("supervisor/cli/x.py", "def cmd_run(a):\n    def inner():\n        import supervisor.arbiter\n",
+     "only inside cmd_run()"),
+    ("supervisor/web/x.py", "from ..cli import ops\n", "the web program never imports the cli program"),
+    ("supervisor/web/x.py", "def f():\n    from supervisor.cli.main import main\n", "never imports the cli"),
+    ("supervisor/web/x.py", "from supervisor.arbiter import Arbiter\n", "never imports the process"),
+    ("supervisor/arbiter.py", "from .cli import status\n", "the process program never imports the cli"),
+    ("supervisor/arbiter.py", "from .web import app\n", "the process program never imports the web"),
+    ("shared/ops/viewx.py", "from supervisor.cli import ops\n", "imports neither supervisor nor worker"),
+    ("shared/ops/viewx.py", "def f():\n    import supervisor.metrics\n", "imports neither supervisor nor worker"),
+    ("shared/x.py", "from worker import handler\n", "imports neither supervisor nor worker"),
+])
+def test_the_programs_check_finds_each_kind_of_breach(tmp_path, path, text, named):
+    empty_packages(tmp_path, PACKAGES)
+    for sub in ("supervisor/cli", "supervisor/web", "shared/ops"):
+        empty_packages(tmp_path, (sub,))
+    (tmp_path / "supervisor/__main__.py").write_text("from .cli import main\n")
+    (tmp_path / "supervisor/gendocs.py").write_text("from .cli.gendocs import main\n")
+    (tmp_path / "supervisor/metrics.py").write_text("from shared.ops.viewstats import BOUNDS\n")
+    (tmp_path / "supervisor/cli/main.py").write_text(
+        "from shared.ops.viewctx import Ctx\nfrom . import webcmd\n"
+        "def cmd_run(args):\n    from ..arbiter import Arbiter\n")
+    (tmp_path / "supervisor/cli/webcmd.py").write_text("def cmd_web(ctx, args):\n    from .. import web\n")
+    (tmp_path / "supervisor/web/pages.py").write_text("from shared.ops import viewstatus\nfrom . import html\n")
+    (tmp_path / "shared/ops/viewstatus.py").write_text("from shared import admin\nfrom . import viewstats\n")
+    assert program_violations(tmp_path) == []  # the allowed shapes pass
+    (tmp_path / path).write_text(text)
+    found = program_violations(tmp_path)
+    assert len(found) == 1 and named in found[0] and path in found[0], found
+
+
+PROBE = """\
+import json, sys
+from supervisor.cli import main
+codes = [main(argv) for argv in json.loads(sys.argv[1])]
+print(json.dumps({"codes": codes, "modules": sorted(sys.modules)}))
+"""
+
+
+def loaded_programs(modules_loaded: list[str]) -> dict[str, list[str]]:
+    """The runtime modules a process had loaded, by program."""
+    out: dict[str, list[str]] = {}
+    for m in modules_loaded:
+        if m.split(".")[0] == "supervisor":
+            out.setdefault(program_of(m) or "supervisor", []).append(m)
+    return out
+
+
+def probe_config(tmp_path: Path, engine: Any) -> str:
+    """A test config on ``engine``'s database (its own schema on PostgreSQL)."""
+    from tests.proc import write_config
+    extra = {"postgres": {"schema": engine.schema}} if engine.name == "postgresql" else {}
+    return str(write_config(tmp_path, database=engine.database, **extra))
+
+
+def test_the_ops_commands_load_neither_the_supervisor_process_nor_the_dashboard(tmp_path, engine):
+    """`jobq status` (and the other ops commands) in a real process on a real database: the
+    arbiter, the other process modules and the dashboard stay unloaded."""
+    import json
+    import subprocess
+    import sys
+    from tests.proc import env
+    cfg = probe_config(tmp_path, engine)
+    argvs = [["enqueue", "--config", cfg, "report:make", "{}"], ["status", "--config", cfg],
+             ["status", "--json", "--config", cfg], ["jobs", "--config", cfg], ["pause", "--config", cfg],
+             ["resume", "--config", cfg], ["config", "show", "--config", cfg]]
+    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argvs)], capture_output=True, text=True,
+                       env=env(), cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    probe = json.loads(p.stdout.splitlines()[-1])
+    assert probe["codes"] == [0] * len(argvs), p.stderr
+    loaded = loaded_programs(probe["modules"])
+    assert "supervisor.cli.status" in loaded["cli"]  # the commands ran
+    assert "process" not in loaded and "web" not in loaded, loaded
+
+
+def test_the_dashboard_loads_neither_the_cli_nor_the_supervisor_process(tmp_path, engine):
+    """The dashboard's modules and an app that read a real database load no CLI module."""
+    import json
+    import subprocess
+    import sys
+    pytest.importorskip("starlette")
+    from tests.proc import env
+    cfg = probe_config(tmp_path, engine)
+    script = ("import json, sys\nfrom shared import config\nfrom supervisor.web.app import Settings, create_app\n"
+              f"app = create_app(Settings(config.load({cfg!r}), {cfg!r}))\n"
+              "app.state.backend.store().is_paused()\n"
+              "app.state.backend.close()\nprint(json.dumps(sorted(sys.modules)))\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(), cwd=tmp_path,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    loaded = loaded_programs(json.loads(p.stdout.splitlines()[-1]))
+    assert "supervisor.web.pages" in loaded["web"]
+    assert "cli" not in loaded and "process" not in loaded, loaded

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from shared.config import SCHEMA, Config, from_dict
 from shared.durations import parse_duration, parse_seconds
-from supervisor import render, stats
-from supervisor.template import default_toml
-from supervisor.tomledit import EditError, parse_value, set_key, toml_value
+from shared.ops import viewrender as render
+from shared.ops import viewstats as stats
+from supervisor.cli.template import default_toml
+from supervisor.cli.tomledit import EditError, parse_value, set_key, toml_value
 
 ROOT = Path(__file__).resolve().parent.parent
 

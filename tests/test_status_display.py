@@ -6,9 +6,11 @@ from __future__ import annotations
 from shared.clock import SystemClock, iso
 from shared.config import load
 from shared import cron
-from supervisor import metrics, render, status
+from shared.ops import viewrender as render
+from shared.ops import viewstatus as status
+from supervisor import metrics
 from supervisor.scheduler import run_due
-from supervisor.top import TopView
+from supervisor.cli.top import TopView
 from tests.proc import write_config
 
 T0 = 1_800_000_000.0 + 1234.5  # no tick of "0 * * * *"

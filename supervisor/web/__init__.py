@@ -7,6 +7,10 @@ It reads and acts on the configured database directly (no supervisor needed), li
 commands. Any address but loopback needs a token (``--token`` or ``JOBQ_WEB_TOKEN``). It answers
 only to its bind address, ``localhost`` and each ``--allow-host`` name (see ``security``).
 Exit codes: 2 bad arguments (or the ``web`` extra missing), 3 invalid config.
+
+The dashboard is a program of its own: the CLI (``supervisor/cli/webcmd.py``) parses the
+arguments and calls :func:`cmd_web`; the dashboard imports nothing from the CLI, only the ops
+layer (:mod:`shared.ops`).
 """
 from __future__ import annotations
 
@@ -16,29 +20,13 @@ import sys
 
 from shared.database import redacted
 from shared.exitcodes import ExitCode
-
-from ..ctx import Ctx
+from shared.ops.viewctx import Ctx
 
 TOKEN_ENV = "JOBQ_WEB_TOKEN"
 
 
-def add_parser(sub: argparse._SubParsersAction, common: object) -> None:
-    """The ``web`` subcommand (``common`` adds ``--config``/``--json``)."""
-    p = sub.add_parser("web", help="serve the web dashboard (pip install -e \".[web]\")",
-                       description="serve the web dashboard for the configured database")
-    common(p, False)  # type: ignore[operator]
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free port)")
-    p.add_argument("--token", default=None,
-                   help=f"access token every request must carry (default ${TOKEN_ENV}); required off loopback")
-    p.add_argument("--read-only", action="store_true", help="show no action and refuse every change")
-    p.add_argument("--root-path", default="", help="URL prefix when served behind a reverse proxy, e.g. /jobq")
-    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
-                   help="another host name the dashboard answers to (a reverse proxy's public name); "
-                        "repeatable. Default: only the --host address and localhost")
-
-
 def cmd_web(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Check the arguments and the web extra, then serve until interrupted."""
     try:
         import jinja2  # noqa: F401 - the web extra's libraries, checked before anything else
         import starlette  # noqa: F401

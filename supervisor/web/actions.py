@@ -13,7 +13,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import ops
+from shared.ops import viewactions as ops
+
 from . import pages, security
 
 MAX_IDS = 1000

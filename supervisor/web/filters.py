@@ -5,8 +5,7 @@ import json
 from typing import Any
 
 from shared.clock import parse_iso
-
-from .. import render
+from shared.ops import viewrender as render
 
 
 def ago(stamp: str | None, now: float) -> str:

@@ -11,8 +11,7 @@ from typing import Any
 
 from shared import activity, admin
 from shared.clock import iso, parse_iso
-
-from .. import status
+from shared.ops import viewstatus as status
 
 MINUTES = 60
 SERIES = ("completed", "failed", "retried")

@@ -14,8 +14,9 @@ from starlette.responses import Response
 from shared import activity, admin, browse, cron, schedule
 from shared.durations import parse_rate
 from shared.job import STATUSES
+from shared.ops import viewactions as ops
+from shared.ops import viewstatus as status
 
-from .. import ops, status
 from . import overview as overview_mod
 from .html import render, route_path
 

@@ -14,23 +14,22 @@ import json
 import re
 import sys
 import warnings
-from typing import Any, Callable, Iterable, Iterator, TextIO
+from typing import Any, Iterator, TextIO
 
 from shared import admin
 from shared.api import JobQueue
 from shared.bounds import MAX_DEPTH
-from shared.clock import iso, parse_iso
+from shared.clock import iso
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
+from shared.ops import viewrender as render
+from shared.ops.viewactions import (Outcome, cancel_ids, ran_s, resolve_id, retry_ids, set_paused,
+                                    unresolved)
+from shared.ops.viewctx import Ctx
 from shared.typecheck import UnservedTypeWarning
-
-from . import render
-from .ctx import Ctx
 
 ENQUEUE_BATCH = 1000
 LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
-MIN_PREFIX = 4
-MAX_MATCHES = 100  # an ambiguous prefix: how many matches are counted before "more than"
 MAX_LIST = 10_000_000  # `jobs --limit`: SQLite takes 64-bit integers; a larger number is a typo
 
 
@@ -168,112 +167,7 @@ def with_max(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             dict(r, max_attempts=cfg.for_type(r["type"]).max_attempts or cfg.retry.max_attempts) for r in rows]
 
 
-def resolve_id(store: Any, text: str) -> str | list[str] | None:
-    """An exact id, else the one id starting with ``text`` (at least MIN_PREFIX characters);
-    a list when several match (at most MAX_MATCHES + 1 of them); None when none does.
-    Every command that names jobs and the dashboard resolve ids with this (or resolve_ids)."""
-    if store.get(text) is not None:
-        return text
-    return _by_prefix(store, text)
-
-
-def _by_prefix(store: Any, text: str) -> str | list[str] | None:
-    if len(text) < MIN_PREFIX:
-        return None
-    found = admin.find_ids(store, text.lower(), limit=MAX_MATCHES + 1)
-    if len(found) == 1:
-        return found[0]
-    return found or None
-
-
-def resolve_ids(store: Any, texts: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Resolve ids or unique prefixes as :func:`resolve_id` does, with one query for the exact
-    ids: ``({text: id}, {text: why not})``, each in the order given, duplicates once."""
-    texts = list(dict.fromkeys(texts))
-    exact = admin.statuses(store, texts)
-    found: dict[str, str] = {}
-    missing: dict[str, str] = {}
-    for text in texts:
-        got = text if text in exact else _by_prefix(store, text)
-        if isinstance(got, str):
-            found[text] = got
-        else:
-            missing[text] = unresolved(got)
-    return found, missing
-
-
-def unresolved(found: list[str] | None, none: str = "no such job") -> str:
-    """Why an id did not resolve: ``none`` when no job matches, else how many start with it."""
-    if not found:
-        return none
-    many = f"more than {MAX_MATCHES}" if len(found) > MAX_MATCHES else str(len(found))
-    return f"{many} jobs start with it: give more of the id"
-
-
-def ran_s(h: dict[str, Any]) -> float | None:
-    if not h["started_at"]:
-        return None
-    return max(parse_iso(h["ended_at"]) - parse_iso(h["started_at"]), 0.0)
-
-
 # -- act on jobs ----------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    """What an action on named jobs did: the ids acted on, and why each other id was not."""
-    verb: str
-    done: list[str]
-    skipped: dict[str, str]
-
-    def lines(self) -> list[str]:
-        """The report, one line per job, as the CLI prints it and the dashboard shows it."""
-        return [f"{self.verb} {i}" for i in self.done] + [f"job {i}: {why}" for i, why in self.skipped.items()]
-
-    def summary(self) -> str | None:
-        """``N of M jobs not <verb>`` when some were skipped, else None."""
-        if not self.skipped:
-            return None
-        return f"{len(self.skipped)} of {len(self.done) + len(self.skipped)} jobs not {self.verb}"
-
-
-RETRY_RULE = "retry applies to failed or cancelled jobs"
-CANCEL_RULE = "cancel applies to pending jobs (a running job finishes or fails on its own)"
-PURGE_RULE = "purge applies to finished jobs (completed, failed or cancelled)"
-PAUSED_TEXT = "paused: workers finish the job in hand and claim nothing until `jobq resume`"
-RESUMED_TEXT = "resumed: workers claim jobs again"
-
-
-def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
-    """Retry the named jobs, by id or unique prefix (the rules and messages of ``jobq retry ID...``)."""
-    return _act(store, ids, "retried", lambda found: admin.retry_jobs(store, found, now), RETRY_RULE)
-
-
-def cancel_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
-    """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel ID...``)."""
-    return _act(store, ids, "cancelled", lambda found: admin.cancel_jobs(store, found, now), CANCEL_RULE)
-
-
-def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
-    """Delete the named finished jobs and their attempt history (the dashboard's purge of a
-    selection; ``jobq purge`` deletes by status and age)."""
-    return _act(store, ids, "purged", lambda found: admin.purge_jobs(store, found), PURGE_RULE)
-
-
-def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]], list[str]],
-         rule: str) -> Outcome:
-    """Resolve ``texts`` (:func:`resolve_ids`), act on the jobs found; an id that did not resolve
-    is skipped with the reason, one the action did not apply to with ``rule``."""
-    found, skipped = resolve_ids(store, texts)
-    ids = list(dict.fromkeys(found.values()))
-    done = act(ids)
-    return Outcome(verb, done, {**_why_not(store, ids, done, rule), **skipped})
-
-
-def set_paused(store: Any, paused: bool) -> str:
-    """Pause or resume the queue; the message ``jobq pause``/``resume`` prints."""
-    store.set_paused(paused)
-    return PAUSED_TEXT if paused else RESUMED_TEXT
 
 
 def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
@@ -296,12 +190,6 @@ def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
     with ctx.store() as store:
         outcome = cancel_ids(store, args.ids, ctx.clock.now())
     return _report(ctx, outcome)
-
-
-def _why_not(store: Any, ids: Iterable[str], done: list[str], rule: str) -> dict[str, str]:
-    rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
-    found = admin.statuses(store, rest)
-    return {i: (f"is {found[i]}: {rule}" if i in found else "no such job") for i in rest}
 
 
 def _report(ctx: Ctx, outcome: Outcome) -> int:

@@ -13,25 +13,13 @@ import time
 from typing import Any
 
 from shared import admin
-from shared.clock import parse_iso
 from shared.exitcodes import ExitCode
 from shared.contract import OpsStore
-from shared.procs import host_id, send_signal, token_alive
-
-from .ctx import Ctx
+from shared.ops.viewctx import Ctx
+from shared.ops.viewstatus import supervisors
+from shared.procs import send_signal, token_alive
 
 POLL = 0.05  # seconds between checks while waiting for the supervisor to act
-
-
-def supervisors(store: OpsStore, now: float) -> list[dict[str, Any]]:
-    """Every supervisor row: ``{token, pid, host, started_at, up_s, alive, local}``."""
-    here = host_id()
-    out = []
-    for row in store.processes("supervisor"):
-        out.append({"token": row["id"], "pid": row["pid"], "host": row["host"], "started_at": row["started_at"],
-                    "up_s": max(now - parse_iso(row["started_at"]), 0.0), "alive": token_alive(row["id"], here),
-                    "local": row["host"] == here})
-    return out
 
 
 def running_here(ctx: Ctx, store: OpsStore) -> list[dict[str, Any]] | int:

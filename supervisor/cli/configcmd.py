@@ -25,8 +25,9 @@ from shared.exitcodes import ExitCode
 from shared.files import write_atomic
 from shared.handlers import HandlerImportError, load_registry
 
+from shared.ops.viewctx import Ctx
+
 from .configdoc import reference_markdown
-from .ctx import Ctx
 from .template import default_toml
 from .tomledit import EditError, parse_value, set_key, toml_value
 

@@ -33,8 +33,7 @@ from shared.engines import database_file, open_store
 from shared.errors import StoreError
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES
-
-from .ctx import Ctx
+from shared.ops.viewctx import Ctx
 
 DEFAULT_STATUSES = ("pending", "completed", "failed", "cancelled")  # not running: see above
 CHUNK = 500

@@ -1,26 +1,21 @@
-"""``status``: one snapshot of the queue, its workers and supervisor, read from the database.
+"""One snapshot of the queue, its workers and supervisors, read from the database.
 
-:func:`collect` returns plain JSON-ready data (what ``status --json`` prints and ``top`` draws);
-``--watch`` prints it again every ``--interval`` seconds until Ctrl-C.
+:func:`collect` returns plain JSON-ready data: what ``jobq status --json`` prints, ``jobq top``
+draws and the dashboard's overview shows (the CLI's ``status`` command is
+``supervisor/cli/status.py``).
 """
 from __future__ import annotations
 
-import argparse
-import json
-import time
 from typing import Any
 
 from shared import activity, admin, cron, schedule
 from shared.clock import iso, parse_iso
 from shared.database import redacted
-from shared.exitcodes import ExitCode
 from shared.job import STATUSES
 from shared.contract import OpsStore
 from shared.procs import host_id, memory_mb, token_alive
 
-from . import render, stats
-from .control import supervisors
-from .ctx import Ctx
+from . import viewstats as stats
 
 WINDOW_MINUTES = 5
 SAMPLE = 20_000  # most recent attempts looked at for latency percentiles
@@ -57,6 +52,17 @@ def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = N
         snap["throughput"] = throughput(store, now)
         snap["latency"] = latency(store, now)
     return snap
+
+
+def supervisors(store: OpsStore, now: float) -> list[dict[str, Any]]:
+    """Every supervisor row: ``{token, pid, host, started_at, up_s, alive, local}``."""
+    here = host_id()
+    out = []
+    for row in store.processes("supervisor"):
+        out.append({"token": row["id"], "pid": row["pid"], "host": row["host"], "started_at": row["started_at"],
+                    "up_s": max(now - parse_iso(row["started_at"]), 0.0), "alive": token_alive(row["id"], here),
+                    "local": row["host"] == here})
+    return out
 
 
 def enqueued_tick(run: schedule.NextRun) -> float | None:
@@ -135,28 +141,3 @@ def _memory(pid: int | None) -> dict[str, Any]:
     forked from the template share most pages: USS is what each one really adds."""
     mem = memory_mb(pid) if pid is not None else None
     return mem or {"rss_mb": None, "uss_mb": None, "pss_mb": None}
-
-
-def cmd_status(ctx: Ctx, args: argparse.Namespace) -> int:
-    if args.interval <= 0:
-        return ctx.fail(f"status: --interval must be > 0, got {args.interval:g}", ExitCode.USAGE)
-    with ctx.store() as store:
-        if not args.watch:
-            _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=False)
-            return ExitCode.OK
-        try:
-            while True:
-                _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=True)
-                time.sleep(args.interval)
-        except KeyboardInterrupt:
-            return ExitCode.OK
-
-
-def _show(ctx: Ctx, snap: dict[str, Any], clear: bool) -> None:
-    if ctx.json:
-        # one object per line while watching, so a script can read it line by line
-        print(json.dumps(snap, default=str) if clear else json.dumps(snap, indent=2, default=str),
-              file=ctx.out, flush=True)
-        return
-    prefix = "\x1b[H\x1b[2J" if clear else ""
-    print(prefix + render.status_text(snap), file=ctx.out, flush=True)

@@ -20,11 +20,10 @@ from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES, TERMINAL
 from shared.errors import StoreError
+from shared.ops.viewctx import Ctx
 
-from . import configcmd, control, copycmd, ops, status, top
-from .arbiter import Arbiter
+from . import configcmd, control, copycmd, ops, status, top, webcmd
 from .args import arg_type
-from .ctx import Ctx
 
 
 def _common(p: argparse.ArgumentParser, top: bool) -> None:
@@ -49,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     _control_commands(sub)
     _config_commands(sub)
     copycmd.add_parser(sub, _common, _ops)
-    _web_command(sub)
+    webcmd.add_parser(sub, _common, _ops)
     return p
 
 
@@ -127,12 +126,6 @@ def _config_commands(sub: argparse._SubParsersAction) -> None:
         _common(c, False)
 
 
-def _web_command(sub: argparse._SubParsersAction) -> None:
-    from . import web  # the package imports its dependencies (the web extra) only when run
-    web.add_parser(sub, _common)
-    sub.choices["web"].set_defaults(func=_ops(web.cmd_web))
-
-
 def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Run an ops command with its context; map config and database errors to exit codes."""
     def run(args: argparse.Namespace) -> int:
@@ -158,6 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 0:
         print(f"jobq: --workers must be >= 0, got {args.workers}", file=sys.stderr)
         return ExitCode.USAGE
+    from ..arbiter import Arbiter  # here: of the commands, only run loads the supervisor process
     return Arbiter(cfg, workers=args.workers, ready_fd=args.ready_fd).run()
 
 

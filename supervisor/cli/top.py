@@ -20,10 +20,10 @@ from typing import Any
 from shared import admin
 from shared.exitcodes import ExitCode
 from shared.contract import OpsStore
-
-from . import render, stats
-from .ctx import Ctx
-from .status import collect
+from shared.ops import viewrender as render
+from shared.ops import viewstats as stats
+from shared.ops.viewctx import Ctx
+from shared.ops.viewstatus import collect
 
 HISTORY = 240   # refreshes kept for the sparklines
 FAILURES = 8    # recent failures shown

@@ -1,0 +1,39 @@
+"""``jobq status``: the snapshot of :func:`shared.ops.viewstatus.collect`, as text or JSON;
+``--watch`` prints it again every ``--interval`` seconds until Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from shared.exitcodes import ExitCode
+from shared.ops import viewrender as render
+from shared.ops.viewctx import Ctx
+from shared.ops.viewstatus import collect
+
+
+def cmd_status(ctx: Ctx, args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        return ctx.fail(f"status: --interval must be > 0, got {args.interval:g}", ExitCode.USAGE)
+    with ctx.store() as store:
+        if not args.watch:
+            _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=False)
+            return ExitCode.OK
+        try:
+            while True:
+                _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=True)
+                time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return ExitCode.OK
+
+
+def _show(ctx: Ctx, snap: dict[str, Any], clear: bool) -> None:
+    if ctx.json:
+        # one object per line while watching, so a script can read it line by line
+        print(json.dumps(snap, default=str) if clear else json.dumps(snap, indent=2, default=str),
+              file=ctx.out, flush=True)
+        return
+    prefix = "\x1b[H\x1b[2J" if clear else ""
+    print(prefix + render.status_text(snap), file=ctx.out, flush=True)
