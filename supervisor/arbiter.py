@@ -27,8 +27,7 @@ from shared import logs, database as database_mod
 from shared.clock import SystemClock
 from shared.config import Config
 from shared.contract import Round, Store, UpkeepTask
-from shared.engines import health_check, open_store, upkeep_tasks
-from shared.engines.health import HealthCheck
+from shared.engines import upkeep_tasks
 from shared.errors import StoreError, StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
@@ -44,8 +43,9 @@ from .dispatch import HANDLED, dispatch
 from .duties import Duties
 from .forkserver import TemplateFailed
 from .metrics import MetricsServer
-from .slots import EARLY_KILLS, HEALTHY_AFTER, Slots  # noqa: F401 - named by the docs
+from .slots import Slots
 from .spawner import Spawner
+from .storeref import StoreRef
 from .upkeep import PROCESS_TOUCH_EVERY, Upkeep
 
 log = get_logger("supervisor")
@@ -70,7 +70,7 @@ class Arbiter:
         self.slots = Slots()
         self.state = RUNNING
         self.stop_deadline: float | None = None
-        self.store: Store | None = None
+        self.dbref = StoreRef()  # our store, and whether the database is still the one opened
         self.registry = Registry()
         self.policy = JobPolicy(self.config, self.registry)
         self.token = ""
@@ -85,8 +85,6 @@ class Arbiter:
         self.snapshot_dir = ""
         self.counters = dict.fromkeys(COUNTERS, 0)  # published for `jobq status`, exported as metrics
         self.metrics = MetricsServer()
-        self.health: HealthCheck | None = None  # is the database the one opened at boot? (check_health)
-        self.db_problem: str | None = None      # set once it is not: no reopening
         self.spawner = Spawner()
 
     @property
@@ -161,7 +159,7 @@ class Arbiter:
         """Open the database, register, and run the first recovery (its failure is a boot failure)."""
         self.upkeep = Upkeep(self.upkeep_tasks())
         store = self.db()
-        self.health = health_check(self.config)
+        self.dbref.watch(self.config)
         store.register_process(self.token, "supervisor", os.getpid(), self.host, self.clock.now())
         rnd = self.round()
         for name in ("timeouts", "recovery", "processes"):
@@ -328,18 +326,14 @@ class Arbiter:
         """The database is no longer the one opened at boot (SQLite: its file was deleted or
         replaced): say so loudly and stop (workers finish the job in hand), exiting
         DATABASE_UNAVAILABLE. True once that is under way."""
-        problem = self.health.problem() if self.health is not None else None
-        if problem is None:
-            return False
-        if self.db_problem is None:
+        problem = self.dbref.replaced()  # (from now on db() refuses)
+        if problem is not None:
             event(log, "supervisor.database_replaced", logging.CRITICAL, database=database_mod.redacted(self.config.database),
                   error=problem)
-            self.db_problem = problem  # from now on db() refuses: reopening would use (or create) the new file
             self.exit_code = ExitCode.DATABASE_UNAVAILABLE
-            self.close_db()
             if self.state == RUNNING:
                 self.begin_stop("database replaced")
-        return True
+        return self.dbref.problem is not None
 
     # -- waiting and ending ---------------------------------------------------------------------
 
@@ -380,13 +374,7 @@ class Arbiter:
     # -- database -------------------------------------------------------------------------------
 
     def db(self) -> Store:
-        if self.db_problem is not None:
-            raise StoreError(self.db_problem)
-        if self.store is None:
-            self.store = open_store(self.config, upkeep=True)
-        return self.store
+        return self.dbref.get(self.config)
 
     def close_db(self) -> None:
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        self.dbref.close()

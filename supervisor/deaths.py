@@ -19,6 +19,7 @@ from .children import Slot, describe_status, forget_progress, progress_path
 from .reload import ConfigWatch
 from .slots import CLEAN_EXITS, Slots
 from .spawner import Spawner
+from .storeref import StoreRef
 
 log = get_logger("supervisor")
 
@@ -32,7 +33,7 @@ class Supervisor(Protocol):
     spawner: Spawner
     counters: dict[str, int]
     watch: ConfigWatch
-    db_problem: str | None
+    dbref: StoreRef
 
     @property
     def snapshot(self) -> str: ...
@@ -99,7 +100,7 @@ class Deaths:
         here is logged: maintenance re-queues the jobs of dead owners later."""
         sup = self.sup
         released: list[Released] = []
-        if sup.db_problem is not None:
+        if sup.dbref.problem is not None:
             return released  # the jobs are in the database that is gone
         try:
             released = sup.db().release_owner(slot.owner, reason, sup.clock.now(),
