@@ -57,6 +57,9 @@ COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
 
 
 class Arbiter:
+    """One supervisor process: ``run()`` boots, loops until stopped and every worker is gone,
+    shuts down, and returns the process exit code (``shared.exitcodes``)."""
+
     def __init__(self, config: Config, *, workers: int | None = None, clock: Any = None,
                  ready_fd: int | None = None) -> None:
         if not config.path:
