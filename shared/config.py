@@ -254,6 +254,21 @@ MOVED = {"synchronous": "sqlite.synchronous", "busy_timeout": "sqlite.busy_timeo
 DATABASE_ENV = "JOBQ_DATABASE"  # when set, takes the place of the file's `database`
 
 
+def _section(source: str, name: str, value: Any) -> dict[str, Any]:
+    """The checked keys of the section ``[name]`` (ConfigError for an unknown or invalid one)."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: '{name}' must be a table ([{name}]), got {value!r}")
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        spec = SCHEMA[name].get(k)
+        if spec is None:
+            _moved(source, f"{name}.{k}", v)
+            raise ConfigError(f"{source}: unknown key '{name}.{k}' = {v!r} (known: "
+                              f"{', '.join(sorted(SCHEMA[name]))})")
+        out[k] = _check(source, f"{name}.{k}", spec, v)
+    return out
+
+
 def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str | None = None) -> Config:
     """Validate raw TOML data and build a :class:`Config`."""
     top: dict[str, Any] = {}
@@ -265,16 +280,7 @@ def from_dict(data: dict[str, Any], *, source: str = "<config>", base_dir: str |
             tables[field_name] = parse(source, value)
             continue
         if name in _SECTIONS:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{source}: '{name}' must be a table ([{name}]), got {value!r}")
-            sections[name] = {}
-            for k, v in value.items():
-                spec = SCHEMA[name].get(k)
-                if spec is None:
-                    _moved(source, f"{name}.{k}", v)
-                    raise ConfigError(f"{source}: unknown key '{name}.{k}' = {v!r} (known: "
-                                      f"{', '.join(sorted(SCHEMA[name]))})")
-                sections[name][k] = _check(source, f"{name}.{k}", spec, v)
+            sections[name] = _section(source, name, value)
             continue
         spec = SCHEMA[""].get(name)
         if spec is None:

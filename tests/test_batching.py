@@ -195,9 +195,9 @@ def test_shed_takes_only_what_waits_behind_a_job_past_batch_wait(tmp_path):
     try:
         w.batch.extend(["a", "b"])
         assert w.shed() == []            # no job in hand
-        w.job_t0 = time.perf_counter()
+        w.held.job_t0 = time.perf_counter()
         assert w.shed() == []            # the job in hand has only just started
-        w.job_t0 -= 0.06
+        w.held.job_t0 -= 0.06
         assert w.shed() == ["a", "b"] and not w.batch
         assert w.take() is None
     finally:
@@ -210,10 +210,10 @@ def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
     w = Worker(cfg, Registry())
 
     def after(size, claimed, seconds):
-        w.batch_size, w.claimed = size, claimed
-        w.batch_started = time.perf_counter() - seconds
+        w.held.size, w.held.claimed = size, claimed
+        w.held.started = time.perf_counter() - seconds
         w.resize()
-        return w.batch_size
+        return w.held.size
     try:
         assert after(8, 8, 0.001) == 16                          # fast, well inside the budget
         assert after(64, 64, 0.001) == 64                        # capped at max_batch

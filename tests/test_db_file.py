@@ -10,7 +10,7 @@ import time
 import pytest
 
 from shared import JobQueue
-from shared.dbfile import DatabaseFile
+from shared.engines.sqlite.health import DatabaseFile
 from shared.exitcodes import ExitCode
 from tests.proc import wait_until, worker_rows, write_config
 

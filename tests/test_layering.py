@@ -367,3 +367,42 @@ def test_the_dashboard_loads_neither_the_cli_nor_the_supervisor_process(tmp_path
     loaded = loaded_programs(json.loads(p.stdout.splitlines()[-1]))
     assert "supervisor.web.pages" in loaded["web"]
     assert "cli" not in loaded and "process" not in loaded, loaded
+
+
+# -- the database-file watch is the engine's health check (issue 22) -----------------------------
+
+FILE_NAMERS = ("shared.engines.database_file", "shared.dbfile")  # what names the database's file
+MAY_NAME_THE_FILE = ("copycmd",)  # `jobq copy` refuses to copy a file onto itself
+
+
+def file_watch_violations(root: Path) -> list[str]:
+    """The supervisor and the worker learn whether the database is still the one they opened
+    from ``shared.engines.health_check`` only: none of their modules asks for the database's
+    file (``database_file``) or watches one itself (the old ``shared.dbfile``)."""
+    out = []
+    for name, path in modules(root).items():
+        if name.split(".")[0] not in ("supervisor", "worker") or name.endswith(MAY_NAME_THE_FILE):
+            continue
+        for line, target in imports(name, path):
+            if target in FILE_NAMERS:
+                out.append(f"{path.relative_to(root)}:{line}: imports {target}: ask the engine's "
+                           f"health check (shared.engines.health_check) instead")
+    return out
+
+
+def test_the_supervisor_and_the_worker_name_no_database_file():
+    assert file_watch_violations(REPO) == []
+
+
+@pytest.mark.parametrize("path, text", [
+    ("supervisor/x.py", "from shared.engines import database_file, open_store\n"),
+    ("worker/x.py", "def f():\n    from shared import dbfile\n"),
+])
+def test_the_file_watch_check_finds_a_file_named(tmp_path, path, text):
+    empty_packages(tmp_path, PACKAGES)
+    (tmp_path / "supervisor/copycmd.py").write_text("from shared.engines import database_file\n")
+    (tmp_path / "worker/ok.py").write_text("from shared.engines import health_check\n")
+    assert file_watch_violations(tmp_path) == []
+    (tmp_path / path).write_text(text)
+    found = file_watch_violations(tmp_path)
+    assert len(found) == 1 and path in found[0], found

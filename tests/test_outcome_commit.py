@@ -144,12 +144,11 @@ def test_a_batch_of_jobs_of_different_lengths_records_each_ones_run(engine, tmp_
     w = Worker(cfg, reg)
     w.store = engine.open()
     try:
-        w.batch_size = 8
+        w.held.size = 8
         assert w.claim() and len(w.batch) == 3
         while w.batch:
             job = w.take()
-            w.done.append(w.process(job))
-            w.job_t0 = None
+            w.held.ran(w.process(job))
         w.commit(limit=0, must=True)
         runs = [w.store.attempt_history(i)[0] for i in ids]
     finally:

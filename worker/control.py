@@ -25,7 +25,7 @@ log = get_logger("worker")
 
 class Control:
     """Mixed into ``worker.loop.Worker`` (its attributes: ``config``, ``registry``, ``signals``,
-    ``heartbeat``, ``fence``, ``batch``, ``stopping``, ``exit_code`` ...)."""
+    ``heartbeat``, ``fence``, ``held``, ``stopping``, ``exit_code`` ...)."""
 
     def check_process(self, job: Job | None = None) -> None:
         """Go on only if this is still the worker's own process, with its own descriptors (called
@@ -78,9 +78,7 @@ class Control:
         configured module serves still fails ("no handler") when its job runs."""
         if self.registry.get(job.type) is not None or not self.stale_handlers():
             return False
-        with self.batch_lock:
-            self.batch.appendleft(job)  # wind_down gives back the whole unstarted rest
-            self.job_t0 = None
+        self.held.give_back(job)  # wind_down gives back the whole unstarted rest
         if not self.stopping:
             event(log, "worker.handlers_changed", logging.WARNING, slot=self.slot, pid=self.pid,
                   id=job.id, type=job.type, handlers=",".join(self.config.handlers),

@@ -1,5 +1,5 @@
 """The heartbeat thread: keeps the leases of the jobs the worker holds fresh and gives back its
-running jobs it does not hold (a claim whose answer was lost: ``worker.holding``), tells the
+running jobs it does not hold (a claim whose answer was lost: ``worker.batch``), tells the
 fence, ``worker.fence``, of each renewal that succeeded, notices when the supervisor that
 started the worker has died, gives back the unstarted rest of a batch that waits behind a slow
 job, and commits the outcomes that would otherwise wait behind it (the

@@ -33,7 +33,6 @@ from typing import Any, Callable
 from shared.bounds import safe_text
 from shared.clock import SystemClock
 from shared.config import Config
-from shared.dbfile import DatabaseFile
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
 from shared.job import Job
@@ -46,26 +45,24 @@ from shared.progress import ProgressWriter, mark_stopped
 from shared.runner import JobContext, execute
 from shared.signals import SignalQueue
 from shared.contract import Wakeup, WorkerStore
-from shared.engines import database_file, open_store
+from shared.engines import database_missing, health_check, open_store
+from shared.engines.health import HealthCheck
 from shared.errors import StoreError
 
+from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
 from .control import Control
 from .fence import Fence
 from .heartbeat import Heartbeat
-from .holding import Holding
 
 log = get_logger("worker")
 
-FAST_JOB = 0.005     # seconds: jobs faster than this on average let the batch grow
-BATCH_BUDGET = 0.025 # seconds: a batch grows only while it would still run in about this long, so
-                     # a job of higher priority enqueued meanwhile waits little for a free worker
 FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
 RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
 
 
-class Worker(Control, Holding):
+class Worker(Control):
     """One worker process's loop. ``run()`` returns the process exit code. (What it holds, for
-    the heartbeat: :mod:`.holding`.)"""
+    the heartbeat too: ``held``, a :class:`worker.batch.Batch`.)"""
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
                  parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
@@ -84,7 +81,7 @@ class Worker(Control, Holding):
         self.owner = owner_token(self.pid, self.host)
         self.signals = SignalQueue([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
         self.store: WorkerStore | None = None
-        self.db_file: DatabaseFile | None = None  # the file opened at boot (see idle_wait)
+        self.health: HealthCheck | None = None  # is the database the one opened? (see idle_wait)
         self.heartbeat: Heartbeat | None = None
         self.fence: Fence | None = None  # stops this process if its lease cannot be renewed in time
         self.wakeup: Wakeup | None = None
@@ -92,51 +89,35 @@ class Worker(Control, Holding):
         self.stopping = False
         self.jobs_done = 0
         self.exit_code = ExitCode.OK
-        self.batch: deque[Job] = deque()
-        self.batch_lock = threading.Lock()  # the heartbeat thread may take the batch's rest (shed)
-        self.job_t0: float | None = None    # perf_counter() when the job in hand started
+        self.held = Batch()                 # claimed jobs, the job in hand, uncommitted outcomes
         self.read_first = False             # see claim()
         self.store_down = False             # the idle/claim path's last statement failed (guarded)
-        self.done: list[Done] = []
-        # The heartbeat thread commits outcomes that would wait behind a slow job (FLUSH_AFTER):
-        # it takes ``done`` under this lock while the main thread runs a job, and leaves what it
-        # committed in ``flushed`` for the main thread to log and pass to hooks.
-        self.done_lock = threading.Lock()
-        self.flushed: list[tuple[list[Done], list[bool]]] = []
-        self.batch_size = 1
-        self.claimed = 0             # size of the current batch
-        self.batch_started = 0.0     # perf_counter() when it was claimed
-        self.done_since = 0.0        # perf_counter() when the oldest uncommitted outcome began
+
+    # -- views of the batch state (``held``), for tests that drive a worker step by step -------
+
+    @property
+    def batch(self) -> deque[Job]:
+        """The claimed jobs not started yet."""
+        return self.held.queue
+
+    @property
+    def done(self) -> list[Done]:
+        """The outcomes not committed yet."""
+        return self.held.done
+
+    @done.setter
+    def done(self, value: list[Done]) -> None:
+        self.held.done = value
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def run(self) -> int:
         if threading.current_thread() is threading.main_thread():
             self.signals.install()
-        try:
-            path = database_file(self.config)
-            if self.supervisor and path is not None and not os.path.exists(path):
-                # The supervisor created it at boot: it was deleted since; never make a new one.
-                raise StoreError(f"database {path} does not exist (deleted?)")
-            self.store = open_store(self.config, migrate=True)
-            self.store.register_process(self.owner, "worker", self.pid, self.host,
-                                        self.clock.now(), slot=self.slot, parent=self.supervisor)
-        except StoreError as exc:
-            event(log, "worker.boot_failed", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
-            if self.store is not None:
-                self.store.close()
-            self.signals.close()
-            return ExitCode.DATABASE_UNAVAILABLE
-        path = database_file(self.config)
-        self.db_file = DatabaseFile(path) if path is not None else None
-        self.wakeup = self.store.wakeup()
-        self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
-        self.fence = Fence(self.config, self.owner, self.clock)
-        self.fence.start()
-        self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
-                                   shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
-                                   renewed=self.fence.renewed, held=self.held_ids)
-        self.heartbeat.start()
+        code = self.open()
+        if code != ExitCode.OK:
+            return code
+        self.start_threads()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:
             self.loop()
@@ -150,6 +131,37 @@ class Worker(Control, Holding):
         event(log, "worker.stopped", slot=self.slot, pid=self.pid, jobs=self.jobs_done,
               code=ExitCode.describe(self.exit_code))
         return int(self.exit_code)
+
+    def open(self) -> int:
+        """Open the database and register; an exit code (OK to go on)."""
+        try:
+            missing = database_missing(self.config) if self.supervisor else None
+            if missing is not None:
+                # The supervisor created it at boot: it was deleted since; never make a new one.
+                raise StoreError(missing)
+            self.store = open_store(self.config, migrate=True)
+            self.store.register_process(self.owner, "worker", self.pid, self.host,
+                                        self.clock.now(), slot=self.slot, parent=self.supervisor)
+        except StoreError as exc:
+            event(log, "worker.boot_failed", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
+            if self.store is not None:
+                self.store.close()
+            self.signals.close()
+            return ExitCode.DATABASE_UNAVAILABLE
+        self.health = health_check(self.config)
+        self.wakeup = self.store.wakeup()
+        self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
+        return ExitCode.OK
+
+    def start_threads(self) -> None:
+        """The fence, then the heartbeat that tells it of each renewal."""
+        assert self.store is not None
+        self.fence = Fence(self.config, self.owner, self.clock)
+        self.fence.start()
+        self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
+                                   shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
+                                   renewed=self.fence.renewed, held=self.held.held_ids)
+        self.heartbeat.start()
 
     def close(self) -> None:
         try:
@@ -165,9 +177,7 @@ class Worker(Control, Holding):
     def wind_down(self) -> None:
         """On the way out: commit what ran, give back what never started."""
         self.commit(limit=0, must=True)
-        with self.batch_lock:
-            ids = [j.id for j in self.batch]
-            self.batch.clear()
+        ids = self.held.take_unstarted()
         if ids:
             try:
                 self.store.release_unstarted(self.owner, ids, self.clock.now())
@@ -182,7 +192,7 @@ class Worker(Control, Holding):
             self.handle_signals()
             if self.stopping:
                 return
-            if not self.batch:
+            if not self.held.queue:
                 if not self.guarded(self.claim):
                     self.holding(False)
                     self.guarded(self.idle_wait, proves=False)
@@ -195,18 +205,15 @@ class Worker(Control, Holding):
             if job is not None:
                 done = self.process(job)
                 self.check_process(job)  # before anything touches the database again
-                with self.done_lock:
-                    self.done.append(done)
-                    self.job_t0 = None
+                self.held.ran(done)
                 self.after_flushed()
-            if not self.batch:
+            if not self.held.queue:
                 self.resize()
-            elif time.perf_counter() - self.done_since >= FLUSH_AFTER:
+            elif time.perf_counter() - self.held.done_since >= FLUSH_AFTER:
                 self.commit(limit=0)
             if self.should_recycle():
                 self.stopping = True
                 self.exit_code = ExitCode.RECYCLED
-
     def guarded(self, step: Callable[[], bool | None], proves: bool = True) -> bool | None:
         """Run ``step`` of the idle/claim/wake-up path (``claim``, ``idle_wait``). The database
         failing there (a dropped connection, a server's ``idle_session_timeout``, a file locked
@@ -252,62 +259,64 @@ class Worker(Control, Holding):
         before the write lock is asked for, and may claim its own quicker way (the idle lead)."""
         if self.read_first:
             self.read_first = False
-            if not self.done and not self.store.has_due(self.clock.now()):
+            if not self.held.done and not self.store.has_due(self.clock.now()):
                 return False
-        jobs = None
-        with self.claiming() as got:  # the jobs join the batch as the claim ends
-            if self.wakeup is not None:  # (None: a test drives claim() without run())
-                self.wakeup.before_claim()
-                if not self.done and not type_limits(self.config):
-                    sent = self.clock.monotonic()
-                    jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.batch_size)
-                    self.renewed(sent, jobs or [])
+        slow = self.heartbeat.beat_soon if self.heartbeat is not None else None
+        with self.held.claiming(slow) as got:  # the jobs join the batch as the claim ends
+            jobs = self.fast_claim()
             if jobs is None:
-                jobs = self.commit(limit=self.batch_size)
+                jobs = self.commit(limit=self.held.size)
             got.extend(jobs)
         if not jobs:
             return False
-        self.claimed = len(jobs)
-        self.batch_started = time.perf_counter()
+        self.held.claimed_now(len(jobs))
         if self.progress is not None:
             self.progress.batch([j.id for j in jobs], completed=self.jobs_done)
         return True
 
+    def fast_claim(self) -> list[Job] | None:
+        """The engine's own claim (the idle lead's), when there are no outcomes to commit with
+        it and no per-type limits; None: claim with the commit."""
+        if self.wakeup is None:  # (None: a test drives claim() without run())
+            return None
+        self.wakeup.before_claim()
+        if self.held.done or type_limits(self.config):
+            return None
+        sent = self.clock.monotonic()
+        jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.held.size)
+        self.renewed(sent, jobs or [])
+        return jobs
+
     def take(self) -> Job | None:
         """The next job of the batch (None if the heartbeat thread gave the rest back)."""
-        with self.batch_lock:
-            if not self.batch:
-                return None
-            job = self.current = self.batch.popleft()
-            self.job_t0 = time.perf_counter()
-            left = len(self.batch)
+        job, started = self.held.take()
+        if job is None:
+            return None
         if self.progress is not None:
-            self.progress.started(self.claimed - left)
-        if self.done and self.heartbeat is not None:
-            self.heartbeat.flush_by(self.done_since + FLUSH_AFTER)
+            self.progress.started(started)
+        if self.held.done and self.heartbeat is not None:
+            self.heartbeat.flush_by(self.held.done_since + FLUSH_AFTER)
         return job
+
+    def shed(self) -> list[Job]:
+        """(Heartbeat thread.) The unstarted rest of the batch once the job in hand has run
+        ``batch_wait`` seconds (see :meth:`worker.batch.Batch.shed`)."""
+        return self.held.shed(self.config.worker.batch_wait)
 
     def flush_outcomes(self, store: WorkerStore) -> None:
         """(Heartbeat thread, FLUSH_AFTER after the oldest outcome began.) Commit the outcomes
         waiting while the main thread runs a job, on the heartbeat's own connection: a job that
         turns out slow (or is killed for its timeout) never holds back the outcomes of the jobs
         before it. Raises on a database error (the outcomes then stay for the main thread)."""
-        with self.done_lock:
-            if not self.done or self.job_t0 is None:
-                return  # the main thread is between jobs: it commits them itself
-            dones = self.done
+        def commit(dones: list[Done]) -> list[bool]:
             ok, _ = store.finish_and_claim([d.finish for d in dones], self.owner, self.pid,
                                            self.clock.now(), 0)
-            self.done = []
-            self.flushed.append((dones, ok))
+            return ok
+        self.held.flush(commit)
 
     def after_flushed(self) -> None:
         """Log and run the hooks of the outcomes the heartbeat thread committed."""
-        if not self.flushed:
-            return
-        with self.done_lock:
-            flushed, self.flushed = self.flushed, []
-        for dones, ok in flushed:
+        for dones, ok in self.held.take_flushed():
             after_commit_all(dones, ok, self.registry, self.slot, self.pid)
 
     def commit(self, limit: int, must: bool = False) -> list[Job]:
@@ -319,65 +328,62 @@ class Worker(Control, Holding):
         self.after_flushed()
         if self.heartbeat is not None:
             self.heartbeat.flush_at = None
-        salvaged = False
+        held, salvaged = self.held, False
         while True:
             try:
                 sent = self.clock.monotonic()
-                ok, jobs = self.store.finish_and_claim([d.finish for d in self.done], self.owner,
+                ok, jobs = self.store.finish_and_claim([d.finish for d in held.done], self.owner,
                                                        self.pid, self.clock.now(), limit, type_limits(self.config))
                 self.renewed(sent, jobs)
                 break
             except StoreError as exc:
                 event(log, "worker.write_failed", logging.ERROR, slot=self.slot, pid=self.pid,
-                      outcomes=len(self.done), error=str(exc))
-                self.signals.wait(RETRY_WRITE)
-                self.handle_signals()
-                if self.stopping and not must:
+                      outcomes=len(held.done), error=str(exc))
+                if not self.retry_write(must):
                     return []
-                if self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set():
-                    return []  # abandon: the next supervisor re-queues our jobs
             except Exception as exc:  # noqa: BLE001 - see the docstring
-                if salvaged or not self.done:
+                if salvaged or not held.done:
                     raise
                 event(log, "worker.commit_failed", logging.ERROR, slot=self.slot, pid=self.pid,
-                      outcomes=len(self.done), error=safe_text(repr(exc)))
-                self.done = [unrecordable(d, exc) for d in self.done]
+                      outcomes=len(held.done), error=safe_text(repr(exc)))
+                held.done = [unrecordable(d, exc) for d in held.done]
                 salvaged = True
-        after_commit_all(self.done, ok, self.registry, self.slot, self.pid)
-        self.done = []
+        after_commit_all(held.done, ok, self.registry, self.slot, self.pid)
+        held.done = []
         return jobs
+
+    def retry_write(self, must: bool) -> bool:
+        """After a refused commit: wait RETRY_WRITE (a signal ends the wait). False to give up:
+        stopping (unless ``must``), or orphaned (the next supervisor re-queues our jobs)."""
+        self.signals.wait(RETRY_WRITE)
+        self.handle_signals()
+        if self.stopping and not must:
+            return False
+        return not (self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set())
 
     def process(self, job: Job) -> Done:
         ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job))
         ctx.config = self.config
         event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
               slot=self.slot, pid=self.pid)
-        t0 = self.job_t0 or time.perf_counter()
-        if not self.done:
-            self.done_since = t0
+        t0 = self.held.job_t0 or time.perf_counter()
+        if not self.held.done:
+            self.held.done_since = t0
         outcome = execute(self.registry, job, ctx)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)
 
     def resize(self) -> None:
-        """Grow the batch (doubling, up to ``max_batch``) while claims come back full of fast
-        jobs and twice the batch would still run within BATCH_BUDGET; shrink it when a batch
-        ran longer; back to 1 after a slow job or a short claim."""
-        elapsed = time.perf_counter() - self.batch_started
-        per_job = elapsed / self.claimed if self.claimed else FAST_JOB
-        if self.claimed < self.batch_size or per_job >= FAST_JOB:
-            self.batch_size = 1
-        elif 2 * elapsed <= BATCH_BUDGET:
-            self.batch_size = min(self.batch_size * 2, self.config.worker.max_batch)
-        elif elapsed > BATCH_BUDGET:
-            self.batch_size = max(1, self.batch_size // 2)
+        """Grow or shrink the next claim (see :meth:`worker.batch.Batch.resize`)."""
+        self.held.resize(self.config.worker.max_batch)
 
     def idle_wait(self) -> None:
         """Wait as the engine says (a descriptor to watch, a timeout), or for a signal. Only the
         engine's "claim now" lets the next claim skip its read. Stops, to exit
-        DATABASE_UNAVAILABLE, if the database path no longer names the file opened at boot."""
-        problem = self.db_file.problem() if self.db_file is not None else None
+        DATABASE_UNAVAILABLE, if the database is no longer the one opened (the engine's health
+        check: SQLite's file deleted or replaced)."""
+        problem = self.health.problem() if self.health is not None else None
         if problem is not None:
             event(log, "worker.database_replaced", logging.ERROR, slot=self.slot, pid=self.pid, error=problem)
             self.stopping = True

@@ -107,7 +107,7 @@ def driver_errors() -> tuple[type[BaseException], ...]:
 
 def database_file(config: Any) -> str | None:
     """The file that holds the database, for engines that keep one (SQLite: its path, None for
-    ``:memory:``), else None: what :class:`shared.dbfile.DatabaseFile` watches for replacement."""
+    ``:memory:``), else None (``jobq copy`` compares source and destination by it)."""
     target = _target(config.database)
     if target.engine != "sqlite":
         return None
@@ -131,3 +131,31 @@ def commit_watch(config: Any) -> Any | None:
     from .sqlite.walwatch import WalWatch
     watch = WalWatch(target.location)
     return watch if watch.available else None
+
+
+# -- the engine health check (issue 22; kept in one block for the registry to take over) --------
+
+import os  # noqa: E402 - this block's imports stay in it, for the merge
+
+from .health import HealthCheck  # noqa: E402
+
+
+def health_check(config: Any) -> HealthCheck | None:
+    """A check, made just after ``config.database`` was opened, that it is still the database
+    this process opened (:class:`shared.engines.health.HealthCheck`); None where the engine has
+    nothing to check. SQLite: the file's identity (deleted or replaced at its path); PostgreSQL:
+    none (the server is the database)."""
+    path = database_file(config)
+    if path is None:
+        return None
+    from .sqlite.health import DatabaseFile
+    return DatabaseFile(path)
+
+
+def database_missing(config: Any) -> str | None:
+    """A sentence if ``config.database`` lives in a file that does not exist, else None: a
+    worker of a supervisor (which created it at boot) must never open a new one in its place."""
+    path = database_file(config)
+    if path is None or os.path.exists(path):
+        return None
+    return f"database {path} does not exist (deleted?)"

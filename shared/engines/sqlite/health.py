@@ -1,4 +1,5 @@
-"""Does the database path still name the file this process opened? (issue 12 case 10)
+"""The SQLite engine's health check (``shared.engines.health``): does the database path still
+name the file this process opened? (issue 12 case 10)
 
 A process keeps the file it opened even after the file is deleted, or replaced at the same path
 (a restored backup, ``mv new.db jobq.db``): producers then write into the new file while the
@@ -22,8 +23,9 @@ def _identity(path: str) -> tuple[int, int] | None:
 
 
 class DatabaseFile:
-    """The identity of the file ``path`` named at construction (just after the database was
-    opened); ``problem()`` says, in a sentence naming the path, if it no longer does."""
+    """A :class:`shared.engines.health.HealthCheck`: the identity of the file ``path`` named at
+    construction (just after the database was opened); ``problem()`` says, in a sentence naming
+    the path, if it no longer does."""
 
     def __init__(self, path: str) -> None:
         self.path = path

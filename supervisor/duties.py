@@ -1,0 +1,107 @@
+"""The bodies of the supervisor's own upkeep tasks (their table of contents and intervals:
+``Arbiter.upkeep_tasks`` and ``supervisor.upkeep``).
+
+    timeouts       police our children's running jobs: hard timeouts, expired leases
+    recovery       re-queue the jobs of dead or silent foreign owners
+    processes      prune dead processes' rows, refresh ours
+    ops_requests   take a ``jobq scale`` request; publish our counters for ``jobq status``
+
+``supervisor.maintenance`` decides (pure functions over what the store says); these act on it.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from shared import admin
+from shared.contract import Round, Store
+from shared.job import Job
+from shared.logs import event, get_logger
+from shared.policy import JobPolicy
+
+from . import maintenance
+from .slots import Slots
+from .upkeep import PROCESS_STALE_AFTER
+
+log = get_logger("supervisor")
+
+
+class Supervisor(Protocol):
+    """What the task bodies read of the supervisor (the arbiter); read at each call, since a
+    reload replaces ``config`` and ``policy``."""
+    config: Any
+    policy: JobPolicy
+    host: str
+    token: str
+    clock: Any
+    slots: Slots
+    counters: dict[str, int]
+
+    def scale(self, n: int, why: str) -> None: ...
+    def db(self) -> Store: ...
+
+
+class Duties:
+    """The task bodies, and what they remember between rounds."""
+
+    def __init__(self, sup: Supervisor) -> None:
+        self.sup = sup
+        self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
+        self.published: dict[str, int] = {}          # the counters as last saved
+
+    def timeouts(self, rnd: Round) -> None:
+        """Police our children's running jobs: hard timeouts and expired leases. Leaves the
+        running jobs and the foreign owners whose lease expired on the round, for ``recovery``."""
+        rnd.running = rnd.store.running()
+        rnd.busy = bool(rnd.running)
+        ages = rnd.store.lease_ages(rnd.now) if rnd.running else {}
+        rnd.expired = self.police(rnd.running, ages, rnd.now)
+
+    def recovery(self, rnd: Round) -> None:
+        """Dead or silent foreign owners: their jobs re-queued (or failed) directly."""
+        if rnd.running is None:  # the timeouts task could not read them this round
+            return
+        sup = self.sup
+        mine = {s.owner for s in sup.slots.live()}
+        sup.counters["jobs_reaped"] += maintenance.recover_foreign(
+            rnd.store, rnd.running, mine, sup.policy, rnd.now, rnd.expired, sup.host)
+
+    def police(self, running: list[Job], ages: dict[str, float], now: float) -> set[str]:
+        """Act on our children's timeouts and expired leases (``ages``: the store's
+        ``lease_ages``); the foreign owners whose every lease expired (for ``recover_foreign``)."""
+        sup = self.sup
+        verdicts = maintenance.judge_running(running, ages, sup.policy, now, sup.host)
+        unlogged = self.timeout_log.unlogged(verdicts, running)
+        by_owner = {s.owner: s for s in sup.slots.live()}
+        for v in verdicts:
+            slot = by_owner.get(v.owner)
+            if slot is None:
+                continue
+            if v.action == "timeout":
+                if v in unlogged:
+                    event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
+                          attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
+                kill_at = sup.clock.monotonic() + sup.config.supervisor.kill_grace
+                sup.slots.terminate(slot, v.reason, kill_at)
+            elif not slot.killed:
+                event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
+                      pid=slot.pid, reason=v.reason)
+                sup.slots.kill(slot, v.reason, count_attempt=True)
+        lease = sup.config.worker.lease_timeout
+        return maintenance.expired_owners(running, ages, lease) - set(by_owner)
+
+    def touch_processes(self, rnd: Round) -> None:
+        """Prune the process rows of dead processes; refresh ours."""
+        stale = max(self.sup.config.worker.lease_timeout, PROCESS_STALE_AFTER)
+        maintenance.prune_processes(rnd.store, rnd.now, stale, self.sup.host)
+        rnd.store.touch_process(self.sup.token, rnd.now)
+
+    def ops_requests(self, rnd: Round) -> None:
+        """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
+        sup, store = self.sup, self.sup.db()
+        wanted = admin.take_scale_request(store, sup.token)
+        if wanted is not None:
+            sup.scale(wanted, "jobq scale")
+        if sup.counters != self.published:
+            admin.save_counters(store, sup.token, sup.counters)
+            self.published = dict(sup.counters)

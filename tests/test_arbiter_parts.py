@@ -1,0 +1,143 @@
+"""The arbiter's parts on their own (issue 22): what each signal asks (``supervisor.dispatch``),
+a slot's back-off after its worker ends (``supervisor.slots``), reading jobq.toml again
+(``supervisor.reload``) and the engine health check (``shared.engines.health_check``). The
+processes around them: test_supervisor.py, test_db_file.py."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from shared import JobQueue
+from shared import config as config_mod
+from shared.config import Config
+from shared.engines import database_missing, health_check
+from shared.exitcodes import ExitCode
+from supervisor import reload
+from supervisor.children import Slot, restart_delay
+from supervisor.dispatch import dispatch
+from supervisor.slots import EARLY_KILLS, HEALTHY_AFTER, Slots
+from tests.proc import write_config
+
+
+class Recorder:
+    """A Controls that records what the signals asked."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.calls: list[tuple] = []
+
+    def stop(self, why):
+        self.calls.append(("stop", why))
+
+    def set_paused(self, paused):
+        self.calls.append(("paused", paused))
+
+    def reload(self, why):
+        self.calls.append(("reload", why))
+
+    def scale(self, n, why):
+        self.calls.append(("scale", n, why))
+
+
+def test_each_signal_asks_for_its_action_in_order():
+    rec = Recorder(target=0)
+    dispatch([signal.SIGUSR1, signal.SIGCHLD, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU,
+              signal.SIGUSR2, signal.SIGINT, signal.SIGTERM], rec)
+    assert rec.calls == [("paused", True), ("reload", "SIGHUP"), ("scale", 1, "SIGTTIN"),
+                         ("scale", 0, "SIGTTOU"),  # never below 0 workers
+                         ("paused", False), ("stop", "SIGINT"), ("stop", "SIGTERM")]
+
+
+def ended(slots: Slots, slot: Slot, code, sig, now, snapshot, target=4) -> bool:
+    slot.pid = 12345  # a pid for the record only: nothing is signalled
+    return slots.settle(slot, code, sig, now, snapshot, backoff_max=8.0, target=target)
+
+
+def test_a_crash_loop_backs_off_and_a_clean_exit_resets_it(tmp_path):
+    snapshot = str(tmp_path / "config.json")  # no progress file: the worker never got going
+    slots = Slots()
+    slots.fill(2)
+    slot = slots.by_index[0]
+    for n in range(1, 5):
+        slot.started = 100.0
+        assert ended(slots, slot, 1, None, 100.5, snapshot) is True
+        assert slot.failures == n and slot.pid is None
+        assert slot.next_start == pytest.approx(100.5 + restart_delay(n, 8.0))
+    assert slot.next_start > 100.5  # backed off
+    slot.started = 200.0
+    assert ended(slots, slot, ExitCode.RECYCLED, None, 200.1, snapshot) is False
+    assert slot.failures == 0 and slot.next_start == 200.1
+    slot.started = 300.0
+    assert ended(slots, slot, 1, None, 300.0 + HEALTHY_AFTER, snapshot) is True
+    assert slot.failures == 1  # it had lived long: replaced at once
+
+
+def test_early_sigkills_are_a_crash_loop_only_past_early_kills(tmp_path):
+    snapshot = str(tmp_path / "config.json")
+    slots = Slots()
+    slots.fill(1)
+    slot = slots.by_index[0]
+    for n in range(1, EARLY_KILLS + 3):
+        slot.started = 0.0
+        ended(slots, slot, None, signal.SIGKILL, 0.1, snapshot)
+        assert slot.early_kills == n
+        assert slot.failures == (1 if n <= EARLY_KILLS else n - EARLY_KILLS + 1)
+
+
+def test_a_worker_stopped_by_the_supervisor_is_no_crash_and_a_surplus_slot_goes(tmp_path):
+    snapshot = str(tmp_path / "config.json")
+    slots = Slots()
+    slots.fill(3)
+    slot = slots.by_index[2]
+    slot.kill_reason = "timed out after 1 s"
+    assert ended(slots, slot, None, signal.SIGKILL, 5.0, snapshot, target=2) is False
+    assert 2 not in slots.by_index and slot.failures == 0
+    assert [s.index for s in slots.due(3, 5.0)] == [0, 1, 2]  # scaled up again: a fresh slot 2
+    assert [s.index for s in slots.due(1, 5.0)] == [0] and sorted(slots.by_index) == [0]
+
+
+def test_reread_keeps_the_database_and_the_worker_override(tmp_path):
+    path = write_config(tmp_path, supervisor={"workers": 2})
+    running = config_mod.load(str(path))
+    text = path.read_text().replace('database = "q.db"', 'database = "other.db"')
+    path.write_text(text.replace("kill_grace = 1", "kill_grace = 3"))
+    assert "other.db" in path.read_text() and "kill_grace = 3" in path.read_text()
+    new = reload.reread(running.with_workers(5), running, 5, "SIGHUP")
+    assert new is not None and new.registry is None
+    assert new.config.database == running.database          # needs a restart
+    assert new.config.supervisor.workers == 5 and new.override == 5  # the file kept its count
+    assert new.changed == ["supervisor.kill_grace"]
+    path.write_text(path.read_text().replace("workers = 2", "workers = 3"))
+    new = reload.reread(new.config, new.file_config, 5, "SIGHUP")
+    assert new.config.supervisor.workers == 3 and new.override is None  # the file's new count wins
+    path.write_text("workers = [")
+    assert reload.reread(new.config, new.file_config, None, "SIGHUP") is None
+
+
+def test_the_config_watch_sees_an_edit_only_when_due(tmp_path):
+    path = write_config(tmp_path)
+    watch = reload.ConfigWatch(str(path))
+    assert not watch.changed()
+    path.write_text(path.read_text() + "\n# edited\n")
+    assert watch.changed()
+    assert not watch.due(0.0, 0)                   # polling off
+    assert watch.due(0.0, 1.0) and not watch.due(0.5, 1.0)  # then not again before 1 s
+    watch.seen()
+    assert not watch.due(1.0, 1.0)
+
+
+def test_the_health_check_watches_the_file_where_the_engine_keeps_one(tmp_path):
+    path = str(tmp_path / "q.db")
+    cfg = Config().replace(database=path)
+    assert database_missing(cfg) == f"database {path} does not exist (deleted?)"
+    JobQueue(path).close()
+    assert database_missing(cfg) is None
+    check = health_check(cfg)
+    assert check is not None and check.problem() is None
+    os.unlink(path)
+    assert "was deleted" in check.problem()
+    pg = Config().replace(database="postgresql://jobq:secret@127.0.0.1/test")
+    assert health_check(pg) is None and database_missing(pg) is None  # the server is the database
+    assert health_check(Config().replace(database=":memory:")) is None
