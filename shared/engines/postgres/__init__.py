@@ -42,7 +42,7 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
 
 
 def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
-    p = config.postgres
+    p = ENGINE.settings(config)
     return _load("store").PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
                                   migrate=migrate, lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
 
@@ -65,7 +65,7 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 
 def _commit_watch(target: Target, config: Any) -> Any | None:
     """A notification on the schema's done channel for each transaction that ended jobs."""
-    p = config.postgres
+    p = ENGINE.settings(config)
     return _load("donewatch").PgDoneWatch(target.location, schema=p.schema, connect_timeout=p.connect_timeout)
 
 

@@ -50,7 +50,7 @@ def _expected() -> str:
 
 def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
     from .store import SqliteStore
-    s = config.sqlite
+    s = ENGINE.settings(config)
     return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=s.busy_timeout,
                        migrate=migrate)
 
