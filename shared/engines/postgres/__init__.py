@@ -43,16 +43,20 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
 
 def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
     p = ENGINE.settings(config)
-    return _load("store").PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
-                                  migrate=migrate, lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
+    store: Store = _load("store").PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
+                                          migrate=migrate, lease_timeout=config.worker.lease_timeout,
+                                          upkeep=upkeep)
+    return store
 
 
 def _store_class() -> type:
-    return _load("store").PgStore
+    cls: type = _load("store").PgStore
+    return cls
 
 
 def _upkeep_tasks(config: Any) -> list[UpkeepTask]:
-    return _load("upkeep").upkeep_tasks()
+    tasks: list[UpkeepTask] = _load("upkeep").upkeep_tasks()
+    return tasks
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
