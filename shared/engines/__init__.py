@@ -48,6 +48,8 @@ def engines() -> list[Engine]:
 
 def by_name(name: str) -> Engine:
     """The engine whose ``name`` is ``name`` (StoreUnavailable when none is)."""
+    if name in ENGINES and engine_for(name).name == name:  # an engine's name is one of its schemes
+        return engine_for(name)
     for engine in engines():
         if engine.name == name:
             return engine
