@@ -187,11 +187,12 @@ class Config:
         postgresql://user@host/db (the PostgreSQL engine: `pip install -e ".[postgres]"` in the jobq checkout) The environment variable JOBQ_DATABASE, when set, takes
         the place of this key (keep credentials out of this file).""")
     handlers: tuple[str, ...] = setting((), list_of_str(), """Python modules whose @handler
-        functions the workers run, e.g. ["myapp.jobs"].""")
+        functions the workers run, e.g. ["myapp.jobs"]; imported from the current directory or
+        from this file's folder.""")
     strict_types: bool = setting(False, BOOLEAN, """A producer that read this file
         (JobQueue.from_config, jobq enqueue) refuses a job type no handler module serves; false:
-        it warns once per type. To know the served types it imports the handler modules once (from
-        its current directory, as a worker does), at the first job type it enqueues.""")
+        it warns once per type. To know the served types it imports the handler modules once (as
+        a worker does), at the first job type it enqueues.""")
     max_payload_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True),
                                      "Largest accepted payload, in bytes of JSON.")
     max_result_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True), """Largest result a

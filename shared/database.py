@@ -1,59 +1,61 @@
-"""Which database a ``database`` setting names: a file path, or a URL naming the engine.
+"""Which database a ``database`` setting names, resolved once into a target; and how a
+database location is shown to people (:func:`redacted`, :func:`scrub`).
 
-    jobq.db, /var/lib/jobq/jobq.db      a SQLite file (relative: to the config file's folder)
-    sqlite:///var/lib/jobq/jobq.db      a SQLite file, absolute path (three slashes)
-    sqlite:relative/jobq.db             a SQLite file, relative path
-    postgresql://user@host/db           PostgreSQL (the engine is not built yet: a clear error)
+    jobq.db, /var/lib/jobq/jobq.db      a file of the default engine (relative: to the config
+                                        file's folder)
+    <scheme>:...                        the engine registered for that scheme
+                                        (shared.engines.ENGINES), which reads the rest
 
-Parsing only: no engine is imported here (that is :mod:`shared.engines`' job).
+:func:`target` is the one function that reads a ``database`` value: it finds the engine by the
+value's scheme in the registry and lets that engine say what the value means (the
+:class:`~shared.engines.engine.Target`: which engine, what it opens, the file that holds the
+database if any, whether it is a server). No engine's modules are imported to do so beyond
+its light package (the driver is imported when the database is opened).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
+
+from .engines import engine_for, engines
+from .engines.engine import Target
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+\Z")
-ENGINES = ("sqlite", "postgresql")
-_SCHEMES = {"sqlite": "sqlite", "postgresql": "postgresql", "postgres": "postgresql"}
-EXPECTED = ("a SQLite file path, sqlite:///absolute/path.db, sqlite:relative/path.db "
-            "or postgresql://...")
+
+__all__ = ["Target", "target", "parse", "resolve", "expected", "redacted", "scrub"]
 
 
-@dataclass(frozen=True)
-class Target:
-    """``engine`` ('sqlite' or 'postgresql') and ``location`` (a file path or the URL)."""
-    engine: str
-    location: str
+def expected() -> str:
+    """The forms of ``database`` the registered engines take, for error messages."""
+    forms = [engine.forms for engine in engines()]
+    return " or ".join([", ".join(forms[:-1]), forms[-1]]) if len(forms) > 1 else forms[0]
+
+
+def target(value: str, base_dir: str | None = None) -> Target:
+    """THE reading of a ``database`` value: its engine (by the scheme before the first colon;
+    a value without one, also ``./a:b.db`` or a drive letter, is a path of the default engine)
+    and what that engine makes of it; a relative file is taken against ``base_dir`` when given.
+    Raises ValueError (naming the value, never its password) for a scheme no engine takes or a
+    value its engine refuses."""
+    scheme, sep, rest = value.partition(":")
+    if not sep or not _SCHEME.match(scheme):
+        return engine_for(None).locate(value, None, base_dir)
+    try:
+        engine = engine_for(scheme)
+    except KeyError:
+        raise ValueError(f"database {redacted(value)!r}: unknown engine {scheme!r} "
+                         f"(expected {expected()})") from None
+    return engine.locate(value, rest, base_dir)
 
 
 def parse(value: str) -> Target:
-    """Split a ``database`` value. Raises ValueError (naming the value) for an unknown scheme
-    or an empty path."""
-    scheme, sep, rest = value.partition(":")
-    if not sep or not _SCHEME.match(scheme):
-        return Target("sqlite", value)  # a plain path (also ./a:b.db, or C:\\ with its one letter)
-    engine = _SCHEMES.get(scheme.lower().split("+")[0])
-    if engine is None:
-        raise ValueError(f"database {redacted(value)!r}: unknown engine {scheme!r} (expected {EXPECTED})")
-    if engine == "postgresql":
-        return Target("postgresql", value)
-    path = rest[2:] if rest.startswith("//") else rest  # sqlite:///abs -> /abs; sqlite:rel -> rel
-    if rest.startswith("//") and not path.startswith("/"):
-        raise ValueError(f"database {redacted(value)!r}: a sqlite:// URL needs an absolute path "
-                         "(sqlite:///abs/path.db) or use sqlite:relative/path.db")
-    if not path:
-        raise ValueError(f"database {redacted(value)!r}: no file path after 'sqlite:' (expected {EXPECTED})")
-    return Target("sqlite", path)
+    """``value``'s target as written (a relative file stays relative): :func:`target`."""
+    return target(value)
 
 
 def resolve(value: str, base_dir: str | None) -> str:
-    """A ``database`` value as stored in a validated config: a SQLite file becomes its absolute
-    path (relative to ``base_dir``, when given); other URLs stay as written."""
-    target = parse(value)
-    if target.engine != "sqlite" or target.location == ":memory:" or base_dir is None:
-        return target.location if target.engine == "sqlite" else value
-    return str(Path(base_dir, target.location).resolve())
+    """A ``database`` value as stored in a validated config: its target's location (a file
+    made absolute against ``base_dir`` when given; a server URL as written)."""
+    return target(value, base_dir).location
 
 
 def redacted(value: str) -> str:

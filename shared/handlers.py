@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -155,16 +156,26 @@ def _where(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
 
 
+def import_path(source: str | None = None) -> None:
+    """Put the current directory (as ``python -m`` users expect) and then the folder of the
+    config file ``source`` (modules next to the config, as Celery and RQ users expect; also
+    for the ``jobq`` script, run from anywhere) at the front of ``sys.path``, where missing."""
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    folder = os.path.dirname(os.path.abspath(source)) if source else None
+    if folder and os.path.isdir(folder) and folder not in sys.path:
+        sys.path.insert(1, folder)
+
+
 def load_registry(modules: Iterable[str], source: str | None = None) -> Registry:
     """Import each handler module and collect its handlers, then add the built-in job types
     (shared.builtin_jobs) that no module defined.
 
     Raises :class:`HandlerImportError` naming the module (and ``source``, the config file that
-    lists it), with the traceback, if one fails. The current directory is put on ``sys.path``
-    first, as ``python -m`` users expect.
+    lists it), with the traceback, if one fails. The modules are imported from the current
+    directory and from ``source``'s folder (:func:`import_path`).
     """
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")
+    import_path(source)
     modules = tuple(modules)
     registry = Registry()
     for name in modules:

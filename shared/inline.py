@@ -101,6 +101,6 @@ class InlineRunner:
 def load(handlers: Handlers | None, config: Config) -> Registry:
     """The registry the in-process runner uses: ``handlers``, else the config's modules."""
     if handlers is None:
-        return load_registry(config.handlers)
+        return load_registry(config.handlers, config.path or None)
     return registry_of(handlers)
 

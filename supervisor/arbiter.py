@@ -126,7 +126,8 @@ class Arbiter:
         config snapshot. Signals are recorded from the first moment, so a SIGTERM during boot
         stops the supervisor cleanly right after it. Returns an exit code (OK to go on)."""
         logs.setup(self.config.log_level, self.config.log_format)
-        self.spawner.begin(tuple(self.config.handlers), self.config.database)  # before the db, threads
+        # before the database is opened and before any thread starts:
+        self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path)
         self.signals.install()
         code = self.load()
         if code != ExitCode.OK:

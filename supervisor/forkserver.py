@@ -74,9 +74,10 @@ class ForkServer:
     # -- starting -------------------------------------------------------------------------------
 
     @classmethod
-    def fork(cls, handlers: tuple[str, ...], database: str) -> "ForkServer":
-        """Fork the template from this process. Call before opening the database or starting a
-        thread (raises RuntimeError if a thread runs: it would not cross, but its locks would)."""
+    def fork(cls, handlers: tuple[str, ...], database: str, source: str | None = None) -> "ForkServer":
+        """Fork the template from this process (``source``: the config file naming ``handlers``).
+        Call before opening the database or starting a thread (raises RuntimeError if a thread
+        runs: it would not cross, but its locks would)."""
         if threading.active_count() > 1:
             raise RuntimeError(f"threads are running: {threading.enumerate()}")
         req_r, req_w = os.pipe()
@@ -89,7 +90,7 @@ class ForkServer:
                 os.setpgid(0, 0)  # Ctrl-C and kills of the supervisor's group are not for it
                 _close_all_but(0, 1, 2, req_r, resp_w)
                 importlib.import_module("worker.forkserver").serve(req_r, resp_w, tuple(handlers),
-                                                                    database, parent)
+                                                                    database, parent, source)
             finally:
                 os._exit(ExitCode.ERROR)
         os.close(req_r)
@@ -99,7 +100,7 @@ class ForkServer:
     @classmethod
     def exec(cls, snapshot: str) -> "ForkServer":
         """Start a fresh template: fork and exec ``python -m worker --fork-server``; it reads the
-        handler modules and the database path from the config ``snapshot``."""
+        handler modules and the database from the config ``snapshot``."""
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         argv = [sys.executable, "-m", "worker", "--fork-server", f"{req_r},{resp_w}", "--snapshot", snapshot]

@@ -47,15 +47,16 @@ class Spawner:
 
     # -- boot -----------------------------------------------------------------------------------
 
-    def begin(self, handlers: tuple[str, ...], database: str) -> None:
-        """Fork the first template. Call before opening the database or starting a thread."""
+    def begin(self, handlers: tuple[str, ...], database: str, source: str | None = None) -> None:
+        """Fork the first template (``source``: the config file naming ``handlers``). Call before
+        opening the database or starting a thread."""
         if not forkserver.enabled():
             self.off(f"{forkserver.ENV_SWITCH}=0")
         elif not set_child_subreaper(True):
             self.off("this system cannot make the supervisor a child subreaper (Linux only)")
         else:
             try:
-                self.server = ForkServer.fork(handlers, database)
+                self.server = ForkServer.fork(handlers, database, source)
             except (RuntimeError, OSError) as exc:
                 event(log, "template.fork_skipped", logging.INFO, reason=str(exc), note="starting it by exec")
 

@@ -1,5 +1,6 @@
 """The layering, checked (issue 13): ``supervisor`` and ``worker`` import ``shared`` and never each
-other; only the engine factory (``shared/engines/__init__.py``) imports an engine package; no
+other; only the engine registry (``shared/engines/__init__.py``) imports an engine package (also
+by name, for importlib) and chooses an engine (no ``engine == "sqlite"`` outside the engines); no
 module outside the SQLite engine imports ``sqlite3`` or names a PRAGMA; no module outside the
 engines reaches a store's connection (an attribute ``.conn``) or runs SQL on one (a call of
 ``.execute``, ``.executemany`` or ``.executescript``): every read goes through the contract.
@@ -16,6 +17,7 @@ inspect a database; the rules are for the runtime packages.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +175,97 @@ def test_the_jobq_check_finds_each_kind_of_breach(tmp_path, path, text, named):
 
 def test_the_engines_and_the_factory_are_where_the_rules_expect_them():
     found = modules(REPO)
-    assert FACTORY in found and ENGINES + "sqlite" in found
-    assert any(t.startswith(ENGINES + "sqlite") for _, t in imports(FACTORY, found[FACTORY]))
+    assert FACTORY in found and ENGINES + "sqlite" in found and ENGINES + "postgres" in found
+    named = {e for _, e in engine_names(found[FACTORY], {"sqlite", "postgres"})}
+    assert named == {ENGINES + "sqlite", ENGINES + "postgres"}
+
+
+def test_the_registry_maps_each_scheme_to_an_engine_package_that_exports_its_engine():
+    """Every engine package under shared/engines is in the registry, and exports one ENGINE."""
+    from shared import engines
+    from shared.engines.engine import Engine
+    packages = {ENGINES + p.parent.name for p in (REPO / "shared" / "engines").glob("*/__init__.py")
+                if (p.parent / "store.py").exists()}
+    assert set(engines.ENGINES.values()) == packages
+    for scheme in engines.ENGINES:
+        assert isinstance(engines.engine_for(scheme), Engine)
+    from shared.config import Config
+    for engine in engines.engines():  # each engine's settings are a table of the config
+        assert dataclasses.is_dataclass(engine.settings(Config())), engine.section
+
+
+def engine_names(path: Path, engines: set[str]) -> list[tuple[int, str]]:
+    """(line, engine package) of every string in a module that names a module of one of
+    ``engines`` (``"shared.engines.sqlite"``, as ``importlib.import_module`` would take it)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            eng = engine_of(node.value, engines)
+            if eng is not None:
+                out.append((node.lineno, eng))
+    return out
+
+
+def engine_branches(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """(line, text) of every comparison with an engine's name or scheme (``engine == "sqlite"``,
+    ``scheme in ("postgres", ...)``): the choice of an engine belongs to the registry."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in [node.left, *node.comparators]:
+            values = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            hit = [v.value for v in values if isinstance(v, ast.Constant) and v.value in names]
+            if hit:
+                out.append((node.lineno, ast.unparse(node)))
+                break
+    return out
+
+
+def registry_violations(root: Path) -> list[str]:
+    """Issue 22: an engine is chosen only by the registry (``shared/engines/__init__.py``): no
+    module outside it names an engine module (a string for importlib), and no module outside
+    the engines compares a value with an engine's name or scheme."""
+    names = {"sqlite", "postgresql", "postgres"}
+    engines = {p.parent.name for p in (root / "shared" / "engines").glob("*/__init__.py")}
+    out = []
+    for name, path in modules(root).items():
+        where = str(path.relative_to(root))
+        mine = engine_of(name, engines)
+        if name != FACTORY:
+            out += [f"{where}:{line}: names the engine module {eng}: only the registry ({FACTORY}) "
+                    f"imports an engine" for line, eng in engine_names(path, engines) if eng != mine]
+        if mine is None:
+            out += [f"{where}:{line}: {text}: an engine is chosen by the registry ({FACTORY}), "
+                    f"not by comparing names" for line, text in engine_branches(path, names)]
+    return out
+
+
+def test_only_the_registry_chooses_an_engine():
+    assert registry_violations(REPO) == []
+
+
+@pytest.mark.parametrize("path, text, named", [
+    ("supervisor/x.py", "import importlib\nE = importlib.import_module('shared.engines.sqlite.store')\n",
+     "names the engine module"),
+    ("shared/x.py", "def f(t):\n    return 1 if t.engine == 'postgresql' else 2\n", "not by comparing names"),
+    ("worker/x.py", "def f(t):\n    return t.engine != 'sqlite'\n", "not by comparing names"),
+    ("shared/engines/forkaware.py", "def f(s):\n    return s in ('postgres', 'x')\n", "not by comparing names"),
+])
+def test_the_registry_check_finds_each_kind_of_breach(tmp_path, path, text, named):
+    empty_packages(tmp_path, PACKAGES)
+    for sub in ("shared/engines", "shared/engines/sqlite"):
+        (tmp_path / sub).mkdir(exist_ok=True)
+        (tmp_path / sub / "__init__.py").write_text("")
+    (tmp_path / "shared/engines/__init__.py").write_text("ENGINES = {'sqlite': 'shared.engines.sqlite'}\n")
+    (tmp_path / "shared/engines/sqlite/__init__.py").write_text(
+        "E = 'shared.engines.sqlite.store'\ndef f(v):\n    return v == 'sqlite'\n")
+    assert registry_violations(tmp_path) == []  # the allowed shapes pass
+    (tmp_path / path).write_text(text)
+    found = registry_violations(tmp_path)
+    assert len(found) == 1 and named in found[0] and path in found[0], found
 
 
 @pytest.mark.parametrize("path, text, named", [

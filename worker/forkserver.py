@@ -37,8 +37,9 @@ from typing import Any, NoReturn
 
 from shared import config as config_mod
 from shared import logs
-from shared.engines import preload
+from shared.engines import Target, preload, target
 from shared.engines.forkaware import open_connections
+from shared.errors import StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.procs import set_parent_death_signal, set_process_name
@@ -50,9 +51,10 @@ EARLY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
-          parent: int) -> NoReturn:
-    """The template's whole life: import ``handlers``, say ready (or why not), then fork a
-    worker for each request until the request pipe closes. Never returns."""
+          parent: int, source: str | None = None) -> NoReturn:
+    """The template's whole life: import ``handlers`` (from ``source``'s folder too, the config
+    file naming them), say ready (or why not), then fork a worker for each request until the
+    request pipe closes. ``database`` is resolved once, by the engine registry. Never returns."""
     code = 0
     try:
         set_process_name(NAME)
@@ -61,9 +63,10 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
             os._exit(ExitCode.ORPHANED)
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the supervisor's to handle
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        where = _target(database)
         try:
-            registry = load_registry(handlers)
-            preload(database)  # the engine's driver too: psycopg takes ~0.3 s to import
+            registry = load_registry(handlers, source)
+            preload(where)  # the engine's modules and driver too (some take ~0.3 s to import)
         except HandlerImportError as exc:
             try:
                 _send(resp_fd, {"failed": exc.summary, "traceback": exc.traceback})
@@ -71,11 +74,11 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
                 pass
             os._exit(ExitCode.BOOT_FAILED)
         gc.freeze()  # keep the imported objects' pages shared: the collector would touch them
-        problem = unsafe_reason(database)
+        problem = unsafe_reason(where)
         _send(resp_fd, {"unsafe": problem} if problem else {"ready": len(registry), "pid": os.getpid()})
         if problem:
             os._exit(ExitCode.WORKER_BOOT_FAILED)
-        _loop(req_fd, resp_fd, registry, database)
+        _loop(req_fd, resp_fd, registry, where)
     except BrokenPipeError:
         pass  # the supervisor closed our pipe (it stopped, e.g. at a failed boot): nothing to say
     except BaseException:  # noqa: BLE001 - a template bug: say so on stderr, exit 1
@@ -97,12 +100,20 @@ def serve_exec(fds: str, snapshot: str | None) -> int:
         print("jobq template: --fork-server needs --snapshot", file=sys.stderr)
         return ExitCode.USAGE
     logs.setup(cfg.log_level, cfg.log_format)
-    serve(req_fd, resp_fd, tuple(cfg.handlers), cfg.database, os.getppid())
+    serve(req_fd, resp_fd, tuple(cfg.handlers), cfg.database, os.getppid(), cfg.path or None)
 
 
-def unsafe_reason(database: str) -> str | None:
+def _target(database: str) -> Target | str:
+    """``database`` resolved once; a value no engine takes stays as it is (the worker says so)."""
+    try:
+        return target(database)
+    except StoreUnavailable:
+        return database
+
+
+def unsafe_reason(database: str | Target) -> str | None:
     """Why forking now would let something cross the fork (a thread, an open database file, a
-    socket to the database server), or None."""
+    socket to the database server), or None. ``database``: a value or its resolved target."""
     if threading.active_count() > 1:
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
         return f"the template has threads running ({names}); a handler module started them at import"
@@ -112,7 +123,7 @@ def unsafe_reason(database: str) -> str | None:
     return None
 
 
-def _loop(req_fd: int, resp_fd: int, registry: Registry, database: str) -> None:
+def _loop(req_fd: int, resp_fd: int, registry: Registry, database: str | Target) -> None:
     """Serve requests until EOF. Go-betweens are reaped without waiting for them, so a batch of
     requests forks its workers back to back."""
     buf = b""

@@ -1,151 +1,164 @@
-"""The engine factory: the one place that imports an engine module.
+"""The engine registry: the one place that imports an engine package.
 
-``open_store(config)`` reads the config's ``database`` (a path or a URL, see
-:mod:`shared.database`) and returns that engine's store, which implements every protocol of
-:mod:`shared.contract`; ``upkeep_tasks(config)`` is the engine's own periodic work for the
-supervisor. Everything else in jobq imports this module, never an engine's.
+:data:`ENGINES` maps a ``database`` URL's scheme to the package of its engine; each package
+exports one :class:`~shared.engines.engine.Engine`, its ``ENGINE``. A value with no scheme (a
+file path) belongs to :data:`DEFAULT`. :func:`shared.database.target` resolves a ``database``
+value once into a :class:`~shared.engines.engine.Target` through :func:`engine_for`; the
+functions below are thin calls of the target's engine, so that callers name no engine:
+``open_store(config)`` returns a store that implements every protocol of
+:mod:`shared.contract`, ``upkeep_tasks(config)`` is the engine's own periodic work for the
+supervisor, and so on. Adding an engine is one line in :data:`ENGINES` and a package.
 """
 from __future__ import annotations
 
-from typing import Any
+import os
+import importlib
+from types import MappingProxyType
+from typing import Any, Mapping
 
-from .. import database as database_mod
 from ..contract import Store, UpkeepTask
 from ..errors import StoreUnavailable
+from .engine import Engine, Target
+from .health import HealthCheck
 
-POSTGRES_MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: run "
-                    'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"')
+ENGINES: Mapping[str, str] = MappingProxyType({
+    "sqlite": "shared.engines.sqlite",
+    "postgresql": "shared.engines.postgres",
+    "postgres": "shared.engines.postgres",
+})
+DEFAULT = "sqlite"  # the engine of a plain file path
+
+__all__ = ["ENGINES", "DEFAULT", "Engine", "Target", "engine_for", "engines", "target", "open_store",
+           "upkeep_tasks", "preload", "engine_name", "store_class", "driver_errors", "database_file",
+           "commit_watch"]
+
+
+def engine_for(scheme: str | None) -> Engine:
+    """The engine of a URL scheme (case-insensitive, ``postgresql+psycopg`` as ``postgresql``),
+    or of a plain path (None). KeyError for a scheme no engine takes."""
+    key = DEFAULT if scheme is None else scheme.lower().split("+")[0]
+    return importlib.import_module(ENGINES[key]).ENGINE
+
+
+def engines() -> list[Engine]:
+    """Every registered engine, once each, in :data:`ENGINES` order."""
+    found: dict[str, Engine] = {}
+    for module in ENGINES.values():
+        found.setdefault(module, importlib.import_module(module).ENGINE)
+    return list(found.values())
+
+
+def by_name(name: str) -> Engine:
+    """The engine whose ``name`` is ``name`` (StoreUnavailable when none is)."""
+    if name in ENGINES and engine_for(name).name == name:  # an engine's name is one of its schemes
+        return engine_for(name)
+    for engine in engines():
+        if engine.name == name:
+            return engine
+    raise StoreUnavailable(f"database engine {name!r}: unknown")
+
+
+def target(database: str | Target) -> Target:
+    """The :class:`Target` of a ``database`` value (:func:`shared.database.target`); a Target
+    is returned as it is. Raises StoreUnavailable (naming the value, never its password) for a
+    value no engine takes."""
+    if isinstance(database, Target):
+        return database
+    from .. import database as database_mod  # here: shared.database asks this module for engines
+    try:
+        return database_mod.target(database)
+    except ValueError as exc:
+        raise StoreUnavailable(str(exc), database=database) from None
+
+
+def _of(database: str | Target) -> tuple[Engine, Target]:
+    where = target(database)
+    return by_name(where.engine), where
 
 
 def open_store(config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
     """A new store on ``config.database`` (the caller closes it). With ``migrate`` the schema
     is created or upgraded first. ``upkeep``: the supervisor's store, whose calls must never
     wait long (a server engine bounds its statements and lock waits). Raises
-    :class:`shared.errors.StoreUnavailable`."""
-    target = _target(config.database)
-    if target.engine == "postgresql":
-        p = config.postgres
-        return _postgres().PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
-                                   migrate=migrate, lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
-    from .sqlite import SqliteStore
-    s = config.sqlite
-    return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=s.busy_timeout,
-                       migrate=migrate)
-
-
-def _postgres() -> Any:
-    """The PostgreSQL engine package (StoreUnavailable, exit 5, when psycopg is missing)."""
-    try:
-        from . import postgres
-    except ImportError as exc:
-        if "psycopg" not in str(exc):
-            raise
-        raise StoreUnavailable(f"database engine postgresql: {POSTGRES_MISSING}") from exc
-    return postgres
+    :class:`shared.errors.StoreUnavailable` (also when the engine's driver is not installed)."""
+    engine, where = _of(config.database)
+    return engine.open(where, config, migrate=migrate, upkeep=upkeep)
 
 
 def upkeep_tasks(config: Any) -> list[UpkeepTask]:
-    """The engine's own upkeep tasks (SQLite: the WAL checkpoint), run by the supervisor after
-    its own recovery task. Fresh objects: they keep per-supervisor state."""
-    if _target(config.database).engine == "postgresql":
-        return _postgres().upkeep_tasks()
-    from .sqlite.upkeep import checkpoint_task
-    return [checkpoint_task()]
+    """The engine's own upkeep tasks (e.g. a checkpoint of the database's log), run by the
+    supervisor after its own recovery task. Fresh objects: they keep per-supervisor state."""
+    return _of(config.database)[0].upkeep_tasks(config)
 
 
-def preload(database: str) -> None:
+def preload(database: str | Target) -> None:
     """Import the modules a worker on ``database`` will use, without connecting: the fork
     server's template calls it, so forked workers do not each import the engine's driver
-    (psycopg: about 0.3 s). A database value that does not parse, or a driver that is not
-    installed, is left for the worker to report."""
+    (about 0.3 s for some). A value no engine takes, or a driver that is not installed, is
+    left for the worker to report."""
     try:
-        engine = database_mod.parse(database).engine
-    except ValueError:
+        engine, _ = _of(database)
+    except StoreUnavailable:
         return
-    if engine == "postgresql":
+    for module in engine.preload:
         try:
-            import importlib
-            importlib.import_module(f"{__name__}.postgres.wakeup")
+            importlib.import_module(module)
         except ImportError:
             return
 
 
 def engine_name(database: str) -> str:
-    """'sqlite' or 'postgresql' for a ``database`` value (ValueError for an unknown scheme)."""
-    return database_mod.parse(database).engine
+    """The engine's name for a ``database`` value ('sqlite', 'postgresql'; ValueError for a
+    scheme no engine takes)."""
+    from .. import database as database_mod
+    return database_mod.target(database).engine
 
 
-def store_class(engine: str = "sqlite") -> type:
-    """An engine's store class (for tests and tools that build a store from a bare path)."""
-    if engine == "postgresql":
-        return _postgres().PgStore
-    if engine != "sqlite":
-        raise StoreUnavailable(f"database engine {engine!r}: unknown")
-    from .sqlite import SqliteStore
-    return SqliteStore
-
-
-def _target(database: str) -> database_mod.Target:
-    try:
-        target = database_mod.parse(database)
-    except ValueError as exc:
-        raise StoreUnavailable(str(exc), database=database) from None
-    return target
+def store_class(engine: str = DEFAULT) -> type:
+    """An engine's store class, by engine name (for tests and tools that build a store from a
+    bare path). StoreUnavailable for an unknown engine or a missing driver."""
+    return by_name(engine).store_class()
 
 
 def driver_errors() -> tuple[type[BaseException], ...]:
-    """The exception classes the engines' drivers raise (``sqlite3.Error``, psycopg's when it
-    is installed), for code that runs an engine's raw SQL outside its store methods and must
-    show those errors as database errors (the dashboard's error page)."""
-    from .sqlite.connection import DRIVER_ERRORS
-    try:
-        from .postgres.connection import DRIVER_ERRORS as PG_ERRORS
-    except ImportError:
-        return DRIVER_ERRORS
-    return DRIVER_ERRORS + PG_ERRORS
+    """The exception classes the engines' drivers raise (those installed), for code that runs
+    an engine's raw SQL outside its store methods and must show those errors as database
+    errors (the dashboard's error page)."""
+    return tuple(e for engine in engines() for e in engine.driver_errors())
 
 
 def database_file(config: Any) -> str | None:
-    """The file that holds the database, for engines that keep one (SQLite: its path, None for
-    ``:memory:``), else None (``jobq copy`` compares source and destination by it)."""
-    target = _target(config.database)
-    if target.engine != "sqlite":
-        return None
-    return None if target.location in ("", ":memory:") else target.location
+    """The file that holds the database, for engines that keep one (None for a server or an
+    in-memory database): what :class:`shared.dbfile.DatabaseFile` watches for replacement."""
+    return target(config.database).file
 
 
 def commit_watch(config: Any) -> Any | None:
     """A watch of jobs ending on ``config.database``, by any process, for code that waits for a
     job's outcome (:mod:`shared.handles`): ``fileno()`` (None while unavailable) becomes readable
-    when a transaction that ended jobs commits (SQLite: any commit, seen by its WAL being written
-    just before the commit completes; PostgreSQL: a notification on the schema's done channel),
+    when a transaction that ended jobs commits (a file engine: its log being written just before
+    the commit completes; a server engine: a notification on the schema's done channel),
     ``drain()`` resets it and says whether one was seen, ``close()``. None where no watch can be
-    made (no inotify, ``:memory:``): the waiter then re-reads on a back-off."""
-    target = _target(config.database)
-    if target.engine == "postgresql":
-        from .postgres.donewatch import PgDoneWatch
-        return PgDoneWatch(target.location, schema=config.postgres.schema,
-                           connect_timeout=config.postgres.connect_timeout)
-    if target.location in ("", ":memory:"):
-        return None
-    from .sqlite.walwatch import WalWatch
-    watch = WalWatch(target.location)
-    return watch if watch.available else None
+    made (no inotify, an in-memory database): the waiter then re-reads on a back-off."""
+    engine, where = _of(config.database)
+    return engine.commit_watch(where, config)
 
 
-# -- the engine health check (issue 22; kept in one block for the registry to take over) --------
+def __getattr__(name: str) -> Any:
+    """``POSTGRES_MISSING``, the message of a missing driver, kept where it was."""
+    if name == "POSTGRES_MISSING":
+        return importlib.import_module(ENGINES["postgresql"]).MISSING
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-import os  # noqa: E402 - this block's imports stay in it, for the merge
 
-from .health import HealthCheck  # noqa: E402
-
+# -- the engine health check (issue 22) ----------------------------------------------------------
 
 def health_check(config: Any) -> HealthCheck | None:
     """A check, made just after ``config.database`` was opened, that it is still the database
     this process opened (:class:`shared.engines.health.HealthCheck`); None where the engine has
-    nothing to check. SQLite: the file's identity (deleted or replaced at its path); PostgreSQL:
-    none (the server is the database)."""
-    path = database_file(config)
+    nothing to check. A database held in a file: the file's identity (deleted or replaced at its
+    path); a server: none (the server is the database)."""
+    path = target(config.database).file
     if path is None:
         return None
     from .sqlite.health import DatabaseFile
@@ -155,7 +168,7 @@ def health_check(config: Any) -> HealthCheck | None:
 def database_missing(config: Any) -> str | None:
     """A sentence if ``config.database`` lives in a file that does not exist, else None: a
     worker of a supervisor (which created it at boot) must never open a new one in its place."""
-    path = database_file(config)
+    path = target(config.database).file
     if path is None or os.path.exists(path):
         return None
     return f"database {path} does not exist (deleted?)"

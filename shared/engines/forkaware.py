@@ -19,8 +19,8 @@ of its connection (its ``_after_fork`` method) and connect again on first use:
   The parent should hold no transaction open at the fork (jobq's calls never leave one open).
 
 :func:`open_connections` is the other half, for the worker template, which must not fork while
-a handler module holds any connection to the database: a SQLite file's descriptors, or a socket
-to the PostgreSQL server (over TCP or a unix socket).
+a handler module holds any connection to the database (each engine names its own: a database
+file's descriptors, a socket to a server); :func:`file_handles` and :func:`socket_handles` find them.
 """
 from __future__ import annotations
 
@@ -28,15 +28,12 @@ import os
 import socket
 import stat
 import weakref
-from typing import Any
-
-from .. import database as database_mod
+from typing import Any, Callable
 
 # The two module-level objects the fork callback needs: the live stores of this process, and
 # (in a child only) the SQLite handles it inherited, held so that nothing ever closes them.
 _STORES: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _INHERITED: list[Any] = []
-DEFAULT_PORT = 5432
 
 
 def track(store: Any) -> None:
@@ -75,49 +72,52 @@ def disown_socket(fd: int) -> None:
 
 # -- what the worker template checks before it forks ----------------------------------------------
 
-def open_connections(database: str) -> list[str]:
-    """The descriptors of this process connected to ``database`` (a SQLite file path, or a
-    ``postgresql://`` URL): ``"fd N: what"`` for each. Empty where ``/proc`` is missing."""
+def open_connections(database: Any) -> list[str]:
+    """The descriptors of this process connected to ``database`` (a ``database`` value or its
+    resolved :class:`~shared.engines.engine.Target`): ``"fd N: what"`` for each, as the target's
+    engine finds them. Empty where ``/proc`` is missing, or for a value no engine takes."""
+    from . import by_name, target  # here: the registry imports the engines, which import us
+    from ..errors import StoreUnavailable
+    try:
+        where = target(database)
+        engine = by_name(where.engine)
+    except StoreUnavailable:
+        return []  # a value no engine opens: no connection to it either
+    return engine.connections(where)
+
+
+def _links() -> list[tuple[int, str]]:
+    """(fd, what it links to) for each descriptor of this process; empty without ``/proc``."""
     folder = "/proc/self/fd"
     try:
         fds = os.listdir(folder)
     except OSError:
         return []
-    try:
-        target = database_mod.parse(database)
-    except ValueError:
-        return []  # a value no engine opens: no connection to it either
-    is_server = target.engine != "sqlite"
-    ports = server_ports(database) if is_server else set()
-    db = "" if is_server else os.path.realpath(target.location)
     out = []
     for fd in fds:
         try:
-            path = os.readlink(f"{folder}/{fd}")
+            out.append((int(fd), os.readlink(f"{folder}/{fd}")))
         except OSError:
             continue
-        if not is_server:
-            if path.startswith(db):
-                out.append(f"fd {fd}: {path}")
-        elif path.startswith("socket:"):
-            peer = _peer(int(fd))
-            if peer is not None and _is_server(peer, ports):
-                out.append(f"fd {fd}: a connection to the database server at {peer}")
     return out
 
 
-def server_ports(url: str) -> set[int]:
-    """The ports a PostgreSQL URL connects to (its hosts' ports, ``PGPORT``, or 5432)."""
-    ports: set[int] = set()
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-        given = str(conninfo_to_dict(url).get("port") or "")
-    except Exception:  # noqa: BLE001 - no driver, or a URL it refuses: the default port
-        given = ""
-    for part in (given or os.environ.get("PGPORT", "")).split(","):
-        if part.strip().isdigit():
-            ports.add(int(part))
-    return ports or {DEFAULT_PORT}
+def file_handles(path: str) -> list[str]:
+    """``"fd N: PATH"`` for each descriptor open on ``path`` or a file whose name starts with
+    it (a database's companion files)."""
+    real = os.path.realpath(path)
+    return [f"fd {fd}: {link}" for fd, link in _links() if link.startswith(real)]
+
+
+def socket_handles(is_peer: Callable[[Any], bool], what: str) -> list[str]:
+    """``"fd N: WHAT PEER"`` for each socket of this process whose peer address ``is_peer``."""
+    out = []
+    for fd, link in _links():
+        if link.startswith("socket:"):
+            peer = _peer(fd)
+            if peer is not None and is_peer(peer):
+                out.append(f"fd {fd}: {what} {peer}")
+    return out
 
 
 def _peer(fd: int) -> Any:
@@ -131,14 +131,3 @@ def _peer(fd: int) -> Any:
             return s.getpeername()
     except OSError:
         return None
-
-
-def _is_server(peer: Any, ports: set[int]) -> bool:
-    """A PostgreSQL server's address: a TCP peer on one of ``ports``, or a unix socket named
-    ``.s.PGSQL.<port>`` (the server's socket file, in whatever folder)."""
-    if isinstance(peer, tuple):
-        return len(peer) >= 2 and peer[1] in ports
-    if isinstance(peer, bytes):
-        peer = peer.decode("utf-8", "replace")
-    name = os.path.basename(str(peer))
-    return any(name == f".s.PGSQL.{p}" for p in ports)

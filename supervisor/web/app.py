@@ -26,7 +26,7 @@ from shared.clock import SystemClock
 from shared.config import Config
 from shared.contract import Store
 from shared.database import scrub
-from shared.engines import driver_errors, engine_name, open_store
+from shared.engines import driver_errors, open_store, target
 from shared.errors import StoreError
 
 from . import actions, filters, pages, security
@@ -111,7 +111,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _db_error(request: Request, exc: Exception) -> Response:
     request.app.state.backend.drop()
     s = request.app.state.settings
-    what = ("the database URL in {} and that the server is up" if engine_name(s.config.database) == "postgresql"
+    what = ("the database URL in {} and that the server is up" if target(s.config.database).server
             else "the database path in {} and that this user can read and write it")
     return error_page(request, 503, "Database unavailable",
                       scrub(f"{exc}. Check {what.format(s.config_path)}.", s.config.database))

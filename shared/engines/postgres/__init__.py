@@ -1,15 +1,98 @@
-"""The PostgreSQL engine: jobq's store on a PostgreSQL server, shared by many hosts.
+"""The PostgreSQL engine: jobq's store on a PostgreSQL server, shared by many hosts. Its
+``ENGINE`` is what the registry (:mod:`shared.engines`) uses; nothing else imports this package.
 
-Only :mod:`shared.engines` (the factory) imports this package; the only psycopg imports of
-jobq's runtime are here. It needs the ``postgres`` extra (psycopg 3).
+It needs the ``postgres`` extra (psycopg 3). The package imports without it: the driver is
+imported when a store is opened, and its absence is then a clear StoreUnavailable (exit 5).
+The only psycopg imports of jobq's runtime are in this package's modules:
 
 - :mod:`.store`: :class:`PgStore`, producers', workers' and the supervisor's statements
 - :mod:`.lifecycle`: schedules, retention and per-type limits; :mod:`.ops`: the operators' SQL
 - :mod:`.connection`: connecting, reconnecting, errors; :mod:`.schema`: tables, migrations
-- :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY)
+- :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
+- :mod:`.peers`: which sockets lead to the server (the worker template's check)
 """
-from .store import PgStore
-from .upkeep import upkeep_tasks
+from __future__ import annotations
 
-__all__ = ["PgStore", "upkeep_tasks"]
+import importlib
+from types import ModuleType
+from typing import Any
+
+from ...contract import Store, UpkeepTask
+from ...errors import StoreUnavailable
+from ..engine import Engine, Target
+
+MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: run "
+           'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"')
+
+
+def _load(module: str) -> ModuleType:
+    """This package's ``module``; StoreUnavailable (exit 5) when psycopg is missing."""
+    try:
+        return importlib.import_module(f"{__name__}.{module}")
+    except ImportError as exc:
+        if "psycopg" not in str(exc):
+            raise
+        raise StoreUnavailable(f"database engine postgresql: {MISSING}") from exc
+
+
+def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
+    """The URL as written: the driver reads it (with ``PG*`` variables for what it leaves out)."""
+    return Target("postgresql", value, server=True)
+
+
+def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
+    p = ENGINE.settings(config)
+    store: Store = _load("store").PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
+                                          migrate=migrate, lease_timeout=config.worker.lease_timeout,
+                                          upkeep=upkeep)
+    return store
+
+
+def _store_class() -> type:
+    cls: type = _load("store").PgStore
+    return cls
+
+
+def _upkeep_tasks(config: Any) -> list[UpkeepTask]:
+    tasks: list[UpkeepTask] = _load("upkeep").upkeep_tasks()
+    return tasks
+
+
+def _driver_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from .connection import DRIVER_ERRORS
+    except ImportError:
+        return ()
+    return DRIVER_ERRORS
+
+
+def _commit_watch(target: Target, config: Any) -> Any | None:
+    """A notification on the schema's done channel for each transaction that ended jobs."""
+    p = ENGINE.settings(config)
+    return _load("donewatch").PgDoneWatch(target.location, schema=p.schema, connect_timeout=p.connect_timeout)
+
+
+def _connections(target: Target) -> list[str]:
+    from .peers import connections
+    return connections(target.location)
+
+
+ENGINE = Engine(
+    name="postgresql", section="postgres", forms="postgresql://...", locate=locate, open=_open,
+    store_class=_store_class, upkeep_tasks=_upkeep_tasks, driver_errors=_driver_errors,
+    commit_watch=_commit_watch, connections=_connections,
+    preload=(f"{__name__}.store", f"{__name__}.wakeup"),  # psycopg takes ~0.3 s to import
+)
+
+
+def __getattr__(name: str) -> Any:
+    """``PgStore`` and ``upkeep_tasks``, imported when asked for (the driver may be missing)."""
+    if name == "PgStore":
+        return _store_class()
+    if name == "upkeep_tasks":
+        return _load("upkeep").upkeep_tasks
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ENGINE", "MISSING", "PgStore", "upkeep_tasks"]
