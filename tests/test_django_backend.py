@@ -260,3 +260,56 @@ def test_the_django_integration_stays_in_its_package():
                 if top == "supervisor" and inside:
                     found.append(f"{rel}: imports {name}")
     assert found == []
+
+
+EXAMPLE = REPO / "examples" / "django_tasks_app"
+POST = """
+import json
+from django.test import Client
+r = Client().post("/orders/", json.dumps({"item": "teapot", "quantity": %d}), content_type="application/json")
+print(r.status_code, r.content.decode())
+"""
+
+
+def test_the_example_project_runs_as_documented(tmp_path):
+    """examples/django_tasks_app (docs/django.md), from a copy: migrate, check, `manage.py jobq
+    run`; a request's order is confirmed by its task, a refused one leaves no task."""
+    import shutil
+    app = Path(shutil.copytree(EXAMPLE, tmp_path / "app", ignore=shutil.ignore_patterns("__pycache__")))
+    db = tmp_path / "shop.sqlite3"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBQ_", "DJANGO_"))}
+    env.update(JOBQ_DATABASE=str(db), PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
+
+    def manage(*args: str) -> str:
+        r = subprocess.run([sys.executable, "manage.py", *args], cwd=app, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return (r.stdout.strip().splitlines() or [""])[-1]  # `shell` may say what it imported first
+    manage("migrate", "--verbosity", "0")
+    assert "no issues" in manage("check")
+    refused = manage("shell", "-c", POST % 11)
+    assert refused.startswith("400")
+    placed = manage("shell", "-c", POST % 2)
+    assert placed.startswith("201")
+    task_id = json.loads(placed.split(" ", 1)[1])["task"]
+    out = open(tmp_path / "supervisor.log", "wb")
+    sup = subprocess.Popen([sys.executable, "manage.py", "jobq", "run"], cwd=app, env=env, stdout=out,
+                           stderr=subprocess.STDOUT)
+    try:
+        with JobQueue(str(db)) as q:
+            assert q.handle(task_id).wait(timeout=60) == {"order": 1, "confirmed": True}
+            assert sum(q.counts().values()) == 1   # the refused order's task was rolled back
+        shown = manage("shell", "-c", "from django.test import Client; "
+                                      f"print(Client().get('/orders/tasks/{task_id}/').content.decode())")
+        assert json.loads(shown)["status"] == "SUCCESSFUL"
+    finally:
+        family = psutil.Process(sup.pid).children(recursive=True)
+        sup.kill()
+        sup.wait(10)
+        for child in family:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        out.close()
+    assert sorted(p.name for p in app.iterdir()) == ["jobq.toml", "manage.py", "orders", "shop"]
