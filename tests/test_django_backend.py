@@ -313,3 +313,11 @@ def test_the_example_project_runs_as_documented(tmp_path):
                 pass
         out.close()
     assert sorted(p.name for p in app.iterdir()) == ["jobq.toml", "manage.py", "orders", "shop"]
+
+
+def test_a_test_without_a_supervisor_drains_the_tasks_in_its_own_process(tmp_path):
+    proj = Project(tmp_path, str(tmp_path / "q.db"))
+    ids = [proj.drive("enqueue", {"task": "add", "args": [1, 2]})["id"],
+           proj.drive("enqueue", {"task": "async_add", "args": [2, 3]})["id"]]
+    assert proj.drive("drain") == {"completed": 2, "retried": 0, "failed": 0}
+    assert [proj.drive("get", {"id": i})["return_value"] for i in ids] == [3, {"sum": 5, "async": True}]
