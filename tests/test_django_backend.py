@@ -76,18 +76,23 @@ class Project:
 
     def close(self) -> None:
         for p in self.procs:
-            try:
-                family = psutil.Process(p.pid).children(recursive=True)
-            except psutil.NoSuchProcess:
-                family = []
-            p.kill()
-            p.wait(10)
-            for child in family:
-                try:
-                    child.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            psutil.wait_procs(family, timeout=5)
+            kill_tree(p)
+
+
+def kill_tree(p: subprocess.Popen) -> None:
+    """Kill a process we started and every process under it (a supervisor's workers)."""
+    try:
+        family = psutil.Process(p.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    p.kill()
+    p.wait(10)
+    for child in family:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=5)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -303,14 +308,7 @@ def test_the_example_project_runs_as_documented(tmp_path):
                                       f"print(Client().get('/orders/tasks/{task_id}/').content.decode())")
         assert json.loads(shown)["status"] == "SUCCESSFUL"
     finally:
-        family = psutil.Process(sup.pid).children(recursive=True)
-        sup.kill()
-        sup.wait(10)
-        for child in family:
-            try:
-                child.kill()
-            except psutil.NoSuchProcess:
-                pass
+        kill_tree(sup)
         out.close()
     assert sorted(p.name for p in app.iterdir()) == ["jobq.toml", "manage.py", "orders", "shop"]
 

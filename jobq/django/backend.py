@@ -12,12 +12,14 @@ connection, in the caller's transaction: a rolled-back ``atomic()`` leaves no jo
 one has it. Otherwise the job is written when the transaction commits (``on_commit``; the result
 gets its id then), and ``check`` says so.
 
-A backend instance belongs to one thread (Django keeps one per thread): so does its
-``JobQueue``, opened on first use, or as soon as this thread connects to the jobq database
-through Django (:meth:`prepare`), so that it is never opened inside the caller's transaction.
+Each thread has its own ``JobQueue`` (a queue's connection belongs to the thread that opened
+it; Django keeps a backend per thread, but an async context can carry one into another thread),
+opened on first use, or as soon as the thread connects to the jobq database through Django
+(:meth:`prepare`), so that it is never opened inside the caller's transaction.
 """
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from typing import Any
 
@@ -49,7 +51,7 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         super().__init__(alias, params)
         self.using: str = self.options.get("using", "default")
         self._config: Config | None = None
-        self._queue: JobQueue | None = None
+        self._local = threading.local()  # .queue: this thread's JobQueue
         self._same: bool | None = None
 
     # -- configuration --------------------------------------------------------------------------
@@ -75,15 +77,16 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
 
     def queue(self) -> JobQueue:
         """This thread's queue on the jobq database (opened, and its schema made, on first use)."""
-        if self._queue is None:
-            self._queue = JobQueue(config=self.config)
-        return self._queue
+        queue: JobQueue | None = getattr(self._local, "queue", None)
+        if queue is None:
+            queue = self._local.queue = JobQueue(config=self.config)
+        return queue
 
     def prepare(self) -> None:
         """Open the queue now if jobs go through Django's connection (called when this thread
         connects, before any transaction: opening checks jobq's schema, which must not wait for
         the write lock of the caller's own transaction)."""
-        if self._queue is None and self.in_transaction_writes():
+        if self.in_transaction_writes():
             self.queue()
 
     # -- enqueue -----------------------------------------------------------------------------------
@@ -94,15 +97,15 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         payload: dict[str, Any] = {"args": args, "kwargs": kwargs}
         if task.queue_name != compat.DEFAULT_TASK_QUEUE_NAME:
             payload["queue"] = task.queue_name
-        options = {"run_at": _aware(task.run_after),
-                   "priority": None if task.priority == compat.DEFAULT_TASK_PRIORITY else task.priority}
+        run_at = _aware(task.run_after)
+        priority = None if task.priority == compat.DEFAULT_TASK_PRIORITY else task.priority
         result = compat.TaskResult(
             task=task, id="", status=compat.TaskResultStatus.READY, enqueued_at=None, started_at=None,
             last_attempted_at=None, finished_at=None, args=args, kwargs=kwargs, backend=self.alias,
             errors=[], worker_ids=[])
 
         def write(conn: Any = None) -> None:
-            job_id = self.queue().enqueue(task.module_path, payload, conn=conn, **options)
+            job_id = self.queue().enqueue(task.module_path, payload, run_at=run_at, priority=priority, conn=conn)
             object.__setattr__(result, "id", job_id)
             object.__setattr__(result, "enqueued_at", timezone.now())
             compat.task_enqueued.send(type(self), task_result=result)

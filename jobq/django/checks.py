@@ -1,6 +1,8 @@
 """What ``manage.py check`` says about a jobq task backend (``JobqBackend.check``).
 
 jobq.E001  the jobq config cannot be read, or the ``using`` alias is not a Django database
+jobq.E002  ``jobq.django`` is not in INSTALLED_APPS: a thread's first enqueue inside a
+           transaction would open its queue there, and wait for its own transaction's lock
 jobq.W001  the ``using`` database is not jobq's: jobs are written when the transaction commits
 jobq.W002  queue names besides the default: jobq runs them all in its one queue
 jobq.W003  the config's ``handlers`` do not start with jobq.django.worker: workers cannot set
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
 
@@ -31,6 +34,9 @@ def backend_messages(backend: Any) -> list[checks.CheckMessage]:
         return [checks.Error(f"{where}: the jobq config cannot be read: {exc}", id="jobq.E001",
                              hint="set OPTIONS 'config' to your jobq.toml, or 'database'")]
     out: list[checks.CheckMessage] = []
+    if same and not apps.is_installed("jobq.django"):
+        out.append(checks.Error(f"{where}: 'jobq.django' is not in INSTALLED_APPS", id="jobq.E002",
+                                hint="add it: it opens each thread's queue before its first transaction"))
     if not same:
         out.append(checks.Warning(
             f"{where}: Django database {backend.using!r} is not the jobq database ({location(backend)}): "
