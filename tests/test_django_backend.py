@@ -204,6 +204,14 @@ def test_django_check_passes(project):
     assert r.returncode == 0 and "no issues" in r.stdout, r.stdout + r.stderr
 
 
+def test_workers_are_forked_from_a_template_that_set_django_up(project):
+    """django.setup() ran once in the template (jobq.django.worker, first of the handlers), which
+    stayed safe to fork: no thread, no database open; so workers start by fork, not exec."""
+    log = (project.folder / "supervisor.log").read_text()
+    assert "template.ready" in log and "how=fork" in log and "types=6" in log, log
+    assert "forked=True" in log and "forked=False" not in log and "unsafe" not in log, log
+
+
 def test_manage_py_jobq_status_and_the_tasks_in_jobq_web(project):
     import httpx
     job_id = project.drive("enqueue", {"task": "add", "args": [5, 5]})["id"]
@@ -212,6 +220,9 @@ def test_manage_py_jobq_status_and_the_tasks_in_jobq_web(project):
                             cwd=project.folder, capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stderr
     assert "djtasks.tasks.add" in status.stdout
+    as_json = subprocess.run([sys.executable, "-m", "django", "jobq", "status", "--json"], env=project.env,
+                             cwd=project.folder, capture_output=True, text=True, timeout=120)
+    assert as_json.returncode == 0 and isinstance(json.loads(as_json.stdout), dict), as_json.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
