@@ -25,9 +25,10 @@ from typing import Any
 
 from django.db import connections, transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from shared.api import JobQueue
-from shared.config import Config, ConfigError
+from shared.config import Config
 from shared.config import load as load_config
 from shared.config import resolve_path
 from shared.database import redacted
@@ -41,6 +42,10 @@ WORKER_MODULE = "jobq.django.worker"
 
 
 class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
+    """One ``TASKS`` entry on a jobq queue: its tasks are jobs whose type is the task's module
+    path and whose payload is ``{"args": [...], "kwargs": {...}}``; results are read back from
+    the jobs and their attempt history."""
+
     task_class = JobqTask
     supports_defer = True
     supports_async_task = True
@@ -92,6 +97,11 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
     # -- enqueue -----------------------------------------------------------------------------------
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        """Queue a run of ``task``; its READY ``TaskResult``. Through Django's connection when it
+        is the jobq database (in the caller's transaction, if any: the id is known at once),
+        else when the transaction commits (the id is set then). Arguments that are not JSON,
+        and an invalid task, raise before anything is written; ``task_enqueued`` is sent once
+        the job is written."""
         self.validate_task(task)
         args, kwargs = compat.normalize_json(list(args)), compat.normalize_json(dict(kwargs))
         payload: dict[str, Any] = {"args": args, "kwargs": kwargs}
@@ -122,7 +132,9 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
     # -- results -----------------------------------------------------------------------------------
 
     def get_result(self, result_id: str) -> Any:
-        from django.utils.module_loading import import_string
+        """The ``TaskResult`` of the job ``result_id`` as stored now, read from any process;
+        ``TaskResultDoesNotExist`` when there is no such job (never enqueued, not committed
+        yet, deleted by retention) or it is not a Django task's (its type imports no Task)."""
         queue = self.queue()
         job = queue.get(str(result_id))
         if job is None:
