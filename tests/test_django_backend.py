@@ -334,3 +334,23 @@ def test_a_test_without_a_supervisor_drains_the_tasks_in_its_own_process(tmp_pat
            proj.drive("enqueue", {"task": "async_add", "args": [2, 3]})["id"]]
     assert proj.drive("drain") == {"completed": 2, "retried": 0, "failed": 0}
     assert [proj.drive("get", {"id": i})["return_value"] for i in ids] == [3, {"sum": 5, "async": True}]
+
+
+@pytest.mark.parametrize("settings_dict, vendor, database, same", [
+    ({"NAME": "{tmp}/a/../db.sqlite3"}, "sqlite", "{tmp}/db.sqlite3", True),
+    ({"NAME": "{tmp}/db.sqlite3"}, "sqlite", "sqlite://{tmp}/db.sqlite3", True),
+    ({"NAME": "{tmp}/other.sqlite3"}, "sqlite", "{tmp}/db.sqlite3", False),
+    ({"NAME": ":memory:"}, "sqlite", ":memory:", False),
+    ({"NAME": "{tmp}/db.sqlite3"}, "postgresql", "{tmp}/db.sqlite3", False),
+    ({"NAME": "test", "HOST": "/var/run/postgresql"}, "postgresql", "postgresql:///test?host=/var/run/postgresql", True),
+    ({"NAME": "test", "HOST": "127.0.0.1", "PORT": 5432}, "postgresql", "postgresql://u:secret@localhost/test", True),
+    ({"NAME": "test", "HOST": "db.example", "PORT": "5433"}, "postgresql", "postgresql://db.example:5433/test", True),
+    ({"NAME": "test", "HOST": "db.example"}, "postgresql", "postgresql://db.example:5433/test", False),
+    ({"NAME": "shop"}, "postgresql", "postgresql:///test", False),
+    ({"NAME": "test", "OPTIONS": {"service": "x"}}, "postgresql", "postgresql:///test", False),
+    ({"NAME": "test"}, "sqlite", "postgresql:///test", False),
+])
+def test_which_django_database_is_the_jobq_database(tmp_path, settings_dict, vendor, database, same):
+    from jobq.django.databases import same_database
+    filled = {k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for k, v in settings_dict.items()}
+    assert same_database(filled, vendor, database.replace("{tmp}", str(tmp_path))) is same
