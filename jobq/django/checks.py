@@ -1,0 +1,57 @@
+"""What ``manage.py check`` says about a jobq task backend (``JobqBackend.check``).
+
+jobq.E001  the jobq config cannot be read, or the ``using`` alias is not a Django database
+jobq.E002  ``jobq.django`` is not in INSTALLED_APPS: a thread's first enqueue inside a
+           transaction would open its queue there, and wait for its own transaction's lock
+jobq.W001  the ``using`` database is not jobq's: jobs are written when the transaction commits
+jobq.W002  queue names besides the default: jobq runs them all in its one queue
+jobq.W003  the config's ``handlers`` do not start with jobq.django.worker: workers cannot set
+           Django up before importing the task modules
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.core import checks
+
+from shared.config import ConfigError
+
+from . import compat
+
+
+def backend_messages(backend: Any) -> list[checks.CheckMessage]:
+    from .backend import WORKER_MODULE, location
+    where = f"TASKS[{backend.alias!r}]"
+    if backend.using not in settings.DATABASES:
+        return [checks.Error(f"{where}: OPTIONS 'using' = {backend.using!r} is not a database in DATABASES",
+                             id="jobq.E001")]
+    try:
+        config = backend.config
+        same = backend.in_transaction_writes()
+    except (ConfigError, ValueError) as exc:
+        return [checks.Error(f"{where}: the jobq config cannot be read: {exc}", id="jobq.E001",
+                             hint="set OPTIONS 'config' to your jobq.toml, or 'database'")]
+    out: list[checks.CheckMessage] = []
+    if same and not apps.is_installed("jobq.django"):
+        out.append(checks.Error(f"{where}: 'jobq.django' is not in INSTALLED_APPS", id="jobq.E002",
+                                hint="add it: it opens each thread's queue before its first transaction"))
+    if not same:
+        out.append(checks.Warning(
+            f"{where}: Django database {backend.using!r} is not the jobq database ({location(backend)}): "
+            "tasks are enqueued when the transaction commits, not inside it",
+            hint="point DATABASES and jobq's database at the same file or PostgreSQL database",
+            id="jobq.W001"))
+    others = sorted(set(backend.queues) - {compat.DEFAULT_TASK_QUEUE_NAME})
+    if others:
+        out.append(checks.Warning(
+            f"{where}: QUEUES {others}: jobq has one queue, in which tasks of every queue name run "
+            "(limit them by task with [types.\"<module path>\"] tables)", id="jobq.W002"))
+    if config.handlers and config.handlers[0] != WORKER_MODULE:
+        out.append(checks.Warning(
+            f"{where}: jobq's handlers {list(config.handlers)} do not start with {WORKER_MODULE!r}: "
+            "its workers would import the task modules before Django is set up",
+            hint=f'handlers = ["{WORKER_MODULE}", "<your app>.tasks"] in {config.path or "jobq.toml"}',
+            id="jobq.W003"))
+    return out

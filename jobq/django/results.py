@@ -1,0 +1,85 @@
+"""A jobq job as a Django ``TaskResult``: status, times, arguments, the stored result, and the
+errors and workers of its attempt history.
+
+jobq keeps one row per ended attempt (outcome ``retry``, ``failed`` or ``completed``, with the
+error text and the owner); a Django task result lists one ``TaskError`` per failed attempt and
+one worker id per attempt. The attempt history is read through the operators' read layer, in
+:func:`history` only.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from shared.admin import attempt_history  # the read layer (issue 22 renames it shared.ops)
+from shared.job import Job
+
+from . import compat
+
+STATUS = {"pending": "READY", "running": "RUNNING", "completed": "SUCCESSFUL", "failed": "FAILED",
+          "cancelled": "FAILED"}  # Django has no "cancelled": a cancelled task never ran, it failed
+_EXCEPTION = re.compile(r"[A-Za-z_][\w.]*")
+UNKNOWN_EXCEPTION = "builtins.Exception"  # an error jobq wrote itself (a timeout, a lost worker)
+
+
+def history(store: Any, job_id: str) -> list[dict[str, Any]]:
+    """The ended attempts of one job, oldest first."""
+    return list(attempt_history(store, job_id))
+
+
+def when(text: str | None) -> datetime | None:
+    """A stored ISO time as Django shows times: aware (UTC) with ``USE_TZ``, else naive local."""
+    if not text:
+        return None
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if settings.USE_TZ else timezone.make_naive(moment)
+
+
+def exception_path(error: str) -> str:
+    """The exception class of a stored traceback: its last line names it (``module.Class: msg``;
+    a builtin has no module part). An error that is not a traceback gives ``Exception``."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    name = lines[-1].split(":", 1)[0] if lines else ""
+    if not _EXCEPTION.fullmatch(name):
+        return UNKNOWN_EXCEPTION
+    return name if "." in name else f"builtins.{name}"
+
+
+def errors_of(job: Job, attempts: list[dict[str, Any]]) -> list[Any]:
+    """One TaskError per failed attempt; a job failed without an attempt (never ran) gets one
+    for its own error."""
+    out = [compat.TaskError(exception_class_path=exception_path(a["error"]), traceback=a["error"])
+           for a in attempts if a["outcome"] != "completed" and a["error"]]
+    if not out and job.status == "failed" and job.error:
+        out.append(compat.TaskError(exception_class_path=exception_path(job.error), traceback=job.error))
+    return out
+
+
+def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    """A task's ``(args, kwargs)`` from its payload ``{"args": [...], "kwargs": {...}}``;
+    ValueError for anything else."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("args", []), list) \
+            or not isinstance(payload.get("kwargs", {}), dict):
+        raise ValueError(f"not a task payload ({{'args': [...], 'kwargs': {{...}}}}): {payload!r}")
+    return list(payload.get("args", [])), dict(payload.get("kwargs", {}))
+
+
+def task_result(task: Any, job: Job, attempts: list[dict[str, Any]], backend: str) -> Any:
+    """The TaskResult of ``job`` (a run of ``task``) as stored now."""
+    args, kwargs = arguments(job.payload)
+    workers = [a["owner"] or "" for a in attempts]
+    if job.status == "running":
+        workers.append(job.owner or "")
+    first = attempts[0]["started_at"] if attempts else job.started_at
+    result = compat.TaskResult(
+        task=task, id=job.id, status=compat.TaskResultStatus[STATUS[job.status]],
+        enqueued_at=when(job.created_at), started_at=when(first), last_attempted_at=when(job.started_at),
+        finished_at=when(job.completed_at) if job.status in ("completed", "failed", "cancelled") else None,
+        args=args, kwargs=kwargs, backend=backend, errors=errors_of(job, attempts), worker_ids=workers)
+    if job.status == "completed":
+        object.__setattr__(result, "_return_value", job.result)
+    return result
