@@ -601,9 +601,9 @@ def store_cycle(store: SqliteStore):
                                                      store.touch_process(owner, now))
     yield "remove_process", lambda: store.remove_process(owner)
     yield "run_schedule", run_schedule
-    yield "delete_finished", lambda: store.delete_finished({"completed": now + 1, "failed": now + 1})
+    yield "purge_finished", lambda: store.purge_finished({"completed": now + 1, "failed": now + 1})
     yield "reads", lambda: (store.get(jobs[0].id), store.counts(), store.running(),
-                            store.next_due(), store.has_due(now), store.owners(),
+                            store.next_due(), store.has_due(now),
                             store.processes(), store.processes("worker"), store.schedule_marks(),
                             store.wal_bytes(), store.lease_ages(now), store.process_ages(now))
     yield "checkpoint", store.checkpoint
@@ -657,7 +657,7 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
     missing = public - covered - _NOT_OPERATIONS - {"is_paused",
                                                      "touch_process", "get", "counts", "running",
                                                      "next_due", "has_due",
-                                                     "owners", "processes", "schedule_marks",
+                                                     "processes", "schedule_marks",
                                                      "wal_bytes", "pending_scale", "lease_ages", "process_ages",
                                                      "counts_by_type", "scheduled_by_type", "oldest_due",
                                                      "finished_per_minute", "recent_failures", "list_jobs",

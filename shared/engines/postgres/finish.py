@@ -16,7 +16,8 @@ from psycopg.rows import tuple_row
 
 from ...clock import iso
 from ...job import Finish, finish_times, recognised
-from .lifecycle import RELEASE, pg_text
+from ..sql import RELEASE
+from .dialect import pg_text
 
 Channels = tuple[str, str]  # (the channel of new due jobs, the channel of ended jobs)
 

@@ -15,9 +15,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
-
-_COLUMNS = ", ".join(JOB_FIELDS)
-_ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
+from ..sql.transfer import ATTEMPT_COLUMNS as _ATTEMPT_COLUMNS, COLUMNS as _COLUMNS
 # ON CONFLICT without a target: a taken id and a taken key (the partial unique index) both skip.
 _INSERT = (f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "
            "ON CONFLICT DO NOTHING RETURNING id")
@@ -39,24 +37,8 @@ _DELETE_UNCHANGED = (
 
 
 class PgTransfer:
-    """Export and import of whole job rows."""
-
-    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        if statuses is not None and not statuses:
-            return []
-        where, params = "id > %s", [after]
-        if statuses is not None:
-            where += " AND status = ANY(%s)"
-            params.append(list(statuses))
-        return self.conn.execute(  # type: ignore[attr-defined]
-            f"SELECT {_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT %s", (*params, limit)).fetchall()
-
-    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
-        if not job_ids:
-            return []
-        return self.conn.execute(  # type: ignore[attr-defined]
-            f"SELECT {_ATTEMPT_COLUMNS} FROM job_attempts WHERE job_id = ANY(%s) ORDER BY seq",
-            (list(job_ids),)).fetchall()
+    """Import of whole job rows and the delete of copied ones (the exports are
+    :mod:`shared.engines.sql.transfer`'s)."""
 
     def import_jobs(self, rows: Sequence[Mapping[str, Any]],
                     attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:

@@ -21,6 +21,8 @@ class SqlBase:
 
     dialect: Dialect
     conn: Any
+    channel: str = ""  # where the engine notifies idle workers (``dialect.notify``), if it does
+    schema: str = ""   # the engine's namespace for its locks' keys, if it has one
     _write: Callable[..., Any]
     _tx: Callable[..., Any]
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from ...clock import iso
 from ...job import Finish, finish_times, recognised
-from .lifecycle import RELEASE
+from ..sql import RELEASE
 
 _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
 

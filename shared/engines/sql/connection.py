@@ -1,0 +1,30 @@
+"""What every engine's connection class does alike: the closed flag and the context manager
+(``shared.contract.Connection``). Opening, reconnecting and errors are each engine's own."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class ConnectionBase:
+    """Mixin of an engine's connection class, which sets ``_closed`` and defines ``_drop``
+    (let go of the live connection, if any)."""
+
+    _closed: bool
+
+    def _drop(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the store: its connection is let go and every later call fails (idempotent)."""
+        self._closed = True
+        self._drop()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
