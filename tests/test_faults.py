@@ -635,7 +635,8 @@ def store_cycle(store: SqliteStore):
 # Public methods that are not operations on the database (or that the cycle reaches through
 # another name above: is_paused, touch_process and the reads).
 _NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in", "wakeup",
-                   "delete_finished_in", "pacer", "for_thread"}
+                   "delete_finished_in", "pacer", "for_thread",
+                   "dialect", "channel", "schema"}  # the shared SQL's attributes
 
 
 def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(tmp_path):

@@ -40,7 +40,7 @@ from psycopg.rows import dict_row
 
 from ...database import redacted, scrub
 from .. import forkaware
-from ..sql import ConnectionBase
+from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema as schema_mod
@@ -110,17 +110,8 @@ class PgConnection(ConnectionBase):
         # Held by every public call (translate_errors): the worker's threads share this one
         # connection (see for_thread), and a transaction must not interleave with another call.
         self.lock = threading.RLock()
-        conn = self._connect()
-        if migrate:
-            try:
-                migrate_schema(conn, schema)
-            except psycopg.Error as exc:
-                conn.close()
-                raise error_for(self.location, exc) from exc
-            except BaseException:
-                conn.close()
-                raise
-        self._conn = conn
+        self._conn = set_up(self._connect(), lambda c: migrate_schema(c, schema) if migrate else None,
+                            (psycopg.Error,), lambda exc: error_for(self.location, exc))
         forkaware.track(self)
 
     def _connect(self) -> psycopg.Connection:

@@ -2,7 +2,23 @@
 (``shared.contract.Connection``). Opening, reconnecting and errors are each engine's own."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
+
+
+def set_up(conn: Any, setup: Callable[[Any], Any], driver_errors: tuple[type[BaseException], ...],
+           error_for: Callable[[BaseException], BaseException]) -> Any:
+    """``conn`` (just opened) once ``setup(conn)`` ran; if it fails the connection is closed
+    first (no half set-up connection is ever kept), a driver error raised as jobq's
+    (``error_for(exc)``, the driver's as its cause), anything else as it is."""
+    try:
+        setup(conn)
+    except driver_errors as exc:
+        conn.close()
+        raise error_for(exc) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class ConnectionBase:

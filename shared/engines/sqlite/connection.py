@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
 from .. import forkaware
-from ..sql import ConnectionBase
+from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema
@@ -61,16 +61,8 @@ class SqliteConnection(ConnectionBase):
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"database {self.path}: cannot open: {exc}", database=self.path,
                                    cause=exc) from exc
-        try:
-            self._setup(conn, migrate)
-            conn.row_factory = _row_factory
-        except sqlite3.Error as exc:
-            conn.close()
-            raise error_for(self.path, exc) from exc
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
+        self._conn = set_up(conn, lambda c: (self._setup(c, migrate), setattr(c, "row_factory", _row_factory)),
+                            (sqlite3.Error,), lambda exc: error_for(self.path, exc))  # type: ignore[arg-type]
 
     def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
         """WAL mode, pragmas and migrations. Switching a new file to WAL needs an exclusive lock
