@@ -43,7 +43,7 @@ class Dialect:
       limited claims take turns ("" where one write lock serializes every writer already).
     - ``release_history``: True when a dead owner's released run writes its attempt-history row
       itself (False: the schema's trigger writes it).
-    - ``text``: how a free text (an error) is stored (PostgreSQL text cannot hold NUL).
+    - ``text``: how a free text (an error) is stored (where text cannot hold NUL, it is escaped).
     """
     name: str
     named: bool

@@ -3,7 +3,7 @@
 
 Types at their limit are skipped, not waited for: other types keep flowing. The fast,
 unlimited claim (each engine's own) is untouched, and no index is added to ``jobs``. Limited
-claims take turns: SQLite's single write lock serializes them already; elsewhere
+claims take turns: an engine with one write lock serializes them already; elsewhere
 ``dialect.limits_lock`` (a transaction-level advisory lock on a key of the engine's namespace)
 does, so each one counts running jobs and recent starts with every earlier one committed.
 """
@@ -81,16 +81,18 @@ class LimitsSql(SqlBase):
         room = {t: self._room(c, lim, running.get(t, 0), now) for t, lim in limits.items()}
         rated = {t for t, lim in limits.items() if lim.rate}
         picked = pick_claims(self._candidates(c, stamp, room, types, ids, limit), room, rated, limit)
-        if not picked:
-            return []
-        where, params = self.dialect.member("id", "ids", picked)
-        claimed = self._run(c, _CLAIM_IDS.format(lease=self.dialect.lease_now, ids=where),
-                            {**params, "owner": owner, "pid": owner_pid, "now": stamp}).fetchall()
+        return self._take(c, picked, rated, {"owner": owner, "pid": owner_pid, "now": stamp}) if picked else []
+
+    def _take(self, c: Any, picked: Sequence[str], rated: set[str], params: dict[str, Any]) -> list[Job]:
+        """Claim the ``picked`` ids (still pending), in their order, and count the starts of
+        rate-limited types (a rated job ends its batch: one row at most)."""
+        where, ids = self.dialect.member("id", "ids", picked)
+        claimed = self._run(c, _CLAIM_IDS.format(lease=self.dialect.lease_now, ids=where), {**params, **ids})
         order = {job_id: i for i, job_id in enumerate(picked)}
-        jobs = sorted((Job.from_row(r) for r in claimed), key=lambda j: order[j.id])
-        for j in jobs:  # a rated job ends its batch: one row at most
+        jobs = sorted((Job.from_row(r) for r in claimed.fetchall()), key=lambda j: order[j.id])
+        for j in jobs:
             if j.type in rated:
-                self._run(c, _START, {"type": j.type, "now": stamp})
+                self._run(c, _START, {"type": j.type, "now": params["now"]})
         return jobs
 
     def _candidates(self, c: Any, stamp: str, room: Mapping[str, float], types: Sequence[str] | None,

@@ -2,8 +2,8 @@
 
 Finished jobs are found by walking the primary key (ids grow with time) one bounded range per
 statement, so no index on finished jobs is needed (every job would pay for one) and no write
-holds its locks long. The chunks run through the engine's pacer (``_pacer``): SQLite's
-:class:`shared.engines.sqlite.bulk.Pacer` pauses after each so other writers get the single
+holds its locks long. The chunks run through the engine's pacer (``_pacer``): an engine with
+one write lock pauses after each (its own pacer) so other writers get the single
 write lock; elsewhere (:class:`Chunks`) row locks let other writers work meanwhile.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ once, however many supervisors (on however many hosts) run it.
 
 The transaction makes sure the mark's row exists (``ON CONFLICT DO NOTHING``: a new mark is
 anchored at ``now``), reads it locked (``dialect.lock``: ``FOR UPDATE`` where rows are locked;
-SQLite's write transaction holds the whole file), enqueues the due ticks and advances the mark:
+an engine's single write lock holds the whole database), enqueues the due ticks and advances the mark:
 a second supervisor waits for the first one's commit and then sees its tick.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ from .base import SqlBase
 
 COLUMNS = ", ".join(JOB_FIELDS)
 ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
-IN_CHUNK = 500  # ids per list: below every SQLite's limit on parameters (999)
+IN_CHUNK = 500  # ids per list: below every driver's limit on parameters (999 at the least)
 
 
 class ExportSql(SqlBase):
