@@ -403,6 +403,32 @@ def test_purge_finished_deletes_what_ended_before_its_cutoff_with_its_history(st
     assert store.purge_finished({**cuts, "failed": clock.now()}) == {"completed": 0, "failed": 2, "cancelled": 0}
 
 
+def test_purge_finished_lets_another_thread_of_the_process_in_between_its_chunks(store, clock):
+    """The worker's heartbeat thread shares the store (``for_thread``: one connection taking
+    turns on some engines): it must get its turn while a long purge runs, not after it."""
+    import threading
+    finished(store, clock, 4)
+    clock.advance(10)
+    store.register_process(OWNER, "worker", PID, "host", clock.now())
+    beats: list[bool] = []
+
+    class BeatBetweenChunks(CountingChunks):
+        def chunk(self, s, fn):
+            def beat() -> None:
+                other = store.for_thread()
+                other.touch_process(OWNER, clock.now())
+                other.close()
+                beats.append(True)
+            t = threading.Thread(target=beat)
+            t.start()
+            t.join(20)   # a purge holding the store's turn would keep the beat waiting: deadlock
+            assert not t.is_alive(), "the other thread waited for the whole purge"
+            return super().chunk(s, fn)
+    t_pacer = BeatBetweenChunks(1)
+    assert store.purge_finished({"completed": clock.now()}, pacer=t_pacer) == {"completed": 4}
+    assert beats == [True] * t_pacer.chunks and t_pacer.chunks >= 4   # a job per chunk
+
+
 def test_purge_finished_without_a_cutoff_reads_nothing(store, clock):
     finished(store, clock, 2)
     clock.advance(10)
