@@ -37,4 +37,5 @@ def purge(store: Any, cuts: dict[str, float | None], chunk: int = BATCH,
     ``purge_finished`` (``shared.contract.UpkeepStore``: short transactions over the whole
     table by id, paced by the engine, or by ``pacer``, so other writers get in; about ``chunk``
     jobs looked at per transaction to start with). Returns the number deleted per status."""
-    return store.purge_finished(cuts, chunk=chunk, pacer=pacer)
+    deleted: dict[str, int] = store.purge_finished(cuts, chunk=chunk, pacer=pacer)
+    return deleted

@@ -60,4 +60,4 @@ class JobsSql(SqlBase):
         self._write(lambda c: self._run(c, self.dialect.waking(_SET_PAUSED), params))
 
     def is_paused(self) -> bool:
-        return self._value(_IS_PAUSED) == "1"
+        return bool(self._value(_IS_PAUSED) == "1")

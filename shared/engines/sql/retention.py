@@ -37,7 +37,8 @@ class Chunks:
     def chunk(self, store: Any, fn: Callable[[Any, int], T]) -> T:
         """Run ``fn(conn, rows)`` in one transaction of ``store``; what ``fn`` returned."""
         rows = self.rows
-        return store._paced(lambda c: fn(c, rows))
+        out: T = store._paced(lambda c: fn(c, rows))
+        return out
 
 
 class RetentionSql(SqlBase):
@@ -83,9 +84,12 @@ class RetentionSql(SqlBase):
         upto = row["id"] if row else self._run(c, _LAST_ID, {"after": after}).fetchone()["id"]
         if upto is None:
             return {}, None
-        params = {"after": after, "upto": upto, **{s: None if cutoffs.get(s) is None else iso(cutoffs[s])
-                                                   for s in TERMINAL}}
+        params = {"after": after, "upto": upto, **{s: _iso_or_none(cutoffs.get(s)) for s in TERMINAL}}
         deleted: dict[str, int] = {}
         for r in self._run(c, _DELETE_FINISHED, params).fetchall():
             deleted[r["status"]] = deleted.get(r["status"], 0) + 1
         return deleted, upto if row else None
+
+
+def _iso_or_none(t: float | None) -> str | None:
+    return None if t is None else iso(t)
