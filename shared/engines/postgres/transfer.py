@@ -19,7 +19,6 @@ from ..sql.transfer import ATTEMPT_COLUMNS as _ATTEMPT_COLUMNS, COLUMNS as _COLU
 # ON CONFLICT without a target: a taken id and a taken key (the partial unique index) both skip.
 _INSERT = (f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "
            "ON CONFLICT DO NOTHING RETURNING id")
-_HERE = "SELECT id, status, attempts, updated_at FROM jobs WHERE id = ANY(%s)"
 # seq is left to its sequence; ordinality keeps the exported order (oldest first per job).
 _INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} "
                     "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
@@ -58,7 +57,8 @@ class PgTransfer:
             except _REFUSED:
                 new = _insert_one_by_one(c, jobs, out.rejected)
             out.inserted = [j["id"] for j in jobs if j["id"] in new]
-            _classify(c, [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected], out)
+            self._classify(c, [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected],  # type: ignore[attr-defined]
+                           out)
             mine = [a for a in history if a["job_id"] in new]
             if mine:
                 c.execute(_INSERT_ATTEMPTS, (Jsonb(mine),))
@@ -105,10 +105,3 @@ def _insert_one_by_one(c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]],
         except _REFUSED as exc:
             rejected[job["id"]] = " ".join(str(exc).split())
     return new
-
-
-def _classify(c: psycopg.Connection, skipped: Sequence[Mapping[str, Any]], done: Imported) -> None:
-    """Sort the rows the insert skipped: here by id (the same state or not), or kept out by a key."""
-    if not skipped:
-        return
-    done.sort_skipped(skipped, {h["id"]: h for h in c.execute(_HERE, ([r["id"] for r in skipped],)).fetchall()})

@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any, Mapping, Sequence
 
 from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
-from ..sql.transfer import COLUMNS as _COLUMNS, IN_CHUNK as _IN_CHUNK
+from ..sql.transfer import COLUMNS as _COLUMNS
 # ON CONFLICT without a target: the id and the partial unique index on key both skip the row.
 _INSERT = (f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * len(JOB_FIELDS))}) "
            "ON CONFLICT DO NOTHING")
@@ -42,7 +42,7 @@ class SqliteTransfer:
                     done.inserted.append(r["id"])
                 else:
                     skipped.append(r)
-            _classify(c, skipped, done)
+            self._classify(c, skipped, done)  # type: ignore[attr-defined]
             new = set(done.inserted)
             c.executemany(_INSERT_ATTEMPT, [[a[f] for f in ATTEMPT_FIELDS] for a in attempts
                                             if a["job_id"] in new])
@@ -54,14 +54,3 @@ class SqliteTransfer:
             return [r["id"] for r in rows if c.execute(
                 _DELETE_UNCHANGED, (r["id"], r["status"], r["attempts"], r["updated_at"])).rowcount == 1]
         return self._immediate(tx)  # type: ignore[attr-defined]
-
-
-def _classify(c: sqlite3.Connection, skipped: Sequence[Mapping[str, Any]], done: Imported) -> None:
-    """Sort the rows the insert skipped: here by id (the same state or not), or kept out by a key."""
-    here: dict[str, Any] = {}
-    for k in range(0, len(skipped), _IN_CHUNK):
-        part = [r["id"] for r in skipped[k:k + _IN_CHUNK]]
-        for h in c.execute(f"SELECT id, status, attempts, updated_at FROM jobs "
-                           f"WHERE id IN ({', '.join('?' * len(part))})", part).fetchall():
-            here[h["id"]] = h
-    done.sort_skipped(skipped, here)
