@@ -34,7 +34,9 @@ class Connection(Protocol):
     """What every store has: where it points, and closing."""
     location: str  # the file or server, for messages and ``jobq status``
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Let go of the connection; every later call raises ``StoreUnavailable`` (idempotent)."""
+        ...
 
     def for_thread(self) -> Any:
         """A store of this engine for another thread of this process (the worker's heartbeat
@@ -52,38 +54,54 @@ class Connection(Protocol):
 
 
 class ProducerStore(Connection, Protocol):
-    """What ``JobQueue`` needs."""
+    """What ``JobQueue`` needs: jobs in, a job's state out, the pause flag."""
 
     def enqueue(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
-        """Insert jobs; their ids in order (a kept job's id where its ``key`` is taken).
-        ``conn``: the application's own connection of this engine, whose transaction the rows
-        join (nothing is committed here)."""
+        """Insert jobs, pending and due at their ``run_at``, all or none; their ids in order (a
+        kept job's id where its ``key`` is taken: never two jobs with one key). Idle workers
+        learn of them (see :class:`Wakeup`). ``conn``: the application's own connection of this
+        engine, whose transaction the rows join (nothing is committed here)."""
         ...
 
-    def get(self, job_id: str) -> Job | None: ...
+    def get(self, job_id: str) -> Job | None:
+        """The job with this id as committed now, or None (a read)."""
+        ...
 
     def counts(self) -> dict[str, int]:
-        """Jobs per status."""
+        """Jobs per status (statuses with none left out), from counters the writes keep: no
+        table scan."""
         ...
 
-    def set_paused(self, paused: bool) -> None: ...
+    def set_paused(self, paused: bool) -> None:
+        """Set the pause flag (one statement): while set, every claim returns nothing."""
+        ...
 
-    def is_paused(self) -> bool: ...
+    def is_paused(self) -> bool:
+        """The pause flag as committed now."""
+        ...
 
 
 class WorkerStore(Connection, Protocol):
     """What a worker process (its loop and its heartbeat thread) needs."""
 
-    def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]: ...
+    def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
+        """Atomically take up to ``limit`` due pending jobs in claim order (priority, then first
+        due, then first created): each ``running``, ``attempts + 1``, ``owner`` its owner, its
+        lease begun. One statement; no job is ever taken by two claims; nothing while paused."""
+        ...
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
                          limit: int, limits: Mapping[str, Any] | None = None) -> tuple[list[bool], list[Job]]:
-        """Record outcomes and claim up to ``limit`` more in one transaction; per finish whether
-        it matched, and the claimed jobs. ``limits``: shared.limits.type_limits, when set."""
+        """Record outcomes (each guarded by id, ``running``, attempt and owner; an outcome
+        re-sent after an unknown commit is recognised, never applied twice) and claim up to
+        ``limit`` more; per finish whether it is recorded (False: the lease was lost and the
+        outcome dropped), and the claimed jobs. ``limits``: shared.limits.type_limits, when set
+        (the claim is then :meth:`UpkeepStore.claim_limited`'s)."""
         ...
 
     def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
-        """Give back claimed, never started jobs (their attempt too); how many."""
+        """Give back claimed, never started jobs of ``owner`` (guarded by ``running`` and the
+        owner): pending, due now, their attempt returned; how many."""
         ...
 
     def heartbeat(self, owner: str, now: float | Callable[[], float],
@@ -96,16 +114,22 @@ class WorkerStore(Connection, Protocol):
         proceed) times the release; the leases' time is the engine's (see ``lease_ages``)."""
         ...
 
-    def has_due(self, now: float) -> bool: ...
+    def has_due(self, now: float) -> bool:
+        """Is a pending job due at ``now``? (a read: cheaper than a claim that finds nothing)"""
+        ...
 
     def next_due(self) -> float | None:
         """When the next delayed or retried job is due (for sleeping until then), or None."""
         ...
 
     def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
-                         slot: int | None = None, parent: str | None = None) -> None: ...
+                         slot: int | None = None, parent: str | None = None) -> None:
+        """Insert or replace process ``token``'s row (one statement), its lease begun."""
+        ...
 
-    def remove_process(self, token: str) -> None: ...
+    def remove_process(self, token: str) -> None:
+        """Delete process ``token``'s row (one statement; none: nothing)."""
+        ...
 
     def wakeup(self) -> "Wakeup":
         """How this worker's idle wait learns of new work (see :class:`Wakeup`)."""
@@ -114,9 +138,11 @@ class WorkerStore(Connection, Protocol):
 
 class UpkeepStore(Connection, Protocol):
     """What the supervisor's upkeep needs: dead-owner recovery, the process registry,
-    schedule marks, limits' bookkeeping, and the engine's own upkeep."""
+    schedule marks, retention, limits' bookkeeping, and the engine's own upkeep."""
 
-    def running(self) -> list[Job]: ...
+    def running(self) -> list[Job]:
+        """Every running job, the first started first (a read)."""
+        ...
 
     def lease_ages(self, now: float) -> dict[str, float]:
         """Job id -> seconds since each running job's lease was last renewed (claimed or
@@ -132,34 +158,56 @@ class UpkeepStore(Connection, Protocol):
         engine's clock as :meth:`lease_ages` (rows of other hosts are judged by this)."""
         ...
 
-    def owners(self) -> list[str]: ...
-
     def release_owner(self, owner: str, reason: str, now: float, *,
                       max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
-                      unstarted: Iterable[str] = ()) -> list[Released]: ...
+                      unstarted: Iterable[str] = ()) -> list[Released]:
+        """Re-queue the running jobs of a dead or killed ``owner`` in one transaction, each
+        update guarded by ``running`` and the owner: with ``count_attempt`` the run counts (its
+        attempts used up: ``failed`` with ``reason``; else pending, due now); without it, and
+        for the jobs in ``unstarted``, the attempt is given back. What was released; rows
+        another session holds locked may be left for a later call."""
+        ...
 
     def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
                          slot: int | None = None, parent: str | None = None) -> None: ...
 
-    def touch_process(self, token: str, now: float) -> None: ...
+    def touch_process(self, token: str, now: float) -> None:
+        """Renew the lease of process ``token``'s row (one statement; none: nothing)."""
+        ...
 
     def remove_process(self, token: str) -> None: ...
 
-    def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
-
-    def schedule_marks(self) -> dict[str, ScheduleMark]: ...
-
-    def run_schedule(self, name: str, fingerprint: str, now: float, plan: Plan) -> list[str] | None:
-        """Enqueue a schedule's due ticks exactly once (see the SQLite engine's docstring)."""
+    def processes(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """Every process row (only ``kind``'s when given), by kind and slot (a read)."""
         ...
 
-    def delete_finished(self, cutoffs: Mapping[str, float | None], after: str = "",
-                        chunk: int = 500) -> tuple[dict[str, int], str | None]: ...
+    def schedule_marks(self) -> dict[str, ScheduleMark]:
+        """Every schedule's mark, by name (a read)."""
+        ...
+
+    def run_schedule(self, name: str, fingerprint: str, now: float, plan: Plan) -> list[str] | None:
+        """Enqueue a schedule's due ticks exactly once, however many supervisors run it, in one
+        transaction. A schedule without a mark, or whose mark has another ``fingerprint``, is
+        anchored at ``now`` (None returned); otherwise ``plan(last_tick)`` (pure) gives the jobs
+        and the new last tick (None: nothing due, ``[]`` returned): the jobs' ids."""
+        ...
+
+    def purge_finished(self, cutoffs: Mapping[str, float | None], chunk: int = 500,
+                       pacer: Any = None) -> dict[str, int]:
+        """Delete the finished jobs (with their attempt history) older than their status's
+        cutoff (``cutoffs``: 'completed', 'cancelled', 'failed' -> Unix time, or None: keep):
+        the number deleted per status of ``cutoffs``. Short transactions over primary-key
+        ranges (about ``chunk`` jobs looked at to start with), paced by the engine (or
+        ``pacer``) so other writers, and other threads sharing the connection, get in between;
+        no running or pending job is touched. No cutoff at all: nothing is read."""
+        ...
 
     def claim_limited(self, owner: str, owner_pid: int, now: float, limits: Mapping[str, Any],
                       limit: int = 1, *, types: Sequence[str] | None = None,
                       ids: Sequence[str] | None = None) -> list[Job]:
-        """A claim that keeps ``[types]`` limits (also ``JobQueue.drain``'s, filtered by type or id)."""
+        """A claim that keeps ``[types]`` limits, in one transaction: never past a type's
+        ``concurrency`` or ``rate`` across every process and host; a type with no room is
+        skipped, not waited for. Also ``JobQueue.drain``'s (filtered by type or id)."""
         ...
 
     def set_paused(self, paused: bool) -> None: ...

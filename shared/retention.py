@@ -33,17 +33,9 @@ def _cut(now: float, keep: float | None) -> float | None:
 
 def purge(store: Any, cuts: dict[str, float | None], chunk: int = BATCH,
           pacer: Any = None) -> dict[str, int]:
-    """Delete the finished jobs older than their status's cutoff, walking the whole table by id
-    in short transactions paced by ``pacer`` (the engine's, ``store.pacer``; SQLite: its ``bulk`` module: about ``chunk`` jobs looked at
-    per transaction to start with, then as many as fit in its hold time, and a pause after each
-    so other writers get in). Returns the number deleted per status."""
-    deleted = {status: 0 for status in cuts}
-    if all(cut is None for cut in cuts.values()):
-        return deleted
-    pacer = pacer or store.pacer(chunk)
-    after: str | None = ""
-    while after is not None:
-        batch, after = pacer.chunk(store, lambda c, rows: store.delete_finished_in(c, cuts, after, rows))
-        for status, n in batch.items():
-            deleted[status] = deleted.get(status, 0) + n
+    """Delete the finished jobs older than their status's cutoff: the store's
+    ``purge_finished`` (``shared.contract.UpkeepStore``: short transactions over the whole
+    table by id, paced by the engine, or by ``pacer``, so other writers get in; about ``chunk``
+    jobs looked at per transaction to start with). Returns the number deleted per status."""
+    deleted: dict[str, int] = store.purge_finished(cuts, chunk=chunk, pacer=pacer)
     return deleted

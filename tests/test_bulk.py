@@ -18,12 +18,12 @@ NOW = 1_767_225_600.0
 
 
 class FakeStore:
-    """Runs ``_immediate`` at once and lets the test say how long each chunk held the lock."""
+    """Runs ``_paced`` at once and lets the test say how long each chunk held the lock."""
 
     def __init__(self, timer_box: list[float], holds: list[float]) -> None:
         self.box, self.holds = timer_box, holds
 
-    def _immediate(self, fn):
+    def _paced(self, fn):
         out = fn(None)
         self.box[0] += self.holds.pop(0)
         return out

@@ -9,6 +9,9 @@ dashboard (``supervisor/web``) never import each other and share only ``shared``
 ``shared/ops``); the CLI loads the supervisor process only in ``run`` and the dashboard only in
 ``web``; ``shared`` imports neither ``supervisor`` nor ``worker``. Checked in the source and, for
 ``jobq status`` and the dashboard, in the modules a real process has loaded.
+The shared SQL layer (``shared.engines.sql``) is no engine: the engines build on it (it runs
+their SQL, so it may), it imports no engine and no driver, and only the engines and the ops
+read layer (``shared.ops``) import it.
 
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
@@ -27,6 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("supervisor", "worker", "shared")
 FACTORY = "shared.engines"
 ENGINES = "shared.engines."  # shared.engines.<engine>[.<module>]
+SHARED_SQL = "shared.engines.sql"  # SQL written once for every engine (issue 22): not an engine
+SQL_USERS = (ENGINES, "shared.ops")  # who may import it
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -87,7 +92,7 @@ def engine_of(module: str, engines: set[str]) -> str | None:
 def violations(root: Path) -> list[str]:
     """One message per (file, line, rule) broken."""
     out: dict[tuple[str, int, str], str] = {}
-    engines = {p.parent.name for p in (root / "shared" / "engines").glob("*/__init__.py")}
+    engines = {p.parent.name for p in (root / "shared" / "engines").glob("*/__init__.py")} - {"sql"}
     for name, path in modules(root).items():
         where = f"{path.relative_to(root)}"
         top, mine = name.split(".")[0], engine_of(name, engines)
@@ -102,7 +107,13 @@ def violations(root: Path) -> list[str]:
                                f"engine factory ({FACTORY}) imports an engine")
             if other == "sqlite3" and mine != ENGINES + "sqlite":
                 out.setdefault((where, line, "sqlite3"), f"{where}:{line}: imports sqlite3 outside the SQLite engine")
-        if mine is None and name != FACTORY:
+            if other == "psycopg" and _within(name, SHARED_SQL):
+                out.setdefault((where, line, "psycopg"), f"{where}:{line}: imports psycopg: the shared SQL layer "
+                               f"names no driver")
+            if _within(target, SHARED_SQL) and not _within(name, *SQL_USERS):
+                out.setdefault((where, line, "shared sql"), f"{where}:{line}: imports {target}: only the engines "
+                               f"and shared.ops use the shared SQL layer")
+        if mine is None and name != FACTORY and not _within(name, SHARED_SQL):
             for line, what in sql_uses(path):
                 out.setdefault((where, line, "sql"), f"{where}:{line}: {what} outside the engines: "
                                f"add a method to the store contract (shared.contract)")
@@ -111,6 +122,11 @@ def violations(root: Path) -> list[str]:
                 if "PRAGMA" in text.upper():
                     out.setdefault((where, no, "pragma"), f"{where}:{no}: names a PRAGMA outside the SQLite engine")
     return list(out.values())
+
+
+def _within(module: str, *packages: str) -> bool:
+    """Is ``module`` one of ``packages`` or inside one? (a prefix ending in "." means inside)"""
+    return any(module == p or module.startswith(p if p.endswith(".") else p + ".") for p in packages)
 
 
 def test_the_runtime_packages_keep_their_layers():
@@ -280,15 +296,24 @@ def test_the_registry_check_finds_each_kind_of_breach(tmp_path, path, text, name
     ("shared/x.py", "def f(store):\n    return store.conn.execute('SELECT 1')\n", "outside the engines"),
     ("supervisor/x.py", "def f(store):\n    c = store.conn\n", "reads a store's connection"),
     ("supervisor/x.py", "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n", "runs SQL (.executemany)"),
+    ("supervisor/x.py", "from shared.engines.sql import Dialect\n", "use the shared SQL layer"),
+    ("worker/x.py", "def f():\n    from shared.engines.sql.jobs import JOB_COLUMNS\n", "use the shared SQL layer"),
+    ("shared/engines/sql/x.py", "from ..sqlite import store\n", "only the engine factory"),
+    ("shared/engines/sql/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
+    ("shared/engines/sql/x.py", "from psycopg.rows import dict_row\n", "names no driver"),
 ])
 def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, PACKAGES)
-    for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other"):
+    for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other", "shared/engines/sql",
+                "shared/ops"):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "__init__.py").write_text("")
     (tmp_path / "shared/engines/__init__.py").write_text("from .sqlite import store\n")
     (tmp_path / "shared/engines/sqlite/store.py").write_text("import sqlite3\nfrom . import lead\n"
+                                                             "from ..sql import SqlBase\n"
                                                              "X = 'PRAGMA busy_timeout = 0'\n")
+    (tmp_path / "shared/engines/sql/base.py").write_text("def run(self, c):\n    return c.execute(self.conn)\n")
+    (tmp_path / "shared/ops/x.py").write_text("from ..engines.sql import Dialect\n")
     assert violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
     found = violations(tmp_path)

@@ -15,7 +15,7 @@ from shared.job import Job
 from shared.limits import TypeLimit, type_limits
 from shared.policy import JobPolicy
 from shared.engines.sqlite.store import Finish, SqliteStore
-from shared.engines.sqlite.lifecycle import _CANDIDATES, _RUNNING_BY_TYPE
+from shared.engines.sql.limits import CANDIDATES, RUNNING_BY_TYPE
 from tests.proc import Running, db, events, wait_until, write_config
 
 OWNER, PID = "host:1:1", 1
@@ -174,11 +174,12 @@ def test_nothing_is_claimed_while_paused(q, clock):
 
 
 def test_the_limited_claim_reads_the_claim_index_and_only_running_rows(q):
-    def plan(sql: str, *params) -> str:
-        return " | ".join(r["detail"] for r in q.store.conn.execute("EXPLAIN QUERY PLAN " + sql, params))
-    candidates = plan(_CANDIDATES.format(skip="AND type NOT IN (?, ?) "), "2026", "a", "b", 4)
+    def plan(sql: str, params: dict | None = None) -> str:
+        return " | ".join(r["detail"] for r in q.store.conn.execute("EXPLAIN QUERY PLAN " + sql, params or {}))
+    skip, params = q.store.dialect.member("type", "full", ["a", "b"], negate=True)
+    candidates = plan(CANDIDATES.format(skip=f"AND {skip} "), {"now": "2026", "n": 4, **params})
     assert "USING INDEX jobs_claim (ANY(priority) AND run_at<?)" in candidates and "TEMP B-TREE" not in candidates
-    assert "USING INDEX jobs_running" in plan(_RUNNING_BY_TYPE)
+    assert "USING INDEX jobs_running" in plan(RUNNING_BY_TYPE.format(jobs=q.store.dialect.jobs_running))
 
 
 # -- per-type defaults -----------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def test_each_delete_statement_is_one_primary_key_range(store):
     plans = []
     store.conn.set_trace_callback(lambda s: plans.append(s) if s.startswith("DELETE FROM jobs") else None)
     add_finished(store, "completed", 3, age_days=30)
-    store.delete_finished({"completed": NOW}, "", 10)
+    store.purge_finished({"completed": NOW}, 10)
     store.conn.set_trace_callback(None)
     [sql] = set(plans)   # (traced again for each trigger it fires)
     plan = " | ".join(r["detail"] for r in store.conn.execute("EXPLAIN QUERY PLAN " + sql).fetchall())

@@ -328,12 +328,12 @@ def test_a_store_locked_past_every_retry_raises_store_busy(engine, clock):
 
 # -- upkeep -------------------------------------------------------------------------------------------
 
-def test_running_and_owners(store, clock):
-    put(store, clock, job(clock), job(clock))
+def test_running_lists_every_owners_running_jobs(store, clock):
+    put(store, clock, job(clock), job(clock), job(clock))
     a = run(store, clock)[0]
+    clock.advance(1)
     b = run(store, clock, owner=OTHER)[0]
-    assert {j.id for j in store.running()} == {a.id, b.id}
-    assert sorted(store.owners()) == sorted([OWNER, OTHER])
+    assert [j.id for j in store.running()] == [a.id, b.id]   # the first started first
     assert [j.id for j in store.running() if j.owner == OTHER] == [b.id]
 
 
@@ -365,17 +365,78 @@ def test_schedule_marks_and_run_schedule_enqueue_each_tick_once(store, clock):
     assert store.run_schedule("s", fp, clock.now(), plan(spec, clock.now())) == []
 
 
-def test_delete_finished_walks_in_chunks(store, clock):
-    ids = put(store, clock, *[job(clock) for _ in range(5)])
-    for j in run(store, clock, 5):
-        assert complete(store, clock, j)
+class CountingChunks:
+    """A pacer of ``rows`` jobs per chunk that counts its chunks (each one transaction of the
+    engine's, as its own pacer runs them)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows, self.chunks = rows, 0
+
+    def chunk(self, store, fn):
+        self.chunks += 1
+        return store._paced(lambda c: fn(c, self.rows))
+
+
+def finished(store, clock, n: int, outcome: str = "completed") -> list[str]:
+    """``n`` jobs ended with ``outcome`` (completed, failed or cancelled) now."""
+    ids = put(store, clock, *[job(clock, max_attempts=1) for _ in range(n)])
+    for j in run(store, clock, n):
+        kind = "failed" if outcome == "failed" else "completed"
+        assert store.finish_and_claim([Finish(kind, j.id, j.attempts, "x")], OWNER, PID, clock.now(), 0)[0] == [True]
+    return ids
+
+
+def test_purge_finished_deletes_what_ended_before_its_cutoff_with_its_history(store, clock):
+    old_done, old_failed = finished(store, clock, 5), finished(store, clock, 2, "failed")
     clock.advance(100)
-    cuts = {"completed": clock.now() - 50, "failed": None, "cancelled": None}
-    deleted, after = store.delete_finished(cuts, "", chunk=3)
-    assert deleted == {"completed": 3} and after is not None
-    deleted, after = store.delete_finished(cuts, after, chunk=3)
-    assert deleted == {"completed": 2} and after is None
-    assert all(store.get(i) is None for i in ids)
+    new_done = finished(store, clock, 2)
+    waiting = put(store, clock, job(clock), job(clock, delay=3600))
+    held = run(store, clock)[0]
+    cuts = {"completed": clock.now() - 50, "failed": None, "cancelled": clock.now() - 50}
+    pacer = CountingChunks(3)
+    assert store.purge_finished(cuts, pacer=pacer) == {"completed": 5, "failed": 0, "cancelled": 0}
+    assert pacer.chunks == 4   # 12 jobs, 3 looked at per transaction
+    assert all(store.get(i) is None for i in old_done) and store.export_attempts(old_done) == []
+    assert [store.get(i).status for i in old_failed + new_done] == ["failed"] * 2 + ["completed"] * 2
+    assert store.get(held.id).status == "running" and store.get(waiting[1]).status == "pending"
+    assert len(store.export_attempts(old_failed)) == 2
+    assert store.purge_finished({**cuts, "failed": clock.now()}) == {"completed": 0, "failed": 2, "cancelled": 0}
+
+
+def test_purge_finished_lets_another_thread_of_the_process_in_between_its_chunks(store, clock):
+    """The worker's heartbeat thread shares the store (``for_thread``: one connection taking
+    turns on some engines): it must get its turn while a long purge runs, not after it."""
+    import threading
+    finished(store, clock, 4)
+    clock.advance(10)
+    store.register_process(OWNER, "worker", PID, "host", clock.now())
+    beats: list[bool] = []
+
+    class BeatBetweenChunks(CountingChunks):
+        def chunk(self, s, fn):
+            def beat() -> None:
+                other = store.for_thread()
+                other.touch_process(OWNER, clock.now())
+                other.close()
+                beats.append(True)
+            t = threading.Thread(target=beat)
+            t.start()
+            t.join(20)   # a purge holding the store's turn would keep the beat waiting: deadlock
+            assert not t.is_alive(), "the other thread waited for the whole purge"
+            return super().chunk(s, fn)
+    t_pacer = BeatBetweenChunks(1)
+    assert store.purge_finished({"completed": clock.now()}, pacer=t_pacer) == {"completed": 4}
+    assert beats == [True] * t_pacer.chunks and t_pacer.chunks >= 4   # a job per chunk
+
+
+def test_purge_finished_without_a_cutoff_reads_nothing(store, clock):
+    finished(store, clock, 2)
+    clock.advance(10)
+    pacer = CountingChunks(1)
+    assert store.purge_finished({"completed": None, "failed": None}, pacer=pacer) == {"completed": 0, "failed": 0}
+    assert pacer.chunks == 0 and store.counts() == {"completed": 2}
+    assert store.purge_finished({"completed": clock.now()}, chunk=1) == {"completed": 2}
+    assert store.counts() == {}
 
 
 def test_upkeep_tasks_run_through_a_round(engine, store, clock):

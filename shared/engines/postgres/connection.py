@@ -40,6 +40,7 @@ from psycopg.rows import dict_row
 
 from ...database import redacted, scrub
 from .. import forkaware
+from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema as schema_mod
@@ -86,7 +87,7 @@ def done_channel(schema: str) -> str:
     return "jobq_done_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
 
 
-class PgConnection:
+class PgConnection(ConnectionBase):
     """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
 
     def __init__(self, url: str, *, schema: str = "jobq", connect_timeout: float = 5.0,
@@ -109,17 +110,8 @@ class PgConnection:
         # Held by every public call (translate_errors): the worker's threads share this one
         # connection (see for_thread), and a transaction must not interleave with another call.
         self.lock = threading.RLock()
-        conn = self._connect()
-        if migrate:
-            try:
-                migrate_schema(conn, schema)
-            except psycopg.Error as exc:
-                conn.close()
-                raise error_for(self.location, exc) from exc
-            except BaseException:
-                conn.close()
-                raise
-        self._conn = conn
+        self._conn = set_up(self._connect(), lambda c: migrate_schema(c, schema) if migrate else None,
+                            (psycopg.Error,), lambda exc: error_for(self.location, exc))
         forkaware.track(self)
 
     def _connect(self) -> psycopg.Connection:
@@ -191,20 +183,6 @@ class PgConnection:
                 pass
             self._conn = None
 
-    def close(self) -> None:
-        self._drop()
-        self._closed = True
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _bounded(self) -> Any:
         """Around a public call (the outermost one): with ``call_limit``, a timer that cuts the
         call if the server has not answered by then."""
@@ -260,7 +238,7 @@ class PgConnection:
                     raise
         raise AssertionError("unreachable")
 
-    # SQLite's name for a write transaction: the shared mixins call it.
+    # SQLite's name for a write transaction: the operators' SQL calls it.
     _immediate = _tx
 
     def fileno(self) -> int:
@@ -268,7 +246,7 @@ class PgConnection:
         return self.conn.fileno()
 
 
-class Borrowed:
+class Borrowed(ConnectionBase):
     """A store lent to another thread: every attribute is the owner's, but ``close`` only
     stops this borrower from using it."""
 
@@ -282,18 +260,12 @@ class Borrowed:
                                    database=self._owner.location)
         return getattr(self._owner, name)
 
-    def close(self) -> None:
-        self._closed = True
+    def _drop(self) -> None:
+        pass  # the connection is the owner's
 
     @property
     def closed(self) -> bool:
         return self._closed or self._owner.closed
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def migrate_schema(conn: psycopg.Connection, schema: str) -> int:

@@ -14,9 +14,10 @@ from typing import Any, Sequence
 
 from psycopg.rows import tuple_row
 
-from ...clock import iso
-from ...job import Finish, finish_times, recognised
-from .lifecycle import RELEASE, pg_text
+from ...job import Finish, finish_times
+from ..sql import RELEASE
+from ..sql.finish import outcome_params, recognise
+from .dialect import DIALECT, pg_text
 
 Channels = tuple[str, str]  # (the channel of new due jobs, the channel of ended jobs)
 
@@ -68,9 +69,6 @@ _COMPLETE_MANY = ("WITH u AS (UPDATE jobs SET status = 'completed', result = f.r
                   "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
                   "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
                   + _ENDED.format(outcome="'completed'", error="NULL") + _DONE)
-# The history rows an owner's outcomes may have left (see shared.job.history_row).
-_HISTORY = ("SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_attempts "
-            "WHERE owner = %s AND job_id = ANY(%s)")
 
 
 def finish_one(c: Any, f: Finish, owner: str, stamp: str, channels: Channels) -> bool:
@@ -78,7 +76,7 @@ def finish_one(c: Any, f: Finish, owner: str, stamp: str, channels: Channels) ->
     recorded (matched, or had committed before)."""
     if _finish_one(c, f, owner, stamp, channels):
         return True
-    return recognised([f], [False], owner, lambda ids: _history(c, owner, ids), pg_text)[0]
+    return recognise(DIALECT, c, [f], [False], owner)[0]
 
 
 def record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, channels: Channels) -> list[bool]:
@@ -96,21 +94,10 @@ def record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, 
     done = [f.job_id in matched if f.kind == "completed" else
             _finish_one(c, f, owner, stamp, channels) for f in finishes]
     # an outcome re-sent after an unknown commit finds its own history row (shared.job.recognised)
-    return recognised(finishes, done, owner, lambda ids: _history(c, owner, ids), pg_text)
+    return recognise(DIALECT, c, finishes, done, owner)
 
 
 def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channels: Channels) -> bool:
     """One guarded outcome statement; whether it matched (RETURNING: its notification)."""
-    return len(c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp, channels)).fetchall()) == 1
-
-
-def _history(c: Any, owner: str, ids: list[str]) -> list[tuple]:
-    with c.cursor(row_factory=tuple_row) as cur:
-        return cur.execute(_HISTORY, (owner, ids)).fetchall()
-
-
-def _finish_params(f: Finish, owner: str, stamp: str, channels: Channels) -> dict[str, Any]:
-    started, ended = finish_times(f, stamp)
-    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": pg_text(f.text), "now": stamp,
-            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
-            "channel": channels[0], "done": channels[1], "started": started, "ended": ended}
+    params = {**outcome_params(f, owner, stamp, pg_text), "channel": channels[0], "done": channels[1]}
+    return len(c.execute(_FINISH_SQL[f.kind], params).fetchall()) == 1

@@ -1,4 +1,5 @@
-"""Lease and process-row ages on the server's clock (``shared.contract.UpkeepStore.lease_ages``
+"""The PostgreSQL engine's leases: the heartbeat (hot path: one statement of this engine's own)
+and lease and process-row ages on the server's clock (``shared.contract.UpkeepStore.lease_ages``
 and ``process_ages``).
 
 ``heartbeat_at`` is written by the server (``db_now()``: ``statement_timestamp()`` as ISO text),
@@ -8,7 +9,22 @@ written around jobq) is left out instead of failing the cast for every row.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
+
+from ...clock import iso
+from ..sql import RELEASE
+
+# One statement: the process row and the held jobs' leases renewed on the server's clock; the
+# owner's other running jobs (claimed, answer lost: never started) pending again, due now,
+# their attempt given back, idle workers notified. ``held`` NULL: renew every running job.
+_BEAT = ("WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s), "
+         "r AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
+         "updated_at = %(now)s, " + RELEASE + "WHERE status = 'running' AND owner = %(o)s "
+         "AND id <> ALL(%(held)s::text[]) RETURNING 1), "
+         "u AS (UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "
+         "AND (%(held)s::text[] IS NULL OR id = ANY(%(held)s::text[])) RETURNING 1) "
+         "SELECT (SELECT count(*) FROM u) AS renewed, "
+         "(SELECT count(*) FROM (SELECT pg_notify(%(channel)s, '') FROM r LIMIT 1) n) AS notified")
 
 # ISO-8601 UTC as db_now() and shared.clock.iso write it; anything else is not cast
 _ISO = r"'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$'"
@@ -26,9 +42,20 @@ _PROCESS_AGES = _ages_sql("processes", "")
 
 
 class PgLeases:
-    """Mixin of :class:`.store.PgStore` (uses ``self.conn``)."""
+    """Mixin of :class:`.store.PgStore` (uses ``self.conn`` and ``self.channel``)."""
 
     conn: Any
+    channel: str
+
+    def heartbeat(self, owner: str, now: float | Callable[[], float],
+                  holding: Sequence[str] | None = None) -> int:
+        """Renew the leases of the running jobs of ``owner`` in ``holding`` and its process row,
+        on the server's clock (hosts' clocks may disagree), in one statement; with ``holding``
+        the owner's other running jobs are given back (see the contract). Renewed job count."""
+        stamp = iso(now() if callable(now) else now)
+        held = None if holding is None else list(holding)
+        row = self.conn.execute(_BEAT, {"o": owner, "now": stamp, "held": held, "channel": self.channel})
+        return row.fetchone()["renewed"]
 
     def lease_ages(self, now: float) -> dict[str, float]:
         """Job id -> seconds since each running job's lease was renewed, on the server's clock."""

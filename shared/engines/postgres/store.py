@@ -1,6 +1,7 @@
 """The PostgreSQL engine's store: one psycopg connection to a jobq schema, and every protocol of
-:mod:`shared.contract` on it (operators' SQL in :mod:`.ops`, schedules, retention and limits in
-:mod:`.lifecycle`, connecting and errors in :mod:`.connection`).
+:mod:`shared.contract` on it (the transitions written once in :mod:`shared.engines.sql`, spelt by
+:mod:`.dialect`; here the hot path whose SQL is this engine's own; operators' SQL in
+:mod:`.ops`, connecting and errors in :mod:`.connection`).
 
 How this engine keeps the contract across many hosts:
 - A claim is one ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``:
@@ -11,7 +12,7 @@ How this engine keeps the contract across many hosts:
   own history row shows it committed before (a re-send after a commit whose answer was lost).
 - Leases (``heartbeat_at``) are written with the server's clock (``db_now()``), so every host
   judges them on one clock; everything else keeps the caller's injected time. Heartbeats and
-  the release of a dead owner's jobs are in :mod:`.lifecycle`.
+  lease ages are in :mod:`.leases`.
 - An enqueue notifies in the same statement as its insert (``pg_notify``, one per
   transaction): idle workers wake from ``LISTEN`` (:mod:`.wakeup`).
 - One job per call is one autocommit statement; a batch's outcomes and the next claim share
@@ -24,19 +25,17 @@ from typing import Any, Sequence
 
 from psycopg.rows import tuple_row
 
-from ...clock import iso, parse_iso
+from ...clock import iso
 from ...job import Finish, Job, NewJob
+from ..sql import JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from .browse import PgBrowse
 from .connection import PgConnection, translate_errors
+from .dialect import DIALECT
 from .finish import finish_one, record_finishes
 from .leases import PgLeases
-from .lifecycle import RELEASE as _RELEASE, PgLifecycle
 from .ops import PgOps
-from .schema import COUNTS, FOLD_COUNTS
+from .schema import FOLD_COUNTS
 from .transfer import PgTransfer
-
-JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
-               "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
 _ORDER = lambda j: (-j.priority, j.run_at, j.created_at)  # noqa: E731 - claim order, for RETURNING rows
 
 _PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
@@ -84,8 +83,11 @@ def _insert_one_sql(table: str) -> str:
 
 
 @translate_errors
-class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
-    """One PostgreSQL connection to a jobq schema, and the operations on it."""
+class PgStore(TransitionsSql, PgConnection, PgLeases, PgOps, PgBrowse, PgTransfer):
+    """One PostgreSQL connection to a jobq schema, and the operations on it (the transitions
+    written once in :mod:`shared.engines.sql`; here the hot path, which is this engine's own)."""
+
+    dialect = DIALECT
 
     @functools.cached_property
     def _insert_one(self) -> str:
@@ -141,22 +143,6 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
                                      (missing,)).fetchall())
         return [j.id if j.id in inserted else found.get(j.key, j.id) for j in jobs]
 
-    # -- reads ----------------------------------------------------------------------------------
-
-    def get(self, job_id: str) -> Job | None:
-        row = self.conn.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = %s", (job_id,)).fetchone()
-        return Job.from_row(row) if row else None
-
-    def counts(self) -> dict[str, int]:
-        rows = self.conn.execute(f"SELECT status, sum(n)::bigint AS n FROM ({COUNTS}) c "
-                                 "WHERE status <> 'delayed' GROUP BY status HAVING sum(n) > 0").fetchall()
-        return {r["status"]: int(r["n"]) for r in rows}
-
-    def running(self) -> list[Job]:
-        rows = self.conn.execute(f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'running' "
-                                 "ORDER BY started_at").fetchall()
-        return [Job.from_row(r) for r in rows]
-
     # -- workers --------------------------------------------------------------------------------
 
     def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
@@ -207,49 +193,6 @@ class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
             return 0
         return self.conn.execute(_UNCLAIM, {"now": iso(now), "ids": list(job_ids), "owner": owner,
                                             "channel": self.channel}).fetchone()["n"]
-
-    def next_due(self) -> float | None:
-        row = self.conn.execute("SELECT min(run_at) AS t FROM jobs "
-                                "WHERE status = 'pending' AND run_at > created_at").fetchone()
-        return None if row["t"] is None else parse_iso(row["t"])
-
-    def has_due(self, now: float) -> bool:
-        return self.conn.execute("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= %s "
-                                 "ORDER BY priority DESC, run_at, created_at LIMIT 1",
-                                 (iso(now),)).fetchone() is not None
-
-    def owners(self) -> list[str]:
-        return [r["owner"] for r in
-                self.conn.execute("SELECT DISTINCT owner FROM jobs WHERE status = 'running'").fetchall()]
-
-    def set_paused(self, paused: bool) -> None:
-        self.conn.execute("WITH s AS (INSERT INTO control (name, value) VALUES ('paused', %s) "
-                          "ON CONFLICT (name) DO UPDATE SET value = excluded.value) "
-                          "SELECT pg_notify(%s, '')", ("1" if paused else "0", self.channel))
-
-    def is_paused(self) -> bool:
-        row = self.conn.execute("SELECT value FROM control WHERE name = 'paused'").fetchone()
-        return bool(row) and row["value"] == "1"
-
-    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
-                         slot: int | None = None, parent: str | None = None) -> None:
-        self.conn.execute(
-            "INSERT INTO processes (id, kind, pid, host, slot, parent, started_at, heartbeat_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, db_now()) ON CONFLICT (id) DO UPDATE SET "
-            "kind = excluded.kind, pid = excluded.pid, host = excluded.host, slot = excluded.slot, "
-            "parent = excluded.parent, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
-            (token, kind, pid, host, slot, parent, iso(now)))
-
-    def touch_process(self, token: str, now: float) -> None:
-        self.conn.execute("UPDATE processes SET heartbeat_at = db_now() WHERE id = %s", (token,))
-
-    def remove_process(self, token: str) -> None:
-        self.conn.execute("DELETE FROM processes WHERE id = %s", (token,))
-
-    def processes(self, kind: str | None = None) -> list[dict[str, Any]]:
-        if kind is None:
-            return self.conn.execute("SELECT * FROM processes ORDER BY kind, slot").fetchall()
-        return self.conn.execute("SELECT * FROM processes WHERE kind = %s ORDER BY slot", (kind,)).fetchall()
 
     def analyze_if_stale(self, fraction: float = 0.1, floor: int = 500) -> bool:
         """``ANALYZE jobs`` when more than ``fraction`` of it (and ``floor`` rows) changed since

@@ -15,13 +15,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
-
-_COLUMNS = ", ".join(JOB_FIELDS)
-_ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
+from ..sql.transfer import ATTEMPT_COLUMNS as _ATTEMPT_COLUMNS, COLUMNS as _COLUMNS
 # ON CONFLICT without a target: a taken id and a taken key (the partial unique index) both skip.
 _INSERT = (f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "
            "ON CONFLICT DO NOTHING RETURNING id")
-_HERE = "SELECT id, status, attempts, updated_at FROM jobs WHERE id = ANY(%s)"
 # seq is left to its sequence; ordinality keeps the exported order (oldest first per job).
 _INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} "
                     "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
@@ -39,24 +36,8 @@ _DELETE_UNCHANGED = (
 
 
 class PgTransfer:
-    """Export and import of whole job rows."""
-
-    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        if statuses is not None and not statuses:
-            return []
-        where, params = "id > %s", [after]
-        if statuses is not None:
-            where += " AND status = ANY(%s)"
-            params.append(list(statuses))
-        return self.conn.execute(  # type: ignore[attr-defined]
-            f"SELECT {_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT %s", (*params, limit)).fetchall()
-
-    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
-        if not job_ids:
-            return []
-        return self.conn.execute(  # type: ignore[attr-defined]
-            f"SELECT {_ATTEMPT_COLUMNS} FROM job_attempts WHERE job_id = ANY(%s) ORDER BY seq",
-            (list(job_ids),)).fetchall()
+    """Import of whole job rows and the delete of copied ones (the exports are
+    :mod:`shared.engines.sql.transfer`'s)."""
 
     def import_jobs(self, rows: Sequence[Mapping[str, Any]],
                     attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
@@ -76,7 +57,8 @@ class PgTransfer:
             except _REFUSED:
                 new = _insert_one_by_one(c, jobs, out.rejected)
             out.inserted = [j["id"] for j in jobs if j["id"] in new]
-            _classify(c, [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected], out)
+            self._classify(c, [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected],  # type: ignore[attr-defined]
+                           out)
             mine = [a for a in history if a["job_id"] in new]
             if mine:
                 c.execute(_INSERT_ATTEMPTS, (Jsonb(mine),))
@@ -123,10 +105,3 @@ def _insert_one_by_one(c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]],
         except _REFUSED as exc:
             rejected[job["id"]] = " ".join(str(exc).split())
     return new
-
-
-def _classify(c: psycopg.Connection, skipped: Sequence[Mapping[str, Any]], done: Imported) -> None:
-    """Sort the rows the insert skipped: here by id (the same state or not), or kept out by a key."""
-    if not skipped:
-        return
-    done.sort_skipped(skipped, {h["id"]: h for h in c.execute(_HERE, ([r["id"] for r in skipped],)).fetchall()})

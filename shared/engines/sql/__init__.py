@@ -5,8 +5,28 @@ times as fixed-width ISO-8601 UTC text). An engine supplies a :class:`~.dialect.
 its SQL spells differently) and runs the statements on its own connection through the
 :class:`~.base.SqlBase` mixin's helpers; it keeps only what truly differs (its connection,
 schema, wake-up, upkeep, and the hot path where the SQL really differs).
+
+By transition: :mod:`.jobs` (a job's row, counts, due times, the pause flag), :mod:`.processes`
+(the process registry), :mod:`.schedules`, :mod:`.owners` (a dead owner's jobs released),
+:mod:`.limits` (the limited claim), :mod:`.retention` (``purge_finished``), :mod:`.transfer`
+(``jobq copy``'s reads), :mod:`.connection` (what every connection class does alike).
 """
 from .base import SqlBase
+from .connection import ConnectionBase
 from .dialect import Dialect
+from .jobs import CLAIM_ORDER, JOB_COLUMNS, RELEASE, JobsSql
+from .limits import LimitsSql
+from .owners import OwnersSql
+from .processes import ProcessesSql
+from .retention import Chunks, RetentionSql
+from .schedules import SchedulesSql
+from .transfer import ExportSql
 
-__all__ = ["Dialect", "SqlBase"]
+
+class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, RetentionSql, ExportSql):
+    """Every transition written once: an engine's store class inherits this (before its
+    connection class) and adds its hot path, its wake-up and its imports."""
+
+
+__all__ = ["CLAIM_ORDER", "JOB_COLUMNS", "RELEASE", "Chunks", "ConnectionBase", "Dialect", "SqlBase",
+           "TransitionsSql"]

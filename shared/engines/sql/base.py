@@ -8,7 +8,7 @@ transaction, the engine's retries) or ``self._write(fn)`` (one statement), calli
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from .dialect import Dialect
 
@@ -21,8 +21,12 @@ class SqlBase:
 
     dialect: Dialect
     conn: Any
-    _write: Callable[..., Any]
-    _tx: Callable[..., Any]
+    channel: str = ""  # where the engine notifies idle workers (``dialect.notify``), if it does
+    schema: str = ""   # the engine's namespace for its locks' keys, if it has one
+    if TYPE_CHECKING:  # the engine's connection class defines them (after this in the MRO)
+        def _write(self, fn: Callable[[Any], T]) -> T: ...
+
+        def _tx(self, fn: Callable[[Any], T]) -> T: ...
 
     def _run(self, conn: Any, sql: str, params: Params | None = None) -> Any:
         """Execute one shared statement on ``conn`` (inside a ``_tx``/``_write`` callback): the cursor."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 # ``:name`` but not PostgreSQL's ``::type`` cast, nor a ``:`` inside a quoted literal.
 _PARAM = re.compile(r"'(?:[^']|'')*'|(?<![:\w]):([A-Za-z_]\w*)")
@@ -27,6 +28,22 @@ class Dialect:
       bulk write): ``" FOR UPDATE"`` where rows are locked, ``""`` where the database is (SQLite).
     - ``skip_locked``: the same, for a claim that passes over rows another session holds.
     - ``nulls_last_desc``: how ``completed_at DESC`` is ordered so it follows the engine's index.
+
+    The transitions' fields (``shared.engines.sql`` statements for producers, workers, upkeep):
+
+    - ``lease_now``: the time a lease is written with: ``:now`` (the caller's clock, one host)
+      or a server function (``db_now()``: one clock for every host).
+    - ``arrays``: True when a list travels as one array parameter (``= ANY(:ids)``); False when
+      it is spelt out as ``IN (:ids0, :ids1, ...)`` (see :meth:`member`).
+    - ``jobs_running``: the ``jobs`` table as a read of running rows only names it (an index
+      hint where the planner would rather scan a covering index of every job).
+    - ``notify``: a statement that wakes idle workers (``:channel``), or "" where they watch
+      the database some other way; :meth:`waking` folds it into a write.
+    - ``limits_lock``: a statement (``:key``) a limited claim's transaction runs first so that
+      limited claims take turns ("" where one write lock serializes every writer already).
+    - ``release_history``: True when a dead owner's released run writes its attempt-history row
+      itself (False: the schema's trigger writes it).
+    - ``text``: how a free text (an error) is stored (where text cannot hold NUL, it is escaped).
     """
     name: str
     named: bool
@@ -35,6 +52,13 @@ class Dialect:
     lock: str = ""
     skip_locked: str = ""
     nulls_last_desc: str = "completed_at DESC"
+    lease_now: str = ":now"
+    arrays: bool = False
+    jobs_running: str = "jobs"
+    notify: str = ""
+    limits_lock: str = ""
+    release_history: bool = False
+    text: Callable[[Any], Any] = field(default=lambda t: t, compare=False, repr=False)
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sql(self, text: str) -> str:
@@ -50,6 +74,23 @@ class Dialect:
     def between(self, end: str, start: str) -> str:
         """The :attr:`seconds` expression for two column names or expressions."""
         return self.seconds.format(end=end, start=start)
+
+
+    def member(self, expr: str, name: str, values: Sequence[Any], negate: bool = False) -> tuple[str, dict[str, Any]]:
+        """``expr`` is (``negate``: is not) one of ``values``: the fragment and its parameters
+        (named ``name`` or ``name0``, ``name1``...). An empty list matches nothing (``negate``:
+        everything)."""
+        if self.arrays:
+            return (f"{expr} <> ALL(:{name})" if negate else f"{expr} = ANY(:{name})"), {name: list(values)}
+        if not values:
+            return ("1 = 1" if negate else "1 = 0"), {}
+        params = {f"{name}{i}": v for i, v in enumerate(values)}
+        return f"{expr} {'NOT IN' if negate else 'IN'} ({', '.join(':' + k for k in params)})", params
+
+    def waking(self, stmt: str) -> str:
+        """``stmt`` (a write without RETURNING), waking idle workers in the same statement where
+        the engine has :attr:`notify` (a data-modifying ``WITH`` runs whether read or not)."""
+        return f"WITH w AS ({stmt}) {self.notify}" if self.notify else stmt
 
 
 def _pyformat(m: re.Match[str]) -> str:

@@ -39,7 +39,7 @@ class Pacer:
         self.held: list[float] = []   # seconds each chunk held the write lock (for tests, benches)
 
     def chunk(self, store: Any, fn: Callable[[sqlite3.Connection, int], T]) -> T:
-        """Run ``fn(conn, rows)`` in one ``BEGIN IMMEDIATE`` transaction of ``store`` (waiting for
+        """Run ``fn(conn, rows)`` in one ``BEGIN IMMEDIATE`` transaction of ``store`` (its ``_paced``, waiting for
         the lock like any writer), then pause; returns what ``fn`` returned. ``rows`` is the
         chunk size to use this time; read it from ``fn``'s argument, not from ``self.rows``,
         which is already the next chunk's size when ``chunk`` returns."""
@@ -49,7 +49,7 @@ class Pacer:
         def timed(conn: sqlite3.Connection) -> T:
             began.append(self.timer())  # the lock is ours from here (BEGIN IMMEDIATE returned)
             return fn(conn, rows)
-        out = store._immediate(timed)
+        out = store._paced(timed)  # one BEGIN IMMEDIATE, its errors translated
         held = self.timer() - began[-1]
         self.held.append(held)
         if held > self.hold:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
 from .. import forkaware
+from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema
@@ -36,7 +37,7 @@ def is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
 
 
-class SqliteConnection:
+class SqliteConnection(ConnectionBase):
     """The connection of a store: opening, closing, and the write helpers its SQL uses."""
 
     def __init__(self, path: str, *, synchronous: str = "normal", busy_timeout: float = 5.0,
@@ -60,16 +61,8 @@ class SqliteConnection:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"database {self.path}: cannot open: {exc}", database=self.path,
                                    cause=exc) from exc
-        try:
-            self._setup(conn, migrate)
-            conn.row_factory = _row_factory
-        except sqlite3.Error as exc:
-            conn.close()
-            raise error_for(self.path, exc) from exc
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
+        self._conn = set_up(conn, lambda c: (self._setup(c, migrate), setattr(c, "row_factory", _row_factory)),
+                            (sqlite3.Error,), lambda exc: error_for(self.path, exc))  # type: ignore[arg-type]
 
     def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
         """WAL mode, pragmas and migrations. Switching a new file to WAL needs an exclusive lock
@@ -114,21 +107,10 @@ class SqliteConnection:
         return type(self)(self.path, synchronous=self.synchronous, busy_timeout=self.busy_timeout,
                           migrate=False)
 
-    def close(self) -> None:
-        self._closed = True
+    def _drop(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     @contextmanager
     def _no_busy_wait(self) -> Iterator[None]:
@@ -162,6 +144,8 @@ class SqliteConnection:
             conn.execute("COMMIT")
             return out
         return self._write(tx)
+
+    _tx = _immediate  # the shared SQL's name for a write transaction
 
     # -- upkeep: the write-ahead log ------------------------------------------------------------
 

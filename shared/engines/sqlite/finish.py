@@ -13,9 +13,10 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Sequence
 
-from ...clock import iso
-from ...job import Finish, finish_times, recognised
-from .lifecycle import RELEASE
+from ...job import Finish, finish_times
+from ..sql import RELEASE
+from ..sql.finish import outcome_params, recognise
+from .dialect import DIALECT
 
 _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
 
@@ -39,9 +40,6 @@ _COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
                   "completed_at = f.column5, updated_at = ?1, " + RELEASE + "FROM (VALUES {rows}) AS f "
                   "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
                   "AND jobs.owner = ?2 RETURNING jobs.id")
-# The history rows an owner's outcomes may have left (see shared.job.history_row).
-_HISTORY = ("SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_attempts "
-            "WHERE owner = ? AND job_id IN ({ids})")
 
 
 def _complete_many_sql(n: int) -> str:
@@ -67,15 +65,7 @@ def record_finishes(c: sqlite3.Connection, finishes: Sequence[Finish], owner: st
             params += (f.job_id, f.attempt, f.text, *finish_times(f, stamp))
         matched = {r[0] for r in fetch_rows(c, _complete_many_sql(len(completed)), params)}
     done = [f.job_id in matched if f.kind == "completed" else
-            c.execute(_FINISH_SQL[f.kind], _finish_params(f, owner, stamp)).rowcount == 1
+            c.execute(_FINISH_SQL[f.kind], outcome_params(f, owner, stamp)).rowcount == 1
             for f in finishes]
-    # an outcome re-sent after an unknown commit finds its own history row (shared.job.recognised)
-    return recognised(finishes, done, owner, lambda ids: fetch_rows(
-        c, _HISTORY.format(ids=", ".join("?" * len(ids))), [owner, *ids]))
-
-
-def _finish_params(f: Finish, owner: str, stamp: str) -> dict[str, Any]:
-    started, ended = finish_times(f, stamp)
-    return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": f.text, "now": stamp,
-            "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
-            "started": started, "ended": ended}
+    # an outcome re-sent after an unknown commit finds its own history row
+    return recognise(DIALECT, c, finishes, done, owner)

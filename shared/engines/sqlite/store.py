@@ -1,6 +1,8 @@
 """The SQLite engine's store: one connection to a jobq database file, and every protocol of
-:mod:`shared.contract` on it (the operators' SQL in :mod:`.ops`, schedules, retention and limits
-in :mod:`.lifecycle` with heartbeats and dead owners' jobs, the connection, busy retries and error translation in :mod:`.connection`).
+:mod:`shared.contract` on it: the transitions written once in :mod:`shared.engines.sql` (spelt
+by :mod:`.dialect`), and here the hot path whose SQL is this engine's own (enqueue, claim,
+outcomes in :mod:`.finish`, heartbeats in :mod:`.leases`); the operators' SQL in :mod:`.ops`,
+the connection, busy retries and error translation in :mod:`.connection`.
 
 How this engine keeps the contract:
 - Every write is one statement or a ``BEGIN IMMEDIATE`` transaction; reads never turn into writes
@@ -18,19 +20,19 @@ How this engine keeps the contract:
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-from ...clock import iso, parse_iso
+from ...clock import iso
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
+from ..sql import JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from .browse import SqliteBrowse
+from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
+from .dialect import DIALECT
 from .finish import fetch_rows as _fetch_rows, record_finishes
-from .lifecycle import RELEASE as _RELEASE, LifecycleStore
+from .leases import SqliteLeases
 from .ops import OpsSql
 from .transfer import SqliteTransfer
-
-_JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
-                "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
 
 _INSERT_INTO = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
                 "created_at, updated_at, key) VALUES ")
@@ -56,13 +58,13 @@ RETURNING {_JOB_COLUMNS}
 _UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
             + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
 
-_HAS_DUE = ("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= ? "
-            "ORDER BY priority DESC, run_at, created_at LIMIT 1")
-
 
 @translate_errors
-class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, SqliteTransfer):
-    """One SQLite connection to a jobq database, and the operations on it."""
+class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, OpsSql, SqliteBrowse, SqliteTransfer):
+    """One SQLite connection to a jobq database, and the operations on it (the transitions
+    written once in :mod:`shared.engines.sql`; here the hot path, which is this engine's own)."""
+
+    dialect = DIALECT
 
     @classmethod
     def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
@@ -111,33 +113,6 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
             return rows[0]["id"] if isinstance(rows[0], dict) else rows[0][0]
         found = c.execute("SELECT id FROM jobs WHERE key = ?", (j.key,)).fetchone()
         return found["id"] if isinstance(found, dict) else found[0]
-
-    # -- reads --------------------------------------------------------------------------------
-
-    def get(self, job_id: str) -> Job | None:
-        row = self.conn.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return Job.from_row(row) if row else None
-
-    def counts(self) -> dict[str, int]:
-        # the triggers' per-(type, status) counters (shared.schema JOB_COUNTS): no table scan
-        rows = self.conn.execute("SELECT status, sum(n) AS n FROM job_counts WHERE status <> 'delayed' GROUP BY status "
-                                 "HAVING sum(n) > 0").fetchall()
-        return {r["status"]: r["n"] for r in rows}
-
-    def running(self) -> list[Job]:
-        rows = self.conn.execute(
-            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at").fetchall()
-        return [Job.from_row(r) for r in rows]
-
-    def lease_ages(self, now: float) -> dict[str, float]:
-        """Seconds since each running job's lease was renewed: ``now - heartbeat_at``. Times
-        here come from the callers' clocks, which on one host are one clock."""
-        rows = self.conn.execute("SELECT id, heartbeat_at AS t FROM jobs WHERE status = 'running'").fetchall()
-        return _ages(rows, now)
-
-    def process_ages(self, now: float) -> dict[str, float]:
-        """Seconds since each process row was refreshed: ``now - heartbeat_at``."""
-        return _ages(self.conn.execute("SELECT id, heartbeat_at AS t FROM processes").fetchall(), now)
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -210,60 +185,9 @@ class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, Sqlite
             return sum(c.execute(_UNCLAIM, (stamp, stamp, job_id, owner)).rowcount for job_id in job_ids)
         return self._immediate(tx)
 
-    def next_due(self) -> float | None:
-        """The earliest ``run_at`` of a pending job scheduled later than it was created (a delayed
-        or retried job), or None. Served by the small ``jobs_delayed`` index."""
-        row = self.conn.execute("SELECT min(run_at) AS t FROM jobs "
-                                "WHERE status = 'pending' AND run_at > created_at").fetchone()
-        return None if row["t"] is None else parse_iso(row["t"])
-
-    def has_due(self, now: float) -> bool:
-        """Is any pending job due? (a read: cheaper than a claim that finds nothing)"""
-        return bool(self.conn.execute(_HAS_DUE, (iso(now),)).fetchall())
-
-    def owners(self) -> list[str]:
-        """Distinct owners of running jobs."""
-        return [r["owner"] for r in
-                self.conn.execute("SELECT DISTINCT owner FROM jobs WHERE status = 'running'").fetchall()]
-
-    def set_paused(self, paused: bool) -> None:
-        self._write(lambda c: c.execute(
-            "INSERT INTO control (name, value) VALUES ('paused', ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value", ("1" if paused else "0",)))
-
-    def is_paused(self) -> bool:
-        row = self.conn.execute("SELECT value FROM control WHERE name = 'paused'").fetchone()
-        return bool(row) and row["value"] == "1"
-
-    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
-                         slot: int | None = None, parent: str | None = None) -> None:
-        stamp = iso(now)
-        self._write(lambda c: c.execute(
-            "INSERT OR REPLACE INTO processes (id, kind, pid, host, slot, parent, started_at, heartbeat_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (token, kind, pid, host, slot, parent, stamp, stamp)))
-
-    def touch_process(self, token: str, now: float) -> None:
-        self._write(lambda c: c.execute("UPDATE processes SET heartbeat_at = ? WHERE id = ?", (iso(now), token)))
-
-    def remove_process(self, token: str) -> None:
-        self._write(lambda c: c.execute("DELETE FROM processes WHERE id = ?", (token,)))
-
-    def processes(self, kind: str | None = None) -> list[dict[str, Any]]:
-        if kind is None:
-            return self.conn.execute("SELECT * FROM processes ORDER BY kind, slot").fetchall()
-        return self.conn.execute("SELECT * FROM processes WHERE kind = ? ORDER BY slot", (kind,)).fetchall()
-
-
-def _ages(rows: Iterable[Any], now: float) -> dict[str, float]:
-    """``{id: now - t}`` of rows with an ``id`` and a time ``t``; rows whose time is missing or
-    not a time (written around jobq) are left out: they are judged some other way."""
-    out = {}
-    for r in rows:
-        try:
-            out[r["id"]] = now - parse_iso(r["t"])
-        except (AttributeError, TypeError, ValueError):
-            continue
-    return out
+    def _pacer(self, rows: int) -> Pacer:
+        """Retention's chunks: short ``BEGIN IMMEDIATE`` transactions with pauses (see ``bulk``)."""
+        return Pacer(rows)
 
 
 def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now: float) -> None:

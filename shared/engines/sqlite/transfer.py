@@ -1,7 +1,7 @@
 """The SQLite engine's side of ``jobq copy`` (the ``TransferStore`` part of :mod:`shared.contract`).
 
-:class:`SqliteTransfer` is a mixin of :class:`SqliteStore`: exports are plain reads paged by id;
-an import is one ``BEGIN IMMEDIATE`` transaction per call (the caller sends a few hundred rows),
+:class:`SqliteTransfer` is a mixin of :class:`SqliteStore` (the exports, plain reads paged by
+id, are :mod:`shared.engines.sql.transfer`'s): an import is one ``BEGIN IMMEDIATE`` transaction per call (the caller sends a few hundred rows),
 so a copy interrupted anywhere leaves whole chunks, and running it again skips them by id.
 Inserted rows fire the count triggers like any insert; the attempt trigger fires on updates only,
 so the history is copied as rows, for the jobs inserted in the same transaction.
@@ -12,8 +12,7 @@ import sqlite3
 from typing import Any, Mapping, Sequence
 
 from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
-
-_COLUMNS = ", ".join(JOB_FIELDS)
+from ..sql.transfer import COLUMNS as _COLUMNS
 # ON CONFLICT without a target: the id and the partial unique index on key both skip the row.
 _INSERT = (f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * len(JOB_FIELDS))}) "
            "ON CONFLICT DO NOTHING")
@@ -23,32 +22,10 @@ _DELETE_UNCHANGED = ("DELETE FROM jobs WHERE id = ? AND status = ? AND attempts 
                      "AND status <> 'running'")
 # A row SQLite refuses (a broken constraint, a number beyond 64 bits): named, not copied.
 _REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, sqlite3.InterfaceError, OverflowError)
-_IN_CHUNK = 500  # ids per IN (...) list: below every SQLite's limit on parameters (999)
 
 
 class SqliteTransfer:
-    """Export and import of whole job rows (needs the store's ``conn`` and ``_immediate``)."""
-
-    conn: sqlite3.Connection
-
-    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        where, params = "id > ?", [after]
-        if statuses is not None:
-            if not statuses:
-                return []
-            where += f" AND status IN ({', '.join('?' * len(statuses))})"
-            params += list(statuses)
-        return self.conn.execute(f"SELECT {_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?",
-                                 (*params, limit)).fetchall()
-
-    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for k in range(0, len(job_ids), _IN_CHUNK):
-            part = job_ids[k:k + _IN_CHUNK]
-            out += self.conn.execute(
-                f"SELECT {', '.join(ATTEMPT_FIELDS)} FROM job_attempts "
-                f"WHERE job_id IN ({', '.join('?' * len(part))}) ORDER BY seq", part).fetchall()
-        return out
+    """Import of whole job rows and the delete of copied ones (needs the store's ``_immediate``)."""
 
     def import_jobs(self, rows: Sequence[Mapping[str, Any]],
                     attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
@@ -65,7 +42,7 @@ class SqliteTransfer:
                     done.inserted.append(r["id"])
                 else:
                     skipped.append(r)
-            _classify(c, skipped, done)
+            self._classify(c, skipped, done)  # type: ignore[attr-defined]
             new = set(done.inserted)
             c.executemany(_INSERT_ATTEMPT, [[a[f] for f in ATTEMPT_FIELDS] for a in attempts
                                             if a["job_id"] in new])
@@ -77,14 +54,3 @@ class SqliteTransfer:
             return [r["id"] for r in rows if c.execute(
                 _DELETE_UNCHANGED, (r["id"], r["status"], r["attempts"], r["updated_at"])).rowcount == 1]
         return self._immediate(tx)  # type: ignore[attr-defined]
-
-
-def _classify(c: sqlite3.Connection, skipped: Sequence[Mapping[str, Any]], done: Imported) -> None:
-    """Sort the rows the insert skipped: here by id (the same state or not), or kept out by a key."""
-    here: dict[str, Any] = {}
-    for k in range(0, len(skipped), _IN_CHUNK):
-        part = [r["id"] for r in skipped[k:k + _IN_CHUNK]]
-        for h in c.execute(f"SELECT id, status, attempts, updated_at FROM jobs "
-                           f"WHERE id IN ({', '.join('?' * len(part))})", part).fetchall():
-            here[h["id"]] = h
-    done.sort_skipped(skipped, here)

@@ -1,0 +1,25 @@
+"""How the PostgreSQL engine spells the shared SQL (:class:`shared.engines.sql.Dialect`)."""
+from __future__ import annotations
+
+from ..sql import Dialect
+from .schema import COUNTS
+
+
+def pg_text(text: str | None) -> str | None:
+    """PostgreSQL text cannot hold NUL: keep it visible as an escape instead."""
+    return text if text is None or "\x00" not in text else text.replace("\x00", "\\x00")
+
+
+DIALECT = Dialect(
+    "postgresql", named=False,
+    counts=f"({COUNTS})",  # the folded counters plus the deltas not folded yet
+    seconds="(extract(epoch FROM ({end})::timestamptz - ({start})::timestamptz)::float8)",
+    lock=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED",
+    lease_now="db_now()",  # leases on the server's clock: one clock for every host
+    arrays=True,
+    notify="SELECT pg_notify(:channel, '')",
+    # one key per schema (hashtext of a name of jobq's own), held until the transaction ends
+    limits_lock="SELECT pg_advisory_xact_lock(hashtext(:key))",
+    release_history=True,  # no trigger records the attempt a release ends
+    text=pg_text,
+)

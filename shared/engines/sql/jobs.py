@@ -1,0 +1,63 @@
+"""Producers' and workers' statements written once: a job's row, the counts, the running jobs,
+when the next job is due, and the pause flag (``shared.contract`` Producer and Worker parts).
+
+:class:`JobsSql` is a mixin of an engine's store (with :class:`~.base.SqlBase`). The hot path
+(claim, outcomes, heartbeat, release of unstarted jobs) stays in each engine: its SQL differs.
+"""
+from __future__ import annotations
+
+from ...clock import iso, parse_iso
+from ...job import Job
+from .base import SqlBase
+
+JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
+               "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
+RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
+CLAIM_ORDER = "ORDER BY priority DESC, run_at, created_at"  # the claim index's order
+
+_GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id"
+_RUNNING = f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at"
+# A delayed or retried job (due later than it was created): the small jobs_delayed index.
+_NEXT_DUE = "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending' AND run_at > created_at"
+_HAS_DUE = f"SELECT 1 AS due FROM jobs WHERE status = 'pending' AND run_at <= :now {CLAIM_ORDER} LIMIT 1"
+_SET_PAUSED = ("INSERT INTO control (name, value) VALUES ('paused', :value) "
+               "ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+_IS_PAUSED = "SELECT value FROM control WHERE name = 'paused'"
+
+
+class JobsSql(SqlBase):
+    """Reads of jobs and the pause flag, on every engine."""
+
+    def get(self, job_id: str) -> Job | None:
+        """The job with this id, or None (a read)."""
+        row = self._row(_GET, {"id": job_id})
+        return Job.from_row(row) if row else None
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per status, from the engine's counters (``dialect.counts``: no table scan);
+        statuses with no job are left out."""
+        rows = self._rows(f"SELECT status, sum(n) AS n FROM {self.dialect.counts} c "
+                          "WHERE status <> 'delayed' GROUP BY status HAVING sum(n) > 0")
+        return {r["status"]: int(r["n"]) for r in rows}
+
+    def running(self) -> list[Job]:
+        """Every running job, the first started first."""
+        return [Job.from_row(r) for r in self._rows(_RUNNING)]
+
+    def next_due(self) -> float | None:
+        """The earliest ``run_at`` of a pending job scheduled later than it was created (a
+        delayed or retried job), or None."""
+        t = self._value(_NEXT_DUE)
+        return None if t is None else parse_iso(t)
+
+    def has_due(self, now: float) -> bool:
+        """Is any pending job due? (a read: cheaper than a claim that finds nothing)"""
+        return self._row(_HAS_DUE, {"now": iso(now)}) is not None
+
+    def set_paused(self, paused: bool) -> None:
+        """Set the pause flag (one statement; it wakes idle workers where the engine notifies)."""
+        params = {"value": "1" if paused else "0", "channel": self.channel}
+        self._write(lambda c: self._run(c, self.dialect.waking(_SET_PAUSED), params))
+
+    def is_paused(self) -> bool:
+        return bool(self._value(_IS_PAUSED) == "1")

@@ -1,0 +1,62 @@
+"""The release of a dead or killed owner's jobs, written once (``shared.contract.UpkeepStore.
+release_owner``): the supervisor's recovery when a worker died, was killed, or (elsewhere on a
+shared database) lost its lease.
+
+One transaction: the owner's running rows are read (``dialect.skip_locked``: never waiting on
+rows another session holds, such as a host cut off mid-transaction; what is skipped stays
+running for the next round), and each is updated under the guard of ``running`` and the owner.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from ...clock import iso
+from ...job import Job, Released, release_outcome
+from .base import SqlBase
+from .jobs import RELEASE
+
+_OWNED = "SELECT * FROM jobs WHERE status = 'running' AND owner = :owner"
+_REQUEUE = ("UPDATE jobs SET status = :status, attempts = :attempts, error = :reason, "
+            "run_at = CASE WHEN :status = 'pending' THEN :now ELSE run_at END, "
+            "completed_at = CASE WHEN :status = 'failed' THEN :now END, "
+            "max_attempts = coalesce(max_attempts, :limit), updated_at = :now, " + RELEASE +
+            "WHERE id = :id AND status = 'running' AND owner = :owner")
+# Where no trigger records the attempt a release ends (``dialect.release_history``).
+_ENDED = ("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, "
+          "error) VALUES (:id, :type, :attempt, :outcome, :due, :started, :now, :owner, :reason)")
+
+
+class OwnersSql(SqlBase):
+    """``release_owner``."""
+
+    def release_owner(self, owner: str, reason: str, now: float, *,
+                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
+                      unstarted: Iterable[str] = ()) -> list[Released]:
+        """Re-queue the running jobs of a dead or killed ``owner``, in one transaction.
+
+        With ``count_attempt`` the interrupted run counts: a job whose attempts are used up is
+        ``failed`` with ``reason``; others go back to pending, due now. Without it (a shutdown
+        the supervisor itself ordered) the attempt is given back. Jobs in ``unstarted`` (claimed
+        in a batch, never begun) always get their attempt back. Idle workers are woken where
+        the engine notifies and a job is pending again.
+        """
+        unstarted = set(unstarted)
+        base = {"owner": owner, "now": iso(now), "reason": self.dialect.text(reason)}
+
+        def tx(c: Any) -> list[Released]:
+            out = []
+            for row in self._run(c, _OWNED + self.dialect.skip_locked, base).fetchall():
+                job = Job.from_row(row)
+                limit = max_attempts_for(job)
+                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
+                params = {**base, "status": status, "attempts": attempts, "limit": limit, "id": job.id}
+                done = self._run(c, _REQUEUE, params).rowcount
+                if self.dialect.release_history and done and attempts >= job.attempts:  # the run counted
+                    self._run(c, _ENDED, {**params, "type": job.type, "attempt": job.attempts,
+                                          "outcome": "retry" if status == "pending" else "failed",
+                                          "due": max(job.run_at, job.created_at), "started": job.started_at})
+                out.append(Released(job.id, job.type, status, attempts))
+            if self.dialect.notify and any(r.status == "pending" for r in out):
+                self._run(c, self.dialect.notify, {"channel": self.channel})
+            return out
+        return self._tx(tx)
