@@ -165,6 +165,16 @@ def test_claim_order_priority_then_due_then_created(store, clock):
     assert [j.id for j in run(store, clock)] == [later]
 
 
+def test_a_claimed_batch_comes_in_claim_order(store, clock):
+    """A batch is run front to back: whatever order the engine updated the rows in (SQLite's
+    RETURNING follows rowid), the batch lists the highest priority first, on every claim path."""
+    low, high, middle = put(store, clock, job(clock, priority=-50), job(clock, priority=90), job(clock, priority=5))
+    assert [j.id for j in run(store, clock, 3)] == [high, middle, low]
+    more = put(store, clock, job(clock, priority=-50), job(clock, priority=90), job(clock, priority=5))
+    _, got = store.finish_and_claim([], OWNER, PID, clock.now(), 3)
+    assert [j.id for j in got] == [more[1], more[2], more[0]]
+
+
 def test_finish_and_claim_records_outcomes_guarded_and_claims_more(store, clock):
     ids = put(store, clock, job(clock), job(clock), job(clock), job(clock))
     a, b, c = run(store, clock, 3)

@@ -27,6 +27,7 @@ from psycopg.rows import tuple_row
 
 from ...clock import iso
 from ...job import Finish, Job, NewJob
+from ..sql.jobs import in_claim_order
 from ..sql import JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from .browse import PgBrowse
 from .connection import PgConnection, translate_errors
@@ -36,7 +37,6 @@ from .leases import PgLeases
 from .ops import PgOps
 from .schema import FOLD_COUNTS
 from .transfer import PgTransfer
-_ORDER = lambda j: (-j.priority, j.run_at, j.created_at)  # noqa: E731 - claim order, for RETURNING rows
 
 _PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
 
@@ -153,7 +153,7 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgOps, PgBrowse, PgTransfe
         params = {"owner": owner, "pid": owner_pid, "now": iso(now), "limit": limit}
         with self.conn.cursor(row_factory=tuple_row) as cur:
             rows = cur.execute(_CLAIM, params).fetchall()
-        return sorted((Job.from_values(r) for r in rows), key=_ORDER)
+        return in_claim_order(Job.from_values(r) for r in rows)
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
         """Record one outcome with one guarded autocommit update; False: the lease was lost
@@ -185,7 +185,7 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgOps, PgBrowse, PgTransfe
             with c.cursor(row_factory=tuple_row) as cur:
                 return done, cur.execute(_CLAIM, params).fetchall()
         done, got = self._tx(tx)
-        return done, sorted((g if isinstance(g, Job) else Job.from_values(g) for g in got), key=_ORDER)
+        return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
 
     def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
         """Give back claimed, never started jobs: pending, due now, their attempt returned."""

@@ -6,6 +6,8 @@ when the next job is due, and the pause flag (``shared.contract`` Producer and W
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 from ...clock import iso, parse_iso
 from ...job import Job
 from .base import SqlBase
@@ -14,6 +16,13 @@ JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts
                "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at")
 RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
 CLAIM_ORDER = "ORDER BY priority DESC, run_at, created_at"  # the claim index's order
+
+
+def in_claim_order(jobs: Iterable[Job]) -> list[Job]:
+    """Claimed jobs in claim order (:data:`CLAIM_ORDER`): an ``UPDATE ... RETURNING`` returns
+    its rows in the order it updated them (SQLite: rowid order; PostgreSQL: the order the
+    locked rows came), not the subquery's, and a worker runs a batch front to back."""
+    return sorted(jobs, key=lambda j: (-j.priority, j.run_at, j.created_at))
 
 _GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id"
 _RUNNING = f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at"

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from ...clock import iso
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
+from ..sql.jobs import in_claim_order
 from ..sql import JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from .browse import SqliteBrowse
 from .bulk import Pacer
@@ -121,7 +122,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, OpsSql, Sqlite
         then first created). Returns nothing while the queue is paused."""
         stamp = iso(now)
         params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
-        return [Job.from_values(r) for r in self._write(lambda c: _fetch_rows(c, _CLAIM, params))]
+        return in_claim_order(Job.from_values(r) for r in self._write(lambda c: _fetch_rows(c, _CLAIM, params)))
 
     def try_claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job] | None:
         """``claim``, but None at once if another connection holds the write lock, so that the
@@ -135,7 +136,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, OpsSql, Sqlite
             if not is_busy(exc):
                 raise
             return None
-        return [Job.from_values(r) for r in rows]
+        return in_claim_order(Job.from_values(r) for r in rows)
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
         """Record one outcome with one guarded update (autocommit); False when zero rows matched
@@ -172,7 +173,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, OpsSql, Sqlite
             return [], self.claim(owner, owner_pid, now, limit)
         done, got = self._immediate(tx)
         # Jobs are built after the commit: the write lock is held for SQL only.
-        return done, [g if isinstance(g, Job) else Job.from_values(g) for g in got]
+        return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
 
     def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
         """Give back jobs that ``owner`` claimed but never started: pending again, due now, and
