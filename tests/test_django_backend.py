@@ -40,11 +40,8 @@ class Project:
 
     def __init__(self, folder: Path, django_db: str, **config: object) -> None:
         self.folder = folder
-        # max_batch = 1: one job per claim, so the run order is the claim order. (A batch claimed
-        # on SQLite runs in insertion order, not priority order: the engine's claim returns its
-        # rows unsorted, PostgreSQL's sorts them: an engine bug, left to the engines' owners.)
         self.config = write_config(folder, handlers=["jobq.django.worker", "djtasks.tasks"],
-                                   supervisor={"workers": 1}, worker={"max_batch": 1},
+                                   supervisor={"workers": 1},
                                    types={FAILS: {"max_attempts": 3}}, **config)
         self.signals = folder / "signals.jsonl"
         self.env = dict(os.environ, DJANGO_SETTINGS_MODULE="djtasks.settings", DJTASKS_DB=django_db,
