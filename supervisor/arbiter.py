@@ -20,7 +20,7 @@ import traceback
 from typing import Any
 
 from shared import config as config_mod
-from shared import admin, logs, database as database_mod
+from shared import logs, ops, database as database_mod
 from shared.clock import SystemClock
 from shared.config import Config, ConfigError
 from shared.dbfile import DatabaseFile
@@ -473,11 +473,11 @@ class Arbiter:
     def ops_requests(self) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
         store = self.db()
-        wanted = admin.take_scale_request(store, self.token)
+        wanted = ops.take_scale_request(store, self.token)
         if wanted is not None:
             self.scale(wanted, "jobq scale")
         if self.counters != self.published:
-            admin.save_counters(store, self.token, self.counters)
+            ops.save_counters(store, self.token, self.counters)
             self.published = dict(self.counters)
 
     def escalate(self, now_m: float) -> None:

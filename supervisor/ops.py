@@ -16,7 +16,7 @@ import sys
 import warnings
 from typing import Any, Callable, Iterable, Iterator, TextIO
 
-from shared import admin
+from shared import ops
 from shared.api import JobQueue
 from shared.bounds import MAX_DEPTH
 from shared.clock import iso, parse_iso
@@ -142,7 +142,7 @@ def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_LIST:
         return ctx.fail(f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE)
     with ctx.store() as store:
-        rows = admin.list_jobs(store, args.status, args.type, args.limit)
+        rows = ops.list_jobs(store, args.status, args.type, args.limit)
     ctx.emit(rows, render.jobs_text(with_max(ctx, rows)))
     return ExitCode.OK
 
@@ -153,7 +153,7 @@ def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
         if not isinstance(job_id, str):
             return ctx.fail(f"show {args.id}: {unresolved(job_id, 'no job has that id')}", ExitCode.NOT_FOUND)
         job = store.get(job_id)
-        history = [dict(h, run_s=ran_s(h)) for h in admin.attempt_history(store, job_id)]
+        history = [dict(h, run_s=ran_s(h)) for h in ops.attempt_history(store, job_id)]
     data = dataclasses.asdict(job)
     ctx.emit({"job": data, "attempts": history}, render.job_text(with_max(ctx, [data])[0], history))
     return ExitCode.OK
@@ -180,7 +180,7 @@ def resolve_id(store: Any, text: str) -> str | list[str] | None:
 def _by_prefix(store: Any, text: str) -> str | list[str] | None:
     if len(text) < MIN_PREFIX:
         return None
-    found = admin.find_ids(store, text.lower(), limit=MAX_MATCHES + 1)
+    found = ops.find_ids(store, text.lower(), limit=MAX_MATCHES + 1)
     if len(found) == 1:
         return found[0]
     return found or None
@@ -190,7 +190,7 @@ def resolve_ids(store: Any, texts: Iterable[str]) -> tuple[dict[str, str], dict[
     """Resolve ids or unique prefixes as :func:`resolve_id` does, with one query for the exact
     ids: ``({text: id}, {text: why not})``, each in the order given, duplicates once."""
     texts = list(dict.fromkeys(texts))
-    exact = admin.statuses(store, texts)
+    exact = ops.statuses(store, texts)
     found: dict[str, str] = {}
     missing: dict[str, str] = {}
     for text in texts:
@@ -246,18 +246,18 @@ RESUMED_TEXT = "resumed: workers claim jobs again"
 
 def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
     """Retry the named jobs, by id or unique prefix (the rules and messages of ``jobq retry ID...``)."""
-    return _act(store, ids, "retried", lambda found: admin.retry_jobs(store, found, now), RETRY_RULE)
+    return _act(store, ids, "retried", lambda found: ops.retry_jobs(store, found, now), RETRY_RULE)
 
 
 def cancel_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
     """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel ID...``)."""
-    return _act(store, ids, "cancelled", lambda found: admin.cancel_jobs(store, found, now), CANCEL_RULE)
+    return _act(store, ids, "cancelled", lambda found: ops.cancel_jobs(store, found, now), CANCEL_RULE)
 
 
 def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
     """Delete the named finished jobs and their attempt history (the dashboard's purge of a
     selection; ``jobq purge`` deletes by status and age)."""
-    return _act(store, ids, "purged", lambda found: admin.purge_jobs(store, found), PURGE_RULE)
+    return _act(store, ids, "purged", lambda found: ops.purge_jobs(store, found), PURGE_RULE)
 
 
 def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]], list[str]],
@@ -284,7 +284,7 @@ def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
     now = ctx.clock.now()
     with ctx.store() as store:
         if args.failed:
-            n = admin.retry_failed(store, now, args.type)
+            n = ops.retry_failed(store, now, args.type)
             of = f" of type {args.type}" if args.type else ""
             ctx.emit({"retried": n}, f"retried {n} failed jobs{of}")
             return ExitCode.OK
@@ -300,7 +300,7 @@ def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
 
 def _why_not(store: Any, ids: Iterable[str], done: list[str], rule: str) -> dict[str, str]:
     rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
-    found = admin.statuses(store, rest)
+    found = ops.statuses(store, rest)
     return {i: (f"is {found[i]}: {rule}" if i in found else "no such job") for i in rest}
 
 
@@ -315,7 +315,7 @@ def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
     now = ctx.clock.now()
     before = now - args.older_than
     with ctx.store() as store:
-        n = admin.purge(store, args.status, before, dry_run=args.dry_run)
+        n = ops.purge(store, args.status, before, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
     ctx.emit({"status": args.status, "before": iso(before), "dry_run": args.dry_run, "deleted": n},
              f"{verb} {n} {args.status} jobs that finished before {iso(before)}")

@@ -3,7 +3,8 @@ attempt, also across gaps left by purges, and counts completed, failed and retri
 engine (the ``engine`` fixture)."""
 from __future__ import annotations
 
-from shared import activity
+from shared import ops
+from shared.ops import activity
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
 from shared.job import Finish

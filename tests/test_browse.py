@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared import browse
+from shared.ops import browse
 from shared.api import JobQueue
 from shared.clock import FakeClock
 from shared.job import Finish

@@ -1,5 +1,5 @@
 """The PostgreSQL engine's store: one psycopg connection to a jobq schema, and every protocol of
-:mod:`shared.contract` on it (operators' SQL in :mod:`.ops`, schedules, retention and limits in
+:mod:`shared.contract` on it (the operators' reads run its SQL through :mod:`shared.ops`; schedules, retention and limits in
 :mod:`.lifecycle`, connecting and errors in :mod:`.connection`).
 
 How this engine keeps the contract across many hosts:
@@ -26,12 +26,12 @@ from psycopg.rows import tuple_row
 
 from ...clock import iso, parse_iso
 from ...job import Finish, Job, NewJob
-from .browse import PgBrowse
+from ..sql import SqlBase
 from .connection import PgConnection, translate_errors
+from .dialect import DIALECT
 from .finish import finish_one, record_finishes
 from .leases import PgLeases
 from .lifecycle import RELEASE as _RELEASE, PgLifecycle
-from .ops import PgOps
 from .schema import COUNTS, FOLD_COUNTS
 from .transfer import PgTransfer
 
@@ -84,8 +84,14 @@ def _insert_one_sql(table: str) -> str:
 
 
 @translate_errors
-class PgStore(PgConnection, PgLifecycle, PgOps, PgBrowse, PgLeases, PgTransfer):
+class PgStore(SqlBase, PgConnection, PgLifecycle, PgLeases, PgTransfer):
     """One PostgreSQL connection to a jobq schema, and the operations on it."""
+
+    dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
+
+    def wake_idle(self) -> None:
+        """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""
+        self.conn.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
     @functools.cached_property
     def _insert_one(self) -> str:

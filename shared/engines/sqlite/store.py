@@ -1,5 +1,5 @@
 """The SQLite engine's store: one connection to a jobq database file, and every protocol of
-:mod:`shared.contract` on it (the operators' SQL in :mod:`.ops`, schedules, retention and limits
+:mod:`shared.contract` on it (the operators' reads run its SQL through :mod:`shared.ops`; schedules, retention and limits
 in :mod:`.lifecycle` with heartbeats and dead owners' jobs, the connection, busy retries and error translation in :mod:`.connection`).
 
 How this engine keeps the contract:
@@ -21,12 +21,14 @@ import sqlite3
 from typing import Any, Iterable, Sequence
 
 from ...clock import iso, parse_iso
+from ...contract import Gauge
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
-from .browse import SqliteBrowse
+from ..sql import SqlBase
+from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
+from .dialect import DIALECT
 from .finish import fetch_rows as _fetch_rows, record_finishes
 from .lifecycle import RELEASE as _RELEASE, LifecycleStore
-from .ops import OpsSql
 from .transfer import SqliteTransfer
 
 _JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
@@ -61,8 +63,20 @@ _HAS_DUE = ("SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= ? "
 
 
 @translate_errors
-class SqliteStore(SqliteConnection, LifecycleStore, OpsSql, SqliteBrowse, SqliteTransfer):
+class SqliteStore(SqlBase, SqliteConnection, LifecycleStore, SqliteTransfer):
     """One SQLite connection to a jobq database, and the operations on it."""
+
+    dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
+    _tx = SqliteConnection._immediate
+    gauges = (Gauge("wal_bytes", "WAL", "Size of the SQLite write-ahead log.", "bytes"),)
+
+    def stats(self) -> dict[str, Any]:
+        """The write-ahead log's size (``wal_bytes``), which upkeep's checkpoints keep down."""
+        return {"wal_bytes": self.wal_bytes()}
+
+    def pacer(self, rows: int = 1000) -> Pacer:
+        """A pacer for a bulk write (see ``bulk``): short ``BEGIN IMMEDIATE`` chunks with pauses."""
+        return Pacer(rows)
 
     @classmethod
     def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
