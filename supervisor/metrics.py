@@ -11,7 +11,7 @@ the fork of a worker.
 
 What is exported (``text/plain; version=0.0.4``):
 - gauges read from the database at each scrape: jobs by status and type, scheduled jobs, the
-  oldest due job's age, paused, WAL size, live and wanted workers;
+  oldest due job's age, paused, the engine's own gauges, live and wanted workers;
 - counters since this supervisor started its metrics: attempts ended (processed), completed,
   failed, retried, per type, and wait / run-time histograms, folded from ``job_attempts``;
 - the supervisor's own counters: worker starts, restarts, crashes, jobs reaped.

@@ -3,7 +3,6 @@ attempt, also across gaps left by purges, and counts completed, failed and retri
 engine (the ``engine`` fixture)."""
 from __future__ import annotations
 
-from shared import ops
 from shared.ops import activity
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso

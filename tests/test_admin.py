@@ -1,7 +1,8 @@
-"""The operators' store layer (shared.admin) and the attempt history the schema's triggers write.
+"""The operators' read layer (shared.ops) and the attempt history the schema's triggers write.
 
-In-process, on real SQLite files, with a fake clock: every path that ends an attempt records it
-once, an attempt given back records nothing, and deleting a job deletes its history.
+In-process, on every engine (the ``engine`` fixture), with a fake clock: every path that ends an
+attempt records it once, an attempt given back records nothing, and deleting a job deletes its
+history; the read layer's statements, written once, answer the same on each engine.
 """
 from __future__ import annotations
 
@@ -10,29 +11,29 @@ import pytest
 from shared import ops
 from shared.clock import FakeClock, iso
 from shared.job import new_id
-from shared.engines.sqlite import ops as sqlite_ops
-from shared.engines.sqlite.store import Finish, NewJob, SqliteStore
+from shared.contract import Store
+from shared.job import Finish, NewJob
 
 OWNER = "testhost:1111:1"
 
 
 @pytest.fixture
-def store(db_path):
-    with SqliteStore(db_path) as s:
+def store(engine):
+    with engine.open() as s:
         yield s
 
 
-def add(store: SqliteStore, clock: FakeClock, job_type: str = "t", **kw) -> str:
+def add(store: Store, clock: FakeClock, job_type: str = "t", **kw) -> str:
     job = NewJob(new_id(), job_type, "{}", kw.get("priority", 0), kw.get("run_at", clock.now()),
                  kw.get("max_attempts"), None)
     return store.enqueue([job], clock.now())[0]
 
 
-def claim(store: SqliteStore, clock: FakeClock):
+def claim(store: Store, clock: FakeClock):
     return store.claim(OWNER, 1111, clock.now(), 1)[0]
 
 
-def history(store: SqliteStore, job_id: str) -> list[tuple]:
+def history(store: Store, job_id: str) -> list[tuple]:
     return [(h["attempt"], h["outcome"], h["error"]) for h in ops.attempt_history(store, job_id)]
 
 
@@ -101,7 +102,7 @@ def test_retry_and_cancel_act_only_on_the_states_they_apply_to(store, clock):
 
 
 def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
-    monkeypatch.setattr(sqlite_ops, "BATCH", 3)
+    monkeypatch.setattr(ops.bulk, "BATCH", 3)
     ids = [add(store, clock, "a" if i % 2 else "b") for i in range(8)]
     for _ in ids:
         job = claim(store, clock)
@@ -113,7 +114,7 @@ def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
     assert ops.purge(store, "failed", clock.now() - 5, dry_run=True) == 4
     assert ops.purge(store, "failed", clock.now() - 20) == 0
     assert ops.purge(store, "failed", clock.now() - 5) == 4
-    assert store.conn.execute("SELECT count(*) AS n FROM job_attempts").fetchone()["n"] == 4  # the a's only
+    assert store.read("SELECT count(*) AS n FROM job_attempts")[0]["n"] == 4  # the a's only
     with pytest.raises(ValueError, match="pending"):
         ops.purge(store, "pending", clock.now())
 

@@ -4,6 +4,12 @@ module outside the SQLite engine imports ``sqlite3`` or names a PRAGMA; no modul
 engines reaches a store's connection (an attribute ``.conn``) or runs SQL on one (a call of
 ``.execute``, ``.executemany`` or ``.executescript``): every read goes through the contract.
 
+The shared SQL layer (``shared/engines/sql``) is no engine: every engine builds on it. The read
+layer (``shared/ops``) and what shows its figures (``status``, ``top``, the metrics, their
+rendering, the dashboard and its templates) name no engine (issue 22): no "WAL", no
+``wal_bytes``, no "sqlite" or "psycopg" in their code (comments and docstrings may explain);
+an engine's own gauges reach them described by the engine (``OpsStore.gauges``).
+
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
 inspect a database; the rules are for the runtime packages.
@@ -11,6 +17,7 @@ inspect a database; the rules are for the runtime packages.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("supervisor", "worker", "shared")
 FACTORY = "shared.engines"
 ENGINES = "shared.engines."  # shared.engines.<engine>[.<module>]
+SHARED_SQL = "sql"  # shared.engines.sql: the SQL written once that engines build on, not an engine
+# Modules that show the read layer's figures and name no engine: the read layer, the dashboard,
+# and (wherever the CLI's modules live under supervisor/) these screens and their rendering.
+NEUTRAL_PREFIXES = ("shared.ops", "supervisor.web")
+NEUTRAL_SCREENS = {"status", "top", "metrics", "render", "stats"}
+ENGINE_WORDS = re.compile(r"\bWAL\b|wal_bytes|(?i:sqlite|psycopg)")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -79,7 +92,7 @@ def engine_of(module: str, engines: set[str]) -> str | None:
 def violations(root: Path) -> list[str]:
     """One message per (file, line, rule) broken."""
     out: dict[tuple[str, int, str], str] = {}
-    engines = {p.parent.name for p in (root / "shared" / "engines").glob("*/__init__.py")}
+    engines = {p.parent.name for p in (root / "shared" / "engines").glob("*/__init__.py")} - {SHARED_SQL}
     for name, path in modules(root).items():
         where = f"{path.relative_to(root)}"
         top, mine = name.split(".")[0], engine_of(name, engines)
@@ -94,7 +107,7 @@ def violations(root: Path) -> list[str]:
                                f"engine factory ({FACTORY}) imports an engine")
             if other == "sqlite3" and mine != ENGINES + "sqlite":
                 out.setdefault((where, line, "sqlite3"), f"{where}:{line}: imports sqlite3 outside the SQLite engine")
-        if mine is None and name != FACTORY:
+        if not name.startswith(ENGINES) and name != FACTORY:  # the engines and their shared SQL run SQL
             for line, what in sql_uses(path):
                 out.setdefault((where, line, "sql"), f"{where}:{line}: {what} outside the engines: "
                                f"add a method to the store contract (shared.contract)")
@@ -102,7 +115,47 @@ def violations(root: Path) -> list[str]:
             for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if "PRAGMA" in text.upper():
                     out.setdefault((where, no, "pragma"), f"{where}:{no}: names a PRAGMA outside the SQLite engine")
+        if neutral(name):
+            for no, word in engine_words(path):
+                out.setdefault((where, no, "word"), f"{where}:{no}: names an engine ({word!r}) where the "
+                               f"engine's own gauges and spellings come from the engine")
+    for path in sorted((root / "supervisor" / "web").rglob("*.html")):
+        for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if m := ENGINE_WORDS.search(text):
+                where = f"{path.relative_to(root)}"
+                out.setdefault((where, no, "word"), f"{where}:{no}: names an engine ({m.group(0)!r})")
     return list(out.values())
+
+
+def neutral(module: str) -> bool:
+    """Whether ``module`` is one that names no engine (see the module's docstring)."""
+    parts = module.split(".")
+    return (any(module == p or module.startswith(p + ".") for p in NEUTRAL_PREFIXES)
+            or (parts[0] == "supervisor" and parts[-1] in NEUTRAL_SCREENS))
+
+
+def engine_words(path: Path) -> list[tuple[int, str]]:
+    """(line, word) of every engine word in the code of ``path``: its strings (not docstrings)
+    and names (identifiers, attributes, arguments)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for node in ast.walk(tree):
+        texts: list[str] = []
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            texts.append(node.value)
+        elif isinstance(node, ast.Name):
+            texts.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            texts.append(node.attr)
+        elif isinstance(node, ast.arg):
+            texts.append(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.alias)):
+            texts.append(node.name)
+        out += [(node.lineno, m.group(0)) for t in texts if (m := ENGINE_WORDS.search(t))]
+    return out
 
 
 def test_the_runtime_packages_keep_their_layers():
@@ -183,15 +236,24 @@ def test_the_engines_and_the_factory_are_where_the_rules_expect_them():
     ("shared/x.py", "def f(store):\n    return store.conn.execute('SELECT 1')\n", "outside the engines"),
     ("supervisor/x.py", "def f(store):\n    c = store.conn\n", "reads a store's connection"),
     ("supervisor/x.py", "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n", "runs SQL (.executemany)"),
+    ("shared/engines/other/x.py", "from ..sqlite import wakeup\n", "only the engine factory"),
+    ("shared/ops/x.py", "LABEL = 'WAL'\n", "names an engine ('WAL')"),
+    ("supervisor/status.py", "def f(store):\n    return store.wal_bytes()\n", "names an engine ('wal_bytes')"),
+    ("supervisor/cli/top.py", "def f(snap):\n    return snap['wal_bytes']\n", "names an engine"),
+    ("supervisor/web/x.py", "import psycopg\n", "names an engine ('psycopg')"),
+    ("supervisor/web/templates/x.html", "<span>WAL</span>\n", "names an engine ('WAL')"),
 ])
 def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, PACKAGES)
-    for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other"):
+    for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other", "shared/engines/sql",
+                "shared/ops", "supervisor/cli", "supervisor/web", "supervisor/web/templates"):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "__init__.py").write_text("")
     (tmp_path / "shared/engines/__init__.py").write_text("from .sqlite import store\n")
-    (tmp_path / "shared/engines/sqlite/store.py").write_text("import sqlite3\nfrom . import lead\n"
+    (tmp_path / "shared/engines/sqlite/store.py").write_text("import sqlite3\nfrom . import lead\nfrom ..sql import base\n"
                                                              "X = 'PRAGMA busy_timeout = 0'\n")
+    (tmp_path / "shared/engines/other/store.py").write_text("from ..sql import base\n")  # the shared SQL: no engine
+    (tmp_path / "shared/ops/queue.py").write_text('"""Explains SQLite\'s WAL."""\n# and psycopg here\nX = 1\n')
     assert violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
     found = violations(tmp_path)

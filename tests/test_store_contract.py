@@ -502,6 +502,32 @@ def test_is_paused_and_the_engine_gauges_for_status(store, clock, engine):
         assert stats == {} and store.gauges == ()
 
 
+def test_the_read_layer_runs_its_sql_through_the_store(store, clock):
+    """read/write/transaction/batches take ``:name`` parameters on every engine (the dialect
+    spells them), return plain dict rows, roll a failed transaction back, translate driver errors."""
+    a, b, c = (job(clock, priority=i) for i in range(3))
+    put(store, clock, a, b, c)
+    assert store.dialect.name
+    assert store.read("SELECT count(*) AS n FROM jobs WHERE status = :s", {"s": "pending"}) == [{"n": 3}]
+    assert store.write("UPDATE jobs SET priority = :p WHERE id = :id RETURNING id, priority",
+                       {"p": 9, "id": a.id}) == [{"id": a.id, "priority": 9}]
+    assert store.write("DELETE FROM control WHERE name = :n", {"n": "nothing"}) == []  # no rows: none back
+
+    def fails(run):
+        run("INSERT INTO control (name, value) VALUES (:n, '1')", {"n": "half-done"})
+        raise RuntimeError("after the first statement")
+    with pytest.raises(RuntimeError):
+        store.transaction(fails)
+    assert store.read("SELECT name FROM control WHERE name = 'half-done'") == []  # rolled back
+    assert store.transaction(lambda run: run("SELECT count(*) AS n FROM jobs")[0]["n"]) == 3
+    touched = store.batches("UPDATE jobs SET priority = 1 WHERE id IN (SELECT id FROM jobs WHERE id > :after "
+                            f"ORDER BY id LIMIT :batch{store.dialect.lock}) RETURNING id", {}, 1)
+    assert touched == 3 and {r["priority"] for r in store.read("SELECT priority FROM jobs")} == {1}
+    store.wake_idle()  # idle workers told where the engine's wake-up needs it; harmless otherwise
+    with pytest.raises(StoreError):
+        store.read("SELECT * FROM no_such_table")
+
+
 # -- transfer (jobq copy) ----------------------------------------------------------------------------
 
 

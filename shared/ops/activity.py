@@ -63,7 +63,7 @@ def first_attempt_since(store: OpsStore, since: float) -> int:
 
 def attempt_seq_bounds(store: OpsStore) -> tuple[int, int]:
     """``(lowest, highest)`` ``seq`` in ``job_attempts``; ``(1, 0)`` when it is empty."""
-    # two statements: min and max together defeat SQLite's min/max shortcut (it would scan)
+    # two statements: min and max together defeat an engine's min/max shortcut (it would scan)
     lo = store.read("SELECT min(seq) AS s FROM job_attempts")[0]["s"]
     hi = store.read("SELECT max(seq) AS s FROM job_attempts")[0]["s"]
     return (1, 0) if lo is None else (lo, hi)

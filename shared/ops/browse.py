@@ -9,7 +9,7 @@ Every page walks one index in its listing order and starts right after the previ
 row (a keyset cursor, never OFFSET), so page 1000 costs what page 1 does:
 
 - pending: the claim index ``jobs_claim`` (``priority DESC, run_at, created_at``), claim order
-  (ties by the dialect's ``rowid``: SQLite's rowid, PostgreSQL's id);
+  (ties by the dialect's ``rowid``: the order the claim index keeps among equals);
 - failed, cancelled: ``jobs_dead``, newest first (ids grow with creation time);
 - running: ``jobs_running``; everything else (no status, completed): the primary key, newest first.
 
@@ -154,7 +154,7 @@ def browse_jobs(store: OpsStore, status: str | None, job_type: str | None, q: st
     # without a filter every entry of the walk is a row of the page: walk just one page
     params.update(fparams, w=window if filters else limit, page=limit, wlast=window - 1)
     where = f"WHERE {' AND '.join(filters)} " if filters else ""
-    # Where a CROSS JOIN keeps the window as the outer loop (SQLite), rows come out in the walk's
+    # Where a CROSS JOIN keeps the window as the outer loop (``window_sorted``), rows come out in the walk's
     # order and the query stops at the page's last row; elsewhere the page sorts the window's matches.
     join, order = ("CROSS JOIN", "") if d.window_sorted else ("JOIN", "ORDER BY " + _order(claim, "w."))
     rows = store.read(f"SELECT {_COLUMNS}, w.k1, w.k2, w.k3, w.rid FROM ({walk}) AS w {join} jobs j "

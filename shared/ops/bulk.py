@@ -2,9 +2,9 @@
 
 By id: one statement (or one short transaction) for the ids given; the ids done come back in the
 order given. In bulk (``retry_failed``, ``purge``): batches by id, each its own short
-transaction paced by the engine (``OpsStore.batches``: on SQLite the write lock is left free
-between two batches so workers' writes get in; on PostgreSQL each batch locks its rows and
-checks them again), so no transaction grows with the table.
+transaction paced by the engine (``OpsStore.batches``: where the database has one write lock it
+is left free between two batches so workers' writes get in; where it locks rows, each batch
+locks its rows and checks them again), so no transaction grows with the table.
 """
 from __future__ import annotations
 

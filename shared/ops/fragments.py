@@ -6,7 +6,7 @@ from typing import Any, Iterable, Sequence
 from ..contract import OpsStore
 
 # The partial indexes jobs_finished / jobs_dead serve a query only if their own condition
-# appears literally (SQLite) or is implied (PostgreSQL): statements spell it out.
+# appears literally (on some engines) or is implied (on others): statements spell it out.
 FINISHED = "status IN ('completed', 'failed', 'cancelled')"
 DEAD = "status IN ('failed', 'cancelled')"
 
