@@ -188,7 +188,7 @@ def test_dropped_connections_lose_no_hook_and_report_no_lease_lost(tmp_path):
             while cuts < 60:
                 if s.counts().get("pending", 0) < 50:  # keep the workers busy until the last cut
                     ids += more(s)
-                cuts += ops.execute("SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity "
+                cuts += admin.execute("SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity "
                                       "WHERE application_name = %s", (app,)).fetchone()[0]
                 time.sleep(0.15)  # paces the cuts (not a synchronisation: nothing waits on it)
             wait_until(lambda: s.counts().get("completed") == len(ids), timeout=120, what="every job completed")
