@@ -68,7 +68,7 @@ class SqliteStore(SqlBase, SqliteConnection, LifecycleStore, SqliteTransfer):
 
     dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
     _tx = SqliteConnection._immediate
-    gauges = (Gauge("wal_bytes", "WAL", "Size of the SQLite write-ahead log.", "bytes"),)
+    gauges: tuple[Gauge, ...] = (Gauge("wal_bytes", "WAL", "Size of the SQLite write-ahead log.", "bytes"),)
 
     def stats(self) -> dict[str, Any]:
         """The write-ahead log's size (``wal_bytes``), which upkeep's checkpoints keep down."""
