@@ -1,4 +1,4 @@
-"""Attempts per minute from job_attempts (shared.activity): the window starts at the right
+"""Attempts per minute from job_attempts (shared.ops.activity): the window starts at the right
 attempt, also across gaps left by purges, and counts completed, failed and retried. On every
 engine (the ``engine`` fixture)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dashboard's job listing (shared.browse): keyset pages visit every match once, in the
+"""The dashboard's job listing (shared.ops.browse): keyset pages visit every match once, in the
 listing order, also when a filter needs several bounded windows; bad parameters are refused.
 On every engine (the ``engine`` fixture); the expected lists are computed from the jobs in Python."""
 from __future__ import annotations
