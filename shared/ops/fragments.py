@@ -26,5 +26,8 @@ def storable(store: OpsStore, items: Iterable[str]) -> list[str]:
 
 
 def one_of(store: OpsStore, col: str, items: Sequence[str], name: str = "ids") -> tuple[str, dict[str, Any]]:
-    """The condition "``col`` is one of ``items``" as one parameter ``name``, and its params."""
+    """The condition "``col`` is one of ``items``" as one parameter ``name``, and its params (one
+    item, the commonest, as a plain equality: no list to build or unpack)."""
+    if len(items) == 1:
+        return f"{col} = :{name}", {name: items[0]}
     return store.dialect.any_of.format(col=col, param=f":{name}"), {name: store.dialect.list_param(items)}
