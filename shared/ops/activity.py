@@ -39,7 +39,8 @@ def attempts_per_minute(store: OpsStore, after: int, upto: int | None = None,
     ``completed``, ``failed``, ``cancelled`` or ``retried``) counting the attempts with
     ``after < seq`` (``seq <= upto`` when given) that ended at or after ``since`` (when given);
     ordered by minute, then status. A range of ``job_attempts``' primary key."""
-    sql = _PER_MINUTE + ("" if upto is None else " AND seq <= :upto") + ("" if since is None else " AND ended_at >= :since")
+    sql = (_PER_MINUTE + ("" if upto is None else " AND seq <= :upto")
+           + ("" if since is None else " AND ended_at >= :since"))
     return store.read(sql + " GROUP BY minute, status ORDER BY minute, status",
                       {"after": after, "upto": upto, "since": None if since is None else iso(since)})
 

@@ -48,7 +48,7 @@ class JobFilter:
     status: str | None = None
     type: str | None = None
     q: str | None = None
-    after: tuple | None = None  # the keyset cursor: the last row of the previous page
+    after: tuple[Any, ...] | None = None  # the keyset cursor: the last row of the previous page
     text: bool = False          # search payloads and errors even when ``q`` found a job by id or key
 
     def claim_order(self) -> bool:
@@ -79,17 +79,17 @@ def parse_filter(params: Any) -> JobFilter:
                      text=params.get("text") == "1")
 
 
-def encode_cursor(key: tuple) -> str:
+def encode_cursor(key: tuple[Any, ...]) -> str:
     return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode().rstrip("=")
 
 
-def _decode_cursor(text: str, claim: bool) -> tuple:
+def _decode_cursor(text: str, claim: bool) -> tuple[Any, ...]:
     try:
         key = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except ValueError:
         raise ValueError(f"after {text!r} is not a page cursor of this list") from None
     # claim order: (priority, run_at, created_at, the engine's tiebreak: a rowid or an id)
-    shape = (int, str, str, (int, str)) if claim else (str,)
+    shape: tuple[Any, ...] = (int, str, str, (int, str)) if claim else (str,)
     if not (isinstance(key, list) and len(key) == len(shape)
             and all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape))):
         raise ValueError(f"after {text!r} is not a page cursor of this list")
@@ -135,7 +135,8 @@ _ID_ORDER = "k1 DESC"
 
 
 def browse_jobs(store: OpsStore, status: str | None, job_type: str | None, q: str | None,
-                after: Sequence[Any] | None, limit: int, window: int) -> tuple[list[dict[str, Any]], tuple | None]:
+                after: Sequence[Any] | None, limit: int,
+                window: int) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
     """One page of the job listing: ``(rows, window_end)``.
 
     Order, by ``status``: ``pending`` in claim order (``priority`` descending, ``run_at``,

@@ -57,13 +57,15 @@ class SqlBase:
     def write(self, sql: str, params: Params | None = None) -> list[dict[str, Any]]:
         """One write statement, its own transaction (with the engine's retries); the rows it
         returns (``RETURNING``), fetched fully before it commits."""
-        return self._write(lambda c: _fetched(self._run(c, sql, params)))
+        rows: list[dict[str, Any]] = self._write(lambda c: _fetched(self._run(c, sql, params)))
+        return rows
 
     def transaction(self, fn: Callable[[Run], T]) -> T:
         """``fn(run)`` in one short write transaction (the engine's: ``BEGIN IMMEDIATE`` on SQLite,
         retried on serialization failures on PostgreSQL, so ``fn`` must only run SQL);
         ``run(sql, params)`` executes a statement in it and returns its rows."""
-        return self._tx(lambda c: fn(lambda sql, params=None: _fetched(self._run(c, sql, params))))
+        out: T = self._tx(lambda c: fn(lambda sql, params=None: _fetched(self._run(c, sql, params))))
+        return out
 
     def batches(self, sql: str, params: Params, rows: int = BATCH) -> int:
         """Run a batched ``... RETURNING id`` write (``:after``: the last id done, ``:batch``: rows
