@@ -213,9 +213,52 @@ class UpkeepStore(Connection, Protocol):
     def set_paused(self, paused: bool) -> None: ...
 
 
+@dataclass(frozen=True)
+class Gauge:
+    """How one of an engine's own gauges (a key of ``OpsStore.stats()``) is shown: ``key`` is
+    its name in ``jobq status --json`` and, as ``jobq_<key>``, in the metrics; ``label`` what
+    ``status``, ``top`` and the dashboard print before it; ``help`` the metric's help text;
+    ``unit`` how it is printed (``bytes``: a size; else the number)."""
+    key: str
+    label: str
+    help: str
+    unit: str = ""
+
+
 class OpsStore(Connection, Protocol):
-    """What the ops commands, ``jobq status``/``top``, the metrics and the dashboard read and
-    write (rows are plain dicts; see ``shared.admin`` for each one's meaning)."""
+    """What the read layer (:mod:`shared.ops`: the ops commands, ``jobq status``/``top``, the
+    metrics and the dashboard) needs from a store: a way to run the shared SQL (written once,
+    ``:name`` parameters, spelled by ``dialect``), the engine's gauges, and a few transitions.
+    Rows are plain dicts; driver errors come out as :mod:`shared.errors` exceptions."""
+
+    dialect: Any  # shared.engines.sql.Dialect
+    gauges: "tuple[Gauge, ...]"  # how each key of stats() is shown
+
+    def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Every row of one read statement; no transaction is left open."""
+        ...
+
+    def write(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """One write statement in its own transaction; the rows it returns."""
+        ...
+
+    def transaction(self, fn: Callable[[Callable[..., list[dict[str, Any]]]], Any]) -> Any:
+        """``fn(run)`` in one short write transaction; ``run(sql, params)`` returns a statement's rows."""
+        ...
+
+    def batches(self, sql: str, params: Mapping[str, Any], rows: int = 1000) -> int:
+        """A batched ``... RETURNING id`` write (``:after``, ``:batch``) in short transactions paced
+        by the engine, until a batch comes back short; how many rows it touched."""
+        ...
+
+    def wake_idle(self) -> None:
+        """Tell idle workers that jobs became pending (after an operator's retry)."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """The engine's own gauges (SQLite: ``{"wal_bytes": n}``; PostgreSQL: none), described by
+        :attr:`gauges`; cheap enough for every ``status`` and metrics scrape."""
+        ...
 
     def get(self, job_id: str) -> Job | None: ...
 
@@ -226,122 +269,6 @@ class OpsStore(Connection, Protocol):
     def set_paused(self, paused: bool) -> None: ...
 
     def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
-
-    def wal_bytes(self) -> int | None:
-        """Bytes of write-ahead log not yet reclaimed by upkeep; None where the engine has no
-        log of jobq's own (PostgreSQL): ``jobq status``, ``top``, the dashboard and the metrics
-        show the WAL only where there is one."""
-        ...
-
-    def counts_by_type(self) -> list[dict[str, Any]]: ...
-
-    def scheduled_by_type(self, now: float) -> dict[str, int]: ...
-
-    def oldest_due(self, now: float) -> dict[str, Any] | None: ...
-
-    def finished_per_minute(self, since: float) -> list[dict[str, Any]]: ...
-
-    def recent_failures(self, limit: int = 10) -> list[dict[str, Any]]: ...
-
-    def list_jobs(self, status: str | None = None, job_type: str | None = None,
-                  limit: int = 50) -> list[dict[str, Any]]: ...
-
-    def find_ids(self, prefix: str, limit: int = 2) -> list[str]: ...
-
-    def statuses(self, ids: Sequence[str]) -> dict[str, str]: ...
-
-    def attempt_history(self, job_id: str) -> list[dict[str, Any]]: ...
-
-    def worker_rows(self) -> list[dict[str, Any]]: ...
-
-    def running_without_worker(self) -> list[dict[str, Any]]: ...
-
-    def last_attempt_seq(self) -> int: ...
-
-    def recent_attempts(self, since: float, limit: int) -> list[dict[str, Any]]: ...
-
-    def attempt_aggregates(self, after: int, upto: int, bounds: Sequence[float]) -> list[dict[str, Any]]: ...
-
-    def retry_jobs(self, ids: Sequence[str], now: float) -> list[str]: ...
-
-    def retry_failed(self, now: float, job_type: str | None = None) -> int: ...
-
-    def cancel_jobs(self, ids: Sequence[str], now: float) -> list[str]: ...
-
-    def purge_jobs(self, ids: Sequence[str]) -> list[str]: ...
-    def purge(self, status: str, before: float, *, dry_run: bool = False) -> int: ...
-
-    def request_scale(self, supervisor: str, workers: int) -> None: ...
-
-    def pending_scale(self, supervisor: str) -> int | None: ...
-
-    def take_scale_request(self, supervisor: str) -> int | None: ...
-
-    def save_counters(self, supervisor: str, counters: dict[str, int]) -> None: ...
-
-    def supervisor_counters(self) -> dict[str, dict[str, int]]: ...
-
-    # -- browsing: the dashboard's job listing (``shared.browse`` pages with these) -------------
-
-    def browse_jobs(self, status: str | None, job_type: str | None, q: str | None, after: Sequence[Any] | None,
-                    limit: int, window: int) -> tuple[list[dict[str, Any]], tuple | None]:
-        """One page of the job listing: ``(rows, window_end)``.
-
-        Order, by ``status``: ``pending`` in claim order (``priority`` descending, ``run_at``,
-        ``created_at``, then an engine's tiebreak); every other status, and None (all jobs), by id,
-        newest first. The walk starts right after ``after`` (a ``cursor`` this engine gave, or
-        None: from the start). Filters: ``status``, ``job_type`` (exact), and ``q``: a substring of
-        the payload or the error (case-sensitive), the idempotency key exactly, or an id prefix
-        (lowercased).
-
-        When a filter is one the walked index does not answer (a type, ``q``, ``completed``),
-        only ``window`` entries of the walk are examined: ``rows`` are the matches among them, at
-        most ``limit``, and ``window_end`` is the cursor of the window's last entry when the
-        window was full and the page was not (the walk goes on from there), else None. Without
-        such a filter ``window_end`` is None and ``rows`` are the next ``limit`` jobs.
-
-        Row keys: ``id, type, status, attempts, max_attempts, priority, run_at, started_at,
-        completed_at, created_at, updated_at, key, owner_pid``, ``payload`` (its first 160
-        characters), ``error`` (its last 300; None when completed) and ``cursor``: a tuple of
-        JSON scalars, ``(priority, run_at, created_at, tiebreak)`` in claim order, ``(id,)``
-        otherwise. The cost is the window's entries at most, never the table's.
-        """
-        ...
-
-    def find_jobs(self, q: str, status: str | None = None, job_type: str | None = None,
-                  limit: int = 10) -> list[dict[str, Any]]:
-        """Jobs whose id starts with ``q`` lowercased (the first ``limit`` ids of that range)
-        or whose idempotency key is ``q``, that also have ``status`` and ``job_type`` when given;
-        newest id first. Row keys: those of :meth:`browse_jobs` without ``cursor``. Found
-        through the primary key and the key's index."""
-        ...
-
-    def job_texts(self, job_id: str) -> dict[str, Any] | None:
-        """``{payload, result}``: the stored JSON text of a job (None for a result not set), or
-        None when no job has that id."""
-        ...
-
-    # -- activity: attempts per minute and rate windows (``shared.activity``) --------------------
-
-    def attempts_per_minute(self, after: int, upto: int | None = None,
-                            since: float | None = None) -> list[dict[str, Any]]:
-        """Rows ``{minute, status, n}`` (``minute``: ``YYYY-MM-DDTHH:MM`` of ``ended_at``;
-        ``status``: ``completed``, ``failed``, ``cancelled`` or ``retried``) counting the attempts
-        with ``after < seq`` (``seq <= upto`` when given) that ended at or after ``since`` (when
-        given); ordered by minute, then status. A range of ``job_attempts``' primary key."""
-        ...
-
-    def attempt_seq_bounds(self) -> tuple[int, int]:
-        """``(lowest, highest)`` ``seq`` in ``job_attempts``; ``(1, 0)`` when it is empty."""
-        ...
-
-    def attempt_from(self, seq: int) -> dict[str, Any] | None:
-        """``{seq, ended_at}`` of the attempt with the lowest ``seq`` at or above ``seq``, or None."""
-        ...
-
-    def rate_window_use(self, job_type: str, since: float) -> int:
-        """Claims of ``job_type`` recorded in its rate window (``type_starts``) after ``since``."""
-        ...
 
 
 class TransferStore(Connection, Protocol):

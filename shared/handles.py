@@ -18,6 +18,7 @@ import time
 from typing import Any, Generic, Iterable, TypeVar
 
 from .job import TERMINAL, Job
+from .ops.jobs import statuses
 
 R = TypeVar("R")
 
@@ -115,7 +116,7 @@ def _running(queue: Any, ids: list[str], ended: dict[str, Job]) -> list[str]:
             ended[job.id] = job
             return []
         return ids
-    states = store.statuses(ids)
+    states = statuses(store, ids)
     for job_id in ids:
         if job_id not in states:
             raise JobNotFound(job_id, store.location)

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from .engines import commit_watch, open_store
 from .job import TERMINAL
+from .ops.jobs import statuses
 
 FIRST = 0.001       # seconds: the back-off's first pause (and after a new waiter came)
 SETTLE = 0.001      # the pause after a wake by a commit (this read may have come just too early)
@@ -130,7 +131,7 @@ class Hub:
     def _check(self, store: Any, tickets: list[Ticket]) -> None:
         """One read of every awaited job; fire the tickets whose jobs all ended (or are gone)."""
         ids = list({i for t in tickets for i in t.ids})
-        states = store.statuses(ids)
+        states = statuses(store, ids)
         ended = [t for t in tickets if all(states.get(i, "completed") in TERMINAL for i in t.ids)]
         self._fire(ended, None)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from shared import admin
+from shared import ops
 from shared.contract import Round, Store
 from shared.job import Job
 from shared.logs import event, get_logger
@@ -99,9 +99,9 @@ class Duties:
     def ops_requests(self, rnd: Round) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
         sup, store = self.sup, self.sup.db()
-        wanted = admin.take_scale_request(store, sup.token)
+        wanted = ops.take_scale_request(store, sup.token)
         if wanted is not None:
             sup.scale(wanted, "jobq scale")
         if sup.counters != self.published:
-            admin.save_counters(store, sup.token, sup.counters)
+            ops.save_counters(store, sup.token, sup.counters)
             self.published = dict(sup.counters)

@@ -11,7 +11,7 @@ the fork of a worker.
 
 What is exported (``text/plain; version=0.0.4``):
 - gauges read from the database at each scrape: jobs by status and type, scheduled jobs, the
-  oldest due job's age, paused, WAL size, live and wanted workers;
+  oldest due job's age, paused, the engine's own gauges, live and wanted workers;
 - counters since this supervisor started its metrics: attempts ended (processed), completed,
   failed, retried, per type, and wait / run-time histograms, folded from ``job_attempts``;
 - the supervisor's own counters: worker starts, restarts, crashes, jobs reaped.
@@ -24,7 +24,7 @@ import socket
 import time
 from typing import Any, Callable, Iterable
 
-from shared import admin
+from shared import ops
 from shared.clock import parse_iso
 from shared.config import Config
 from shared.logs import event, get_logger
@@ -274,18 +274,17 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
     """The Prometheus text (format 0.0.4) of the queue as of ``now``."""
     out = Exposition()
     out.family("jobq_jobs", "gauge", "Jobs in the database by status and type.")
-    for r in admin.counts_by_type(store):
+    for r in ops.counts_by_type(store):
         out.sample("jobq_jobs", r["n"], status=r["status"], type=r["type"])
     out.family("jobq_jobs_scheduled", "gauge", "Pending jobs not due yet, by type.")
-    for job_type, n in sorted(admin.scheduled_by_type(store, now).items()):
+    for job_type, n in sorted(ops.scheduled_by_type(store, now).items()):
         out.sample("jobq_jobs_scheduled", n, type=job_type)
-    oldest = admin.oldest_due(store, now)
+    oldest = ops.oldest_due(store, now)
     age = max(now - parse_iso(max(oldest["run_at"], oldest["created_at"])), 0.0) if oldest else 0.0
     out.gauge("jobq_oldest_pending_age_seconds", "How long the longest-waiting due job has waited.", age)
     out.gauge("jobq_paused", "1 while the queue is paused.", int(store.is_paused()))
-    wal = store.wal_bytes()
-    if wal is not None:  # PostgreSQL: no log of jobq's own, no gauge
-        out.gauge("jobq_wal_bytes", "Size of the SQLite write-ahead log.", wal)
+    for g in ops.gauges.read(store):  # the engine's own, as it names them (none: no family)
+        out.gauge(f"jobq_{g['key']}", g["help"], g["value"])
     for name, value in sorted(gauges.items()):
         out.gauge(f"jobq_{name}", DOCS.get(name, f"Supervisor gauge {name}."), value)
     out.gauge("jobq_metrics_start_time_seconds", "When these counters started (Unix time).", started)

@@ -1,9 +1,9 @@
-"""Attempts per minute from job_attempts (shared.activity): the window starts at the right
+"""Attempts per minute from job_attempts (shared.ops.activity): the window starts at the right
 attempt, also across gaps left by purges, and counts completed, failed and retried. On every
 engine (the ``engine`` fixture)."""
 from __future__ import annotations
 
-from shared import activity
+from shared.ops import activity
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
 from shared.job import Finish

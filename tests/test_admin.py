@@ -1,39 +1,40 @@
-"""The operators' store layer (shared.admin) and the attempt history the schema's triggers write.
+"""The operators' read layer (shared.ops) and the attempt history the schema's triggers write.
 
-In-process, on real SQLite files, with a fake clock: every path that ends an attempt records it
-once, an attempt given back records nothing, and deleting a job deletes its history.
+In-process, on every engine (the ``engine`` fixture), with a fake clock: every path that ends an
+attempt records it once, an attempt given back records nothing, and deleting a job deletes its
+history; the read layer's statements, written once, answer the same on each engine.
 """
 from __future__ import annotations
 
 import pytest
 
-from shared import admin
+from shared import ops
 from shared.clock import FakeClock, iso
 from shared.job import new_id
-from shared.engines.sqlite import ops as sqlite_ops
-from shared.engines.sqlite.store import Finish, NewJob, SqliteStore
+from shared.contract import Store
+from shared.job import Finish, NewJob
 
 OWNER = "testhost:1111:1"
 
 
 @pytest.fixture
-def store(db_path):
-    with SqliteStore(db_path) as s:
+def store(engine):
+    with engine.open() as s:
         yield s
 
 
-def add(store: SqliteStore, clock: FakeClock, job_type: str = "t", **kw) -> str:
+def add(store: Store, clock: FakeClock, job_type: str = "t", **kw) -> str:
     job = NewJob(new_id(), job_type, "{}", kw.get("priority", 0), kw.get("run_at", clock.now()),
                  kw.get("max_attempts"), None)
     return store.enqueue([job], clock.now())[0]
 
 
-def claim(store: SqliteStore, clock: FakeClock):
+def claim(store: Store, clock: FakeClock):
     return store.claim(OWNER, 1111, clock.now(), 1)[0]
 
 
-def history(store: SqliteStore, job_id: str) -> list[tuple]:
-    return [(h["attempt"], h["outcome"], h["error"]) for h in admin.attempt_history(store, job_id)]
+def history(store: Store, job_id: str) -> list[tuple]:
+    return [(h["attempt"], h["outcome"], h["error"]) for h in ops.attempt_history(store, job_id)]
 
 
 def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
@@ -45,7 +46,7 @@ def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
     job = claim(store, clock)
     clock.advance(0.5)
     assert store.finish(Finish("failed", jid, job.attempts, "boom again", 0.0, 3), OWNER, clock.now())
-    rows = admin.attempt_history(store, jid)
+    rows = ops.attempt_history(store, jid)
     assert [(r["attempt"], r["outcome"], r["error"]) for r in rows] == [(1, "retry", "boom"), (2, "failed", "boom again")]
     first = rows[0]
     assert (first["due_at"], first["started_at"], first["ended_at"]) == (
@@ -70,14 +71,14 @@ def test_a_dead_workers_job_is_recorded_and_a_given_back_attempt_is_not(store, c
 
 
 def test_feed_aggregates_wait_and_run_buckets(store, clock):
-    start = admin.last_attempt_seq(store)
+    start = ops.last_attempt_seq(store)
     for run in (0.004, 0.2, 3.0):
         jid = add(store, clock)
         clock.advance(0.01)
         job = claim(store, clock)
         clock.advance(run)
         store.finish(Finish("completed", jid, job.attempts, None), OWNER, clock.now())
-    rows = admin.attempt_aggregates(store, start, admin.last_attempt_seq(store), (0.005, 1.0))
+    rows = ops.attempt_aggregates(store, start, ops.last_attempt_seq(store), (0.005, 1.0))
     assert len(rows) == 1
     r = rows[0]
     assert (r["type"], r["outcome"], r["n"]) == ("t", "completed", 3)
@@ -93,49 +94,49 @@ def test_retry_and_cancel_act_only_on_the_states_they_apply_to(store, clock):
     failed_job = claim(store, clock)
     assert failed_job.id == failed
     store.finish(Finish("failed", failed, failed_job.attempts, "x", 0.0, 3), OWNER, clock.now())
-    assert admin.cancel_jobs(store, [pending, running, "nope"], clock.now()) == [pending]
-    assert admin.retry_jobs(store, [failed, pending, running], clock.now()) == [failed, pending]
-    assert admin.statuses(store, [failed, pending, running]) == {failed: "pending", pending: "pending",
+    assert ops.cancel_jobs(store, [pending, running, "nope"], clock.now()) == [pending]
+    assert ops.retry_jobs(store, [failed, pending, running], clock.now()) == [failed, pending]
+    assert ops.statuses(store, [failed, pending, running]) == {failed: "pending", pending: "pending",
                                                                   running: "running"}
     assert store.get(failed).attempts == 0
 
 
 def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
-    monkeypatch.setattr(sqlite_ops, "BATCH", 3)
+    monkeypatch.setattr(ops.bulk, "BATCH", 3)
     ids = [add(store, clock, "a" if i % 2 else "b") for i in range(8)]
     for _ in ids:
         job = claim(store, clock)
         store.finish(Finish("failed", job.id, job.attempts, "x", 0.0, 3), OWNER, clock.now())
-    assert admin.retry_failed(store, clock.now(), "a") == 4
-    assert admin.counts_by_type(store) == [{"type": "a", "status": "pending", "n": 4},
+    assert ops.retry_failed(store, clock.now(), "a") == 4
+    assert ops.counts_by_type(store) == [{"type": "a", "status": "pending", "n": 4},
                                            {"type": "b", "status": "failed", "n": 4}]
     clock.advance(10)
-    assert admin.purge(store, "failed", clock.now() - 5, dry_run=True) == 4
-    assert admin.purge(store, "failed", clock.now() - 20) == 0
-    assert admin.purge(store, "failed", clock.now() - 5) == 4
-    assert store.conn.execute("SELECT count(*) AS n FROM job_attempts").fetchone()["n"] == 4  # the a's only
+    assert ops.purge(store, "failed", clock.now() - 5, dry_run=True) == 4
+    assert ops.purge(store, "failed", clock.now() - 20) == 0
+    assert ops.purge(store, "failed", clock.now() - 5) == 4
+    assert store.read("SELECT count(*) AS n FROM job_attempts")[0]["n"] == 4  # the a's only
     with pytest.raises(ValueError, match="pending"):
-        admin.purge(store, "pending", clock.now())
+        ops.purge(store, "pending", clock.now())
 
 
 def test_oldest_due_looks_at_every_priority(store, clock):
-    assert admin.oldest_due(store, clock.now()) is None
+    assert ops.oldest_due(store, clock.now()) is None
     late = add(store, clock, priority=5)
     early = add(store, clock, priority=-3, run_at=clock.now() - 60)
     add(store, clock, priority=1, run_at=clock.now() + 60)  # not due: not counted
-    assert admin.oldest_due(store, clock.now())["id"] == early
-    assert admin.scheduled_by_type(store, clock.now()) == {"t": 1}
-    assert late in admin.find_ids(store, late[:12], limit=5)
+    assert ops.oldest_due(store, clock.now())["id"] == early
+    assert ops.scheduled_by_type(store, clock.now()) == {"t": 1}
+    assert late in ops.find_ids(store, late[:12], limit=5)
 
 
 def test_scale_requests_and_counters_live_in_control_rows(store, clock):
     store.register_process("host:1:1", "supervisor", 1, "host", clock.now())
-    assert admin.take_scale_request(store, "host:1:1") is None
-    admin.request_scale(store, "host:1:1", 4)
-    assert admin.pending_scale(store, "host:1:1") == 4
-    assert admin.take_scale_request(store, "host:1:1") == 4
-    assert admin.pending_scale(store, "host:1:1") is None
-    admin.save_counters(store, "host:1:1", {"jobs_reaped": 2})
-    admin.save_counters(store, "gone:2:2", {"jobs_reaped": 9})  # no process row: pruned next time
-    admin.save_counters(store, "host:1:1", {"jobs_reaped": 3})
-    assert admin.supervisor_counters(store) == {"host:1:1": {"jobs_reaped": 3}}
+    assert ops.take_scale_request(store, "host:1:1") is None
+    ops.request_scale(store, "host:1:1", 4)
+    assert ops.pending_scale(store, "host:1:1") == 4
+    assert ops.take_scale_request(store, "host:1:1") == 4
+    assert ops.pending_scale(store, "host:1:1") is None
+    ops.save_counters(store, "host:1:1", {"jobs_reaped": 2})
+    ops.save_counters(store, "gone:2:2", {"jobs_reaped": 9})  # no process row: pruned next time
+    ops.save_counters(store, "host:1:1", {"jobs_reaped": 3})
+    assert ops.supervisor_counters(store) == {"host:1:1": {"jobs_reaped": 3}}

@@ -1,11 +1,11 @@
-"""The dashboard's job listing (shared.browse): keyset pages visit every match once, in the
+"""The dashboard's job listing (shared.ops.browse): keyset pages visit every match once, in the
 listing order, also when a filter needs several bounded windows; bad parameters are refused.
 On every engine (the ``engine`` fixture); the expected lists are computed from the jobs in Python."""
 from __future__ import annotations
 
 import pytest
 
-from shared import browse
+from shared.ops import browse
 from shared.api import JobQueue
 from shared.clock import FakeClock
 from shared.job import Finish

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from shared import admin, retention
+from shared import ops, retention
 from shared.api import JobQueue
 from shared.engines.sqlite.bulk import MOST, Pacer
 from shared.clock import iso
@@ -59,7 +59,7 @@ def fill_old(path: str, rows: int) -> None:
 
 
 PURGES = {
-    "jobq purge": lambda store: admin.purge(store, "completed", NOW),
+    "jobq purge": lambda store: ops.purge(store, "completed", NOW),
     "cleanup:old-data": lambda store: retention.purge(store, {"completed": NOW, "cancelled": None, "failed": None}),
 }
 

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 import pytest
 import tomli_w
 
+from shared import ops
 from shared.config import Config
 from shared.contract import Store
 from shared.engines import open_store
@@ -109,7 +110,7 @@ def fill(s: Store) -> dict[str, str]:
     (j,) = s.claim(OWNER, 4242, now())
     s.finish_and_claim([Finish("failed", j.id, j.attempts, "boom 2", max_attempts=2)], OWNER, 4242, now(), 0)
     ids["cancelled"] = one("cancelled")
-    assert s.cancel_jobs([ids["cancelled"]], now()) == [ids["cancelled"]]
+    assert ops.cancel_jobs(s, [ids["cancelled"]], now()) == [ids["cancelled"]]
     ids["running"] = one("running")
     (j,) = s.claim(OWNER, 4242, now())
     assert j.id == ids["running"]
@@ -265,7 +266,7 @@ def test_a_job_changed_since_the_last_copy_and_a_taken_key_are_reported_not_over
         ids = fill(s)
     summary(copy(tmp_path, src, dst))
     with src.open() as s:
-        assert s.cancel_jobs([ids["pending0"]], T0 + 500) == [ids["pending0"]]
+        assert ops.cancel_jobs(s, [ids["pending0"]], T0 + 500) == [ids["pending0"]]
         stray = NewJob(id=new_id(), type="copy:stray", payload="1", priority=0, run_at=T0, max_attempts=None,
                        key="second-key")
         s.enqueue([stray], T0 + 501)

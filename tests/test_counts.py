@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import admin
+from shared import ops as reads
 from shared.engines.sqlite import schema
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso
@@ -30,7 +30,7 @@ def _real(store: SqliteStore) -> tuple[dict, dict]:
 
 
 def _kept(store: SqliteStore) -> tuple[dict, dict]:
-    counts = {(r["type"], r["status"]): r["n"] for r in admin.counts_by_type(store)}
+    counts = {(r["type"], r["status"]): r["n"] for r in reads.counts_by_type(store)}
     rows = store.conn.execute("SELECT type, n FROM job_counts WHERE status = 'delayed' AND n <> 0").fetchall()
     return counts, {r["type"]: r["n"] for r in rows}
 
@@ -66,7 +66,7 @@ def _step(q: JobQueue, clock: FakeClock, rnd: random.Random, op: int) -> None:
     elif op == 7:
         s.release_owner("w:1:1", "test", now, max_attempts_for=lambda j: 2)
     elif op == 8:
-        admin.purge(s, rnd.choice(["completed", "failed", "cancelled"]), now + 1)
+        reads.purge(s, rnd.choice(["completed", "failed", "cancelled"]), now + 1)
     clock.advance(rnd.choice([0, 1, 10]))
 
 
@@ -80,7 +80,7 @@ def test_counters_equal_a_real_count_after_any_operations(tmp_path_factory, ops_
         for op in ops_seq:
             _step(q, clock, rnd, op)
             assert _kept(q.store) == _real(q.store)
-            assert admin.scheduled_by_type(q.store, clock.now()) == _scheduled(q.store, clock.now())
+            assert reads.scheduled_by_type(q.store, clock.now()) == _scheduled(q.store, clock.now())
         by_status: dict[str, int] = {}
         for (_, status), n in _real(q.store)[0].items():
             by_status[status] = by_status.get(status, 0) + n
@@ -97,7 +97,7 @@ def test_counters_hold_over_long_random_runs(tmp_path, seed):
         for _ in range(300):
             _step(q, clock, rnd, rnd.randrange(9))
             assert _kept(q.store) == _real(q.store)
-            assert admin.scheduled_by_type(q.store, clock.now()) == _scheduled(q.store, clock.now())
+            assert reads.scheduled_by_type(q.store, clock.now()) == _scheduled(q.store, clock.now())
 
 
 def test_migration_fills_the_counters_of_an_existing_database(tmp_path):
@@ -126,10 +126,10 @@ def test_status_counts_do_not_scan_the_jobs_table(tmp_path):
     with SqliteStore(str(tmp_path / "q.db")) as store:
         seen: list[str] = []
         store.conn.set_trace_callback(seen.append)
-        admin.counts_by_type(store)
-        admin.scheduled_by_type(store, 0.0)
+        reads.counts_by_type(store)
+        reads.scheduled_by_type(store, 0.0)
         store.conn.execute("INSERT INTO job_counts VALUES ('a', 'delayed', 1)")
-        admin.scheduled_by_type(store, 0.0)
+        reads.scheduled_by_type(store, 0.0)
         store.conn.set_trace_callback(None)
         for sql in seen:
             if sql.startswith("INSERT"):

@@ -13,6 +13,12 @@ The shared SQL layer (``shared.engines.sql``) is no engine: the engines build on
 their SQL, so it may), it imports no engine and no driver, and only the engines and the ops
 read layer (``shared.ops``) import it.
 
+The shared SQL layer (``shared/engines/sql``) is no engine: every engine builds on it. The read
+layer (``shared/ops``) and what shows its figures (``status``, ``top``, the metrics, their
+rendering, the dashboard and its templates) name no engine (issue 22): no "WAL", no
+``wal_bytes``, no "sqlite" or "psycopg" in their code (comments and docstrings may explain);
+an engine's own gauges reach them described by the engine (``OpsStore.gauges``).
+
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
 inspect a database; the rules are for the runtime packages.
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,11 @@ FACTORY = "shared.engines"
 ENGINES = "shared.engines."  # shared.engines.<engine>[.<module>]
 SHARED_SQL = "shared.engines.sql"  # SQL written once for every engine (issue 22): not an engine
 SQL_USERS = (ENGINES, "shared.ops")  # who may import it
+# Modules that show the read layer's figures and name no engine: the read layer, the dashboard,
+# and (wherever the CLI's modules live under supervisor/) these screens and their rendering.
+NEUTRAL_PREFIXES = ("shared.ops", "supervisor.web")
+NEUTRAL_SCREENS = {"status", "top", "metrics", "render", "stats"}
+ENGINE_WORDS = re.compile(r"\bWAL\b|wal_bytes|(?i:sqlite|psycopg)")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -121,12 +133,52 @@ def violations(root: Path) -> list[str]:
             for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if "PRAGMA" in text.upper():
                     out.setdefault((where, no, "pragma"), f"{where}:{no}: names a PRAGMA outside the SQLite engine")
+        if neutral(name):
+            for no, word in engine_words(path):
+                out.setdefault((where, no, "word"), f"{where}:{no}: names an engine ({word!r}) where the "
+                               f"engine's own gauges and spellings come from the engine")
+    for path in sorted((root / "supervisor" / "web").rglob("*.html")):
+        for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if m := ENGINE_WORDS.search(text):
+                where = f"{path.relative_to(root)}"
+                out.setdefault((where, no, "word"), f"{where}:{no}: names an engine ({m.group(0)!r})")
     return list(out.values())
 
 
 def _within(module: str, *packages: str) -> bool:
     """Is ``module`` one of ``packages`` or inside one? (a prefix ending in "." means inside)"""
     return any(module == p or module.startswith(p if p.endswith(".") else p + ".") for p in packages)
+
+
+def neutral(module: str) -> bool:
+    """Whether ``module`` is one that names no engine (see the module's docstring)."""
+    parts = module.split(".")
+    return (any(module == p or module.startswith(p + ".") for p in NEUTRAL_PREFIXES)
+            or (parts[0] == "supervisor" and parts[-1] in NEUTRAL_SCREENS))
+
+
+def engine_words(path: Path) -> list[tuple[int, str]]:
+    """(line, word) of every engine word in the code of ``path``: its strings (not docstrings)
+    and names (identifiers, attributes, arguments)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    out = []
+    for node in ast.walk(tree):
+        texts: list[str] = []
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            texts.append(node.value)
+        elif isinstance(node, ast.Name):
+            texts.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            texts.append(node.attr)
+        elif isinstance(node, ast.arg):
+            texts.append(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.alias)):
+            texts.append(node.name)
+        out += [(node.lineno, m.group(0)) for t in texts if (m := ENGINE_WORDS.search(t))]
+    return out
 
 
 def test_the_runtime_packages_keep_their_layers():
@@ -301,19 +353,26 @@ def test_the_registry_check_finds_each_kind_of_breach(tmp_path, path, text, name
     ("shared/engines/sql/x.py", "from ..sqlite import store\n", "only the engine factory"),
     ("shared/engines/sql/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
     ("shared/engines/sql/x.py", "from psycopg.rows import dict_row\n", "names no driver"),
+    ("shared/ops/x.py", "LABEL = 'WAL'\n", "names an engine ('WAL')"),
+    ("supervisor/status.py", "def f(store):\n    return store.wal_bytes()\n", "names an engine ('wal_bytes')"),
+    ("supervisor/cli/top.py", "def f(snap):\n    return snap['wal_bytes']\n", "names an engine"),
+    ("supervisor/web/x.py", "import psycopg\n", "names an engine ('psycopg')"),
+    ("supervisor/web/templates/x.html", "<span>WAL</span>\n", "names an engine ('WAL')"),
 ])
 def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, PACKAGES)
     for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other", "shared/engines/sql",
-                "shared/ops"):
+                "shared/ops", "supervisor/cli", "supervisor/web", "supervisor/web/templates"):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "__init__.py").write_text("")
     (tmp_path / "shared/engines/__init__.py").write_text("from .sqlite import store\n")
     (tmp_path / "shared/engines/sqlite/store.py").write_text("import sqlite3\nfrom . import lead\n"
                                                              "from ..sql import SqlBase\n"
                                                              "X = 'PRAGMA busy_timeout = 0'\n")
+    (tmp_path / "shared/engines/other/store.py").write_text("from ..sql import base\n")  # the shared SQL: no engine
     (tmp_path / "shared/engines/sql/base.py").write_text("def run(self, c):\n    return c.execute(self.conn)\n")
     (tmp_path / "shared/ops/x.py").write_text("from ..engines.sql import Dialect\n")
+    (tmp_path / "shared/ops/queue.py").write_text('"""Explains SQLite\'s WAL."""\n# and psycopg here\nX = 1\n')
     assert violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
     found = violations(tmp_path)

@@ -127,6 +127,14 @@ def test_render_helpers():
     assert render.table(["A", "N"], [["x", 1], ["yy", 10]]) == "A    N\nx    1\nyy  10"
 
 
+def test_the_engine_gauges_are_shown_with_the_engines_own_labels():
+    size = {"key": "log_bytes", "label": "LOG", "unit": "bytes", "value": 1258291}
+    count = {"key": "backends", "label": "backends", "unit": "", "value": 3}
+    assert render.gauges_note({"gauges": [size]}) == " (LOG 1.2 MiB)"
+    assert render.gauges_note({"gauges": [size, count]}) == " (LOG 1.2 MiB, backends 3)"
+    assert render.gauges_note({"gauges": []}) == "" and render.gauges_note({}) == ""
+
+
 def test_config_init_template_holds_every_key_at_its_default():
     data = tomllib.loads(default_toml())
     cfg = from_dict(data)

@@ -10,6 +10,7 @@ import types
 import uuid
 from collections import Counter
 
+from shared import ops
 from shared.clock import FakeClock, iso, parse_iso
 from shared.config import Config, WorkerConfig
 from shared.handlers import Registry, handler
@@ -30,7 +31,7 @@ def _ran(f: Finish, started: float, ended: float) -> Finish:
 
 def _history(store, job_id: str) -> list[tuple]:
     return [(h["attempt"], h["outcome"], h["owner"], h["started_at"], h["ended_at"], h["error"])
-            for h in store.attempt_history(job_id)]
+            for h in ops.attempt_history(store, job_id)]
 
 
 def test_an_outcome_resent_after_an_unknown_commit_is_recognised_and_applied_once(store, clock):
@@ -98,7 +99,7 @@ def test_each_attempt_records_its_own_run_time(store, clock):
     ok, _ = store.finish_and_claim([_ran(f, *s) for f, s in zip(kinds, spans)], OWNER, PID, clock.now(), 0)
     assert ok == [True] * 4
     for job, (start, end) in zip(jobs, spans):
-        [h] = store.attempt_history(job.id)
+        [h] = ops.attempt_history(store, job.id)
         assert (h["started_at"], h["ended_at"]) == (iso(start), iso(end)), h
     second = store.get(jobs[1].id)
     assert (second.started_at, second.completed_at) == (iso(t), iso(t + 0.05))
@@ -108,7 +109,7 @@ def test_each_attempt_records_its_own_run_time(store, clock):
     claimed = clock.now()
     clock.advance(2)
     assert store.finish(Finish("completed", j.id, 1, None), OWNER, clock.now())
-    [h] = store.attempt_history(j.id)
+    [h] = ops.attempt_history(store, j.id)
     assert (h["started_at"], h["ended_at"]) == (iso(claimed), iso(clock.now()))
 
 
@@ -123,7 +124,7 @@ def test_an_attempt_that_ends_when_the_last_one_ended_keeps_its_own_times(store,
     clock.advance(1)
     second = _ran(Finish("completed", j.id, 2, None), t + 0.005, t + 0.01)
     assert store.finish(second, OWNER, clock.now()) and store.finish(second, OWNER, clock.now())
-    assert [(h["attempt"], h["started_at"], h["ended_at"]) for h in store.attempt_history(j.id)] == [
+    assert [(h["attempt"], h["started_at"], h["ended_at"]) for h in ops.attempt_history(store, j.id)] == [
         (1, iso(t), iso(t + 0.01)), (2, iso(t + 0.005), iso(t + 0.01))]
 
 
@@ -150,7 +151,7 @@ def test_a_batch_of_jobs_of_different_lengths_records_each_ones_run(engine, tmp_
             job = w.take()
             w.held.ran(w.process(job))
         w.commit(limit=0, must=True)
-        runs = [w.store.attempt_history(i)[0] for i in ids]
+        runs = [ops.attempt_history(w.store, i)[0] for i in ids]
     finally:
         w.store.close()
         w.signals.close()
@@ -190,7 +191,7 @@ def test_dropped_connections_lose_no_hook_and_report_no_lease_lost(tmp_path):
                                       "WHERE application_name = %s", (app,)).fetchone()[0]
                 time.sleep(0.15)  # paces the cuts (not a synchronisation: nothing waits on it)
             wait_until(lambda: s.counts().get("completed") == len(ids), timeout=120, what="every job completed")
-            history = {i: [(h["attempt"], h["outcome"]) for h in s.attempt_history(i)] for i in ids}
+            history = {i: [(h["attempt"], h["outcome"]) for h in ops.attempt_history(s, i)] for i in ids}
         sup.signal(signal.SIGTERM)  # the workers finish what follows their last commit, and exit
         assert sup.wait(60) == 0
         hooks = Counter(line.split()[0] for line in (tmp_path / "hooks.log").read_text().splitlines())
@@ -214,7 +215,7 @@ def _finish_a_job_claimed_before_the_upgrade(open_new, old_store) -> dict:
         clock.advance(1)
         f = _ran(Finish("completed", j.id, 1, None), clock.now() - 0.5, clock.now() - 0.25)
         assert s.finish(f, OWNER, clock.now()) and s.finish(f, OWNER, clock.now())
-        return s.attempt_history(j.id)
+        return ops.attempt_history(s, j.id)
 
 
 def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
@@ -253,7 +254,7 @@ def test_an_attempt_ended_around_jobq_ends_at_its_update_on_sqlite(tmp_path):
               "started_at = NULL, updated_at = ? WHERE status = 'running'", (iso(t + 5),))
     c.close()
     with SqliteStore(path) as s:
-        assert [h["ended_at"] for h in s.attempt_history(j.id)] == [iso(t + 0.01), iso(t + 5)]
+        assert [h["ended_at"] for h in ops.attempt_history(s, j.id)] == [iso(t + 0.01), iso(t + 5)]
 
 
 def test_a_postgres_schema_of_the_previous_version_migrates_forward(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from shared import ops
 from shared import contract
 from shared.clock import FakeClock, iso
 from shared.config import Config, ScheduleConfig
@@ -101,13 +102,13 @@ def test_every_path_that_ends_an_attempt_records_it_once(store, clock):
     f = run(store, clock, 1, owner=OTHER)[0]
     store.release_owner(OTHER, "gone", clock.now(), max_attempts_for=lambda j: 3)
     assert ok == [True, True] and ok2 == [True, True]
-    seen = {i: [(h["attempt"], h["outcome"], h["owner"]) for h in store.attempt_history(i)] for i in ids}
+    seen = {i: [(h["attempt"], h["outcome"], h["owner"]) for h in ops.attempt_history(store, i)] for i in ids}
     assert seen[a.id] == seen[b.id] == [(1, "completed", OWNER)]
     assert seen[c.id] == [(1, "retry", OWNER)] and seen[d.id] == [(1, "failed", OWNER)]
     assert seen[e.id] == [] and seen[f.id] == [(1, "retry", OTHER)]
-    [h] = store.attempt_history(d.id)
+    [h] = ops.attempt_history(store, d.id)
     assert h["due_at"] == iso(due) and h["ended_at"] == iso(clock.now()) and h["error"] == "boom"
-    assert store.attempt_history(a.id)[0]["error"] is None
+    assert ops.attempt_history(store, a.id)[0]["error"] is None
 
 
 def test_an_unknown_engine_and_an_unreachable_server_are_clear_errors():
@@ -254,7 +255,7 @@ def test_a_heartbeat_renews_only_the_jobs_held_and_gives_back_the_rest(engine, s
     assert store.heartbeat(OWNER, clock.now, holding=[a.id, b.id]) == 2
     back = store.get(lost.id)
     assert (back.status, back.attempts, back.owner, back.heartbeat_at) == ("pending", 0, None, None)
-    assert back.run_at == iso(clock.now()) and store.attempt_history(lost.id) == []
+    assert back.run_at == iso(clock.now()) and ops.attempt_history(store, lost.id) == []
     for held in (a, b):
         renewed = store.get(held.id)
         assert (renewed.status, renewed.attempts, renewed.owner) == ("running", 1, OWNER)
@@ -457,29 +458,29 @@ def test_upkeep_tasks_run_through_a_round(engine, store, clock):
     rnd = contract.Round(store, cfg, clock.now(), clock.monotonic() + 3600)
     for t in tasks:
         t.run(rnd)
-    assert (store.wal_bytes() or 0) >= 0 and store.counts() == {"pending": 1}
+    assert isinstance(store.stats(), dict) and store.counts() == {"pending": 1}
 
 
 # -- ops and status -----------------------------------------------------------------------------------
 
 def test_ops_reads(store, clock):
     a, b, _ = put(store, clock, job(clock, "x"), job(clock, "y"), job(clock, "y", delay=60))
-    assert store.counts_by_type() == [{"type": "x", "status": "pending", "n": 1},
+    assert ops.counts_by_type(store) == [{"type": "x", "status": "pending", "n": 1},
                                       {"type": "y", "status": "pending", "n": 2}]
-    assert store.scheduled_by_type(clock.now()) == {"y": 1}
-    assert store.oldest_due(clock.now())["id"] == a
-    assert [r["id"] for r in store.list_jobs("pending", "y")][0] == b
-    assert len(store.list_jobs(limit=2)) == 2
-    assert store.find_ids(a[:24]) == [a] and store.find_ids("f" * 32) == []
-    assert store.statuses([a, "missing"]) == {a: "pending"}
+    assert ops.scheduled_by_type(store, clock.now()) == {"y": 1}
+    assert ops.oldest_due(store, clock.now())["id"] == a
+    assert [r["id"] for r in ops.list_jobs(store, "pending", "y")][0] == b
+    assert len(ops.list_jobs(store, limit=2)) == 2
+    assert ops.find_ids(store, a[:24]) == [a] and ops.find_ids(store, "f" * 32) == []
+    assert ops.statuses(store, [a, "missing"]) == {a: "pending"}
     j = run(store, clock)[0]
     store.finish_and_claim([Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0)
-    assert [r["id"] for r in store.recent_failures()] == [j.id]
-    assert [r["status"] for r in store.finished_per_minute(clock.now() - 60)] == ["failed"]
-    assert [h["outcome"] for h in store.attempt_history(j.id)] == ["failed"]
-    assert store.last_attempt_seq() >= 1
-    assert [r["outcome"] for r in store.recent_attempts(clock.now() - 60, 10)] == ["failed"]
-    agg = store.attempt_aggregates(0, store.last_attempt_seq(), [0.5, 1.0])
+    assert [r["id"] for r in ops.recent_failures(store)] == [j.id]
+    assert [r["status"] for r in ops.finished_per_minute(store, clock.now() - 60)] == ["failed"]
+    assert [h["outcome"] for h in ops.attempt_history(store, j.id)] == ["failed"]
+    assert ops.last_attempt_seq(store) >= 1
+    assert [r["outcome"] for r in ops.recent_attempts(store, clock.now() - 60, 10)] == ["failed"]
+    agg = ops.attempt_aggregates(store, 0, ops.last_attempt_seq(store), [0.5, 1.0])
     assert [(r["type"], r["outcome"], r["n"]) for r in agg] == [(j.type, "failed", 1)]
     assert "wait_le_0" in agg[0] and "run_le_1" in agg[0]
 
@@ -492,29 +493,29 @@ def test_browse_and_activity_reads(store, clock):
         clock.advance(1)
         ids += put(store, clock, dataclasses.replace(j, id=i, run_at=clock.now()))
     a, b, c = ids
-    rows, end = store.browse_jobs(None, None, None, None, 2, 10)
+    rows, end = ops.browse.browse_jobs(store, None, None, None, None, 2, 10)
     assert [r["id"] for r in rows] == [c, b] and end is None
     assert {"id", "type", "status", "payload", "error", "key", "cursor"} <= set(rows[0])
-    rest, _ = store.browse_jobs(None, None, None, rows[-1]["cursor"], 2, 10)
+    rest, _ = ops.browse.browse_jobs(store, None, None, None, rows[-1]["cursor"], 2, 10)
     assert [r["id"] for r in rest] == [a]
-    rows, _ = store.browse_jobs("pending", None, None, None, 5, 10)
+    rows, _ = ops.browse.browse_jobs(store, "pending", None, None, None, 5, 10)
     assert [r["id"] for r in rows] == [b, a, c]  # claim order
-    rows, end = store.browse_jobs("pending", "x", None, None, 5, 2)  # the window ends first
+    rows, end = ops.browse.browse_jobs(store, "pending", "x", None, None, 5, 2)  # the window ends first
     assert [r["id"] for r in rows] == [a] and end is not None
-    assert [r["id"] for r in store.browse_jobs("pending", "x", None, end, 5, 2)[0]] == [c]
-    assert [r["id"] for r in store.browse_jobs(None, None, "needle", None, 5, 10)[0]] == [a]
-    assert [r["id"] for r in store.find_jobs("ka")] == [a]
-    assert [r["id"] for r in store.find_jobs(b[:20].upper(), "pending", "y")] == [b]
-    assert store.job_texts(a) == {"payload": '{"w": "needle"}', "result": None} and store.job_texts("no") is None
-    assert store.attempt_seq_bounds() == (1, 0) and store.attempt_from(1) is None
+    assert [r["id"] for r in ops.browse.browse_jobs(store, "pending", "x", None, end, 5, 2)[0]] == [c]
+    assert [r["id"] for r in ops.browse.browse_jobs(store, None, None, "needle", None, 5, 10)[0]] == [a]
+    assert [r["id"] for r in ops.browse.find_jobs(store, "ka")] == [a]
+    assert [r["id"] for r in ops.browse.find_jobs(store, b[:20].upper(), "pending", "y")] == [b]
+    assert ops.job_texts(store, a) == {"payload": '{"w": "needle"}', "result": None} and ops.job_texts(store, "no") is None
+    assert ops.activity.attempt_seq_bounds(store) == (1, 0) and ops.activity.attempt_from(store, 1) is None
     j = run(store, clock)[0]
     assert complete(store, clock, j)
-    seq = store.attempt_seq_bounds()[0]
-    assert store.attempt_seq_bounds() == (seq, seq) and store.attempt_from(0)["seq"] == seq
+    seq = ops.activity.attempt_seq_bounds(store)[0]
+    assert ops.activity.attempt_seq_bounds(store) == (seq, seq) and ops.activity.attempt_from(store, 0)["seq"] == seq
     minute = iso(clock.now())[:16]
-    assert store.attempts_per_minute(seq - 1, seq) == [{"minute": minute, "status": "completed", "n": 1}]
-    assert store.attempts_per_minute(0, since=clock.now() + 1) == []
-    assert store.rate_window_use("x", clock.now() - 60) == 0
+    assert ops.activity.attempts_per_minute(store, seq - 1, seq) == [{"minute": minute, "status": "completed", "n": 1}]
+    assert ops.activity.attempts_per_minute(store, 0, since=clock.now() + 1) == []
+    assert ops.activity.rate_window_use(store, "x", clock.now() - 60) == 0
 
 
 def test_worker_rows_and_jobs_without_a_worker(store, clock):
@@ -522,48 +523,80 @@ def test_worker_rows_and_jobs_without_a_worker(store, clock):
     put(store, clock, job(clock), job(clock))
     mine = run(store, clock)[0]
     theirs = run(store, clock, owner=OTHER)[0]
-    assert [r["job_id"] for r in store.worker_rows()] == [mine.id]
-    assert [r["id"] for r in store.running_without_worker()] == [theirs.id]
+    assert [r["job_id"] for r in ops.worker_rows(store)] == [mine.id]
+    assert [r["id"] for r in ops.running_without_worker(store)] == [theirs.id]
 
 
 def test_ops_writes(store, clock):
     a, b, c = put(store, clock, job(clock), job(clock), job(clock))
-    assert store.cancel_jobs([a, a, "missing"], clock.now()) == [a]
+    assert ops.cancel_jobs(store, [a, a, "missing"], clock.now()) == [a]
     j = run(store, clock)[0]
     store.finish_and_claim([Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0)
-    assert store.retry_jobs([a], clock.now()) == [a]
-    assert store.retry_failed(clock.now()) == 1
+    assert ops.retry_jobs(store, [a], clock.now()) == [a]
+    assert ops.retry_failed(store, clock.now()) == 1
     assert store.counts() == {"pending": 3}
-    assert store.cancel_jobs([a, b, c], clock.now()) == [a, b, c]
+    assert ops.cancel_jobs(store, [a, b, c], clock.now()) == [a, b, c]
     clock.advance(10)
-    assert store.purge("cancelled", clock.now(), dry_run=True) == 3
-    assert store.purge("cancelled", clock.now()) == 3 and store.counts() == {}
+    assert ops.purge(store, "cancelled", clock.now(), dry_run=True) == 3
+    assert ops.purge(store, "cancelled", clock.now()) == 3 and store.counts() == {}
     with pytest.raises(ValueError, match="purge: status"):
-        store.purge("pending", clock.now())
+        ops.purge(store, "pending", clock.now())
     d, e = put(store, clock, job(clock), job(clock))
-    assert store.cancel_jobs([d], clock.now()) == [d]
-    assert store.purge_jobs([d, e, d, "missing"]) == [d]  # only finished jobs go; e is pending
+    assert ops.cancel_jobs(store, [d], clock.now()) == [d]
+    assert ops.purge_jobs(store, [d, e, d, "missing"]) == [d]  # only finished jobs go; e is pending
     assert store.counts() == {"pending": 1}
 
 
 def test_scale_requests_and_counters(store, clock):
     store.register_process("sup", "supervisor", 1, "host", clock.now())
-    assert store.pending_scale("sup") is None and store.take_scale_request("sup") is None
-    store.request_scale("sup", 5)
-    assert store.pending_scale("sup") == 5
-    assert store.take_scale_request("sup") == 5 and store.pending_scale("sup") is None
-    store.save_counters("sup", {"worker_starts": 2})
-    assert store.supervisor_counters() == {"sup": {"worker_starts": 2}}
+    assert ops.pending_scale(store, "sup") is None and ops.take_scale_request(store, "sup") is None
+    ops.request_scale(store, "sup", 5)
+    assert ops.pending_scale(store, "sup") == 5
+    assert ops.take_scale_request(store, "sup") == 5 and ops.pending_scale(store, "sup") is None
+    ops.save_counters(store, "sup", {"worker_starts": 2})
+    assert ops.supervisor_counters(store) == {"sup": {"worker_starts": 2}}
     store.remove_process("sup")
-    store.save_counters("other", {"x": 1})  # rows of supervisors without a process row go
-    assert "sup" not in store.supervisor_counters()
+    ops.save_counters(store, "other", {"x": 1})  # rows of supervisors without a process row go
+    assert "sup" not in ops.supervisor_counters(store)
 
 
-def test_is_paused_and_wal_bytes_for_status(store, clock, engine):
+def test_is_paused_and_the_engine_gauges_for_status(store, clock, engine):
     assert store.is_paused() is False
     put(store, clock)
-    wal = store.wal_bytes()  # an engine with a log of its own says how big; else None
-    assert (isinstance(wal, int) and wal >= 0) if engine.name == "sqlite" else wal is None
+    stats = store.stats()  # the engine's own gauges, each described by store.gauges
+    assert sorted(stats) == sorted(g.key for g in store.gauges)
+    assert all(g.label and g.help for g in store.gauges)
+    if engine.name == "sqlite":  # the write-ahead log's size: its own, and shown as ever
+        assert isinstance(stats["wal_bytes"], int) and stats["wal_bytes"] >= 0
+        assert [(g.key, g.label, g.unit) for g in store.gauges] == [("wal_bytes", "WAL", "bytes")]
+    else:  # the server's log is the cluster's: nothing of jobq's own to show
+        assert stats == {} and store.gauges == ()
+
+
+def test_the_read_layer_runs_its_sql_through_the_store(store, clock):
+    """read/write/transaction/batches take ``:name`` parameters on every engine (the dialect
+    spells them), return plain dict rows, roll a failed transaction back, translate driver errors."""
+    a, b, c = (job(clock, priority=i) for i in range(3))
+    put(store, clock, a, b, c)
+    assert store.dialect.name
+    assert store.read("SELECT count(*) AS n FROM jobs WHERE status = :s", {"s": "pending"}) == [{"n": 3}]
+    assert store.write("UPDATE jobs SET priority = :p WHERE id = :id RETURNING id, priority",
+                       {"p": 9, "id": a.id}) == [{"id": a.id, "priority": 9}]
+    assert store.write("DELETE FROM control WHERE name = :n", {"n": "nothing"}) == []  # no rows: none back
+
+    def fails(run):
+        run("INSERT INTO control (name, value) VALUES (:n, '1')", {"n": "half-done"})
+        raise RuntimeError("after the first statement")
+    with pytest.raises(RuntimeError):
+        store.transaction(fails)
+    assert store.read("SELECT name FROM control WHERE name = 'half-done'") == []  # rolled back
+    assert store.transaction(lambda run: run("SELECT count(*) AS n FROM jobs")[0]["n"]) == 3
+    touched = store.batches("UPDATE jobs SET priority = 1 WHERE id IN (SELECT id FROM jobs WHERE id > :after "
+                            f"ORDER BY id LIMIT :batch{store.dialect.lock}) RETURNING id", {}, 1)
+    assert touched == 3 and {r["priority"] for r in store.read("SELECT priority FROM jobs")} == {1}
+    store.wake_idle()  # idle workers told where the engine's wake-up needs it; harmless otherwise
+    with pytest.raises(StoreError):
+        store.read("SELECT * FROM no_such_table")
 
 
 # -- transfer (jobq copy) ----------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
                                  run_state_machine_as_test)
 
+from shared import ops
 from shared.api import JobQueue
 from shared.clock import FakeClock, iso, parse_iso
 from shared.config import Config, RetryConfig, WorkerConfig
@@ -402,7 +403,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def invariants(self):
-        jobs = [self.sup.get(r["id"]) for r in self.sup.list_jobs(limit=1 << 30)]
+        jobs = [self.sup.get(r["id"]) for r in ops.list_jobs(self.sup, limit=1 << 30)]
         self.every_job_in_exactly_one_status(jobs)
         self.at_most_one_committed_success()
         self.running_jobs_have_one_live_owner_with_matching_attempt(jobs)

@@ -20,6 +20,7 @@ import jobq
 import shared.waithub
 import shared.tasks
 from jobq import JobCancelled, JobFailed, JobHandle, JobNotFound, JobQueue, task
+from shared import ops
 from shared.config import Config, RetryConfig
 from shared.handlers import ATTR
 from shared.inline import registry_of
@@ -152,7 +153,7 @@ def test_immediate_mode_runs_at_enqueue_and_a_failure_raises_job_failed_with_the
 def test_a_cancelled_job_raises_job_cancelled(queue_of):
     q = queue_of()
     handle = taskjobs.add.using(queue=q, delay=3600).enqueue(1)
-    assert q.store.cancel_jobs([handle.id], q.clock.now()) == [handle.id]
+    assert ops.cancel_jobs(q.store, [handle.id], q.clock.now()) == [handle.id]
     with pytest.raises(JobCancelled) as info:
         handle.wait(timeout=5)
     assert info.value.job.status == "cancelled"
@@ -184,7 +185,7 @@ def test_a_result_deleted_by_retention_makes_wait_say_so(queue_of):
     q = queue_of(immediate=True)
     handle = taskjobs.add.using(queue=q).enqueue(1)
     assert handle.wait() == 1  # kept until retention deletes it
-    assert q.store.purge_jobs([handle.id]) == [handle.id]
+    assert ops.purge_jobs(q.store, [handle.id]) == [handle.id]
     with pytest.raises(JobNotFound, match="deleted by retention"):
         handle.wait(timeout=5)
 

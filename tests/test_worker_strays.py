@@ -14,6 +14,7 @@ from typing import Iterator
 
 import pytest
 
+from shared import ops
 from shared import JobQueue
 from shared.config import load
 from shared.exitcodes import ExitCode
@@ -96,7 +97,7 @@ def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine)
         for i in ids + later:
             job = q.get(i)
             assert (job.status, job.attempts) == ("completed", 1), (job.id, job.status, job.error)
-            assert {owner_pid(a["owner"]) for a in q.store.attempt_history(i)} <= workers
+            assert {owner_pid(a["owner"]) for a in ops.attempt_history(q.store, i)} <= workers
         runs = s.runs()
         assert {r["pid"] for r in runs} <= workers, runs
         for i, expected in zip(ids, (1, 0, 3)):
@@ -123,7 +124,7 @@ def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
         wait_until(lambda: ended(q, later), timeout=30, what="the jobs enqueued after it")
         got = q.get(job)
         assert (got.status, got.attempts, got.result) == ("completed", 2, "ok")
-        first = q.store.attempt_history(job)[0]
+        first = ops.attempt_history(q.store, job)[0]
         assert first["outcome"] == "retry" and "descriptors_closed" in first["error"]
         assert all(q.get(i).status == "completed" for i in later)
         culprit = next(r["pid"] for r in s.runs() if r["job"] == job and r["attempt"] == 1)

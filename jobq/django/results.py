@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from shared.admin import attempt_history  # the read layer (issue 22 renames it shared.ops)
+from shared.ops import attempt_history  # the read layer
 from shared.job import Job
 
 from . import compat

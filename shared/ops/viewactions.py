@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable
 
-from shared import admin
+from shared import ops
 from shared.clock import parse_iso
 
 MIN_PREFIX = 4
@@ -29,7 +29,7 @@ def resolve_id(store: Any, text: str) -> str | list[str] | None:
 def _by_prefix(store: Any, text: str) -> str | list[str] | None:
     if len(text) < MIN_PREFIX:
         return None
-    found = admin.find_ids(store, text.lower(), limit=MAX_MATCHES + 1)
+    found = ops.find_ids(store, text.lower(), limit=MAX_MATCHES + 1)
     if len(found) == 1:
         return found[0]
     return found or None
@@ -39,7 +39,7 @@ def resolve_ids(store: Any, texts: Iterable[str]) -> tuple[dict[str, str], dict[
     """Resolve ids or unique prefixes as :func:`resolve_id` does, with one query for the exact
     ids: ``({text: id}, {text: why not})``, each in the order given, duplicates once."""
     texts = list(dict.fromkeys(texts))
-    exact = admin.statuses(store, texts)
+    exact = ops.statuses(store, texts)
     found: dict[str, str] = {}
     missing: dict[str, str] = {}
     for text in texts:
@@ -93,18 +93,18 @@ RESUMED_TEXT = "resumed: workers claim jobs again"
 
 def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
     """Retry the named jobs, by id or unique prefix (the rules and messages of ``jobq retry ID...``)."""
-    return _act(store, ids, "retried", lambda found: admin.retry_jobs(store, found, now), RETRY_RULE)
+    return _act(store, ids, "retried", lambda found: ops.retry_jobs(store, found, now), RETRY_RULE)
 
 
 def cancel_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
     """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel ID...``)."""
-    return _act(store, ids, "cancelled", lambda found: admin.cancel_jobs(store, found, now), CANCEL_RULE)
+    return _act(store, ids, "cancelled", lambda found: ops.cancel_jobs(store, found, now), CANCEL_RULE)
 
 
 def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
     """Delete the named finished jobs and their attempt history (the dashboard's purge of a
     selection; ``jobq purge`` deletes by status and age)."""
-    return _act(store, ids, "purged", lambda found: admin.purge_jobs(store, found), PURGE_RULE)
+    return _act(store, ids, "purged", lambda found: ops.purge_jobs(store, found), PURGE_RULE)
 
 
 def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]], list[str]],
@@ -126,5 +126,5 @@ def set_paused(store: Any, paused: bool) -> str:
 def _why_not(store: Any, ids: Iterable[str], done: list[str], rule: str) -> dict[str, str]:
     """Why each of ``ids`` not in ``done`` was not acted on: its status and ``rule``, or missing."""
     rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
-    found = admin.statuses(store, rest)
+    found = ops.statuses(store, rest)
     return {i: (f"is {found[i]}: {rule}" if i in found else "no such job") for i in rest}

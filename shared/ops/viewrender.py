@@ -65,10 +65,17 @@ def size(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def wal_note(snap: dict[str, Any]) -> str:
-    """`` (WAL 1.2 MiB)`` after the database, or nothing where the engine has no WAL of jobq's
-    own (PostgreSQL: ``wal_bytes`` is None)."""
-    return "" if snap.get("wal_bytes") is None else f" (WAL {size(snap['wal_bytes'])})"
+def gauge_text(gauge: dict[str, Any]) -> str:
+    """One of the engine's gauges as its label and value (``<label> 1.2 MiB`` for bytes)."""
+    value = gauge["value"]
+    return f"{gauge['label']} {size(value) if gauge.get('unit') == 'bytes' else value}"
+
+
+def gauges_note(snap: dict[str, Any]) -> str:
+    """The engine's own gauges after the database, `` (<label> 1.2 MiB)``, or nothing where the
+    engine has none (each engine names and labels its own: ``OpsStore.gauges``)."""
+    shown = ", ".join(gauge_text(g) for g in snap.get("gauges", ()))
+    return f" ({shown})" if shown else ""
 
 
 def sparkline(values: Sequence[float | None], ascii_only: bool = False) -> str:
@@ -106,7 +113,7 @@ def _header(snap: dict[str, Any]) -> str:
     paused = "PAUSED (workers claim nothing; `jobq resume`)" if snap["paused"] else "active"
     oldest = snap["oldest_due"]
     old = (f"{duration(oldest['age_s'])} (job {oldest['id']}, {oldest['type']})" if oldest else "-")
-    rows = [("database", f"{snap['database']}{wal_note(snap)}"), ("supervisor", sup),
+    rows = [("database", f"{snap['database']}{gauges_note(snap)}"), ("supervisor", sup),
             ("queue", paused), ("oldest due", old)]
     if snap.get("unowned"):
         rows.append(("unowned", f"{len(snap['unowned'])} running jobs have no registered worker (a worker "

@@ -1,6 +1,6 @@
 """Numbers from attempt history: percentiles, histograms and a follower of ``job_attempts``.
 
-Pure computation on what ``shared.admin`` reads; used by ``status``, ``top`` and the metrics.
+Pure computation on what ``shared.ops`` reads; used by ``status``, ``top`` and the metrics.
 wait: from when an attempt became due (enqueue, or its ``run_at`` if later) to its start;
 run: from its start to its end.
 """
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from shared import admin
+from shared import ops
 from shared.clock import parse_iso
 from shared.contract import OpsStore
 
@@ -68,7 +68,7 @@ class Histogram:
     count: int = 0
 
     def add_aggregate(self, row: dict[str, Any], prefix: str) -> None:
-        """Fold one ``admin.attempt_aggregates`` row (``prefix`` 'wait' or 'run') into this."""
+        """Fold one ``ops.attempt_aggregates`` row (``prefix`` 'wait' or 'run') into this."""
         for i in range(len(BOUNDS)):
             self.buckets[i] += row[f"{prefix}_le_{i}"] or 0
         self.buckets[-1] += row["n"]
@@ -102,18 +102,18 @@ class AttemptFeed:
     """
 
     def __init__(self, store: OpsStore) -> None:
-        self.seq = admin.last_attempt_seq(store)
+        self.seq = ops.last_attempt_seq(store)
         self.totals = Totals()
 
     def poll(self, store: OpsStore) -> list[dict[str, Any]]:
-        last = admin.last_attempt_seq(store)
+        last = ops.last_attempt_seq(store)
         if last < self.seq:
             self.seq = last
             return []
         new: list[dict[str, Any]] = []
         while self.seq < last:
             upto = min(self.seq + FEED_CHUNK, last)
-            rows = admin.attempt_aggregates(store, self.seq, upto, BOUNDS)
+            rows = ops.attempt_aggregates(store, self.seq, upto, BOUNDS)
             for r in rows:
                 self.totals.add(r)
             new += rows

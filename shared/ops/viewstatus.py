@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import activity, admin, cron, schedule
+from shared import cron, ops, schedule
+from shared.ops import activity
 from shared.clock import iso, parse_iso
 from shared.database import redacted
 from shared.job import STATUSES
@@ -27,21 +28,23 @@ def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = N
     ``[[schedule]]`` entry."""
     jobs = dict.fromkeys(STATUSES, 0)
     by_type: dict[str, dict[str, int]] = {}
-    for r in admin.counts_by_type(store):
+    for r in ops.counts_by_type(store):
         jobs[r["status"]] = jobs.get(r["status"], 0) + r["n"]
         by_type.setdefault(r["type"], dict.fromkeys(STATUSES, 0))[r["status"]] = r["n"]
-    scheduled = admin.scheduled_by_type(store, now)
+    scheduled = ops.scheduled_by_type(store, now)
     jobs["scheduled"] = sum(scheduled.values())
-    counters = admin.supervisor_counters(store)
+    counters = ops.supervisor_counters(store)
     sups = supervisors(store, now)
     for s in sups:
         s["counters"] = counters.get(s["token"], {})
         s["up_s"] = round(s["up_s"], 3)
+    gauges = ops.gauges.read(store)  # the engine's own: each under its key, and described for display
     snap = {
-        "now": iso(now), "database": redacted(store.location), "wal_bytes": store.wal_bytes(), "paused": store.is_paused(),
+        "now": iso(now), "database": redacted(store.location), **{g["key"]: g["value"] for g in gauges},
+        "paused": store.is_paused(), "gauges": [{k: g[k] for k in ("key", "label", "unit", "value")} for g in gauges],
         "supervisors": sups, "jobs": jobs, "by_type": _with_scheduled(by_type, scheduled),
         "oldest_due": _oldest(store, now), "workers": workers(store, now),
-        "unowned": admin.running_without_worker(store),
+        "unowned": ops.running_without_worker(store),
     }
     if config is not None:
         snap["schedules"] = [{"name": r.name, "type": r.type, "cron": r.cron, "timezone": r.timezone,
@@ -84,7 +87,7 @@ def _with_scheduled(by_type: dict[str, dict[str, int]], scheduled: dict[str, int
 
 
 def _oldest(store: OpsStore, now: float) -> dict[str, Any] | None:
-    row = admin.oldest_due(store, now)
+    row = ops.oldest_due(store, now)
     if row is None:
         return None
     due = max(row["run_at"], row["created_at"])
@@ -108,7 +111,7 @@ def throughput(store: OpsStore, now: float) -> dict[str, Any]:
 
 def latency(store: OpsStore, now: float, window: float = WINDOW_MINUTES * 60.0) -> dict[str, Any]:
     """Wait and run-time percentiles and histograms of the attempts that ended in ``window``."""
-    rows = admin.recent_attempts(store, now - window, SAMPLE)
+    rows = ops.recent_attempts(store, now - window, SAMPLE)
     waits, runs = stats.durations(rows)
     return {"window_s": window, "attempts": len(rows), "sampled": len(rows) >= SAMPLE,
             "wait_s": stats.summary(waits), "run_s": stats.summary(runs),
@@ -121,7 +124,7 @@ def workers(store: OpsStore, now: float) -> list[dict[str, Any]]:
     each runs."""
     here = host_id()
     out: dict[str, dict[str, Any]] = {}
-    for r in admin.worker_rows(store):
+    for r in ops.worker_rows(store):
         w = out.get(r["token"])
         if w is None:
             alive = token_alive(r["token"], here)

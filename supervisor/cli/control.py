@@ -12,7 +12,7 @@ import signal
 import time
 from typing import Any
 
-from shared import admin
+from shared import ops
 from shared.exitcodes import ExitCode
 from shared.contract import OpsStore
 from shared.ops.viewctx import Ctx
@@ -99,11 +99,11 @@ def cmd_scale(ctx: Ctx, args: argparse.Namespace) -> int:
         if isinstance(found, int):
             return found
         for s in found:
-            admin.request_scale(store, s["token"], args.workers)
-        waiting = _wait_while(list(found), lambda s: admin.pending_scale(store, s["token"]) is not None,
+            ops.request_scale(store, s["token"], args.workers)
+        waiting = _wait_while(list(found), lambda s: ops.pending_scale(store, s["token"]) is not None,
                               max(5.0, 3 * interval + 2))
         for s in waiting:
-            admin.take_scale_request(store, s["token"])  # withdraw it: never apply it by surprise later
+            ops.take_scale_request(store, s["token"])  # withdraw it: never apply it by surprise later
     if waiting:
         return ctx.fail(f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} did not take the scale "
                         f"request; withdrawn (send SIGTTIN/SIGTTOU for one worker more/fewer)", ExitCode.ERROR)

@@ -16,7 +16,7 @@ import sys
 import warnings
 from typing import Any, Iterator, TextIO
 
-from shared import admin
+from shared import ops
 from shared.api import JobQueue
 from shared.bounds import MAX_DEPTH
 from shared.clock import iso
@@ -141,7 +141,7 @@ def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_LIST:
         return ctx.fail(f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE)
     with ctx.store() as store:
-        rows = admin.list_jobs(store, args.status, args.type, args.limit)
+        rows = ops.list_jobs(store, args.status, args.type, args.limit)
     ctx.emit(rows, render.jobs_text(with_max(ctx, rows)))
     return ExitCode.OK
 
@@ -152,7 +152,7 @@ def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
         if not isinstance(job_id, str):
             return ctx.fail(f"show {args.id}: {unresolved(job_id, 'no job has that id')}", ExitCode.NOT_FOUND)
         job = store.get(job_id)
-        history = [dict(h, run_s=ran_s(h)) for h in admin.attempt_history(store, job_id)]
+        history = [dict(h, run_s=ran_s(h)) for h in ops.attempt_history(store, job_id)]
     data = dataclasses.asdict(job)
     ctx.emit({"job": data, "attempts": history}, render.job_text(with_max(ctx, [data])[0], history))
     return ExitCode.OK
@@ -178,7 +178,7 @@ def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
     now = ctx.clock.now()
     with ctx.store() as store:
         if args.failed:
-            n = admin.retry_failed(store, now, args.type)
+            n = ops.retry_failed(store, now, args.type)
             of = f" of type {args.type}" if args.type else ""
             ctx.emit({"retried": n}, f"retried {n} failed jobs{of}")
             return ExitCode.OK
@@ -203,7 +203,7 @@ def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
     now = ctx.clock.now()
     before = now - args.older_than
     with ctx.store() as store:
-        n = admin.purge(store, args.status, before, dry_run=args.dry_run)
+        n = ops.purge(store, args.status, before, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
     ctx.emit({"status": args.status, "before": iso(before), "dry_run": args.dry_run, "deleted": n},
              f"{verb} {n} {args.status} jobs that finished before {iso(before)}")

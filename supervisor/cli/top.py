@@ -17,7 +17,7 @@ import sys
 from collections import deque
 from typing import Any
 
-from shared import admin
+from shared import ops
 from shared.exitcodes import ExitCode
 from shared.contract import OpsStore
 from shared.ops import viewrender as render
@@ -53,7 +53,7 @@ class TopView:
         self.clock = clock
         self.interval = interval
         self.ascii_only = ascii_only
-        self.seq = admin.last_attempt_seq(store)
+        self.seq = ops.last_attempt_seq(store)
         self.last_poll = clock.monotonic()
         self.rate: deque[float | None] = deque(maxlen=HISTORY)
         self.wait: deque[float | None] = deque(maxlen=HISTORY)
@@ -84,8 +84,8 @@ class TopView:
     def poll(self) -> None:
         """Read a new snapshot and extend the sparklines with the attempts ended since the last."""
         now_m = self.clock.monotonic()
-        last = admin.last_attempt_seq(self.store)
-        rows = admin.attempt_aggregates(self.store, self.seq, last, ()) if last > self.seq else []
+        last = ops.last_attempt_seq(self.store)
+        rows = ops.attempt_aggregates(self.store, self.seq, last, ()) if last > self.seq else []
         self.seq = last
         n = sum(r["n"] for r in rows)
         self.rate.append(n / max(now_m - self.last_poll, 1e-6))
@@ -93,7 +93,7 @@ class TopView:
         self.run_t.append(stats.mean_of(rows, "run"))
         self.last_poll = now_m
         self.snap = collect(self.store, self.clock.now(), detail=False)
-        self.failures = admin.recent_failures(self.store, FAILURES)
+        self.failures = ops.recent_failures(self.store, FAILURES)
 
     def draw(self, scr: Any) -> None:
         self.frames += 1
@@ -132,8 +132,8 @@ class TopView:
         sup = (f"supervisor pid {live[0]['pid']} up {render.duration(live[0]['up_s'])}" if live
                else "supervisor NOT RUNNING")
         state = "PAUSED" if s["paused"] else "active"
-        wal = f"WAL {render.size(s['wal_bytes'])}  " if s["wal_bytes"] is not None else ""
-        return f" jobq top  {s['database']}  {s['now'][11:19]}Z  {sup}  queue {state}  {wal}(q quits)"
+        gauges = "".join(f"{render.gauge_text(g)}  " for g in s.get("gauges", ()))
+        return f" jobq top  {s['database']}  {s['now'][11:19]}Z  {sup}  queue {state}  {gauges}(q quits)"
 
     def _queue(self, bold: int) -> list[tuple[str, int]]:
         s = self.snap

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared import activity, admin
+from shared import ops
+from shared.ops import activity
 from shared.clock import iso, parse_iso
 from shared.ops import viewstatus as status
 
@@ -28,7 +29,7 @@ class Chart:
     def refresh(self, store: Any, now: float) -> list[dict[str, Any]]:
         """Fold the attempts ended since the last refresh; the last hour, oldest minute first."""
         start = (int(now // 60) - (MINUTES - 1)) * 60.0
-        last = admin.last_attempt_seq(store)
+        last = ops.last_attempt_seq(store)
         if self.db != store.location or last < self.seq:  # another database, or history purged
             self.db, self.per = store.location, {}
             self.seq = activity.first_attempt_since(store, start) - 1

@@ -11,7 +11,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared import activity, admin, browse, cron, schedule
+from shared import cron, schedule
+from shared import ops as shared_ops
+from shared.ops import activity, browse
 from shared.durations import parse_rate
 from shared.job import STATUSES
 from shared.ops import viewactions as ops
@@ -66,7 +68,7 @@ async def jobs(request: Request) -> Response:
     b = _backend(request)
     store = b.store()
     page = browse.page_jobs(store, f)
-    types = sorted({r["type"] for r in admin.counts_by_type(store)})
+    types = sorted({r["type"] for r in shared_ops.counts_by_type(store)})
     return render(request, "jobs.html", {"page": page, "f": f, "types": types, "tabs": STATUS_TABS,
                                          "now": b.clock.now(), "flash": _flash(request),
                                          "query": _query(f), "window": browse.WINDOW, "back": route_path(request) + (
@@ -92,14 +94,14 @@ async def job(request: Request) -> Response:
     row = store.get(found)
     if row is None:
         raise HTTPException(404, f"job {job_id}: no job has that id")
-    history = [dict(h, run_s=ops.ran_s(h)) for h in admin.attempt_history(store, found)]
+    history = [dict(h, run_s=ops.ran_s(h)) for h in shared_ops.attempt_history(store, found)]
     return render(request, "job.html", {"job": dataclasses.asdict(row), "raw": _raw(store, found),
                                         "history": history, "now": b.clock.now(), "flash": _flash(request)})
 
 
 def _raw(store: Any, job_id: str) -> dict[str, Any]:
     """The stored JSON text of payload and result (pretty-printed by the template)."""
-    return store.job_texts(job_id) or {"payload": None, "result": None}
+    return shared_ops.job_texts(store, job_id) or {"payload": None, "result": None}
 
 
 async def schedules(request: Request) -> Response:
@@ -128,7 +130,7 @@ async def types(request: Request) -> Response:
     b = _backend(request)
     store, cfg, now = b.store(), b.settings.config, b.clock.now()
     counts: dict[str, dict[str, int]] = {}
-    for r in admin.counts_by_type(store):
+    for r in shared_ops.counts_by_type(store):
         counts.setdefault(r["type"], dict.fromkeys(STATUSES, 0))[r["status"]] = r["n"]
     rows = []
     for name in sorted(set(counts) | set(cfg.types)):

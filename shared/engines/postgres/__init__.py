@@ -6,8 +6,8 @@ imported when a store is opened, and its absence is then a clear StoreUnavailabl
 The only psycopg imports of jobq's runtime are in this package's modules:
 
 - :mod:`.store`: :class:`PgStore`, producers', workers' and the supervisor's statements
-- :mod:`.leases`: heartbeats and lease ages; :mod:`.ops`: the operators' SQL; :mod:`.dialect`: how
-  it spells the shared SQL (:mod:`shared.engines.sql`)
+- :mod:`.leases`: heartbeats and lease ages; :mod:`.dialect`: how it spells the shared SQL
+  (:mod:`shared.engines.sql`; the operators' reads are :mod:`shared.ops`)
 - :mod:`.connection`: connecting, reconnecting, errors; :mod:`.schema`: tables, migrations
 - :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine

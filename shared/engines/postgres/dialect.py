@@ -1,4 +1,4 @@
-"""How the PostgreSQL engine spells the shared SQL (:class:`shared.engines.sql.Dialect`)."""
+"""How PostgreSQL spells what shared statements (:mod:`shared.engines.sql`) ask of an engine."""
 from __future__ import annotations
 
 from ..sql import Dialect
@@ -11,10 +11,12 @@ def pg_text(text: str | None) -> str | None:
 
 
 DIALECT = Dialect(
-    "postgresql", named=False,
-    counts=f"({COUNTS})",  # the folded counters plus the deltas not folded yet
+    name="postgresql",
+    named=False,                    # psycopg: %(name)s
+    counts=f"({COUNTS})",           # job_counts plus the deltas upkeep has not folded yet
     seconds="(extract(epoch FROM ({end})::timestamptz - ({start})::timestamptz)::float8)",
-    lock=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED",
+    lock=" FOR UPDATE",             # a batch's rows, locked and checked again (READ COMMITTED)
+    skip_locked=" FOR UPDATE SKIP LOCKED",
     lease_now="db_now()",  # leases on the server's clock: one clock for every host
     arrays=True,
     notify="SELECT pg_notify(:channel, '')",

@@ -1,7 +1,7 @@
 """The PostgreSQL engine's store: one psycopg connection to a jobq schema, and every protocol of
 :mod:`shared.contract` on it (the transitions written once in :mod:`shared.engines.sql`, spelt by
-:mod:`.dialect`; here the hot path whose SQL is this engine's own; operators' SQL in
-:mod:`.ops`, connecting and errors in :mod:`.connection`).
+:mod:`.dialect`; here the hot path whose SQL is this engine's own; connecting and errors in
+:mod:`.connection`; the operators' reads run on it through :mod:`shared.ops`).
 
 How this engine keeps the contract across many hosts:
 - A claim is one ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``:
@@ -29,12 +29,10 @@ from ...clock import iso
 from ...job import Finish, Job, NewJob
 from ..sql.jobs import in_claim_order
 from ..sql import JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
-from .browse import PgBrowse
 from .connection import PgConnection, translate_errors
 from .dialect import DIALECT
 from .finish import finish_one, record_finishes
 from .leases import PgLeases
-from .ops import PgOps
 from .schema import FOLD_COUNTS
 from .transfer import PgTransfer
 
@@ -83,11 +81,15 @@ def _insert_one_sql(table: str) -> str:
 
 
 @translate_errors
-class PgStore(TransitionsSql, PgConnection, PgLeases, PgOps, PgBrowse, PgTransfer):
+class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
     """One PostgreSQL connection to a jobq schema, and the operations on it (the transitions
     written once in :mod:`shared.engines.sql`; here the hot path, which is this engine's own)."""
 
-    dialect = DIALECT
+    dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
+
+    def wake_idle(self) -> None:
+        """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""
+        self.conn.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
     @functools.cached_property
     def _insert_one(self) -> str:

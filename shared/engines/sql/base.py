@@ -5,6 +5,10 @@ An engine's store class inherits :class:`SqlBase` (before its own connection cla
 :meth:`_rows` / :meth:`_row` / :meth:`_value` and write inside ``self._tx(fn)`` (one short
 transaction, the engine's retries) or ``self._write(fn)`` (one statement), calling
 :meth:`_run` on the connection ``fn`` is given. Rows are plain dicts on every engine.
+
+The public methods (:meth:`read`, :meth:`write`, :meth:`transaction`, :meth:`batches`) are how
+code outside the engine (the read layer, :mod:`shared.ops`) runs shared SQL: being public, the
+store class's error translation wraps them (jobq's errors, PostgreSQL's per-call lock and bound).
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from .dialect import Dialect
 
 T = TypeVar("T")
 Params = Mapping[str, Any]
+Run = Callable[..., "list[dict[str, Any]]"]  # run(sql, params=None): a statement's rows
+BATCH = 1000  # rows per transaction of a bulk write, to start with (the engine's pacer adapts it)
 
 
 class SqlBase:
@@ -27,6 +33,8 @@ class SqlBase:
         def _write(self, fn: Callable[[Any], T]) -> T: ...
 
         def _tx(self, fn: Callable[[Any], T]) -> T: ...
+
+        def pacer(self, rows: int = ...) -> Any: ...  # the retention mixin's, or the engine's
 
     def _run(self, conn: Any, sql: str, params: Params | None = None) -> Any:
         """Execute one shared statement on ``conn`` (inside a ``_tx``/``_write`` callback): the cursor."""
@@ -44,3 +52,50 @@ class SqlBase:
         """The first column of the first row, or ``default``."""
         row = self._row(sql, params)
         return default if row is None else next(iter(row.values()))
+
+    # -- public: for the read layer (guarded by the store class's error translation) -------------
+
+    def read(self, sql: str, params: Params | None = None) -> list[dict[str, Any]]:
+        """Every row of one read statement (``:name`` parameters); no transaction is left open."""
+        return self._rows(sql, params)
+
+    def write(self, sql: str, params: Params | None = None) -> list[dict[str, Any]]:
+        """One write statement, its own transaction (with the engine's retries); the rows it
+        returns (``RETURNING``), fetched fully before it commits."""
+        rows: list[dict[str, Any]] = self._write(lambda c: _fetched(self._run(c, sql, params)))
+        return rows
+
+    def transaction(self, fn: Callable[[Run], T]) -> T:
+        """``fn(run)`` in one short write transaction (the engine's: ``BEGIN IMMEDIATE`` on SQLite,
+        retried on serialization failures on PostgreSQL, so ``fn`` must only run SQL);
+        ``run(sql, params)`` executes a statement in it and returns its rows."""
+        out: T = self._tx(lambda c: fn(lambda sql, params=None: _fetched(self._run(c, sql, params))))
+        return out
+
+    def batches(self, sql: str, params: Params, rows: int = BATCH) -> int:
+        """Run a batched ``... RETURNING id`` write (``:after``: the last id done, ``:batch``: rows
+        to take, in id order) in short transactions paced by the engine's :attr:`pacer`, until a
+        batch touches fewer rows than asked; the total. No transaction grows with the table."""
+        pacer, total, after = self.pacer(rows), 0, ""
+        while True:
+            ids, asked = pacer.chunk(self, lambda c, n: (
+                [r["id"] for r in self._run(c, sql, {**params, "after": after, "batch": n}).fetchall()], n))
+            total += len(ids)
+            if len(ids) < asked:
+                return total
+            after = max(ids)
+
+    def wake_idle(self) -> None:
+        """After a write outside the claim path made jobs pending (an operator's retry): tell
+        idle workers, where the engine's wake-up needs telling (nothing by default)."""
+
+    def stats(self) -> dict[str, Any]:
+        """The engine's own gauges by key (see :attr:`gauges`); a value may be None (unknown now)."""
+        return {}
+
+    gauges: "tuple[Any, ...]" = ()  # shared.contract.Gauge: how each key of stats() is shown
+
+
+def _fetched(cursor: Any) -> list[dict[str, Any]]:
+    """All rows of ``cursor``; none for a statement that returns no rows."""
+    return list(cursor.fetchall()) if cursor.description is not None else []

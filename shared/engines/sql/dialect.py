@@ -6,6 +6,7 @@ doubled). The other fields are fragments a statement formats in where engines di
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -44,6 +45,18 @@ class Dialect:
     - ``release_history``: True when a dead owner's released run writes its attempt-history row
       itself (False: the schema's trigger writes it).
     - ``text``: how a free text (an error) is stored (where text cannot hold NUL, it is escaped).
+    - ``greatest``: the two-argument maximum function (SQLite's scalar ``max``, ``greatest``).
+    - ``instr``: the position of a substring, ``fn(text, part)``, 0 when absent (case-sensitive).
+    - ``any_of``: a template with ``{col}`` and ``{param}``: ``col`` is one of the list bound to
+      ``param`` (one parameter, whatever the list's length: see :meth:`list_param`).
+    - ``json_lists``: True when a list parameter is bound as a JSON array text (SQLite's
+      ``json_each``), False when the driver binds a list as an array (psycopg).
+    - ``nul_text``: True when text can hold NUL; where it cannot, no stored id has one, and a
+      statement is never sent with one (the driver would refuse it).
+    - ``rowid``: the column a walk in claim order breaks ties by, as the claim index does
+      (SQLite's ``rowid``; ``id`` elsewhere); its value is part of a listing's cursor.
+    - ``window_sorted``: True when a join over an ordered window keeps the window's order
+      (SQLite's ``CROSS JOIN``, no sort); False when a listing must order its page itself.
     """
     name: str
     named: bool
@@ -59,6 +72,13 @@ class Dialect:
     limits_lock: str = ""
     release_history: bool = False
     text: Callable[[Any], Any] = field(default=lambda t: t, compare=False, repr=False)
+    greatest: str = "greatest"
+    instr: str = "strpos"
+    any_of: str = "{col} = ANY({param})"
+    json_lists: bool = False
+    nul_text: bool = False
+    rowid: str = "id"
+    window_sorted: bool = False
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sql(self, text: str) -> str:
@@ -70,6 +90,10 @@ class Dialect:
             out = _PARAM.sub(_pyformat, text.replace("%", "%%"))
             self._cache[text] = out
         return out
+
+    def list_param(self, items: Sequence[Any]) -> Any:
+        """``items`` as the one parameter of :attr:`any_of`."""
+        return json.dumps(list(items)) if self.json_lists else list(items)
 
     def between(self, end: str, start: str) -> str:
         """The :attr:`seconds` expression for two column names or expressions."""

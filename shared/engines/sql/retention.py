@@ -2,7 +2,7 @@
 
 Finished jobs are found by walking the primary key (ids grow with time) one bounded range per
 statement, so no index on finished jobs is needed (every job would pay for one) and no write
-holds its locks long. The chunks run through the engine's pacer (``_pacer``): an engine with
+holds its locks long. The chunks run through the engine's pacer (``pacer``): an engine with
 one write lock pauses after each (its own pacer) so other writers get the single
 write lock; elsewhere (:class:`Chunks`) row locks let other writers work meanwhile.
 """
@@ -44,8 +44,9 @@ class Chunks:
 class RetentionSql(SqlBase):
     """``purge_finished`` (the contract) over ``delete_finished_in`` (one chunk)."""
 
-    def _pacer(self, rows: int) -> Any:
-        """The engine's pacer for a bulk write (overridden where writers need pauses)."""
+    def pacer(self, rows: int = BATCH) -> Any:
+        """The engine's pacer for a bulk write (this one: no pauses; an engine whose writers
+        queue on one lock overrides it)."""
         return Chunks(rows)
 
     def _paced(self, fn: Callable[[Any], T]) -> T:
@@ -64,7 +65,7 @@ class RetentionSql(SqlBase):
         deleted = {status: 0 for status in cutoffs}
         if all(cut is None for cut in cutoffs.values()):
             return deleted
-        pacer = pacer or self._pacer(chunk)
+        pacer = pacer or self.pacer(chunk)
         after: str | None = ""
         while after is not None:
             start = after

@@ -4,8 +4,8 @@ registry (:mod:`shared.engines`) uses; nothing else imports this package.
 The only ``sqlite3`` imports of jobq's runtime are in this package's modules:
 
 - :mod:`.store`: :class:`SqliteStore`, producers', workers' and the supervisor's statements
-- :mod:`.leases`: heartbeats and lease ages; :mod:`.ops`: the operators' SQL; :mod:`.dialect`: how
-  it spells the shared SQL (:mod:`shared.engines.sql`)
+- :mod:`.leases`: heartbeats and lease ages; :mod:`.dialect`: how it spells the shared SQL
+  (:mod:`shared.engines.sql`; the operators' reads are :mod:`shared.ops`)
 - :mod:`.connection`: opening, pragmas, busy retries, errors; :mod:`.schema`: tables, migrations
 - :mod:`.wakeup`, :mod:`.walwatch` (and :mod:`shared.engines.idlelead`): how idle workers learn of new jobs
 - :mod:`.upkeep`: the WAL checkpoint task the supervisor runs

@@ -1,8 +1,8 @@
 """The SQLite engine's store: one connection to a jobq database file, and every protocol of
 :mod:`shared.contract` on it: the transitions written once in :mod:`shared.engines.sql` (spelt
 by :mod:`.dialect`), and here the hot path whose SQL is this engine's own (enqueue, claim,
-outcomes in :mod:`.finish`, heartbeats in :mod:`.leases`); the operators' SQL in :mod:`.ops`,
-the connection, busy retries and error translation in :mod:`.connection`.
+outcomes in :mod:`.finish`, heartbeats in :mod:`.leases`); the connection, busy retries and error
+translation in :mod:`.connection`. The operators' reads run on it through :mod:`shared.ops`.
 
 How this engine keeps the contract:
 - Every write is one statement or a ``BEGIN IMMEDIATE`` transaction; reads never turn into writes
@@ -23,16 +23,15 @@ import sqlite3
 from typing import Any, Sequence
 
 from ...clock import iso
+from ...contract import Gauge
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from ..sql.jobs import in_claim_order
 from ..sql import JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
-from .browse import SqliteBrowse
 from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
 from .dialect import DIALECT
 from .finish import fetch_rows as _fetch_rows, record_finishes
 from .leases import SqliteLeases
-from .ops import OpsSql
 from .transfer import SqliteTransfer
 
 _INSERT_INTO = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
@@ -61,11 +60,21 @@ _UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at
 
 
 @translate_errors
-class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, OpsSql, SqliteBrowse, SqliteTransfer):
+class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer):
     """One SQLite connection to a jobq database, and the operations on it (the transitions
     written once in :mod:`shared.engines.sql`; here the hot path, which is this engine's own)."""
 
-    dialect = DIALECT
+    dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
+    gauges: tuple[Gauge, ...] = (Gauge("wal_bytes", "WAL", "Size of the SQLite write-ahead log.", "bytes"),)
+
+    def stats(self) -> dict[str, Any]:
+        """The write-ahead log's size (``wal_bytes``), which upkeep's checkpoints keep down."""
+        return {"wal_bytes": self.wal_bytes()}
+
+    def pacer(self, rows: int = 1000) -> Pacer:
+        """A bulk write's chunks (retention, the operators' retries and purges): short
+        ``BEGIN IMMEDIATE`` transactions with pauses between them (see ``bulk``)."""
+        return Pacer(rows)
 
     @classmethod
     def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
@@ -185,10 +194,6 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, OpsSql, Sqlite
         def tx(c: sqlite3.Connection) -> int:
             return sum(c.execute(_UNCLAIM, (stamp, stamp, job_id, owner)).rowcount for job_id in job_ids)
         return self._immediate(tx)
-
-    def _pacer(self, rows: int) -> Pacer:
-        """Retention's chunks: short ``BEGIN IMMEDIATE`` transactions with pauses (see ``bulk``)."""
-        return Pacer(rows)
 
 
 def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now: float) -> None:
