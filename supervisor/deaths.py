@@ -43,6 +43,7 @@ class Supervisor(Protocol):
     def reload(self, why: str) -> None: ...
     def db(self) -> Any: ...
     def close_db(self) -> None: ...
+    def check_health(self) -> bool: ...
 
 
 class Deaths:
@@ -100,7 +101,7 @@ class Deaths:
         here is logged: maintenance re-queues the jobs of dead owners later."""
         sup = self.sup
         released: list[Released] = []
-        if sup.dbref.problem is not None:
+        if sup.check_health():
             return released  # the jobs are in the database that is gone
         try:
             released = sup.db().release_owner(slot.owner, reason, sup.clock.now(),

@@ -27,6 +27,11 @@ class StoreRef:
         if self.problem is not None:
             raise StoreError(self.problem)
         if self.store is None:
+            # Reopening (closed before a fork or after a failed round): never open, and so
+            # create, whatever the place holds now; check_health() says so and stops.
+            found = self.health.problem() if self.health is not None else None
+            if found is not None:
+                raise StoreError(found)
             self.store = open_store(config, upkeep=True)
         return self.store
 
