@@ -140,3 +140,114 @@ class PostgresEngine:
 
 
 ENGINES = [SqliteEngine, PostgresEngine]
+
+
+# -- the engine a behaviour test runs on (the ``db`` fixture) -----------------------------------------
+#
+# A behaviour suite (``pytestmark = pytest.mark.engines``) runs each test that asks for ``db``
+# (directly, or through ``make_config``/``queue``/``sup_factory``) once per engine. The config
+# files the helpers write (``conftest.make_config``, ``tests.proc.write_config``) name the engine
+# under test: SQLite keeps the file next to the config, as always; PostgreSQL gets the test
+# server and a fresh schema. Processes started by the test read the same file, so they follow.
+
+DATABASE_VAR = "JOBQ_TEST_DATABASE"  # set while a test runs on PostgreSQL: the server's URL
+SCHEMA_VAR = "JOBQ_TEST_SCHEMA"      # ... and the schema of its own, dropped after it
+
+
+def under_test() -> dict[str, Any]:
+    """The config keys that point a test config at the engine under test: ``{}`` on SQLite (the
+    helper's own file name stays), ``database`` and ``postgres.schema`` on PostgreSQL."""
+    url, schema = os.environ.get(DATABASE_VAR), os.environ.get(SCHEMA_VAR)
+    if not url:
+        return {}
+    return {"database": url, "postgres": {"schema": schema}}
+
+
+def merge(data: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with ``sections`` laid over it, a table's keys one by one."""
+    for name, value in sections.items():
+        if isinstance(value, dict):
+            data[name] = {**data.get(name, {}), **value}
+        else:
+            data[name] = value
+    return data
+
+
+class Database:
+    """The engine a behaviour test runs on. ``name`` is 'sqlite' or 'postgresql'; on
+    PostgreSQL, ``schema`` is the test's own (created by jobq on first use, dropped by
+    :meth:`drop`), and :attr:`env` the variables that make the config helpers name it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.schema: str | None = None
+        self.env: dict[str, str] = {}
+        if name == "postgresql":
+            require_postgres()
+            self.schema = f"jobq_b{uuid.uuid4().hex[:12]}"
+            self.env = {DATABASE_VAR: postgres_url(), SCHEMA_VAR: self.schema}
+
+    def drop(self) -> None:
+        """Drop the schema (PostgreSQL), waiting a little for the test's last connections."""
+        if self.schema is None:
+            return
+        import psycopg
+        with psycopg.connect(postgres_url(), autocommit=True) as c:
+            c.execute("SET lock_timeout = '20s'")
+            c.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+class _Row(dict):
+    """A PostgreSQL row read like ``sqlite3.Row``: by column name or by position."""
+
+    def __init__(self, names: list[str], values: Any) -> None:
+        super().__init__(zip(names, values))
+        self._values = tuple(values)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._values[key] if isinstance(key, int) else super().__getitem__(key)
+
+    def keys(self) -> Any:
+        return list(super().keys())
+
+
+def _row_factory(cursor: Any) -> Any:
+    names = [c.name for c in cursor.description or ()]
+    return lambda values: _Row(names, values)
+
+
+class RawPostgres:
+    """A connection to a config's schema, used like the tests' ``sqlite3`` connections
+    (``?`` placeholders, rows by name or position, autocommit, ``with`` closes it)."""
+
+    def __init__(self, config: Config) -> None:
+        import psycopg
+        self.conn = psycopg.connect(config.database, autocommit=True, row_factory=_row_factory)
+        self.conn.execute(f'SET search_path TO "{config.postgres.schema}"')
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "RawPostgres":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def raw(config: Config) -> Any:
+    """A plain connection to ``config``'s database for a test that reads or writes around
+    jobq: ``sqlite3`` (autocommit, ``sqlite3.Row``) or :class:`RawPostgres`."""
+    if config.database.startswith(("postgresql:", "postgres:")):
+        return RawPostgres(config)
+    conn = sqlite3.connect(config.database, isolation_level=None, timeout=10)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def missing_table(exc: BaseException) -> bool:
+    """Is ``exc`` a driver's "no such table" (the schema is not made yet)?"""
+    return "no such table" in str(exc) or type(exc).__name__ == "UndefinedTable"

@@ -14,6 +14,9 @@ from typing import Any, Callable
 import psutil
 import tomli_w
 
+from shared.config import load
+from tests.engines import merge, missing_table, raw, under_test
+
 FIXTURES = str(Path(__file__).parent / "fixtures")
 
 
@@ -41,11 +44,8 @@ def write_config(folder: Path, **sections: Any) -> Path:
         "worker": {"poll_interval": 0.05, "heartbeat_interval": 0.2, "lease_timeout": 5},
         "retry": {"backoff_base": 0, "backoff_max": 0},
     }
-    for name, value in sections.items():
-        if isinstance(value, dict):
-            data.setdefault(name, {}).update(value)
-        else:
-            data[name] = value
+    merge(data, under_test())  # the engine under test (the db fixture), on PostgreSQL
+    merge(data, sections)
     path = folder / "jobq.toml"
     path.write_bytes(tomli_w.dumps(data).encode())
     return path
@@ -139,10 +139,10 @@ def live_children(pid: int, recursive: bool = False) -> list[psutil.Process]:
     return out
 
 
-def db(config: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(config.parent / "q.db"), isolation_level=None, timeout=10)
-    conn.row_factory = sqlite3.Row
-    return conn
+def db(config: Path) -> Any:
+    """A plain connection to the database of the config file ``config`` (whichever engine:
+    :func:`tests.engines.raw`), rows by column name."""
+    return raw(load(str(config)))
 
 
 def job_row(config: Path, job_id: str) -> sqlite3.Row:
@@ -161,8 +161,8 @@ def worker_rows(config: Path) -> list[sqlite3.Row]:
     with db(config) as c:
         try:
             return c.execute("SELECT * FROM processes WHERE kind = 'worker' ORDER BY slot").fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
+        except Exception as exc:
+            if missing_table(exc):
                 return []
             raise
 

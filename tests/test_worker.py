@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -19,8 +18,11 @@ from shared.clock import iso, parse_iso
 from shared.config import load
 from shared.exitcodes import ExitCode
 from shared.handlers import PermanentError, Registry, RetryAfter, handler
-from shared.engines.sqlite.store import SqliteStore
+from shared.engines import open_store
+from tests.engines import raw
 from worker.loop import Worker
+
+pytestmark = pytest.mark.engines  # the tests that use db (or make_config, queue) run on each engine
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -48,13 +50,13 @@ def registry_of(*fns) -> Registry:
 
 @pytest.fixture
 def make_worker(tmp_path, make_config, clock):
-    """Build an in-process Worker on tmp_path/jobq.db with the given handler functions."""
+    """Build an in-process Worker on the test's database with the given handler functions."""
     made = []
 
     def build(*fns, **overrides):
         cfg = load(make_config(tmp_path, **overrides))
         w = Worker(cfg, registry_of(*fns), clock=clock)
-        w.store = SqliteStore.from_config(cfg)
+        w.store = open_store(cfg)
         made.append(w)
         return w
     yield build
@@ -294,7 +296,7 @@ def test_unknown_job_type_fails_at_once(make_worker, queue):
     assert "t:boom" in job.error and "t:echo" in job.error
 
 
-def test_invalid_json_payload_fails_at_once(make_worker, queue, db_path):
+def test_invalid_json_payload_fails_at_once(make_worker, queue):
     called = []
 
     @handler("t:json")
@@ -303,7 +305,7 @@ def test_invalid_json_payload_fails_at_once(make_worker, queue, db_path):
 
     w = make_worker(js)
     job_id = queue.enqueue("t:json", {})
-    with sqlite3.connect(db_path) as c:
+    with raw(queue.config) as c:
         c.execute("UPDATE jobs SET payload = ? WHERE id = ?", ("{'not': json", job_id))
     step(w)
     job = queue.get(job_id)
@@ -375,14 +377,14 @@ def test_handler_exception_does_not_stop_the_worker(make_worker, queue):
     assert queue.get(good).status == "completed"
 
 
-def test_lost_lease_outcome_is_dropped(make_worker, queue, db_path, clock):
+def test_lost_lease_outcome_is_dropped(make_worker, queue, clock):
     """While the handler runs, the supervisor re-queues the job and another worker claims it:
     the first worker's result must not overwrite the new run."""
     other = "otherhost:9:9"
 
     @handler("t:slowpoke")
     def slowpoke(payload, job):
-        with SqliteStore(db_path) as s:
+        with open_store(queue.config) as s:
             s.release_owner(w.owner, "lease expired", clock.now(), max_attempts_for=lambda j: 3)
             assert s.claim(other, 9, clock.now(), 1)[0].id == job.id
         return {"late": True}
@@ -441,6 +443,7 @@ def worker_proc(tmp_path, make_config):
         log.close()
         procs.append(p)
         return p
+    start.config = cfg_path
     yield start
     for p in procs:
         if p.poll() is None:
@@ -453,10 +456,11 @@ def _log(p) -> str:
 
 
 @pytest.fixture
-def real_queue(db_path):
-    """A producer on the real clock (the worker subprocess uses the real clock too)."""
+def real_queue(worker_proc):
+    """A producer on the real clock (the worker subprocess uses the real clock too), on the
+    worker's database."""
     from shared.api import JobQueue
-    q = JobQueue(db_path)
+    q = JobQueue(config=load(worker_proc.config))
     yield q
     q.close()
 
