@@ -187,6 +187,15 @@ class Database:
             self.schema = f"jobq_b{uuid.uuid4().hex[:12]}"
             self.env = {DATABASE_VAR: postgres_url(), SCHEMA_VAR: self.schema}
 
+    def config(self, folder: Path, base: Config | None = None, file: str = "q.db") -> Config:
+        """``base`` (default: the defaults) on this engine: the SQLite file ``folder/file``, or
+        the test server and this test's schema."""
+        base = base or Config()
+        if self.schema is None:
+            return base.replace(database=str(Path(folder) / file))
+        return base.replace(database=postgres_url(),
+                            postgres=dataclasses.replace(base.postgres, schema=self.schema))
+
     def drop(self) -> None:
         """Drop the schema (PostgreSQL), waiting a little for the test's last connections."""
         if self.schema is None:
