@@ -2,9 +2,9 @@
 writer and a JobQueue on that database, and the engine a test runs on.
 
 A module marked ``pytestmark = pytest.mark.engines`` (the behaviour suites) runs each test that
-asks for ``db`` (or for ``make_config``, ``config_path``, ``queue``, ``sup_factory``, which ask
+asks for ``database`` (or for ``make_config``, ``config_path``, ``queue``, ``sup_factory``, which ask
 for it) on SQLite and on PostgreSQL; ``@pytest.mark.engine_only("sqlite", reason=...)`` keeps a
-test to one engine and says why. Elsewhere ``db`` is SQLite: a file under tmp_path."""
+test to one engine and says why. Elsewhere ``database`` is SQLite: a file under tmp_path."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,7 +22,7 @@ ENGINES = ("sqlite", "postgresql")
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "engines: run each test that uses the db fixture on every engine")
+    config.addinivalue_line("markers", "engines: run each test that uses the database fixture on every engine")
     config.addinivalue_line("markers", "engine_only(name, reason): in an engines module, this test runs "
                                        "on that engine only, for the reason given")
 
@@ -45,7 +45,7 @@ def engine_name(request) -> str:
 
 
 @pytest.fixture
-def db(engine_name: str, monkeypatch) -> Database:
+def database(engine_name: str, monkeypatch) -> Database:
     """The engine this test runs on (:class:`tests.engines.Database`). On PostgreSQL the
     config helpers name the test server and a fresh schema, dropped after the test."""
     made = Database(engine_name)
@@ -62,7 +62,7 @@ def make_config(tmp_path: Path, **overrides: Any) -> Path:
     (``worker={"poll_interval": 0.05}``). ``database`` defaults to ``jobq.db`` next to the file.
     """
     data: dict[str, Any] = {"database": "jobq.db", "handlers": []}
-    merge(data, under_test())  # the engine under test (the db fixture), on PostgreSQL
+    merge(data, under_test())  # the engine under test (the database fixture), on PostgreSQL
     merge(data, overrides)
     path = Path(tmp_path) / "jobq.toml"
     path.write_text(tomli_w.dumps(data))
@@ -70,7 +70,7 @@ def make_config(tmp_path: Path, **overrides: Any) -> Path:
 
 
 @pytest.fixture(name="make_config")
-def _make_config_fixture(db):
+def _make_config_fixture(database):
     """The :func:`make_config` helper, as a fixture (no import of conftest needed)."""
     return make_config
 
@@ -98,7 +98,7 @@ def queue(config_path: Path, clock: FakeClock):
 
 
 @pytest.fixture
-def sup_factory(db):
+def sup_factory(database):
     """Start real supervisors (``tests.proc.Running``) for a test; all are stopped, with every
     process they started, when it ends."""
     from tests.proc import Running

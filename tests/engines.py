@@ -142,9 +142,9 @@ class PostgresEngine:
 ENGINES = [SqliteEngine, PostgresEngine]
 
 
-# -- the engine a behaviour test runs on (the ``db`` fixture) -----------------------------------------
+# -- the engine a behaviour test runs on (the ``database`` fixture) -----------------------------------------
 #
-# A behaviour suite (``pytestmark = pytest.mark.engines``) runs each test that asks for ``db``
+# A behaviour suite (``pytestmark = pytest.mark.engines``) runs each test that asks for ``database``
 # (directly, or through ``make_config``/``queue``/``sup_factory``) once per engine. The config
 # files the helpers write (``conftest.make_config``, ``tests.proc.write_config``) name the engine
 # under test: SQLite keeps the file next to the config, as always; PostgreSQL gets the test

@@ -44,7 +44,7 @@ def write_config(folder: Path, **sections: Any) -> Path:
         "worker": {"poll_interval": 0.05, "heartbeat_interval": 0.2, "lease_timeout": 5},
         "retry": {"backoff_base": 0, "backoff_max": 0},
     }
-    merge(data, under_test())  # the engine under test (the db fixture), on PostgreSQL
+    merge(data, under_test())  # the engine under test (the database fixture), on PostgreSQL
     merge(data, sections)
     path = folder / "jobq.toml"
     path.write_bytes(tomli_w.dumps(data).encode())

@@ -14,7 +14,7 @@ from shared.handlers import HandlerImportError, PermanentError, RetryAfter, hand
 
 from tests.engines import raw
 
-pytestmark = pytest.mark.engines  # the tests that use db run on each engine
+pytestmark = pytest.mark.engines  # the tests that use database run on each engine
 REPO = Path(__file__).resolve().parents[1]
 seen: list[tuple] = []
 
@@ -87,21 +87,21 @@ def _clear():
     payload_queue.clear()
 
 
-def queue(db, tmp_path, clock, **kw) -> JobQueue:
+def queue(database, tmp_path, clock, **kw) -> JobQueue:
     config = kw.pop("config", Config(retry=RetryConfig(backoff_base=0)))
-    return JobQueue(config=db.config(tmp_path, config), clock=clock, handlers=HANDLERS, **kw)
+    return JobQueue(config=database.config(tmp_path, config), clock=clock, handlers=HANDLERS, **kw)
 
 
-def test_immediate_runs_at_enqueue_and_stores_the_outcome(db, tmp_path, clock):
-    with queue(db, tmp_path, clock, immediate=True) as q:
+def test_immediate_runs_at_enqueue_and_stores_the_outcome(database, tmp_path, clock):
+    with queue(database, tmp_path, clock, immediate=True) as q:
         job = q.get(q.enqueue("t:ok", {"a": 1}))
         assert (job.status, job.result, job.attempts) == ("completed", {"echo": {"a": 1}}, 1)
         assert seen == [("run", "t:ok", 1), ("completed", "t:ok", '{"echo":{"a":1}}')]
         assert q.get(q.enqueue("t:async", 21)).result == 42
 
 
-def test_immediate_honours_retries_permanent_errors_and_hooks(db, tmp_path, clock):
-    with queue(db, tmp_path, clock, immediate=True) as q:
+def test_immediate_honours_retries_permanent_errors_and_hooks(database, tmp_path, clock):
+    with queue(database, tmp_path, clock, immediate=True) as q:
         flaky_job = q.get(q.enqueue("t:flaky"))
         assert flaky_job.status == "failed" and flaky_job.attempts == 2     # max_attempts=2, both ran
         assert "attempt 2 broke" in flaky_job.error
@@ -111,8 +111,8 @@ def test_immediate_honours_retries_permanent_errors_and_hooks(db, tmp_path, cloc
                     ("failed", "t:permanent", "shared.handlers.PermanentError: bad input")]
 
 
-def test_immediate_leaves_jobs_that_are_not_due_for_drain(db, tmp_path, clock):
-    with queue(db, tmp_path, clock, immediate=True) as q:
+def test_immediate_leaves_jobs_that_are_not_due_for_drain(database, tmp_path, clock):
+    with queue(database, tmp_path, clock, immediate=True) as q:
         delayed = q.enqueue("t:ok", 1, delay=60)
         retried = q.enqueue("t:later")                 # RetryAfter(30): due again in 30 s
         assert q.get(delayed).status == "pending" and q.get(retried).status == "pending"
@@ -124,8 +124,8 @@ def test_immediate_leaves_jobs_that_are_not_due_for_drain(db, tmp_path, clock):
         assert q.drain() == {"completed": 1, "retried": 0, "failed": 0}
 
 
-def test_immediate_enqueue_many_and_nested_enqueue(db, tmp_path, clock):
-    with queue(db, tmp_path, clock, immediate=True) as q:
+def test_immediate_enqueue_many_and_nested_enqueue(database, tmp_path, clock):
+    with queue(database, tmp_path, clock, immediate=True) as q:
         payload_queue.append(q)
         ids = q.enqueue_many([("t:ok", 1), ("t:ok", 2)])
         assert [q.get(i).status for i in ids] == ["completed", "completed"]
@@ -133,9 +133,9 @@ def test_immediate_enqueue_many_and_nested_enqueue(db, tmp_path, clock):
         assert q.get(child).status == "completed" and q.get(child).result == {"echo": "child"}
 
 
-def test_immediate_does_not_run_a_job_enqueued_in_an_open_transaction(db, tmp_path, clock):
+def test_immediate_does_not_run_a_job_enqueued_in_an_open_transaction(database, tmp_path, clock):
     """Through ``conn=`` the job is not committed yet (and might roll back): it waits for drain."""
-    with queue(db, tmp_path, clock, immediate=True) as q:
+    with queue(database, tmp_path, clock, immediate=True) as q:
         conn = raw(q.config)  # autocommit: the test opens and ends the transactions
         native = getattr(conn, "conn", conn)  # what conn= takes: sqlite3's or psycopg's connection
         conn.execute("BEGIN")
@@ -150,8 +150,8 @@ def test_immediate_does_not_run_a_job_enqueued_in_an_open_transaction(db, tmp_pa
         assert q.counts() == {"completed": 1}
 
 
-def test_drain_counts_filters_and_stops(db, tmp_path, clock):
-    with queue(db, tmp_path, clock) as q:
+def test_drain_counts_filters_and_stops(database, tmp_path, clock):
+    with queue(database, tmp_path, clock) as q:
         for _ in range(3):
             q.enqueue("t:ok", 1)
         q.enqueue("t:flaky")
@@ -167,9 +167,9 @@ def test_drain_counts_filters_and_stops(db, tmp_path, clock):
             q.drain(max_jobs=-1)
 
 
-def test_drain_respects_pause_and_type_limits(db, tmp_path, clock):
+def test_drain_respects_pause_and_type_limits(database, tmp_path, clock):
     config = Config(types={"t:ok": TypeConfig(rate="2/min")})
-    with queue(db, tmp_path, clock, config=config) as q:
+    with queue(database, tmp_path, clock, config=config) as q:
         for _ in range(3):
             q.enqueue("t:ok", 1)
         q.pause()
@@ -180,27 +180,27 @@ def test_drain_respects_pause_and_type_limits(db, tmp_path, clock):
         assert q.drain() == {"completed": 1, "retried": 0, "failed": 0}
 
 
-def test_handlers_default_to_the_configs_modules(db, tmp_path, clock, monkeypatch):
+def test_handlers_default_to_the_configs_modules(database, tmp_path, clock, monkeypatch):
     (tmp_path / "mine.py").write_text("from worker import handler\n\n@handler('m:x')\ndef x(p, job):\n"
                                       "    return 'from the config'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with JobQueue(config=db.config(tmp_path, Config(handlers=("mine",))), immediate=True) as q:
+    with JobQueue(config=database.config(tmp_path, Config(handlers=("mine",))), immediate=True) as q:
         assert q.get(q.enqueue("m:x")).result == "from the config"
-    with JobQueue(config=db.config(tmp_path, Config(handlers=("no_such_module_here",))), immediate=True) as q:
+    with JobQueue(config=database.config(tmp_path, Config(handlers=("no_such_module_here",))), immediate=True) as q:
         with pytest.raises(HandlerImportError, match="no_such_module_here"):
             q.enqueue("m:x")
     with pytest.raises(TypeError, match="handlers: expected module names"):
-        JobQueue(config=db.config(tmp_path), handlers=[42]).drain()
+        JobQueue(config=database.config(tmp_path), handlers=[42]).drain()
 
 
-def test_drain_keeps_the_lease_guard(db, tmp_path, clock):
+def test_drain_keeps_the_lease_guard(database, tmp_path, clock):
     """A job taken back while it ran (a supervisor's lease check) keeps the newer state."""
     @handler("t:stolen")
     def stolen(payload, job):
         with raw(q.config) as c:
             c.execute("UPDATE jobs SET owner = 'someone-else' WHERE id = ?", (job.id,))
         return "dropped"
-    with JobQueue(config=db.config(tmp_path), clock=clock, handlers=[stolen]) as q:
+    with JobQueue(config=database.config(tmp_path), clock=clock, handlers=[stolen]) as q:
         job_id = q.enqueue("t:stolen")
         assert q.drain() == {"completed": 0, "retried": 0, "failed": 0, "lease_lost": 1}
         assert q.get(job_id).status == "running" and q.get(job_id).result is None

@@ -11,12 +11,15 @@ from shared import JobQueue
 from shared.clock import FakeClock, parse_iso
 from shared.config import Config, ConfigError, RetryConfig, TypeConfig, WorkerConfig, from_dict
 from shared.handlers import HandlerSpec, Registry
-from shared.job import Job
+from shared.job import Finish, Job
 from shared.limits import TypeLimit, type_limits
 from shared.policy import JobPolicy
-from shared.engines.sqlite.store import Finish, SqliteStore
-from shared.engines.sqlite.lifecycle import _CANDIDATES, _RUNNING_BY_TYPE
+from shared.config import load
+from shared.contract import Store
+from tests.engines import raw
 from tests.proc import Running, db, events, wait_until, write_config
+
+pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
 
 OWNER, PID = "host:1:1", 1
 
@@ -31,13 +34,13 @@ def clock():
 
 
 @pytest.fixture
-def q(tmp_path, clock):
-    queue = JobQueue(str(tmp_path / "q.db"), clock=clock)
+def q(database, tmp_path, clock):
+    queue = JobQueue(config=database.config(tmp_path), clock=clock)
     yield queue
     queue.close()
 
 
-def claim(store: SqliteStore, config: Config, owner: str, pid: int, now: float, limit: int = 1) -> list[Job]:
+def claim(store: Store, config: Config, owner: str, pid: int, now: float, limit: int = 1) -> list[Job]:
     """Claim as the worker does: the limited claim once some type of ``config`` has a limit."""
     return store.finish_and_claim([], owner, pid, now, limit, type_limits(config))[1]
 
@@ -97,8 +100,6 @@ def test_a_type_at_its_concurrency_stays_pending_and_other_types_flow(q, clock):
     assert drain(q, config, clock) == ["a"]
 
 
-@pytest.mark.skipif(not hasattr(SqliteStore, "finish_and_claim"),
-                    reason="the worker's batched finish_and_claim is not in this tree yet")
 def test_finishing_and_claiming_in_one_transaction_frees_the_slot(q, clock):
     config = limited(a={"concurrency": 1})
     first = q.enqueue("a", {})
@@ -132,7 +133,8 @@ def test_rate_limit_is_a_sliding_window(q, clock):
     assert take(q, config, clock) == []       # the first claim was 59.999 s ago
     clock.advance(0.002)
     assert drain(q, config, clock) == ["r", "r"]
-    starts = q.store.conn.execute("SELECT count(*) AS n FROM type_starts WHERE type = 'r'").fetchone()["n"]
+    with raw(q.config) as c:
+        starts = c.execute("SELECT count(*) AS n FROM type_starts WHERE type = 'r'").fetchone()["n"]
     assert starts == 2   # the expired starts were pruned
 
 
@@ -150,12 +152,14 @@ def test_a_rate_limited_job_only_leads_a_batch(q, clock):
 
 # -- the claim itself ------------------------------------------------------------------------------
 
-def test_without_anything_held_back_the_order_is_the_plain_claim_order(tmp_path, clock):
+def test_without_anything_held_back_the_order_is_the_plain_claim_order(q, clock):
     config = limited(a={"concurrency": 100}, c={"rate": "100/s"})
     spec = [("a", 0, -5), ("b", 3, -1), ("c", 3, -9), ("a", 3, -3), ("b", 0, -20), ("z", 1, +50)]
     orders = []
-    for name, use_limits in (("plain", False), ("limited", True)):
-        with JobQueue(str(tmp_path / f"{name}.db"), clock=clock) as queue:
+    for use_limits in (False, True):
+        with raw(q.config) as c:
+            c.execute("DELETE FROM jobs")  # the same jobs again for the second claim
+        for queue in (q,):
             for jtype, prio, due in spec:
                 queue.enqueue(jtype, {"due": due}, priority=prio, run_at=clock.now() + due)
             got = []
@@ -173,7 +177,10 @@ def test_nothing_is_claimed_while_paused(q, clock):
     assert take(q, limited(a={"concurrency": 1}), clock) == ["a"]
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's query plan (PostgreSQL's: test_postgres)")
 def test_the_limited_claim_reads_the_claim_index_and_only_running_rows(q):
+    from shared.engines.sqlite.lifecycle import _CANDIDATES, _RUNNING_BY_TYPE
+
     def plan(sql: str, *params) -> str:
         return " | ".join(r["detail"] for r in q.store.conn.execute("EXPLAIN QUERY PLAN " + sql, params))
     candidates = plan(_CANDIDATES.format(skip="AND type NOT IN (?, ?) "), "2026", "a", "b", 4)
@@ -211,8 +218,8 @@ def test_backoff_per_type_overrides_retry_section():
         assert 0.75 * plain <= policy.backoff(attempts) <= plain
 
 
-def test_enqueue_takes_the_type_priority_unless_given_one(tmp_path, clock):
-    config = Config(database=str(tmp_path / "q.db"), types={"report:generate": TypeConfig(priority=5)})
+def test_enqueue_takes_the_type_priority_unless_given_one(database, tmp_path, clock):
+    config = database.config(tmp_path, Config(types={"report:generate": TypeConfig(priority=5)}))
     with JobQueue(config=config, clock=clock) as queue:
         ids = [queue.enqueue("report:generate", {}), queue.enqueue("report:generate", {}, priority=-1),
                queue.enqueue("exploration:run", {})]
@@ -231,12 +238,12 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
     return best
 
 
-def test_limits_hold_under_eight_workers_and_other_types_keep_flowing(tmp_path):
+def test_limits_hold_under_eight_workers_and_other_types_keep_flowing(database, tmp_path):
     log, gate = tmp_path / "events.log", tmp_path / "gate"
     config_path = write_config(tmp_path, handlers=["testjobs", "limitjobs"], supervisor={"workers": 8},
                                types={"limit:held": {"concurrency": 2}, "limit:rated": {"rate": "4/1s"}})
     common = {"log": str(log), "gate": str(gate)}
-    with JobQueue(str(tmp_path / "q.db")) as queue:   # held ones first in claim order
+    with JobQueue(config=load(config_path)) as queue:   # held ones first in claim order
         queue.enqueue_many([("limit:held", common, {"priority": 10}) for _ in range(6)] +
                            [("limit:rated", common, {"priority": 5}) for _ in range(12)] +
                            [("limit:free", common) for _ in range(30)])

@@ -22,7 +22,7 @@ from shared.engines import open_store
 from tests.engines import raw
 from worker.loop import Worker
 
-pytestmark = pytest.mark.engines  # the tests that use db (or make_config, queue) run on each engine
+pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
 
 REPO = Path(__file__).resolve().parents[1]
 
