@@ -237,6 +237,10 @@ class RawPostgres:
     def execute(self, sql: str, params: Any = ()) -> Any:
         return self.conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)
 
+    def executemany(self, sql: str, rows: Any) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(sql.replace("%", "%%").replace("?", "%s"), rows)
+
     def close(self) -> None:
         self.conn.close()
 

@@ -14,8 +14,12 @@ from shared.engines.sqlite.bulk import Pacer
 from shared.clock import FakeClock, iso
 from shared.config import Config, ConfigError, RetentionConfig, from_dict, load
 from shared.handlers import PermanentError, load_registry
-from shared.engines.sqlite.store import SqliteStore
+from shared.contract import Store
+from shared.engines import open_store
+from tests.engines import raw
 from tests.proc import Running, db, wait_until, write_config
+
+pytestmark = pytest.mark.engines  # the tests that use database (or store) run on each engine
 
 DAY = 86400.0
 NOW = FakeClock().now()
@@ -23,23 +27,26 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = SqliteStore(str(tmp_path / "q.db"))
+def store(database, tmp_path):
+    config = database.config(tmp_path)
+    s = open_store(config)
+    s.raw = lambda: raw(config)  # a plain connection to its database, for rows written around jobq
     yield s
     s.close()
 
 
-def add_finished(store: SqliteStore, status: str, n: int, age_days: float, *, with_completed_at: bool = True) -> None:
+def add_finished(store: Store, status: str, n: int, age_days: float, *, with_completed_at: bool = True) -> None:
     """``n`` jobs that reached ``status`` ``age_days`` ago (cancelled ones may lack completed_at)."""
     t = iso(NOW - age_days * DAY)
     done = t if with_completed_at else None
     rows = [(f"{status[:2]}{age_days:g}-{i:06d}-{with_completed_at:d}", "t", status, "{}", t, done, t, t)
             for i in range(n)]
-    store.conn.executemany("INSERT INTO jobs (id, type, status, payload, run_at, completed_at, created_at, "
-                           "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    with store.raw() as c:
+        c.executemany("INSERT INTO jobs (id, type, status, payload, run_at, completed_at, created_at, "
+                      "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
-def counts(store: SqliteStore) -> dict[str, int]:
+def counts(store: Store) -> dict[str, int]:
     return store.counts()
 
 
@@ -81,8 +88,9 @@ def test_purge_deletes_old_finished_jobs_in_bounded_chunks_and_keeps_the_rest(st
     add_finished(store, "cancelled", 7, age_days=8)
     add_finished(store, "cancelled", 3, age_days=8, with_completed_at=False)
     add_finished(store, "failed", 5, age_days=400)
-    store.conn.execute("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
-                       "VALUES ('p', 't', 'pending', '{}', ?, ?, ?)", (iso(NOW - 30 * DAY),) * 3)
+    with store.raw() as c:
+        c.execute("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
+                  "VALUES ('p', 't', 'pending', '{}', ?, ?, ?)", (iso(NOW - 30 * DAY),) * 3)
     statements: list[int] = []
     real = store.delete_finished_in
 
@@ -108,6 +116,7 @@ def test_purge_with_nothing_to_delete_reads_nothing(store):
         {"completed": 0, "cancelled": 0, "failed": 0}
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's one write lock (PostgreSQL locks rows)")
 def test_the_write_lock_is_free_between_chunks(store, tmp_path):
     """Another connection that refuses to wait at all gets to write in every pause between two
     chunks, and each pause lasts at least the pacer's hold time."""
@@ -124,6 +133,7 @@ def test_the_write_lock_is_free_between_chunks(store, tmp_path):
     assert len(pauses) == 3 and all(p >= max(h, pacer.hold) for p, h in zip(pauses, pacer.held))
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's query plan and trace callback")
 def test_each_delete_statement_is_one_primary_key_range(store):
     plans = []
     store.conn.set_trace_callback(lambda s: plans.append(s) if s.startswith("DELETE FROM jobs") else None)
@@ -153,10 +163,10 @@ def ctx(config: Config) -> SimpleNamespace:
                            logger=logging.getLogger("test"))
 
 
-def test_cleanup_handler_uses_the_config_and_retention_days(tmp_path, store):
+def test_cleanup_handler_uses_the_config_and_retention_days(database, tmp_path, store):
     add_finished(store, "completed", 3, age_days=1000)   # NOW is the fake clock's 2026-01-01
     add_finished(store, "failed", 2, age_days=1000)
-    config = Config(database=str(tmp_path / "q.db"))
+    config = database.config(tmp_path)
     assert builtin_jobs.cleanup_old_data({}, ctx(config)) == {
         "deleted": {"completed": 3, "cancelled": 0, "failed": 0}}
     add_finished(store, "completed", 4, age_days=1)
@@ -177,18 +187,19 @@ def test_cleanup_without_a_config_fails_permanently():
         builtin_jobs.cleanup_old_data({}, SimpleNamespace(id="j"))
 
 
-def test_a_real_worker_runs_the_built_in_cleanup(tmp_path):
+def test_a_real_worker_runs_the_built_in_cleanup(database, tmp_path):
     """A supervisor and its worker, with only the test handlers listed: cleanup:old-data is there."""
     config_path = write_config(tmp_path, supervisor={"workers": 1}, retention={"completed_after": "1d"})
-    with SqliteStore(str(tmp_path / "q.db")) as s:
+    open_store(load(config_path)).close()  # its tables
+    with db(config_path) as c:
         NOW_REAL = time.time()
         t_old, t_new = iso(NOW_REAL - 3 * DAY), iso(NOW_REAL - 3600)
-        s.conn.executemany("INSERT INTO jobs (id, type, status, payload, run_at, completed_at, created_at, "
+        c.executemany("INSERT INTO jobs (id, type, status, payload, run_at, completed_at, created_at, "
                            "updated_at) VALUES (?, 't', 'completed', '{}', ?, ?, ?, ?)",
                            [(f"old{i}", t_old, t_old, t_old, t_old) for i in range(600)] +
                            [("new", t_new, t_new, t_new, t_new)])
     from shared import JobQueue
-    with JobQueue(str(tmp_path / "q.db")) as q:
+    with JobQueue(config=load(config_path)) as q:
         jid = q.enqueue("cleanup:old-data", {})
     sup = Running(config_path)
     try:
