@@ -2,7 +2,7 @@
 enqueue across supervisors and restarts, edits on reload, and the next-run view.
 
 Schedules are driven with a FakeClock through the supervisor's ``scheduler.run_due`` on a real
-SQLite file; one process-level test runs two real supervisors on one file.
+database of each engine; one process-level test runs two real supervisors on one database.
 """
 from __future__ import annotations
 
@@ -17,9 +17,13 @@ from shared import cron, schedule
 from shared.clock import FakeClock, iso, parse_iso
 from shared.config import (Config, ConfigError, ScheduleConfig, TypeConfig, from_dict, load,
                            load_snapshot, write_snapshot)
-from shared.engines.sqlite.store import SqliteStore
+from shared.contract import Store
+from shared.engines import open_store
 from supervisor.scheduler import run_due
+from tests.engines import raw
 from tests.proc import Running, db, wait_until, write_config
+
+pytestmark = pytest.mark.engines  # the tests that use database (or store) run on each engine
 
 NY = "America/New_York"
 HOUR, DAY = 3600.0, 86400.0
@@ -43,18 +47,27 @@ def cfg(*schedules: ScheduleConfig) -> Config:
     return Config(schedules=tuple(schedules))
 
 
+def opened(config: Config) -> Store:
+    """A store on ``config``'s database, with ``raw()``: a plain connection to it (rows read
+    and written around jobq)."""
+    s = open_store(config)
+    s.raw = lambda: raw(config)
+    return s
+
+
 @pytest.fixture
-def store(tmp_path):
-    s = SqliteStore(str(tmp_path / "q.db"))
+def store(database, tmp_path):
+    s = opened(database.config(tmp_path))
     yield s
     s.close()
 
 
-def job_rows(store: SqliteStore) -> list[dict]:
-    return store.conn.execute("SELECT id, type, payload, run_at, key FROM jobs ORDER BY run_at").fetchall()
+def job_rows(store: Store) -> list[dict]:
+    with store.raw() as c:
+        return c.execute("SELECT id, type, payload, run_at, key FROM jobs ORDER BY run_at").fetchall()
 
 
-def run_ticks(store: SqliteStore, config: Config, clock: FakeClock, until: float, step: float) -> None:
+def run_ticks(store: Store, config: Config, clock: FakeClock, until: float, step: float) -> None:
     """Maintenance rounds every ``step`` seconds of fake time until ``until``."""
     while clock.now() < until:
         clock.advance(min(step, until - clock.now()))
@@ -163,7 +176,8 @@ def test_tick_job_has_type_payload_key_due_time_and_type_priority(store):
     clock = start(store, config, at(2026, 6, 1, 7, 59))
     clock.advance(120)
     assert run_due(store, config, clock.now()) == 1
-    [row] = store.conn.execute("SELECT * FROM jobs").fetchall()
+    with store.raw() as c:
+        [row] = c.execute("SELECT * FROM jobs").fetchall()
     assert row["type"] == "report:generate" and row["status"] == "pending"
     assert row["payload"] == '{"reportId":"daily","format":"pdf"}'
     assert row["run_at"] == iso(at(2026, 6, 1, 8))
@@ -173,9 +187,9 @@ def test_tick_job_has_type_payload_key_due_time_and_type_priority(store):
 
 # -- exactly once ----------------------------------------------------------------------------------
 
-def test_two_schedulers_on_one_file_enqueue_each_tick_once(tmp_path):
+def test_two_schedulers_on_one_file_enqueue_each_tick_once(database, tmp_path):
     """Two supervisors' schedulers, each with its own connection, race through five rounds."""
-    path = str(tmp_path / "q.db")
+    path = database.config(tmp_path)
     config = cfg(sched("0 * * * *", "UTC", catch_up="all"), sched("*/30 * * * *", "UTC", name="t"))
     rounds = [T0 + k * 10 * HOUR for k in range(6)]
     barrier = threading.Barrier(2)
@@ -183,7 +197,7 @@ def test_two_schedulers_on_one_file_enqueue_each_tick_once(tmp_path):
 
     def supervisor() -> None:
         try:
-            with SqliteStore(path) as s:
+            with opened(path) as s:
                 for now in rounds:
                     barrier.wait(30)
                     run_due(s, config, now)
@@ -196,17 +210,17 @@ def test_two_schedulers_on_one_file_enqueue_each_tick_once(tmp_path):
     for t in threads:
         t.join(60)
     assert not errors
-    with SqliteStore(path) as s:
+    with opened(path) as s:
         keys = [r["key"] for r in job_rows(s)]
     assert len(keys) == len(set(keys))
     assert sum(k.startswith("schedule:s:") for k in keys) == 50   # every hour of 5 x 10 hours
     assert sum(k.startswith("schedule:t:") for k in keys) == 5    # the latest tick of each round
 
 
-def test_a_crash_inside_the_enqueue_leaves_nothing_and_the_restart_enqueues_once(tmp_path, monkeypatch):
-    path = str(tmp_path / "q.db")
+def test_a_crash_inside_the_enqueue_leaves_nothing_and_the_restart_enqueues_once(database, tmp_path, monkeypatch):
+    path = database.config(tmp_path)
     config = cfg(sched("0 * * * *", "UTC", catch_up="all"))
-    first = SqliteStore(path)
+    first = opened(path)
     run_due(first, config, T0)
     real = first.enqueue
 
@@ -217,7 +231,7 @@ def test_a_crash_inside_the_enqueue_leaves_nothing_and_the_restart_enqueues_once
     with pytest.raises(KeyboardInterrupt):
         run_due(first, config, T0 + 3 * HOUR)
     first.close()
-    restarted = SqliteStore(path)
+    restarted = opened(path)
     assert job_rows(restarted) == [] and restarted.schedule_marks()["s"].last_tick == T0
     assert run_due(restarted, config, T0 + 3 * HOUR) == 3
     assert run_due(restarted, config, T0 + 3 * HOUR) == 0
@@ -229,7 +243,8 @@ def test_the_idempotency_key_holds_even_if_the_mark_goes_back(store):
     run_due(store, config, T0)
     run_due(store, config, T0 + 3 * HOUR)
     before = job_rows(store)
-    store.conn.execute("UPDATE schedule_marks SET last_tick = ?", (iso(T0),))   # e.g. an old backup
+    with store.raw() as c:
+        c.execute("UPDATE schedule_marks SET last_tick = ?", (iso(T0),))   # e.g. an old backup
     assert run_due(store, config, T0 + 3 * HOUR) == 3   # the same three jobs' ids, nothing new
     assert job_rows(store) == before
 
@@ -310,14 +325,14 @@ def test_schedules_round_trip_through_to_dict_and_the_worker_snapshot(tmp_path):
 
 # -- two real supervisors ------------------------------------------------------------------------
 
-def test_two_supervisors_on_one_file_enqueue_each_missed_tick_once(tmp_path):
+def test_two_supervisors_on_one_file_enqueue_each_missed_tick_once(database, tmp_path):
     """Ten yearly ticks missed (catch_up = "all"); two supervisors start at once on the file."""
     entry = {"name": "yearly", "type": "test:noop", "cron": "0 0 1 1 *", "timezone": "UTC",
              "payload": {}, "catch_up": "all"}
     config_path = write_config(tmp_path, supervisor={"workers": 0}, schedule=[entry])
     spec = from_dict({"schedule": [entry]}).schedules[0]
     decade_ago = at(datetime.now(timezone.utc).year - 10, 1, 1, tz="UTC")
-    with SqliteStore(str(tmp_path / "q.db")) as s:   # as if the last supervisor ran 10 years ago
+    with open_store(load(config_path)) as s:   # as if the last supervisor ran 10 years ago
         s.run_schedule("yearly", schedule.fingerprint(spec), decade_ago, lambda last: ([], None))
     sups = [Running(config_path), Running(config_path)]
     try:
