@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -21,8 +20,11 @@ from shared.clock import iso, parse_iso
 from shared.config import Config, load
 from shared.exitcodes import ExitCode
 from shared.procs import host_id
-from shared import SqliteStore
-from tests.proc import log_events, Running, env, job_row, wait_until, worker_rows, write_config
+from shared.engines import open_store
+from tests.engines import raw
+from tests.proc import db, log_events, Running, env, job_row, wait_until, worker_rows, write_config
+
+pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
 
 DEEP = "[" * 5000 + "]" * 5000
 
@@ -57,7 +59,7 @@ def insert_raw(cfg: Path, job_id: str, jtype: str, payload: str, status: str = "
     now = iso(time.time())
     row = {**dict(id=job_id, type=jtype, status=status, payload=payload, attempts=0, priority=0, run_at=now,
                   created_at=now, updated_at=now), **cols}
-    with sqlite3.connect(str(cfg.parent / "q.db"), isolation_level=None) as c:
+    with db(cfg) as c:
         c.execute(f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
 
 
@@ -69,7 +71,7 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
 
 # -- case 1: a deep payload; isolated upkeep ----------------------------------------------------
 
-def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(tmp_path):
+def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(database, tmp_path):
     """A row nested 5,000 deep (written around enqueue) used to crash its worker while decoding
     and every maintenance round after it: a job with a 2 s timeout then ran its full 20 s. A
     running row whose times are not times is policed no worse."""
@@ -80,7 +82,7 @@ def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(tmp_path):
         insert_raw(cfg, "d" * 32, "hostile:do", DEEP)
         insert_raw(cfg, "e" * 32, "hostile:do", "{}", status="running", attempts=1, started_at="garbage",
                    heartbeat_at="garbage", owner=f"{host_id()}:999999:1", owner_pid=999999)
-        slow = JobQueue(str(cfg.parent / "q.db")).enqueue("hostile:slow", {"sleep": 20})
+        slow = JobQueue(config=load(cfg)).enqueue("hostile:slow", {"sleep": 20})
         deep = wait_until(lambda: terminal(cfg, "d" * 32), timeout=10, what="the deep job to end")
         assert deep["status"] == "failed" and deep["attempts"] == 1
         assert "cannot be decoded" in deep["error"] and "nested too deep" in deep["error"]
@@ -98,7 +100,7 @@ def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(tmp_path):
         sup.close()
 
 
-def test_one_failing_upkeep_task_does_not_stop_the_others(tmp_path, monkeypatch):
+def test_one_failing_upkeep_task_does_not_stop_the_others(database, tmp_path, monkeypatch):
     from supervisor import arbiter as arbiter_mod
     from supervisor import maintenance
     cfg = load(hostile_config(tmp_path))
@@ -132,10 +134,11 @@ def test_enqueue_bounds_nesting_depth(queue):
     assert not too_deep(json.dumps({"s": "[" * 500}))  # brackets inside strings do not count
 
 
-def test_every_reader_decodes_a_deep_row(tmp_path):
+def test_every_reader_decodes_a_deep_row(database, tmp_path):
     """Job.from_row/from_tuple never raise: the raw text is kept and payload_error says why."""
-    with SqliteStore(str(tmp_path / "q.db")) as s:
-        s.conn.execute("INSERT INTO jobs (id, type, status, payload, result, attempts, priority, run_at, owner, "
+    config = database.config(tmp_path)
+    with open_store(config) as s, raw(config) as c:
+        c.execute("INSERT INTO jobs (id, type, status, payload, result, attempts, priority, run_at, owner, "
                        "created_at, updated_at) VALUES ('x', 't', 'running', ?, ?, 1, 0, '2026-01-01T00:00:00.000Z', 'o', "
                        "'2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')", (DEEP, DEEP))
         (job,) = s.running()
@@ -145,13 +148,13 @@ def test_every_reader_decodes_a_deep_row(tmp_path):
 
 # -- case 2: lone surrogates from a handler -----------------------------------------------------
 
-def test_lone_surrogates_from_handlers_never_crash_the_worker(tmp_path):
+def test_lone_surrogates_from_handlers_never_crash_the_worker(database, tmp_path):
     cfg = hostile_config(tmp_path, supervisor={"workers": 1})
     sup = Running(cfg)
     try:
         wait_until(lambda: len(worker_rows(cfg)) == 1, timeout=30, what="the worker registered")
         pid = worker_rows(cfg)[0]["pid"]
-        with JobQueue(str(cfg.parent / "q.db")) as q:
+        with JobQueue(config=load(cfg)) as q:
             ret = q.enqueue("hostile:do", {"act": "return", "value": "file-", "surrogate": True})
             err = q.enqueue("hostile:do", {"act": "raise", "value": "bad name ", "surrogate": True})
             logged = q.enqueue("hostile:do", {"act": "log", "value": "name ", "surrogate": True})
@@ -181,13 +184,13 @@ def test_lone_surrogates_from_handlers_never_crash_the_worker(tmp_path):
 
 # -- case 3: a batch with a job that times out --------------------------------------------------
 
-def test_a_timeout_charges_only_the_job_that_timed_out(tmp_path):
+def test_a_timeout_charges_only_the_job_that_timed_out(database, tmp_path):
     """Fast jobs claimed in one batch with a slow one: their outcomes are committed within
     about 50 ms (the heartbeat thread does it while the slow job runs), so the slow job's
     timeout kill neither re-runs nor charges them."""
     cfg = hostile_config(tmp_path, supervisor={"workers": 1, "kill_grace": 0.5},
                          worker={"max_batch": 8, "batch_wait": 30})
-    with JobQueue(str(cfg.parent / "q.db")) as q:
+    with JobQueue(config=load(cfg)) as q:
         q.pause()
         first = q.enqueue_many([("hostile:fast", {"i": i}, {"priority": 2, "max_attempts": 2}) for i in range(20)])
         slow = q.enqueue("hostile:slow", {"sleep": 20}, priority=1)
@@ -224,13 +227,12 @@ def test_a_death_is_charged_to_the_job_in_hand_only(tmp_path):
 
 # -- case 6: enqueue --file ---------------------------------------------------------------------
 
-def test_enqueue_file_validates_every_line_first(tmp_path):
+def test_enqueue_file_validates_every_line_first(database, tmp_path):
     cfg = hostile_config(tmp_path)
     good = [json.dumps({"type": "hostile:fast", "payload": {"i": i}}) for i in range(1500)]
-    db = str(cfg.parent / "q.db")
 
     def count() -> int:
-        with JobQueue(db) as q:
+        with JobQueue(config=load(cfg)) as q:
             return sum(q.counts().values())
 
     for bad, why in [('{"type": "hostile:fast", "key": "\\ud800"}', "valid Unicode"),
@@ -251,11 +253,11 @@ def test_enqueue_file_validates_every_line_first(tmp_path):
     assert r.returncode == 0, r.stderr
     ids = json.loads(r.stdout)["ids"]
     assert len(ids) == 1501 and count() == 1501
-    with JobQueue(db) as q:
+    with JobQueue(config=load(cfg)) as q:
         assert q.get(ids[1200]).payload == "\udc80"
 
 
-def test_cli_prints_one_line_for_hostile_arguments(tmp_path):
+def test_cli_prints_one_line_for_hostile_arguments(database, tmp_path):
     cfg = hostile_config(tmp_path)
     one_line_error(jobq(cfg, "enqueue", "t", DEEP))
     one_line_error(jobq(cfg, "enqueue", "t", json.dumps(nested(101))))
@@ -289,7 +291,7 @@ def test_iso_refuses_times_it_cannot_write():
     assert iso(253_402_300_799.0) == "9999-12-31T23:59:59.000Z"
 
 
-def test_retry_after_past_the_latest_time_through_a_real_worker(tmp_path):
+def test_retry_after_past_the_latest_time_through_a_real_worker(database, tmp_path):
     """RetryAfter(1e300) used to crash the worker inside the commit; RetryAfter(3.2e12) stored
     a six-digit year. Now: an ordinary failure naming the limit (retried after the backoff,
     failed when attempts are used up), and the worker lives on."""
@@ -298,7 +300,7 @@ def test_retry_after_past_the_latest_time_through_a_real_worker(tmp_path):
     try:
         wait_until(lambda: len(worker_rows(cfg)) == 1, timeout=30, what="the worker registered")
         pid = worker_rows(cfg)[0]["pid"]
-        with JobQueue(str(cfg.parent / "q.db")) as q:
+        with JobQueue(config=load(cfg)) as q:
             ids = {s: q.enqueue("hostile:do", {"act": "retry_after", "value": s}, max_attempts=2)
                    for s in (1e300, 3.2e12, 2.53e11)}
             ok = q.enqueue("hostile:do", {"act": "retry_after", "value": 7200}, max_attempts=2)
@@ -332,11 +334,11 @@ def test_bad_type_names(queue, jtype, why):
     assert queue.get(queue.enqueue("x" * MAX_TYPE_LEN)).type == "x" * MAX_TYPE_LEN
 
 
-def test_max_result_bytes_fails_a_larger_result(tmp_path):
+def test_max_result_bytes_fails_a_larger_result(database, tmp_path):
     cfg = hostile_config(tmp_path, max_result_bytes=10_000, supervisor={"workers": 1})
     sup = Running(cfg)
     try:
-        with JobQueue(str(cfg.parent / "q.db")) as q:
+        with JobQueue(config=load(cfg)) as q:
             big = q.enqueue("hostile:do", {"act": "return", "size": 20_000})
             fits = q.enqueue("hostile:do", {"act": "return", "size": 9_990})
             deep = q.enqueue("hostile:do", {"act": "return", "nest": 150})
@@ -374,7 +376,7 @@ def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(tmp_path, make
         return 1
     cfg = load(make_config(tmp_path))
     w = Worker(cfg, Registry([ok.__jobq_handler__]))
-    w.store = SqliteStore.from_config(cfg)
+    w.store = open_store(cfg)
     try:
         with JobQueue(config=cfg) as q:
             jid = q.enqueue("t:ok")
