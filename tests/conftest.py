@@ -86,7 +86,7 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def config_path(tmp_path: Path) -> Path:
+def config_path(tmp_path: Path, database: Database) -> Path:
     return make_config(tmp_path)
 
 
