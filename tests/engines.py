@@ -187,6 +187,11 @@ class Database:
             self.schema = f"jobq_b{uuid.uuid4().hex[:12]}"
             self.env = {DATABASE_VAR: postgres_url(), SCHEMA_VAR: self.schema}
 
+    def sections(self) -> dict[str, Any]:
+        """The config keys that name this engine in a test config (``{}`` on SQLite: the
+        helper's own file name stays)."""
+        return merge({}, self.env and {"database": self.env[DATABASE_VAR], "postgres": {"schema": self.schema}})
+
     def config(self, folder: Path, base: Config | None = None, file: str = "q.db") -> Config:
         """``base`` (default: the defaults) on this engine: the SQLite file ``folder/file``, or
         the test server and this test's schema."""

@@ -1,7 +1,9 @@
 """Fault and bad-input cases (issue 4), each with its expected outcome.
 
-Real supervisor and worker processes on real SQLite files under tmp_path; every wait is a poll
-on a condition with a timeout. Handlers that misbehave live in tests/fixtures/faultjobs.py.
+Real supervisor and worker processes on each engine (a SQLite file under tmp_path, a schema of
+the PostgreSQL test server); every wait is a poll on a condition with a timeout. Handlers that
+misbehave live in tests/fixtures/faultjobs.py. The cases of a database file (unusable, full, its
+WAL and write-lock discipline) are SQLite's: they take no database fixture, or say so.
 """
 from __future__ import annotations
 
@@ -28,7 +30,10 @@ from shared.exitcodes import ExitCode
 from shared.engines.sqlite.store import NewJob, SqliteStore
 from shared.errors import StoreUnavailable
 from supervisor.children import restart_delay
+from tests.engines import Database
 from tests.proc import log_events, Running, db, env, write_lock_free, events, job_row, pid_gone, wait_until, worker_rows, write_config
+
+pytestmark = pytest.mark.engines  # the tests that use database (or sup_factory, shared_sup) run on each engine
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -43,7 +48,7 @@ def config(folder: Path, **sections) -> Path:
 
 
 def enqueue(cfg: Path, jtype: str, payload: dict | None = None, **kw) -> str:
-    with JobQueue(str(cfg.parent / "q.db")) as q:
+    with JobQueue(config=load(cfg)) as q:
         return q.enqueue(jtype, payload, **kw)
 
 
@@ -65,13 +70,14 @@ def integrity(path: Path) -> str:
 # -- misbehaving handlers, on one shared supervisor ---------------------------------------------------
 
 @pytest.fixture(scope="module")
-def shared_sup(tmp_path_factory):
-    """One supervisor with 2 workers for the handler cases that do not stop it. Each test only
-    looks at its own job. max_memory_mb is far above a worker's size (~40 MiB) and far below
-    what fault:leak keeps."""
+def shared_sup(tmp_path_factory, engine_name):
+    """One supervisor with 2 workers for the handler cases that do not stop it, per engine. Each
+    test only looks at its own job. max_memory_mb is far above a worker's size (~40 MiB) and far
+    below what fault:leak keeps."""
     folder = tmp_path_factory.mktemp("shared")
-    cfg = config(folder, supervisor={"workers": 2, "kill_grace": 0.5, "restart_backoff_max": 0.5},
-                 worker={"max_memory_mb": 250})
+    database = Database(engine_name)
+    cfg = config(folder, **database.sections(), supervisor={"workers": 2, "kill_grace": 0.5,
+                 "restart_backoff_max": 0.5}, worker={"max_memory_mb": 250})
     sup = Running(cfg)
     try:
         wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="2 workers registered")
@@ -80,6 +86,7 @@ def shared_sup(tmp_path_factory):
         assert sup.wait(30) == 0
     finally:
         sup.close()
+        database.drop()
 
 
 def test_handler_raises_is_retried_then_failed_with_its_traceback(shared_sup):
@@ -161,7 +168,7 @@ def test_unknown_job_type_fails_at_once_naming_the_known_types(shared_sup):
     assert "no:such:type" in row["error"] and "fault:ok" in row["error"]
 
 
-def test_oversized_payload_is_refused_and_nothing_is_written(tmp_path):
+def test_oversized_payload_is_refused_and_nothing_is_written(database, tmp_path):
     cfg = config(tmp_path, max_payload_bytes=1000)
     with JobQueue(config=load(cfg)) as q:
         with pytest.raises(ValueError, match=r"1002 bytes, above the limit of 1000 \(max_payload_bytes\)"):
@@ -210,6 +217,9 @@ def test_handler_ignoring_sigterm_is_killed_at_the_drain_timeout(tmp_path, sup_f
 
 # -- a worker that cannot boot ---------------------------------------------------------------------
 
+@pytest.mark.engine_only("sqlite", reason="the supervisor's back-off, no database in it; its gaps are "
+                         "read from log stamps, and on PostgreSQL 'worker.exited' is logged after the "
+                         "re-queue's round trip (~15 ms after the death the back-off counts from)")
 def test_worker_crashing_at_boot_backs_off_with_a_cap_and_the_supervisor_idles(tmp_path, sup_factory):
     cap = 0.5
     cfg = config(tmp_path, handlers=["bootcrash"],
@@ -390,6 +400,7 @@ def fill_disk(folder: Path) -> Path:
     return filler
 
 
+@pytest.mark.engine_only("sqlite", reason="a full disk under SQLite's file")
 def test_disk_full_is_a_clear_error_nothing_uncommitted_is_done_and_work_resumes(tmp_path, sup_factory):
     with small_tmpfs(tmp_path / "disk", "4m") as disk:
         cfg = config(tmp_path, database="disk/q.db", log_level="debug",
@@ -771,11 +782,13 @@ def run_producers_under_load(tmp_path: Path, total: int, sup_factory) -> None:
     assert integrity(tmp_path / "q.db") == "ok"
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's one write lock and its WAL's bound")
 def test_four_producers_while_workers_run_exact_counts_no_locked_errors(tmp_path, sup_factory):
     run_producers_under_load(tmp_path, 20_000, sup_factory)
 
 
 @pytest.mark.slow
+@pytest.mark.engine_only("sqlite", reason="SQLite's one write lock and its WAL's bound")
 def test_four_producers_100k_jobs(tmp_path, sup_factory):
     run_producers_under_load(tmp_path, 100_000, sup_factory)
 
@@ -811,6 +824,7 @@ def test_checkpoint_never_waits_for_a_reader(tmp_path):
         assert store.checkpoint()[0] == 0 and store.wal_bytes() == 0  # reader gone: it truncates
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's WAL and its checkpoint")
 def test_long_reader_grows_the_wal_and_the_supervisor_checkpoint_shrinks_it_after(tmp_path, sup_factory):
     limit_mb = 1
     cfg = config(tmp_path, supervisor={"workers": 2}, sqlite={"wal_checkpoint_mb": limit_mb})
