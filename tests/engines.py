@@ -182,10 +182,12 @@ class Database:
         self.name = name
         self.schema: str | None = None
         self.env: dict[str, str] = {}
+        self.schemas: list[str] = []  # all this test's schemas (another() adds to them)
         if name == "postgresql":
             require_postgres()
             self.schema = f"jobq_b{uuid.uuid4().hex[:12]}"
             self.env = {DATABASE_VAR: postgres_url(), SCHEMA_VAR: self.schema}
+            self.schemas = [self.schema]
 
     def sections(self) -> dict[str, Any]:
         """The config keys that name this engine in a test config (``{}`` on SQLite: the
@@ -201,14 +203,24 @@ class Database:
         return base.replace(database=postgres_url(),
                             postgres=dataclasses.replace(base.postgres, schema=self.schema))
 
-    def drop(self) -> None:
-        """Drop the schema (PostgreSQL), waiting a little for the test's last connections."""
+    def another(self) -> dict[str, Any]:
+        """Config keys for one more fresh database of this engine (a set-up tried again): ``{}``
+        on SQLite (the caller's new folder makes a new file), a new schema on PostgreSQL,
+        dropped with this one."""
         if self.schema is None:
+            return {}
+        self.schemas.append(f"{self.schema}_{len(self.schemas)}")
+        return {"postgres": {"schema": self.schemas[-1]}}
+
+    def drop(self) -> None:
+        """Drop the schemas (PostgreSQL), waiting a little for the test's last connections."""
+        if not self.schemas:
             return
         import psycopg
         with psycopg.connect(postgres_url(), autocommit=True) as c:
             c.execute("SET lock_timeout = '20s'")
-            c.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+            for schema in self.schemas:
+                c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 class _Row(dict):

@@ -13,9 +13,11 @@ from shared import JobQueue
 from shared.config import load
 from shared.handlers import Registry, handler, on_completed, on_failed, on_retry
 from shared.progress import ProgressWriter, unstarted
-from shared.engines.sqlite.store import SqliteStore
+from shared.engines import open_store
 from tests.proc import Running, events, job_row, wait_until, write_config
 from worker.loop import Worker
+
+pytestmark = pytest.mark.engines  # the tests that use database (or make_config) run on each engine
 
 
 def test_progress_file_round_trip(tmp_path):
@@ -35,18 +37,20 @@ def test_progress_file_round_trip(tmp_path):
 def _fill(cfg, log, gate):
     """1 + 2 + 4 fast jobs (the batch doubles while claims come back full of fast jobs), then a
     batch of 8 whose first job blocks on ``gate``."""
-    with JobQueue(str(cfg.parent / "q.db")) as q:
+    with JobQueue(config=load(cfg)) as q:
         q.enqueue_many([("test:fast", {"log": str(log)}, {"priority": 10}) for _ in range(7)])
         blocker = q.enqueue("test:gate", {"gate": str(gate), "log": str(log)}, priority=9)
         rest = q.enqueue_many([("test:fast", {"log": str(log)}, {"priority": 8}) for _ in range(7)])
     return blocker, rest
 
 
-def _start(tmp_path, batch_wait):
-    """A supervisor with one worker that will claim a batch of 8 whose first job blocks."""
-    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": batch_wait})
+def _start(tmp_path, batch_wait, fresh):
+    """A supervisor with one worker that will claim a batch of 8 whose first job blocks, on the
+    fresh database ``fresh`` names (config keys)."""
+    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": batch_wait},
+                       **fresh)
     log, gate = tmp_path / "events.log", tmp_path / "gate"
-    JobQueue(str(tmp_path / "q.db")).close()
+    JobQueue(config=load(cfg)).close()
     blocker, rest = _fill(cfg, log, gate)
     return cfg, log, gate, blocker, rest, Running(cfg)
 
@@ -55,12 +59,12 @@ TRIES = 4  # the batch doubles only while the fast jobs stay under FAST_JOB: a l
            # need another go at the set-up (each on a fresh database), never at the assertions
 
 
-def _batch_of_8(tmp_path, batch_wait, formed):
+def _batch_of_8(database, tmp_path, batch_wait, formed):
     """``_start`` until ``formed(cfg, blocker, rest, sup)`` says the blocker's batch of 8 formed."""
     for n in range(TRIES):
         folder = tmp_path / f"try{n}"
         folder.mkdir()
-        cfg, log, gate, blocker, rest, sup = _start(folder, batch_wait)
+        cfg, log, gate, blocker, rest, sup = _start(folder, batch_wait, database.another() if n else {})
         try:
             if formed(cfg, blocker, rest, sup):
                 return cfg, log, gate, blocker, rest, sup
@@ -77,14 +81,14 @@ def _claimed_together(cfg, blocker, rest, sup) -> bool:
     return {job_row(cfg, j)["status"] for j in rest} == {"running"}
 
 
-def _mid_batch(tmp_path):
+def _mid_batch(database, tmp_path):
     """A supervisor with one worker, stopped inside a batch of 8 (its first job blocks): the
     rest were claimed in the same batch as the blocker."""
-    return _batch_of_8(tmp_path, 3600, _claimed_together)
+    return _batch_of_8(database, tmp_path, 3600, _claimed_together)
 
 
-def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(tmp_path):
-    cfg, log, gate, blocker, rest, sup = _mid_batch(tmp_path)
+def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(database, tmp_path):
+    cfg, log, gate, blocker, rest, sup = _mid_batch(database, tmp_path)
     try:
         victim = job_row(cfg, blocker)["owner_pid"]
         os.kill(victim, signal.SIGKILL)
@@ -101,8 +105,8 @@ def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(tmp_path):
         sup.close()
 
 
-def test_graceful_stop_mid_batch_releases_unstarted_jobs(tmp_path):
-    cfg, log, gate, blocker, rest, sup = _mid_batch(tmp_path)
+def test_graceful_stop_mid_batch_releases_unstarted_jobs(database, tmp_path):
+    cfg, log, gate, blocker, rest, sup = _mid_batch(database, tmp_path)
     try:
         sup.signal(signal.SIGTERM)
         wait_until(lambda: "supervisor.stopping" in sup.output(), what="stop signalled")
@@ -115,7 +119,7 @@ def test_graceful_stop_mid_batch_releases_unstarted_jobs(tmp_path):
         sup.close()
 
 
-def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path):
+def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path, make_config):
     seen = []
 
     @handler("h:ok")
@@ -129,7 +133,7 @@ def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path)
     @on_completed
     def done(job, result):
         # the outcome is already committed when the hook runs
-        with SqliteStore(str(tmp_path / "jobq.db")) as s:
+        with open_store(cfg) as s:
             seen.append(("completed", job.id, result, s.get(job.id).status))
         raise ValueError("hook bug")
 
@@ -146,13 +150,12 @@ def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path)
         setattr(mod, fn.__name__, fn)
     reg = Registry()
     reg.add_module(mod)
-    (tmp_path / "jobq.toml").write_text('database = "jobq.db"\n[retry]\nbackoff_base = 0\nbackoff_max = 0\n')
-    cfg = load(tmp_path / "jobq.toml")
+    cfg = load(make_config(tmp_path, retry={"backoff_base": 0, "backoff_max": 0}))
     with JobQueue(config=cfg) as q:
         a = q.enqueue("h:ok", {"n": 1})
         b = q.enqueue("h:bad", {})
     w = Worker(cfg, reg)
-    w.store = SqliteStore.from_config(cfg)
+    w.store = open_store(cfg)
     try:
         for _ in range(3):
             assert w.claim()
@@ -169,13 +172,13 @@ def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path)
     assert ("failed", b, "RuntimeError: boom", 2) in seen
 
 
-def test_unstarted_jobs_do_not_wait_behind_a_slow_job_past_batch_wait(tmp_path):
+def test_unstarted_jobs_do_not_wait_behind_a_slow_job_past_batch_wait(database, tmp_path):
     """The heartbeat thread gives back the rest of a batch once the job ahead has run
     ``batch_wait`` seconds: pending again, no attempt lost, while the slow job still runs."""
     def released_7(cfg, blocker, rest, sup) -> bool:
         wait_until(lambda: "worker.batch_released" in sup.output(), what="the batch's rest given back")
         return "jobs=7" in next(x for x in sup.output().splitlines() if "worker.batch_released" in x)
-    cfg, log, gate, blocker, rest, sup = _batch_of_8(tmp_path, 0.2, released_7)
+    cfg, log, gate, blocker, rest, sup = _batch_of_8(database, tmp_path, 0.2, released_7)
     try:
         assert job_row(cfg, blocker)["status"] == "running"
         assert [(job_row(cfg, j)["status"], job_row(cfg, j)["attempts"]) for j in rest] == [("pending", 0)] * 7
@@ -233,7 +236,7 @@ def test_a_timer_wake_reads_before_it_takes_the_write_lock(tmp_path):
     with JobQueue(config=cfg) as q:
         later = q.enqueue("test:fast", {}, delay=3600)
     w = Worker(cfg, Registry())
-    w.store = SqliteStore.from_config(cfg)
+    w.store = open_store(cfg)
     holder = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")
