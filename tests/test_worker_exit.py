@@ -6,8 +6,13 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
+
 from shared import JobQueue
+from shared.config import load
 from tests.proc import events, job_row, pid_gone, wait_until, worker_rows, write_config
+
+pytestmark = pytest.mark.engines  # the tests that use database (or sup_factory) run on each engine
 
 
 def config(folder: Path, **sections) -> Path:
@@ -18,7 +23,7 @@ def config(folder: Path, **sections) -> Path:
 
 def run(cfg: Path, jtype: str, log: Path, timeout: float = 15.0) -> str:
     """Enqueue one job and wait for it to complete; returns its id."""
-    with JobQueue(str(cfg.parent / "q.db")) as q:
+    with JobQueue(config=load(cfg)) as q:
         jid = q.enqueue(jtype, {"log": str(log)})
     wait_until(lambda: job_row(cfg, jid)["status"] == "completed", timeout=timeout, what=f"{jtype} {jid} completed")
     return jid
