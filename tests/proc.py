@@ -17,6 +17,7 @@ import tomli_w
 from shared.config import load
 from tests.engines import merge, missing_table, raw, under_test
 
+REPO = Path(__file__).resolve().parents[1]  # the checkout
 FIXTURES = str(Path(__file__).parent / "fixtures")
 
 

@@ -32,7 +32,7 @@ from shared import JobQueue
 from shared.clock import parse_iso
 from shared.procs import parse_token, send_signal
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 LEASE = 1.5
 MAX_SUPERVISOR_KILLS = 2
 

@@ -10,7 +10,7 @@ import tomli_w
 
 from shared.config import SCHEMA, Config, ConfigError, SqliteConfig, from_dict, load, resolve_path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 
 def test_defaults_when_file_is_almost_empty(tmp_path, make_config):

@@ -15,7 +15,7 @@ import pytest
 
 django = pytest.importorskip("django", reason="Django is in the test extra: pip install -e '.[test]'")
 
-APP = Path(__file__).resolve().parents[1] / "examples" / "django_app"
+APP = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()) / "examples" / "django_app"
 
 
 def copy_of_app(folder: Path) -> Path:

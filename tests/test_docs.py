@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 COMMANDS = ('pip install -e . && python -m supervisor --workers 8',
             'pip install -e ".[dev]" && pytest')
 

@@ -11,7 +11,6 @@ import signal
 import sys
 import threading
 import types
-from pathlib import Path
 
 import psutil
 import pytest
@@ -25,7 +24,7 @@ from shared.job import Job
 from shared.runner import JobContext, execute
 from supervisor import forkserver
 from supervisor.arbiter import Arbiter
-from tests.proc import Running, wait_until, worker_rows, write_config
+from tests.proc import FIXTURES, Running, wait_until, worker_rows, write_config
 import worker.forkserver as template_side
 from worker.loop import Worker
 
@@ -333,7 +332,7 @@ def test_a_template_whose_handlers_open_a_queue_at_import_does_not_fork(tmp_path
     template: its own copy of the queue lets go of its connection in each child it forks.)"""
     monkeypatch.setenv(forkserver.ENV_SWITCH, "1")
     monkeypatch.chdir(tmp_path)  # the fixture's queue reads ./jobq.toml
-    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures"))
+    monkeypatch.syspath_prepend(FIXTURES)
     monkeypatch.delitem(sys.modules, "forkqueue", raising=False)  # imported afresh, here and there
     sections: dict = {}
     if engine == "postgresql":

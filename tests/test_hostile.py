@@ -22,7 +22,7 @@ from shared.exitcodes import ExitCode
 from shared.procs import host_id
 from shared.engines import open_store
 from tests.engines import raw
-from tests.proc import db, log_events, Running, env, job_row, wait_until, worker_rows, write_config
+from tests.proc import REPO, db, log_events, Running, env, job_row, wait_until, worker_rows, write_config
 
 pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
 
@@ -361,7 +361,7 @@ def test_max_result_bytes_is_a_config_key_beside_max_payload_bytes():
     text = default_toml()
     assert "max_result_bytes = 1048576" in text
     assert text.index("max_payload_bytes =") < text.index("max_result_bytes =")
-    shipped = (Path(__file__).parents[1] / "jobq.toml").read_text()
+    shipped = (REPO / "jobq.toml").read_text()
     assert "max_result_bytes = 1048576" in shipped
 
 

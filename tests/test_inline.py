@@ -15,7 +15,7 @@ from shared.handlers import HandlerImportError, PermanentError, RetryAfter, hand
 from tests.engines import raw
 
 pytestmark = pytest.mark.engines  # the tests that use database run on each engine
-REPO = Path(__file__).resolve().parents[1]
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 seen: list[tuple] = []
 
 

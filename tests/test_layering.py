@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 PACKAGES = ("supervisor", "worker", "shared")
 FACTORY = "shared.engines"
 ENGINES = "shared.engines."  # shared.engines.<engine>[.<module>]

@@ -16,7 +16,7 @@ from shared.engines.sqlite.store import SqliteStore
 from tests.proc import env, events, job_row, wait_until, worker_rows, write_config
 from shared.engines.idlelead import IdleLead
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 
 def readable(fd: int, timeout: float) -> bool:

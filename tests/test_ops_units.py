@@ -15,7 +15,7 @@ from supervisor import render, stats
 from supervisor.template import default_toml
 from supervisor.tomledit import EditError, parse_value, set_key, toml_value
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 FILE = """\
 # top comment

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.engines  # the tests that use database (or store) run o
 
 DAY = 86400.0
 NOW = FakeClock().now()
-REPO = Path(__file__).resolve().parent.parent
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 
 @pytest.fixture

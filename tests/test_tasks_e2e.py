@@ -4,14 +4,13 @@ results as a user's test file would (docs/tasks.md)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
 import jobq
 import shared.tasks
 from jobq import JobFailed, JobQueue
-from tests.proc import FIXTURES, write_config
+from tests.proc import FIXTURES, REPO, write_config
 
 if FIXTURES not in sys.path:
     sys.path.insert(0, FIXTURES)
@@ -94,7 +93,7 @@ def test_the_wait_bench_prints_the_wait_latency_and_the_waiters_cpu(engine):
         require_postgres()
         args = ["--database", postgres_url()]
     out = subprocess.run([sys.executable, "-m", "bench.waits", "--smoke", *args], capture_output=True,
-                         text=True, env=env(), cwd=str(Path(__file__).resolve().parent.parent), timeout=240)
+                         text=True, env=env(), cwd=str(REPO), timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr
     for row in ("wait latency p50 (ms)", "100 idle waiters (% of a core)", "task.enqueue() extra cost (%)"):
         assert row in out.stdout

@@ -23,7 +23,7 @@ from tests.proc import Running, env, wait_until, write_config
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 CHROMIUM = "/usr/bin/chromium"
-DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+DOCS_IMG = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()) / "docs" / "img"
 
 
 def _browser_missing() -> str | None:

@@ -24,7 +24,7 @@ from worker.loop import Worker
 
 pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 
 def wait_for(cond, timeout=20.0, what="condition"):
