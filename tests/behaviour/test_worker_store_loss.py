@@ -16,7 +16,7 @@ from shared.errors import StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.handlers import handler
 from tests.proc import Running, log_events, wait_until, write_config
-from tests.test_worker import registry_of
+from tests.behaviour.test_worker import registry_of
 from worker.loop import Worker
 
 
@@ -87,7 +87,7 @@ def test_idle_workers_survive_losing_their_postgresql_connection(tmp_path, how):
     """Four idle workers whose connections the server ends: none exits (exit 1 with a traceback
     before), each connects again, and a job enqueued afterwards runs."""
     from tests.engines import PostgresEngine
-    from tests.test_fork_safety import over_tcp
+    from tests.process.test_fork_safety import over_tcp
     pg = PostgresEngine(tmp_path)
     over_tcp(pg)
     url = pg.database

@@ -14,7 +14,7 @@ import termios
 import pytest
 
 from tests.proc import env, wait_until, write_config
-from tests.test_cli import jobq, ok
+from tests.unit.cli.test_cli import jobq, ok
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]|\r")
 

@@ -93,7 +93,7 @@ def _ps() -> str:
 
 def _web(config: Path, outputs: dict[str, str], label: str, *args: str) -> None:
     """Start ``jobq web`` on ``config``, fetch every kind of page, keep what it printed, stop it."""
-    from tests.test_web import Web
+    from tests.unit.web.test_web import Web
     web = Web(config, *args)
     try:
         web.wait_up()

@@ -711,7 +711,7 @@ def test_the_discipline_checks_catch_a_deferred_write_and_an_unread_returning_cu
 def test_worker_and_supervisor_paths_follow_the_discipline(tmp_path, monkeypatch):
     """Every connection any store opens in this process (the state machine's producer,
     supervisor and workers) is traced while the stateful test's machine runs a few examples."""
-    import tests.test_store_stateful as stateful
+    import tests.engines.test_store_stateful as stateful
     logs: list[StatementLog] = []
     real_open = SqliteStore._open
 

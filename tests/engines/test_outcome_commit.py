@@ -16,7 +16,7 @@ from shared.handlers import Registry, handler
 from shared.job import Finish, NewJob, new_id
 from tests.engines import PostgresEngine
 from tests.proc import Running, log_events, wait_until, write_config
-from tests.test_store_contract import OTHER, OWNER, PID, clock, store  # noqa: F401 - the suite's fixtures
+from tests.engines.test_store_contract import OTHER, OWNER, PID, clock, store  # noqa: F401 - the suite's fixtures
 from worker.loop import Worker
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from shared.exitcodes import ExitCode
 from tests.proc import write_config
-from tests.test_cli import jobq, ok
+from tests.unit.cli.test_cli import jobq, ok
 
 TYPO = "myapp.jbo"
 

@@ -12,7 +12,7 @@ from shared.api import JobQueue
 from shared.exitcodes import ExitCode
 from shared.typecheck import UnservedTypeWarning
 from tests.proc import FIXTURES, write_config
-from tests.test_cli import jobq, ok
+from tests.unit.cli.test_cli import jobq, ok
 
 
 @pytest.fixture

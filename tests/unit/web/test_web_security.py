@@ -12,7 +12,7 @@ import pytest
 from shared.api import JobQueue
 from shared.config import load
 from tests.proc import env, write_config
-from tests.test_web import Web
+from tests.unit.web.test_web import Web
 
 httpx = pytest.importorskip("httpx")
 ATTACKER = "rebind.attacker.example"

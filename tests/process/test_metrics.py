@@ -13,7 +13,7 @@ import urllib.request
 import psutil
 
 from tests.proc import job_row, wait_until, write_config
-from tests.test_cli import jobq, ok
+from tests.unit.cli.test_cli import jobq, ok
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
