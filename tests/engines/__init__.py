@@ -1,6 +1,8 @@
-"""The engines the contract tests run on: one fixture class per engine (issue 13).
+"""The engines the tests run on (and, as a package, the engine tests: ``tests/engines/test_*.py``).
 
-``tests/test_store_contract.py`` and ``tests/test_store_stateful.py`` take the ``engine``
+The contract suites: one fixture class per engine (issue 13).
+
+``tests/engines/test_store_contract.py`` and ``tests/engines/test_store_stateful.py`` take the ``engine``
 fixture and reach the store only through :mod:`shared.contract`'s protocols (opened with the
 factory, ``shared.engines.open_store``). A second engine gets the whole suite by adding its class
 to ``ENGINES``: how to name a fresh database, and how to empty it between examples (the one

@@ -414,7 +414,7 @@ def test_ops_reads(store, clock):
 
 
 def test_browse_and_activity_reads(store, clock):
-    """The dashboard's listing and the activity reads (paging itself: tests/test_browse.py)."""
+    """The dashboard's listing and the activity reads (paging itself: tests/engines/test_browse.py)."""
     ids, made = [], sorted(new_id() for _ in range(3))  # ids in creation order (one millisecond may hold all)
     for i, j in zip(made, (job(clock, "x", key="ka", payload='{"w": "needle"}'), job(clock, "y", priority=1),
                            job(clock, "x"))):
@@ -500,7 +500,7 @@ def test_is_paused_and_wal_bytes_for_status(store, clock, engine):
 
 def test_jobs_go_out_and_in_whole_once_by_id(store, clock):
     """export/import keep every column and the history, skip by id and by key, and delete_copied
-    removes only what did not change since it was read (tests/test_copy.py: across engines)."""
+    removes only what did not change since it was read (tests/engines/test_copy.py: across engines)."""
     first = job(clock)
     put(store, clock, first)
     (j,) = run(store, clock)

@@ -2,7 +2,7 @@
 it forks (the template, or a worker by exec), and the template, which forks every worker, never
 opens the database and runs no thread either. And no code but the worker's own reaches the worker
 loop: a process a handler forked that comes back (returns or raises instead of ``os._exit``) ends
-there (tests/test_worker_strays.py runs it in real supervisors on both engines)."""
+there (tests/process/test_worker_strays.py runs it in real supervisors on both engines)."""
 from __future__ import annotations
 
 import json

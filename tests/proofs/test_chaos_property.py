@@ -7,7 +7,7 @@
    terminal; runs of one job never overlap (per-job flock held while a run lives, and the logged
    intervals); one committed outcome per job; starts per job <= 1 + the runs that failed by plan
    or were hit by a fault; no process left. On failure the plan is printed as JSON: replay it with
-   ``CHAOS_PLAN='<json>' pytest tests/test_chaos_property.py -k replay``.
+   ``CHAOS_PLAN='<json>' pytest tests/proofs/test_chaos_property.py -k replay``.
 2. The chaos soak of bench/chaos.py, bounded (500 jobs) for the default run.
 """
 from __future__ import annotations
@@ -196,7 +196,7 @@ def run_plan(folder: Path, plan: dict) -> None:
 
 
 def replay_hint(plan: dict) -> str:
-    return f"replay: CHAOS_PLAN='{json.dumps(plan)}' pytest tests/test_chaos_property.py -k replay"
+    return f"replay: CHAOS_PLAN='{json.dumps(plan)}' pytest tests/proofs/test_chaos_property.py -k replay"
 
 
 def check(tmp_path: Path, plan: dict) -> None:
