@@ -18,7 +18,7 @@ from shared.clock import FakeClock
 from shared.config import load
 from tests.engines import Database, merge, under_test
 
-ENGINES = ("sqlite", "postgresql")
+ENGINE_NAMES = ("sqlite", "postgresql")  # the database fixture's engines (tests.engines.Database)
 
 
 def pytest_configure(config) -> None:
@@ -34,13 +34,13 @@ def pytest_generate_tests(metafunc) -> None:
     only = metafunc.definition.get_closest_marker("engine_only")
     if only is not None and not only.kwargs.get("reason"):
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: engine_only needs reason=...")
-    names = [only.args[0]] if only is not None else list(ENGINES)
+    names = [only.args[0]] if only is not None else list(ENGINE_NAMES)
     metafunc.parametrize("engine_name", names, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")
 def engine_name(request) -> str:
-    """The engine of the test: each of :data:`ENGINES` in an ``engines`` module, else SQLite."""
+    """The engine of the test: each of :data:`ENGINE_NAMES` in an ``engines`` module, else SQLite."""
     return getattr(request, "param", "sqlite")
 
 
