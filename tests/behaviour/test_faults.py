@@ -150,10 +150,14 @@ def test_leaking_handler_gets_its_worker_recycled(shared_sup):
 
 def test_payload_that_is_not_json_in_the_database_fails_at_once(shared_sup):
     cfg, sup, log = shared_sup
-    jid = enqueue(cfg, "fault:ok", {"log": str(log)}, delay=3600)
-    with db(cfg) as c:  # damaged by hand (or by another program), then made due
-        c.execute("UPDATE jobs SET payload = '{\"log\": unquoted', run_at = '2000-01-01T00:00:00.000Z' "
-                  "WHERE id = ?", (jid,))
+    with JobQueue(config=load(cfg)) as q:
+        q.pause()  # nothing is claimed before the row is damaged; resume() wakes the workers
+        try:
+            jid = q.enqueue("fault:ok", {"log": str(log)})
+            with db(cfg) as c:  # damaged by hand (or by another program)
+                c.execute("UPDATE jobs SET payload = '{\"log\": unquoted' WHERE id = ?", (jid,))
+        finally:
+            q.resume()
     row = wait_until(lambda: terminal(cfg, jid), what="job terminal")
     assert row["status"] == "failed" and row["attempts"] == 1  # no retries: it can never succeed
     assert "not valid JSON" in row["error"] and "fault:ok" in row["error"]
