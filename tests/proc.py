@@ -1,6 +1,7 @@
 """Helpers for tests that run real supervisor and worker processes."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -8,13 +9,15 @@ import sqlite3
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
 import psutil
 import tomli_w
 
-from shared.config import load
+from shared.config import Config
+from shared.database import resolve
 from tests.engines import merge, missing_table, raw, under_test
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout
@@ -142,8 +145,14 @@ def live_children(pid: int, recursive: bool = False) -> list[psutil.Process]:
 
 def db(config: Path) -> Any:
     """A plain connection to the database of the config file ``config`` (whichever engine:
-    :func:`tests.engines.raw`), rows by column name."""
-    return raw(load(str(config)))
+    :func:`tests.engines.raw`), rows by column name. Only ``database`` and ``postgres.schema``
+    are read: the rest of the file may be invalid (a test's rejected edit)."""
+    data = tomllib.loads(config.read_text())
+    section = data.get("postgres", {})
+    cfg = Config(database=resolve(data.get("database", "jobq.db"), str(config.parent)))
+    if "schema" in section:
+        cfg = cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=section["schema"]))
+    return raw(cfg)
 
 
 def job_row(config: Path, job_id: str) -> sqlite3.Row:
