@@ -13,7 +13,7 @@ Prints one line and exits 0 if nothing was lost and no two runs of a job overlap
 Every job runs ``chaos:work`` (tests/fixtures/chaosjobs.py): it logs its start and end to an
 O_APPEND file and holds a per-job ``flock`` while it runs, so a second run of a job whose first
 run's process still exists is caught in the act. :func:`analyse` is the oracle, also used by
-tests/test_chaos_property.py:
+tests/proofs/test_chaos_property.py:
 
 - lost: a job that is not terminal at the end, is missing, or is ``completed`` without a run
   that ended well with the attempt and pid its result names;

@@ -1,6 +1,7 @@
 """Helpers for tests that run real supervisor and worker processes."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -8,12 +9,18 @@ import sqlite3
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
 import psutil
 import tomli_w
 
+from shared.config import Config
+from shared.database import resolve
+from tests.engines import merge, missing_table, raw, under_test
+
+REPO = Path(__file__).resolve().parents[1]  # the checkout
 FIXTURES = str(Path(__file__).parent / "fixtures")
 
 
@@ -41,11 +48,8 @@ def write_config(folder: Path, **sections: Any) -> Path:
         "worker": {"poll_interval": 0.05, "heartbeat_interval": 0.2, "lease_timeout": 5},
         "retry": {"backoff_base": 0, "backoff_max": 0},
     }
-    for name, value in sections.items():
-        if isinstance(value, dict):
-            data.setdefault(name, {}).update(value)
-        else:
-            data[name] = value
+    merge(data, under_test())  # the engine under test (the database fixture), on PostgreSQL
+    merge(data, sections)
     path = folder / "jobq.toml"
     path.write_bytes(tomli_w.dumps(data).encode())
     return path
@@ -139,10 +143,16 @@ def live_children(pid: int, recursive: bool = False) -> list[psutil.Process]:
     return out
 
 
-def db(config: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(config.parent / "q.db"), isolation_level=None, timeout=10)
-    conn.row_factory = sqlite3.Row
-    return conn
+def db(config: Path) -> Any:
+    """A plain connection to the database of the config file ``config`` (whichever engine:
+    :func:`tests.engines.raw`), rows by column name. Only ``database`` and ``postgres.schema``
+    are read: the rest of the file may be invalid (a test's rejected edit)."""
+    data = tomllib.loads(config.read_text())
+    section = data.get("postgres", {})
+    cfg = Config(database=resolve(data.get("database", "jobq.db"), str(config.parent)))
+    if "schema" in section:
+        cfg = cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=section["schema"]))
+    return raw(cfg)
 
 
 def job_row(config: Path, job_id: str) -> sqlite3.Row:
@@ -161,8 +171,8 @@ def worker_rows(config: Path) -> list[sqlite3.Row]:
     with db(config) as c:
         try:
             return c.execute("SELECT * FROM processes WHERE kind = 'worker' ORDER BY slot").fetchall()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
+        except Exception as exc:
+            if missing_table(exc):
                 return []
             raise
 

@@ -1,0 +1,101 @@
+"""Tasks end to end (issue 23), on each engine: a real supervisor serves tests/fixtures/taskjobs.py
+(``handlers = ["taskjobs"]``); this test process enqueues with ``.enqueue()`` and waits for the
+results as a user's test file would (docs/tasks.md)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import jobq
+import shared.tasks
+from jobq import JobFailed, JobQueue
+from tests.proc import FIXTURES, REPO, write_config
+
+if FIXTURES not in sys.path:
+    sys.path.insert(0, FIXTURES)
+import taskjobs  # noqa: E402
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def served(request, tmp_path, sup_factory, monkeypatch):
+    """A supervisor serving taskjobs on the engine, and the config file's path; the test
+    process's default queue is unset (``.enqueue()`` then opens the file's database)."""
+    extra = {}
+    if request.param == "postgresql":
+        from tests.engines import PostgresEngine
+        pg = PostgresEngine(tmp_path)
+        request.addfinalizer(pg.drop)
+        extra = {"database": pg.database, "postgres": {"schema": pg.schema}}
+    path = write_config(tmp_path, handlers=["taskjobs"], **extra)
+    monkeypatch.setattr(shared.tasks, "_configured", None)
+    monkeypatch.setattr(shared.tasks, "_opened", shared.tasks._Default())
+    monkeypatch.setenv("JOBQ_CONFIG", str(path))
+    sup_factory(path)
+    yield path
+    shared.tasks.default_queue().close()
+
+
+def test_a_task_runs_in_a_worker_and_its_result_comes_back(served):
+    handle = taskjobs.add.enqueue(2, b=40)
+    assert handle.wait(timeout=60) == 42
+    assert taskjobs.double.enqueue(8).wait(timeout=60) == 16
+    many = taskjobs.send_invoice.enqueue_many([((n,), {"email": f"{n}@x"}) for n in range(3)])
+    assert [r["email"] for r in handle.queue.wait_many(many, timeout=60)] == ["0@x", "1@x", "2@x"]
+
+
+def test_a_failing_task_raises_job_failed_with_its_traceback(served):
+    with pytest.raises(JobFailed) as info:
+        taskjobs.explode.enqueue("no address").wait(timeout=60)
+    assert info.value.error == "ValueError: cannot send: no address"
+    assert "taskjobs.py" in info.value.traceback and "raise ValueError" in info.value.traceback
+
+
+def test_a_slow_task_times_out_the_wait_and_is_left_to_finish(served):
+    handle = taskjobs.slow.enqueue(1.5)
+    with pytest.raises(TimeoutError):
+        handle.wait(timeout=0.2)
+    assert handle.status() in ("pending", "running")
+    assert handle.wait(timeout=60) == "done"
+
+
+def test_a_task_enqueued_from_the_command_line_runs_the_same_function(served):
+    import subprocess
+
+    from tests.proc import env
+    out = subprocess.run([sys.executable, "-m", "jobq", "--config", str(served), "enqueue", "taskjobs.add",
+                          '{"args": [7], "kwargs": {"b": 1}}'], capture_output=True, text=True, env=env(),
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    job_id = out.stdout.strip().split()[-1]
+    with JobQueue.from_config(str(served)) as q:
+        assert q.handle(job_id).wait(timeout=60) == 8
+
+
+def test_another_producer_waits_for_a_job_after_the_first_one_closed(served):
+    with JobQueue.from_config(str(served)) as first:
+        job_id = taskjobs.add.using(queue=first).enqueue(1, 2).id
+    with JobQueue.from_config(str(served)) as second:
+        assert second.handle(job_id).wait(timeout=60) == 3
+    jobq.configure(None)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_the_wait_bench_prints_the_wait_latency_and_the_waiters_cpu(engine):
+    """``python -m bench.waits --smoke`` runs end to end (figures are not judged here)."""
+    import json
+    import subprocess
+
+    from tests.engines import postgres_url, require_postgres
+    from tests.proc import env
+    args = []
+    if engine == "postgresql":
+        require_postgres()
+        args = ["--database", postgres_url()]
+    out = subprocess.run([sys.executable, "-m", "bench.waits", "--smoke", *args], capture_output=True,
+                         text=True, env=env(), cwd=str(REPO), timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for row in ("wait latency p50 (ms)", "100 idle waiters (% of a core)", "task.enqueue() extra cost (%)"):
+        assert row in out.stdout
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["engine"] == engine and figures["wait_latency_ms"]["missing"] == 0

@@ -1,0 +1,66 @@
+"""``@task`` is typed (issue 23): ``mypy --strict`` rejects a call of ``.enqueue`` that does not
+fit the function's signature, and accepts the right ones; the handle carries the result type.
+
+Runs mypy in a subprocess on a small user file (mypy is in the ``test`` extra). Only the user
+file's errors count (``--follow-imports=silent``): jobq's own modules are not on trial here."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
+
+USER_FILE = '''\
+from jobq import JobHandle, JobQueue, task
+
+
+@task(max_attempts=3)
+def send_invoice(invoice_id: int, email: str) -> dict[str, str]:
+    return {"sent": email}
+
+
+@task
+async def ping(n: int) -> int:
+    return n
+
+
+def right(q: JobQueue) -> None:
+    handle: JobHandle[dict[str, str]] = send_invoice.enqueue(42, email="a@b.c")  # ok
+    receipt: dict[str, str] = handle.wait(timeout=5)  # ok
+    send_invoice.using(queue=q, key="inv-42").enqueue(42, "a@b.c")  # ok
+    pong: JobHandle[int] = ping.enqueue(3)  # ok
+    direct: dict[str, str] = send_invoice(1, "x")  # ok
+
+
+def wrong() -> None:
+    send_invoice.enqueue("x")  # wrong: str for int, email missing
+    send_invoice.using(delay=5).enqueue(42, mail="a@b.c")  # wrong: unknown keyword
+    ping.enqueue()  # wrong: n missing
+    text: str = send_invoice.enqueue(1, "x").wait()  # wrong: the result is a dict
+'''
+
+
+def test_mypy_strict_rejects_wrong_enqueue_calls_and_accepts_right_ones(tmp_path):
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        pytest.fail("mypy is not installed: pip install -e '.[test]'")
+    user = tmp_path / "user_tasks.py"
+    user.write_text(USER_FILE)
+    env = dict(os.environ, MYPYPATH=str(REPO))  # an editable install's import hook is invisible to mypy
+    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
+                          "--no-error-summary", "--cache-dir", str(tmp_path / "cache"), str(user)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    assert "error: Cannot find implementation or library stub" not in out.stdout, out.stdout
+    lines = USER_FILE.splitlines()
+    flagged = {int(m.group(1)) for m in re.finditer(r"user_tasks\.py:(\d+): error:", out.stdout)}
+    wrong = {n for n, text in enumerate(lines, 1) if "# wrong" in text}
+    right = {n for n, text in enumerate(lines, 1) if "# ok" in text}
+    assert wrong <= flagged, out.stdout
+    assert not right & flagged, out.stdout
+    assert out.returncode == 1, out.stdout + out.stderr
