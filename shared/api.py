@@ -194,11 +194,14 @@ class JobQueue:
             priority = default_priority
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise TypeError(f"priority must be an integer, got {priority!r}")
-        if not -(1 << 63) <= priority < (1 << 63):
-            raise ValueError(f"priority must fit in 64 bits, got {priority!r}")
+        # 32 bits: what every engine stores (PostgreSQL's integer columns), so that a job that
+        # one engine takes another takes too (jobq copy, a move to a server).
+        if not -(1 << 31) <= priority < (1 << 31):
+            raise ValueError(f"job {jtype!r}: priority must fit in 32 bits (-2**31 to 2**31 - 1), got {priority!r}")
         if max_attempts is not None and (not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
-                                         or not 1 <= max_attempts < (1 << 63)):
-            raise ValueError(f"max_attempts must be an integer from 1 to 2**63 - 1, got {max_attempts!r}")
+                                         or not 1 <= max_attempts < (1 << 31)):
+            raise ValueError(f"job {jtype!r}: max_attempts must be an integer from 1 to 2**31 - 1, "
+                             f"got {max_attempts!r}")
         if key is not None and (not isinstance(key, str) or not key or not bounds.is_unicode(key)):
             raise ValueError(f"key must be a non-empty string of valid Unicode, got {bounds.safe_text(repr(key))}")
         if run_at is not None and delay is not None:

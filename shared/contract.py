@@ -16,8 +16,8 @@ the factory (:func:`shared.engines.open_store`). The rules every engine keeps:
   the database and the cause; a driver's own exceptions never leave the engine.
 - A store belongs to the process and thread that opened it: open after ``fork()``.
 
-The tests in ``tests/test_store_contract.py`` and ``tests/test_store_stateful.py`` run against
-every engine fixture in ``tests/engines.py``: a new engine gets them by adding one fixture.
+The tests in ``tests/engines/test_store_contract.py`` and ``tests/engines/test_store_stateful.py`` run against
+every engine fixture in ``tests/engines/__init__.py``: a new engine gets them by adding one fixture.
 """
 from __future__ import annotations
 

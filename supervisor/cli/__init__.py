@@ -3,7 +3,7 @@ programs in ``supervisor/`` (issue 22), beside the supervisor process and the da
 
 It reads and acts through the ops layer (:mod:`shared.ops`); it imports the supervisor process's
 modules only inside ``run`` and the dashboard only inside ``web``, so ``jobq status`` loads
-neither (``tests/test_layering.py`` checks both).
+neither (``tests/unit/test_layering.py`` checks both).
 """
 from __future__ import annotations
 

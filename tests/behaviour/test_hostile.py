@@ -241,7 +241,7 @@ def test_enqueue_file_validates_every_line_first(database, tmp_path):
                      ('{"type": "t", "payload": ' + DEEP + "}", "nests too deep"),
                      ('{"type": "t", "payload": ' + json.dumps(nested(150)) + "}", "nests deeper than 100"),
                      ('{"type": "t", "delay": 3.2e12}', "years 1 to 9999"),
-                     ('{"type": "t", "priority": 99999999999999999999}', "64 bits")]:
+                     ('{"type": "t", "priority": 99999999999999999999}', "32 bits")]:
         path = tmp_path / "jobs.jsonl"
         path.write_text("\n".join(good[:1200] + [bad] + good[1200:]) + "\n")
         err = one_line_error(jobq(cfg, "enqueue", "--file", str(path)))

@@ -4,7 +4,7 @@ Claim order is ``priority DESC, run_at, created_at``: highest priority first, th
 became due first, then the one created first. The partial index below serves exactly that order
 for pending rows, and the ``sqlite_stat1`` row written with it makes the planner use a skip-scan
 over the few distinct priorities, so one claim costs the same at 1,000 or 1,000,000 pending jobs,
-also when most of them are scheduled in the future (see tests/test_store_plan.py).
+also when most of them are scheduled in the future (see tests/engines/test_store_plan.py).
 """
 from __future__ import annotations
 
