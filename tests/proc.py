@@ -92,21 +92,26 @@ class Running:
         return next((c.pid for c in live_children(self.pid) if is_template(c)), None)
 
     def close(self) -> None:
-        descendants = []
+        kill_tree(self.proc)
+        self.log.close()
+
+
+def kill_tree(proc: subprocess.Popen) -> None:
+    """Kill a process a test started and every process under it (a supervisor's workers)."""
+    descendants = []
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        pass
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+    for p in descendants:
         try:
-            descendants = psutil.Process(self.pid).children(recursive=True)
+            p.kill()
         except psutil.NoSuchProcess:
             pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        for p in descendants:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(descendants, timeout=5)
-        self.log.close()
+    psutil.wait_procs(descendants, timeout=5)
 
 
 TEMPLATE_NAME = "jobq-template"  # worker.forkserver.NAME (not imported: tests see processes from outside)

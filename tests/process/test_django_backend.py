@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
 pytest.importorskip("django", reason="Django is in the test extra: pip install -e '.[test]'")
@@ -28,7 +27,7 @@ except ImportError:
 
 from shared.api import JobQueue  # noqa: E402
 from shared.config import load  # noqa: E402
-from tests.proc import FIXTURES, wait_until, write_config  # noqa: E402
+from tests.proc import FIXTURES, kill_tree, wait_until, write_config  # noqa: E402
 
 from tests.proc import REPO  # the checkout
 FAILS = "djtasks.tasks.always_fails"
@@ -78,22 +77,6 @@ class Project:
     def close(self) -> None:
         for p in self.procs:
             kill_tree(p)
-
-
-def kill_tree(p: subprocess.Popen) -> None:
-    """Kill a process we started and every process under it (a supervisor's workers)."""
-    try:
-        family = psutil.Process(p.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        family = []
-    p.kill()
-    p.wait(10)
-    for child in family:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(family, timeout=5)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
