@@ -11,10 +11,12 @@ look-up and does nothing, so the enqueue path stores NULL and runs no extra stat
 - :func:`consume` (worker): runs a job inside a CONSUMER span. Attempt 1 is a child of the
   stored context; a later attempt starts a new trace *linked* to it, so a retry hours later does
   not stretch the producer's trace. Messaging semantic conventions: ``messaging.system = jobq``,
-  ``messaging.operation = process``, destination the job type; plus ``jobq.job.id``,
-  ``jobq.job.type``, ``jobq.queue`` (``default``), ``jobq.attempt``, ``jobq.outcome``. A failed
-  run records its exception and sets status ERROR. Counters and a histogram mirror the
-  Prometheus metrics through the metrics API (``jobq.jobs``, ``jobq.job.duration``).
+  ``messaging.operation = process``, ``messaging.destination.name`` the job type,
+  ``messaging.message.id`` the job id; ``jobq.queue`` (``default``), ``jobq.attempt``,
+  ``jobq.outcome``. A failed
+  run records its exception and sets status ERROR. Where the application imported
+  ``opentelemetry.metrics``, instruments mirror the Prometheus metrics: ``jobq.jobs`` (runs by
+  type and outcome), ``jobq.job.duration`` and ``jobq.job.lag`` (histograms, seconds).
 - :func:`ids` (logs): the active span's ``trace_id`` and ``span_id`` as hex, or None.
 """
 from __future__ import annotations
@@ -25,6 +27,8 @@ import json
 import sys
 import time
 from typing import Any, Callable, Iterator
+
+from .clock import parse_iso
 
 TRACE_MODULE = "opentelemetry.trace"  # present in sys.modules once the application traces
 QUEUE = "default"                     # jobq has one queue per database; types are destinations
@@ -117,10 +121,19 @@ def consume(job: Any, run: Callable[[], Any]) -> Any:
     api = _api()
     if api is None:
         return run()
-    return _consume(api, job, run)
+    provider = api.get_tracer_provider()
+    if isinstance(provider, api.ProxyTracerProvider):  # no SDK set up: spans would record nothing
+        return run()
+    return _consume(api, _tracer(provider), job, run)
 
 
-def _consume(api: Any, job: Any, run: Callable[[], Any]) -> Any:
+@functools.lru_cache(maxsize=4)
+def _tracer(provider: Any) -> Any:
+    """jobq's tracer of ``provider`` (made once: an SDK makes a new tracer per call)."""
+    return provider.get_tracer(SCOPE)
+
+
+def _consume(api: Any, tracer: Any, job: Any, run: Callable[[], Any]) -> Any:
     stored = _stored(job.trace)
     parent, links = None, []
     if stored is not None:
@@ -133,10 +146,9 @@ def _consume(api: Any, job: Any, run: Callable[[], Any]) -> Any:
         parent = Context()  # never the worker's own context: each run is its producer's or a root
     attrs = {"messaging.system": SCOPE, "messaging.operation": "process",
              "messaging.destination.name": job.type, "messaging.message.id": job.id,
-             "jobq.job.id": job.id, "jobq.job.type": job.type, "jobq.queue": QUEUE,
-             "jobq.attempt": job.attempts}
+             "jobq.queue": QUEUE, "jobq.attempt": job.attempts}
     t0 = time.perf_counter()
-    with api.get_tracer(SCOPE).start_as_current_span(
+    with tracer.start_as_current_span(
             f"process {job.type}", context=parent, kind=api.SpanKind.CONSUMER, links=links,
             attributes=attrs, record_exception=False, set_status_on_exception=False) as span:
         outcome = run()
@@ -145,7 +157,7 @@ def _consume(api: Any, job: Any, run: Callable[[], Any]) -> Any:
             if getattr(outcome, "exc", None) is not None:
                 span.record_exception(outcome.exc)
             span.set_status(api.Status(api.StatusCode.ERROR, (outcome.error or "")[:200]))
-    _measure(job.type, outcome.kind, time.perf_counter() - t0)
+    _measure(job, outcome.kind, time.perf_counter() - t0)
     return outcome
 
 
@@ -164,22 +176,27 @@ def _stored(text: str | None) -> Any:
     return ctx if api.get_current_span(ctx).get_span_context().is_valid else None
 
 
-def _measure(jtype: str, outcome: str, seconds: float) -> None:
-    """Count the run by outcome and record its run time, where the metrics API is imported."""
-    meters = _meters(sys.modules.get("opentelemetry.metrics"))
-    if meters is not None:
-        jobs, duration = meters
-        labels = {"jobq.job.type": jtype, "jobq.outcome": outcome}
-        jobs.add(1, labels)
-        duration.record(seconds, labels)
+def _measure(job: Any, outcome: str, seconds: float) -> None:
+    """Count the run by outcome, record its run time and its lag (due to started), where the
+    application imported the metrics API."""
+    metrics = sys.modules.get("opentelemetry.metrics")
+    if metrics is None or type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider":
+        return  # no SDK MeterProvider set: nothing would be recorded
+    meters = _meters(metrics)
+    jobs, duration, lag = meters
+    labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}
+    jobs.add(1, labels)
+    duration.record(seconds, labels)
+    if job.started_at:  # ISO texts of one width order as times do: parse only the later one
+        lag.record(max(parse_iso(job.started_at) - parse_iso(max(job.run_at, job.created_at)), 0.0),
+                   {"jobq.job.type": job.type})
 
 
 @functools.lru_cache(maxsize=4)
-def _meters(metrics: Any) -> tuple[Any, Any] | None:
-    """The instruments, made once per metrics API module (the provider may be set later: the
-    API's instruments follow the global provider)."""
-    if metrics is None:
-        return None
+def _meters(metrics: Any) -> tuple[Any, Any, Any]:
+    """The instruments, made once per metrics API module (a cache, not state: the API's
+    instruments follow the global MeterProvider, also one set after they were made)."""
     meter = metrics.get_meter(SCOPE)
     return (meter.create_counter("jobq.jobs", unit="{job}", description="Job runs by type and outcome."),
-            meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs."))
+            meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs."),
+            meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job."))

@@ -59,7 +59,7 @@ def worker_spans(spans: Path, job_id: str, count: int) -> list[dict]:
         if not spans.exists():
             return []
         found = [json.loads(line) for line in spans.read_text().splitlines() if line.strip()]
-        mine = [s for s in found if s["attributes"].get("jobq.job.id") == job_id]
+        mine = [s for s in found if s["attributes"].get("messaging.message.id") == job_id]
         return mine if len(mine) >= count else []
     return sorted(wait_until(read, timeout=60, what=f"{count} spans of job {job_id}"),
                   key=lambda s: s["attributes"]["jobq.attempt"])
@@ -86,8 +86,7 @@ def test_the_worker_span_is_a_child_of_the_producer_span(served, exporter):
     assert span["attributes"] == {
         "messaging.system": "jobq", "messaging.operation": "process",
         "messaging.destination.name": "otel:work", "messaging.message.id": job_id,
-        "jobq.job.id": job_id, "jobq.job.type": "otel:work", "jobq.queue": "default",
-        "jobq.attempt": 1, "jobq.outcome": "completed"}
+        "jobq.queue": "default", "jobq.attempt": 1, "jobq.outcome": "completed"}
     inside = wait_until(lambda: [e for e in log_events(sup, "otel.inside") if e.get("id") == job_id],
                         what="the handler's log line")
     assert inside[0]["trace_id"] == span["context"]["trace_id"][2:]
