@@ -6,9 +6,9 @@ import time
 
 from worker import handler
 
-if os.environ.get("JOBQ_BENCH_OTEL"):  # tracing on, with a no-op exporter (bench.otel)
+if os.environ.get("JOBQ_BENCH_OTEL"):  # tracing on: "sdk" (a no-op exporter) or "api" (bench.otel)
     from bench.otel import setup
-    setup()
+    setup(os.environ["JOBQ_BENCH_OTEL"])
 
 
 @handler("bench:noop")
