@@ -576,12 +576,20 @@ def test_the_supervisor_and_the_worker_name_no_database_file():
     ("worker/x.py", "def f():\n    from shared import dbfile\n"),
 ])
 def test_the_file_watch_check_finds_a_file_named(tmp_path, path, text):
-    empty_packages(tmp_path, PACKAGES)
-    (tmp_path / "supervisor/copycmd.py").write_text("from shared.engines import database_file\n")
-    (tmp_path / "worker/ok.py").write_text("from shared.engines import health_check\n")
-    assert file_watch_violations(tmp_path) == []
-    (tmp_path / path).write_text(text)
-    found = file_watch_violations(tmp_path)
+    finds_one_breach(tmp_path, file_watch_violations, {
+        "supervisor/copycmd.py": "from shared.engines import database_file\n",
+        "worker/ok.py": "from shared.engines import health_check\n"}, path, text)
+
+
+def finds_one_breach(root: Path, check: Any, allowed: dict[str, str], path: str, text: str) -> None:
+    """``check`` finds nothing in packages holding the ``allowed`` files, then exactly one
+    violation, in ``path``, once ``path`` holds ``text``."""
+    empty_packages(root, PACKAGES)
+    for name, body in allowed.items():
+        (root / name).write_text(body)
+    assert check(root) == []
+    (root / path).write_text(text)
+    found = check(root)
     assert len(found) == 1 and path in found[0], found
 
 
@@ -616,9 +624,5 @@ def test_only_the_tracing_module_uses_opentelemetry_and_lazily():
     ("supervisor/x.py", "from opentelemetry.sdk.trace import TracerProvider\n"),
 ])
 def test_the_otel_check_finds_each_kind_of_breach(tmp_path, path, text):
-    empty_packages(tmp_path, PACKAGES)
-    (tmp_path / "shared/tracing.py").write_text("def f():\n    from opentelemetry import trace\n")
-    assert otel_violations(tmp_path) == []
-    (tmp_path / path).write_text(text)
-    found = otel_violations(tmp_path)
-    assert len(found) == 1 and path in found[0], found
+    finds_one_breach(tmp_path, otel_violations,
+                     {"shared/tracing.py": "def f():\n    from opentelemetry import trace\n"}, path, text)
