@@ -204,18 +204,28 @@ def test_dropped_connections_lose_no_hook_and_report_no_lease_lost(tmp_path):
     assert hooks == Counter({i: 1 for i in ids})
 
 
-def _finish_a_job_claimed_before_the_upgrade(open_new, old_store) -> dict:
-    """Claim a job on the old schema, then finish it (with its own times) on the upgraded one;
-    its attempt as recorded."""
+# The previous jobq's enqueue and claim of one job, in its own columns (later migrations add
+# columns that this jobq's statements write): `?` parameters, turned into `%s` for PostgreSQL.
+_OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
+               "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
+_OLD_CLAIM = ("UPDATE jobs SET status = 'running', attempts = 1, owner = ?, owner_pid = ?, "
+              "started_at = ?, heartbeat_at = ?, updated_at = ? WHERE id = ?")
+
+
+def _finish_a_job_claimed_before_the_upgrade(open_new, old_conn, param: str = "?") -> dict:
+    """Claim a job on the old schema (through ``old_conn``, as the previous jobq did), then
+    finish it (with its own times) on the upgraded one; its attempt as recorded."""
     clock = FakeClock()
-    _put(old_store, clock, 1)
-    [j] = old_store.claim(OWNER, PID, clock.now(), 1)
-    old_store.close()
+    job_id, stamp = new_id(), iso(clock.now())
+    old_conn.execute(_OLD_INSERT.replace("?", param), (job_id, stamp, stamp, stamp))
+    old_conn.execute(_OLD_CLAIM.replace("?", param), (OWNER, PID, stamp, stamp, stamp, job_id))
+    old_conn.commit()
+    old_conn.close()
     with open_new() as s:
         clock.advance(1)
-        f = _ran(Finish("completed", j.id, 1, None), clock.now() - 0.5, clock.now() - 0.25)
+        f = _ran(Finish("completed", job_id, 1, None), clock.now() - 0.5, clock.now() - 0.25)
         assert s.finish(f, OWNER, clock.now()) and s.finish(f, OWNER, clock.now())
-        return ops.attempt_history(s, j.id)
+        return ops.attempt_history(s, job_id)
 
 
 def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
@@ -230,9 +240,7 @@ def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
         for statement in schema._statements(schema.MIGRATIONS[version]):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {before}")
-    conn.close()
-    old = SqliteStore(path, migrate=False)
-    [h] = _finish_a_job_claimed_before_the_upgrade(lambda: SqliteStore(path), old)
+    [h] = _finish_a_job_claimed_before_the_upgrade(lambda: SqliteStore(path), conn)
     assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
 
 
@@ -266,7 +274,7 @@ def test_a_postgres_schema_of_the_previous_version_migrates_forward(tmp_path, mo
             m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:before])
             m.setattr(schema, "VERSION", before)
             old = pg.open()
-        [h] = _finish_a_job_claimed_before_the_upgrade(pg.open, old)
+        [h] = _finish_a_job_claimed_before_the_upgrade(pg.open, old.conn, "%s")
         assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
     finally:
         pg.drop()
