@@ -107,7 +107,7 @@ def producer(types: list[str]) -> Iterator[None]:
     attrs = {"messaging.system": SCOPE, "messaging.operation": "publish",
              "messaging.destination.name": name, "jobq.queue": QUEUE,
              "messaging.batch.message_count": len(types)}
-    span = api.get_tracer(SCOPE).start_span(f"enqueue {name}", kind=api.SpanKind.PRODUCER, attributes=attrs)
+    span = _tracer(api.get_tracer_provider()).start_span(f"enqueue {name}", kind=api.SpanKind.PRODUCER, attributes=attrs)
     if not span.get_span_context().is_valid:  # no SDK provider: the active span's context is stored
         yield
         return
@@ -134,6 +134,8 @@ def _tracer(provider: Any) -> Any:
 
 
 def _consume(api: Any, tracer: Any, job: Any, run: Callable[[], Any]) -> Any:
+    """``run()`` in the job's span: attempt 1 a child of the stored context, a later attempt a
+    root linked to it, a job without one a root (see the module's docstring)."""
     stored = _stored(job.trace)
     parent, links = None, []
     if stored is not None:
@@ -156,7 +158,8 @@ def _consume(api: Any, tracer: Any, job: Any, run: Callable[[], Any]) -> Any:
         if outcome.kind != "completed":
             if getattr(outcome, "exc", None) is not None:
                 span.record_exception(outcome.exc)
-            span.set_status(api.Status(api.StatusCode.ERROR, (outcome.error or "")[:200]))
+            last = (outcome.error or "").strip().splitlines()  # a traceback's last line says what
+            span.set_status(api.Status(api.StatusCode.ERROR, last[-1][:200] if last else None))
     _measure(job, outcome.kind, time.perf_counter() - t0)
     return outcome
 
@@ -180,8 +183,9 @@ def _measure(job: Any, outcome: str, seconds: float) -> None:
     """Count the run by outcome, record its run time and its lag (due to started), where the
     application imported the metrics API."""
     metrics = sys.modules.get("opentelemetry.metrics")
+    # The API's default provider (a proxy until an SDK one is set) records nothing: skip the work.
     if metrics is None or type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider":
-        return  # no SDK MeterProvider set: nothing would be recorded
+        return
     meters = _meters(metrics)
     jobs, duration, lag = meters
     labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}

@@ -100,7 +100,7 @@ def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
     first, second = worker_spans(spans, job_id, 2)
     request_trace = hexid(request.get_span_context().trace_id, 32)
     assert first["context"]["trace_id"] == request_trace
-    assert first["status"]["status_code"] == "ERROR"
+    assert first["status"] == {"status_code": "ERROR", "description": "RuntimeError: first attempt fails"}
     assert first["attributes"]["jobq.outcome"] == "error"
     [error] = [e for e in first["events"] if e["name"] == "exception"]
     assert error["attributes"]["exception.type"] == "RuntimeError"
