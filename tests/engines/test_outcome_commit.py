@@ -9,6 +9,7 @@ import time
 import types
 import uuid
 from collections import Counter
+from typing import Any
 
 from shared import ops
 from shared.clock import FakeClock, iso, parse_iso
@@ -228,18 +229,26 @@ def _finish_a_job_claimed_before_the_upgrade(open_new, old_conn, param: str = "?
         return ops.attempt_history(s, job_id)
 
 
-def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
+def sqlite_before(path: str, migration: str) -> Any:
+    """A connection (autocommit) to a new SQLite database at ``path`` whose schema stops just
+    before ``migration`` (one of the engine's MIGRATIONS), as a jobq of that version made it."""
     import sqlite3
 
     from shared.engines.sqlite import schema
-    from shared.engines.sqlite.store import SqliteStore
-    path = str(tmp_path / "old.db")
     conn = sqlite3.connect(path, isolation_level=None)
-    before = schema.MIGRATIONS.index(schema.RUN_TIMES)
+    before = schema.MIGRATIONS.index(migration)
     for version in range(before):
         for statement in schema._statements(schema.MIGRATIONS[version]):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {before}")
+    return conn
+
+
+def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
+    from shared.engines.sqlite import schema
+    from shared.engines.sqlite.store import SqliteStore
+    path = str(tmp_path / "old.db")
+    conn = sqlite_before(path, schema.RUN_TIMES)
     [h] = _finish_a_job_claimed_before_the_upgrade(lambda: SqliteStore(path), conn)
     assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
 
@@ -265,15 +274,22 @@ def test_an_attempt_ended_around_jobq_ends_at_its_update_on_sqlite(tmp_path):
         assert [h["ended_at"] for h in ops.attempt_history(s, j.id)] == [iso(t + 0.01), iso(t + 5)]
 
 
+def postgres_before(pg: PostgresEngine, migration: str, monkeypatch) -> Any:
+    """A store on ``pg``'s new schema as made by a jobq whose migrations stop just before
+    ``migration`` (one of the PostgreSQL engine's MIGRATIONS)."""
+    from shared.engines.postgres import schema
+    with monkeypatch.context() as m:
+        before = schema.MIGRATIONS.index(migration)
+        m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:before])
+        m.setattr(schema, "VERSION", before)
+        return pg.open()
+
+
 def test_a_postgres_schema_of_the_previous_version_migrates_forward(tmp_path, monkeypatch):
     from shared.engines.postgres import schema
     pg = PostgresEngine(tmp_path)
     try:
-        with monkeypatch.context() as m:
-            before = schema.MIGRATIONS.index(schema.RUN_TIMES)
-            m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:before])
-            m.setattr(schema, "VERSION", before)
-            old = pg.open()
+        old = postgres_before(pg, schema.RUN_TIMES, monkeypatch)
         [h] = _finish_a_job_claimed_before_the_upgrade(pg.open, old.conn, "%s")
         assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
     finally:

@@ -3,11 +3,10 @@ PostgreSQL schema of the previous version migrate on open, keep their jobs (no c
 store a context from then on."""
 from __future__ import annotations
 
-import sqlite3
-
 from shared.clock import FakeClock, iso
 from shared.job import NewJob, new_id
 from tests.engines import PostgresEngine
+from tests.engines.test_outcome_commit import postgres_before, sqlite_before
 
 PARENT = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
 OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
@@ -36,12 +35,7 @@ def test_a_sqlite_database_of_the_previous_version_gains_the_column(tmp_path):
     from shared.engines.sqlite import schema
     from shared.engines.sqlite.store import SqliteStore
     path = str(tmp_path / "old.db")
-    conn = sqlite3.connect(path, isolation_level=None)
-    before = schema.MIGRATIONS.index(schema.TRACE)
-    for version in range(before):
-        for statement in schema._statements(schema.MIGRATIONS[version]):
-            conn.execute(statement)
-    conn.execute(f"PRAGMA user_version = {before}")
+    conn = sqlite_before(path, schema.TRACE)
     _old_job_and_a_traced_one(lambda: SqliteStore(path), conn)
     with SqliteStore(path) as s:
         assert s.conn.execute("PRAGMA user_version").fetchone()["user_version"] == schema.VERSION
@@ -51,11 +45,7 @@ def test_a_postgres_schema_of_the_previous_version_gains_the_column(tmp_path, mo
     from shared.engines.postgres import schema
     pg = PostgresEngine(tmp_path)
     try:
-        with monkeypatch.context() as m:
-            before = schema.MIGRATIONS.index(schema.TRACE)
-            m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:before])
-            m.setattr(schema, "VERSION", before)
-            old = pg.open()
+        old = postgres_before(pg, schema.TRACE, monkeypatch)
         _old_job_and_a_traced_one(pg.open, old.conn, "%s")
     finally:
         pg.drop()
