@@ -1,9 +1,14 @@
 """The handlers the benchmark's jobq workers run (``handlers = ["bench.handlers"]``)."""
 from __future__ import annotations
 
+import os
 import time
 
 from worker import handler
+
+if os.environ.get("JOBQ_BENCH_OTEL"):  # tracing on: "sdk" (a no-op exporter) or "api" (bench.otel)
+    from bench.otel import setup
+    setup(os.environ["JOBQ_BENCH_OTEL"])
 
 
 @handler("bench:noop")

@@ -10,6 +10,7 @@ due job, both in the calling process (:mod:`shared.inline`; docs/testing.md).
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -22,6 +23,7 @@ from .handles import JobHandle, wait_jobs
 from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
+from .tracing import active as tracing_active, context as trace_context, producer
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
@@ -78,7 +80,7 @@ class JobQueue:
 
     def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
                 delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
-                key: str | None = None, conn: Any = None) -> str:
+                key: str | None = None, conn: Any = None, traceparent: str | None = None) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
@@ -86,11 +88,23 @@ class JobQueue:
         ``max_attempts`` None: the handler's or the config's. With ``conn`` (the application's own
         connection of the store's engine: a ``sqlite3.Connection`` on the same file), the job is
         written inside the caller's transaction, and commits or rolls back with it. Invalid input
-        raises and writes nothing.
+        raises and writes nothing. The active OpenTelemetry span's context (or ``traceparent``,
+        W3C text, given explicitly) is stored with the job for its worker's span (docs/tracing.md).
         """
         now = self.clock.now()
         job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now)
+        if traceparent is not None or tracing_active():
+            return self._traced([job], now, conn, traceparent)[0]
         return self._ran(self.store.enqueue([job], now, conn=conn), conn)[0]
+
+    def _traced(self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None) -> list[str]:
+        """Enqueue ``jobs`` with a trace context: ``traceparent``, else that of a PRODUCER span
+        opened under the active span (shared.tracing)."""
+        with nullcontext() if traceparent is not None else producer([j.type for j in jobs]):
+            trace = trace_context(traceparent)
+            for j in jobs:
+                j.trace = trace
+            return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
 
     def enqueue_many(self, items: Iterable[Any], *, conn: Any = None,
                      batch_size: int | None = None) -> list[str]:
@@ -106,10 +120,21 @@ class JobQueue:
         jobs = [self._build_item(i, item, now, ids[i], seen) for i, item in enumerate(items)]
         if not jobs:
             return []
+        if tracing_active():  # one producer span and context for the whole call
+            if batch_size is None or conn is not None:
+                return self._traced(jobs, now, conn, None)
+            with producer([j.type for j in jobs]):
+                return self._batches(jobs, batch_size, trace_context())
         if batch_size is None or conn is not None:
             return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
+        return self._batches(jobs, batch_size, None)
+
+    def _batches(self, jobs: list[NewJob], batch_size: int, trace: str | None) -> list[str]:
+        """Write ``jobs`` in transactions of ``batch_size`` (see :meth:`enqueue_many`)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        for j in jobs if trace is not None else ():
+            j.trace = trace
         return self._ran([job_id for i in range(0, len(jobs), batch_size)
                           for job_id in self.store.enqueue(jobs[i:i + batch_size], self.clock.now())], None)
 

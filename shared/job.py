@@ -76,6 +76,7 @@ class Job:
     owner_pid: int | None = None
     heartbeat_at: str | None = None
     payload_error: str | None = None
+    trace: str | None = None  # the enqueuer's W3C trace context as JSON (shared.tracing), or None
 
     @classmethod
     def from_row(cls, row: Any) -> "Job":
@@ -89,10 +90,12 @@ class Job:
     @classmethod
     def from_values(cls, r: Sequence[Any]) -> "Job":
         """Build from the values of the fields ``id`` .. ``heartbeat_at`` in this class's field
-        order, ``payload`` and ``result`` as JSON text (an engine's hot path: no dict per row)."""
+        order, then ``trace`` (optional), ``payload`` and ``result`` as JSON text (an engine's
+        hot path: no dict per row)."""
         payload, perr = _decode(r[3])
         result = _decode(r[4])[0] if r[4] is not None else None
-        return cls(r[0], r[1], r[2], payload, result, *r[5:18], payload_error=perr)
+        return cls(r[0], r[1], r[2], payload, result, *r[5:18], payload_error=perr,
+                   trace=r[18] if len(r) > 18 else None)
 
     @property
     def attempt(self) -> int:
@@ -117,6 +120,7 @@ class NewJob:
     run_at: float
     max_attempts: int | None
     key: str | None
+    trace: str | None = None  # the W3C trace context to store (shared.tracing.context), or None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@
 Text: ``2026-11-30T14:01:29.123Z INFO job.completed id=... type=... attempt=1 duration=0.012``
 JSON (``log_format = "json"``): one object per line with ``ts``, ``level``, ``event`` and the fields.
 A ``traceback`` field is the exception: in the text format its lines follow the event's line.
+While an OpenTelemetry span is active (shared.tracing), each line also carries ``trace_id`` and
+``span_id``.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import sys
 from typing import Any, TextIO
 
 from .clock import iso
+from .tracing import ids as trace_ids
 
 ROOT = "jobq"
 
@@ -42,8 +45,13 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 def _rows(record: logging.LogRecord) -> list[dict[str, Any]]:
-    """The field sets of a record: several for one made by :func:`events`, else one."""
-    return getattr(record, "jobq_rows", None) or [_fields(record)]
+    """The field sets of a record: several for one made by :func:`events`, else one; each with
+    the active span's ``trace_id`` and ``span_id`` when there is one."""
+    rows = getattr(record, "jobq_rows", None) or [_fields(record)]
+    span = trace_ids()
+    if span is None:
+        return rows
+    return [{**fields, "trace_id": span[0], "span_id": span[1]} for fields in rows]
 
 
 def _text_value(v: Any) -> str:

@@ -11,12 +11,13 @@ import logging
 import os
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .handlers import HandlerSpec, PermanentError, Registry, RetryAfter
 from .job import Job, encode_json
 from .logs import event, get_logger
+from .tracing import consume
 
 log = get_logger("job")
 
@@ -54,11 +55,13 @@ class JobContext:
 @dataclass(frozen=True)
 class Outcome:
     """``kind`` is 'completed' (``result`` is JSON text or None), 'failed' (permanent: no retry),
-    'error' (retry or fail by attempts) or 'retry_after' (retry after ``delay``)."""
+    'error' (retry or fail by attempts) or 'retry_after' (retry after ``delay``); ``exc``: the
+    exception the handler raised (for the trace span), if any."""
     kind: str
     result: str | None = None
     error: str | None = None
     delay: float | None = None
+    exc: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 def _format(exc: BaseException) -> str:
@@ -66,7 +69,13 @@ def _format(exc: BaseException) -> str:
 
 
 def execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
-    """Call the job's handler and classify the result. Never raises."""
+    """Call the job's handler and classify the result, in the job's trace span where the
+    application traces (:mod:`shared.tracing`). Never raises."""
+    out = consume(job, lambda: _execute(registry, job, ctx))
+    return out if out.exc is None else replace(out, exc=None)  # keep no handler frames past the span
+
+
+def _execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
     spec = registry.get(job.type)
     if spec is None:
         known = ", ".join(registry.types()) or "none"
@@ -78,14 +87,14 @@ def execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
     try:
         value = _own_call(spec, job, ctx)
     except PermanentError as exc:
-        return Outcome("failed", error=_format(exc))
+        return Outcome("failed", error=_format(exc), exc=exc)
     except RetryAfter as exc:
-        return Outcome("retry_after", error=_format(exc), delay=exc.seconds)
+        return Outcome("retry_after", error=_format(exc), delay=exc.seconds, exc=exc)
     except SystemExit as exc:
         return Outcome("error", error=f"handler of job {job.id} called sys.exit({exc.code!r}): "
-                                      f"treated as a failure\n{_format(exc)}")
+                                      f"treated as a failure\n{_format(exc)}", exc=exc)
     except BaseException as exc:  # noqa: BLE001 - any handler failure is the job's, not the worker's
-        return Outcome("error", error=_format(exc))
+        return Outcome("error", error=_format(exc), exc=exc)
     if value is None:
         return Outcome("completed")
     try:

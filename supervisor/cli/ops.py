@@ -54,7 +54,7 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
     with _queue(ctx) as (q, caught):
         try:
             job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
-                               max_attempts=args.max_attempts, key=args.key)
+                               max_attempts=args.max_attempts, key=args.key, traceparent=args.traceparent)
         except (TypeError, ValueError) as exc:
             return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
     _warn(ctx, caught)

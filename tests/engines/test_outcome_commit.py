@@ -9,6 +9,7 @@ import time
 import types
 import uuid
 from collections import Counter
+from typing import Any
 
 from shared import ops
 from shared.clock import FakeClock, iso, parse_iso
@@ -204,35 +205,51 @@ def test_dropped_connections_lose_no_hook_and_report_no_lease_lost(tmp_path):
     assert hooks == Counter({i: 1 for i in ids})
 
 
-def _finish_a_job_claimed_before_the_upgrade(open_new, old_store) -> dict:
-    """Claim a job on the old schema, then finish it (with its own times) on the upgraded one;
-    its attempt as recorded."""
+# The previous jobq's enqueue and claim of one job, in its own columns (later migrations add
+# columns that this jobq's statements write): `?` parameters, turned into `%s` for PostgreSQL.
+_OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
+               "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
+_OLD_CLAIM = ("UPDATE jobs SET status = 'running', attempts = 1, owner = ?, owner_pid = ?, "
+              "started_at = ?, heartbeat_at = ?, updated_at = ? WHERE id = ?")
+
+
+def _finish_a_job_claimed_before_the_upgrade(open_new, old_conn, param: str = "?") -> dict:
+    """Claim a job on the old schema (through ``old_conn``, as the previous jobq did), then
+    finish it (with its own times) on the upgraded one; its attempt as recorded."""
     clock = FakeClock()
-    _put(old_store, clock, 1)
-    [j] = old_store.claim(OWNER, PID, clock.now(), 1)
-    old_store.close()
+    job_id, stamp = new_id(), iso(clock.now())
+    old_conn.execute(_OLD_INSERT.replace("?", param), (job_id, stamp, stamp, stamp))
+    old_conn.execute(_OLD_CLAIM.replace("?", param), (OWNER, PID, stamp, stamp, stamp, job_id))
+    old_conn.commit()
+    old_conn.close()
     with open_new() as s:
         clock.advance(1)
-        f = _ran(Finish("completed", j.id, 1, None), clock.now() - 0.5, clock.now() - 0.25)
+        f = _ran(Finish("completed", job_id, 1, None), clock.now() - 0.5, clock.now() - 0.25)
         assert s.finish(f, OWNER, clock.now()) and s.finish(f, OWNER, clock.now())
-        return ops.attempt_history(s, j.id)
+        return ops.attempt_history(s, job_id)
 
 
-def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
+def sqlite_before(path: str, migration: str) -> Any:
+    """A connection (autocommit) to a new SQLite database at ``path`` whose schema stops just
+    before ``migration`` (one of the engine's MIGRATIONS), as a jobq of that version made it."""
     import sqlite3
 
     from shared.engines.sqlite import schema
-    from shared.engines.sqlite.store import SqliteStore
-    path = str(tmp_path / "old.db")
     conn = sqlite3.connect(path, isolation_level=None)
-    before = schema.MIGRATIONS.index(schema.RUN_TIMES)
+    before = schema.MIGRATIONS.index(migration)
     for version in range(before):
         for statement in schema._statements(schema.MIGRATIONS[version]):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {before}")
-    conn.close()
-    old = SqliteStore(path, migrate=False)
-    [h] = _finish_a_job_claimed_before_the_upgrade(lambda: SqliteStore(path), old)
+    return conn
+
+
+def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
+    from shared.engines.sqlite import schema
+    from shared.engines.sqlite.store import SqliteStore
+    path = str(tmp_path / "old.db")
+    conn = sqlite_before(path, schema.RUN_TIMES)
+    [h] = _finish_a_job_claimed_before_the_upgrade(lambda: SqliteStore(path), conn)
     assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
 
 
@@ -257,16 +274,23 @@ def test_an_attempt_ended_around_jobq_ends_at_its_update_on_sqlite(tmp_path):
         assert [h["ended_at"] for h in ops.attempt_history(s, j.id)] == [iso(t + 0.01), iso(t + 5)]
 
 
+def postgres_before(pg: PostgresEngine, migration: str, monkeypatch) -> Any:
+    """A store on ``pg``'s new schema as made by a jobq whose migrations stop just before
+    ``migration`` (one of the PostgreSQL engine's MIGRATIONS)."""
+    from shared.engines.postgres import schema
+    with monkeypatch.context() as m:
+        before = schema.MIGRATIONS.index(migration)
+        m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:before])
+        m.setattr(schema, "VERSION", before)
+        return pg.open()
+
+
 def test_a_postgres_schema_of_the_previous_version_migrates_forward(tmp_path, monkeypatch):
     from shared.engines.postgres import schema
     pg = PostgresEngine(tmp_path)
     try:
-        with monkeypatch.context() as m:
-            before = schema.MIGRATIONS.index(schema.RUN_TIMES)
-            m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:before])
-            m.setattr(schema, "VERSION", before)
-            old = pg.open()
-        [h] = _finish_a_job_claimed_before_the_upgrade(pg.open, old)
+        old = postgres_before(pg, schema.RUN_TIMES, monkeypatch)
+        [h] = _finish_a_job_claimed_before_the_upgrade(pg.open, old.conn, "%s")
         assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
     finally:
         pg.drop()

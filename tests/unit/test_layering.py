@@ -19,6 +19,8 @@ rendering, the dashboard and its templates) name no engine (issue 22): no "WAL",
 ``wal_bytes``, no "sqlite" or "psycopg" in their code (comments and docstrings may explain);
 an engine's own gauges reach them described by the engine (``OpsStore.gauges``).
 
+Only ``shared.tracing`` imports OpenTelemetry, and only inside its functions (issue 29).
+
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
 inspect a database; the rules are for the runtime packages.
@@ -574,10 +576,53 @@ def test_the_supervisor_and_the_worker_name_no_database_file():
     ("worker/x.py", "def f():\n    from shared import dbfile\n"),
 ])
 def test_the_file_watch_check_finds_a_file_named(tmp_path, path, text):
-    empty_packages(tmp_path, PACKAGES)
-    (tmp_path / "supervisor/copycmd.py").write_text("from shared.engines import database_file\n")
-    (tmp_path / "worker/ok.py").write_text("from shared.engines import health_check\n")
-    assert file_watch_violations(tmp_path) == []
-    (tmp_path / path).write_text(text)
-    found = file_watch_violations(tmp_path)
+    finds_one_breach(tmp_path, file_watch_violations, {
+        "supervisor/copycmd.py": "from shared.engines import database_file\n",
+        "worker/ok.py": "from shared.engines import health_check\n"}, path, text)
+
+
+def finds_one_breach(root: Path, check: Any, allowed: dict[str, str], path: str, text: str) -> None:
+    """``check`` finds nothing in packages holding the ``allowed`` files, then exactly one
+    violation, in ``path``, once ``path`` holds ``text``."""
+    empty_packages(root, PACKAGES)
+    for name, body in allowed.items():
+        (root / name).write_text(body)
+    assert check(root) == []
+    (root / path).write_text(text)
+    found = check(root)
     assert len(found) == 1 and path in found[0], found
+
+
+TRACING = "shared.tracing"  # the one module that may use OpenTelemetry (issue 29), lazily
+
+
+def otel_violations(root: Path) -> list[str]:
+    """Only ``shared.tracing`` imports ``opentelemetry``, and only inside its functions (run
+    where the application already traces), so jobq's import graph has none of it."""
+    out = []
+    for name, path in modules(root).items():
+        top = {n.lineno for n in ast.parse(path.read_text(encoding="utf-8")).body
+               if isinstance(n, (ast.Import, ast.ImportFrom))}
+        for line, target in sorted(set((ln, t.split(".")[0]) for ln, t in imports(name, path))):
+            if target != "opentelemetry":
+                continue
+            if name != TRACING:
+                out.append(f"{path.relative_to(root)}:{line}: imports {target}: only {TRACING} may")
+            elif line in top:
+                out.append(f"{path.relative_to(root)}:{line}: imports {target} at module level: "
+                           f"import it inside the function that needs it")
+    return out
+
+
+def test_only_the_tracing_module_uses_opentelemetry_and_lazily():
+    assert otel_violations(REPO) == []
+
+
+@pytest.mark.parametrize("path, text", [
+    ("worker/x.py", "def f():\n    from opentelemetry import trace\n"),
+    ("shared/tracing.py", "import opentelemetry.trace\n"),
+    ("supervisor/x.py", "from opentelemetry.sdk.trace import TracerProvider\n"),
+])
+def test_the_otel_check_finds_each_kind_of_breach(tmp_path, path, text):
+    finds_one_breach(tmp_path, otel_violations,
+                     {"shared/tracing.py": "def f():\n    from opentelemetry import trace\n"}, path, text)

@@ -166,7 +166,12 @@ RUN_TIMES = """
 ALTER TABLE jobs ADD COLUMN ended_at text COLLATE "C";
 """
 
-MIGRATIONS: list[str] = [V1, RUN_TIMES]
+# The W3C trace context of the request that enqueued a job (issue 29; see the SQLite engine's TRACE).
+TRACE = """
+ALTER TABLE jobs ADD COLUMN trace text;
+"""
+
+MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

@@ -205,7 +205,13 @@ DROP TRIGGER jobs_attempt_ended;
     "coalesce(CASE WHEN NEW.ended_at IS NOT OLD.ended_at OR (NEW.started_at IS NOT OLD.started_at "
     "AND NEW.ended_at >= NEW.started_at) THEN NEW.ended_at END, NEW.updated_at)"))
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES]
+# The W3C trace context of the request that enqueued a job (issue 29: OpenTelemetry), as compact
+# JSON ({"traceparent": ..., "tracestate": ...}); NULL when no span was active.
+TRACE = """
+ALTER TABLE jobs ADD COLUMN trace TEXT;
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE]
 VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,111 @@
+"""OpenTelemetry in one process (issue 29), on each engine: the instruments that mirror the
+Prometheus metrics, trace ids on text log lines, the stored context of ``enqueue_many`` with
+``batch_size`` and of ``conn=``, and the checks of an explicit ``traceparent``. (The trace across
+a real supervisor's workers: tests/process/test_otel.py.)"""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+
+from shared import logs
+from shared.api import JobQueue
+from shared.config import load
+from shared.handlers import handler
+
+pytestmark = pytest.mark.engines
+
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@handler("m:ok")
+def ok(payload, job):
+    job.logger.info("m.inside")
+    return 1
+
+
+@handler("m:bad", max_attempts=1)
+def bad(payload, job):
+    raise ValueError("no")
+
+
+@pytest.fixture(scope="module")
+def reader() -> InMemoryMetricReader:
+    """This process's global SDK providers (set once per process; a reader added here)."""
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    memory = InMemoryMetricReader()
+    metrics.set_meter_provider(MeterProvider(metric_readers=[memory]))
+    return memory
+
+
+@pytest.fixture
+def q(config_path, clock):
+    queue = JobQueue(config=load(config_path), clock=clock, handlers=[ok, bad])
+    yield queue
+    queue.close()
+
+
+def points(reader: InMemoryMetricReader) -> dict[str, list]:
+    data = reader.get_metrics_data()
+    if data is None:  # nothing recorded yet
+        return {}
+    return {m.name: list(m.data.data_points) for rm in data.resource_metrics
+            for sm in rm.scope_metrics if sm.scope.name == "jobq" for m in sm.metrics}
+
+
+def test_runs_are_counted_by_outcome_with_run_time_and_lag(q, reader, clock):
+    before = {p.attributes["jobq.outcome"]: p.value for p in points(reader).get("jobq.jobs", [])
+              if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")}
+    q.enqueue("m:ok", {})
+    q.enqueue("m:bad", {})
+    clock.advance(3)  # both have waited 3 s (the fake clock) when they start
+    assert q.drain() == {"completed": 1, "retried": 0, "failed": 1}
+    got = points(reader)
+    counts = {p.attributes["jobq.outcome"]: p.value for p in got["jobq.jobs"]
+              if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")}
+    assert counts["completed"] - before.get("completed", 0) == 1
+    assert counts["error"] - before.get("error", 0) == 1
+    ran = [p for p in got["jobq.job.duration"] if p.attributes["jobq.job.type"] == "m:ok"]
+    assert ran[0].count >= 1 and ran[0].sum >= 0
+    lag = [p for p in got["jobq.job.lag"] if p.attributes["jobq.job.type"] == "m:bad"]
+    assert lag[0].max == pytest.approx(3.0, abs=0.01)
+
+
+def test_text_log_lines_carry_the_span_ids(q, reader):
+    buf = io.StringIO()
+    logs.setup("info", "text", buf)
+    try:
+        with trace.get_tracer("test").start_as_current_span("request") as span:
+            logs.event(logs.get_logger("app"), "app.here")
+        logs.event(logs.get_logger("app"), "app.outside")
+    finally:
+        logs.setup("info", "text")
+    inside, outside = buf.getvalue().splitlines()
+    ctx = span.get_span_context()
+    assert f"trace_id={ctx.trace_id:032x} span_id={ctx.span_id:016x}" in inside
+    assert "trace_id" not in outside
+
+
+def test_batches_and_conn_store_the_context(q, reader, database):
+    with trace.get_tracer("test").start_as_current_span("request") as span:
+        ids = q.enqueue_many([("m:ok", {})] * 3, batch_size=2)
+    trace_id = f"{span.get_span_context().trace_id:032x}"
+    stored = {json.loads(q.get(i).trace)["traceparent"] for i in ids}
+    assert len(stored) == 1 and stored.pop().split("-")[1] == trace_id  # one producer span
+    assert q.get(q.enqueue("m:ok", {})).trace is None
+
+
+def test_an_explicit_traceparent_is_checked(q):
+    job_id = q.enqueue("m:ok", {}, traceparent=PARENT)
+    assert json.loads(q.get(job_id).trace) == {"traceparent": PARENT}
+    for bad_text in ("", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", PARENT.upper(),
+                     "00-" + "0" * 32 + "-b7ad6b7169203331-01", "ff" + PARENT[2:]):
+        with pytest.raises(ValueError, match="traceparent must be W3C trace context"):
+            q.enqueue("m:ok", {}, traceparent=bad_text)
+    assert q.counts() == {"pending": 1}
