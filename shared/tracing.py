@@ -40,21 +40,24 @@ def _api() -> Any:
     return sys.modules.get(TRACE_MODULE)
 
 
-def active() -> bool:
-    """Is a span active in this context (so an enqueue stores a trace context)?"""
-    api = _api()
-    return api is not None and api.get_current_span().get_span_context().is_valid
-
-
-def ids() -> tuple[str, str] | None:
-    """The active span's (trace_id, span_id) as 32 and 16 hex digits, or None."""
+def _span_context() -> Any:
+    """The active span's context if one is valid (never imports the API), else None."""
     api = _api()
     if api is None:
         return None
     ctx = api.get_current_span().get_span_context()
-    if not ctx.is_valid:
-        return None
-    return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
+    return ctx if ctx.is_valid else None
+
+
+def active() -> bool:
+    """Is a span active in this context (so an enqueue stores a trace context)?"""
+    return _span_context() is not None
+
+
+def ids() -> tuple[str, str] | None:
+    """The active span's (trace_id, span_id) as 32 and 16 hex digits, or None."""
+    ctx = _span_context()
+    return None if ctx is None else (f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}")
 
 
 def context(traceparent: str | None = None, tracestate: str | None = None) -> str | None:

@@ -238,9 +238,6 @@ class PgConnection(ConnectionBase):
                     raise
         raise AssertionError("unreachable")
 
-    # SQLite's name for a write transaction: the operators' SQL calls it.
-    _immediate = _tx
-
     def fileno(self) -> int:
         """The socket of the connection (notifications make it readable)."""
         return self.conn.fileno()
