@@ -272,10 +272,12 @@ def test_chaos_oracle_detects_overlap_loss_and_extra_runs(tmp_path):
 
 def test_chaos_soak_bounded(tmp_path):
     """bench/chaos.py, bounded: 500 jobs, 8 workers, a worker SIGKILLed every ~100 ms, the
-    supervisor SIGKILLed and restarted twice."""
+    supervisor SIGKILLed and restarted twice. Jobs of 20 ms keep the run going for over a
+    second of work, so worker kills land during it (with instant jobs a fast run could end
+    before the first kill, and the kill assertion failed by timing alone)."""
     out = tmp_path / "report.json"
     p = subprocess.run([sys.executable, "-m", "bench.chaos", "--jobs", "500", "--workers", "8",
-                        "--kill-every", "0.1", "--supervisor-kills", "2", "--dir", str(tmp_path / "run"),
+                        "--kill-every", "0.1", "--supervisor-kills", "2", "--job-ms", "20", "--dir", str(tmp_path / "run"),
                         "--json", str(out), "--timeout", "240"],
                        cwd=str(REPO), capture_output=True, text=True, timeout=280)
     line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
