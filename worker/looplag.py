@@ -15,7 +15,9 @@ long the block lasted.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -48,6 +50,7 @@ class LoopWatch:
         self.running = False             # the loop is driven (between runs nothing is late)
         self.blocked_by: Job | None = None
         self.blocked_since = 0.0
+        self.thread: int | None = None  # the loop's thread (set as it starts being driven)
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="jobq-loop-watch", daemon=True)
 
@@ -65,6 +68,7 @@ class LoopWatch:
         """(Loop thread.) The runner starts (True) or stops (False) driving the loop."""
         now = time.monotonic()
         self.beat, self.due, self.running = now, now + TICK, on
+        self.thread = threading.get_ident()
         if on:
             self.loop.call_soon(self._tick)
 
@@ -107,7 +111,7 @@ class LoopWatch:
             self.blocked_since, self.blocked_by = since, job
             event(log, "worker.loop_blocked", logging.WARNING, owner=self.owner,
                   id=job.id if job else None, type=job.type if job else None,
-                  handler=_handler_name(task), blocked_for=round(time.monotonic() - since, 3),
+                  handler=_handler_name(self.thread), blocked_for=round(time.monotonic() - since, 3),
                   note="a handler blocks the event loop (time.sleep? CPU work without await?): "
                        "every job of this worker waits; past its timeout + kill_grace the "
                        "supervisor kills the worker")
@@ -115,14 +119,14 @@ class LoopWatch:
                 self.on_block(job)
 
 
-def _handler_name(task: Any) -> str | None:
-    """The coroutine the task was last in, innermost: the blocking handler's own function."""
-    if task is None:
-        return None
-    coro, name = task.get_coro(), None
-    while coro is not None and hasattr(coro, "cr_frame"):
-        frame = coro.cr_frame
-        module = frame.f_globals.get("__name__", "?") if frame is not None else "?"
-        name = f"{module}.{coro.__qualname__}"
-        coro = coro.cr_await
-    return name
+def _handler_name(thread: int | None) -> str | None:
+    """The innermost coroutine function running on thread ``thread`` (the loop's): the blocking
+    handler itself, or the coroutine of its own it called. (A running coroutine's callers are
+    not suspended on it, so only the thread's stack shows them.)"""
+    frame = sys._current_frames().get(thread) if thread is not None else None
+    while frame is not None:
+        code = frame.f_code
+        if code.co_flags & inspect.CO_COROUTINE:
+            return f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
+        frame = frame.f_back
+    return None

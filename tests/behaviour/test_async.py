@@ -1,0 +1,94 @@
+"""Many async jobs in one worker process (issue 28), with real supervisors, on both engines.
+
+The handlers are tests/fixtures/asyncjobs.py. One-at-a-time, each test here would take minutes
+(a second per job per worker); the bounds below are generous for a loaded machine, never timings
+(those are bench/asyncbench.py's).
+"""
+from __future__ import annotations
+
+import pytest
+
+from shared import JobQueue
+from shared.config import load
+from shared.exitcodes import ExitCode
+from tests.proc import log_events, wait_until, write_config
+
+pytestmark = pytest.mark.engines
+
+
+def _start(tmp_path, sup_factory, workers=1, **sections):
+    cfg = write_config(tmp_path, handlers=["asyncjobs", "testjobs"], supervisor={"workers": workers},
+                       log_format="json", **sections)
+    q = JobQueue(config=load(cfg))
+    sup = sup_factory(cfg)
+    wait_until(lambda: len(sup.workers()) == workers, what="workers up")
+    return q, sup
+
+
+def _done(q, ids, status="completed"):
+    return all(q.get(i).status == status for i in ids)
+
+
+def test_one_worker_runs_many_async_jobs_at_once(tmp_path, sup_factory):
+    """200 one-second jobs on one worker: one at a time they take 200 s; 100 at once, about 2."""
+    q, sup = _start(tmp_path, sup_factory)
+    ids = q.enqueue_many([("aio:sleep", {"s": 1}, {}) for _ in range(200)])
+    wait_until(lambda: _done(q, ids), timeout=40, what="200 async jobs done")
+    pids = {q.get(i).result for i in ids}
+    assert pids == set(sup.workers())
+    assert {q.get(i).attempts for i in ids} == {1}
+
+
+def test_config_gives_a_type_async_concurrency_and_sync_jobs_share_the_worker(tmp_path, sup_factory):
+    q, sup = _start(tmp_path, sup_factory, types={"aio:typed": {"async_concurrency": 50}})
+    ids = q.enqueue_many([("aio:typed", {"s": 1}, {}) for _ in range(50)])
+    sync = [q.enqueue("test:noop", {}) for _ in range(3)]
+    wait_until(lambda: _done(q, ids + sync), timeout=30, what="async and sync jobs done")
+
+
+def test_a_timeout_cancels_its_job_only(tmp_path, sup_factory):
+    """aio:hang times out after 0.5 s (its ordinary failure) while its siblings go on: the worker
+    is not replaced."""
+    q, sup = _start(tmp_path, sup_factory)
+    before = sup.workers()
+    hang = q.enqueue("aio:hang", {}, max_attempts=1)
+    ids = q.enqueue_many([("aio:sleep", {"s": 1.5}, {}) for _ in range(20)])
+    wait_until(lambda: _done(q, ids) and q.get(hang).status == "failed", timeout=30, what="jobs settled")
+    assert q.get(hang).error == "timed out after 0.5 s"
+    assert sup.workers() == before
+    assert not log_events(sup, "worker.exited")
+
+
+def test_errors_are_each_jobs_own(tmp_path, sup_factory):
+    q, _ = _start(tmp_path, sup_factory)
+    boom = q.enqueue_many([("aio:boom", {"n": n}, {"max_attempts": 2}) for n in range(10)])
+    ok = q.enqueue_many([("aio:sleep", {"s": 0.2}, {}) for _ in range(10)])
+    wait_until(lambda: _done(q, boom, "failed") and _done(q, ok), timeout=30, what="jobs settled")
+    assert all(q.get(i).attempts == 2 and f"ValueError: boom {n}" in q.get(i).error for n, i in enumerate(boom))
+
+
+def test_a_handler_that_blocks_the_loop_is_named_and_only_its_worker_replaced(tmp_path, sup_factory):
+    """aio:block calls time.sleep(60) (timeout 2 s, kill_grace 1 s): a warning names it within
+    2 s; past 3 s its worker is killed; the jobs in flight beside it run again on a worker, their
+    attempts not charged; the blocking job is charged (and fails: one attempt)."""
+    q, sup = _start(tmp_path, sup_factory, workers=2, types={"aio:block": {"max_attempts": 1}})
+    first = sup.workers()
+    ids = q.enqueue_many([("aio:sleep", {"s": 3}, {}) for _ in range(40)])
+    block = q.enqueue("aio:block", {"s": 60})
+    wait_until(lambda: q.get(block).status == "failed" and _done(q, ids), timeout=40, what="jobs settled")
+    warned = log_events(sup, "worker.loop_blocked")
+    assert len(warned) == 1 and warned[0]["id"] == block
+    assert warned[0]["handler"] == "asyncjobs.block" and float(warned[0]["blocked_for"]) <= 2
+    assert "blocked its worker's event loop" in q.get(block).error
+    exited = log_events(sup, "worker.exited")
+    assert len(exited) == 1
+    now = sup.workers()
+    assert len(set(first) & set(now)) == 1  # the other worker is still the same process
+    assert {q.get(i).attempts for i in ids} == {1}
+
+
+def test_async_concurrency_on_a_plain_handler_stops_the_boot(tmp_path, sup_factory):
+    cfg = write_config(tmp_path, handlers=["testjobs"], types={"test:noop": {"async_concurrency": 5}})
+    sup = sup_factory(cfg)
+    assert sup.wait() == ExitCode.CONFIG_INVALID
+    assert "'test:noop'" in sup.output() and "is not an async def function" in sup.output()
