@@ -22,7 +22,8 @@ with the next (batched), never held back by a slow sibling. Database calls run o
 their own, so the loop never waits for the database. A job's timeout cancels its task only
 (``worker.aiojob``). A handler that blocks the loop is named in a warning (``worker.looplag``);
 the supervisor kills the worker once that job is past its timeout plus ``kill_grace``, charging
-that job only (``worker.inflight``): the others go back with their attempts.
+that job only: the others go back with their attempts. Any other death of the worker charges
+every job in flight (``worker.inflight``).
 """
 from __future__ import annotations
 
@@ -107,6 +108,7 @@ class AsyncRunner:
             self.watch.start()
             self.watching = True
         w.holding(True)
+        self.progress.committed()  # the file no longer names the last one-at-a-time batch
         self.loop.run_until_complete(self._drive(jobs))
         return True
 
@@ -166,6 +168,8 @@ class AsyncRunner:
             self.finished[:0] = dones
             await asyncio.sleep(RETRY_WRITE)
             return None
+        if dones:
+            self.progress.committed()
         after_commit_all(dones, ok, w.registry, w.slot, w.pid)
         self._start(jobs)
         return jobs
@@ -219,8 +223,6 @@ class AsyncRunner:
             w.renewed(sent, kept)
         if extra:
             store.release_unstarted(w.owner, [j.id for j in extra], w.clock.now())
-        if kept:
-            self.progress.claimed()
         return ok, kept
 
     # -- the loop watch -------------------------------------------------------------------------
@@ -230,7 +232,4 @@ class AsyncRunner:
             return list(self.w.held.running)
 
     def _blocked(self, job: Job | None) -> None:
-        if job is None:
-            self.progress.unblamed()
-        else:
-            self.progress.blame(job.id)
+        self.progress.blame(job.id if job is not None else None)

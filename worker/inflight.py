@@ -1,15 +1,19 @@
 """The async runner's jobs in the worker's progress file (``shared.progress``), for the
 supervisor to read if the worker dies.
 
-The file lists a batch and how many of it were started; the supervisor charges an attempt only
-to the last one started (the job in hand), and gives the rest back with theirs. The async runner
-has no job in hand: many are in flight at once, none to blame for a death. So the file lists
-them all with none started (a death charges none of them: they go back as they were), except
-while the loop is blocked: then the blocking job is listed last and counted started, and a kill
-for the block (its timeout plus ``kill_grace``) charges that job only.
+The file lists a batch and how many of it were started; the supervisor charges an attempt to
+every running job of the dead worker except those the file says it is not to blame for (the
+batch's jobs other than the last one started). The async runner's jobs have all started, and a
+death while they run (a crash, an ``os._exit`` in a handler, an out-of-memory kill) cannot be
+pinned on one of them: so the file lists none, and every job in flight is charged, as a
+one-at-a-time job would be (a job that kills its worker every time fails once its attempts are
+used up, rather than coming back forever). Except while the loop is blocked: then the file lists
+every job held with the blocking one last and started, and a kill for the block (its timeout
+plus ``kill_grace``) charges that job only; the others go back with their attempts.
 
-Written from the runner's database thread (at each claim) and the loop watch's thread (a block),
-under one lock.
+Written from the loop thread (after each commit: the count of jobs completed, which tells the
+supervisor the worker was not crash-looping) and the loop watch's thread (a block), under one
+lock.
 """
 from __future__ import annotations
 
@@ -31,28 +35,21 @@ class InflightProgress:
         self.lock = threading.Lock()
         self.blamed: str | None = None
 
-    def claimed(self) -> None:
-        """Jobs were claimed (or the block ended): list every job held, none to blame, unless
-        the blocked one is still held."""
+    def committed(self) -> None:
+        """Outcomes were committed (or the runner starts): the count of completed jobs, and
+        none to spare, unless the loop is still blocked."""
         self._write(self.blamed)
 
-    def blame(self, job_id: str) -> None:
-        """``job_id`` blocks the loop: a death now is its doing."""
+    def blame(self, job_id: str | None) -> None:
+        """``job_id`` blocks the loop: a death now is its doing (None: the block ended)."""
         self._write(job_id)
-
-    def unblamed(self) -> None:
-        """The block ended."""
-        self.blamed = None
-        self._write(None)
 
     def _write(self, blamed: str | None) -> None:
         if self.writer is None:
             return
         with self.lock:
-            ids = [i for i in self.ids() if i != blamed]
             self.blamed = blamed
-            if blamed is not None:
-                ids.append(blamed)
+            ids = [] if blamed is None else [*(i for i in self.ids() if i != blamed), blamed]
             self.writer.batch(ids, completed=self.completed())
-            if blamed is not None:
+            if ids:
                 self.writer.started(len(ids))
