@@ -96,11 +96,17 @@ def busy_workers(db_path: Path, cluster: Cluster, busy_only: bool) -> list[int]:
 
 
 def supervisor_kills_from_log(lines: list[dict]) -> list[Fault]:
-    """Kills the supervisors decided themselves (lease expired, timeout): faults too."""
+    """Kills the supervisors decided themselves (lease expired, timeout): faults too. So is
+    every worker death the supervisor reaped (``worker.exited`` as a warning), at the time it
+    was reaped: a worker that crashed by a job's plan takes every run in flight in it along
+    (with async jobs, runs that started after the crashing one; the analysis counts a planned
+    crash from its run's start, which is the whole story only one job at a time)."""
     out = []
     for e in lines:
         if e.get("event") in ("worker.lease_expired", "job.timeout") and e.get("pid"):
             out.append(Fault(int(e["pid"]), parse_iso(e["ts"]), "kill"))
+        elif e.get("event") == "worker.exited" and e.get("level") == "warning" and e.get("pid"):
+            out.append(Fault(int(e["pid"]), parse_iso(e["ts"]), "crash"))
         elif e.get("event") == "job.reaped" and e.get("owner") and "killed by the supervisor" in e.get("reason", ""):
             parsed = parse_token(e["owner"])
             if parsed:
