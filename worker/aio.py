@@ -40,7 +40,7 @@ from shared.job import Job
 from shared.limits import type_limits
 from shared.logs import event, get_logger
 from shared.outcomes import Done, after_commit_all, decide
-from shared.runner import JobContext
+from shared.runner import JobContext, Outcome, execute
 
 from .aiojob import run_async
 from .inflight import InflightProgress
@@ -111,6 +111,14 @@ class AsyncRunner:
         self.progress.committed()  # the file no longer names the last one-at-a-time batch
         self.loop.run_until_complete(self._drive(jobs))
         return True
+
+    def execute(self, job: Job, ctx: JobContext) -> Outcome:
+        """(The worker loop, one job at a time.) Run ``job`` as ``shared.runner.execute`` does,
+        but a job of an async type on this runner's loop, under its timeout: a client its
+        handler module keeps stays on one loop, whichever way its jobs were claimed."""
+        if job.type not in self.limits():
+            return execute(self.w.registry, job, ctx)
+        return self.loop.run_until_complete(run_async(self.w.registry, job, ctx, self.w.policy.timeout(job.type)))
 
     def close(self) -> None:
         """(Worker exit.) Stop the watch, the database thread and the loop."""

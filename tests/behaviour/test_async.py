@@ -6,12 +6,18 @@ The handlers are tests/fixtures/asyncjobs.py. One-at-a-time, each test here woul
 """
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from shared import JobQueue
 from shared.config import load
+from shared.engines import open_store
 from shared.exitcodes import ExitCode
+from shared.handlers import Registry, handler
 from tests.proc import log_events, wait_until, write_config
+from worker.aio import AsyncRunner
+from worker.loop import Worker
 
 pytestmark = pytest.mark.engines
 
@@ -93,3 +99,35 @@ def test_async_concurrency_on_a_plain_handler_stops_the_boot(tmp_path, sup_facto
     sup = sup_factory(cfg)
     assert sup.wait() == ExitCode.CONFIG_INVALID
     assert "'test:noop'" in sup.output() and "is not an async def function" in sup.output()
+
+
+LOOPS: list = []
+
+
+@handler("t:loop", async_concurrency=5, timeout=0.3)
+async def which_loop(payload, job):
+    LOOPS.append(asyncio.get_running_loop())
+    await asyncio.sleep(payload)
+
+
+def test_an_async_job_claimed_one_at_a_time_runs_on_the_workers_loop(tmp_path, make_config, queue):
+    """The worker's one-at-a-time path (a claim of any type, when no async job was due a moment
+    before) runs an async type's job on the runner's loop too, under its timeout: a client the
+    handler's module keeps stays on one loop."""
+    LOOPS.clear()
+    cfg = load(make_config(tmp_path))
+    w = Worker(cfg, Registry([which_loop.__jobq_handler__]))
+    w.store = open_store(cfg)
+    w.aio = AsyncRunner(w)
+    try:
+        ids = [queue.enqueue("t:loop", 0), queue.enqueue("t:loop", 0), queue.enqueue("t:loop", 5)]
+        for job in w.store.claim(w.owner, w.pid, w.clock.now(), 3):
+            w.done.append(w.process(job))
+        w.commit(limit=0, must=True)
+    finally:
+        w.aio.close()
+        w.store.close()
+        w.signals.close()
+    assert [queue.get(i).status for i in ids[:2]] == ["completed", "completed"]
+    assert queue.get(ids[2]).error == "timed out after 0.3 s"
+    assert len(LOOPS) == 3 and len(set(map(id, LOOPS))) == 1
