@@ -101,9 +101,13 @@ class AsyncRunner:
             return False
         if w.held.done:
             w.commit(limit=0)
+        if w.wakeup is not None:
+            w.wakeup.before_claim()  # (drains the commit watch: see Wakeup.before_claim)
         _, jobs = self._commit_claim(w.store, [], self.room(), first=True)
         if not jobs:
             return False
+        if w.wakeup is not None:
+            w.wakeup.claimed()  # an idle lead hands the lead on: we are busy now
         if not self.watching:
             self.watch.start()
             self.watching = True
@@ -112,7 +116,7 @@ class AsyncRunner:
         self.loop.run_until_complete(self._drive(jobs))
         return True
 
-    def execute(self, job: Job, ctx: JobContext) -> Outcome:
+    def run_one(self, job: Job, ctx: JobContext) -> Outcome:
         """(The worker loop, one job at a time.) Run ``job`` as ``shared.runner.execute`` does,
         but a job of an async type on this runner's loop, under its timeout: a client its
         handler module keeps stays on one loop, whichever way its jobs were claimed."""

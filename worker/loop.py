@@ -374,7 +374,7 @@ class Worker(Control):
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        outcome = execute(self.registry, job, ctx) if self.aio is None else self.aio.execute(job, ctx)
+        outcome = execute(self.registry, job, ctx) if self.aio is None else self.aio.run_one(job, ctx)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)

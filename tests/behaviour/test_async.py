@@ -46,6 +46,16 @@ def test_a_thousand_one_second_jobs_on_two_workers(tmp_path, sup_factory):
     assert {q.get(i).attempts for i in ids[::50]} == {1}
 
 
+def test_a_burst_wakes_every_idle_worker(tmp_path, sup_factory):
+    """200 one-second jobs on 2 idle workers with room for 100 each: the first to claim hands
+    on the idle lead (engines wake one idle worker at a time), so the second takes the other
+    100 at once instead of after its idle sleep."""
+    q, sup = _start(tmp_path, sup_factory, workers=2)
+    ids = q.enqueue_many([("aio:sleep", {"s": 1}, {}) for _ in range(200)])
+    wait_until(lambda: _done(q, ids), timeout=30, what="200 jobs done")
+    assert {q.get(i).result for i in ids} == set(sup.workers())
+
+
 def test_config_gives_a_type_async_concurrency_and_sync_jobs_share_the_worker(tmp_path, sup_factory):
     q, sup = _start(tmp_path, sup_factory, types={"aio:typed": {"async_concurrency": 50}})
     ids = q.enqueue_many([("aio:typed", {"s": 1}, {}) for _ in range(50)])
