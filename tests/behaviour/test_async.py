@@ -46,16 +46,6 @@ def test_a_thousand_one_second_jobs_on_two_workers(tmp_path, sup_factory):
     assert {q.get(i).attempts for i in ids[::50]} == {1}
 
 
-def test_a_burst_wakes_every_idle_worker(tmp_path, sup_factory):
-    """200 one-second jobs on 2 idle workers with room for 100 each: the first to claim hands
-    on the idle lead (engines wake one idle worker at a time), so the second takes the other
-    100 at once instead of after its idle sleep."""
-    q, sup = _start(tmp_path, sup_factory, workers=2)
-    ids = q.enqueue_many([("aio:sleep", {"s": 1}, {}) for _ in range(200)])
-    wait_until(lambda: _done(q, ids), timeout=30, what="200 jobs done")
-    assert {q.get(i).result for i in ids} == set(sup.workers())
-
-
 def test_config_gives_a_type_async_concurrency_and_sync_jobs_share_the_worker(tmp_path, sup_factory):
     q, sup = _start(tmp_path, sup_factory, types={"aio:typed": {"async_concurrency": 50}})
     ids = q.enqueue_many([("aio:typed", {"s": 1}, {}) for _ in range(50)])
@@ -63,25 +53,19 @@ def test_config_gives_a_type_async_concurrency_and_sync_jobs_share_the_worker(tm
     wait_until(lambda: _done(q, ids + sync), timeout=30, what="async and sync jobs done")
 
 
-def test_a_timeout_cancels_its_job_only(tmp_path, sup_factory):
-    """aio:hang times out after 0.5 s (its ordinary failure) while its siblings go on: the worker
-    is not replaced."""
+def test_a_timeout_or_an_error_is_its_jobs_own(tmp_path, sup_factory):
+    """aio:hang times out after 0.5 s (its ordinary failure) and aio:boom raises, while their
+    siblings go on: the worker is not replaced."""
     q, sup = _start(tmp_path, sup_factory)
     before = sup.workers()
     hang = q.enqueue("aio:hang", {}, max_attempts=1)
+    boom = q.enqueue_many([("aio:boom", {"n": n}, {"max_attempts": 2}) for n in range(10)])
     ids = q.enqueue_many([("aio:sleep", {"s": 1.5}, {}) for _ in range(20)])
-    wait_until(lambda: _done(q, ids) and q.get(hang).status == "failed", timeout=30, what="jobs settled")
+    wait_until(lambda: _done(q, ids) and _done(q, boom + [hang], "failed"), timeout=30, what="jobs settled")
     assert q.get(hang).error == "timed out after 0.5 s"
+    assert all(q.get(i).attempts == 2 and f"ValueError: boom {n}" in q.get(i).error for n, i in enumerate(boom))
     assert sup.workers() == before
     assert not log_events(sup, "worker.exited")
-
-
-def test_errors_are_each_jobs_own(tmp_path, sup_factory):
-    q, _ = _start(tmp_path, sup_factory)
-    boom = q.enqueue_many([("aio:boom", {"n": n}, {"max_attempts": 2}) for n in range(10)])
-    ok = q.enqueue_many([("aio:sleep", {"s": 0.2}, {}) for _ in range(10)])
-    wait_until(lambda: _done(q, boom, "failed") and _done(q, ok), timeout=30, what="jobs settled")
-    assert all(q.get(i).attempts == 2 and f"ValueError: boom {n}" in q.get(i).error for n, i in enumerate(boom))
 
 
 def test_a_handler_that_blocks_the_loop_is_named_and_only_its_worker_replaced(tmp_path, sup_factory):
