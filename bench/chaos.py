@@ -5,6 +5,7 @@
     python -m bench.chaos --jobs 500 --json out.json
     python -m bench.chaos --database postgresql:///test   # the same on PostgreSQL, in a fresh
                                                           # schema dropped at the end
+    python -m bench.chaos --async-concurrency 50   # async jobs (chaos:async), 50 at once per worker
 
 Prints one line and exits 0 if nothing was lost and no two runs of a job overlapped:
 
@@ -183,9 +184,14 @@ def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults
 
 # -- running it -------------------------------------------------------------------------------------------
 
+ASYNC_TYPE = "chaos:async"  # tests/fixtures/chaosjobs.py's async handler
+
+
 def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: str = "warning",
-                 max_attempts: int = 100, shutdown_timeout: float = 2.0, db: Db | None = None) -> Path:
-    """The chaos supervisor's config; ``db``: where the jobs are (default: ``q.db`` in ``folder``)."""
+                 max_attempts: int = 100, shutdown_timeout: float = 2.0, db: Db | None = None,
+                 async_concurrency: int = 0) -> Path:
+    """The chaos supervisor's config; ``db``: where the jobs are (default: ``q.db`` in ``folder``);
+    ``async_concurrency``: so many ``chaos:async`` jobs at once per worker (0: none)."""
     import tomli_w
     data = {
         **(db.toml() if db is not None else {"database": "q.db"}),
@@ -197,6 +203,8 @@ def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: s
         "worker": {"poll_interval": 0.05, "heartbeat_interval": min(0.2, lease / 5), "lease_timeout": lease},
         "retry": {"max_attempts": max_attempts, "backoff_base": 0, "backoff_max": 0},
     }
+    if async_concurrency:
+        data["types"] = {ASYNC_TYPE: {"async_concurrency": async_concurrency}}
     path = folder / "jobq.toml"
     path.write_bytes(tomli_w.dumps(data).encode())
     return path
@@ -311,27 +319,31 @@ def count_terminal(db_path: "Path | Db") -> int:
 
 
 def soak(folder: Path, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
-         timeout: float, seed: int | None, url: str | None = None) -> Report:
+         timeout: float, seed: int | None, url: str | None = None, async_concurrency: int = 0) -> Report:
     """The soak on ``q.db`` in ``folder``, or (``url``) in a fresh schema on that PostgreSQL
-    server, dropped at the end."""
+    server, dropped at the end; ``async_concurrency``: async jobs (``chaos:async``), so many at
+    once per worker."""
     if url is None:
         return _soak(folder, Db.sqlite(str(folder), name="q.db"), jobs, workers, kill_every, supervisor_kills,
-                     job_ms, timeout, seed)
+                     job_ms, timeout, seed, async_concurrency)
     from bench import pg
     with pg.fresh_schema(url, "chaos", create=False) as schema:
         db = Db.postgres(str(folder), url, schema)
         try:
-            return _soak(folder, db, jobs, workers, kill_every, supervisor_kills, job_ms, timeout, seed)
+            return _soak(folder, db, jobs, workers, kill_every, supervisor_kills, job_ms, timeout, seed,
+                         async_concurrency)
         finally:
             db.close()
 
 
 def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
-          timeout: float, seed: int | None) -> Report:
+          timeout: float, seed: int | None, async_concurrency: int = 0) -> Report:
     from shared import JobQueue
 
     rng = random.Random(seed)
-    cfg = write_config(folder, workers, db=db if db.engine != "sqlite" else None)
+    cfg = write_config(folder, workers, db=db if db.engine != "sqlite" else None,
+                       async_concurrency=async_concurrency)
+    job_type = ASYNC_TYPE if async_concurrency else "chaos:work"
     db_path, log_path, locks = db, folder / "runs.log", folder / "locks"
     locks.mkdir(exist_ok=True)
     cluster = Cluster(cfg, folder / "supervisor.log")
@@ -343,7 +355,7 @@ def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supe
         ids: list[str] = []
         with JobQueue(config=db.config()) as q:
             for i in range(0, jobs, 1000):
-                ids += q.enqueue_many([("chaos:work", payload)] * min(1000, jobs - i))
+                ids += q.enqueue_many([(job_type, payload)] * min(1000, jobs - i))
         thresholds = [jobs * (k + 1) / (supervisor_kills + 1) for k in range(supervisor_kills)]
         deadline = time.monotonic() + timeout
         done = 0
@@ -395,16 +407,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, help="also write the full report (with problems) here")
     p.add_argument("--database", default=None, help="postgresql://... : run on this server, in a fresh schema "
                    "(default: a SQLite file in the work folder)")
+    p.add_argument("--async-concurrency", type=int, default=0, help="async jobs (chaos:async), this many "
+                   "at once per worker (default 0: chaos:work, one at a time)")
     args = p.parse_args(argv)
     if args.dir:
         folder = Path(args.dir)
         folder.mkdir(parents=True, exist_ok=True)
         rep = soak(folder, args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
-                   args.timeout, args.seed, args.database)
+                   args.timeout, args.seed, args.database, args.async_concurrency)
     else:
         with tempfile.TemporaryDirectory(prefix="jobq-chaos-") as tmp:
             rep = soak(Path(tmp), args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
-                       args.timeout, args.seed, args.database)
+                       args.timeout, args.seed, args.database, args.async_concurrency)
     print(rep.line(), flush=True)
     for problem in rep.problems[:20]:
         print("  " + problem[:500], file=sys.stderr)

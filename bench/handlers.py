@@ -28,3 +28,12 @@ def sleep(payload, job):
     """Sleeps ``payload['ms']`` milliseconds: the job mix of the fault-throughput workload."""
     time.sleep(payload["ms"] / 1000.0)
     return None
+
+
+@handler("bench:aio_sleep")
+async def aio_sleep(payload, job):
+    """Awaits ``asyncio.sleep(payload['ms'] / 1000)``: an I/O-bound call (bench.asyncbench; its
+    ``async_concurrency`` comes from the config)."""
+    import asyncio
+    await asyncio.sleep(payload["ms"] / 1000.0)
+    return None

@@ -36,6 +36,12 @@ def make_app(url: str, schema: str, out_dir: str | None = None, *, sync: bool = 
             with open(os.path.join(out_dir, f"{os.getpid()}.txt"), "a", encoding="ascii") as f:
                 f.write(f"{k} {t0!r} {time.time()!r}\n")
 
+    @app.task(name="bench_aio_sleep")
+    async def bench_aio_sleep(ms: float) -> None:
+        import asyncio
+        await asyncio.sleep(ms / 1000.0)
+
+    app.bench_aio_sleep = bench_aio_sleep  # bench.asyncbench's task
     return app, bench_noop
 
 

@@ -173,6 +173,8 @@ class TypeConfig:
                                    "Priority of jobs of the type enqueued without one (higher runs first).")
     backoff_base: float | None = setting(None, number(0, 86400), "Retry back-off base of the type (seconds).")
     backoff_max: float | None = setting(None, number(0, 7 * 86400), "Longest retry back-off of the type (seconds).")
+    async_concurrency: int | None = setting(None, number(1, 10_000, integer=True), """Jobs of the type
+        (an `async def` handler) one worker runs at once on its event loop (see Async jobs).""")
 
 
 _NO_TYPE_SETTINGS = TypeConfig()

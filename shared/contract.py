@@ -91,12 +91,14 @@ class WorkerStore(Connection, Protocol):
         ...
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
-                         limit: int, limits: Mapping[str, Any] | None = None) -> tuple[list[bool], list[Job]]:
+                         limit: int, limits: Mapping[str, Any] | None = None,
+                         types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes (each guarded by id, ``running``, attempt and owner; an outcome
         re-sent after an unknown commit is recognised, never applied twice) and claim up to
         ``limit`` more; per finish whether it is recorded (False: the lease was lost and the
         outcome dropped), and the claimed jobs. ``limits``: shared.limits.type_limits, when set
-        (the claim is then :meth:`UpkeepStore.claim_limited`'s)."""
+        (the claim is then :meth:`UpkeepStore.claim_limited`'s); ``types``: claim only jobs of
+        these types (also through ``claim_limited``: the async runner's claim)."""
         ...
 
     def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:

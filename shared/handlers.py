@@ -54,13 +54,16 @@ class HandlerSpec:
     max_attempts: int | None = None
     timeout: float | None = None
     is_async: bool = False
+    async_concurrency: int | None = None
 
 
-def handler(job_type: str, *, max_attempts: int | None = None,
-            timeout: float | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def handler(job_type: str, *, max_attempts: int | None = None, timeout: float | None = None,
+            async_concurrency: int | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(payload, job)`` as the handler of ``job_type``.
 
-    ``max_attempts`` and ``timeout`` (seconds) override the config for this type.
+    ``max_attempts`` and ``timeout`` (seconds) override the config for this type;
+    ``async_concurrency`` (an ``async def`` handler only): up to this many jobs of the type run
+    at once on one worker's event loop (see ``shared.asyncjobs``).
     """
     if not isinstance(job_type, str) or not job_type:
         raise ValueError(f"handler type must be a non-empty string, got {job_type!r}")
@@ -68,13 +71,24 @@ def handler(job_type: str, *, max_attempts: int | None = None,
         raise ValueError(f"handler {job_type!r}: max_attempts must be an integer >= 1, got {max_attempts!r}")
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ValueError(f"handler {job_type!r}: timeout must be a number > 0, got {timeout!r}")
+    check_async_concurrency(job_type, async_concurrency)
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         spec = HandlerSpec(job_type, fn, max_attempts, None if timeout is None else float(timeout),
-                           inspect.iscoroutinefunction(fn))
+                           inspect.iscoroutinefunction(fn), async_concurrency)
+        if async_concurrency is not None and not spec.is_async:
+            raise ValueError(f"handler {job_type!r}: async_concurrency={async_concurrency!r} needs an "
+                             f"async def handler, and {_where(fn)} is not one")
         setattr(fn, ATTR, spec)
         return fn
     return mark
+
+
+def check_async_concurrency(job_type: str, value: Any) -> None:
+    """ValueError naming ``job_type`` unless ``value`` is None or an integer from 1 to 10,000."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000):
+        raise ValueError(f"handler {job_type!r}: async_concurrency must be an integer from 1 to 10000, "
+                         f"got {value!r}")
 
 
 HOOK_ATTR = "__jobq_hook__"

@@ -36,6 +36,14 @@ class JobPolicy:
         typed = self.config.for_type(job_type).timeout
         return typed if typed is not None else self.config.worker.job_timeout
 
+    def async_concurrency(self, job_type: str) -> int | None:
+        """How many jobs of ``job_type`` one worker runs at once on its event loop (None: one
+        at a time); see :mod:`shared.asyncjobs` (which also checks the handler is async)."""
+        spec = self.registry.get(job_type)
+        if spec is not None and spec.async_concurrency is not None:
+            return spec.async_concurrency
+        return self.config.for_type(job_type).async_concurrency
+
     def backoff(self, attempts: int, job_type: str | None = None) -> float:
         """Delay after the ``attempts``-th failure; ``[types."<job_type>"]`` backoff_base and
         backoff_max override ``[retry]``'s."""

@@ -19,7 +19,7 @@ import os
 import threading
 from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
 
-from .handlers import ATTR, HandlerSpec, PermanentError, handler
+from .handlers import ATTR, HandlerSpec, PermanentError, check_async_concurrency, handler
 from .handles import JobHandle
 from .taskargs import payload_of, unpack
 
@@ -160,28 +160,29 @@ def task(fn: Callable[P, R], /) -> Task[P, R]: ...
 
 @overload
 def task(*, name: str | None = None, max_attempts: int | None = None, timeout: float | None = None,
-         priority: int | None = None) -> _Decorator: ...
+         priority: int | None = None, async_concurrency: int | None = None) -> _Decorator: ...
 
 
 def task(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
          max_attempts: int | None = None, timeout: float | None = None,
-         priority: int | None = None) -> Any:
+         priority: int | None = None, async_concurrency: int | None = None) -> Any:
     """Declare a function (plain or ``async def``) as a task: ``@task`` or ``@task(...)``.
 
     ``name``: its job type (default ``"<module>.<qualname>"``); ``max_attempts`` and
     ``timeout`` (seconds) override the config for it, as ``@handler``'s do; ``priority``: the
-    default priority of its enqueues (None: the type's ``[types]`` priority, else 0). Calling
+    default priority of its enqueues (None: the type's ``[types]`` priority, else 0);
+    ``async_concurrency`` (``async def`` only): jobs of it one worker runs at once. Calling
     the task calls the function; ``.enqueue(...)`` queues a run (see :class:`BaseTask`).
     """
     options: dict[str, Any] = {"name": name, "max_attempts": max_attempts, "timeout": timeout,
-                               "priority": priority}
+                               "priority": priority, "async_concurrency": async_concurrency}
     if fn is None:
         return _Decorator(options)
     return _make(fn, **options)
 
 
 def _make(fn: Callable[..., Any], name: str | None, max_attempts: int | None, timeout: float | None,
-          priority: int | None) -> BaseTask[Any, Any]:
+          priority: int | None, async_concurrency: int | None = None) -> BaseTask[Any, Any]:
     if isinstance(fn, BaseTask) or not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")
     if name is None:
@@ -192,8 +193,12 @@ def _make(fn: Callable[..., Any], name: str | None, max_attempts: int | None, ti
     if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
         raise TypeError(f"task {name!r}: priority must be an integer, got {priority!r}")
     is_async = inspect.iscoroutinefunction(fn)
+    check_async_concurrency(name, async_concurrency)
+    if async_concurrency is not None and not is_async:
+        raise ValueError(f"task {name!r}: async_concurrency={async_concurrency!r} needs an async def function")
     run = handler(name, max_attempts=max_attempts, timeout=timeout)(_runner(fn, name, inspect.signature(fn)))
-    spec = dataclasses.replace(getattr(run, ATTR), is_async=is_async)  # checked by @handler
+    spec = dataclasses.replace(getattr(run, ATTR), is_async=is_async,  # checked by @handler
+                               async_concurrency=async_concurrency)
     cls = AsyncTask if is_async else Task
     return cls(fn, name, spec, priority)
 

@@ -207,3 +207,17 @@ def _meters(metrics: Any) -> tuple[Any, Any, Any]:
     return (meter.create_counter("jobq.jobs", unit="{job}", description="Job runs by type and outcome."),
             meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs."),
             meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job."))
+
+
+def observe_gauge(name: str, unit: str, description: str, read: Callable[[], float]) -> bool:
+    """An OpenTelemetry observable gauge ``name`` reporting ``read()`` at each collection, where
+    the application imported the metrics API (else nothing); whether it was made."""
+    metrics = sys.modules.get("opentelemetry.metrics")
+    if metrics is None:
+        return False
+
+    def observe(_options: Any) -> Any:
+        return [metrics.Observation(read())]
+    metrics.get_meter(SCOPE).create_observable_gauge(name, callbacks=[observe], unit=unit,
+                                                     description=description)
+    return True

@@ -30,6 +30,7 @@ from shared.contract import Round, Store, UpkeepTask
 from shared.engines import upkeep_tasks
 from shared.errors import StoreError, StoreUnavailable
 from shared.exitcodes import ExitCode
+from shared.asyncjobs import AsyncConfigError, async_limits
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
@@ -139,9 +140,13 @@ class Arbiter:
     def load(self) -> int:
         try:
             self.registry = load_registry(self.config.handlers, self.config.path)
+            async_limits(self.config, self.registry)  # async_concurrency only for async handlers
         except HandlerImportError as exc:
             event(log, "supervisor.boot_failed", logging.CRITICAL, error=exc.summary, traceback=exc.traceback)
             return ExitCode.BOOT_FAILED
+        except AsyncConfigError as exc:
+            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
+            return ExitCode.CONFIG_INVALID
         self.policy = JobPolicy(self.config, self.registry)
         self.token = owner_token(os.getpid(), self.host)
         try:

@@ -30,7 +30,7 @@ class Verdict:
     """What should happen to the worker running ``job``."""
     owner: str
     job: Job
-    action: str   # 'timeout' or 'lease'
+    action: str   # 'timeout', 'blocked' (an async job past its timeout + kill_grace) or 'lease'
     reason: str
 
 
@@ -49,9 +49,15 @@ def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, no
     for job in jobs:
         try:
             timeout = policy.timeout(job.type)
+            # An async job's own worker cancels it at its timeout; still running after
+            # kill_grace more, it blocks that worker's event loop (shared.asyncjobs).
+            grace = policy.config.supervisor.kill_grace if policy.async_concurrency(job.type) else None
             if job.started_at and token_host(job.owner or "") == here \
-                    and now - parse_iso(job.started_at) > timeout:
-                out.append(Verdict(job.owner, job, "timeout", f"timed out after {timeout:g} s"))
+                    and now - parse_iso(job.started_at) > timeout + (grace or 0):
+                out.append(Verdict(job.owner, job, "timeout" if grace is None else "blocked",
+                                   f"timed out after {timeout:g} s" if grace is None else
+                                   f"timed out after {timeout:g} s and blocked its worker's event loop "
+                                   f"for kill_grace ({grace:g} s) more"))
         except (ValueError, TypeError) as exc:  # a row written around jobq: the others are still policed
             event(log, "supervisor.maintenance_failed", logging.ERROR, task="timeouts", id=job.id,
                   error=repr(exc))

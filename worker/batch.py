@@ -58,6 +58,9 @@ class Batch:
         self.claimed = 0              # size of the current batch
         self.started = 0.0            # perf_counter() when it was claimed
         self.done_since = 0.0         # perf_counter() when the oldest uncommitted outcome began
+        # The async runner's jobs (worker.aio): in flight on its event loop, or their outcome not
+        # committed yet. Changed under ``lock``; held like the rest (renewed, never given back).
+        self.running: set[str] = set()
 
     # -- the main thread ------------------------------------------------------------------------
 
@@ -148,6 +151,7 @@ class Batch:
                 with self.done_lock:
                     ids = [d.finish.job_id for d in self.done]
                 ids += [j.id for j in self.queue]
+                ids += self.running
                 if self.current is not None:
                     ids.append(self.current.id)
             yield ids

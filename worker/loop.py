@@ -14,11 +14,11 @@ when the worker dies.
 Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its config on SIGHUP;
 exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
 waits as its store's engine arranges (``shared.contract.Wakeup``; SQLite: until a commit, the next
-delayed job's time, or ``poll_interval``). The loop does not know which engine it runs on.
-The database failing on the idle/claim path is waited out, never fatal (``guarded``). At every
-turn, and as soon as each handler returns, it checks that it is still the worker's own process
-with its own descriptors (``Control.check_process``, in worker.control with signals, reloads
-and recycling).
+delayed job's time, or ``poll_interval``), not knowing which engine it runs on. The database failing
+on the idle/claim path is waited out, never fatal (``guarded``). At every turn, and as soon as each
+handler returns, it checks that it is still the worker's own process with its own descriptors
+(``Control.check_process``, in worker.control with signals, reloads and recycling). Async types
+run many at once in ``worker.aio``, entered whenever the loop holds nothing claimed.
 """
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ from shared.engines import database_missing, health_check, open_store
 from shared.engines.health import HealthCheck
 from shared.errors import StoreError
 
+from .aio import AsyncRunner, async_limits_of
 from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
 from .control import Control
 from .fence import Fence
@@ -61,8 +62,7 @@ RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the data
 
 
 class Worker(Control):
-    """One worker process's loop. ``run()`` returns the process exit code. (What it holds, for
-    the heartbeat too: ``held``, a :class:`worker.batch.Batch`.)"""
+    """One worker process's loop; ``run()`` returns its exit code. What it holds: ``held``."""
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
                  parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
@@ -92,6 +92,7 @@ class Worker(Control):
         self.held = Batch()                 # claimed jobs, the job in hand, uncommitted outcomes
         self.read_first = False             # see claim()
         self.store_down = False             # the idle/claim path's last statement failed (guarded)
+        self.aio: AsyncRunner | None = None  # the async runner, when it serves async types
 
     # -- views of the batch state (``held``), for tests that drive a worker step by step -------
 
@@ -123,6 +124,8 @@ class Worker(Control):
             self.loop()
             self.wind_down()
         finally:
+            if self.aio is not None:
+                self.aio.close()
             self.heartbeat.stop()
             self.fence.stop()
             self.close()
@@ -162,6 +165,7 @@ class Worker(Control):
                                    shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
                                    renewed=self.fence.renewed, held=self.held.held_ids)
         self.heartbeat.start()
+        self.aio = AsyncRunner(self) if async_limits_of(self.config, self.registry) else None
 
     def close(self) -> None:
         try:
@@ -193,6 +197,8 @@ class Worker(Control):
             if self.stopping:
                 return
             if not self.held.queue:
+                if self.aio is not None and self.guarded(self.aio.run):
+                    continue  # ran async jobs (worker.aio) until none was in flight
                 if not self.guarded(self.claim):
                     self.holding(False)
                     self.guarded(self.idle_wait, proves=False)
@@ -242,8 +248,7 @@ class Worker(Control):
             self.fence.hold(busy)
 
     def renewed(self, sent: float, jobs: list[Job]) -> None:
-        """A claim sent at monotonic ``sent`` returned ``jobs``: their leases start then. (We
-        claim only once the jobs before are finished, so that is all the leases we hold.)"""
+        """A claim sent at monotonic ``sent`` returned ``jobs``, all the leases we hold (see aio)."""
         if jobs and self.fence is not None:
             self.fence.renewed(sent)
 
@@ -369,7 +374,7 @@ class Worker(Control):
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        outcome = execute(self.registry, job, ctx)
+        outcome = execute(self.registry, job, ctx) if self.aio is None else self.aio.run_one(job, ctx)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)

@@ -76,7 +76,7 @@ def test_types_parse_and_only_concurrency_or_rate_make_a_limit():
     ({"max_attempts": 0}, "max_attempts", "an integer >= 1"),
     ({"priority": "high"}, "priority", "an integer"),
     ({"backoff_base": -1}, "backoff_base", "a number >= 0"),
-    ({"limit": 3}, "limit", "known: backoff_base"),
+    ({"limit": 3}, "limit", "known: async_concurrency, backoff_base"),
 ])
 def test_bad_type_settings_name_file_key_value_and_expectation(entry, key, expected):
     with pytest.raises(ConfigError) as err:

@@ -193,6 +193,20 @@ def test_finish_and_claim_records_outcomes_guarded_and_claims_more(store, clock)
     assert store.finish_and_claim([], OWNER, PID, clock.now(), 0) == ([], [])
 
 
+def test_finish_and_claim_with_types_claims_only_those_types(store, clock):
+    """The async runner's claim (worker.aio): only jobs of the async types, with its outcomes."""
+    put(store, clock, job(clock, "sync"), job(clock, "a"), job(clock, "sync"), job(clock, "b"), job(clock, "a"))
+    done, got = store.finish_and_claim([], OWNER, PID, clock.now(), 2, {}, types=["a", "b"])
+    assert done == [] and [j.type for j in got] == ["a", "b"]
+    first = got[0]
+    done, more = store.finish_and_claim([Finish("completed", first.id, first.attempts, None)], OWNER, PID,
+                                        clock.now(), 5, None, types=["a"])
+    assert done == [True] and [j.type for j in more] == ["a"]
+    assert store.get(first.id).status == "completed"
+    assert store.finish_and_claim([], OWNER, PID, clock.now(), 5, None, types=["a", "b"]) == ([], [])
+    assert sorted(j.type for j in run(store, clock, 5)) == ["sync", "sync"]
+
+
 def test_another_owner_cannot_finish_a_job(store, clock):
     put(store, clock)
     j = run(store, clock)[0]

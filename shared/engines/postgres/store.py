@@ -164,16 +164,19 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         return finish_one(self.conn, f, owner, iso(now), (self.channel, self.done_channel))
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
-                         limit: int, limits: Any = None) -> tuple[list[bool], list[Job]]:
+                         limit: int, limits: Any = None,
+                         types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more. A single outcome with a single
         claim is two autocommit statements (cheaper here than one transaction: round trips set
-        the cost); a batch is one transaction. Per finish whether it matched, and the jobs."""
+        the cost); a batch is one transaction. Per finish whether it matched, and the jobs.
+        With ``limits`` or ``types`` (only jobs of these types) the claim is the limited one."""
         stamp = iso(now)
+        limits = (limits or {}) if types is not None else (limits or None)  # None: the fast claim
         if not finishes:
-            if limits:
-                return [], self.claim_limited(owner, owner_pid, now, limits, limit)
+            if limits is not None:
+                return [], self.claim_limited(owner, owner_pid, now, limits, limit, types=types)
             return [], self.claim(owner, owner_pid, now, limit)
-        if len(finishes) == 1 and limit <= 1 and not limits:
+        if len(finishes) == 1 and limit <= 1 and limits is None:
             done = [self.finish(finishes[0], owner, now)]
             return done, self.claim(owner, owner_pid, now, limit)
 
@@ -181,8 +184,8 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             done = record_finishes(c, finishes, owner, stamp, (self.channel, self.done_channel))
             if limit < 1:
                 return done, []
-            if limits:
-                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit)
+            if limits is not None:
+                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
             params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
             with c.cursor(row_factory=tuple_row) as cur:
                 return done, cur.execute(_CLAIM, params).fetchall()

@@ -156,7 +156,8 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         return self._write(lambda c: record_finishes(c, [f], owner, stamp))[0]
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
-                         limit: int, limits: dict | None = None) -> tuple[list[bool], list[Job]]:
+                         limit: int, limits: dict | None = None,
+                         types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more jobs in one ``BEGIN IMMEDIATE``
         transaction: one commit (one fsync under synchronous=full) for a whole batch.
 
@@ -164,21 +165,23 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         committed before: see :meth:`finish`; False: the lease was lost and that outcome was
         dropped), and the claimed jobs. Nothing is committed unless all is.
         With ``limits`` (shared.limits.type_limits: some type has a concurrency or rate limit)
-        the claim is :meth:`claim_limited_in` instead of the fast statement.
+        the claim is :meth:`claim_limited_in` instead of the fast statement; so it is with
+        ``types`` (only jobs of these types).
         """
+        limits = (limits or {}) if types is not None else (limits or None)  # None: the fast claim
         stamp = iso(now)
         claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
 
         def tx(c: sqlite3.Connection) -> tuple[list[bool], list[Any]]:
             done = record_finishes(c, finishes, owner, stamp)
-            if limits:
-                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit)
+            if limits is not None:
+                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
             return done, (_fetch_rows(c, _CLAIM, claim) if limit > 0 else [])
         if not finishes:
             if limit <= 0:
                 return [], []
-            if limits:
-                return [], self.claim_limited(owner, owner_pid, now, limits, limit)
+            if limits is not None:
+                return [], self.claim_limited(owner, owner_pid, now, limits, limit, types=types)
             return [], self.claim(owner, owner_pid, now, limit)
         done, got = self._immediate(tx)
         # Jobs are built after the commit: the write lock is held for SQL only.

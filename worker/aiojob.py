@@ -1,0 +1,45 @@
+"""One async job's run on the worker's event loop (``worker.aio``): its handler awaited under
+its own timeout, its outcome classified exactly as a one-at-a-time run's (``shared.runner``).
+
+The timeout cancels this job's task only: its siblings on the loop go on. A timed-out job's
+outcome is the ordinary failure ``timed out after N s`` (retried or failed by its attempts),
+the text the supervisor gives a one-at-a-time job it kills for its timeout.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+from dataclasses import replace
+from typing import Any
+
+from shared.handlers import Registry
+from shared.job import Job
+from shared.runner import JobContext, Outcome, execute
+
+
+async def run_async(registry: Registry, job: Job, ctx: JobContext, timeout: float) -> Outcome:
+    """Await ``job``'s handler, at most ``timeout`` seconds; its :class:`Outcome`. Never
+    raises (a handler's ``SystemExit`` or ``KeyboardInterrupt`` is its job's failure, as in
+    ``shared.runner``, not the loop's end)."""
+    spec = registry.get(job.type)
+    if spec is None or job.payload_error is not None or not spec.is_async:
+        return execute(registry, job, ctx)  # fails it without running (no handler, bad payload)
+    value: Any = None
+    raised: BaseException | None = None
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            value = spec.fn(job.payload, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+    except BaseException as exc:  # noqa: BLE001 - classified below, as shared.runner does
+        if scope.expired():
+            return Outcome("error", error=f"timed out after {timeout:g} s")
+        raised = exc
+
+    def replay(_payload: Any, _ctx: Any) -> Any:
+        # shared.runner classifies the result (and traces the run) as for any handler
+        if raised is not None:
+            raise raised
+        return value
+    return execute(Registry([replace(spec, fn=replay, is_async=False)]), job, ctx)
