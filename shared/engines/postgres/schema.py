@@ -171,7 +171,13 @@ TRACE = """
 ALTER TABLE jobs ADD COLUMN trace text;
 """
 
-MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE]
+# Named queues (issue 26; see the SQLite engine's QUEUES): the queue's claim walks its own index.
+QUEUES = """
+ALTER TABLE jobs ADD COLUMN queue text COLLATE "C" NOT NULL DEFAULT 'default' CHECK (length(queue) > 0);
+CREATE INDEX jobs_queue_claim ON jobs (queue, priority DESC, run_at, created_at) WHERE status = 'pending';
+"""
+
+MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read
