@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterable
 
 from .bounds import MAX_TIME, MAX_TIME_TEXT, MIN_TIME
+from .queuenames import check_queue
 
 ATTR = "__jobq_handler__"
 
@@ -54,14 +55,19 @@ class HandlerSpec:
     max_attempts: int | None = None
     timeout: float | None = None
     is_async: bool = False
+    queue: str | None = None  # the queue its jobs go to when enqueued without one
 
 
-def handler(job_type: str, *, max_attempts: int | None = None,
-            timeout: float | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def handler(job_type: str, *, max_attempts: int | None = None, timeout: float | None = None,
+            queue: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(payload, job)`` as the handler of ``job_type``.
 
-    ``max_attempts`` and ``timeout`` (seconds) override the config for this type.
+    ``max_attempts`` and ``timeout`` (seconds) override the config for this type; ``queue``:
+    the named queue of its jobs enqueued without one, by a producer that loaded this handler
+    (``[types.X] queue`` in the config says it to every producer).
     """
+    if queue is not None:
+        check_queue(queue)
     if not isinstance(job_type, str) or not job_type:
         raise ValueError(f"handler type must be a non-empty string, got {job_type!r}")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
@@ -71,7 +77,7 @@ def handler(job_type: str, *, max_attempts: int | None = None,
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         spec = HandlerSpec(job_type, fn, max_attempts, None if timeout is None else float(timeout),
-                           inspect.iscoroutinefunction(fn))
+                           inspect.iscoroutinefunction(fn), queue)
         setattr(fn, ATTR, spec)
         return fn
     return mark

@@ -17,6 +17,7 @@ from ...job import Job
 from ...limits import pick_claims
 from .base import SqlBase
 from .jobs import CLAIM_ORDER
+from .queues import QUEUE_FREE, QueueServing
 
 if TYPE_CHECKING:
     from ...limits import TypeLimit
@@ -28,7 +29,9 @@ _LATEST_START = "SELECT max(started_at) AS t FROM type_starts"
 # Only running rows are read (``dialect.jobs_running`` names the index where it must).
 RUNNING_BY_TYPE = "SELECT type, count(*) AS n FROM {jobs} WHERE status = 'running' GROUP BY type"
 # The claim order and index of the plain claim; types with no room are filtered out.
-CANDIDATES = f"SELECT id, type FROM jobs WHERE status = 'pending' AND run_at <= :now {{skip}}{CLAIM_ORDER} LIMIT :n"
+# A paused queue's jobs are skipped (QUEUE_FREE); a pool's worker takes only its queues' (_candidates).
+CANDIDATES = (f"SELECT id, type FROM jobs WHERE status = 'pending' AND run_at <= :now AND {QUEUE_FREE} "
+              f"{{skip}}{CLAIM_ORDER} LIMIT :n")
 # started_at/updated_at: the caller's clock; the lease: ``dialect.lease_now``.
 _CLAIM_IDS = ("UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid, "
               "started_at = :now, heartbeat_at = {lease}, updated_at = :now "
@@ -38,7 +41,7 @@ _USED = "SELECT count(*) AS n FROM type_starts WHERE type = :type"
 _START = "INSERT INTO type_starts (type, started_at) VALUES (:type, :now)"
 
 
-class LimitsSql(SqlBase):
+class LimitsSql(QueueServing):
     """``claim_limited`` and ``claim_limited_in`` (the latter for a batch's transaction)."""
 
     def claim_limited(self, owner: str, owner_pid: int, now: float, limits: Mapping[str, "TypeLimit"],
@@ -101,7 +104,7 @@ class LimitsSql(SqlBase):
         skip, params = "", {"now": stamp, "n": limit * CANDIDATES_PER_SLOT}
         full = [t for t, n in room.items() if n <= 0]
         for expr, name, values, negate in (("type", "full", full or None, True), ("type", "only", types, False),
-                                           ("id", "ids", ids, False)):
+                                           ("id", "ids", ids, False), ("queue", "queues", self.serving_names(), False)):
             if values is not None:
                 where, more = self.dialect.member(expr, name, list(values), negate)
                 skip += f"AND {where} "

@@ -61,6 +61,11 @@ class QueueServing(SqlBase):
             return ""
         return "." + hashlib.sha1(",".join(sorted(self.serving.names)).encode()).hexdigest()[:10]
 
+    def serving_slot(self) -> int:
+        """The byte of the idle-lead file this queue set locks (0: every queue, as before)."""
+        tag = self.serving_tag()
+        return int(hashlib.sha256(tag.encode()).hexdigest()[:15], 16) if tag else 0
+
     def serving_names(self) -> list[str] | None:
         return None if self.serving is None else list(self.serving.names)
 
