@@ -23,12 +23,13 @@ from .handles import JobHandle, wait_jobs
 from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
+from .keys import limit_key_of
 from .queuenames import DEFAULT_QUEUE, check_queue
 from .tracing import active as tracing_active, context as trace_context, producer
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
-_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "queue")
+_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "queue", "limit_key")
 
 
 class JobQueue:
@@ -82,7 +83,7 @@ class JobQueue:
     def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
                 delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
                 key: str | None = None, conn: Any = None, traceparent: str | None = None,
-                queue: str | None = None) -> str:
+                queue: str | None = None, limit_key: str | None = None) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
@@ -93,10 +94,12 @@ class JobQueue:
         raises and writes nothing. The active OpenTelemetry span's context (or ``traceparent``,
         W3C text, given explicitly) is stored with the job for its worker's span (docs/tracing.md).
         ``queue``: the named queue (docs/queues.md; None: the type's ``[types]`` queue, else its
-        handler's, else ``"default"``).
+        handler's, else ``"default"``); ``limit_key``: the key its ``[types]`` per-key limits
+        count it under (None: what the type's ``key`` path finds in the payload, if it has one).
         """
         now = self.clock.now()
-        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now, queue=queue)
+        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now, queue=queue,
+                          limit_key=limit_key)
         if traceparent is not None or tracing_active():
             return self._traced([job], now, conn, traceparent)[0]
         return self._ran(self.store.enqueue([job], now, conn=conn), conn)[0]
@@ -175,7 +178,7 @@ class JobQueue:
                 if known is None:
                     known = seen[jtype] = (self._type_priority(jtype), self._type_queue(jtype))
                 return NewJob(job_id, jtype, self._payload_text(jtype, payload), known[0], now, None, None,
-                              queue=known[1])
+                              queue=known[1], limit_key=self._limit_key(jtype, payload, None))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"enqueue_many item {index}: {exc}") from None
         if isinstance(item, Mapping):
@@ -206,6 +209,9 @@ class JobQueue:
             self._types.check(jtype)
         return self.config.for_type(jtype).priority or 0
 
+    def _limit_key(self, jtype: str, payload: Any, given: Any) -> str | None:
+        return limit_key_of(jtype, payload, given, self.config.for_type(jtype).key)
+
     def _type_queue(self, jtype: str, queue: Any = None) -> str:
         """The queue of a job: ``queue`` if given (checked), else the type's ``[types]`` queue,
         else its handler's (``@handler(queue=)``, where this producer loaded the handlers),
@@ -228,8 +234,10 @@ class JobQueue:
         return text
 
     def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
-               max_attempts: Any, key: Any, now: float, job_id: str | None = None, queue: Any = None) -> NewJob:
+               max_attempts: Any, key: Any, now: float, job_id: str | None = None, queue: Any = None,
+               limit_key: Any = None) -> NewJob:
         default_priority = self._type_priority(jtype)
+        limit_key = self._limit_key(jtype, payload, limit_key)
         queue = self._type_queue(jtype, queue)
         text = self._payload_text(jtype, payload)
         if priority is None:
@@ -263,7 +271,8 @@ class JobQueue:
             # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
             raise ValueError(f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
                              f"got {when!r} (run_at={run_at!r}, delay={delay!r})")
-        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key, queue=queue)
+        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key, queue=queue,
+                      limit_key=limit_key)
 
     # -- inspect --------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from .configschema import (BOOLEAN, JOB_TYPE, NONEMPTY_STR, REQUIRED, ConfigErro
                            list_of_str, named_entries, named_tables, number, section, sections_of, setting)
 from .configschema import check_value as _check
 from .files import write_atomic
-from .queuenames import QUEUE_LIST, QUEUE_NAME, queue_name_error
+from .queuenames import KEY_PATH, QUEUE_LIST, QUEUE_NAME, queue_name_error
 
 
 def _json_ok(value: Any) -> bool:
@@ -179,6 +179,13 @@ class TypeConfig:
     backoff_base: float | None = setting(None, number(0, 86400), "Retry back-off base of the type (seconds).")
     backoff_max: float | None = setting(None, number(0, 7 * 86400), "Longest retry back-off of the type (seconds).")
     queue: str | None = setting(None, QUEUE_NAME, 'Queue of jobs of the type enqueued without one ("default").')
+    key: str | None = setting(None, KEY_PATH, """Where a job's limit key comes from when enqueued
+        without `limit_key=`: a dotted path into its payload, "payload.customer_id".""")
+    concurrency_per_key: int | None = setting(None, number(1, 100_000, integer=True),
+                                              "At most this many jobs of one key run at once.")
+    rate_per_key: str | None = setting(None, Key((str,), durations.RATE_EXPECTED, durations.is_rate),
+                                       'At most this many jobs of one key start in any period ("10/min").')
+    fair: bool | None = setting(None, BOOLEAN, "Hand due jobs round-robin across keys, not in claim order.")
 
 
 @dataclass(frozen=True)

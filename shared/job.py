@@ -123,6 +123,7 @@ class NewJob:
     key: str | None
     trace: str | None = None  # the W3C trace context to store (shared.tracing.context), or None
     queue: str = "default"  # the named queue (shared.queues)
+    limit_key: str | None = None  # the key per-key limits count it under (shared.keys)
 
 
 @dataclass(frozen=True)

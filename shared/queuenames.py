@@ -34,3 +34,14 @@ QUEUE_NAME = Key((str,), f"a queue name: a non-empty string of at most {MAX_QUEU
                  "no control characters or commas", lambda v: queue_name_error(v) is None)
 QUEUE_LIST = Key((list, tuple), "a list of queue names",
                  lambda v: all(queue_name_error(x) is None for x in v))
+
+
+def key_path_error(path: Any) -> str | None:
+    """Why ``path`` is not a ``[types.X] key`` path ("payload.a.b"), or None."""
+    parts = path.split(".") if isinstance(path, str) else []
+    if len(parts) < 2 or parts[0] != "payload" or not all(parts):
+        return f"expected a dotted path into the payload such as \"payload.customer_id\", got {path!r}"
+    return None
+
+
+KEY_PATH = Key((str,), 'a dotted path into the payload, "payload.customer_id"', lambda v: key_path_error(v) is None)

@@ -35,7 +35,8 @@ CLEANUP = ScheduleConfig(name="cleanup-old-data", type="cleanup:old-data", cron=
 SCHEDULE_EXAMPLE = {"name": "daily-revenue-report", "type": "report:generate", "cron": "0 8 * * *",
                     "timezone": "America/New_York",
                     "payload": {"reportId": "daily-revenue", "format": "pdf"}}
-TYPE_EXAMPLE = {"concurrency": 2, "rate": "10/min", "max_attempts": 5, "timeout": 120,
+TYPE_EXAMPLE = {"concurrency": 2, "rate": "10/min", "max_attempts": 5, "timeout": 120, "queue": "reports",
+                "key": "payload.customer_id", "concurrency_per_key": 2, "rate_per_key": "10/min", "fair": True,
                 "priority": 0, "backoff_base": 1, "backoff_max": 60}
 
 

@@ -61,11 +61,12 @@ _UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts 
             "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")
 
 _INSERT_COLUMNS = ("(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
-                   "updated_at, key, trace, queue)")
+                   "updated_at, key, trace, queue, limit_key)")
 # Many rows as arrays: one statement, one round trip, whatever the batch size.
 _INSERT_ROWS = ("SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
                 "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
-                "%(queues)s::text[]) AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue)")
+                "%(queues)s::text[], %(limit_keys)s::text[]) "
+                "AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue, limit_key)")
 
 
 def _insert_sql(table: str) -> str:
@@ -74,7 +75,7 @@ def _insert_sql(table: str) -> str:
     already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
     NULL row from the notify)."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
-            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue "
+            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key "
             f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id), "
             "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
             "SELECT id FROM ins UNION ALL SELECT NULL FROM n")
@@ -83,7 +84,7 @@ def _insert_sql(table: str) -> str:
 def _insert_one_sql(table: str) -> str:
     """One job without a key: a plain VALUES row (no arrays to build) and its notification."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
-            "(%s, %s, 'pending', %s, 0, %s, %s, %s, %s, %s, NULL, %s, %s) RETURNING 1) "
+            "(%s, %s, 'pending', %s, 0, %s, %s, %s, %s, %s, NULL, %s, %s, %s) RETURNING 1) "
             "SELECT pg_notify(%s, '') FROM ins")
 
 
@@ -130,14 +131,14 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             j = jobs[0]
             c.execute(self._insert_one, (j.id, j.type, j.payload, j.max_attempts, j.priority,
                                          stamp if j.run_at == now else iso(j.run_at), stamp, stamp,
-                                         j.trace, j.queue, self.channel))
+                                         j.trace, j.queue, j.limit_key, self.channel))
             return [j.id]
         params = {"now": stamp, "channel": self.channel, "ids": [j.id for j in jobs],
                   "types": [j.type for j in jobs], "payloads": [j.payload for j in jobs],
                   "max": [j.max_attempts for j in jobs], "priority": [j.priority for j in jobs],
                   "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
                   "keys": [j.key for j in jobs], "traces": [j.trace for j in jobs],
-                  "queues": [j.queue for j in jobs]}
+                  "queues": [j.queue for j in jobs], "limit_keys": [j.limit_key for j in jobs]}
         sql = self._insert_many
         if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
             return self._tx(lambda tx: self._insert(tx, sql, params, jobs))

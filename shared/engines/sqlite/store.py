@@ -36,13 +36,13 @@ from .leases import SqliteLeases
 from .transfer import SqliteTransfer
 
 _INSERT_INTO = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
-                "created_at, updated_at, key, trace, queue) VALUES ")
-_INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
+                "created_at, updated_at, key, trace, queue, limit_key) VALUES ")
+_INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
 _INSERT = _INSERT_INTO + _INSERT_ROW
 # Many jobs per statement: executemany runs one statement per row, each with its own statement
 # journal and bookkeeping; CHUNK rows per statement cut SQLite's work per row by about a third.
-# 11 parameters a row keeps a chunk below every SQLite's limit on parameters (999 before 3.32).
-CHUNK = 90
+# 12 parameters a row keeps a chunk below every SQLite's limit on parameters (999 before 3.32).
+CHUNK = 83
 _INSERT_CHUNK = _INSERT_INTO + ", ".join([_INSERT_ROW] * CHUNK)
 
 def _claim_sql(which: str) -> str:
@@ -222,4 +222,4 @@ def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now
 def _insert_params(j: NewJob, stamp: str, now: float) -> tuple:
     # ``now`` is what most jobs are due at: reuse its text instead of formatting it again
     run_at = stamp if j.run_at == now else iso(j.run_at)
-    return (j.id, j.type, j.payload, j.max_attempts, j.priority, run_at, stamp, stamp, j.key, j.trace, j.queue)
+    return (j.id, j.type, j.payload, j.max_attempts, j.priority, run_at, stamp, stamp, j.key, j.trace, j.queue, j.limit_key)
