@@ -100,6 +100,7 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
 def _view_commands(sub: argparse._SubParsersAction) -> None:
     p = _add(sub, "status", status.cmd_status, "queue counts, throughput, latency, workers, paused, WAL")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument("--types", action="store_true", help="limits per type: busiest keys, jobs waiting on a limit")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
     p = _add(sub, "top", top.cmd_top, "full-screen live view (q or Ctrl-C quits)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
