@@ -130,18 +130,18 @@ class LimitsSql(KeysSql, QueueServing):
         skip, params = self._filters([("type", "full", full or None, True), ("type", "only", types, False),
                                       ("id", "ids", ids, False)], params)
         skip += common
-        if fair:  # a fair type's keyed jobs come by turns, not in claim order
-            where, more = self.dialect.member("type", "fair", fair)
-            skip += f"AND NOT ({where} AND limit_key IS NOT NULL) "
-            params.update(more)
-        for i, (t, lim) in enumerate(keyed.items()):
-            at_limit = counts.full(lim) if counts is not None and not lim.fair else []
+        for i, (t, lim) in enumerate(keyed.items()):  # keys at their limit are stepped over
+            at_limit = counts.full(lim) if counts is not None else []
             if at_limit:
                 where, more = self.dialect.member("limit_key", f"k{i}_", at_limit)
                 skip += f"AND NOT (type = :kt{i} AND {where}) "
                 params.update(more, **{f"kt{i}": t})
+        # A fair type's keyed jobs come by turns (fair_candidates), not in claim order; its keys
+        # with room stay in this walk's window, so that the jobs behind them wait their turn in
+        # claim order instead of the walk reading the whole backlog.
         rows = [dict(r) for r in self._run(c, CANDIDATES.format(skip=skip),
-                                           {**params, "n": limit * CANDIDATES_PER_SLOT}).fetchall()]
+                                           {**params, "n": limit * CANDIDATES_PER_SLOT}).fetchall()
+                if not (r["type"] in fair and r["limit_key"] is not None)]
         if ids is None and counts is not None:
             for t in fair if types is None else [t for t in fair if t in types]:
                 rows += self.fair_candidates(c, keyed[t], counts, stamp, limit, common, params)
