@@ -66,7 +66,7 @@ class KeyCounts:
 class KeysSql(SqlBase):
     """The per-key counts, the fair walk over keys, and the bookkeeping of a claim's starts."""
 
-    def key_counts(self, c: Any, limits: Mapping[str, "TypeLimit"], now: float, stamp_since: Any) -> KeyCounts:
+    def _key_counts(self, c: Any, limits: Mapping[str, "TypeLimit"], now: float, stamp_since: Any) -> KeyCounts:
         """Count per key for the keyed types of ``limits`` (forgetting starts older than each
         rate's period: ``stamp_since(period)`` gives the cut-off text)."""
         running = {(r["type"], r["limit_key"]): r["n"] for r in
@@ -78,7 +78,7 @@ class KeysSql(SqlBase):
                 used.update({(t, r["limit_key"]): r["n"] for r in self._run(c, _USED, {"type": t}).fetchall()})
         return KeyCounts(running, used)
 
-    def fair_candidates(self, c: Any, lim: "TypeLimit", counts: KeyCounts, stamp: str, want: int,
+    def _fair_candidates(self, c: Any, lim: "TypeLimit", counts: KeyCounts, stamp: str, want: int,
                         extra: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Up to ``want`` due jobs of a fair type, one per key with room, in turn from the key
         after the last one served (wrapping round once)."""
@@ -105,7 +105,7 @@ class KeysSql(SqlBase):
                 break
         return out
 
-    def record_keys(self, c: Any, taken: list[tuple[str, str | None]], limits: Mapping[str, "TypeLimit"],
+    def _record_keys(self, c: Any, taken: list[tuple[str, str | None]], limits: Mapping[str, "TypeLimit"],
                     stamp: str) -> None:
         """After a claim took ``taken`` ((type, key) in claim order): count the starts of keys
         with a rate, and move each fair type's turn to the last key it served."""

@@ -87,7 +87,7 @@ class LimitsSql(KeysSql, QueueServing):
         room = {t: self._room(c, lim, running.get(t, 0), now) for t, lim in limits.items()}
         rated = {t for t, lim in limits.items() if lim.rate or lim.rate_per_key}
         keyed = {t: lim for t, lim in limits.items() if lim.keyed}
-        counts = self.key_counts(c, keyed, now, lambda period: iso(now - period)) if keyed else None
+        counts = self._key_counts(c, keyed, now, lambda period: iso(now - period)) if keyed else None
         rows = self._candidates(c, stamp, room, types, ids, limit, keyed, counts)
         return self._pick_and_take(c, rows, room, rated, keyed, counts, limit,
                                    {"owner": owner, "pid": owner_pid, "now": stamp})
@@ -104,7 +104,7 @@ class LimitsSql(KeysSql, QueueServing):
         jobs = self._take(c, picked, rated, params)
         if keyed:
             keys = {r["id"]: r["limit_key"] for r in rows}
-            self.record_keys(c, [(j.type, keys.get(j.id)) for j in jobs], keyed, params["now"])
+            self._record_keys(c, [(j.type, keys.get(j.id)) for j in jobs], keyed, params["now"])
         return jobs
 
     def _take(self, c: Any, picked: Sequence[str], rated: set[str], params: dict[str, Any]) -> list[Job]:
@@ -123,7 +123,7 @@ class LimitsSql(KeysSql, QueueServing):
                     ids: Sequence[str] | None, limit: int, keyed: Mapping[str, "TypeLimit"],
                     counts: KeyCounts | None) -> list[dict[str, Any]]:
         """The due pending jobs in claim order (types with no room, and keys at their limit,
-        left out), merged with the fair types' turns (:meth:`fair_candidates`)."""
+        left out), merged with the fair types' turns (:meth:`_fair_candidates`)."""
         full = [t for t, n in room.items() if n <= 0]
         fair = [t for t, lim in keyed.items() if lim.fair and t not in full]
         common, params = self._filters([("queue", "queues", self.serving_names(), False)], {"now": stamp})
@@ -136,7 +136,7 @@ class LimitsSql(KeysSql, QueueServing):
                 where, more = self.dialect.member("limit_key", f"k{i}_", at_limit)
                 skip += f"AND NOT (type = :kt{i} AND {where}) "
                 params.update(more, **{f"kt{i}": t})
-        # A fair type's keyed jobs come by turns (fair_candidates), not in claim order; its keys
+        # A fair type's keyed jobs come by turns (_fair_candidates), not in claim order; its keys
         # with room stay in this walk's window, so that the jobs behind them wait their turn in
         # claim order instead of the walk reading the whole backlog.
         rows = [dict(r) for r in self._run(c, CANDIDATES.format(skip=skip),
@@ -144,7 +144,7 @@ class LimitsSql(KeysSql, QueueServing):
                 if not (r["type"] in fair and r["limit_key"] is not None)]
         if ids is None and counts is not None:
             for t in fair if types is None else [t for t in fair if t in types]:
-                rows += self.fair_candidates(c, keyed[t], counts, stamp, limit, common, params)
+                rows += self._fair_candidates(c, keyed[t], counts, stamp, limit, common, params)
             rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["created_at"]))
         return rows
 
