@@ -23,11 +23,13 @@ from .handles import JobHandle, wait_jobs
 from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
+from .keys import limit_key_of
+from .queuenames import DEFAULT_QUEUE, check_queue
 from .tracing import active as tracing_active, context as trace_context, producer
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
-_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
+_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "queue", "limit_key")
 
 
 class JobQueue:
@@ -80,7 +82,8 @@ class JobQueue:
 
     def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
                 delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
-                key: str | None = None, conn: Any = None, traceparent: str | None = None) -> str:
+                key: str | None = None, conn: Any = None, traceparent: str | None = None,
+                queue: str | None = None, limit_key: str | None = None) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
@@ -90,9 +93,13 @@ class JobQueue:
         written inside the caller's transaction, and commits or rolls back with it. Invalid input
         raises and writes nothing. The active OpenTelemetry span's context (or ``traceparent``,
         W3C text, given explicitly) is stored with the job for its worker's span (docs/tracing.md).
+        ``queue``: the named queue (docs/queues.md; None: the type's ``[types]`` queue, else its
+        handler's, else ``"default"``); ``limit_key``: the key its ``[types]`` per-key limits
+        count it under (None: what the type's ``key`` path finds in the payload, if it has one).
         """
         now = self.clock.now()
-        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now)
+        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now, queue=queue,
+                          limit_key=limit_key)
         if traceparent is not None or tracing_active():
             return self._traced([job], now, conn, traceparent)[0]
         return self._ran(self.store.enqueue([job], now, conn=conn), conn)[0]
@@ -116,7 +123,7 @@ class JobQueue:
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
-        seen: dict[str, int] = {}  # job type -> its default priority, checked once per call
+        seen: dict[str, tuple[int, str]] = {}  # job type -> its default priority and queue, checked once
         jobs = [self._build_item(i, item, now, ids[i], seen) for i, item in enumerate(items)]
         if not jobs:
             return []
@@ -163,14 +170,15 @@ class JobQueue:
             self._inline().drain(ids=ids)
         return ids
 
-    def _build_item(self, index: int, item: Any, now: float, job_id: str, seen: dict[str, int]) -> NewJob:
+    def _build_item(self, index: int, item: Any, now: float, job_id: str, seen: dict[str, tuple[int, str]]) -> NewJob:
         if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
             jtype, payload = item
             try:
-                priority = seen.get(jtype)
-                if priority is None:
-                    priority = seen[jtype] = self._type_priority(jtype)
-                return NewJob(job_id, jtype, self._payload_text(jtype, payload), priority, now, None, None)
+                known = seen.get(jtype)
+                if known is None:
+                    known = seen[jtype] = (self._type_priority(jtype), self._type_queue(jtype))
+                return NewJob(job_id, jtype, self._payload_text(jtype, payload), known[0], now, None, None,
+                              queue=known[1], limit_key=self._limit_key(jtype, payload, None))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"enqueue_many item {index}: {exc}") from None
         if isinstance(item, Mapping):
@@ -201,6 +209,20 @@ class JobQueue:
             self._types.check(jtype)
         return self.config.for_type(jtype).priority or 0
 
+    def _limit_key(self, jtype: str, payload: Any, given: Any) -> str | None:
+        return limit_key_of(jtype, payload, given, self.config.for_type(jtype).key)
+
+    def _type_queue(self, jtype: str, queue: Any = None) -> str:
+        """The queue of a job: ``queue`` if given (checked), else the type's ``[types]`` queue,
+        else its handler's (``@handler(queue=)``, where this producer loaded the handlers),
+        else ``"default"``."""
+        if queue is not None:
+            return check_queue(queue)
+        named = self.config.for_type(jtype).queue
+        if named is None and self._types is not None:
+            named = self._types.queue_of(jtype)
+        return named or DEFAULT_QUEUE
+
     def _payload_text(self, jtype: str, payload: Any) -> str:
         """The payload as JSON text, within ``max_payload_bytes``."""
         text = encode_json(payload, f"payload of job type {jtype!r}")
@@ -212,8 +234,11 @@ class JobQueue:
         return text
 
     def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
-               max_attempts: Any, key: Any, now: float, job_id: str | None = None) -> NewJob:
+               max_attempts: Any, key: Any, now: float, job_id: str | None = None, queue: Any = None,
+               limit_key: Any = None) -> NewJob:
         default_priority = self._type_priority(jtype)
+        limit_key = self._limit_key(jtype, payload, limit_key)
+        queue = self._type_queue(jtype, queue)
         text = self._payload_text(jtype, payload)
         if priority is None:
             priority = default_priority
@@ -246,7 +271,8 @@ class JobQueue:
             # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
             raise ValueError(f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
                              f"got {when!r} (run_at={run_at!r}, delay={delay!r})")
-        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key)
+        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key, queue=queue,
+                      limit_key=limit_key)
 
     # -- inspect --------------------------------------------------------------------------------
 
@@ -268,12 +294,20 @@ class JobQueue:
     def counts(self) -> dict[str, int]:
         return self.store.counts()
 
-    def pause(self) -> None:
-        """Stop every worker on this database from claiming (they finish the job in hand)."""
-        self.store.set_paused(True)
+    def pause(self, queue: str | None = None) -> None:
+        """Stop every worker on this database from claiming (they finish the job in hand); with
+        ``queue``, from claiming jobs of that queue only."""
+        if queue is None:
+            self.store.set_paused(True)
+        else:
+            self.store.set_queue_paused(check_queue(queue), True)
 
-    def resume(self) -> None:
-        self.store.set_paused(False)
+    def resume(self, queue: str | None = None) -> None:
+        if queue is None:
+            self.store.set_paused(False)
+        else:
+            self.store.set_queue_paused(check_queue(queue), False)
 
-    def is_paused(self) -> bool:
-        return self.store.is_paused()
+    def is_paused(self, queue: str | None = None) -> bool:
+        """Is the whole queue paused (or, with ``queue``, that named queue)?"""
+        return self.store.is_paused() if queue is None else self.store.is_queue_paused(check_queue(queue))

@@ -27,10 +27,10 @@ from . import durations
 from . import fencing
 # ConfigError is defined with the checks (configschema) and imported by the rest of jobq from here.
 from .configschema import (BOOLEAN, JOB_TYPE, NONEMPTY_STR, REQUIRED, ConfigError, Key, choice, keys_of,
-                           list_of_str, number, required_of, section, sections_of, setting)
-from .configschema import check_table as _table
+                           list_of_str, named_entries, named_tables, number, section, sections_of, setting)
 from .configschema import check_value as _check
 from .files import write_atomic
+from .queuenames import KEY_PATH, QUEUE_LIST, QUEUE_NAME, queue_name_error
 
 
 def _json_ok(value: Any) -> bool:
@@ -60,6 +60,11 @@ class SupervisorConfig:
         back-off when a worker keeps crashing (seconds).""")
     config_poll_interval: float = setting(2.0, number(0, 3600), """How often to look for edits of
         this file (seconds; 0 disables, SIGHUP still reloads).""")
+    queues: tuple[str, ...] = setting((), QUEUE_LIST, """Serve only these named queues (`python -m
+        supervisor --queues a,b` overrides it); empty: every queue.""")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "queues", tuple(self.queues))  # TOML and JSON give lists
 
 
 @dataclass(frozen=True)
@@ -175,6 +180,24 @@ class TypeConfig:
     backoff_max: float | None = setting(None, number(0, 7 * 86400), "Longest retry back-off of the type (seconds).")
     async_concurrency: int | None = setting(None, number(1, 10_000, integer=True), """Jobs of the type
         (an `async def` handler) one worker runs at once on its event loop (see Async jobs).""")
+    queue: str | None = setting(None, QUEUE_NAME, 'Queue of jobs of the type enqueued without one ("default").')
+    key: str | None = setting(None, KEY_PATH, """Where a job's limit key comes from when enqueued
+        without `limit_key=`: a dotted path into its payload, "payload.customer_id".""")
+    concurrency_per_key: int | None = setting(None, number(1, 100_000, integer=True),
+                                              "At most this many jobs of one key run at once.")
+    rate_per_key: str | None = setting(None, Key((str,), durations.RATE_EXPECTED, durations.is_rate),
+                                       'At most this many jobs of one key start in any period ("10/min").')
+    fair: bool | None = setting(None, BOOLEAN, "Hand due jobs round-robin across keys, not in claim order.")
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """`[queues."<name>"]`: a named queue (docs/queues.md). With `workers` it has a pool of its
+    own; without, it shares the pool of `[supervisor] workers` minus the own pools, by `weight`."""
+    workers: int | None = setting(None, number(0, 256, integer=True), "Worker processes of its own pool.")
+    weight: int | None = setting(None, number(1, 1000, integer=True), """Its share of the shared
+        pool's claims (default 1), when it has no pool of its own.""")
+    paused: bool = setting(False, BOOLEAN, "Claim nothing of it (as `jobq pause --queue NAME`).")
 
 
 _NO_TYPE_SETTINGS = TypeConfig()
@@ -214,6 +237,7 @@ class Config:
     postgres: PostgresConfig = section(PostgresConfig, PostgresConfig.__doc__)
     schedules: tuple[ScheduleConfig, ...] = ()
     types: dict[str, TypeConfig] = field(default_factory=dict)
+    queues: dict[str, QueueConfig] = field(default_factory=dict)
     path: str | None = None  # the file this came from, if any
 
     def for_type(self, job_type: str) -> TypeConfig:
@@ -239,6 +263,9 @@ class Config:
         if self.types:
             out["types"] = {name: {k: v for k, v in dataclasses.asdict(t).items() if v is not None}
                             for name, t in self.types.items()}
+        if self.queues:
+            out["queues"] = {name: {k: v for k, v in dataclasses.asdict(q).items() if v is not None}
+                             for name, q in self.queues.items()}
         return out
 
 
@@ -248,8 +275,8 @@ _SECTIONS: dict[str, type] = {name: cls for name, (cls, _) in sections_of(Config
 SCHEMA: dict[str, dict[str, Key]] = {"": keys_of(Config),
                                      **{name: keys_of(cls) for name, cls in _SECTIONS.items()}}
 SCHEDULE_KEYS: dict[str, Key] = keys_of(ScheduleConfig)
-_SCHEDULE_REQUIRED = required_of(ScheduleConfig)
 TYPE_KEYS: dict[str, Key] = keys_of(TypeConfig)
+QUEUE_KEYS: dict[str, Key] = keys_of(QueueConfig)
 
 # Keys that moved (issue 13): an old place gets an error naming the new one.
 MOVED = {"synchronous": "sqlite.synchronous", "busy_timeout": "sqlite.busy_timeout",
@@ -316,39 +343,11 @@ def _moved(source: str, dotted: str, value: Any) -> None:
                           f"in the [{section_name}] table ({new})")
 
 
-def _schedules(source: str, value: Any) -> tuple[ScheduleConfig, ...]:
-    """``[[schedule]]`` entries: each checked, the required keys present, the names unique."""
-    if not isinstance(value, list):
-        raise ConfigError(f"{source}: 'schedule' must be an array of tables ([[schedule]]), got {value!r}")
-    out: list[ScheduleConfig] = []
-    for i, entry in enumerate(value):
-        prefix = f"schedule[{i}]"
-        try:
-            checked = _table(source, prefix, SCHEDULE_KEYS, entry, "[[schedule]]")
-        except ConfigError as exc:
-            named = entry.get("name") if isinstance(entry, dict) else None
-            raise ConfigError(f"{exc} (in the [[schedule]] named {named!r})" if isinstance(named, str) else str(exc)) from None
-        for k in _SCHEDULE_REQUIRED:
-            if k not in checked:
-                raise ConfigError(f"{source}: key '{prefix}.{k}' is missing: expected {SCHEDULE_KEYS[k].expected}")
-        if any(s.name == checked["name"] for s in out):
-            raise ConfigError(f"{source}: key '{prefix}.name' = {checked['name']!r}: "
-                              f"expected a name no other [[schedule]] entry uses")
-        out.append(ScheduleConfig(**checked))
-    return tuple(out)
-
-
-def _types(source: str, value: Any) -> dict[str, TypeConfig]:
-    """``[types."<job type>"]`` tables."""
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: 'types' must be tables like [types.\"report:generate\"], got {value!r}")
-    return {name: TypeConfig(**_table(source, f'types."{name}"', TYPE_KEYS, entry, f'[types."{name}"]'))
-            for name, entry in value.items()}
-
-
 # TOML name -> (Config field, parser) of the sections that hold several tables.
 _TABLES: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "schedule": ("schedules", _schedules), "types": ("types", _types)}
+    "schedule": ("schedules", named_entries("schedule", ScheduleConfig, SCHEDULE_KEYS)),
+    "types": ("types", named_tables("types", TypeConfig, TYPE_KEYS, '"report:generate"')),
+    "queues": ("queues", named_tables("queues", QueueConfig, QUEUE_KEYS, "emails", queue_name_error))}
 
 
 def load(path: str | os.PathLike[str]) -> Config:

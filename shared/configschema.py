@@ -111,6 +111,49 @@ def check_table(source: str, prefix: str, keys: dict[str, Key], value: Any, what
     return out
 
 
+def named_tables(name: str, cls: type, keys: dict[str, Key], example: str,
+                 name_error: Callable[[str], str | None] | None = None) -> Callable[[str, Any], dict[str, Any]]:
+    """The parser of ``[name."<entry>"]`` tables: entry name -> ``cls`` of its checked keys
+    (``name_error``: why an entry's name is refused, or None)."""
+    def parse(source: str, value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: '{name}' must be tables like [{name}.{example}], got {value!r}")
+        for entry in value:
+            why = name_error(entry) if name_error else None
+            if why is not None:
+                raise ConfigError(f"{source}: table [{name}.{entry!r}]: {why}")
+        return {entry: cls(**check_table(source, f'{name}."{entry}"', keys, v, f'[{name}."{entry}"]'))
+                for entry, v in value.items()}
+    return parse
+
+
+def named_entries(name: str, cls: Any, keys: dict[str, Key]) -> Callable[[str, Any], tuple[Any, ...]]:
+    """The parser of ``[[name]]`` entries: each checked, the required keys present, their
+    ``name`` keys unique; a tuple of ``cls``."""
+    required = required_of(cls)
+
+    def parse(source: str, value: Any) -> tuple[Any, ...]:
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: '{name}' must be an array of tables ([[{name}]]), got {value!r}")
+        out: list[Any] = []
+        for i, entry in enumerate(value):
+            prefix = f"{name}[{i}]"
+            try:
+                checked = check_table(source, prefix, keys, entry, f"[[{name}]]")
+            except ConfigError as exc:
+                named = entry.get("name") if isinstance(entry, dict) else None
+                raise ConfigError(f"{exc} (in the [[{name}]] named {named!r})" if isinstance(named, str) else str(exc)) from None
+            for k in required:
+                if k not in checked:
+                    raise ConfigError(f"{source}: key '{prefix}.{k}' is missing: expected {keys[k].expected}")
+            if any(s.name == checked["name"] for s in out):
+                raise ConfigError(f"{source}: key '{prefix}.name' = {checked['name']!r}: "
+                                  f"expected a name no other [[{name}]] entry uses")
+            out.append(cls(**checked))
+        return tuple(out)
+    return parse
+
+
 def setting(default: Any, spec: Key, doc: str) -> Any:
     """A dataclass field that is a config key: its default, its check and its meaning."""
     meta = {KEY: dataclasses.replace(spec, doc=" ".join(doc.split()))}

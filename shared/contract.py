@@ -80,6 +80,12 @@ class ProducerStore(Connection, Protocol):
         """The pause flag as committed now."""
         ...
 
+    def set_queue_paused(self, queue: str, paused: bool) -> None:
+        """Pause or resume one named queue (one statement): while paused, no claim takes its jobs."""
+        ...
+
+    def is_queue_paused(self, queue: str) -> bool: ...
+
 
 class WorkerStore(Connection, Protocol):
     """What a worker process (its loop and its heartbeat thread) needs."""
@@ -88,6 +94,12 @@ class WorkerStore(Connection, Protocol):
         """Atomically take up to ``limit`` due pending jobs in claim order (priority, then first
         due, then first created): each ``running``, ``attempts + 1``, ``owner`` its owner, its
         lease begun. One statement; no job is ever taken by two claims; nothing while paused."""
+        ...
+
+    def serve(self, queues: Sequence[tuple[str, int]] | None) -> None:
+        """Claims (every claim method) take only jobs of these named queues ((name, weight):
+        one statement per queue, tried in a weighted random order drawn per claim) from now on;
+        None: of every queue. A paused queue's jobs are never claimed."""
         ...
 
     def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
@@ -269,6 +281,10 @@ class OpsStore(Connection, Protocol):
     def is_paused(self) -> bool: ...
 
     def set_paused(self, paused: bool) -> None: ...
+
+    def set_queue_paused(self, queue: str, paused: bool) -> None: ...
+
+    def paused_queues(self) -> list[str]: ...
 
     def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
 

@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterable
 
 from .bounds import MAX_TIME, MAX_TIME_TEXT, MIN_TIME
+from .queuenames import check_queue
 
 ATTR = "__jobq_handler__"
 
@@ -55,16 +56,22 @@ class HandlerSpec:
     timeout: float | None = None
     is_async: bool = False
     async_concurrency: int | None = None
+    queue: str | None = None  # the queue its jobs go to when enqueued without one
 
 
 def handler(job_type: str, *, max_attempts: int | None = None, timeout: float | None = None,
-            async_concurrency: int | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            async_concurrency: int | None = None,
+            queue: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(payload, job)`` as the handler of ``job_type``.
 
     ``max_attempts`` and ``timeout`` (seconds) override the config for this type;
     ``async_concurrency`` (an ``async def`` handler only): up to this many jobs of the type run
-    at once on one worker's event loop (see ``shared.asyncjobs``).
+    at once on one worker's event loop (see ``shared.asyncjobs``); ``queue``:
+    the named queue of its jobs enqueued without one, by a producer that loaded this handler
+    (``[types.X] queue`` in the config says it to every producer).
     """
+    if queue is not None:
+        check_queue(queue)
     if not isinstance(job_type, str) or not job_type:
         raise ValueError(f"handler type must be a non-empty string, got {job_type!r}")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
@@ -75,7 +82,7 @@ def handler(job_type: str, *, max_attempts: int | None = None, timeout: float | 
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         spec = HandlerSpec(job_type, fn, max_attempts, None if timeout is None else float(timeout),
-                           inspect.iscoroutinefunction(fn), async_concurrency)
+                           inspect.iscoroutinefunction(fn), async_concurrency, queue)
         if async_concurrency is not None and not spec.is_async:
             raise ValueError(f"handler {job_type!r}: async_concurrency={async_concurrency!r} needs an "
                              f"async def handler, and {_where(fn)} is not one")

@@ -77,6 +77,7 @@ class Job:
     heartbeat_at: str | None = None
     payload_error: str | None = None
     trace: str | None = None  # the enqueuer's W3C trace context as JSON (shared.tracing), or None
+    queue: str = "default"  # the named queue it was enqueued on (docs/queues.md)
 
     @classmethod
     def from_row(cls, row: Any) -> "Job":
@@ -95,7 +96,7 @@ class Job:
         payload, perr = _decode(r[3])
         result = _decode(r[4])[0] if r[4] is not None else None
         return cls(r[0], r[1], r[2], payload, result, *r[5:18], payload_error=perr,
-                   trace=r[18] if len(r) > 18 else None)
+                   trace=r[18] if len(r) > 18 else None, queue=r[19] if len(r) > 19 else "default")
 
     @property
     def attempt(self) -> int:
@@ -121,6 +122,8 @@ class NewJob:
     max_attempts: int | None
     key: str | None
     trace: str | None = None  # the W3C trace context to store (shared.tracing.context), or None
+    queue: str = "default"  # the named queue (shared.queues)
+    limit_key: str | None = None  # the key per-key limits count it under (shared.keys)
 
 
 @dataclass(frozen=True)

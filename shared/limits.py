@@ -18,31 +18,46 @@ class TypeLimit:
     type: str
     concurrency: int | None = None
     rate: tuple[int, float] | None = None
+    concurrency_per_key: int | None = None  # the same, per limit key (shared.keys)
+    rate_per_key: tuple[int, float] | None = None
+    fair: bool = False  # round-robin across keys (shared.engines.sql.keys)
+
+    @property
+    def keyed(self) -> bool:
+        return self.concurrency_per_key is not None or self.rate_per_key is not None or self.fair
 
 
 def type_limits(config: Any) -> dict[str, TypeLimit]:
-    """The types of ``config`` that have a concurrency or rate limit (empty: none has)."""
+    """The types of ``config`` that have a concurrency or rate limit, per type or per key, or
+    are fair (empty: none has)."""
     out = {}
     for name, t in config.types.items():
-        if t.concurrency is not None or t.rate is not None:
-            out[name] = TypeLimit(name, t.concurrency, parse_rate(t.rate) if t.rate else None)
+        lim = TypeLimit(name, t.concurrency, parse_rate(t.rate) if t.rate else None, t.concurrency_per_key,
+                        parse_rate(t.rate_per_key) if t.rate_per_key else None, bool(t.fair))
+        if lim.concurrency is not None or lim.rate is not None or lim.keyed:
+            out[name] = lim
     return out
 
 
 
 def pick_claims(candidates: list[tuple[str, str]], room: dict[str, float], rated: set[str],
-                limit: int) -> list[str]:
+                limit: int, key_room: dict[tuple[str, str], float] | None = None) -> list[str]:
     """Which of ``candidates`` ((id, type) in claim order) a limited claim takes: at most
     ``limit``, within each type's ``room`` (decremented here), and a job of a rate-limited type
     (``rated``) only first in a batch, ending it (so it starts at once: its start is counted
-    now). Engine-neutral: both engines' limited claims call it."""
+    now). Engine-neutral: both engines' limited claims call it. A candidate (id, type, key)
+    also needs room in ``key_room`` ((type, key) -> room; absent: unlimited)."""
     out: list[str] = []
-    for job_id, job_type in candidates:
+    key_room = key_room if key_room is not None else {}
+    for job_id, job_type, *key in candidates:
         if len(out) == limit:
             break
-        if room.get(job_type, 1) <= 0 or (out and job_type in rated):
+        kr = (job_type, key[0]) if key and key[0] is not None else None
+        if room.get(job_type, 1) <= 0 or (out and job_type in rated) or (kr and key_room.get(kr, 1) <= 0):
             continue
         out.append(job_id)
+        if kr in key_room:
+            key_room[kr] -= 1  # type: ignore[index]
         if job_type in room:
             room[job_type] -= 1
         if job_type in rated:

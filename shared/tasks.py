@@ -21,6 +21,7 @@ from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self,
 
 from .handlers import ATTR, HandlerSpec, PermanentError, check_async_concurrency, handler
 from .handles import JobHandle
+from .queuenames import check_queue
 from .taskargs import payload_of, unpack
 
 P = ParamSpec("P")
@@ -82,10 +83,13 @@ class BaseTask(Generic[P, R]):
               priority: int | None = None, key: str | None = None, max_attempts: int | None = None,
               conn: Any = None) -> Self:
         """A copy whose enqueues use these options (those given here replace this task's):
-        ``queue`` (a ``JobQueue``; default :func:`default_queue`), ``delay``/``run_at``,
+        ``queue``: a named queue (a string: docs/queues.md), or the ``JobQueue`` to enqueue on
+        (default :func:`default_queue`); ``delay``/``run_at``,
         ``priority``, ``key``, ``max_attempts``, ``conn`` (the caller's own connection, whose
         transaction the job joins), as :meth:`shared.api.JobQueue.enqueue` takes them."""
         given = {k: v for k, v in locals().items() if k in _USING and v is not None}
+        if isinstance(queue, str):  # a named queue, not the JobQueue to write to
+            given["queue_name"] = check_queue(given.pop("queue"))
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         copy.options = {**self.options, **given}
@@ -115,6 +119,9 @@ class BaseTask(Generic[P, R]):
     def _target(self) -> tuple[Any, dict[str, Any]]:
         opts = dict(self.options)
         queue = opts.pop("queue", None) or default_queue()
+        named = opts.pop("queue_name", None) or getattr(self, ATTR).queue
+        if named is not None:
+            opts["queue"] = named
         if self.priority is not None:
             opts.setdefault("priority", self.priority)
         return queue, opts
@@ -160,29 +167,34 @@ def task(fn: Callable[P, R], /) -> Task[P, R]: ...
 
 @overload
 def task(*, name: str | None = None, max_attempts: int | None = None, timeout: float | None = None,
-         priority: int | None = None, async_concurrency: int | None = None) -> _Decorator: ...
+         priority: int | None = None, async_concurrency: int | None = None,
+         queue: str | None = None) -> _Decorator: ...
 
 
 def task(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
          max_attempts: int | None = None, timeout: float | None = None,
-         priority: int | None = None, async_concurrency: int | None = None) -> Any:
+         priority: int | None = None, async_concurrency: int | None = None,
+         queue: str | None = None) -> Any:
     """Declare a function (plain or ``async def``) as a task: ``@task`` or ``@task(...)``.
 
     ``name``: its job type (default ``"<module>.<qualname>"``); ``max_attempts`` and
     ``timeout`` (seconds) override the config for it, as ``@handler``'s do; ``priority``: the
     default priority of its enqueues (None: the type's ``[types]`` priority, else 0);
-    ``async_concurrency`` (``async def`` only): jobs of it one worker runs at once. Calling
+    ``async_concurrency`` (``async def`` only): jobs of it one worker runs at once; ``queue``:
+    the named queue of its enqueues (None: the type's ``[types]`` queue, else "default"). Calling
     the task calls the function; ``.enqueue(...)`` queues a run (see :class:`BaseTask`).
     """
     options: dict[str, Any] = {"name": name, "max_attempts": max_attempts, "timeout": timeout,
-                               "priority": priority, "async_concurrency": async_concurrency}
+                               "priority": priority, "async_concurrency": async_concurrency,
+                               "queue": queue}
     if fn is None:
         return _Decorator(options)
     return _make(fn, **options)
 
 
 def _make(fn: Callable[..., Any], name: str | None, max_attempts: int | None, timeout: float | None,
-          priority: int | None, async_concurrency: int | None = None) -> BaseTask[Any, Any]:
+          priority: int | None, async_concurrency: int | None = None,
+          queue: str | None = None) -> BaseTask[Any, Any]:
     if isinstance(fn, BaseTask) or not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")
     if name is None:
@@ -196,7 +208,7 @@ def _make(fn: Callable[..., Any], name: str | None, max_attempts: int | None, ti
     check_async_concurrency(name, async_concurrency)
     if async_concurrency is not None and not is_async:
         raise ValueError(f"task {name!r}: async_concurrency={async_concurrency!r} needs an async def function")
-    run = handler(name, max_attempts=max_attempts, timeout=timeout)(_runner(fn, name, inspect.signature(fn)))
+    run = handler(name, max_attempts=max_attempts, timeout=timeout, queue=queue)(_runner(fn, name, inspect.signature(fn)))
     spec = dataclasses.replace(getattr(run, ATTR), is_async=is_async,  # checked by @handler
                                async_concurrency=async_concurrency)
     cls = AsyncTask if is_async else Task

@@ -36,6 +36,7 @@ class TypeCheck:
         self.served: frozenset[str] | None = None
         self.checked: set[str] = set()
         self.broken: str | None = None  # why the handler modules could not be imported here
+        self.queues: dict[str, str] = {}  # job type -> its handler's queue (@handler(queue=))
 
     def check(self, jtype: str) -> None:
         """Return if ``jtype`` is served; else raise ValueError (strict) or warn once."""
@@ -76,3 +77,10 @@ class TypeCheck:
             self.broken = exc.summary
             return
         self.served = frozenset(registry.types())
+        self.queues = {t: spec.queue for t in registry.types() if (spec := registry.get(t)) and spec.queue}
+
+    def queue_of(self, jtype: str) -> str | None:
+        """The queue ``@handler(queue=)`` gives ``jtype`` in the loaded handlers, or None."""
+        if self.served is None and self.broken is None:
+            self._load()
+        return self.queues.get(jtype)

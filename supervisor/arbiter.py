@@ -44,6 +44,7 @@ from .dispatch import HANDLED, dispatch
 from .duties import Duties
 from .forkserver import TemplateFailed
 from .metrics import MetricsServer
+from .pools import describe as describe_pools, total_workers, with_queues
 from .slots import Slots
 from .spawner import Spawner
 from .storeref import StoreRef
@@ -62,12 +63,13 @@ class Arbiter:
     shuts down, and returns the process exit code (``shared.exitcodes``)."""
 
     def __init__(self, config: Config, *, workers: int | None = None, clock: Any = None,
-                 ready_fd: int | None = None) -> None:
+                 ready_fd: int | None = None, queues: tuple[str, ...] | None = None) -> None:
         if not config.path:
             raise ValueError("the supervisor needs a config file (workers read it); Config.path is None")
         self.file_config = config                 # the file as last read (see reload)
         self.override = workers                   # --workers or scaling, while the file keeps its count
-        self.config = config if workers is None else config.with_workers(workers)
+        self.queues = queues                      # --queues: kept over reloads
+        self.config = with_queues(config if workers is None else config.with_workers(workers), queues)
         self.clock = clock or SystemClock()
         self.ready_fd = ready_fd
         self.signals = SignalQueue(HANDLED)
@@ -97,7 +99,7 @@ class Arbiter:
 
     @property
     def target(self) -> int:
-        return self.config.supervisor.workers
+        return total_workers(self.config)  # every pool's workers (shared.queues)
 
     # -- table of contents ----------------------------------------------------------------------
 
@@ -221,7 +223,7 @@ class Arbiter:
         new = reload_mod.reread(self.config, self.file_config, self.override, why)
         if new is None:
             return
-        self.config, self.file_config, self.override = new.config, new.file_config, new.override
+        self.config, self.file_config, self.override = with_queues(new.config, self.queues), new.file_config, new.override
         self.registry = new.registry or self.registry
         self.policy = JobPolicy(self.config, self.registry)
         logs.setup(self.config.log_level, self.config.log_format)
@@ -230,7 +232,7 @@ class Arbiter:
             self.spawner.renew()  # a new template; workers roll onto it once it is ready (respawn)
         self.slots.signal_live(signal.SIGHUP)
         event(log, "config.reloaded", reason=why, changed=",".join(new.changed) or "nothing",
-              workers=self.target)
+              workers=self.target, pools=describe_pools(self.config))
 
     # -- children -------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from shared.clock import parse_iso
 from shared.config import Config
 from shared.logs import event, get_logger
 from shared.contract import OpsStore
+from shared.ops import queues
 from shared.ops.viewstats import BOUNDS, AttemptFeed, Histogram
 
 log = get_logger("supervisor")
@@ -283,6 +284,7 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
     age = max(now - parse_iso(max(oldest["run_at"], oldest["created_at"])), 0.0) if oldest else 0.0
     out.gauge("jobq_oldest_pending_age_seconds", "How long the longest-waiting due job has waited.", age)
     out.gauge("jobq_paused", "1 while the queue is paused.", int(store.is_paused()))
+    queue_gauges(out, store, now)
     for g in ops.gauges.read(store):  # the engine's own, as it names them (none: no family)
         out.gauge(f"jobq_{g['key']}", g["help"], g["value"])
     for name, value in sorted(gauges.items()):
@@ -294,6 +296,17 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
         out.sample(f"jobq_{name}_total", value)
     _histograms(out, feed)
     return out.text()
+
+
+def queue_gauges(out: "Exposition", store: OpsStore, now: float) -> None:
+    """Per named queue: due jobs waiting, running jobs, paused (shared.ops.queues)."""
+    rows = queues.by_queue(store, now, sample=0)
+    for name, key, doc in (("jobq_queue_due", "due", "Due pending jobs by named queue."),
+                           ("jobq_queue_running", "running", "Running jobs by named queue."),
+                           ("jobq_queue_paused", "paused", "1 while the named queue is paused.")):
+        out.family(name, "gauge", doc)
+        for r in rows:
+            out.sample(name, int(r[key]), queue=r["queue"])
 
 
 def _attempt_counters(out: "Exposition", feed: AttemptFeed | None) -> None:

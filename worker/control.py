@@ -20,6 +20,8 @@ from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import rss_mb
 
+from .queues import serve_queues
+
 log = get_logger("worker")
 
 
@@ -131,6 +133,7 @@ class Control:
             self.heartbeat.config = new
         if self.fence is not None:
             self.fence.config = new
+        serve_queues(self)
         event(log, "config.reloaded", slot=self.slot, pid=self.pid)
 
     def should_recycle(self) -> bool:

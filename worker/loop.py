@@ -52,6 +52,7 @@ from shared.errors import StoreError
 from .aio import AsyncRunner, async_limits_of
 from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
 from .control import Control
+from .queues import serve_queues
 from .fence import Fence
 from .heartbeat import Heartbeat
 
@@ -152,6 +153,7 @@ class Worker(Control):
             self.signals.close()
             return ExitCode.DATABASE_UNAVAILABLE
         self.health = health_check(self.config)
+        serve_queues(self)  # before the wake-up: idle workers of one pool share a lead
         self.wakeup = self.store.wakeup()
         self.progress = ProgressWriter(self.progress_path) if self.progress_path else None
         return ExitCode.OK

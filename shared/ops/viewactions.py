@@ -117,8 +117,13 @@ def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]],
     return Outcome(verb, done, {**_why_not(store, ids, done, rule), **skipped})
 
 
-def set_paused(store: Any, paused: bool) -> str:
-    """Pause or resume the queue; the message ``jobq pause``/``resume`` prints."""
+def set_paused(store: Any, paused: bool, queue: str | None = None) -> str:
+    """Pause or resume the queue (or one named ``queue``); the message ``jobq pause``/``resume``
+    prints."""
+    if queue is not None:
+        store.set_queue_paused(queue, paused)
+        return (f"queue {queue!r} paused: workers finish the job in hand and claim none of its jobs until "
+                f"`jobq resume --queue {queue}`" if paused else f"queue {queue!r} resumed")
     store.set_paused(paused)
     return PAUSED_TEXT if paused else RESUMED_TEXT
 

@@ -98,8 +98,8 @@ def last_line(text: str | None, width: int = 60) -> str:
 
 def status_text(snap: dict[str, Any]) -> str:
     """The human ``status`` report of a :func:`supervisor.status.collect` snapshot."""
-    parts = [_header(snap), _jobs(snap), _throughput(snap), _latency(snap), workers_text(snap["workers"]),
-             _schedules(snap)]
+    parts = [_header(snap), _jobs(snap), queues_text(snap.get("queues") or []), _throughput(snap), _latency(snap),
+             workers_text(snap["workers"]), _schedules(snap)]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -119,6 +119,15 @@ def _header(snap: dict[str, Any]) -> str:
         rows.append(("unowned", f"{len(snap['unowned'])} running jobs have no registered worker (a worker "
                                 f"run alone, or one that died: a supervisor re-queues those)"))
     return "\n".join(f"{k:<11} {v}" for k, v in rows)
+
+
+def queues_text(queues: Sequence[dict[str, Any]]) -> str:
+    """The named queues (shared.ops.queues), when there is more than ``default`` to show."""
+    if not any(q["queue"] != "default" or q["paused"] for q in queues):
+        return ""
+    rows = [[q["queue"], q["pending"], q["due"], q["running"], "PAUSED" if q["paused"] else "-",
+             q["completed_per_min"], duration(q["wait_s"]["p50"]), duration(q["wait_s"]["p99"])] for q in queues]
+    return table(["QUEUE", "PENDING", "DUE", "RUNNING", "PAUSED", "DONE/MIN", "WAIT P50", "WAIT P99"], rows)
 
 
 def _schedules(snap: dict[str, Any]) -> str:

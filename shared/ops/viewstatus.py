@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared import cron, ops, schedule
-from shared.ops import activity
+from shared.ops import activity, queues
 from shared.clock import iso, parse_iso
 from shared.database import redacted
 from shared.job import STATUSES
@@ -45,6 +45,7 @@ def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = N
         "supervisors": sups, "jobs": jobs, "by_type": _with_scheduled(by_type, scheduled),
         "oldest_due": _oldest(store, now), "workers": workers(store, now),
         "unowned": ops.running_without_worker(store),
+        "queues": queues.by_queue(store, now, config),
     }
     if config is not None:
         snap["schedules"] = [{"name": r.name, "type": r.type, "cron": r.cron, "timezone": r.timezone,

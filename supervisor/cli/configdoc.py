@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from shared.config import Config, ScheduleConfig, TypeConfig
+from shared.config import Config, QueueConfig, ScheduleConfig, TypeConfig
 from shared.configschema import keys_of, sections_of
 from shared.durations import DURATION_EXPECTED
 
@@ -47,6 +47,8 @@ def reference_markdown() -> str:
             'cron = "15 3 * * *"\n```\n']
     out += [f'\n## `[types."<job type>"]`\n\n{_plain(TypeConfig.__doc__)}\n\n', _rows(TypeConfig, TypeConfig()),
             '\n```toml\n[types."report:generate"]\nconcurrency = 2\nrate = "10/min"\n```\n']
+    out += [f'\n## `[queues."<name>"]`\n\n{_plain(QueueConfig.__doc__)}\n\n', _rows(QueueConfig, QueueConfig()),
+            '\n```toml\n[queues.emails]\nworkers = 2\n\n[queues.reports]\nweight = 1\n```\n']
     return "".join(out)
 
 

@@ -19,6 +19,7 @@ from shared.durations import SECONDS_EXPECTED as DURATION_HELP
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES, TERMINAL
+from shared.queuenames import queue_name_error
 from shared.errors import StoreError
 from shared.ops.viewctx import Ctx
 
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the supervisor and its workers (the default)")
     _common(run, False)
     run.add_argument("--workers", type=int, default=None, help="number of workers (overrides the file)")
+    run.add_argument("--queues", default=None, metavar="A,B",
+                     help="serve only these named queues (overrides [supervisor] queues)")
     run.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
     _job_commands(sub)
@@ -71,6 +74,7 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
     p.add_argument("--max-attempts", type=int, default=None, help="attempts before the job fails for good")
     p.add_argument("--key", default=None, help="idempotency key: a kept job with this key is not duplicated")
+    p.add_argument("--queue", default=None, help="the named queue (default: the type's, else \"default\")")
     p.add_argument("--traceparent", default=None, help="W3C trace context (00-<trace id>-<span id>-<flags>) "
                    "the job's run continues (docs/tracing.md)")
     p.add_argument("--file", default=None, help="JSON lines, one job object each ({\"type\", \"payload\", "
@@ -96,14 +100,17 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
 def _view_commands(sub: argparse._SubParsersAction) -> None:
     p = _add(sub, "status", status.cmd_status, "queue counts, throughput, latency, workers, paused, WAL")
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
+    p.add_argument("--types", action="store_true", help="limits per type: busiest keys, jobs waiting on a limit")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
     p = _add(sub, "top", top.cmd_top, "full-screen live view (q or Ctrl-C quits)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
 
 
 def _control_commands(sub: argparse._SubParsersAction) -> None:
-    _add(sub, "pause", ops.cmd_pause, "workers finish the job in hand and claim nothing until resume")
-    _add(sub, "resume", ops.cmd_resume, "workers claim jobs again")
+    p = _add(sub, "pause", ops.cmd_pause, "workers finish the job in hand and claim nothing until resume")
+    p.add_argument("--queue", default=None, help="pause only this named queue")
+    p = _add(sub, "resume", ops.cmd_resume, "workers claim jobs again")
+    p.add_argument("--queue", default=None, help="resume only this named queue")
     p = _add(sub, "stop", control.cmd_stop, "stop the running supervisor gracefully (again: at once)")
     p.add_argument("--no-wait", action="store_true", help="return after signalling")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: shutdown_timeout + 15)")
@@ -153,8 +160,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 0:
         print(f"jobq: --workers must be >= 0, got {args.workers}", file=sys.stderr)
         return ExitCode.USAGE
+    queues = None
+    if args.queues is not None:
+        queues = tuple(q.strip() for q in args.queues.split(",") if q.strip())
+        bad = next((why for q in queues if (why := queue_name_error(q))), None) if queues else "no queue named"
+        if bad:
+            print(f"jobq: --queues {args.queues!r}: {bad}", file=sys.stderr)
+            return ExitCode.USAGE
     from ..arbiter import Arbiter  # here: of the commands, only run loads the supervisor process
-    return Arbiter(cfg, workers=args.workers, ready_fd=args.ready_fd).run()
+    return Arbiter(cfg, workers=args.workers, queues=queues, ready_fd=args.ready_fd).run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,7 +202,7 @@ def _first_positional(argv: list[str]) -> str | None:
         if skip:
             skip = False
             continue
-        if a in ("--config", "--workers"):
+        if a in ("--config", "--workers", "--queues"):
             skip = True
             continue
         if not a.startswith("-"):

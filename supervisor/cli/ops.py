@@ -26,6 +26,7 @@ from shared.ops import viewrender as render
 from shared.ops.viewactions import (Outcome, cancel_ids, ran_s, resolve_id, retry_ids, set_paused,
                                     unresolved)
 from shared.ops.viewctx import Ctx
+from shared.queuenames import queue_name_error
 from shared.typecheck import UnservedTypeWarning
 
 ENQUEUE_BATCH = 1000
@@ -54,7 +55,8 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
     with _queue(ctx) as (q, caught):
         try:
             job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
-                               max_attempts=args.max_attempts, key=args.key, traceparent=args.traceparent)
+                               max_attempts=args.max_attempts, key=args.key, traceparent=args.traceparent,
+                               queue=args.queue)
         except (TypeError, ValueError) as exc:
             return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
     _warn(ctx, caught)
@@ -211,15 +213,18 @@ def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_pause(ctx: Ctx, args: argparse.Namespace) -> int:
-    return _set_paused(ctx, True)
+    return _set_paused(ctx, True, args.queue)
 
 
 def cmd_resume(ctx: Ctx, args: argparse.Namespace) -> int:
-    return _set_paused(ctx, False)
+    return _set_paused(ctx, False, args.queue)
 
 
-def _set_paused(ctx: Ctx, paused: bool) -> int:
+def _set_paused(ctx: Ctx, paused: bool, queue: str | None = None) -> int:
+    why = None if queue is None else queue_name_error(queue)
+    if why is not None:
+        return ctx.fail(f"{'pause' if paused else 'resume'} --queue: {why}", ExitCode.USAGE)
     with ctx.store() as store:
-        text = set_paused(store, paused)
-    ctx.emit({"paused": paused}, text)
+        text = set_paused(store, paused, queue)
+    ctx.emit({"paused": paused} if queue is None else {"paused": paused, "queue": queue}, text)
     return ExitCode.OK

@@ -10,6 +10,7 @@ from typing import Any
 
 from shared.exitcodes import ExitCode
 from shared.ops import viewrender as render
+from shared.ops.keys import keys_text, type_keys
 from shared.ops.viewctx import Ctx
 from shared.ops.viewstatus import collect
 
@@ -19,14 +20,21 @@ def cmd_status(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail(f"status: --interval must be > 0, got {args.interval:g}", ExitCode.USAGE)
     with ctx.store() as store:
         if not args.watch:
-            _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=False)
+            _show(ctx, _snap(ctx, store, args), clear=False)
             return ExitCode.OK
         try:
             while True:
-                _show(ctx, collect(store, ctx.clock.now(), config=ctx.config), clear=True)
+                _show(ctx, _snap(ctx, store, args), clear=True)
                 time.sleep(args.interval)
         except KeyboardInterrupt:
             return ExitCode.OK
+
+
+def _snap(ctx: Ctx, store: Any, args: argparse.Namespace) -> dict[str, Any]:
+    snap = collect(store, ctx.clock.now(), config=ctx.config)
+    if getattr(args, "types", False):  # --types: limits per type and per key (shared.ops.keys)
+        snap["types"] = type_keys(store, ctx.config, ctx.clock.now())
+    return snap
 
 
 def _show(ctx: Ctx, snap: dict[str, Any], clear: bool) -> None:
@@ -36,4 +44,5 @@ def _show(ctx: Ctx, snap: dict[str, Any], clear: bool) -> None:
               file=ctx.out, flush=True)
         return
     prefix = "\x1b[H\x1b[2J" if clear else ""
-    print(prefix + render.status_text(snap), file=ctx.out, flush=True)
+    extra = "\n\n" + keys_text(snap["types"]) if "types" in snap else ""
+    print(prefix + render.status_text(snap) + extra, file=ctx.out, flush=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from shared.config import SCHEDULE_KEYS, TYPE_KEYS, Config, ScheduleConfig, TypeConfig
+from shared.config import QUEUE_KEYS, SCHEDULE_KEYS, TYPE_KEYS, Config, QueueConfig, ScheduleConfig, TypeConfig
 from shared.configschema import Key, keys_of, sections_of
 
 from .tomledit import toml_value
@@ -35,7 +35,8 @@ CLEANUP = ScheduleConfig(name="cleanup-old-data", type="cleanup:old-data", cron=
 SCHEDULE_EXAMPLE = {"name": "daily-revenue-report", "type": "report:generate", "cron": "0 8 * * *",
                     "timezone": "America/New_York",
                     "payload": {"reportId": "daily-revenue", "format": "pdf"}}
-TYPE_EXAMPLE = {"concurrency": 2, "rate": "10/min", "max_attempts": 5, "timeout": 120,
+TYPE_EXAMPLE = {"concurrency": 2, "rate": "10/min", "max_attempts": 5, "timeout": 120, "queue": "reports",
+                "key": "payload.customer_id", "concurrency_per_key": 2, "rate_per_key": "10/min", "fair": True,
                 "priority": 0, "backoff_base": 1, "backoff_max": 60}
 
 
@@ -60,6 +61,7 @@ def config_toml(cfg: Config, header: str, marked: frozenset[str] | set[str] = fr
         out += [f"\n[{name}]\n"] + _comment(_plain(doc)) + ["\n"] + _table(name, cls, data[name], marked)
     out += _schedules(cfg)
     out += _types()
+    out += _queues()
     return "".join(out)
 
 
@@ -95,6 +97,14 @@ def _types() -> list[str]:
         example = TYPE_EXAMPLE.get(key)
         value = _value(example) if example is not None else f"<{spec.expected}>"
         out.append(f"# {key} = {value}".ljust(28) + f"# {spec.doc}\n")
+    return out
+
+
+def _queues() -> list[str]:
+    out = ["\n"] + _comment(_plain(QueueConfig.__doc__) + " For example:")
+    for name, keys in (("emails", {"workers": 2}), ("reports", {"weight": 1, "paused": False})):
+        out.append(f'# [queues.{name}]\n')
+        out += [f"# {k} = {_value(v)}".ljust(28) + f"# {QUEUE_KEYS[k].doc}\n" for k, v in keys.items()]
     return out
 
 

@@ -145,7 +145,9 @@ class TopView:
         cols = ["pending", "scheduled", "running", "completed", "failed"]
         rows = [[t] + [c.get(k, 0) for k in cols] for t, c in sorted(s["by_type"].items())]
         body = render.table(["QUEUE BY TYPE"] + [c.upper() for c in cols], rows).splitlines()
-        return [(head, 0), (body[0], bold)] + [(ln, 0) for ln in body[1:]]
+        named = render.queues_text(s.get("queues") or []).splitlines()  # named queues, when there are
+        return ([(head, 0), (body[0], bold)] + [(ln, 0) for ln in body[1:]]
+                + ([("", 0), (named[0], bold)] + [(ln, 0) for ln in named[1:]] if named else []))
 
     def _workers(self, bold: int) -> list[tuple[str, int]]:
         text = render.workers_text(self.snap["workers"]).splitlines()

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from shared.ops import viewactions as ops
+from shared.queuenames import queue_name_error
 
 from . import pages, security
 
@@ -80,5 +81,9 @@ async def resume(request: Request) -> Response:
 
 async def _pause(request: Request, paused: bool) -> Response:
     form = await _form(request)
-    text = ops.set_paused(request.app.state.backend.store(), paused)
+    queue = (form.get("queue") or [None])[0]  # a named queue's button (docs/queues.md); none: all
+    why = None if queue is None else queue_name_error(queue)
+    if why is not None:
+        raise HTTPException(400, why)
+    text = ops.set_paused(request.app.state.backend.store(), paused, queue)
     return _back(request, form, "/", {"ok": True, "lines": [text], "summary": None})

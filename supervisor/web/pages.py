@@ -18,6 +18,7 @@ from shared.durations import parse_rate
 from shared.job import STATUSES
 from shared.ops import viewactions as ops
 from shared.ops import viewstatus as status
+from shared.ops.keys import type_keys
 
 from . import overview as overview_mod
 from .html import render, route_path
@@ -133,6 +134,7 @@ async def types(request: Request) -> Response:
     for r in shared_ops.counts_by_type(store):
         counts.setdefault(r["type"], dict.fromkeys(STATUSES, 0))[r["status"]] = r["n"]
     rows = []
+    keyed = {r["type"]: r for r in type_keys(store, cfg, now)}  # busiest keys, jobs waiting on a limit
     for name in sorted(set(counts) | set(cfg.types)):
         t = cfg.for_type(name)
         c = counts.get(name, dict.fromkeys(STATUSES, 0))
@@ -140,7 +142,7 @@ async def types(request: Request) -> Response:
         used = activity.rate_window_use(store, name, now - rate[1]) if rate else None
         rows.append({"type": name, "counts": c, "concurrency": t.concurrency, "running": c["running"],
                      "rate": t.rate, "rate_used": used, "rate_limit": rate[0] if rate else None,
-                     "rate_period": rate[1] if rate else None, "settings": {
+                     "rate_period": rate[1] if rate else None, "keys": keyed.get(name), "settings": {
                          k: v for k, v in dataclasses.asdict(t).items() if v is not None
                          and k not in ("concurrency", "rate")}})
     return render(request, "types.html", {"rows": rows, "now": now,

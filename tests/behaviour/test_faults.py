@@ -613,6 +613,14 @@ def store_cycle(store: SqliteStore):
     yield "try_claim", lambda: store.try_claim(owner, 1, now, 1)
     yield "claim_limited", lambda: store.claim_limited(owner, 1, now, {"t": TypeLimit("t", 5, (10, 60.0))}, 2)
     yield "set_paused", lambda: (store.set_paused(True), store.is_paused(), store.set_paused(False))
+    yield "serve claim", lambda: (store.serve((("q", 2), ("default", 1))), store.claim(owner, 1, now, 1),
+                                  store.try_claim(owner, 1, now, 1), store.serve(None))
+    yield "set_queue_paused is_queue_paused paused_queues", lambda: (
+        store.set_queue_paused("q", True), store.is_queue_paused("q"), store.paused_queues(),
+        store.claim(owner, 1, now, 1), store.set_queue_paused("q", False))
+    yield "claim_limited (per key, fair)", lambda: (
+        store.enqueue([NewJob("f" * 31 + str(i), "k", "{}", 0, now, None, None, limit_key=f"k{i}") for i in range(3)], now),
+        store.claim_limited(owner, 1, now, {"k": TypeLimit("k", None, None, 1, (5, 60.0), True)}, 2))
     yield "register_process touch_process", lambda: (store.register_process(owner, "worker", 1, "host", now),
                                                      store.touch_process(owner, now))
     yield "remove_process", lambda: store.remove_process(owner)
@@ -653,7 +661,8 @@ def store_cycle(store: SqliteStore):
 # another name above: is_paused, touch_process and the reads).
 _NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in", "wakeup",
                    "delete_finished_in", "pacer", "for_thread",
-                   "dialect", "channel", "schema", "gauges"}  # the shared SQL's attributes
+                   "dialect", "channel", "schema", "gauges",  # the shared SQL's attributes
+                   "serving", "claim_order", "serving_names", "serving_tag", "serving_slot"}  # a worker's queues
 
 
 def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(tmp_path):

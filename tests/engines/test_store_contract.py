@@ -643,6 +643,52 @@ def test_jobs_go_out_and_in_whole_once_by_id(store, clock):
     assert store.counts() == {"completed": 1, "running": 1}
 
 
+# -- named queues (issue 26) ------------------------------------------------------------------------
+
+def queued(clock: FakeClock, queue: str, priority: int = 0) -> NewJob:
+    return dataclasses.replace(job(clock, priority=priority), queue=queue)
+
+
+def test_serve_claims_only_the_served_queues_in_claim_order_within_each(store, clock):
+    a1, b1, d1 = queued(clock, "a"), queued(clock, "b", priority=5), job(clock)
+    clock.advance(1)
+    a2 = queued(clock, "a", priority=9)
+    put(store, clock, a1, b1, d1, a2)
+    store.serve((("a", 1),))
+    assert [j.id for j in run(store, clock, 5)] == [a2.id, a1.id]
+    assert run(store, clock) == []  # b's and default's jobs are not this worker's
+    store.serve((("b", 1), ("default", 1)))
+    got = run(store, clock, 1) + run(store, clock, 1)
+    assert sorted(j.id for j in got) == sorted([b1.id, d1.id]) and {j.queue for j in got} == {"b", "default"}
+    store.serve(())
+    put(store, clock, queued(clock, "a"))
+    assert run(store, clock) == []  # an empty set serves nothing
+    store.serve(None)
+    assert [j.queue for j in run(store, clock)] == ["a"]
+
+
+def test_a_paused_queue_is_skipped_by_every_claim_and_resumed(store, clock):
+    r, e = queued(clock, "reports", priority=9), queued(clock, "emails")
+    put(store, clock, r, e)
+    store.set_queue_paused("reports", True)
+    assert store.is_queue_paused("reports") and not store.is_queue_paused("emails")
+    assert store.paused_queues() == ["reports"] and not store.is_paused()
+    assert [j.id for j in run(store, clock, 5)] == [e.id]  # every queue: reports' job stepped over
+    store.serve((("reports", 1),))
+    assert run(store, clock) == []
+    limits = {"other": TypeLimit("other", concurrency=1)}
+    assert store.claim_limited(OWNER, PID, clock.now(), limits, 5) == []
+    store.set_queue_paused("reports", False)
+    assert store.paused_queues() == [] and [j.id for j in run(store, clock)] == [r.id]
+
+
+def test_the_limited_claim_takes_only_the_served_queues(store, clock):
+    put(store, clock, queued(clock, "a"), queued(clock, "b"))
+    store.serve((("b", 1),))
+    got = store.claim_limited(OWNER, PID, clock.now(), {"t": TypeLimit("t", concurrency=5)}, 5)
+    assert [j.queue for j in got] == ["b"]
+
+
 # -- the suite covers the contract --------------------------------------------------------------------
 
 PROTOCOLS = (contract.Connection, contract.ProducerStore, contract.WorkerStore, contract.UpkeepStore,

@@ -171,7 +171,30 @@ TRACE = """
 ALTER TABLE jobs ADD COLUMN trace text;
 """
 
-MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE]
+# Named queues (issue 26; see the SQLite engine's QUEUES): the queue's claim walks its own index.
+QUEUES = """
+ALTER TABLE jobs ADD COLUMN queue text COLLATE "C" NOT NULL DEFAULT 'default' CHECK (length(queue) > 0);
+CREATE INDEX jobs_queue_claim ON jobs (queue, priority DESC, run_at, created_at) WHERE status = 'pending';
+"""
+
+# Per-key limits (issue 26; see the SQLite engine's KEYS).
+KEYS = """
+ALTER TABLE jobs ADD COLUMN limit_key text COLLATE "C";
+CREATE INDEX jobs_key_claim ON jobs (type, limit_key, priority DESC, run_at, created_at)
+    WHERE status = 'pending' AND limit_key IS NOT NULL;
+CREATE TABLE key_starts (
+    type        text COLLATE "C" NOT NULL,
+    limit_key   text COLLATE "C" NOT NULL,
+    started_at  text COLLATE "C" NOT NULL
+);
+CREATE INDEX key_starts_by_key ON key_starts (type, limit_key, started_at);
+CREATE TABLE key_turns (
+    type      text COLLATE "C" PRIMARY KEY,
+    last_key  text COLLATE "C" NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES, KEYS]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

@@ -29,6 +29,7 @@ from ...clock import iso
 from ...job import Finish, Job, NewJob
 from ..sql.jobs import in_claim_order
 from ..sql import JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
+from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .connection import PgConnection, translate_errors
 from .dialect import DIALECT
 from .finish import finish_one, record_finishes
@@ -38,15 +39,21 @@ from .transfer import PgTransfer
 
 _PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
 
-_CLAIM = f"""
+def _claim_sql(which: str) -> str:
+    """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``)."""
+    return f"""
 UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = %(owner)s, owner_pid = %(pid)s,
        started_at = %(now)s, heartbeat_at = db_now(), updated_at = %(now)s
 WHERE id IN (SELECT id FROM jobs
-             WHERE status = 'pending' AND run_at <= %(now)s AND NOT {_PAUSED}
+             WHERE {which} AND status = 'pending' AND run_at <= %(now)s AND NOT {_PAUSED}
              ORDER BY priority DESC, run_at, created_at LIMIT %(limit)s
              FOR UPDATE SKIP LOCKED)
 RETURNING {JOB_COLUMNS}
 """
+
+
+_CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
+_CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q="%(queue)s"))  # one queue's, on its own index
 
 _UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
             "updated_at = %(now)s, " + _RELEASE +
@@ -54,11 +61,12 @@ _UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts 
             "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")
 
 _INSERT_COLUMNS = ("(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
-                   "updated_at, key, trace)")
+                   "updated_at, key, trace, queue, limit_key)")
 # Many rows as arrays: one statement, one round trip, whatever the batch size.
 _INSERT_ROWS = ("SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
-                "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[]) "
-                "AS r(id, type, payload, max_attempts, priority, run_at, key, trace)")
+                "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
+                "%(queues)s::text[], %(limit_keys)s::text[]) "
+                "AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue, limit_key)")
 
 
 def _insert_sql(table: str) -> str:
@@ -67,7 +75,7 @@ def _insert_sql(table: str) -> str:
     already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
     NULL row from the notify)."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
-            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace "
+            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key "
             f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id), "
             "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
             "SELECT id FROM ins UNION ALL SELECT NULL FROM n")
@@ -76,7 +84,7 @@ def _insert_sql(table: str) -> str:
 def _insert_one_sql(table: str) -> str:
     """One job without a key: a plain VALUES row (no arrays to build) and its notification."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
-            "(%s, %s, 'pending', %s, 0, %s, %s, %s, %s, %s, NULL, %s) RETURNING 1) "
+            "(%s, %s, 'pending', %s, 0, %s, %s, %s, %s, %s, NULL, %s, %s, %s) RETURNING 1) "
             "SELECT pg_notify(%s, '') FROM ins")
 
 
@@ -123,13 +131,14 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             j = jobs[0]
             c.execute(self._insert_one, (j.id, j.type, j.payload, j.max_attempts, j.priority,
                                          stamp if j.run_at == now else iso(j.run_at), stamp, stamp,
-                                         j.trace, self.channel))
+                                         j.trace, j.queue, j.limit_key, self.channel))
             return [j.id]
         params = {"now": stamp, "channel": self.channel, "ids": [j.id for j in jobs],
                   "types": [j.type for j in jobs], "payloads": [j.payload for j in jobs],
                   "max": [j.max_attempts for j in jobs], "priority": [j.priority for j in jobs],
                   "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
-                  "keys": [j.key for j in jobs], "traces": [j.trace for j in jobs]}
+                  "keys": [j.key for j in jobs], "traces": [j.trace for j in jobs],
+                  "queues": [j.queue for j in jobs], "limit_keys": [j.limit_key for j in jobs]}
         sql = self._insert_many
         if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
             return self._tx(lambda tx: self._insert(tx, sql, params, jobs))
@@ -153,9 +162,13 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         if limit < 1:
             return []
         params = {"owner": owner, "pid": owner_pid, "now": iso(now), "limit": limit}
-        with self.conn.cursor(row_factory=tuple_row) as cur:
-            rows = cur.execute(_CLAIM, params).fetchall()
-        return in_claim_order(Job.from_values(r) for r in rows)
+        return in_claim_order(Job.from_values(r) for r in self._claim_rows(self.conn, params))
+
+    def _claim_rows(self, c: Any, params: dict[str, Any]) -> list[Any]:
+        """The claim statement on ``c``, for each queue served until one gives jobs."""
+        with c.cursor(row_factory=tuple_row) as cur:
+            return first_claimed(self.claim_order(), lambda q: cur.execute(
+                _CLAIM if q is None else _CLAIM_QUEUE, params if q is None else {**params, "queue": q}).fetchall())
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
         """Record one outcome with one guarded autocommit update; False: the lease was lost
@@ -187,8 +200,7 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             if limits is not None:
                 return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
             params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
-            with c.cursor(row_factory=tuple_row) as cur:
-                return done, cur.execute(_CLAIM, params).fetchall()
+            return done, self._claim_rows(c, params)
         done, got = self._tx(tx)
         return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
 

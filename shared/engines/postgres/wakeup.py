@@ -35,7 +35,7 @@ class PgWakeup:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.notified = False
-        self.lead = IdleLead(lead_base(store.url), lead_slot(store.schema))
+        self.lead = IdleLead(lead_base(store.url), lead_slot(store.schema + store.serving_tag()))  # a lead per pool
         self.following = False  # the last prepare() waits for the lead, not for notifications
         store.on_connect(self._listen)
 

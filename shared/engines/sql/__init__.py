@@ -8,7 +8,7 @@ schema, wake-up, upkeep, and the hot path where the SQL really differs).
 
 By transition: :mod:`.jobs` (a job's row, counts, due times, the pause flag), :mod:`.processes`
 (the process registry), :mod:`.schedules`, :mod:`.owners` (a dead owner's jobs released),
-:mod:`.limits` (the limited claim), :mod:`.retention` (``purge_finished``), :mod:`.transfer`
+:mod:`.limits` (the limited claim), :mod:`.queues` (named queues in the claim, their pause), :mod:`.retention` (``purge_finished``), :mod:`.transfer`
 (``jobq copy``'s reads), :mod:`.connection` (what every connection class does alike).
 """
 from .base import SqlBase
@@ -18,12 +18,14 @@ from .jobs import CLAIM_ORDER, JOB_COLUMNS, RELEASE, JobsSql
 from .limits import LimitsSql
 from .owners import OwnersSql
 from .processes import ProcessesSql
+from .queues import QueueServing
 from .retention import Chunks, RetentionSql
 from .schedules import SchedulesSql
 from .transfer import ExportSql
 
 
-class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, RetentionSql, ExportSql):
+class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, RetentionSql, ExportSql,
+                     QueueServing):
     """Every transition written once: an engine's store class inherits this (before its
     connection class) and adds its hot path, its wake-up and its imports."""
 

@@ -13,7 +13,7 @@ from ...job import Job
 from .base import SqlBase
 
 JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
-               "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at, trace")
+               "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at, trace, queue")
 RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
 CLAIM_ORDER = "ORDER BY priority DESC, run_at, created_at"  # the claim index's order
 

@@ -211,7 +211,37 @@ TRACE = """
 ALTER TABLE jobs ADD COLUMN trace TEXT;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE]
+# Named queues (issue 26): every job belongs to one (``'default'`` unless named); a worker of a
+# queue's own pool claims with ``queue = ?`` from an index in claim order within the queue, so
+# its claim costs what the plain one does. The planner row makes SQLite take that index for the
+# queue's claim (not the plain claim index and a filter).
+QUEUES = """
+ALTER TABLE jobs ADD COLUMN queue TEXT NOT NULL DEFAULT 'default' CHECK (length(queue) > 0);
+CREATE INDEX jobs_queue_claim ON jobs (queue, priority DESC, run_at, created_at) WHERE status = 'pending';
+INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('jobs', 'jobs_queue_claim', '1000000 100000 25000 2 1');
+ANALYZE sqlite_schema;
+"""
+
+# Per-key limits (issue 26): a job's limit key; the fair claim walks the keys of a type in order
+# (jobs_key_claim: one seek per key), remembering the last key served per type (key_turns);
+# the starts of each key within its rate's period (key_starts, as type_starts per type).
+KEYS = """
+ALTER TABLE jobs ADD COLUMN limit_key TEXT;
+CREATE INDEX jobs_key_claim ON jobs (type, limit_key, priority DESC, run_at, created_at)
+    WHERE status = 'pending' AND limit_key IS NOT NULL;
+CREATE TABLE key_starts (
+    type        TEXT NOT NULL,
+    limit_key   TEXT NOT NULL,
+    started_at  TEXT NOT NULL
+);
+CREATE INDEX key_starts_by_key ON key_starts (type, limit_key, started_at);
+CREATE TABLE key_turns (
+    type      TEXT PRIMARY KEY,
+    last_key  TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE, QUEUES, KEYS]
 VERSION = len(MIGRATIONS)
 
 

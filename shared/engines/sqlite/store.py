@@ -27,6 +27,7 @@ from ...contract import Gauge
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from ..sql.jobs import in_claim_order
 from ..sql import JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
+from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
 from .dialect import DIALECT
@@ -35,25 +36,31 @@ from .leases import SqliteLeases
 from .transfer import SqliteTransfer
 
 _INSERT_INTO = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
-                "created_at, updated_at, key, trace) VALUES ")
-_INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
+                "created_at, updated_at, key, trace, queue, limit_key) VALUES ")
+_INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
 _INSERT = _INSERT_INTO + _INSERT_ROW
 # Many jobs per statement: executemany runs one statement per row, each with its own statement
 # journal and bookkeeping; CHUNK rows per statement cut SQLite's work per row by about a third.
-# 10 parameters a row keeps a chunk below every SQLite's limit on parameters (999 before 3.32).
-CHUNK = 99
+# 12 parameters a row keeps a chunk below every SQLite's limit on parameters (999 before 3.32).
+CHUNK = 83
 _INSERT_CHUNK = _INSERT_INTO + ", ".join([_INSERT_ROW] * CHUNK)
 
-_CLAIM = f"""
+def _claim_sql(which: str) -> str:
+    """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``)."""
+    return f"""
 UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid,
        started_at = :now, heartbeat_at = :now, updated_at = :now
 WHERE rowid IN (SELECT rowid FROM jobs
-                WHERE status = 'pending' AND run_at <= :now
+                WHERE {which} AND status = 'pending' AND run_at <= :now
                 ORDER BY priority DESC, run_at, created_at LIMIT :limit)
   AND status = 'pending'
   AND NOT EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')
 RETURNING {_JOB_COLUMNS}
 """
+
+
+_CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
+_CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q=":queue"))  # one queue's, on its own index
 
 _UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
             + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
@@ -131,7 +138,12 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         then first created). Returns nothing while the queue is paused."""
         stamp = iso(now)
         params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
-        return in_claim_order(Job.from_values(r) for r in self._write(lambda c: _fetch_rows(c, _CLAIM, params)))
+        return in_claim_order(Job.from_values(r) for r in self._write(lambda c: self._claim_rows(c, params)))
+
+    def _claim_rows(self, c: sqlite3.Connection, params: dict[str, Any]) -> list[Any]:
+        """The claim statement on ``c``, for each queue served until one gives jobs."""
+        return first_claimed(self.claim_order(), lambda q: _fetch_rows(
+            c, _CLAIM if q is None else _CLAIM_QUEUE, params if q is None else {**params, "queue": q}))
 
     def try_claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job] | None:
         """``claim``, but None at once if another connection holds the write lock, so that the
@@ -140,7 +152,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         params = {"owner": owner, "pid": owner_pid, "now": iso(now), "limit": limit}
         try:
             with self._no_busy_wait():
-                rows = _fetch_rows(self.conn, _CLAIM, params)
+                rows = self._claim_rows(self.conn, params)
         except sqlite3.OperationalError as exc:
             if not is_busy(exc):
                 raise
@@ -176,7 +188,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
             done = record_finishes(c, finishes, owner, stamp)
             if limits is not None:
                 return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
-            return done, (_fetch_rows(c, _CLAIM, claim) if limit > 0 else [])
+            return done, (self._claim_rows(c, claim) if limit > 0 else [])
         if not finishes:
             if limit <= 0:
                 return [], []
@@ -213,4 +225,4 @@ def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now
 def _insert_params(j: NewJob, stamp: str, now: float) -> tuple:
     # ``now`` is what most jobs are due at: reuse its text instead of formatting it again
     run_at = stamp if j.run_at == now else iso(j.run_at)
-    return (j.id, j.type, j.payload, j.max_attempts, j.priority, run_at, stamp, stamp, j.key, j.trace)
+    return (j.id, j.type, j.payload, j.max_attempts, j.priority, run_at, stamp, stamp, j.key, j.trace, j.queue, j.limit_key)

@@ -29,7 +29,7 @@ class SqliteWakeup:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.watch = WalWatch(store.path)
-        self.lead = IdleLead(store.path) if self.watch.available else None
+        self.lead = IdleLead(store.path, store.serving_slot()) if self.watch.available else None  # a lead per pool
         self.following = False  # the last prepare() waits for the lead, not for commits
 
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:

@@ -90,6 +90,8 @@ def test_top_draws_refreshes_and_quits(cfg, quit_key):
             assert heading in top.screen_text(), heading
         ok(jobq(cfg, "enqueue", "kq7:visible"))  # new data shows up without a key press
         top.wait_for("kq7:visible", "a refreshed frame with the new job type")
+        ok(jobq(cfg, "enqueue", "kq7:visible", "--queue", "kq7-reports"))  # named queues get their table
+        top.wait_for("kq7-reports", "a refreshed frame with the named queue")
         drawn = len(top.raw)
         top.send(quit_key)
         wait_until(lambda: top.exited() is not None, timeout=10, what="top to exit")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from shared.api import JobQueue
@@ -428,3 +429,18 @@ def test_the_dashboard_on_postgresql(tmp_path, page):
         if web is not None:
             web.close()
         db.drop()
+
+
+def test_a_queue_is_paused_and_resumed_from_its_own_button(site):
+    q = site["q"]
+    q.enqueue("web:ok", None, queue="web-reports", delay=3600)
+    with httpx.Client(base_url=site["web"].url) as c:
+        html = c.get("/").text
+        assert 'id="queues"' in html and "web-reports" in html
+        token = _csrf(c, "/")
+        r = c.post("/actions/pause", data={"csrf": token, "queue": "web-reports", "back": "/"}, follow_redirects=True)
+        assert r.status_code == 200 and q.store.is_queue_paused("web-reports") and not q.store.is_paused()
+        assert c.post("/actions/pause", data={"csrf": token, "queue": "a,b"}).status_code == 400
+        c.post("/actions/resume", data={"csrf": token, "queue": "web-reports", "back": "/"}, follow_redirects=True)
+        assert not q.store.is_queue_paused("web-reports")
+        assert "waiting on a limit" in c.get("/types").text

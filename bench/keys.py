@@ -1,0 +1,89 @@
+"""Claim cost with per-key fairness (issue 26): ``python -m bench.keys --pending 1000000 --keys
+10000 [--database postgresql:///test]``.
+
+Fills a fresh database with ``--pending`` due jobs of one type spread over ``--keys`` limit keys
+(``[types] concurrency_per_key = 2, fair = true``) plus as many of a plain type on a named queue,
+then times, one process, one job at a time: the fair limited claim (the turn over keys, the
+counts per key) followed by its job's completion; and the plain claim of one named queue
+(``queue = ?`` on its own index) with the other queue deep. Prints p50/p99 per claim in ms.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+from shared.config import from_dict
+from shared.engines import open_store
+from shared.job import Finish, NewJob, new_id
+from shared.limits import type_limits
+
+OWNER, PID = f"bench:{os.getpid()}:1", os.getpid()
+
+
+def fill(store, n: int, keys: int, now: float, chunk: int = 20_000) -> None:
+    for start in range(0, n, chunk):
+        jobs = [NewJob(new_id(), "bench:fair", "{}", 0, now - 1, None, None, limit_key=f"k{i % keys:05d}")
+                for i in range(start, min(start + chunk, n))]
+        store.enqueue(jobs, now)
+
+
+def fill_reports(store, n: int, now: float, chunk: int = 20_000) -> None:
+    for start in range(0, n, chunk):
+        store.enqueue([NewJob(new_id(), "bench:plain", "{}", 0, now - 1, None, None, queue="reports")
+                       for _ in range(start, min(start + chunk, n))], now)
+
+
+def timed(fn, rounds: int) -> list[float]:
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return sorted(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--pending", type=int, default=100_000)
+    p.add_argument("--keys", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=300)
+    p.add_argument("--database", default=None, help="default: a SQLite file in a temporary folder")
+    p.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    database = a.database or os.path.join(tempfile.mkdtemp(), "keys.db")
+    cfg = from_dict({"database": database, "postgres": {"schema": f"bench_keys_{os.getpid()}"},
+                     "types": {"bench:fair": {"concurrency_per_key": 2, "fair": True}}})
+    store = open_store(cfg)
+    now = time.time()
+    t0 = time.perf_counter()
+    fill(store, a.pending, a.keys, now)
+    if hasattr(store, "analyze_if_stale"):
+        store.analyze_if_stale(0, 0)
+    print(f"filled {a.pending:,} fair jobs over {a.keys:,} keys "
+          f"in {time.perf_counter() - t0:.0f} s ({database.split('?')[0]})")
+    limits = type_limits(cfg)
+
+    def fair_cycle() -> None:
+        (j,) = store.claim_limited(OWNER, PID, time.time(), limits, 1)
+        store.finish_and_claim([Finish("completed", j.id, j.attempts, None)], OWNER, PID, time.time(), 0)
+    ms = timed(fair_cycle, a.rounds)
+    print(f"fair claim + complete: p50 {statistics.median(ms):.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms")
+    fill_reports(store, a.pending, now)
+    if hasattr(store, "analyze_if_stale"):
+        store.analyze_if_stale(0, 0)
+    store.serve((("emails", 1),))
+    store.enqueue([NewJob(new_id(), "bench:plain", "{}", 0, now, None, None, queue="emails")
+                   for _ in range(a.rounds)], now)
+    ms = timed(lambda: store.claim(OWNER, PID, time.time(), 1), a.rounds)
+    print(f"claim of queue emails beside {a.pending:,} on reports: p50 {statistics.median(ms):.2f} ms, "
+          f"p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms")
+    if a.keep:
+        return
+    store.close()
+
+
+if __name__ == "__main__":
+    main()

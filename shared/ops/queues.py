@@ -1,0 +1,53 @@
+"""Per named queue (issue 26): depth, running, paused, throughput and latency, for ``jobq
+status``, ``jobq top``, the metrics and the dashboard.
+
+Depth and running are counted from the pending claim index by queue (``jobs_queue_claim``: the
+index alone, no table rows) and from the running rows; throughput and latency from the last
+attempts (the sample ``status`` reads), matched to their jobs' queues by id.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..clock import iso
+from ..contract import OpsStore
+from ..queuenames import DEFAULT_QUEUE
+from . import viewstats as stats
+
+_DEPTH = ("SELECT queue, count(*) AS n, sum(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due "
+          "FROM jobs WHERE status = 'pending' GROUP BY queue")
+_RUNNING = "SELECT queue, count(*) AS n FROM jobs WHERE status = 'running' GROUP BY queue"
+_RECENT = ("SELECT j.queue, a.outcome, a.due_at, a.started_at, a.ended_at FROM job_attempts a "
+           "JOIN jobs j ON j.id = a.job_id "
+           "WHERE a.seq > (SELECT coalesce(max(seq), 0) FROM job_attempts) - :limit AND a.ended_at >= :since")
+
+
+def by_queue(store: OpsStore, now: float, config: Any = None, window: float = 300.0,
+             sample: int = 20_000) -> list[dict[str, Any]]:
+    """One row per queue that has jobs, a ``[queues]`` table or a pause: ``{queue, pending, due,
+    running, paused, completed_per_min, failed_per_min, wait_s: {p50, p90, p99, max}}``, by name."""
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(name: str) -> dict[str, Any]:
+        return rows.setdefault(name, {"queue": name, "pending": 0, "due": 0, "running": 0, "paused": False,
+                                      "completed_per_min": 0.0, "failed_per_min": 0.0, "waits": []})
+    for name in (getattr(config, "queues", None) or {}):
+        row(name).update(paused=bool(config.queues[name].paused))
+    for r in store.read(_DEPTH, {"now": iso(now)}):
+        row(r["queue"]).update(pending=int(r["n"]), due=int(r["due"] or 0))
+    for r in store.read(_RUNNING):
+        row(r["queue"])["running"] = int(r["n"])
+    for name in store.paused_queues():
+        row(name)["paused"] = True
+    for r in store.read(_RECENT, {"limit": sample, "since": iso(now - window)}):
+        q = row(r["queue"])
+        if r["outcome"] in ("completed", "failed"):
+            q[f"{r['outcome']}_per_min"] += 60.0 / window
+        q["waits"] += stats.durations([r])[0]
+    if not rows:
+        row(DEFAULT_QUEUE)
+    for q in rows.values():
+        q["wait_s"] = stats.summary(q.pop("waits"))
+        q["completed_per_min"] = round(q["completed_per_min"], 3)
+        q["failed_per_min"] = round(q["failed_per_min"], 3)
+    return [rows[n] for n in sorted(rows)]

@@ -1,0 +1,132 @@
+"""Per-key limits and fairness (issue 26): ``concurrency_per_key``, ``rate_per_key`` and
+``fair = true`` held by the limited claim on each engine, and by real workers."""
+from __future__ import annotations
+
+import pytest
+
+from shared.api import JobQueue
+from shared.clock import FakeClock, parse_iso
+from shared.config import from_dict, load
+from shared.job import Finish
+from shared.limits import type_limits
+from tests.proc import db, wait_until, write_config
+
+pytestmark = pytest.mark.engines
+
+OWNER, PID = "host:1:1", 1
+
+
+def keyed_queue(database, tmp_path, clock, **settings):
+    cfg = load(write_config(tmp_path, types={"key:job": {"key": "payload.customer", **settings}}))
+    return JobQueue(config=cfg, clock=clock)
+
+
+def drive(q, clock, steps: int, tick: float = 0.0):
+    """One worker claiming one job at a time; when a claim finds nothing, the oldest running job
+    completes. Returns the keys in start order and the most running at once per key."""
+    limits, started, running, most = type_limits(q.config), [], [], {}
+    for _ in range(steps):
+        clock.advance(tick)
+        got = q.store.claim_limited(OWNER, PID, clock.now(), limits, 1)
+        for j in got:
+            key = j.payload["customer"]
+            started.append(key)
+            running.append((j, key))
+            most[key] = max(most.get(key, 0), sum(k == key for _, k in running))
+        if not got and running:
+            j, _ = running.pop(0)
+            q.store.finish_and_claim([Finish("completed", j.id, j.attempts, None)], OWNER, PID, clock.now(), 0)
+    return started, most
+
+
+def test_fair_turns_start_every_b_job_before_50_more_a_jobs(database, tmp_path):
+    clock = FakeClock(1_800_000_000)
+    q = keyed_queue(database, tmp_path, clock, concurrency_per_key=2, fair=True)
+    try:
+        q.enqueue_many([("key:job", {"customer": "A"}) for _ in range(10_000)], batch_size=5000)
+        clock.advance(1)
+        q.enqueue_many([("key:job", {"customer": "B"}) for _ in range(10)])
+        started, most = drive(q, clock, 80)
+        last_b = max(i for i, k in enumerate(started) if k == "B")
+        assert started.count("B") == 10 and started[:last_b].count("A") < 50, "".join(started)
+        assert most == {"A": 2, "B": 2}
+    finally:
+        q.close()
+
+
+def test_without_fair_a_key_at_its_limit_is_stepped_over(database, tmp_path):
+    clock = FakeClock(1_800_000_000)
+    q = keyed_queue(database, tmp_path, clock, concurrency_per_key=2)
+    try:
+        q.enqueue_many([("key:job", {"customer": "A"}) for _ in range(50)])
+        clock.advance(1)
+        q.enqueue_many([("key:job", {"customer": "B"}) for _ in range(3)])
+        started, most = drive(q, clock, 20)
+        assert started[:4] == ["A", "A", "B", "B"] and most == {"A": 2, "B": 2}
+    finally:
+        q.close()
+
+
+def test_rate_per_key_starts_at_most_10_in_any_60_s_per_key_over_5_minutes(database, tmp_path):
+    clock = FakeClock(1_800_000_000)
+    q = keyed_queue(database, tmp_path, clock, rate_per_key="10/min")
+    try:
+        q.enqueue_many([("key:job", {"customer": c}) for c in "AB" for _ in range(100)])
+        limits, starts = type_limits(q.config), {"A": [], "B": []}
+        for _ in range(300 * 4):  # 5 minutes in steps of 0.25 s
+            clock.advance(0.25)
+            for j in q.store.claim_limited(OWNER, PID, clock.now(), limits, 4):
+                starts[j.payload["customer"]].append(clock.now())
+        for key, ts in starts.items():
+            assert 45 <= len(ts) <= 60, (key, len(ts))
+            assert all(sum(s <= t < s + 60 for t in ts) <= 10 for s in ts), key
+    finally:
+        q.close()
+
+
+def test_a_missing_key_path_names_the_type_and_path_and_writes_nothing(tmp_path):
+    cfg = from_dict({"database": str(tmp_path / "x.db"), "types": {"key:job": {"key": "payload.customer.id"}}})
+    with JobQueue(config=cfg) as q:
+        with pytest.raises(ValueError, match=r"'key:job'.*payload\.customer\.id"):
+            q.enqueue("key:job", {"customer": {"name": "x"}})
+        with pytest.raises(ValueError, match="enqueue_many item 1.*payload.customer.id"):
+            q.enqueue_many([("key:job", {"customer": {"id": 7}}), ("key:job", {})])
+        with pytest.raises(ValueError, match="limit_key"):
+            q.enqueue("key:job", {}, limit_key="")
+        assert q.counts() == {}
+        assert q.get(q.enqueue("key:job", {"customer": {"id": 7}})).payload == {"customer": {"id": 7}}
+        assert q.get(q.enqueue("key:job", {}, limit_key="tenant-9")) is not None
+
+
+def test_eight_workers_hold_two_runs_per_key_and_serve_b_fairly(database, tmp_path, sup_factory):
+    config_path = write_config(tmp_path, handlers=["keyjobs"], supervisor={"workers": 8},
+                               types={"key:job": {"key": "payload.customer", "concurrency_per_key": 2,
+                                                  "fair": True}})
+    with JobQueue(config=load(config_path)) as q:
+        q.enqueue_many([("key:job", {"customer": "A"}) for _ in range(10_000)], batch_size=5000)
+        sup_factory(config_path)
+        wait_until(lambda: q.counts().get("completed", 0) >= 10, timeout=30, what="A jobs running")
+        b_ids = [q.enqueue("key:job", {"customer": "B"}) for _ in range(10)]
+        b_enqueued = min(parse_iso(q.get(i).created_at) for i in b_ids)
+        wait_until(lambda: all(q.get(i).status == "completed" for i in b_ids), timeout=60,
+                   what="every B job done")
+    with db(config_path) as c:
+        runs = [(r[0], parse_iso(r[1]), parse_iso(r[2])) for r in c.execute(
+            "SELECT j.limit_key, a.started_at, a.ended_at FROM job_attempts a JOIN jobs j ON j.id = a.job_id")]
+    assert max_overlap_per_key(runs) <= 2
+    last_b = max(s for k, s, _ in runs if k == "B")
+    a_between = sum(1 for k, s, _ in runs if k == "A" and b_enqueued <= s <= last_b)
+    print(f"\n[{database.name}] A jobs started while the 10 B jobs were served: {a_between}")
+    assert a_between < 50
+
+
+def max_overlap_per_key(runs: list[tuple[str, float, float]]) -> int:
+    """The most runs of one key at once, from (key, start, end) (an end before a start at the same time)."""
+    most = 0
+    for key in {k for k, _, _ in runs}:
+        events = sorted([(s, 1) for k, s, _ in runs if k == key] + [(e, -1) for k, _, e in runs if k == key])
+        now = 0
+        for _, d in events:
+            now += d
+            most = max(most, now)
+    return most

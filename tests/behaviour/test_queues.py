@@ -1,0 +1,151 @@
+"""Named queues with pools of their own, the pause of one queue, pools resized live (issue 26),
+with real supervisors on each engine."""
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+import tomli_w
+
+from shared.api import JobQueue
+from shared.clock import parse_iso
+from shared.config import Config, from_dict, load
+from shared.queues import QueueOrder, plan, slot_queues, total_workers
+from tests.proc import db, wait_until, worker_rows, write_config
+
+pytestmark = pytest.mark.engines
+
+BACKLOG = 10_000
+
+
+def pools_config(tmp_path, emails: int = 2, reports: int = 6):
+    """``emails`` and ``reports`` with pools of their own and nothing left to a shared pool."""
+    return write_config(tmp_path, handlers=["queuejobs"], supervisor={"workers": emails + reports},
+                        queues={"emails": {"workers": emails}, "reports": {"workers": reports}})
+
+
+def by_queue(config_path) -> dict[tuple[str, str], int]:
+    with db(config_path) as c:
+        return {(r[0], r[1]): r[2] for r in
+                c.execute("SELECT queue, status, count(*) FROM jobs GROUP BY queue, status")}
+
+
+def latencies(config_path, queue: str) -> list[float]:
+    """Enqueue-to-start of the started jobs of ``queue`` (seconds)."""
+    with db(config_path) as c:
+        rows = c.execute(f"SELECT created_at, started_at FROM jobs WHERE queue = '{queue}' "
+                         "AND started_at IS NOT NULL").fetchall()
+    return sorted(parse_iso(r[1]) - parse_iso(r[0]) for r in rows)
+
+
+def test_emails_start_promptly_behind_a_report_backlog_and_pausing_reports_stops_only_it(
+        database, tmp_path, sup_factory):
+    config_path = pools_config(tmp_path)
+    gate = tmp_path / "gate"
+    q = JobQueue(config=load(config_path))
+    try:
+        q.enqueue_many([("q:slow", {"gate": str(gate)}, {"queue": "reports"}) for _ in range(BACKLOG)],
+                       batch_size=2000)
+        sup_factory(config_path)
+        wait_until(lambda: by_queue(config_path).get(("reports", "running")) == 6, timeout=30,
+                   what="six report workers busy")
+        for _ in range(100):  # one email at a time: each waits for a worker of its own pool
+            job_id = q.enqueue("q:fast", {}, queue="emails")
+            wait_until(lambda: q.get(job_id).status == "completed", timeout=10, what="the email done",
+                       interval=0.002)
+        lat = latencies(config_path, "emails")
+        p99 = lat[int(len(lat) * 0.99) - 1]
+        print(f"\n[{database.name}] emails enqueue-to-start behind {BACKLOG} reports: "
+              f"p50 {lat[len(lat) // 2] * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+        # Generous (speed is the bench's): the median shows no email queued behind the backlog.
+        # (PostgreSQL's idle wake-up misses a notification now and then, before queues too: the
+        # lead then claims at its 5 s WATCHED_SLEEP; hence no bound on p99 here.)
+        assert len(lat) == 100 and lat[len(lat) // 2] < 0.5
+        assert by_queue(config_path).get(("reports", "running")) == 6  # the report workers never took one
+
+        q.pause(queue="reports")
+        gate.touch()  # the running reports end; no other may start
+        wait_until(lambda: by_queue(config_path).get(("reports", "completed")) == 6, timeout=30,
+                   what="the running reports done")
+        ids = [q.enqueue("q:fast", {}, queue="emails") for _ in range(5)]
+        wait_until(lambda: all(q.get(i).status == "completed" for i in ids), timeout=10,
+                   what="emails flowing while reports is paused")
+        counts = by_queue(config_path)
+        assert counts.get(("reports", "running"), 0) == 0 and counts[("reports", "pending")] == BACKLOG - 6
+        q.resume(queue="reports")
+        wait_until(lambda: by_queue(config_path).get(("reports", "completed"), 0) > 6, timeout=30,
+                   what="reports start again after resume")
+    finally:
+        q.close()
+
+
+def test_editing_the_queues_table_resizes_the_pools_live(database, tmp_path, sup_factory):
+    config_path = pools_config(tmp_path, emails=1, reports=1)
+    sup = sup_factory(config_path)
+    wait_until(lambda: len(worker_rows(config_path)) == 2, timeout=30, what="two workers")
+    data = __import__("tomllib").loads(config_path.read_text())
+    data["queues"]["emails"]["workers"] = 3
+    config_path.write_bytes(tomli_w.dumps(data).encode())
+    sup.signal(signal.SIGHUP)
+    wait_until(lambda: len(worker_rows(config_path)) == 4, timeout=30, what="four workers after the reload")
+    assert sup.output().count("queues=emails") >= 3  # the new slots joined the emails pool
+    with JobQueue(config=load(config_path)) as q:
+        ids = [q.enqueue("q:fast", {}, queue="emails") for _ in range(20)]
+        wait_until(lambda: all(q.get(i).status == "completed" for i in ids), timeout=20, what="emails done")
+        owners = {q.get(i).owner for i in ids}
+    assert owners == {None}  # finished jobs hold no lease
+
+
+def test_without_queue_tables_one_pool_serves_every_queue_as_before():
+    cfg = Config().with_workers(8)
+    assert plan(cfg)[0].queues is None and total_workers(cfg) == 8
+    assert slot_queues(cfg, 3) is None and slot_queues(cfg, None) is None
+
+
+def test_own_pools_first_then_the_shared_pool_with_default_and_weights():
+    cfg = from_dict({"supervisor": {"workers": 8},
+                     "queues": {"emails": {"workers": 2}, "bulk": {"weight": 3}, "cold": {"paused": True}}})
+    assert [(p.name, p.workers) for p in plan(cfg)] == [("emails", 2), ("", 6)]
+    assert slot_queues(cfg, 0) == slot_queues(cfg, 1) == (("emails", 1),)
+    assert slot_queues(cfg, 2) == (("bulk", 3), ("default", 1))  # cold is paused in the file
+    assert slot_queues(cfg, 8) == ()  # a retiring slot serves nothing
+    assert dict(slot_queues(cfg, None)) == {"emails": 1, "bulk": 3, "default": 1}
+    only = cfg.replace(supervisor=cfg.supervisor.__class__(workers=8, queues=("emails",)))
+    assert [(p.name, p.workers) for p in plan(only)] == [("emails", 2)] and total_workers(only) == 2
+    big = from_dict({"supervisor": {"workers": 2}, "queues": {"a": {"workers": 3}}})
+    assert total_workers(big) == 3  # own pools are kept even above [supervisor] workers
+
+
+def test_the_weighted_order_puts_a_heavier_queue_first_more_often():
+    import random
+    order = QueueOrder((("a", 3), ("b", 1)), random.Random(7))
+    firsts = [order.draw()[0] for _ in range(4000)]
+    assert sorted(order.draw()) == ["a", "b"]
+    assert 0.7 < firsts.count("a") / 4000 < 0.8
+
+
+@pytest.mark.parametrize("value", ["", "a,b", " x", "\x01"])
+def test_bad_queue_names_are_refused_naming_the_value(value, tmp_path):
+    with pytest.raises(Exception, match="queue"):
+        from_dict({"queues": {value: {"workers": 1}}})
+    q = JobQueue(str(tmp_path / "x.db"))
+    try:
+        with pytest.raises(ValueError, match="queue name"):
+            q.enqueue("t", {}, queue=value)
+        assert q.counts() == {}
+    finally:
+        q.close()
+
+
+def test_the_queue_of_a_job_comes_from_the_call_the_type_or_the_handler(tmp_path):
+    cfg = from_dict({"types": {"mail:send": {"queue": "emails"}}})
+    q = JobQueue(str(tmp_path / "x.db"), config=cfg)
+    try:
+        a = q.enqueue("mail:send", {})
+        b = q.enqueue("mail:send", {}, queue="urgent")
+        c, d = q.enqueue_many([("mail:send", {}), ("other", {}, {"queue": "x"})])
+        assert [q.get(i).queue for i in (a, b, c, d)] == ["emails", "urgent", "emails", "x"]
+        assert q.get(q.enqueue("other", {})).queue == "default"
+    finally:
+        q.close()
