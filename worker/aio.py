@@ -43,13 +43,13 @@ from shared.outcomes import Done, after_commit_all, decide
 from shared.runner import JobContext, Outcome, execute
 
 from .aiojob import run_async
+from .commits import RETRY_WRITE
 from .inflight import InflightProgress
 from .looplag import LoopWatch
 
 log = get_logger("worker")
 
 POLL = 0.2         # seconds: with room left and nothing due at the last claim, claim again this often
-RETRY_WRITE = 0.5  # seconds between attempts to commit outcomes when the database refuses
 
 
 def async_limits_of(config: Any, registry: Any) -> bool:

@@ -30,7 +30,6 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from shared.bounds import safe_text
 from shared.clock import SystemClock
 from shared.config import Config
 from shared.exitcodes import ExitCode
@@ -38,7 +37,7 @@ from shared.handlers import Registry
 from shared.job import Job
 from shared.limits import type_limits
 from shared.logs import event, get_logger
-from shared.outcomes import Done, after_commit_all, decide, unrecordable
+from shared.outcomes import Done, decide
 from shared.policy import JobPolicy
 from shared.procs import host_id, owner_token
 from shared.progress import ProgressWriter, mark_stopped
@@ -51,6 +50,7 @@ from shared.errors import StoreError
 
 from .aio import AsyncRunner, async_limits_of
 from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
+from .commits import RETRY_WRITE, Commits
 from .control import Control
 from .queues import serve_queues
 from .fence import Fence
@@ -59,10 +59,9 @@ from .heartbeat import Heartbeat
 log = get_logger("worker")
 
 FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
-RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
 
 
-class Worker(Control):
+class Worker(Control, Commits):
     """One worker process's loop; ``run()`` returns its exit code. What it holds: ``held``."""
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
@@ -309,64 +308,6 @@ class Worker(Control):
         """(Heartbeat thread.) The unstarted rest of the batch once the job in hand has run
         ``batch_wait`` seconds (see :meth:`worker.batch.Batch.shed`)."""
         return self.held.shed(self.config.worker.batch_wait)
-
-    def flush_outcomes(self, store: WorkerStore) -> None:
-        """(Heartbeat thread, FLUSH_AFTER after the oldest outcome began.) Commit the outcomes
-        waiting while the main thread runs a job, on the heartbeat's own connection: a job that
-        turns out slow (or is killed for its timeout) never holds back the outcomes of the jobs
-        before it. Raises on a database error (the outcomes then stay for the main thread)."""
-        def commit(dones: list[Done]) -> list[bool]:
-            ok, _ = store.finish_and_claim([d.finish for d in dones], self.owner, self.pid,
-                                           self.clock.now(), 0)
-            return ok
-        self.held.flush(commit)
-
-    def after_flushed(self) -> None:
-        """Log and run the hooks of the outcomes the heartbeat thread committed."""
-        for dones, ok in self.held.take_flushed():
-            after_commit_all(dones, ok, self.registry, self.slot, self.pid)
-
-    def commit(self, limit: int, must: bool = False) -> list[Job]:
-        """Write the pending outcomes (and claim up to ``limit``). If the database refuses
-        (disk full, read-only, locked past every retry) keep the outcomes, log, wait and retry:
-        nothing is reported done before it is committed. Anything else raised while recording
-        (a bug: outcomes are made recordable in ``outcomes.storable``) fails those jobs with the
-        error instead, once; if even that cannot be written the worker exits with the error."""
-        self.after_flushed()
-        if self.heartbeat is not None:
-            self.heartbeat.flush_at = None
-        held, salvaged = self.held, False
-        while True:
-            try:
-                sent = self.clock.monotonic()
-                ok, jobs = self.store.finish_and_claim([d.finish for d in held.done], self.owner,
-                                                       self.pid, self.clock.now(), limit, type_limits(self.config))
-                self.renewed(sent, jobs)
-                break
-            except StoreError as exc:
-                event(log, "worker.write_failed", logging.ERROR, slot=self.slot, pid=self.pid,
-                      outcomes=len(held.done), error=str(exc))
-                if not self.retry_write(must):
-                    return []
-            except Exception as exc:  # noqa: BLE001 - see the docstring
-                if salvaged or not held.done:
-                    raise
-                event(log, "worker.commit_failed", logging.ERROR, slot=self.slot, pid=self.pid,
-                      outcomes=len(held.done), error=safe_text(repr(exc)))
-                held.done = [unrecordable(d, exc) for d in held.done]
-                salvaged = True
-        after_commit_all(held.done, ok, self.registry, self.slot, self.pid)
-        held.done = []
-        return jobs
-
-    def retry_write(self, must: bool) -> bool:
-        """After a refused commit: wait RETRY_WRITE (a signal ends the wait). False to give up:
-        stopping (unless ``must``), or orphaned (the next supervisor re-queues our jobs)."""
-        self.signals.wait(RETRY_WRITE)
-        self.handle_signals()
-        if self.stopping and not must:
-            return False
-        return not (self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set())
 
     def process(self, job: Job) -> Done:
         ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job))
