@@ -23,7 +23,7 @@ from .handles import JobHandle, wait_jobs
 from .inline import Handlers, InlineRunner
 from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
-from .tracing import active as tracing_active, context as trace_context, producer
+from .tracing import Tracing, active as tracing_active, context as trace_context
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
@@ -49,6 +49,7 @@ class JobQueue:
         self._handlers = handlers
         self._runner: InlineRunner | None = None
         self._types: TypeCheck | None = None  # check_types(): is each enqueued type served?
+        self._tracing = Tracing()  # the producer spans' tracer (shared.tracing)
 
     @classmethod
     def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
@@ -100,7 +101,7 @@ class JobQueue:
     def _traced(self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None) -> list[str]:
         """Enqueue ``jobs`` with a trace context: ``traceparent``, else that of a PRODUCER span
         opened under the active span (shared.tracing)."""
-        with nullcontext() if traceparent is not None else producer([j.type for j in jobs]):
+        with nullcontext() if traceparent is not None else self._tracing.producer([j.type for j in jobs]):
             trace = trace_context(traceparent)
             for j in jobs:
                 j.trace = trace
@@ -123,7 +124,7 @@ class JobQueue:
         if tracing_active():  # one producer span and context for the whole call
             if batch_size is None or conn is not None:
                 return self._traced(jobs, now, conn, None)
-            with producer([j.type for j in jobs]):
+            with self._tracing.producer([j.type for j in jobs]):
                 return self._batches(jobs, batch_size, trace_context())
         if batch_size is None or conn is not None:
             return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)

@@ -85,12 +85,13 @@ def test_the_worker_span_is_a_child_of_the_producer_span(served, exporter):
     assert span["kind"] == "SpanKind.CONSUMER" and span["name"] == "process otel:work"
     assert span["attributes"] == {
         "messaging.system": "jobq", "messaging.operation": "process",
-        "messaging.destination.name": "otel:work", "messaging.message.id": job_id,
-        "jobq.queue": "default", "jobq.attempt": 1, "jobq.outcome": "completed"}
-    inside = wait_until(lambda: [e for e in log_events(sup, "otel.inside") if e.get("id") == job_id],
-                        what="the handler's log line")
-    assert inside[0]["trace_id"] == span["context"]["trace_id"][2:]
-    assert inside[0]["span_id"] == span["context"]["span_id"][2:]
+        "messaging.destination.name": "default", "messaging.message.id": job_id,
+        "jobq.job.type": "otel:work", "jobq.attempt": 1, "jobq.outcome": "completed"}
+    for name in ("otel.inside", "job.completed"):  # the handler's line, and the outcome's after the commit
+        line = wait_until(lambda: [e for e in log_events(sup, name) if e.get("id") == job_id],
+                          what=f"the {name} log line")
+        assert line[0]["trace_id"] == span["context"]["trace_id"][2:]
+        assert line[0]["span_id"] == span["context"]["span_id"][2:]
 
 
 def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
@@ -112,6 +113,10 @@ def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
     assert second["attributes"]["jobq.attempt"] == 2
     assert second["attributes"]["jobq.outcome"] == "completed"
     assert second["status"]["status_code"] == "UNSET"
+    retry = wait_until(lambda: [e for e in log_events(sup, "job.retry") if e.get("id") == job_id],
+                       what="the job.retry log line")
+    assert (retry[0]["trace_id"], retry[0]["span_id"]) == (first["context"]["trace_id"][2:],
+                                                           first["context"]["span_id"][2:])
 
 
 def test_enqueue_many_and_no_span_store_what_they_should(served, exporter):
