@@ -180,8 +180,11 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
           f"Burn-down: median of the runs. Huey logs at {data['meta']['huey_logging']}; jobq at warning.")
     if "waits" in data["results"]:
         print("\n" + waits_report(data["results"]["waits"]))
+    if "otel" in data["results"]:
+        from . import otel
+        print("\n" + otel.report(data["results"]["otel"]))
     if data["targets"]:
-        print("\nIssue 7 targets (8 workers):\n" + targets.markdown(data["targets"]))
+        print("\nIssue 7 targets (8 workers), and issue 29's:\n" + targets.markdown(data["targets"]))
     print(f"\nJSON: {path}")
     return 0
 
