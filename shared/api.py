@@ -107,13 +107,14 @@ class JobQueue:
                 j.trace = trace
             return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
 
-    def enqueue_many(self, items: Iterable[Any], *, conn: Any = None,
-                     batch_size: int | None = None) -> list[str]:
+    def enqueue_many(self, items: Iterable[Any], *, conn: Any = None, batch_size: int | None = None,
+                     traceparent: str | None = None) -> list[str]:
         """Add many jobs in one transaction. Each item is ``(type, payload)``,
         ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.
         All are validated before anything is written. With ``batch_size`` (and no ``conn``) they
         are written in transactions of that many jobs, so a bulk load never holds the write lock
-        for long (a failure midway leaves the earlier batches written)."""
+        for long (a failure midway leaves the earlier batches written). ``traceparent`` (W3C text)
+        is stored with every job instead of the active span's context (as in :meth:`enqueue`)."""
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
@@ -121,7 +122,11 @@ class JobQueue:
         jobs = [self._build_item(i, item, now, ids[i], seen) for i, item in enumerate(items)]
         if not jobs:
             return []
-        if tracing_active():  # one producer span and context for the whole call
+        if traceparent is not None:  # checked before anything is written
+            trace = trace_context(traceparent)
+            for j in jobs:
+                j.trace = trace
+        elif tracing_active():  # one producer span and context for the whole call
             if batch_size is None or conn is not None:
                 return self._traced(jobs, now, conn, None)
             with self._tracing.producer([j.type for j in jobs]):

@@ -100,14 +100,13 @@ class Tracing:
     jobs (a worker, an inline runner, a ``JobQueue``), so each owner looks its tracer and
     instruments up once, not per job, and no module keeps mutable state.
 
-    The tracer is remade when the application sets another global TracerProvider; the stored
-    context last read is kept, so a batch of jobs enqueued under one span parses it once.
+    The stored context last read is kept, so a batch of jobs enqueued under one span parses it once.
     ``depth``: where the queue-depth gauge reads its rows (see :class:`shared.otelmeters.Meters`),
     or None for no gauge; ``metered=False``: spans only, no instruments (a one-off caller)."""
 
     def __init__(self, depth: Callable[[], list[dict[str, Any]]] | None = None, metered: bool = True) -> None:
-        self._provider: Any = None           # the TracerProvider ``_tracer`` came from
-        self._tracer: Any = None
+        self._tracer: Any = None             # jobq's tracer of the global provider, once there is one
+        self._recheck = 0.0                  # monotonic time of the next look for a provider
         self._last: tuple[str | None, Any] = (None, None)  # (stored text, its parent context)
         self._depth = depth
         self.meters: Meters | None = None    # made once the application imported the metrics API
@@ -115,11 +114,18 @@ class Tracing:
 
     def tracer(self, api: Any) -> Any:
         """jobq's tracer of the global provider, or None while that records nothing (the API's
-        proxy: no SDK set up)."""
+        proxy: no SDK set up). A provider is set once per process, so a tracer, once made, is
+        kept; the proxy is looked at again at most once a second (asking for the global provider
+        reads the environment while none is set)."""
+        if self._tracer is not None:
+            return self._tracer
+        now = time.monotonic()
+        if now < self._recheck:
+            return None
+        self._recheck = now + 1.0
         provider = api.get_tracer_provider()
-        if provider is not self._provider:
-            self._provider = provider
-            self._tracer = None if isinstance(provider, api.ProxyTracerProvider) else provider.get_tracer(SCOPE)
+        if not isinstance(provider, api.ProxyTracerProvider):
+            self._tracer = provider.get_tracer(SCOPE)
         return self._tracer
 
     @contextlib.contextmanager

@@ -150,6 +150,25 @@ def test_the_cli_stores_an_explicit_traceparent(served):
     assert bad.returncode == 2 and "traceparent must be W3C trace context" in bad.stderr
 
 
+def test_the_cli_stores_a_traceparent_with_each_job_of_a_file(served, tmp_path):
+    sup, q, spans = served
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    lines = tmp_path / "jobs.jsonl"
+    lines.write_text('{"type": "otel:work", "payload": {}}\n{"type": "otel:work", "delay": 0}\n')
+    r = jobq(sup.config, "enqueue", "--file", str(lines), "--traceparent", parent)
+    assert r.returncode == 0, r.stderr
+    ids = r.stdout.split()
+    assert len(ids) == 2 and all(json.loads(q.get(i).trace) == {"traceparent": parent} for i in ids)
+    for job_id in ids:
+        [span] = worker_spans(spans, job_id, 1)
+        assert span["context"]["trace_id"] == "0x0af7651916cd43dd8448eb211c80319c"
+        assert span["parent_id"] == "0xb7ad6b7169203331"
+    before = sum(q.counts().values())  # (jobs, whatever their state: the two may still be finishing)
+    bad = jobq(sup.config, "enqueue", "--file", str(lines), "--traceparent", "00-nonsense")
+    assert bad.returncode == 2 and "traceparent must be W3C trace context" in bad.stderr
+    assert "nothing was written" in bad.stderr and sum(q.counts().values()) == before
+
+
 BLOCK = """
 import sys
 class Block:
