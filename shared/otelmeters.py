@@ -25,11 +25,13 @@ QUEUE = "default"  # the queue every job is in (docs/tracing.md): one place to c
 class Meters:
     """jobq's instruments in one process (see the module's docstring). ``metrics``: the
     ``opentelemetry.metrics`` module; ``depth``: a callable returning rows ``{type, status, n}``
-    for the queue-depth gauge, or None."""
+    for the queue-depth gauge, or None; ``provider``: a MeterProvider to use instead of the
+    global one."""
 
-    def __init__(self, metrics: Any, depth: Callable[[], list[dict[str, Any]]] | None = None) -> None:
-        self.metrics = metrics
-        meter = metrics.get_meter(SCOPE)
+    def __init__(self, metrics: Any, depth: Callable[[], list[dict[str, Any]]] | None = None,
+                 provider: Any = None) -> None:
+        self.metrics, self.provider = metrics, provider
+        meter = metrics.get_meter(SCOPE, meter_provider=provider)
         self.runs = meter.create_counter("jobq.jobs", unit="{job}", description="Job runs by type and outcome.")
         self.duration = meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs.")
         self.lag = meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job.")
@@ -57,7 +59,8 @@ class Meters:
         now = time.monotonic()
         if now >= self.checked:
             self.checked = now + 1.0
-            self.sdk = type(self.metrics.get_meter_provider()).__name__ != "_ProxyMeterProvider"
+            provider = self.provider or self.metrics.get_meter_provider()
+            self.sdk = type(provider).__name__ != "_ProxyMeterProvider"
         return self.sdk
 
     def _observe_depth(self, options: Any) -> Iterator[Any]:

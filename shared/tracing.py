@@ -102,15 +102,20 @@ class Tracing:
 
     The stored context last read is kept, so a batch of jobs enqueued under one span parses it once.
     ``depth``: where the queue-depth gauge reads its rows (see :class:`shared.otelmeters.Meters`),
-    or None for no gauge; ``metered=False``: spans only, no instruments (a one-off caller)."""
+    or None for no gauge; ``metered=False``: spans only, no instruments (a one-off caller);
+    ``meter_provider``: the instruments' MeterProvider instead of the global one."""
 
-    def __init__(self, depth: Callable[[], list[dict[str, Any]]] | None = None, metered: bool = True) -> None:
+    def __init__(self, depth: Callable[[], list[dict[str, Any]]] | None = None, metered: bool = True,
+                 meter_provider: Any = None) -> None:
         self._tracer: Any = None             # jobq's tracer of the global provider, once there is one
         self._recheck = 0.0                  # monotonic time of the next look for a provider
         self._last: tuple[str | None, Any] = (None, None)  # (stored text, its parent context)
         self._depth = depth
         self.meters: Meters | None = None    # made once the application imported the metrics API
         self._metered = metered
+        self._meter_provider = meter_provider
+        if depth is not None and METRICS_MODULE in sys.modules:
+            self._meters()  # the gauge is there before the first job (an idle worker reports it too)
 
     def tracer(self, api: Any) -> Any:
         """jobq's tracer of the global provider, or None while that records nothing (the API's
@@ -164,7 +169,7 @@ class Tracing:
 
     def _meters(self) -> "Meters":
         if self.meters is None:
-            self.meters = Meters(sys.modules[METRICS_MODULE], self._depth)
+            self.meters = Meters(sys.modules[METRICS_MODULE], self._depth, self._meter_provider)
         return self.meters
 
     def _parent(self, api: Any, job: Any) -> tuple[Any, Any]:
@@ -245,7 +250,7 @@ def _state(api: Any, header: Any) -> Any:
     return api.TraceState.from_header([header]) if isinstance(header, str) and header else None
 
 
-def worker_tracing(config: Any, slot: int | None) -> Tracing:
+def worker_tracing(config: Any, slot: int | None, meter_provider: Any = None) -> Tracing:
     """A worker's :class:`Tracing`: the worker of slot 0 also reports the queue-depth gauge (one
     worker per supervisor, so the figure is not repeated by every worker)."""
-    return Tracing(depth=depth_reader(config) if slot == 0 else None)
+    return Tracing(depth=depth_reader(config) if slot == 0 else None, meter_provider=meter_provider)

@@ -17,6 +17,7 @@ from shared import logs
 from shared.api import JobQueue
 from shared.config import load
 from shared.handlers import handler
+from shared.tracing import worker_tracing
 
 pytestmark = pytest.mark.engines
 
@@ -109,3 +110,32 @@ def test_an_explicit_traceparent_is_checked(q):
         with pytest.raises(ValueError, match="traceparent must be W3C trace context"):
             q.enqueue("m:ok", {}, traceparent=bad_text)
     assert q.counts() == {"pending": 1}
+
+
+def depth(memory: InMemoryMetricReader) -> dict[tuple[str, str], int]:
+    """The queue-depth gauge's points as {(status, type): jobs}."""
+    found: dict[tuple[str, str], int] = {}
+    data = memory.get_metrics_data()
+    for rm in data.resource_metrics if data is not None else ():
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name == "jobq.queue.depth":
+                    for p in m.data.data_points:
+                        assert p.attributes["messaging.destination.name"] == "default"
+                        found[(p.attributes["jobq.job.status"], p.attributes["jobq.job.type"])] = p.value
+    return found
+
+
+def test_the_queue_depth_gauge_reads_jobs_by_status_and_type_at_each_collection(q, config_path):
+    memory = InMemoryMetricReader()
+    cfg = load(config_path)
+    worker_tracing(cfg, 0, MeterProvider(metric_readers=[memory]))  # slot 0 reports it, before any job
+    q.enqueue("m:ok", {})
+    q.enqueue("m:ok", {})
+    q.enqueue("m:bad", {})
+    assert depth(memory) == {("pending", "m:ok"): 2, ("pending", "m:bad"): 1}
+    assert q.drain() == {"completed": 2, "retried": 0, "failed": 1}
+    assert {k: v for k, v in depth(memory).items() if v} == {("completed", "m:ok"): 2, ("failed", "m:bad"): 1}
+    other = InMemoryMetricReader()
+    worker_tracing(cfg, 1, MeterProvider(metric_readers=[other]))  # the other workers do not repeat it
+    assert depth(other) == {}
