@@ -87,6 +87,9 @@ def burns(root: str, rounds: int, workers: int, n: int) -> dict[str, Any]:
                      "cpu_us_per_job": median(r["cpu_us_per_job"] for r in rs)}
     for mode in ("api", "sdk"):
         out[mode]["loss_pct"] = round(100 * (1 - out[mode]["per_s"] / out["off"]["per_s"]), 1)
+        # The same from CPU per job: steadier than rates on a loaded machine (the CPU a job
+        # costs does not depend on who else runs)
+        out[mode]["cpu_loss_pct"] = round(100 * (1 - out["off"]["cpu_us_per_job"] / out[mode]["cpu_us_per_job"]), 1)
     return out
 
 
@@ -156,7 +159,8 @@ def report(r: dict[str, Any]) -> str:
     lines = [f"Tracing cost: burn-down of {b['jobs']:,} no-op jobs, {b['workers']} workers, modes alternated "
              f"{b['rounds']} times (median); load average {b['loadavg_start'][0]} at start, {b['loadavg_end'][0]} at end"]
     for mode in MODES:
-        loss = f", loss {b[mode]['loss_pct']}%" if "loss_pct" in b[mode] else ""
+        loss = (f", loss {b[mode]['loss_pct']}% (from CPU per job: {b[mode]['cpu_loss_pct']}%)"
+                if "loss_pct" in b[mode] else "")
         lines.append(f"- {mode}: {b[mode]['per_s']:,.0f} jobs/s (runs {b[mode]['runs']}), "
                      f"{b[mode]['cpu_us_per_job']} us CPU/job{loss}")
     lines.append("Per job in one process (best of 5): jobq's run path " +
