@@ -199,6 +199,9 @@ def _consume(api: Any, tracer: Any, parent: tuple[Any, Any], job: Any, run: Call
     token = _context().attach(api.set_span_in_context(span))
     try:
         outcome = run()
+    except BaseException:  # run() classifies every handler failure: this is jobq's own, or an interrupt
+        span.end()
+        raise
     finally:
         _context().detach(token)
     span.set_attribute("jobq.outcome", outcome.kind)
