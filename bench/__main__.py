@@ -33,7 +33,7 @@ from .scale import FULL, QUICK, SMOKE
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="small sizes: finishes in under a minute")
+    size.add_argument("--quick", action="store_true", help="small sizes: a minute or two")
     size.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds (for the smoke test)")
     p.add_argument("--only", default=",".join(WORKLOADS), help=f"workloads, comma-separated: {','.join(WORKLOADS)}")
     p.add_argument("--systems", help="jobq,huey,raw (Huey is skipped if not installed); "
