@@ -4,8 +4,8 @@
 
 - ``jobq.jobs`` (counter, ``{job}``): runs by ``jobq.job.type`` and ``jobq.outcome``.
 - ``jobq.job.duration`` and ``jobq.job.lag`` (histograms, seconds): run time, and due to
-  started, by type. The API's instruments cost a look-up per run until an SDK MeterProvider
-  is set (also one set after they were made); the lag is not even computed till then.
+  started, by type. Nothing is recorded, or computed, until an SDK MeterProvider is set (also
+  one set after the instruments were made: it is noticed within a second).
 - ``jobq.queue.depth`` (gauge, ``{job}``): jobs in the database by ``jobq.job.status`` and
   ``jobq.job.type`` (Prometheus' ``jobq_jobs``), read at each collection from the counts the
   database keeps, where the owner gives a source (a worker: the one of slot 0).
@@ -43,19 +43,24 @@ class Meters:
                                           description="Jobs in the database by status and type.")
 
     def record(self, job: Any, outcome: str, seconds: float) -> None:
-        """Count a run and record its run time (the API's instruments hand them to the provider
-        set, also one set after they were made; to none while there is none) and its lag, whose
-        parsing is skipped while no SDK provider is set (checked at most once a second: the
-        check reads the environment)."""
+        """Count a run, record its run time and its lag, while an SDK MeterProvider records them
+        (the API's default one, a proxy until an SDK one is set, would drop them: the work is
+        skipped; see :meth:`_live`)."""
+        if not self._live():
+            return
         labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}
         self.runs.add(1, labels)
         self.duration.record(seconds, labels)
-        if job.started_at and self._live():  # ISO texts of one width order as times do
+        if job.started_at:  # ISO texts of one width order as times do: parse only the later one
             due = max(job.run_at, job.created_at)
             self.lag.record(max(parse_iso(job.started_at) - parse_iso(due), 0.0), {"jobq.job.type": job.type})
 
     def _live(self) -> bool:
-        """Does an SDK MeterProvider record (not the API's proxy)? Re-checked once a second."""
+        """Does an SDK MeterProvider record (not the API's proxy)? A provider is set once per
+        process: once one is found it is kept; until then it is looked for at most once a second
+        (asking for the global provider reads the environment while none is set)."""
+        if self.sdk:
+            return True
         now = time.monotonic()
         if now >= self.checked:
             self.checked = now + 1.0
