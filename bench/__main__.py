@@ -33,7 +33,7 @@ from .scale import FULL, QUICK, SMOKE
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="small sizes: finishes in under a minute")
+    size.add_argument("--quick", action="store_true", help="small sizes: a minute or two")
     size.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds (for the smoke test)")
     p.add_argument("--only", default=",".join(WORKLOADS), help=f"workloads, comma-separated: {','.join(WORKLOADS)}")
     p.add_argument("--systems", help="jobq,huey,raw (Huey is skipped if not installed); "
@@ -180,8 +180,11 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
           f"Burn-down: median of the runs. Huey logs at {data['meta']['huey_logging']}; jobq at warning.")
     if "waits" in data["results"]:
         print("\n" + waits_report(data["results"]["waits"]))
+    if "otel" in data["results"]:
+        from . import otel
+        print("\n" + otel.report(data["results"]["otel"]))
     if data["targets"]:
-        print("\nIssue 7 targets (8 workers):\n" + targets.markdown(data["targets"]))
+        print("\nIssue 7 targets (8 workers), and issue 29's:\n" + targets.markdown(data["targets"]))
     print(f"\nJSON: {path}")
     return 0
 

@@ -1,16 +1,41 @@
-"""Tracing on for a burn-down run (docs/tracing.md), set up in each worker by ``bench.handlers``:
-``JOBQ_BENCH_OTEL=sdk``: the OpenTelemetry SDK with a span exporter that drops every span;
-``JOBQ_BENCH_OTEL=api``: the API imported, no SDK (what an application that installed the extra
-but set up no provider pays).
+"""What tracing costs (issue 29's target: tracing on with a no-op exporter loses under 3% of
+burn-down throughput), run as the ``otel`` workload of ``python -m bench`` or alone:
+``python -m bench.otel [--rounds 3] [--jobs 5000] [--workers 8]``.
+
+Modes, set up in each worker by ``bench.handlers`` from ``JOBQ_BENCH_OTEL``:
+``off`` (no OpenTelemetry imported), ``api`` (the API imported, no SDK: what an application
+that installed the extra but set up no provider pays), ``sdk`` (the SDK with a span exporter
+that drops every span: the SDK's full cost per span, no I/O).
+
+- :func:`burns`: burn-downs of the modes alternated (off, api, sdk, off, ...) ``rounds`` times, so
+  that drifting machine load hits them alike; the median rate of each, its loss against ``off``,
+  the CPU of the supervisor's tree per job, and the load average before and after.
+- :func:`micro`: in one process, per job, jobq's run path (``shared.runner.execute`` with the
+  worker's :class:`shared.tracing.Tracing`) in each mode, beside the SDK's bare span (start
+  with the same attributes, end): how much of the SDK mode's cost is the SDK's own.
 
 A SimpleSpanProcessor exports in the thread that ends the span: no exporter thread is started in
 the template process, so none crosses its fork."""
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from statistics import median
+from typing import Any
+
+MODES = ("off", "api", "sdk")
+
 
 def setup(mode: str = "sdk") -> None:
     """``sdk``: set the global TracerProvider: every job's span is made, ended and handed to a
-    no-op exporter (the SDK's full cost per span, no I/O). ``api``: import the API only."""
+    no-op exporter. ``api``: import the API only. ``off`` (or ""): nothing."""
+    if mode in ("", "off"):
+        return
     from opentelemetry import trace
     if mode == "api":
         return
@@ -24,3 +49,147 @@ def setup(mode: str = "sdk") -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(Drop()))
     trace.set_tracer_provider(provider)
+
+
+def burn(folder: str, mode: str, workers: int, n: int) -> dict[str, Any]:
+    """One burn-down of ``n`` no-op jobs with tracing in ``mode``; its rate (first start to
+    last completion) and the CPU seconds of the supervisor's tree per job while it ran (the
+    queue paused until every worker is up, so start-up is not counted)."""
+    from . import jobq_runs
+    from .procs import wait_for
+    db = jobq_runs.as_db(folder)
+    with jobq_runs.queue(db) as q:
+        jobq_runs.fill(q, n)
+        q.store.set_paused(True)
+        with jobq_runs.start(db, "normal", workers, env={"JOBQ_BENCH_OTEL": "" if mode == "off" else mode}) as tree:
+            cpu0 = sum(tree.cpu_seconds().values())
+            q.store.set_paused(False)
+            q.store.wake_idle()
+            wait_for(lambda: jobq_runs.unfinished(db) == 0, 60 + n / 100, "the burn-down", interval=0.05)
+            cpu = sum(tree.cpu_seconds().values()) - cpu0
+    out = jobq_runs.burn_window(db)
+    out["cpu_us_per_job"] = round(cpu / n * 1e6, 1)
+    return out
+
+
+def burns(root: str, rounds: int, workers: int, n: int) -> dict[str, Any]:
+    """The modes alternated ``rounds`` times (see the module's docstring)."""
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+    load = [round(x, 2) for x in os.getloadavg()]
+    for _ in range(rounds):
+        for mode in MODES:
+            with tempfile.TemporaryDirectory(dir=root) as folder:
+                runs[mode].append(burn(folder, mode, workers, n))
+    out: dict[str, Any] = {"workers": workers, "jobs": n, "rounds": rounds, "loadavg_start": load,
+                           "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
+    for mode, rs in runs.items():
+        out[mode] = {"per_s": median(r["per_s"] for r in rs), "runs": [r["per_s"] for r in rs],
+                     "cpu_us_per_job": median(r["cpu_us_per_job"] for r in rs)}
+    for mode in ("api", "sdk"):
+        out[mode]["loss_pct"] = round(100 * (1 - out[mode]["per_s"] / out["off"]["per_s"]), 1)
+        # The same from CPU per job: steadier than rates on a loaded machine (the CPU a job
+        # costs does not depend on who else runs)
+        out[mode]["cpu_loss_pct"] = round(100 * (1 - out["off"]["cpu_us_per_job"] / out[mode]["cpu_us_per_job"]), 1)
+    return out
+
+
+def micro(mode: str, n: int = 20_000, rounds: int = 5) -> dict[str, float]:
+    """Per job, in this process (fresh: run it in a child per mode): jobq's run path of a no-op
+    job in ``mode``, best of ``rounds``; in ``sdk`` mode also the SDK's bare span of it."""
+    setup(mode)
+    from shared.handlers import ATTR, Registry, handler
+    from shared.job import Job
+    from shared.runner import JobContext, execute
+    from shared.tracing import Tracing
+    noop = handler("bench:noop")(lambda payload, job: None)
+    registry, tracing = Registry([getattr(noop, ATTR)]), Tracing()
+    stamp = "2026-01-01T00:00:00.000000Z"
+    jobs = [Job(id=f"{i:032x}", type="bench:noop", status="running", payload=None, result=None, error=None,
+                attempts=1, max_attempts=3, priority=0, run_at=stamp, started_at=stamp, completed_at=None,
+                created_at=stamp, updated_at=stamp) for i in range(n)]
+    ctx = JobContext("x", "bench:noop", 1, 3)
+    out = {"run_us": _best(lambda: [execute(registry, j, ctx, tracing) for j in jobs], n, rounds)}
+    if mode == "sdk":
+        out["bare_span_us"] = _best(lambda: _bare_spans(jobs), n, rounds)
+    return out
+
+
+def _bare_spans(jobs: list[Any]) -> None:
+    """The SDK's span of each job and nothing of jobq's: start it with the attributes jobq sets,
+    set the outcome, end it (the exporter drops it)."""
+    from opentelemetry import trace
+    from opentelemetry.context import Context
+    tracer = trace.get_tracer_provider().get_tracer("bench")
+    for j in jobs:
+        span = tracer.start_span("process bench:noop", context=Context(), kind=trace.SpanKind.CONSUMER,
+                                 attributes={"messaging.system": "jobq", "messaging.operation": "process",
+                                             "messaging.destination.name": "default", "messaging.message.id": j.id,
+                                             "jobq.job.type": j.type, "jobq.attempt": 1})
+        span.set_attribute("jobq.outcome", "completed")
+        span.end()
+
+
+def _best(fn: Any, n: int, rounds: int) -> float:
+    """CPU microseconds per job of ``fn`` (``n`` jobs), the best of ``rounds``: CPU time, not
+    wall time, so that other processes of a loaded machine count less."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return round(best / n * 1e6, 2)
+
+
+def micros(n: int = 20_000) -> dict[str, dict[str, float]]:
+    """:func:`micro` of each mode, each in a fresh child process (nothing imported carries over)."""
+    from .procs import REPO, child_env
+    out = {}
+    for mode in MODES:
+        r = subprocess.run([sys.executable, "-m", "bench.otel", "--micro", mode, "--jobs", str(n)], capture_output=True,
+                           text=True, cwd=REPO, env=child_env(JOBQ_BENCH_OTEL=""), timeout=300, check=True)
+        out[mode] = json.loads(r.stdout)
+    return out
+
+
+def run(root: str, rounds: int, workers: int, n: int, micro_jobs: int = 20_000) -> dict[str, Any]:
+    """The whole measurement: alternated burn-downs, then the micro-benchmarks."""
+    return {"burn": burns(root, rounds, workers, n), "micro": micros(micro_jobs)}
+
+
+def report(r: dict[str, Any]) -> str:
+    b, m = r["burn"], r["micro"]
+    lines = [f"Tracing cost: burn-down of {b['jobs']:,} no-op jobs, {b['workers']} workers, modes alternated "
+             f"{b['rounds']} times (median); load average {b['loadavg_start'][0]} at start, {b['loadavg_end'][0]} at end"]
+    for mode in MODES:
+        loss = (f", loss {b[mode]['loss_pct']}% (from CPU per job: {b[mode]['cpu_loss_pct']}%)"
+                if "loss_pct" in b[mode] else "")
+        lines.append(f"- {mode}: {b[mode]['per_s']:,.0f} jobs/s (runs {b[mode]['runs']}), "
+                     f"{b[mode]['cpu_us_per_job']} us CPU/job{loss}")
+    lines.append("CPU per job in one process (best of 5): jobq's run path " +
+                 ", ".join(f"{mode} {m[mode]['run_us']} us" for mode in MODES) +
+                 f"; the SDK's bare span alone {m['sdk']['bare_span_us']} us = "
+                 f"{100 * m['sdk']['bare_span_us'] / b['off']['cpu_us_per_job']:.1f}% of jobq's "
+                 f"{b['off']['cpu_us_per_job']} us CPU per job (tracing off)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.otel", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--jobs", type=int, default=5000, help="jobs per burn-down (with --micro: per round)")
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--micro", choices=MODES, help=argparse.SUPPRESS)  # one mode's micro, as JSON
+    args = p.parse_args(argv)
+    if args.micro:
+        print(json.dumps(micro(args.micro, args.jobs)))
+        return 0
+    from . import targets
+    with tempfile.TemporaryDirectory(prefix="jobq-otel-") as root:
+        r = run(root, args.rounds, args.workers, args.jobs)
+    print(report(r))
+    print(targets.markdown(targets.otel_targets({"otel": r})))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -156,7 +156,7 @@ def run_depth(ctx: Ctx, results: dict) -> None:
 
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
     from .run import WORKLOADS, run_waits
-    chosen = [w for w in WORKLOADS if w in workloads and w != "startup"]
+    chosen = [w for w in WORKLOADS if w in workloads and w not in ("startup", "otel")]  # both SQLite only
     for name in chosen:
         if name == "idle" and "steady" in chosen:
             continue

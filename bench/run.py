@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 from . import depth, huey_runs, jobq_runs, latency, raw_runs, startup
 from .scale import Scale
 
-WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup", "waits")
+WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup", "waits", "otel")
 SYSTEMS = ("jobq", "huey", "raw")
 
 
@@ -224,6 +224,17 @@ def run_waits(ctx: Ctx, results: dict) -> None:
     results["waits"] = waits.run(ctx.url, smoke=ctx.scale is SMOKE)
 
 
+def run_otel(ctx: Ctx, results: dict) -> None:
+    """Issue 29: what tracing costs (:mod:`bench.otel`): burn-downs with tracing off, the API
+    alone and the SDK with a no-op exporter, alternated (3 rounds; 1 in ``--smoke``)."""
+    from . import otel
+    from .scale import SMOKE
+    smoke = ctx.scale is SMOKE
+    n = ctx.scale.burn_jobs if smoke else max(ctx.scale.burn_jobs, 5000)
+    results["otel"] = otel.run(ctx.root, 1 if smoke else 3, max(ctx.scale.workers), n, 2000 if smoke else 20_000)
+    ctx.log(otel.report(results["otel"]))
+
+
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
     """The selected workloads, in the order of :data:`WORKLOADS`."""
     chosen = [w for w in WORKLOADS if w in workloads]
@@ -235,4 +246,4 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
             {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
-             "startup": run_startup, "waits": run_waits}[name](ctx, results)
+             "startup": run_startup, "waits": run_waits, "otel": run_otel}[name](ctx, results)

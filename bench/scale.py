@@ -1,4 +1,4 @@
-"""How big each workload is: the full run, ``--quick`` (under a minute) and ``--smoke``."""
+"""How big each workload is: the full run, ``--quick`` (a minute or two) and ``--smoke``."""
 from __future__ import annotations
 
 from dataclasses import dataclass

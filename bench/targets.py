@@ -1,4 +1,5 @@
-"""Issue 7's targets, checked against one run's results (8 workers, no-op jobs)."""
+"""Issue 7's targets, checked against one run's results (8 workers, no-op jobs), and issue 29's
+cost of tracing (``otel_targets``)."""
 from __future__ import annotations
 
 from typing import Any
@@ -75,9 +76,24 @@ def depth_targets(results: dict, syncs: list[str], depths: list[int]) -> list[di
     return out
 
 
+OTEL_LOSS = 3.0  # issue 29: tracing on, a no-op exporter: under 3% of burn-down throughput lost
+
+
+def otel_targets(results: dict) -> list[dict[str, Any]]:
+    """Issue 29's cost target (bench.otel): the SDK with a no-op exporter, and the API alone,
+    each against tracing off, in alternated burn-downs."""
+    out = []
+    for mode, name in (("sdk", "the SDK and a no-op exporter"), ("api", "the API alone (no SDK)")):
+        loss = _num(dig(results, "otel", "burn", mode, "loss_pct"))
+        if loss is not None:
+            out.append(verdict(f"tracing on ({name}): burn-down loses < {OTEL_LOSS:g}% of its throughput",
+                               f"{loss:.1f}% lost", loss < OTEL_LOSS))
+    return out
+
+
 def check(results: dict, syncs: list[str], depths: list[int]) -> list[dict[str, Any]]:
     return (burn_targets(results, syncs) + idle_targets(results, syncs) + enqueue_targets(results, syncs)
-            + depth_targets(results, syncs, depths))
+            + depth_targets(results, syncs, depths) + otel_targets(results))
 
 
 def markdown(verdicts: list[dict[str, Any]]) -> str:

@@ -25,7 +25,7 @@ from .inline import load as load_handlers
 from .job import Job, NewJob, encode_json, new_id, new_ids
 from .keys import limit_key_of
 from .queuenames import DEFAULT_QUEUE, check_queue
-from .tracing import active as tracing_active, context as trace_context, producer
+from .tracing import Tracing, active as tracing_active, context as trace_context
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
@@ -51,6 +51,7 @@ class JobQueue:
         self._handlers = handlers
         self._runner: InlineRunner | None = None
         self._types: TypeCheck | None = None  # check_types(): is each enqueued type served?
+        self._tracing = Tracing()  # the producer spans' tracer (shared.tracing)
 
     @classmethod
     def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
@@ -107,19 +108,20 @@ class JobQueue:
     def _traced(self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None) -> list[str]:
         """Enqueue ``jobs`` with a trace context: ``traceparent``, else that of a PRODUCER span
         opened under the active span (shared.tracing)."""
-        with nullcontext() if traceparent is not None else producer([j.type for j in jobs]):
+        with nullcontext() if traceparent is not None else self._tracing.producer([j.type for j in jobs]):
             trace = trace_context(traceparent)
             for j in jobs:
                 j.trace = trace
             return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
 
-    def enqueue_many(self, items: Iterable[Any], *, conn: Any = None,
-                     batch_size: int | None = None) -> list[str]:
+    def enqueue_many(self, items: Iterable[Any], *, conn: Any = None, batch_size: int | None = None,
+                     traceparent: str | None = None) -> list[str]:
         """Add many jobs in one transaction. Each item is ``(type, payload)``,
         ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.
         All are validated before anything is written. With ``batch_size`` (and no ``conn``) they
         are written in transactions of that many jobs, so a bulk load never holds the write lock
-        for long (a failure midway leaves the earlier batches written)."""
+        for long (a failure midway leaves the earlier batches written). ``traceparent`` (W3C text)
+        is stored with every job instead of the active span's context (as in :meth:`enqueue`)."""
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
@@ -127,10 +129,14 @@ class JobQueue:
         jobs = [self._build_item(i, item, now, ids[i], seen) for i, item in enumerate(items)]
         if not jobs:
             return []
-        if tracing_active():  # one producer span and context for the whole call
+        if traceparent is not None:  # checked before anything is written
+            trace = trace_context(traceparent)
+            for j in jobs:
+                j.trace = trace
+        elif tracing_active():  # one producer span and context for the whole call
             if batch_size is None or conn is not None:
                 return self._traced(jobs, now, conn, None)
-            with producer([j.type for j in jobs]):
+            with self._tracing.producer([j.type for j in jobs]):
                 return self._batches(jobs, batch_size, trace_context())
         if batch_size is None or conn is not None:
             return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)

@@ -23,6 +23,7 @@ from .outcomes import after_commit, decide
 from .policy import JobPolicy
 from .procs import owner_token
 from .runner import JobContext, execute
+from .tracing import Tracing
 from .contract import Store
 
 OUTCOMES = ("completed", "retried", "failed")
@@ -65,6 +66,7 @@ class InlineRunner:
         self.policy = JobPolicy(config, registry)
         self.pid = os.getpid()
         self.owner = owner_token(self.pid)
+        self.tracing = Tracing()  # this runner's tracer and instruments (shared.tracing)
 
     def drain(self, types: Sequence[str] | None = None, max_jobs: int | None = None,
               ids: Sequence[str] | None = None) -> dict[str, int]:
@@ -91,7 +93,7 @@ class InlineRunner:
         ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job))
         ctx.config = self.config
         t0 = time.perf_counter()
-        outcome = execute(self.registry, job, ctx)
+        outcome = execute(self.registry, job, ctx, self.tracing)
         done = decide(job, ctx, outcome, self.policy, self.clock.now(), time.perf_counter() - t0)
         [ok], _ = self.store.finish_and_claim([done.finish], self.owner, self.pid, self.clock.now(), 0)
         after_commit(done, ok, self.registry, None, self.pid)

@@ -46,12 +46,14 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 def _rows(record: logging.LogRecord) -> list[dict[str, Any]]:
     """The field sets of a record: several for one made by :func:`events`, else one; each with
-    the active span's ``trace_id`` and ``span_id`` when there is one."""
+    the active span's ``trace_id`` and ``span_id`` when there is one (unless it names its own:
+    a run's outcome, logged after its span ended)."""
     rows = getattr(record, "jobq_rows", None) or [_fields(record)]
     span = trace_ids()
     if span is None:
         return rows
-    return [{**fields, "trace_id": span[0], "span_id": span[1]} for fields in rows]
+    return [fields if "trace_id" in fields else {**fields, "trace_id": span[0], "span_id": span[1]}
+            for fields in rows]
 
 
 def _text_value(v: Any) -> str:

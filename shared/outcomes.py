@@ -13,6 +13,7 @@ from .job import Finish, Job
 from .logs import event, events, get_logger
 from .policy import JobPolicy
 from .runner import JobContext, Outcome
+from .tracing import span_ids
 
 log = get_logger("worker")
 _EVENTS = {"completed": ("job.completed", logging.INFO), "failed": ("job.failed", logging.WARNING),
@@ -96,8 +97,11 @@ def after_commit_all(dones: list[Done], committed: list[bool], registry: Registr
 
 def _fields(done: Done, slot: int | None, pid: int) -> dict[str, Any]:
     job = done.job
-    return dict(id=job.id, type=job.type, attempt=job.attempts, duration=round(done.duration, 6),
-                slot=slot, pid=pid)
+    fields = dict(id=job.id, type=job.type, attempt=job.attempts, duration=round(done.duration, 6),
+                  slot=slot, pid=pid)
+    if done.outcome.span is not None:  # logged after the commit, outside the run's span: its ids
+        fields["trace_id"], fields["span_id"] = span_ids(done.outcome.span)
+    return fields
 
 
 def after_commit(done: Done, committed: bool, registry: Registry, slot: int | None, pid: int,

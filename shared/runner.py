@@ -17,7 +17,7 @@ from typing import Any
 from .handlers import HandlerSpec, PermanentError, Registry, RetryAfter
 from .job import Job, encode_json
 from .logs import event, get_logger
-from .tracing import consume
+from .tracing import Tracing
 
 log = get_logger("job")
 
@@ -56,22 +56,25 @@ class JobContext:
 class Outcome:
     """``kind`` is 'completed' (``result`` is JSON text or None), 'failed' (permanent: no retry),
     'error' (retry or fail by attempts) or 'retry_after' (retry after ``delay``); ``exc``: the
-    exception the handler raised (for the trace span), if any."""
+    exception the handler raised (for the trace span), if any; ``span``: the run's trace span
+    context (OpenTelemetry's SpanContext), when it ran in one (its log line carries the ids)."""
     kind: str
     result: str | None = None
     error: str | None = None
     delay: float | None = None
     exc: BaseException | None = field(default=None, compare=False, repr=False)
+    span: Any = field(default=None, compare=False, repr=False)
 
 
 def _format(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
 
 
-def execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
+def execute(registry: Registry, job: Job, ctx: JobContext, tracing: Tracing | None = None) -> Outcome:
     """Call the job's handler and classify the result, in the job's trace span where the
-    application traces (:mod:`shared.tracing`). Never raises."""
-    out = consume(job, lambda: _execute(registry, job, ctx))
+    application traces (:mod:`shared.tracing`; ``tracing``: the caller's, kept per process; None
+    for spans only, no meters). Never raises."""
+    out = (tracing or Tracing(metered=False)).consume(job, lambda: _execute(registry, job, ctx))
     return out if out.exc is None else replace(out, exc=None)  # keep no handler frames past the span
 
 

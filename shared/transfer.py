@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 JOB_FIELDS = ("id", "type", "status", "payload", "result", "error", "attempts", "max_attempts",
               "priority", "run_at", "started_at", "completed_at", "created_at", "updated_at", "key",
-              "owner", "owner_pid", "heartbeat_at", "queue", "limit_key")  # the jobs table's columns a copy moves
+              "owner", "owner_pid", "heartbeat_at", "trace", "queue", "limit_key")  # every column of the jobs table
 ATTEMPT_FIELDS = ("job_id", "type", "attempt", "outcome", "due_at", "started_at", "ended_at",
                   "owner", "error")  # a job_attempts row without its engine-local ``seq``
 

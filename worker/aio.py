@@ -121,7 +121,7 @@ class AsyncRunner:
         but a job of an async type on this runner's loop, under its timeout: a client its
         handler module keeps stays on one loop, whichever way its jobs were claimed."""
         if job.type not in self.limits():
-            return execute(self.w.registry, job, ctx)
+            return execute(self.w.registry, job, ctx, self.w.tracing)
         return self.loop.run_until_complete(run_async(self.w.registry, job, ctx, self.w.policy.timeout(job.type)))
 
     def close(self) -> None:

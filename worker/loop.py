@@ -42,6 +42,7 @@ from shared.policy import JobPolicy
 from shared.procs import host_id, owner_token
 from shared.progress import ProgressWriter, mark_stopped
 from shared.runner import JobContext, execute
+from shared.tracing import Tracing, worker_tracing
 from shared.signals import SignalQueue
 from shared.contract import Wakeup, WorkerStore
 from shared.engines import database_missing, health_check, open_store
@@ -93,6 +94,7 @@ class Worker(Control, Commits):
         self.read_first = False             # see claim()
         self.store_down = False             # the idle/claim path's last statement failed (guarded)
         self.aio: AsyncRunner | None = None  # the async runner, when it serves async types
+        self.tracing: Tracing = worker_tracing(config, slot)  # spans and meters of runs (docs/tracing.md)
 
     # -- views of the batch state (``held``), for tests that drive a worker step by step -------
 
@@ -317,7 +319,8 @@ class Worker(Control, Commits):
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        outcome = execute(self.registry, job, ctx) if self.aio is None else self.aio.run_one(job, ctx)
+        outcome = (execute(self.registry, job, ctx, self.tracing) if self.aio is None
+                   else self.aio.run_one(job, ctx))
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)

@@ -76,7 +76,7 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--key", default=None, help="idempotency key: a kept job with this key is not duplicated")
     p.add_argument("--queue", default=None, help="the named queue (default: the type's, else \"default\")")
     p.add_argument("--traceparent", default=None, help="W3C trace context (00-<trace id>-<span id>-<flags>) "
-                   "the job's run continues (docs/tracing.md)")
+                   "the job's run continues, also each job of --file (docs/tracing.md)")
     p.add_argument("--file", default=None, help="JSON lines, one job object each ({\"type\", \"payload\", "
                    "\"delay\", ...}); - reads stdin; validated first, written in batches of 1000")
     p = _add(sub, "jobs", ops.cmd_jobs, "list jobs (pending in claim order, finished newest first)")

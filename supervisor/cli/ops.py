@@ -41,7 +41,7 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.file is not None:
         if args.type is not None:
             return ctx.fail("enqueue: give TYPE [JSON] or --file, not both", ExitCode.USAGE)
-        return _enqueue_file(ctx, args.file)
+        return _enqueue_file(ctx, args.file, args.traceparent)
     if args.type is None:
         return ctx.fail("enqueue: give a job TYPE (and a JSON payload), or --file jobs.jsonl", ExitCode.USAGE)
     try:
@@ -64,9 +64,9 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _enqueue_file(ctx: Ctx, path: str) -> int:
+def _enqueue_file(ctx: Ctx, path: str, traceparent: str | None = None) -> int:
     """JSON lines, one job object each; all validated before any is written, then written in
-    transactions of ``ENQUEUE_BATCH``."""
+    transactions of ``ENQUEUE_BATCH``; ``traceparent`` is stored with each of them."""
     name = "<stdin>" if path == "-" else path
     try:
         if path == "-":
@@ -80,7 +80,7 @@ def _enqueue_file(ctx: Ctx, path: str) -> int:
         return ctx.fail(f"enqueue --file {exc} (nothing was written)", ExitCode.USAGE)
     with _queue(ctx) as (q, caught):
         try:
-            ids = q.enqueue_many(items, batch_size=ENQUEUE_BATCH)
+            ids = q.enqueue_many(items, batch_size=ENQUEUE_BATCH, traceparent=traceparent)
         except (TypeError, ValueError) as exc:
             m = re.match(r"enqueue_many item (\d+): (.*)", str(exc), re.S)
             where = f"{name}: line {lines[int(m.group(1))]}: {m.group(2)}" if m else f"{name}: {exc}"

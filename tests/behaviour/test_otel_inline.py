@@ -17,6 +17,8 @@ from shared import logs
 from shared.api import JobQueue
 from shared.config import load
 from shared.handlers import handler
+from shared.job import NewJob, new_id
+from shared.tracing import worker_tracing
 
 pytestmark = pytest.mark.engines
 
@@ -109,3 +111,80 @@ def test_an_explicit_traceparent_is_checked(q):
         with pytest.raises(ValueError, match="traceparent must be W3C trace context"):
             q.enqueue("m:ok", {}, traceparent=bad_text)
     assert q.counts() == {"pending": 1}
+
+
+def depth(memory: InMemoryMetricReader) -> dict[tuple[str, str], int]:
+    """The queue-depth gauge's points as {(status, type): jobs}."""
+    found: dict[tuple[str, str], int] = {}
+    data = memory.get_metrics_data()
+    for rm in data.resource_metrics if data is not None else ():
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                if m.name == "jobq.queue.depth":
+                    for p in m.data.data_points:
+                        assert p.attributes["messaging.destination.name"] == "default"
+                        found[(p.attributes["jobq.job.status"], p.attributes["jobq.job.type"])] = p.value
+    return found
+
+
+def test_the_queue_depth_gauge_reads_jobs_by_status_and_type_at_each_collection(q, config_path):
+    memory = InMemoryMetricReader()
+    cfg = load(config_path)
+    worker_tracing(cfg, 0, MeterProvider(metric_readers=[memory]))  # slot 0 reports it, before any job
+    q.enqueue("m:ok", {})
+    q.enqueue("m:ok", {})
+    q.enqueue("m:bad", {})
+    assert depth(memory) == {("pending", "m:ok"): 2, ("pending", "m:bad"): 1}
+    assert q.drain() == {"completed": 2, "retried": 0, "failed": 1}
+    assert {k: v for k, v in depth(memory).items() if v} == {("completed", "m:ok"): 2, ("failed", "m:bad"): 1}
+    other = InMemoryMetricReader()
+    worker_tracing(cfg, 1, MeterProvider(metric_readers=[other]))  # the other workers do not repeat it
+    assert depth(other) == {}
+
+
+@pytest.fixture
+def spans(reader):
+    """The spans this process's global TracerProvider ends from now on (an in-memory exporter)."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    memory = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(memory)
+    trace.get_tracer_provider().add_span_processor(processor)
+    yield memory
+    memory.shutdown()  # the processor stays registered but exports nothing more
+
+
+def test_a_stored_context_is_read_whole_and_an_unreadable_one_gives_a_root_span(q, spans, database):
+    """The worker parses the stored context itself (not through the propagator): the trace id,
+    parent, sampled flag and tracestate arrive; a context it cannot read (written by hand, or
+    by another program) gives the run a root span instead of failing it."""
+    good = q.enqueue("m:ok", {}, traceparent=PARENT)
+    store = q.store
+    bad_texts = ["not json", '{"traceparent": 5}', '{"traceparent": "00-zz-yy-01"}', "[]",
+                 '{"traceparent": "00-' + "0" * 32 + '-b7ad6b7169203331-01"}']
+    bad = [store.enqueue([NewJob(new_id(), "m:ok", "{}", 0, q.clock.now(), None, None, text)], q.clock.now())[0]
+           for text in bad_texts]
+    stated = q.enqueue_many([("m:ok", {})], traceparent=PARENT.replace("-01", "-00"))[0]
+    with_state = store.enqueue([NewJob(new_id(), "m:ok", "{}", 0, q.clock.now(), None, None,
+                                       json.dumps({"traceparent": PARENT, "tracestate": "v=1,w=2"}))],
+                               q.clock.now())[0]
+    assert q.drain() == {"completed": 8, "retried": 0, "failed": 0}
+    by_job = {s.attributes["messaging.message.id"]: s for s in spans.get_finished_spans() if s.name == "process m:ok"}
+    assert by_job[good].context.trace_id == 0x0af7651916cd43dd8448eb211c80319c
+    assert by_job[good].parent.span_id == 0xb7ad6b7169203331 and by_job[good].parent.is_remote
+    assert by_job[good].context.trace_flags.sampled
+    assert by_job[with_state].context.trace_state.to_header() == "v=1,w=2"
+    assert stated not in by_job  # its producer said "not sampled": the SDK's default sampler follows it
+    for job_id in bad:
+        assert by_job[job_id].parent is None and by_job[job_id].attributes["jobq.outcome"] == "completed"
+
+
+def test_one_tracer_per_runner_however_many_jobs(q, spans, monkeypatch):
+    """The tracer is looked up once by the object that runs the jobs, not per job."""
+    made = []
+    provider = trace.get_tracer_provider()
+    real = provider.get_tracer
+    monkeypatch.setattr(provider, "get_tracer", lambda *a, **k: made.append(a) or real(*a, **k))
+    q.enqueue_many([("m:ok", {})] * 5)
+    assert q.drain() == {"completed": 5, "retried": 0, "failed": 0}
+    assert len(made) == 1

@@ -27,6 +27,7 @@ from tests.engines import PostgresEngine
 from tests.proc import env, wait_until
 
 T0 = 1_700_000_000.0
+TRACE = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"k=v"}'
 OWNER = "copyhost:4242:1"
 
 
@@ -98,10 +99,10 @@ def fill(s: Store) -> dict[str, str]:
     def one(name: str, **kw: Any) -> str:
         job = NewJob(id=new_id(), type=f"copy:{name}", payload=json.dumps({"name": name, "ü": [1, 2]}),
                      priority=kw.get("priority", 0), run_at=kw.get("run_at", t[0]),
-                     max_attempts=kw.get("max_attempts"), key=kw.get("key"))
+                     max_attempts=kw.get("max_attempts"), key=kw.get("key"), trace=kw.get("trace"))
         return s.enqueue([job], now())[0]
 
-    ids = {"done": one("done")}
+    ids = {"done": one("done", trace=TRACE)}
     (j,) = s.claim(OWNER, 4242, now())
     s.finish_and_claim([Finish("completed", j.id, j.attempts, json.dumps({"ok": True}))], OWNER, 4242, now(), 0)
     ids["failed"] = one("failed", max_attempts=2)
@@ -164,6 +165,7 @@ def test_every_job_arrives_with_every_column_and_a_second_run_copies_none(tmp_pa
         after = rows(d)
         assert after == {i: r for i, r in before.items() if r["status"] != "running"}
         assert ids["running"] not in after
+        assert after[ids["done"]]["trace"] == TRACE  # the enqueuer's trace context travels too
         assert history(d, after) == {i: h for i, h in before_history.items() if i in after}
         assert d.counts() == {"pending": 6, "completed": 1, "failed": 1, "cancelled": 1}
         assert d.next_due() == T0 + 86400  # the scheduled job, still ahead

@@ -128,3 +128,19 @@ def test_chaos_postgres_smoke(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert "chaos: jobs=40 completed=40" in proc.stdout and " lost=0 overlapping=0 " in proc.stdout
     assert _bench_schemas(url) <= before
+
+
+def test_bench_otel_smoke_states_the_tracing_target(tmp_path: Path) -> None:
+    """Issue 29: the ``otel`` workload (burn-downs with tracing off, the API alone and the SDK
+    with a no-op exporter, and the per-job micro-benchmarks) runs and its target is stated."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "otel", "--json", str(out),
+                           "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    otel = json.loads(out.read_text())["results"]["otel"]
+    for mode in ("off", "api", "sdk"):
+        assert {"per_s", "runs", "cpu_us_per_job"} <= set(otel["burn"][mode])
+        assert otel["micro"][mode]["run_us"] > 0
+    assert otel["micro"]["sdk"]["bare_span_us"] > 0 and {"loss_pct", "cpu_loss_pct"} <= set(otel["burn"]["sdk"])
+    assert "tracing on (the SDK and a no-op exporter): burn-down loses < 3%" in proc.stdout
+    assert "the SDK's bare span alone" in proc.stdout

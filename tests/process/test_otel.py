@@ -85,12 +85,13 @@ def test_the_worker_span_is_a_child_of_the_producer_span(served, exporter):
     assert span["kind"] == "SpanKind.CONSUMER" and span["name"] == "process otel:work"
     assert span["attributes"] == {
         "messaging.system": "jobq", "messaging.operation": "process",
-        "messaging.destination.name": "otel:work", "messaging.message.id": job_id,
-        "jobq.queue": "default", "jobq.attempt": 1, "jobq.outcome": "completed"}
-    inside = wait_until(lambda: [e for e in log_events(sup, "otel.inside") if e.get("id") == job_id],
-                        what="the handler's log line")
-    assert inside[0]["trace_id"] == span["context"]["trace_id"][2:]
-    assert inside[0]["span_id"] == span["context"]["span_id"][2:]
+        "messaging.destination.name": "default", "messaging.message.id": job_id,
+        "jobq.job.type": "otel:work", "jobq.attempt": 1, "jobq.outcome": "completed"}
+    for name in ("otel.inside", "job.completed"):  # the handler's line, and the outcome's after the commit
+        line = wait_until(lambda: [e for e in log_events(sup, name) if e.get("id") == job_id],
+                          what=f"the {name} log line")
+        assert line[0]["trace_id"] == span["context"]["trace_id"][2:]
+        assert line[0]["span_id"] == span["context"]["span_id"][2:]
 
 
 def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
@@ -112,6 +113,10 @@ def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
     assert second["attributes"]["jobq.attempt"] == 2
     assert second["attributes"]["jobq.outcome"] == "completed"
     assert second["status"]["status_code"] == "UNSET"
+    retry = wait_until(lambda: [e for e in log_events(sup, "job.retry") if e.get("id") == job_id],
+                       what="the job.retry log line")
+    assert (retry[0]["trace_id"], retry[0]["span_id"]) == (first["context"]["trace_id"][2:],
+                                                           first["context"]["span_id"][2:])
 
 
 def test_enqueue_many_and_no_span_store_what_they_should(served, exporter):
@@ -143,6 +148,25 @@ def test_the_cli_stores_an_explicit_traceparent(served):
     assert span["parent_id"] == "0xb7ad6b7169203331"
     bad = jobq(sup.config, "enqueue", "otel:work", "{}", "--traceparent", "nonsense")
     assert bad.returncode == 2 and "traceparent must be W3C trace context" in bad.stderr
+
+
+def test_the_cli_stores_a_traceparent_with_each_job_of_a_file(served, tmp_path):
+    sup, q, spans = served
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    lines = tmp_path / "jobs.jsonl"
+    lines.write_text('{"type": "otel:work", "payload": {}}\n{"type": "otel:work", "delay": 0}\n')
+    r = jobq(sup.config, "enqueue", "--file", str(lines), "--traceparent", parent)
+    assert r.returncode == 0, r.stderr
+    ids = r.stdout.split()
+    assert len(ids) == 2 and all(json.loads(q.get(i).trace) == {"traceparent": parent} for i in ids)
+    for job_id in ids:
+        [span] = worker_spans(spans, job_id, 1)
+        assert span["context"]["trace_id"] == "0x0af7651916cd43dd8448eb211c80319c"
+        assert span["parent_id"] == "0xb7ad6b7169203331"
+    before = sum(q.counts().values())  # (jobs, whatever their state: the two may still be finishing)
+    bad = jobq(sup.config, "enqueue", "--file", str(lines), "--traceparent", "00-nonsense")
+    assert bad.returncode == 2 and "traceparent must be W3C trace context" in bad.stderr
+    assert "nothing was written" in bad.stderr and sum(q.counts().values()) == before
 
 
 BLOCK = """

@@ -1,0 +1,90 @@
+"""OpenTelemetry instruments mirroring the Prometheus metrics (supervisor/metrics.py), made by a
+:class:`shared.tracing.Tracing` once the application has imported ``opentelemetry.metrics``
+(never imported here).
+
+- ``jobq.jobs`` (counter, ``{job}``): runs by ``jobq.job.type`` and ``jobq.outcome``.
+- ``jobq.job.duration`` and ``jobq.job.lag`` (histograms, seconds): run time, and due to
+  started, by type. Nothing is recorded, or computed, until an SDK MeterProvider is set (also
+  one set after the instruments were made: it is noticed within a second).
+- ``jobq.queue.depth`` (gauge, ``{job}``): jobs in the database by ``jobq.job.status`` and
+  ``jobq.job.type`` (Prometheus' ``jobq_jobs``), read at each collection from the counts the
+  database keeps, where the owner gives a source (a worker: the one of slot 0).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator
+
+from .clock import parse_iso
+
+METRICS_MODULE = "opentelemetry.metrics"
+SCOPE = "jobq"
+QUEUE = "default"  # the queue of a job that names none, and of an enqueue span (docs/tracing.md)
+
+
+class Meters:
+    """jobq's instruments in one process (see the module's docstring). ``metrics``: the
+    ``opentelemetry.metrics`` module; ``depth``: a callable returning rows ``{type, status, n}``
+    for the queue-depth gauge, or None; ``provider``: a MeterProvider to use instead of the
+    global one."""
+
+    def __init__(self, metrics: Any, depth: Callable[[], list[dict[str, Any]]] | None = None,
+                 provider: Any = None) -> None:
+        self.metrics, self.provider = metrics, provider
+        meter = metrics.get_meter(SCOPE, meter_provider=provider)
+        self.runs = meter.create_counter("jobq.jobs", unit="{job}", description="Job runs by type and outcome.")
+        self.duration = meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs.")
+        self.lag = meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job.")
+        self.depth = depth
+        self.checked = 0.0  # monotonic time of the next look at the global provider (see _live)
+        self.sdk = False
+        if depth is not None:
+            meter.create_observable_gauge("jobq.queue.depth", [self._observe_depth], unit="{job}",
+                                          description="Jobs in the database by status and type.")
+
+    def record(self, job: Any, outcome: str, seconds: float) -> None:
+        """Count a run, record its run time and its lag, while an SDK MeterProvider records them
+        (the API's default one, a proxy until an SDK one is set, would drop them: the work is
+        skipped; see :meth:`_live`)."""
+        if not self._live():
+            return
+        labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}
+        self.runs.add(1, labels)
+        self.duration.record(seconds, labels)
+        if job.started_at:  # ISO texts of one width order as times do: parse only the later one
+            due = max(job.run_at, job.created_at)
+            self.lag.record(max(parse_iso(job.started_at) - parse_iso(due), 0.0), {"jobq.job.type": job.type})
+
+    def _live(self) -> bool:
+        """Does an SDK MeterProvider record (not the API's proxy)? A provider is set once per
+        process: once one is found it is kept; until then it is looked for at most once a second
+        (asking for the global provider reads the environment while none is set)."""
+        if self.sdk:
+            return True
+        now = time.monotonic()
+        if now >= self.checked:
+            self.checked = now + 1.0
+            provider = self.provider or self.metrics.get_meter_provider()
+            self.sdk = type(provider).__name__ != "_ProxyMeterProvider"
+        return self.sdk
+
+    def _observe_depth(self, options: Any) -> Iterator[Any]:
+        assert self.depth is not None
+        for row in self.depth():
+            yield self.metrics.Observation(row["n"], {"jobq.job.status": row["status"], "jobq.job.type": row["type"],
+                                                      "messaging.destination.name": QUEUE})
+
+
+def depth_reader(config: Any) -> Callable[[], list[dict[str, Any]]]:
+    """The queue-depth gauge's source on ``config``'s database: each call (one per collection,
+    in the SDK's thread) opens a store of its own, reads the counts per type and status the
+    database keeps (no table scan), and closes it, so it shares no connection across threads."""
+    def read() -> list[dict[str, Any]]:
+        from . import ops
+        from .engines import open_store
+        store = open_store(config)
+        try:
+            return ops.counts_by_type(store)
+        finally:
+            store.close()
+    return read
