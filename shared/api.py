@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import bounds
 from . import config as config_mod
+from . import flows
 from .clock import SystemClock, to_timestamp
 from .config import Config
 from .engines import open_store
@@ -27,7 +28,7 @@ from .tracing import active as tracing_active, context as trace_context, produce
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
-_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
+_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "after", "after_failure")
 
 
 class JobQueue:
@@ -80,7 +81,8 @@ class JobQueue:
 
     def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
                 delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
-                key: str | None = None, conn: Any = None, traceparent: str | None = None) -> str:
+                key: str | None = None, conn: Any = None, traceparent: str | None = None,
+                after: Iterable[Any] | None = None, after_failure: str | None = None) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
@@ -90,12 +92,21 @@ class JobQueue:
         written inside the caller's transaction, and commits or rolls back with it. Invalid input
         raises and writes nothing. The active OpenTelemetry span's context (or ``traceparent``,
         W3C text, given explicitly) is stored with the job for its worker's span (docs/tracing.md).
+        ``after`` (job ids or handles): the job waits until they have ended (docs/workflows.md);
+        ``after_failure``: what it does when one fails: "cancel" (default), "run" or "hold".
         """
         now = self.clock.now()
-        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now)
+        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now,
+                          after=flows.parent_ids(after), after_failure=after_failure)
         if traceparent is not None or tracing_active():
             return self._traced([job], now, conn, traceparent)[0]
-        return self._ran(self.store.enqueue([job], now, conn=conn), conn)[0]
+        return self._ran(self._write([job], now, conn), conn)[0]
+
+    def _write(self, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
+        """Insert ``jobs``: the plain insert, or the workflow's when one waits for others."""
+        if any(j.after for j in jobs):
+            return self.store.enqueue_flow(jobs, now, conn=conn)
+        return self.store.enqueue(jobs, now, conn=conn)
 
     def _traced(self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None) -> list[str]:
         """Enqueue ``jobs`` with a trace context: ``traceparent``, else that of a PRODUCER span
@@ -104,7 +115,7 @@ class JobQueue:
             trace = trace_context(traceparent)
             for j in jobs:
                 j.trace = trace
-            return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
+            return self._ran(self._write(jobs, now, conn), conn)
 
     def enqueue_many(self, items: Iterable[Any], *, conn: Any = None,
                      batch_size: int | None = None) -> list[str]:
@@ -112,21 +123,23 @@ class JobQueue:
         ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.
         All are validated before anything is written. With ``batch_size`` (and no ``conn``) they
         are written in transactions of that many jobs, so a bulk load never holds the write lock
-        for long (a failure midway leaves the earlier batches written)."""
+        for long (a failure midway leaves the earlier batches written). An item's ``after`` may
+        name earlier items of the call by index: a graph in one call is one transaction (then
+        ``batch_size`` is ignored)."""
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
         seen: dict[str, int] = {}  # job type -> its default priority, checked once per call
-        jobs = [self._build_item(i, item, now, ids[i], seen) for i, item in enumerate(items)]
+        jobs = [self._build_item(i, item, now, ids, seen) for i, item in enumerate(items)]
         if not jobs:
             return []
         if tracing_active():  # one producer span and context for the whole call
-            if batch_size is None or conn is not None:
+            if batch_size is None or conn is not None or any(j.after for j in jobs):
                 return self._traced(jobs, now, conn, None)
             with producer([j.type for j in jobs]):
                 return self._batches(jobs, batch_size, trace_context())
-        if batch_size is None or conn is not None:
-            return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
+        if batch_size is None or conn is not None or any(j.after for j in jobs):
+            return self._ran(self._write(jobs, now, conn), conn)
         return self._batches(jobs, batch_size, None)
 
     def _batches(self, jobs: list[NewJob], batch_size: int, trace: str | None) -> list[str]:
@@ -163,7 +176,8 @@ class JobQueue:
             self._inline().drain(ids=ids)
         return ids
 
-    def _build_item(self, index: int, item: Any, now: float, job_id: str, seen: dict[str, int]) -> NewJob:
+    def _build_item(self, index: int, item: Any, now: float, ids: list[str], seen: dict[str, int]) -> NewJob:
+        job_id = ids[index]
         if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
             jtype, payload = item
             try:
@@ -187,8 +201,10 @@ class JobQueue:
         if unknown:
             raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
         try:
-            return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
-                               priority=opts.get("priority"), now=now, job_id=job_id)
+            return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS[:5] if k != "priority"},
+                               priority=opts.get("priority"), now=now, job_id=job_id,
+                               after=flows.parent_ids(opts.get("after"), ids, index),
+                               after_failure=opts.get("after_failure"))
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"enqueue_many item {index}: {exc}") from None
 
@@ -212,7 +228,8 @@ class JobQueue:
         return text
 
     def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
-               max_attempts: Any, key: Any, now: float, job_id: str | None = None) -> NewJob:
+               max_attempts: Any, key: Any, now: float, job_id: str | None = None,
+               after: tuple[str, ...] = (), after_failure: Any = None) -> NewJob:
         default_priority = self._type_priority(jtype)
         text = self._payload_text(jtype, payload)
         if priority is None:
@@ -246,7 +263,8 @@ class JobQueue:
             # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
             raise ValueError(f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
                              f"got {when!r} (run_at={run_at!r}, delay={delay!r})")
-        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key)
+        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key,
+                      after=after, after_failure=flows.policy(after_failure))
 
     # -- inspect --------------------------------------------------------------------------------
 

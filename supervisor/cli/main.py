@@ -85,7 +85,7 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--failed", action="store_true", help="every failed job (of --type)")
     p.add_argument("--type", default=None)
-    p = _add(sub, "cancel", ops.cmd_cancel, "cancel pending jobs")
+    p = _add(sub, "cancel", ops.cmd_cancel, "cancel pending or waiting jobs (and their waiting dependants)")
     p.add_argument("ids", nargs="+", metavar="ID")
     p = _add(sub, "purge", ops.cmd_purge, "delete finished jobs older than a duration")
     p.add_argument("--status", choices=TERMINAL, default="completed")

@@ -23,7 +23,7 @@ from . import overview as overview_mod
 from .html import render, route_path
 
 NEXT_RUNS = 5
-STATUS_TABS = ("pending", "running", "completed", "failed", "cancelled")
+STATUS_TABS = ("waiting", "pending", "running", "completed", "failed", "cancelled")
 
 
 def _backend(request: Request) -> Any:
@@ -48,7 +48,7 @@ def _overview_context(request: Request) -> dict[str, Any]:
     b = _backend(request)
     now = b.clock.now()
     snap = overview_mod.snapshot(b.store(), now, b.settings.config, b.chart)
-    return {"s": snap, "now": now, "statuses": ("pending", "scheduled", "running", "completed", "failed",
+    return {"s": snap, "now": now, "statuses": ("waiting", "pending", "scheduled", "running", "completed", "failed",
                                                 "cancelled")}
 
 
