@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
 
 from .handlers import ATTR, HandlerSpec, PermanentError, handler
+from .canvas import Signature
 from .handles import JobHandle
 from .taskargs import payload_of, unpack
 
@@ -92,6 +93,11 @@ class BaseTask(Generic[P, R]):
         copy.__dict__.update(self.__dict__)
         copy.options = {**self.options, **given}
         return copy
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """A signature of one run with these arguments, for a workflow (``chain``, ``group``,
+        ``chord``: shared.canvas); checked now, enqueued with its flow."""
+        return Signature(self, args, kwargs)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Enqueue one run with these arguments; its handle. The arguments are bound to the
