@@ -73,6 +73,10 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--key", default=None, help="idempotency key: a kept job with this key is not duplicated")
     p.add_argument("--traceparent", default=None, help="W3C trace context (00-<trace id>-<span id>-<flags>) "
                    "the job's run continues (docs/tracing.md)")
+    p.add_argument("--after", action="append", default=None, metavar="ID",
+                   help="wait until job ID has ended (repeatable; docs/workflows.md)")
+    p.add_argument("--after-failure", choices=("cancel", "run", "hold"), default=None,
+                   help="when a parent fails: cancel this job (default), run it anyway, or hold it")
     p.add_argument("--file", default=None, help="JSON lines, one job object each ({\"type\", \"payload\", "
                    "\"delay\", ...}); - reads stdin; validated first, written in batches of 1000")
     p = _add(sub, "jobs", ops.cmd_jobs, "list jobs (pending in claim order, finished newest first)")
