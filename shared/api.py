@@ -28,7 +28,8 @@ from .tracing import active as tracing_active, context as trace_context, produce
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
-_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "after", "after_failure")
+_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key")
+_FLOW_OPTIONS = ("after", "after_failure")  # workflows (shared.flows)
 
 
 class JobQueue:
@@ -197,11 +198,11 @@ class JobQueue:
         else:
             raise TypeError(f"enqueue_many item {index}: expected (type, payload[, options]) or a mapping, "
                             f"got {item!r}")
-        unknown = set(opts) - set(_OPTIONS)
+        unknown = set(opts) - set(_OPTIONS) - set(_FLOW_OPTIONS)
         if unknown:
             raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
         try:
-            return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS[:5] if k != "priority"},
+            return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
                                priority=opts.get("priority"), now=now, job_id=job_id,
                                after=flows.parent_ids(opts.get("after"), ids, index),
                                after_failure=opts.get("after_failure"))

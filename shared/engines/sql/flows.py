@@ -1,5 +1,5 @@
 """Workflows written once (issue 25): enqueueing jobs that wait for other jobs, and reading a
-job's parents and children.
+job's parents (the operators' reads of a graph are in shared.ops.flows).
 
 A child names its parents in ``job_deps`` (child, parent, pos: the order given, done). Its status
 at insert follows its parents' as they are then (read under a row lock where the engine locks
@@ -32,10 +32,6 @@ _PARENTS = """
 SELECT d.parent AS id, j.type, j.status, j.result, j.error, d.done
 FROM job_deps d LEFT JOIN jobs j ON j.id = d.parent WHERE d.child = :id ORDER BY d.pos
 """
-_CHILDREN = """
-SELECT d.child AS id, j.type, j.status, j.after_failure, j.waiting_on
-FROM job_deps d JOIN jobs j ON j.id = d.child WHERE d.parent = :id ORDER BY d.child
-"""
 
 
 def _values(row: Any) -> tuple:
@@ -59,7 +55,7 @@ def child_state(job: NewJob, parents: Sequence[tuple[str, str, str]]) -> tuple[s
 
 
 class FlowsSql(SqlBase):
-    """Enqueue a graph in one transaction; a job's parents and children."""
+    """Enqueue a graph in one transaction; a job's parents."""
 
     def enqueue_flow(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
         """Insert ``jobs`` (each naming its parents in ``after``: ids of existing jobs or of jobs
@@ -151,7 +147,3 @@ class FlowsSql(SqlBase):
         """The parents of ``job_id`` in the order given: id, type, status (None: deleted),
         result (JSON text), error, done."""
         return self._rows(_PARENTS, {"id": job_id})
-
-    def children(self, job_id: str) -> list[dict[str, Any]]:
-        """The jobs that named ``job_id`` as a parent: id, type, status, after_failure, waiting_on."""
-        return self._rows(_CHILDREN, {"id": job_id})
