@@ -29,5 +29,8 @@ def test_job_page_links_parents_and_children_with_the_graphs_progress(tmp_path):
             assert page.index(f"/jobs/{a}") < page.index(f"/jobs/{b}") < page.index(f"/jobs/{d}")
             assert 'value="cancel"' in page  # a waiting job can be cancelled
             assert 'id="workflow"' not in client.get(f"/jobs/{plain}").text
+            listing = client.get("/jobs?status=waiting")
+            assert listing.status_code == 200 and f"/jobs/{c}" in listing.text and f"/jobs/{d}" in listing.text
+            assert f"/jobs/{a}" not in listing.text
     finally:
         web.close()
