@@ -211,6 +211,9 @@ BEGIN
     WHERE status = 'waiting' AND ended <> 'completed'
       AND (after_failure = 'cancel' OR (after_failure = 'hold' AND ended = 'cancelled'))
       AND id IN (SELECT child FROM job_deps WHERE parent = p.id AND done = 0);
+    IF FOUND THEN  -- jobs ended: their waiters listen on the done channel (connection.done_channel)
+        PERFORM pg_notify('jobq_done_' || left(encode(sha256(convert_to(current_schema(), 'UTF8')), 'hex'), 20), '');
+    END IF;
     WITH e AS (UPDATE job_deps d SET done = 1 FROM jobs c
                WHERE d.parent = p.id AND d.done = 0 AND c.id = d.child
                  AND (ended = 'completed' OR c.after_failure = 'run')
