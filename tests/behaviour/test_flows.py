@@ -126,15 +126,22 @@ def test_a_graph_in_one_enqueue_many_and_refusals_write_nothing(q):
 
 
 def test_a_graph_in_a_rolled_back_transaction_leaves_zero_rows(q):
+    """extract -> 100 x transform -> load, written call by call and as a chord, inside the
+    application's transaction: rolled back, nothing is left; committed, all of it."""
     app = raw(q.config)
     conn = getattr(app, "conn", app)
-    conn.execute("BEGIN")
-    root = q.enqueue("flow:ok", conn=conn)
-    parts = q.enqueue_many([("flow:ok", i, {"after": [root]}) for i in range(5)], conn=conn)
-    q.enqueue("flow:collect", after=parts, conn=conn)
-    conn.execute("ROLLBACK")
+    t = {name: getattr(flowjobs, name).using(queue=q) for name in ("extract", "transform", "load")}
+    for end in ("ROLLBACK", "COMMIT"):
+        conn.execute("BEGIN")
+        root = q.enqueue("flow:ok", conn=conn)
+        parts = q.enqueue_many([("flow:ok", i, {"after": [root]}) for i in range(100)], conn=conn)
+        q.enqueue("flow:collect", after=parts, conn=conn)
+        chord(chain(t["extract"].s(1), group(t["transform"].s(1, i) for i in range(100))), t["load"].s(1)).enqueue(
+            conn=conn)
+        conn.execute(end)
+        expected = (0, 0) if end == "ROLLBACK" else (204, 400)
+        assert (rows(q, "jobs"), rows(q, "job_deps")) == expected
     app.close()
-    assert (rows(q, "jobs"), rows(q, "job_deps")) == (0, 0)
 
 
 def test_every_path_that_ends_a_parent_settles_its_children(q, clock):
