@@ -5,8 +5,9 @@ index, so a claim should cost the same with 100,000 of them as with none.
     python -m bench.flowclaim --database postgresql:///test    # a fresh schema, dropped after
 
 One process enqueues ``--jobs`` plain jobs and claims and completes them one at a time through
-the store (the SQL a worker runs), first with no waiting job, then with ``--waiting`` children of
-one parent that stays scheduled far ahead; the median of ``--rounds`` rounds of each:
+the store (the SQL a worker runs), on a database with no waiting job and on one with
+``--waiting`` children of one parent that stays scheduled far ahead, in turns; the median of
+``--rounds`` rounds of each:
 
     flowclaim: sqlite waiting=0 claim+complete=93 us   waiting=100000 claim+complete=95 us   ratio=1.02
 """
@@ -49,35 +50,39 @@ def round_us(store, jobs: int) -> float:
     return (time.perf_counter() - t0) / jobs * 1e6
 
 
-def measure(db: Db, waiting: int, jobs: int, rounds: int) -> float:
-    with open_store(db.config()) as store:
-        if waiting:
-            add_waiting(store, waiting)
-        round_us(store, 200)  # warm up
-        return statistics.median(round_us(store, jobs) for _ in range(rounds))
+def measure(dbs: tuple[Db, Db], waiting: int, jobs: int, rounds: int) -> tuple[float, float]:
+    """Rounds on the empty database and the one with ``waiting`` jobs taken in turn (so a
+    machine's passing load weighs on both alike); the median of each."""
+    with open_store(dbs[0].config()) as none, open_store(dbs[1].config()) as many:
+        add_waiting(many, waiting)
+        times: tuple[list[float], list[float]] = ([], [])
+        for store in (none, many):
+            round_us(store, 200)  # warm up
+        for _ in range(rounds):
+            for store, out in ((none, times[0]), (many, times[1])):
+                out.append(round_us(store, jobs))
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def run(folder: Path, url: str | None, args: argparse.Namespace) -> tuple[float, float]:
-    out = []
-    for waiting in (0, args.waiting):
-        if url is None:
-            out.append(measure(Db.sqlite(str(folder), name=f"w{waiting}.db"), waiting, args.jobs, args.rounds))
-            continue
-        from bench import pg
-        with pg.fresh_schema(url, "flowclaim", create=False) as schema:
-            db = Db.postgres(str(folder), url, schema)
-            try:
-                out.append(measure(db, waiting, args.jobs, args.rounds))
-            finally:
+    if url is None:
+        return measure((Db.sqlite(str(folder), name="none.db"), Db.sqlite(str(folder), name="many.db")),
+                       args.waiting, args.jobs, args.rounds)
+    from bench import pg
+    with pg.fresh_schema(url, "flowclaim", create=False) as a, pg.fresh_schema(url, "flowclaim", create=False) as b:
+        dbs = (Db.postgres(str(folder), url, a), Db.postgres(str(folder), url, b))
+        try:
+            return measure(dbs, args.waiting, args.jobs, args.rounds)
+        finally:
+            for db in dbs:
                 db.close()
-    return out[0], out[1]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.flowclaim", description=__doc__.split("\n\n")[0])
     p.add_argument("--waiting", type=int, default=100_000)
     p.add_argument("--jobs", type=int, default=2000, help="jobs claimed per round")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--database", default=None, help="postgresql://... (default: SQLite files in a temp folder)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="jobq-flowclaim-") as tmp:
