@@ -74,7 +74,7 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--traceparent", default=None, help="W3C trace context (00-<trace id>-<span id>-<flags>) "
                    "the job's run continues (docs/tracing.md)")
     p.add_argument("--after", action="append", default=None, metavar="ID",
-                   help="wait until job ID has ended (repeatable; docs/workflows.md)")
+                   help="wait until job ID (or unique prefix) has ended (repeatable; docs/workflows.md)")
     p.add_argument("--after-failure", choices=("cancel", "run", "hold"), default=None,
                    help="when a parent fails: cancel this job (default), run it anyway, or hold it")
     p.add_argument("--file", default=None, help="JSON lines, one job object each ({\"type\", \"payload\", "

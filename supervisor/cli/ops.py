@@ -53,14 +53,22 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
                         ExitCode.USAGE)
     with _queue(ctx) as (q, caught):
         try:
+            after = [_parent_id(q.store, a) for a in args.after or ()]
             job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
                                max_attempts=args.max_attempts, key=args.key, traceparent=args.traceparent,
-                               after=args.after, after_failure=args.after_failure)
+                               after=after, after_failure=args.after_failure)
         except (TypeError, ValueError) as exc:
             return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
     _warn(ctx, caught)
     ctx.emit({"id": job_id}, job_id)
     return ExitCode.OK
+
+
+def _parent_id(store: Any, text: str) -> str:
+    """``--after``'s id or unique prefix, as ``show`` takes it (else as given: the enqueue then
+    refuses it, naming it)."""
+    found = resolve_id(store, text)
+    return found if isinstance(found, str) else text
 
 
 def _enqueue_file(ctx: Ctx, path: str) -> int:

@@ -8,7 +8,7 @@ from tests.unit.cli.test_cli import as_json, cfg, fail_job, jobq, ok  # noqa: F4
 def test_enqueue_after_show_and_cancel_of_a_parent(cfg):  # noqa: F811
     a = ok(jobq(cfg, "enqueue", "ops:ok", "1")).strip()
     b = ok(jobq(cfg, "enqueue", "ops:ok", "2")).strip()
-    c = ok(jobq(cfg, "enqueue", "ops:ok", "--after", a, "--after", b)).strip()
+    c = ok(jobq(cfg, "enqueue", "ops:ok", "--after", a, "--after", b[:16])).strip()  # an id or a unique prefix
     h = ok(jobq(cfg, "enqueue", "ops:ok", "--after", c, "--after-failure", "hold")).strip()
     data = as_json(jobq(cfg, "show", c, "--json"))
     assert data["job"]["status"] == "waiting"
