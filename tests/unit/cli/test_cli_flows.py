@@ -32,3 +32,13 @@ def test_retry_of_a_failed_parent_lets_a_held_child_go_on(cfg):  # noqa: F811
     ok(jobq(cfg, "retry", a))
     assert as_json(jobq(cfg, "show", h, "--json"))["job"]["status"] == "waiting"  # until it completes
     assert as_json(jobq(cfg, "show", a, "--json"))["children"][0]["status"] == "waiting"
+
+
+def test_copy_leaves_waiting_jobs_behind():
+    """A copied waiting job would wait forever (its edges are not copied): ``all`` skips them and
+    naming them is refused."""
+    import pytest
+    from supervisor.cli.copycmd import parse_statuses
+    assert "waiting" not in parse_statuses(["all"])
+    with pytest.raises(ValueError, match="waiting jobs are not copied"):
+        parse_statuses(["pending,waiting"])
