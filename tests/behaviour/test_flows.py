@@ -193,3 +193,20 @@ def test_tasks_chain_group_chord_and_parent_results_parameter(q):
     assert h.get().result == {"graph": 8, "parts": [1], "n": 1}
     with pytest.raises(TypeError):
         t["transform"].s()
+
+
+def test_the_longest_chain_allowed_cancels_all_of_it_and_a_longer_one_is_refused(q, clock):
+    """A failure cancels a chain's dependants one nested trigger per link, and the databases bound
+    that nesting: chains are bounded at enqueue (MAX_FLOW_DEPTH), and the longest allowed one is
+    cancelled whole on both engines."""
+    from shared.engines.sql.flows import MAX_FLOW_DEPTH
+    ids = q.enqueue_many([("flow:ok", None)] + [("flow:ok", None, {"after": [i]}) for i in range(MAX_FLOW_DEPTH)])
+    before = rows(q, "jobs"), rows(q, "job_deps")
+    with pytest.raises(FlowError, match=f"above the limit of {MAX_FLOW_DEPTH}"):
+        q.enqueue("flow:ok", after=[ids[-1]])
+    with pytest.raises(FlowError, match="above the limit"):
+        q.enqueue_many([("flow:ok", None, {"after": [ids[-2]]}), ("flow:ok", None, {"after": [0]})])
+    assert (rows(q, "jobs"), rows(q, "job_deps")) == before
+    assert ops.cancel_jobs(q.store, [ids[0]], clock.now()) == [ids[0]]
+    assert q.counts() == {"cancelled": MAX_FLOW_DEPTH + 1}
+    assert q.get(ids[-1]).error.startswith(f"parent job {ids[-2]} (flow:ok) cancelled <- ")

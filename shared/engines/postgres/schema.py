@@ -183,6 +183,7 @@ ALTER TABLE jobs ADD CONSTRAINT jobs_status_check
 ALTER TABLE jobs ADD COLUMN after_failure text CHECK (after_failure IN ('cancel', 'run', 'hold'));
 ALTER TABLE jobs ADD COLUMN waiting_on integer NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN has_children integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN flow_depth integer NOT NULL DEFAULT 0;
 CREATE TABLE job_deps (
     child   text COLLATE "C" NOT NULL,
     parent  text COLLATE "C" NOT NULL,

@@ -21,12 +21,16 @@ _EDGE_ROWS = 200  # edges per INSERT statement (4 parameters a row: under every 
 
 _INSERT = """
 INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, created_at,
-                  updated_at, key, trace, after_failure, waiting_on, error, completed_at)
+                  updated_at, key, trace, after_failure, waiting_on, error, completed_at, flow_depth)
 VALUES (:id, :type, :status, :payload, 0, :max_attempts, :priority, :run_at, :now, :now, :key, :trace,
-        :after_failure, :waiting_on, :error, :completed_at)
+        :after_failure, :waiting_on, :error, :completed_at, :flow_depth)
 ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id
 """
-_BY_KEY = "SELECT id, type, status FROM jobs WHERE key = :key"
+_BY_KEY = "SELECT id, type, status, flow_depth FROM jobs WHERE key = :key"
+# The longest chain of parents a job may have: a failure cancels a chain's dependants through the
+# schema's trigger, nested once per link, and the databases bound that nesting (SQLite at 1,000
+# trigger levels, PostgreSQL by its stack: about 500 links at the default max_stack_depth).
+MAX_FLOW_DEPTH = 200
 _MARK_PARENTS = "UPDATE jobs SET has_children = 1 WHERE {ids} AND has_children = 0"
 _PARENTS = """
 SELECT d.parent AS id, j.type, j.status, j.result, j.error, d.done
@@ -39,11 +43,11 @@ def _values(row: Any) -> tuple:
     return tuple(row.values()) if isinstance(row, dict) else tuple(row)
 
 
-def child_state(job: NewJob, parents: Sequence[tuple[str, str, str]]) -> tuple[str, int, list[int], str | None]:
+def child_state(job: NewJob, parents: Sequence[tuple]) -> tuple[str, int, list[int], str | None]:
     """What ``job`` is when written after ``parents`` ((id, type, status) in its order): its
     status, how many it still waits for, each edge's ``done`` and, if cancelled, why."""
     policy, done, why = job.after_failure or "cancel", [], None
-    for pid, ptype, status in parents:
+    for pid, ptype, status, *_ in parents:
         ended_badly = status in ("failed", "cancelled")
         if ended_badly and why is None and (policy == "cancel" or (policy == "hold" and status == "cancelled")):
             why = f"parent job {pid} ({ptype}) {status}"
@@ -52,6 +56,20 @@ def child_state(job: NewJob, parents: Sequence[tuple[str, str, str]]) -> tuple[s
         return "cancelled", 0, done, why
     waiting = done.count(0)
     return ("waiting" if waiting else "pending"), waiting, done, None
+
+
+def _depths(jobs: Sequence[NewJob], known: dict[str, tuple]) -> dict[str, int]:
+    """Each job's ``flow_depth`` (its longest chain of parents); FlowError past MAX_FLOW_DEPTH,
+    before anything is written."""
+    depths: dict[str, int] = {}
+    for j in jobs:
+        depth = 1 + max((depths[p] if p in depths else known[p][3] for p in j.after), default=-1)
+        if depth > MAX_FLOW_DEPTH:
+            raise FlowError(f"job {j.id} ({j.type}): its chain of parents would be {depth} jobs long, above "
+                            f"the limit of {MAX_FLOW_DEPTH} (a failure cancels a chain's dependants one "
+                            f"nested trigger per link)")
+        depths[j.id] = depth
+    return depths
 
 
 class FlowsSql(SqlBase):
@@ -69,16 +87,17 @@ class FlowsSql(SqlBase):
 
     def _write_flow(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
         known = self._existing_parents(c, jobs)
+        depths = _depths(jobs, known)
         stamp, alias, out, used, woke = iso(now), {}, [], set(), False
         for j in jobs:
             parents = [known[alias.get(p, p)] for p in j.after]
             status, waiting, done, why = child_state(j, parents)
-            job_id = self._insert_flow_job(c, j, stamp, now, status, waiting, why)
+            job_id = self._insert_flow_job(c, j, stamp, now, (status, waiting, why, depths[j.id]))
             alias[j.id] = job_id
             if job_id != j.id:  # an idempotency key already taken: that job stands in, as it is
                 known[job_id] = _values(self._run(c, _BY_KEY + self.dialect.lock, {"key": j.key}).fetchone())
                 continue
-            known[job_id] = (job_id, j.type, status)
+            known[job_id] = (job_id, j.type, status, depths[j.id])
             self._insert_edges(c, job_id, [p[0] for p in parents], done)
             used.update(p[0] for p in parents)
             woke = woke or status == "pending"
@@ -90,8 +109,8 @@ class FlowsSql(SqlBase):
             self._run(c, self.dialect.notify, {"channel": self.channel})
         return [alias[j.id] for j in jobs]
 
-    def _existing_parents(self, c: Any, jobs: Sequence[NewJob]) -> dict[str, tuple[str, str, str]]:
-        """The parents outside ``jobs`` as (id, type, status), locked where rows are locked (in
+    def _existing_parents(self, c: Any, jobs: Sequence[NewJob]) -> dict[str, tuple]:
+        """The parents outside ``jobs`` as (id, type, status, flow_depth), locked where rows are locked (in
         id order: two graphs sharing parents never deadlock); FlowError for one missing or
         named before it is written."""
         seen: set[str] = set()
@@ -108,7 +127,7 @@ class FlowsSql(SqlBase):
         if not outside:
             return {}
         cond, params = self.dialect.member("id", "ids", sorted(outside))
-        rows = self._run(c, f"SELECT id, type, status FROM jobs WHERE {cond} ORDER BY id{self.dialect.lock}",
+        rows = self._run(c, f"SELECT id, type, status, flow_depth FROM jobs WHERE {cond} ORDER BY id{self.dialect.lock}",
                          params).fetchall()
         found = {r[0]: r for r in map(_values, rows)}
         for j in jobs:
@@ -118,9 +137,9 @@ class FlowsSql(SqlBase):
                                     f"be enqueued in the same call or transaction)")
         return found
 
-    def _insert_flow_job(self, c: Any, j: NewJob, stamp: str, now: float, status: str, waiting: int,
-                why: str | None) -> str:
-        params = {"id": j.id, "type": j.type, "status": status, "payload": j.payload,
+    def _insert_flow_job(self, c: Any, j: NewJob, stamp: str, now: float, state: tuple) -> str:
+        status, waiting, why, depth = state
+        params = {"flow_depth": depth, "id": j.id, "type": j.type, "status": status, "payload": j.payload,
                   "max_attempts": j.max_attempts, "priority": j.priority,
                   "run_at": stamp if j.run_at == now else iso(j.run_at), "now": stamp, "key": j.key,
                   "trace": j.trace, "after_failure": (j.after_failure or "cancel") if j.after else None,

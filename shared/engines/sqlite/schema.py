@@ -217,7 +217,8 @@ ALTER TABLE jobs ADD COLUMN trace TEXT;
 # the rows may hold, and the DDL after it makes every connection re-read the schema).
 # ``waiting_on``: the parents the child still waits for; ``after_failure``: the child's policy
 # ('cancel', 'run', 'hold'; NULL for a job without parents); ``has_children``: set on a parent
-# when a child names it, so the settle triggers cost nothing (their WHEN) for other jobs.
+# when a child names it, so the settle triggers cost nothing (their WHEN) for other jobs;
+# ``flow_depth``: the job's longest chain of parents (bounded at enqueue: shared.engines.sql.flows).
 # An edge is ``done`` once its parent counts as ended for its child: completed, or failed or
 # cancelled for a child that runs anyway; each edge is counted off once, so a parent retried by
 # an operator after it failed never counts twice.
@@ -246,6 +247,7 @@ PRAGMA writable_schema = RESET;
 ALTER TABLE jobs ADD COLUMN after_failure TEXT CHECK (after_failure IN ('cancel', 'run', 'hold'));
 ALTER TABLE jobs ADD COLUMN waiting_on INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN has_children INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN flow_depth INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE job_deps (
     child   TEXT NOT NULL,
     parent  TEXT NOT NULL,
