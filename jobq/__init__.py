@@ -14,10 +14,12 @@ The string-and-dict API is here too (``JobQueue``, ``@handler``). This package o
 ``python -m jobq`` is the ``jobq`` command.
 """
 from shared.api import JobQueue
+from shared.canvas import Flow, Signature, chain, chord, group
 from shared.clock import FakeClock, SystemClock
 from shared.config import Config, ConfigError
 from shared.errors import StoreBusy, StoreError, StoreUnavailable
 from shared.exitcodes import ExitCode
+from shared.flows import FlowError
 from shared.handlers import PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
 from shared.handles import JobCancelled, JobFailed, JobHandle, JobNotFound
 from shared.job import Job
@@ -26,4 +28,5 @@ from shared.tasks import AsyncTask, BaseTask, Task, configure, default_queue, ta
 __all__ = ["JobQueue", "Job", "JobHandle", "JobFailed", "JobCancelled", "JobNotFound", "task", "Task",
            "AsyncTask", "BaseTask", "configure", "default_queue", "handler", "PermanentError", "RetryAfter",
            "on_completed", "on_failed", "on_retry", "Config", "ConfigError", "ExitCode", "FakeClock",
-           "SystemClock", "StoreError", "StoreBusy", "StoreUnavailable"]
+           "SystemClock", "StoreError", "StoreBusy", "StoreUnavailable", "chain", "group", "chord", "Flow",
+           "Signature", "FlowError"]

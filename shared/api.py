@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import bounds
 from . import config as config_mod
+from . import flows
 from .clock import SystemClock, to_timestamp
 from .config import Config
 from .engines import open_store
@@ -30,6 +31,7 @@ from .typecheck import TypeCheck
 from .waithub import Hubs
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "queue", "limit_key")
+_FLOW_OPTIONS = ("after", "after_failure")  # workflows (shared.flows)
 
 
 class JobQueue:
@@ -84,7 +86,8 @@ class JobQueue:
     def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
                 delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
                 key: str | None = None, conn: Any = None, traceparent: str | None = None,
-                queue: str | None = None, limit_key: str | None = None) -> str:
+                queue: str | None = None, limit_key: str | None = None,
+                after: Iterable[Any] | None = None, after_failure: str | None = None) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
@@ -97,13 +100,21 @@ class JobQueue:
         ``queue``: the named queue (docs/queues.md; None: the type's ``[types]`` queue, else its
         handler's, else ``"default"``); ``limit_key``: the key its ``[types]`` per-key limits
         count it under (None: what the type's ``key`` path finds in the payload, if it has one).
+        ``after`` (job ids or handles): the job waits until they have ended (docs/workflows.md);
+        ``after_failure``: what it does when one fails: "cancel" (default), "run" or "hold".
         """
         now = self.clock.now()
         job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now, queue=queue,
-                          limit_key=limit_key)
+                          limit_key=limit_key, after=flows.parent_ids(after), after_failure=after_failure)
         if traceparent is not None or tracing_active():
             return self._traced([job], now, conn, traceparent)[0]
-        return self._ran(self.store.enqueue([job], now, conn=conn), conn)[0]
+        return self._ran(self._write([job], now, conn), conn)[0]
+
+    def _write(self, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
+        """Insert ``jobs``: the plain insert, or the workflow's when one waits for others."""
+        if any(j.after for j in jobs):
+            return self.store.enqueue_flow(jobs, now, conn=conn)
+        return self.store.enqueue(jobs, now, conn=conn)
 
     def _traced(self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None) -> list[str]:
         """Enqueue ``jobs`` with a trace context: ``traceparent``, else that of a PRODUCER span
@@ -112,7 +123,7 @@ class JobQueue:
             trace = trace_context(traceparent)
             for j in jobs:
                 j.trace = trace
-            return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
+            return self._ran(self._write(jobs, now, conn), conn)
 
     def enqueue_many(self, items: Iterable[Any], *, conn: Any = None, batch_size: int | None = None,
                      traceparent: str | None = None) -> list[str]:
@@ -121,12 +132,14 @@ class JobQueue:
         All are validated before anything is written. With ``batch_size`` (and no ``conn``) they
         are written in transactions of that many jobs, so a bulk load never holds the write lock
         for long (a failure midway leaves the earlier batches written). ``traceparent`` (W3C text)
-        is stored with every job instead of the active span's context (as in :meth:`enqueue`)."""
+        is stored with every job instead of the active span's context (as in :meth:`enqueue`). An
+        item's ``after`` may name earlier items of the call by index: a graph in one call is one
+        transaction (then ``batch_size`` is ignored)."""
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
         seen: dict[str, tuple[int, str]] = {}  # job type -> its default priority and queue, checked once
-        jobs = [self._build_item(i, item, now, ids[i], seen) for i, item in enumerate(items)]
+        jobs = [self._build_item(i, item, now, ids, seen) for i, item in enumerate(items)]
         if not jobs:
             return []
         if traceparent is not None:  # checked before anything is written
@@ -134,12 +147,12 @@ class JobQueue:
             for j in jobs:
                 j.trace = trace
         elif tracing_active():  # one producer span and context for the whole call
-            if batch_size is None or conn is not None:
+            if batch_size is None or conn is not None or any(j.after for j in jobs):
                 return self._traced(jobs, now, conn, None)
             with self._tracing.producer([j.type for j in jobs]):
                 return self._batches(jobs, batch_size, trace_context())
-        if batch_size is None or conn is not None:
-            return self._ran(self.store.enqueue(jobs, now, conn=conn), conn)
+        if batch_size is None or conn is not None or any(j.after for j in jobs):
+            return self._ran(self._write(jobs, now, conn), conn)
         return self._batches(jobs, batch_size, None)
 
     def _batches(self, jobs: list[NewJob], batch_size: int, trace: str | None) -> list[str]:
@@ -176,7 +189,8 @@ class JobQueue:
             self._inline().drain(ids=ids)
         return ids
 
-    def _build_item(self, index: int, item: Any, now: float, job_id: str, seen: dict[str, tuple[int, str]]) -> NewJob:
+    def _build_item(self, index: int, item: Any, now: float, ids: list[str], seen: dict[str, tuple[int, str]]) -> NewJob:
+        job_id = ids[index]
         if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
             jtype, payload = item
             try:
@@ -197,12 +211,14 @@ class JobQueue:
         else:
             raise TypeError(f"enqueue_many item {index}: expected (type, payload[, options]) or a mapping, "
                             f"got {item!r}")
-        unknown = set(opts) - set(_OPTIONS)
+        unknown = set(opts) - set(_OPTIONS) - set(_FLOW_OPTIONS)
         if unknown:
             raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
         try:
             return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
-                               priority=opts.get("priority"), now=now, job_id=job_id)
+                               priority=opts.get("priority"), now=now, job_id=job_id,
+                               after=flows.parent_ids(opts.get("after"), ids, index),
+                               after_failure=opts.get("after_failure"))
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"enqueue_many item {index}: {exc}") from None
 
@@ -241,7 +257,7 @@ class JobQueue:
 
     def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
                max_attempts: Any, key: Any, now: float, job_id: str | None = None, queue: Any = None,
-               limit_key: Any = None) -> NewJob:
+               limit_key: Any = None, after: tuple[str, ...] = (), after_failure: Any = None) -> NewJob:
         default_priority = self._type_priority(jtype)
         limit_key = self._limit_key(jtype, payload, limit_key)
         queue = self._type_queue(jtype, queue)
@@ -278,7 +294,7 @@ class JobQueue:
             raise ValueError(f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
                              f"got {when!r} (run_at={run_at!r}, delay={delay!r})")
         return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key, queue=queue,
-                      limit_key=limit_key)
+                      limit_key=limit_key, after=after, after_failure=flows.policy(after_failure))
 
     # -- inspect --------------------------------------------------------------------------------
 

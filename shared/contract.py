@@ -63,6 +63,18 @@ class ProducerStore(Connection, Protocol):
         engine, whose transaction the rows join (nothing is committed here)."""
         ...
 
+    def enqueue_flow(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
+        """``enqueue`` for jobs that wait for others (``NewJob.after``: existing jobs or earlier
+        ones of ``jobs``): one transaction; each ``waiting`` until its parents end, settled by
+        the statement that ends each parent. An unknown or later parent (a cycle) raises
+        ``FlowError`` and nothing is written (shared.engines.sql.flows)."""
+        ...
+
+    def parents(self, job_id: str) -> list[dict[str, Any]]:
+        """A job's parents in the order given: ``id``, ``type``, ``status``, ``result`` (JSON
+        text), ``error``, ``done`` (a read)."""
+        ...
+
     def get(self, job_id: str) -> Job | None:
         """The job with this id as committed now, or None (a read)."""
         ...

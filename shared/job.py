@@ -16,7 +16,7 @@ from . import bounds
 from .bounds import MAX_DEPTH
 from .clock import iso
 
-STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+STATUSES = ("waiting", "pending", "running", "completed", "failed", "cancelled")
 TERMINAL = ("completed", "failed", "cancelled")
 
 
@@ -124,6 +124,8 @@ class NewJob:
     trace: str | None = None  # the W3C trace context to store (shared.tracing.context), or None
     queue: str = "default"  # the named queue (shared.queues)
     limit_key: str | None = None  # the key per-key limits count it under (shared.keys)
+    after: tuple[str, ...] = ()  # the parents' ids, in order (workflows: shared.flows)
+    after_failure: str | None = None  # the child's policy when a parent fails: cancel, run, hold
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import os
 import sys
@@ -32,14 +33,17 @@ class JobLogger(logging.LoggerAdapter):
 
 class JobContext:
     """What a handler gets as its second argument: ``id``, ``type``, ``attempt`` (1-based),
-    ``max_attempts`` and ``logger`` (its lines carry the job's id, type and attempt)."""
+    ``max_attempts``, ``logger`` (its lines carry the job's id, type and attempt), and for a
+    job that waited for others ``parent_results`` / ``parent_errors`` (read on first use)."""
 
-    __slots__ = ("id", "type", "attempt", "max_attempts", "_logger", "config")
+    __slots__ = ("id", "type", "attempt", "max_attempts", "_logger", "config", "store", "_parents")
 
     def __init__(self, id: str, type: str, attempt: int, max_attempts: int) -> None:
         self.id, self.type, self.attempt, self.max_attempts = id, type, attempt, max_attempts
         self._logger: logging.LoggerAdapter | None = None
         self.config: Any = None  # the worker's current Config (built-in jobs need its database)
+        self.store: Any = None  # the runner's store: where parent_results are read from
+        self._parents: list[dict[str, Any]] | None = None
 
     @property
     def logger(self) -> logging.LoggerAdapter:
@@ -47,6 +51,24 @@ class JobContext:
             self._logger = JobLogger(logging.getLogger("jobq.job"),
                                      {"id": self.id, "type": self.type, "attempt": self.attempt})
         return self._logger
+
+    @property
+    def parent_results(self) -> dict[str, Any]:
+        """The results of the jobs this one waited for (``after=``): parent id -> decoded result
+        (None for a parent that did not complete), in the order given; {} for a job without."""
+        return {p["id"]: _decoded(p["result"]) for p in self._read_parents()}
+
+    @property
+    def parent_errors(self) -> dict[str, str]:
+        """The parents that failed or were cancelled (a child with ``after_failure="run"`` runs
+        anyway): parent id -> their error text."""
+        return {p["id"]: p["error"] or p["status"] or "deleted" for p in self._read_parents()
+                if p["status"] != "completed"}
+
+    def _read_parents(self) -> list[dict[str, Any]]:
+        if self._parents is None:
+            self._parents = [] if self.store is None else self.store.parents(self.id)
+        return self._parents
 
     def __repr__(self) -> str:
         return f"JobContext(id={self.id!r}, type={self.type!r}, attempt={self.attempt})"
@@ -64,6 +86,13 @@ class Outcome:
     delay: float | None = None
     exc: BaseException | None = field(default=None, compare=False, repr=False)
     span: Any = field(default=None, compare=False, repr=False)
+
+
+def _decoded(text: str | None) -> Any:
+    try:
+        return None if text is None else json.loads(text)
+    except ValueError:
+        return text
 
 
 def _format(exc: BaseException) -> str:

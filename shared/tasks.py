@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
 
 from .handlers import ATTR, HandlerSpec, PermanentError, check_async_concurrency, handler
+from .canvas import Signature
 from .handles import JobHandle
 from .queuenames import check_queue
 from .taskargs import payload_of, unpack
@@ -27,7 +28,8 @@ from .taskargs import payload_of, unpack
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_USING = ("queue", "delay", "run_at", "priority", "key", "max_attempts", "conn")
+_USING = ("queue", "delay", "run_at", "priority", "key", "max_attempts", "conn", "after", "after_failure")
+PARENT_RESULTS = "parent_results"  # a task parameter of this name receives its parents' results
 
 
 class _Default(threading.local):
@@ -70,7 +72,7 @@ class BaseTask(Generic[P, R]):
         self.fn = fn
         self.name = name
         self.priority = priority
-        self.signature = inspect.signature(fn)
+        self.signature = own_signature(inspect.signature(fn))  # without parent_results
         self.options: dict[str, Any] = {}  # set by using() on copies
         setattr(self, ATTR, spec)  # what Registry.add_module looks for: workers serve the task
         self.__doc__ = fn.__doc__
@@ -81,12 +83,13 @@ class BaseTask(Generic[P, R]):
 
     def using(self, *, queue: Any = None, delay: float | None = None, run_at: Any = None,
               priority: int | None = None, key: str | None = None, max_attempts: int | None = None,
-              conn: Any = None) -> Self:
+              conn: Any = None, after: Any = None, after_failure: str | None = None) -> Self:
         """A copy whose enqueues use these options (those given here replace this task's):
         ``queue``: a named queue (a string: docs/queues.md), or the ``JobQueue`` to enqueue on
         (default :func:`default_queue`); ``delay``/``run_at``,
         ``priority``, ``key``, ``max_attempts``, ``conn`` (the caller's own connection, whose
-        transaction the job joins), as :meth:`shared.api.JobQueue.enqueue` takes them."""
+        transaction the job joins), ``after`` (ids or handles of the jobs to wait for) and
+        ``after_failure``, as :meth:`shared.api.JobQueue.enqueue` takes them."""
         given = {k: v for k, v in locals().items() if k in _USING and v is not None}
         if isinstance(queue, str):  # a named queue, not the JobQueue to write to
             given["queue_name"] = check_queue(given.pop("queue"))
@@ -94,6 +97,11 @@ class BaseTask(Generic[P, R]):
         copy.__dict__.update(self.__dict__)
         copy.options = {**self.options, **given}
         return copy
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """A signature of one run with these arguments, for a workflow (``chain``, ``group``,
+        ``chord``: shared.canvas); checked now, enqueued with its flow."""
+        return Signature(self, args, kwargs)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
         """Enqueue one run with these arguments; its handle. The arguments are bound to the
@@ -215,15 +223,28 @@ def _make(fn: Callable[..., Any], name: str | None, max_attempts: int | None, ti
     return cls(fn, name, spec, priority)
 
 
+def own_signature(signature: inspect.Signature) -> inspect.Signature:
+    """A task's signature as its callers fill it: without the ``parent_results`` parameter,
+    which the worker fills with the results of the jobs the task's job waited for."""
+    if PARENT_RESULTS not in signature.parameters:
+        return signature
+    return signature.replace(parameters=[p for p in signature.parameters.values() if p.name != PARENT_RESULTS])
+
+
 def _runner(fn: Callable[..., Any], name: str, signature: inspect.Signature) -> Callable[[Any, Any], Any]:
     """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)``.
     A payload that does not fit the signature fails the job at once (PermanentError: no retry
     would fix it), naming the job and the task."""
+    own = own_signature(signature)
+    wants_parents = PARENT_RESULTS in signature.parameters
+
     def run(payload: Any, job: Any) -> Any:
         try:
-            args, kwargs = unpack(name, signature, payload)
+            args, kwargs = unpack(name, own, payload)
         except (TypeError, ValueError) as exc:
             raise PermanentError(f"job {job.id}: {exc}") from None
+        if wants_parents:  # a workflow's child: its parents' results (shared.flows)
+            kwargs[PARENT_RESULTS] = job.parent_results
         return fn(*args, **kwargs)
     run.__name__ = run.__qualname__ = getattr(fn, "__qualname__", name)
     run.__module__ = getattr(fn, "__module__", "?")

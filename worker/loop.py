@@ -313,7 +313,7 @@ class Worker(Control, Commits):
 
     def process(self, job: Job) -> Done:
         ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job))
-        ctx.config = self.config
+        ctx.config, ctx.store = self.config, self.store
         event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
               slot=self.slot, pid=self.pid)
         t0 = self.held.job_t0 or time.perf_counter()

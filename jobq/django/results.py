@@ -20,7 +20,7 @@ from shared.job import Job
 
 from . import compat
 
-STATUS = {"pending": "READY", "running": "RUNNING", "completed": "SUCCESSFUL", "failed": "FAILED",
+STATUS = {"waiting": "READY", "pending": "READY", "running": "RUNNING", "completed": "SUCCESSFUL", "failed": "FAILED",
           "cancelled": "FAILED"}  # Django has no "cancelled": a cancelled task never ran, it failed
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*")
 UNKNOWN_EXCEPTION = "builtins.Exception"  # an error jobq wrote itself (a timeout, a lost worker)

@@ -11,7 +11,7 @@ row (a keyset cursor, never OFFSET), so page 1000 costs what page 1 does:
 - pending: the claim index ``jobs_claim`` (``priority DESC, run_at, created_at``), claim order
   (ties by the dialect's ``rowid``: the order the claim index keeps among equals);
 - failed, cancelled: ``jobs_dead``, newest first (ids grow with creation time);
-- running: ``jobs_running``; everything else (no status, completed): the primary key, newest first.
+- running: ``jobs_running``; everything else (no status, completed, waiting): the primary key, newest first.
 
 A filter the walked index does not answer (a type, search text, ``completed`` on the primary key)
 is applied to a bounded *window* of at most :data:`WINDOW` index entries. When the window ends
@@ -229,8 +229,8 @@ def _filters(store: OpsStore, status: str | None, job_type: str | None,
     """Conditions on the window's jobs ``j`` that the walked index does not guarantee."""
     out: list[str] = []
     params: dict[str, Any] = {}
-    if status == "completed":
-        out.append("j.status = 'completed'")
+    if status in ("completed", "waiting"):  # walked by the primary key: filtered here
+        out.append(f"j.status = '{status}'")
     if job_type is not None:
         out.append("j.type = :type")
         params["type"] = job_type

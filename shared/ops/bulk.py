@@ -42,10 +42,11 @@ def retry_failed(store: OpsStore, now: float, job_type: str | None = None) -> in
 
 
 def cancel_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
-    """Cancel pending jobs (a running job cannot be cancelled). One statement; the ids
-    cancelled, in the order given."""
+    """Cancel pending or waiting jobs (a running job cannot be cancelled). One statement; the
+    ids cancelled, in the order given. A cancelled parent's waiting dependants are settled in
+    the same statement (the schema's trigger: cancelled unless their policy runs them anyway)."""
     return _by_ids(store, "UPDATE jobs SET status = 'cancelled', completed_at = :now, updated_at = :now "
-                   "WHERE {ids} AND status = 'pending' RETURNING id", {"now": iso(now)}, ids)
+                   "WHERE {ids} AND status IN ('pending', 'waiting') RETURNING id", {"now": iso(now)}, ids)
 
 
 def purge_jobs(store: OpsStore, ids: Sequence[str]) -> list[str]:

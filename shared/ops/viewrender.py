@@ -145,7 +145,7 @@ def _counters(sup: dict[str, Any]) -> str:
 
 
 def _jobs(snap: dict[str, Any]) -> str:
-    cols = ["pending", "scheduled", "running", "completed", "failed", "cancelled"]
+    cols = ["waiting", "pending", "scheduled", "running", "completed", "failed", "cancelled"]
     rows = [[t] + [c.get(k, 0) for k in cols] for t, c in sorted(snap["by_type"].items())]
     rows.append(["total"] + [snap["jobs"].get(k, 0) for k in cols])
     return table(["TYPE"] + [c.upper() for c in cols], rows)

@@ -36,6 +36,8 @@ from shared.job import STATUSES
 from shared.ops.viewctx import Ctx
 
 DEFAULT_STATUSES = ("pending", "completed", "failed", "cancelled")  # not running: see above
+# Not waiting: a workflow's edges stay behind, so a copied waiting job would wait forever.
+COPYABLE = tuple(s for s in STATUSES if s != "waiting")
 CHUNK = 500
 PROGRESS_EVERY = 2.0  # seconds between progress lines on stderr
 SHOW_IDS = 10  # ids named per kind of skipped job; the rest are counted
@@ -49,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
                    help="source database, as in jobq.toml: a path, sqlite:///abs/path.db or postgresql://...")
     p.add_argument("--to", dest="target", required=True, metavar="DB", help="target database (created if new)")
     p.add_argument("--status", action="append", default=None, metavar="S[,S...]",
-                   help=f"statuses to copy ({', '.join(STATUSES)} or all; repeatable; "
+                   help=f"statuses to copy ({', '.join(COPYABLE)} or all; repeatable; "
                         f"default {','.join(DEFAULT_STATUSES)})")
     p.add_argument("--delete", action="store_true",
                    help="move: delete each copied job from the source if it did not change meanwhile")
@@ -67,11 +69,14 @@ def parse_statuses(values: Sequence[str] | None) -> tuple[str, ...]:
         return DEFAULT_STATUSES
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     if "all" in names:
-        return STATUSES
+        return COPYABLE
+    if "waiting" in names:
+        raise ValueError("copy: waiting jobs are not copied (the workflow edges they wait on are not): "
+                         "let them run, or cancel them, first")
     unknown = [n for n in names if n not in STATUSES]
     if unknown or not names:
         raise ValueError(f"copy: unknown --status {', '.join(unknown) or '(empty)'} "
-                         f"(expected {', '.join(STATUSES)} or all)")
+                         f"(expected {', '.join(COPYABLE)} or all)")
     return tuple(dict.fromkeys(names))
 
 

@@ -77,6 +77,10 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--queue", default=None, help="the named queue (default: the type's, else \"default\")")
     p.add_argument("--traceparent", default=None, help="W3C trace context (00-<trace id>-<span id>-<flags>) "
                    "the job's run continues, also each job of --file (docs/tracing.md)")
+    p.add_argument("--after", action="append", default=None, metavar="ID",
+                   help="wait until job ID (or unique prefix) has ended (repeatable; docs/workflows.md)")
+    p.add_argument("--after-failure", choices=("cancel", "run", "hold"), default=None,
+                   help="when a parent fails: cancel this job (default), run it anyway, or hold it")
     p.add_argument("--file", default=None, help="JSON lines, one job object each ({\"type\", \"payload\", "
                    "\"delay\", ...}); - reads stdin; validated first, written in batches of 1000")
     p = _add(sub, "jobs", ops.cmd_jobs, "list jobs (pending in claim order, finished newest first)")
@@ -89,7 +93,7 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--failed", action="store_true", help="every failed job (of --type)")
     p.add_argument("--type", default=None)
-    p = _add(sub, "cancel", ops.cmd_cancel, "cancel pending jobs")
+    p = _add(sub, "cancel", ops.cmd_cancel, "cancel pending or waiting jobs (and their waiting dependants)")
     p.add_argument("ids", nargs="+", metavar="ID")
     p = _add(sub, "purge", ops.cmd_purge, "delete finished jobs older than a duration")
     p.add_argument("--status", choices=TERMINAL, default="completed")

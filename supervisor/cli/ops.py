@@ -22,7 +22,7 @@ from shared.bounds import MAX_DEPTH
 from shared.clock import iso
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
-from shared.ops import viewrender as render
+from shared.ops import flows, viewrender as render
 from shared.ops.viewactions import (Outcome, cancel_ids, ran_s, resolve_id, retry_ids, set_paused,
                                     unresolved)
 from shared.ops.viewctx import Ctx
@@ -54,14 +54,22 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
                         ExitCode.USAGE)
     with _queue(ctx) as (q, caught):
         try:
+            after = [_parent_id(q.store, a) for a in args.after or ()]
             job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
                                max_attempts=args.max_attempts, key=args.key, traceparent=args.traceparent,
-                               queue=args.queue)
+                               queue=args.queue, after=after, after_failure=args.after_failure)
         except (TypeError, ValueError) as exc:
             return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
     _warn(ctx, caught)
     ctx.emit({"id": job_id}, job_id)
     return ExitCode.OK
+
+
+def _parent_id(store: Any, text: str) -> str:
+    """``--after``'s id or unique prefix, as ``show`` takes it (else as given: the enqueue then
+    refuses it, naming it)."""
+    found = resolve_id(store, text)
+    return found if isinstance(found, str) else text
 
 
 def _enqueue_file(ctx: Ctx, path: str, traceparent: str | None = None) -> int:
@@ -155,8 +163,10 @@ def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
             return ctx.fail(f"show {args.id}: {unresolved(job_id, 'no job has that id')}", ExitCode.NOT_FOUND)
         job = store.get(job_id)
         history = [dict(h, run_s=ran_s(h)) for h in ops.attempt_history(store, job_id)]
+        rel = flows.relatives(store, job_id)
     data = dataclasses.asdict(job)
-    ctx.emit({"job": data, "attempts": history}, render.job_text(with_max(ctx, [data])[0], history))
+    ctx.emit({"job": data, "attempts": history, **rel},
+             render.job_text(with_max(ctx, [data])[0], history) + flows.relatives_text(rel))
     return ExitCode.OK
 
 

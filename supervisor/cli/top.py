@@ -139,7 +139,7 @@ class TopView:
         s = self.snap
         j = s["jobs"]
         oldest = s["oldest_due"]
-        head = (f"pending {j['pending']} ({j['scheduled']} scheduled)  running {j['running']}  "
+        head = (f"waiting {j['waiting']}  pending {j['pending']} ({j['scheduled']} scheduled)  running {j['running']}  "
                 f"completed {j['completed']}  failed {j['failed']}  cancelled {j['cancelled']}  "
                 f"oldest due {render.duration(oldest['age_s']) if oldest else '-'}")
         cols = ["pending", "scheduled", "running", "completed", "failed"]

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from shared import cron, schedule
 from shared import ops as shared_ops
-from shared.ops import activity, browse
+from shared.ops import activity, browse, flows
 from shared.durations import parse_rate
 from shared.job import STATUSES
 from shared.ops import viewactions as ops
@@ -24,7 +24,7 @@ from . import overview as overview_mod
 from .html import render, route_path
 
 NEXT_RUNS = 5
-STATUS_TABS = ("pending", "running", "completed", "failed", "cancelled")
+STATUS_TABS = ("waiting", "pending", "running", "completed", "failed", "cancelled")
 
 
 def _backend(request: Request) -> Any:
@@ -49,7 +49,7 @@ def _overview_context(request: Request) -> dict[str, Any]:
     b = _backend(request)
     now = b.clock.now()
     snap = overview_mod.snapshot(b.store(), now, b.settings.config, b.chart)
-    return {"s": snap, "now": now, "statuses": ("pending", "scheduled", "running", "completed", "failed",
+    return {"s": snap, "now": now, "statuses": ("waiting", "pending", "scheduled", "running", "completed", "failed",
                                                 "cancelled")}
 
 
@@ -97,7 +97,8 @@ async def job(request: Request) -> Response:
         raise HTTPException(404, f"job {job_id}: no job has that id")
     history = [dict(h, run_s=ops.ran_s(h)) for h in shared_ops.attempt_history(store, found)]
     return render(request, "job.html", {"job": dataclasses.asdict(row), "raw": _raw(store, found),
-                                        "history": history, "now": b.clock.now(), "flash": _flash(request)})
+                                        "history": history, "now": b.clock.now(), "flash": _flash(request),
+                                        "flow": flows.relatives(store, found)})
 
 
 def _raw(store: Any, job_id: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from shared import ops
+from shared.ops import flows as ops_flows
 from shared import JobQueue
 from shared.clock import parse_iso
 from shared.config import load
@@ -655,6 +656,11 @@ def store_cycle(store: SqliteStore):
         assert store.import_jobs(rows).inserted == []  # all there already: nothing written
         store.delete_copied([r for r in rows if r["status"] == "completed"][:1])
     yield "export_jobs export_attempts import_jobs delete_copied", transfer
+    # workflows: a graph in one transaction, a child's parents read back, an operator's view of it
+    root, flow = NewJob("b" * 32, "t", "{}", 0, now, None, None), NewJob("c" * 32, "t", "{}", 0, now, None, None)
+    flow.after = (root.id,)
+    yield "enqueue_flow parents", lambda: (store.enqueue_flow([root, flow], now), store.parents(flow.id),
+                                           ops_flows.relatives(store, flow.id))
 
 
 # Public methods that are not operations on the database (or that the cycle reaches through

@@ -129,6 +129,26 @@ def test_a_missing_folder_is_store_unavailable_naming_it(tmp_path: Path):
 
 # -- producer -----------------------------------------------------------------------------------------
 
+def test_enqueue_flow_and_parents(store, clock):
+    """A graph in one call: a child waits for its parents (existing ones and earlier ones of the
+    call), its parents read back in the order given; an unknown parent writes nothing."""
+    (root,) = put(store, clock, job(clock))
+    mid = dataclasses.replace(job(clock), after=(root,))
+    leaf = dataclasses.replace(job(clock, "u"), after=(mid.id, root), after_failure="run")
+    assert store.enqueue_flow([mid, leaf], clock.now()) == [mid.id, leaf.id]
+    assert [store.get(i).status for i in (root, mid.id, leaf.id)] == ["pending", "waiting", "waiting"]
+    assert [(p["id"], p["status"], p["done"]) for p in store.parents(leaf.id)] == [
+        (mid.id, "waiting", 0), (root, "pending", 0)]
+    assert store.parents(root) == [] and store.counts()["waiting"] == 2
+    with pytest.raises(ValueError, match="not found"):
+        store.enqueue_flow([dataclasses.replace(job(clock), after=("nope",))], clock.now())
+    [claimed] = store.claim(OWNER, PID, clock.now())
+    assert claimed.id == root
+    store.finish(Finish("completed", root, 1, '"r"'), OWNER, clock.now())
+    assert store.get(mid.id).status == "pending" and store.get(leaf.id).status == "waiting"
+    assert store.parents(leaf.id)[1]["result"] == '"r"' and store.parents(leaf.id)[1]["done"] == 1
+
+
 def test_enqueue_get_and_counts(store, clock):
     a, b = put(store, clock, job(clock, payload='{"n": 1}'), job(clock, "u", delay=5, max_attempts=2))
     got = store.get(a)

@@ -156,3 +156,24 @@ def test_batched_completion_looks_jobs_up_by_id(deep_db):
             assert any("SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)" in d for d in detail), detail
             assert not any(d.startswith("SCAN jobs") for d in detail), detail
             s.conn.execute("ANALYZE")
+
+
+def test_claim_cost_does_not_grow_with_waiting_jobs(tmp_path):
+    """A workflow's waiting children are outside the claim index: 20,000 of them cost a claim
+    nothing (VM steps, as above), also once ANALYZE has real statistics."""
+    steps = {}
+    for n in (0, 20_000):
+        path = str(tmp_path / f"w{n}.db")
+        with SqliteStore(path) as s:
+            fill(s.conn, 200, 0.5)
+            rows = [(f"w{i:031x}", iso(NOW - 60)) for i in range(n)]
+            s.conn.execute("BEGIN IMMEDIATE")
+            s.conn.executemany("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, "
+                               "created_at, updated_at, after_failure, waiting_on) "
+                               "VALUES (?, 't', 'waiting', '{}', 0, 9, ?, ?, ?, 'cancel', 1)",
+                               [(i, t, t, t) for i, t in rows])
+            s.conn.execute("COMMIT")
+            s.conn.execute("ANALYZE")
+            assert_on_claim_index(plan(s.conn, _CLAIM))
+            steps[n] = vm_steps(s.conn)
+    assert steps[20_000] <= steps[0] + 50, steps

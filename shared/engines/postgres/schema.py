@@ -194,7 +194,79 @@ CREATE TABLE key_turns (
 );
 """
 
-MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES, KEYS]
+# Workflows (issue 25; see the SQLite engine's FLOWS for the columns, the edges and the policies).
+# A row trigger settles a parent's waiting children in the statement that ends it; its WHEN
+# (has_children) keeps every other job's transitions free of it. Children are counted off with a
+# decrement of their own row, which serializes parents that end at once on the child's row lock
+# (a count of edges read from a snapshot would miss a parent committing concurrently).
+FLOWS = """
+ALTER TABLE jobs DROP CONSTRAINT jobs_status_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_status_check
+    CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled', 'waiting'));
+ALTER TABLE jobs ADD COLUMN after_failure text CHECK (after_failure IN ('cancel', 'run', 'hold'));
+ALTER TABLE jobs ADD COLUMN waiting_on integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN has_children integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN flow_depth integer NOT NULL DEFAULT 0;
+CREATE TABLE job_deps (
+    child   text COLLATE "C" NOT NULL,
+    parent  text COLLATE "C" NOT NULL,
+    pos     integer NOT NULL,
+    done    integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (child, parent)
+);
+CREATE INDEX job_deps_parent ON job_deps (parent, done);
+
+CREATE FUNCTION jobs_settle() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    p jobs;
+    ended text;
+    word text;
+    stamp text;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        p := OLD; ended := 'cancelled'; word := 'deleted'; stamp := db_now();
+    ELSE
+        p := NEW; ended := NEW.status; word := NEW.status; stamp := NEW.updated_at;
+    END IF;
+    UPDATE jobs SET status = 'cancelled', completed_at = stamp, updated_at = stamp,
+           error = substr('parent job ' || p.id || ' (' || p.type || ') ' || word
+                          || CASE WHEN p.error LIKE 'parent job %' THEN ' <- ' || p.error ELSE '' END,
+                          1, 2000)
+    WHERE status = 'waiting' AND ended <> 'completed'
+      AND (after_failure = 'cancel' OR (after_failure = 'hold' AND ended = 'cancelled'))
+      AND id IN (SELECT child FROM job_deps WHERE parent = p.id AND done = 0);
+    IF FOUND THEN  -- jobs ended: their waiters listen on the done channel (connection.done_channel)
+        PERFORM pg_notify('jobq_done_' || left(encode(sha256(convert_to(current_schema(), 'UTF8')), 'hex'), 20), '');
+    END IF;
+    WITH e AS (UPDATE job_deps d SET done = 1 FROM jobs c
+               WHERE d.parent = p.id AND d.done = 0 AND c.id = d.child
+                 AND (ended = 'completed' OR c.after_failure = 'run')
+               RETURNING d.child)
+    UPDATE jobs SET waiting_on = waiting_on - 1, updated_at = stamp,
+           status = CASE WHEN waiting_on <= 1 THEN 'pending' ELSE status END
+    WHERE id IN (SELECT child FROM e) AND status = 'waiting';
+    IF FOUND THEN
+        PERFORM pg_notify('jobq_' || current_schema(), '');
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs FOR EACH ROW
+WHEN (NEW.has_children <> 0 AND OLD.status IS DISTINCT FROM NEW.status
+      AND NEW.status IN ('completed', 'failed', 'cancelled'))
+EXECUTE FUNCTION jobs_settle();
+CREATE TRIGGER jobs_settle_deleted AFTER DELETE ON jobs FOR EACH ROW
+WHEN (OLD.has_children <> 0 AND OLD.status <> 'completed')
+EXECUTE FUNCTION jobs_settle();
+CREATE FUNCTION jobs_deps_deleted() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    DELETE FROM job_deps WHERE child = OLD.id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON jobs FOR EACH ROW
+WHEN (OLD.after_failure IS NOT NULL) EXECUTE FUNCTION jobs_deps_deleted();
+"""
+
+MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

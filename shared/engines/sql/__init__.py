@@ -9,11 +9,12 @@ schema, wake-up, upkeep, and the hot path where the SQL really differs).
 By transition: :mod:`.jobs` (a job's row, counts, due times, the pause flag), :mod:`.processes`
 (the process registry), :mod:`.schedules`, :mod:`.owners` (a dead owner's jobs released),
 :mod:`.limits` (the limited claim), :mod:`.queues` (named queues in the claim, their pause), :mod:`.retention` (``purge_finished``), :mod:`.transfer`
-(``jobq copy``'s reads), :mod:`.connection` (what every connection class does alike).
+(``jobq copy``'s reads), :mod:`.flows` (workflows: jobs that wait for others), :mod:`.connection` (what every connection class does alike).
 """
 from .base import SqlBase
 from .connection import ConnectionBase
 from .dialect import Dialect
+from .flows import FlowsSql
 from .jobs import CLAIM_ORDER, JOB_COLUMNS, RELEASE, JobsSql
 from .limits import LimitsSql
 from .owners import OwnersSql
@@ -25,7 +26,7 @@ from .transfer import ExportSql
 
 
 class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, RetentionSql, ExportSql,
-                     QueueServing):
+                     QueueServing, FlowsSql):
     """Every transition written once: an engine's store class inherits this (before its
     connection class) and adds its hot path, its wake-up and its imports."""
 

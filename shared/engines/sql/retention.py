@@ -24,6 +24,9 @@ _DELETE_FINISHED = ("DELETE FROM jobs WHERE id > :after AND id <= :upto AND ("
                     "(status = 'completed' AND coalesce(completed_at, updated_at) < :completed) OR "
                     "(status = 'cancelled' AND coalesce(completed_at, updated_at) < :cancelled) OR "
                     "(status = 'failed' AND coalesce(completed_at, updated_at) < :failed)) "
+                    # a parent stays while a child of it has yet to run (workflows: its results)
+                    "AND (has_children = 0 OR NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child "
+                    "WHERE d.parent = jobs.id AND c.status IN ('waiting', 'pending', 'running'))) "
                     "RETURNING status")
 
 

@@ -76,6 +76,9 @@ class SqliteConnection(ConnectionBase):
                                            database=self.path)
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                # A job cancelled because its parent failed ends its own dependants through the
+                # same trigger (workflows: schema.FLOWS).
+                conn.execute("PRAGMA recursive_triggers = ON")
                 if migrate:
                     schema.migrate(conn)
                 return

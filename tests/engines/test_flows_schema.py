@@ -1,0 +1,54 @@
+"""The workflow schema (issue 25) reaches databases made before it: a SQLite file and a
+PostgreSQL schema of the previous version migrate on open, keep their jobs, accept ``waiting``
+and settle children from then on; SQLite's widened status CHECK still refuses other statuses."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from shared.clock import FakeClock, iso
+from shared.job import Finish, NewJob, new_id
+from tests.engines import PostgresEngine
+from tests.engines.test_outcome_commit import postgres_before, sqlite_before
+
+OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
+              "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
+
+
+def _old_parent_new_child(open_new, old_conn, param: str = "?") -> None:
+    clock = FakeClock()
+    old_id, stamp = new_id(), iso(clock.now())
+    old_conn.execute(OLD_INSERT.replace("?", param), (old_id, stamp, stamp, stamp))
+    old_conn.commit()
+    old_conn.close()
+    with open_new() as s:
+        child = dataclasses.replace(NewJob(new_id(), "c", "{}", 0, clock.now(), None, None), after=(old_id,))
+        s.enqueue_flow([child], clock.now())
+        assert s.get(child.id).status == "waiting"
+        [job] = s.claim("o:1:1", 1, clock.now())
+        assert job.id == old_id and s.finish(Finish("completed", old_id, 1, "7"), "o:1:1", clock.now())
+        assert s.get(child.id).status == "pending" and s.parents(child.id)[0]["result"] == "7"
+
+
+def test_a_sqlite_database_of_the_previous_version_gains_workflows(tmp_path):
+    import sqlite3
+    from shared.engines.sqlite import schema
+    from shared.engines.sqlite.store import SqliteStore
+    path = str(tmp_path / "old.db")
+    _old_parent_new_child(lambda: SqliteStore(path), sqlite_before(path, schema.FLOWS))
+    with SqliteStore(path) as s:
+        assert s.conn.execute("PRAGMA user_version").fetchone()["user_version"] == schema.VERSION
+        assert list(s.conn.execute("PRAGMA integrity_check").fetchone().values()) == ["ok"]
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            s.conn.execute("UPDATE jobs SET status = 'lost'")
+
+
+def test_a_postgres_schema_of_the_previous_version_gains_workflows(tmp_path, monkeypatch):
+    from shared.engines.postgres import schema
+    pg = PostgresEngine(tmp_path)
+    try:
+        old = postgres_before(pg, schema.FLOWS, monkeypatch)
+        _old_parent_new_child(pg.open, old.conn, "%s")
+    finally:
+        pg.drop()
