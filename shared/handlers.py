@@ -78,7 +78,7 @@ def handler(job_type: str, *, max_attempts: int | None = None,
 
 
 HOOK_ATTR = "__jobq_hook__"
-HOOK_EVENTS = ("completed", "failed", "retry")
+HOOK_EVENTS = ("completed", "failed", "retry", "cancelled")
 
 
 def _hook(event: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -94,6 +94,9 @@ on_failed = _hook("failed")
 on_failed.__doc__ = "Mark ``fn(job, error)`` to run after a job is failed for good (committed)."
 on_retry = _hook("retry")
 on_retry.__doc__ = "Mark ``fn(job, error)`` to run after a failed attempt is re-queued (committed)."
+on_cancelled = _hook("cancelled")
+on_cancelled.__doc__ = ("Mark ``fn(job, error)`` to run in the worker after its running job ended "
+                        "``cancelled`` (committed; ``error``: why, as stored).")
 
 
 class HandlerImportError(RuntimeError):

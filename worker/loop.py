@@ -50,6 +50,7 @@ from shared.engines.health import HealthCheck
 from shared.errors import StoreError
 
 from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
+from .checkin import CheckIn, InHand
 from .control import Control
 from .fence import Fence
 from .heartbeat import Heartbeat
@@ -92,6 +93,7 @@ class Worker(Control):
         self.held = Batch()                 # claimed jobs, the job in hand, uncommitted outcomes
         self.read_first = False             # see claim()
         self.store_down = False             # the idle/claim path's last statement failed (guarded)
+        self.in_hand = InHand(slot, self.pid)  # the running job's deadline, cancel flag, progress
 
     # -- views of the batch state (``held``), for tests that drive a worker step by step -------
 
@@ -160,7 +162,8 @@ class Worker(Control):
         self.fence.start()
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
                                    shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
-                                   renewed=self.fence.renewed, held=self.held.held_ids)
+                                   renewed=self.fence.renewed, held=self.held.held_ids,
+                                   checkin=CheckIn(self.owner, self.in_hand).tick)
         self.heartbeat.start()
 
     def close(self) -> None:
@@ -369,7 +372,8 @@ class Worker(Control):
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        outcome = execute(self.registry, job, ctx)
+        with self.in_hand.running(ctx, self.policy.timeout(job.type)):
+            outcome = execute(self.registry, job, ctx)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)

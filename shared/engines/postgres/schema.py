@@ -171,7 +171,13 @@ TRACE = """
 ALTER TABLE jobs ADD COLUMN trace text;
 """
 
-MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE]
+# Stopping a running job (issue 27; see the SQLite engine's CANCEL_AND_PROGRESS).
+CANCEL_AND_PROGRESS = """
+ALTER TABLE jobs ADD COLUMN cancel_requested_at text COLLATE "C";
+ALTER TABLE jobs ADD COLUMN progress text;
+"""
+
+MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, CANCEL_AND_PROGRESS]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

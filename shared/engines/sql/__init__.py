@@ -9,7 +9,8 @@ schema, wake-up, upkeep, and the hot path where the SQL really differs).
 By transition: :mod:`.jobs` (a job's row, counts, due times, the pause flag), :mod:`.processes`
 (the process registry), :mod:`.schedules`, :mod:`.owners` (a dead owner's jobs released),
 :mod:`.limits` (the limited claim), :mod:`.retention` (``purge_finished``), :mod:`.transfer`
-(``jobq copy``'s reads), :mod:`.connection` (what every connection class does alike).
+(``jobq copy``'s reads), :mod:`.stopping` (a busy worker's check-in: progress, cancel
+requests), :mod:`.connection` (what every connection class does alike).
 """
 from .base import SqlBase
 from .connection import ConnectionBase
@@ -20,10 +21,12 @@ from .owners import OwnersSql
 from .processes import ProcessesSql
 from .retention import Chunks, RetentionSql
 from .schedules import SchedulesSql
+from .stopping import StoppingSql
 from .transfer import ExportSql
 
 
-class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, RetentionSql, ExportSql):
+class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, RetentionSql, ExportSql,
+                     StoppingSql):
     """Every transition written once: an engine's store class inherits this (before its
     connection class) and adds its hot path, its wake-up and its imports."""
 
