@@ -50,6 +50,11 @@ def _decode(text: str | None) -> tuple[Any, str | None]:
                       f"{MAX_DEPTH} levels)")
 
 
+def decoded(text: str | None) -> Any:
+    """Stored JSON text decoded (a progress); the raw text if it is not JSON, never raising."""
+    return _decode(text)[0]
+
+
 @dataclass
 class Job:
     """A job as stored. ``payload`` and ``result`` are decoded JSON.

@@ -303,7 +303,7 @@ def test_posts_need_the_csrf_token_and_keep_the_cli_rules(site):
         assert f"cancelled {job_id}" in r.text and "job nope: no such job" in r.text
         assert "1 of 2 jobs not cancelled" in r.text
         r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": token}, follow_redirects=True)
-        assert "is cancelled: cancel applies to pending jobs" in r.text  # the CLI's rule, word for word
+        assert "is cancelled: cancel applies to pending and running jobs" in r.text  # the CLI's rule, word for word
         assert c.post("/actions/jobs", data={"action": "explode", "ids": job_id, "csrf": token}).status_code == 400
         assert _status(q, job_id) == "cancelled"
         assert c.get("/actions/jobs").status_code == 405
