@@ -372,8 +372,8 @@ class Worker(Control):
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        with self.in_hand.running(ctx, self.policy.timeout(job.type)):
-            outcome = execute(self.registry, job, ctx)
+        outcome = self.in_hand.run(ctx, self.policy.timeout(job.type),
+                                   lambda: execute(self.registry, job, ctx))
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)

@@ -115,8 +115,7 @@ def test_the_alarm_raises_jobtimeout_into_the_handler_and_its_finally_runs():
             seen.append("finally")
     c = ctx()
     t0 = time.monotonic()
-    with InHand(None, 0).running(c, 0.2):
-        out = execute(Registry([HandlerSpec("t", handler)]), job(), c)
+    out = InHand(None, 0).run(c, 0.2, lambda: execute(Registry([HandlerSpec("t", handler)]), job(), c))
     assert time.monotonic() - t0 < 2 and seen == ["finally"]
     assert out.kind == "error" and "JobTimeout: job j1 ('t') timed out after 0.2 s" in out.error
 
@@ -124,7 +123,9 @@ def test_the_alarm_raises_jobtimeout_into_the_handler_and_its_finally_runs():
 def test_the_alarm_never_raises_outside_the_handlers_own_code():
     """A timer that fires after the handler returned (the worker's own code) raises nothing."""
     c = ctx()
-    with InHand(None, 0).running(c, 0.05):
+    def then_wait():
         out = execute(Registry([HandlerSpec("t", lambda p, j: "quick")]), job(), c)
         time.sleep(0.2)  # the alarm fires here, outside the handler
+        return out
+    out = InHand(None, 0).run(c, 0.05, then_wait)
     assert out.kind == "completed" and not c.timed_out
