@@ -663,6 +663,16 @@ def test_a_cancelled_outcome_and_a_released_cancel_request_end_cancelled(store, 
     assert store.get(c.id).cancel_requested_at is None                # a retry starts afresh
 
 
+def test_a_claimed_job_given_back_unstarted_after_a_cancel_request_ends_cancelled(store, clock):
+    put(store, clock, job(clock), job(clock), job(clock))
+    a, b, c = run(store, clock, 3)
+    ops.cancel_jobs(store, [a.id, b.id], clock.now())
+    assert store.release_unstarted(OWNER, [a.id, c.id], clock.now()) == 2
+    assert (store.get(a.id).status, store.get(c.id).status) == ("cancelled", "pending")
+    store.heartbeat(OWNER, clock.now(), [])                            # b: claimed, not held
+    assert store.get(b.id).status == "cancelled" and store.get(b.id).owner is None
+
+
 # -- the suite covers the contract --------------------------------------------------------------------
 
 PROTOCOLS = (contract.Connection, contract.ProducerStore, contract.WorkerStore, contract.UpkeepStore,

@@ -28,7 +28,7 @@ from psycopg.rows import tuple_row
 from ...clock import iso
 from ...job import Finish, Job, NewJob
 from ..sql.jobs import in_claim_order
-from ..sql import JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
+from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from .connection import PgConnection, translate_errors
 from .dialect import DIALECT
 from .finish import finish_one, record_finishes
@@ -48,7 +48,7 @@ WHERE id IN (SELECT id FROM jobs
 RETURNING {JOB_COLUMNS}
 """
 
-_UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
+_UNCLAIM = ("WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
             "updated_at = %(now)s, " + _RELEASE +
             "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(owner)s RETURNING 1) "
             "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")

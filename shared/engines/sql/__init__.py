@@ -15,7 +15,7 @@ requests), :mod:`.connection` (what every connection class does alike).
 from .base import SqlBase
 from .connection import ConnectionBase
 from .dialect import Dialect
-from .jobs import CLAIM_ORDER, JOB_COLUMNS, RELEASE, JobsSql
+from .jobs import CLAIM_ORDER, GIVEN_BACK, JOB_COLUMNS, RELEASE, JobsSql
 from .limits import LimitsSql
 from .owners import OwnersSql
 from .processes import ProcessesSql
@@ -31,5 +31,5 @@ class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, 
     connection class) and adds its hot path, its wake-up and its imports."""
 
 
-__all__ = ["CLAIM_ORDER", "JOB_COLUMNS", "RELEASE", "Chunks", "ConnectionBase", "Dialect", "SqlBase",
+__all__ = ["CLAIM_ORDER", "GIVEN_BACK", "JOB_COLUMNS", "RELEASE", "Chunks", "ConnectionBase", "Dialect", "SqlBase",
            "TransitionsSql"]

@@ -15,6 +15,8 @@ from .base import SqlBase
 JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
                "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at, trace")
 RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
+# A claimed job given back unstarted is pending again, unless a cancel was asked meanwhile (issue 27).
+GIVEN_BACK = "status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END, "
 CLAIM_ORDER = "ORDER BY priority DESC, run_at, created_at"  # the claim index's order
 
 

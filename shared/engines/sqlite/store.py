@@ -26,7 +26,7 @@ from ...clock import iso
 from ...contract import Gauge
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from ..sql.jobs import in_claim_order
-from ..sql import JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
+from ..sql import GIVEN_BACK, JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
 from .dialect import DIALECT
@@ -55,7 +55,7 @@ WHERE rowid IN (SELECT rowid FROM jobs
 RETURNING {_JOB_COLUMNS}
 """
 
-_UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
+_UNCLAIM = ("UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = ?, updated_at = ?, "
             + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
 
 
