@@ -77,18 +77,19 @@ def stop_verdict(job: Job, policy: JobPolicy, now: float) -> Verdict | None:
 
 
 class TimeoutLog:
-    """The job attempts whose hard timeout was logged: ``job.timeout`` once per attempt, though
-    the verdict stands every maintenance round until the worker is gone (it may finish the job
-    in hand after its SIGTERM, and is killed only after ``kill_grace``)."""
+    """The job attempts whose forced stop was logged (``job.timeout``, ``job.cancel_killed``) once
+    per attempt, though the verdict stands every maintenance round until the killed worker is
+    reaped and its job released."""
 
     def __init__(self) -> None:
         self.logged: set[tuple[str, int]] = set()
 
     def unlogged(self, verdicts: list[Verdict], running: list[Job]) -> list[Verdict]:
-        """The timeout and cancel verdicts not logged before (remembered as logged from now on); attempts
-        no longer ``running`` are forgotten."""
+        """The timeout and cancel verdicts not logged before (remembered as logged from now on);
+        attempts no longer ``running`` are forgotten."""
         self.logged &= {(j.id, j.attempts) for j in running}
-        new = [v for v in verdicts if v.action in ("timeout", "cancel") and (v.job.id, v.job.attempts) not in self.logged]
+        new = [v for v in verdicts
+               if v.action in ("timeout", "cancel") and (v.job.id, v.job.attempts) not in self.logged]
         self.logged |= {(v.job.id, v.job.attempts) for v in new}
         return new
 
