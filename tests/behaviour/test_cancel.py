@@ -39,34 +39,26 @@ def seen(log: Path, jid: str, what: str) -> list[dict]:
 
 def test_a_timeout_raises_in_the_handler_and_its_finally_runs(tmp_path, sup_factory):
     """A 20 s handler with a 2 s timeout sees JobTimeout within 2.5 s, its finally runs, the job
-    fails "timed out after 2 s" once (one log line) and the worker goes on."""
-    cfg = config(tmp_path, supervisor={"workers": 1, "kill_grace": 5})
+    fails "timed out after 2 s" once (one log line) and the worker goes on; an async handler's
+    task is cancelled at its timeout the same way."""
+    cfg = config(tmp_path, supervisor={"workers": 2, "kill_grace": 5})
     log = tmp_path / "events.log"
     sup = sup_factory(cfg)
     with JobQueue(config=load(cfg)) as q:
         jid = q.enqueue("cancel:slow", {"log": str(log)})
-        wait_until(lambda: q.get(jid).status == "failed", timeout=20, what="the job timed out")
-        job = q.get(jid)
+        aid = q.enqueue("cancel:slow_async", {"log": str(log)})
+        wait_until(lambda: q.get(jid).status == q.get(aid).status == "failed", timeout=20, what="the jobs timed out")
+        job, ajob = q.get(jid), q.get(aid)
     start, timeout = seen(log, jid, "start")[0], seen(log, jid, "timeout")[0]
     assert timeout["t"] - start["t"] < 2.5
-    assert [e["event"] for e in events(log)] == ["start", "timeout", "finally"]
+    assert [e["event"] for e in events(log) if e["job"] == jid] == ["start", "timeout", "finally"]
     assert "timed out after 2 s" in job.error and "JobTimeout" in job.error
     lines = [e for e in log_events(sup, "job.timeout") if e["id"] == jid]
     assert len(lines) == 1 and lines[0]["pid"] == start["pid"]
     assert not pid_gone(start["pid"])  # not killed: the handler stopped itself
     assert not log_events(sup, "worker.exited")
-
-
-def test_an_async_handlers_task_is_cancelled_at_its_timeout(tmp_path, sup_factory):
-    cfg = config(tmp_path, supervisor={"workers": 1, "kill_grace": 5})
-    log = tmp_path / "events.log"
-    sup_factory(cfg)
-    with JobQueue(config=load(cfg)) as q:
-        jid = q.enqueue("cancel:slow_async", {"log": str(log)})
-        wait_until(lambda: q.get(jid).status == "failed", timeout=20, what="the job timed out")
-        assert "timed out after 2 s" in q.get(jid).error
-    start, end = seen(log, jid, "start")[0], seen(log, jid, "finally")[0]
-    assert end["t"] - start["t"] < 2.5
+    assert "timed out after 2 s" in ajob.error
+    assert seen(log, aid, "finally")[0]["t"] - seen(log, aid, "start")[0]["t"] < 2.5
 
 
 def test_a_handler_that_swallows_its_timeout_is_killed_after_kill_grace(tmp_path, sup_factory):
@@ -109,18 +101,6 @@ def test_cancel_of_a_running_job_that_checks_ends_it_cancelled_within_a_second(t
     assert [e["id"] for e in log_events(sup, "job.cancelled")] == [jid]
 
 
-def test_an_async_handlers_task_is_cancelled_by_a_cancel(tmp_path, sup_factory):
-    cfg = config(tmp_path, supervisor={"workers": 1})
-    log = tmp_path / "events.log"
-    sup_factory(cfg)
-    with JobQueue(config=load(cfg)) as q:
-        handle = q.handle(q.enqueue("cancel:loop_async", {"log": str(log)}))
-        wait_until(lambda: seen(log, handle.id, "start"), what="the job running")
-        assert handle.cancel()
-        wait_until(lambda: handle.status() == "cancelled", timeout=5, what="the job cancelled")
-    assert seen(log, handle.id, "finally")
-
-
 def test_a_handler_that_never_checks_is_killed_after_cancel_grace(tmp_path, sup_factory):
     """Its worker and the worker's child process are gone, the job ends cancelled within
     cancel_grace + 1 s, never runs again, and a new worker takes the slot."""
@@ -144,11 +124,13 @@ def test_a_handler_that_never_checks_is_killed_after_cancel_grace(tmp_path, sup_
 
 
 def test_progress_reported_by_a_handler_is_seen_by_jobq_show_within_a_second(tmp_path, sup_factory):
-    cfg = config(tmp_path, supervisor={"workers": 1})
+    """... and a cancel cancels an async handler's task too (its finally runs)."""
+    cfg = config(tmp_path, supervisor={"workers": 2})
     log = tmp_path / "events.log"
     sup_factory(cfg)
     with JobQueue(config=load(cfg)) as q:
         handle = q.handle(q.enqueue("cancel:loop", {"log": str(log)}))
+        other = q.handle(q.enqueue("cancel:loop_async", {"log": str(log)}))
         wait_until(lambda: seen(log, handle.id, "start"), what="the job running")
         began = time.monotonic()
         wait_until(lambda: handle.progress() is not None, timeout=5, what="progress stored")
@@ -159,8 +141,10 @@ def test_progress_reported_by_a_handler_is_seen_by_jobq_show_within_a_second(tmp
         got = handle.progress()
         assert set(got) == {"fraction", "note", "step"} and 0 <= got["fraction"] <= 1
         assert got["note"] == f"step {got['step']}"
-        handle.cancel()
-        wait_until(lambda: handle.status() == "cancelled", timeout=5, what="the job cancelled")
+        wait_until(lambda: seen(log, other.id, "start"), what="the async job running")
+        assert handle.cancel() and other.cancel()
+        wait_until(lambda: handle.status() == other.status() == "cancelled", timeout=5, what="the jobs cancelled")
+    assert seen(log, other.id, "finally")
 
 
 def race(tmp_path: Path, sup_factory, n: int) -> None:
