@@ -328,6 +328,7 @@ def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
     assert q.store.check_in(owner) == {jid}
     assert q.store.finish(Finish("cancelled", jid, 1, "stopped"), owner, q.clock.now())
     assert "halfway" in httpx.get(f"{site['web'].url}/jobs/{jid}").text  # kept after the end
+    assert httpx.get(site["web"].url + "/").status_code == 200  # a cancelled attempt in the chart's minutes
 
 
 def test_the_jobs_of_one_batch_are_told_apart(site):
