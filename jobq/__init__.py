@@ -20,13 +20,14 @@ from shared.config import Config, ConfigError
 from shared.errors import StoreBusy, StoreError, StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.flows import FlowError
-from shared.handlers import PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
+from shared.handlers import PermanentError, RetryAfter, handler, on_cancelled, on_completed, on_failed, on_retry
 from shared.handles import JobCancelled, JobFailed, JobHandle, JobNotFound
 from shared.job import Job
+from shared.stopping import JobTimeout
 from shared.tasks import AsyncTask, BaseTask, Task, configure, default_queue, task
 
 __all__ = ["JobQueue", "Job", "JobHandle", "JobFailed", "JobCancelled", "JobNotFound", "task", "Task",
            "AsyncTask", "BaseTask", "configure", "default_queue", "handler", "PermanentError", "RetryAfter",
-           "on_completed", "on_failed", "on_retry", "Config", "ConfigError", "ExitCode", "FakeClock",
+           "on_completed", "on_failed", "on_retry", "on_cancelled", "JobTimeout", "Config", "ConfigError", "ExitCode", "FakeClock",
            "SystemClock", "StoreError", "StoreBusy", "StoreUnavailable", "chain", "group", "chord", "Flow",
            "Signature", "FlowError"]

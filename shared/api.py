@@ -27,6 +27,7 @@ from .job import Job, NewJob, encode_json, new_id, new_ids
 from .keys import limit_key_of
 from .queuenames import DEFAULT_QUEUE, check_queue
 from .tracing import Tracing, active as tracing_active, context as trace_context
+from .ops.bulk import cancel_jobs
 from .typecheck import TypeCheck
 from .waithub import Hubs
 
@@ -312,6 +313,14 @@ class JobQueue:
         JobCancelled; JobNotFound for an unknown id; TimeoutError after ``timeout`` seconds
         (None: no limit), leaving the jobs as they are (see :mod:`shared.handles`)."""
         return wait_jobs(self, ids, timeout)
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a job: a pending one ends ``cancelled`` now; a running one is asked to stop
+        (its handler sees ``job.cancel_requested``, ``check_cancelled()`` raises JobCancelled, an
+        async handler's task is cancelled; after ``[worker] cancel_grace`` its worker is killed)
+        and ends ``cancelled``, never retried, unless it completes first. False when the job is
+        missing or has already ended (see ``docs/cancellation.md``)."""
+        return bool(cancel_jobs(self.store, [job_id], self.clock.now()))
 
     def counts(self) -> dict[str, int]:
         return self.store.counts()

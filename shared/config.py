@@ -52,8 +52,8 @@ class SupervisorConfig:
                            "Number of worker processes (`python -m supervisor --workers N` overrides it).")
     shutdown_timeout: float = setting(30.0, number(0, 86400), """On SIGTERM: how long running jobs
         may take to finish before their workers are killed (seconds).""")
-    kill_grace: float = setting(5.0, number(0, 3600),
-                                "After SIGTERM to a timed-out worker: how long before SIGKILL (seconds).")
+    kill_grace: float = setting(5.0, number(0, 3600), """After a job's timeout raised JobTimeout in its
+        handler (or after SIGTERM to a stopping worker): how long before SIGKILL (seconds).""")
     maintenance_interval: float = setting(1.0, number(0.01, 60), """How often the supervisor checks
         leases, timeouts, the WAL and this file (seconds).""")
     restart_backoff_max: float = setting(30.0, number(0, 3600), """Cap of the per-slot restart
@@ -73,8 +73,10 @@ class WorkerConfig:
     poll_interval: float = setting(1.0, number(0.001, 3600), """Idle workers wake at once when the
         database changes (inotify on the WAL file) or when a delayed job falls due; this is how
         often they poll where inotify is unavailable (with it: every 5 s), in seconds.""")
-    job_timeout: float = setting(300.0, number(0, 7 * 86400, open_lo=True), """Default hard timeout
-        of a job in seconds (a handler's `timeout=` overrides it).""")
+    job_timeout: float = setting(300.0, number(0, 7 * 86400, open_lo=True), """Default timeout of a
+        job in seconds (a handler's `timeout=` overrides it): JobTimeout is raised in the handler.""")
+    cancel_grace: float = setting(10.0, number(0, 86400), """After `jobq cancel` of a running job: how
+        long its handler may take to stop before its worker is killed (seconds).""")
     heartbeat_interval: float = setting(2.0, number(0.05, 3600), """How often a worker refreshes the
         lease of its running job (seconds; at most a quarter of `lease_timeout`: a worker that
         cannot renew its lease stops itself before it expires, see docs/scaling-out.md).""")

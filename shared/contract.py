@@ -140,6 +140,12 @@ class WorkerStore(Connection, Protocol):
         proceed) times the release; the leases' time is the engine's (see ``lease_ages``)."""
         ...
 
+    def check_in(self, owner: str, progress: Sequence[tuple[str, int, str]] = ()) -> set[str]:
+        """Store the progress ``(job id, attempt, JSON)`` of ``owner``'s running jobs (guarded by
+        id, ``running``, attempt and owner) and return the ids of its running jobs whose cancel
+        was requested (issue 27)."""
+        ...
+
     def has_due(self, now: float) -> bool:
         """Is a pending job due at ``now``? (a read: cheaper than a claim that finds nothing)"""
         ...

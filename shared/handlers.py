@@ -99,7 +99,7 @@ def check_async_concurrency(job_type: str, value: Any) -> None:
 
 
 HOOK_ATTR = "__jobq_hook__"
-HOOK_EVENTS = ("completed", "failed", "retry")
+HOOK_EVENTS = ("completed", "failed", "retry", "cancelled")
 
 
 def _hook(event: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -115,6 +115,9 @@ on_failed = _hook("failed")
 on_failed.__doc__ = "Mark ``fn(job, error)`` to run after a job is failed for good (committed)."
 on_retry = _hook("retry")
 on_retry.__doc__ = "Mark ``fn(job, error)`` to run after a failed attempt is re-queued (committed)."
+on_cancelled = _hook("cancelled")
+on_cancelled.__doc__ = ("Mark ``fn(job, error)`` to run in the worker after its running job ended "
+                        "``cancelled`` (committed; ``error``: why, as stored).")
 
 
 class HandlerImportError(RuntimeError):

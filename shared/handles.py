@@ -19,6 +19,7 @@ from typing import Any, Generic, Iterable, TypeVar
 
 from .job import TERMINAL, Job
 from .ops.jobs import statuses
+from .stopping import JobCancelled  # noqa: F401 - raised by wait; one class with the handler's
 
 R = TypeVar("R")
 
@@ -34,14 +35,6 @@ class JobFailed(Exception):
         lines = [line for line in self.traceback.splitlines() if line.strip()]
         self.error = lines[-1].strip() if lines else ""
         super().__init__(f"job {job.id} ({job.type}) failed after {job.attempts} attempt(s): {self.error}")
-
-
-class JobCancelled(Exception):
-    """The job was cancelled (``jobq cancel``, the dashboard) before it ran. ``job``: as stored."""
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        super().__init__(f"job {job.id} ({job.type}) was cancelled")
 
 
 class JobNotFound(LookupError):
@@ -91,6 +84,15 @@ class JobHandle(Generic[R]):
     def status(self) -> str:
         """``pending``, ``running``, ``completed``, ``failed`` or ``cancelled``."""
         return self.get().status
+
+    def progress(self) -> Any:
+        """The progress its handler last reported (``{"fraction": ..., "note": ..., ...}``, as
+        stored a few times a second at most), or None."""
+        return self.get().progress
+
+    def cancel(self) -> bool:
+        """``JobQueue.cancel`` of this job."""
+        return bool(self.queue.cancel(self.id))
 
     def wait(self, timeout: float | None = None) -> R:
         """Block until the job has ended and return its decoded result (JSON: a tuple came back

@@ -50,6 +50,11 @@ def _decode(text: str | None) -> tuple[Any, str | None]:
                       f"{MAX_DEPTH} levels)")
 
 
+def decoded(text: str | None) -> Any:
+    """Stored JSON text decoded (a progress); the raw text if it is not JSON, never raising."""
+    return _decode(text)[0]
+
+
 @dataclass
 class Job:
     """A job as stored. ``payload`` and ``result`` are decoded JSON.
@@ -78,6 +83,8 @@ class Job:
     payload_error: str | None = None
     trace: str | None = None  # the enqueuer's W3C trace context as JSON (shared.tracing), or None
     queue: str = "default"  # the named queue it was enqueued on (docs/queues.md)
+    cancel_requested_at: str | None = None  # when a cancel of the running job was asked (issue 27)
+    progress: Any = None  # the last progress its handler reported (decoded JSON), or None
 
     @classmethod
     def from_row(cls, row: Any) -> "Job":
@@ -85,7 +92,8 @@ class Job:
         d = dict(row)
         payload, perr = _decode(d.pop("payload"))
         result, _ = _decode(d.pop("result"))
-        return cls(payload=payload, result=result, payload_error=perr,
+        progress, _ = _decode(d.pop("progress", None))
+        return cls(payload=payload, result=result, payload_error=perr, progress=progress,
                    **{k: v for k, v in d.items() if k in _FIELDS})
 
     @classmethod
@@ -140,7 +148,10 @@ class Released:
 def release_outcome(job: Job, limit: int, counts: bool) -> tuple[str, int]:
     """What releasing a running ``job`` of a dead or stopped owner makes of it: (status,
     attempts). When the interrupted run ``counts`` and used the last of ``limit`` attempts, the
-    job fails; otherwise it is pending again, with the attempt given back unless it counts."""
+    job fails; otherwise it is pending again, with the attempt given back unless it counts. A job
+    whose cancel was requested ends ``cancelled`` (its worker was killed for it, or died)."""
+    if job.cancel_requested_at is not None:
+        return "cancelled", job.attempts
     if counts and job.attempts >= limit:
         return "failed", job.attempts
     return "pending", job.attempts if counts else max(job.attempts - 1, 0)
@@ -151,7 +162,7 @@ class Finish:
     """An outcome to record for a running job (see a store's ``finish_and_claim``).
 
     ``kind``: 'completed' (``text`` is the JSON result or None), 'retry' (``text`` is the error,
-    due again at ``run_at``, Unix seconds) or 'failed' (``text`` is the error).
+    due again at ``run_at``, Unix seconds), 'failed' or 'cancelled' (``text`` is the error).
 
     ``started`` and ``ended``: when this job's own run began and ended (Unix seconds, the
     worker's clock), which the attempt history records; a batch's jobs each have their own.

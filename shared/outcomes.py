@@ -17,7 +17,7 @@ from .tracing import span_ids
 
 log = get_logger("worker")
 _EVENTS = {"completed": ("job.completed", logging.INFO), "failed": ("job.failed", logging.WARNING),
-           "retry": ("job.retry", logging.INFO)}
+           "retry": ("job.retry", logging.INFO), "cancelled": ("job.cancelled", logging.INFO)}
 
 
 @dataclass
@@ -33,7 +33,8 @@ class Done:
 
 def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: float,
            duration: float) -> Done:
-    """Completed, retried (after RetryAfter's delay or the backoff) or failed for good.
+    """Completed, retried (after RetryAfter's delay or the backoff) or failed for good; cancelled
+    when the handler raised JobCancelled or failed after a cancel was requested.
 
     ``now`` is when the run ended and ``duration`` how long it took: the Finish carries the
     run's own start and end (a batch's jobs each their own, see :class:`shared.job.Finish`).
@@ -46,6 +47,10 @@ def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: 
     if outcome.kind == "completed":
         return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result, **times),
                     duration)
+    if outcome.kind == "cancelled" or getattr(ctx, "cancel_requested", False):
+        # asked to stop: whatever else went wrong meanwhile, never retried
+        return Done(job, ctx, outcome, Finish("cancelled", job.id, job.attempts, outcome.error or "cancelled",
+                                              **times), duration)
     if outcome.kind == "failed" or job.attempts >= ctx.max_attempts:
         return Done(job, ctx, outcome, Finish("failed", job.id, job.attempts, outcome.error or "",
                                               0.0, ctx.max_attempts, **times), duration)

@@ -5,7 +5,6 @@ the outcome.
 """
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
@@ -19,6 +18,7 @@ from .handlers import HandlerSpec, PermanentError, Registry, RetryAfter
 from .job import Job, encode_json
 from .logs import event, get_logger
 from .tracing import Tracing
+from .stopping import JobCancelled, check_cancelled, progress_json, run_awaitable
 
 log = get_logger("job")
 
@@ -34,9 +34,12 @@ class JobLogger(logging.LoggerAdapter):
 class JobContext:
     """What a handler gets as its second argument: ``id``, ``type``, ``attempt`` (1-based),
     ``max_attempts``, ``logger`` (its lines carry the job's id, type and attempt), and for a
-    job that waited for others ``parent_results`` / ``parent_errors`` (read on first use)."""
+    job that waited for others ``parent_results`` / ``parent_errors`` (read on first use);
+    ``cancel_requested`` (true once a cancel of the running job was asked), ``check_cancelled()``
+    and ``progress(...)`` (see :mod:`shared.stopping`)."""
 
-    __slots__ = ("id", "type", "attempt", "max_attempts", "_logger", "config", "store", "_parents")
+    __slots__ = ("id", "type", "attempt", "max_attempts", "_logger", "config", "store", "_parents",
+                 "cancel_requested", "timeout", "deadline", "in_handler", "timed_out", "reported", "reports")
 
     def __init__(self, id: str, type: str, attempt: int, max_attempts: int) -> None:
         self.id, self.type, self.attempt, self.max_attempts = id, type, attempt, max_attempts
@@ -44,6 +47,25 @@ class JobContext:
         self.config: Any = None  # the worker's current Config (built-in jobs need its database)
         self.store: Any = None  # the runner's store: where parent_results are read from
         self._parents: list[dict[str, Any]] | None = None
+        self.cancel_requested = False  # set by the worker's heartbeat thread
+        self.timeout: float | None = None   # seconds, and the monotonic deadline, when armed
+        self.deadline: float | None = None
+        self.in_handler = False  # the handler's own code runs (a timeout may raise into it)
+        self.timed_out = False
+        self.reported: str | None = None  # the last progress as JSON, and how many were reported
+        self.reports = 0
+
+    def check_cancelled(self) -> None:
+        """Raise :class:`JobCancelled` if a cancel of this job was requested (``jobq cancel``,
+        ``JobQueue.cancel``, the dashboard): the job then ends ``cancelled``, never retried."""
+        check_cancelled(self)
+
+    def progress(self, fraction: float | None = None, note: str | None = None, **fields: Any) -> None:
+        """Report progress: ``fraction`` (0 to 1), a ``note`` and JSON ``fields``. Kept in memory;
+        the worker writes the latest one a few times a second at most (``JobQueue.get(id).progress``,
+        ``jobq show``). Bad input raises ValueError/TypeError and keeps the previous one."""
+        self.reported = progress_json(self, fraction, note, fields)
+        self.reports += 1
 
     @property
     def logger(self) -> logging.LoggerAdapter:
@@ -77,6 +99,7 @@ class JobContext:
 @dataclass(frozen=True)
 class Outcome:
     """``kind`` is 'completed' (``result`` is JSON text or None), 'failed' (permanent: no retry),
+    'cancelled' (the handler raised JobCancelled),
     'error' (retry or fail by attempts) or 'retry_after' (retry after ``delay``); ``exc``: the
     exception the handler raised (for the trace span), if any; ``span``: the run's trace span
     context (OpenTelemetry's SpanContext), when it ran in one (its log line carries the ids)."""
@@ -120,6 +143,8 @@ def _execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
         value = _own_call(spec, job, ctx)
     except PermanentError as exc:
         return Outcome("failed", error=_format(exc), exc=exc)
+    except JobCancelled as exc:
+        return Outcome("cancelled", error=_format(exc), exc=exc)
     except RetryAfter as exc:
         return Outcome("retry_after", error=_format(exc), delay=exc.seconds, exc=exc)
     except SystemExit as exc:
@@ -175,9 +200,13 @@ def _end_stray(job: Job, parent: int, code: int, exc: BaseException | None = Non
 
 
 def _call(spec: HandlerSpec, payload: Any, ctx: JobContext) -> Any:
-    value = spec.fn(payload, ctx)
+    """The handler's own call (a timeout may raise into it only meanwhile: ``in_handler``); an
+    awaitable it returns runs to its end, its task cancelled at the deadline or on a cancel."""
+    ctx.in_handler = True
+    try:
+        value = spec.fn(payload, ctx)
+    finally:
+        ctx.in_handler = False
     if inspect.isawaitable(value):
-        async def wait() -> Any:
-            return await value
-        return asyncio.run(wait())
+        return run_awaitable(value, ctx)
     return value

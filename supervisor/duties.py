@@ -77,16 +77,12 @@ class Duties:
             slot = by_owner.get(v.owner)
             if slot is None:
                 continue
-            if v.action == "timeout":
+            if v.action in ("timeout", "cancel", "blocked"):
                 if v in unlogged:
-                    event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
-                          attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
-                kill_at = sup.clock.monotonic() + sup.config.supervisor.kill_grace
-                sup.slots.terminate(slot, v.reason, kill_at)
-            elif v.action == "blocked":
-                if not slot.killed:  # its loop is blocked: a SIGTERM would never be read
-                    event(log, "job.timeout", logging.WARNING, id=v.job.id, type=v.job.type,
-                          attempt=v.job.attempts, slot=slot.index, pid=slot.pid, reason=v.reason)
+                    event(log, "job.cancel_killed" if v.action == "cancel" else "job.timeout", logging.WARNING,
+                          id=v.job.id, type=v.job.type, attempt=v.job.attempts, slot=slot.index, pid=slot.pid,
+                          reason=v.reason, note="the handler did not stop: its worker is killed")
+                if not slot.killed:
                     sup.slots.kill(slot, v.reason, count_attempt=True)
             elif not slot.killed:
                 event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,

@@ -30,34 +30,26 @@ class Verdict:
     """What should happen to the worker running ``job``."""
     owner: str
     job: Job
-    action: str   # 'timeout', 'blocked' (an async job past its timeout + kill_grace) or 'lease'
+    action: str   # 'timeout', 'cancel', 'blocked' (an async job's loop) or 'lease'
     reason: str
 
 
 def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, now: float,
                   here: str) -> list[Verdict]:
-    """Running jobs past their hard timeout or with an expired lease.
+    """Running jobs to stop by force (:func:`stop_verdict`) or with an expired lease.
 
     ``ages``: the store's ``lease_ages`` (seconds since each lease was renewed, on the database's
-    clock: never this host's clock against another's). Hard timeouts are judged only for jobs
-    whose owner runs on this host (``here``: ``shared.procs.host_id()``), by ``started_at`` and
-    our clock: the supervisor of the owner's host polices them, and another host's job is never
-    timed out here (its pid means nothing on this host). A job can get both verdicts, timeout
-    first."""
+    clock: never this host's clock against another's). Timeouts and cancels are judged only for
+    jobs whose owner runs on this host (``here``: ``shared.procs.host_id()``), by our clock: the
+    supervisor of the owner's host polices them, and another host's job is never killed here
+    (its pid means nothing on this host). A job can get both verdicts, the stop first."""
     out = []
     lease = policy.config.worker.lease_timeout
     for job in jobs:
         try:
-            timeout = policy.timeout(job.type)
-            # An async job's own worker cancels it at its timeout; still running after
-            # kill_grace more, it blocks that worker's event loop (shared.asyncjobs).
-            grace = policy.config.supervisor.kill_grace if policy.async_concurrency(job.type) else None
-            if job.started_at and token_host(job.owner or "") == here \
-                    and now - parse_iso(job.started_at) > timeout + (grace or 0):
-                out.append(Verdict(job.owner, job, "timeout" if grace is None else "blocked",
-                                   f"timed out after {timeout:g} s" if grace is None else
-                                   f"timed out after {timeout:g} s and blocked its worker's event loop "
-                                   f"for kill_grace ({grace:g} s) more"))
+            verdict = stop_verdict(job, policy, now) if token_host(job.owner or "") == here else None
+            if verdict is not None:
+                out.append(verdict)
         except (ValueError, TypeError) as exc:  # a row written around jobq: the others are still policed
             event(log, "supervisor.maintenance_failed", logging.ERROR, task="timeouts", id=job.id,
                   error=repr(exc))
@@ -68,19 +60,39 @@ def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, no
     return out
 
 
+def stop_verdict(job: Job, policy: JobPolicy, now: float) -> Verdict | None:
+    """The backstops of a handler that does not stop (issue 27): its worker raised JobTimeout in
+    it at the timeout, and it still runs ``kill_grace`` later ('timeout'); a cancel was asked
+    ``cancel_grace`` ago and it still runs ('cancel'). Judged by ``started_at`` and
+    ``cancel_requested_at`` on our clock."""
+    if job.cancel_requested_at is not None:
+        grace = policy.config.worker.cancel_grace
+        if now - parse_iso(job.cancel_requested_at) > grace:
+            return Verdict(job.owner, job, "cancel", f"cancelled: the handler did not stop within "
+                                                     f"cancel_grace ({grace:g} s)")
+    timeout, grace = policy.timeout(job.type), policy.config.supervisor.kill_grace
+    if not job.started_at or now - parse_iso(job.started_at) <= timeout + grace:
+        return None
+    if policy.async_concurrency(job.type):  # its worker cancelled its task at the timeout
+        return Verdict(job.owner, job, "blocked", f"timed out after {timeout:g} s and blocked its worker's "
+                                                  f"event loop for kill_grace ({grace:g} s) more")
+    return Verdict(job.owner, job, "timeout", f"timed out after {timeout:g} s")
+
+
 class TimeoutLog:
-    """The job attempts whose hard timeout was logged: ``job.timeout`` once per attempt, though
-    the verdict stands every maintenance round until the worker is gone (it may finish the job
-    in hand after its SIGTERM, and is killed only after ``kill_grace``)."""
+    """The job attempts whose forced stop was logged (``job.timeout``, ``job.cancel_killed``) once
+    per attempt, though the verdict stands every maintenance round until the killed worker is
+    reaped and its job released."""
 
     def __init__(self) -> None:
         self.logged: set[tuple[str, int]] = set()
 
     def unlogged(self, verdicts: list[Verdict], running: list[Job]) -> list[Verdict]:
-        """The timeout verdicts not logged before (remembered as logged from now on); attempts
-        no longer ``running`` are forgotten."""
+        """The timeout and cancel verdicts not logged before (remembered as logged from now on);
+        attempts no longer ``running`` are forgotten."""
         self.logged &= {(j.id, j.attempts) for j in running}
-        new = [v for v in verdicts if v.action == "timeout" and (v.job.id, v.job.attempts) not in self.logged]
+        new = [v for v in verdicts
+               if v.action in ("timeout", "cancel", "blocked") and (v.job.id, v.job.attempts) not in self.logged]
         self.logged |= {(v.job.id, v.job.attempts) for v in new}
         return new
 

@@ -20,6 +20,8 @@ from shared.logs import event, get_logger
 from shared.contract import WorkerStore
 from shared.engines import open_store
 
+from .checkin import CHECK_EVERY
+
 log = get_logger("worker")
 
 ORPHAN_CHECK = 0.5   # seconds between checks that the parent is alive
@@ -34,7 +36,8 @@ class Heartbeat(threading.Thread):
                  flush: Callable[[WorkerStore], None] | None = None,
                  store: Callable[[], WorkerStore] | None = None,
                  renewed: Callable[[float], None] | None = None,
-                 held: Callable[[], ContextManager[Sequence[str] | None]] | None = None) -> None:
+                 held: Callable[[], ContextManager[Sequence[str] | None]] | None = None,
+                 checkin: Callable[[WorkerStore], None] | None = None) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
         self.owner = owner
@@ -54,6 +57,7 @@ class Heartbeat(threading.Thread):
         self.renewed = renewed  # told the monotonic time each successful beat was sent (the fence)
         self.held = held  # the ids of the jobs the worker holds, for one beat (None: renew all)
         self.soon = False  # beat at the next tick (see beat_soon)
+        self.checkin = checkin  # while busy: progress and cancel requests (worker.checkin)
 
     def flush_by(self, deadline: float) -> None:
         """(Main thread.) Outcomes wait for their commit: call ``flush`` at ``deadline``
@@ -94,6 +98,8 @@ class Heartbeat(threading.Thread):
                     self.unreleased += [j.id for j in self.shed()]
                 if self.unreleased:
                     store = self._release(store)
+                if self.busy and self.checkin is not None:
+                    store = self._checkin(store)
                 flush_at = self.flush_at
                 if flush_at is not None and time.perf_counter() >= flush_at:
                     self.flush_at = None  # before the flush: a deadline set meanwhile is kept
@@ -111,10 +117,26 @@ class Heartbeat(threading.Thread):
         tick = min(ORPHAN_CHECK, w.heartbeat_interval)
         if self.busy and self.shed is not None:  # look for a batch stuck behind a slow job
             tick = min(tick, max(0.05, w.batch_wait / 4))
+        if self.busy and self.checkin is not None:
+            tick = min(tick, CHECK_EVERY)
         flush_at = self.flush_at
         if flush_at is not None:
             tick = min(tick, max(flush_at - time.perf_counter(), 0.0))
         return tick
+
+    def _checkin(self, store: WorkerStore | None) -> WorkerStore | None:
+        """The busy worker's check-in (``worker.checkin``); a failure is logged and retried at
+        its next time (the lease does not depend on it)."""
+        try:
+            if store is None:
+                store = self.open_store()
+            self.checkin(store)
+        except Exception as exc:  # noqa: BLE001 - progress and cancel requests wait for the next one
+            event(log, "worker.checkin_failed", logging.WARNING, owner=self.owner, error=str(exc))
+            if store is not None:
+                store.close()
+            return None
+        return store
 
     def _flush(self, store: WorkerStore | None) -> WorkerStore | None:
         """Commit the outcomes waiting behind the job in hand; on failure try again later (the

@@ -52,6 +52,7 @@ from shared.errors import StoreError
 from .aio import AsyncRunner, async_limits_of
 from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
 from .commits import RETRY_WRITE, Commits
+from .checkin import CheckIn, InHand
 from .control import Control
 from .queues import serve_queues
 from .fence import Fence
@@ -95,6 +96,7 @@ class Worker(Control, Commits):
         self.store_down = False             # the idle/claim path's last statement failed (guarded)
         self.aio: AsyncRunner | None = None  # the async runner, when it serves async types
         self.tracing: Tracing = worker_tracing(config, slot)  # spans and meters of runs (docs/tracing.md)
+        self.in_hand = InHand(slot, self.pid)  # the running job's deadline, cancel flag, progress
 
     # -- views of the batch state (``held``), for tests that drive a worker step by step -------
 
@@ -166,7 +168,8 @@ class Worker(Control, Commits):
         self.fence.start()
         self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
                                    shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
-                                   renewed=self.fence.renewed, held=self.held.held_ids)
+                                   renewed=self.fence.renewed, held=self.held.held_ids,
+                                   checkin=CheckIn(self.owner, self.in_hand).tick)
         self.heartbeat.start()
         self.aio = AsyncRunner(self) if async_limits_of(self.config, self.registry) else None
 
@@ -319,8 +322,9 @@ class Worker(Control, Commits):
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        outcome = (execute(self.registry, job, ctx, self.tracing) if self.aio is None
-                   else self.aio.run_one(job, ctx))
+        run = ((lambda: execute(self.registry, job, ctx, self.tracing)) if self.aio is None
+               else (lambda: self.aio.run_one(job, ctx)))
+        outcome = self.in_hand.run(ctx, self.policy.timeout(job.type), run)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)

@@ -18,7 +18,8 @@ from .fragments import FINISHED, one_of, storable
 BATCH = 1000  # rows per statement of a bulk write, to start with
 RETRYABLE = ("failed", "cancelled")
 
-_RETRY = "UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, completed_at = NULL, updated_at = :now "
+_RETRY = ("UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, completed_at = NULL, updated_at = :now, "
+          "cancel_requested_at = NULL, progress = NULL ")
 
 
 def retry_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
@@ -41,12 +42,30 @@ def retry_failed(store: OpsStore, now: float, job_type: str | None = None) -> in
     return n
 
 
+_CANCEL = ("UPDATE jobs SET status = 'cancelled', completed_at = :now, updated_at = :now "
+           "WHERE {ids} AND status IN ('pending', 'waiting') RETURNING id")
+# A running job: the request is marked; its worker sees it at its next check-in (a few times a
+# second) and stops the handler, the supervisor kills it after cancel_grace (issue 27).
+_REQUEST = ("UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, :now) "
+            "WHERE {ids} AND status = 'running' RETURNING id")
+
+
 def cancel_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
-    """Cancel pending or waiting jobs (a running job cannot be cancelled). One statement; the
-    ids cancelled, in the order given. A cancelled parent's waiting dependants are settled in
-    the same statement (the schema's trigger: cancelled unless their policy runs them anyway)."""
-    return _by_ids(store, "UPDATE jobs SET status = 'cancelled', completed_at = :now, updated_at = :now "
-                   "WHERE {ids} AND status IN ('pending', 'waiting') RETURNING id", {"now": iso(now)}, ids)
+    """Cancel the named jobs: a pending or waiting one ends ``cancelled`` at once (its waiting
+    dependants settled in the same statement by the schema's trigger), a running one gets a
+    cancel request (it ends ``cancelled`` when its worker stops it, unless it completes first:
+    each guarded write decides). One short transaction; the ids acted on, in the order given."""
+    wanted = storable(store, dict.fromkeys(ids))
+    if not wanted:
+        return []
+    cond, more = one_of(store, "id", wanted)
+    params = {"now": iso(now), **more}
+
+    def tx(run: Any) -> set[str]:
+        done = {r["id"] for r in run(_CANCEL.format(ids=cond), params)}
+        return done | {r["id"] for r in run(_REQUEST.format(ids=cond), params)}
+    done = store.transaction(tx)
+    return [i for i in wanted if i in done]
 
 
 def purge_jobs(store: OpsStore, ids: Sequence[str]) -> list[str]:

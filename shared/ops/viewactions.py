@@ -85,7 +85,7 @@ class Outcome:
 
 
 RETRY_RULE = "retry applies to failed or cancelled jobs"
-CANCEL_RULE = "cancel applies to pending jobs (a running job finishes or fails on its own)"
+CANCEL_RULE = "cancel applies to pending and running jobs"
 PURGE_RULE = "purge applies to finished jobs (completed, failed or cancelled)"
 PAUSED_TEXT = "paused: workers finish the job in hand and claim nothing until `jobq resume`"
 RESUMED_TEXT = "resumed: workers claim jobs again"

@@ -179,10 +179,18 @@ def workers_text(workers: Sequence[dict[str, Any]]) -> str:
         more = f" (+{len(jobs) - 1} claimed)" if len(jobs) > 1 else ""
         rows.append([w["slot"], w["pid"], rss, uss, pss, "alive" if w["alive"] else "GONE",
                      (first["id"] + more) if first else "idle", first["type"] if first else "",
-                     duration(first["running_s"]) if first else ""])
+                     duration(first["running_s"]) if first else "", _doing(first)])
     if not rows:
         return "WORKERS  none registered"
-    return table(["SLOT", "PID", "RSS", "USS", "PSS", "STATE", "JOB", "TYPE", "RUNNING FOR"], rows)
+    return table(["SLOT", "PID", "RSS", "USS", "PSS", "STATE", "JOB", "TYPE", "RUNNING FOR", "PROGRESS"], rows)
+
+
+def _doing(job: dict[str, Any] | None) -> str:
+    """The progress column: the job's progress, and whether it is being cancelled."""
+    if job is None:
+        return ""
+    text = progress_text(job["progress"], 40) if job.get("progress") is not None else ""
+    return (text + " CANCELLING").strip() if job.get("cancel_requested_at") else text
 
 
 def _mib(value: float | None) -> str:
@@ -214,6 +222,10 @@ def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
     keys = ("id", "type", "status", "attempts", "max_attempts", "priority", "key", "created_at", "run_at",
             "started_at", "completed_at", "updated_at", "owner")
     lines = [f"{k:<13} {job[k] if job[k] is not None else '-'}" for k in keys]
+    if job.get("cancel_requested_at") and job["status"] == "running":
+        lines.append(f"{'cancel asked':<13} {job['cancel_requested_at']} (the handler is being stopped)")
+    if job.get("progress") is not None:
+        lines.append(f"{'progress':<13} {progress_text(job['progress'])}")
     lines += ["", "payload:", _indent(_pretty(job["payload"]))]
     if job["result"] is not None:
         lines += ["", "result:", _indent(_pretty(job["result"]))]
@@ -227,6 +239,21 @@ def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
     else:
         lines.append("  none ended yet")
     return "\n".join(lines)
+
+
+def progress_text(progress: Any, width: int = 200) -> str:
+    """A job's progress on one line: ``42% copying (files=10)``; anything else as compact JSON."""
+    if not isinstance(progress, dict):
+        return json.dumps(progress, ensure_ascii=False)[:width]
+    rest = {k: v for k, v in progress.items() if k not in ("fraction", "note")}
+    parts = []
+    if isinstance(progress.get("fraction"), (int, float)):
+        parts.append(f"{progress['fraction'] * 100:.0f}%")
+    if progress.get("note"):
+        parts.append(str(progress["note"]))
+    if rest:
+        parts.append("(" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in rest.items()) + ")")
+    return " ".join(parts)[:width] or "-"
 
 
 def _pretty(value: Any) -> str:

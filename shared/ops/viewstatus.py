@@ -12,7 +12,7 @@ from shared import cron, ops, schedule
 from shared.ops import activity, queues
 from shared.clock import iso, parse_iso
 from shared.database import redacted
-from shared.job import STATUSES
+from shared.job import STATUSES, decoded
 from shared.contract import OpsStore
 from shared.procs import host_id, memory_mb, token_alive
 
@@ -122,7 +122,7 @@ def latency(store: OpsStore, now: float, window: float = WINDOW_MINUTES * 60.0) 
 
 def workers(store: OpsStore, now: float) -> list[dict[str, Any]]:
     """Registered workers: slot, pid, liveness, memory (RSS, USS, PSS in MiB), and the job(s)
-    each runs."""
+    each runs (with its progress and when its cancel was asked, if it was)."""
     here = host_id()
     out: dict[str, dict[str, Any]] = {}
     for r in ops.worker_rows(store):
@@ -136,7 +136,9 @@ def workers(store: OpsStore, now: float) -> list[dict[str, Any]]:
         if r["job_id"]:
             w["jobs"].append({"id": r["job_id"], "type": r["job_type"], "attempt": r["job_attempt"],
                               "started_at": r["job_started_at"],
-                              "running_s": round(max(now - parse_iso(r["job_started_at"]), 0.0), 3)})
+                              "running_s": round(max(now - parse_iso(r["job_started_at"]), 0.0), 3),
+                              "progress": decoded(r["job_progress"]),
+                              "cancel_requested_at": r["job_cancel_requested_at"]})
     return list(out.values())
 
 

@@ -136,6 +136,7 @@ def create_app(settings: Settings, clock: Any = None) -> Starlette:
     routes = [
         Route("/", pages.overview), Route("/live/overview", pages.overview_live),
         Route("/jobs", pages.jobs), Route("/jobs/{job_id}", pages.job),
+        Route("/live/jobs/{job_id}", pages.job_live),
         Route("/schedules", pages.schedules), Route("/types", pages.types),
         Route("/actions/jobs", actions.jobs, methods=["POST"]),
         Route("/actions/pause", actions.pause, methods=["POST"]),

@@ -35,7 +35,8 @@ class Chart:
             self.seq = activity.first_attempt_since(store, start) - 1
         if last > self.seq:
             for r in activity.attempts_by_minute(store, self.seq, last):
-                self.per.setdefault(r["minute"], dict.fromkeys(SERIES, 0))[r["status"]] += r["n"]
+                if r["status"] in SERIES:  # a running job's cancelled attempt is not charted
+                    self.per.setdefault(r["minute"], dict.fromkeys(SERIES, 0))[r["status"]] += r["n"]
             self.seq = last
         minutes = [iso(start + 60 * i)[:16] for i in range(MINUTES)]
         self.per = {m: c for m, c in self.per.items() if m >= minutes[0]}

@@ -17,6 +17,7 @@ from shared.ops import activity, browse, flows
 from shared.durations import parse_rate
 from shared.job import STATUSES
 from shared.ops import viewactions as ops
+from shared.ops.viewrender import progress_text
 from shared.ops import viewstatus as status
 from shared.ops.keys import type_keys
 
@@ -84,21 +85,36 @@ def _query(f: browse.JobFilter) -> str:
 
 
 async def job(request: Request) -> Response:
-    job_id = request.path_params["job_id"]
-    no_nul("job id", job_id)
     b = _backend(request)
     store = b.store()
+    row = _job_row(store, request.path_params["job_id"])
+    history = [dict(h, run_s=ops.ran_s(h)) for h in shared_ops.attempt_history(store, row.id)]
+    return render(request, "job.html", {"job": dataclasses.asdict(row), "raw": _raw(store, row.id),
+                                        "progress_text": _progress(row), "history": history,
+                                        "now": b.clock.now(), "flash": _flash(request),
+                                        "flow": flows.relatives(store, row.id)})
+
+
+async def job_live(request: Request) -> Response:
+    """The live part of a running job's page (progress, cancel request): app.js swaps it in."""
+    row = _job_row(_backend(request).store(), request.path_params["job_id"])
+    return render(request, "job_live.html", {"job": dataclasses.asdict(row), "progress_text": _progress(row)})
+
+
+def _job_row(store: Any, job_id: str) -> Any:
+    """The job named by ``job_id`` (an id or a unique prefix); 404 otherwise."""
+    no_nul("job id", job_id)
     found = ops.resolve_id(store, job_id)
     if not isinstance(found, str):
-        what = ops.unresolved(found, "no job has that id")
-        raise HTTPException(404, f"job {job_id}: {what}")
+        raise HTTPException(404, f"job {job_id}: {ops.unresolved(found, 'no job has that id')}")
     row = store.get(found)
     if row is None:
         raise HTTPException(404, f"job {job_id}: no job has that id")
-    history = [dict(h, run_s=ops.ran_s(h)) for h in shared_ops.attempt_history(store, found)]
-    return render(request, "job.html", {"job": dataclasses.asdict(row), "raw": _raw(store, found),
-                                        "history": history, "now": b.clock.now(), "flash": _flash(request),
-                                        "flow": flows.relatives(store, found)})
+    return row
+
+
+def _progress(row: Any) -> str:
+    return progress_text(row.progress) if row.progress is not None else ""
 
 
 def _raw(store: Any, job_id: str) -> dict[str, Any]:

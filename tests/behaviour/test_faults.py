@@ -607,6 +607,7 @@ def store_cycle(store: SqliteStore):
     yield "enqueue (keyed, twice)", lambda: (store.enqueue([keyed], now), store.enqueue([keyed], now))
     yield "claim", claim
     yield "heartbeat", lambda: store.heartbeat(owner, now)
+    yield "check_in", lambda: (store.check_in(owner), store.check_in(owner, [(state["claimed"][0].id, 1, "{}")]))
     yield "finish_and_claim", finish_and_claim
     yield "finish (completed, failed, retry)", finishes
     yield "release_unstarted", release_unstarted

@@ -94,7 +94,8 @@ def test_retry_and_cancel_act_only_on_the_states_they_apply_to(store, clock):
     failed_job = claim(store, clock)
     assert failed_job.id == failed
     store.finish(Finish("failed", failed, failed_job.attempts, "x", 0.0, 3), OWNER, clock.now())
-    assert ops.cancel_jobs(store, [pending, running, "nope"], clock.now()) == [pending]
+    assert ops.cancel_jobs(store, [pending, running, failed, "nope"], clock.now()) == [pending, running]
+    assert store.get(running).status == "running" and store.get(running).cancel_requested_at  # asked
     assert ops.retry_jobs(store, [failed, pending, running], clock.now()) == [failed, pending]
     assert ops.statuses(store, [failed, pending, running]) == {failed: "pending", pending: "pending",
                                                                   running: "running"}

@@ -709,6 +709,50 @@ def test_the_limited_claim_takes_only_the_served_queues(store, clock):
     assert [j.queue for j in got] == ["b"]
 
 
+# -- stopping a running job (issue 27) ----------------------------------------------------------------
+
+def test_check_in_stores_progress_guarded_and_reports_cancel_requests(store, clock):
+    a_id, b_id, c_id = put(store, clock, job(clock), job(clock), job(clock))
+    a, b = run(store, clock, 2)
+    assert store.check_in(OWNER) == set()
+    assert ops.cancel_jobs(store, [a.id, c_id, "nope"], clock.now()) == [a.id, c_id]
+    assert store.get(c_id).status == "cancelled"                      # pending: at once
+    assert store.get(a.id).status == "running" and store.get(a.id).cancel_requested_at == iso(clock.now())
+    assert store.check_in(OWNER, [(b.id, b.attempts, '{"fraction":0.5,"note":"half"}'),
+                                  (a.id, a.attempts + 1, '{"stale":true}')]) == {a.id}
+    assert store.get(b.id).progress == {"fraction": 0.5, "note": "half"}
+    assert store.get(a.id).progress is None                           # another attempt's: refused
+    assert store.check_in(OTHER, [(b.id, b.attempts, '{"x":1}')]) == set()
+    assert store.get(b.id).progress == {"fraction": 0.5, "note": "half"}
+    assert {j.id: j.cancel_requested_at is not None for j in store.running()} == {a.id: True, b.id: False}
+
+
+def test_a_cancelled_outcome_and_a_released_cancel_request_end_cancelled(store, clock):
+    put(store, clock, job(clock), job(clock), job(clock))
+    a, b, c = run(store, clock, 3)
+    ops.cancel_jobs(store, [a.id, b.id, c.id], clock.now())
+    done, _ = store.finish_and_claim([Finish("cancelled", a.id, a.attempts, "stopped", ended=clock.now()),
+                                      Finish("completed", b.id, b.attempts, '"won"')], OWNER, PID, clock.now(), 0)
+    assert done == [True, True]
+    assert (store.get(a.id).status, store.get(a.id).error) == ("cancelled", "stopped")
+    assert store.get(b.id).status == "completed"                      # completed first: stays
+    out = store.release_owner(OWNER, "cancelled: killed", clock.now(), max_attempts_for=lambda j: 5)
+    assert [(r.id, r.status) for r in out] == [(c.id, "cancelled")]   # never re-queued
+    assert [r["outcome"] for r in ops.attempt_history(store, c.id)] == ["cancelled"]
+    assert ops.retry_jobs(store, [c.id], clock.now()) == [c.id]
+    assert store.get(c.id).cancel_requested_at is None                # a retry starts afresh
+
+
+def test_a_claimed_job_given_back_unstarted_after_a_cancel_request_ends_cancelled(store, clock):
+    put(store, clock, job(clock), job(clock), job(clock))
+    a, b, c = run(store, clock, 3)
+    ops.cancel_jobs(store, [a.id, b.id], clock.now())
+    assert store.release_unstarted(OWNER, [a.id, c.id], clock.now()) == 2
+    assert (store.get(a.id).status, store.get(c.id).status) == ("cancelled", "pending")
+    store.heartbeat(OWNER, clock.now(), [])                            # b: claimed, not held
+    assert store.get(b.id).status == "cancelled" and store.get(b.id).owner is None
+
+
 # -- the suite covers the contract --------------------------------------------------------------------
 
 PROTOCOLS = (contract.Connection, contract.ProducerStore, contract.WorkerStore, contract.UpkeepStore,

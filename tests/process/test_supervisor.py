@@ -171,7 +171,7 @@ def test_invalid_config_stops_startup_with_message(tmp_path):
     assert str(cfg) in p.stderr and "worker.poll_interval" in p.stderr and "-1" in p.stderr
 
 
-def test_hanging_job_is_killed_at_its_timeout(tmp_path, sup_factory):
+def test_a_job_that_ignores_its_timeout_is_killed_kill_grace_after_it(tmp_path, sup_factory):
     cfg = write_config(tmp_path, supervisor={"workers": 1, "kill_grace": 0.5})
     log = tmp_path / "events.log"
     sup = sup_factory(cfg)

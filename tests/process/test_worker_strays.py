@@ -141,9 +141,9 @@ def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_timed_out_job_is_logged_once(tmp_path, engine):
-    """A handler that outlives its timeout keeps its worker until kill_grace ends it: the
-    supervisor's maintenance (every 0.1 s here) sees the timeout every round meanwhile, and logs
-    ``job.timeout`` once for the attempt."""
+    """A handler that swallows its JobTimeout keeps its worker until kill_grace after the
+    timeout ends it: the supervisor's maintenance (every 0.1 s here) sees the timeout every round
+    meanwhile, and logs ``job.timeout`` once for the attempt."""
     s = Setup(tmp_path, engine, supervisor={"workers": 1, "kill_grace": 2})
     with s.running(1) as sup, s.queue() as q:
         job = s.run(q, "stray:stubborn", "the job to time out")

@@ -1,4 +1,4 @@
-"""The PostgreSQL engine's outcome statements: a running job completed, retried or failed, each
+"""The PostgreSQL engine's outcome statements: a running job completed, retried, failed or cancelled, each
 guarded by id, ``running``, attempt and owner, and writing the attempt it ends into
 ``job_attempts`` in the same statement (a batch's completions: one ``UPDATE ... FROM unnest``).
 
@@ -58,6 +58,10 @@ _FINISH_SQL = {
               + "completed_at = %(ended)s, updated_at = %(now)s, max_attempts = coalesce(max_attempts, %(max)s), "
               + RELEASE + _GUARD + _RETURNED.format(was="jobs.run_at") + "), "
               + _ENDED.format(outcome="'failed'", error="%(text)s") + _DONE,
+    "cancelled": "WITH u AS (UPDATE jobs SET status = 'cancelled', error = %(text)s, " + _RAN_ONE
+                 + "completed_at = %(ended)s, updated_at = %(now)s, " + RELEASE + _GUARD
+                 + _RETURNED.format(was="jobs.run_at") + "), "
+                 + _ENDED.format(outcome="'cancelled'", error="%(text)s") + _DONE,
 }
 # A batch's completions: one guarded statement (and their attempts); it returns the ids of the
 # jobs whose guard matched.

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ...clock import iso
-from ..sql import RELEASE
+from ..sql import GIVEN_BACK, RELEASE
 
 # One statement: the process row and the held jobs' leases renewed on the server's clock; the
 # owner's other running jobs (claimed, answer lost: never started) pending again, due now,
 # their attempt given back, idle workers notified. ``held`` NULL: renew every running job.
 _BEAT = ("WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s), "
-         "r AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
+         "r AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
          "updated_at = %(now)s, " + RELEASE + "WHERE status = 'running' AND owner = %(o)s "
          "AND id <> ALL(%(held)s::text[]) RETURNING 1), "
          "u AS (UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "

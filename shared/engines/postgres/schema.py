@@ -266,7 +266,13 @@ CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON jobs FOR EACH ROW
 WHEN (OLD.after_failure IS NOT NULL) EXECUTE FUNCTION jobs_deps_deleted();
 """
 
-MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS]
+# Stopping a running job (issue 27; see the SQLite engine's CANCEL_AND_PROGRESS).
+CANCEL_AND_PROGRESS = """
+ALTER TABLE jobs ADD COLUMN cancel_requested_at text COLLATE "C";
+ALTER TABLE jobs ADD COLUMN progress text;
+"""
+
+MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

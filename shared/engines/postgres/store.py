@@ -28,7 +28,7 @@ from psycopg.rows import tuple_row
 from ...clock import iso
 from ...job import Finish, Job, NewJob
 from ..sql.jobs import in_claim_order
-from ..sql import JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
+from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .connection import PgConnection, translate_errors
 from .dialect import DIALECT
@@ -55,7 +55,7 @@ RETURNING {JOB_COLUMNS}
 _CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
 _CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q="%(queue)s"))  # one queue's, on its own index
 
-_UNCLAIM = ("WITH u AS (UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = %(now)s, "
+_UNCLAIM = ("WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
             "updated_at = %(now)s, " + _RELEASE +
             "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(owner)s RETURNING 1) "
             "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")

@@ -15,6 +15,8 @@ from .base import SqlBase
 JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
                "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at, trace, queue")
 RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
+# A claimed job given back unstarted is pending again, unless a cancel was asked meanwhile (issue 27).
+GIVEN_BACK = "status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END, "
 CLAIM_ORDER = "ORDER BY priority DESC, run_at, created_at"  # the claim index's order
 
 
@@ -24,8 +26,9 @@ def in_claim_order(jobs: Iterable[Job]) -> list[Job]:
     locked rows came), not the subquery's, and a worker runs a batch front to back."""
     return sorted(jobs, key=lambda j: (-j.priority, j.run_at, j.created_at))
 
-_GET = f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = :id"
-_RUNNING = f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'running' ORDER BY started_at"
+_STOPPING = ", cancel_requested_at, progress"  # read with a job's row, not claimed with it (issue 27)
+_GET = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE id = :id"
+_RUNNING = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE status = 'running' ORDER BY started_at"
 # A delayed or retried job (due later than it was created): the small jobs_delayed index.
 _NEXT_DUE = "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending' AND run_at > created_at"
 _HAS_DUE = f"SELECT 1 AS due FROM jobs WHERE status = 'pending' AND run_at <= :now {CLAIM_ORDER} LIMIT 1"

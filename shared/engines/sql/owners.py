@@ -18,7 +18,7 @@ from .jobs import RELEASE
 _OWNED = "SELECT * FROM jobs WHERE status = 'running' AND owner = :owner"
 _REQUEUE = ("UPDATE jobs SET status = :status, attempts = :attempts, error = :reason, "
             "run_at = CASE WHEN :status = 'pending' THEN :now ELSE run_at END, "
-            "completed_at = CASE WHEN :status = 'failed' THEN :now END, "
+            "completed_at = CASE WHEN :status IN ('failed', 'cancelled') THEN :now END, "
             "max_attempts = coalesce(max_attempts, :limit), updated_at = :now, " + RELEASE +
             "WHERE id = :id AND status = 'running' AND owner = :owner")
 # Where no trigger records the attempt a release ends (``dialect.release_history``).
@@ -38,7 +38,8 @@ class OwnersSql(SqlBase):
         ``failed`` with ``reason``; others go back to pending, due now. Without it (a shutdown
         the supervisor itself ordered) the attempt is given back. Jobs in ``unstarted`` (claimed
         in a batch, never begun) always get their attempt back. Idle workers are woken where
-        the engine notifies and a job is pending again.
+        the engine notifies and a job is pending again. A job whose cancel was requested ends
+        ``cancelled`` instead (never re-queued).
         """
         unstarted = set(unstarted)
         base = {"owner": owner, "now": iso(now), "reason": self.dialect.text(reason)}
@@ -53,7 +54,7 @@ class OwnersSql(SqlBase):
                 done = self._run(c, _REQUEUE, params).rowcount
                 if self.dialect.release_history and done and attempts >= job.attempts:  # the run counted
                     self._run(c, _ENDED, {**params, "type": job.type, "attempt": job.attempts,
-                                          "outcome": "retry" if status == "pending" else "failed",
+                                          "outcome": "retry" if status == "pending" else status,
                                           "due": max(job.run_at, job.created_at), "started": job.started_at})
                 out.append(Released(job.id, job.type, status, attempts))
             if self.dialect.notify and any(r.status == "pending" for r in out):

@@ -1,4 +1,4 @@
-"""The SQLite engine's outcome statements: a running job completed, retried or failed, each
+"""The SQLite engine's outcome statements: a running job completed, retried, failed or cancelled, each
 guarded by id, ``running``, attempt and owner (a batch's completions: one ``UPDATE ... FROM
 (VALUES ...)``). The ``jobs_attempt_ended`` trigger (see the schema) records the attempt each
 one ends, with the run's own start and end that the outcome writes (``shared.job.Finish``: a
@@ -30,6 +30,8 @@ _FINISH_SQL = {
              "max_attempts = coalesce(max_attempts, :max), updated_at = :now, " + RELEASE + _GUARD,
     "failed": "UPDATE jobs SET status = 'failed', error = :text, " + _RAN + "completed_at = :ended, "
               "updated_at = :now, max_attempts = coalesce(max_attempts, :max), " + RELEASE + _GUARD,
+    "cancelled": "UPDATE jobs SET status = 'cancelled', error = :text, " + _RAN + "completed_at = :ended, "
+                 "updated_at = :now, " + RELEASE + _GUARD,
 }
 
 # All of a batch's completions in one guarded statement (the hot path: one statement per commit

@@ -11,12 +11,12 @@ import sqlite3
 from typing import Any, Callable, Iterable, Sequence
 
 from ...clock import iso, parse_iso
-from ..sql import RELEASE
+from ..sql import GIVEN_BACK, RELEASE
 
 _HELD = "(SELECT value FROM json_each(?))"  # the ids a worker holds, as one JSON array
 _RENEW = "UPDATE jobs SET heartbeat_at = ? WHERE status = 'running' AND owner = ?"
 # claimed but not held (the claim's answer was lost, never started): pending, due now, attempt back
-_GIVE_BACK = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
+_GIVE_BACK = ("UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = ?, updated_at = ?, "
               + RELEASE + f"WHERE status = 'running' AND owner = ? AND id NOT IN {_HELD}")
 
 

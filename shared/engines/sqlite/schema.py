@@ -306,7 +306,15 @@ BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS]
+# Stopping a running job (issue 27): when a cancel of the running job was asked (its worker stops
+# it; the supervisor kills it after cancel_grace, and a released job with a request ends
+# cancelled), and the small JSON progress its handler last reported.
+CANCEL_AND_PROGRESS = """
+ALTER TABLE jobs ADD COLUMN cancel_requested_at TEXT;
+ALTER TABLE jobs ADD COLUMN progress TEXT;
+"""
+
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS]
 VERSION = len(MIGRATIONS)
 
 

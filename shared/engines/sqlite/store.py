@@ -26,7 +26,7 @@ from ...clock import iso
 from ...contract import Gauge
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from ..sql.jobs import in_claim_order
-from ..sql import JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
+from ..sql import GIVEN_BACK, JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
@@ -62,7 +62,7 @@ RETURNING {_JOB_COLUMNS}
 _CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
 _CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q=":queue"))  # one queue's, on its own index
 
-_UNCLAIM = ("UPDATE jobs SET status = 'pending', attempts = attempts - 1, run_at = ?, updated_at = ?, "
+_UNCLAIM = ("UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = ?, updated_at = ?, "
             + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
 
 

@@ -194,18 +194,18 @@ def test_retry_by_id_and_all_failed_of_a_type(cfg):
     assert jobq(cfg, "retry").returncode == ExitCode.USAGE
 
 
-def test_cancel_pending_jobs_only(cfg):
+def test_cancel_pending_and_running_jobs_only(cfg):
     a = ok(jobq(cfg, "enqueue", "ops:ok")).strip()
     b = ok(jobq(cfg, "enqueue", "ops:fail")).strip()
     fail_job(cfg, a)
     r = jobq(cfg, "cancel", a, b)
     assert r.returncode == ExitCode.NOT_FOUND
-    assert f"cancelled {b}" in r.stdout and f"job {a}: is failed: cancel applies to pending jobs" in r.stdout
+    assert f"cancelled {b}" in r.stdout and f"job {a}: is failed: cancel applies to pending and running jobs" in r.stdout
     assert job_row(cfg, b)["status"] == "cancelled"
     r = jobq(cfg, "cancel", b, "--json")
     assert r.returncode == ExitCode.NOT_FOUND
-    assert json.loads(r.stdout) == {"cancelled": [], "skipped": {b: "is cancelled: cancel applies to pending jobs "
-                                                                 "(a running job finishes or fails on its own)"}}
+    assert json.loads(r.stdout) == {"cancelled": [], "skipped": {b: "is cancelled: cancel applies to pending "
+                                                                 "and running jobs"}}
 
 
 def test_retry_and_cancel_take_the_id_prefixes_show_takes(cfg):

@@ -304,10 +304,32 @@ def test_posts_need_the_csrf_token_and_keep_the_cli_rules(site):
         assert f"cancelled {job_id}" in r.text and "job nope: no such job" in r.text
         assert "1 of 2 jobs not cancelled" in r.text
         r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": token}, follow_redirects=True)
-        assert "is cancelled: cancel applies to pending jobs" in r.text  # the CLI's rule, word for word
+        assert "is cancelled: cancel applies to pending and running jobs" in r.text  # the CLI's rule, word for word
         assert c.post("/actions/jobs", data={"action": "explode", "ids": job_id, "csrf": token}).status_code == 400
         assert _status(q, job_id) == "cancelled"
         assert c.get("/actions/jobs").status_code == 405
+
+
+def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
+    """Issue 27: a running job's page has Cancel, and a live part (its progress, a cancel asked)."""
+    from shared import ops as shared_ops
+    from shared.job import Finish
+    q = site["q"]
+    jid = q.enqueue("web:ok", None, delay=3600)
+    owner = "w:1:1"  # another host's worker, fresh: the supervisor leaves it alone
+    q.store.write("UPDATE jobs SET status = 'running', owner = :o, attempts = 1, started_at = run_at "
+                  "WHERE id = :id", {"o": owner, "id": jid})
+    q.store.check_in(owner, [(jid, 1, '{"fraction":0.5,"note":"halfway","rows":7}')])
+    html = httpx.get(f"{site['web'].url}/jobs/{jid}").text
+    assert f'data-live="/live/jobs/{jid}"' in html and 'id="cancel"' in html
+    assert "50% halfway (rows=7)" in html and '<progress max="1" value="0.5">' in html
+    assert shared_ops.cancel_jobs(q.store, [jid], q.clock.now()) == [jid]
+    live = httpx.get(f"{site['web'].url}/live/jobs/{jid}").text
+    assert 'id="cancelling"' in live and "halfway" in live and "<html" not in live
+    assert q.store.check_in(owner) == {jid}
+    assert q.store.finish(Finish("cancelled", jid, 1, "stopped"), owner, q.clock.now())
+    assert "halfway" in httpx.get(f"{site['web'].url}/jobs/{jid}").text  # kept after the end
+    assert httpx.get(site["web"].url + "/").status_code == 200  # a cancelled attempt in the chart's minutes
 
 
 def test_the_jobs_of_one_batch_are_told_apart(site):

@@ -43,7 +43,7 @@ def test_the_supervisor_gives_an_async_job_kill_grace_past_its_timeout():
     config = Config(supervisor=SupervisorConfig(kill_grace=5), types={
         "a": TypeConfig(timeout=10, async_concurrency=10), "s": TypeConfig(timeout=10)})
     policy = JobPolicy(config, Registry())
-    for job_type, age, verdict in [("s", 11, "timeout"), ("a", 11, None), ("a", 16, "blocked")]:
+    for job_type, age, verdict in [("s", 11, None), ("s", 16, "timeout"), ("a", 11, None), ("a", 16, "blocked")]:
         got = judge_running([_job(job_type, 1000.0)], {}, policy, 1000.0 + age, "h")
         assert [v.action for v in got] == ([verdict] if verdict else []), (job_type, age)
 
