@@ -318,6 +318,31 @@ def count_terminal(db_path: "Path | Db") -> int:
                                  )[0][0]
 
 
+def inflict(cluster: "Cluster", db: "Path | Db", faults: list[Fault], rng: random.Random, jobs: int, kill_every: float,
+           supervisor_kills: int, timeout: float) -> int:
+    """Kill a random worker every ~``kill_every`` s, and the supervisor (restarted at once) at
+    even fractions of the jobs ended, until every job has ended; the supervisor kills left."""
+    thresholds = [jobs * (k + 1) / (supervisor_kills + 1) for k in range(supervisor_kills)]
+    deadline = time.monotonic() + timeout
+    done = 0
+    while done < jobs and time.monotonic() < deadline:
+        time.sleep(kill_every * rng.uniform(0.5, 1.5))
+        done = count_terminal(db)
+        if thresholds and done >= thresholds[0]:
+            thresholds.pop(0)
+            now = time.time()
+            faults += [Fault(pid, now, "orphan") for pid in cluster.kill_supervisor()]
+            cluster.start()
+            continue
+        live = cluster.workers()
+        if live:
+            victim = rng.choice(live)
+            if _signal(victim, signal.SIGKILL):
+                faults.append(Fault(victim, time.time(), "kill"))
+    wait_for(lambda: count_terminal(db) == jobs, max(deadline - time.monotonic(), 0) + 60, "every job terminal")
+    return len(thresholds)
+
+
 def soak(folder: Path, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
          timeout: float, seed: int | None, url: str | None = None, async_concurrency: int = 0) -> Report:
     """The soak on ``q.db`` in ``folder``, or (``url``) in a fresh schema on that PostgreSQL
@@ -356,25 +381,7 @@ def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supe
         with JobQueue(config=db.config()) as q:
             for i in range(0, jobs, 1000):
                 ids += q.enqueue_many([(job_type, payload)] * min(1000, jobs - i))
-        thresholds = [jobs * (k + 1) / (supervisor_kills + 1) for k in range(supervisor_kills)]
-        deadline = time.monotonic() + timeout
-        done = 0
-        while done < jobs and time.monotonic() < deadline:
-            time.sleep(kill_every * rng.uniform(0.5, 1.5))
-            done = count_terminal(db_path)
-            if thresholds and done >= thresholds[0]:
-                thresholds.pop(0)
-                now = time.time()
-                faults += [Fault(pid, now, "orphan") for pid in cluster.kill_supervisor()]
-                cluster.start()
-                continue
-            live = cluster.workers()
-            if live:
-                victim = rng.choice(live)
-                if _signal(victim, signal.SIGKILL):
-                    faults.append(Fault(victim, time.time(), "kill"))
-        wait_for(lambda: count_terminal(db_path) == jobs, max(deadline - time.monotonic(), 0) + 60,
-                 "every job terminal")
+        spared = inflict(cluster, db_path, faults, rng, jobs, kill_every, supervisor_kills, timeout)
         code = cluster.stop()
         if code != 0:
             raise RuntimeError(f"the supervisor exited with {code} on SIGTERM")
@@ -386,7 +393,7 @@ def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supe
     finally:
         left = cluster.alive()
         cluster.close()
-    rep.supervisor_kills = supervisor_kills - len(thresholds) if "thresholds" in locals() else 0
+    rep.supervisor_kills = supervisor_kills - spared if "spared" in locals() else 0
     rep.kills = rep.worker_kills + rep.supervisor_kills
     rep.seconds = time.monotonic() - t0
     if left:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.chaos import Cluster, Fault, Report, _signal, analyse, count_terminal, read_log, wait_for
+from bench.chaos import Cluster, Report, analyse, inflict, read_log, wait_for
 from bench.chaos import write_config
 from bench.db import Db
 
@@ -98,7 +97,7 @@ def soak(folder: Path, db: Db, graphs: int, width: int, workers: int, kill_every
         ids = enqueue_graphs(db, graphs, width, {"log": str(log_path), "locks": str(locks), "sleep": job_ms / 1000},
                              failing)
         jobs = sum(len(g) for g in ids)
-        left = _chaos(cluster, db, faults, rng, jobs, kill_every, supervisor_kills, timeout)
+        left = inflict(cluster, db, faults, rng, jobs, kill_every, supervisor_kills, timeout)
         code = cluster.stop()
         if code != 0:
             raise RuntimeError(f"the supervisor exited with {code} on SIGTERM")
@@ -123,30 +122,6 @@ def _plans(graphs: list[list[str]], failing: int) -> dict[str, dict[str, str]]:
     """The planned failures, for the oracle: the first transform of each failing graph."""
     return {ids[1]: {"1": "raise"} for ids in graphs[:failing]}
 
-
-def _chaos(cluster: Cluster, db: Db, faults: list[Fault], rng: random.Random, jobs: int, kill_every: float,
-           supervisor_kills: int, timeout: float) -> int:
-    """Kill a random worker every ~``kill_every`` s, and the supervisor (restarted at once) at
-    even fractions of the jobs ended, until every job has ended; the supervisor kills left."""
-    thresholds = [jobs * (k + 1) / (supervisor_kills + 1) for k in range(supervisor_kills)]
-    deadline = time.monotonic() + timeout
-    done = 0
-    while done < jobs and time.monotonic() < deadline:
-        time.sleep(kill_every * rng.uniform(0.5, 1.5))
-        done = count_terminal(db)
-        if thresholds and done >= thresholds[0]:
-            thresholds.pop(0)
-            now = time.time()
-            faults += [Fault(pid, now, "orphan") for pid in cluster.kill_supervisor()]
-            cluster.start()
-            continue
-        live = cluster.workers()
-        if live:
-            victim = rng.choice(live)
-            if _signal(victim, signal.SIGKILL):
-                faults.append(Fault(victim, time.time(), "kill"))
-    wait_for(lambda: count_terminal(db) == jobs, max(deadline - time.monotonic(), 0) + 60, "every job terminal")
-    return len(thresholds)
 
 
 def run(folder: Path, args: argparse.Namespace) -> tuple[Report, list[str]]:

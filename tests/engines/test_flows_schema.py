@@ -9,8 +9,7 @@ import pytest
 
 from shared.clock import FakeClock, iso
 from shared.job import Finish, NewJob, new_id
-from tests.engines import PostgresEngine
-from tests.engines.test_outcome_commit import postgres_before, sqlite_before
+from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres
 
 OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
               "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
@@ -45,10 +44,4 @@ def test_a_sqlite_database_of_the_previous_version_gains_workflows(tmp_path):
 
 
 def test_a_postgres_schema_of_the_previous_version_gains_workflows(tmp_path, monkeypatch):
-    from shared.engines.postgres import schema
-    pg = PostgresEngine(tmp_path)
-    try:
-        old = postgres_before(pg, schema.FLOWS, monkeypatch)
-        _old_parent_new_child(pg.open, old.conn, "%s")
-    finally:
-        pg.drop()
+    upgrade_postgres(tmp_path, "FLOWS", monkeypatch, _old_parent_new_child)

@@ -9,7 +9,7 @@ import time
 import types
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from shared import ops
 from shared.clock import FakeClock, iso, parse_iso
@@ -285,12 +285,19 @@ def postgres_before(pg: PostgresEngine, migration: str, monkeypatch) -> Any:
         return pg.open()
 
 
-def test_a_postgres_schema_of_the_previous_version_migrates_forward(tmp_path, monkeypatch):
+def upgrade_postgres(tmp_path, migration: str, monkeypatch, check: Callable[..., Any]) -> Any:
+    """``check(open_new, old_conn, "%s")`` on a fresh PostgreSQL schema made by a jobq whose
+    migrations stop just before ``migration`` (a name in the engine's schema module); the schema
+    is dropped after. What ``check`` returns."""
     from shared.engines.postgres import schema
     pg = PostgresEngine(tmp_path)
     try:
-        old = postgres_before(pg, schema.RUN_TIMES, monkeypatch)
-        [h] = _finish_a_job_claimed_before_the_upgrade(pg.open, old.conn, "%s")
-        assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
+        old = postgres_before(pg, getattr(schema, migration), monkeypatch)
+        return check(pg.open, old.conn, "%s")
     finally:
         pg.drop()
+
+
+def test_a_postgres_schema_of_the_previous_version_migrates_forward(tmp_path, monkeypatch):
+    [h] = upgrade_postgres(tmp_path, "RUN_TIMES", monkeypatch, _finish_a_job_claimed_before_the_upgrade)
+    assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from shared.clock import FakeClock, iso
 from shared.job import NewJob, new_id
-from tests.engines import PostgresEngine
-from tests.engines.test_outcome_commit import postgres_before, sqlite_before
+from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres
 
 PARENT = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
 OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
@@ -42,10 +41,4 @@ def test_a_sqlite_database_of_the_previous_version_gains_the_column(tmp_path):
 
 
 def test_a_postgres_schema_of_the_previous_version_gains_the_column(tmp_path, monkeypatch):
-    from shared.engines.postgres import schema
-    pg = PostgresEngine(tmp_path)
-    try:
-        old = postgres_before(pg, schema.TRACE, monkeypatch)
-        _old_job_and_a_traced_one(pg.open, old.conn, "%s")
-    finally:
-        pg.drop()
+    upgrade_postgres(tmp_path, "TRACE", monkeypatch, _old_job_and_a_traced_one)
