@@ -72,7 +72,8 @@ class AsyncRunner:
         self.finished: list[Done] = []
         self.progress = InflightProgress(worker.progress, self._held_ids, lambda: worker.jobs_done)
         self.watch = LoopWatch(self.loop, self.tasks.get, self._blocked, worker.owner)
-        self.flight = worker.in_hand.flight = Flight(self.loop)  # the check-in's view (worker.aiocancel)
+        # the check-in's view of the jobs on the loop (worker.aiocancel)
+        self.flight = worker.in_hand.flight = Flight(self.loop, self._defiant)
         self._limits: tuple[Any, dict[str, int]] = (None, {})
         self.watching = False
 
@@ -249,3 +250,11 @@ class AsyncRunner:
 
     def _blocked(self, job: Job | None) -> None:
         self.progress.blame(job.id if job is not None else None)
+
+    def _defiant(self, job_id: str | None) -> bool:
+        """A job in flight ignores its cancel (None: it ended): named in the progress file; not
+        one run one at a time (``run_one``: the worker's loop writes the file for its batch)."""
+        if job_id is not None and job_id not in {j.id for j in self.tasks.values()}:
+            return False
+        self.progress.defied(job_id)
+        return True

@@ -60,3 +60,27 @@ def test_jobq_cancel_of_one_async_job_in_flight_cancels_its_task_only(tmp_path, 
     assert [e["id"] for e in log_events(sup, "job.cancel_requested")] == [long]
     assert sup.workers() == before
     assert not log_events(sup, "worker.exited") and not log_events(sup, "job.cancel_killed")
+
+
+def test_an_async_job_that_ignores_its_cancel_is_killed_alone_to_blame(tmp_path, sup_factory):
+    """It catches the CancelledError and awaits on: at cancel_grace its worker is killed and it
+    ends cancelled; its siblings, killed with it, go back uncharged and complete (attempt 1)."""
+    cfg = config(tmp_path, supervisor={"workers": 1}, worker={"cancel_grace": 2})
+    log = tmp_path / "events.log"
+    sup = sup_factory(cfg)
+    wait_until(lambda: len(sup.workers()) == 1, what="the worker up")
+    first = sup.workers()
+    with JobQueue(config=load(cfg)) as q:
+        deaf = q.enqueue("cancel:aio_deaf", {"log": str(log)})
+        sibs = [q.enqueue("cancel:aio", {"log": str(log), "s": 6}) for _ in range(SIBLINGS)]
+        wait_until(lambda: all(seen(log, j, "start") for j in [deaf, *sibs]), timeout=10, what="all in flight")
+        assert q.cancel(deaf)
+        wait_until(lambda: seen(log, deaf, "ignored"), timeout=5, what="its task cancelled")
+        wait_until(lambda: q.get(deaf).status == "cancelled", timeout=15, what="the job killed")
+        assert "cancel_grace" in q.get(deaf).error
+        wait_until(lambda: all(q.get(j).status == "completed" for j in sibs), timeout=40, what="the siblings done")
+        assert {q.get(j).attempts for j in sibs} == {1}  # killed for another's doing: not charged
+        assert all(len(seen(log, j, "start")) == 2 for j in sibs)
+        assert [r["outcome"] for r in ops.attempt_history(q.store, deaf)] == ["cancelled"]
+    assert len(log_events(sup, "job.cancel_killed")) == 1
+    assert first[0] not in sup.workers()

@@ -102,3 +102,23 @@ def test_the_job_in_hand_and_in_flight_is_checked_in_once():
     CheckIn("o", in_hand).tick(store)
     assert [r[0] for r in store.rows[0]] == ["j"]
     flight.loop.close()
+
+
+def test_a_job_that_runs_on_after_its_cancel_is_alone_to_blame(tmp_path):
+    """The progress file (worker.inflight): a kill at cancel_grace charges that job only; a
+    block of the loop meanwhile names the blocking job instead."""
+    from shared.progress import ProgressWriter, not_in_hand
+    from worker.inflight import InflightProgress
+    path = str(tmp_path / "progress")
+    p = InflightProgress(ProgressWriter(path), lambda: ["a", "b", "c"], lambda: 0)
+    p.committed()
+    assert not_in_hand(path) == []
+    p.defied("b")
+    assert sorted(not_in_hand(path)) == ["a", "c"]
+    p.blame("c")
+    assert sorted(not_in_hand(path)) == ["a", "b"]
+    p.blame(None)
+    p.committed()
+    assert sorted(not_in_hand(path)) == ["a", "c"]
+    p.defied(None)
+    assert not_in_hand(path) == []
