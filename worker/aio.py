@@ -23,8 +23,9 @@ their own, so the loop never waits for the database. A job's timeout cancels its
 (``worker.aiojob``), and so does a cancel request, which the heartbeat's check-in reads with
 the progress of every job in flight (``worker.aiocancel``). A handler that blocks the loop is
 named in a warning (``worker.looplag``); the supervisor kills the worker once that job is past
-its timeout plus ``kill_grace``, charging that job only: the others go back with their attempts. Any other death of the worker charges
-every job in flight (``worker.inflight``).
+its timeout plus ``kill_grace``, charging that job only: the others go back with their attempts
+(so too for a job that runs on after its cancel, killed at ``cancel_grace``). Any other death of
+the worker charges every job in flight (``worker.inflight``).
 """
 from __future__ import annotations
 
