@@ -21,6 +21,15 @@ SIBLINGS = 4
 SIBLING_S = 5  # long enough to be in flight when the cancel lands, short enough to wait for
 
 
+def start(sup_factory, cfg):
+    """The supervisor of one worker, started once the jobs are enqueued: its worker's first claim
+    is the async runner's, which takes them all (an idle worker's one-at-a-time batch claim,
+    racing the enqueues, could take the long job and hold the others behind it)."""
+    sup = sup_factory(cfg)
+    wait_until(lambda: len(sup.workers()) == 1, what="the worker up")
+    return sup
+
+
 def test_jobq_cancel_of_one_async_job_in_flight_cancels_its_task_only(tmp_path, sup_factory, monkeypatch):
     """cancel_grace is 30 s: only the task's cancellation, not the supervisor's kill, can end the
     job within the bound, and no worker may be replaced."""
@@ -28,12 +37,11 @@ def test_jobq_cancel_of_one_async_job_in_flight_cancels_its_task_only(tmp_path, 
     monkeypatch.setenv("JOBQ_TEST_HOOK_LOG", str(hooks))
     cfg = config(tmp_path, supervisor={"workers": 1}, worker={"cancel_grace": 30})
     log = tmp_path / "events.log"
-    sup = sup_factory(cfg)
-    wait_until(lambda: len(sup.workers()) == 1, what="the worker up")
-    before = sup.workers()
     with JobQueue(config=load(cfg)) as q:
-        long = q.enqueue("cancel:aio", {"log": str(log), "s": 60})
-        sibs = [q.enqueue("cancel:aio", {"log": str(log), "s": SIBLING_S}) for _ in range(SIBLINGS)]
+        long, *sibs = q.enqueue_many([("cancel:aio", {"log": str(log), "s": s}, {})
+                                      for s in [60] + [SIBLING_S] * SIBLINGS])
+        sup = start(sup_factory, cfg)
+        before = sup.workers()
         wait_until(lambda: all(seen(log, j, "start") for j in [long, *sibs]), timeout=10, what="all in flight")
         assert len({e["pid"] for e in events(log)}) == 1  # many at once on one worker
         wait_until(lambda: q.get(long).progress is not None, timeout=5, what="the async job's progress stored")
@@ -67,12 +75,11 @@ def test_an_async_job_that_ignores_its_cancel_is_killed_alone_to_blame(tmp_path,
     ends cancelled; its siblings, killed with it, go back uncharged and complete (attempt 1)."""
     cfg = config(tmp_path, supervisor={"workers": 1}, worker={"cancel_grace": 2})
     log = tmp_path / "events.log"
-    sup = sup_factory(cfg)
-    wait_until(lambda: len(sup.workers()) == 1, what="the worker up")
-    first = sup.workers()
     with JobQueue(config=load(cfg)) as q:
-        deaf = q.enqueue("cancel:aio_deaf", {"log": str(log)})
-        sibs = [q.enqueue("cancel:aio", {"log": str(log), "s": 6}) for _ in range(SIBLINGS)]
+        deaf, *sibs = q.enqueue_many([("cancel:aio_deaf", {"log": str(log)}, {})] +
+                                     [("cancel:aio", {"log": str(log), "s": 6}, {})] * SIBLINGS)
+        sup = start(sup_factory, cfg)
+        first = sup.workers()
         wait_until(lambda: all(seen(log, j, "start") for j in [deaf, *sibs]), timeout=10, what="all in flight")
         assert q.cancel(deaf)
         wait_until(lambda: seen(log, deaf, "ignored"), timeout=5, what="its task cancelled")
