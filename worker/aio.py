@@ -20,10 +20,12 @@ Every job keeps its own lease (the heartbeat renews every job the worker holds: 
 attempt and outcome; outcomes commit as they finish, those that end while a commit is under way
 with the next (batched), never held back by a slow sibling. Database calls run on a thread of
 their own, so the loop never waits for the database. A job's timeout cancels its task only
-(``worker.aiojob``). A handler that blocks the loop is named in a warning (``worker.looplag``);
-the supervisor kills the worker once that job is past its timeout plus ``kill_grace``, charging
-that job only: the others go back with their attempts. Any other death of the worker charges
-every job in flight (``worker.inflight``).
+(``worker.aiojob``), and so does a cancel request, which the heartbeat's check-in reads with
+the progress of every job in flight (``worker.aiocancel``). A handler that blocks the loop is
+named in a warning (``worker.looplag``); the supervisor kills the worker once that job is past
+its timeout plus ``kill_grace``, charging that job only: the others go back with their attempts
+(so too for a job that runs on after its cancel, killed at ``cancel_grace``). Any other death of
+the worker charges every job in flight (``worker.inflight``).
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ from shared.logs import event, get_logger
 from shared.outcomes import Done, after_commit_all, decide
 from shared.runner import JobContext, Outcome, execute
 
+from .aiocancel import Flight
 from .aiojob import run_async
 from .commits import RETRY_WRITE
 from .inflight import InflightProgress
@@ -70,6 +73,8 @@ class AsyncRunner:
         self.finished: list[Done] = []
         self.progress = InflightProgress(worker.progress, self._held_ids, lambda: worker.jobs_done)
         self.watch = LoopWatch(self.loop, self.tasks.get, self._blocked, worker.owner)
+        # the check-in's view of the jobs on the loop (worker.aiocancel)
+        self.flight = worker.in_hand.flight = Flight(self.loop, self._defiant)
         self._limits: tuple[Any, dict[str, int]] = (None, {})
         self.watching = False
 
@@ -122,7 +127,8 @@ class AsyncRunner:
         handler module keeps stays on one loop, whichever way its jobs were claimed."""
         if job.type not in self.limits():
             return execute(self.w.registry, job, ctx, self.w.tracing)
-        return self.loop.run_until_complete(run_async(self.w.registry, job, ctx, self.w.policy.timeout(job.type)))
+        return self.loop.run_until_complete(run_async(self.w.registry, job, ctx, self.w.policy.timeout(job.type),
+                                                      self.flight))
 
     def close(self) -> None:
         """(Worker exit.) Stop the watch, the database thread and the loop."""
@@ -199,7 +205,7 @@ class AsyncRunner:
         event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
               slot=w.slot, pid=w.pid)
         t0 = time.perf_counter()
-        outcome = await run_async(w.registry, job, ctx, w.policy.timeout(job.type))
+        outcome = await run_async(w.registry, job, ctx, w.policy.timeout(job.type), self.flight)
         self.finished.append(decide(job, ctx, outcome, w.policy, w.clock.now(), time.perf_counter() - t0))
         w.jobs_done += 1
 
@@ -245,3 +251,11 @@ class AsyncRunner:
 
     def _blocked(self, job: Job | None) -> None:
         self.progress.blame(job.id if job is not None else None)
+
+    def _defiant(self, job_id: str | None) -> bool:
+        """A job in flight ignores its cancel (None: it ended): named in the progress file; not
+        one run one at a time (``run_one``: the worker's loop writes the file for its batch)."""
+        if job_id is not None and job_id not in {j.id for j in self.tasks.values()}:
+            return False
+        self.progress.defied(job_id)
+        return True

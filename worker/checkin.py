@@ -1,9 +1,12 @@
 """A busy worker's check-in (issue 27), run by its heartbeat thread a few times a second while a
-job runs: the progress the handler reported since the last one is written (the latest only:
-at most 1 / ``CHECK_EVERY`` writes a second per job), and a cancel request for the job in hand
-sets its ``cancel_requested`` (``check_cancelled()`` then raises; an async handler's task is
-cancelled). The supervisor kills the worker when the handler has not stopped ``cancel_grace``
-after the request.
+job runs: the progress each running job's handler reported since the last one is written (the
+latest only: at most 1 / ``CHECK_EVERY`` writes a second per job), and a cancel request for a
+running job sets its ``cancel_requested`` (``check_cancelled()`` then raises; an async handler's
+task is cancelled). The supervisor kills the worker when the handler has not stopped
+``cancel_grace`` after the request.
+
+The running jobs are the one in hand (``InHand.ctx``, one at a time) and those of the async
+runner's event loop (``InHand.flight``: ``worker.aiocancel``), all in one check-in.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import logging
 import time
 from shared.contract import WorkerStore
 from shared.logs import event, get_logger
+from shared.runner import JobContext
 
 from .deadline import InHand  # noqa: F401 - the loop imports both from here
 
@@ -26,24 +30,51 @@ class CheckIn:
         self.owner = owner
         self.in_hand = in_hand
         self.next_at = 0.0
-        self.written: tuple[str, int] | None = None  # (job id, report count) last stored
+        self.written: dict[tuple[str, int], int] = {}  # (job id, attempt) -> report count last stored
+
+    def running(self) -> dict[str, JobContext]:
+        """Job id -> context of every job the worker runs now (an async job run one at a time is
+        both in hand and in flight: one context)."""
+        flight = self.in_hand.flight
+        out = {ctx.id: ctx for ctx in flight.contexts()} if flight is not None else {}
+        ctx = self.in_hand.ctx
+        if ctx is not None:
+            out.setdefault(ctx.id, ctx)
+        return out
 
     def tick(self, store: WorkerStore) -> None:
         """Check in if it is time (raises the store's errors: the heartbeat logs and reopens)."""
         now = time.monotonic()
-        ctx = self.in_hand.ctx
-        if ctx is None or now < self.next_at:
+        if now < self.next_at:
+            return
+        running = self.running()
+        if not running:
             return
         self.next_at = now + CHECK_EVERY
-        mark = (ctx.id, ctx.reports)
-        fresh = ctx.reported is not None and mark != self.written
-        asked = store.check_in(self.owner, [(ctx.id, ctx.attempt, ctx.reported)] if fresh else [])
-        if fresh:
-            self.written = mark
-        if ctx.id in asked and not ctx.cancel_requested:
-            ctx.cancel_requested = True
-            event(log, "job.cancel_requested", logging.INFO, id=ctx.id, type=ctx.type, attempt=ctx.attempt,
-                  slot=self.in_hand.slot, pid=self.in_hand.pid)
+        rows, marks = [], {}
+        for ctx in running.values():
+            key = (ctx.id, ctx.attempt)
+            marks[key] = ctx.reports  # read before the report: a newer one is written next time
+            reported = ctx.reported
+            if reported is not None and marks[key] != self.written.get(key):
+                rows.append((ctx.id, ctx.attempt, reported))
+        asked = store.check_in(self.owner, rows)
+        written = {k: n for k, n in self.written.items() if k in marks}  # forget the ended runs
+        self.written = {**written, **{(i, a): marks[(i, a)] for i, a, _ in rows}}
+        for job_id in asked & running.keys():
+            self.ask(running[job_id])
+
+    def ask(self, ctx: JobContext) -> None:
+        """A cancel of ``ctx``'s job was requested: its flag set (once) and, on the event loop,
+        its task cancelled."""
+        if ctx.cancel_requested:
+            return
+        ctx.cancel_requested = True
+        flight = self.in_hand.flight
+        if flight is not None:
+            flight.cancel(ctx)
+        event(log, "job.cancel_requested", logging.INFO, id=ctx.id, type=ctx.type, attempt=ctx.attempt,
+              slot=self.in_hand.slot, pid=self.in_hand.pid)
 
     @staticmethod
     def interval(busy: bool) -> float | None:

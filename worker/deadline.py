@@ -43,6 +43,7 @@ class InHand:
         self.ctx: JobContext | None = None
         self.main: bool | None = None      # in the main thread, with our SIGALRM handler installed
         self.alarm_at: float | None = None  # monotonic time the pending alarm fires (None: none)
+        self.flight: Any = None  # the async runner's jobs (worker.aiocancel.Flight), checked in too
 
     def run(self, ctx: JobContext, timeout: float, call: Callable[[], T]) -> T:
         """``call()`` (the handler's run) with the deadline armed and the context visible to the

@@ -9,7 +9,9 @@ pinned on one of them: so the file lists none, and every job in flight is charge
 one-at-a-time job would be (a job that kills its worker every time fails once its attempts are
 used up, rather than coming back forever). Except while the loop is blocked: then the file lists
 every job held with the blocking one last and started, and a kill for the block (its timeout
-plus ``kill_grace``) charges that job only; the others go back with their attempts.
+plus ``kill_grace``) charges that job only; the others go back with their attempts. The same
+while a job runs on a second after its task was cancelled for a cancel request
+(``worker.aiocancel``): a kill at ``cancel_grace`` is its doing (it ends ``cancelled``).
 
 Written from the loop thread (after each commit: the count of jobs completed, which tells the
 supervisor the worker was not crash-looping) and the loop watch's thread (a block), under one
@@ -33,22 +35,29 @@ class InflightProgress:
         self.ids = ids
         self.completed = completed
         self.lock = threading.Lock()
-        self.blamed: str | None = None
+        self.blamed: str | None = None   # the job that blocks the loop
+        self.defiant: str | None = None  # the job that runs on after its task was cancelled
 
     def committed(self) -> None:
         """Outcomes were committed (or the runner starts): the count of completed jobs, and
-        none to spare, unless the loop is still blocked."""
-        self._write(self.blamed)
+        none to spare, unless the loop is still blocked or a cancelled job runs on."""
+        self._write()
 
     def blame(self, job_id: str | None) -> None:
         """``job_id`` blocks the loop: a death now is its doing (None: the block ended)."""
-        self._write(job_id)
+        self._write(blamed=job_id)
 
-    def _write(self, blamed: str | None) -> None:
+    def defied(self, job_id: str | None) -> None:
+        """``job_id`` runs on after its cancel: a kill now is its doing (None: it ended)."""
+        self._write(defiant=job_id)
+
+    def _write(self, **culprit: str | None) -> None:
         if self.writer is None:
             return
         with self.lock:
-            self.blamed = blamed
+            for name, job_id in culprit.items():
+                setattr(self, name, job_id)
+            blamed = self.blamed or self.defiant
             ids = [] if blamed is None else [*(i for i in self.ids() if i != blamed), blamed]
             self.writer.batch(ids, completed=self.completed())
             if ids:
