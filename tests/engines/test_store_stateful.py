@@ -367,7 +367,8 @@ class StoreMachine(RuleBasedStateMachine):
         for m in self.jobs.values():
             if m.status != "running":
                 continue
-            timeout = POLICY.timeout(m.type)
+            # The worker raises JobTimeout at the timeout; the supervisor kills kill_grace later.
+            timeout = POLICY.timeout(m.type) + POLICY.config.supervisor.kill_grace
             if now - parse_iso(m.started_at) > timeout or self.lease_age(m) > LEASE:
                 expected.add(m.owner)
         owners = {v.owner for v in verdicts}
