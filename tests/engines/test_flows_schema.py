@@ -9,18 +9,13 @@ import pytest
 
 from shared.clock import FakeClock, iso
 from shared.job import Finish, NewJob, new_id
-from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres
-
-OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
-              "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
+from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres, write_old_jobs
 
 
 def _old_parent_new_child(open_new, old_conn, param: str = "?") -> None:
     clock = FakeClock()
     old_id, stamp = new_id(), iso(clock.now())
-    old_conn.execute(OLD_INSERT.replace("?", param), (old_id, stamp, stamp, stamp))
-    old_conn.commit()
-    old_conn.close()
+    write_old_jobs(old_conn, param, stamp, old_id)
     with open_new() as s:
         child = dataclasses.replace(NewJob(new_id(), "c", "{}", 0, clock.now(), None, None), after=(old_id,))
         s.enqueue_flow([child], clock.now())

@@ -207,10 +207,19 @@ def test_dropped_connections_lose_no_hook_and_report_no_lease_lost(tmp_path):
 
 # The previous jobq's enqueue and claim of one job, in its own columns (later migrations add
 # columns that this jobq's statements write): `?` parameters, turned into `%s` for PostgreSQL.
-_OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
-               "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
+OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
+              "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")  # as the jobq of schema v1 wrote
 _OLD_CLAIM = ("UPDATE jobs SET status = 'running', attempts = 1, owner = ?, owner_pid = ?, "
               "started_at = ?, heartbeat_at = ?, updated_at = ? WHERE id = ?")
+
+
+def write_old_jobs(old_conn: Any, param: str, stamp: str, *ids: str) -> None:
+    """Pending jobs ``ids`` written by the previous jobq through ``old_conn`` (``param``: its
+    driver's placeholder), committed; the connection is closed after."""
+    for job_id in ids:
+        old_conn.execute(OLD_INSERT.replace("?", param), (job_id, stamp, stamp, stamp))
+    old_conn.commit()
+    old_conn.close()
 
 
 def _finish_a_job_claimed_before_the_upgrade(open_new, old_conn, param: str = "?") -> dict:
@@ -218,7 +227,7 @@ def _finish_a_job_claimed_before_the_upgrade(open_new, old_conn, param: str = "?
     finish it (with its own times) on the upgraded one; its attempt as recorded."""
     clock = FakeClock()
     job_id, stamp = new_id(), iso(clock.now())
-    old_conn.execute(_OLD_INSERT.replace("?", param), (job_id, stamp, stamp, stamp))
+    old_conn.execute(OLD_INSERT.replace("?", param), (job_id, stamp, stamp, stamp))
     old_conn.execute(_OLD_CLAIM.replace("?", param), (OWNER, PID, stamp, stamp, stamp, job_id))
     old_conn.commit()
     old_conn.close()

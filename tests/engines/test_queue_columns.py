@@ -7,20 +7,14 @@ import dataclasses
 
 from shared.clock import FakeClock, iso
 from shared.job import NewJob, new_id
-from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres
-
-OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
-              "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
+from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres, write_old_jobs
 
 
 def _old_jobs_are_on_default(open_new, old_conn, param: str = "?") -> None:
     clock = FakeClock()
     old_ids = [new_id(), new_id()]
     stamp = iso(clock.now())
-    for old_id in old_ids:
-        old_conn.execute(OLD_INSERT.replace("?", param), (old_id, stamp, stamp, stamp))
-    old_conn.commit()
-    old_conn.close()
+    write_old_jobs(old_conn, param, stamp, *old_ids)
     with open_new() as s:
         assert s.get(old_ids[0]).queue == "default"
         s.enqueue([dataclasses.replace(NewJob(new_id(), "t", "{}", 0, clock.now(), None, None),

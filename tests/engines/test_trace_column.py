@@ -5,21 +5,16 @@ from __future__ import annotations
 
 from shared.clock import FakeClock, iso
 from shared.job import NewJob, new_id
-from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres
+from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres, write_old_jobs
 
 PARENT = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
-OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
-              "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")
-
 
 def _old_job_and_a_traced_one(open_new, old_conn, param: str = "?") -> None:
     """A job written by the previous jobq (through ``old_conn``), then the upgraded store: the
     old job reads with no context, a new one keeps its context through the claim."""
     clock = FakeClock()
     old_id, stamp = new_id(), iso(clock.now())
-    old_conn.execute(OLD_INSERT.replace("?", param), (old_id, stamp, stamp, stamp))
-    old_conn.commit()
-    old_conn.close()
+    write_old_jobs(old_conn, param, stamp, old_id)
     with open_new() as s:
         assert s.get(old_id).trace is None
         new = NewJob(new_id(), "t", "{}", 0, clock.now() + 1, None, None, PARENT)
