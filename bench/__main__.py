@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, help="burn-down runs with the largest worker count (median kept)")
     p.add_argument("--idle-jobs", type=int, help="jobs trickled in the idle workload (and as many delayed)")
     p.add_argument("--huey-quiet", action="store_true", help="run Huey's consumer with -q (WARNING logging)")
+    p.add_argument("--startup-json", help="bench.startup's JSON (--json): judge issue 30's start-up targets by it "
+                   "when this run has no startup workload")
+    p.add_argument("--purge-json", help="bench.purge's JSON (its output): judge issue 30's purge targets by it")
     p.add_argument("--json", help="where to write the JSON (default bench/results/<timestamp>.json)")
     p.add_argument("--tmp", help="folder for the temporary databases (default: the system's)")
     args = p.parse_args(argv)
@@ -56,6 +59,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         bad = set(_split(getattr(args, name))) - set(allowed)
         if bad:
             p.error(f"--{name}: unknown {', '.join(sorted(bad))} (choose from {', '.join(allowed)})")
+    try:  # read now: a bad file fails before the run, not after it
+        args.startup, args.purge = targets.read_json(args.startup_json), targets.read_json(args.purge_json)
+    except ValueError as exc:
+        p.error(str(exc))
     return args
 
 
@@ -133,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     pg_mode = bool(args.database)
     ctx = Ctx(root, make_scale(args), [] if pg_mode else _split(args.sync), systems,
               ["default", "off"] if "huey" in systems and not pg_mode else [], huey_quiet=args.huey_quiet,
-              url=args.database)
+              url=args.database, size="smoke" if args.smoke else "quick" if args.quick else "full")
     data: dict[str, Any] = {"meta": meta(args, ctx), "results": {}}
     try:
         if pg_mode:
@@ -155,6 +162,20 @@ def waits_report(out: dict[str, Any]) -> str:
     return "Tasks (issue 23 targets):\n" + waits.report(out)
 
 
+def features_report(out: dict[str, Any]) -> str:
+    from . import features_report as fr
+    return fr.report(out)
+
+
+def issue30_targets(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 30's targets and the feature targets, each met, missed or not measured."""
+    return targets.issue30(targets.Inputs(data["results"], "postgresql" if ctx.url else "sqlite", ctx.syncs,
+                                          args.startup, args.startup_json or "", args.purge, args.purge_json or ""))
+
+
+ISSUE30_HEAD = "Issue 30 targets, and the feature targets (bench.features):\n"
+
+
 def headline(m: dict[str, Any]) -> str:
     """What was measured, on what, under which load."""
     dirty = len(m["uncommitted_changes"])
@@ -172,6 +193,7 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     figs = report.figures(list(ctx.scale.workers), list(ctx.scale.depths), rate)
     data["table"] = report.table(data["results"], ctx.syncs, figs)
     data["targets"] = targets.check(data["results"], ctx.syncs, list(ctx.scale.depths))
+    data["targets_issue30"] = issue30_targets(args, ctx, data)
     path = args.json or os.path.join(REPO, "bench", "results", time.strftime("%Y%m%d-%H%M%S") + ".json")
     report.write_json(path, data)
     print(headline(data["meta"]) + "\n")
@@ -180,11 +202,14 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
           f"Burn-down: median of the runs. Huey logs at {data['meta']['huey_logging']}; jobq at warning.")
     if "waits" in data["results"]:
         print("\n" + waits_report(data["results"]["waits"]))
+    if "features" in data["results"]:
+        print("\n" + features_report(data["results"]["features"]))
     if "otel" in data["results"]:
         from . import otel
         print("\n" + otel.report(data["results"]["otel"]))
     if data["targets"]:
         print("\nIssue 7 targets (8 workers), and issue 29's:\n" + targets.markdown(data["targets"]))
+    print("\n" + ISSUE30_HEAD + targets.markdown(data["targets_issue30"]))
     print(f"\nJSON: {path}")
     return 0
 
@@ -192,6 +217,7 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
 def finish_pg(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     data["table"] = pg_report.table(data["results"], list(ctx.scale.workers), list(ctx.scale.depths))
     data["targets"] = pg_report.check(data["results"], list(ctx.scale.depths))
+    data["targets_issue30"] = issue30_targets(args, ctx, data)
     path = args.json or os.path.join(REPO, "bench", "results", "pg-" + time.strftime("%Y%m%d-%H%M%S") + ".json")
     report.write_json(path, data)
     m, s = data["meta"], data["meta"]["postgres"]
@@ -203,8 +229,11 @@ def finish_pg(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
           f"{'WARNING (-q)' if ctx.huey_quiet else 'INFO'}, jobq at warning, Procrastinate at WARNING.")
     if "waits" in data["results"]:
         print("\n" + waits_report(data["results"]["waits"]))
+    if "features" in data["results"]:
+        print("\n" + features_report(data["results"]["features"]))
     if data["targets"]:
         print("\nIssue 14 targets:\n" + targets.markdown(data["targets"]))
+    print("\n" + ISSUE30_HEAD + targets.markdown(data["targets_issue30"]))
     print(f"\nJSON: {path}")
     return 0
 

@@ -155,7 +155,7 @@ def run_depth(ctx: Ctx, results: dict) -> None:
 
 
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
-    from .run import WORKLOADS, run_waits
+    from .run import WORKLOADS, run_features, run_waits
     chosen = [w for w in WORKLOADS if w in workloads and w not in ("startup", "otel")]  # both SQLite only
     for name in chosen:
         if name == "idle" and "steady" in chosen:
@@ -165,4 +165,4 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
             {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
-             "waits": run_waits}[name](ctx, results)
+             "waits": run_waits, "features": run_features}[name](ctx, results)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import shutil
 import sys
@@ -15,7 +16,7 @@ from typing import Any, Callable, Iterator
 from . import depth, huey_runs, jobq_runs, latency, raw_runs, startup
 from .scale import Scale
 
-WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup", "waits", "otel")
+WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup", "waits", "features", "otel")
 SYSTEMS = ("jobq", "huey", "raw")
 
 
@@ -28,6 +29,7 @@ class Ctx:
     huey_variants: list[str]
     huey_quiet: bool = False  # Huey's -q: WARNING logging instead of its default INFO
     url: str | None = None    # PostgreSQL: the server every system runs on (bench.pg_run)
+    size: str = "full"        # "full", "quick" or "smoke": the sizes of bench.features
     seed: int = 7
     started: float = field(default_factory=time.monotonic)
 
@@ -224,6 +226,15 @@ def run_waits(ctx: Ctx, results: dict) -> None:
     results["waits"] = waits.run(ctx.url, smoke=ctx.scale is SMOKE)
 
 
+def run_features(ctx: Ctx, results: dict) -> None:
+    """Issue 30: the features of issues 23-28 beside their plain baselines (:mod:`bench.features`),
+    on this run's engine, with the largest worker count."""
+    from . import features
+    sizes = {"smoke": features.SMOKE, "quick": features.QUICK}.get(ctx.size, features.FULL)
+    sizes = dataclasses.replace(sizes, workers=max(ctx.scale.workers))
+    results["features"] = features.run(ctx.url, sizes, log=ctx.log)
+
+
 def run_otel(ctx: Ctx, results: dict) -> None:
     """Issue 29: what tracing costs (:mod:`bench.otel`): burn-downs with tracing off, the API
     alone and the SDK with a no-op exporter, alternated (3 rounds; 1 in ``--smoke``)."""
@@ -246,4 +257,5 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
             {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
-             "startup": run_startup, "waits": run_waits, "otel": run_otel}[name](ctx, results)
+             "startup": run_startup, "waits": run_waits, "features": run_features,
+             "otel": run_otel}[name](ctx, results)

@@ -2,7 +2,9 @@
 cost of tracing (``otel_targets``)."""
 from __future__ import annotations
 
-from typing import Any
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from .report import dig
 
@@ -98,4 +100,214 @@ def check(results: dict, syncs: list[str], depths: list[int]) -> list[dict[str, 
 
 def markdown(verdicts: list[dict[str, Any]]) -> str:
     mark = {True: "met", False: "MISSED", None: "n/a"}
-    return "\n".join(f"- {mark[v['met']]}: {v['target']} (measured {v['measured']})" for v in verdicts)
+    return "\n".join(f"- {mark[v['met']]}: {v['target']} (measured {v['measured']})"
+                     if not v["measured"].startswith("not measured") else
+                     f"- not measured in this run: {v['target']} ({v['measured'][len('not measured in this run; '):]})"
+                     for v in verdicts)
+
+
+# ---- Issue 30: every target stated once, as data -------------------------------------------------
+#
+# A target's ``figure`` reads what it is judged on from an :class:`Inputs` and gives
+# ``[(variant, measured text, met)]`` (one per SQLite ``synchronous`` mode where that matters),
+# or ``[]`` when this run did not measure it: never a figure written down here.
+
+@dataclass(frozen=True)
+class Inputs:
+    """What one ``python -m bench`` run has to judge by: its own results and engine, and the
+    JSON of ``bench.startup`` / ``bench.purge`` when given (``--startup-json``, ``--purge-json``)."""
+    results: dict
+    engine: str                      # "sqlite" or "postgresql": this run's
+    syncs: list[str]
+    startup: dict | None = None      # flat, as ``python -m bench.startup --json`` writes it
+    startup_source: str = ""
+    purge: dict | None = None        # as ``python -m bench.purge`` prints it
+    purge_source: str = ""
+
+
+Figure = Callable[[Inputs], list[tuple[str, str, bool]]]
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    engine: str   # "sqlite", "postgresql" or "both"
+    bound: str
+    how: str      # how it is measured, where a reader can rerun it
+    figure: Figure
+
+
+def startup_flat(results: dict) -> dict | None:
+    """This run's ``startup`` workload in ``bench.startup``'s flat layout, or None."""
+    r = results.get("startup")
+    if not isinstance(r, dict):
+        return None
+    return {"cold_template": dig(r, "cold", "template"), "huey_quiet": dig(r, "huey", "quiet"),
+            "huey_default": dig(r, "huey", "default"), "respawn": r.get("respawn"), "engine": "sqlite"}
+
+
+def _startup(i: Inputs) -> tuple[dict, str] | None:
+    """The start-up figures: this run's startup workload, else the JSON given."""
+    own = startup_flat(i.results)
+    if own and isinstance(own.get("cold_template"), dict) and "error" not in own["cold_template"]:
+        return own, "this run"
+    return (i.startup, i.startup_source) if i.startup else None
+
+
+def _from_startup(path: tuple[str, ...], limit: float, unit: str) -> Figure:
+    def figure(i: Inputs) -> list[tuple[str, str, bool]]:
+        got = _startup(i)
+        v = _num(dig(got[0], *path)) if got else None
+        if v is None:
+            return []
+        return [(got[0].get("engine", "sqlite"), f"{v:g} {unit} ({got[1]})", v <= limit)]
+    return figure
+
+
+def _from_launch_vs_huey(variant: str, factor: float) -> Figure:
+    def figure(i: Inputs) -> list[tuple[str, str, bool]]:
+        got = _startup(i)
+        j = _num(dig(got[0], "cold_template", "end_to_end_jobs_s")) if got else None
+        h = _num(dig(got[0], variant, "end_to_end_jobs_s")) if got else None
+        if j is None or h is None:
+            return []
+        return [("sqlite", f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x ({got[1]})", j >= factor * h)]
+    return figure
+
+
+def _pg_ratio(workload: str, a: tuple[str, ...], b: tuple[str, ...], factor: float) -> Figure:
+    def figure(i: Inputs) -> list[tuple[str, str, bool]]:
+        x, y = _num(dig(i.results, workload, *a)), _num(dig(i.results, workload, *b))
+        if i.engine != "postgresql" or x is None or y is None or not y:
+            return []
+        return [("postgresql", f"{x:,.0f} vs {y:,.0f}/s = {x / y:.2f}x", x >= factor * y)]
+    return figure
+
+
+def _pg_idle_p50(i: Inputs) -> list[tuple[str, str, bool]]:
+    v = _num(dig(i.results, "idle", "jobq", "pg", "start", "p50"))
+    return [] if i.engine != "postgresql" or v is None else [("postgresql", f"{v:.2f} ms", v <= 4.0)]
+
+
+def _sqlite_batched(i: Inputs) -> list[tuple[str, str, bool]]:
+    out = []
+    for sync in i.syncs if i.engine == "sqlite" else []:
+        j = _num(dig(i.results, "enqueue", "jobq", sync, "batched", "per_s"))
+        r = _num(dig(i.results, "enqueue", "raw", sync, "batched", "per_s"))
+        if j is not None and r:
+            out.append((f"synchronous={sync}", f"{j:,.0f} vs {r:,.0f}/s = {j / r:.2f}x", j >= 1.4 * r))
+    return out
+
+
+def _purge(key: str) -> Figure:
+    def figure(i: Inputs) -> list[tuple[str, str, bool]]:
+        p = i.purge or {}
+        rows, v = p.get("rows"), _num(p.get("purge_s") if key == "purge_s" else
+                                      dig(p, "during", "enqueue_call_p99_ms") or dig(p, "during", "p99_ms"))
+        if v is None:
+            return []
+        what = ("purge" if key == "purge_s" else "enqueue call" if dig(p, "during", "enqueue_call_p99_ms")
+                else "enqueue-to-completion")
+        full = isinstance(rows, int) and rows >= 500_000
+        unit, limit = ("s", 30.0) if key == "purge_s" else ("ms", 100.0)
+        text = f"{what} {v:g} {unit} with {rows:,} rows ({i.purge_source})" if isinstance(rows, int) else f"{v:g}"
+        return [(p.get("engine", "sqlite"), text + ("" if full else ": fewer rows than the target's"),
+                 (v <= limit) if full else None)]
+    return figure
+
+
+def _feature(path: tuple[str, ...], ok: Callable[[float], bool], text: Callable[[dict], str]) -> Figure:
+    def figure(i: Inputs) -> list[tuple[str, str, bool]]:
+        f = i.results.get("features") or {}
+        v = _num(dig(f, *path))
+        return [] if v is None else [(i.engine, text(f), ok(v))]
+    return figure
+
+
+ISSUE_30: tuple[Target, ...] = (
+    Target("launch to first job", "both", "<= 0.2 s", "bench.startup cold (template), --only startup "
+           "or --startup-json", _from_startup(("cold_template", "first_job_s"), 0.2, "s")),
+    Target("launch to 8 busy workers", "both", "<= 0.3 s", "bench.startup cold: all 8 workers ran a job",
+           _from_startup(("cold_template", "all_workers_first_job_s"), 0.3, "s")),
+    Target("respawn of a SIGKILLed worker", "both", "<= 50 ms", "bench.startup respawn: reaped to its "
+           "replacement's first job, median", _from_startup(("respawn", "after_reap_ms", "median"), 50, "ms")),
+    Target("drain (burn-down W=8) vs the raw 100-per-transaction loop", "postgresql", ">= 0.7x",
+           "--database: burn jobq vs raw/100", _pg_ratio("burn", ("jobq", "pg", "8", "per_s"),
+                                                        ("raw", "100", "8", "per_s"), 0.7)),
+    Target("drain (burn-down W=8) vs Huey PG", "postgresql", ">= 8x", "--database: burn jobq vs huey",
+           _pg_ratio("burn", ("jobq", "pg", "8", "per_s"), ("huey", "pg", "8", "per_s"), 8)),
+    Target("drain (burn-down W=8) vs Procrastinate (1xW layout)", "postgresql", ">= 30x",
+           "--database: burn jobq vs procrastinate 1xW",
+           _pg_ratio("burn", ("jobq", "pg", "8", "per_s"), ("procrastinate", "1xW", "8", "per_s"), 30)),
+    Target("single enqueue vs raw one-statement INSERT + pg_notify", "postgresql", ">= 0.9x",
+           "--database: enqueue single", _pg_ratio("enqueue", ("jobq", "pg", "single", "per_s"),
+                                                   ("raw", "pg", "single", "per_s"), 0.9)),
+    Target("idle enqueue-to-start p50", "postgresql", "<= 4 ms", "--database: idle", _pg_idle_p50),
+    Target("burn-down from launch vs Huey fsync=False -q", "sqlite", ">= 2x",
+           "bench.startup: end to end from launch", _from_launch_vs_huey("huey_quiet", 2)),
+    Target("burn-down from launch vs Huey's defaults", "sqlite", ">= 8x",
+           "bench.startup: end to end from launch", _from_launch_vs_huey("huey_default", 8)),
+    Target("batched enqueue vs the raw insert", "sqlite", ">= 1.4x", "enqueue batched, 1,000 per transaction",
+           _sqlite_batched),
+    Target("purge of 500,000 rows on a loaded machine", "both", "<= 30 s", "bench.purge --rows 500000, "
+           "--purge-json", _purge("purge_s")),
+    Target("writers' p99 wait during that purge", "both", "<= 100 ms", "bench.purge: jobs enqueued during it",
+           _purge("p99")),
+)
+
+# Feature targets chosen here (issue 30 part 5) to guard the features filed beside it against
+# regressions; each is a ratio to a plain baseline measured in the same run (bench.features).
+FEATURES: tuple[Target, ...] = (
+    Target("typed task .enqueue() vs q.enqueue() (calls/s)", "both", ">= 0.9x", "features: enqueue",
+           _feature(("enqueue", "extra_percent"), lambda v: 100 / (100 + v) >= 0.9,
+                    lambda f: f"{100 / (100 + f['enqueue']['extra_percent']):.2f}x "
+                              f"({f['enqueue']['us_per_call']['task.enqueue']} vs "
+                              f"{f['enqueue']['us_per_call']['q.enqueue']} us)")),
+    Target("what wait() adds to enqueue-to-finish, p50", "both", "<= 2 ms", "features: wait",
+           _feature(("wait", "added_ms", "p50"), lambda v: v <= 2.0,
+                    lambda f: f"{f['wait']['added_ms']['p50']:.2f} ms (result in hand p50 "
+                              f"{f['wait']['in_hand_ms']['p50']:.2f} ms)")),
+    Target("a job of a fan-in graph vs an independent job (jobs/s)", "both", ">= 0.67x (<= 1.5x the cost)",
+           "features: deps", _feature(("deps", "fanin", "vs_independent"), lambda v: v >= 1 / 1.5,
+                                      lambda f: f"{f['deps']['fanin']['vs_independent']:.2f}x")),
+    Target("a job of a chain vs an independent job (jobs/s)", "both", ">= 0.67x (<= 1.5x the cost)",
+           "features: deps", _feature(("deps", "chain", "vs_independent"), lambda v: v >= 1 / 1.5,
+                                      lambda f: f"{f['deps']['chain']['vs_independent']:.2f}x")),
+    Target("fair keyed claim + complete vs a plain one (/s)", "both", ">= 0.5x", "features: fair",
+           _feature(("fair", "vs_plain"), lambda v: v >= 0.5, lambda f: f"{f['fair']['vs_plain']:.2f}x")),
+    Target("async sleeps drained vs the ideal N*t/(W*c)", "both", "<= 1.5x the ideal", "features: async",
+           _feature(("async", "vs_ideal"), lambda v: v <= 1.5,
+                    lambda f: f"{f['async']['seconds']:.3f} s vs {f['async']['ideal_seconds']:.3f} s = "
+                              f"{f['async']['vs_ideal']:.2f}x")),
+)
+
+
+def issue30(i: Inputs, targets: tuple[Target, ...] = ISSUE_30 + FEATURES) -> list[dict[str, Any]]:
+    """A verdict for every target: met, missed, or not measured in this run (and how it is)."""
+    out = []
+    for t in targets:
+        try:
+            got = t.figure(i)
+        except (KeyError, TypeError, ZeroDivisionError) as exc:  # a layout this code does not know
+            got = [("", f"unreadable figure: {exc!r}", None)]
+        if not got:
+            out.append({**verdict(f"[{t.engine}] {t.name} {t.bound}", f"not measured in this run; {t.how}", None),
+                        "engine": t.engine, "bound": t.bound, "how": t.how})
+        for variant, measured, met in got:
+            out.append({**verdict(f"[{variant or t.engine}] {t.name} {t.bound}", measured, met),
+                        "engine": t.engine, "bound": t.bound, "how": t.how})
+    return out
+
+
+def read_json(path: str | None) -> dict | None:
+    """A JSON object from ``path`` (None: none given). Bad input is an error naming the file."""
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read {path!r}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path!r} holds a JSON {type(data).__name__}, not an object")
+    return data
