@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterator
 
 import tomli_w
@@ -63,6 +63,7 @@ class Sizes:
     waits: int                # jobs waited on, one at a time
     gap_ms: tuple[int, int]   # idle pause before each of them
     graph_jobs: int           # jobs per dependency round, of each shape
+    cost_jobs: int            # the same for the one-process cost of each shape
     fan: int                  # jobs between a fan-in graph's root and its join
     chain: int                # jobs per chain
     rounds: int               # dependency and fairness rounds
@@ -74,12 +75,12 @@ class Sizes:
     aio_concurrency: int
 
 
-SMOKE = Sizes(workers=2, enqueue_calls=100, waits=10, gap_ms=(5, 20), graph_jobs=100, fan=18, chain=5, rounds=1,
+SMOKE = Sizes(workers=2, enqueue_calls=100, waits=10, gap_ms=(5, 20), graph_jobs=100, cost_jobs=100, fan=18, chain=5, rounds=1,
               fair_pending=300, fair_keys=30, fair_cycles=50, aio_jobs=100, aio_ms=50, aio_concurrency=10)
-QUICK = Sizes(workers=8, enqueue_calls=1000, waits=100, gap_ms=(20, 60), graph_jobs=2000, fan=48, chain=10,
+QUICK = Sizes(workers=8, enqueue_calls=1000, waits=100, gap_ms=(20, 60), graph_jobs=2000, cost_jobs=500, fan=48, chain=10,
               rounds=3, fair_pending=2000, fair_keys=200, fair_cycles=100, aio_jobs=2000, aio_ms=100,
               aio_concurrency=25)
-FULL = Sizes(workers=8, enqueue_calls=5000, waits=300, gap_ms=(50, 200), graph_jobs=10_000, fan=98, chain=10,
+FULL = Sizes(workers=8, enqueue_calls=5000, waits=300, gap_ms=(50, 200), graph_jobs=10_000, cost_jobs=2000, fan=98, chain=10,
              rounds=5, fair_pending=30_000, fair_keys=3000, fair_cycles=500, aio_jobs=5000, aio_ms=200,
              aio_concurrency=50)
 
@@ -96,6 +97,7 @@ def run(url: str | None, sizes: Sizes, log: Callable[[str], None] = print) -> di
             out["wait"] = guarded(log, "wait", lambda: wait_results(q, db, sizes))
             out["deps"] = guarded(log, "deps", lambda: dependencies(q, db, sizes))
             out["async"] = guarded(log, "async", lambda: async_drain(q, db, sizes))
+    out["deps_cost"] = guarded(log, "deps_cost", lambda: dependency_cost(url, sizes))
     out["fair"] = guarded(log, "fair", lambda: fairness(url, sizes))
     return out
 
@@ -198,11 +200,44 @@ def dependencies(q: JobQueue, db: Db, sizes: Sizes) -> dict[str, Any]:
             runs[name].append(drain(q, db, items))
     out: dict[str, Any] = {}
     for name, rs in runs.items():
-        rates = sorted(r["per_s"] for r in rs)
-        out[name] = {**rs[0], "per_s": statistics.median(rates), "runs": [r["per_s"] for r in rs]}
+        middle = sorted(rs, key=lambda r: r["per_s"])[(len(rs) - 1) // 2]  # the median round, whole
+        out[name] = {**middle, "runs": [r["per_s"] for r in rs]}
     for name in ("fanin", "chain"):
         out[name]["vs_independent"] = round(out[name]["per_s"] / out["independent"]["per_s"], 3)
     out["fan"], out["chain_length"] = sizes.fan, sizes.chain
+    return out
+
+
+def dependency_cost(url: str | None, sizes: Sizes) -> dict[str, Any]:
+    """What each shape costs per job in one process with no worker: written by ``enqueue_many``,
+    then claimed and completed one at a time through the store (a worker's statements, without
+    the waits between a graph's levels that the drain has); µs per job, the shapes in turns,
+    the median round; and each graph's rate against the independent jobs'."""
+    from .keys import OWNER, PID
+    from .waits import fresh_db
+    from shared.job import Finish
+    plan = shapes(replace(sizes, graph_jobs=sizes.cost_jobs))
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in plan}
+    with fresh_db(url) as db, JobQueue(config=db.config()) as q:
+        for _ in range(sizes.rounds):
+            for name, items in plan.items():
+                t0 = time.perf_counter()
+                q.enqueue_many(items)
+                t1, n = time.perf_counter(), 0
+                while jobs := q.store.claim(OWNER, PID, time.time(), 1):
+                    q.store.finish_and_claim([Finish("completed", jobs[0].id, jobs[0].attempts, None)],
+                                             OWNER, PID, time.time(), 0)
+                    n += 1
+                if n != len(items):
+                    raise RuntimeError(f"{name}: {n} of {len(items)} jobs claimed")
+                runs[name].append(((t1 - t0) * 1e6 / n, (time.perf_counter() - t1) * 1e6 / n))
+    out: dict[str, Any] = {}
+    for name, rs in runs.items():
+        enq, cycle = statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
+        out[name] = {"jobs": len(plan[name]), "enqueue_us": round(enq, 1), "claim_complete_us": round(cycle, 1),
+                     "us_per_job": round(enq + cycle, 1)}
+    for name in ("fanin", "chain"):
+        out[name]["vs_independent"] = round(out["independent"]["us_per_job"] / out[name]["us_per_job"], 3)
     return out
 
 

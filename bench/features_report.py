@@ -46,6 +46,11 @@ def rows(out: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                   _n(_get(d, "fanin", "per_s")), _n(ind), _x(_get(d, "fanin", "vs_independent"))))
     table.append((f"chains of {d.get('chain_length', '?')} vs independent jobs (jobs/s)",
                   _n(_get(d, "chain", "per_s")), _n(ind), _x(_get(d, "chain", "vs_independent"))))
+    c = out.get("deps_cost") or {}
+    for name, label in (("fanin", "fan-in graph's"), ("chain", "chain's")):
+        table.append((f"one process, no worker: a {label} job vs an independent one (µs to enqueue, claim "
+                      "and complete; ratio of rates)", _n(_get(c, name, "us_per_job")),
+                      _n(_get(c, "independent", "us_per_job")), _x(_get(c, name, "vs_independent"))))
     table.append((f"fair keyed claim + complete vs plain ({_n(f.get('pending'))} pending, "
                   f"{_n(f.get('keys'))} keys; /s)", _n(_get(f, "fair", "per_s")), _n(_get(f, "plain", "per_s")),
                   _x(f.get("vs_plain"))))

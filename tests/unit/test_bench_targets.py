@@ -1,0 +1,61 @@
+"""Issue 30's targets as data (bench/targets.py): each judged from the figures it is given, never
+from one of its own, and said to be not measured when the run has no figure for it."""
+from __future__ import annotations
+
+from bench.targets import FEATURES, ISSUE_30, Inputs, issue30, markdown
+
+PG_RUN = {"burn": {"jobq": {"pg": {"8": {"per_s": 14_000.0}}}, "raw": {"100": {"8": {"per_s": 18_000.0}}},
+                   "huey": {"pg": {"8": {"per_s": 2_000.0}}}, "procrastinate": {"1xW": {"8": {"per_s": 600.0}}}},
+          "enqueue": {"jobq": {"pg": {"single": {"per_s": 3_000.0}}}, "raw": {"pg": {"single": {"per_s": 3_500.0}}}},
+          "idle": {"jobq": {"pg": {"start": {"p50": 3.5}}}}}
+
+
+def by_target(verdicts: list[dict]) -> dict[str, dict]:
+    return {v["target"]: v for v in verdicts}
+
+
+def test_every_target_is_stated_once_with_engine_bound_and_how():
+    names = [(t.engine, t.name) for t in ISSUE_30 + FEATURES]
+    assert len(names) == len(set(names))
+    assert all(t.engine in ("sqlite", "postgresql", "both") and t.bound and t.how for t in ISSUE_30 + FEATURES)
+    assert len(ISSUE_30) == 13  # the issue's list: 3 start-up, 5 PostgreSQL, 3 SQLite, 2 purge
+
+
+def test_postgres_run_judges_its_targets_and_leaves_the_rest_not_measured():
+    v = by_target(issue30(Inputs(PG_RUN, "postgresql", [])))
+    assert v["[postgresql] drain (burn-down W=8) vs the raw 100-per-transaction loop >= 0.7x"]["met"] is True  # 0.78x
+    assert v["[postgresql] drain (burn-down W=8) vs Huey PG >= 8x"]["met"] is False  # 7x
+    assert v["[postgresql] drain (burn-down W=8) vs Procrastinate (1xW layout) >= 30x"]["met"] is False  # 23x
+    assert "3,000 vs 3,500/s = 0.86x" in v["[postgresql] single enqueue vs raw one-statement INSERT + pg_notify >= 0.9x"][
+        "measured"]
+    assert v["[postgresql] idle enqueue-to-start p50 <= 4 ms"]["met"] is True
+    for name in ("[both] launch to first job <= 0.2 s", "[sqlite] batched enqueue vs the raw insert >= 1.4x",
+                 "[both] typed task .enqueue() vs q.enqueue() (calls/s) >= 0.9x"):
+        assert v[name]["met"] is None and v[name]["measured"].startswith("not measured in this run"), v[name]
+    text = markdown(issue30(Inputs(PG_RUN, "postgresql", [])))
+    assert "- not measured in this run: [both] launch to first job <= 0.2 s (" in text
+    assert "- MISSED: [postgresql] drain (burn-down W=8) vs Huey PG >= 8x (measured 14,000 vs 2,000/s = 7.00x)" in text
+
+
+def test_a_sqlite_run_does_not_judge_postgres_figures():
+    v = by_target(issue30(Inputs(PG_RUN, "sqlite", ["normal"])))
+    assert v["[postgresql] idle enqueue-to-start p50 <= 4 ms"]["met"] is None
+
+
+def test_purge_figures_count_only_at_the_targets_size():
+    purge = {"rows": 500_000, "purge_s": 12.5, "during": {"p99_ms": 140.0}}
+    v = by_target(issue30(Inputs({}, "sqlite", ["normal"], purge=purge, purge_source="p.json")))
+    assert v["[sqlite] purge of 500,000 rows on a loaded machine <= 30 s"]["met"] is True
+    assert v["[sqlite] writers' p99 wait during that purge <= 100 ms"]["met"] is False
+    assert "enqueue-to-completion 140 ms with 500,000 rows (p.json)" in \
+        v["[sqlite] writers' p99 wait during that purge <= 100 ms"]["measured"]
+    small = by_target(issue30(Inputs({}, "sqlite", ["normal"], purge={**purge, "rows": 1000})))
+    assert small["[sqlite] purge of 500,000 rows on a loaded machine <= 30 s"]["met"] is None
+
+
+def test_a_failed_or_foreign_figure_is_not_a_verdict():
+    run = {"burn": {"jobq": {"pg": {"8": {"error": "RuntimeError: boom"}}}}, "features": {"fair": {"error": "x"}}}
+    v = by_target(issue30(Inputs(run, "postgresql", [], startup={"cold_template": ["not", "a", "dict"]})))
+    assert v["[postgresql] drain (burn-down W=8) vs Huey PG >= 8x"]["met"] is None
+    assert v["[both] fair keyed claim + complete vs a plain one (/s) >= 0.5x"]["met"] is None
+    assert v["[both] launch to first job <= 0.2 s"]["met"] is None
