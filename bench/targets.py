@@ -164,6 +164,22 @@ def _from_startup(path: tuple[str, ...], limit: float, unit: str) -> Figure:
     return figure
 
 
+def _all_busy(i: Inputs) -> list[tuple[str, str, bool]]:
+    """Launch to all workers running a job; missed when the jobs ran out before all of them did."""
+    got = _startup(i)
+    c = dig(got[0], "cold_template") if got else None
+    if not isinstance(c, dict) or "error" in c:
+        return []
+    v = _num(c.get("all_workers_first_job_s"))
+    if v is not None:
+        return [(got[0].get("engine", "sqlite"), f"{v:g} s ({got[1]})", v <= 0.3)]
+    ran, end = c.get("workers_that_ran"), _num(c.get("end_to_end_s"))
+    if ran is None or end is None:
+        return []
+    return [(got[0].get("engine", "sqlite"), f"only {ran} of {c.get('workers', '?')} workers ran a job before "
+             f"the {c.get('jobs', '?')} jobs were done, {end:g} s after launch ({got[1]})", end <= 0.3)]
+
+
 def _from_launch_vs_huey(variant: str, factor: float) -> Figure:
     def figure(i: Inputs) -> list[tuple[str, str, bool]]:
         got = _startup(i)
@@ -228,7 +244,7 @@ ISSUE_30: tuple[Target, ...] = (
     Target("launch to first job", "both", "<= 0.2 s", "bench.startup cold (template), --only startup "
            "or --startup-json", _from_startup(("cold_template", "first_job_s"), 0.2, "s")),
     Target("launch to 8 busy workers", "both", "<= 0.3 s", "bench.startup cold: all 8 workers ran a job",
-           _from_startup(("cold_template", "all_workers_first_job_s"), 0.3, "s")),
+           _all_busy),
     Target("respawn of a SIGKILLed worker", "both", "<= 50 ms", "bench.startup respawn: reaped to its "
            "replacement's first job, median", _from_startup(("respawn", "after_reap_ms", "median"), 50, "ms")),
     Target("drain (burn-down W=8) vs the raw 100-per-transaction loop", "postgresql", ">= 0.7x",
