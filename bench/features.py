@@ -77,7 +77,7 @@ class Sizes:
 
 SMOKE = Sizes(workers=2, enqueue_calls=100, waits=10, gap_ms=(5, 20), graph_jobs=100, cost_jobs=100, fan=18, chain=5, rounds=1,
               fair_pending=300, fair_keys=30, fair_cycles=50, aio_jobs=100, aio_ms=50, aio_concurrency=10)
-QUICK = Sizes(workers=8, enqueue_calls=1000, waits=100, gap_ms=(20, 60), graph_jobs=2000, cost_jobs=500, fan=48, chain=10,
+QUICK = Sizes(workers=8, enqueue_calls=1000, waits=100, gap_ms=(20, 60), graph_jobs=2000, cost_jobs=200, fan=48, chain=10,
               rounds=3, fair_pending=2000, fair_keys=200, fair_cycles=100, aio_jobs=2000, aio_ms=100,
               aio_concurrency=25)
 FULL = Sizes(workers=8, enqueue_calls=5000, waits=300, gap_ms=(50, 200), graph_jobs=10_000, cost_jobs=2000, fan=98, chain=10,
