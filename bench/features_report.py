@@ -64,6 +64,8 @@ def rows(out: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 def report(out: dict[str, Any]) -> str:
     """The figures as a markdown table, and the measurements that failed."""
+    if isinstance(out.get("error"), str):  # the whole workload failed (its supervisor, its database)
+        return f"Features: FAILED {out['error']}"
     lines = [f"Features on {out.get('engine', '?')}, each beside its plain baseline in the same run:", "",
              "| measure | feature | baseline | ratio |", "|---|---|---|---|"]
     lines += [f"| {m} | {v} | {b} | {r} |" for m, v, b, r in rows(out)]

@@ -232,7 +232,7 @@ def run_features(ctx: Ctx, results: dict) -> None:
     from . import features
     sizes = {"smoke": features.SMOKE, "quick": features.QUICK}.get(ctx.size, features.FULL)
     sizes = dataclasses.replace(sizes, workers=max(ctx.scale.workers))
-    results["features"] = features.run(ctx.url, sizes, log=ctx.log)
+    results["features"] = attempt(ctx, ("features",), lambda _f: features.run(ctx.url, sizes, log=ctx.log))
 
 
 def run_otel(ctx: Ctx, results: dict) -> None:
