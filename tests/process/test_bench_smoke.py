@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -70,20 +71,41 @@ def require_bench_extra() -> None:
     pytest.skip(why)
 
 
+@pytest.fixture
+def own_database() -> Iterator[str]:
+    """The URL of a database made for this test and dropped after it: the schemas a bench run
+    leaves behind are counted there, where no other run on the same server (another checkout's
+    tests) makes and drops its own meanwhile. Skips without a server unless JOBQ_REQUIRE_POSTGRES=1."""
+    import uuid
+    from urllib.parse import urlsplit
+
+    import psycopg
+    from tests.engines import postgres_url, require_postgres
+    require_postgres()
+    base = postgres_url()
+    name = f"bench_smoke_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(base, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        u = urlsplit(base)  # geturl() would drop the "//" of an empty host ("postgresql:///test?host=...")
+        yield f"{u.scheme}://{u.netloc}/{name}" + (f"?{u.query}" if u.query else "")
+    finally:
+        with psycopg.connect(base, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def _bench_schemas(url: str) -> set[str]:
     import psycopg
     with psycopg.connect(url, autocommit=True) as c:
         return {r[0] for r in c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_%'")}
 
 
-def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path) -> None:
+def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path, own_database: str) -> None:
     """``python -m bench --database postgresql://...`` runs every system and workload at tiny
     sizes, reports them, and leaves no schema behind (skips without a server unless
     JOBQ_REQUIRE_POSTGRES=1)."""
-    from tests.engines import postgres_url, require_postgres
-    require_postgres()
     require_bench_extra()
-    url = postgres_url()
+    url = own_database
     before = _bench_schemas(url)
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--database", url, "--only",
@@ -115,12 +137,10 @@ def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]
 
 
-def test_chaos_postgres_smoke(tmp_path: Path) -> None:
+def test_chaos_postgres_smoke(tmp_path: Path, own_database: str) -> None:
     """``python -m bench.chaos --database postgresql://...`` at a tiny size: its oracle reads the
     jobs from the server; nothing lost, nothing overlapping."""
-    from tests.engines import postgres_url, require_postgres
-    require_postgres()
-    url = postgres_url()
+    url = own_database
     before = _bench_schemas(url)
     proc = subprocess.run([sys.executable, "-m", "bench.chaos", "--database", url, "--jobs", "40", "--workers", "2",
                            "--kill-every", "0.3", "--supervisor-kills", "1", "--timeout", "120"],
@@ -200,11 +220,9 @@ def test_bench_features_smoke_on_sqlite_states_every_target(tmp_path: Path) -> N
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]
 
 
-def test_bench_features_smoke_on_postgres(tmp_path: Path) -> None:
+def test_bench_features_smoke_on_postgres(tmp_path: Path, own_database: str) -> None:
     """The same on PostgreSQL; every schema it made is dropped."""
-    from tests.engines import postgres_url, require_postgres
-    require_postgres()
-    url = postgres_url()
+    url = own_database
     before = _bench_schemas(url)
     proc, data = _features_run(tmp_path, "--database", url)
     _check_features(proc, data, "postgresql")
