@@ -36,26 +36,28 @@ class Meters:
         self.duration = meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs.")
         self.lag = meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job.")
         self.depth = depth
-        self.checked = 0.0  # monotonic time of the next look at the global provider (see _live)
+        self.checked = 0.0  # monotonic time of the next look at the global provider (see live)
         self.sdk = False
+        self._labels: dict[tuple[str, str], dict[str, str]] = {}  # the attributes of each (type, outcome)
         if depth is not None:
             meter.create_observable_gauge("jobq.queue.depth", [self._observe_depth], unit="{job}",
                                           description="Jobs in the database by status and type.")
 
     def record(self, job: Any, outcome: str, seconds: float) -> None:
-        """Count a run, record its run time and its lag, while an SDK MeterProvider records them
-        (the API's default one, a proxy until an SDK one is set, would drop them: the work is
-        skipped; see :meth:`_live`)."""
-        if not self._live():
-            return
-        labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}
+        """Count a run, record its run time and its lag. Called once :meth:`live` said an SDK
+        MeterProvider records them (the API's default one, a proxy until an SDK one is set,
+        would drop them: :class:`shared.tracing.Tracing` skips the call until then)."""
+        key = (job.type, outcome)
+        labels = self._labels.get(key)
+        if labels is None:  # one dict per type and outcome: the SDK reads, never changes, it
+            labels = self._labels[key] = {"jobq.job.type": job.type, "jobq.outcome": outcome}
         self.runs.add(1, labels)
         self.duration.record(seconds, labels)
         if job.started_at:  # ISO texts of one width order as times do: parse only the later one
             due = max(job.run_at, job.created_at)
             self.lag.record(max(parse_iso(job.started_at) - parse_iso(due), 0.0), {"jobq.job.type": job.type})
 
-    def _live(self) -> bool:
+    def live(self) -> bool:
         """Does an SDK MeterProvider record (not the API's proxy)? A provider is set once per
         process: once one is found it is kept; until then it is looked for at most once a second
         (asking for the global provider reads the environment while none is set)."""
