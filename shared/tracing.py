@@ -195,6 +195,24 @@ class Tracing:
                 self._recorder = meters
         self._looking = self._consumer is None or (self._metered and self._recorder is None)
 
+    def flush(self, timeout: float = 2.0) -> None:
+        """Export what the SDK providers this object recorded with still hold (a
+        BatchSpanProcessor's queue, the metrics since the last export), waiting at most about
+        ``timeout`` seconds for each: a worker ends with ``os._exit``, which runs no ``atexit``
+        hook, so the SDK's own flush at exit never comes. Nothing while no SDK was found."""
+        providers = []
+        if self._consumer is not None:
+            providers.append(self._consumer.api.get_tracer_provider())
+        if self._recorder is not None:
+            providers.append(self._recorder.provider or self._recorder.metrics.get_meter_provider())
+        for provider in providers:
+            flush = getattr(provider, "force_flush", None)
+            try:
+                if flush is not None:
+                    flush(int(timeout * 1000))
+            except Exception:  # noqa: BLE001 - an exporter's failure must not change how the worker ends
+                pass
+
     def _meters(self) -> "Meters":
         if self.meters is None:
             self.meters = Meters(sys.modules[METRICS_MODULE], self._depth, self._meter_provider)
