@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Iterator
 
 from .clock import parse_iso
@@ -36,7 +35,6 @@ class Meters:
         self.duration = meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs.")
         self.lag = meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job.")
         self.depth = depth
-        self.checked = 0.0  # monotonic time of the next look at the global provider (see live)
         self.sdk = False
         self._labels: dict[tuple[str, str], dict[str, str]] = {}  # the attributes of each (type, outcome)
         if depth is not None:
@@ -59,13 +57,9 @@ class Meters:
 
     def live(self) -> bool:
         """Does an SDK MeterProvider record (not the API's proxy)? A provider is set once per
-        process: once one is found it is kept; until then it is looked for at most once a second
-        (asking for the global provider reads the environment while none is set)."""
-        if self.sdk:
-            return True
-        now = time.monotonic()
-        if now >= self.checked:
-            self.checked = now + 1.0
+        process: once one is found it is kept. (Asking for the global provider reads the
+        environment while none is set: the caller asks at most once a second.)"""
+        if not self.sdk:
             provider = self.provider or self.metrics.get_meter_provider()
             self.sdk = type(provider).__name__ != "_ProxyMeterProvider"
         return self.sdk
