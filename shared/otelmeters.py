@@ -36,7 +36,6 @@ class Meters:
         self.lag = meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job.")
         self.depth = depth
         self.sdk = False
-        self._labels: dict[tuple[str, str], dict[str, str]] = {}  # the attributes of each (type, outcome)
         if depth is not None:
             meter.create_observable_gauge("jobq.queue.depth", [self._observe_depth], unit="{job}",
                                           description="Jobs in the database by status and type.")
@@ -45,10 +44,7 @@ class Meters:
         """Count a run, record its run time and its lag. Called once :meth:`live` said an SDK
         MeterProvider records them (the API's default one, a proxy until an SDK one is set,
         would drop them: :class:`shared.tracing.Tracing` skips the call until then)."""
-        key = (job.type, outcome)
-        labels = self._labels.get(key)
-        if labels is None:  # one dict per type and outcome: the SDK reads, never changes, it
-            labels = self._labels[key] = {"jobq.job.type": job.type, "jobq.outcome": outcome}
+        labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}
         self.runs.add(1, labels)
         self.duration.record(seconds, labels)
         if job.started_at:  # ISO texts of one width order as times do: parse only the later one
