@@ -1,21 +1,27 @@
 """What tracing costs (issue 29's target: tracing on with a no-op exporter loses under 3% of
 burn-down throughput), run as the ``otel`` workload of ``python -m bench`` or alone:
-``python -m bench.otel [--rounds 3] [--jobs 5000] [--workers 8]``.
+``python -m bench.otel [--rounds 5] [--jobs 10000] [--workers 8]``.
 
 Modes, set up in each worker by ``bench.handlers`` from ``JOBQ_BENCH_OTEL``:
 ``off`` (no OpenTelemetry imported), ``api`` (the API imported, no SDK: what an application
-that installed the extra but set up no provider pays), ``sdk`` (the SDK with a span exporter
-that drops every span: the SDK's full cost per span, no I/O).
+that installed the extra but set up no provider pays), ``sdk`` (the SDK as a production set-up
+has it: a TracerProvider whose BatchSpanProcessor hands the spans to an exporter that drops them,
+so the SDK's whole cost per span is paid, its export thread included, and no I/O).
 
-- :func:`burns`: burn-downs of the modes alternated (off, api, sdk, off, ...) ``rounds`` times, so
-  that drifting machine load hits them alike; the median rate of each, its loss against ``off``,
-  the CPU of the supervisor's tree per job, and the load average before and after.
+- :func:`burns`: burn-downs of the modes alternated ``rounds`` times, the order rotated each round
+  (off, api, sdk; api, sdk, off; ...) so that neither drifting load nor a place in the round
+  favours a mode; each mode's loss is the median over rounds of its loss against ``off`` *in the
+  same round* (and, steadier on a loaded machine, of the CPU of the supervisor's tree per job),
+  with the spread of the rounds and the load average before and after.
+- The same with one worker (:func:`run`): its CPU per job is the steadiest figure.
 - :func:`micro`: in one process, per job, jobq's run path (``shared.runner.execute`` with the
   worker's :class:`shared.tracing.Tracing`) in each mode, beside the SDK's bare span (start
-  with the same attributes, end): how much of the SDK mode's cost is the SDK's own.
+  with the same attributes, set the outcome, end; same processor and exporter): how much of the
+  SDK mode's cost is the SDK's own.
 
-A SimpleSpanProcessor exports in the thread that ends the span: no exporter thread is started in
-the template process, so none crosses its fork."""
+The template process the workers are forked from must start no thread (jobq refuses to fork
+it), and a BatchSpanProcessor starts one: the template sets the provider, and the processor is
+made by the first span a worker ends, as docs/tracing.md tells applications to do."""
 from __future__ import annotations
 
 import argparse
@@ -32,22 +38,39 @@ MODES = ("off", "api", "sdk")
 
 
 def setup(mode: str = "sdk") -> None:
-    """``sdk``: set the global TracerProvider: every job's span is made, ended and handed to a
-    no-op exporter. ``api``: import the API only. ``off`` (or ""): nothing."""
+    """``sdk``: set the global TracerProvider with a BatchSpanProcessor (made in the process that
+    ends the first span: a thread must not cross the template's fork) and an exporter that drops
+    every span. ``api``: import the API only. ``off`` (or ""): nothing."""
     if mode in ("", "off"):
         return
     from opentelemetry import trace
     if mode == "api":
         return
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
     class Drop(SpanExporter):
         def export(self, spans):  # noqa: ANN001 - the SDK's signature
             return SpanExportResult.SUCCESS
 
+    class LazyBatch(SpanProcessor):
+        """A BatchSpanProcessor of the process that ends spans (docs/tracing.md's set-up)."""
+        inner, pid = None, 0
+
+        def on_end(self, span):  # noqa: ANN001
+            if self.pid != os.getpid():
+                self.inner, self.pid = BatchSpanProcessor(Drop()), os.getpid()
+            self.inner.on_end(span)
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return self.inner is None or self.inner.force_flush(timeout_millis)
+
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    if mode == "simple":  # not a mode of the comparison: a SimpleSpanProcessor, to compare by hand
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    else:
+        provider.add_span_processor(LazyBatch())
     trace.set_tracer_provider(provider)
 
 
@@ -73,23 +96,26 @@ def burn(folder: str, mode: str, workers: int, n: int) -> dict[str, Any]:
 
 
 def burns(root: str, rounds: int, workers: int, n: int) -> dict[str, Any]:
-    """The modes alternated ``rounds`` times (see the module's docstring)."""
+    """The modes alternated ``rounds`` times, the order rotated each round (see the module's
+    docstring)."""
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     load = [round(x, 2) for x in os.getloadavg()]
-    for _ in range(rounds):
-        for mode in MODES:
+    for r in range(rounds):
+        for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:
             with tempfile.TemporaryDirectory(dir=root) as folder:
                 runs[mode].append(burn(folder, mode, workers, n))
     out: dict[str, Any] = {"workers": workers, "jobs": n, "rounds": rounds, "loadavg_start": load,
                            "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
     for mode, rs in runs.items():
         out[mode] = {"per_s": median(r["per_s"] for r in rs), "runs": [r["per_s"] for r in rs],
-                     "cpu_us_per_job": median(r["cpu_us_per_job"] for r in rs)}
+                     "cpu_us_per_job": median(r["cpu_us_per_job"] for r in rs),
+                     "cpu_runs": [r["cpu_us_per_job"] for r in rs]}
     for mode in ("api", "sdk"):
-        out[mode]["loss_pct"] = round(100 * (1 - out[mode]["per_s"] / out["off"]["per_s"]), 1)
-        # The same from CPU per job: steadier than rates on a loaded machine (the CPU a job
-        # costs does not depend on who else runs)
-        out[mode]["cpu_loss_pct"] = round(100 * (1 - out["off"]["cpu_us_per_job"] / out[mode]["cpu_us_per_job"]), 1)
+        # Each round's loss against the off run of the same round, then the median of those
+        losses = [100 * (1 - a["per_s"] / b["per_s"]) for a, b in zip(runs[mode], runs["off"])]
+        cpu = [100 * (1 - b["cpu_us_per_job"] / a["cpu_us_per_job"]) for a, b in zip(runs[mode], runs["off"])]
+        out[mode].update(loss_pct=round(median(losses), 1), losses=[round(x, 1) for x in losses],
+                         cpu_loss_pct=round(median(cpu), 1), cpu_losses=[round(x, 1) for x in cpu])
     return out
 
 
@@ -152,19 +178,32 @@ def micros(n: int = 20_000) -> dict[str, dict[str, float]]:
 
 
 def run(root: str, rounds: int, workers: int, n: int, micro_jobs: int = 20_000) -> dict[str, Any]:
-    """The whole measurement: alternated burn-downs, then the micro-benchmarks."""
-    return {"burn": burns(root, rounds, workers, n), "micro": micros(micro_jobs)}
+    """The whole measurement: alternated burn-downs (``workers``, then one worker), then the
+    micro-benchmarks. One worker's CPU per job is the steadiest figure on a loaded machine: no
+    worker waits for, or races, another for the CPU and the claims (the target is judged on the
+    burn-down of ``workers``)."""
+    out = {"burn": burns(root, rounds, workers, n)}
+    if workers != 1:
+        out["burn1"] = burns(root, min(rounds, 3), 1, n)
+    out["micro"] = micros(micro_jobs)
+    return out
 
 
 def report(r: dict[str, Any]) -> str:
     b, m = r["burn"], r["micro"]
-    lines = [f"Tracing cost: burn-down of {b['jobs']:,} no-op jobs, {b['workers']} workers, modes alternated "
-             f"{b['rounds']} times (median); load average {b['loadavg_start'][0]} at start, {b['loadavg_end'][0]} at end"]
-    for mode in MODES:
-        loss = (f", loss {b[mode]['loss_pct']}% (from CPU per job: {b[mode]['cpu_loss_pct']}%)"
-                if "loss_pct" in b[mode] else "")
-        lines.append(f"- {mode}: {b[mode]['per_s']:,.0f} jobs/s (runs {b[mode]['runs']}), "
-                     f"{b[mode]['cpu_us_per_job']} us CPU/job{loss}")
+    lines = [f"Tracing cost: burn-down of {b['jobs']:,} no-op jobs, modes alternated {b['rounds']} times, order "
+             f"rotated (medians; a loss is against tracing off in the same round); load average "
+             f"{b['loadavg_start'][0]} at start, {r.get('burn1', b)['loadavg_end'][0]} at end"]
+    for burn in (b, r.get("burn1")):
+        if burn is None:
+            continue
+        lines.append(f"{burn['workers']} worker(s):")
+        for mode in MODES:
+            loss = (f", loss {burn[mode]['loss_pct']}% (rounds {burn[mode].get('losses', [])}; from CPU per job: "
+                    f"{burn[mode]['cpu_loss_pct']}%, rounds {burn[mode].get('cpu_losses', [])})"
+                    if "loss_pct" in burn[mode] else "")
+            lines.append(f"- {mode}: {burn[mode]['per_s']:,.0f} jobs/s (runs {burn[mode]['runs']}), "
+                         f"{burn[mode]['cpu_us_per_job']} us CPU/job{loss}")
     lines.append("CPU per job in one process (best of 5): jobq's run path " +
                  ", ".join(f"{mode} {m[mode]['run_us']} us" for mode in MODES) +
                  f"; the SDK's bare span alone {m['sdk']['bare_span_us']} us = "
@@ -175,8 +214,8 @@ def report(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.otel", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--jobs", type=int, default=5000, help="jobs per burn-down (with --micro: per round)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--jobs", type=int, default=10_000, help="jobs per burn-down (with --micro: per round)")
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--micro", choices=MODES, help=argparse.SUPPRESS)  # one mode's micro, as JSON
     args = p.parse_args(argv)

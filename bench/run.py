@@ -237,12 +237,13 @@ def run_features(ctx: Ctx, results: dict) -> None:
 
 def run_otel(ctx: Ctx, results: dict) -> None:
     """Issue 29: what tracing costs (:mod:`bench.otel`): burn-downs with tracing off, the API
-    alone and the SDK with a no-op exporter, alternated (3 rounds; 1 in ``--smoke``)."""
+    alone and the SDK with a no-op exporter, alternated (5 rounds, the order rotated; 1 in
+    ``--smoke``)."""
     from . import otel
     from .scale import SMOKE
     smoke = ctx.scale is SMOKE
     n = ctx.scale.burn_jobs if smoke else max(ctx.scale.burn_jobs, 5000)
-    results["otel"] = otel.run(ctx.root, 1 if smoke else 3, max(ctx.scale.workers), n, 2000 if smoke else 20_000)
+    results["otel"] = otel.run(ctx.root, 1 if smoke else 5, max(ctx.scale.workers), n, 2000 if smoke else 20_000)
     ctx.log(otel.report(results["otel"]))
 
 

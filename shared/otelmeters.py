@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Iterator
 
 from .clock import parse_iso
@@ -36,18 +35,15 @@ class Meters:
         self.duration = meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs.")
         self.lag = meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job.")
         self.depth = depth
-        self.checked = 0.0  # monotonic time of the next look at the global provider (see _live)
         self.sdk = False
         if depth is not None:
             meter.create_observable_gauge("jobq.queue.depth", [self._observe_depth], unit="{job}",
                                           description="Jobs in the database by status and type.")
 
     def record(self, job: Any, outcome: str, seconds: float) -> None:
-        """Count a run, record its run time and its lag, while an SDK MeterProvider records them
-        (the API's default one, a proxy until an SDK one is set, would drop them: the work is
-        skipped; see :meth:`_live`)."""
-        if not self._live():
-            return
+        """Count a run, record its run time and its lag. Called once :meth:`live` said an SDK
+        MeterProvider records them (the API's default one, a proxy until an SDK one is set,
+        would drop them: :class:`shared.tracing.Tracing` skips the call until then)."""
         labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}
         self.runs.add(1, labels)
         self.duration.record(seconds, labels)
@@ -55,15 +51,11 @@ class Meters:
             due = max(job.run_at, job.created_at)
             self.lag.record(max(parse_iso(job.started_at) - parse_iso(due), 0.0), {"jobq.job.type": job.type})
 
-    def _live(self) -> bool:
+    def live(self) -> bool:
         """Does an SDK MeterProvider record (not the API's proxy)? A provider is set once per
-        process: once one is found it is kept; until then it is looked for at most once a second
-        (asking for the global provider reads the environment while none is set)."""
-        if self.sdk:
-            return True
-        now = time.monotonic()
-        if now >= self.checked:
-            self.checked = now + 1.0
+        process: once one is found it is kept. (Asking for the global provider reads the
+        environment while none is set: the caller asks at most once a second.)"""
+        if not self.sdk:
             provider = self.provider or self.metrics.get_meter_provider()
             self.sdk = type(provider).__name__ != "_ProxyMeterProvider"
         return self.sdk

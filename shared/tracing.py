@@ -8,7 +8,8 @@ look-up and does nothing, so the enqueue path stores NULL and runs no extra stat
 - :func:`context` (producer): the W3C ``traceparent``/``tracestate`` of the active span (or of
   an explicit ``traceparent``) as compact JSON for the job's ``trace`` column; with a span
   active, a PRODUCER span ``enqueue <type>`` is its parent (:meth:`Tracing.producer`).
-- :meth:`Tracing.consume` (worker): runs a job inside a CONSUMER span ``process <type>``.
+- :meth:`Tracing.consume` (worker): runs a job inside a CONSUMER span ``process <type>``
+  (:mod:`shared.otelspans`).
   Attempt 1 is a child of the stored context; a later attempt starts a new trace *linked* to
   it, so a retry hours later does not stretch the producer's trace. Messaging semantic
   conventions: ``messaging.system = jobq``, ``messaging.operation = process``,
@@ -22,13 +23,13 @@ look-up and does nothing, so the enqueue path stores NULL and runs no extra stat
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import sys
 import time
 from typing import Any, Callable, Iterator
 
 from .otelmeters import METRICS_MODULE, QUEUE, SCOPE, Meters, depth_reader
+from .otelspans import Consumer
 
 TRACE_MODULE = "opentelemetry.trace"  # present in sys.modules once the application traces
 
@@ -64,10 +65,15 @@ def context(traceparent: str | None = None, tracestate: str | None = None) -> st
     A malformed explicit ``traceparent`` raises ValueError."""
     if traceparent is not None:
         return _explicit(traceparent, tracestate)
-    if not active():
+    ctx = _span_context()
+    if ctx is None:
         return None
-    carrier: dict[str, str] = {}
-    _propagator().inject(carrier)
+    # The W3C text the TraceContext propagator would write, formatted here (no propagator to
+    # import and make per call)
+    carrier = {"traceparent": f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"}
+    state = ctx.trace_state.to_header() if ctx.trace_state else ""
+    if state:
+        carrier["tracestate"] = state
     return _encode(carrier)
 
 
@@ -90,26 +96,27 @@ def _encode(carrier: dict[str, str]) -> str:
                       separators=(",", ":"))
 
 
-def _propagator() -> Any:
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-    return TraceContextTextMapPropagator()
-
-
 class Tracing:
     """jobq's OpenTelemetry handles of one process: one object per owner that runs or enqueues
     jobs (a worker, an inline runner, a ``JobQueue``), so each owner looks its tracer and
     instruments up once, not per job, and no module keeps mutable state.
 
-    The stored context last read is kept, so a batch of jobs enqueued under one span parses it once.
-    ``depth``: where the queue-depth gauge reads its rows (see :class:`shared.otelmeters.Meters`),
-    or None for no gauge; ``metered=False``: spans only, no instruments (a one-off caller);
-    ``meter_provider``: the instruments' MeterProvider instead of the global one."""
+    While the application has set up no SDK (no OpenTelemetry imported, or the API alone), a
+    run costs a flag test and a clock read: the global providers are looked at again at most
+    once a second (asking for them reads the environment while none is set), in case one is
+    set later. ``depth``: where the queue-depth gauge reads its rows (see
+    :class:`shared.otelmeters.Meters`), or None for no gauge; ``metered=False``: spans only, no
+    instruments (a one-off caller); ``meter_provider``: the instruments' MeterProvider instead
+    of the global one."""
 
     def __init__(self, depth: Callable[[], list[dict[str, Any]]] | None = None, metered: bool = True,
                  meter_provider: Any = None) -> None:
         self._tracer: Any = None             # jobq's tracer of the global provider, once there is one
-        self._recheck = 0.0                  # monotonic time of the next look for a provider
-        self._last: tuple[str | None, Any] = (None, None)  # (stored text, its parent context)
+        self._recheck = 0.0                  # monotonic time of the next look for a tracer provider
+        self._consumer: Consumer | None = None  # the runs' spans, once an SDK tracer records
+        self._recorder: Meters | None = None    # the instruments, once an SDK MeterProvider records
+        self._looking = True                 # until both are found (or all that is wanted)
+        self._next_look = 0.0                # monotonic time of the next look for them
         self._depth = depth
         self.meters: Meters | None = None    # made once the application imported the metrics API
         self._metered = metered
@@ -120,8 +127,7 @@ class Tracing:
     def tracer(self, api: Any) -> Any:
         """jobq's tracer of the global provider, or None while that records nothing (the API's
         proxy: no SDK set up). A provider is set once per process, so a tracer, once made, is
-        kept; the proxy is looked at again at most once a second (asking for the global provider
-        reads the environment while none is set)."""
+        kept; the proxy is looked at again at most once a second."""
         if self._tracer is not None:
             return self._tracer
         now = time.monotonic()
@@ -155,102 +161,67 @@ class Tracing:
             yield
 
     def consume(self, job: Any, run: Callable[[], Any]) -> Any:
-        """``run()`` (returning an outcome with ``kind`` and maybe ``exc``) inside the job's
-        CONSUMER span when the application traces with an SDK; just ``run()`` otherwise. The
-        outcome comes back with its span's context (``span``) for the job's log line; the run
-        is measured where the application imported the metrics API."""
-        api = _api()
-        tracer = None if api is None else self.tracer(api)
+        """``run()`` (returning a new outcome with ``kind`` and maybe ``exc``: see
+        :meth:`shared.otelspans.Consumer.run`) inside the job's CONSUMER span when the
+        application traces with an SDK; just ``run()`` otherwise. The outcome comes back with
+        its span's context (``span``) for the job's log line; the run is measured while an SDK
+        MeterProvider records it."""
+        if self._looking:
+            self._look()
+        consumer, recorder = self._consumer, self._recorder
+        if recorder is None:
+            return run() if consumer is None else consumer.run(job, run)
         t0 = time.perf_counter()
-        outcome = run() if tracer is None else _consume(api, tracer, self._parent(api, job), job, run)
-        if self._metered and (self.meters is not None or METRICS_MODULE in sys.modules):
-            self._meters().record(job, outcome.kind, time.perf_counter() - t0)
+        outcome = run() if consumer is None else consumer.run(job, run)
+        recorder.record(job, outcome.kind, time.perf_counter() - t0)
         return outcome
+
+    def _look(self) -> None:
+        """Look for an SDK tracer and MeterProvider, at most once a second, until both are
+        found (or the tracer alone, for an owner without instruments)."""
+        now = time.monotonic()
+        if now < self._next_look:
+            return
+        self._next_look = now + 1.0
+        api = _api()
+        if self._consumer is None and api is not None:
+            self._recheck = 0.0  # this look is the once-a-second one
+            tracer = self.tracer(api)
+            if tracer is not None:
+                self._consumer = Consumer(api, tracer)
+        if self._metered and self._recorder is None and (self.meters is not None or METRICS_MODULE in sys.modules):
+            meters = self._meters()
+            if meters.live():
+                self._recorder = meters
+        self._looking = self._consumer is None or (self._metered and self._recorder is None)
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Export what the SDK providers this object recorded with still hold (a
+        BatchSpanProcessor's queue, the metrics since the last export), waiting at most about
+        ``timeout`` seconds for each: a worker ends with ``os._exit``, which runs no ``atexit``
+        hook, so the SDK's own flush at exit never comes. Nothing while no SDK was found."""
+        providers = []
+        if self._consumer is not None:
+            providers.append(self._consumer.api.get_tracer_provider())
+        if self._recorder is not None:
+            providers.append(self._recorder.provider or self._recorder.metrics.get_meter_provider())
+        for provider in providers:
+            flush = getattr(provider, "force_flush", None)
+            try:
+                if flush is not None:
+                    flush(int(timeout * 1000))
+            except Exception:  # noqa: BLE001 - an exporter's failure must not change how the worker ends
+                pass
 
     def _meters(self) -> "Meters":
         if self.meters is None:
             self.meters = Meters(sys.modules[METRICS_MODULE], self._depth, self._meter_provider)
         return self.meters
 
-    def _parent(self, api: Any, job: Any) -> tuple[Any, Any]:
-        """(parent context, links) of the job's span: attempt 1 a child of the stored context, a
-        later attempt a root linked to it (a new trace), a job without one a root."""
-        text = job.trace
-        if text != self._last[0]:
-            self._last = (text, _stored(api, text))
-        stored = self._last[1]
-        if stored is None:
-            return _empty(), ()
-        if job.attempts <= 1:
-            return stored[0], ()
-        return _empty(), (api.Link(stored[1], {"jobq.link": "retry_of"}),)
-
-
-def _consume(api: Any, tracer: Any, parent: tuple[Any, Any], job: Any, run: Callable[[], Any]) -> Any:
-    """``run()`` in the job's span (see the module's docstring): started with every attribute
-    at once, current while the handler runs (its own spans and log lines belong to it), ended
-    with the outcome, which carries the span's context back."""
-    span = tracer.start_span(
-        f"process {job.type}", context=parent[0], kind=api.SpanKind.CONSUMER, links=parent[1],
-        attributes={"messaging.system": SCOPE, "messaging.operation": "process",
-                    "messaging.destination.name": job.queue or QUEUE, "messaging.message.id": job.id,
-                    "jobq.job.type": job.type, "jobq.attempt": job.attempts},
-        record_exception=False, set_status_on_exception=False)
-    token = _context().attach(api.set_span_in_context(span))
-    try:
-        outcome = run()
-    except BaseException:  # run() classifies every handler failure: this is jobq's own, or an interrupt
-        span.end()
-        raise
-    finally:
-        _context().detach(token)
-    span.set_attribute("jobq.outcome", outcome.kind)
-    if outcome.kind != "completed":
-        if outcome.exc is not None:
-            span.record_exception(outcome.exc)
-        last = (outcome.error or "").strip().splitlines()  # a traceback's last line says what
-        span.set_status(api.Status(api.StatusCode.ERROR, last[-1][:200] if last else None))
-    span.end()
-    ctx = span.get_span_context()
-    return dataclasses.replace(outcome, span=ctx) if ctx.is_valid else outcome
-
-
-def _context() -> Any:
-    """``opentelemetry.context`` (imported with ``opentelemetry.trace``: a dict look-up)."""
-    return sys.modules["opentelemetry.context"]
-
-
-def _empty() -> Any:
-    """An empty Context: a run's span is never a child of the worker's own context."""
-    return _context().Context()
-
 
 def span_ids(span: Any) -> tuple[str, str]:
     """A SpanContext's (trace_id, span_id) as 32 and 16 hex digits (the log lines' fields)."""
     return f"{span.trace_id:032x}", f"{span.span_id:016x}"
-
-
-def _stored(api: Any, text: str | None) -> tuple[Any, Any] | None:
-    """The stored context as (an OpenTelemetry Context holding it as the remote parent, its
-    SpanContext), or None (none stored, or unreadable). Parsed here, not by the propagator: the
-    format was checked at enqueue, and this runs per job."""
-    if not text:
-        return None
-    try:
-        carrier = json.loads(text)
-        version, trace_id, span_id, flags = carrier["traceparent"].split("-")
-        ctx = api.SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
-                              trace_flags=api.TraceFlags(int(flags, 16)),
-                              trace_state=_state(api, carrier.get("tracestate")))
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-    if not ctx.is_valid or version == "ff":
-        return None
-    return api.set_span_in_context(api.NonRecordingSpan(ctx), _empty()), ctx
-
-
-def _state(api: Any, header: Any) -> Any:
-    return api.TraceState.from_header([header]) if isinstance(header, str) and header else None
 
 
 def worker_tracing(config: Any, slot: int | None, meter_provider: Any = None) -> Tracing:

@@ -133,6 +133,7 @@ class Worker(Control, Commits):
             self.heartbeat.stop()
             self.fence.stop()
             self.close()
+            self.tracing.flush()  # the SDK's queued spans: os._exit at the end runs no atexit flush
         if self.progress_path:
             mark_stopped(self.progress_path)  # the supervisor kills us if we linger after this
         event(log, "worker.stopped", slot=self.slot, pid=self.pid, jobs=self.jobs_done,

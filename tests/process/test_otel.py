@@ -8,6 +8,7 @@ test process traces with the SDK's in-memory exporter."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,24 @@ def test_the_cli_stores_a_traceparent_with_each_job_of_a_file(served, tmp_path):
     bad = jobq(sup.config, "enqueue", "--file", str(lines), "--traceparent", "00-nonsense")
     assert bad.returncode == 2 and "traceparent must be W3C trace context" in bad.stderr
     assert "nothing was written" in bad.stderr and sum(q.counts().values()) == before
+
+
+def test_a_batch_processor_s_spans_are_exported_as_the_worker_stops(tmp_path, database, sup_factory, monkeypatch):
+    """A worker ends with os._exit (no atexit flush): it flushes the SDK itself, so spans a
+    BatchSpanProcessor still queues (here: all of them, it exports only when flushed) arrive."""
+    spans = tmp_path / "spans.jsonl"
+    monkeypatch.setenv("JOBQ_TEST_SPANS", str(spans))
+    monkeypatch.setenv("JOBQ_TEST_SPANS_BATCH", "1")
+    path = write_config(tmp_path, handlers=["oteljobs"], log_format="json", supervisor={"workers": 1})
+    sup = sup_factory(path)
+    with JobQueue(config=load(path)) as q:
+        ids = [q.enqueue("otel:work", {}) for _ in range(3)]
+        wait_until(lambda: q.counts() == {"completed": 3}, timeout=60, what="the three jobs completed")
+    assert not spans.exists()  # queued in the worker, not exported yet
+    sup.signal(signal.SIGTERM)
+    assert sup.wait(60) == 0
+    found = [json.loads(line) for line in spans.read_text().splitlines()]
+    assert sorted(s["attributes"]["messaging.message.id"] for s in found) == sorted(ids)
 
 
 BLOCK = """
