@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from psycopg.rows import tuple_row
 
 from ...job import Finish, finish_times
-from ..sql import RELEASE
+from ..sql import JOB_COLUMNS, RELEASE
 from ..sql.finish import outcome_params, recognise
 from .dialect import DIALECT, pg_text
 
@@ -65,14 +65,40 @@ _FINISH_SQL = {
 }
 # A batch's completions: one guarded statement (and their attempts); it returns the ids of the
 # jobs whose guard matched.
-_COMPLETE_MANY = ("WITH u AS (UPDATE jobs SET status = 'completed', result = f.result, "
-                  + _RAN.format(started="f.started", ended="f.ended") + "completed_at = f.ended, "
-                  "updated_at = %(now)s, " + RELEASE +
-                  "FROM unnest(%(ids)s::text[], %(attempts)s::int[], %(results)s::text[], %(started)s::text[], "
-                  "%(ended)s::text[]) AS f(id, attempt, result, started, ended) "
-                  "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
-                  "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
-                  + _ENDED.format(outcome="'completed'", error="NULL") + _DONE)
+_COMPLETED = ("u AS (UPDATE jobs SET status = 'completed', result = f.result, "
+              + _RAN.format(started="f.started", ended="f.ended") + "completed_at = f.ended, "
+              "updated_at = %(now)s, " + RELEASE +
+              "FROM unnest(%(ids)s::text[], %(attempts)s::int[], %(results)s::text[], %(started)s::text[], "
+              "%(ended)s::text[]) AS f(id, attempt, result, started, ended) "
+              "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
+              "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
+              + _ENDED.format(outcome="'completed'", error="NULL"))
+COMPLETE_MANY = "WITH " + _COMPLETED + _DONE
+_NO_JOB = ", ".join("NULL" for _ in JOB_COLUMNS.split(","))
+
+
+def complete_and_claim_sql(claim: str) -> str:
+    """A batch's completions and the next claim (``claim``: an ``UPDATE ... RETURNING`` of
+    :data:`JOB_COLUMNS`) as one autocommit statement: one round trip where ``BEGIN``, two
+    statements and ``COMMIT`` took four (half a worker's time on a drain went to waiting for
+    ``BEGIN`` and ``COMMIT``). The two updates touch disjoint rows (this owner's running jobs;
+    pending ones). Rows: ``(done id, NULL...)`` per matched completion, then ``(NULL, job
+    columns)`` per claimed job."""
+    return ("WITH " + _COMPLETED + ", c AS (" + claim + ") SELECT id AS done, " + _NO_JOB
+            + " FROM u, pg_notify(%(done)s, '') UNION ALL SELECT NULL, " + JOB_COLUMNS + " FROM c")
+
+
+def completion_params(finishes: Sequence[Finish], owner: str, stamp: str, done_channel: str) -> dict[str, Any]:
+    """The parameters of :data:`COMPLETE_MANY` (and of :func:`complete_and_claim_sql`)."""
+    times = [finish_times(f, stamp) for f in finishes]
+    return {"now": stamp, "owner": owner, "done": done_channel, "ids": [f.job_id for f in finishes],
+            "attempts": [f.attempt for f in finishes], "results": [pg_text(f.text) for f in finishes],
+            "started": [t[0] for t in times], "ended": [t[1] for t in times]}
+
+
+def recognised_after(c: Any, finishes: Sequence[Finish], matched: set[str], owner: str) -> list[bool]:
+    """Per finish, whether its guard matched (``matched`` ids) or it had committed before."""
+    return recognise(DIALECT, c, finishes, [f.job_id in matched for f in finishes], owner)
 
 
 def finish_one(c: Any, f: Finish, owner: str, stamp: str, channels: Channels) -> bool:
@@ -89,12 +115,9 @@ def record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, 
     completed = [f for f in finishes if f.kind == "completed"]
     matched: set[str] = set()
     if completed:
-        times = [finish_times(f, stamp) for f in completed]
-        params = {"now": stamp, "owner": owner, "done": channels[1], "ids": [f.job_id for f in completed],
-                  "attempts": [f.attempt for f in completed], "results": [pg_text(f.text) for f in completed],
-                  "started": [t[0] for t in times], "ended": [t[1] for t in times]}
+        params = completion_params(completed, owner, stamp, channels[1])
         with c.cursor(row_factory=tuple_row) as cur:
-            matched = {r[0] for r in cur.execute(_COMPLETE_MANY, params).fetchall()}
+            matched = {r[0] for r in cur.execute(COMPLETE_MANY, params).fetchall()}
     done = [f.job_id in matched if f.kind == "completed" else
             _finish_one(c, f, owner, stamp, channels) for f in finishes]
     # an outcome re-sent after an unknown commit finds its own history row (shared.job.recognised)

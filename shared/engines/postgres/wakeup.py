@@ -9,7 +9,12 @@ so a notification wakes one process per host instead of every idle worker (which
 competed for the 2 cores to find the one job). A lead that claims hands the lead on.
 
 Notifications that arrived while the connection ran other statements are kept by a handler and
-end the next wait at once. The next delayed job's due time bounds the lead's wait, and
+end the next wait at once, or the wait in progress: the heartbeat thread shares the connection
+(one per worker), and a statement of its own reads a notification off the socket while the main
+thread waits on that socket, which then stays quiet until the next beat or ``WATCHED_SLEEP``
+(an idle job started up to 5 s late). So the lead does not wait on the socket itself but on an
+epoll descriptor (:class:`Waker`) that watches the socket and a pipe the handler writes to,
+whichever thread runs it. The next delayed job's due time bounds the lead's wait, and
 ``WATCHED_SLEEP`` catches what changes with time alone (a rate-limit window). A lost connection
 is made again by the store; the LISTEN is repeated on every new one.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import tempfile
 from typing import Any, Callable
 
@@ -37,14 +43,20 @@ class PgWakeup:
         self.notified = False
         self.lead = IdleLead(lead_base(store.url), lead_slot(store.schema + store.serving_tag()))  # a lead per pool
         self.following = False  # the last prepare() waits for the lead, not for notifications
+        self.waker = Waker()
         store.on_connect(self._listen)
 
     def _listen(self, conn: Any) -> None:
         conn.add_notify_handler(self._note)
         conn.execute(f'LISTEN "{self.store.channel}"')
+        self.waker.watch(conn.fileno())
 
     def _note(self, _notify: Any) -> None:
-        self.notified = True
+        """(Any thread that ran a statement on the connection.) A notification came: the next
+        wait, or the one in progress, ends at once."""
+        if not self.notified:
+            self.notified = True
+            self.waker.poke()
 
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
         """The connection's socket and how long to wait: until the next delayed job, at most
@@ -55,23 +67,24 @@ class PgWakeup:
         if self.notified:
             return None, 0.0
         try:
-            fd = self.store.fileno()
+            fd = self.store.fileno()  # (connects again if need be: _listen watches the new socket)
             due = self.store.next_due()
         except StoreError:
             return None, min(poll_interval, DOWN_RETRY)
         timeout = max(poll_interval, WATCHED_SLEEP)
         if due is not None:
             timeout = min(timeout, max(due - now, 0.0))
-        return fd, timeout
+        return self.waker.fileno(fd), timeout
 
     def woke(self, ready: bool) -> bool:
         """Claim at once if a notification came, or on becoming the lead (the last lead just
         took a job; others may be due behind it); after a timeout, read first."""
         if self.following:
             return ready and self.lead.take()
+        poked = self.waker.drain()  # (also a poke left by a statement of our own: no wait needed it)
         if ready:
             self._drain()
-        got, self.notified = self.notified, False
+        got, self.notified = self.notified or poked, False
         return got
 
     def _drain(self) -> None:
@@ -98,6 +111,61 @@ class PgWakeup:
 
     def close(self) -> None:
         self.lead.close()
+        self.waker.close()
+
+
+class Waker:
+    """One descriptor that becomes readable when the connection's socket or a pipe does: the
+    lead's wait ends whether the notification is still on the socket or another thread's
+    statement read it (:meth:`poke`). Linux's epoll; where there is none, the socket alone."""
+
+    def __init__(self) -> None:
+        self.epoll: Any = select.epoll() if hasattr(select, "epoll") else None  # (CLOEXEC)
+        self.sock = -1
+        self.r, self.w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC) if self.epoll is not None else (-1, -1)
+        if self.epoll is not None:
+            self.epoll.register(self.r, select.EPOLLIN)
+
+    def watch(self, sock: int) -> None:
+        """Watch ``sock``, the socket of a (new) connection, instead of the last one (which may
+        have had the same number: closing it took it out of the set)."""
+        if self.epoll is None:
+            return
+        for fd in {self.sock, sock} - {-1}:
+            try:
+                self.epoll.unregister(fd)
+            except OSError:  # not in the set: closed, or never watched
+                pass
+        self.epoll.register(sock, select.EPOLLIN)
+        self.sock = sock
+
+    def fileno(self, sock: int) -> int:
+        """What to wait on for ``sock``, the connection's socket (watched since it connected)."""
+        return sock if self.epoll is None else self.epoll.fileno()
+
+    def poke(self) -> None:
+        if self.w >= 0:
+            try:
+                os.write(self.w, b"\0")
+            except OSError:  # full (it holds a poke already) or closed
+                pass
+
+    def drain(self) -> bool:
+        """Whether a poke was waiting (it is read)."""
+        got = False
+        try:
+            while os.read(self.r, 64):
+                got = True
+        except OSError:
+            pass
+        return got
+
+    def close(self) -> None:
+        if self.epoll is not None:
+            self.epoll.close()
+            os.close(self.r)
+            os.close(self.w)
+            self.epoll, self.r, self.w = None, -1, -1
 
 
 def lead_base(url: str) -> str:
