@@ -91,6 +91,11 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         ``BEGIN IMMEDIATE`` transactions with pauses between them (see ``bulk``)."""
         return Pacer(rows)
 
+    def _paced(self, fn: Any) -> Any:
+        """One chunk of a bulk write (``bulk.Pacer``): a transaction that does not stamp itself
+        as a waiting writer (``.wants``: it would pause for itself)."""
+        return self._immediate(fn, stamp=False)
+
     @classmethod
     def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
         """A store on ``config.database`` (a plain path; see ``shared.engines.open_store``)."""
@@ -163,13 +168,16 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         caller waits its own way instead of in SQLite's busy handler, whose sleeps (1, 2, 5,
         10 ms...) are longer than most transactions here."""
         params = {"owner": owner, "pid": owner_pid, "now": iso(now), "limit": limit}
+        self.wants.want()  # left standing while busy: a bulk write pauses for the retry
         try:
             with self._no_busy_wait():
                 rows = self._claim_rows(self.conn, params)
         except sqlite3.OperationalError as exc:
             if not is_busy(exc):
+                self.wants.done()
                 raise
             return None
+        self.wants.done()
         return in_claim_order(Job.from_values(r) for r in rows)
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
