@@ -45,7 +45,7 @@ _COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
                   "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type")
 
 
-def _complete_many_sql(n: int, counted: bool) -> str:
+def _complete_many_sql(n: int, counted: bool = False) -> str:
     sql = _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + "status") if counted else _COMPLETE_MANY
     return sql.format(rows=", ".join("(" + ", ".join(f"?{5 * i + k}" for k in range(3, 8)) + ")"
                                                 for i in range(n)))
