@@ -172,3 +172,30 @@ def test_a_purge_runs_its_chunks_back_to_back_while_no_writer_waits_and_pauses_f
     assert pauses == [STEP, STEP, STEP]  # after the second chunk only: a writer waited three looks
     assert pacer.paused == [0.0, pytest.approx(3 * STEP), 0.0, 0.0]
     assert not wants.available and not wants.waiting()
+
+
+def test_writers_stamps_are_seen_by_every_connection_on_the_file(tmp_path):
+    """A write that began and has not ended is seen from another connection's map of the same
+    ``-wants`` file (per-connection slots: one writer's ``done`` does not hide another that still
+    waits); no file (an in-memory database, a folder it cannot be made in): no signal."""
+    path = str(tmp_path / "q.db")
+    first, second, bulk = Wants(path), Wants(path), Wants(path)
+    second.at = (first.at + 16) % (16 * 256)  # as two threads or processes get
+    try:
+        assert bulk.available and not bulk.waiting()
+        first.want()
+        second.want()
+        assert bulk.waiting()
+        second.done()
+        assert bulk.waiting()  # the first still waits
+        first.done()
+        assert not bulk.waiting()
+    finally:
+        for w in (first, second, bulk):
+            w.close()
+    assert not Wants(None).available and not Wants(str(tmp_path / "missing" / "q.db")).available
+    with SqliteStore(path) as store:
+        assert store.wants.available and not store.wants.waiting()
+        seen = store._immediate(lambda c: (c.execute("INSERT INTO control (name, value) VALUES ('x', '1')"),
+                                           store.wants.waiting())[1])
+        assert seen and not store.wants.waiting()  # a write through the store stamps both ends
