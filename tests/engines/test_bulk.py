@@ -77,8 +77,6 @@ def _write_during(path: str, which: str, write) -> tuple[object, list[int], list
         with SqliteStore(path) as store:
             result["deleted"] = PURGES[which](store)
     purger = threading.Thread(target=purge)
-    reader = sqlite3.connect(path, isolation_level=None)
-    oldest = "SELECT coalesce(min(rowid), 80001) FROM jobs"
     passed, waits, failures = [], [], []
     purger.start()
     try:
@@ -94,7 +92,6 @@ def _write_during(path: str, which: str, write) -> tuple[object, list[int], list
             time.sleep(0.002)  # the writer's own work between two writes (load, not synchronisation)
     finally:
         purger.join()
-        reader.close()
     return result["deleted"], passed, waits, failures
 
 
