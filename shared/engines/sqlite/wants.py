@@ -5,7 +5,7 @@ own busy handler), so a bulk write that paused after every chunk "in case" ran a
 and far slower on a loaded machine, where each pause stretches. Instead every jobq write on the
 database stamps two times in a small shared file next to it (``<database>-wants``, mapped in
 memory, written without a system call): when it began asking for the lock (``want``) and when
-it was done (``done``), in its connection's own slot (SLOTS slots, picked by process and thread,
+it was done (``done``), in its connection's own slot (SLOTS slots, picked by thread id,
 so two waiters rarely share one). A bulk write (``bulk.Pacer``) then runs chunk after chunk
 while no slot shows a write that began and has not ended, and pauses, until the writers are
 through, only when one does. Times are ``time.monotonic()``: one clock for every process of
@@ -37,7 +37,10 @@ class Wants:
 
     def __init__(self, path: str | None) -> None:
         self.map: mmap.mmap | None = None
-        self.at = 16 * (hash((os.getpid(), threading.get_ident())) % SLOTS)  # this connection's slot
+        # This connection's slot, by its thread's kernel id: the processes and threads of one
+        # host's jobq were mostly started close together, and ids are handed out in turn, so
+        # they seldom meet modulo SLOTS (a random hash would pair two of 25 connections 2 times in 3).
+        self.at = 16 * (threading.get_native_id() % SLOTS)
         if path is None:
             return
         try:
