@@ -6,12 +6,14 @@ row, as real jobs have), starts the real supervisor with ``--workers`` workers, 
 runs the purge -- ``jobq purge --older-than 7d`` (``--what cli``) or the built-in
 ``cleanup:old-data`` job (``--what cleanup``) -- and reports, for jobs enqueued before and during
 it: enqueue-to-completion p50/p99/max (the workers' ``completed_at`` minus ``created_at``), the
-longest ``enqueue`` call, and enqueues that failed (``database is locked``: a wait past
-``busy_timeout``). One JSON object on stdout.
+longest ``enqueue`` call and its p99 (a writer's wait for the lock), and enqueues that failed
+(``database is locked``: a wait past ``busy_timeout``). ``--load N`` keeps N busy CPU loops
+running meanwhile (a loaded machine). One JSON object on stdout.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -20,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from shared.clock import iso, parse_iso
 
@@ -74,6 +76,18 @@ class Producer(threading.Thread):
                 self.stop.wait(max(nxt - time.monotonic(), 0))
 
 
+@contextlib.contextmanager
+def cpu_load(n: int) -> Iterator[None]:
+    """``n`` processes spinning on the CPU for the duration (stopped on the way out)."""
+    procs = [subprocess.Popen([python(), "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def run_purge(folder: str, what: str, cfg: str) -> tuple[float, float, str]:
     """Run the purge; (wall start, wall end, its output)."""
     t0 = time.time()
@@ -95,6 +109,7 @@ def summary(latencies: list[float], calls: list[float], errors: int) -> dict[str
     ms = [x * 1000 for x in latencies]
     return {"jobs": len(ms), "p50_ms": round(percentile(ms, 50), 1), "p99_ms": round(percentile(ms, 99), 1),
             "max_ms": round(max(ms), 1) if ms else None,
+            "enqueue_call_p99_ms": round(percentile([c * 1000 for c in calls], 99), 1) if calls else None,
             "enqueue_call_max_ms": round(max(calls) * 1000, 1) if calls else None, "enqueue_errors": errors}
 
 
@@ -105,10 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=50.0, help="jobs per second enqueued meanwhile")
     p.add_argument("--what", choices=("cli", "cleanup"), default="cli")
     p.add_argument("--baseline", type=float, default=3.0, help="seconds before the purge")
+    p.add_argument("--load", type=int, default=0, help="busy CPU loops running meanwhile")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="jobq-bench-purge-") as folder:
         fill_old(folder, args.rows)
-        with start(folder, "normal", args.workers) as tree:
+        with start(folder, "normal", args.workers), cpu_load(args.load):
             prod = Producer(folder, args.rate)
             prod.start()
             time.sleep(args.baseline)
@@ -124,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         lat = [parse_iso(done[jid]) - w for w, _, jid, _ in calls if jid in done]
         phases[name] = summary(lat, [c[1] for c in calls], sum(1 for c in calls if c[3]))
     print(json.dumps({"what": args.what, "rows": args.rows, "workers": args.workers, "rate": args.rate,
+                      "load": args.load, "loadavg": [round(x, 2) for x in os.getloadavg()],
                       "purge_s": round(t1 - t0, 2), "old_rows_left": left, "purge_output": text.strip()[-300:],
                       **phases}, indent=1))
     return 0

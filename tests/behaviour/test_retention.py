@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from shared import builtin_jobs, retention
-from shared.engines.sqlite.bulk import Pacer
+from shared.engines.sqlite.bulk import PROBE, STEP, Pacer
 from shared.clock import FakeClock, iso
 from shared.config import Config, ConfigError, RetentionConfig, from_dict, load
 from shared.handlers import PermanentError, load_registry
@@ -117,20 +117,29 @@ def test_purge_with_nothing_to_delete_reads_nothing(store):
 
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's one write lock (PostgreSQL locks rows)")
-def test_the_write_lock_is_free_between_chunks(store, tmp_path):
-    """Another connection that refuses to wait at all gets to write in every pause between two
-    chunks, and each pause lasts at least the pacer's hold time."""
+def test_the_write_lock_is_free_between_chunks_for_a_writer_that_waits(store, tmp_path):
+    """A jobq writer that waits for the lock (its store stamped its want: ``wants``) gets it in
+    the pause after the chunk in hand -- another connection that refuses to wait at all writes
+    there -- and the pause ends once that writer is through; while none waits, no pause (but
+    the probe pause every PROBE_EVERY seconds)."""
     add_finished(store, "completed", 1200, age_days=30)
     other = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=0)
+    waiter = type(store)(str(tmp_path / "q.db"))
     pauses = []
 
     def pause(seconds):
         other.execute("INSERT INTO control (name, value) VALUES (?, '1')", (f"w{len(pauses)}",))
         pauses.append(seconds)
+        waiter.wants.done()
     pacer = Pacer(500, least=500, most=500, sleep=pause)
-    assert retention.purge(store, {"completed": NOW}, pacer=pacer) == {"completed": 1200}
-    other.close()
-    assert len(pauses) == 3 and all(p >= max(h, pacer.hold) for p, h in zip(pauses, pacer.held))
+    waiter.wants.want()
+    try:
+        assert retention.purge(store, {"completed": NOW}, pacer=pacer) == {"completed": 1200}
+    finally:
+        other.close()
+        waiter.close()
+    assert len(pacer.held) == 3 and pauses[0] == STEP and pacer.paused[0] > 0
+    assert all(p in (STEP, PROBE) for p in pauses)
 
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's query plan and trace callback")

@@ -67,11 +67,20 @@ def _step(q: JobQueue, clock: FakeClock, rnd: random.Random, op: int) -> None:
         s.release_owner("w:1:1", "test", now, max_attempts_for=lambda j: 2)
     elif op == 8:
         reads.purge(s, rnd.choice(["completed", "failed", "cancelled"]), now + 1)
+    elif op == 9:  # a worker's batch: its completions and the next claim counted per statement
+        mine = [j for j in running if j.owner == "w:1:1"][:rnd.randrange(0, 4)]
+        kinds = ["completed", "completed", "retry", "failed"]
+        s.finish_and_claim([Finish(k, j.id, j.attempts, None if k == "completed" else "boom",
+                                   now + 20 if k == "retry" else None)
+                            for j, k in ((j, rnd.choice(kinds)) for j in mine)], "w:1:1", 1, now,
+                           limit=rnd.randrange(0, 4))
+    elif op == 10:  # a batch past one insert statement's rows (store.CHUNK), some delayed
+        q.enqueue_many([(rnd.choice(TYPES), None, {"delay": rnd.choice([0, 0, 30])}) for _ in range(rnd.randrange(80, 200))])
     clock.advance(rnd.choice([0, 1, 10]))
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.integers(0, 8), max_size=60), st.integers(0, 2**32))
+@given(st.lists(st.integers(0, 10), max_size=60), st.integers(0, 2**32))
 def test_counters_equal_a_real_count_after_any_operations(tmp_path_factory, ops_seq, seed):
     clock = FakeClock()
     rnd = random.Random(seed)
@@ -95,7 +104,7 @@ def test_counters_hold_over_long_random_runs(tmp_path, seed):
     rnd = random.Random(seed)
     with JobQueue(config=Config(database=str(tmp_path / "q.db")), clock=clock) as q:
         for _ in range(300):
-            _step(q, clock, rnd, rnd.randrange(9))
+            _step(q, clock, rnd, rnd.randrange(11))
             assert _kept(q.store) == _real(q.store)
             assert reads.scheduled_by_type(q.store, clock.now()) == _scheduled(q.store, clock.now())
 
@@ -138,3 +147,58 @@ def test_status_counts_do_not_scan_the_jobs_table(tmp_path):
                 "EXPLAIN QUERY PLAN " + sql.replace("'1970-01-01T00:00:00.000Z'", "?"),
                 ("1970",) if "?" in sql.replace("'1970-01-01T00:00:00.000Z'", "?") else ()).fetchall())
             assert "SCAN jobs" not in plan, (sql, plan)
+
+
+def test_the_counted_paths_leave_the_triggers_out_and_a_writer_around_jobq_is_counted(tmp_path):
+    """A batched enqueue, a batch's claim and its completions add their counts once per
+    statement (their rows are marked and the count triggers skip them: counted twice otherwise);
+    a row written around jobq (no mark) is counted by the triggers, also when jobq's hot path
+    moves it on."""
+    clock = FakeClock()
+    with JobQueue(config=Config(database=str(tmp_path / "q.db")), clock=clock) as q:
+        s = q.store
+        q.enqueue_many([("a", None, {"delay": 30 if i % 4 == 0 else 0}) for i in range(200)])
+        s.conn.execute("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
+                       "VALUES ('0', 'b', 'pending', 'null', ?1, ?1, ?1)", (iso(clock.now()),))
+        statements: list[str] = []
+        s.conn.set_trace_callback(statements.append)
+        _, got = s.finish_and_claim([], "w:1:1", 1, clock.now(), limit=300)
+        done, more = s.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in got],
+                                        "w:1:1", 1, clock.now(), limit=5)
+        s.conn.set_trace_callback(None)
+        assert len(got) == 151 and all(done) and not more  # 150 due of type a, and b's
+        assert _kept(s) == _real(s)
+        assert _kept(s)[0][("a", "completed")] == 150 and _kept(s)[0][("b", "completed")] == 1
+        upserts = [x for x in statements if x.startswith("INSERT INTO job_counts")]
+        assert 0 < len(upserts) <= 8, upserts  # per (type, status), not per job
+        clock.advance(60)
+        _, late = s.finish_and_claim([], "w:1:1", 1, clock.now(), limit=100)
+        s.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in late], "w:1:1", 1, clock.now(), limit=0)
+        assert len(late) == 50 and _kept(s) == _real(s) and _kept(s)[1] == {}
+
+
+def test_migration_to_counts_per_statement_keeps_the_counts_of_an_existing_database(tmp_path):
+    """A database of the version before ``tally`` upgrades with its counts right, and its old
+    rows (no mark) move on through the counted paths without being counted twice."""
+    path = str(tmp_path / "old.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    before = schema.MIGRATIONS.index(schema.TALLY)
+    for version in range(before):
+        for statement in schema._statements(schema.MIGRATIONS[version]):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {before}")
+    conn.executemany("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
+                     "VALUES (?, ?, 'pending', 'null', ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+                     [(f"{i:032x}", TYPES[i % 3], "2026-01-01T00:00:00.000Z" if i % 2 else "2026-01-01T00:10:00.000Z")
+                      for i in range(30)])
+    conn.execute("COMMIT")
+    conn.close()
+    with SqliteStore(path) as store:
+        assert store.conn.execute("PRAGMA user_version").fetchone()["user_version"] == schema.VERSION
+        assert _kept(store) == _real(store)
+        now = 1767226800.0 + 3600  # 2026-01-01T01:00Z: every old job is due
+        _, got = store.finish_and_claim([], "w:1:1", 1, now, limit=40)
+        store.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in got], "w:1:1", 1, now, limit=0)
+        assert len(got) == 30 and _kept(store) == _real(store) and _kept(store)[1] == {}

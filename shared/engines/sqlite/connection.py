@@ -20,6 +20,7 @@ from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
 from ...errors import StoreBusy, StoreError, StoreUnavailable
 from . import schema
+from .wants import Wants
 
 T = TypeVar("T")
 
@@ -48,6 +49,7 @@ class SqliteConnection(ConnectionBase):
         self.busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self.wants = Wants(None)  # this connection's stamps for bulk writes (see .wants, .bulk)
         self._open(migrate)
         forkaware.track(self)
 
@@ -63,6 +65,7 @@ class SqliteConnection(ConnectionBase):
                                    cause=exc) from exc
         self._conn = set_up(conn, lambda c: (self._setup(c, migrate), setattr(c, "row_factory", _row_factory)),
                             (sqlite3.Error,), lambda exc: error_for(self.path, exc))  # type: ignore[arg-type]
+        self.wants = Wants(None if self.path in ("", ":memory:") else self.path)
 
     def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
         """WAL mode, pragmas and migrations. Switching a new file to WAL needs an exclusive lock
@@ -103,6 +106,7 @@ class SqliteConnection(ConnectionBase):
         if self._conn is not None:
             forkaware.keep_forever(self._conn)
             self._conn = None
+        self.wants.close()  # the parent's slot: the child's connection maps its own
 
     def for_thread(self) -> Any:
         """A store for another thread of this process: a connection of its own on the same
@@ -114,6 +118,7 @@ class SqliteConnection(ConnectionBase):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self.wants.close()
 
     @contextmanager
     def _no_busy_wait(self) -> Iterator[None]:
@@ -124,18 +129,26 @@ class SqliteConnection(ConnectionBase):
         finally:
             self.conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run a write, retrying with jittered back-off if SQLite stays busy past its timeout."""
-        for attempt in range(BUSY_RETRIES + 1):
-            try:
-                return fn(self.conn)
-            except sqlite3.OperationalError as exc:
-                if not is_busy(exc) or attempt == BUSY_RETRIES:
-                    raise
-                time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2 ** attempt, 0.5))
-        raise AssertionError("unreachable")
+    def _write(self, fn: Callable[[sqlite3.Connection], T], stamp: bool = True) -> T:
+        """Run a write, retrying with jittered back-off if SQLite stays busy past its timeout;
+        stamped for bulk writes (``.wants``) unless it is one (``stamp`` False)."""
+        conn = self.conn
+        if stamp:
+            self.wants.want()
+        try:
+            for attempt in range(BUSY_RETRIES + 1):
+                try:
+                    return fn(conn)
+                except sqlite3.OperationalError as exc:
+                    if not is_busy(exc) or attempt == BUSY_RETRIES:
+                        raise
+                    time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2 ** attempt, 0.5))
+            raise AssertionError("unreachable")
+        finally:
+            if stamp:
+                self.wants.done()
 
-    def _immediate(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _immediate(self, fn: Callable[[sqlite3.Connection], T], stamp: bool = True) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE``...``COMMIT`` (with busy retries)."""
         def tx(conn: sqlite3.Connection) -> T:
             conn.execute("BEGIN IMMEDIATE")
@@ -146,7 +159,7 @@ class SqliteConnection(ConnectionBase):
                 raise
             conn.execute("COMMIT")
             return out
-        return self._write(tx)
+        return self._write(tx, stamp)
 
     _tx = _immediate  # the shared SQL's name for a write transaction
 

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from ...job import Finish, finish_times
 from ..sql import RELEASE
 from ..sql.finish import outcome_params, recognise
+from . import tally
 from .dialect import DIALECT
 
 _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
@@ -41,11 +42,12 @@ _COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
                   "started_at = coalesce(f.column4, jobs.started_at), ended_at = f.column5, "
                   "completed_at = f.column5, updated_at = ?1, " + RELEASE + "FROM (VALUES {rows}) AS f "
                   "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
-                  "AND jobs.owner = ?2 RETURNING jobs.id")
+                  "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type")
 
 
-def _complete_many_sql(n: int) -> str:
-    return _COMPLETE_MANY.format(rows=", ".join("(" + ", ".join(f"?{5 * i + k}" for k in range(3, 8)) + ")"
+def _complete_many_sql(n: int, counted: bool = False) -> str:
+    sql = _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + "status") if counted else _COMPLETE_MANY
+    return sql.format(rows=", ".join("(" + ", ".join(f"?{5 * i + k}" for k in range(3, 8)) + ")"
                                                 for i in range(n)))
 
 
@@ -56,16 +58,21 @@ def fetch_rows(c: sqlite3.Connection, sql: str, params: Any) -> list[tuple]:
     return cur.execute(sql, params).fetchall()
 
 
-def record_finishes(c: sqlite3.Connection, finishes: Sequence[Finish], owner: str, stamp: str) -> list[bool]:
+def record_finishes(c: sqlite3.Connection, finishes: Sequence[Finish], owner: str, stamp: str,
+                    counted: bool = False) -> list[bool]:
     """Run the guarded updates of ``finishes`` (completions together) at ``stamp``; per finish,
-    is it recorded: did it match, or had it committed before."""
+    is it recorded: did it match, or had it committed before. ``counted`` (inside a transaction
+    only): the completions' counts are added here, per statement (``.tally``)."""
     completed = [f for f in finishes if f.kind == "completed"]
     matched: set[str] = set()
     if completed:
         params: list[Any] = [stamp, owner]
         for f in completed:
             params += (f.job_id, f.attempt, f.text, *finish_times(f, stamp))
-        matched = {r[0] for r in fetch_rows(c, _complete_many_sql(len(completed)), params)}
+        rows = fetch_rows(c, _complete_many_sql(len(completed), counted), params)
+        matched = {r[0] for r in rows}
+        if counted:
+            tally.add(c, tally.moved((r[1] for r in rows), "running", "completed"))
     done = [f.job_id in matched if f.kind == "completed" else
             c.execute(_FINISH_SQL[f.kind], outcome_params(f, owner, stamp)).rowcount == 1
             for f in finishes]

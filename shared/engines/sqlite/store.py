@@ -28,6 +28,7 @@ from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json:
 from ..sql.jobs import in_claim_order
 from ..sql import GIVEN_BACK, JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
+from . import tally
 from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
 from .dialect import DIALECT
@@ -39,16 +40,21 @@ _INSERT_INTO = ("INSERT INTO jobs (id, type, status, payload, attempts, max_atte
                 "created_at, updated_at, key, trace, queue, limit_key) VALUES ")
 _INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
 _INSERT = _INSERT_INTO + _INSERT_ROW
+# A batch's plain jobs: marked (tally = 1), the transaction adds their counts itself (``.tally``).
+_COUNTED_INTO = _INSERT_INTO.replace(") VALUES ", ", tally) VALUES ")
+_COUNTED_ROW = _INSERT_ROW.replace("?)", "?, 1)")
+_INSERT_COUNTED = _COUNTED_INTO + _COUNTED_ROW
 # Many jobs per statement: executemany runs one statement per row, each with its own statement
 # journal and bookkeeping; CHUNK rows per statement cut SQLite's work per row by about a third.
 # 12 parameters a row keeps a chunk below every SQLite's limit on parameters (999 before 3.32).
 CHUNK = 83
-_INSERT_CHUNK = _INSERT_INTO + ", ".join([_INSERT_ROW] * CHUNK)
+_INSERT_CHUNK = _COUNTED_INTO + ", ".join([_COUNTED_ROW] * CHUNK)
 
-def _claim_sql(which: str) -> str:
-    """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``)."""
+def _claim_sql(which: str, mark: str = "") -> str:
+    """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``);
+    ``mark``: ``tally.MARK`` when the caller's transaction counts the claimed rows itself."""
     return f"""
-UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid,
+UPDATE jobs SET {mark}status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid,
        started_at = :now, heartbeat_at = :now, updated_at = :now
 WHERE rowid IN (SELECT rowid FROM jobs
                 WHERE {which} AND status = 'pending' AND run_at <= :now
@@ -61,6 +67,8 @@ RETURNING {_JOB_COLUMNS}
 
 _CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
 _CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q=":queue"))  # one queue's, on its own index
+_CLAIMS = {False: (_CLAIM, _CLAIM_QUEUE),  # counted by the triggers (a claim on its own)
+           True: (_claim_sql(QUEUE_FREE, tally.MARK), _claim_sql(IN_QUEUE.format(q=":queue"), tally.MARK))}
 
 _UNCLAIM = ("UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = ?, updated_at = ?, "
             + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
@@ -82,6 +90,11 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         """A bulk write's chunks (retention, the operators' retries and purges): short
         ``BEGIN IMMEDIATE`` transactions with pauses between them (see ``bulk``)."""
         return Pacer(rows)
+
+    def _paced(self, fn: Any) -> Any:
+        """One chunk of a bulk write (``bulk.Pacer``): a transaction that does not stamp itself
+        as a waiting writer (``.wants``: it would pause for itself)."""
+        return self._immediate(fn, stamp=False)
 
     @classmethod
     def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
@@ -140,23 +153,31 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
         return in_claim_order(Job.from_values(r) for r in self._write(lambda c: self._claim_rows(c, params)))
 
-    def _claim_rows(self, c: sqlite3.Connection, params: dict[str, Any]) -> list[Any]:
-        """The claim statement on ``c``, for each queue served until one gives jobs."""
-        return first_claimed(self.claim_order(), lambda q: _fetch_rows(
-            c, _CLAIM if q is None else _CLAIM_QUEUE, params if q is None else {**params, "queue": q}))
+    def _claim_rows(self, c: sqlite3.Connection, params: dict[str, Any], counted: bool = False) -> list[Any]:
+        """The claim statement on ``c``, for each queue served until one gives jobs. ``counted``
+        (inside a transaction only): the claimed rows' counts are added here, per statement."""
+        every, one = _CLAIMS[counted]
+        rows = first_claimed(self.claim_order(), lambda q: _fetch_rows(
+            c, every if q is None else one, params if q is None else {**params, "queue": q}))
+        if counted:
+            tally.add(c, tally.claimed(rows))
+        return rows
 
     def try_claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job] | None:
         """``claim``, but None at once if another connection holds the write lock, so that the
         caller waits its own way instead of in SQLite's busy handler, whose sleeps (1, 2, 5,
         10 ms...) are longer than most transactions here."""
         params = {"owner": owner, "pid": owner_pid, "now": iso(now), "limit": limit}
+        self.wants.want()  # left standing while busy: a bulk write pauses for the retry
         try:
             with self._no_busy_wait():
                 rows = self._claim_rows(self.conn, params)
         except sqlite3.OperationalError as exc:
             if not is_busy(exc):
+                self.wants.done()
                 raise
             return None
+        self.wants.done()
         return in_claim_order(Job.from_values(r) for r in rows)
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
@@ -185,10 +206,10 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
 
         def tx(c: sqlite3.Connection) -> tuple[list[bool], list[Any]]:
-            done = record_finishes(c, finishes, owner, stamp)
+            done = record_finishes(c, finishes, owner, stamp, counted=True)
             if limits is not None:
                 return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
-            return done, (self._claim_rows(c, claim) if limit > 0 else [])
+            return done, (self._claim_rows(c, claim, counted=True) if limit > 0 else [])
         if not finishes:
             if limit <= 0:
                 return [], []
@@ -213,13 +234,14 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
 
 def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now: float) -> None:
     """Insert jobs without an idempotency key (the caller holds a transaction): CHUNK rows per
-    statement, the rest one by one."""
-    full = len(jobs) - len(jobs) % CHUNK
+    statement, the rest one by one; their counts added once for all (``.tally``)."""
+    params = [_insert_params(j, stamp, now) for j in jobs]
+    full = len(params) - len(params) % CHUNK
     if full:
-        c.executemany(_INSERT_CHUNK, [[v for j in jobs[k:k + CHUNK] for v in _insert_params(j, stamp, now)]
-                                      for k in range(0, full, CHUNK)])
-    if full < len(jobs):
-        c.executemany(_INSERT, [_insert_params(j, stamp, now) for j in jobs[full:]])
+        c.executemany(_INSERT_CHUNK, [[v for p in params[k:k + CHUNK] for v in p] for k in range(0, full, CHUNK)])
+    if full < len(params):
+        c.executemany(_INSERT_COUNTED, params[full:])
+    tally.add(c, tally.inserted(params))
 
 
 def _insert_params(j: NewJob, stamp: str, now: float) -> tuple:
