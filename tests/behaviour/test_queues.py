@@ -2,6 +2,7 @@
 with real supervisors on each engine."""
 from __future__ import annotations
 
+import re
 import signal
 import time
 
@@ -13,6 +14,7 @@ from shared.clock import parse_iso
 from shared.config import Config, from_dict, load
 from shared.queues import QueueOrder, plan, slot_queues, total_workers
 from tests.proc import db, wait_until, worker_rows, write_config
+from tests.unit.cli.test_cli import jobq, ok
 
 pytestmark = pytest.mark.engines
 
@@ -78,6 +80,21 @@ def test_emails_start_promptly_behind_a_report_backlog_and_pausing_reports_stops
                    what="reports start again after resume")
     finally:
         q.close()
+
+
+def test_a_handler_sees_the_queue_of_its_job_and_show_prints_queue_and_limit_key(database, tmp_path,
+                                                                               sup_factory):
+    config_path = write_config(tmp_path, handlers=["queuejobs"], supervisor={"workers": 1},
+                               types={"q:where": {"key": "payload.tenant"}})
+    with JobQueue(config=load(config_path)) as q:
+        ids = {name: q.enqueue("q:where", {"tenant": "t-7"}, queue=name) for name in ("emails", "default")}
+        sup_factory(config_path)
+        wait_until(lambda: all(q.get(i).status == "completed" for i in ids.values()), timeout=20,
+                   what="both jobs done")
+        assert {name: q.get(i).result["queue"] for name, i in ids.items()} == {"emails": "emails", "default": "default"}
+        assert q.get(ids["emails"]).limit_key == "t-7"
+    text = ok(jobq(config_path, "show", ids["emails"]))
+    assert re.search(r"^queue +emails$", text, re.M) and re.search(r"^limit_key +t-7$", text, re.M), text
 
 
 def test_editing_the_queues_table_resizes_the_pools_live(database, tmp_path, sup_factory):
