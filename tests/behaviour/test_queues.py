@@ -97,6 +97,26 @@ def test_a_handler_sees_the_queue_of_its_job_and_show_prints_queue_and_limit_key
     assert re.search(r"^queue +emails$", text, re.M) and re.search(r"^limit_key +t-7$", text, re.M), text
 
 
+def test_the_limited_claim_tries_a_workers_queues_in_their_weighted_order(database, tmp_path):
+    from shared.clock import FakeClock
+    from shared.limits import type_limits
+    clock = FakeClock(1_800_000_000)
+    q = JobQueue(config=load(write_config(tmp_path, types={"w:job": {"concurrency": 50}})), clock=clock)
+    try:
+        q.enqueue_many([("w:job", {"q": "light"}, {"queue": "light"}) for _ in range(10)])  # first in claim order
+        clock.advance(1)
+        q.enqueue_many([("w:job", {"q": "heavy"}, {"queue": "heavy"}) for _ in range(10)])
+        q.store.serve((("light", 1), ("heavy", 10**6)))  # heavy first, but for one draw in a million
+        got = [j.queue for _ in range(8) for j in q.store.claim_limited("h:1:1", 1, clock.now(),
+                                                                       type_limits(q.config), 1)]
+        assert got == ["heavy"] * 8
+        q.store.serve((("light", 1),))
+        assert [j.queue for j in q.store.claim_limited("h:1:1", 1, clock.now(), type_limits(q.config), 3)] == \
+            ["light"] * 3
+    finally:
+        q.close()
+
+
 def test_editing_the_queues_table_resizes_the_pools_live(database, tmp_path, sup_factory):
     config_path = pools_config(tmp_path, emails=1, reports=1)
     sup = sup_factory(config_path)

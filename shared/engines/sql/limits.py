@@ -85,7 +85,8 @@ class LimitsSql(KeysSql, QueueServing):
         """The limited claim, inside the caller's transaction on ``c``.
 
         Takes up to ``limit`` due pending jobs in claim order (priority, then first due, then
-        first created), skipping the types with no room: ``running < concurrency`` and fewer
+        first created; a worker of several queues: of the first queue in its weighted draw
+        that has one), skipping the types with no room: ``running < concurrency`` and fewer
         than ``count`` claims in the last ``period`` seconds; the same per key, and a fair type's
         keyed jobs by turns of their keys (:mod:`.keys`). A held-back job stays pending and
         blocks nothing else. A job of a rate-limited type is only ever claimed first in a batch
@@ -111,9 +112,15 @@ class LimitsSql(KeysSql, QueueServing):
         rated = {t for t, lim in limits.items() if lim.rate or lim.rate_per_key}
         keyed = {t: lim for t, lim in limits.items() if lim.keyed}
         counts = self._key_counts(c, keyed, state.by_key, lambda period: iso(now - period)) if keyed else None
-        rows = self._candidates(c, stamp, room, types, ids, limit, keyed, counts, state.turns)
-        return self._pick_and_take(c, rows, room, rated, keyed, counts, limit,
-                                   {"owner": owner, "pid": owner_pid, "now": stamp})
+        # A worker of several queues tries them in its weighted order (shared.queues.QueueOrder),
+        # as the plain claim does; one read per queue tried, the first that gives jobs ends it.
+        for queue in self.claim_order() if ids is None else [None]:
+            rows = self._candidates(c, stamp, room, types, ids, limit, keyed, counts, state.turns, queue)
+            jobs = self._pick_and_take(c, rows, room, rated, keyed, counts, limit,
+                                       {"owner": owner, "pid": owner_pid, "now": stamp})
+            if jobs:
+                return jobs
+        return []
 
     def _pick_and_take(self, c: Any, rows: list[dict[str, Any]], room: dict[str, float], rated: set[str],
                        keyed: Mapping[str, "TypeLimit"], counts: KeyCounts | None, limit: int,
@@ -156,12 +163,15 @@ class LimitsSql(KeysSql, QueueServing):
 
     def _candidates(self, c: Any, stamp: str, room: Mapping[str, float], types: Sequence[str] | None,
                     ids: Sequence[str] | None, limit: int, keyed: Mapping[str, "TypeLimit"],
-                    counts: KeyCounts | None, turns: Mapping[str, str]) -> list[dict[str, Any]]:
+                    counts: KeyCounts | None, turns: Mapping[str, str],
+                    queue: str | None = None) -> list[dict[str, Any]]:
         """The due pending jobs in claim order (types with no room, and keys at their limit,
-        left out), merged with the fair types' turns (:meth:`_fair_candidates`)."""
+        left out), merged with the fair types' turns (:meth:`_fair_candidates`); of ``queue``
+        alone when given, else of every queue this store serves."""
         full = [t for t, n in room.items() if n <= 0]
         fair = [t for t, lim in keyed.items() if lim.fair and t not in full]
-        common, params = self._filters([("queue", "queues", self.serving_names(), False)], {"now": stamp})
+        queues = [queue] if queue is not None else self.serving_names()
+        common, params = self._filters([("queue", "queues", queues, False)], {"now": stamp})
         skip, params = self._filters([("type", "full", full or None, True), ("type", "only", types, False),
                                       ("id", "ids", ids, False)], params)
         skip += common
