@@ -163,6 +163,7 @@ def max_overlap_per_key(runs: list[tuple[str, float, float]]) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_rate_per_key_holds_in_real_time_over_5_minutes_under_eight_workers(database, tmp_path, sup_factory):
     """Issue 26 in real time: 51 starts of each key take five windows of 60 s, at most 10 in
     each. Starts are the handlers' own (the attempt history), a few ms after their claims, so a
@@ -178,8 +179,8 @@ def test_rate_per_key_holds_in_real_time_over_5_minutes_under_eight_workers(data
                 rows = c.execute("SELECT j.limit_key, a.started_at FROM job_attempts a "
                                  "JOIN jobs j ON j.id = a.job_id").fetchall()
             out: dict[str, list[float]] = {"A": [], "B": []}
-            for key, started in rows:
-                out[key].append(parse_iso(started))
+            for r in rows:
+                out[r[0]].append(parse_iso(r[1]))
             return {k: sorted(v) for k, v in out.items()}
         got = wait_until(lambda: (s := starts()) and all(len(v) >= 51 for v in s.values()) and s,
                          timeout=400, what="51 starts of each key", interval=1.0)
