@@ -114,6 +114,22 @@ def test_the_fair_walk_steps_over_full_keys_and_wraps_round_from_its_turn(databa
         q.close()
 
 
+def test_a_dead_workers_job_requeued_frees_its_keys_slot_at_once(database, tmp_path):
+    clock = FakeClock(1_800_000_000)
+    q = keyed_queue(database, tmp_path, clock, concurrency_per_key=1, fair=True)
+    try:
+        q.enqueue_many([("key:job", {"customer": "A"}) for _ in range(3)])
+        limits = type_limits(q.config)
+        (held,) = q.store.claim_limited("dead:1:1", 1, clock.now(), limits, 1)
+        assert q.store.claim_limited(OWNER, PID, clock.now(), limits, 1) == []  # A at its limit
+        released = q.store.release_owner("dead:1:1", "worker died", clock.now(), max_attempts_for=lambda j: 5)
+        assert [(r.id, r.status) for r in released] == [(held.id, "pending")]
+        got = q.store.claim_limited(OWNER, PID, clock.now(), limits, 2)
+        assert len(got) == 1 and got[0].payload == {"customer": "A"}  # one slot, free again
+    finally:
+        q.close()
+
+
 def test_a_missing_key_path_names_the_type_and_path_and_writes_nothing(tmp_path):
     cfg = from_dict({"database": str(tmp_path / "x.db"), "types": {"key:job": {"key": "payload.customer.id"}}})
     with JobQueue(config=cfg) as q:
