@@ -130,6 +130,22 @@ def test_a_dead_workers_job_requeued_frees_its_keys_slot_at_once(database, tmp_p
         q.close()
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's query plan")
+def test_the_fair_walk_seeks_the_key_index_and_scans_no_jobs(database, tmp_path):
+    from shared.engines.sql.keys import WALK
+    q = keyed_queue(database, tmp_path, FakeClock(1_800_000_000), concurrency_per_key=1, fair=True)
+    try:
+        room, more = q.store.dialect.member("walk.k", "wfull", ["a"], negate=True)
+        plan = " | ".join(r["detail"] for r in q.store.conn.execute(
+            "EXPLAIN QUERY PLAN " + WALK.format(upto="", extra="", room=room),
+            {**more, "type": "key:job", "after": "", "now": "2026", "want": 1, "probes": 64}))
+        assert "USING INDEX jobs_key_claim (type=? AND limit_key>?)" in plan, plan
+        assert "USING INDEX jobs_key_claim (type=? AND limit_key=?)" in plan, plan
+        assert "SCAN jobs" not in plan, plan
+    finally:
+        q.close()
+
+
 def test_a_missing_key_path_names_the_type_and_path_and_writes_nothing(tmp_path):
     cfg = from_dict({"database": str(tmp_path / "x.db"), "types": {"key:job": {"key": "payload.customer.id"}}})
     with JobQueue(config=cfg) as q:
