@@ -91,9 +91,8 @@ class LimitsSql(KeysSql, QueueServing):
         keyed jobs by turns of their keys (:mod:`.keys`). A held-back job stays pending and
         blocks nothing else. A job of a rate-limited type is only ever claimed first in a batch
         and ends it, so it starts at once: its start is counted now (in ``type_starts``).
-        Returns nothing while the queue is paused. Cost: the plain claim's index walk, plus the
-        held-back jobs it steps over. ``types`` and ``ids`` (the in-process runner of
-        :mod:`shared.inline`) take only jobs of those types or with those ids.
+        Nothing while the queue is paused. Cost: the plain claim's index walk, plus the held-back
+        jobs it steps over. ``types``/``ids`` (:mod:`shared.inline`): only those types or ids.
         """
         if limit < 1:
             return []
@@ -112,8 +111,7 @@ class LimitsSql(KeysSql, QueueServing):
         rated = {t for t, lim in limits.items() if lim.rate or lim.rate_per_key}
         keyed = {t: lim for t, lim in limits.items() if lim.keyed}
         counts = self._key_counts(c, keyed, state.by_key, lambda period: iso(now - period)) if keyed else None
-        # A worker of several queues tries them in its weighted order (shared.queues.QueueOrder),
-        # as the plain claim does; one read per queue tried, the first that gives jobs ends it.
+        # A worker's queues in its weighted order (QueueOrder), as the plain claim: the first that gives jobs.
         for queue in self.claim_order() if ids is None else [None]:
             rows = self._candidates(c, stamp, room, types, ids, limit, keyed, counts, state.turns, queue)
             jobs = self._pick_and_take(c, rows, room, rated, keyed, counts, limit,
