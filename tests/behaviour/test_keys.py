@@ -146,6 +146,19 @@ def test_the_fair_walk_seeks_the_key_index_and_scans_no_jobs(database, tmp_path)
         q.close()
 
 
+def test_immediate_mode_runs_a_fair_types_keyed_job_at_enqueue(database, tmp_path):
+    from worker import handler
+
+    @handler("key:job")
+    def keyed(payload, job):
+        return payload["customer"]
+    cfg = load(write_config(tmp_path, types={"key:job": {"key": "payload.customer", "concurrency_per_key": 1,
+                                                        "fair": True}}))
+    with JobQueue(config=cfg, immediate=True, handlers=[keyed]) as q:
+        job = q.get(q.enqueue("key:job", {"customer": "A"}))  # taken by its id: no turn of keys
+        assert (job.status, job.result) == ("completed", "A")
+
+
 def test_a_missing_key_path_names_the_type_and_path_and_writes_nothing(tmp_path):
     cfg = from_dict({"database": str(tmp_path / "x.db"), "types": {"key:job": {"key": "payload.customer.id"}}})
     with JobQueue(config=cfg) as q:

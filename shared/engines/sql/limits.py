@@ -167,7 +167,7 @@ class LimitsSql(KeysSql, QueueServing):
         left out), merged with the fair types' turns (:meth:`_fair_candidates`); of ``queue``
         alone when given, else of every queue this store serves."""
         full = [t for t, n in room.items() if n <= 0]
-        fair = [t for t, lim in keyed.items() if lim.fair and t not in full]
+        fair = [t for t, lim in keyed.items() if lim.fair and t not in full] if ids is None else []  # ids: no turns
         queues = [queue] if queue is not None else self.serving_names()
         common, params = self._filters([("queue", "queues", queues, False)], {"now": stamp})
         skip, params = self._filters([("type", "full", full or None, True), ("type", "only", types, False),
