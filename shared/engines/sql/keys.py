@@ -110,9 +110,10 @@ class KeysSql(SqlBase):
               params: dict[str, Any], after: str, upto: str | None) -> tuple[list[dict[str, Any]], int, bool]:
         """One pass of :data:`WALK` over the keys after ``after`` (up to ``upto``, included): the
         candidates, how many keys it looked at, and whether the keys ran out."""
-        room, more = self.dialect.member("walk.k", "wfull", full, negate=True)
+        # the full keys as one list parameter: one statement text, however many keys are full
+        room = f"NOT ({self.dialect.any_of.format(col='walk.k', param=':wfull')})"
         sql = WALK.format(upto="AND limit_key <= :upto " if upto is not None else "", extra=extra, room=room)
-        rows = self._run(c, sql, {**params, **more, "type": jtype, "after": after, "upto": upto, "now": stamp,
+        rows = self._run(c, sql, {**params, "wfull": self.dialect.list_param(full), "type": jtype, "after": after, "upto": upto, "now": stamp,
                                   "want": want, "probes": probes}).fetchall()
         seen = sum(1 for r in rows if r["walk_key"] is not None)
         ran_out = bool(rows) and rows[-1]["walk_key"] is None

@@ -176,9 +176,9 @@ class LimitsSql(KeysSql, QueueServing):
         for i, (t, lim) in enumerate(keyed.items()):  # keys at their limit are stepped over
             at_limit = counts.full(lim) if counts is not None else []
             if at_limit:
-                where, more = self.dialect.member("limit_key", f"k{i}_", at_limit)
+                where = self.dialect.any_of.format(col="limit_key", param=f":k{i}_")  # one list parameter
                 skip += f"AND NOT (type = :kt{i} AND {where}) "
-                params.update(more, **{f"kt{i}": t})
+                params.update({f"k{i}_": self.dialect.list_param(at_limit), f"kt{i}": t})
         # A fair type's keyed jobs come by turns (_fair_candidates), not in claim order; its keys
         # with room stay in this walk's window, so that the jobs behind them wait their turn in
         # claim order instead of the walk reading the whole backlog.
