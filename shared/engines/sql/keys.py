@@ -61,6 +61,7 @@ class KeyCounts:
 
     def __init__(self, running: dict[tuple[str, str], int], used: dict[tuple[str, str], int]) -> None:
         self.running, self.used = running, used
+        self._full: dict[str, list[str]] = {}  # per type, as first worked out (one claim's counts)
 
     def room(self, lim: "TypeLimit", key: str | None) -> float:
         """How many more jobs of ``key`` may start now (inf: no per-key limit, or no key)."""
@@ -75,8 +76,10 @@ class KeyCounts:
 
     def full(self, lim: "TypeLimit") -> list[str]:
         """The keys of ``lim``'s type with no room now."""
-        keys = {k for t, k in (*self.running, *self.used) if t == lim.type}
-        return sorted(k for k in keys if self.room(lim, k) <= 0)
+        if lim.type not in self._full:
+            keys = {k for t, k in (*self.running, *self.used) if t == lim.type}
+            self._full[lim.type] = sorted(k for k in keys if self.room(lim, k) <= 0)
+        return self._full[lim.type]
 
 
 class KeysSql(SqlBase):
