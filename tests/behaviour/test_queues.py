@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 
 import pytest
 import tomli_w
