@@ -23,11 +23,25 @@ from shared.limits import type_limits
 OWNER, PID = f"bench:{os.getpid()}:1", os.getpid()
 
 
-def fill(store, n: int, keys: int, now: float, chunk: int = 20_000) -> None:
+def fill(store, n: int, keys: int, now: float, chunk: int = 20_000) -> list[str]:
+    """Enqueue; the ids of the first ``2 * keys`` jobs (two of each key, key i at i and i + keys)."""
+    first: list[str] = []
     for start in range(0, n, chunk):
         jobs = [NewJob(new_id(), "bench:fair", "{}", 0, now - 1, None, None, limit_key=f"k{i % keys:05d}")
                 for i in range(start, min(start + chunk, n))]
         store.enqueue(jobs, now)
+        first += [j.id for j in jobs][:max(0, 2 * keys - len(first))]
+    return first
+
+
+def hold_full_keys(store, first: list[str], keys: int, every: int, upto: int, limits) -> int:
+    """Claim (and keep running) both first jobs of every key below ``upto`` but one in ``every``:
+    those keys are at their limit (``concurrency_per_key = 2``), so each fair claim steps over
+    ``every - 1`` of them. Returns how many keys are held full."""
+    ids = [first[i + d] for i in range(min(upto, keys)) if i % every for d in (0, keys)]
+    for at in range(0, len(ids), 500):
+        store.claim_limited("bench:holder:1", PID, time.time(), limits, 500, ids=ids[at:at + 500])
+    return int(store.read("SELECT count(*) AS n FROM jobs WHERE status = 'running'")[0]["n"]) // 2
 
 
 def fill_reports(store, n: int, now: float, chunk: int = 20_000) -> None:
@@ -50,6 +64,8 @@ def main() -> None:
     p.add_argument("--pending", type=int, default=100_000)
     p.add_argument("--keys", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=300)
+    p.add_argument("--full-every", type=int, default=0, help="hold every key at its limit but one in N "
+                   "(each fair claim then steps over N-1 full keys)")
     p.add_argument("--database", default=None, help="default: a SQLite file in a temporary folder")
     p.add_argument("--keep", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -59,17 +75,26 @@ def main() -> None:
     store = open_store(cfg)
     now = time.time()
     t0 = time.perf_counter()
-    fill(store, a.pending, a.keys, now)
+    first = fill(store, a.pending, a.keys, now)
     if hasattr(store, "analyze_if_stale"):
         store.analyze_if_stale(0, 0)
     print(f"filled {a.pending:,} fair jobs over {a.keys:,} keys "
           f"in {time.perf_counter() - t0:.0f} s ({database.split('?')[0]})")
     limits = type_limits(cfg)
+    if a.full_every > 1:
+        held = hold_full_keys(store, first, a.keys, a.full_every, a.rounds * a.full_every + 1, limits)
+        print(f"{held:,} keys held at their limit: each fair claim steps over {a.full_every - 1}")
+
+    claims: list[float] = []
 
     def fair_cycle() -> None:
+        t = time.perf_counter()
         (j,) = store.claim_limited(OWNER, PID, time.time(), limits, 1)
+        claims.append((time.perf_counter() - t) * 1000)
         store.finish_and_claim([Finish("completed", j.id, j.attempts, None)], OWNER, PID, time.time(), 0)
     ms = timed(fair_cycle, a.rounds)
+    claims.sort()
+    print(f"fair claim alone: p50 {statistics.median(claims):.2f} ms, p99 {claims[int(len(claims) * 0.99) - 1]:.2f} ms")
     print(f"fair claim + complete: p50 {statistics.median(ms):.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms")
     fill_reports(store, a.pending, now)
     if hasattr(store, "analyze_if_stale"):
@@ -82,6 +107,8 @@ def main() -> None:
           f"p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms")
     if a.keep:
         return
+    if database.startswith("postgres"):
+        store.write(f"DROP SCHEMA {cfg.postgres.schema} CASCADE")  # the bench's own, made above
     store.close()
 
 

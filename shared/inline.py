@@ -90,7 +90,7 @@ class InlineRunner:
 
     def run(self, job: Any) -> str:
         """Run one claimed job and record its outcome as the worker does; the outcome's name."""
-        ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job))
+        ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job), job.queue)
         ctx.config, ctx.store = self.config, self.store
         t0 = time.perf_counter()
         outcome = execute(self.registry, job, ctx, self.tracing)

@@ -33,16 +33,17 @@ class JobLogger(logging.LoggerAdapter):
 
 class JobContext:
     """What a handler gets as its second argument: ``id``, ``type``, ``attempt`` (1-based),
-    ``max_attempts``, ``logger`` (its lines carry the job's id, type and attempt), and for a
+    ``max_attempts``, ``queue`` (the named queue it was enqueued on), ``logger`` (its lines carry the job's id, type and attempt), and for a
     job that waited for others ``parent_results`` / ``parent_errors`` (read on first use);
     ``cancel_requested`` (true once a cancel of the running job was asked), ``check_cancelled()``
     and ``progress(...)`` (see :mod:`shared.stopping`)."""
 
-    __slots__ = ("id", "type", "attempt", "max_attempts", "_logger", "config", "store", "_parents",
+    __slots__ = ("id", "type", "attempt", "max_attempts", "queue", "_logger", "config", "store", "_parents",
                  "cancel_requested", "timeout", "deadline", "in_handler", "timed_out", "reported", "reports")
 
-    def __init__(self, id: str, type: str, attempt: int, max_attempts: int) -> None:
+    def __init__(self, id: str, type: str, attempt: int, max_attempts: int, queue: str = "default") -> None:
         self.id, self.type, self.attempt, self.max_attempts = id, type, attempt, max_attempts
+        self.queue = queue
         self._logger: logging.LoggerAdapter | None = None
         self.config: Any = None  # the worker's current Config (built-in jobs need its database)
         self.store: Any = None  # the runner's store: where parent_results are read from

@@ -200,7 +200,7 @@ class AsyncRunner:
 
     async def _run_job(self, job: Job) -> None:
         w = self.w
-        ctx = JobContext(job.id, job.type, job.attempts, w.policy.max_attempts(job))
+        ctx = JobContext(job.id, job.type, job.attempts, w.policy.max_attempts(job), job.queue)
         ctx.config = w.config
         event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
               slot=w.slot, pid=w.pid)

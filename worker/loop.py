@@ -316,7 +316,7 @@ class Worker(Control, Commits):
         return self.held.shed(self.config.worker.batch_wait)
 
     def process(self, job: Job) -> Done:
-        ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job))
+        ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job), job.queue)
         ctx.config, ctx.store = self.config, self.store
         event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
               slot=self.slot, pid=self.pid)

@@ -219,9 +219,9 @@ def _when(r: dict[str, Any]) -> str:
 
 def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
     """``show``: the job's fields, payload, result, error with traceback, attempt history."""
-    keys = ("id", "type", "status", "attempts", "max_attempts", "priority", "key", "created_at", "run_at",
-            "started_at", "completed_at", "updated_at", "owner")
-    lines = [f"{k:<13} {job[k] if job[k] is not None else '-'}" for k in keys]
+    keys = ("id", "type", "status", "queue", "limit_key", "attempts", "max_attempts", "priority", "key",
+            "created_at", "run_at", "started_at", "completed_at", "updated_at", "owner")
+    lines = [f"{k:<13} {job.get(k) if job.get(k) is not None else '-'}" for k in keys]
     if job.get("cancel_requested_at") and job["status"] == "running":
         lines.append(f"{'cancel asked':<13} {job['cancel_requested_at']} (the handler is being stopped)")
     if job.get("progress") is not None:

@@ -179,14 +179,14 @@ def test_nothing_is_claimed_while_paused(q, clock):
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's query plan (PostgreSQL's: test_postgres)")
 def test_the_limited_claim_reads_the_claim_index_and_only_running_rows(q):
-    from shared.engines.sql.limits import CANDIDATES, RUNNING_BY_TYPE
+    from shared.engines.sql.limits import CANDIDATES, STATE
 
     def plan(sql: str, params: dict | None = None) -> str:
         return " | ".join(r["detail"] for r in q.store.conn.execute("EXPLAIN QUERY PLAN " + sql, params or {}))
     skip, params = q.store.dialect.member("type", "full", ["a", "b"], negate=True)
     candidates = plan(CANDIDATES.format(skip=f"AND {skip} "), {"now": "2026", "n": 4, **params})
     assert "USING INDEX jobs_claim (ANY(priority) AND run_at<?)" in candidates and "TEMP B-TREE" not in candidates
-    assert "USING INDEX jobs_running" in plan(RUNNING_BY_TYPE.format(jobs=q.store.dialect.jobs_running))
+    assert "USING INDEX jobs_running" in plan(STATE.format(jobs=q.store.dialect.jobs_running))
 
 
 # -- per-type defaults -----------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 with real supervisors on each engine."""
 from __future__ import annotations
 
+import re
 import signal
-import time
 
 import pytest
 import tomli_w
@@ -13,6 +13,7 @@ from shared.clock import parse_iso
 from shared.config import Config, from_dict, load
 from shared.queues import QueueOrder, plan, slot_queues, total_workers
 from tests.proc import db, wait_until, worker_rows, write_config
+from tests.unit.cli.test_cli import jobq, ok
 
 pytestmark = pytest.mark.engines
 
@@ -76,6 +77,41 @@ def test_emails_start_promptly_behind_a_report_backlog_and_pausing_reports_stops
         q.resume(queue="reports")
         wait_until(lambda: by_queue(config_path).get(("reports", "completed"), 0) > 6, timeout=30,
                    what="reports start again after resume")
+    finally:
+        q.close()
+
+
+def test_a_handler_sees_the_queue_of_its_job_and_show_prints_queue_and_limit_key(database, tmp_path,
+                                                                               sup_factory):
+    config_path = write_config(tmp_path, handlers=["queuejobs"], supervisor={"workers": 1},
+                               types={"q:where": {"key": "payload.tenant"}})
+    with JobQueue(config=load(config_path)) as q:
+        ids = {name: q.enqueue("q:where", {"tenant": "t-7"}, queue=name) for name in ("emails", "default")}
+        sup_factory(config_path)
+        wait_until(lambda: all(q.get(i).status == "completed" for i in ids.values()), timeout=20,
+                   what="both jobs done")
+        assert {name: q.get(i).result["queue"] for name, i in ids.items()} == {"emails": "emails", "default": "default"}
+        assert q.get(ids["emails"]).limit_key == "t-7"
+    text = ok(jobq(config_path, "show", ids["emails"]))
+    assert re.search(r"^queue +emails$", text, re.M) and re.search(r"^limit_key +t-7$", text, re.M), text
+
+
+def test_the_limited_claim_tries_a_workers_queues_in_their_weighted_order(database, tmp_path):
+    from shared.clock import FakeClock
+    from shared.limits import type_limits
+    clock = FakeClock(1_800_000_000)
+    q = JobQueue(config=load(write_config(tmp_path, types={"w:job": {"concurrency": 50}})), clock=clock)
+    try:
+        q.enqueue_many([("w:job", {"q": "light"}, {"queue": "light"}) for _ in range(10)])  # first in claim order
+        clock.advance(1)
+        q.enqueue_many([("w:job", {"q": "heavy"}, {"queue": "heavy"}) for _ in range(10)])
+        q.store.serve((("light", 1), ("heavy", 10**6)))  # heavy first, but for one draw in a million
+        got = [j.queue for _ in range(8) for j in q.store.claim_limited("h:1:1", 1, clock.now(),
+                                                                       type_limits(q.config), 1)]
+        assert got == ["heavy"] * 8
+        q.store.serve((("light", 1),))
+        assert [j.queue for j in q.store.claim_limited("h:1:1", 1, clock.now(), type_limits(q.config), 3)] == \
+            ["light"] * 3
     finally:
         q.close()
 

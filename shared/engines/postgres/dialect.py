@@ -24,4 +24,5 @@ DIALECT = Dialect(
     limits_lock="SELECT pg_advisory_xact_lock(hashtext(:key))",
     release_history=True,  # no trigger records the attempt a release ends
     text=pg_text,
+    dml_in_with=True,  # a data-modifying WITH runs whether read or not
 )

@@ -55,6 +55,8 @@ class Dialect:
       statement is never sent with one (the driver would refuse it).
     - ``rowid``: the column a walk in claim order breaks ties by, as the claim index does
       (SQLite's ``rowid``; ``id`` elsewhere); its value is part of a listing's cursor.
+    - ``dml_in_with``: True when a write may ride in a ``WITH`` of another write (one round trip
+      for both: the fair claim moves its turn in the claim statement); False: run it apart.
     - ``window_sorted``: True when a join over an ordered window keeps the window's order
       (SQLite's ``CROSS JOIN``, no sort); False when a listing must order its page itself.
     """
@@ -79,6 +81,7 @@ class Dialect:
     nul_text: bool = False
     rowid: str = "id"
     window_sorted: bool = False
+    dml_in_with: bool = False
     _cache: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def sql(self, text: str) -> str:

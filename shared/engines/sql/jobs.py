@@ -26,7 +26,7 @@ def in_claim_order(jobs: Iterable[Job]) -> list[Job]:
     locked rows came), not the subquery's, and a worker runs a batch front to back."""
     return sorted(jobs, key=lambda j: (-j.priority, j.run_at, j.created_at))
 
-_STOPPING = ", cancel_requested_at, progress"  # read with a job's row, not claimed with it (issue 27)
+_STOPPING = ", cancel_requested_at, progress, limit_key"  # read with a job's row, not claimed with it (issues 27, 26)
 _GET = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE id = :id"
 _RUNNING = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE status = 'running' ORDER BY started_at"
 # A delayed or retried job (due later than it was created): the small jobs_delayed index.

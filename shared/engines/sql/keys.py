@@ -3,13 +3,17 @@
 Inside the limited claim (:mod:`.limits`, one transaction that limited claims take in turns),
 for each type with ``concurrency_per_key``, ``rate_per_key`` or ``fair``:
 
-- the running jobs and the recent starts are counted per (type, key) (running rows are few; the
-  starts are a sliding log per key, ``key_starts``, like ``type_starts`` per type), so a key at
-  its limit is skipped, not waited for, across every process and host on the database;
-- a fair type's keyed jobs are not taken in claim order but round-robin over its keys: from the
-  key after the last one served (``key_turns``), one seek per key on ``jobs_key_claim`` finds
-  the next key with a due job, and that key's first job in claim order is its candidate. So a
-  key with 10,000 due jobs gets one turn per round, like a key with one.
+- the running jobs are counted per (type, key) from the running rows (few; read with the claim's
+  other state in one statement, so a dead worker's job re-queued frees its key's slot at once),
+  and the recent starts from a sliding log per key, ``key_starts`` (like ``type_starts`` per
+  type): a key at its limit is skipped, not waited for, across every process and host;
+- a fair type's keyed jobs are not taken in claim order but round-robin over its keys, in ONE
+  statement (:data:`WALK`): from the key after the last one served (``key_turns``), a recursive
+  walk seeks the next key with a due job on ``jobs_key_claim`` (``limit_key > k ORDER BY
+  limit_key LIMIT 1``: one index seek per key, whatever the depth), stepping over keys at their
+  limit, until it has as many keys with room as the claim wants (or :data:`MAX_PROBES`); each
+  such key's first job in claim order is its candidate. A key with 10,000 due jobs gets one turn
+  per round, like a key with one.
 """
 from __future__ import annotations
 
@@ -26,18 +30,30 @@ if TYPE_CHECKING:
 MAX_PROBES = 64  # keys looked at per fair type and claim (keys at their limit are stepped over)
 
 ROW = "id, type, limit_key, priority, run_at, created_at"
-RUNNING_BY_KEY = ("SELECT type, limit_key, count(*) AS n FROM {jobs} WHERE status = 'running' "
-                  "AND limit_key IS NOT NULL GROUP BY type, limit_key")
 _FORGET = "DELETE FROM key_starts WHERE type = :type AND started_at <= :since"
 _USED = "SELECT limit_key, count(*) AS n FROM key_starts WHERE type = :type GROUP BY limit_key"
 _START = "INSERT INTO key_starts (type, limit_key, started_at) VALUES (:type, :key, :now)"
-_TURN = "SELECT last_key FROM key_turns WHERE type = :type"
-_SET_TURN = ("INSERT INTO key_turns (type, last_key) VALUES (:type, :key) "
-             "ON CONFLICT (type) DO UPDATE SET last_key = excluded.last_key")
-_NEXT_KEY = (f"SELECT limit_key FROM jobs WHERE type = :type AND status = 'pending' AND limit_key IS NOT NULL "
-             f"AND limit_key > :after AND run_at <= :now AND {QUEUE_FREE} {{extra}}ORDER BY limit_key LIMIT 1")
-_HEAD = (f"SELECT {ROW} FROM jobs WHERE type = :type AND limit_key = :key AND status = 'pending' "
-         f"AND run_at <= :now AND {QUEUE_FREE} {{extra}}{CLAIM_ORDER} LIMIT 1")
+SET_TURN = ("INSERT INTO key_turns (type, last_key) VALUES (:turn_type, :turn_key) "
+            "ON CONFLICT (type) DO UPDATE SET last_key = excluded.last_key")
+# The next key of the type after {after} (bounded by {upto}) with a due job this claim may take.
+_NEXT = (f"SELECT limit_key FROM jobs WHERE type = :type AND status = 'pending' AND limit_key IS NOT NULL "
+         f"AND limit_key > {{after}} {{upto}}AND run_at <= :now AND {QUEUE_FREE} {{extra}}"
+         f"ORDER BY limit_key LIMIT 1")
+# The fair walk: (k, n: keys seen, got: keys with room before k) per step, stopping once the keys
+# seen hold :want with room, or at :probes keys; then each key with room, its head in claim
+# order. ``{room}``: walk.k may start one more (it is not one of the keys at their limit). A last
+# row with k NULL: the keys ran out.
+_HAS_ROOM = "CASE WHEN {room} THEN 1 ELSE 0 END"
+WALK = (f"WITH RECURSIVE walk(k, n, got) AS ("
+        f"SELECT ({_NEXT.format(after=':after', upto='{upto}', extra='{extra}')}), 1, 0 "
+        f"UNION ALL "
+        f"SELECT ({_NEXT.format(after='walk.k', upto='{upto}', extra='{extra}')}), walk.n + 1, "
+        f"walk.got + {_HAS_ROOM} FROM walk "
+        f"WHERE walk.k IS NOT NULL AND walk.n < :probes AND walk.got + {_HAS_ROOM} < :want) "
+        f"SELECT walk.k AS walk_key, j.id, j.type, j.limit_key, j.priority, j.run_at, j.created_at FROM walk "
+        f"LEFT JOIN jobs j ON walk.k IS NOT NULL AND {{room}} AND j.id = ("
+        f"SELECT id FROM jobs WHERE type = :type AND limit_key = walk.k AND status = 'pending' "
+        f"AND run_at <= :now AND {QUEUE_FREE} {{extra}}{CLAIM_ORDER} LIMIT 1) ORDER BY walk.n")
 
 
 class KeyCounts:
@@ -45,6 +61,7 @@ class KeyCounts:
 
     def __init__(self, running: dict[tuple[str, str], int], used: dict[tuple[str, str], int]) -> None:
         self.running, self.used = running, used
+        self._full: dict[str, list[str]] = {}  # per type, as first worked out (one claim's counts)
 
     def room(self, lim: "TypeLimit", key: str | None) -> float:
         """How many more jobs of ``key`` may start now (inf: no per-key limit, or no key)."""
@@ -59,18 +76,20 @@ class KeyCounts:
 
     def full(self, lim: "TypeLimit") -> list[str]:
         """The keys of ``lim``'s type with no room now."""
-        keys = {k for t, k in (*self.running, *self.used) if t == lim.type}
-        return sorted(k for k in keys if self.room(lim, k) <= 0)
+        if lim.type not in self._full:
+            keys = {k for t, k in (*self.running, *self.used) if t == lim.type}
+            self._full[lim.type] = sorted(k for k in keys if self.room(lim, k) <= 0)
+        return self._full[lim.type]
 
 
 class KeysSql(SqlBase):
     """The per-key counts, the fair walk over keys, and the bookkeeping of a claim's starts."""
 
-    def _key_counts(self, c: Any, limits: Mapping[str, "TypeLimit"], now: float, stamp_since: Any) -> KeyCounts:
-        """Count per key for the keyed types of ``limits`` (forgetting starts older than each
-        rate's period: ``stamp_since(period)`` gives the cut-off text)."""
-        running = {(r["type"], r["limit_key"]): r["n"] for r in
-                   self._run(c, RUNNING_BY_KEY.format(jobs=self.dialect.jobs_running)).fetchall()}
+    def _key_counts(self, c: Any, limits: Mapping[str, "TypeLimit"], running: dict[tuple[str, str], int],
+                    stamp_since: Any) -> KeyCounts:
+        """Per-key counts for the keyed types of ``limits``: ``running`` as read, and the starts
+        within each rate's period (forgetting older ones: ``stamp_since(period)`` gives the
+        cut-off text)."""
         used: dict[tuple[str, str], int] = {}
         for t, lim in limits.items():
             if lim.rate_per_key is not None:
@@ -79,36 +98,35 @@ class KeysSql(SqlBase):
         return KeyCounts(running, used)
 
     def _fair_candidates(self, c: Any, lim: "TypeLimit", counts: KeyCounts, stamp: str, want: int,
-                        extra: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+                         extra: str, params: dict[str, Any], start: str) -> list[dict[str, Any]]:
         """Up to ``want`` due jobs of a fair type, one per key with room, in turn from the key
-        after the last one served (wrapping round once)."""
-        last = self._run(c, _TURN, {"type": lim.type}).fetchone()
-        start = last["last_key"] if last else ""
-        out: list[dict[str, Any]] = []
-        after, wrapped, probes = start, False, 0
-        while len(out) < want and probes < MAX_PROBES:
-            row = self._run(c, _NEXT_KEY.format(extra=extra), {**params, "type": lim.type, "after": after,
-                                                               "now": stamp}).fetchone()
-            key = row["limit_key"] if row else None
-            if key is None or (wrapped and key > start):
-                if wrapped or not start:
-                    break
-                after, wrapped = "", True
-                continue
-            after, probes = key, probes + 1
-            if counts.room(lim, key) > 0:
-                head = self._run(c, _HEAD.format(extra=extra), {**params, "type": lim.type, "key": key,
-                                                                "now": stamp}).fetchone()
-                if head is not None:
-                    out.append(dict(head))
-            if wrapped and key == start:
-                break
+        after ``start`` (the last one served), wrapping round once: one statement per pass."""
+        full = counts.full(lim)
+        out, seen, ran_out = self._walk(c, lim.type, full, stamp, want, MAX_PROBES, extra, params, start, None)
+        if ran_out and start and len(out) < want and seen < MAX_PROBES:
+            more, _, _ = self._walk(c, lim.type, full, stamp, want - len(out), MAX_PROBES - seen, extra, params,
+                                    "", start)
+            out += more
         return out
 
+    def _walk(self, c: Any, jtype: str, full: list[str], stamp: str, want: int, probes: int, extra: str,
+              params: dict[str, Any], after: str, upto: str | None) -> tuple[list[dict[str, Any]], int, bool]:
+        """One pass of :data:`WALK` over the keys after ``after`` (up to ``upto``, included): the
+        candidates, how many keys it looked at, and whether the keys ran out."""
+        # the full keys as one list parameter: one statement text, however many keys are full
+        room = f"NOT ({self.dialect.any_of.format(col='walk.k', param=':wfull')})"
+        sql = WALK.format(upto="AND limit_key <= :upto " if upto is not None else "", extra=extra, room=room)
+        rows = self._run(c, sql, {**params, "wfull": self.dialect.list_param(full), "type": jtype, "after": after, "upto": upto, "now": stamp,
+                                  "want": want, "probes": probes}).fetchall()
+        seen = sum(1 for r in rows if r["walk_key"] is not None)
+        ran_out = bool(rows) and rows[-1]["walk_key"] is None
+        return [{k: r[k] for k in ROW.split(", ")} for r in rows if r["id"] is not None], seen, ran_out
+
     def _record_keys(self, c: Any, taken: list[tuple[str, str | None]], limits: Mapping[str, "TypeLimit"],
-                    stamp: str) -> None:
+                     stamp: str, skip_turn: str | None = None) -> None:
         """After a claim took ``taken`` ((type, key) in claim order): count the starts of keys
-        with a rate, and move each fair type's turn to the last key it served."""
+        with a rate, and move each fair type's turn to the last key it served (but
+        ``skip_turn``'s: the claim statement moved it)."""
         turns: dict[str, str] = {}
         for t, key in taken:
             lim = limits.get(t)
@@ -119,4 +137,5 @@ class KeysSql(SqlBase):
             if lim.fair:
                 turns[t] = key
         for t, key in turns.items():
-            self._run(c, _SET_TURN, {"type": t, "key": key})
+            if t != skip_turn:
+                self._run(c, SET_TURN, {"turn_type": t, "turn_key": key})
