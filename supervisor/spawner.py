@@ -19,6 +19,7 @@ import os
 import signal
 import time
 from collections import deque
+from typing import Callable
 
 from shared.logs import event, get_logger
 from shared.procs import set_child_subreaper
@@ -98,9 +99,11 @@ class Spawner:
         """File descriptors the supervisor loop waits on (a starting template's reply)."""
         return [self.server.fileno()] if self.waiting() else []
 
-    def start(self, slots: list[Slot], token: str, now: float, reset_signals: tuple[int, ...]) -> None:
+    def start(self, slots: list[Slot], token: str, now: float, reset_signals: tuple[int, ...],
+              before_exec: Callable[[], None] = lambda: None) -> None:
         """Fill ``slots`` with new workers: forked by the template (all requested at once), or
-        exec'd where there is no usable template."""
+        exec'd where there is no usable template (``before_exec`` is called first: this process
+        forks then, and must hold no database connection)."""
         server = self.server
         results: list[int | str | None] = [None] * len(slots)
         if server is not None and server.state == READY and slots:
@@ -118,6 +121,7 @@ class Spawner:
                 if isinstance(pid, str):
                     event(log, "template.spawn_failed", logging.WARNING, slot=slot.index, error=pid,
                           note="starting this worker by exec")
+                before_exec()
                 spawn(slot, self.snapshot, token, now, reset_signals)
             slot.generation = self.generation
 

@@ -25,6 +25,7 @@ child keeps its pid). The template exits when the supervisor closes its pipe or 
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import select
@@ -67,6 +68,7 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         try:
             registry = load_registry(handlers, source)
             preload(where)  # the engine's modules and driver too (some take ~0.3 s to import)
+            importlib.import_module("worker.__main__")  # and the worker loop: once, not per worker
         except HandlerImportError as exc:
             try:
                 _send(resp_fd, {"failed": exc.summary, "traceback": exc.traceback})
