@@ -21,6 +21,8 @@ import time
 from collections import deque
 from typing import Callable
 
+from shared.engines import preload, target
+from shared.errors import StoreUnavailable
 from shared.logs import event, get_logger
 from shared.procs import set_child_subreaper
 
@@ -50,7 +52,14 @@ class Spawner:
 
     def begin(self, handlers: tuple[str, ...], database: str, source: str | None = None) -> None:
         """Fork the first template (``source``: the config file naming ``handlers``). Call before
-        opening the database or starting a thread."""
+        opening the database or starting a thread. The engine's modules (jobq's own and its
+        driver, which start nothing at import) are imported first: this process needs them
+        anyway, and the template inherits them instead of importing them a second time on the
+        same cores (issue 30)."""
+        try:
+            preload(target(database))
+        except StoreUnavailable:
+            pass  # a value no engine takes: opening the database says so
         if not forkserver.enabled():
             self.off(f"{forkserver.ENV_SWITCH}=0")
         elif not set_child_subreaper(True):
