@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3, help="cold runs of each checkout (alternating)")
     p.add_argument("--kills", type=int, default=10)
-    p.add_argument("--respawn-jobs", type=int, default=20_000)
+    p.add_argument("--respawn-jobs", type=int, default=100_000)
     p.add_argument("--fault-jobs", type=int, default=2000)
     p.add_argument("--only", default="cold,exec,huey,respawn,faults")
     p.add_argument("--database", default=None, help="postgresql://... : measure PostgreSQL too (fresh schemas)")

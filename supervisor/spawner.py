@@ -121,6 +121,7 @@ class Spawner:
             except TemplateGone as exc:
                 done = getattr(exc, "done", {})
                 results = [done.get(k) for k in range(len(slots))]
+                before_exec()  # a new template is started by exec: a fork here
                 self._lost(server, str(exc), restart=not isinstance(exc, TemplateUnsafe))
         for slot, pid in zip(slots, results):
             if isinstance(pid, int):
