@@ -209,6 +209,9 @@ def respawn(db: Db, side: Side, kills: int, jobs: int) -> dict[str, Any]:
                               30, "worker.exited")
             after_log.append(started - parse_iso(logged[0]["ts"]))
             after_kill.append(started - t_kill)
+    except TimeoutError as exc:
+        raise TimeoutError(f"{side.name}: {exc}; workers {[p.pid for p in _workers(tree)]}; the supervisor's "
+                           f"log ends:\n{tree.output()[-3000:]}") from None
     finally:
         tree.close()
     return {"kills": kills, "after_exit_logged_ms": _summary(after_log), "after_kill_ms": _summary(after_kill)}
