@@ -353,7 +353,10 @@ class Arbiter:
         """Sleep until the next thing due (a round, a respawn, a kill, the stop deadline), a
         signal, a metrics request or the template's reply; then answer the metrics requests."""
         now_m = self.clock.monotonic()
-        wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(self.state == RUNNING)]
+        # While the template starts, empty slots wait for its reply (one of the fds), not for
+        # their due time: that is past, and the loop would spin, taking the template's CPU.
+        respawning = self.state == RUNNING and not self.spawner.waiting()
+        wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(respawning)]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
         extra = [*self.metrics.fds(self.config), *self.spawner.fds()]

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import sys
 
+from shared import config as config_mod
+from shared.config import ConfigError
+from shared.exitcodes import ExitCode
+from shared.queuenames import queue_name_error
+
+from .arbiter import Arbiter
+
 
 def run(config: str | None, workers: int | None, queues: str | None, ready_fd: int | None) -> int:
     """``jobq run``: load the config, check the overrides, run the supervisor in this process."""
-    from shared import config as config_mod
-    from shared.config import ConfigError
-    from shared.exitcodes import ExitCode
     try:
         cfg = config_mod.load(config_mod.resolve_path(config))
     except ConfigError as exc:
@@ -22,11 +26,9 @@ def run(config: str | None, workers: int | None, queues: str | None, ready_fd: i
         return ExitCode.USAGE
     names = None
     if queues is not None:
-        from shared.queuenames import queue_name_error
         names = tuple(q.strip() for q in queues.split(",") if q.strip())
         bad = next((why for q in names if (why := queue_name_error(q))), None) if names else "no queue named"
         if bad:
             print(f"jobq: --queues {queues!r}: {bad}", file=sys.stderr)
             return ExitCode.USAGE
-    from .arbiter import Arbiter
     return Arbiter(cfg, workers=workers, queues=names, ready_fd=ready_fd).run()
