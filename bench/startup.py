@@ -7,7 +7,9 @@ on SQLite and (``--database postgresql://...``, a fresh schema dropped after) Po
            to end jobs/s), and the workers' memory (RSS, USS, PSS) once idle. ``--rounds`` runs
            of each checkout, alternating (``--base DIR``: another checkout, e.g. ``main``'s, in
            the same sitting), medians reported.
-- exec:    the same with ``JOBQ_FORK_SERVER=0`` (every worker a fresh ``python -m worker``).
+- cpu:     CPU seconds of the supervisor, the template and the workers from launch until each
+           worker runs a job: steadier than wall times on a loaded machine.
+- exec:    the same as cold with ``JOBQ_FORK_SERVER=0`` (every worker a fresh ``python -m worker``).
 - huey:    Huey's consumer end to end (``-q`` and its defaults; SQLite only).
 - respawn: SIGKILL a busy worker: from the kill (and from its death being logged) to its
            replacement's first job start.
@@ -62,7 +64,7 @@ class Side:
         env = child_env(**extra)
         env["PYTHONPATH"] = os.pathsep.join([self.tree, *env["PYTHONPATH"].split(os.pathsep)[1:]]).rstrip(os.pathsep)
         if self.pycache:
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONDONTWRITEBYTECODE"] = ""  # empty: unset (Tree adds this environment to os.environ)
             env["PYTHONPYCACHEPREFIX"] = self.pycache
         return env
 
@@ -156,6 +158,32 @@ def cold(db: Db, side: Side, workers: int, n: int, fork_server: bool) -> dict[st
             "all_workers_first_job_s": round(firsts[workers - 1] - t0, 3) if len(firsts) >= workers else None,
             "workers_that_ran": len(firsts), "end_to_end_s": round(last - t0, 3),
             "end_to_end_jobs_s": round(n / (last - t0)), "memory_idle": mem}
+
+
+def cpu(db: Db, side: Side, workers: int) -> dict[str, Any]:
+    """CPU seconds the supervisor, the template and the workers spent from launch until each
+    worker runs a job (of 3 s): the start-up's cost, which a busy machine's load stretches in
+    wall time but hardly changes."""
+    _fill(db, [("bench:sleep", {"ms": 3000})] * workers)
+    tree = _launch(db, side, workers, True)
+    try:
+        wait_for(lambda: db.query("SELECT count(*) FROM jobs WHERE status = 'running'")[0][0] >= workers,
+                 60, f"{workers} jobs running", interval=0.005)
+        spent = tree.cpu_seconds()
+        template = [p.pid for p in tree.members() if _name(p) == TEMPLATE]
+    finally:
+        tree.close()
+    sup = spent.pop(tree.proc.pid, 0.0)
+    tpl = sum(spent.pop(pid, 0.0) for pid in template)
+    return {"total_s": round(sup + tpl + sum(spent.values()), 3), "supervisor_s": round(sup, 3),
+            "template_s": round(tpl, 3), "workers_s": round(sum(spent.values()), 3)}
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        return p.name()
+    except psutil.Error:
+        return ""
 
 
 def huey_cold(folder: str, fsync: str, workers: int, n: int, quiet: bool) -> dict[str, Any]:
@@ -282,6 +310,13 @@ def engine_runs(args: argparse.Namespace, url: str | None, sides: list[Side], su
             runs = out[side.name]["cold_runs"]
             out[side.name]["cold"] = {key: _median(runs, key) for key in
                                       ("first_job_s", "all_workers_first_job_s", "end_to_end_s", "end_to_end_jobs_s")}
+    if "cpu" in only:
+        for k in range(args.rounds):
+            for side in (sides if k % 2 == 0 else sides[::-1]):
+                out[side.name].setdefault("cpu_runs", []).append(run(cpu, side, args.workers))
+        for side in sides:
+            out[side.name]["cpu"] = {key: _median(out[side.name]["cpu_runs"], key)
+                                     for key in ("total_s", "supervisor_s", "template_s", "workers_s")}
     for side in sides:
         if "exec" in only:
             out[side.name]["cold_exec"] = run(cold, side, args.workers, args.jobs, False)
@@ -304,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kills", type=int, default=10)
     p.add_argument("--respawn-jobs", type=int, default=100_000)
     p.add_argument("--fault-jobs", type=int, default=2000)
-    p.add_argument("--only", default="cold,exec,huey,respawn,faults")
+    p.add_argument("--only", default="cold,cpu,exec,huey,respawn,faults")
     p.add_argument("--database", default=None, help="postgresql://... : measure PostgreSQL too (fresh schemas)")
     p.add_argument("--engines", default=None, help="sqlite,postgresql (default: sqlite, and postgresql "
                    "if --database is given)")
@@ -364,7 +399,7 @@ def verdicts(r: dict[str, Any], sides: list[str]) -> dict[str, Any]:
             lost = mine["faults_kill"]["states"].get("completed", 0) != mine["faults_kill"]["jobs"]
             v[f"{name}.faults_ge_50pct"] = (round(ratio, 3), ratio >= 0.5 and not lost)
     if "base" in sides:
-        for key in ("first_job_s", "all_workers_first_job_s", "respawn_after_kill_ms"):
+        for key in ("first_job_s", "all_workers_first_job_s", "respawn_after_kill_ms", "cpu_total_s"):
             a, b = _figure(r, "this", key), _figure(r, "base", key)
             if a is not None and b:
                 v[f"this_over_base.{key}"] = round(a / b, 3)
@@ -375,6 +410,8 @@ def _figure(r: dict[str, Any], side: str, key: str) -> float | None:
     mine = r.get(side, {})
     if key == "respawn_after_kill_ms":
         return mine["respawn"]["after_kill_ms"]["median"] if mine.get("respawn") else None
+    if key == "cpu_total_s":
+        return (mine.get("cpu") or {}).get("total_s")
     return (mine.get("cold") or {}).get(key)
 
 
