@@ -8,7 +8,9 @@ on SQLite and (``--database postgresql://...``, a fresh schema dropped after) Po
            of each checkout, alternating (``--base DIR``: another checkout, e.g. ``main``'s, in
            the same sitting), medians reported.
 - cpu:     CPU seconds of the supervisor, the template and the workers from launch until each
-           worker runs a job: steadier than wall times on a loaded machine.
+           worker runs a job (of 3 s), steadier than wall times on a loaded machine; and the
+           wall times to the first and to the last of those jobs' starts (8 busy with no race
+           of no-op batches for the write lock).
 - exec:    the same as cold with ``JOBQ_FORK_SERVER=0`` (every worker a fresh ``python -m worker``).
 - huey:    Huey's consumer end to end (``-q`` and its defaults; SQLite only).
 - respawn: SIGKILL a busy worker: from the kill (and from its death being logged) to its
@@ -165,18 +167,21 @@ def cpu(db: Db, side: Side, workers: int) -> dict[str, Any]:
     worker runs a job (of 3 s): the start-up's cost, which a busy machine's load stretches in
     wall time but hardly changes."""
     _fill(db, [("bench:sleep", {"ms": 3000})] * workers)
+    t0 = time.time()
     tree = _launch(db, side, workers, True)
     try:
         wait_for(lambda: db.query("SELECT count(*) FROM jobs WHERE status = 'running'")[0][0] >= workers,
                  60, f"{workers} jobs running", interval=0.005)
         spent = tree.cpu_seconds()
         template = [p.pid for p in tree.members() if _name(p) == TEMPLATE]
+        starts = sorted(parse_iso(t) for (t,) in db.query("SELECT started_at FROM jobs"))
     finally:
         tree.close()
     sup = spent.pop(tree.proc.pid, 0.0)
     tpl = sum(spent.pop(pid, 0.0) for pid in template)
     return {"total_s": round(sup + tpl + sum(spent.values()), 3), "supervisor_s": round(sup, 3),
-            "template_s": round(tpl, 3), "workers_s": round(sum(spent.values()), 3)}
+            "template_s": round(tpl, 3), "workers_s": round(sum(spent.values()), 3),
+            "first_job_s": round(starts[0] - t0, 3), "all_running_s": round(starts[-1] - t0, 3)}
 
 
 def _name(p: psutil.Process) -> str:
@@ -316,7 +321,8 @@ def engine_runs(args: argparse.Namespace, url: str | None, sides: list[Side], su
                 out[side.name].setdefault("cpu_runs", []).append(run(cpu, side, args.workers))
         for side in sides:
             out[side.name]["cpu"] = {key: _median(out[side.name]["cpu_runs"], key)
-                                     for key in ("total_s", "supervisor_s", "template_s", "workers_s")}
+                                     for key in ("total_s", "supervisor_s", "template_s", "workers_s",
+                                                 "first_job_s", "all_running_s")}
     for side in sides:
         if "exec" in only:
             out[side.name]["cold_exec"] = run(cold, side, args.workers, args.jobs, False)
