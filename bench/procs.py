@@ -39,12 +39,12 @@ class Tree:
     """A process (``argv``) and its descendants. ``close()`` leaves none of them running."""
 
     def __init__(self, argv: list[str], log_path: str, *, stop_signal: int = signal.SIGTERM,
-                 stop_timeout: float = 30.0, env: dict[str, str] | None = None) -> None:
+                 stop_timeout: float = 30.0, env: dict[str, str] | None = None, cwd: str = REPO) -> None:
         self.stop_signal = stop_signal
         self.stop_timeout = stop_timeout
         self.log = open(log_path, "wb")
         self.log_path = log_path
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=REPO,
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd,
                                      env=child_env(**(env or {})), start_new_session=True)
         self.seen: dict[int, psutil.Process] = {}
 

@@ -10,7 +10,6 @@ writes the progress the handler reported (``worker.checkin``). Nothing here touc
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -85,6 +84,8 @@ def run_awaitable(value: Any, ctx: Any) -> Any:
     when the deadline passes (then :class:`JobTimeout` is raised in its place) or a cancel is
     requested (:class:`JobCancelled`); a handler that catches the cancellation and returns has
     returned."""
+    import asyncio  # here: only async handlers need it, and it costs a process start ~30 ms
+
     async def main() -> Any:
         task = asyncio.ensure_future(value)
         why = None

@@ -2,7 +2,7 @@
 
     boot:  fork the template process (before anything else), import handler modules, recover
            jobs of dead owners
-    loop:  handle queued signals -> reap exited children -> maintain -> respawn -> wait
+    loop:  handle queued signals -> reap exited children -> respawn -> maintain -> wait
 
 The arbiter keeps the loop and the state its steps share; the steps' bodies live beside it:
 ``supervisor.dispatch`` (what each signal asks), ``supervisor.slots`` (worker slots: back-off,
@@ -111,8 +111,8 @@ class Arbiter:
             while not self.finished():
                 self.handle_signals()
                 self.reap_children()
+                self.respawn()  # before the upkeep round: the first workers do not wait for it
                 self.maintain()
-                self.respawn()
                 self.wait()
         except BaseException:
             event(log, "supervisor.crashed", logging.CRITICAL, error=traceback.format_exc())
@@ -263,10 +263,11 @@ class Arbiter:
         now_m = self.clock.monotonic()
         due = self.slots.due(self.target, now_m)
         if due:
-            self.close_db()  # nothing crosses fork()
             for slot in due:
                 self.counters["worker_restarts" if slot.started else "worker_starts"] += 1
-            self.spawner.start(due, self.token, now_m, HANDLED)
+            # The template forks in its own process; only a worker started by exec is forked
+            # here, and nothing crosses fork(): the connection is closed before that.
+            self.spawner.start(due, self.token, now_m, HANDLED, before_exec=self.close_db)
             for slot in due:
                 event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures,
                       forked=slot.forked)
@@ -352,7 +353,10 @@ class Arbiter:
         """Sleep until the next thing due (a round, a respawn, a kill, the stop deadline), a
         signal, a metrics request or the template's reply; then answer the metrics requests."""
         now_m = self.clock.monotonic()
-        wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(self.state == RUNNING)]
+        # While the template starts, empty slots wait for its reply (one of the fds), not for
+        # their due time: that is past, and the loop would spin, taking the template's CPU.
+        respawning = self.state == RUNNING and not self.spawner.waiting()
+        wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(respawning)]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
         extra = [*self.metrics.fds(self.config), *self.spawner.fds()]

@@ -1,12 +1,17 @@
-"""Reaping the supervisor's children. A template's exit goes to the spawner; a worker's death is
-logged (``worker.exited``, with why), its jobs re-queued before its slot can be filled again
-(``job.reaped``), and its slot's back-off set (``supervisor.slots``).
+"""Reaping the supervisor's children. A template's exit goes to the spawner; a worker's death
+sets its slot's back-off (``supervisor.slots``), asks for its replacement, re-queues its jobs
+(``job.reaped``) and is logged (``worker.exited``, with why).
+
+The replacement is asked for before the re-queue (issue 30: a respawn within 50 ms), which the
+old rule "re-queue a dead child's jobs before respawning it" forbade; what that rule protected
+holds by the owner ids instead: see :meth:`Deaths.on_exit`.
 """
 from __future__ import annotations
 
 import logging
 import os
 import signal
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.exitcodes import ExitCode
@@ -44,6 +49,7 @@ class Supervisor(Protocol):
     def db(self) -> Any: ...
     def close_db(self) -> None: ...
     def check_health(self) -> bool: ...
+    def respawn(self) -> None: ...
 
 
 class Deaths:
@@ -69,7 +75,13 @@ class Deaths:
                 self.on_exit(slot, status)
 
     def on_exit(self, slot: Slot, status: int) -> None:
-        """A worker died: log why, re-queue its jobs, then schedule its replacement."""
+        """A worker died: read what its progress file says, settle its slot and ask for its
+        replacement at once (issue 30: the fork runs while we re-queue), then re-queue its jobs
+        and log why it died. The replacement cannot run the dead worker's jobs before they are
+        re-queued: they stay ``running`` under the dead worker's owner id until
+        ``release_owner`` (guarded by that id) commits, and a claim takes ``pending`` jobs only;
+        the replacement has an owner id of its own (its pid). Its progress file is read and
+        removed before the fork, so the replacement's cannot be mistaken for it."""
         sup = self.sup
         how, code, sig = describe_status(status)
         now_m = sup.clock.monotonic()
@@ -77,14 +89,9 @@ class Deaths:
             how += ": perhaps out of memory"
         if slot.kill_reason:
             how += f" (supervisor: {slot.kill_reason})"
-        reason = slot.kill_reason or f"worker {slot.pid} {how} while running the job"
-        released = self.release(slot, reason)
-        level = logging.INFO if code in CLEAN_EXITS and not released else logging.WARNING
-        event(log, "worker.exited", level, slot=slot.index, pid=slot.pid, how=how,
-              lived=round(now_m - slot.started, 3), jobs_requeued=len(released))
-        for r in released:
-            event(log, "job.reaped", logging.WARNING, id=r.id, type=r.type, attempt=r.attempts,
-                  status=r.status, reason=reason)
+        dead = Dead(slot.index, slot.pid, slot.owner, slot.count_attempt, round(now_m - slot.started, 3),
+                    slot.kill_reason or f"worker {slot.pid} {how} while running the job",
+                    not_in_hand(progress_path(sup.snapshot, slot)))
         if sup.slots.settle(slot, code, sig, now_m, sup.snapshot,
                             sup.config.supervisor.restart_backoff_max, sup.target):
             sup.counters["worker_crashes"] += 1
@@ -93,8 +100,16 @@ class Deaths:
             # It may have left because the file names other handler modules (see the worker's
             # stale_handlers): apply the file now, so its replacement has them.
             sup.reload("file changed")
+        sup.respawn()
+        released = self.release(dead)
+        level = logging.INFO if code in CLEAN_EXITS and not released else logging.WARNING
+        event(log, "worker.exited", level, slot=dead.slot, pid=dead.pid, how=how, lived=dead.lived,
+              jobs_requeued=len(released))
+        for r in released:
+            event(log, "job.reaped", logging.WARNING, id=r.id, type=r.type, attempt=r.attempts,
+                  status=r.status, reason=dead.reason)
 
-    def release(self, slot: Slot, reason: str) -> list[Released]:
+    def release(self, dead: "Dead") -> list[Released]:
         """Re-queue a dead worker's jobs and drop its `processes` row. Only the job it was
         running is charged an attempt: the rest of its batch (jobs that had returned but whose
         outcomes were not committed, and jobs never started) keep theirs. A database failure
@@ -104,13 +119,24 @@ class Deaths:
         if sup.check_health():
             return released  # the jobs are in the database that is gone
         try:
-            released = sup.db().release_owner(slot.owner, reason, sup.clock.now(),
+            released = sup.db().release_owner(dead.owner, dead.reason, sup.clock.now(),
                                               max_attempts_for=sup.policy.max_attempts,
-                                              count_attempt=slot.count_attempt,
-                                              unstarted=not_in_hand(progress_path(sup.snapshot, slot)))
-            sup.db().remove_process(slot.owner)  # a dead worker cannot delete its own row
+                                              count_attempt=dead.count_attempt, unstarted=dead.unstarted)
+            sup.db().remove_process(dead.owner)  # a dead worker cannot delete its own row
         except Exception as exc:  # noqa: BLE001
-            event(log, "worker.release_failed", logging.ERROR, slot=slot.index, pid=slot.pid, error=repr(exc))
+            event(log, "worker.release_failed", logging.ERROR, slot=dead.slot, pid=dead.pid, error=repr(exc))
             sup.close_db()
         sup.counters["jobs_reaped"] += len(released)
         return released
+
+
+@dataclass(frozen=True)
+class Dead:
+    """What the re-queue needs of a dead worker once its slot is emptied (and maybe refilled)."""
+    slot: int
+    pid: int | None
+    owner: str | None
+    count_attempt: bool
+    lived: float
+    reason: str
+    unstarted: list[str]

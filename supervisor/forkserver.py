@@ -2,8 +2,9 @@
 
 The first template is forked from the supervisor at boot, before the supervisor opens the
 database, imports a handler module or starts anything: it inherits only the modules imported so
-far (jobq's own, psutil) and, in the child, closes every file descriptor but stdio and its two
-pipes, then imports the worker code and the handler modules. A template started later (after
+far (jobq's own, psutil, the engine's modules and driver) and, in the child, closes every file
+descriptor but stdio and its two pipes, then imports the worker code and the handler modules
+while the supervisor opens the database. A template started later (after
 it died, or a reload changed ``handlers``) is exec'd as ``python -m worker --fork-server``, so
 it imports the handler modules afresh and inherits nothing at all.
 

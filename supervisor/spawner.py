@@ -19,7 +19,10 @@ import os
 import signal
 import time
 from collections import deque
+from typing import Callable
 
+from shared.engines import preload, target
+from shared.errors import StoreUnavailable
 from shared.logs import event, get_logger
 from shared.procs import set_child_subreaper
 
@@ -49,7 +52,14 @@ class Spawner:
 
     def begin(self, handlers: tuple[str, ...], database: str, source: str | None = None) -> None:
         """Fork the first template (``source``: the config file naming ``handlers``). Call before
-        opening the database or starting a thread."""
+        opening the database or starting a thread. The engine's modules (jobq's own and its
+        driver, which start nothing at import) are imported first: this process needs them
+        anyway, and the template inherits them instead of importing them a second time on the
+        same cores (issue 30)."""
+        try:
+            preload(target(database))
+        except StoreUnavailable:
+            pass  # a value no engine takes: opening the database says so
         if not forkserver.enabled():
             self.off(f"{forkserver.ENV_SWITCH}=0")
         elif not set_child_subreaper(True):
@@ -98,9 +108,11 @@ class Spawner:
         """File descriptors the supervisor loop waits on (a starting template's reply)."""
         return [self.server.fileno()] if self.waiting() else []
 
-    def start(self, slots: list[Slot], token: str, now: float, reset_signals: tuple[int, ...]) -> None:
+    def start(self, slots: list[Slot], token: str, now: float, reset_signals: tuple[int, ...],
+              before_exec: Callable[[], None] = lambda: None) -> None:
         """Fill ``slots`` with new workers: forked by the template (all requested at once), or
-        exec'd where there is no usable template."""
+        exec'd where there is no usable template (``before_exec`` is called first: this process
+        forks then, and must hold no database connection)."""
         server = self.server
         results: list[int | str | None] = [None] * len(slots)
         if server is not None and server.state == READY and slots:
@@ -109,6 +121,7 @@ class Spawner:
             except TemplateGone as exc:
                 done = getattr(exc, "done", {})
                 results = [done.get(k) for k in range(len(slots))]
+                before_exec()  # a new template is started by exec: a fork here
                 self._lost(server, str(exc), restart=not isinstance(exc, TemplateUnsafe))
         for slot, pid in zip(slots, results):
             if isinstance(pid, int):
@@ -118,6 +131,7 @@ class Spawner:
                 if isinstance(pid, str):
                     event(log, "template.spawn_failed", logging.WARNING, slot=slot.index, error=pid,
                           note="starting this worker by exec")
+                before_exec()
                 spawn(slot, self.snapshot, token, now, reset_signals)
             slot.generation = self.generation
 

@@ -19,7 +19,6 @@ from shared.durations import SECONDS_EXPECTED as DURATION_HELP
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES, TERMINAL
-from shared.queuenames import queue_name_error
 from shared.errors import StoreError
 from shared.ops.viewctx import Ctx
 
@@ -156,23 +155,8 @@ def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Nam
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    try:
-        cfg = config_mod.load(config_mod.resolve_path(args.config))
-    except ConfigError as exc:
-        print(f"jobq: invalid config: {exc}", file=sys.stderr)
-        return ExitCode.CONFIG_INVALID
-    if args.workers is not None and args.workers < 0:
-        print(f"jobq: --workers must be >= 0, got {args.workers}", file=sys.stderr)
-        return ExitCode.USAGE
-    queues = None
-    if args.queues is not None:
-        queues = tuple(q.strip() for q in args.queues.split(",") if q.strip())
-        bad = next((why for q in queues if (why := queue_name_error(q))), None) if queues else "no queue named"
-        if bad:
-            print(f"jobq: --queues {args.queues!r}: {bad}", file=sys.stderr)
-            return ExitCode.USAGE
-    from ..arbiter import Arbiter  # here: of the commands, only run loads the supervisor process
-    return Arbiter(cfg, workers=args.workers, queues=queues, ready_fd=args.ready_fd).run()
+    from ..launch import run  # the same as `python -m supervisor run` without this parser
+    return run(args.config, args.workers, args.queues, args.ready_fd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,3 +141,30 @@ def test_the_health_check_watches_the_file_where_the_engine_keeps_one(tmp_path):
     pg = Config().replace(database="postgresql://jobq:secret@127.0.0.1/test")
     assert health_check(pg) is None and database_missing(pg) is None  # the server is the database
     assert health_check(Config().replace(database=":memory:")) is None
+
+
+class _StartingTemplate:
+    """A spawner whose template is still importing (its reply not in yet)."""
+
+    def waiting(self) -> bool:
+        return True
+
+    def fds(self) -> list[int]:
+        return []
+
+
+def test_the_loop_sleeps_while_the_template_starts(tmp_path, monkeypatch):
+    """Empty slots due since boot must not make each wait return at once while the template
+    starts (issue 30: the supervisor spun ~1,700 turns in 3 s, taking the template's CPU);
+    once the template is ready they do."""
+    from supervisor.arbiter import Arbiter
+    arb = Arbiter(config_mod.load(write_config(tmp_path)))
+    arb.slots.fill(2)  # due at once (next_start 0)
+    arb.next_maintain = arb.clock.monotonic() + 60
+    waits: list[float] = []
+    monkeypatch.setattr(arb.signals, "wait", lambda timeout, extra=(): waits.append(timeout) or [])
+    monkeypatch.setattr(arb, "spawner", _StartingTemplate())
+    arb.wait()
+    monkeypatch.setattr(_StartingTemplate, "waiting", lambda self: False)
+    arb.wait()
+    assert waits[0] > 0.5 and waits[1] == 0.0

@@ -1,0 +1,34 @@
+"""``jobq run`` in the supervisor process: read the config, check the overrides, run the arbiter.
+Reached from the plain ``run`` command line by ``supervisor.__main__`` without the ops CLI's
+parser (issue 30), and from the CLI's ``run`` command; both give the same messages.
+"""
+from __future__ import annotations
+
+import sys
+
+from shared import config as config_mod
+from shared.config import ConfigError
+from shared.exitcodes import ExitCode
+from shared.queuenames import queue_name_error
+
+from .arbiter import Arbiter
+
+
+def run(config: str | None, workers: int | None, queues: str | None, ready_fd: int | None) -> int:
+    """``jobq run``: load the config, check the overrides, run the supervisor in this process."""
+    try:
+        cfg = config_mod.load(config_mod.resolve_path(config))
+    except ConfigError as exc:
+        print(f"jobq: invalid config: {exc}", file=sys.stderr)
+        return ExitCode.CONFIG_INVALID
+    if workers is not None and workers < 0:
+        print(f"jobq: --workers must be >= 0, got {workers}", file=sys.stderr)
+        return ExitCode.USAGE
+    names = None
+    if queues is not None:
+        names = tuple(q.strip() for q in queues.split(",") if q.strip())
+        bad = next((why for q in names if (why := queue_name_error(q))), None) if names else "no queue named"
+        if bad:
+            print(f"jobq: --queues {queues!r}: {bad}", file=sys.stderr)
+            return ExitCode.USAGE
+    return Arbiter(cfg, workers=workers, queues=names, ready_fd=ready_fd).run()

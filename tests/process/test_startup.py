@@ -1,0 +1,95 @@
+"""Start-up (issue 30): the supervisor reaches its first claim without importing what the claim
+does not need, and its forked workers import nothing of jobq after the fork."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shared.api import JobQueue
+from shared.config import load
+from tests.proc import REPO, env, log_events, wait_until, write_config
+
+pytestmark = pytest.mark.engines
+
+# A real `python -m supervisor run`, except that it writes the names of its modules at exit.
+RUN = """
+import atexit, json, runpy, sys
+out, sys.argv = sys.argv[1], ["supervisor", *sys.argv[2:]]
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
+"""
+
+# Not needed for a claim: the ops CLI and its config reference, the dashboard, tracing, the
+# producer API; on SQLite asyncio too (only async handlers use it; psycopg imports it itself).
+NEVER = ("supervisor.cli", "supervisor.web", "supervisor.gendocs", "opentelemetry", "shared.api")
+NEVER_ON_SQLITE = ("asyncio", "psycopg", "psycopg_pool")
+
+
+def supervisor_modules(tmp_path: Path, config: Path) -> list[str]:
+    """Run a supervisor until it has run a job, stop it, and return its ``sys.modules``."""
+    with JobQueue(config=load(str(config))) as q:
+        job = q.enqueue("test:noop", {})
+        out = tmp_path / "modules.json"
+        log = open(tmp_path / "supervisor.log", "wb")
+        proc = subprocess.Popen([sys.executable, "-c", RUN, str(out), "run", "--config", str(config)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env(), cwd=str(REPO))
+        try:
+            wait_until(lambda: q.get(job).status == "completed", 30, "the job to complete")
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, (tmp_path / "supervisor.log").read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            log.close()
+    return json.loads(out.read_text())
+
+
+def test_the_supervisor_imports_only_what_its_claims_need(tmp_path, database, engine_name):
+    config = write_config(tmp_path, handlers=["testjobs"])
+    modules = supervisor_modules(tmp_path, config)
+    assert "supervisor.arbiter" in modules and "shared.engines" in modules  # it did run
+    never = NEVER + (NEVER_ON_SQLITE if engine_name == "sqlite" else ())
+    assert [m for m in modules if any(m == n or m.startswith(n + ".") for n in never)] == []
+    if engine_name != "sqlite":
+        assert "psycopg" in modules
+
+
+def test_a_dead_workers_replacement_forks_before_its_job_is_requeued_and_nothing_runs_twice(
+        tmp_path, database, sup_factory):
+    """SIGKILL of a worker in the middle of a job: its replacement is asked for before the job
+    is re-queued (``worker.spawned`` before ``worker.exited``); the job runs again once, in the
+    replacement, after the first run's process is dead."""
+    cfg = write_config(tmp_path, log_format="json", supervisor={"workers": 1})
+    log, gate = tmp_path / "events.log", tmp_path / "gate"
+    with JobQueue(config=load(str(cfg))) as q:
+        job = q.enqueue("test:gate", {"log": str(log), "gate": str(gate)})
+        sup = sup_factory(cfg)
+        first = wait_until(lambda: _runs(log), 30, "the first run")[0]
+        killed_at = time.time()
+        os.kill(first["pid"], signal.SIGKILL)
+        exited = wait_until(lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == first["pid"]],
+                            30, "the death reaped")[0]
+        assert exited["jobs_requeued"] == 1
+        second = wait_until(lambda: _runs(log)[1:], 30, "the second run")[0]
+        gate.touch()
+        wait_until(lambda: q.get(job).status == "completed", 30, "the job to complete")
+    order = [(e["event"], e["pid"]) for e in log_events(sup) if e.get("event") in ("worker.spawned", "worker.exited")]
+    assert order[:3] == [("worker.spawned", first["pid"]), ("worker.spawned", second["pid"]),
+                         ("worker.exited", first["pid"])]
+    assert [r["attempt"] for r in _runs(log)] == [1, 2] and second["pid"] != first["pid"]
+    assert second["t"] > killed_at  # never two runs at once
+
+
+def _runs(log: Path) -> list[dict]:
+    if not log.exists():
+        return []
+    return [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "start"]
+
