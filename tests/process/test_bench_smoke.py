@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -76,15 +77,34 @@ def _bench_schemas(url: str) -> set[str]:
         return {r[0] for r in c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_%'")}
 
 
-def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path) -> None:
+@pytest.fixture
+def bench_db():
+    """A database of its own on the test server for one bench run (dropped after): the schemas
+    left in it are this run's alone. On the shared database, another bench running meanwhile
+    (a developer's, another checkout's tests) made and dropped ``bench_*`` schemas of its own."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    from tests.engines import postgres_url, require_postgres
+    require_postgres()
+    server = postgres_url()
+    name = f"jobq_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(server, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path, bench_db: str) -> None:
     """``python -m bench --database postgresql://...`` runs every system and workload at tiny
     sizes, reports them, and leaves no schema behind (skips without a server unless
     JOBQ_REQUIRE_POSTGRES=1)."""
-    from tests.engines import postgres_url, require_postgres
-    require_postgres()
     require_bench_extra()
-    url = postgres_url()
-    before = _bench_schemas(url)
+    url = bench_db
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--database", url, "--only",
                            "enqueue,burn,idle,depth", "--json", str(out), "--tmp", str(tmp_path)],
@@ -111,23 +131,20 @@ def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path) -> None:
         assert r["depth"][system]["pg"]["1000"]["due"]["claim_ms"] > 0
     assert data["table"].startswith("| figure | jobq | Huey PG |")
     assert "Issue 14 targets" in proc.stdout
-    assert _bench_schemas(url) <= before  # every schema it made is dropped
+    assert _bench_schemas(url) == set()  # every schema it made is dropped
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]
 
 
-def test_chaos_postgres_smoke(tmp_path: Path) -> None:
+def test_chaos_postgres_smoke(tmp_path: Path, bench_db: str) -> None:
     """``python -m bench.chaos --database postgresql://...`` at a tiny size: its oracle reads the
     jobs from the server; nothing lost, nothing overlapping."""
-    from tests.engines import postgres_url, require_postgres
-    require_postgres()
-    url = postgres_url()
-    before = _bench_schemas(url)
+    url = bench_db
     proc = subprocess.run([sys.executable, "-m", "bench.chaos", "--database", url, "--jobs", "40", "--workers", "2",
                            "--kill-every", "0.3", "--supervisor-kills", "1", "--timeout", "120"],
                           cwd=REPO, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert "chaos: jobs=40 completed=40" in proc.stdout and " lost=0 overlapping=0 " in proc.stdout
-    assert _bench_schemas(url) <= before
+    assert _bench_schemas(url) == set()
 
 
 def test_bench_otel_smoke_states_the_tracing_target(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ other settings). The project's signal receivers append to a file: which process 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import socket
@@ -20,9 +21,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("django", reason="Django is in the test extra: pip install -e '.[test]'")
-try:
-    import django.tasks  # noqa: F401  Django 6
-except ImportError:
+if importlib.util.find_spec("django.tasks") is None:  # Django 6 has it; 5.2 needs the backport
     pytest.importorskip("django_tasks", reason="the django-tasks backport is in the test extra")
 
 from shared.api import JobQueue  # noqa: E402
