@@ -82,7 +82,7 @@ def bench_db():
     """A database of its own on the test server for one bench run (dropped after): the schemas
     left in it are this run's alone. On the shared database, another bench running meanwhile
     (a developer's, another checkout's tests) made and dropped ``bench_*`` schemas of its own."""
-    from urllib.parse import urlsplit, urlunsplit
+    from urllib.parse import urlsplit
 
     import psycopg
 
@@ -93,7 +93,8 @@ def bench_db():
     with psycopg.connect(server, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+        url = urlsplit(server)  # (urlunsplit drops the // of an empty host: postgresql:///test)
+        yield f"{url.scheme}://{url.netloc}/{name}" + (f"?{url.query}" if url.query else "")
     finally:
         with psycopg.connect(server, autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
