@@ -176,7 +176,10 @@ def test_unstarted_jobs_do_not_wait_behind_a_slow_job_past_batch_wait(database, 
     """The heartbeat thread gives back the rest of a batch once the job ahead has run
     ``batch_wait`` seconds: pending again, no attempt lost, while the slow job still runs."""
     def released_7(cfg, blocker, rest, sup) -> bool:
-        wait_until(lambda: "worker.batch_released" in sup.output(), what="the batch's rest given back")
+        try:  # a batch that did not reach 8 (slow fast jobs) may hold the blocker alone: nothing to give back
+            wait_until(lambda: "worker.batch_released" in sup.output(), what="the batch's rest given back")
+        except AssertionError:
+            return False  # another try; all of them failing fails the test
         return "jobs=7" in next(x for x in sup.output().splitlines() if "worker.batch_released" in x)
     cfg, log, gate, blocker, rest, sup = _batch_of_8(database, tmp_path, 0.2, released_7)
     try:

@@ -10,29 +10,38 @@ import pytest
 import jobq
 import shared.tasks
 from jobq import JobFailed, JobQueue
-from tests.proc import FIXTURES, REPO, write_config
+from tests.proc import FIXTURES, REPO, Running, write_config
 
 if FIXTURES not in sys.path:
     sys.path.insert(0, FIXTURES)
 import taskjobs  # noqa: E402
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def served(request, tmp_path, sup_factory, monkeypatch):
-    """A supervisor serving taskjobs on the engine, and the config file's path; the test
-    process's default queue is unset (``.enqueue()`` then opens the file's database)."""
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(request, tmp_path_factory):
+    """One supervisor serving taskjobs on the engine for the module's tests (each enqueues and
+    waits for jobs of its own), and its config file's path."""
+    folder = tmp_path_factory.mktemp(f"tasks-{request.param}")
     extra = {}
     if request.param == "postgresql":
         from tests.engines import PostgresEngine
-        pg = PostgresEngine(tmp_path)
+        pg = PostgresEngine(folder)
         request.addfinalizer(pg.drop)
         extra = {"database": pg.database, "postgres": {"schema": pg.schema}}
-    path = write_config(tmp_path, handlers=["taskjobs"], **extra)
+    path = write_config(folder, handlers=["taskjobs"], **extra)
+    sup = Running(path)
+    request.addfinalizer(sup.close)
+    return path
+
+
+@pytest.fixture
+def served(server, monkeypatch):
+    """The module's supervisor; the test process's default queue is unset (``.enqueue()`` then
+    opens the config file's database) and closed after the test."""
     monkeypatch.setattr(shared.tasks, "_configured", None)
     monkeypatch.setattr(shared.tasks, "_opened", shared.tasks._Default())
-    monkeypatch.setenv("JOBQ_CONFIG", str(path))
-    sup_factory(path)
-    yield path
+    monkeypatch.setenv("JOBQ_CONFIG", str(server))
+    yield server
     shared.tasks.default_queue().close()
 
 

@@ -99,15 +99,18 @@ def test_idle_workers_survive_losing_their_postgresql_connection(tmp_path, how):
     try:
         wait_until(lambda: len(log_events(sup, "worker.started")) == 4, timeout=30, what="4 workers started")
         workers = [e["pid"] for e in log_events(sup, "worker.started")]
-        first = wait_until(lambda: (lambda b: b if len(b) == 4 else None)(worker_backends(pg.database, workers)),
-                           what="the 4 workers' connections")
+        # Connections are seen one poll at a time, not all four at once: under idle_session_timeout
+        # a worker holds one only from a use until the server ends it 500 ms later.
+        first: dict[int, int] = {}
+        wait_until(lambda: first.update({**worker_backends(pg.database, workers), **first}) or len(first) == 4,
+                   what="the 4 workers' connections")
         if how == "pg_terminate_backend":
             terminate(pg.database, list(first.values()))
+        again: dict[int, int] = {}
 
         def reconnected():
-            now = worker_backends(pg.database, workers)
-            return log_events(sup, "worker.exited") or \
-                (len(now) == 4 and all(now[p] != first[p] for p in workers))
+            again.update({p: b for p, b in worker_backends(pg.database, workers).items() if b != first[p]})
+            return log_events(sup, "worker.exited") or len(again) == 4
         wait_until(reconnected, timeout=30, what="every worker to connect again (or one to exit)")
         with JobQueue(config=load(cfg).replace(database=pg.database)) as q:
             job = q.enqueue("t:after")  # no handler: it fails at once, but only once a worker runs it

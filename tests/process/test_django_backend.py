@@ -10,6 +10,7 @@ other settings). The project's signal receivers append to a file: which process 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import socket
@@ -20,9 +21,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("django", reason="Django is in the test extra: pip install -e '.[test]'")
-try:
-    import django.tasks  # noqa: F401  Django 6
-except ImportError:
+if importlib.util.find_spec("django.tasks") is None:  # Django 6 has it; 5.2 needs the backport
     pytest.importorskip("django_tasks", reason="the django-tasks backport is in the test extra")
 
 from shared.api import JobQueue  # noqa: E402
@@ -115,7 +114,7 @@ def test_a_rolled_back_atomic_leaves_no_job_and_a_committed_one_completes(projec
     assert done["status"] == "SUCCESSFUL" and done["return_value"] == 5 and done["args"] == [2, 3]
     assert len(done["worker_ids"]) == 1 and done["errors"] == []
     sent = project.signal_lines(kept["id"])
-    assert [s["signal"] for s in sent] == ["enqueued", "started", "finished"]
+    assert [s["signal"] for s in sent] == ["enqueued", "started", "finished"]  # sent in the transaction
     assert sent[-1]["status"] == "SUCCESSFUL" and {s["sender"] for s in sent} == {"JobqBackend"}
     assert sent[0]["pid"] != sent[1]["pid"] == sent[2]["pid"]   # enqueued here, run by a worker
     assert project.signal_lines(gone["id"])[0]["signal"] == "enqueued"  # sent, then rolled back
@@ -162,8 +161,18 @@ def test_a_failing_task_with_3_attempts_ends_failed_with_3_errors(project):
     assert result["status"] == "FAILED" and len(result["worker_ids"]) == 3
     assert [e["class"] for e in result["errors"]] == ["builtins.ValueError"] * 3
     assert all("ValueError: cannot: no address" in e["traceback"] for e in result["errors"])
-    assert [s["signal"] for s in project.signal_lines(job_id)] == ["enqueued"] + ["started"] * 3 + ["finished"]
-    assert project.signal_lines(job_id)[-1]["status"] == "FAILED"
+    enqueued, run = by_process(project.signal_lines(job_id))
+    assert enqueued == ["enqueued"] and [s["signal"] for s in run] == ["started"] * 3 + ["finished"]
+    assert run[-1]["status"] == "FAILED"
+
+
+def by_process(sent: list[dict]) -> tuple[list[str], list[dict]]:
+    """A job's signals split into the enqueuing process's names and the worker's lines. Outside a
+    transaction ``task_enqueued`` is sent once the job is written, as Django's own backends do: a
+    worker may claim the job (and send ``task_started``) before the enqueuing process appends its
+    line, so only the order within each process is promised."""
+    enqueuer = next(s["pid"] for s in sent if s["signal"] == "enqueued")
+    return ([s["signal"] for s in sent if s["pid"] == enqueuer], [s for s in sent if s["pid"] != enqueuer])
 
 
 @pytest.mark.parametrize("kind", ["lambda", "nested"])
