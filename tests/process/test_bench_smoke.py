@@ -106,7 +106,6 @@ def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path, own_database:
     JOBQ_REQUIRE_POSTGRES=1)."""
     require_bench_extra()
     url = own_database
-    before = _bench_schemas(url)
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--database", url, "--only",
                            "enqueue,burn,idle,depth", "--json", str(out), "--tmp", str(tmp_path)],
@@ -141,7 +140,6 @@ def test_chaos_postgres_smoke(tmp_path: Path, own_database: str) -> None:
     """``python -m bench.chaos --database postgresql://...`` at a tiny size: its oracle reads the
     jobs from the server; nothing lost, nothing overlapping."""
     url = own_database
-    before = _bench_schemas(url)
     proc = subprocess.run([sys.executable, "-m", "bench.chaos", "--database", url, "--jobs", "40", "--workers", "2",
                            "--kill-every", "0.3", "--supervisor-kills", "1", "--timeout", "120"],
                           cwd=REPO, capture_output=True, text=True, timeout=400)
@@ -223,7 +221,6 @@ def test_bench_features_smoke_on_sqlite_states_every_target(tmp_path: Path) -> N
 def test_bench_features_smoke_on_postgres(tmp_path: Path, own_database: str) -> None:
     """The same on PostgreSQL; every schema it made is dropped."""
     url = own_database
-    before = _bench_schemas(url)
     proc, data = _features_run(tmp_path, "--database", url)
     _check_features(proc, data, "postgresql")
     assert _bench_schemas(url) <= before
