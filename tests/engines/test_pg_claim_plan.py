@@ -12,16 +12,8 @@ import pytest
 from shared.clock import iso
 from shared.engines.postgres.store import _CLAIM, _CLAIM_QUEUE
 from shared.job import NewJob, new_id
-from tests.engines import PostgresEngine
 
 psycopg = pytest.importorskip("psycopg")
-
-
-@pytest.fixture
-def pg(tmp_path):
-    engine = PostgresEngine(tmp_path)
-    yield engine
-    engine.drop()
 
 
 def plans(store, now: float) -> dict[str, str]:

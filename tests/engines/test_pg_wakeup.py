@@ -12,16 +12,8 @@ import time
 import pytest
 
 from shared.api import JobQueue
-from tests.engines import PostgresEngine
 
 psycopg = pytest.importorskip("psycopg")
-
-
-@pytest.fixture
-def pg(tmp_path):
-    engine = PostgresEngine(tmp_path)
-    yield engine
-    engine.drop()
 
 
 def ready(fd: int, timeout: float) -> bool:

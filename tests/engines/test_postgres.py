@@ -17,17 +17,9 @@ from shared.api import JobQueue
 from shared.config import Config
 from shared.engines import open_store
 from shared.errors import StoreUnavailable
-from tests.engines import PostgresEngine, postgres_url
 from tests.proc import env
 
 psycopg = pytest.importorskip("psycopg")
-
-
-@pytest.fixture
-def pg(tmp_path):
-    engine = PostgresEngine(tmp_path)
-    yield engine
-    engine.drop()
 
 
 def test_enqueue_on_the_applications_connection_commits_and_rolls_back_with_it(pg):
