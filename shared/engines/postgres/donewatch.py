@@ -8,7 +8,6 @@ meets the error or the truth) and the next ``fileno()`` connects and LISTENs aga
 """
 from __future__ import annotations
 
-import hashlib
 from ...errors import StoreError
 from .connection import PgConnection, done_channel
 

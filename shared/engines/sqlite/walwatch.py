@@ -11,7 +11,6 @@ lead waits on this watch (:mod:`.lead`, :mod:`.wakeup`).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 
@@ -28,11 +27,10 @@ class WalWatch:
     def __init__(self, database: str) -> None:
         self.fd = -1
         self.name = os.path.basename(database) + "-wal"
-        libc_name = ctypes.util.find_library("c")
-        if not libc_name:
-            return
         try:
-            libc = ctypes.CDLL(libc_name, use_errno=True)
+            # The process's own symbols (libc among them), as shared.procs does:
+            # ctypes.util.find_library runs ldconfig, 1-11 ms in every worker's start.
+            libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         except (OSError, AttributeError):
             return
