@@ -382,7 +382,10 @@ def stuck(fn):
         time.sleep(3600)
     return real_tx(body)
 store._tx = stuck
-store.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in first[:2]], owner,
+# a completion and a retry: a batch of completions alone goes as one autocommit statement (no
+# transaction to leave open); a mixed batch is one transaction, the path this case cuts
+store.finish_and_claim([Finish("completed", first[0].id, first[0].attempts, None),
+                        Finish("retry", first[1].id, first[1].attempts, "retry", run_at=now())], owner,
                        os.getpid(), now(), 2)
 """
 

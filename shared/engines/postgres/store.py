@@ -61,9 +61,9 @@ _COMPLETE_AND_CLAIM = {False: complete_and_claim_sql(_CLAIM), True: complete_and
 # claim index in order and stop after ``limit`` rows; on a table whose statistics say it is
 # small or empty (never analyzed, or ANALYZEd while empty and then filled by a burst of
 # enqueues) the planner instead reads every due pending row through a bitmap scan and sorts
-# them all, per claim: 45-65 ms instead of 1 ms with 20,000 pending (issue 30). Sorting is never
-# the best plan for the worker's statements (claims, guarded updates by id, leases); where one
-# needs a sort it still gets one.
+# them all, per claim: 45-65 ms instead of 1 ms with 20,000 pending (issue 30). A limited claim
+# turns sorts back on for its own transaction (dialect.limits_lock): its fair walk over keys
+# needs them.
 WORKER_SESSION = "SET enable_sort = off"
 
 _UNCLAIM = ("WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
