@@ -107,6 +107,11 @@ def supervisor_kills_from_log(lines: list[dict]) -> list[Fault]:
             out.append(Fault(int(e["pid"]), parse_iso(e["ts"]), "kill"))
         elif e.get("event") == "worker.exited" and e.get("level") == "warning" and e.get("pid"):
             out.append(Fault(int(e["pid"]), parse_iso(e["ts"]), "crash"))
+        elif e.get("event") == "worker.fenced" and e.get("pid"):
+            # a worker that could not renew its lease (a stopped worker holding SQLite's write
+            # lock) stops itself, taking its runs along; its supervisor may be killed before it
+            # reaps and logs that exit, so the worker's own line counts
+            out.append(Fault(int(e["pid"]), parse_iso(e["ts"]), "crash"))
         elif e.get("event") == "job.reaped" and e.get("owner") and "killed by the supervisor" in e.get("reason", ""):
             parsed = parse_token(e["owner"])
             if parsed:
