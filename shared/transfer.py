@@ -8,7 +8,12 @@ from typing import Any, Mapping, Sequence
 
 JOB_FIELDS = ("id", "type", "status", "payload", "result", "error", "attempts", "max_attempts",
               "priority", "run_at", "started_at", "completed_at", "created_at", "updated_at", "key",
-              "owner", "owner_pid", "heartbeat_at", "trace", "queue", "limit_key")  # every column of the jobs table
+              "owner", "owner_pid", "heartbeat_at", "trace", "queue", "limit_key",
+              "ended_at", "after_failure", "waiting_on", "has_children", "flow_depth", "cancel_requested_at",
+              "progress")
+# Every column of the jobs table but the engines' own bookkeeping (:data:`LOCAL_FIELDS`), which
+# the target writes for itself (a test compares this list with both engines' tables).
+LOCAL_FIELDS = ("tally",)  # SQLite: rows a statement counted itself (the count triggers skip them)
 ATTEMPT_FIELDS = ("job_id", "type", "attempt", "outcome", "due_at", "started_at", "ended_at",
                   "owner", "error")  # a job_attempts row without its engine-local ``seq``
 

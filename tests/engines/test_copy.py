@@ -104,6 +104,7 @@ def fill(s: Store) -> dict[str, str]:
 
     ids = {"done": one("done", trace=TRACE)}
     (j,) = s.claim(OWNER, 4242, now())
+    s.check_in(OWNER, [(j.id, j.attempts, '{"done": 3, "total": 4}')])  # its progress travels too
     s.finish_and_claim([Finish("completed", j.id, j.attempts, json.dumps({"ok": True}))], OWNER, 4242, now(), 0)
     ids["failed"] = one("failed", max_attempts=2)
     (j,) = s.claim(OWNER, 4242, now())
@@ -115,6 +116,7 @@ def fill(s: Store) -> dict[str, str]:
     ids["running"] = one("running")
     (j,) = s.claim(OWNER, 4242, now())
     assert j.id == ids["running"]
+    assert ops.cancel_jobs(s, [j.id], now()) == [j.id]  # running: a cancel is asked of its worker (copied with it)
     ids["keyed"] = one("keyed", key="the-key", priority=5, max_attempts=7)
     ids["scheduled"] = one("scheduled", run_at=T0 + 86400)
     for k in range(4):
@@ -150,6 +152,34 @@ def history(s: Store, ids: Any) -> dict[str, list[dict[str, Any]]]:
 
 
 # -- every direction ----------------------------------------------------------------------------
+
+
+def table_columns(side: Side) -> set[str]:
+    """The columns of the ``jobs`` table as the database itself lists them."""
+    if side.database.startswith("postgresql"):
+        import psycopg
+        with psycopg.connect(side.database) as c:
+            return {r[0] for r in c.execute("SELECT column_name FROM information_schema.columns "
+                                            "WHERE table_schema = %s AND table_name = 'jobs'", (side.schema,))}
+    import sqlite3
+    c = sqlite3.connect(side.database.removeprefix("sqlite://"))
+    try:
+        return {r[1] for r in c.execute("PRAGMA table_info(jobs)")}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_copy_carries_every_column_of_the_jobs_table(request, lite, engine):
+    """"Every column" (docs/scaling-out.md): what an export reads is the whole row, but for the
+    engine's own bookkeeping, which the target writes for itself. A migration that adds a column
+    to ``jobs`` fails here until ``jobq copy`` carries it."""
+    side = lite("cols") if engine == "sqlite" else request.getfixturevalue("pg")
+    with side.open() as s:
+        s.enqueue([NewJob(id=new_id(), type="copy:cols", payload="{}", priority=0, run_at=T0, max_attempts=None, key=None)], T0)
+        (row,) = s.export_jobs("", 10)
+    from shared.transfer import LOCAL_FIELDS
+    assert set(row) == table_columns(side) - set(LOCAL_FIELDS)
 
 
 def test_every_job_arrives_with_every_column_and_a_second_run_copies_none(tmp_path, pair):

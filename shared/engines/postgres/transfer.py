@@ -24,10 +24,10 @@ _INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATT
                     "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
                     "ORDER BY a.ordinality")
 # Texts that may hold a NUL, written so that PostgreSQL text can: an error as the engine writes
-# one (store._text: the NUL visible as the four characters \x00); a payload or result, JSON, with
+# one (store._text: the NUL visible as the four characters \x00); a payload, result or progress, JSON, with
 # the NUL escaped the JSON way (\u0000), so it decodes to the same value (a raw NUL in a JSON
 # string is not valid JSON either). Attempts: every text as an error.
-_FREE_TEXT = {"payload": "\\u0000", "result": "\\u0000", "error": "\\x00"}
+_FREE_TEXT = {"payload": "\\u0000", "result": "\\u0000", "progress": "\\u0000", "error": "\\x00"}
 _REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refuses a row's values
 _DELETE_UNCHANGED = (
     "DELETE FROM jobs j USING jsonb_populate_recordset(NULL::jobs, %s) AS r "
