@@ -23,6 +23,7 @@ from shared.procs import host_id, parse_token, token_alive, token_host
 from shared.contract import UpkeepStore
 
 log = get_logger("supervisor")
+KILL_GRACE = 0.05  # seconds the loop waits for a SIGKILLed silent owner to go; later rounds look again
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,12 @@ def recover_foreign(store: UpkeepStore, jobs: list[Job], mine: set[str], policy:
     return released
 
 
-def _kill_and_wait(owner: str, timeout: float = 5.0) -> bool:
+def _kill_and_wait(owner: str, timeout: float = KILL_GRACE) -> bool:
+    """SIGKILL the silent process ``owner`` names; True once it can run no more code (gone, or
+    a zombie its parent has not reaped yet), False while it is still dying: the next round looks
+    again. Waits at most ``timeout`` (a few milliseconds): this runs on the supervisor's loop,
+    which must never block for long (a killed process whose parent is stopped stays a zombie
+    for as long as the parent is stopped)."""
     parsed = parse_token(owner)
     if parsed is None:
         return False
@@ -157,9 +163,11 @@ def _kill_and_wait(owner: str, timeout: float = 5.0) -> bool:
         proc.wait(timeout)
     except psutil.NoSuchProcess:
         return True
-    except (psutil.AccessDenied, psutil.TimeoutExpired) as exc:
+    except psutil.AccessDenied as exc:
         event(log, "worker.kill_failed", logging.ERROR, owner=owner, error=repr(exc))
         return False
+    except psutil.TimeoutExpired:
+        return not token_alive(owner, host)  # a zombie counts as gone; else next round
     return True
 
 
