@@ -33,7 +33,6 @@ class Slot:
     retiring: bool = False        # asked to exit (scale-down); not respawned
     kill_reason: str | None = None  # why the supervisor is stopping this worker
     count_attempt: bool = True    # does the interrupted job lose an attempt?
-    kill_at: float | None = None  # monotonic time to escalate to SIGKILL
     killed: bool = False          # SIGKILL sent by the supervisor
     exit_by: float | None = None  # monotonic time by which a worker that said it stopped must be gone
     generation: int = 0           # the handler generation (template) it was started with
@@ -76,7 +75,6 @@ def assign(slot: Slot, pid: int, now: float) -> None:
     slot.owner = owner_token(pid)
     slot.started = now
     slot.kill_reason = None
-    slot.kill_at = None
     slot.killed = False
     slot.count_attempt = True
     slot.exit_by = None

@@ -63,24 +63,14 @@ class Slots:
         for slot in self.live():
             self.kill(slot, reason, count_attempt=False)
 
-    def terminate(self, slot: Slot, reason: str, kill_at: float) -> None:
-        """SIGTERM now, SIGKILL at monotonic ``kill_at`` (see :meth:`escalate`)."""
-        if slot.kill_reason:
-            return
-        slot.kill_reason = reason
-        slot.kill_at = kill_at
-        send_signal(slot.pid, signal.SIGTERM)
-
     def escalate(self, now: float, snapshot: str, grace: float, deadline: float | None) -> None:
-        """SIGKILL workers past their kill_grace (after a SIGTERM, or after saying they stopped),
+        """SIGKILL workers past their kill_grace (after saying they stopped),
         or everyone past the shutdown ``deadline`` (None: not stopping)."""
         for slot in self.live():
             if lingering(slot, snapshot, now, grace):
                 event(log, "worker.exit_timeout", logging.WARNING, slot=slot.index, pid=slot.pid,
                       kill_grace=grace)
                 self.kill(slot, "stopped but did not exit within kill_grace", count_attempt=False)
-            if slot.kill_at is not None and now >= slot.kill_at and not slot.killed:
-                self.kill(slot, slot.kill_reason or "did not exit after SIGTERM", count_attempt=True)
         if deadline is not None and now >= deadline:
             for slot in self.live():
                 if not slot.killed:
@@ -143,4 +133,4 @@ class Slots:
     def wake_times(self, respawning: bool) -> list[float]:
         """Monotonic times the loop must wake at: respawns (if ``respawning``) and kills due."""
         out = [s.next_start for s in self.by_index.values() if s.pid is None and respawning]
-        return out + [t for s in self.live() for t in (s.kill_at, s.exit_by) if t is not None]
+        return out + [t for s in self.live() if (t := s.exit_by) is not None]
