@@ -28,6 +28,7 @@ from psycopg.rows import tuple_row
 from ...clock import iso
 from ...job import Finish, Job, NewJob
 from ..sql.jobs import in_claim_order
+from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .connection import PgConnection, translate_errors
@@ -188,15 +189,18 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         by its history row and reported True, not applied again)."""
         return finish_one(self.conn, f, owner, iso(now), (self.channel, self.done_channel))
 
-    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
+    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: Now,
                          limit: int, limits: Any = None,
                          types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more. A single outcome with a single
         claim is two autocommit statements (cheaper here than one transaction: round trips set
         the cost); a batch is one transaction. Per finish whether it matched, and the jobs.
-        With ``limits`` or ``types`` (only jobs of these types) the claim is the limited one."""
-        stamp = iso(now)
+        With ``limits`` or ``types`` (only jobs of these types) the claim is the limited one;
+        ``now``: a time, or a clock's ``now``, which it reads once it holds its lock."""
         limits = (limits or {}) if types is not None else (limits or None)  # None: the fast claim
+        if limits is None:
+            now = read_now(now)
+        stamp = iso(now) if limits is None else ""
         if not finishes:
             if limits is not None:
                 return [], self.claim_limited(owner, owner_pid, now, limits, limit, types=types)
@@ -208,7 +212,9 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             return done, self.claim(owner, owner_pid, now, limit)
 
         def tx(c: Any) -> tuple[list[bool], list[Any]]:
-            done = record_finishes(c, finishes, owner, stamp, (self.channel, self.done_channel))
+            # a limited claim reads a clock's ``now`` itself, once it holds the advisory lock
+            done = record_finishes(c, finishes, owner, stamp or iso(read_now(now)),
+                                   (self.channel, self.done_channel))
             if limit < 1:
                 return done, []
             if limits is not None:
