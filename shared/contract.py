@@ -114,7 +114,7 @@ class WorkerStore(Connection, Protocol):
         None: of every queue. A paused queue's jobs are never claimed."""
         ...
 
-    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
+    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float | Callable[[], float],
                          limit: int, limits: Mapping[str, Any] | None = None,
                          types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes (each guarded by id, ``running``, attempt and owner; an outcome
@@ -122,7 +122,8 @@ class WorkerStore(Connection, Protocol):
         ``limit`` more; per finish whether it is recorded (False: the lease was lost and the
         outcome dropped), and the claimed jobs. ``limits``: shared.limits.type_limits, when set
         (the claim is then :meth:`UpkeepStore.claim_limited`'s); ``types``: claim only jobs of
-        these types (also through ``claim_limited``: the async runner's claim)."""
+        these types (also through ``claim_limited``: the async runner's claim). ``now``: a time,
+        or a clock's ``now``, which a limited claim reads once it holds its lock."""
         ...
 
     def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
@@ -234,12 +235,13 @@ class UpkeepStore(Connection, Protocol):
         no running or pending job is touched. No cutoff at all: nothing is read."""
         ...
 
-    def claim_limited(self, owner: str, owner_pid: int, now: float, limits: Mapping[str, Any],
+    def claim_limited(self, owner: str, owner_pid: int, now: float | Callable[[], float], limits: Mapping[str, Any],
                       limit: int = 1, *, types: Sequence[str] | None = None,
                       ids: Sequence[str] | None = None) -> list[Job]:
         """A claim that keeps ``[types]`` limits, in one transaction: never past a type's
         ``concurrency`` or ``rate`` across every process and host; a type with no room is
-        skipped, not waited for. Also ``JobQueue.drain``'s (filtered by type or id)."""
+        skipped, not waited for. Also ``JobQueue.drain``'s (filtered by type or id). ``now``: a
+        clock's ``now`` (read once the claim holds its lock: a rate counts real starts), or a time."""
         ...
 
     def set_paused(self, paused: bool) -> None: ...

@@ -80,7 +80,7 @@ class InlineRunner:
         counts = dict.fromkeys(OUTCOMES, 0)
         limits = type_limits(self.config)
         while max_jobs is None or sum(counts.values()) < max_jobs:
-            jobs = self.store.claim_limited(self.owner, self.pid, self.clock.now(), limits, 1,
+            jobs = self.store.claim_limited(self.owner, self.pid, self.clock.now, limits, 1,
                                             types=types, ids=ids)
             if not jobs:
                 break

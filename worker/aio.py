@@ -228,7 +228,7 @@ class AsyncRunner:
         slow = w.heartbeat.beat_soon if w.heartbeat is not None else None
         with w.held.claiming(slow):  # a beat meanwhile renews every job of ours, gives none back
             sent = w.clock.monotonic()
-            ok, jobs = store.finish_and_claim([d.finish for d in dones], w.owner, w.pid, w.clock.now(),
+            ok, jobs = store.finish_and_claim([d.finish for d in dones], w.owner, w.pid, w.clock.now,
                                               limit, type_limits(w.config), types=list(room) or None)
             kept, extra, left = [], [], dict(room)
             for job in jobs:

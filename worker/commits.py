@@ -51,8 +51,9 @@ class Commits:
         while True:
             try:
                 sent = self.clock.monotonic()
+                # the clock itself: a limited claim reads it once it holds its lock
                 ok, jobs = self.store.finish_and_claim([d.finish for d in held.done], self.owner,
-                                                       self.pid, self.clock.now(), limit, type_limits(self.config))
+                                                       self.pid, self.clock.now, limit, type_limits(self.config))
                 self.renewed(sent, jobs)
                 break
             except StoreError as exc:

@@ -20,23 +20,29 @@ How this engine keeps the contract across many hosts:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
+import psycopg
+from psycopg import pq
 from psycopg.rows import tuple_row
 
 from ...clock import iso
 from ...job import Finish, Job, NewJob
 from ..sql.jobs import in_claim_order
+from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
-from .connection import PgConnection, translate_errors
+from .connection import _RETRYABLE as RETRYABLE, TX_RETRIES, PgConnection, translate_errors
 from .dialect import DIALECT
 from .finish import (COMPLETE_MANY, complete_and_claim_sql, completion_params, finish_one, record_finishes,
                      recognised_after)
 from .leases import PgLeases
 from .schema import FOLD_COUNTS
 from .transfer import PgTransfer
+
+T = TypeVar("T")
 
 _PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
 
@@ -188,15 +194,18 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         by its history row and reported True, not applied again)."""
         return finish_one(self.conn, f, owner, iso(now), (self.channel, self.done_channel))
 
-    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
+    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: Now,
                          limit: int, limits: Any = None,
                          types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more. A single outcome with a single
         claim is two autocommit statements (cheaper here than one transaction: round trips set
         the cost); a batch is one transaction. Per finish whether it matched, and the jobs.
-        With ``limits`` or ``types`` (only jobs of these types) the claim is the limited one."""
-        stamp = iso(now)
+        With ``limits`` or ``types`` (only jobs of these types) the claim is the limited one;
+        ``now``: a time, or a clock's ``now``, which it reads once it holds its lock."""
         limits = (limits or {}) if types is not None else (limits or None)  # None: the fast claim
+        if limits is None:
+            now = read_now(now)
+        stamp = iso(now) if limits is None else ""
         if not finishes:
             if limits is not None:
                 return [], self.claim_limited(owner, owner_pid, now, limits, limit, types=types)
@@ -208,15 +217,40 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             return done, self.claim(owner, owner_pid, now, limit)
 
         def tx(c: Any) -> tuple[list[bool], list[Any]]:
-            done = record_finishes(c, finishes, owner, stamp, (self.channel, self.done_channel))
+            # a limited claim reads a clock's ``now`` itself, once it holds the advisory lock
+            done = record_finishes(c, finishes, owner, stamp or iso(read_now(now)),
+                                   (self.channel, self.done_channel))
             if limit < 1:
                 return done, []
             if limits is not None:
                 return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
             params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
             return done, self._claim_rows(c, params)
-        done, got = self._tx(tx)
+        done, got = self._limited_tx(tx) if limits is not None else self._tx(tx)
         return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
+
+    def _limited_tx(self, fn: Callable[[Any], T]) -> T:
+        """A limited claim's transaction, ``fn(conn)``, in psycopg's pipeline mode: a statement
+        goes without waiting for the answers before it until one is read. BEGIN, the advisory
+        lock and the claim's state read travel in one round trip, the candidate reads in one,
+        the claim in one, COMMIT in one (7 before). The state read is still a statement after
+        the lock's, so its snapshot sees every claim committed before the lock was granted. Run
+        again after a serialization failure or deadlock, as ``_tx``."""
+        for attempt in range(TX_RETRIES + 1):
+            conn = self.conn
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    out = fn(conn)
+                    conn.execute("COMMIT")
+                return out
+            except BaseException as exc:
+                if conn.info.transaction_status != pq.TransactionStatus.IDLE and not conn.broken:
+                    with contextlib.suppress(psycopg.Error):  # (the error that got here says why)
+                        conn.execute("ROLLBACK")
+                if not isinstance(exc, RETRYABLE) or attempt == TX_RETRIES:
+                    raise
+        raise AssertionError("unreachable")
 
     def _complete_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, stamp: str,
                             limit: int) -> tuple[list[bool], list[Job]]:

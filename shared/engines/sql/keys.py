@@ -18,7 +18,7 @@ for each type with ``concurrency_per_key``, ``rate_per_key`` or ``fair``:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Tuple
 
 from .base import SqlBase
 from .jobs import CLAIM_ORDER
@@ -27,6 +27,7 @@ from .queues import QUEUE_FREE
 if TYPE_CHECKING:
     from ...limits import TypeLimit
 
+Walked = Tuple[list, int, bool]  # a walk's candidates, keys looked at, whether the keys ran out
 MAX_PROBES = 64  # keys looked at per fair type and claim (keys at their limit are stepped over)
 
 ROW = "id, type, limit_key, priority, run_at, created_at"
@@ -98,29 +99,39 @@ class KeysSql(SqlBase):
         return KeyCounts(running, used)
 
     def _fair_candidates(self, c: Any, lim: "TypeLimit", counts: KeyCounts, stamp: str, want: int,
-                         extra: str, params: dict[str, Any], start: str) -> list[dict[str, Any]]:
+                         extra: str, params: dict[str, Any], start: str) -> Callable[[], list[dict[str, Any]]]:
         """Up to ``want`` due jobs of a fair type, one per key with room, in turn from the key
-        after ``start`` (the last one served), wrapping round once: one statement per pass."""
+        after ``start`` (the last one served), wrapping round once: one statement per pass. The
+        first pass is sent now; the returned function reads its answer (and runs the second)."""
         full = counts.full(lim)
-        out, seen, ran_out = self._walk(c, lim.type, full, stamp, want, MAX_PROBES, extra, params, start, None)
-        if ran_out and start and len(out) < want and seen < MAX_PROBES:
-            more, _, _ = self._walk(c, lim.type, full, stamp, want - len(out), MAX_PROBES - seen, extra, params,
-                                    "", start)
-            out += more
-        return out
+        first = self._walk(c, lim.type, full, stamp, want, MAX_PROBES, extra, params, start, None)
+
+        def result() -> list[dict[str, Any]]:
+            out, seen, ran_out = first()
+            if ran_out and start and len(out) < want and seen < MAX_PROBES:
+                more, _, _ = self._walk(c, lim.type, full, stamp, want - len(out), MAX_PROBES - seen, extra,
+                                        params, "", start)()
+                out += more
+            return out
+        return result
 
     def _walk(self, c: Any, jtype: str, full: list[str], stamp: str, want: int, probes: int, extra: str,
-              params: dict[str, Any], after: str, upto: str | None) -> tuple[list[dict[str, Any]], int, bool]:
-        """One pass of :data:`WALK` over the keys after ``after`` (up to ``upto``, included): the
-        candidates, how many keys it looked at, and whether the keys ran out."""
+              params: dict[str, Any], after: str, upto: str | None) -> Callable[[], Walked]:
+        """Send one pass of :data:`WALK` over the keys after ``after`` (up to ``upto``, included);
+        the returned function reads its candidates, how many keys it looked at, and whether the
+        keys ran out."""
         # the full keys as one list parameter: one statement text, however many keys are full
         room = f"NOT ({self.dialect.any_of.format(col='walk.k', param=':wfull')})"
         sql = WALK.format(upto="AND limit_key <= :upto " if upto is not None else "", extra=extra, room=room)
-        rows = self._run(c, sql, {**params, "wfull": self.dialect.list_param(full), "type": jtype, "after": after, "upto": upto, "now": stamp,
-                                  "want": want, "probes": probes}).fetchall()
-        seen = sum(1 for r in rows if r["walk_key"] is not None)
-        ran_out = bool(rows) and rows[-1]["walk_key"] is None
-        return [{k: r[k] for k in ROW.split(", ")} for r in rows if r["id"] is not None], seen, ran_out
+        cur = self._run(c, sql, {**params, "wfull": self.dialect.list_param(full), "type": jtype, "after": after,
+                                 "upto": upto, "now": stamp, "want": want, "probes": probes})
+
+        def result() -> Walked:
+            rows = cur.fetchall()
+            seen = sum(1 for r in rows if r["walk_key"] is not None)
+            ran_out = bool(rows) and rows[-1]["walk_key"] is None
+            return [{k: r[k] for k in ROW.split(", ")} for r in rows if r["id"] is not None], seen, ran_out
+        return result
 
     def _record_keys(self, c: Any, taken: list[tuple[str, str | None]], limits: Mapping[str, "TypeLimit"],
                      stamp: str, skip_turn: str | None = None) -> None:

@@ -10,7 +10,7 @@ does, so each one counts running jobs and recent starts with every earlier one c
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 
 from ...clock import iso, parse_iso
 from ...job import Job
@@ -45,6 +45,17 @@ _FORGET = "DELETE FROM type_starts WHERE type = :type AND started_at <= :since"
 _USED = "SELECT count(*) AS n FROM type_starts WHERE type = :type"
 _START = "INSERT INTO type_starts (type, started_at) VALUES (:type, :now)"
 
+Now = Union[float, Callable[[], float]]  # a time, or a clock's ``now`` to read once the lock is held
+
+
+def read_now(now: Now) -> float:
+    """The time ``now`` stands for: a time, or a clock's ``now`` to call. A limited claim reads
+    its clock once its transaction holds the lock (:meth:`LimitsSql.claim_limited_in`): a time
+    read before is older than the claim by however long the claim waited for the lock (SQLite's
+    busy handler, PostgreSQL's advisory lock), so its start would be counted as of that older
+    time and leave a rate's window early: a later claim would start too soon."""
+    return now() if callable(now) else now
+
 
 class ClaimState:
     """The :data:`STATE` rows of one limited claim: ``paused``, ``latest`` (the last start
@@ -71,15 +82,20 @@ class ClaimState:
 class LimitsSql(KeysSql, QueueServing):
     """``claim_limited`` and ``claim_limited_in`` (the latter for a batch's transaction)."""
 
-    def claim_limited(self, owner: str, owner_pid: int, now: float, limits: Mapping[str, "TypeLimit"],
+    def claim_limited(self, owner: str, owner_pid: int, now: Now, limits: Mapping[str, "TypeLimit"],
                       limit: int = 1, *, types: Sequence[str] | None = None,
                       ids: Sequence[str] | None = None) -> list[Job]:
         """Like ``claim``, but never past a type's ``concurrency`` or ``rate`` (across every
         process and host on the database), in one transaction. See :meth:`claim_limited_in`."""
-        return self._tx(lambda c: self.claim_limited_in(c, owner, owner_pid, now, limits, limit,
-                                                        types=types, ids=ids))
+        return self._limited_tx(lambda c: self.claim_limited_in(c, owner, owner_pid, now, limits, limit,
+                                                                types=types, ids=ids))
 
-    def claim_limited_in(self, c: Any, owner: str, owner_pid: int, now: float,
+    def _limited_tx(self, fn: Callable[[Any], Any]) -> Any:
+        """A limited claim's transaction: the engine's own (``_tx``), unless it has a cheaper
+        one for a claim's statements (PostgreSQL: pipelined)."""
+        return self._tx(fn)
+
+    def claim_limited_in(self, c: Any, owner: str, owner_pid: int, now: Now,
                          limits: Mapping[str, "TypeLimit"], limit: int = 1, *,
                          types: Sequence[str] | None = None, ids: Sequence[str] | None = None) -> list[Job]:
         """The limited claim, inside the caller's transaction on ``c``.
@@ -92,18 +108,18 @@ class LimitsSql(KeysSql, QueueServing):
         blocks nothing else. A job of a rate-limited type is only ever claimed first in a batch
         and ends it, so it starts at once: its start is counted now (in ``type_starts``).
         Nothing while the queue is paused. Cost: the plain claim's index walk, plus the held-back
-        jobs it steps over. ``types``/``ids`` (:mod:`shared.inline`): only those types or ids.
+        jobs it steps over. ``types``/``ids``: only those types or ids; ``now``: :func:`read_now`.
         """
         if limit < 1:
             return []
         if self.dialect.limits_lock:
             self._run(c, self.dialect.limits_lock, {"key": f"jobq.limits.{self.schema}"})
         state = ClaimState(self._run(c, STATE.format(jobs=self.dialect.jobs_running)).fetchall())
+        now = read_now(now)  # the lock is held: the state read after it has answered (pipelined or not)
         if state.paused:
             return []
-        # ``now`` was read before this transaction won the lock: a claim that committed in the
-        # meantime may carry a later time. Never count with an earlier one, or this claim would
-        # see (and delete) the window as of a moment before starts it must count.
+        # Another host's clock may be behind the one that stamped the latest start: never count
+        # with an earlier time, or this claim would see (and delete) the window too early.
         if state.latest is not None:
             now = max(now, parse_iso(state.latest))
         stamp = iso(now)
@@ -182,12 +198,15 @@ class LimitsSql(KeysSql, QueueServing):
         # A fair type's keyed jobs come by turns (_fair_candidates), not in claim order; its keys
         # with room stay in this walk's window, so that the jobs behind them wait their turn in
         # claim order instead of the walk reading the whole backlog.
-        rows = [dict(r) for r in self._run(c, CANDIDATES.format(skip=skip),
-                                           {**params, "n": limit * CANDIDATES_PER_SLOT}).fetchall()
-                if not (r["type"] in fair and r["limit_key"] is not None)]
-        if ids is None and counts is not None:
-            for t in fair if types is None else [t for t in fair if t in types]:
-                rows += self._fair_candidates(c, keyed[t], counts, stamp, limit, common, params, turns.get(t, ""))
+        # Every read is sent before any answer is read: one round trip where the engine pipelines.
+        plain = self._run(c, CANDIDATES.format(skip=skip), {**params, "n": limit * CANDIDATES_PER_SLOT})
+        walks = [self._fair_candidates(c, keyed[t], counts, stamp, limit, common, params, turns.get(t, ""))
+                 for t in (fair if types is None else [t for t in fair if t in types])
+                 if counts is not None]
+        rows = [dict(r) for r in plain.fetchall() if not (r["type"] in fair and r["limit_key"] is not None)]
+        for walk in walks:
+            rows += walk()
+        if walks:
             rows.sort(key=lambda r: (-r["priority"], r["run_at"], r["created_at"]))
         return rows
 

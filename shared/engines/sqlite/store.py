@@ -26,6 +26,7 @@ from ...clock import iso
 from ...contract import Gauge
 from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from ..sql.jobs import in_claim_order
+from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from . import tally
@@ -188,7 +189,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         stamp = iso(now)
         return self._write(lambda c: record_finishes(c, [f], owner, stamp))[0]
 
-    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float,
+    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: Now,
                          limit: int, limits: dict | None = None,
                          types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more jobs in one ``BEGIN IMMEDIATE``
@@ -199,16 +200,21 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         dropped), and the claimed jobs. Nothing is committed unless all is.
         With ``limits`` (shared.limits.type_limits: some type has a concurrency or rate limit)
         the claim is :meth:`claim_limited_in` instead of the fast statement; so it is with
-        ``types`` (only jobs of these types).
+        ``types`` (only jobs of these types). ``now``: a time, or a clock's ``now``, which a
+        limited claim reads once ``BEGIN IMMEDIATE`` holds the write lock (see ``claim_limited_in``).
         """
         limits = (limits or {}) if types is not None else (limits or None)  # None: the fast claim
-        stamp = iso(now)
+        if limits is None:
+            now = read_now(now)
+        stamp = iso(now) if limits is None else ""
         claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
 
         def tx(c: sqlite3.Connection) -> tuple[list[bool], list[Any]]:
-            done = record_finishes(c, finishes, owner, stamp, counted=True)
             if limits is not None:
-                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
+                t = read_now(now)  # with the write lock held
+                done = record_finishes(c, finishes, owner, iso(t), counted=True)
+                return done, self.claim_limited_in(c, owner, owner_pid, t, limits, limit, types=types)
+            done = record_finishes(c, finishes, owner, stamp, counted=True)
             return done, (self._claim_rows(c, claim, counted=True) if limit > 0 else [])
         if not finishes:
             if limit <= 0:
