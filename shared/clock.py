@@ -56,6 +56,24 @@ def iso(ts: float) -> str:
         t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, milli)
 
 
+class IsoTimes:
+    """:func:`iso` for many times close together (a batch's runs, one commit's outcomes): the
+    text of each second is made once, the milliseconds added to it. The same text as
+    :func:`iso`, and the same ValueError."""
+
+    def __init__(self) -> None:
+        self.second: int | None = None
+        self.head = ""
+
+    def __call__(self, ts: float) -> str:
+        if not MIN_TIME <= ts < MAX_TIME + 0.9995:
+            return iso(ts)  # raises
+        secs, milli = divmod(int(round(ts * 1000)), 1000)
+        if secs != self.second:
+            self.head, self.second = iso(secs)[:-4], secs  # "YYYY-MM-DDTHH:MM:SS."
+        return f"{self.head}{milli:03d}Z"
+
+
 def parse_iso(text: str) -> float:
     """Inverse of :func:`iso`; also accepts any ISO-8601 text with a timezone."""
     if text.endswith("Z"):

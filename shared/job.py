@@ -39,7 +39,7 @@ def _decode(text: str | None) -> tuple[Any, str | None]:
     """The decoded JSON and None; or, for a stored text no reader can decode (not JSON, or
     nested too deep for the interpreter: only a row written around ``enqueue`` can be), the raw
     text and why. Never raises: every reader of a row goes through here."""
-    if text is None:
+    if text is None or text == "null":  # (no payload: most jobs; json.loads costs more)
         return None, None
     try:
         return json.loads(text), None
@@ -180,10 +180,11 @@ class Finish:
     ended: float | None = None
 
 
-def finish_times(f: Finish, stamp: str) -> tuple[str | None, str]:
+def finish_times(f: Finish, stamp: str, text: Callable[[float], str] = iso) -> tuple[str | None, str]:
     """The (started, ended) times an engine writes for ``f`` committed at ``stamp`` (ISO text):
-    the run's own, else None (the claim time stays) and the commit time."""
-    return (None if f.started is None else iso(f.started), stamp if f.ended is None else iso(f.ended))
+    the run's own, else None (the claim time stays) and the commit time. ``text``: how a time
+    is written (:func:`shared.clock.iso`, or a batch's :class:`shared.clock.IsoTimes`)."""
+    return (None if f.started is None else text(f.started), stamp if f.ended is None else text(f.ended))
 
 
 def history_row(f: Finish, owner: str, text: str | None) -> tuple | None:

@@ -11,7 +11,7 @@ job the worker overwrites a fixed-size counter; at each claim it writes the batc
 The second count tells the supervisor whether a dead worker had run jobs (it is then replaced
 at once, whatever killed it) or died without completing one (a crash loop: back off).
 
-Writes are plain ``pwrite`` calls (no fsync): the file only has to survive the worker's death,
+Writes are plain ``pwrite`` calls and, for the count, a shared mapping of it (no fsync): the file only has to survive the worker's death,
 not the machine's.
 
 Beside it, ``<progress>.stopped`` is created by a worker that has committed its last outcomes and
@@ -21,6 +21,7 @@ kills it (issue 12).
 """
 from __future__ import annotations
 
+import mmap
 import os
 from typing import Sequence
 
@@ -30,18 +31,28 @@ WIDTH = 8
 class ProgressWriter:
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self.head: mmap.mmap | None = None  # the count, mapped once the file holds a batch
 
     def batch(self, job_ids: Sequence[str], completed: int = 0) -> None:
         """A new batch was claimed; none of it started yet; ``completed`` jobs ran before it."""
         data = (f"{0:0{WIDTH}d} {completed:0{WIDTH}d}\n" + "".join(f"{j}\n" for j in job_ids)).encode()
         os.pwrite(self.fd, data, 0)
         os.ftruncate(self.fd, len(data))
+        if self.head is None:
+            self.head = mmap.mmap(self.fd, WIDTH)  # the file never shrinks below the count again
 
     def started(self, count: int) -> None:
-        """``count`` jobs of the batch have been started (the one starting now included)."""
-        os.pwrite(self.fd, f"{count:0{WIDTH}d}".encode(), 0)
+        """``count`` jobs of the batch have been started (the one starting now included). Once a
+        batch was written, into a shared mapping of the count: no system call on every job's
+        path, and the page cache, which a reader's ``read`` sees, holds it at once."""
+        if self.head is None:
+            os.pwrite(self.fd, b"%0*d" % (WIDTH, count), 0)
+        else:
+            self.head[:WIDTH] = b"%0*d" % (WIDTH, count)
 
     def close(self) -> None:
+        if self.head is not None:
+            self.head.close()
         os.close(self.fd)
 
 

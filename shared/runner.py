@@ -21,6 +21,7 @@ from .tracing import Tracing
 from .stopping import JobCancelled, check_cancelled, progress_json, run_awaitable
 
 log = get_logger("job")
+_PLAIN = frozenset({type(None), dict, list, str, int, float, bool})  # a handler's usual values: never awaitable
 
 
 class JobLogger(logging.LoggerAdapter):
@@ -208,6 +209,6 @@ def _call(spec: HandlerSpec, payload: Any, ctx: JobContext) -> Any:
         value = spec.fn(payload, ctx)
     finally:
         ctx.in_handler = False
-    if inspect.isawaitable(value):
-        return run_awaitable(value, ctx)
-    return value
+    if type(value) in _PLAIN or not inspect.isawaitable(value):  # (the ABC checks cost more: every job's path)
+        return value
+    return run_awaitable(value, ctx)

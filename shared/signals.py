@@ -56,15 +56,25 @@ class SignalQueue:
             except OSError:
                 pass
 
-    def _pipe_identity(self) -> tuple[tuple[int, int], ...]:
-        return tuple((st.st_dev, st.st_ino) for st in map(os.fstat, (self._r, self._w)))
+    def _pipe_identity(self) -> tuple[int, int]:
+        st = os.fstat(self._r)  # both ends of a pipe share its inode
+        return st.st_ino, st.st_dev
 
-    def intact(self) -> bool:
+    def intact(self, both: bool = True) -> bool:
         """Are both ends of the pipe still open, and still this pipe? False once something
         closed them (a handler's ``os.closerange``), even if their numbers were reused since:
-        the pipe then stands for every descriptor its owner opened."""
+        the pipe then stands for every descriptor its owner opened. ``both=False`` looks at the
+        read end only (one ``fstat``: this is on every job's path, and a ``closerange`` over
+        the pipe closes both ends)."""
+        ino, dev = self._identity
         try:
-            return self._pipe_identity() == self._identity
+            st = os.fstat(self._r)
+            if st.st_ino != ino or st.st_dev != dev:
+                return False
+            if not both:
+                return True
+            st = os.fstat(self._w)
+            return st.st_ino == ino and st.st_dev == dev
         except OSError:
             return False
 

@@ -40,10 +40,13 @@ class Control:
           stands for them all) makes the worker exit DESCRIPTORS_CLOSED at once, touching
           nothing: their numbers may name other files by now (a reused signal pipe number read
           as signals, a database write into someone's file). The supervisor re-queues ``job``
-          as for any dead worker."""
+          as for any dead worker.
+
+        It is on every job's path (twice): a ``getpid`` and one ``fstat`` of the pipe's read end
+        at the top of a turn, and of both ends after a handler (``job`` given)."""
         if os.getpid() != self.pid:
             os._exit(ExitCode.ERROR)
-        if self.signals.intact():
+        if self.signals.intact(both=job is not None):
             return
         event(log, "worker.descriptors_closed", logging.ERROR, slot=self.slot, pid=self.pid,
               id=job.id if job else None, type=job.type if job else None,

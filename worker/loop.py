@@ -22,6 +22,7 @@ run many at once in ``worker.aio``, entered whenever the loop holds nothing clai
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -97,6 +98,7 @@ class Worker(Control, Commits):
         self.aio: AsyncRunner | None = None  # the async runner, when it serves async types
         self.tracing: Tracing = worker_tracing(config, slot)  # spans and meters of runs (docs/tracing.md)
         self.in_hand = InHand(slot, self.pid)  # the running job's deadline, cancel flag, progress
+        self.per_type: tuple[JobPolicy, dict[str, tuple[int, float]]] = (self.policy, {})  # see settings()
 
     # -- views of the batch state (``held``), for tests that drive a worker step by step -------
 
@@ -316,19 +318,33 @@ class Worker(Control, Commits):
         return self.held.shed(self.config.worker.batch_wait)
 
     def process(self, job: Job) -> Done:
-        ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job), job.queue)
+        max_attempts, timeout = self.settings(job)
+        ctx = JobContext(job.id, job.type, job.attempts, max_attempts, job.queue)
         ctx.config, ctx.store = self.config, self.store
-        event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
-              slot=self.slot, pid=self.pid)
+        if log.isEnabledFor(logging.DEBUG):  # (the fields' dict is built only then: every job's path)
+            event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
+                  slot=self.slot, pid=self.pid)
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
         run = ((lambda: execute(self.registry, job, ctx, self.tracing)) if self.aio is None
                else (lambda: self.aio.run_one(job, ctx)))
-        outcome = self.in_hand.run(ctx, self.policy.timeout(job.type), run)
+        outcome = self.in_hand.run(ctx, timeout, run)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)
+
+    def settings(self, job: Job) -> tuple[int, float]:
+        """``job``'s max attempts and timeout (``policy``), its type's looked up once per policy:
+        a reload replaces the policy, and with it what is remembered here."""
+        policy, known = self.per_type
+        if policy is not self.policy:
+            policy, known = self.per_type = (self.policy, {})
+        got = known.get(job.type)
+        if got is None:
+            got = known[job.type] = (policy.max_attempts(dataclasses.replace(job, max_attempts=None)),
+                                     policy.timeout(job.type))
+        return (got[0] if job.max_attempts is None else job.max_attempts), got[1]
 
     def resize(self) -> None:
         """Grow or shrink the next claim (see :meth:`worker.batch.Batch.resize`)."""

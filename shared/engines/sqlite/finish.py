@@ -10,9 +10,11 @@ instead of lost, never applied twice.
 """
 from __future__ import annotations
 
+import functools
 import sqlite3
 from typing import Any, Sequence
 
+from ...clock import IsoTimes
 from ...job import Finish, finish_times
 from ..sql import RELEASE
 from ..sql.finish import outcome_params, recognise
@@ -45,10 +47,22 @@ _COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
                   "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type")
 
 
+@functools.lru_cache(maxsize=32)  # a pure function's memo: the dozen padded sizes' texts
 def _complete_many_sql(n: int, counted: bool = False) -> str:
     sql = _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + "status") if counted else _COMPLETE_MANY
-    return sql.format(rows=", ".join("(" + ", ".join(f"?{5 * i + k}" for k in range(3, 8)) + ")"
-                                                for i in range(n)))
+    return sql.format(rows=", ".join([f"(?{i}, ?{i + 1}, ?{i + 2}, ?{i + 3}, ?{i + 4})"
+                                      for i in range(3, 5 * n + 3, 5)]))
+
+
+_PAD = (None,) * 5  # a row of padding: its NULL id matches no job
+
+
+def _complete_many(n: int, counted: bool) -> tuple[str, int]:
+    """The statement for ``n`` completions and how many rows it takes: the next power of two,
+    the rest padded. A dozen texts, each prepared once and then found in the connection's
+    statement cache, where one text per batch size had most commits prepare a new statement."""
+    size = 1 << (n - 1).bit_length()
+    return _complete_many_sql(size, counted), size
 
 
 def fetch_rows(c: sqlite3.Connection, sql: str, params: Any) -> list[tuple]:
@@ -67,9 +81,12 @@ def record_finishes(c: sqlite3.Connection, finishes: Sequence[Finish], owner: st
     matched: set[str] = set()
     if completed:
         params: list[Any] = [stamp, owner]
+        text = IsoTimes()  # a batch's times share their seconds
         for f in completed:
-            params += (f.job_id, f.attempt, f.text, *finish_times(f, stamp))
-        rows = fetch_rows(c, _complete_many_sql(len(completed), counted), params)
+            params += (f.job_id, f.attempt, f.text, *finish_times(f, stamp, text))
+        sql, size = _complete_many(len(completed), counted)
+        params += _PAD * (size - len(completed))
+        rows = fetch_rows(c, sql, params)
         matched = {r[0] for r in rows}
         if counted:
             tally.add(c, tally.moved((r[1] for r in rows), "running", "completed"))

@@ -20,6 +20,7 @@ How this engine keeps the contract:
 from __future__ import annotations
 
 import sqlite3
+from itertools import chain
 from typing import Any, Sequence
 
 from ...clock import iso
@@ -244,7 +245,7 @@ def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now
     params = [_insert_params(j, stamp, now) for j in jobs]
     full = len(params) - len(params) % CHUNK
     if full:
-        c.executemany(_INSERT_CHUNK, [[v for p in params[k:k + CHUNK] for v in p] for k in range(0, full, CHUNK)])
+        c.executemany(_INSERT_CHUNK, [list(chain.from_iterable(params[k:k + CHUNK])) for k in range(0, full, CHUNK)])
     if full < len(params):
         c.executemany(_INSERT_COUNTED, params[full:])
     tally.add(c, tally.inserted(params))
