@@ -70,8 +70,11 @@ _COMPLETE_AND_CLAIM = {False: complete_and_claim_sql(_CLAIM), True: complete_and
 # job at the 30-job batches of a loaded drain; a generic plan is made once per session (and
 # again after an ANALYZE), so it must be right for any table size: no sequential scan, no
 # sort, rows found by key (the hot statements are written for that: tests/engines/
-# test_pg_claim_plan.py). A limited claim turns all three back to the defaults for its own
-# transaction (dialect.limits_lock): its fair walk over keys needs sorts.
+# test_pg_claim_plan.py). psycopg prepares a statement at its sixth run (not at the first:
+# a first run sends its text with the execution in one message, which
+# tests/proofs/test_two_hosts.py cuts the connection after). A limited claim turns all three
+# settings back to the defaults for its own transaction (dialect.limits_lock): its fair walk
+# over keys needs sorts.
 WORKER_SESSION = ("SELECT set_config('enable_sort', 'off', false), set_config('enable_seqscan', 'off', false), "
                   "set_config('plan_cache_mode', 'force_generic_plan', false)")
 
@@ -189,8 +192,7 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         """The claim statement on ``c``, for each queue served until one gives jobs."""
         with c.cursor(row_factory=tuple_row) as cur:
             return first_claimed(self.claim_order(), lambda q: cur.execute(
-                _CLAIM if q is None else _CLAIM_QUEUE, params if q is None else {**params, "queue": q},
-                prepare=True).fetchall())
+                _CLAIM if q is None else _CLAIM_QUEUE, params if q is None else {**params, "queue": q}).fetchall())
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
         """Record one outcome with one guarded autocommit update; False: the lease was lost
@@ -237,18 +239,17 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         order = self.claim_order() if limit >= 1 else []
         with self.conn.cursor(row_factory=tuple_row) as cur:
             if not order:
-                matched = {r[0] for r in cur.execute(COMPLETE_MANY, params, prepare=True).fetchall()}
+                matched = {r[0] for r in cur.execute(COMPLETE_MANY, params).fetchall()}
                 return recognised_after(self.conn, finishes, matched, owner), []
             params.update(pid=owner_pid, limit=limit, queue=order[0])
-            rows = cur.execute(_COMPLETE_AND_CLAIM[order[0] is not None], params, prepare=True).fetchall()
+            rows = cur.execute(_COMPLETE_AND_CLAIM[order[0] is not None], params).fetchall()
         matched = {r[0] for r in rows if r[0] is not None}
         got = [r[1:] for r in rows if r[0] is None]
         if not got and len(order) > 1:
             claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
             with self.conn.cursor(row_factory=tuple_row) as cur:
                 got = first_claimed(order[1:], lambda q: cur.execute(
-                    _CLAIM if q is None else _CLAIM_QUEUE, claim if q is None else {**claim, "queue": q},
-                    prepare=True).fetchall())
+                    _CLAIM if q is None else _CLAIM_QUEUE, claim if q is None else {**claim, "queue": q}).fetchall())
         done = recognised_after(self.conn, finishes, matched, owner)
         return done, in_claim_order(Job.from_values(r) for r in got)
 
