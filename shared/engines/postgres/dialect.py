@@ -21,10 +21,12 @@ DIALECT = Dialect(
     arrays=True,
     notify="SELECT pg_notify(:channel, '')",
     # one key per schema (hashtext of a name of jobq's own), held until the transaction ends;
-    # sorts allowed again for this transaction only (a worker's session turns them off, see
-    # store.WORKER_SESSION): the fair walk's plans need them, and without them a claim among
-    # 10,000 jobs of one key took seconds, fencing the workers
-    limits_lock="SELECT set_config('enable_sort', 'on', true), pg_advisory_xact_lock(hashtext(:key))",
+    # the planner's defaults again for this transaction only (a worker's session turns sorts
+    # and sequential scans off and keeps generic plans, see store.WORKER_SESSION): the fair
+    # walk's plans need sorts, and without them a claim among 10,000 jobs of one key took
+    # seconds, fencing the workers
+    limits_lock=("SELECT set_config('enable_sort', 'on', true), set_config('enable_seqscan', 'on', true), "
+                 "set_config('plan_cache_mode', 'auto', true), pg_advisory_xact_lock(hashtext(:key))"),
     release_history=True,  # no trigger records the attempt a release ends
     text=pg_text,
     dml_in_with=True,  # a data-modifying WITH runs whether read or not

@@ -1,6 +1,6 @@
 """The PostgreSQL engine's outcome statements: a running job completed, retried, failed or cancelled, each
 guarded by id, ``running``, attempt and owner, and writing the attempt it ends into
-``job_attempts`` in the same statement (a batch's completions: one ``UPDATE ... FROM unnest``).
+``job_attempts`` in the same statement (a batch's completions: one ``UPDATE`` of the batch's ids).
 
 Each outcome writes its run's own start and end (``shared.job.Finish``: a batch's jobs share one
 claim and one commit, not their run times). When the guard matches nothing, the outcome's own
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from psycopg.rows import tuple_row
+from psycopg.types.json import Jsonb
 
 from ...job import Finish, finish_times
 from ..sql import JOB_COLUMNS, RELEASE
@@ -64,15 +65,17 @@ _FINISH_SQL = {
                  + _ENDED.format(outcome="'cancelled'", error="%(text)s") + _DONE,
 }
 # A batch's completions: one guarded statement (and their attempts); it returns the ids of the
-# jobs whose guard matched.
-_COMPLETED = ("u AS (UPDATE jobs SET status = 'completed', result = f.result, "
-              + _RAN.format(started="f.started", ended="f.ended") + "completed_at = f.ended, "
+# jobs whose guard matched. Each job's own values (attempt, result, run start and end) are read
+# from one jsonb object keyed by id, not joined from unnest()ed arrays: the rows are found by
+# key (``id = ANY``) and nothing is joined, so the plan a worker's session keeps for every
+# batch size (store.WORKER_SESSION) cannot become a nested loop over the batch (quadratic).
+_F = "(%(done_map)s::jsonb -> jobs.id)"
+_COMPLETED = ("u AS (UPDATE jobs SET status = 'completed', result = " + _F + " ->> 1, "
+              + _RAN.format(started=_F + " ->> 2", ended=_F + " ->> 3") + "completed_at = " + _F + " ->> 3, "
               "updated_at = %(now)s, " + RELEASE +
-              "FROM unnest(%(ids)s::text[], %(attempts)s::int[], %(results)s::text[], %(started)s::text[], "
-              "%(ended)s::text[]) AS f(id, attempt, result, started, ended) "
-              "WHERE jobs.id = f.id AND jobs.status = 'running' AND jobs.attempts = f.attempt "
-              "AND jobs.owner = %(owner)s" + _RETURNED.format(was="jobs.run_at") + "), "
-              + _ENDED.format(outcome="'completed'", error="NULL"))
+              "WHERE jobs.id = ANY(%(ids)s::text[]) AND jobs.status = 'running' "
+              "AND jobs.attempts = (" + _F + " ->> 0)::int AND jobs.owner = %(owner)s"
+              + _RETURNED.format(was="jobs.run_at") + "), " + _ENDED.format(outcome="'completed'", error="NULL"))
 COMPLETE_MANY = "WITH " + _COMPLETED + _DONE
 _NO_JOB = ", ".join("NULL" for _ in JOB_COLUMNS.split(","))
 
@@ -90,10 +93,9 @@ def complete_and_claim_sql(claim: str) -> str:
 
 def completion_params(finishes: Sequence[Finish], owner: str, stamp: str, done_channel: str) -> dict[str, Any]:
     """The parameters of :data:`COMPLETE_MANY` (and of :func:`complete_and_claim_sql`)."""
-    times = [finish_times(f, stamp) for f in finishes]
-    return {"now": stamp, "owner": owner, "done": done_channel, "ids": [f.job_id for f in finishes],
-            "attempts": [f.attempt for f in finishes], "results": [pg_text(f.text) for f in finishes],
-            "started": [t[0] for t in times], "ended": [t[1] for t in times]}
+    done_map = {f.job_id: [f.attempt, pg_text(f.text), *finish_times(f, stamp)] for f in finishes}
+    return {"now": stamp, "owner": owner, "done": done_channel, "ids": list(done_map),
+            "done_map": Jsonb(done_map)}
 
 
 def recognised_after(c: Any, finishes: Sequence[Finish], matched: set[str], owner: str) -> list[bool]:

@@ -8,7 +8,7 @@ How this engine keeps the contract across many hosts:
   concurrent claimers skip each other's rows instead of waiting, and a row is taken only while
   it is still pending and due.
 - Outcomes are guarded by id, ``running``, attempt and owner (a batch's completions in one
-  ``UPDATE ... FROM unnest(...)``); zero rows means the lease was lost, unless the outcome's
+  ``UPDATE`` of the batch's ids); zero rows means the lease was lost, unless the outcome's
   own history row shows it committed before (a re-send after a commit whose answer was lost).
 - Leases (``heartbeat_at``) are written with the server's clock (``db_now()``), so every host
   judges them on one clock; everything else keeps the caller's injected time. Heartbeats and
@@ -47,14 +47,17 @@ T = TypeVar("T")
 _PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
 
 def _claim_sql(which: str) -> str:
-    """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``)."""
+    """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``).
+    The ids are taken as an array (``= ANY(ARRAY(...))``), not joined (``IN (...)``): the
+    update then finds its rows by primary key whatever the batch size, which keeps the plan
+    a worker's session caches (see :data:`WORKER_SESSION`) right for every ``limit``."""
     return f"""
 UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = %(owner)s, owner_pid = %(pid)s,
        started_at = %(now)s, heartbeat_at = db_now(), updated_at = %(now)s
-WHERE id IN (SELECT id FROM jobs
+WHERE id = ANY(ARRAY(SELECT id FROM jobs
              WHERE {which} AND status = 'pending' AND run_at <= %(now)s AND NOT {_PAUSED}
              ORDER BY priority DESC, run_at, created_at LIMIT %(limit)s
-             FOR UPDATE SKIP LOCKED)
+             FOR UPDATE SKIP LOCKED))
 RETURNING {JOB_COLUMNS}
 """
 
@@ -63,14 +66,23 @@ _CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
 _CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q="%(queue)s"))  # one queue's, on its own index
 _COMPLETE_AND_CLAIM = {False: complete_and_claim_sql(_CLAIM), True: complete_and_claim_sql(_CLAIM_QUEUE)}
 
-# A worker's sessions plan without sorts where another plan exists. The claim must walk the
-# claim index in order and stop after ``limit`` rows; on a table whose statistics say it is
-# small or empty (never analyzed, or ANALYZEd while empty and then filled by a burst of
-# enqueues) the planner instead reads every due pending row through a bitmap scan and sorts
-# them all, per claim: 45-65 ms instead of 1 ms with 20,000 pending (issue 30). A limited claim
-# turns sorts back on for its own transaction (dialect.limits_lock): its fair walk over keys
-# needs them.
-WORKER_SESSION = "SET enable_sort = off"
+# A worker's sessions plan without sorts or sequential scans where another plan exists, and
+# keep one (generic) plan per prepared statement instead of planning every execution. The claim
+# must walk the claim index in order and stop after ``limit`` rows; on a table whose statistics
+# say it is small or empty (never analyzed, or ANALYZEd while empty and then filled by a burst
+# of enqueues) the planner instead reads every due pending row through a bitmap scan and sorts
+# them all, per claim: 45-65 ms instead of 1 ms with 20,000 pending (issue 30). Planning the
+# completion-and-claim statement took 0.6-0.7 ms of server CPU per execution, about 20 us per
+# job at the 30-job batches of a loaded drain; a generic plan is made once per session (and
+# again after an ANALYZE), so it must be right for any table size: no sequential scan, no
+# sort, rows found by key (the hot statements are written for that: tests/engines/
+# test_pg_claim_plan.py). psycopg prepares a statement at its sixth run (not at the first:
+# a first run sends its text with the execution in one message, which
+# tests/proofs/test_two_hosts.py cuts the connection after). A limited claim turns all three
+# settings back to the defaults for its own transaction (dialect.limits_lock): its fair walk
+# over keys needs sorts.
+WORKER_SESSION = ("SELECT set_config('enable_sort', 'off', false), set_config('enable_seqscan', 'off', false), "
+                  "set_config('plan_cache_mode', 'force_generic_plan', false)")
 
 _UNCLAIM = ("WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
             "updated_at = %(now)s, " + _RELEASE +
