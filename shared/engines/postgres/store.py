@@ -72,7 +72,19 @@ _UNCLAIM = ("WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 
             "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")
 
 _INSERT_COLUMNS = ("(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
-                   "updated_at, key, trace, queue, limit_key)")
+                   "updated_at, key, trace, queue, limit_key, tally)")
+
+
+def _count_inserted(table: str) -> str:
+    """The inserted rows' count deltas, written by the insert's own statement (its rows are
+    marked tally = 1: the insert trigger skips them; see schema.COUNTED_INSERTS). Qualified like
+    ``table``: the statement may run on the application's connection."""
+    deltas = table[:-len("jobs")] + "job_count_deltas"
+    return (f"counted AS (INSERT INTO {deltas} (type, status, n) "
+            "SELECT type, 'pending', count(*) FROM ins GROUP BY type "
+            "UNION ALL SELECT type, 'delayed', count(*) FROM ins WHERE later GROUP BY type)")
+
+
 # Many rows as arrays: one statement, one round trip, whatever the batch size.
 _INSERT_ROWS = ("SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
                 "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
@@ -86,8 +98,9 @@ def _insert_sql(table: str) -> str:
     already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
     NULL row from the notify)."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
-            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key "
-            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id), "
+            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key, 1 "
+            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING "
+            f"RETURNING id, type, run_at > created_at AS later), {_count_inserted(table)}, "
             "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
             "SELECT id FROM ins UNION ALL SELECT NULL FROM n")
 
@@ -96,7 +109,8 @@ def _insert_one_sql(table: str) -> str:
     """One job without a key: a plain VALUES row (no arrays to build) and its notification
     (``$n`` placeholders: a prepared statement of the store's, see ``_run_prepared``)."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
-            "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10) RETURNING 1) "
+            "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1) "
+            f"RETURNING type, run_at > created_at AS later), {_count_inserted(table)} "
             "SELECT pg_notify($11, '') FROM ins")
 
 
