@@ -55,6 +55,10 @@ class JobQueue:
         self._runner: InlineRunner | None = None
         self._types: TypeCheck | None = None  # check_types(): is each enqueued type served?
         self._tracing = Tracing()  # the producer spans' tracer (shared.tracing)
+        # job type -> (priority, queue, limit key path) of a type that passed enqueue's checks,
+        # for the config it was checked under (see _know)
+        self._plain: dict[str, tuple[int, str, str | None]] = {}
+        self._plain_config = self.config
 
     @classmethod
     def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
@@ -70,6 +74,7 @@ class JobQueue:
         when the config says ``strict_types = true``, else warned about once per type
         (``shared.typecheck.UnservedTypeWarning``). Returns this queue."""
         self._types = TypeCheck(self.config, self._handlers)
+        self._plain = {}  # the types are checked (and their handlers' queues read) again
         return self
 
     def close(self) -> None:
@@ -104,12 +109,40 @@ class JobQueue:
         ``after`` (job ids or handles): the job waits until they have ended (docs/workflows.md);
         ``after_failure``: what it does when one fails: "cancel" (default), "run" or "hold".
         """
+        plain = run_at is delay is priority is max_attempts is key is conn is traceparent is queue is \
+            limit_key is after is after_failure is None
+        known = self._plain.get(type) if plain and type.__class__ is str and self._plain_config is self.config \
+            else None
+        if known is not None and not tracing_active():
+            return self._enqueue_plain(type, payload, known)
         now = self.clock.now()
         job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now, queue=queue,
                           limit_key=limit_key, after=flows.parent_ids(after), after_failure=after_failure)
         if traceparent is not None or tracing_active():
             return self._traced([job], now, conn, traceparent)[0]
-        return self._ran(self._write([job], now, conn), conn)[0]
+        ids = self._ran(self._write([job], now, conn), conn)
+        if plain:  # the type passed every check: its next plain calls take the short path
+            self._know(type)
+        return ids[0]
+
+    def _know(self, jtype: str) -> None:
+        """Remember what a plain enqueue of ``jtype`` needs that does not change per call: its
+        default priority and queue, and the path of its limit key (for this config)."""
+        if self._plain_config is not self.config:
+            self._plain, self._plain_config = {}, self.config
+        settings = self.config.for_type(jtype)
+        self._plain[jtype] = (settings.priority or 0, self._type_queue(jtype), settings.key)
+
+    def _enqueue_plain(self, jtype: str, payload: Any, known: tuple[int, str, str | None]) -> str:
+        """``enqueue(jtype, payload)`` of a type checked before (see :meth:`_know`): the same job
+        as :meth:`_build` makes, without the checks that depend on the type or options alone."""
+        now = self.clock.now()
+        if bounds.time_error(now) is not None:  # (an injected clock's time outside the years 1-9999)
+            return self.enqueue(jtype, payload, run_at=now)  # raises as the full path does
+        limit_key = None if known[2] is None else limit_key_of(jtype, payload, None, known[2])
+        job = NewJob(new_id(), jtype, self._payload_text(jtype, payload), known[0], now, None, None,
+                     queue=known[1], limit_key=limit_key)
+        return self._ran(self.store.enqueue([job], now), None)[0]
 
     def _write(self, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
         """Insert ``jobs``: the plain insert, or the workflow's when one waits for others."""

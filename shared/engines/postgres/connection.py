@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
@@ -107,6 +108,10 @@ class PgConnection(ConnectionBase):
         self._conn: psycopg.Connection | None = None
         self._closed = False
         self._on_connect: list[Callable[[psycopg.Connection], None]] = []
+        # _run_prepared's statements, the connection they are prepared on and its text codec
+        self._prepared_on: psycopg.Connection | None = None
+        self._prepared: set[bytes] = set()
+        self._codec = "utf-8"
         # Held by every public call (translate_errors): the worker's threads share this one
         # connection (see for_thread), and a transaction must not interleave with another call.
         self.lock = threading.RLock()
@@ -238,6 +243,32 @@ class PgConnection(ConnectionBase):
                     raise
         raise AssertionError("unreachable")
 
+    def _run_prepared(self, name: bytes, sql: str, params: list[str | None]) -> Any:
+        """Run ``sql`` (``$n`` placeholders, parameters as text or None) as the server-side
+        prepared statement ``name`` in one libpq call, outside psycopg's cursors: the per-call
+        path of the hot single statements, where making a cursor, converting the query and
+        adapting each parameter cost more client CPU than the round trip (issue 30). It is
+        prepared on first use on each connection (and again if the server lost it). Notifications
+        read meanwhile go to the connection's handlers, as psycopg's own calls send them. Returns
+        the PGresult; an error result raises psycopg's error for it."""
+        conn = self.conn
+        pg = conn.pgconn
+        if self._prepared_on is not conn:
+            self._prepared_on, self._prepared, self._codec = conn, set(), conn.info.encoding
+        codec = self._codec
+        args = [None if p is None else p.encode(codec) for p in params]
+        if name not in self._prepared:
+            _check(conn, pg.prepare(name, sql.encode(codec)))
+            self._prepared.add(name)
+        res = pg.exec_prepared(name, args)
+        if res.status == _FATAL and res.error_field(_SQLSTATE) == b"26000":  # lost (DISCARD ALL)
+            _check(conn, pg.prepare(name, sql.encode(codec)))
+            res = pg.exec_prepared(name, args)
+        while (n := pg.notifies()) is not None:
+            if pg.notify_handler is not None:
+                pg.notify_handler(n)
+        return _check(conn, res)
+
     def fileno(self) -> int:
         """The socket of the connection (notifications make it readable)."""
         return self.conn.fileno()
@@ -263,6 +294,21 @@ class Borrowed(ConnectionBase):
     @property
     def closed(self) -> bool:
         return self._closed or self._owner.closed
+
+
+_FATAL = pq.ExecStatus.FATAL_ERROR
+_SQLSTATE = pq.DiagnosticField.SQLSTATE
+_OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
+
+
+def _check(conn: psycopg.Connection, res: Any) -> Any:
+    """``res``, or psycopg's error for it (an OperationalError when the connection is gone)."""
+    if res.status in _OK:
+        return res
+    if conn.pgconn.status != pq.ConnStatus.OK:
+        raise psycopg.OperationalError(conn.pgconn.get_error_message()
+                                       or "the connection was lost")
+    raise pg_errors.error_from_result(res, encoding=conn.info.encoding)
 
 
 def migrate_schema(conn: psycopg.Connection, schema: str) -> int:

@@ -90,7 +90,19 @@ _UNCLAIM = ("WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 
             "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")
 
 _INSERT_COLUMNS = ("(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
-                   "updated_at, key, trace, queue, limit_key)")
+                   "updated_at, key, trace, queue, limit_key, tally)")
+
+
+def _count_inserted(table: str) -> str:
+    """The inserted rows' count deltas, written by the insert's own statement (its rows are
+    marked tally = 1: the insert trigger skips them; see schema.COUNTED_INSERTS). Qualified like
+    ``table``: the statement may run on the application's connection."""
+    deltas = table[:-len("jobs")] + "job_count_deltas"
+    return (f"counted AS (INSERT INTO {deltas} (type, status, n) "
+            "SELECT type, 'pending', count(*) FROM ins GROUP BY type "
+            "UNION ALL SELECT type, 'delayed', count(*) FROM ins WHERE later GROUP BY type)")
+
+
 # Many rows as arrays: one statement, one round trip, whatever the batch size.
 _INSERT_ROWS = ("SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
                 "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
@@ -104,17 +116,26 @@ def _insert_sql(table: str) -> str:
     already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
     NULL row from the notify)."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
-            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key "
-            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id), "
+            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key, 1 "
+            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING "
+            f"RETURNING id, type, run_at > created_at AS later), {_count_inserted(table)}, "
             "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
             "SELECT id FROM ins UNION ALL SELECT NULL FROM n")
 
 
 def _insert_one_sql(table: str) -> str:
-    """One job without a key: a plain VALUES row (no arrays to build) and its notification."""
+    """One job without a key: a plain VALUES row (no arrays to build) and its notification
+    (``$n`` placeholders: a prepared statement of the store's, see ``_run_prepared``)."""
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
-            "(%s, %s, 'pending', %s, 0, %s, %s, %s, %s, %s, NULL, %s, %s, %s) RETURNING 1) "
-            "SELECT pg_notify(%s, '') FROM ins")
+            "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1) "
+            f"RETURNING type, run_at > created_at AS later), {_count_inserted(table)} "
+            "SELECT pg_notify($11, '') FROM ins")
+
+
+def _storable(j: NewJob) -> bool:
+    """Whether the texts the API does not check for NUL are free of it (the prepared path's
+    parameters are C strings; psycopg's path refuses a NUL with its own error)."""
+    return "\x00" not in j.queue and (j.limit_key is None or "\x00" not in j.limit_key)
 
 
 @translate_errors
@@ -156,13 +177,14 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
                 raise ValueError(f"job {j.id}: idempotency key {j.key!r} contains NUL, which "
                                  "PostgreSQL text cannot hold")
         stamp = iso(now)
-        c = self.conn if conn is None else conn
-        if len(jobs) == 1 and jobs[0].key is None:  # the commonest call: one round trip, no arrays
-            j = jobs[0]
-            c.execute(self._insert_one, (j.id, j.type, j.payload, j.max_attempts, j.priority,
-                                         stamp if j.run_at == now else iso(j.run_at), stamp, stamp,
-                                         j.trace, j.queue, j.limit_key, self.channel))
+        if conn is None and len(jobs) == 1 and jobs[0].key is None and _storable(jobs[0]):
+            j = jobs[0]  # the commonest call: one prepared statement, no arrays, no cursor
+            self._run_prepared(b"jobq_enqueue_one", self._insert_one, [
+                j.id, j.type, j.payload, None if j.max_attempts is None else str(j.max_attempts),
+                str(j.priority), stamp if j.run_at == now else iso(j.run_at), stamp, j.trace, j.queue,
+                j.limit_key, self.channel])
             return [j.id]
+        c = self.conn if conn is None else conn
         params = {"now": stamp, "channel": self.channel, "ids": [j.id for j in jobs],
                   "types": [j.type for j in jobs], "payloads": [j.payload for j in jobs],
                   "max": [j.max_attempts for j in jobs], "priority": [j.priority for j in jobs],

@@ -1,0 +1,69 @@
+"""PostgreSQL's single enqueue as a prepared statement run outside psycopg's cursors
+(``PgConnection._run_prepared``, issue 30): what psycopg's own path did for it must still hold,
+on a connection made again, after the server lost the statement, for text libpq would cut at a
+NUL, and for notifications read off the socket while it ran."""
+from __future__ import annotations
+
+import pytest
+
+from shared.api import JobQueue
+from shared.errors import StoreError
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def test_the_statement_is_prepared_again_after_the_server_lost_it(pg):
+    q = JobQueue(config=pg.config())
+    try:
+        first = q.enqueue("t", {"n": 1})
+        q.store.conn.execute("DEALLOCATE ALL")  # what DISCARD ALL (a pooler's reset) does too
+        second = q.enqueue("t", {"n": 2})
+        assert [q.get(i).payload for i in (first, second)] == [{"n": 1}, {"n": 2}]
+    finally:
+        q.close()
+
+
+def test_a_lost_connection_fails_one_enqueue_and_the_next_one_prepares_on_a_new_connection(pg):
+    q = JobQueue(config=pg.config())
+    try:
+        q.enqueue("t", None)
+        pid = q.store.conn.info.backend_pid
+        with psycopg.connect(pg.database, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(StoreError, match="database postgresql"):
+            for _ in range(3):  # the first call after the kill may still be answered
+                q.enqueue("t", None)
+        job_id = q.enqueue("t", {"after": "reconnect"})
+        assert q.get(job_id).payload == {"after": "reconnect"} and q.store.conn.info.backend_pid != pid
+    finally:
+        q.close()
+
+
+def test_a_limit_key_with_nul_is_refused_not_cut_short(pg):
+    q = JobQueue(config=pg.config())
+    try:
+        q.enqueue("t", None)  # the type's later calls take the short path
+        with pytest.raises(StoreError, match="NUL|0x00"):
+            q.enqueue("t", None, limit_key="a\x00b")
+        assert q.counts() == {"pending": 1}
+    finally:
+        q.close()
+
+
+def test_a_notification_read_during_the_enqueue_reaches_the_connections_handlers(pg):
+    """A worker's connection LISTENs; its own statements may read a notification off the
+    socket, which must then reach the wake-up's handler (else an idle lead sleeps on an empty
+    socket: the race of tests/engines/test_pg_wakeup.py)."""
+    with pg.open() as store:
+        got: list = []
+        store.on_connect(lambda conn: (conn.add_notify_handler(got.append),
+                                       conn.execute(f'LISTEN "{store.channel}"')))
+        q = JobQueue(config=pg.config())
+        q.store = store  # enqueue on the listening connection
+        try:
+            q.enqueue("t", None)
+            q.enqueue("t", None)  # the short path: the store's prepared statement
+            assert [n.channel for n in got] == [store.channel] * 2  # its own notifications, at once
+        finally:
+            q.store = None
+            q.hubs.close()
