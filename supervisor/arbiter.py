@@ -63,7 +63,8 @@ class Arbiter:
     shuts down, and returns the process exit code (``shared.exitcodes``)."""
 
     def __init__(self, config: Config, *, workers: int | None = None, clock: Any = None,
-                 ready_fd: int | None = None, queues: tuple[str, ...] | None = None) -> None:
+                 ready_fd: int | None = None, queues: tuple[str, ...] | None = None,
+                 spawner: Spawner | None = None) -> None:
         if not config.path:
             raise ValueError("the supervisor needs a config file (workers read it); Config.path is None")
         self.file_config = config                 # the file as last read (see reload)
@@ -91,7 +92,7 @@ class Arbiter:
         self.snapshot_dir = ""
         self.counters = dict.fromkeys(COUNTERS, 0)  # published for `jobq status`, exported as metrics
         self.metrics = MetricsServer()
-        self.spawner = Spawner()
+        self.spawner = spawner or Spawner()  # one whose template was forked already (supervisor.launch)
 
     @property
     def snapshot(self) -> str:
@@ -129,8 +130,8 @@ class Arbiter:
         config snapshot. Signals are recorded from the first moment, so a SIGTERM during boot
         stops the supervisor cleanly right after it. Returns an exit code (OK to go on)."""
         logs.setup(self.config.log_level, self.config.log_format)
-        # before the database is opened and before any thread starts:
-        self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path)
+        if not self.spawner.begun:  # before the database is opened and before any thread starts:
+            self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path)
         self.signals.install()
         code = self.load()
         if code != ExitCode.OK:

@@ -1,6 +1,12 @@
 """``jobq run`` in the supervisor process: read the config, check the overrides, run the arbiter.
 Reached from the plain ``run`` command line by ``supervisor.__main__`` without the ops CLI's
 parser (issue 30), and from the CLI's ``run`` command; both give the same messages.
+
+The worker template is forked here, before the arbiter's own modules (the upkeep, the ops
+layer, the metrics server, ...) are imported: the template imports the worker loop and the
+handler modules while the supervisor imports those and opens the database, instead of after
+(issue 30). What both processes need (the config, the engine and its driver) is imported
+before the fork, once.
 """
 from __future__ import annotations
 
@@ -10,8 +16,6 @@ from shared import config as config_mod
 from shared.config import ConfigError
 from shared.exitcodes import ExitCode
 from shared.queuenames import queue_name_error
-
-from .arbiter import Arbiter
 
 
 def run(config: str | None, workers: int | None, queues: str | None, ready_fd: int | None) -> int:
@@ -31,4 +35,8 @@ def run(config: str | None, workers: int | None, queues: str | None, ready_fd: i
         if bad:
             print(f"jobq: --queues {queues!r}: {bad}", file=sys.stderr)
             return ExitCode.USAGE
-    return Arbiter(cfg, workers=workers, queues=names, ready_fd=ready_fd).run()
+    from . import spawner
+    early = spawner.Spawner()
+    early.begin(tuple(cfg.handlers), cfg.database, cfg.path, log=(cfg.log_level, cfg.log_format))
+    from .arbiter import Arbiter  # here: imported while the template starts (see above)
+    return Arbiter(cfg, workers=workers, queues=names, ready_fd=ready_fd, spawner=early).run()

@@ -23,6 +23,7 @@ from typing import Callable
 
 from shared.engines import preload, target
 from shared.errors import StoreUnavailable
+from shared import logs
 from shared.logs import event, get_logger
 from shared.procs import set_child_subreaper
 
@@ -46,16 +47,22 @@ class Spawner:
         self.deaths: deque[float] = deque()
         self.retired: dict[int, ForkServer] = {}  # old templates, until reaped
         self.booting = True                       # no template was ever ready yet
+        self.begun = False                        # begin() was called
         self.snapshot = ""
 
     # -- boot -----------------------------------------------------------------------------------
 
-    def begin(self, handlers: tuple[str, ...], database: str, source: str | None = None) -> None:
+    def begin(self, handlers: tuple[str, ...], database: str, source: str | None = None,
+              log: tuple[str, str] | None = None) -> None:
         """Fork the first template (``source``: the config file naming ``handlers``). Call before
         opening the database or starting a thread. The engine's modules (jobq's own and its
         driver, which start nothing at import) are imported first: this process needs them
         anyway, and the template inherits them instead of importing them a second time on the
-        same cores (issue 30)."""
+        same cores (issue 30). ``log``: the (level, format) to set the logs up with first, so
+        the template inherits that too (None: the caller did)."""
+        self.begun = True
+        if log is not None:
+            logs.setup(*log)
         try:
             preload(target(database))
         except StoreUnavailable:

@@ -24,6 +24,7 @@ child keeps its pid). The template exits when the supervisor closes its pipe or 
 """
 from __future__ import annotations
 
+import argparse
 import gc
 import importlib
 import json
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from shared import config as config_mod
@@ -44,12 +46,20 @@ from shared.engines.forkaware import open_connections
 from shared.errors import StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, Registry, load_registry
-from shared.procs import set_parent_death_signal, set_process_name
+from shared.procs import host_id, set_parent_death_signal, set_process_name
 
 NAME = "jobq-template"       # what `ps -o comm` and psutil's name() show for the template
 WORKER_NAME = "jobq-worker"  # ... and for the workers it forks
 REPARENT_WAIT = 2.0          # seconds a new worker waits for its go-between to exit
 EARLY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the template made once for the workers it forks: the handler registry (its modules
+    imported) and the worker's command-line parser."""
+    registry: Registry
+    command_line: argparse.ArgumentParser
 
 
 def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
@@ -69,10 +79,9 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         try:
             registry = load_registry(handlers, source)
             preload(where)  # the engine's modules and driver too (some take ~0.3 s to import)
-            importlib.import_module("worker.__main__")  # and the worker loop: once, not per worker
-            # A per-process cache every worker would fill after its fork: finding the temporary
-            # folder writes and removes a probe file there (12 ms measured in a worker's boot).
-            tempfile.gettempdir()
+            # and the worker loop and its command line: once, not per worker
+            command_line = importlib.import_module("worker.__main__").parser()
+            _warm_caches(command_line)
         except HandlerImportError as exc:
             try:
                 _send(resp_fd, {"failed": exc.summary, "traceback": exc.traceback})
@@ -84,13 +93,26 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         _send(resp_fd, {"unsafe": problem} if problem else {"ready": len(registry), "pid": os.getpid()})
         if problem:
             os._exit(ExitCode.WORKER_BOOT_FAILED)
-        _loop(req_fd, resp_fd, registry, where)
+        _loop(req_fd, resp_fd, Prepared(registry, command_line), where)
     except BrokenPipeError:
         pass  # the supervisor closed our pipe (it stopped, e.g. at a failed boot): nothing to say
     except BaseException:  # noqa: BLE001 - a template bug: say so on stderr, exit 1
         traceback.print_exc()
         code = ExitCode.ERROR
     os._exit(code)
+
+
+def _warm_caches(command_line: argparse.ArgumentParser) -> None:
+    """Fill the per-process caches every forked worker would otherwise fill on its own, each a
+    few hundred microseconds to milliseconds of its start (issue 30): finding the temporary
+    folder writes and removes a probe file there (12 ms measured once); the host's identity
+    reads /proc files as ASCII, whose codec is imported on first use; argparse compiles its
+    patterns on the first parse, and the config's checks theirs on the first snapshot read."""
+    tempfile.gettempdir()
+    host_id()
+    command_line.parse_args(["--slot", "0", "--parent-pid", "0", "--supervisor", "-", "--snapshot", "-",
+                             "--progress", "-"])
+    config_mod.from_dict(config_mod.Config().to_dict())
 
 
 def serve_exec(fds: str, snapshot: str | None) -> int:
@@ -129,7 +151,7 @@ def unsafe_reason(database: str | Target) -> str | None:
     return None
 
 
-def _loop(req_fd: int, resp_fd: int, registry: Registry, database: str | Target) -> None:
+def _loop(req_fd: int, resp_fd: int, prepared: Prepared, database: str | Target) -> None:
     """Serve requests until EOF. Go-betweens are reaped without waiting for them, so a batch of
     requests forks its workers back to back."""
     buf = b""
@@ -152,10 +174,10 @@ def _loop(req_fd: int, resp_fd: int, registry: Registry, database: str | Target)
             if problem:
                 _send(resp_fd, {"id": request.get("id"), "unsafe": problem})
             else:
-                betweens[_fork_worker(req_fd, resp_fd, request, registry)] = request.get("id")
+                betweens[_fork_worker(req_fd, resp_fd, request, prepared)] = request.get("id")
 
 
-def _fork_worker(req_fd: int, resp_fd: int, request: dict, registry: Registry) -> int:
+def _fork_worker(req_fd: int, resp_fd: int, request: dict, prepared: Prepared) -> int:
     """Fork the go-between, which forks the worker, reports its pid and exits; returns the
     go-between's pid."""
     between = os.fork()
@@ -164,7 +186,7 @@ def _fork_worker(req_fd: int, resp_fd: int, request: dict, registry: Registry) -
             me = os.getpid()  # not getppid() in the child: we may have exited by then
             worker = os.fork()
             if worker == 0:
-                _become_worker(req_fd, resp_fd, request["argv"], registry, me)
+                _become_worker(req_fd, resp_fd, request["argv"], prepared, me)
             try:
                 os.setpgid(worker, worker)  # also in the worker: no kill of the group races it
             except OSError:
@@ -193,7 +215,7 @@ def _reap(betweens: dict[int, Any], resp_fd: int, block: bool = False) -> None:
             return
 
 
-def _become_worker(req_fd: int, resp_fd: int, argv: list[str], registry: Registry,
+def _become_worker(req_fd: int, resp_fd: int, argv: list[str], prepared: Prepared,
                    between: int) -> NoReturn:
     code = ExitCode.WORKER_BOOT_FAILED
     try:
@@ -212,7 +234,7 @@ def _become_worker(req_fd: int, resp_fd: int, argv: list[str], registry: Registr
             time.sleep(0.0002)  # until we are the supervisor's child (its orphan check needs it)
         sys.argv = [sys.executable, "-m", "worker", *argv]
         from .__main__ import main  # here: __main__ imports this module for --fork-server
-        code = main(argv, registry=registry)
+        code = main(argv, registry=prepared.registry, command_line=prepared.command_line)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else ExitCode.ERROR
     except BaseException:  # noqa: BLE001 - like an uncaught exception in `python -m worker`

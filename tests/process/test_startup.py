@@ -26,19 +26,33 @@ atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
 runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
 """
 
+# The same, but it writes the names of its modules when it forks the worker template.
+RUN_TO_FORK = """
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["supervisor", *sys.argv[2:]]
+from supervisor import forkserver
+fork = forkserver.ForkServer.fork
+def recorded(*args, **kwargs):
+    open(out, "w").write(json.dumps(sorted(sys.modules)))
+    return fork(*args, **kwargs)
+forkserver.ForkServer.fork = recorded
+runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
+"""
+
 # Not needed for a claim: the ops CLI and its config reference, the dashboard, tracing, the
 # producer API; on SQLite asyncio too (only async handlers use it; psycopg imports it itself).
 NEVER = ("supervisor.cli", "supervisor.web", "supervisor.gendocs", "opentelemetry", "shared.api")
 NEVER_ON_SQLITE = ("asyncio", "psycopg", "psycopg_pool")
 
 
-def supervisor_modules(tmp_path: Path, config: Path) -> list[str]:
-    """Run a supervisor until it has run a job, stop it, and return its ``sys.modules``."""
+def supervisor_modules(tmp_path: Path, config: Path, script: str = RUN) -> list[str]:
+    """Run a supervisor until it has run a job, stop it, and return its ``sys.modules`` (at exit,
+    or as ``script`` records them)."""
     with JobQueue(config=load(str(config))) as q:
         job = q.enqueue("test:noop", {})
         out = tmp_path / "modules.json"
         log = open(tmp_path / "supervisor.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-c", RUN, str(out), "run", "--config", str(config)],
+        proc = subprocess.Popen([sys.executable, "-c", script, str(out), "run", "--config", str(config)],
                                 stdout=log, stderr=subprocess.STDOUT, env=env(), cwd=str(REPO))
         try:
             wait_until(lambda: q.get(job).status == "completed", 30, "the job to complete")
@@ -60,6 +74,19 @@ def test_the_supervisor_imports_only_what_its_claims_need(tmp_path, database, en
     assert [m for m in modules if any(m == n or m.startswith(n + ".") for n in never)] == []
     if engine_name != "sqlite":
         assert "psycopg" in modules
+
+
+def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(tmp_path, database, engine_name):
+    """The template imports the worker loop while the supervisor imports its arbiter, upkeep,
+    ops layer and metrics server: neither waits for the other's imports (issue 30). What both
+    need, the config and the engine with its driver, comes before the fork, once."""
+    config = write_config(tmp_path, handlers=["testjobs"])
+    at_fork = supervisor_modules(tmp_path, config, RUN_TO_FORK)
+    assert "shared.config" in at_fork and "shared.engines" in at_fork
+    assert ("psycopg" in at_fork) is (engine_name != "sqlite")
+    own = ("supervisor.arbiter", "supervisor.metrics", "supervisor.duties", "supervisor.maintenance",
+           "shared.ops", "worker", "testjobs")
+    assert [m for m in at_fork if any(m == n or m.startswith(n + ".") for n in own)] == []
 
 
 def test_a_dead_workers_replacement_forks_before_its_job_is_requeued_and_nothing_runs_twice(

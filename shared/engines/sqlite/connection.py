@@ -26,6 +26,8 @@ T = TypeVar("T")
 
 OPEN_RETRIES = 40  # opening: ~1 s of jittered retries while another process sets the file up
 BUSY_RETRIES = 6  # after the busy timeout itself; each retry sleeps a jittered, growing delay
+EAGER_WRITES = 3  # a new connection's first writes poll for the write lock (see _eager)
+EAGER_POLL = (0.0001, 0.001)  # seconds: the first and the longest sleep between those polls
 
 
 def _row_factory(cursor: sqlite3.Cursor, row: tuple) -> dict[str, Any]:
@@ -49,6 +51,7 @@ class SqliteConnection(ConnectionBase):
         self.busy_timeout = busy_timeout
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self.eager = EAGER_WRITES  # writes left that poll for the lock (see _eager)
         self.wants = Wants(None)  # this connection's stamps for bulk writes (see .wants, .bulk)
         self._open(migrate)
         forkaware.track(self)
@@ -136,6 +139,11 @@ class SqliteConnection(ConnectionBase):
         if stamp:
             self.wants.want()
         try:
+            if self.eager > 0:
+                self.eager -= 1
+                done, out = self._eager(conn, fn)
+                if done:
+                    return out
             for attempt in range(BUSY_RETRIES + 1):
                 try:
                     return fn(conn)
@@ -147,6 +155,30 @@ class SqliteConnection(ConnectionBase):
         finally:
             if stamp:
                 self.wants.done()
+
+    def _eager(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+        """One of a new connection's first writes (a worker's registration and first claims):
+        ``fn`` tried without SQLite's busy handler, sleeping EAGER_POLL between tries, for up to
+        the busy timeout; (True, its result), or (False, None) if the lock stayed busy that long.
+
+        The handler sleeps 1, 2, 5, 10, 15, 20, 25 ... up to 100 ms between its tries, and
+        workers that commit back to back take the lock again meanwhile: a worker started beside
+        busy ones waited 0.1-0.5 s for its first claim, the eighth worker's start (issue 30).
+        Only the first writes poll: polling every write would cost the busy workers CPU (and
+        two statements per write to switch the handler off and on)."""
+        deadline = time.monotonic() + self.busy_timeout
+        delay = EAGER_POLL[0]
+        with self._no_busy_wait():
+            while True:
+                try:
+                    return True, fn(conn)
+                except sqlite3.OperationalError as exc:
+                    if not is_busy(exc):
+                        raise
+                if time.monotonic() >= deadline:
+                    return False, None
+                time.sleep(delay)
+                delay = min(2 * delay, EAGER_POLL[1])
 
     def _immediate(self, fn: Callable[[sqlite3.Connection], T], stamp: bool = True) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE``...``COMMIT`` (with busy retries)."""
