@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from .handles import JobHandle
-from .taskargs import payload_of
 
 __all__ = ["Flow", "Signature", "chain", "chord", "group"]
 
@@ -64,7 +63,7 @@ class Signature(Flow):
 
     def __init__(self, task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.task, self.args, self.kwargs = task, args, kwargs
-        self.payload = payload_of(task.name, task.signature, args, kwargs)  # checked now
+        self.payload = task.binder.payload(args, kwargs)  # checked now
 
     def __repr__(self) -> str:
         return f"{self.task.name}.s(*{self.args!r}, **{self.kwargs!r})"

@@ -2,7 +2,10 @@
 :class:`shared.tracing.Tracing` once the application has imported ``opentelemetry.metrics``
 (never imported here).
 
-- ``jobq.jobs`` (counter, ``{job}``): runs by ``jobq.job.type`` and ``jobq.outcome``.
+- ``jobq.jobs`` (counter, ``{job}``): runs by ``jobq.job.type`` and ``jobq.outcome``. With
+  ``batched`` (a worker) the runs are tallied here and added per (type, outcome) when the
+  owner's batch ends (:meth:`Meters.settle`), or 50 ms after the first run tallied, not by an
+  SDK ``add`` per run (a third of the instruments' time per run); the totals are the same.
 - ``jobq.job.duration`` and ``jobq.job.lag`` (histograms, seconds): run time, and due to
   started, by type. Nothing is recorded, or computed, until an SDK MeterProvider is set (also
   one set after the instruments were made: it is noticed within a second).
@@ -12,6 +15,7 @@
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterator
 
 from .clock import parse_iso
@@ -19,6 +23,7 @@ from .clock import parse_iso
 METRICS_MODULE = "opentelemetry.metrics"
 SCOPE = "jobq"
 QUEUE = "default"  # the queue of a job that names none, and of an enqueue span (docs/tracing.md)
+SETTLE_AFTER = 0.05  # seconds: a batched tally is added at the latest this long after its first run
 
 
 class Meters:
@@ -28,8 +33,11 @@ class Meters:
     global one."""
 
     def __init__(self, metrics: Any, depth: Callable[[], list[dict[str, Any]]] | None = None,
-                 provider: Any = None) -> None:
+                 provider: Any = None, batched: bool = False) -> None:
         self.metrics, self.provider = metrics, provider
+        self.batched = batched
+        self.tally: dict[tuple[str, str], int] = {}  # runs not added yet, by (type, outcome)
+        self.since = 0.0                             # perf_counter() of the first of them
         meter = metrics.get_meter(SCOPE, meter_provider=provider)
         self.runs = meter.create_counter("jobq.jobs", unit="{job}", description="Job runs by type and outcome.")
         self.duration = meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs.")
@@ -45,11 +53,28 @@ class Meters:
         MeterProvider records them (the API's default one, a proxy until an SDK one is set,
         would drop them: :class:`shared.tracing.Tracing` skips the call until then)."""
         labels = {"jobq.job.type": job.type, "jobq.outcome": outcome}
-        self.runs.add(1, labels)
+        if self.batched:
+            key = (job.type, outcome)
+            tally = self.tally
+            if not tally:
+                self.since = time.perf_counter()
+            tally[key] = tally.get(key, 0) + 1
+            if time.perf_counter() - self.since >= SETTLE_AFTER:
+                self.settle()
+        else:
+            self.runs.add(1, labels)
         self.duration.record(seconds, labels)
         if job.started_at:  # ISO texts of one width order as times do: parse only the later one
             due = max(job.run_at, job.created_at)
             self.lag.record(max(parse_iso(job.started_at) - parse_iso(due), 0.0), {"jobq.job.type": job.type})
+
+    def settle(self) -> None:
+        """Add the runs tallied since the last call to the counter (one ``add`` per type and
+        outcome): the owner's batch ended, it goes idle or stops."""
+        if self.tally:
+            tally, self.tally = self.tally, {}
+            for (jtype, outcome), n in tally.items():
+                self.runs.add(n, {"jobq.job.type": jtype, "jobq.outcome": outcome})
 
     def live(self) -> bool:
         """Does an SDK MeterProvider record (not the API's proxy)? A provider is set once per

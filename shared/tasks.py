@@ -23,7 +23,7 @@ from .handlers import ATTR, HandlerSpec, PermanentError, check_async_concurrency
 from .canvas import Signature
 from .handles import JobHandle
 from .queuenames import check_queue
-from .taskargs import payload_of, unpack
+from .taskargs import Binder, unpack
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -73,6 +73,7 @@ class BaseTask(Generic[P, R]):
         self.name = name
         self.priority = priority
         self.signature = own_signature(inspect.signature(fn))  # without parent_results
+        self.binder = Binder(name, self.signature)  # binds a plain call without Signature.bind
         self.options: dict[str, Any] = {}  # set by using() on copies
         setattr(self, ATTR, spec)  # what Registry.add_module looks for: workers serve the task
         self.__doc__ = fn.__doc__
@@ -108,7 +109,7 @@ class BaseTask(Generic[P, R]):
         signature and must survive JSON unchanged, else TypeError/ValueError naming the task and
         the argument, and nothing is written."""
         queue, opts = self._target()
-        payload = payload_of(self.name, self.signature, args, kwargs)
+        payload = self.binder.payload(args, kwargs)
         return JobHandle(queue, queue.enqueue(self.name, payload, **opts))
 
     def enqueue_many(self, calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[JobHandle[R]]:
@@ -121,7 +122,7 @@ class BaseTask(Generic[P, R]):
             if not (isinstance(call, tuple) and len(call) == 2):
                 raise TypeError(f"task {self.name!r}: enqueue_many item {i} must be (args, kwargs), got {call!r}")
             args, kwargs = call
-            items.append((self.name, payload_of(self.name, self.signature, tuple(args), dict(kwargs)), opts))
+            items.append((self.name, self.binder.payload(tuple(args), dict(kwargs)), opts))
         return [JobHandle(queue, job_id) for job_id in queue.enqueue_many(items, conn=conn)]
 
     def _target(self) -> tuple[Any, dict[str, Any]]:
@@ -236,11 +237,12 @@ def _runner(fn: Callable[..., Any], name: str, signature: inspect.Signature) -> 
     A payload that does not fit the signature fails the job at once (PermanentError: no retry
     would fix it), naming the job and the task."""
     own = own_signature(signature)
+    binder = Binder(name, own)
     wants_parents = PARENT_RESULTS in signature.parameters
 
     def run(payload: Any, job: Any) -> Any:
         try:
-            args, kwargs = unpack(name, own, payload)
+            args, kwargs = unpack(name, own, payload, binder)
         except (TypeError, ValueError) as exc:
             raise PermanentError(f"job {job.id}: {exc}") from None
         if wants_parents:  # a workflow's child: its parents' results (shared.flows)

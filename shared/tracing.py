@@ -110,7 +110,7 @@ class Tracing:
     of the global one."""
 
     def __init__(self, depth: Callable[[], list[dict[str, Any]]] | None = None, metered: bool = True,
-                 meter_provider: Any = None) -> None:
+                 meter_provider: Any = None, batched: bool = False) -> None:
         self._tracer: Any = None             # jobq's tracer of the global provider, once there is one
         self._recheck = 0.0                  # monotonic time of the next look for a tracer provider
         self._consumer: Consumer | None = None  # the runs' spans, once an SDK tracer records
@@ -121,6 +121,7 @@ class Tracing:
         self.meters: Meters | None = None    # made once the application imported the metrics API
         self._metered = metered
         self._meter_provider = meter_provider
+        self._batched = batched  # runs counted per batch: the owner calls settle() (a worker)
         if depth is not None and METRICS_MODULE in sys.modules:
             self._meters()  # the gauge is there before the first job (an idle worker reports it too)
 
@@ -195,11 +196,18 @@ class Tracing:
                 self._recorder = meters
         self._looking = self._consumer is None or (self._metered and self._recorder is None)
 
+    def settle(self) -> None:
+        """The owner's batch of runs ended (or it goes idle): add the runs counted since to the
+        run counter (see :class:`shared.otelmeters.Meters`). A flag test while no SDK records."""
+        if self._recorder is not None:
+            self._recorder.settle()
+
     def flush(self, timeout: float = 2.0) -> None:
         """Export what the SDK providers this object recorded with still hold (a
         BatchSpanProcessor's queue, the metrics since the last export), waiting at most about
         ``timeout`` seconds for each: a worker ends with ``os._exit``, which runs no ``atexit``
         hook, so the SDK's own flush at exit never comes. Nothing while no SDK was found."""
+        self.settle()
         providers = []
         if self._consumer is not None:
             providers.append(self._consumer.api.get_tracer_provider())
@@ -215,7 +223,7 @@ class Tracing:
 
     def _meters(self) -> "Meters":
         if self.meters is None:
-            self.meters = Meters(sys.modules[METRICS_MODULE], self._depth, self._meter_provider)
+            self.meters = Meters(sys.modules[METRICS_MODULE], self._depth, self._meter_provider, self._batched)
         return self.meters
 
 
@@ -226,8 +234,10 @@ def span_ids(span: Any) -> tuple[str, str]:
 
 def worker_tracing(config: Any, slot: int | None, meter_provider: Any = None) -> Tracing:
     """A worker's :class:`Tracing`: the worker of slot 0 also reports the queue-depth gauge (one
-    worker per supervisor, so the figure is not repeated by every worker)."""
-    return Tracing(depth=depth_reader(config) if slot == 0 else None, meter_provider=meter_provider)
+    worker per supervisor, so the figure is not repeated by every worker). Runs are counted per
+    batch: the worker calls :meth:`Tracing.settle` as a batch ends and before it waits idle."""
+    return Tracing(depth=depth_reader(config) if slot == 0 else None, meter_provider=meter_provider,
+                   batched=True)
 
 
 def observe_gauge(name: str, unit: str, description: str, read: Callable[[], float]) -> bool:

@@ -128,11 +128,22 @@ class Batch:
     def resize(self, max_batch: int) -> None:
         """Grow the batch (doubling, up to ``max_batch``) while claims come back full of fast
         jobs and twice the batch would still run within BATCH_BUDGET; shrink it when a batch
-        ran longer; back to 1 after a slow job or a short claim."""
+        ran longer; back to 1 after a slow job.
+
+        A short claim (fewer jobs than asked: the queue ran dry) sets the size to what it got
+        (halved if that batch overran the budget), not to 1: each level of a workflow graph
+        ends in a short claim while the next level is being released by the same commits, and
+        dropping to 1 there ran graph drains one job per transaction. What a claim got is this
+        worker's share of what was due, so a lone trickled job still makes the next claim 1
+        (it starts at once and hoards nothing), and among 8 workers no batch grows past what
+        the queue gave it without full claims first."""
         elapsed = time.perf_counter() - self.started
-        per_job = elapsed / self.claimed if self.claimed else FAST_JOB
-        if self.claimed < self.size or per_job >= FAST_JOB:
+        claimed = self.claimed
+        per_job = elapsed / claimed if claimed else FAST_JOB
+        if per_job >= FAST_JOB:
             self.size = 1
+        elif claimed < self.size:
+            self.size = max(1, claimed // 2 if elapsed > BATCH_BUDGET else claimed)
         elif 2 * elapsed <= BATCH_BUDGET:
             self.size = min(self.size * 2, max_batch)
         elif elapsed > BATCH_BUDGET:

@@ -210,6 +210,7 @@ class Worker(Control, Commits):
                     continue  # ran async jobs (worker.aio) until none was in flight
                 if not self.guarded(self.claim):
                     self.holding(False)
+                    self.tracing.settle()  # the runs counted per batch, before an idle wait
                     self.guarded(self.idle_wait, proves=False)
                     continue
                 self.wakeup.claimed()
@@ -349,6 +350,7 @@ class Worker(Control, Commits):
     def resize(self) -> None:
         """Grow or shrink the next claim (see :meth:`worker.batch.Batch.resize`)."""
         self.held.resize(self.config.worker.max_batch)
+        self.tracing.settle()  # the batch's runs to the OpenTelemetry counter (one add per type)
 
     def idle_wait(self) -> None:
         """Wait as the engine says (a descriptor to watch, a timeout), or for a signal. Only the

@@ -226,7 +226,9 @@ def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
         assert after(32, 32, BATCH_BUDGET * 0.75) == 32          # twice would overrun: stays
         assert after(32, 32, BATCH_BUDGET * 1.5) == 16           # overran: halves
         assert after(8, 8, 8 * FAST_JOB) == 1                    # slow jobs: back to 1
-        assert after(8, 3, 0.0001) == 1                          # a short claim: back to 1
+        assert after(8, 3, 0.0001) == 3                          # a short claim: what it got
+        assert after(64, 1, 0.0001) == 1                         # a lone trickled job: 1
+        assert after(64, 40, BATCH_BUDGET * 1.5) == 20           # short and overran: half of it
     finally:
         w.signals.close()
 
@@ -257,3 +259,47 @@ def test_a_timer_wake_reads_before_it_takes_the_write_lock(tmp_path):
         holder.close()
         w.store.close()
         w.signals.close()
+
+
+def test_graphs_drain_in_batches_not_one_job_per_claim(tmp_path, make_config, monkeypatch):
+    """Each level of a workflow graph ends in a short claim while the commits release the next
+    level: the batch must not drop back to one job per transaction there (it did, and grew back
+    by doubling: chains drained at a few jobs per claim). Jobs count as fast whatever the load
+    (the time rules are the unit test's above)."""
+    import worker.batch
+    monkeypatch.setattr(worker.batch, "FAST_JOB", 1.0)
+    monkeypatch.setattr(worker.batch, "BATCH_BUDGET", 60.0)
+    @handler("g:noop")
+    def noop(payload, job):
+        return None
+
+    reg = Registry()
+    mod = types.ModuleType("graphjobs")
+    mod.noop = noop
+    reg.add_module(mod)
+    cfg = load(make_config(tmp_path, worker={"max_batch": 64}))
+    chains, length = 16, 15
+    with JobQueue(config=cfg) as q:
+        q.enqueue_many([("g:noop", None, {"after": [i - 1]}) if i % length else ("g:noop", None)
+                        for i in range(chains * length)])
+    w = Worker(cfg, reg)
+    w.store = open_store(cfg)
+    claims = ran = idle = 0
+    try:
+        while ran < chains * length and idle < 50:
+            if not w.claim():  # (where the claim cannot see what its own commit released: again)
+                idle += 1
+                continue
+            claims += 1
+            while w.batch:
+                w.done.append(w.process(w.batch.popleft()))
+                ran += 1
+            w.resize()
+        w.commit(limit=0, must=True)
+        assert ran == chains * length
+        assert w.store.counts().get("completed") == chains * length
+    finally:
+        w.store.close()
+        w.signals.close()
+    # about one claim per level (16 chains of 15: 15 to 30 claims); 47-64 before
+    assert claims <= chains * length / 6, f"{claims} claims for {chains * length} jobs"

@@ -125,6 +125,34 @@ def test_a_graph_in_one_enqueue_many_and_refusals_write_nothing(q):
     assert q.get(ids[3]).status == "completed"
 
 
+def test_a_graph_is_written_in_a_fixed_number_of_statements(q, monkeypatch):
+    """A graph's statements do not grow with its size (they were one or two per job: a round
+    trip each on PostgreSQL): 10 and 200 jobs of chains and fan-ins after a job outside the
+    graph take the same few statements, and the graph is written whole."""
+    outside = q.enqueue("flow:ok")
+    sent: list[str] = []
+    run = q.store._run
+    monkeypatch.setattr(q.store, "_run", lambda c, sql, params=None: sent.append(sql) or run(c, sql, params))
+
+    def graph(n: int) -> list[tuple]:
+        items: list[tuple] = [("flow:ok", 0, {"after": [outside]})]
+        for i in range(1, n - 1):
+            items.append(("flow:ok", i, {"after": [i - 1] if i % 2 else [0]}))
+        items.append(("flow:collect", None, {"after": list(range(1, n - 1))}))
+        return items
+    counts = []
+    for n in (10, 200):
+        sent.clear()
+        ids = q.enqueue_many(graph(n))
+        counts.append(len(sent))
+        assert len(ids) == n and status(q, ids[0], ids[-1]) == ["waiting", "waiting"]
+    assert counts[0] == counts[1] <= 4, counts
+    assert rows(q, "job_deps") == (1 + 2 * 8) + (1 + 2 * 198)
+    q.drain()
+    assert status(q, *ids) == ["completed"] * 200
+    assert sorted(q.get(ids[-1]).result["results"]) == sorted(ids[1:-1])
+
+
 def test_a_graph_in_a_rolled_back_transaction_leaves_zero_rows(q):
     """extract -> 100 x transform -> load, written call by call and as a chord, inside the
     application's transaction: rolled back, nothing is left; committed, all of it."""

@@ -188,3 +188,51 @@ def test_one_tracer_per_runner_however_many_jobs(q, spans, monkeypatch):
     q.enqueue_many([("m:ok", {})] * 5)
     assert q.drain() == {"completed": 5, "retried": 0, "failed": 0}
     assert len(made) == 1
+
+
+def test_a_worker_counts_its_runs_per_batch_with_the_same_totals(reader, config_path, monkeypatch):
+    """A worker adds its runs to ``jobq.jobs`` once per (type, outcome) as each batch ends, not
+    once per run; the totals are the runs'."""
+    import types as pytypes
+
+    import shared.otelmeters
+    from shared.engines import open_store
+    from shared.handlers import Registry
+    from worker.loop import Worker
+    monkeypatch.setattr(shared.otelmeters, "SETTLE_AFTER", 60.0)  # only batch ends settle here
+    cfg = load(config_path)
+    mod = pytypes.ModuleType("mjobs")
+    mod.ok, mod.bad = ok, bad
+    reg = Registry()
+    reg.add_module(mod)
+
+    def counted() -> dict[str, int]:
+        return {p.attributes["jobq.outcome"]: p.value for p in points(reader).get("jobq.jobs", [])
+                if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")}
+    before = counted()
+    with JobQueue(config=cfg) as q:
+        q.enqueue_many([("m:ok", {})] * 7 + [("m:bad", {})] * 2)
+    w = Worker(cfg, reg)
+    w.store = open_store(cfg)
+    adds = []
+    try:
+        assert w.claim()
+        recorder = w.tracing._meters()
+        real = recorder.runs.add
+        monkeypatch.setattr(recorder.runs, "add", lambda n, attrs: adds.append(n) or real(n, attrs))
+        while True:
+            added = len(adds)
+            while w.batch:
+                w.done.append(w.process(w.batch.popleft()))
+            assert len(adds) == added  # nothing added while the batch runs
+            w.resize()
+            if not w.claim():
+                break
+        w.commit(limit=0, must=True)
+    finally:
+        w.store.close()
+        w.signals.close()
+    after = counted()
+    assert after.get("completed", 0) - before.get("completed", 0) == 7
+    assert after.get("error", 0) - before.get("error", 0) == 2
+    assert sum(adds) == 9 and len(adds) < 9  # per batch and outcome, not per run

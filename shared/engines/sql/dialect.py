@@ -114,6 +114,23 @@ class Dialect:
         params = {f"{name}{i}": v for i, v in enumerate(values)}
         return f"{expr} {'NOT IN' if negate else 'IN'} ({', '.join(':' + k for k in params)})", params
 
+    def row_set(self, name: str, columns: Sequence[tuple[str, str]]) -> str:
+        """A FROM source, aliased ``name``, of the rows :meth:`row_params` binds for it: one
+        statement whatever their number. ``columns``: (name, SQL type: ``text`` or ``integer``)
+        in row order; the rows come out in the order given. Where lists travel as arrays,
+        one array per column (``unnest``); elsewhere one JSON text of the rows (``json_each``)."""
+        if self.arrays:
+            args = ", ".join(f":{name}_{col}::{kind}[]" for col, kind in columns)
+            return f"unnest({args}) AS {name}({', '.join(col for col, _ in columns)})"
+        cols = ", ".join(f"json_extract(value, '$[{i}]') AS {col}" for i, (col, _) in enumerate(columns))
+        return f"(SELECT {cols} FROM json_each(:{name}) ORDER BY key) AS {name}"
+
+    def row_params(self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """The parameters of :meth:`row_set` ``name`` holding ``rows`` (tuples in column order)."""
+        if self.arrays:
+            return {f"{name}_{col}": [r[i] for r in rows] for i, (col, _) in enumerate(columns)}
+        return {name: json.dumps(rows, separators=(",", ":"), ensure_ascii=False)}
+
     def waking(self, stmt: str) -> str:
         """``stmt`` (a write without RETURNING), waking idle workers in the same statement where
         the engine has :attr:`notify` (a data-modifying ``WITH`` runs whether read or not)."""

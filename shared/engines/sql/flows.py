@@ -33,6 +33,25 @@ _BY_KEY = "SELECT id, type, status, flow_depth FROM jobs WHERE key = :key"
 # trigger levels, PostgreSQL by its stack: about 500 links at the default max_stack_depth).
 MAX_FLOW_DEPTH = 200
 _MARK_PARENTS = "UPDATE jobs SET has_children = 1 WHERE {ids} AND has_children = 0"
+# A graph without idempotency keys in a fixed number of statements (arrays or a JSON text of rows,
+# see Dialect.row_set), not one or two per job: every row's state is known before it is written.
+_JOB_COLUMNS = (("id", "text"), ("type", "text"), ("status", "text"), ("payload", "text"),
+                ("max_attempts", "integer"), ("priority", "integer"), ("run_at", "text"), ("trace", "text"),
+                ("after_failure", "text"), ("waiting_on", "integer"), ("error", "text"),
+                ("completed_at", "text"), ("flow_depth", "integer"), ("queue", "text"),
+                ("limit_key", "text"), ("has_children", "integer"))
+_EDGE_COLUMNS = (("child", "text"), ("parent", "text"), ("pos", "integer"), ("done", "integer"))
+_INSERT_ROWS = """
+INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, created_at,
+                  updated_at, trace, after_failure, waiting_on, error, completed_at, flow_depth, queue,
+                  limit_key, has_children)
+SELECT r.id, r.type, r.status, r.payload, 0, r.max_attempts, r.priority, r.run_at, :now, :now, r.trace,
+       r.after_failure, r.waiting_on, r.error, r.completed_at, r.flow_depth, r.queue, r.limit_key,
+       r.has_children
+FROM {rows}
+"""
+_INSERT_EDGES = ("INSERT INTO job_deps (child, parent, pos, done) SELECT e.child, e.parent, e.pos, e.done "
+                 "FROM {rows} WHERE true ON CONFLICT (child, parent) DO NOTHING")  # (WHERE: SQLite's parse)
 _PARENTS = """
 SELECT d.parent AS id, j.type, j.status, j.result, j.error, d.done
 FROM job_deps d LEFT JOIN jobs j ON j.id = d.parent WHERE d.child = :id ORDER BY d.pos
@@ -82,9 +101,46 @@ class FlowsSql(SqlBase):
         here); their ids in order (a kept job's id where a ``key`` is taken). An unknown parent,
         or one not written before its child (a cycle), raises :class:`FlowError` before anything
         is written."""
+        write = self._write_rows if all(j.key is None for j in jobs) else self._write_flow
         if conn is not None:
-            return self._write_flow(conn, jobs, now)
-        return self._tx(lambda c: self._write_flow(c, jobs, now))
+            return write(conn, jobs, now)
+        return self._tx(lambda c: write(c, jobs, now))
+
+    def _write_rows(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
+        """A graph without keys (no job can turn out to be another one): each job's state worked
+        out here from its parents', then every job in one statement (waking idle workers if one
+        is pending), every edge in another, and the parents outside the graph marked in a third;
+        with the read of those parents, at most four statements whatever the graph's size."""
+        known = self._existing_parents(c, jobs)
+        depths = _depths(jobs, known)
+        stamp, rows, edges, inside, woke = iso(now), [], [], set(), False
+        ids = {j.id for j in jobs}
+        for j in jobs:
+            parents = [known[p] for p in j.after]
+            status, waiting, done, why = child_state(j, parents)
+            known[j.id] = (j.id, j.type, status, depths[j.id])
+            inside.update(p for p in j.after if p in ids)
+            edges += [(j.id, p[0], pos, d) for pos, (p, d) in enumerate(zip(parents, done))]
+            woke = woke or status == "pending"
+            rows.append([j.id, j.type, status, j.payload, j.max_attempts, j.priority,
+                         stamp if j.run_at == now else iso(j.run_at), j.trace,
+                         (j.after_failure or "cancel") if j.after else None, waiting, why,
+                         stamp if status == "cancelled" else None, depths[j.id], j.queue, j.limit_key, 0])
+        for row in rows:
+            row[-1] = 1 if row[0] in inside else 0
+        insert = _INSERT_ROWS.format(rows=self.dialect.row_set("r", _JOB_COLUMNS))
+        params = {"now": stamp, **self.dialect.row_params("r", _JOB_COLUMNS, rows)}
+        if woke and self.dialect.notify:
+            insert, params["channel"] = self.dialect.waking(insert), self.channel
+        self._run(c, insert, params)
+        if edges:
+            self._run(c, _INSERT_EDGES.format(rows=self.dialect.row_set("e", _EDGE_COLUMNS)),
+                      self.dialect.row_params("e", _EDGE_COLUMNS, edges))
+        outside = sorted({p for j in jobs for p in j.after} - inside)
+        if outside:
+            cond, params = self.dialect.member("id", "ids", outside)
+            self._run(c, _MARK_PARENTS.format(ids=cond), params)
+        return [j.id for j in jobs]
 
     def _write_flow(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
         known = self._existing_parents(c, jobs)
