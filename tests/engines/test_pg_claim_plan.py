@@ -33,12 +33,19 @@ def plans(store, now: float) -> dict[str, str]:
     return out
 
 
+def analyzed_empty_then_filled(store) -> float:
+    """ANALYZE ``jobs`` while empty (the planner then expects a tiny table), then enqueue 4,000
+    due jobs; the time they are due at."""
+    store.conn.execute("ANALYZE jobs")
+    now = time.time()
+    for _ in range(4):
+        store.enqueue([NewJob(new_id(), "t", "{}", 0, now, None, None) for _ in range(1000)], now)
+    return now
+
+
 def test_a_workers_claim_walks_the_index_on_a_table_analyzed_while_empty(pg):
     with pg.open() as store:
-        store.conn.execute("ANALYZE jobs")  # empty: the planner now expects a tiny table
-        now = time.time()
-        for _ in range(4):
-            store.enqueue([NewJob(new_id(), "t", "{}", 0, now, None, None) for _ in range(1000)], now)
+        now = analyzed_empty_then_filled(store)
         bare = plans(store, now + 1)
         store.wakeup().close()  # a worker's session (the wake-up sets it up)
         worker = plans(store, now + 1)
@@ -76,10 +83,7 @@ def kept_plan(store, sql: str, params: dict) -> tuple[str, int, int]:
 
 def test_a_workers_session_keeps_one_plan_per_hot_statement_that_finds_rows_by_key(pg):
     with pg.open() as store:
-        store.conn.execute("ANALYZE jobs")  # empty: the planner now expects a tiny table
-        now = time.time()
-        for _ in range(4):
-            store.enqueue([NewJob(new_id(), "t", "{}", 0, now, None, None) for _ in range(1000)], now)
+        now = analyzed_empty_then_filled(store)
         owner = "h:1:1"
         running = store.claim(owner, 1, now + 1, 200)
         store.wakeup().close()  # a worker's session (the wake-up sets it up)
