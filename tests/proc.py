@@ -24,6 +24,15 @@ REPO = Path(__file__).resolve().parents[1]  # the checkout
 FIXTURES = str(Path(__file__).parent / "fixtures")
 
 
+def fresh_ctrl_c() -> None:
+    """In a child about to exec a command a test will Ctrl-C: SIGINT as a user's shell leaves
+    it (default disposition, not blocked), whatever the test process inherited or changed.
+    (Seen in full-suite runs only: both Ctrl-C tests hung, their child never saw SIGINT, after
+    something earlier in the same pytest process left SIGINT ignored or blocked; not found yet.)"""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
                interval: float = 0.02) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""

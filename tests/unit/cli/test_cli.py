@@ -17,7 +17,7 @@ from shared.clock import SystemClock, parse_iso
 from shared.exitcodes import ExitCode
 from shared.procs import host_id
 from shared.engines.sqlite.store import Finish, SqliteStore
-from tests.proc import env, job_row, wait_until, worker_rows, write_config
+from tests.proc import env, fresh_ctrl_c, job_row, wait_until, worker_rows, write_config
 
 OWNER = "testhost:1111:1"
 
@@ -280,7 +280,8 @@ def test_status_with_the_supervisor_down(cfg):
 
 def test_status_watch_refreshes_until_ctrl_c(cfg):
     p = subprocess.Popen([sys.executable, "-m", "supervisor", "status", "--watch", "--json", "--interval", "0.1",
-                          "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), text=True)
+                          "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), text=True,
+                         preexec_fn=fresh_ctrl_c)
     try:
         first = json.loads(p.stdout.readline())
         ok(jobq(cfg, "enqueue", "ops:ok"))

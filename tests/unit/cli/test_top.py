@@ -13,7 +13,7 @@ import termios
 
 import pytest
 
-from tests.proc import env, wait_until, write_config
+from tests.proc import env, fresh_ctrl_c, wait_until, write_config
 from tests.unit.cli.test_cli import jobq, ok
 
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]|\r")
@@ -29,6 +29,7 @@ class PtyTop:
         if pid == 0:  # child: size the terminal, then become the command
             try:
                 fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+                fresh_ctrl_c()
                 e = env()
                 e["TERM"] = "xterm-256color"
                 e.pop("LINES", None)
