@@ -109,3 +109,19 @@ def test_early_reads_made_on_inputs_that_no_longer_hold_are_read_again(pg):
         got = []
         fourth = traced(store, lambda: got.extend(store.claim_limited(OWNER, PID, time.time, limits, 1)))
         assert [j.limit_key for j in got] == ["k004"] and trips(fourth) == 3, fourth
+
+
+def test_a_workers_fair_claims_keep_generic_plans(pg):
+    """The claim's statements are prepared (psycopg, from their sixth run) and PostgreSQL keeps
+    their generic plan instead of planning each execution again: the candidate read (LIMIT as a
+    literal) and the one-job claim (``id = :id``) included; they were planned on every claim
+    (custom plans), the largest share of a claim's server time after its commit."""
+    with pg.open(FAIR) as store:
+        filled(store, keys=100, each=200)  # a table of some size, analyzed: the planner's choice is real
+        store.analyze_if_stale(0, 0)
+        limits = type_limits(FAIR)
+        for _ in range(20):
+            assert len(cycle(store, limits)) == 1
+        plans = store.read("SELECT custom_plans AS n, statement AS s FROM pg_prepared_statements")
+        claim = [p for p in plans if "key_turns" in p["s"] or "FROM jobs WHERE status = 'pending'" in p["s"]]
+        assert len(claim) >= 3 and all(p["n"] <= 5 for p in claim), plans

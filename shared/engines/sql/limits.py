@@ -35,8 +35,11 @@ STATE = ("SELECT 'run' AS kind, type, limit_key AS k, count(*) AS n FROM {jobs} 
          "UNION ALL SELECT 'turn', type, last_key, 0 FROM key_turns")
 # The claim order and index of the plain claim; types with no room are filtered out.
 # A paused queue's jobs are skipped (QUEUE_FREE); a pool's worker takes only its queues' (_candidates).
+# ``{n}``: the LIMIT as a literal, not a parameter: with it the generic plan of the prepared
+# statement (the claim index, in order) costs what a custom one does, and PostgreSQL keeps it
+# instead of planning every execution again (the same for ``id = :id`` in a one-job claim).
 CANDIDATES = (f"SELECT {ROW} FROM jobs WHERE status = 'pending' AND run_at <= :now AND {QUEUE_FREE} "
-              f"{{skip}}{CLAIM_ORDER} LIMIT :n")
+              f"{{skip}}{CLAIM_ORDER} LIMIT {{n:d}}")
 # started_at/updated_at: the caller's clock; the lease: ``dialect.lease_now``.
 _CLAIM_IDS = ("UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid, "
               "started_at = :now, heartbeat_at = {lease}, updated_at = :now "
@@ -231,7 +234,8 @@ class LimitsSql(KeysSql, QueueServing):
         """The claim of ``picked`` with its bookkeeping in its ``WITH`` (``dialect.dml_in_with``):
         the fair types' ``turns`` (type -> last key served), the starts of the ``rated`` types
         and of the keys of the ``key_rated`` types among the claimed rows. Text and parameters."""
-        where, out = self.dialect.member("id", "ids", picked)
+        # one job: ``id = :id`` (see CANDIDATES: a generic plan then costs what a custom one does)
+        where, out = ("id = :id", {"id": picked[0]}) if len(picked) == 1 else self.dialect.member("id", "ids", picked)
         out.update(params)
         parts = []
         if turns:
@@ -267,7 +271,7 @@ class LimitsSql(KeysSql, QueueServing):
         # with room stay in this walk's window, so that the jobs behind them wait their turn in
         # claim order instead of the walk reading the whole backlog.
         # Every read is sent before any answer is read: one round trip where the engine pipelines.
-        plain = self._run(c, CANDIDATES.format(skip=skip), {**params, "n": limit * CANDIDATES_PER_SLOT})
+        plain = self._run(c, CANDIDATES.format(skip=skip, n=limit * CANDIDATES_PER_SLOT), params)
         walks = [self._fair_candidates(c, keyed[t], list(dict(at_limit).get(t, ())), stamp, limit, common, params)
                  for t in (fair if types is None else [t for t in fair if t in types])]
 
