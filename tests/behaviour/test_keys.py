@@ -131,14 +131,16 @@ def test_a_dead_workers_job_requeued_frees_its_keys_slot_at_once(database, tmp_p
 
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's query plan")
-def test_the_fair_walk_seeks_the_key_index_and_scans_no_jobs(database, tmp_path):
-    from shared.engines.sql.keys import WALK
+@pytest.mark.parametrize("after", ["turn", "given"])  # the first pass reads the turn; a wrap is given ""
+def test_the_fair_walk_seeks_the_key_index_and_scans_no_jobs(database, tmp_path, after):
+    from shared.engines.sql.keys import FROM_TURN, WALK
     q = keyed_queue(database, tmp_path, FakeClock(1_800_000_000), concurrency_per_key=1, fair=True)
     try:
         d = q.store.dialect
         room = f"NOT ({d.any_of.format(col='walk.k', param=':wfull')})"
+        start = FROM_TURN if after == "turn" else ":after"
         plan = " | ".join(r["detail"] for r in q.store.conn.execute(
-            "EXPLAIN QUERY PLAN " + WALK.format(upto="", extra="", room=room),
+            "EXPLAIN QUERY PLAN " + WALK.format(after=start, upto="", extra="", room=room),
             {"wfull": d.list_param(["a"]), "type": "key:job", "after": "", "now": "2026", "want": 1, "probes": 64}))
         assert "USING INDEX jobs_key_claim (type=? AND limit_key>?)" in plan, plan
         assert "USING INDEX jobs_key_claim (type=? AND limit_key=?)" in plan, plan

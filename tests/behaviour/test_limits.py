@@ -235,7 +235,7 @@ def test_the_limited_claim_reads_the_claim_index_and_only_running_rows(q):
     def plan(sql: str, params: dict | None = None) -> str:
         return " | ".join(r["detail"] for r in q.store.conn.execute("EXPLAIN QUERY PLAN " + sql, params or {}))
     skip, params = q.store.dialect.member("type", "full", ["a", "b"], negate=True)
-    candidates = plan(CANDIDATES.format(skip=f"AND {skip} "), {"now": "2026", "n": 4, **params})
+    candidates = plan(CANDIDATES.format(skip=f"AND {skip} ", n=4), {"now": "2026", **params})
     assert "USING INDEX jobs_claim (ANY(priority) AND run_at<?)" in candidates and "TEMP B-TREE" not in candidates
     assert "USING INDEX jobs_running" in plan(STATE.format(jobs=q.store.dialect.jobs_running))
 

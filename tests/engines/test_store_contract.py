@@ -709,6 +709,15 @@ def test_the_limited_claim_takes_only_the_served_queues(store, clock):
     assert [j.queue for j in got] == ["b"]
 
 
+def test_a_batch_of_two_fair_types_moves_each_types_turn(store, clock):
+    """One limited claim that takes keyed jobs of two fair types moves both turns, each to the
+    last key it served (on PostgreSQL in the claim statement, which is the transaction's last)."""
+    put(store, clock, *[dataclasses.replace(job(clock, t), limit_key=k) for t in ("f", "g") for k in ("k1", "k2")])
+    limits = {"f": TypeLimit("f", fair=True), "g": TypeLimit("g", fair=True, concurrency_per_key=1)}
+    assert len(store.claim_limited(OWNER, PID, clock.now(), limits, 4)) == 4
+    assert {r["type"]: r["last_key"] for r in store.read("SELECT type, last_key FROM key_turns")} == {"f": "k2", "g": "k2"}
+
+
 # -- stopping a running job (issue 27) ----------------------------------------------------------------
 
 def test_check_in_stores_progress_guarded_and_reports_cancel_requests(store, clock):

@@ -40,13 +40,16 @@ SET_TURN = ("INSERT INTO key_turns (type, last_key) VALUES (:turn_type, :turn_ke
 _NEXT = (f"SELECT limit_key FROM jobs WHERE type = :type AND status = 'pending' AND limit_key IS NOT NULL "
          f"AND limit_key > {{after}} {{upto}}AND run_at <= :now AND {QUEUE_FREE} {{extra}}"
          f"ORDER BY limit_key LIMIT 1")
+# The first pass of a fair walk starts after the type's turn as the statement reads it: its reads
+# need nothing the claim's state read answers, so they may be sent with it (limits._early_reads).
+FROM_TURN = "coalesce((SELECT last_key FROM key_turns WHERE type = :type), '')"
 # The fair walk: (k, n: keys seen, got: keys with room before k) per step, stopping once the keys
 # seen hold :want with room, or at :probes keys; then each key with room, its head in claim
 # order. ``{room}``: walk.k may start one more (it is not one of the keys at their limit). A last
 # row with k NULL: the keys ran out.
 _HAS_ROOM = "CASE WHEN {room} THEN 1 ELSE 0 END"
 WALK = (f"WITH RECURSIVE walk(k, n, got) AS ("
-        f"SELECT ({_NEXT.format(after=':after', upto='{upto}', extra='{extra}')}), 1, 0 "
+        f"SELECT ({_NEXT.format(after='{after}', upto='{upto}', extra='{extra}')}), 1, 0 "
         f"UNION ALL "
         f"SELECT ({_NEXT.format(after='walk.k', upto='{upto}', extra='{extra}')}), walk.n + 1, "
         f"walk.got + {_HAS_ROOM} FROM walk "
@@ -98,16 +101,17 @@ class KeysSql(SqlBase):
                 used.update({(t, r["limit_key"]): r["n"] for r in self._run(c, _USED, {"type": t}).fetchall()})
         return KeyCounts(running, used)
 
-    def _fair_candidates(self, c: Any, lim: "TypeLimit", counts: KeyCounts, stamp: str, want: int,
-                         extra: str, params: dict[str, Any], start: str) -> Callable[[], list[dict[str, Any]]]:
-        """Up to ``want`` due jobs of a fair type, one per key with room, in turn from the key
-        after ``start`` (the last one served), wrapping round once: one statement per pass. The
-        first pass is sent now; the returned function reads its answer (and runs the second)."""
-        full = counts.full(lim)
-        first = self._walk(c, lim.type, full, stamp, want, MAX_PROBES, extra, params, start, None)
+    def _fair_candidates(self, c: Any, lim: "TypeLimit", full: list[str], stamp: str, want: int,
+                         extra: str, params: dict[str, Any]) -> Callable[[Mapping[str, str]], list[dict[str, Any]]]:
+        """Up to ``want`` due jobs of a fair type, one per key with room (not in ``full``), in turn
+        from the key after the last one served, wrapping round once: one statement per pass. The
+        first pass is sent now; the returned function, given the turns the claim read, reads its
+        answer (and runs the second pass, up to the type's turn, when the keys ran out)."""
+        first = self._walk(c, lim.type, full, stamp, want, MAX_PROBES, extra, params, None, None)
 
-        def result() -> list[dict[str, Any]]:
+        def result(turns: Mapping[str, str]) -> list[dict[str, Any]]:
             out, seen, ran_out = first()
+            start = turns.get(lim.type, "")
             if ran_out and start and len(out) < want and seen < MAX_PROBES:
                 more, _, _ = self._walk(c, lim.type, full, stamp, want - len(out), MAX_PROBES - seen, extra,
                                         params, "", start)()
@@ -116,13 +120,14 @@ class KeysSql(SqlBase):
         return result
 
     def _walk(self, c: Any, jtype: str, full: list[str], stamp: str, want: int, probes: int, extra: str,
-              params: dict[str, Any], after: str, upto: str | None) -> Callable[[], Walked]:
-        """Send one pass of :data:`WALK` over the keys after ``after`` (up to ``upto``, included);
-        the returned function reads its candidates, how many keys it looked at, and whether the
-        keys ran out."""
+              params: dict[str, Any], after: str | None, upto: str | None) -> Callable[[], Walked]:
+        """Send one pass of :data:`WALK` over the keys after ``after`` (None: the type's turn,
+        read by the statement) up to ``upto`` (included); the returned function reads its
+        candidates, how many keys it looked at, and whether the keys ran out."""
         # the full keys as one list parameter: one statement text, however many keys are full
         room = f"NOT ({self.dialect.any_of.format(col='walk.k', param=':wfull')})"
-        sql = WALK.format(upto="AND limit_key <= :upto " if upto is not None else "", extra=extra, room=room)
+        sql = WALK.format(after=FROM_TURN if after is None else ":after", extra=extra, room=room,
+                          upto="AND limit_key <= :upto " if upto is not None else "")
         cur = self._run(c, sql, {**params, "wfull": self.dialect.list_param(full), "type": jtype, "after": after,
                                  "upto": upto, "now": stamp, "want": want, "probes": probes})
 
@@ -134,10 +139,10 @@ class KeysSql(SqlBase):
         return result
 
     def _record_keys(self, c: Any, taken: list[tuple[str, str | None]], limits: Mapping[str, "TypeLimit"],
-                     stamp: str, skip_turn: str | None = None) -> None:
+                     stamp: str) -> None:
         """After a claim took ``taken`` ((type, key) in claim order): count the starts of keys
-        with a rate, and move each fair type's turn to the last key it served (but
-        ``skip_turn``'s: the claim statement moved it)."""
+        with a rate, and move each fair type's turn to the last key it served (an engine whose
+        writes ride in a ``WITH`` does both in the claim statement instead: ``limits._claim_with``)."""
         turns: dict[str, str] = {}
         for t, key in taken:
             lim = limits.get(t)
@@ -148,5 +153,4 @@ class KeysSql(SqlBase):
             if lim.fair:
                 turns[t] = key
         for t, key in turns.items():
-            if t != skip_turn:
-                self._run(c, SET_TURN, {"turn_type": t, "turn_key": key})
+            self._run(c, SET_TURN, {"turn_type": t, "turn_key": key})
