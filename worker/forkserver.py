@@ -81,6 +81,8 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
             preload(where)  # the engine's modules and driver too (some take ~0.3 s to import)
             # and the worker loop and its command line: once, not per worker
             command_line = importlib.import_module("worker.__main__").parser()
+            if any(registry.get(t).is_async for t in registry.types()):
+                importlib.import_module("worker.aio")  # the async runner (and asyncio): only then
             _warm_caches(command_line)
         except HandlerImportError as exc:
             try:
