@@ -22,8 +22,12 @@ class AsyncConfigError(ValueError):
 def async_limits_of(config: Any, registry: Registry) -> bool:
     """Does ``config`` or a handler of ``registry`` give some type an ``async_concurrency``? (A
     worker imports its async runner, and asyncio with it, only then: see ``worker.loop``.)"""
-    return any(t.async_concurrency for t in config.types.values()) or \
-        any(registry.get(t).async_concurrency for t in registry.types())
+    return config_async(config) or any(registry.get(t).async_concurrency for t in registry.types())
+
+
+def config_async(config: Any) -> bool:
+    """Does ``config`` itself (``[types]``) give some type an ``async_concurrency``?"""
+    return any(t.async_concurrency for t in config.types.values())
 
 
 def async_limits(config: Any, registry: Registry) -> dict[str, int]:
