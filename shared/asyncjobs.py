@@ -19,6 +19,17 @@ class AsyncConfigError(ValueError):
     """``async_concurrency`` set for a type whose handler is not ``async def``."""
 
 
+def async_limits_of(config: Any, registry: Registry) -> bool:
+    """Does ``config`` or a handler of ``registry`` give some type an ``async_concurrency``? (A
+    worker imports its async runner, and asyncio with it, only then: see ``worker.loop``.)"""
+    return config_async(config) or any(registry.get(t).async_concurrency for t in registry.types())
+
+
+def config_async(config: Any) -> bool:
+    """Does ``config`` itself (``[types]``) give some type an ``async_concurrency``?"""
+    return any(t.async_concurrency for t in config.types.values())
+
+
 def async_limits(config: Any, registry: Registry) -> dict[str, int]:
     """Job type -> how many of its jobs one worker runs at once (only the types that have a
     value). Raises :class:`AsyncConfigError` naming the type and its handler when a type whose

@@ -90,8 +90,9 @@ class WorkerConfig:
         leaves it above this resident memory, in MiB (0: never).""")
     max_batch: int = setting(512, number(1, 1000, integer=True), """Most jobs one claim may take.
         Batches grow only while claims come back full of jobs that take under 5 ms each and a
-        batch would still run within about 25 ms, and drop back to 1 after a slower job; 1 turns
-        batching off.""")
+        batch would still run within about 25 ms of its own time (time its worker spent waiting
+        for a CPU on a busy machine not counted; at most about 100 ms of wall time), and drop
+        back to 1 after a slower job; 1 turns batching off.""")
     batch_wait: float = setting(0.5, number(0.05, 86400), """Jobs of a batch that have not started
         are given back to the queue (without losing an attempt) once the job ahead of them has run
         this many seconds, so no batch waits long behind a slow job.""")

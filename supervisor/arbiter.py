@@ -30,7 +30,7 @@ from shared.contract import Round, Store, UpkeepTask
 from shared.engines import upkeep_tasks
 from shared.errors import StoreError, StoreUnavailable
 from shared.exitcodes import ExitCode
-from shared.asyncjobs import AsyncConfigError, async_limits
+from shared.asyncjobs import AsyncConfigError, async_limits, config_async
 from shared.handlers import HandlerImportError, Registry, load_registry
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
@@ -131,7 +131,8 @@ class Arbiter:
         stops the supervisor cleanly right after it. Returns an exit code (OK to go on)."""
         logs.setup(self.config.log_level, self.config.log_format)
         if not self.spawner.begun:  # before the database is opened and before any thread starts:
-            self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path)
+            self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path,
+                               async_types=config_async(self.config))
         self.signals.install()
         code = self.load()
         if code != ExitCode.OK:

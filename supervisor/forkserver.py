@@ -75,7 +75,8 @@ class ForkServer:
     # -- starting -------------------------------------------------------------------------------
 
     @classmethod
-    def fork(cls, handlers: tuple[str, ...], database: str, source: str | None = None) -> "ForkServer":
+    def fork(cls, handlers: tuple[str, ...], database: str, source: str | None = None,
+             async_types: bool | None = None) -> "ForkServer":
         """Fork the template from this process (``source``: the config file naming ``handlers``).
         Call before opening the database or starting a thread (raises RuntimeError if a thread
         runs: it would not cross, but its locks would)."""
@@ -91,7 +92,7 @@ class ForkServer:
                 os.setpgid(0, 0)  # Ctrl-C and kills of the supervisor's group are not for it
                 _close_all_but(0, 1, 2, req_r, resp_w)
                 importlib.import_module("worker.forkserver").serve(req_r, resp_w, tuple(handlers),
-                                                                    database, parent, source)
+                                                                    database, parent, source, async_types)
             finally:
                 os._exit(ExitCode.ERROR)
         os.close(req_r)

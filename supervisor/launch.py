@@ -14,6 +14,7 @@ import sys
 
 from shared import config as config_mod
 from shared.config import ConfigError
+from shared.asyncjobs import config_async
 from shared.exitcodes import ExitCode
 from shared.queuenames import queue_name_error
 
@@ -37,6 +38,7 @@ def run(config: str | None, workers: int | None, queues: str | None, ready_fd: i
             return ExitCode.USAGE
     from . import spawner
     early = spawner.Spawner()
-    early.begin(tuple(cfg.handlers), cfg.database, cfg.path, log=(cfg.log_level, cfg.log_format))
+    early.begin(tuple(cfg.handlers), cfg.database, cfg.path, log=(cfg.log_level, cfg.log_format),
+                async_types=config_async(cfg))
     from .arbiter import Arbiter  # here: imported while the template starts (see above)
     return Arbiter(cfg, workers=workers, queues=names, ready_fd=ready_fd, spawner=early).run()

@@ -53,13 +53,14 @@ class Spawner:
     # -- boot -----------------------------------------------------------------------------------
 
     def begin(self, handlers: tuple[str, ...], database: str, source: str | None = None,
-              log: tuple[str, str] | None = None) -> None:
+              log: tuple[str, str] | None = None, async_types: bool | None = None) -> None:
         """Fork the first template (``source``: the config file naming ``handlers``). Call before
         opening the database or starting a thread. The engine's modules (jobq's own and its
         driver, which start nothing at import) are imported first: this process needs them
         anyway, and the template inherits them instead of importing them a second time on the
         same cores (issue 30). ``log``: the (level, format) to set the logs up with first, so
-        the template inherits that too (None: the caller did)."""
+        the template inherits that too (None: the caller did). ``async_types``: the config gives
+        some type an ``async_concurrency`` (the template then preloads the async runner)."""
         self.begun = True
         if log is not None:
             logs.setup(*log)
@@ -73,7 +74,7 @@ class Spawner:
             self.off("this system cannot make the supervisor a child subreaper (Linux only)")
         else:
             try:
-                self.server = ForkServer.fork(handlers, database, source)
+                self.server = ForkServer.fork(handlers, database, source, async_types)
             except (RuntimeError, OSError) as exc:
                 event(log, "template.fork_skipped", logging.INFO, reason=str(exc), note="starting it by exec")
 

@@ -55,12 +55,6 @@ log = get_logger("worker")
 POLL = 0.2         # seconds: with room left and nothing due at the last claim, claim again this often
 
 
-def async_limits_of(config: Any, registry: Any) -> bool:
-    """Does ``config`` or a handler of ``registry`` give some type an ``async_concurrency``?"""
-    return any(t.async_concurrency for t in config.types.values()) or \
-        any(registry.get(t).async_concurrency for t in registry.types())
-
-
 class AsyncRunner:
     """The async runner of ``worker`` (a ``worker.loop.Worker``); see the module's doc."""
 

@@ -20,6 +20,7 @@ is read under the batch lock, and a claim starts and ends under it too (:meth:`B
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -35,6 +36,24 @@ SLOW_CLAIM = 0.5  # seconds: a claim this slow may have failed and been retried 
 FAST_JOB = 0.005     # seconds: jobs faster than this on average let the batch grow
 BATCH_BUDGET = 0.025 # seconds: a batch grows only while it would still run in about this long, so
                      # a job of higher priority enqueued meanwhile waits little for a free worker
+BATCH_WALL = 4 * BATCH_BUDGET  # seconds: a batch whose wall time passes this shrinks, whatever
+                     # its own time (see Batch.resize)
+SCHEDSTAT = "/proc/thread-self/schedstat"  # Linux: ns on a CPU, ns runnable waiting for one, slices
+
+
+def cpu_wait() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux's schedstat;
+    0.0 where it cannot be read: its time is then all wall time). About 5 us a call."""
+    try:
+        fd = os.open(SCHEDSTAT, os.O_RDONLY)
+    except OSError:
+        return 0.0
+    try:
+        return int(os.read(fd, 128).split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    finally:
+        os.close(fd)
 
 
 class Batch:
@@ -57,6 +76,7 @@ class Batch:
         self.size = 1                 # jobs to claim next
         self.claimed = 0              # size of the current batch
         self.started = 0.0            # perf_counter() when it was claimed
+        self.waited = 0.0             # cpu_wait() then
         self.done_since = 0.0         # perf_counter() when the oldest uncommitted outcome began
         # The async runner's jobs (worker.aio): in flight on its event loop, or their outcome not
         # committed yet. Changed under ``lock``; held like the rest (renewed, never given back).
@@ -86,6 +106,7 @@ class Batch:
     def claimed_now(self, n: int) -> None:
         """A claim returned ``n`` jobs: a new batch starts."""
         self.claimed = n
+        self.waited = cpu_wait()
         self.started = time.perf_counter()
 
     def take(self) -> tuple[Job | None, int]:
@@ -126,9 +147,27 @@ class Batch:
         return ids
 
     def resize(self, max_batch: int) -> None:
-        """Grow the batch (doubling, up to ``max_batch``) while claims come back full of fast
-        jobs and twice the batch would still run within BATCH_BUDGET; shrink it when a batch
-        ran longer; back to 1 after a slow job.
+        """Size the next claim from the batch that just ran (see :meth:`sized`): its own time is
+        its wall time less what this thread spent waiting for a CPU meanwhile."""
+        wall = time.perf_counter() - self.started
+        own = max(wall - (cpu_wait() - self.waited), 0.0)
+        self.size = self.sized(max_batch, own, wall)
+
+    def sized(self, max_batch: int, own: float, wall: float) -> int:
+        """The next claim's size after the current batch ran in ``own`` seconds of its own time
+        (running, or blocked in its handlers: everything but waiting for a CPU) and ``wall``
+        seconds of wall time. Grow (doubling, up to ``max_batch``) while claims come back full
+        of fast jobs and twice the batch would still run within BATCH_BUDGET of its own time;
+        shrink it when a batch ran longer, or took over BATCH_WALL of wall time; back to 1
+        after a slow job.
+
+        Own time, not wall time: 8 workers on 2 cores wait for a CPU several times as long as
+        they run, so batches sized by wall time stayed at about a dozen jobs and the commit per
+        batch was a third of a worker's CPU; waiting for a CPU is the machine's load, which the
+        same work takes under any batch size. A handler that sleeps or waits for I/O is not
+        waiting for a CPU: its time counts. The wall bound keeps the promise on a loaded
+        machine: a job of higher priority enqueued meanwhile finds a free worker as soon as
+        one worker's batch ends, which with several workers is a fraction of BATCH_WALL.
 
         A short claim (fewer jobs than asked: the queue ran dry) sets the size to what it got
         (halved if that batch overran the budget), not to 1: each level of a workflow graph
@@ -137,17 +176,18 @@ class Batch:
         worker's share of what was due, so a lone trickled job still makes the next claim 1
         (it starts at once and hoards nothing), and among 8 workers no batch grows past what
         the queue gave it without full claims first."""
-        elapsed = time.perf_counter() - self.started
         claimed = self.claimed
-        per_job = elapsed / claimed if claimed else FAST_JOB
+        per_job = own / claimed if claimed else FAST_JOB
+        over = own > BATCH_BUDGET or wall > BATCH_WALL
         if per_job >= FAST_JOB:
-            self.size = 1
-        elif claimed < self.size:
-            self.size = max(1, claimed // 2 if elapsed > BATCH_BUDGET else claimed)
-        elif 2 * elapsed <= BATCH_BUDGET:
-            self.size = min(self.size * 2, max_batch)
-        elif elapsed > BATCH_BUDGET:
-            self.size = max(1, self.size // 2)
+            return 1
+        if claimed < self.size:
+            return max(1, claimed // 2 if over else claimed)
+        if over:
+            return max(1, self.size // 2)
+        if 2 * own <= BATCH_BUDGET and 2 * wall <= BATCH_WALL:
+            return min(self.size * 2, max_batch)
+        return self.size
 
     # -- the heartbeat thread -------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 from shared import config as config_mod
 from shared import logs
 from shared.engines import Target, preload, target
+from shared.asyncjobs import config_async
 from shared.engines.forkaware import open_connections
 from shared.errors import StoreUnavailable
 from shared.exitcodes import ExitCode
@@ -63,10 +64,11 @@ class Prepared:
 
 
 def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
-          parent: int, source: str | None = None) -> NoReturn:
+          parent: int, source: str | None = None, async_types: bool | None = None) -> NoReturn:
     """The template's whole life: import ``handlers`` (from ``source``'s folder too, the config
     file naming them), say ready (or why not), then fork a worker for each request until the
-    request pipe closes. ``database`` is resolved once, by the engine registry. Never returns."""
+    request pipe closes. ``database`` is resolved once, by the engine registry; ``async_types``:
+    see :func:`_preload_async_runner`. Never returns."""
     code = 0
     try:
         set_process_name(NAME)
@@ -81,6 +83,7 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
             preload(where)  # the engine's modules and driver too (some take ~0.3 s to import)
             # and the worker loop and its command line: once, not per worker
             command_line = importlib.import_module("worker.__main__").parser()
+            _preload_async_runner(registry, async_types)
             _warm_caches(command_line)
         except HandlerImportError as exc:
             try:
@@ -100,6 +103,19 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         traceback.print_exc()
         code = ExitCode.ERROR
     os._exit(code)
+
+
+def _preload_async_runner(registry: Registry, async_types: bool | None) -> bool:
+    """Import the async runner (and asyncio, half the worker loop's imports) if the workers will
+    run async types (``shared.asyncjobs.async_limits_of``); whether it did. ``async_types``: the
+    config gives some type an ``async_concurrency``; None (not known): any ``async def`` handler
+    may have one."""
+    specs = [registry.get(t) for t in registry.types()]
+    needed = any(s.is_async for s in specs) if async_types is None else \
+        (async_types or any(s.async_concurrency for s in specs))
+    if needed:
+        importlib.import_module("worker.aio")
+    return needed
 
 
 def _warm_caches(command_line: argparse.ArgumentParser) -> None:
@@ -128,7 +144,8 @@ def serve_exec(fds: str, snapshot: str | None) -> int:
         print("jobq template: --fork-server needs --snapshot", file=sys.stderr)
         return ExitCode.USAGE
     logs.setup(cfg.log_level, cfg.log_format)
-    serve(req_fd, resp_fd, tuple(cfg.handlers), cfg.database, os.getppid(), cfg.path or None)
+    serve(req_fd, resp_fd, tuple(cfg.handlers), cfg.database, os.getppid(), cfg.path or None,
+          config_async(cfg))
 
 
 def _target(database: str) -> Target | str:

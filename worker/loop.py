@@ -29,8 +29,9 @@ import signal
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from shared.asyncjobs import async_limits_of
 from shared.clock import SystemClock
 from shared.config import Config
 from shared.exitcodes import ExitCode
@@ -50,7 +51,8 @@ from shared.engines import database_missing, health_check, open_store
 from shared.engines.health import HealthCheck
 from shared.errors import StoreError
 
-from .aio import AsyncRunner, async_limits_of
+if TYPE_CHECKING:
+    from .aio import AsyncRunner
 from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
 from .commits import RETRY_WRITE, Commits
 from .checkin import CheckIn, InHand
@@ -174,7 +176,11 @@ class Worker(Control, Commits):
                                    renewed=self.fence.renewed, held=self.held.held_ids,
                                    checkin=CheckIn(self.owner, self.in_hand).tick)
         self.heartbeat.start()
-        self.aio = AsyncRunner(self) if async_limits_of(self.config, self.registry) else None
+        if async_limits_of(self.config, self.registry):
+            # here: the runner and asyncio are half of this module's imports, which the template
+            # makes before the first job; it preloads them only when a type is async (issue 30)
+            from .aio import AsyncRunner
+            self.aio = AsyncRunner(self)
 
     def close(self) -> None:
         try:

@@ -215,11 +215,11 @@ def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
     cfg = load(write_config(tmp_path, worker={"max_batch": 64}))
     w = Worker(cfg, Registry())
 
-    def after(size, claimed, seconds):
+    def after(size, claimed, seconds, wall=None):
+        """The next size after a batch that ran ``seconds`` of its own time (and of wall time,
+        unless ``wall`` says more: the rest waiting for a CPU)."""
         w.held.size, w.held.claimed = size, claimed
-        w.held.started = time.perf_counter() - seconds
-        w.resize()
-        return w.held.size
+        return w.held.sized(w.config.worker.max_batch, seconds, seconds if wall is None else wall)
     try:
         assert after(8, 8, 0.001) == 16                          # fast, well inside the budget
         assert after(64, 64, 0.001) == 64                        # capped at max_batch
@@ -231,6 +231,36 @@ def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
         assert after(64, 40, BATCH_BUDGET * 1.5) == 20           # short and overran: half of it
     finally:
         w.signals.close()
+
+
+def test_batch_size_follows_its_own_time_not_the_wait_for_a_cpu(tmp_path):
+    """8 workers on 2 cores wait for a CPU several times as long as they run: a batch of fast
+    jobs whose wall time is mostly that wait still grows (sized by wall time it halved, and
+    batches stayed at about a dozen jobs), while a batch past BATCH_WALL of wall time shrinks."""
+    from worker.batch import BATCH_BUDGET, BATCH_WALL
+    cfg = load(write_config(tmp_path, worker={"max_batch": 512}))
+    w = Worker(cfg, Registry())
+
+    def after(size, own, wall):
+        w.held.size = w.held.claimed = size
+        return w.held.sized(512, own, wall)
+    try:
+        assert after(32, BATCH_BUDGET / 4, BATCH_BUDGET * 1.5) == 64   # own time small: grows
+        assert after(32, BATCH_BUDGET / 4, BATCH_WALL * 0.75) == 32    # twice would pass the wall bound
+        assert after(32, BATCH_BUDGET / 4, BATCH_WALL * 1.5) == 16     # past it: halves
+        assert after(32, BATCH_BUDGET * 1.5, BATCH_BUDGET * 1.5) == 16  # its own time overran
+    finally:
+        w.signals.close()
+
+
+def test_a_sleeping_thread_is_not_waiting_for_a_cpu():
+    """A handler that sleeps (or waits for I/O) spends its own time: only a runnable thread's
+    wait for a CPU is taken off a batch's wall time."""
+    from worker.batch import cpu_wait
+    before = cpu_wait()
+    time.sleep(0.2)
+    waited = cpu_wait() - before
+    assert 0.0 <= waited < 0.1
 
 
 def test_a_timer_wake_reads_before_it_takes_the_write_lock(tmp_path):

@@ -38,3 +38,27 @@ def test_a_padded_batch_completes_exactly_its_own_jobs(tmp_path):
         assert after[jobs[0].id].result == "0" and after[jobs[4].id].result == "4"
         assert after[jobs[1].id].completed_at == iso(t - 0.25) and after[jobs[1].id].started_at == iso(t - 0.5)
         assert store.counts() == {"completed": 4, "running": 5}
+
+
+def test_a_batchs_completion_parameters_are_built_before_the_write_lock(tmp_path, monkeypatch):
+    """8 workers on 2 cores hold the write lock most of a drain: the per-job Python of the
+    completion statement's parameters runs before ``BEGIN IMMEDIATE``, and the statement made
+    there is the one run in the transaction."""
+    import shared.engines.sqlite.finish as finish
+    import shared.engines.sqlite.store as store_mod
+    clock, seen, real = FakeClock(), [], finish.completions
+
+    def spied(*args, **kwargs):
+        seen.append(store.conn.in_transaction)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(store_mod, "completions", spied)
+    monkeypatch.setattr(finish, "completions", spied)
+    with SqliteStore(str(tmp_path / "jobq.db")) as store:
+        store.enqueue([NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(6)], clock.now())
+        jobs = store.claim(OWNER, PID, clock.now(), 3)
+        t = clock.advance(1)
+        batch = [Finish("completed", j.id, 1, None, started=t - 0.5, ended=t - 0.25) for j in jobs]
+        done, claimed = store.finish_and_claim(batch, OWNER, PID, clock.now(), 3)
+        assert done == [True] * 3 and len(claimed) == 3
+        assert seen == [False]  # built once, outside the transaction
+        assert store.counts() == {"completed": 3, "running": 3}

@@ -120,3 +120,14 @@ def _runs(log: Path) -> list[dict]:
         return []
     return [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "start"]
 
+
+
+def test_the_worker_loop_imports_no_async_runner_until_a_type_is_async():
+    """The template imports the worker loop before the first job: the async runner and asyncio
+    (half of those imports) wait until some handler is async (issue 30)."""
+    code = ("import sys, worker.__main__; "
+            "print(sorted(m for m in sys.modules if m == 'asyncio' or m == 'worker.aio'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env(), cwd=str(REPO), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -34,7 +34,7 @@ from . import tally
 from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
 from .dialect import DIALECT
-from .finish import fetch_rows as _fetch_rows, record_finishes
+from .finish import completions, fetch_rows as _fetch_rows, record_finishes
 from .leases import SqliteLeases
 from .transfer import SqliteTransfer
 
@@ -209,13 +209,14 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
             now = read_now(now)
         stamp = iso(now) if limits is None else ""
         claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
+        ready = completions(finishes, owner, stamp, counted=True) if limits is None else None  # lock-free
 
         def tx(c: sqlite3.Connection) -> tuple[list[bool], list[Any]]:
             if limits is not None:
                 t = read_now(now)  # with the write lock held
                 done = record_finishes(c, finishes, owner, iso(t), counted=True)
                 return done, self.claim_limited_in(c, owner, owner_pid, t, limits, limit, types=types)
-            done = record_finishes(c, finishes, owner, stamp, counted=True)
+            done = record_finishes(c, finishes, owner, stamp, counted=True, prepared=ready)
             return done, (self._claim_rows(c, claim, counted=True) if limit > 0 else [])
         if not finishes:
             if limit <= 0:

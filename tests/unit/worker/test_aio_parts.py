@@ -77,3 +77,29 @@ def test_the_watch_names_the_handler_that_blocks_the_loop(caplog):
     assert fields["type"] == "t:block" and fields["handler"].endswith("<locals>.blocker")
     assert [getattr(j, "id", j) for j in blamed] == ["j1", None]
     assert any(r.getMessage() == "worker.loop_unblocked" for r in caplog.records)
+
+
+def test_the_template_preloads_the_async_runner_only_for_async_types():
+    """The template imports the async runner (and asyncio, half the worker loop's imports)
+    before the first job only when the workers will run async types (issue 30): an ``async def``
+    handler alone is not one unless the config (or the handler) gives it ``async_concurrency``."""
+    import types as pytypes
+
+    from shared.handlers import handler
+    from worker.forkserver import _preload_async_runner
+
+    def registry(**kwargs):
+        @handler("t:a", **kwargs)
+        async def a(payload, job):
+            return None
+
+        @handler("t:s")
+        def s(payload, job):
+            return None
+        reg = Registry()
+        reg.add_module(pytypes.SimpleNamespace(__name__="tjobs", a=a, s=s))
+        return reg
+    assert _preload_async_runner(registry(), None) is True       # the config not known: any async def
+    assert _preload_async_runner(registry(), False) is False     # the config gives none: not needed
+    assert _preload_async_runner(registry(), True) is True       # the config gives one
+    assert _preload_async_runner(registry(async_concurrency=4), False) is True  # the handler gives one
