@@ -273,6 +273,11 @@ class PgConnection(ConnectionBase):
         """The socket of the connection (notifications make it readable)."""
         return self.conn.fileno()
 
+    def listen(self, on: bool) -> None:
+        """``LISTEN`` (``on``) or ``UNLISTEN`` on the schema's channel, one statement: the idle
+        lead's (:mod:`.wakeup`). A connection made again does not listen until told."""
+        self.conn.execute(f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"')
+
 
 class Borrowed(ConnectionBase):
     """A store lent to another thread: every attribute is the owner's, but ``close`` only
