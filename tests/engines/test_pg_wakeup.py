@@ -27,7 +27,7 @@ def ready(fd: int, timeout: float) -> bool:
 
 def waiting(wakeup: Any) -> tuple[int, float]:
     """``prepare`` as the worker loop runs it until it waits on a descriptor (a worker that has
-    just become the lead LISTENs, then claims once before it waits)."""
+    just become the lead LISTENs, then claims once before it waits: here, nothing)."""
     for _ in range(5):
         fd, timeout = wakeup.prepare(time.time(), 1.0)
         if fd is not None:
@@ -73,14 +73,20 @@ def test_only_the_lead_listens(pg):
             wakeup.close()
 
 
-def test_a_new_lead_claims_what_came_before_its_listen(pg):
+def test_a_new_lead_finds_what_came_before_its_listen(pg):
     with pg.open() as store:
         wakeup = store.wakeup()
         q = JobQueue(config=pg.config())
         try:
-            q.enqueue("t", {})  # nobody listens yet: no notification reaches this worker
-            fd, timeout = wakeup.prepare(time.time(), 1.0)
-            assert (fd, timeout) == (None, 0.0) and wakeup.woke(False) is True  # claim now
+            fd, _ = waiting(wakeup)  # the lead, listening
+            assert not ready(fd, 0.0)
+            wakeup.claimed()
+            with lead_held_elsewhere(wakeup):
+                assert wakeup.prepare(time.time(), 1.0)[0] == wakeup.lead.fileno()  # a follower: UNLISTEN
+                q.enqueue("t", {})  # nobody listens: no notification reaches this worker
+            assert ready(wakeup.lead.fileno(), 10.0)  # the lead is this worker's again
+            fd, timeout = wakeup.prepare(time.time() - 1.0, 1.0)  # (after a follower's timeout): LISTEN again
+            assert (fd, timeout) == (None, 0.0) and wakeup.woke(False) is True  # claim now, whatever the time
         finally:
             q.close()
             wakeup.close()

@@ -98,7 +98,10 @@ class PgWakeup:
                 return self.lead.fileno(), WATCHED_SLEEP
             if not self.listening:
                 self._listen(True)
-                self.notified = True  # what was committed before the LISTEN: the claim finds it
+                # what was committed before the LISTEN sent no notification: the claim finds it
+                # (a read here would judge "due" by the time prepare() was given, before the
+                # LISTEN, and miss a job enqueued in between)
+                self.notified = True
             if self.notified:
                 return None, 0.0
             fd = self.store.fileno()  # (connects again if need be: _connected watches the new socket)
