@@ -135,3 +135,23 @@ def test_the_wait_watches_the_socket_of_a_connection_made_again(pg):
         finally:
             q.close()
             wakeup.close()
+
+
+def test_a_connection_made_again_listens_at_once_where_every_worker_leads(pg):
+    with pg.open() as store:
+        wakeup = store.wakeup()
+        try:
+            wakeup.lead.close()  # as where locks are refused: every idle worker leads
+            waiting(wakeup)
+            with psycopg.connect(pg.database, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (store.conn.info.backend_pid,))
+            for _ in range(3):  # the heartbeat thread's statement meets the loss, the next connects
+                try:
+                    store.for_thread().heartbeat("someone", time.time())
+                    break
+                except Exception:  # noqa: BLE001 - the one that saw the connection lost
+                    pass
+            # the main thread's wait (on the old socket) ends, and the new connection listens
+            assert wakeup.notified and listening(store) == [store.channel]
+        finally:
+            wakeup.close()

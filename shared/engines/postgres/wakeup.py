@@ -67,7 +67,7 @@ class PgWakeup:
         conn.add_notify_handler(self._note)
         self.waker.watch(conn.fileno())
         self.listening = False
-        if self.lead.held:
+        if self.lead.held or not self.lead.available:  # (unavailable: every idle worker leads)
             conn.execute(f'LISTEN "{self.store.channel}"')
             self.listening = True
             self._note(None)
