@@ -347,6 +347,9 @@ def test_a_wakeup_reports_commits_and_hands_the_lead_on(engine, store, clock):
     wake = store.wakeup()
     try:
         fd, timeout = wake.prepare(clock.now(), 0.5)
+        if (fd, timeout) == (None, 0.0):  # claim first (PostgreSQL: a new lead LISTENs, then claims once)
+            assert wake.woke(False) is True and run(store, clock) == []
+            fd, timeout = wake.prepare(clock.now(), 0.5)
         assert timeout > 0
         wake.before_claim()
         with engine.open() as producer:

@@ -264,14 +264,21 @@ class PgConnection(ConnectionBase):
         if res.status == _FATAL and res.error_field(_SQLSTATE) == b"26000":  # lost (DISCARD ALL)
             _check(conn, pg.prepare(name, sql.encode(codec)))
             res = pg.exec_prepared(name, args)
-        while (n := pg.notifies()) is not None:
-            if pg.notify_handler is not None:
-                pg.notify_handler(n)
+        _dispatch_notifies(pg)
         return _check(conn, res)
 
     def fileno(self) -> int:
         """The socket of the connection (notifications make it readable)."""
         return self.conn.fileno()
+
+    def listen(self, on: bool) -> None:
+        """``LISTEN`` (``on``) or ``UNLISTEN`` on the schema's channel, one statement: the idle
+        lead's (:mod:`.wakeup`), sent at every change of lead, so with one libpq call as
+        ``_run_prepared`` (no cursor). A connection made again does not listen until told."""
+        conn = self.conn
+        res = conn.pgconn.exec_(f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding))
+        _dispatch_notifies(conn.pgconn)
+        _check(conn, res)
 
 
 class Borrowed(ConnectionBase):
@@ -299,6 +306,14 @@ class Borrowed(ConnectionBase):
 _FATAL = pq.ExecStatus.FATAL_ERROR
 _SQLSTATE = pq.DiagnosticField.SQLSTATE
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
+
+
+def _dispatch_notifies(pg: Any) -> None:
+    """Hand the notifications a libpq call of our own read to the connection's handlers, as
+    psycopg's own calls do."""
+    while (n := pg.notifies()) is not None:
+        if pg.notify_handler is not None:
+            pg.notify_handler(n)
 
 
 def _check(conn: psycopg.Connection, res: Any) -> Any:

@@ -123,13 +123,19 @@ def _insert_sql(table: str) -> str:
             "SELECT id FROM ins UNION ALL SELECT NULL FROM n")
 
 
-def _insert_one_sql(table: str) -> str:
-    """One job without a key: a plain VALUES row (no arrays to build) and its notification
-    (``$n`` placeholders: a prepared statement of the store's, see ``_run_prepared``)."""
+def _insert_one_sql(table: str, later: bool) -> str:
+    """One job without a key: a plain VALUES row (no arrays to build), its count deltas as
+    VALUES too (``later``: its ``run_at`` is after its ``created_at``, so it also counts as
+    delayed) and its notification (``$n`` placeholders: a prepared statement of the store's, see
+    ``_run_prepared``). Without a key the row is always inserted (or the statement fails), so
+    nothing is read back: a RETURNING row set and its per-type aggregates cost a quarter of
+    the statement's server time (EXPLAIN ANALYZE: 132 against 99 us, issue 30)."""
+    deltas = table[:-len("jobs")] + "job_count_deltas"
+    counts = "($2, 'pending', 1), ($2, 'delayed', 1)" if later else "($2, 'pending', 1)"
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
-            "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1) "
-            f"RETURNING type, run_at > created_at AS later), {_count_inserted(table)} "
-            "SELECT pg_notify($11, '') FROM ins")
+            "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1)), "
+            f"counted AS (INSERT INTO {deltas} (type, status, n) VALUES {counts}) "
+            "SELECT pg_notify($11, '')")
 
 
 def _storable(j: NewJob) -> bool:
@@ -153,7 +159,11 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
 
     @functools.cached_property
     def _insert_one(self) -> str:
-        return _insert_one_sql(self.table)
+        return _insert_one_sql(self.table, later=False)
+
+    @functools.cached_property
+    def _insert_one_later(self) -> str:
+        return _insert_one_sql(self.table, later=True)
 
     @functools.cached_property
     def _insert_many(self) -> str:
@@ -181,10 +191,12 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         stamp = iso(now)
         if conn is None and len(jobs) == 1 and jobs[0].key is None and _storable(jobs[0]):
             j = jobs[0]  # the commonest call: one prepared statement, no arrays, no cursor
-            self._run_prepared(b"jobq_enqueue_one", self._insert_one, [
+            run_at = stamp if j.run_at == now else iso(j.run_at)
+            later = run_at > stamp  # (as the server compares the texts: fixed-width ISO, "C" collation)
+            self._run_prepared(b"jobq_enqueue_later" if later else b"jobq_enqueue_one",
+                               self._insert_one_later if later else self._insert_one, [
                 j.id, j.type, j.payload, None if j.max_attempts is None else str(j.max_attempts),
-                str(j.priority), stamp if j.run_at == now else iso(j.run_at), stamp, j.trace, j.queue,
-                j.limit_key, self.channel])
+                str(j.priority), run_at, stamp, j.trace, j.queue, j.limit_key, self.channel])
             return [j.id]
         c = self.conn if conn is None else conn
         params = {"now": stamp, "channel": self.channel, "ids": [j.id for j in jobs],

@@ -8,6 +8,16 @@ connection's socket and claims when a notification arrived; the others wait for 
 so a notification wakes one process per host instead of every idle worker (which then all
 competed for the 2 cores to find the one job). A lead that claims hands the lead on.
 
+Only a lead's connection listens: every ``NOTIFY`` signals every listening backend of the
+database, so eight listening workers meant eight backends woken per enqueue, competing with the
+producer and the lead for the cores, while one acted on it (issue 30). A worker that becomes the
+lead runs ``LISTEN`` and then claims at once (a job committed before its ``LISTEN`` took effect
+sent it no notification, but the claim after it sees the job); one that waits as a follower runs
+``UNLISTEN`` first if it still listens. A lead that claims keeps listening while it is busy (it
+sends no statement more per job for this): the round trips are one per change of role, on the
+idle path, never on a job's. Where the lead lock is unavailable every idle worker leads and
+listens, as before.
+
 Notifications that arrived while the connection ran other statements are kept by a handler and
 end the next wait at once, or the wait in progress: the heartbeat thread shares the connection
 (one per worker), and a statement of its own reads a notification off the socket while the main
@@ -16,10 +26,12 @@ thread waits on that socket, which then stays quiet until the next beat or ``WAT
 epoll descriptor (:class:`Waker`) that watches the socket and a pipe the handler writes to,
 whichever thread runs it. The next delayed job's due time bounds the lead's wait, and
 ``WATCHED_SLEEP`` catches what changes with time alone (a rate-limit window). A lost connection
-is made again by the store; the LISTEN is repeated on every new one.
+is made again by the store; a lead's ``LISTEN`` is repeated on the new one, and the lead claims
+at once (what was notified to the lost one is not lost).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import select
@@ -36,20 +48,29 @@ DOWN_RETRY = 1.0      # wait between attempts while the server cannot be reached
 
 
 class PgWakeup:
-    """LISTEN on ``store``'s connection; ``prepare``/``woke`` as the worker loop asks."""
+    """LISTEN on ``store``'s connection while this worker leads; ``prepare``/``woke`` as the
+    worker loop asks."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
         self.notified = False
         self.lead = IdleLead(lead_base(store.url), lead_slot(store.schema + store.serving_tag()))  # a lead per pool
         self.following = False  # the last prepare() waits for the lead, not for notifications
+        self.listening = False  # the connection LISTENs (set by a lead, cleared by a follower)
         self.waker = Waker()
-        store.on_connect(self._listen)
+        store.on_connect(self._connected)
 
-    def _listen(self, conn: Any) -> None:
+    def _connected(self, conn: Any) -> None:
+        """(Inside the store's connect, under its lock.) A new connection listens only if this
+        worker leads, and the lead then claims at once: notifications sent to the lost
+        connection never arrived."""
         conn.add_notify_handler(self._note)
-        conn.execute(f'LISTEN "{self.store.channel}"')
         self.waker.watch(conn.fileno())
+        self.listening = False
+        if self.lead.held or not self.lead.available:  # (unavailable: every idle worker leads)
+            conn.execute(f'LISTEN "{self.store.channel}"')
+            self.listening = True
+            self._note(None)
 
     def _note(self, _notify: Any) -> None:
         """(Any thread that ran a statement on the connection.) A notification came: the next
@@ -58,16 +79,32 @@ class PgWakeup:
             self.notified = True
             self.waker.poke()
 
+    def _listen(self, on: bool) -> None:
+        """LISTEN (``on``) or UNLISTEN, one round trip; a failure is left for the next call
+        (a lost connection is made again without LISTEN, unless this worker leads)."""
+        if self.listening != on:
+            self.store.listen(on)
+            self.listening = on
+
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
         """The connection's socket and how long to wait: until the next delayed job, at most
-        ``WATCHED_SLEEP`` (no wait at all when a notification is already in)."""
+        ``WATCHED_SLEEP`` (no wait at all when a notification is already in, or this worker has
+        just become the lead and LISTENed: it claims first)."""
         self.following = not self.lead.take()
-        if self.following:
-            return self.lead.fileno(), WATCHED_SLEEP
-        if self.notified:
-            return None, 0.0
         try:
-            fd = self.store.fileno()  # (connects again if need be: _listen watches the new socket)
+            if self.following:
+                with contextlib.suppress(StoreError):
+                    self._listen(False)  # (failed: UNLISTEN again next time; a new connection does not listen)
+                return self.lead.fileno(), WATCHED_SLEEP
+            if not self.listening:
+                self._listen(True)
+                # what was committed before the LISTEN sent no notification: the claim finds it
+                # (a read here would judge "due" by the time prepare() was given, before the
+                # LISTEN, and miss a job enqueued in between)
+                self.notified = True
+            if self.notified:
+                return None, 0.0
+            fd = self.store.fileno()  # (connects again if need be: _connected watches the new socket)
             due = self.store.next_due()
         except StoreError:
             return None, min(poll_interval, DOWN_RETRY)
@@ -78,9 +115,17 @@ class PgWakeup:
 
     def woke(self, ready: bool) -> bool:
         """Claim at once if a notification came, or on becoming the lead (the last lead just
-        took a job; others may be due behind it); after a timeout, read first."""
+        took a job; others may be due behind it; LISTEN first, so that nothing committed after
+        the claim goes unnoticed); after a timeout, read first."""
         if self.following:
-            return ready and self.lead.take()
+            if not (ready and self.lead.take()):
+                return False
+            with contextlib.suppress(StoreError):  # (the claim meets the error; a new connection LISTENs)
+                self._listen(True)
+            # notifications read before the claim (UNLISTEN's, the lead lost before): it sees their jobs
+            self.notified = False
+            self.waker.drain()
+            return True
         poked = self.waker.drain()  # (also a poke left by a statement of our own: no wait needed it)
         if ready:
             self._drain()
