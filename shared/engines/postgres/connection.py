@@ -276,8 +276,9 @@ class PgConnection(ConnectionBase):
         lead's (:mod:`.wakeup`), sent at every change of lead, so with one libpq call as
         ``_run_prepared`` (no cursor). A connection made again does not listen until told."""
         conn = self.conn
-        res = conn.pgconn.exec_(f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding))
-        _dispatch_notifies(conn.pgconn)
+        with conn.lock:  # psycopg's own: the heartbeat thread may be running a statement on it
+            res = conn.pgconn.exec_(f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding))
+            _dispatch_notifies(conn.pgconn)
         _check(conn, res)
 
 
