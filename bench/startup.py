@@ -33,6 +33,7 @@ import random
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,9 +43,7 @@ from typing import Any, Iterator
 import psutil
 import tomli_w
 
-from shared.api import JobQueue
 from shared.clock import parse_iso
-from shared.config import Config, PostgresConfig, SqliteConfig
 
 from . import huey_runs
 from .db import Db
@@ -96,12 +95,25 @@ def _config(db: Db, workers: int, log_level: str) -> str:
     return path
 
 
-def _fill(db: Db, items: list[tuple[str, Any]]) -> None:
-    cfg = (Config(database=db.database, sqlite=SqliteConfig(synchronous="off")) if db.engine == "sqlite"
-           else Config(database=db.database, postgres=PostgresConfig(schema=db.schema)))
-    with JobQueue(db.database, config=cfg) as q:
-        for k in range(0, len(items), 1000):
-            q.enqueue_many(items[k:k + 1000])
+_FILL = """import json, sys
+from shared.api import JobQueue
+from shared.config import Config, PostgresConfig, SqliteConfig
+database, schema, items = json.load(sys.stdin)
+cfg = (Config(database=database, sqlite=SqliteConfig(synchronous="off")) if schema is None
+       else Config(database=database, postgres=PostgresConfig(schema=schema)))
+with JobQueue(database, config=cfg) as q:
+    for k in range(0, len(items), 1000):
+        q.enqueue_many([tuple(i) for i in items[k:k + 1000]])
+"""
+
+
+def _fill(db: Db, side: Side, items: list[tuple[str, Any]]) -> None:
+    """Enqueue ``items`` with ``side``'s own code, in a process of its own: the schema (created
+    by the first jobq to open it) is then the version that side runs (an older checkout refuses
+    a newer schema)."""
+    schema = db.schema if db.engine == "postgresql" else None
+    subprocess.run([python(), "-c", _FILL], input=json.dumps([db.database, schema, items]), text=True,
+                   check=True, cwd=side.tree, env={**os.environ, **side.env()}, timeout=600)
 
 
 def _launch(db: Db, side: Side, workers: int, fork_server: bool, log_level: str = "warning") -> Tree:
@@ -146,7 +158,7 @@ LEFT = ("SELECT (SELECT count(*) FROM jobs WHERE status = 'pending') "
 
 
 def cold(db: Db, side: Side, workers: int, n: int, fork_server: bool) -> dict[str, Any]:
-    _fill(db, [("bench:noop", None)] * n)
+    _fill(db, side, [("bench:noop", None)] * n)
     t0 = time.time()
     tree = _launch(db, side, workers, fork_server)
     try:
@@ -171,7 +183,7 @@ def cpu(db: Db, side: Side, workers: int) -> dict[str, Any]:
     """CPU seconds the supervisor, the template and the workers spent from launch until each
     worker runs a job (of 3 s): the start-up's cost, which a busy machine's load stretches in
     wall time but hardly changes."""
-    _fill(db, [("bench:sleep", {"ms": 3000})] * workers)
+    _fill(db, side, [("bench:sleep", {"ms": 3000})] * workers)
     t0 = time.time()
     tree = _launch(db, side, workers, True)
     try:
@@ -232,7 +244,7 @@ def _log_events(folder: str, name: str) -> list[dict]:
 
 def respawn(db: Db, side: Side, kills: int, jobs: int) -> dict[str, Any]:
     """One worker on a deep queue of 2 ms jobs; SIGKILL it ``kills`` times."""
-    _fill(db, [("bench:sleep", {"ms": 2})] * jobs)
+    _fill(db, side, [("bench:sleep", {"ms": 2})] * jobs)
     tree = _launch(db, side, 1, True, log_level="info")
     after_log, after_kill = [], []
     try:
@@ -271,7 +283,7 @@ def _summary(xs: list[float]) -> dict[str, float]:
 
 def faults(db: Db, side: Side, workers: int, n: int, kill_every: float | None, seed: int = 16) -> dict[str, Any]:
     rng = random.Random(seed)
-    _fill(db, [("bench:sleep", {"ms": rng.uniform(5, 20)}) for _ in range(n)])
+    _fill(db, side, [("bench:sleep", {"ms": rng.uniform(5, 20)}) for _ in range(n)])
     t0 = time.time()
     tree = _launch(db, side, workers, True)
     kills = 0
