@@ -26,7 +26,6 @@ one untimed launch, even where ``PYTHONDONTWRITEBYTECODE`` is set: an installed 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -38,7 +37,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import psutil
 import tomli_w
@@ -46,7 +45,7 @@ import tomli_w
 from shared.clock import parse_iso
 
 from . import huey_runs
-from .db import Db
+from .db import Db, place
 from .huey_app import make_huey, read_records
 from .procs import REPO, Tree, child_env, python, wait_for
 
@@ -68,21 +67,6 @@ class Side:
             env["PYTHONDONTWRITEBYTECODE"] = ""  # empty: unset (Tree adds this environment to os.environ)
             env["PYTHONPYCACHEPREFIX"] = self.pycache
         return env
-
-
-@contextlib.contextmanager
-def place(folder: str, url: str | None) -> Iterator[Db]:
-    """Where one run keeps its jobs: a SQLite file in ``folder``, or a fresh schema on ``url``."""
-    if url is None:
-        yield Db.sqlite(folder)
-        return
-    from . import pg
-    with pg.fresh_schema(url, "startup", create=False) as schema:
-        db = Db.postgres(folder, url, schema)
-        try:
-            yield db
-        finally:
-            db.close()
 
 
 def _config(db: Db, workers: int, log_level: str) -> str:
@@ -320,7 +304,7 @@ def engine_runs(args: argparse.Namespace, url: str | None, sides: list[Side], su
     out: dict[str, Any] = {s.name: {} for s in sides}
 
     def run(fn: Any, side: Side, *a: Any) -> Any:
-        with place(sub(fn.__name__), url) as db:
+        with place(sub(fn.__name__), url, "startup") as db:
             return fn(db, side, *a)
     for side in sides:  # untimed: fills the bytecode cache
         run(cold, side, args.workers, 200, True)
