@@ -9,10 +9,11 @@ The bench reads through here, not through an engine's module.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from shared.config import Config, PostgresConfig, SqliteConfig
 
@@ -85,3 +86,19 @@ class Db:
 
 class Missing(Exception):
     """jobq's tables do not exist (yet)."""
+
+
+@contextlib.contextmanager
+def place(folder: str, url: str | None, prefix: str = "run") -> Iterator[Db]:
+    """Where one run keeps its jobs: a SQLite file in ``folder``, or a fresh schema on the
+    server at ``url`` (jobq creates its tables; the schema is dropped after)."""
+    if url is None:
+        yield Db.sqlite(folder)
+        return
+    from .pg import fresh_schema
+    with fresh_schema(url, prefix, create=False) as schema:
+        db = Db.postgres(folder, url, schema)
+        try:
+            yield db
+        finally:
+            db.close()

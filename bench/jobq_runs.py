@@ -48,8 +48,8 @@ def query(where: "str | Db", sql: str) -> list[tuple]:
     return as_db(where).query(sql)
 
 
-def unfinished(folder: str) -> int:
-    return query(folder, "SELECT count(*) FROM jobs WHERE status IN ('pending', 'running')")[0][0]
+def unfinished(where: "str | Db") -> int:
+    return query(where, "SELECT count(*) FROM jobs WHERE status IN ('pending', 'running')")[0][0]
 
 
 def burn_window(folder: str) -> dict[str, Any]:

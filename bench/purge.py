@@ -8,7 +8,8 @@ runs the purge -- ``jobq purge --older-than 7d`` (``--what cli``) or the built-i
 it: enqueue-to-completion p50/p99/max (the workers' ``completed_at`` minus ``created_at``), the
 longest ``enqueue`` call and its p99 (a writer's wait for the lock), and enqueues that failed
 (``database is locked``: a wait past ``busy_timeout``). ``--load N`` keeps N busy CPU loops
-running meanwhile (a loaded machine). One JSON object on stdout.
+running meanwhile (a loaded machine). ``--database postgresql://...``: the same on a fresh
+schema of that server (dropped after), else a SQLite file. One JSON object on stdout.
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ import time
 from typing import Any, Iterator
 
 from shared.clock import iso, parse_iso
+from shared.errors import StoreError
 
+from .db import Db, place
 from .jobq_runs import query, queue, start, unfinished
 from .procs import child_env, python, wait_for, REPO
 from .stats import percentile
@@ -33,21 +36,32 @@ from .stats import percentile
 OLD = 30 * 86400.0
 
 
-def fill_old(folder: str, rows: int) -> None:
-    """``rows`` completed jobs (and their attempt rows) that finished 30 days ago, with ids that
-    sort before any new job's."""
-    with queue(folder, "normal"):
+# Completed jobs that finished 30 days ago, ids sorting before any new job's, on both engines:
+_OLD_JOBS = ("INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, "
+             "created_at, updated_at) SELECT {id}, 'bench:old', 'completed', 'null', 1, ?, ?, ?, ?, ? FROM {n}")
+_OLD_ATTEMPTS = ("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
+                 "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs")
+
+
+def fill_old(db: Db, rows: int) -> None:
+    """``rows`` completed jobs (and their attempt rows) that finished 30 days ago, in one
+    transaction, through the engine's own counts (its triggers)."""
+    with queue(db):
         pass  # creates the schema
-    stamp = iso(time.time() - OLD)
-    c = sqlite3.connect(os.path.join(folder, "jobq.db"), isolation_level=None)
+    stamp = (iso(time.time() - OLD),) * 5
+    if db.engine == "postgresql":
+        from .pg import connect
+        with connect(db.database, db.schema, autocommit=False) as c:
+            c.execute(_OLD_JOBS.format(id="lpad(to_hex(i), 32, '0')", n="generate_series(1, %s) i")
+                      .replace("?", "%s"), (*stamp, rows))
+            c.execute(_OLD_ATTEMPTS)
+        return
+    c = sqlite3.connect(db.database, isolation_level=None)
     try:
         c.execute("BEGIN IMMEDIATE")
         c.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
-                  "INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, "
-                  "created_at, updated_at) SELECT printf('0000%028x', i), 'bench:old', 'completed', 'null', 1, "
-                  "?1, ?1, ?1, ?1, ?1 FROM n".replace("?1", "?2"), (rows, stamp))
-        c.execute("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
-                  "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs")
+                  + _OLD_JOBS.format(id="printf('0000%028x', i)", n="n"), (rows, *stamp))
+        c.execute(_OLD_ATTEMPTS)
         c.execute("COMMIT")
     finally:
         c.close()
@@ -56,20 +70,20 @@ def fill_old(folder: str, rows: int) -> None:
 class Producer(threading.Thread):
     """Enqueues ``rate`` jobs per second; records (enqueue start, call seconds, id or error)."""
 
-    def __init__(self, folder: str, rate: float) -> None:
+    def __init__(self, db: Db, rate: float) -> None:
         super().__init__(daemon=True)
-        self.folder, self.period = folder, 1.0 / rate
+        self.db, self.period = db, 1.0 / rate
         self.stop = threading.Event()
         self.calls: list[tuple[float, float, str | None, str | None]] = []
 
     def run(self) -> None:
-        with queue(self.folder, "normal") as q:
+        with queue(self.db) as q:
             nxt = time.monotonic()
             while not self.stop.is_set():
                 t0, w0 = time.perf_counter(), time.time()
                 try:
                     jid, err = q.enqueue("bench:stamp", None), None
-                except sqlite3.Error as exc:
+                except (sqlite3.Error, StoreError) as exc:
                     jid, err = None, str(exc)
                 self.calls.append((w0, time.perf_counter() - t0, jid, err))
                 nxt += self.period
@@ -88,7 +102,7 @@ def cpu_load(n: int) -> Iterator[None]:
             proc.wait()
 
 
-def run_purge(folder: str, what: str, cfg: str) -> tuple[float, float, str]:
+def run_purge(db: Db, what: str, cfg: str) -> tuple[float, float, str]:
     """Run the purge; (wall start, wall end, its output)."""
     t0 = time.time()
     if what == "cli":
@@ -96,11 +110,11 @@ def run_purge(folder: str, what: str, cfg: str) -> tuple[float, float, str]:
                              cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=1800)
         text = out.stdout + out.stderr
     else:
-        with queue(folder, "normal") as q:
+        with queue(db) as q:
             jid = q.enqueue("cleanup:old-data", None)
-        wait_for(lambda: query(folder, f"SELECT status FROM jobs WHERE id = '{jid}'")[0][0] in
+        wait_for(lambda: query(db, f"SELECT status FROM jobs WHERE id = '{jid}'")[0][0] in
                  ("completed", "failed"), 1800, "the cleanup job", interval=0.1)
-        text = query(folder, f"SELECT status, result, error FROM jobs WHERE id = '{jid}'")[0]
+        text = query(db, f"SELECT status, result, error FROM jobs WHERE id = '{jid}'")[0]
         text = json.dumps(text)
     return t0, time.time(), text
 
@@ -121,25 +135,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--what", choices=("cli", "cleanup"), default="cli")
     p.add_argument("--baseline", type=float, default=3.0, help="seconds before the purge")
     p.add_argument("--load", type=int, default=0, help="busy CPU loops running meanwhile")
+    p.add_argument("--database", help="postgresql://... : a fresh schema on this server (default: SQLite)")
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="jobq-bench-purge-") as folder:
-        fill_old(folder, args.rows)
-        with start(folder, "normal", args.workers), cpu_load(args.load):
-            prod = Producer(folder, args.rate)
+    with tempfile.TemporaryDirectory(prefix="jobq-bench-purge-") as folder, \
+            place(folder, args.database, "purge") as db:
+        fill_old(db, args.rows)
+        with start(db, "normal", args.workers), cpu_load(args.load):
+            prod = Producer(db, args.rate)
             prod.start()
             time.sleep(args.baseline)
-            t0, t1, text = run_purge(folder, args.what, os.path.join(folder, "jobq.toml"))
+            t0, t1, text = run_purge(db, args.what, os.path.join(folder, "jobq.toml"))
             prod.stop.set()
             prod.join()
-            wait_for(lambda: unfinished(folder) == 0, 120, "the producer's jobs to finish")
-        done = dict(query(folder, "SELECT id, completed_at FROM jobs WHERE type = 'bench:stamp'"))
-        left = query(folder, "SELECT count(*) FROM jobs WHERE type = 'bench:old'")[0][0]
+            wait_for(lambda: unfinished(db) == 0, 120, "the producer's jobs to finish")
+        done = dict(query(db, "SELECT id, completed_at FROM jobs WHERE type = 'bench:stamp'"))
+        left = query(db, "SELECT count(*) FROM jobs WHERE type = 'bench:old'")[0][0]
     phases: dict[str, Any] = {}
     for name, keep in (("before", lambda w: w < t0), ("during", lambda w: t0 <= w < t1)):
         calls = [c for c in prod.calls if keep(c[0])]
         lat = [parse_iso(done[jid]) - w for w, _, jid, _ in calls if jid in done]
         phases[name] = summary(lat, [c[1] for c in calls], sum(1 for c in calls if c[3]))
-    print(json.dumps({"what": args.what, "rows": args.rows, "workers": args.workers, "rate": args.rate,
+    print(json.dumps({"engine": "postgresql" if args.database else "sqlite", "what": args.what, "rows": args.rows, "workers": args.workers, "rate": args.rate,
                       "load": args.load, "loadavg": [round(x, 2) for x in os.getloadavg()],
                       "purge_s": round(t1 - t0, 2), "old_rows_left": left, "purge_output": text.strip()[-300:],
                       **phases}, indent=1))

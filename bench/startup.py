@@ -26,28 +26,26 @@ one untimed launch, even where ``PYTHONDONTWRITEBYTECODE`` is set: an installed 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import psutil
 import tomli_w
 
-from shared.api import JobQueue
 from shared.clock import parse_iso
-from shared.config import Config, PostgresConfig, SqliteConfig
 
 from . import huey_runs
-from .db import Db
+from .db import Db, place
 from .huey_app import make_huey, read_records
 from .procs import REPO, Tree, child_env, python, wait_for
 
@@ -71,21 +69,6 @@ class Side:
         return env
 
 
-@contextlib.contextmanager
-def place(folder: str, url: str | None) -> Iterator[Db]:
-    """Where one run keeps its jobs: a SQLite file in ``folder``, or a fresh schema on ``url``."""
-    if url is None:
-        yield Db.sqlite(folder)
-        return
-    from . import pg
-    with pg.fresh_schema(url, "startup", create=False) as schema:
-        db = Db.postgres(folder, url, schema)
-        try:
-            yield db
-        finally:
-            db.close()
-
-
 def _config(db: Db, workers: int, log_level: str) -> str:
     """Shipped defaults, except the bench handlers and JSON logs (read back by respawn)."""
     path = os.path.join(db.folder, "jobq.toml")
@@ -96,12 +79,25 @@ def _config(db: Db, workers: int, log_level: str) -> str:
     return path
 
 
-def _fill(db: Db, items: list[tuple[str, Any]]) -> None:
-    cfg = (Config(database=db.database, sqlite=SqliteConfig(synchronous="off")) if db.engine == "sqlite"
-           else Config(database=db.database, postgres=PostgresConfig(schema=db.schema)))
-    with JobQueue(db.database, config=cfg) as q:
-        for k in range(0, len(items), 1000):
-            q.enqueue_many(items[k:k + 1000])
+_FILL = """import json, sys
+from shared.api import JobQueue
+from shared.config import Config, PostgresConfig, SqliteConfig
+database, schema, items = json.load(sys.stdin)
+cfg = (Config(database=database, sqlite=SqliteConfig(synchronous="off")) if schema is None
+       else Config(database=database, postgres=PostgresConfig(schema=schema)))
+with JobQueue(database, config=cfg) as q:
+    for k in range(0, len(items), 1000):
+        q.enqueue_many([tuple(i) for i in items[k:k + 1000]])
+"""
+
+
+def _fill(db: Db, side: Side, items: list[tuple[str, Any]]) -> None:
+    """Enqueue ``items`` with ``side``'s own code, in a process of its own: the schema (created
+    by the first jobq to open it) is then the version that side runs (an older checkout refuses
+    a newer schema)."""
+    schema = db.schema if db.engine == "postgresql" else None
+    subprocess.run([python(), "-c", _FILL], input=json.dumps([db.database, schema, items]), text=True,
+                   check=True, cwd=side.tree, env={**os.environ, **side.env()}, timeout=600)
 
 
 def _launch(db: Db, side: Side, workers: int, fork_server: bool, log_level: str = "warning") -> Tree:
@@ -146,7 +142,7 @@ LEFT = ("SELECT (SELECT count(*) FROM jobs WHERE status = 'pending') "
 
 
 def cold(db: Db, side: Side, workers: int, n: int, fork_server: bool) -> dict[str, Any]:
-    _fill(db, [("bench:noop", None)] * n)
+    _fill(db, side, [("bench:noop", None)] * n)
     t0 = time.time()
     tree = _launch(db, side, workers, fork_server)
     try:
@@ -171,7 +167,7 @@ def cpu(db: Db, side: Side, workers: int) -> dict[str, Any]:
     """CPU seconds the supervisor, the template and the workers spent from launch until each
     worker runs a job (of 3 s): the start-up's cost, which a busy machine's load stretches in
     wall time but hardly changes."""
-    _fill(db, [("bench:sleep", {"ms": 3000})] * workers)
+    _fill(db, side, [("bench:sleep", {"ms": 3000})] * workers)
     t0 = time.time()
     tree = _launch(db, side, workers, True)
     try:
@@ -232,7 +228,7 @@ def _log_events(folder: str, name: str) -> list[dict]:
 
 def respawn(db: Db, side: Side, kills: int, jobs: int) -> dict[str, Any]:
     """One worker on a deep queue of 2 ms jobs; SIGKILL it ``kills`` times."""
-    _fill(db, [("bench:sleep", {"ms": 2})] * jobs)
+    _fill(db, side, [("bench:sleep", {"ms": 2})] * jobs)
     tree = _launch(db, side, 1, True, log_level="info")
     after_log, after_kill = [], []
     try:
@@ -271,7 +267,7 @@ def _summary(xs: list[float]) -> dict[str, float]:
 
 def faults(db: Db, side: Side, workers: int, n: int, kill_every: float | None, seed: int = 16) -> dict[str, Any]:
     rng = random.Random(seed)
-    _fill(db, [("bench:sleep", {"ms": rng.uniform(5, 20)}) for _ in range(n)])
+    _fill(db, side, [("bench:sleep", {"ms": rng.uniform(5, 20)}) for _ in range(n)])
     t0 = time.time()
     tree = _launch(db, side, workers, True)
     kills = 0
@@ -308,7 +304,7 @@ def engine_runs(args: argparse.Namespace, url: str | None, sides: list[Side], su
     out: dict[str, Any] = {s.name: {} for s in sides}
 
     def run(fn: Any, side: Side, *a: Any) -> Any:
-        with place(sub(fn.__name__), url) as db:
+        with place(sub(fn.__name__), url, "startup") as db:
             return fn(db, side, *a)
     for side in sides:  # untimed: fills the bytecode cache
         run(cold, side, args.workers, 200, True)

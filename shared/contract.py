@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from .job import Finish, Job, NewJob, Released, ScheduleMark
+from .job import Finish, Job, NewJob, Released, RunningGroup, ScheduleMark
 from .transfer import ATTEMPT_FIELDS, JOB_FIELDS, Imported  # the rows jobq copy moves
 
 Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
@@ -184,6 +184,13 @@ class UpkeepStore(Connection, Protocol):
         answers ``now - heartbeat_at``; one with a server clock (PostgreSQL) answers the
         server's statement time minus ``heartbeat_at`` (which its heartbeat wrote with that
         clock) and ignores ``now``. A running job whose lease time cannot be read is left out."""
+        ...
+
+    def running_groups(self, now: float) -> list[RunningGroup]:
+        """The running jobs summed up per owner and type, one row per group and no job row
+        read (the supervisor's every round: it reads :meth:`running` only when a group needs a
+        look). ``oldest_lease``: as :meth:`lease_ages` would give the group's oldest, None when
+        no lease of the group has a time, ``inf`` when one cannot be read as a time."""
         ...
 
     def process_ages(self, now: float) -> dict[str, float]:

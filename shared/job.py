@@ -146,6 +146,17 @@ class Released:
     attempts: int
 
 
+@dataclass(frozen=True)
+class RunningGroup:
+    """The running jobs of one owner and type, summed up by ``UpkeepStore.running_groups``."""
+    owner: str | None
+    type: str
+    jobs: int
+    first_start: str | None      # the earliest started_at (ISO text as stored)
+    oldest_lease: float | None   # seconds since the least recently renewed lease (inf: unreadable)
+    cancels: int                 # jobs whose cancel was requested
+
+
 def release_outcome(job: Job, limit: int, counts: bool) -> tuple[str, int]:
     """What releasing a running ``job`` of a dead or stopped owner makes of it: (status,
     attempts). When the interrupted run ``counts`` and used the last of ``limit`` attempts, the

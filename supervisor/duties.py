@@ -52,8 +52,14 @@ class Duties:
     def timeouts(self, rnd: Round) -> None:
         """Police our children's running jobs: hard timeouts and expired leases. Leaves the
         running jobs and the foreign owners whose lease expired on the round, for ``recovery``."""
+        sup = self.sup
+        groups = rnd.store.running_groups(rnd.now)
+        rnd.busy = bool(groups)
+        mine = {s.owner for s in sup.slots.live()}
+        if not maintenance.worth_a_look(groups, mine, sup.policy, rnd.now, sup.host):
+            rnd.running = []  # nothing a full read would act on (one row per owner and type read)
+            return
         rnd.running = rnd.store.running()
-        rnd.busy = bool(rnd.running)
         ages = rnd.store.lease_ages(rnd.now) if rnd.running else {}
         rnd.expired = self.police(rnd.running, ages, rnd.now)
 

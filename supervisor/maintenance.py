@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from shared.clock import parse_iso
-from shared.job import Job
+from shared.job import Job, RunningGroup
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.procs import host_id, parse_token, token_alive, token_host
@@ -33,6 +33,32 @@ class Verdict:
     job: Job
     action: str   # 'timeout', 'cancel', 'blocked' (an async job's loop) or 'lease'
     reason: str
+
+
+def worth_a_look(groups: list[RunningGroup], mine: set[str], policy: JobPolicy, now: float,
+                 here: str) -> bool:
+    """Could :func:`judge_running` or :func:`recover_foreign` find anything among the running
+    jobs these groups (``UpkeepStore.running_groups``) sum up? True when a group has a lease
+    older than ``lease_timeout`` (or unreadable), or is of this host (``here``) and has a cancel
+    requested, a start older than its type's timeout plus ``kill_grace`` (or unreadable), or an
+    owner that is not one of our live children (``mine``). Then the supervisor reads every
+    running job; otherwise it skips that read, the round's main cost while jobs drain (30 ms of
+    CPU for 1,500 running jobs)."""
+    lease, grace = policy.config.worker.lease_timeout, policy.config.supervisor.kill_grace
+    for g in groups:
+        if g.oldest_lease is not None and g.oldest_lease > lease:
+            return True
+        host = token_host(g.owner or "")
+        if not g.owner or (host is not None and host != here):
+            continue  # no verdict but an expired lease's can fall on it
+        if g.cancels or g.owner not in mine:
+            return True
+        try:
+            if g.first_start and now - parse_iso(g.first_start) > policy.timeout(g.type) + grace:
+                return True
+        except (ValueError, TypeError):
+            return True
+    return False
 
 
 def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, now: float,

@@ -35,7 +35,7 @@ def retry_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
 def retry_failed(store: OpsStore, now: float, job_type: str | None = None) -> int:
     """Retry every failed job (of ``job_type``), ``BATCH`` per transaction. Returns how many."""
     cond = f"{FINISHED} AND status = 'failed'" + ("" if job_type is None else " AND type = :type")
-    n = store.batches(_RETRY + f"WHERE id IN ({_next(store, cond)}) RETURNING id",
+    n = store.batches(_RETRY + f"WHERE {_next(store, cond)} RETURNING id",
                       {"now": iso(now), "type": job_type}, BATCH)
     if n:
         store.wake_idle()
@@ -84,14 +84,16 @@ def purge(store: OpsStore, status: str, before: float, *, dry_run: bool = False)
     params = {"status": status, "before": iso(before)}
     if dry_run:
         return int(store.read(f"SELECT count(*) AS n FROM jobs WHERE {cond}", params)[0]["n"])
-    return store.batches(f"DELETE FROM jobs WHERE id IN ({_next(store, cond)}) RETURNING id", params, BATCH)
+    return store.batches(f"DELETE FROM jobs WHERE {_next(store, cond)} RETURNING id", params, BATCH)
 
 
 def _next(store: OpsStore, cond: str) -> str:
-    """The next rows of a batched write: by id after the last one done, so each row is looked at
-    once however many that do not qualify lie before; locked and checked again where the engine
-    locks rows (a row changed meanwhile is passed over, and the batch still fills)."""
-    return f"SELECT id FROM jobs WHERE id > :after AND {cond} ORDER BY id LIMIT :batch{store.dialect.lock}"
+    """The condition "``id`` is one of the next rows of a batched write": by id after the last
+    one done, so each row is looked at once however many that do not qualify lie before; locked
+    and checked again where the engine locks rows (a row changed meanwhile is passed over, and
+    the batch still fills)."""
+    rows = f"SELECT id FROM jobs WHERE id > :after AND {cond} ORDER BY id LIMIT :batch{store.dialect.lock}"
+    return store.dialect.in_rows.format(col="id", rows=rows)
 
 
 def _by_ids(store: OpsStore, sql: str, params: dict[str, Any], ids: Sequence[str]) -> list[str]:

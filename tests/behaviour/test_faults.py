@@ -631,7 +631,8 @@ def store_cycle(store: SqliteStore):
     yield "reads", lambda: (store.get(jobs[0].id), store.counts(), store.running(),
                             store.next_due(), store.has_due(now),
                             store.processes(), store.processes("worker"), store.schedule_marks(),
-                            store.stats(), store.lease_ages(now), store.process_ages(now))
+                            store.stats(), store.lease_ages(now), store.running_groups(now),
+                            store.process_ages(now))
     yield "checkpoint", store.checkpoint
     # the read layer's writes (shared.ops): the store's write, transaction, batches, wake_idle
     yield ("write transaction batches wake_idle",
@@ -692,7 +693,7 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
                                                      "touch_process", "get", "counts", "running",
                                                      "next_due", "has_due",
                                                      "processes", "schedule_marks",
-                                                     "wal_bytes", "stats", "lease_ages", "process_ages",
+                                                     "wal_bytes", "stats", "lease_ages", "running_groups", "process_ages",
                                                      "export_jobs", "export_attempts"}
     assert not missing, f"store methods not exercised by this regression test (add them to store_cycle): {missing}"
     store.close()

@@ -67,3 +67,33 @@ def test_a_notification_read_during_the_enqueue_reaches_the_connections_handlers
         finally:
             q.store = None
             q.hubs.close()
+
+
+def test_the_short_paths_errors_do_not_show_a_password_of_the_url(pg, caplog):
+    """Issue 21's rule on the prepared path (its errors are made from libpq's results by
+    jobq, not by psycopg's cursor): a server error and a lost connection name the database
+    without the password planted in its URL."""
+    planted = "PLANTED-s3cret-9f2"
+    url = pg.database.replace("postgresql://", f"postgresql://root:{planted}@", 1)
+    if "@" in pg.database.split("//", 1)[-1].split("/", 1)[0]:
+        pytest.skip("the test server's URL already carries credentials")
+    q = JobQueue(config=pg.config().replace(database=url))
+    try:
+        q.enqueue("t", None)  # the type's later calls take the short path
+        with psycopg.connect(pg.database, autocommit=True) as admin:
+            admin.execute(f'ALTER TABLE "{pg.schema}".jobs ADD CONSTRAINT no_boom CHECK (payload <> \'"boom"\')')
+        texts = []
+        with pytest.raises(StoreError) as refused:
+            q.enqueue("t", "boom")
+        texts.append(str(refused.value))
+        pid = q.store.conn.info.backend_pid
+        with psycopg.connect(pg.database, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(StoreError) as lost:
+            for _ in range(3):  # the first call after the kill may still be answered
+                q.enqueue("t", None)
+        texts.append(str(lost.value))
+        assert "no_boom" in texts[0] and "root:***@" in texts[1]
+        assert not [t for t in (*texts, caplog.text) if planted in t]
+    finally:
+        q.close()

@@ -321,6 +321,29 @@ def test_lease_ages_are_of_running_jobs_and_process_rows(store, clock):
     assert store.lease_ages(clock.now()) == {}
 
 
+def test_running_groups_sum_up_the_running_jobs_per_owner_and_type(store, clock):
+    """One row per owner and type: how many run, the first start, the oldest lease (on the
+    engine's clock: bounds only) and the cancels asked; nothing when nothing runs."""
+    assert store.running_groups(clock.now()) == []
+    put(store, clock, job(clock, "a"), job(clock, "a"), job(clock, "b"), job(clock, "a"))
+    mine = run(store, clock, 3)
+    clock.advance(2)
+    theirs, = run(store, clock, 1, owner=OTHER)
+    ops.cancel_jobs(store, [theirs.id], clock.now())
+    clock.advance(3)
+    groups = {(g.owner, g.type): g for g in store.running_groups(clock.now())}
+    by_key: dict = {}
+    for j in mine + [theirs]:
+        by_key.setdefault((j.owner, j.type), []).append(j)
+    assert {k: g.jobs for k, g in groups.items()} == {k: len(v) for k, v in by_key.items()}
+    assert all(g.first_start == min(j.started_at for j in by_key[k]) for k, g in groups.items())
+    assert {k: g.cancels for k, g in groups.items()} == {k: int(k == (OTHER, theirs.type)) for k in by_key}
+    assert all(0 <= g.oldest_lease < 60 for g in groups.values())
+    for j in mine:
+        assert complete(store, clock, j)
+    assert [(g.owner, g.jobs) for g in store.running_groups(clock.now())] == [(OTHER, 1)]
+
+
 def test_has_due_and_next_due_are_numbers(store, clock):
     assert not store.has_due(clock.now()) and store.next_due() is None
     put(store, clock, job(clock, delay=30))

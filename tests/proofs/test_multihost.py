@@ -5,6 +5,7 @@ before the lease can expire). Unit tests with a FakeClock; real supervisors and 
 SQLite file where it matters."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sqlite3
@@ -15,14 +16,15 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from shared import JobQueue, fencing
 from shared.clock import FakeClock, iso, parse_iso
-from shared.config import Config, ConfigError, WorkerConfig, load
+from shared.config import Config, ConfigError, TypeConfig, WorkerConfig, load
 from shared.engines.sqlite.store import SqliteStore
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
-from shared.job import Job, NewJob, new_id
+from shared.job import Job, NewJob, RunningGroup, new_id
 from shared.policy import JobPolicy
 from shared.procs import create_time_ms, host_id, owner_token, parse_token, token_alive, token_host
 from supervisor import maintenance
@@ -90,8 +92,11 @@ def test_sqlite_lease_and_process_ages_are_now_minus_heartbeat(tmp_path):
         assert store.process_ages(clock.now()) == {"w": pytest.approx(7, abs=1e-3)}
         store.heartbeat("w", clock.now())
         assert store.lease_ages(clock.now() + 1) == {a.id: pytest.approx(1, abs=1e-3), b.id: pytest.approx(1, abs=1e-3)}
+        [g] = store.running_groups(clock.now() + 1)
+        assert (g.owner, g.jobs, g.first_start, g.oldest_lease) == ("w", 2, a.started_at, pytest.approx(1, abs=1e-3))
         store.conn.execute("UPDATE jobs SET heartbeat_at = 'garbage' WHERE id = ?", (a.id,))
         assert set(store.lease_ages(clock.now())) == {b.id}  # an unreadable lease is left out
+        assert store.running_groups(clock.now())[0].oldest_lease == float("inf")  # ... but looked at
 
 
 def test_postgres_ages_are_on_the_servers_clock_whatever_the_callers_says(tmp_path):
@@ -109,8 +114,11 @@ def test_postgres_ages_are_on_the_servers_clock_whatever_the_callers_says(tmp_pa
                 ages = store.lease_ages(now)
                 assert set(ages) == {a.id, b.id} and all(0 <= v < 60 for v in ages.values())
                 assert 0 <= store.process_ages(now)["w"] < 60
+            [g] = store.running_groups(far)
+            assert g.jobs == 2 and 0 <= g.oldest_lease < 60
             store.conn.execute("UPDATE jobs SET heartbeat_at = 'garbage' WHERE id = %s", (a.id,))
             assert set(store.lease_ages(far)) == {b.id}
+            assert store.running_groups(far)[0].oldest_lease == float("inf")  # ... but looked at
     finally:
         engine.drop()
 
@@ -160,6 +168,44 @@ def test_an_owner_is_expired_only_when_every_lease_it_holds_is():
     b = _running("b", clock.now(), clock.now())
     ages = {a1.id: 11.0, a2.id: 1.0, b.id: 12.0}
     assert maintenance.expired_owners([a1, a2, b], ages, 10.0) == {"b"}
+
+
+def _groups(jobs: list[Job], ages: dict[str, float]) -> list[RunningGroup]:
+    """What ``UpkeepStore.running_groups`` answers for these running jobs and lease ages."""
+    by: dict = {}
+    for j in jobs:
+        by.setdefault((j.owner, j.type), []).append(j)
+    return [RunningGroup(o, t, len(js), min(j.started_at for j in js),
+                         max((ages[j.id] for j in js if j.id in ages), default=None),
+                         sum(j.cancel_requested_at is not None for j in js)) for (o, t), js in by.items()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["mine", "stray", "foreign", None]), st.sampled_from(["t", "u"]),
+                          st.floats(0, 200), st.floats(0, 20), st.booleans()), max_size=8))
+def test_the_supervisor_skips_reading_running_jobs_only_when_it_would_act_on_none(specs):
+    """``worth_a_look`` over the groups is true whenever the full read would lead to a verdict
+    on one of our children's jobs (a timeout, a cancel, an expired lease), a job of another
+    process of this host (``recover_foreign``: gone or silent) or of another host's expired owner."""
+    here, now = host_id(), FakeClock().now()
+    owners = {"mine": f"{here}:1:1", "stray": f"{here}:2:1", "foreign": foreign_token(), None: None}
+    policy = JobPolicy(Config(worker=WorkerConfig(lease_timeout=10, heartbeat_interval=0.5, job_timeout=60),
+                              types={"u": TypeConfig(timeout=5)}), Registry())
+    jobs, ages = [], {}
+    for who, kind, started_ago, lease_age, cancel in specs:
+        j = dataclasses.replace(_running(owners[who], now - started_ago, now), type=kind,
+                                cancel_requested_at=iso(now - 100) if cancel else None)
+        jobs.append(j)
+        ages[j.id] = lease_age
+    mine = {owners["mine"]}
+    acts = [v for v in maintenance.judge_running(jobs, ages, policy, now, here) if v.owner in mine]
+    expired = maintenance.expired_owners(jobs, ages, 10) - mine
+    rescue = {j.owner for j in jobs if j.owner == owners["stray"] or j.owner in expired}
+    if acts or rescue:
+        assert maintenance.worth_a_look(_groups(jobs, ages), mine, policy, now, here)
+    if all(who in ("mine", "foreign") and not cancel and lease_age <= 10 and started_ago <= (5 if kind == "u" else 60)
+           for who, kind, started_ago, lease_age, cancel in specs):
+        assert not maintenance.worth_a_look(_groups(jobs, ages), mine, policy, now, here)
 
 
 # -- recovering other hosts' jobs: by lease, released directly, never killed -------------------

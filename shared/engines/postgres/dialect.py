@@ -19,6 +19,7 @@ DIALECT = Dialect(
     skip_locked=" FOR UPDATE SKIP LOCKED",
     lease_now="db_now()",  # leases on the server's clock: one clock for every host
     arrays=True,
+    in_rows="{col} = ANY(ARRAY({rows}))",  # looked up by col's index, whatever the rows' number
     notify="SELECT pg_notify(:channel, '')",
     # one key per schema (hashtext of a name of jobq's own), held until the transaction ends;
     # the planner's defaults again for this transaction only (a worker's session turns sorts

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ...clock import iso
+from ...job import RunningGroup
 from ..sql import GIVEN_BACK, RELEASE
 
 # One statement: the process row and the held jobs' leases renewed on the server's clock; the
@@ -39,6 +40,13 @@ def _ages_sql(table: str, where: str) -> str:
 
 _LEASE_AGES = _ages_sql("jobs", "WHERE status = 'running'")
 _PROCESS_AGES = _ages_sql("processes", "")
+# The oldest lease is the least heartbeat_at (fixed-width ISO text: its order is time's), cast
+# once per group, not per row; the group's least and greatest must both read as times.
+_GROUPS = ("SELECT owner, type, jobs, first_start, cancels, CASE WHEN heartbeat_at IS NULL THEN NULL "
+           f"WHEN heartbeat_at ~ {_ISO} AND newest ~ {_ISO} THEN {_AGE} ELSE 'infinity' END AS oldest "
+           "FROM (SELECT owner, type, count(*) AS jobs, min(started_at) AS first_start, "
+           "min(heartbeat_at) AS heartbeat_at, max(heartbeat_at) AS newest, count(cancel_requested_at) AS cancels "
+           "FROM jobs WHERE status = 'running' GROUP BY owner, type) g")
 
 
 class PgLeases:
@@ -60,6 +68,12 @@ class PgLeases:
     def lease_ages(self, now: float) -> dict[str, float]:
         """Job id -> seconds since each running job's lease was renewed, on the server's clock."""
         return {r["id"]: float(r["age"]) for r in self.conn.execute(_LEASE_AGES).fetchall()}
+
+    def running_groups(self, now: float) -> list[RunningGroup]:
+        """The running jobs per owner and type, lease ages on the server's clock (a lease time
+        that is not a time: ``inf``, the supervisor looks)."""
+        return [RunningGroup(r["owner"], r["type"], r["jobs"], r["first_start"], r["oldest"], r["cancels"])
+                for r in self.conn.execute(_GROUPS).fetchall()]
 
     def process_ages(self, now: float) -> dict[str, float]:
         """Process token -> seconds since its row was refreshed, on the server's clock."""

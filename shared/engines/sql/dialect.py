@@ -53,6 +53,10 @@ class Dialect:
       ``json_each``), False when the driver binds a list as an array (psycopg).
     - ``nul_text``: True when text can hold NUL; where it cannot, no stored id has one, and a
       statement is never sent with one (the driver would refuse it).
+    - ``in_rows``: a template with ``{col}`` and ``{rows}`` (a subquery of one column): ``col``
+      is one of its rows. PostgreSQL's is an array of them, which the planner looks up by
+      ``col``'s index: as ``IN (subquery)`` it may hash the rows and scan the whole table, and
+      did for batches of a few thousand (each batch of a purge read every job).
     - ``rowid``: the column a walk in claim order breaks ties by, as the claim index does
       (SQLite's ``rowid``; ``id`` elsewhere); its value is part of a listing's cursor.
     - ``dml_in_with``: True when a write may ride in a ``WITH`` of another write (one round trip
@@ -77,6 +81,7 @@ class Dialect:
     greatest: str = "greatest"
     instr: str = "strpos"
     any_of: str = "{col} = ANY({param})"
+    in_rows: str = "{col} IN ({rows})"
     json_lists: bool = False
     nul_text: bool = False
     rowid: str = "id"

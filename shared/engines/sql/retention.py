@@ -8,6 +8,7 @@ write lock; elsewhere (:class:`Chunks`) row locks let other writers work meanwhi
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Mapping, TypeVar
 
 from ...clock import iso
@@ -17,6 +18,7 @@ from .base import SqlBase
 
 T = TypeVar("T")
 BATCH = 500  # jobs looked at in the first chunk (then sized by the engine's pacer)
+CHUNK_HOLD = 0.050  # seconds: the longest one chunk of Chunks should take (its row locks are on finished rows)
 
 _CHUNK_END = "SELECT id FROM jobs WHERE id > :after ORDER BY id LIMIT 1 OFFSET :skip"
 _LAST_ID = "SELECT max(id) AS id FROM jobs WHERE id > :after"
@@ -31,16 +33,31 @@ _DELETE_FINISHED = ("DELETE FROM jobs WHERE id > :after AND id <= :upto AND ("
 
 
 class Chunks:
-    """A pacer that runs each chunk of ``rows`` as one transaction of its own, at once: for an
-    engine whose row locks let other writers work meanwhile (nothing to pace)."""
+    """A pacer that runs each chunk as one transaction of its own, at once: for an engine whose
+    row locks let other writers work meanwhile (nothing to pace). The chunk size follows the
+    time a chunk takes, from ``rows``: doubled while one takes under half of ``hold``, halved
+    past ``hold``, within ``least`` and ``most`` rows. At a fixed 500 rows a purge of 500,000
+    jobs on PostgreSQL was 1,000 transactions, each a few round trips and a commit under load.
+    ``most`` bounds what one commit flushes (every other writer's commit waits behind it: 20,000
+    rows per chunk stalled an enqueue for 3.7 s once). ``timer`` is injected (``time.perf_counter``
+    by default) so tests can give the times."""
 
-    def __init__(self, rows: int = BATCH) -> None:
-        self.rows = max(1, int(rows))
+    def __init__(self, rows: int = BATCH, *, hold: float = CHUNK_HOLD, least: int = 50, most: int = 2_000,
+                 timer: Callable[[], float] = time.perf_counter) -> None:
+        self.least, self.most = min(least, most), max(least, most)
+        self.rows = max(self.least, min(int(rows), self.most))
+        self.hold, self.timer = hold, timer
 
     def chunk(self, store: Any, fn: Callable[[Any, int], T]) -> T:
-        """Run ``fn(conn, rows)`` in one transaction of ``store``; what ``fn`` returned."""
-        rows = self.rows
+        """Run ``fn(conn, rows)`` in one transaction of ``store``; what ``fn`` returned. ``rows``
+        is this chunk's size (``self.rows`` is already the next one's when this returns)."""
+        rows, t0 = self.rows, self.timer()
         out: T = store._paced(lambda c: fn(c, rows))
+        took = self.timer() - t0
+        if took > self.hold:
+            self.rows = max(self.least, rows // 2)
+        elif took < self.hold / 2:
+            self.rows = min(self.most, rows * 2)
         return out
 
 
