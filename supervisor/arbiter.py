@@ -27,7 +27,6 @@ from shared import logs, database as database_mod
 from shared.clock import SystemClock
 from shared.config import Config
 from shared.contract import Round, Store, UpkeepTask
-from shared.engines import upkeep_tasks
 from shared.errors import StoreError, StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.asyncjobs import AsyncConfigError, async_limits, config_async
@@ -37,7 +36,7 @@ from shared.policy import JobPolicy
 from shared.procs import host_id, owner_token
 from shared.signals import SignalQueue
 
-from . import maintenance, reload as reload_mod, scheduler, statedir  # noqa: F401 - maintenance: see tests
+from . import maintenance, reload as reload_mod, scheduler, statedir  # noqa: F401 - maintenance, scheduler: see tests
 from .children import Slot, kill_group
 from .deaths import Deaths
 from .dispatch import HANDLED, dispatch
@@ -48,7 +47,7 @@ from .pools import describe as describe_pools, total_workers, with_queues
 from .slots import Slots
 from .spawner import Spawner
 from .storeref import StoreRef
-from .upkeep import PROCESS_TOUCH_EVERY, Upkeep
+from .upkeep import Upkeep
 
 log = get_logger("supervisor")
 
@@ -126,8 +125,8 @@ class Arbiter:
     # -- boot -----------------------------------------------------------------------------------
 
     def boot(self) -> int:
-        """Import handlers, open the database, recover dead owners' jobs, write the workers'
-        config snapshot. Signals are recorded from the first moment, so a SIGTERM during boot
+        """Import handlers, open the database, write the workers' config snapshot, start them (if
+        the template is ready), recover dead owners' jobs. Signals are recorded from the first moment, so a SIGTERM during boot
         stops the supervisor cleanly right after it. Returns an exit code (OK to go on)."""
         logs.setup(self.config.log_level, self.config.log_format)
         if not self.spawner.begun:  # before the database is opened and before any thread starts:
@@ -139,6 +138,8 @@ class Arbiter:
             self.close_db()
             self.signals.close()
             self.spawner.stop()
+            if self.snapshot_dir:  # (the first recovery failed after the workers started)
+                shutil.rmtree(self.snapshot_dir, ignore_errors=True)
         return code
 
     def load(self) -> int:
@@ -157,23 +158,28 @@ class Arbiter:
             self.open_at_boot()
         except (StoreError, OSError) as exc:
             event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
+            if self.live():  # the first recovery failed after the workers started
+                self.begin_halt("boot failed")
+                self.reap_blocking()
             return ExitCode.DATABASE_UNAVAILABLE
+        event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
+              config=self.config.path, database=database_mod.redacted(self.config.database), types=len(self.registry))
+        return ExitCode.OK
+
+    def open_at_boot(self) -> None:
+        """Open the database (schema checked), register, start the workers, then run the first
+        recovery, which they need not wait for (issue 30): claims are guarded. Errors: boot failures."""
+        self.upkeep = Upkeep(self.upkeep_tasks())
+        store = self.db()
+        self.dbref.watch(self.config)
+        store.register_process(self.token, "supervisor", os.getpid(), self.host, self.clock.now())
         for path in statedir.remove_leftovers():
             event(log, "supervisor.leftover_removed", path=path, note="its supervisor is gone")
         self.snapshot_dir = statedir.create()
         config_mod.write_snapshot(self.config, self.snapshot)
         self.spawner.after_boot(self.snapshot)
         self.slots.fill(self.target)
-        event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
-              config=self.config.path, database=database_mod.redacted(self.config.database), types=len(self.registry))
-        return ExitCode.OK
-
-    def open_at_boot(self) -> None:
-        """Open the database, register, and run the first recovery (its failure is a boot failure)."""
-        self.upkeep = Upkeep(self.upkeep_tasks())
-        store = self.db()
-        self.dbref.watch(self.config)
-        store.register_process(self.token, "supervisor", os.getpid(), self.host, self.clock.now())
+        self.respawn(ready=False)  # now if the template is ready (else the loop does, once it is)
         rnd = self.round()
         for name in ("timeouts", "recovery", "processes"):
             self.upkeep.run_now(name, rnd)
@@ -247,9 +253,10 @@ class Arbiter:
     def running(self) -> bool:
         return self.state == RUNNING
 
-    def respawn(self) -> None:
+    def respawn(self, ready: bool = True) -> None:
         """Fill the empty slots whose back-off has passed (all at once), once the template is
-        ready; retire the slots beyond the target; roll workers onto a new template."""
+        ready; retire the slots beyond the target; roll workers onto a new template. ``ready``:
+        say so (``--ready-fd``) once every slot has its worker."""
         if self.state != RUNNING or self.check_health():
             return  # (a new worker would open, or create, whatever the database names now)
         try:
@@ -273,7 +280,8 @@ class Arbiter:
             for slot in due:
                 event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures,
                       forked=slot.forked)
-        self.notify_ready()
+        if ready:
+            self.notify_ready()
 
     def notify_ready(self) -> None:
         if self.ready_fd is None or len(self.live()) < self.target:
@@ -323,15 +331,8 @@ class Arbiter:
               retry_in=round(self.db_backoff, 2))
 
     def upkeep_tasks(self) -> list[UpkeepTask]:
-        """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
-        that raises is logged and tried again next round, and never stops the others."""
-        d = self.duties
-        return [UpkeepTask("timeouts", 0.0, d.timeouts),
-                UpkeepTask("recovery", 0.0, d.recovery),
-                UpkeepTask("processes", PROCESS_TOUCH_EVERY, d.touch_processes),
-                *upkeep_tasks(self.config),
-                UpkeepTask("schedules", 0.0, lambda r: scheduler.run_due(r.store, self.config, r.now)),
-                UpkeepTask("ops_requests", 0.0, d.ops_requests)]
+        """The upkeep table of contents (``supervisor.duties``; ``supervisor.upkeep`` runs it)."""
+        return self.duties.tasks()
 
     def round(self) -> Round:
         return Round(self.db(), self.config, self.clock.now(), self.clock.monotonic())

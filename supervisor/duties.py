@@ -1,5 +1,5 @@
-"""The bodies of the supervisor's own upkeep tasks (their table of contents and intervals:
-``Arbiter.upkeep_tasks`` and ``supervisor.upkeep``).
+"""The bodies of the supervisor's own upkeep tasks, and their table of contents
+(:meth:`Duties.tasks`; their intervals: ``supervisor.upkeep``).
 
     timeouts       police our children's running jobs: hard timeouts, expired leases
     recovery       re-queue the jobs of dead or silent foreign owners
@@ -14,14 +14,15 @@ import logging
 from typing import Any, Protocol
 
 from shared import ops
-from shared.contract import Round, Store
+from shared.contract import Round, Store, UpkeepTask
+from shared.engines import upkeep_tasks
 from shared.job import Job
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 
-from . import maintenance
+from . import maintenance, scheduler
 from .slots import Slots
-from .upkeep import PROCESS_STALE_AFTER
+from .upkeep import PROCESS_STALE_AFTER, PROCESS_TOUCH_EVERY
 
 log = get_logger("supervisor")
 
@@ -48,6 +49,16 @@ class Duties:
         self.sup = sup
         self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
         self.published: dict[str, int] = {}          # the counters as last saved
+
+    def tasks(self) -> list[UpkeepTask]:
+        """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
+        that raises is logged and tried again next round, and never stops the others."""
+        return [UpkeepTask("timeouts", 0.0, self.timeouts),
+                UpkeepTask("recovery", 0.0, self.recovery),
+                UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
+                *upkeep_tasks(self.sup.config),
+                UpkeepTask("schedules", 0.0, lambda r: scheduler.run_due(r.store, self.sup.config, r.now)),
+                UpkeepTask("ops_requests", 0.0, self.ops_requests)]
 
     def timeouts(self, rnd: Round) -> None:
         """Police our children's running jobs: hard timeouts and expired leases. Leaves the

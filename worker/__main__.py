@@ -17,6 +17,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import Callable
 
 from shared import config as config_mod
 from shared import logs
@@ -43,10 +44,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, registry: Registry | None = None,
-         command_line: argparse.ArgumentParser | None = None) -> int:
+         command_line: argparse.ArgumentParser | None = None,
+         settle: Callable[[], None] | None = None) -> int:
     """Run a worker; returns its exit code. ``registry``: the handlers already imported (by the
     template this worker was forked from); None imports the config's handler modules.
-    ``command_line``: the template's :func:`parser` (None: a new one)."""
+    ``command_line``: the template's :func:`parser` (None: a new one). ``settle``: called once
+    the database is open, before the worker's threads start (see :class:`worker.loop.Worker`)."""
     args = (command_line or parser()).parse_args(argv)
     if args.fork_server:
         from .forkserver import serve_exec
@@ -67,7 +70,8 @@ def main(argv: list[str] | None = None, registry: Registry | None = None,
             print(f"jobq worker: {exc}", file=sys.stderr)
             return ExitCode.WORKER_BOOT_FAILED
     return Worker(cfg, registry, slot=args.slot, parent_pid=args.parent_pid,
-                  supervisor=args.supervisor, snapshot=args.snapshot, progress=args.progress).run()
+                  supervisor=args.supervisor, snapshot=args.snapshot, progress=args.progress,
+                  settle=settle).run()
 
 
 def exit_now(code: int) -> None:

@@ -184,26 +184,36 @@ def _loop(req_fd: int, resp_fd: int, prepared: Prepared, database: str | Target)
                 _reap(betweens, resp_fd, block=True)
             return
         buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            request = json.loads(line)
-            problem = unsafe_reason(database)
-            if problem:
-                _send(resp_fd, {"id": request.get("id"), "unsafe": problem})
-            else:
-                betweens[_fork_worker(req_fd, resp_fd, request, prepared)] = request.get("id")
+        gate = os.pipe()  # the batch's first worker starts at once, the rest once all are forked
+        waits = False     # (see _pass_gate)
+        try:
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                request = json.loads(line)
+                problem = unsafe_reason(database)
+                if problem:
+                    _send(resp_fd, {"id": request.get("id"), "unsafe": problem})
+                else:
+                    betweens[_fork_worker(req_fd, resp_fd, request, prepared, gate, waits)] = request.get("id")
+                    waits = True
+        finally:
+            os.close(gate[0])
+            os.close(gate[1])
 
 
-def _fork_worker(req_fd: int, resp_fd: int, request: dict, prepared: Prepared) -> int:
+def _fork_worker(req_fd: int, resp_fd: int, request: dict, prepared: Prepared,
+                 gate: tuple[int, int], waits: bool) -> int:
     """Fork the go-between, which forks the worker, reports its pid and exits; returns the
-    go-between's pid."""
+    go-between's pid. ``gate``, ``waits``: the batch's pipe, whether the worker waits at it
+    (see :func:`_pass_gate`)."""
     between = os.fork()
     if between == 0:
         try:
             me = os.getpid()  # not getppid() in the child: we may have exited by then
             worker = os.fork()
             if worker == 0:
-                _become_worker(req_fd, resp_fd, request["argv"], prepared, me)
+                _become_worker(req_fd, resp_fd, request["argv"], prepared, me, (gate, waits))
+            os.close(gate[1])  # the worker is forked: the gate waits for it no more
             try:
                 os.setpgid(worker, worker)  # also in the worker: no kill of the group races it
             except OSError:
@@ -233,7 +243,7 @@ def _reap(betweens: dict[int, Any], resp_fd: int, block: bool = False) -> None:
 
 
 def _become_worker(req_fd: int, resp_fd: int, argv: list[str], prepared: Prepared,
-                   between: int) -> NoReturn:
+                   between: int, gate: tuple[tuple[int, int], bool]) -> NoReturn:
     code = ExitCode.WORKER_BOOT_FAILED
     try:
         os.setpgid(0, 0)
@@ -246,12 +256,11 @@ def _become_worker(req_fd: int, resp_fd: int, argv: list[str], prepared: Prepare
         # them instead of killing it: the worker's SignalQueue.install unblocks them.
         signal.pthread_sigmask(signal.SIG_BLOCK, EARLY_SIGNALS)
         set_process_name(WORKER_NAME)
-        deadline = time.monotonic() + REPARENT_WAIT
-        while os.getppid() == between and time.monotonic() < deadline:
-            time.sleep(0.0002)  # until we are the supervisor's child (its orphan check needs it)
+        _pass_gate(*gate)
         sys.argv = [sys.executable, "-m", "worker", *argv]
         from .__main__ import main  # here: __main__ imports this module for --fork-server
-        code = main(argv, registry=prepared.registry, command_line=prepared.command_line)
+        code = main(argv, registry=prepared.registry, command_line=prepared.command_line,
+                    settle=lambda: _reparented(between))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else ExitCode.ERROR
     except BaseException:  # noqa: BLE001 - like an uncaught exception in `python -m worker`
@@ -264,6 +273,36 @@ def _become_worker(req_fd: int, resp_fd: int, argv: list[str], prepared: Prepare
             except Exception:  # noqa: BLE001
                 pass
     os._exit(int(code))
+
+
+def _pass_gate(gate: tuple[int, int], waits: bool) -> None:
+    """With ``waits``, wait (up to REPARENT_WAIT) until every worker of this one's batch is
+    forked: the gate's write end is held by the template until it has forked the batch's last
+    go-between, and by each go-between until it has forked its worker. The batch's first worker
+    does not wait (the first job). Workers that all started at once took the CPU from the
+    template and the go-betweens still to fork (2 cores): the eighth of a batch was forked
+    160-230 ms after the first, and ran its first job 0.3-0.6 s after it (issue 30)."""
+    read, write = gate
+    os.close(write)
+    if not waits:
+        os.close(read)
+        return
+    try:
+        select.select([read], [], [], REPARENT_WAIT)  # readable at EOF: all the batch forked
+    finally:
+        os.close(read)
+
+
+def _reparented(between: int) -> None:
+    """Wait (up to REPARENT_WAIT) until the go-between ``between`` has exited and this worker
+    is the supervisor's child: the worker's orphan check compares its parent with the
+    supervisor. Called by the worker once its database is open, just before its threads start
+    (the first orphan check), so that the go-between's exit overlaps the worker's connecting
+    instead of coming before it (issue 30: 2-17 ms of each worker's start, more on a loaded
+    machine)."""
+    deadline = time.monotonic() + REPARENT_WAIT
+    while os.getppid() == between and time.monotonic() < deadline:
+        time.sleep(0.0002)
 
 
 def _send(fd: int, message: dict) -> None:

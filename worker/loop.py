@@ -71,7 +71,8 @@ class Worker(Control, Commits):
 
     def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
                  parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
-                 snapshot: str | None = None, progress: str | None = None) -> None:
+                 snapshot: str | None = None, progress: str | None = None,
+                 settle: Callable[[], None] | None = None) -> None:
         self.config = config
         self.registry = registry
         self.slot = slot
@@ -79,6 +80,9 @@ class Worker(Control, Commits):
         self.supervisor = supervisor
         self.snapshot = snapshot  # the supervisor's validated config; reloaded on SIGHUP
         self.progress_path = progress
+        # called between open() and the threads' start: a worker forked by the template waits
+        # there until it is the supervisor's child (its go-between's exit overlaps the connect)
+        self.settle = settle
         self.clock = clock or SystemClock()
         self.policy = JobPolicy(config, registry)
         self.pid = os.getpid()
@@ -126,6 +130,8 @@ class Worker(Control, Commits):
         code = self.open()
         if code != ExitCode.OK:
             return code
+        if self.settle is not None:
+            self.settle()
         self.start_threads()
         event(log, "worker.started", slot=self.slot, pid=self.pid, types=len(self.registry))
         try:

@@ -245,3 +245,36 @@ def test_an_upkeep_call_the_server_never_answers_is_cut_and_fails_clearly(pg):
             assert store.counts() == {}
     finally:
         proxy.close()
+
+
+class _Recorded:
+    """A psycopg connection whose statements are recorded."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.sql = conn, []
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+    def execute(self, query, *args):
+        self.sql.append(query)
+        return self.conn.execute(query, *args)
+
+
+def test_the_schema_version_is_one_statement_at_connect_and_safe_inside_a_transaction(pg):
+    """Issue 30: every connection (each worker's, at start-up) reads the schema's version in one
+    round trip instead of a look-up and a read; a schema not made yet is version 0, and inside a
+    transaction (the migration's) the look-up comes first, so no error ends the transaction."""
+    from psycopg.rows import dict_row
+    from shared.engines.postgres import schema
+    from shared.engines.postgres.connection import _version
+    pg.open().close()  # the schema, migrated
+    missing = f"jobq_none_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg.database, autocommit=True, row_factory=dict_row) as conn:
+        rec = _Recorded(conn)
+        assert _version(rec, pg.schema) == schema.VERSION and len(rec.sql) == 1
+        assert _version(rec, missing) == 0 and conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+        with conn.transaction():
+            rec.sql.clear()
+            assert _version(rec, missing) == 0 and _version(rec, pg.schema) == schema.VERSION
+            assert "to_regclass" in rec.sql[0] and conn.execute("SELECT 1 AS one").fetchone()["one"] == 1

@@ -322,8 +322,7 @@ def _check(conn: psycopg.Connection, res: Any) -> Any:
     if res.status in _OK:
         return res
     if conn.pgconn.status != pq.ConnStatus.OK:
-        raise psycopg.OperationalError(conn.pgconn.get_error_message()
-                                       or "the connection was lost")
+        raise psycopg.OperationalError(conn.pgconn.get_error_message() or "the connection was lost")
     raise pg_errors.error_from_result(res, encoding=conn.info.encoding)
 
 
@@ -336,14 +335,12 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
         return found
     with conn.transaction():
         # a migration may wait for another process's and may take long: no session limit applies
-        conn.execute("SET LOCAL lock_timeout = 0")
-        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute("SELECT set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)")
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         found = _version(conn, schema)
         if found > schema_mod.VERSION:
-            raise StoreUnavailable(f"schema {schema}: version {found} is newer than this jobq "
-                                   f"({schema_mod.VERSION})")
+            raise StoreUnavailable(f"schema {schema}: version {found} is newer than this jobq ({schema_mod.VERSION})")
         for version in range(found, schema_mod.VERSION):
             conn.execute(f'SET LOCAL search_path = "{schema}"')
             conn.execute(schema_mod.MIGRATIONS[version])
@@ -352,10 +349,15 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
 
 
 def _version(conn: psycopg.Connection, schema: str) -> int:
-    row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
-    if row["t"] is None:
+    """``meta.version`` (0: none); read at once but in a transaction (an error would end it)."""
+    read = f'SELECT version FROM "{schema}".meta'
+    try:
+        if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            return conn.execute(read).fetchone()["version"]
+    except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
         return 0
-    return conn.execute(f'SELECT version FROM "{schema}".meta').fetchone()["version"]
+    row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
+    return 0 if row["t"] is None else conn.execute(read).fetchone()["version"]
 
 
 def error_for(location: str, exc: BaseException, url: str = "") -> StoreError:

@@ -168,3 +168,53 @@ def test_the_loop_sleeps_while_the_template_starts(tmp_path, monkeypatch):
     monkeypatch.setattr(_StartingTemplate, "waiting", lambda self: False)
     arb.wait()
     assert waits[0] > 0.5 and waits[1] == 0.0
+
+
+class _ReadyTemplate:
+    """A spawner whose template is ready: ``start`` records when it was asked for workers."""
+
+    begun = True
+    generation = 0
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+
+    def check(self) -> None:
+        pass
+
+    def waiting(self) -> bool:
+        return False
+
+    def after_boot(self, snapshot: str) -> None:
+        pass
+
+    def start(self, slots, token, now, reset_signals, before_exec=None) -> None:
+        self.calls.append(f"spawn {len(slots)}")
+        for slot in slots:
+            slot.pid = os.getpid()  # (never signalled: the test stops at boot)
+
+
+def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path, monkeypatch):
+    """Issue 30: the first workers are asked for as soon as the database is open (schema checked)
+    and the supervisor registered, not after its first recovery (dead owners' jobs re-queued),
+    which they need not wait for; ``--ready-fd`` is still written only after that recovery."""
+    from supervisor import arbiter as arbiter_mod
+    calls: list[str] = []
+    monkeypatch.setattr(arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0)
+    r, w = os.pipe()
+    arb = arbiter_mod.Arbiter(config_mod.load(write_config(tmp_path, handlers=[])), ready_fd=w,
+                              spawner=_ReadyTemplate(calls))
+    try:
+        monkeypatch.setattr(arb, "notify_ready", lambda: calls.append("ready"))
+        assert arb.load() == ExitCode.OK
+        assert calls == ["spawn 2", "recovery"]
+        arb.respawn()  # the loop's first turn
+        assert calls[-1] == "ready"
+    finally:
+        arb.close_db()
+        arb.signals.close()
+        os.close(r)
+        os.close(w)
+        if arb.snapshot_dir:
+            import shutil
+            shutil.rmtree(arb.snapshot_dir, ignore_errors=True)
