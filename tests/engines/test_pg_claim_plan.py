@@ -97,5 +97,7 @@ def test_a_workers_session_keeps_one_plan_per_hot_statement_that_finds_rows_by_k
             assert generic == 2 and custom == 0, f"{name}: planned per execution ({generic=}, {custom=})"
             assert "Seq Scan on jobs" not in plan and "Sort" not in plan, f"{name}:\n{plan}"
             assert "Function Scan on unnest" not in plan, f"{name} joins the batch:\n{plan}"
-            assert re.search(r"(Index Scan using|Bitmap Index Scan on) jobs_(pkey|running)\b", plan), \
+            assert re.search(r"(Index Scan using|Bitmap Index Scan on) jobs_(pkey|running)\b|Tid Scan on jobs", plan), \
                 f"{name} finds its rows by no key:\n{plan}"
+            if "claim" in name:  # the claimed rows are updated where the claim locked them
+                assert re.search(r"Tid Scan on jobs( \w+)?\s+TID Cond: \(ctid = ANY", plan), f"{name}:\n{plan}"

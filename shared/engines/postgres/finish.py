@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
+from ...clock import IsoTimes
 from ...job import Finish, finish_times
 from ..sql import JOB_COLUMNS, RELEASE
 from ..sql.finish import outcome_params, recognise
@@ -93,7 +94,8 @@ def complete_and_claim_sql(claim: str) -> str:
 
 def completion_params(finishes: Sequence[Finish], owner: str, stamp: str, done_channel: str) -> dict[str, Any]:
     """The parameters of :data:`COMPLETE_MANY` (and of :func:`complete_and_claim_sql`)."""
-    done_map = {f.job_id: [f.attempt, pg_text(f.text), *finish_times(f, stamp)] for f in finishes}
+    text = IsoTimes()  # a batch's run times share their seconds: each second's text made once
+    done_map = {f.job_id: [f.attempt, pg_text(f.text), *finish_times(f, stamp, text)] for f in finishes}
     return {"now": stamp, "owner": owner, "done": done_channel, "ids": list(done_map),
             "done_map": Jsonb(done_map)}
 

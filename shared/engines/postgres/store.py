@@ -48,13 +48,18 @@ _PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
 
 def _claim_sql(which: str) -> str:
     """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``).
-    The ids are taken as an array (``= ANY(ARRAY(...))``), not joined (``IN (...)``): the
-    update then finds its rows by primary key whatever the batch size, which keeps the plan
-    a worker's session caches (see :data:`WORKER_SESSION`) right for every ``limit``."""
+    The locked rows are taken as an array (``= ANY(ARRAY(...))``), not joined (``IN (...)``),
+    which keeps the plan a worker's session caches (see :data:`WORKER_SESSION`) right for every
+    ``limit``; and by their ``ctid``, not their id: the update reads each row where the
+    subquery locked it (a TID scan) instead of looking its id up again in the primary key
+    (EXPLAIN ANALYZE: 2.6 -> 2.2 ms a claim of 100). The ctid is that of the version the
+    subquery locked, which nothing can update or remove before this statement ends; a row
+    whose newer version the lock followed (updated and committed since the statement began)
+    is not visible at that ctid to the update's snapshot and is merely left unclaimed."""
     return f"""
 UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = %(owner)s, owner_pid = %(pid)s,
        started_at = %(now)s, heartbeat_at = db_now(), updated_at = %(now)s
-WHERE id = ANY(ARRAY(SELECT id FROM jobs
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM jobs
              WHERE {which} AND status = 'pending' AND run_at <= %(now)s AND NOT {_PAUSED}
              ORDER BY priority DESC, run_at, created_at LIMIT %(limit)s
              FOR UPDATE SKIP LOCKED))
