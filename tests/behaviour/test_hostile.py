@@ -109,6 +109,7 @@ def test_one_failing_upkeep_task_does_not_stop_the_others(database, tmp_path, mo
     def broken(*a, **k):
         calls.append("timeouts")
         raise RuntimeError("judge broke")
+    monkeypatch.setattr(maintenance, "worth_a_look", lambda *a, **k: True)  # read the running jobs
     monkeypatch.setattr(maintenance, "judge_running", broken)
     monkeypatch.setattr(arbiter_mod.scheduler, "run_due", lambda *a, **k: calls.append("schedules"))
     monkeypatch.setattr(arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0)
