@@ -183,6 +183,10 @@ class Arbiter:
         rnd = self.round()
         for name in ("timeouts", "recovery", "processes"):
             self.upkeep.run_now(name, rnd)
+        # The first full round waits one interval: the rest (the engine's tasks, schedules, ops
+        # requests) promises nothing within a second, and run now it takes the cores from the
+        # first workers (issue 30: ~200 ms of this process's and the server's CPU on PostgreSQL).
+        self.next_maintain = rnd.monotonic + self.config.supervisor.maintenance_interval
 
     # -- signals --------------------------------------------------------------------------------
 
