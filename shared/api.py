@@ -130,8 +130,12 @@ class JobQueue:
         default priority and queue, and the path of its limit key (for this config)."""
         if self._plain_config is not self.config:
             self._plain, self._plain_config = {}, self.config
+        self._plain[jtype] = self._known(jtype)
+
+    def _known(self, jtype: str) -> tuple[int, str, str | None]:
+        """A checked type's default priority, queue and limit key path (for this config)."""
         settings = self.config.for_type(jtype)
-        self._plain[jtype] = (settings.priority or 0, self._type_queue(jtype), settings.key)
+        return settings.priority or 0, self._type_queue(jtype), settings.key
 
     def _enqueue_plain(self, jtype: str, payload: Any, known: tuple[int, str, str | None]) -> str:
         """``enqueue(jtype, payload)`` of a type checked before (see :meth:`_know`): the same job
@@ -172,7 +176,7 @@ class JobQueue:
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
-        seen: dict[str, tuple[int, str]] = {}  # job type -> its default priority and queue, checked once
+        seen: dict[str, tuple[int, str, str | None]] = {}  # job type -> see _known, checked once
         jobs = [self._build_item(i, item, now, ids, seen) for i, item in enumerate(items)]
         if not jobs:
             return []
@@ -223,16 +227,19 @@ class JobQueue:
             self._inline().drain(ids=ids)
         return ids
 
-    def _build_item(self, index: int, item: Any, now: float, ids: list[str], seen: dict[str, tuple[int, str]]) -> NewJob:
+    def _build_item(self, index: int, item: Any, now: float, ids: list[str],
+                    seen: dict[str, tuple[int, str, str | None]]) -> NewJob:
         job_id = ids[index]
         if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
             jtype, payload = item
             try:
                 known = seen.get(jtype)
                 if known is None:
-                    known = seen[jtype] = (self._type_priority(jtype), self._type_queue(jtype))
+                    self._type_priority(jtype)  # (checks the type)
+                    known = seen[jtype] = self._known(jtype)
                 return NewJob(job_id, jtype, self._payload_text(jtype, payload), known[0], now, None, None,
-                              queue=known[1], limit_key=self._limit_key(jtype, payload, None))
+                              queue=known[1],
+                              limit_key=None if known[2] is None else limit_key_of(jtype, payload, None, known[2]))
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"enqueue_many item {index}: {exc}") from None
         if isinstance(item, Mapping):

@@ -1,7 +1,6 @@
 """The supervisor's main loop (the "arbiter", after gunicorn's).
 
-    boot:  fork the template process (before anything else), import handler modules, recover
-           jobs of dead owners
+    boot:  fork the template (before anything else), import handlers, start workers, recover
     loop:  handle queued signals -> reap exited children -> respawn -> maintain -> wait
 
 The arbiter keeps the loop and the state its steps share; the steps' bodies live beside it:
@@ -52,6 +51,7 @@ from .upkeep import Upkeep
 log = get_logger("supervisor")
 
 DB_BACKOFF_MAX = 5.0      # seconds: the longest wait between tries to reach an unavailable database
+BOOT_WAIT = 0.25          # seconds the boot waits for a starting template (see open_at_boot)
 
 RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
 COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
@@ -125,9 +125,9 @@ class Arbiter:
     # -- boot -----------------------------------------------------------------------------------
 
     def boot(self) -> int:
-        """Import handlers, open the database, write the workers' config snapshot, start them (if
-        the template is ready), recover dead owners' jobs. Signals are recorded from the first moment, so a SIGTERM during boot
-        stops the supervisor cleanly right after it. Returns an exit code (OK to go on)."""
+        """Import handlers, open the database, write the workers' snapshot, start them, recover dead
+        owners' jobs. Signals are recorded from the start: a SIGTERM during boot stops it cleanly
+        right after. Returns an exit code (OK to go on)."""
         logs.setup(self.config.log_level, self.config.log_format)
         if not self.spawner.begun:  # before the database is opened and before any thread starts:
             self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path,
@@ -167,8 +167,10 @@ class Arbiter:
         return ExitCode.OK
 
     def open_at_boot(self) -> None:
-        """Open the database (schema checked), register, start the workers, then run the first
-        recovery, which they need not wait for (issue 30): claims are guarded. Errors: boot failures."""
+        """Open the database (schema checked), register, start the workers (waiting up to BOOT_WAIT
+        for a starting template), then run the first recovery, which they need not wait for:
+        claims are guarded. The first full upkeep round comes an interval later (issue 30: at
+        once, it took ~200 ms of CPU, ours and PostgreSQL's, from the first workers). Errors: boot failures."""
         self.upkeep = Upkeep(self.upkeep_tasks())
         store = self.db()
         self.dbref.watch(self.config)
@@ -179,13 +181,10 @@ class Arbiter:
         config_mod.write_snapshot(self.config, self.snapshot)
         self.spawner.after_boot(self.snapshot)
         self.slots.fill(self.target)
-        self.respawn(ready=False)  # now if the template is ready (else the loop does, once it is)
+        self.respawn(ready=False, wait=BOOT_WAIT)
         rnd = self.round()
         for name in ("timeouts", "recovery", "processes"):
             self.upkeep.run_now(name, rnd)
-        # The first full round waits one interval: the rest (the engine's tasks, schedules, ops
-        # requests) promises nothing within a second, and run now it takes the cores from the
-        # first workers (issue 30: ~200 ms of this process's and the server's CPU on PostgreSQL).
         self.next_maintain = rnd.monotonic + self.config.supervisor.maintenance_interval
 
     # -- signals --------------------------------------------------------------------------------
@@ -257,14 +256,14 @@ class Arbiter:
     def running(self) -> bool:
         return self.state == RUNNING
 
-    def respawn(self, ready: bool = True) -> None:
+    def respawn(self, ready: bool = True, wait: float = 0.0) -> None:
         """Fill the empty slots whose back-off has passed (all at once), once the template is
-        ready; retire the slots beyond the target; roll workers onto a new template. ``ready``:
-        say so (``--ready-fd``) once every slot has its worker."""
+        ready (waiting up to ``wait`` s for it); retire the slots beyond the target; roll workers
+        onto a new template. ``ready``: say so (``--ready-fd``) once every slot has its worker."""
         if self.state != RUNNING or self.check_health():
             return  # (a new worker would open, or create, whatever the database names now)
         try:
-            self.spawner.check()
+            self.spawner.check(wait)
         except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
             event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc), where="template", traceback=exc.traceback)
             self.exit_code = ExitCode.BOOT_FAILED
@@ -325,9 +324,9 @@ class Arbiter:
             self.close_db()  # the next round opens a fresh connection
 
     def unavailable(self, now_m: float, exc: StoreUnavailable) -> None:
-        """The server is restarting or out of reach: skip this round, never crash on it (the
-        workers keep their own connections and leases). Each try to connect may block for
-        connect_timeout, so back off (up to DB_BACKOFF_MAX) to keep reaping in between."""
+        """The server is restarting or out of reach: skip this round, never crash on it (the workers
+        keep their connections and leases). A try to connect may block for connect_timeout: back
+        off (up to DB_BACKOFF_MAX) to keep reaping in between."""
         self.db_backoff = min(max(2 * self.db_backoff, self.config.supervisor.maintenance_interval),
                               DB_BACKOFF_MAX)
         self.next_maintain = now_m + self.db_backoff
@@ -360,8 +359,7 @@ class Arbiter:
         """Sleep until the next thing due (a round, a respawn, a kill, the stop deadline), a
         signal, a metrics request or the template's reply; then answer the metrics requests."""
         now_m = self.clock.monotonic()
-        # While the template starts, empty slots wait for its reply (one of the fds), not for
-        # their due time: that is past, and the loop would spin, taking the template's CPU.
+        # While the template starts, empty slots wait for its reply (an fd): not to spin on its CPU
         respawning = self.state == RUNNING and not self.spawner.waiting()
         wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(respawning)]
         if self.stop_deadline is not None:

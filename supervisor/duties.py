@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from shared import ops
 from shared.contract import Round, Store, UpkeepTask
 from shared.engines import upkeep_tasks
 from shared.job import Job
@@ -116,6 +115,7 @@ class Duties:
 
     def ops_requests(self, rnd: Round) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
+        from shared import ops  # here: the ops layer is not needed before the first workers start
         sup, store = self.sup, self.sup.db()
         wanted = ops.take_scale_request(store, sup.token)
         if wanted is not None:

@@ -22,15 +22,17 @@ import logging
 import select
 import socket
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from shared import ops
 from shared.clock import parse_iso
 from shared.config import Config
 from shared.logs import event, get_logger
 from shared.contract import OpsStore
-from shared.ops import queues
-from shared.ops.viewstats import BOUNDS, AttemptFeed, Histogram
+
+if TYPE_CHECKING:
+    from shared.ops.viewstats import AttemptFeed, Histogram
+# The ops layer (what a scrape reads) is imported at the first scrape or fold, not with this
+# module: the supervisor imports this before its first workers start (issue 30).
 
 log = get_logger("supervisor")
 
@@ -199,6 +201,7 @@ class MetricsServer:
         try:
             s = store()
             if self.feed is None:
+                from shared.ops.viewstats import AttemptFeed  # here: see the imports
                 self.feed = AttemptFeed(s)
             else:
                 self.feed.poll(s)
@@ -273,6 +276,7 @@ def _request_line(raw: bytes) -> tuple[str, str]:
 def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: dict[str, int],
                gauges: dict[str, float], started: float) -> str:
     """The Prometheus text (format 0.0.4) of the queue as of ``now``."""
+    from shared import ops  # here: see the imports
     out = Exposition()
     out.family("jobq_jobs", "gauge", "Jobs in the database by status and type.")
     for r in ops.counts_by_type(store):
@@ -300,6 +304,7 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
 
 def queue_gauges(out: "Exposition", store: OpsStore, now: float) -> None:
     """Per named queue: due jobs waiting, running jobs, paused (shared.ops.queues)."""
+    from shared.ops import queues  # here: see the imports
     rows = queues.by_queue(store, now, sample=0)
     for name, key, doc in (("jobq_queue_due", "due", "Due pending jobs by named queue."),
                            ("jobq_queue_running", "running", "Running jobs by named queue."),
@@ -322,6 +327,7 @@ def _attempt_counters(out: "Exposition", feed: AttemptFeed | None) -> None:
 
 
 def _histograms(out: "Exposition", feed: AttemptFeed | None) -> None:
+    from shared.ops.viewstats import BOUNDS  # here: see the imports
     for metric, attr, doc in (("jobq_job_wait_seconds", "wait", "From due (enqueued, or run_at) to start."),
                               ("jobq_job_run_seconds", "run", "From start to end of an attempt.")):
         out.family(metric, "histogram", doc)

@@ -84,15 +84,15 @@ class Spawner:
         if self.server is None and self.off_reason is None:
             self._start_exec()
 
-    def check(self) -> None:
-        """Read the template's news (non-blocking). Raises TemplateFailed if its handler modules
-        failed to import before any template was ever ready (the supervisor halts, BOOT_FAILED);
-        later failures are logged and handled here."""
+    def check(self, wait: float = 0.0) -> None:
+        """Read the template's news (waiting up to ``wait`` seconds for it while it starts).
+        Raises TemplateFailed if its handler modules failed to import before any template was
+        ever ready (the supervisor halts, BOOT_FAILED); later failures are logged and handled here."""
         server = self.server
         if server is None or server.state == READY:
             return
         try:
-            if server.poll_ready(0.0):
+            if server.poll_ready(wait):
                 self.booting = False
                 event(log, "template.ready", pid=server.pid, how=server.how, types=server.types,
                       generation=self.generation)

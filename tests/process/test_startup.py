@@ -39,6 +39,20 @@ forkserver.ForkServer.fork = recorded
 runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
 """
 
+# The same, but it writes the names of its modules when it asks for its first workers.
+RUN_TO_SPAWN = """
+import json, os, runpy, sys
+out, sys.argv = sys.argv[1], ["supervisor", *sys.argv[2:]]
+from supervisor import spawner
+start = spawner.Spawner.start
+def recorded(*args, **kwargs):
+    if not os.path.exists(out):
+        open(out, "w").write(json.dumps(sorted(sys.modules)))
+    return start(*args, **kwargs)
+spawner.Spawner.start = recorded
+runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
+"""
+
 # Not needed for a claim: the ops CLI and its config reference, the dashboard, tracing, the
 # producer API; on SQLite asyncio too (only async handlers use it; psycopg imports it itself).
 NEVER = ("supervisor.cli", "supervisor.web", "supervisor.gendocs", "opentelemetry", "shared.api")
@@ -87,6 +101,16 @@ def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(
     own = ("supervisor.arbiter", "supervisor.metrics", "supervisor.duties", "supervisor.maintenance",
            "shared.ops", "worker", "testjobs")
     assert [m for m in at_fork if any(m == n or m.startswith(n + ".") for n in own)] == []
+
+
+def test_the_ops_layer_waits_until_the_first_workers_are_asked_for(tmp_path, database):
+    """What a scrape or a `jobq scale` request reads (the ops layer) is imported after the
+    supervisor has asked for its first workers, not on the way to them: the template is ready
+    before the supervisor is, so its imports delay the first job (issue 30)."""
+    config = write_config(tmp_path, handlers=["testjobs"])
+    at_spawn = supervisor_modules(tmp_path, config, RUN_TO_SPAWN)
+    assert "supervisor.arbiter" in at_spawn and "supervisor.metrics" in at_spawn
+    assert [m for m in at_spawn if m == "shared.ops" or m.startswith("shared.ops.")] == []
 
 
 def test_a_dead_workers_replacement_forks_before_its_job_is_requeued_and_nothing_runs_twice(

@@ -179,7 +179,7 @@ class _ReadyTemplate:
     def __init__(self, calls: list[str]) -> None:
         self.calls = calls
 
-    def check(self) -> None:
+    def check(self, wait: float = 0.0) -> None:
         pass
 
     def waiting(self) -> bool:
@@ -192,6 +192,42 @@ class _ReadyTemplate:
         self.calls.append(f"spawn {len(slots)}")
         for slot in slots:
             slot.pid = os.getpid()  # (never signalled: the test stops at boot)
+
+
+class _SlowTemplate(_ReadyTemplate):
+    """A template still importing the handler modules: ready once the supervisor waits for it."""
+
+    ready = False
+
+    def check(self, wait: float = 0.0) -> None:
+        self.calls.append(f"check {wait}")
+        self.ready = self.ready or wait > 0
+
+    def waiting(self) -> bool:
+        return not self.ready
+
+
+def test_a_starting_template_is_waited_for_before_the_first_recovery_and_the_full_round_after(
+        tmp_path, monkeypatch):
+    """Issue 30: a template not ready when the database is open is waited for (up to BOOT_WAIT)
+    and the first workers asked for before the boot's recovery, not after it; the first full
+    upkeep round (the engine's tasks, schedules, ops requests) comes one interval after boot."""
+    from supervisor import arbiter as arbiter_mod
+    calls: list[str] = []
+    monkeypatch.setattr(arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0)
+    cfg = config_mod.load(write_config(tmp_path, handlers=[], supervisor={"maintenance_interval": 30}))
+    arb = arbiter_mod.Arbiter(cfg, spawner=_SlowTemplate(calls))
+    try:
+        assert arb.load() == ExitCode.OK
+        assert calls == [f"check {getattr(arbiter_mod, 'BOOT_WAIT', 0.0)}", "spawn 2", "recovery"]
+        assert arbiter_mod.BOOT_WAIT > 0
+        ran: list[str] = []
+        monkeypatch.setattr(arb.upkeep, "run", lambda rnd: ran.append("round") or [])
+        arb.maintain()  # the loop's first turn
+        assert ran == [] and arb.next_maintain > arb.clock.monotonic() + 25
+    finally:
+        arb.close_db()
+        arb.signals.close()
 
 
 def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path, monkeypatch):
