@@ -33,10 +33,12 @@ class Commits:
             return ok
         self.held.flush(commit)
 
-    def after_flushed(self) -> None:
-        """Log and run the hooks of the outcomes the heartbeat thread committed."""
-        for dones, ok in self.held.take_flushed():
+    def after_flushed(self) -> bool:
+        """Log and run the hooks of the outcomes the heartbeat thread committed; whether any were."""
+        flushed = self.held.take_flushed()
+        for dones, ok in flushed:
             after_commit_all(dones, ok, self.registry, self.slot, self.pid)
+        return bool(flushed)
 
     def commit(self, limit: int, must: bool = False) -> list[Job]:
         """Write the pending outcomes (and claim up to ``limit``). If the database refuses
