@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from . import depth, huey_runs, jobq_runs, latency, raw_runs, startup
+from .db import Db
 from .scale import Scale
 
 WORKLOADS = ("enqueue", "burn", "steady", "idle", "depth", "startup", "waits", "features", "otel")
@@ -197,15 +198,20 @@ def run_startup(ctx: Ctx, results: dict) -> None:
     """Issue 16: cold start (template and exec side by side, Huey end to end), respawn after a
     SIGKILL, throughput under faults at the shipped defaults (bench.startup), 8 workers."""
     n, w = ctx.scale.burn_jobs, max(8, max(ctx.scale.workers))
-    measure(ctx, results, ("startup", "cold", "template"), lambda f: startup.cold(f, w, n, True))
-    measure(ctx, results, ("startup", "cold", "exec"), lambda f: startup.cold(f, w, n, False))
+    here = startup.Side("this", startup.REPO, None)  # this checkout, the environment's bytecode cache
+    measure(ctx, results, ("startup", "cold", "template"), lambda f: startup.cold(Db.sqlite(f), here, w, n, True))
+    measure(ctx, results, ("startup", "cold", "exec"), lambda f: startup.cold(Db.sqlite(f), here, w, n, False))
     for variant, fsync, quiet in (("quiet", "off", True), ("default", "default", False)):
         if ctx.huey_variants:
             measure(ctx, results, ("startup", "huey", variant), lambda f: startup.huey_cold(f, fsync, w, n, quiet))
-    measure(ctx, results, ("startup", "respawn"), lambda f: startup.respawn(f, 10 if n >= 20_000 else 3))
+    kills = 10 if n >= 20_000 else 3
+    measure(ctx, results, ("startup", "respawn"),
+            lambda f: startup.respawn(Db.sqlite(f), here, kills, min(100_000, 5 * n)))
     faults = min(2000, n)
-    measure(ctx, results, ("startup", "faults", "none"), lambda f: startup.faults(f, w, faults, None))
-    measure(ctx, results, ("startup", "faults", "kill_every_0.1s"), lambda f: startup.faults(f, w, faults, 0.1))
+    measure(ctx, results, ("startup", "faults", "none"),
+            lambda f: startup.faults(Db.sqlite(f), here, w, faults, None))
+    measure(ctx, results, ("startup", "faults", "kill_every_0.1s"),
+            lambda f: startup.faults(Db.sqlite(f), here, w, faults, 0.1))
     r = results["startup"]
     flat = {"cold_template": r["cold"].get("template"), "cold_exec": r["cold"].get("exec"),
             "huey_quiet": r.get("huey", {}).get("quiet"), "huey_default": r.get("huey", {}).get("default"),

@@ -237,3 +237,22 @@ def test_bench_refuses_an_unreadable_target_json_before_running(tmp_path: Path) 
     proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--startup-json", str(missing)],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and f"cannot read {str(missing)!r}" in proc.stderr, proc.stderr
+
+
+def test_bench_startup_workload_smoke_judges_the_start_up_targets(tmp_path: Path) -> None:
+    """`python -m bench --only startup` runs bench.startup's measurements (cold start, respawn,
+    faults) with their own signatures, and the start-up targets are judged on what it measured:
+    none of its figures may be an error (they once were all TypeErrors, judged "not measured")."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "startup", "--systems", "jobq",
+                           "--json", str(out), "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    s = data["results"]["startup"]
+    for figure in (s["cold"]["template"], s["cold"]["exec"], s["respawn"], s["faults"]["none"]):
+        assert "error" not in figure, figure
+    assert s["cold"]["template"]["first_job_s"] > 0 and s["respawn"]["after_kill_ms"]["median"] > 0
+    judged = {v["target"]: v for v in data["targets_issue30"]}
+    for name in ("[sqlite] launch to first job <= 0.2 s", "[sqlite] respawn of a SIGKILLed worker <= 50 ms"):
+        assert judged[name]["met"] is not None and "(this run)" in judged[name]["measured"], judged[name]

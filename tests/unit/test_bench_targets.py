@@ -68,3 +68,39 @@ def test_eight_busy_workers_missed_when_the_jobs_ran_out_first():
     got = v["[sqlite] launch to 8 busy workers <= 0.3 s"]
     assert got["met"] is False and got["measured"].startswith("only 5 of 8 workers ran a job"), got
     assert v["[sqlite] launch to first job <= 0.2 s"]["measured"] == "0.3 s (s.json)"
+
+
+def _cold(first: float, busy: float | None, ran: int = 8) -> dict:
+    """One cold run, as ``bench.startup.cold`` returns it."""
+    return {"fork_server": True, "jobs": 20000, "workers": 8, "first_job_s": first,
+            "all_workers_first_job_s": busy, "workers_that_ran": ran, "end_to_end_s": 0.9,
+            "end_to_end_jobs_s": 22_000, "memory_idle": {}}
+
+
+def test_bench_startups_own_json_is_read_per_engine():
+    """``python -m bench --startup-json`` takes the file ``python -m bench.startup --json`` writes
+    (per engine, per checkout), not only a flat one: each engine's start-up targets are judged
+    on the checkout it ran from, the respawn by its median from the SIGKILL, and a cold run in
+    which some worker ran no job counts against the 8 busy workers."""
+    def side(runs: list[dict], respawn_ms: float) -> dict:
+        return {"cold_runs": runs, "cold": {"first_job_s": sorted(r["first_job_s"] for r in runs)[1],
+                                            "all_workers_first_job_s": 0.25, "end_to_end_s": 0.9,
+                                            "end_to_end_jobs_s": 22_000},
+                "respawn": {"kills": 10, "after_exit_logged_ms": {"median": 7.0},
+                            "after_kill_ms": {"median": respawn_ms, "max": 36.0, "min": 17.4}}}
+    doc = {"loadavg_start": [1.0, 1.0, 1.0], "trees": {"this": "/a", "base": "/b"},
+           "sqlite": {"this": side([_cold(0.14, 0.25), _cold(0.15, None, 7), _cold(0.16, None, 6)], 24.0),
+                      "base": side([_cold(0.9, 0.9)] * 3, 90.0),
+                      "huey_quiet": {"end_to_end_jobs_s": 10_000}, "huey_default": {"end_to_end_jobs_s": 3_000}},
+           "postgresql": {"this": side([_cold(0.22, 0.31), _cold(0.23, 0.29), _cold(0.25, 0.33)], 41.0)},
+           "verdicts": {}}
+    v = by_target(issue30(Inputs({}, "sqlite", ["normal"], startup=doc, startup_source="s.json")))
+    assert v["[sqlite] launch to first job <= 0.2 s"]["measured"] == "0.15 s (s.json)"
+    assert v["[postgresql] launch to first job <= 0.2 s"]["met"] is False
+    assert v["[sqlite] respawn of a SIGKILLed worker <= 50 ms"]["measured"] == "24 ms (s.json)"
+    assert v["[postgresql] respawn of a SIGKILLed worker <= 50 ms"]["met"] is True
+    busy = v["[sqlite] launch to 8 busy workers <= 0.3 s"]
+    assert busy["met"] is False and busy["measured"].startswith("only 6 of 8 workers ran a job"), busy
+    assert v["[postgresql] launch to 8 busy workers <= 0.3 s"]["measured"] == "0.31 s (s.json)"
+    assert v["[sqlite] burn-down from launch vs Huey fsync=False -q >= 2x"]["met"] is True  # 2.2x
+    assert v["[sqlite] burn-down from launch vs Huey's defaults >= 8x"]["met"] is False  # 7.3x
