@@ -26,32 +26,26 @@ atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
 runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
 """
 
-# The same, but it writes the names of its modules when it forks the worker template.
-RUN_TO_FORK = """
-import json, runpy, sys
-out, sys.argv = sys.argv[1], ["supervisor", *sys.argv[2:]]
-from supervisor import forkserver
-fork = forkserver.ForkServer.fork
-def recorded(*args, **kwargs):
-    open(out, "w").write(json.dumps(sorted(sys.modules)))
-    return fork(*args, **kwargs)
-forkserver.ForkServer.fork = recorded
-runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
-"""
 
-# The same, but it writes the names of its modules when it asks for its first workers.
-RUN_TO_SPAWN = """
+def run_until(module: str, owner: str, method: str) -> str:
+    """The same as RUN, but it writes the names of its modules when ``module.owner.method`` is
+    first called (instead of at exit)."""
+    return f"""
 import json, os, runpy, sys
 out, sys.argv = sys.argv[1], ["supervisor", *sys.argv[2:]]
-from supervisor import spawner
-start = spawner.Spawner.start
+from {module.rpartition(".")[0]} import {module.rpartition(".")[2]} as target
+real = target.{owner}.{method}
 def recorded(*args, **kwargs):
     if not os.path.exists(out):
         open(out, "w").write(json.dumps(sorted(sys.modules)))
-    return start(*args, **kwargs)
-spawner.Spawner.start = recorded
+    return real(*args, **kwargs)
+target.{owner}.{method} = recorded
 runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
 """
+
+
+RUN_TO_FORK = run_until("supervisor.forkserver", "ForkServer", "fork")  # it forks the worker template
+RUN_TO_SPAWN = run_until("supervisor.spawner", "Spawner", "start")  # it asks for its first workers
 
 # Not needed for a claim: the ops CLI and its config reference, the dashboard, tracing, the
 # producer API; on SQLite asyncio too (only async handlers use it; psycopg imports it itself).
