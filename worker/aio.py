@@ -66,7 +66,8 @@ class AsyncRunner:
         self.tasks: dict[asyncio.Task[None], Job] = {}
         self.finished: list[Done] = []
         self.progress = InflightProgress(worker.progress, self._held_ids, lambda: worker.jobs_done)
-        self.watch = LoopWatch(self.loop, self.tasks.get, self._blocked, worker.owner)
+        self.alone: Job | None = None  # the job run_one runs (the worker's loop claimed it)
+        self.watch = LoopWatch(self.loop, self._job_of, self._blocked, worker.owner)
         # the check-in's view of the jobs on the loop (worker.aiocancel)
         self.flight = worker.in_hand.flight = Flight(self.loop, self._defiant)
         self._limits: tuple[Any, dict[str, int]] = (None, {})
@@ -107,9 +108,7 @@ class AsyncRunner:
             return False
         if w.wakeup is not None:
             w.wakeup.claimed()  # an idle lead hands the lead on: we are busy now
-        if not self.watching:
-            self.watch.start()
-            self.watching = True
+        self._watching()
         w.holding(True)
         self.progress.committed()  # the file no longer names the last one-at-a-time batch
         self.loop.run_until_complete(self._drive(jobs))
@@ -121,8 +120,12 @@ class AsyncRunner:
         handler module keeps stays on one loop, whichever way its jobs were claimed."""
         if job.type not in self.limits():
             return execute(self.w.registry, job, ctx, self.w.tracing)
-        return self.loop.run_until_complete(run_async(self.w.registry, job, ctx, self.w.policy.timeout(job.type),
-                                                      self.flight))
+        self._watching()
+        self.alone = job
+        try:
+            return self.loop.run_until_complete(self._run_alone(job, ctx))
+        finally:
+            self.alone = None
 
     def close(self) -> None:
         """(Worker exit.) Stop the watch, the database thread and the loop."""
@@ -132,7 +135,21 @@ class AsyncRunner:
         self.db.shutdown(wait=True)
         self.loop.close()
 
+    def _watching(self) -> None:
+        if not self.watching:
+            self.watch.start()
+            self.watching = True
+
     # -- on the loop ------------------------------------------------------------------------------
+
+    async def _run_alone(self, job: Job, ctx: JobContext) -> Outcome:
+        """``run_one``'s job, watched as the tasks are: a handler that blocks the loop is named
+        however its job was claimed."""
+        self.watch.active(True)
+        try:
+            return await run_async(self.w.registry, job, ctx, self.w.policy.timeout(job.type), self.flight)
+        finally:
+            self.watch.active(False)
 
     async def _drive(self, jobs: list[Job]) -> None:
         self.watch.active(True)
@@ -243,13 +260,25 @@ class AsyncRunner:
         with self.w.held.lock:
             return list(self.w.held.running)
 
+    def _job_of(self, task: asyncio.Task[Any]) -> Job | None:
+        return self.tasks.get(task) or self.alone
+
     def _blocked(self, job: Job | None) -> None:
-        self.progress.blame(job.id if job is not None else None)
+        """A job blocks the loop (None: the block ended): named in the progress file, unless
+        it runs one at a time (``run_one``: the worker's loop writes the file for its batch and
+        names that job as the one in hand; so nothing is written when that block ends)."""
+        job_id = job.id if job is not None else None
+        if self._in_flight(job_id) and (job_id is not None or self.progress.blamed is not None):
+            self.progress.blame(job_id)
 
     def _defiant(self, job_id: str | None) -> bool:
         """A job in flight ignores its cancel (None: it ended): named in the progress file; not
-        one run one at a time (``run_one``: the worker's loop writes the file for its batch)."""
-        if job_id is not None and job_id not in {j.id for j in self.tasks.values()}:
+        one run one at a time (as in :meth:`_blocked`)."""
+        if not self._in_flight(job_id):
             return False
         self.progress.defied(job_id)
         return True
+
+    def _in_flight(self, job_id: str | None) -> bool:
+        """``job_id`` is one of the runner's tasks (None counts: a culprit's end)."""
+        return job_id is None or any(j.id == job_id for j in self.tasks.values())

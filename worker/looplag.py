@@ -65,8 +65,11 @@ class LoopWatch:
             self._thread.join(timeout=2)
 
     def active(self, on: bool) -> None:
-        """(Loop thread.) The runner starts (True) or stops (False) driving the loop."""
+        """(Loop thread.) The runner starts (True) or stops (False) driving the loop; a block
+        ends when the runner gets the loop back, even if the loop stops before its next tick."""
         now = time.monotonic()
+        if not on and (self.blocked_by is not None or self.blocked_since):
+            self._unblocked(now)
         self.beat, self.due, self.running = now, now + TICK, on
         self.thread = threading.get_ident()
         if on:

@@ -7,6 +7,8 @@ The handlers are tests/fixtures/asyncjobs.py. One-at-a-time, each test here woul
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 
 import pytest
 
@@ -15,6 +17,7 @@ from shared.config import load
 from shared.engines import open_store
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry, handler
+from shared.progress import ProgressWriter, not_in_hand
 from tests.proc import log_events, wait_until, write_config
 from worker.aio import AsyncRunner
 from worker.loop import Worker
@@ -125,3 +128,39 @@ def test_an_async_job_claimed_one_at_a_time_runs_on_the_workers_loop(tmp_path, m
     assert [queue.get(i).status for i in ids[:2]] == ["completed", "completed"]
     assert queue.get(ids[2]).error == "timed out after 0.3 s"
     assert len(LOOPS) == 3 and len(set(map(id, LOOPS))) == 1
+
+
+@handler("t:stall", async_concurrency=5, timeout=30)
+async def stall(payload, job):
+    time.sleep(payload)  # blocks the loop
+
+
+def test_a_job_claimed_one_at_a_time_that_blocks_the_loop_is_named_too(tmp_path, make_config, queue, caplog):
+    """A job of an async type that the worker's loop claimed with others, one at a time (its
+    runner found nothing due a moment before: the race that made the block test above flaky),
+    is watched on the runner's loop as a task is: the warning names it and its handler. The
+    progress file stays the worker loop's: its batch, the blocking job the one in hand."""
+    cfg = load(make_config(tmp_path))
+    w = Worker(cfg, Registry([stall.__jobq_handler__]))
+    w.store = open_store(cfg)
+    w.progress = ProgressWriter(str(tmp_path / "progress"))
+    w.aio = AsyncRunner(w)
+    try:
+        ids = [queue.enqueue("t:stall", 0), queue.enqueue("t:stall", 1.5)]
+        jobs = w.store.claim(w.owner, w.pid, w.clock.now(), 2)
+        w.progress.batch([j.id for j in jobs], completed=0)
+        with caplog.at_level(logging.WARNING, logger="jobq"):
+            for n, job in enumerate(jobs, 1):
+                w.progress.started(n)
+                w.done.append(w.process(job))
+        assert not_in_hand(str(tmp_path / "progress")) == [ids[0]]  # not rewritten by the block's end
+        w.commit(limit=0, must=True)
+    finally:
+        w.aio.close()
+        w.store.close()
+        w.signals.close()
+        w.progress.close()
+    blocked = [r.jobq_fields for r in caplog.records if r.getMessage() == "worker.loop_blocked"]
+    assert [(f["id"], f["handler"]) for f in blocked] == [(ids[1], f"{__name__}.stall")]
+    assert any(r.getMessage() == "worker.loop_unblocked" for r in caplog.records)
+    assert [queue.get(i).status for i in ids] == ["completed", "completed"]
