@@ -21,8 +21,11 @@ tests/proofs/test_chaos_property.py:
 - overlapping: runs of one job whose intervals intersect, or that found its lock taken;
 - unexplained: a job started more often than 1 + the runs that failed by plan + the runs a fault
   hit (a run is hit if its process was SIGKILLed or SIGSTOPped after it started, was orphaned by
-  a supervisor kill, or crashed by plan later in the same process: a batch's uncommitted outcomes
-  die with it).
+  a supervisor kill, crashed by plan later in the same process (a batch's uncommitted outcomes
+  die with it), or fenced itself: a worker that could not renew its lease in time, as when its
+  database call waits behind a run queue of 15 on 2 cores that the kills' respawns make on a
+  slow machine, logs ``worker.fenced`` and exits, and its job runs again; the report's line
+  counts the fences, so that a soak that fences often shows it).
 """
 from __future__ import annotations
 
@@ -56,8 +59,9 @@ TERMINAL = ("completed", "failed", "cancelled")
 
 @dataclass(frozen=True)
 class Fault:
-    """Something done to a process: 'kill' (SIGKILL), 'stop' (SIGSTOP) or 'orphan' (its
-    supervisor was SIGKILLed), at wall-clock time ``t``."""
+    """Something done to a process: 'kill' (SIGKILL), 'stop' (SIGSTOP), 'orphan' (its
+    supervisor was SIGKILLed), or that it did to itself: 'fence' (``worker.fenced``), at
+    wall-clock time ``t``."""
     pid: int
     t: float
     kind: str
@@ -75,6 +79,7 @@ class Report:
     worker_kills: int = 0
     supervisor_kills: int = 0
     stops: int = 0
+    fences: int = 0
     runs: int = 0
     unexplained: int = 0
     seconds: float = 0.0
@@ -83,7 +88,7 @@ class Report:
     def line(self) -> str:
         return (f"chaos: jobs={self.jobs} completed={self.completed} failed={self.failed} lost={self.lost} "
                 f"overlapping={self.overlapping} max_runs={self.max_runs} kills={self.kills} "
-                f"(workers={self.worker_kills} supervisor={self.supervisor_kills} stops={self.stops}) "
+                f"(workers={self.worker_kills} supervisor={self.supervisor_kills} stops={self.stops}) fences={self.fences} "
                 f"runs={self.runs} unexplained={self.unexplained} seconds={self.seconds:.1f}")
 
 
@@ -136,6 +141,7 @@ def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults
                 hit_at[r["pid"]] = max(hit_at.get(r["pid"], -1.0), r["t"])
     rep.worker_kills = sum(1 for f in faults if f.kind == "kill")
     rep.stops = sum(1 for f in faults if f.kind == "stop")
+    rep.fences = sum(1 for f in faults if f.kind == "fence")
     for job in job_ids:
         row = rows.get(job)
         runs = sorted(starts.get(job, []), key=lambda e: e["t"])
@@ -221,6 +227,7 @@ class Cluster:
 
     def __init__(self, cfg: Path, log: Path) -> None:
         self.cfg = cfg
+        self.log_path = log
         self.log = open(log, "ab")
         self.proc: subprocess.Popen | None = None
         self.seen: set[int] = set()
@@ -259,6 +266,20 @@ class Cluster:
             except psutil.NoSuchProcess:
                 pass
         self.seen.update(out)
+        return out
+
+    def fences(self) -> list[Fault]:
+        """The workers that fenced themselves (``worker.fenced`` in the supervisors' JSON log;
+        a line that is not JSON, such as a crash's traceback, is not one)."""
+        from shared.clock import parse_iso
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if '"worker.fenced"' in line:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                out.append(Fault(int(e["pid"]), parse_iso(e["ts"]), "fence"))
         return out
 
     def kill_supervisor(self) -> list[int]:
@@ -386,9 +407,9 @@ def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supe
         if code != 0:
             raise RuntimeError(f"the supervisor exited with {code} on SIGTERM")
         wait_for(lambda: not cluster.alive(), 30, "every process gone")
-        rep = analyse(db_path, log_path, ids, faults)
+        rep = analyse(db_path, log_path, ids, faults + cluster.fences())
     except TimeoutError as exc:
-        rep = analyse(db_path, log_path, ids if "ids" in locals() else [], faults)
+        rep = analyse(db_path, log_path, ids if "ids" in locals() else [], faults + cluster.fences())
         rep.problems.insert(0, str(exc))
     finally:
         left = cluster.alive()

@@ -102,9 +102,9 @@ def soak(folder: Path, db: Db, graphs: int, width: int, workers: int, kill_every
         if code != 0:
             raise RuntimeError(f"the supervisor exited with {code} on SIGTERM")
         wait_for(lambda: not cluster.alive(), 30, "every process gone")
-        rep = analyse(db, log_path, [i for g in ids for i in g], faults, _plans(ids, failing))
+        rep = analyse(db, log_path, [i for g in ids for i in g], faults + cluster.fences(), _plans(ids, failing))
     except TimeoutError as exc:
-        rep = analyse(db, log_path, [i for g in ids for i in g], faults)
+        rep = analyse(db, log_path, [i for g in ids for i in g], faults + cluster.fences())
         rep.problems.insert(0, str(exc))
         left = supervisor_kills
     finally:

@@ -297,6 +297,24 @@ def test_chaos_oracle_detects_overlap_loss_and_extra_runs(tmp_path):
     assert rep.unexplained == 0 and rep.problems == []
     rep = analyse(db_path, log_path, [c], [Fault(3, 19.0, "kill")])  # before the run: no excuse
     assert rep.unexplained == 1
+    # a worker that fenced itself (it could not renew its lease in time) explains a re-run too
+    rep = analyse(db_path, log_path, [c], [Fault(3, 21.5, "fence")])
+    assert rep.unexplained == 0 and rep.fences == 1 and "fences=1" in rep.line()
+
+
+def test_the_cluster_reads_the_fences_from_the_supervisors_log(tmp_path):
+    """``Cluster.fences``: each ``worker.fenced`` line of the supervisors' JSON log is a fault of
+    its pid at its time; other lines, and lines that are not JSON (a traceback), are not."""
+    log = tmp_path / "supervisor.log"
+    fenced = {"ts": "2026-12-04T19:41:45.825Z", "level": "critical", "event": "worker.fenced", "pid": 12672}
+    log.write_text("\n".join([json.dumps({"ts": "2026-12-04T19:41:44.000Z", "event": "worker.exited", "pid": 1}),
+                              'Traceback (most recent call last): "worker.fenced"', json.dumps(fenced)]) + "\n")
+    cluster = Cluster(tmp_path / "jobq.toml", log)
+    try:
+        assert [(f.pid, f.kind) for f in cluster.fences()] == [(12672, "fence")]
+        assert abs(cluster.fences()[0].t - 1796413305.825) < 1e-3
+    finally:
+        cluster.log.close()
 
 
 def test_chaos_soak_bounded(tmp_path):
