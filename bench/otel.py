@@ -212,6 +212,7 @@ def run(root: str, rounds: int, workers: int, n: int, micro_jobs: int = 20_000) 
 
 
 def report(r: dict[str, Any]) -> str:
+    from .targets import sdk_floor
     b, m = r["burn"], r["micro"]
     lines = [f"Tracing cost: burn-down of {b['jobs']:,} no-op jobs, modes alternated {b['rounds']} times, order "
              f"rotated (medians; a loss is against tracing off in the same round); load average "
@@ -230,8 +231,9 @@ def report(r: dict[str, Any]) -> str:
                  ", ".join(f"{mode} {m[mode]['run_us']} us" for mode in MODES) +
                  f"; the SDK's bare span alone {m['sdk']['bare_span_us']} us = "
                  f"{100 * m['sdk']['bare_span_us'] / b['off']['cpu_us_per_job']:.1f}% of jobq's "
-                 f"{b['off']['cpu_us_per_job']} us CPU per job (tracing off); with the SDK's meters too, "
-                 f"jobq's run path {m['sdk'].get('metered_run_us', '?')} us")
+                 f"{b['off']['cpu_us_per_job']} us CPU per job (tracing off), so a CPU-bound burn-down "
+                 f"loses at least {sdk_floor({'otel': r}):.0f}% to the SDK whatever jobq does; with the "
+                 f"SDK's meters too, jobq's run path {m['sdk'].get('metered_run_us', '?')} us")
     return "\n".join(lines)
 
 

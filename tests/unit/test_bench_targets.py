@@ -104,3 +104,18 @@ def test_bench_startups_own_json_is_read_per_engine():
     assert v["[postgresql] launch to 8 busy workers <= 0.3 s"]["measured"] == "0.31 s (s.json)"
     assert v["[sqlite] burn-down from launch vs Huey fsync=False -q >= 2x"]["met"] is True  # 2.2x
     assert v["[sqlite] burn-down from launch vs Huey's defaults >= 8x"]["met"] is False  # 7.3x
+
+
+def test_the_tracing_target_states_the_floor_the_sdks_own_span_sets():
+    """Issue 29: a CPU-bound burn-down of no-op jobs loses at least the SDK's bare span over the
+    job's CPU with it; the verdict says so beside the loss, and not when the span was not timed."""
+    from bench.targets import otel_targets, sdk_floor
+    run = {"otel": {"burn": {"off": {"cpu_us_per_job": 60.0}, "sdk": {"loss_pct": 41.0}, "api": {"loss_pct": 1.0}},
+                    "micro": {"sdk": {"bare_span_us": 40.0}}}}
+    assert sdk_floor(run) == 40.0
+    sdk, api = otel_targets(run)
+    assert "the SDK and a no-op exporter" in sdk["target"] and "the API alone" in api["target"]
+    assert sdk["measured"] == "41.0% lost (the SDK's own span alone: at least 40%)" and sdk["met"] is False
+    assert api["measured"] == "1.0% lost" and api["met"] is True
+    del run["otel"]["micro"]
+    assert sdk_floor(run) is None and otel_targets(run)[0]["measured"] == "41.0% lost"
