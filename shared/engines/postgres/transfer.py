@@ -77,7 +77,7 @@ class PgTransfer:
         keys = Jsonb([{"id": r["id"], "status": r["status"], "attempts": r["attempts"],
                        "updated_at": r["updated_at"]} for r in rows])
 
-        def tx(c: psycopg.Connection) -> set[str]:
+        def tx(c: Any) -> set[str]:  # psycopg.Connection, its rows dicts (the store's row factory)
             c.execute(_UNMARK_UNCHANGED, (keys,))
             return {h["id"] for h in c.execute(_DELETE_UNCHANGED, (keys,)).fetchall()}
         gone = self._tx(tx)  # type: ignore[attr-defined]
