@@ -193,3 +193,37 @@ def test_a_live_move_follows_a_parent_that_was_running(tmp_path, pair):
         assert rows(d)[ids["c"]]["status"] == "waiting"  # b is still to run
         assert run_all(d) == [ids["b"], ids["c"], ids["d"]]
     assert rows_of(src) == {}
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
+def test_a_child_released_by_an_import_wakes_the_targets_idle_workers(tmp_path, lite, request, engine):  # noqa: F811
+    """An idle worker on the target (poll_interval 30 s): the child that the arrival of its ended
+    parent releases starts at once, as one released by a parent ending there does (PostgreSQL:
+    the settle trigger's notification, in the import's transaction)."""
+    from shared import JobQueue
+    from shared.config import load
+    from tests.proc import Running, wait_until, write_config
+    log = tmp_path / "events.log"
+    target = request.getfixturevalue("pg") if engine == "postgresql" else Side(f"sqlite://{tmp_path / 'q.db'}")
+    where = {"database": target.database, "postgres": {"schema": target.schema}} if engine == "postgresql" else {}
+    cfg = write_config(tmp_path, worker={"poll_interval": 30}, supervisor={"workers": 1}, **where)
+    src = lite("wake")
+    with src.open() as s:
+        p = NewJob(id=new_id(), type="test:noop", payload=json.dumps({"log": str(log)}), priority=0, run_at=T0,
+                   max_attempts=1, key=None)
+        c = NewJob(id=new_id(), type="test:noop", payload=json.dumps({"log": str(log)}), priority=0, run_at=T0,
+                   max_attempts=1, key=None, after=(p.id,))
+        s.enqueue_flow([p, c], T0)
+        (running,) = s.claim(OWNER, 4242, T0 + 1)
+    summary(copy(tmp_path, src, target))  # c, waiting
+    sup = Running(cfg)
+    try:
+        with JobQueue(config=load(str(cfg))) as q:   # the workers have run one: they are idle now
+            q.enqueue("test:noop", {"log": str(log)})
+            wait_until(lambda: q.counts().get("completed") == 1, what="the warm-up job done")
+        with src.open() as s:
+            s.finish_and_claim([Finish("completed", p.id, running.attempts, "1")], OWNER, 4242, T0 + 2, 0)
+        summary(copy(tmp_path, src, target))  # p, completed: c released
+        wait_until(lambda: c.id in log.read_text(), timeout=3, what="the released child to start")
+    finally:
+        sup.close()
