@@ -27,12 +27,14 @@ _HERE = "SELECT id, status, attempts, updated_at FROM jobs WHERE {ids}"
 _EDGES = f"SELECT {', '.join(EDGE_FIELDS)} FROM job_deps WHERE {{ids}} ORDER BY child, pos"
 _IDS = (("id", "text"),)
 # The ended parents an import must settle: an edge not done to a waiting child, the parent or the
-# child inserted now; in the order they ended (as their triggers fired where they ran).
+# child inserted now (each side found by its index); in the order they ended (as their triggers
+# fired where they ran).
 _UNSETTLED = """
-SELECT DISTINCT p.id, p.status, p.updated_at FROM job_deps d
+SELECT DISTINCT p.id, p.status, p.updated_at
+FROM (SELECT parent, child FROM job_deps WHERE parent IN (SELECT id FROM {new}) AND done = 0
+      UNION SELECT parent, child FROM job_deps WHERE child IN (SELECT id FROM {new}) AND done = 0) d
 JOIN jobs p ON p.id = d.parent JOIN jobs c ON c.id = d.child
-WHERE d.done = 0 AND c.status = 'waiting' AND p.status IN ('completed', 'failed', 'cancelled')
-  AND (d.parent IN (SELECT id FROM {new}) OR d.child IN (SELECT id FROM {new}))
+WHERE c.status = 'waiting' AND p.status IN ('completed', 'failed', 'cancelled')
 ORDER BY p.updated_at, p.id
 """
 _STATUS = "UPDATE jobs SET status = :status WHERE id = :id"
