@@ -215,7 +215,8 @@ def test_a_child_released_by_an_import_wakes_the_targets_idle_workers(tmp_path, 
                    max_attempts=1, key=None, after=(p.id,))
         s.enqueue_flow([p, c], T0)
         (running,) = s.claim(OWNER, 4242, T0 + 1)
-    summary(copy(tmp_path, src, target))  # c, waiting
+    summary(copy(tmp_path, src, target))
+    assert rows_of(target)[c.id]["status"] == "waiting"  # so only the import can release it there
     sup = Running(cfg)
     try:
         with JobQueue(config=load(str(cfg))) as q:   # the workers have run one: they are idle now
@@ -223,7 +224,8 @@ def test_a_child_released_by_an_import_wakes_the_targets_idle_workers(tmp_path, 
             wait_until(lambda: q.counts().get("completed") == 1, what="the warm-up job done")
         with src.open() as s:
             s.finish_and_claim([Finish("completed", p.id, running.attempts, "1")], OWNER, 4242, T0 + 2, 0)
-        summary(copy(tmp_path, src, target))  # p, completed: c released
+        got = summary(copy(tmp_path, src, target))  # p, completed (no pending job copied): c released
+        assert got["copied"] == 1
         wait_until(lambda: c.id in log.read_text(), timeout=3, what="the released child to start")
     finally:
         sup.close()
