@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .job import Finish, Job, NewJob, Released, RunningGroup, ScheduleMark
-from .transfer import ATTEMPT_FIELDS, JOB_FIELDS, Imported  # the rows jobq copy moves
+from .transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported  # the rows jobq copy moves
 
 Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
 
@@ -317,8 +317,8 @@ class OpsStore(Connection, Protocol):
 
 
 class TransferStore(Connection, Protocol):
-    """What ``jobq copy`` needs: jobs (every column) and their attempt history out of one store
-    and into another, idempotent by job id (rows are plain dicts keyed by :data:`JOB_FIELDS`)."""
+    """What ``jobq copy`` needs: jobs (every column), their attempt history and workflow edges out
+    of one store and into another, idempotent by job id (dicts keyed by the ``*_FIELDS``)."""
 
     def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Up to ``limit`` jobs with ``id > after``, in id order, every column; only those of
@@ -329,22 +329,25 @@ class TransferStore(Connection, Protocol):
         """The attempt history of these jobs (:data:`ATTEMPT_FIELDS`), oldest first per job."""
         ...
 
-    def import_jobs(self, rows: Sequence[Mapping[str, Any]],
-                    attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
-        """Insert ``rows`` as they are (every column kept) in one transaction, with the
-        ``attempts`` of the jobs inserted now. A job whose id is here already is left as it is
-        (``present`` or ``differing``); one whose key another job here holds is skipped
-        (``key_taken``): nothing here is ever overwritten. Each column is stored the way this
-        engine stores it (PostgreSQL: a NUL in an error as ``\\x00``, in JSON as ``\\u0000``);
-        a row this engine cannot store at all (a NUL in an id, type or key; a number out of its
-        range) is left out and named in ``rejected``, and the rest is imported. Callers keep a
-        call to a few hundred rows."""
+    def export_edges(self, child_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The workflow edges of these jobs as children (:data:`EDGE_FIELDS`), as they are."""
+        ...
+
+    def import_jobs(self, rows: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = (),
+                    edges: Sequence[Mapping[str, Any]] = ()) -> Imported:
+        """Insert ``rows`` (every column; a few hundred a call) in one transaction, with the ``attempts``
+        and ``edges`` of the jobs inserted now. Nothing here is overwritten: a job whose id is here is
+        ``present`` or ``differing``, one whose key a job here holds ``key_taken``, an edge here kept.
+        Columns are stored as this engine stores them (PostgreSQL: NUL in an error as ``\\x00``, in
+        JSON ``\\u0000``); a row it cannot store (NUL in an id, type or key; a number out of range) is
+        named in ``rejected``. Workflows end as if every job had been here: parents named are marked,
+        and an ended parent with an edge not done to a waiting child, either one inserted now,
+        settles it by the schema's trigger (so a settled child may then be ``present``)."""
         ...
 
     def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Delete (with their history) the jobs of ``rows`` that are unchanged since they were
-        read: same id, status, attempts and ``updated_at``, and not running. A job that started
-        or changed meanwhile is kept. One transaction; the ids deleted."""
+        """Delete in one transaction (with history and edges) the jobs of ``rows`` unchanged since read
+        (id, status, attempts, ``updated_at``), not running; the ids deleted. A parent deleted settles nothing."""
         ...
 
 

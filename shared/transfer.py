@@ -1,5 +1,6 @@
 """What ``jobq copy`` moves between stores (:class:`shared.contract.TransferStore`): the columns
-of a job and of an attempt, and :class:`Imported`, what an import did with each row."""
+of a job, of an attempt and of a workflow edge, and :class:`Imported`, what an import did with
+each row."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ JOB_FIELDS = ("id", "type", "status", "payload", "result", "error", "attempts", 
 LOCAL_FIELDS = ("tally",)  # SQLite: rows a statement counted itself (the count triggers skip them)
 ATTEMPT_FIELDS = ("job_id", "type", "attempt", "outcome", "due_at", "started_at", "ended_at",
                   "owner", "error")  # a job_attempts row without its engine-local ``seq``
+EDGE_FIELDS = ("child", "parent", "pos", "done")  # a job_deps row: the child waits for (waited for) the parent
 
 
 @dataclass
@@ -26,6 +28,7 @@ class Imported:
     differing: list[str] = field(default_factory=list)  # already here in another state: kept as it is
     key_taken: list[str] = field(default_factory=list)  # skipped: another job here holds its key
     rejected: dict[str, str] = field(default_factory=dict)  # id -> why this engine cannot store the row
+    edges: int = 0  # workflow edges written (those of the jobs inserted)
 
     def sort_skipped(self, skipped: Sequence[Mapping[str, Any]], here: Mapping[str, Mapping[str, Any]]) -> None:
         """File the rows an import's insert skipped, given the rows ``here`` by id (id, status,

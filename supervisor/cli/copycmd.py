@@ -2,7 +2,8 @@
 engines, idempotent by job id and resumable (docs/scaling-out.md has the move step by step).
 
 The source is read in id order, ``--chunk`` jobs at a time; each chunk is imported into the
-target in one transaction, with the attempt history of the jobs it inserts. Every column is kept
+target in one transaction, with the attempt history and the workflow edges (``job_deps``: each
+parent waited for, its position, whether it is done) of the jobs it inserts. Every column is kept
 (ids, times, attempts, results). A job whose id is in the target already is never overwritten,
 so running the same command again copies only what is new: that is how an interrupted copy
 resumes, and how a second copy after the switch catches the stragglers. Each column is written
@@ -11,10 +12,17 @@ and escapes one in a payload or result as JSON does); a job the target cannot st
 named (``rejected``) and the rest copied.
 Pending jobs copied wake the target's idle workers, as an enqueue does.
 
+Workflows travel whole or in parts, in any order: a ``waiting`` job is copied with its edges,
+and the target ends where the source would have. A parent that ends in the target (or arrives
+ended from the source, say one that was running there at the first copy) settles the waiting
+children there by the schema's own trigger, as the end of a parent always does: released when
+their last parent completed, or cancelled as their ``after_failure`` says.
+
 Running jobs are not copied unless ``--status running`` asks: the copy would run again in the
 target while its worker still runs it in the source. With ``--delete`` the jobs copied are then
 deleted from the source, each only if unchanged since it was read (a job that started meanwhile
-stays where it runs).
+stays where it runs). A parent deleted so is moved, not cancelled: the waiting children it leaves
+in the source for a later chunk or run stay waiting, to be moved in turn.
 
 Exit codes: 0 done; 2 bad arguments; 3 invalid config; 5 a database cannot be opened or used
 (one line naming it, password hidden); 130 interrupted (run the same command again to resume).
@@ -35,9 +43,7 @@ from shared.exitcodes import ExitCode
 from shared.job import STATUSES
 from shared.ops.viewctx import Ctx
 
-DEFAULT_STATUSES = ("pending", "completed", "failed", "cancelled")  # not running: see above
-# Not waiting: a workflow's edges stay behind, so a copied waiting job would wait forever.
-COPYABLE = tuple(s for s in STATUSES if s != "waiting")
+DEFAULT_STATUSES = tuple(s for s in STATUSES if s != "running")  # see above
 CHUNK = 500
 PROGRESS_EVERY = 2.0  # seconds between progress lines on stderr
 SHOW_IDS = 10  # ids named per kind of skipped job; the rest are counted
@@ -51,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
                    help="source database, as in jobq.toml: a path, sqlite:///abs/path.db or postgresql://...")
     p.add_argument("--to", dest="target", required=True, metavar="DB", help="target database (created if new)")
     p.add_argument("--status", action="append", default=None, metavar="S[,S...]",
-                   help=f"statuses to copy ({', '.join(COPYABLE)} or all; repeatable; "
+                   help=f"statuses to copy ({', '.join(STATUSES)} or all; repeatable; "
                         f"default {','.join(DEFAULT_STATUSES)})")
     p.add_argument("--delete", action="store_true",
                    help="move: delete each copied job from the source if it did not change meanwhile")
@@ -69,14 +75,11 @@ def parse_statuses(values: Sequence[str] | None) -> tuple[str, ...]:
         return DEFAULT_STATUSES
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     if "all" in names:
-        return COPYABLE
-    if "waiting" in names:
-        raise ValueError("copy: waiting jobs are not copied (the workflow edges they wait on are not): "
-                         "let them run, or cancel them, first")
+        return STATUSES
     unknown = [n for n in names if n not in STATUSES]
     if unknown or not names:
         raise ValueError(f"copy: unknown --status {', '.join(unknown) or '(empty)'} "
-                         f"(expected {', '.join(COPYABLE)} or all)")
+                         f"(expected {', '.join(STATUSES)} or all)")
     return tuple(dict.fromkeys(names))
 
 
@@ -146,7 +149,7 @@ class Copy:
                  src: Store, dst: Store) -> None:
         self.ctx, self.args, self.statuses, self.src, self.dst = ctx, args, statuses, src, dst
         self.after = args.after
-        self.read = self.attempts = 0
+        self.read = self.attempts = self.edges = 0
         self.total = Imported()
         self.deleted: list[str] = []
         self._said = time.monotonic()
@@ -174,10 +177,12 @@ class Copy:
         rows = self.src.export_jobs(self.after, want, self.statuses)
         if not rows:
             return False
-        history = self.src.export_attempts([r["id"] for r in rows])
-        got = self.dst.import_jobs(rows, history)
+        ids = [r["id"] for r in rows]
+        history = self.src.export_attempts(ids)
+        got = self.dst.import_jobs(rows, history, self.src.export_edges(ids))
         new = set(got.inserted)
         self.attempts += sum(1 for a in history if a["job_id"] in new)
+        self.edges += got.edges
         if self.args.delete:
             same = new | set(got.present)
             self.deleted += self.src.delete_copied([r for r in rows if r["id"] in same])
@@ -205,14 +210,15 @@ class Copy:
 
     def summary(self, *, done: bool) -> None:
         t = self.total
-        data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts,
+        data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts, "edges": self.edges,
                 "already_there": len(t.present), "differing": t.differing, "key_taken": t.key_taken,
                 "deleted": len(self.deleted), "last_id": self.after or None,
                 "statuses": list(self.statuses), "rejected": t.rejected}
         if not self.ctx.json:
             self._explain_skips()
         skipped = len(t.present) + len(t.differing) + len(t.key_taken)
-        text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}) to "
+        edges = f", {_n(self.edges, 'workflow edge')}" if self.edges else ""
+        text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}{edges}) to "
                 f"{database_mod.redacted(self.args.target)}, skipped {skipped} already there")
         if t.differing or t.key_taken:
             text += f" ({len(t.differing)} in another state there, {len(t.key_taken)} with a key taken there)"

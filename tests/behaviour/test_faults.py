@@ -655,9 +655,10 @@ def store_cycle(store: SqliteStore):
     def transfer():
         rows = store.export_jobs("", 100)
         store.export_attempts([r["id"] for r in rows])
-        assert store.import_jobs(rows).inserted == []  # all there already: nothing written
+        edges = store.export_edges([r["id"] for r in rows])
+        assert store.import_jobs(rows, (), edges).inserted == []  # all there already: nothing written
         store.delete_copied([r for r in rows if r["status"] == "completed"][:1])
-    yield "export_jobs export_attempts import_jobs delete_copied", transfer
+    yield "export_jobs export_attempts export_edges import_jobs delete_copied", transfer
     # workflows: a graph in one transaction, a child's parents read back, an operator's view of it
     root, flow = NewJob("b" * 32, "t", "{}", 0, now, None, None), NewJob("c" * 32, "t", "{}", 0, now, None, None)
     flow.after = (root.id,)
@@ -694,7 +695,7 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
                                                      "next_due", "has_due",
                                                      "processes", "schedule_marks",
                                                      "wal_bytes", "stats", "lease_ages", "running_groups", "process_ages",
-                                                     "export_jobs", "export_attempts"}
+                                                     "export_jobs", "export_attempts", "export_edges"}
     assert not missing, f"store methods not exercised by this regression test (add them to store_cycle): {missing}"
     store.close()
 

@@ -3,9 +3,10 @@
 :class:`PgTransfer` is a mixin of :class:`PgStore` (it needs :class:`PgConnection`'s ``conn``,
 ``_write`` and ``_tx``). A chunk of rows travels as one ``jsonb`` parameter expanded by
 ``jsonb_populate_recordset`` against the table's own row type, so an import is a handful of
-round trips whatever its size: insert the jobs, sort out the ones skipped, insert the history of
-the new ones, all in one transaction. Inserts fire the statement triggers (count deltas) like
-any enqueue; the attempt history is copied as rows (its trigger fires on updates only).
+round trips whatever its size: insert the jobs, their workflow edges (and settle across the
+copy: :meth:`ExportSql._import_flows`), sort out the ones skipped, insert the history of the new
+ones, all in one transaction. Inserts fire the row triggers (count deltas) like any enqueue
+of a flow; the attempt history is copied as rows (its trigger fires on updates only).
 """
 from __future__ import annotations
 
@@ -29,18 +30,20 @@ _INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATT
 # string is not valid JSON either). Attempts: every text as an error.
 _FREE_TEXT = {"payload": "\\u0000", "result": "\\u0000", "progress": "\\u0000", "error": "\\x00"}
 _REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refuses a row's values
-_DELETE_UNCHANGED = (
-    "DELETE FROM jobs j USING jsonb_populate_recordset(NULL::jobs, %s) AS r "
-    "WHERE j.id = r.id AND j.status = r.status AND j.attempts = r.attempts "
-    "AND j.updated_at = r.updated_at AND j.status <> 'running' RETURNING j.id")
+_UNCHANGED = ("jsonb_populate_recordset(NULL::jobs, %s) AS r WHERE j.id = r.id AND j.status = r.status "
+              "AND j.attempts = r.attempts AND j.updated_at = r.updated_at AND j.status <> 'running'")
+_DELETE_UNCHANGED = f"DELETE FROM jobs j USING {_UNCHANGED} RETURNING j.id"
+# A parent moved away is not a cancelled one: unmarked first (its row locked until the delete),
+# its delete settles no child here.
+_UNMARK_UNCHANGED = f"UPDATE jobs j SET has_children = 0 FROM {_UNCHANGED} AND j.has_children <> 0"
 
 
 class PgTransfer:
     """Import of whole job rows and the delete of copied ones (the exports are
     :mod:`shared.engines.sql.transfer`'s)."""
 
-    def import_jobs(self, rows: Sequence[Mapping[str, Any]],
-                    attempts: Sequence[Mapping[str, Any]] = ()) -> Imported:
+    def import_jobs(self, rows: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = (),
+                    edges: Sequence[Mapping[str, Any]] = ()) -> Imported:
         if not rows:
             return Imported()
         done = Imported()
@@ -57,6 +60,7 @@ class PgTransfer:
             except _REFUSED:
                 new = _insert_one_by_one(c, jobs, out.rejected)
             out.inserted = [j["id"] for j in jobs if j["id"] in new]
+            out.edges = self._import_flows(c, out.inserted, edges)  # type: ignore[attr-defined]
             self._classify(c, [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected],  # type: ignore[attr-defined]
                            out)
             mine = [a for a in history if a["job_id"] in new]
@@ -72,8 +76,11 @@ class PgTransfer:
             return []
         keys = Jsonb([{"id": r["id"], "status": r["status"], "attempts": r["attempts"],
                        "updated_at": r["updated_at"]} for r in rows])
-        gone = {h["id"] for h in self._write(  # type: ignore[attr-defined]
-            lambda c: c.execute(_DELETE_UNCHANGED, (keys,)).fetchall())}
+
+        def tx(c: Any) -> set[str]:  # psycopg.Connection, its rows dicts (the store's row factory)
+            c.execute(_UNMARK_UNCHANGED, (keys,))
+            return {h["id"] for h in c.execute(_DELETE_UNCHANGED, (keys,)).fetchall()}
+        gone = self._tx(tx)  # type: ignore[attr-defined]
         return [r["id"] for r in rows if r["id"] in gone]
 
 

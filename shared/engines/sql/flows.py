@@ -32,7 +32,7 @@ _BY_KEY = "SELECT id, type, status, flow_depth FROM jobs WHERE key = :key"
 # schema's trigger, nested once per link, and the databases bound that nesting (SQLite at 1,000
 # trigger levels, PostgreSQL by its stack: about 500 links at the default max_stack_depth).
 MAX_FLOW_DEPTH = 200
-_MARK_PARENTS = "UPDATE jobs SET has_children = 1 WHERE {ids} AND has_children = 0"
+MARK_PARENTS = "UPDATE jobs SET has_children = 1 WHERE {ids} AND has_children = 0"
 # A graph without idempotency keys in a fixed number of statements (arrays or a JSON text of rows,
 # see Dialect.row_set), not one or two per job: every row's state is known before it is written.
 _JOB_COLUMNS = (("id", "text"), ("type", "text"), ("status", "text"), ("payload", "text"),
@@ -40,7 +40,7 @@ _JOB_COLUMNS = (("id", "text"), ("type", "text"), ("status", "text"), ("payload"
                 ("after_failure", "text"), ("waiting_on", "integer"), ("error", "text"),
                 ("completed_at", "text"), ("flow_depth", "integer"), ("queue", "text"),
                 ("limit_key", "text"), ("has_children", "integer"))
-_EDGE_COLUMNS = (("child", "text"), ("parent", "text"), ("pos", "integer"), ("done", "integer"))
+EDGE_COLUMNS = (("child", "text"), ("parent", "text"), ("pos", "integer"), ("done", "integer"))
 _INSERT_ROWS = """
 INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, created_at,
                   updated_at, trace, after_failure, waiting_on, error, completed_at, flow_depth, queue,
@@ -50,8 +50,9 @@ SELECT r.id, r.type, r.status, r.payload, 0, r.max_attempts, r.priority, r.run_a
        r.has_children
 FROM {rows}
 """
-_INSERT_EDGES = ("INSERT INTO job_deps (child, parent, pos, done) SELECT e.child, e.parent, e.pos, e.done "
-                 "FROM {rows} WHERE true ON CONFLICT (child, parent) DO NOTHING")  # (WHERE: SQLite's parse)
+# Also how jobq copy writes edges and marks parents (shared.engines.sql.transfer).
+INSERT_EDGES = ("INSERT INTO job_deps (child, parent, pos, done) SELECT e.child, e.parent, e.pos, e.done "
+                "FROM {rows} WHERE true ON CONFLICT (child, parent) DO NOTHING")  # (WHERE: SQLite's parse)
 _PARENTS = """
 SELECT d.parent AS id, j.type, j.status, j.result, j.error, d.done
 FROM job_deps d LEFT JOIN jobs j ON j.id = d.parent WHERE d.child = :id ORDER BY d.pos
@@ -134,12 +135,12 @@ class FlowsSql(SqlBase):
             insert, params["channel"] = self.dialect.waking(insert), self.channel
         self._run(c, insert, params)
         if edges:
-            self._run(c, _INSERT_EDGES.format(rows=self.dialect.row_set("e", _EDGE_COLUMNS)),
-                      self.dialect.row_params("e", _EDGE_COLUMNS, edges))
+            self._run(c, INSERT_EDGES.format(rows=self.dialect.row_set("e", EDGE_COLUMNS)),
+                      self.dialect.row_params("e", EDGE_COLUMNS, edges))
         outside = sorted({p for j in jobs for p in j.after} - inside)
         if outside:
             cond, params = self.dialect.member("id", "ids", outside)
-            self._run(c, _MARK_PARENTS.format(ids=cond), params)
+            self._run(c, MARK_PARENTS.format(ids=cond), params)
         return [j.id for j in jobs]
 
     def _write_flow(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
@@ -161,7 +162,7 @@ class FlowsSql(SqlBase):
             out.append(job_id)
         if used:
             cond, params = self.dialect.member("id", "ids", sorted(used))
-            self._run(c, _MARK_PARENTS.format(ids=cond), params)
+            self._run(c, MARK_PARENTS.format(ids=cond), params)
         if woke and self.dialect.notify:
             self._run(c, self.dialect.notify, {"channel": self.channel})
         return [alias[j.id] for j in jobs]

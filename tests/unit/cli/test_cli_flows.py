@@ -34,11 +34,10 @@ def test_retry_of_a_failed_parent_lets_a_held_child_go_on(cfg):  # noqa: F811
     assert as_json(jobq(cfg, "show", a, "--json"))["children"][0]["status"] == "waiting"
 
 
-def test_copy_leaves_waiting_jobs_behind():
-    """A copied waiting job would wait forever (its edges are not copied): ``all`` skips them and
-    naming them is refused."""
-    import pytest
+def test_copy_carries_waiting_jobs_by_default_and_when_named():
+    """Workflows travel with ``jobq copy`` (their edges with them): waiting jobs are in the
+    default statuses (every status but running), in ``all``, and may be named."""
     from supervisor.cli.copycmd import parse_statuses
-    assert "waiting" not in parse_statuses(["all"])
-    with pytest.raises(ValueError, match="waiting jobs are not copied"):
-        parse_statuses(["pending,waiting"])
+    assert parse_statuses(None) == ("waiting", "pending", "completed", "failed", "cancelled")
+    assert "waiting" in parse_statuses(["all"])
+    assert parse_statuses(["pending,waiting"]) == ("pending", "waiting")
