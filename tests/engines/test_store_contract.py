@@ -689,6 +689,30 @@ def test_jobs_go_out_and_in_whole_once_by_id(store, clock):
     assert store.counts() == {"completed": 1, "running": 1}
 
 
+def test_a_workflow_goes_out_and_in_with_its_edges_and_settles_on_arrival(store, clock):
+    """export_edges gives a child's edges as they are; delete_copied moves a parent without
+    cancelling its waiting child; import_jobs settles a waiting child whose parent arrives ended,
+    and writes the edges of a child it inserts, settled at once if its parent here has ended
+    (tests/engines/test_copy_flows.py: across engines and through the CLI)."""
+    (root,) = put(store, clock, job(clock))
+    mid = dataclasses.replace(job(clock), after=(root,))
+    store.enqueue_flow([mid], clock.now())
+    edges = store.export_edges([mid.id])
+    assert [tuple(e[f] for f in contract.EDGE_FIELDS) for e in edges] == [(mid.id, root, 0, 0)]
+    rows = {r["id"]: r for r in store.export_jobs("", 10)}
+    assert store.delete_copied([rows[root]]) == [root]
+    assert store.get(mid.id).status == "waiting"  # moved, not cancelled: its child waits on
+    ended = dict(rows[root], status="completed", attempts=1, result='"r"', completed_at=iso(clock.now()))
+    assert store.import_jobs([ended]).inserted == [root]  # it completed where it ran
+    assert store.get(mid.id).status == "pending" and store.export_edges([mid.id])[0]["done"] == 1
+    now = {r["id"]: r for r in store.export_jobs("", 10)}
+    assert store.delete_copied([now[mid.id]]) == [mid.id] and store.export_edges([mid.id]) == []
+    back = store.import_jobs([rows[mid.id]], edges=edges)  # as read while it waited: edge not done
+    assert back.inserted == [mid.id] and back.edges == 1
+    assert store.get(mid.id).status == "pending" and store.parents(mid.id)[0]["result"] == '"r"'
+    assert store.counts() == {"completed": 1, "pending": 1}
+
+
 # -- named queues (issue 26) ------------------------------------------------------------------------
 
 def queued(clock: FakeClock, queue: str, priority: int = 0) -> NewJob:
