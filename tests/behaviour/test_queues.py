@@ -125,7 +125,8 @@ def test_editing_the_queues_table_resizes_the_pools_live(database, tmp_path, sup
     config_path.write_bytes(tomli_w.dumps(data).encode())
     sup.signal(signal.SIGHUP)
     wait_until(lambda: len(worker_rows(config_path)) == 4, timeout=30, what="four workers after the reload")
-    assert sup.output().count("queues=emails") >= 3  # the new slots joined the emails pool
+    # the new slots joined the emails pool (a worker logs its queues just after its row is written)
+    wait_until(lambda: sup.output().count("queues=emails") >= 3, timeout=30, what="three emails slots logged")
     with JobQueue(config=load(config_path)) as q:
         ids = [q.enqueue("q:fast", {}, queue="emails") for _ in range(20)]
         wait_until(lambda: all(q.get(i).status == "completed" for i in ids), timeout=20, what="emails done")
