@@ -51,6 +51,7 @@ class LoopWatch:
         self.blocked_by: Job | None = None
         self.blocked_since = 0.0
         self.thread: int | None = None  # the loop's thread (set as it starts being driven)
+        self.timer: asyncio.Handle | None = None  # the next tick: one chain of ticks, however many drives
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="jobq-loop-watch", daemon=True)
 
@@ -72,8 +73,9 @@ class LoopWatch:
             self._unblocked(now)
         self.beat, self.due, self.running = now, now + TICK, on
         self.thread = threading.get_ident()
-        if on:
-            self.loop.call_soon(self._tick)
+        if self.timer is not None:
+            self.timer.cancel()  # else each drive would leave a chain of ticks on the loop
+        self.timer = self.loop.call_soon(self._tick) if on else None
 
     def read_worst(self) -> float:
         """The largest lag since the last read (the gauge's value)."""
@@ -89,7 +91,7 @@ class LoopWatch:
         self.beat, self.due = now, now + TICK
         if self.blocked_by is not None or self.blocked_since:
             self._unblocked(now)
-        self.loop.call_later(TICK, self._tick)
+        self.timer = self.loop.call_later(TICK, self._tick)
 
     def _unblocked(self, now: float) -> None:
         job, self.blocked_by = self.blocked_by, None

@@ -103,3 +103,24 @@ def test_the_template_preloads_the_async_runner_only_for_async_types():
     assert _preload_async_runner(registry(), False) is False     # the config gives none: not needed
     assert _preload_async_runner(registry(), True) is True       # the config gives one
     assert _preload_async_runner(registry(async_concurrency=4), False) is True  # the handler gives one
+
+
+def test_the_watch_keeps_one_chain_of_ticks_however_often_the_loop_is_driven():
+    """Each drive of the loop (a batch of tasks, or one async job run one at a time) turns the
+    watch on and off: the ticks of an earlier drive are cancelled, not left to run beside the
+    new ones, so the loop's timers do not grow with the number of drives."""
+    loop = asyncio.new_event_loop()
+    watch = LoopWatch(loop, lambda task: None, lambda job: None, "owner")
+    try:
+        for _ in range(20):
+            watch.active(True)
+            loop.run_until_complete(asyncio.sleep(0.25))  # two ticks or so
+            watch.active(False)
+        live = [h for h in loop._scheduled + list(loop._ready) if not h.cancelled()]
+        assert live == []
+        watch.active(True)
+        loop.run_until_complete(asyncio.sleep(0.25))
+        assert len([h for h in loop._scheduled if not h.cancelled()]) == 1
+        watch.active(False)
+    finally:
+        loop.close()
