@@ -149,7 +149,7 @@ class Copy:
                  src: Store, dst: Store) -> None:
         self.ctx, self.args, self.statuses, self.src, self.dst = ctx, args, statuses, src, dst
         self.after = args.after
-        self.read = self.attempts = self.edges = 0
+        self.read = self.attempts = 0
         self.total = Imported()
         self.deleted: list[str] = []
         self._said = time.monotonic()
@@ -182,7 +182,7 @@ class Copy:
         got = self.dst.import_jobs(rows, history, self.src.export_edges(ids))
         new = set(got.inserted)
         self.attempts += sum(1 for a in history if a["job_id"] in new)
-        self.edges += got.edges
+        self.total.edges += got.edges
         if self.args.delete:
             same = new | set(got.present)
             self.deleted += self.src.delete_copied([r for r in rows if r["id"] in same])
@@ -210,14 +210,14 @@ class Copy:
 
     def summary(self, *, done: bool) -> None:
         t = self.total
-        data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts, "edges": self.edges,
+        data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts, "edges": t.edges,
                 "already_there": len(t.present), "differing": t.differing, "key_taken": t.key_taken,
                 "deleted": len(self.deleted), "last_id": self.after or None,
                 "statuses": list(self.statuses), "rejected": t.rejected}
         if not self.ctx.json:
             self._explain_skips()
         skipped = len(t.present) + len(t.differing) + len(t.key_taken)
-        edges = f", {_n(self.edges, 'workflow edge')}" if self.edges else ""
+        edges = f", {_n(t.edges, 'workflow edge')}" if t.edges else ""
         text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}{edges}) to "
                 f"{database_mod.redacted(self.args.target)}, skipped {skipped} already there")
         if t.differing or t.key_taken:
