@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
 
-from bench.chaos import Cluster, Fault, analyse, read_log, wait_for
+from bench.chaos import Cluster, Fault, analyse, inflict, read_log, wait_for
 from bench.chaos import write_config as chaos_config
 from shared import JobQueue
 from shared.clock import parse_iso
@@ -315,6 +315,44 @@ def test_the_cluster_reads_the_fences_from_the_supervisors_log(tmp_path):
         assert abs(cluster.fences()[0].t - 1796413305.825) < 1e-3
     finally:
         cluster.log.close()
+
+
+class _Sleepers:
+    """A stand-in cluster for :func:`bench.chaos.inflict`: its "workers" are ``sleep`` processes."""
+
+    def __init__(self, n: int) -> None:
+        self.procs = [subprocess.Popen(["sleep", "60"]) for _ in range(n)]
+
+    def workers(self) -> list[int]:
+        return [p.pid for p in self.procs if p.poll() is None]
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
+
+
+def test_the_soak_kills_only_booted_workers_and_never_far_ahead_of_the_jobs_ended(tmp_path):
+    """The cause of a flow-chaos failure on a loaded machine: the kills came faster than the
+    workers could boot and run, so no job ended for minutes and the supervisor kills (due at a
+    third of the jobs ended) never came. Now a worker in its boot (no process row yet) is never
+    a victim, and the kills stay at most one per live worker ahead of the jobs ended."""
+    db = tmp_path / "q.db"
+    cluster = _Sleepers(4)
+    try:
+        with JobQueue(str(db)) as q:
+            ids = q.enqueue_many([("chaos:work", {})] * 3)
+            for i, pid in enumerate(cluster.workers()[:3]):  # the fourth is still booting
+                q.store.register_process(f"w{i}", "worker", pid, "h", time.time())
+        booting = cluster.procs[3]
+        faults: list[Fault] = []
+        with pytest.raises(TimeoutError):  # no job ends here: the soak waits for them in vain
+            inflict(cluster, db, faults, __import__("random").Random(1), len(ids), 0.01, 0, timeout=0.5,
+                    grace=0.1)
+        assert booting.poll() is None
+        assert 1 <= len(faults) <= 2 and all(f.kind == "kill" for f in faults)  # 3 booted, none ended
+    finally:
+        cluster.close()
 
 
 def test_chaos_soak_bounded(tmp_path):
