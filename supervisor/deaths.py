@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.exitcodes import ExitCode
-from shared.job import Released
+from shared.job import Job, Released
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
 from shared.progress import not_in_hand
@@ -57,6 +57,8 @@ class Deaths:
 
     def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
+        # Dead workers whose jobs may not all be re-queued yet, by owner id: see release_again.
+        self.unsettled: dict[str, Dead] = {}
 
     def reap(self, block: bool = False) -> None:
         """Collect every exited child (``block``: wait until no worker is left)."""
@@ -105,9 +107,25 @@ class Deaths:
         level = logging.INFO if code in CLEAN_EXITS and not released else logging.WARNING
         event(log, "worker.exited", level, slot=dead.slot, pid=dead.pid, how=how, lived=dead.lived,
               jobs_requeued=len(released))
-        for r in released:
-            event(log, "job.reaped", logging.WARNING, id=r.id, type=r.type, attempt=r.attempts,
-                  status=r.status, reason=dead.reason)
+        _log_reaped(released, dead)
+        if dead.owner:
+            self.unsettled[dead.owner] = dead
+
+    def release_again(self, running: list[Job]) -> set[str]:
+        """Re-queue what a dead worker's release left (``running``: the round's running jobs):
+        a release skips a row another session has locked at that moment (on PostgreSQL, the
+        dead worker's own session, still ending its last statement), and a failed release took
+        none. They go with the dead worker's own reason and attempt accounting, not as a
+        stranger's ("gone, found by the supervisor"). Returns the owners still pending, for
+        :func:`supervisor.maintenance.recover_foreign` to leave alone; an owner is forgotten
+        once none of its jobs is running."""
+        owners = {j.owner for j in running}
+        for owner, dead in list(self.unsettled.items()):
+            if owner not in owners:
+                del self.unsettled[owner]
+            else:
+                _log_reaped(self.release(dead), dead)
+        return set(self.unsettled)
 
     def release(self, dead: "Dead") -> list[Released]:
         """Re-queue a dead worker's jobs and drop its `processes` row. Only the job it was
@@ -128,6 +146,12 @@ class Deaths:
             sup.close_db()
         sup.counters["jobs_reaped"] += len(released)
         return released
+
+
+def _log_reaped(released: list[Released], dead: "Dead") -> None:
+    for r in released:
+        event(log, "job.reaped", logging.WARNING, id=r.id, type=r.type, attempt=r.attempts,
+              status=r.status, reason=dead.reason)
 
 
 @dataclass(frozen=True)

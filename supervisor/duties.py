@@ -2,7 +2,8 @@
 (:meth:`Duties.tasks`; their intervals: ``supervisor.upkeep``).
 
     timeouts       police our children's running jobs: hard timeouts, expired leases
-    recovery       re-queue the jobs of dead or silent foreign owners
+    recovery       re-queue what a dead child's release left, and the jobs of dead or silent
+                   foreign owners
     processes      prune dead processes' rows, refresh ours
     ops_requests   take a ``jobq scale`` request; publish our counters for ``jobq status``
 
@@ -36,6 +37,7 @@ class Supervisor(Protocol):
     clock: Any
     slots: Slots
     counters: dict[str, int]
+    deaths: Any  # supervisor.deaths.Deaths (its release_again)
 
     def scale(self, n: int, why: str) -> None: ...
     def db(self) -> Store: ...
@@ -78,7 +80,8 @@ class Duties:
         if rnd.running is None:  # the timeouts task could not read them this round
             return
         sup = self.sup
-        mine = {s.owner for s in sup.slots.live()}
+        dying = sup.deaths.release_again(rnd.running)
+        mine = {s.owner for s in sup.slots.live()} | dying  # (the dead we know are not strangers)
         sup.counters["jobs_reaped"] += maintenance.recover_foreign(
             rnd.store, rnd.running, mine, sup.policy, rnd.now, rnd.expired, sup.host)
 

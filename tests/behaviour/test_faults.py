@@ -187,6 +187,39 @@ def test_oversized_payload_is_refused_and_nothing_is_written(database, tmp_path)
 
 # -- shutdown of misbehaving jobs -----------------------------------------------------------------
 
+def test_a_killed_workers_job_locked_at_its_death_is_released_later_with_the_kills_reason(tmp_path, sup_factory):
+    """The cause of a rare failure of test_blocking_handler_is_killed_at_its_timeout on
+    PostgreSQL (the job released as "gone"): a dead worker's release skips a row another
+    session holds at that moment (SKIP LOCKED; the dead worker's own session can still be ending
+    its last statement), and on SQLite a release fails while another process holds the write
+    lock past ``busy_timeout``. The job then stayed ``running`` until maintenance found its
+    owner gone and released it as a stranger's. Now the supervisor remembers the dead worker:
+    the job is released on a later round with the kill's reason and attempt accounting."""
+    cfg = config(tmp_path, supervisor={"workers": 1, "kill_grace": 0.5}, sqlite={"busy_timeout": 0.05})
+    log = tmp_path / "events.log"
+    sup = sup_factory(cfg)
+    jid = enqueue(cfg, "fault:block", {"log": str(log)})  # timeout=1, max_attempts=1
+    [run] = wait_until(lambda: starts(log, jid), timeout=30, what="job started")
+    with db(cfg) as c:
+        sqlite = isinstance(c, sqlite3.Connection)
+        c.execute("BEGIN IMMEDIATE" if sqlite else "BEGIN")
+        try:
+            if not sqlite:
+                c.execute("SELECT id FROM jobs WHERE id = ? FOR UPDATE", (jid,))
+            [exited] = wait_until(lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == run["pid"]],
+                                  timeout=30, what="the timed-out worker killed and reaped")
+            assert exited["jobs_requeued"] == 0  # the release could not take the job
+            assert c.execute("SELECT status FROM jobs WHERE id = ?", (jid,)).fetchone()[0] == "running"
+        finally:
+            c.execute("ROLLBACK")
+    row = wait_until(lambda: terminal(cfg, jid), timeout=30, what="job terminal")
+    # Killed at its timeout; or, on SQLite, fenced first: the write lock stops its heartbeat too,
+    # and stalls the supervisor's own writes. Either way the dead worker's reason, not "gone".
+    reason = {"timed out after 1 s", f"worker {run['pid']} exited with 11 (fenced) while running the job"}
+    assert row["status"] == "failed" and row["error"] in reason, row["error"]
+    assert [e["reason"] for e in log_events(sup, "job.reaped") if e["id"] == jid] == [row["error"]]
+
+
 def test_grandchild_is_killed_with_its_worker_group_on_forced_shutdown(tmp_path, sup_factory):
     cfg = config(tmp_path, supervisor={"workers": 1, "shutdown_timeout": 60})
     log = tmp_path / "events.log"
