@@ -126,7 +126,8 @@ class SqliteConfig:
         process crashes, may lose the last commits on power loss. "full": fsync on every commit,
         survives power loss.""")
     busy_timeout: float = setting(5.0, number(0, 600), """How long a connection waits for SQLite's
-        write lock before retrying (seconds).""")
+        write lock before retrying (seconds). The supervisor's own connection waits at most a
+        quarter of the lease (0.5 to 5 s), once: its loop never waits long on another program's lock.""")
     wal_checkpoint_mb: float = setting(64.0, number(1, 1 << 20),
                                        "Checkpoint (TRUNCATE) the WAL when it grows past this many MiB.")
 

@@ -394,6 +394,36 @@ def test_file_that_is_not_a_database_is_a_clear_startup_error(tmp_path):
     assert (tmp_path / "q.db").read_bytes().startswith(b"this is a text file")  # left untouched
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's write lock (PostgreSQL's upkeep lock_timeout: test_postgres)")
+def test_a_held_write_lock_never_stalls_the_supervisors_loop_for_long(tmp_path, sup_factory):
+    """SQLite: another program holds the write lock. The supervisor's store waits for it once,
+    a quarter of the lease (here 1 s), never a worker's busy_timeout and its retries (5 s, 7
+    times: over 35 s, the loop reaping nothing meanwhile): a worker killed while the lock is
+    held is reaped and logged within seconds, its job re-queued once the lock is free."""
+    cfg = config(tmp_path, supervisor={"workers": 2}, worker={"lease_timeout": 4})
+    log = tmp_path / "events.log"
+    sup = sup_factory(cfg)
+    wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="workers up")
+    jid = enqueue(cfg, "fault:block", {"log": str(log)})  # killed below, before its timeout (1 s)
+    [run] = wait_until(lambda: starts(log, jid), timeout=30, what="job started")
+    locker = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=10)
+    try:
+        locker.execute("BEGIN IMMEDIATE")
+        killed = time.monotonic()
+        os.kill(run["pid"], signal.SIGKILL)
+        wait_until(lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == run["pid"]],
+                   timeout=15, what="the killed worker reaped while the lock is held")
+        reaped_in = time.monotonic() - killed
+        assert locker.execute("SELECT status FROM jobs WHERE id = ?", (jid,)).fetchone()[0] == "running"
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert log_events(sup, "worker.release_failed")  # it gave up on the lock: a later round re-queued
+    row = wait_until(lambda: terminal(cfg, jid), timeout=30, what="the job released (max_attempts=1)")
+    assert row["status"] == "failed" and "SIGKILL" in row["error"], row["error"]
+    print(f"reaped {reaped_in:.2f} s after the kill, the write lock held")
+
+
 # -- config mistakes --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sections, named", [

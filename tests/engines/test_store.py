@@ -10,7 +10,6 @@ from datetime import datetime, timezone
 
 import pytest
 
-import shared.engines.sqlite.connection as connection_mod
 import shared.engines.sqlite.store as store_mod
 from shared.clock import iso, parse_iso
 from shared.job import Job
@@ -378,7 +377,7 @@ WRITES = {
 
 
 @pytest.mark.parametrize("name", sorted(WRITES))
-def test_writes_wait_for_the_write_lock_instead_of_failing(db_path, clock, monkeypatch, name):
+def test_writes_wait_for_the_write_lock_instead_of_failing(db_path, clock, name):
     """A read-then-write in a deferred transaction gets SQLITE_BUSY at once, without consulting
     the busy timeout; a single statement or BEGIN IMMEDIATE waits. Retries are disabled so only
     the busy timeout can make the write succeed."""
@@ -390,7 +389,7 @@ def test_writes_wait_for_the_write_lock_instead_of_failing(db_path, clock, monke
         s.enqueue([_new(0xB)], clock.now())
         assert len(s.claim(OWNER, 1, clock.now(), 1)) == 1  # 'a'*32 is running under OWNER
         s.register_process(OWNER, "worker", 1, "h", clock.now())
-        monkeypatch.setattr(connection_mod, "BUSY_RETRIES", 0)
+        s.busy_retries = 0
         with write_lock_held(db_path) as releasing:
             WRITES[name](s, clock.now())
             assert releasing.is_set(), "the write returned while another connection held the lock"

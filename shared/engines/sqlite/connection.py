@@ -40,15 +40,26 @@ def is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
 
 
+def upkeep_busy(busy_timeout: float, lease_timeout: float) -> float:
+    """How long the supervisor's store waits for the write lock (seconds), once, with no retry:
+    a quarter of the lease, 0.5 to 5 s, and never more than ``busy_timeout``; PostgreSQL's
+    upkeep ``lock_timeout``. The supervisor's loop must never wait long on another session's
+    lock (a program holding the write lock, a stuck transaction): a write that cannot get it
+    fails (``StoreBusy``) and the round is tried again, while reaping, respawns and signals go
+    on. A worker keeps the full ``busy_timeout`` and its retries."""
+    return min(busy_timeout, max(0.5, min(5.0, lease_timeout / 4)))
+
+
 class SqliteConnection(ConnectionBase):
     """The connection of a store: opening, closing, and the write helpers its SQL uses."""
 
     def __init__(self, path: str, *, synchronous: str = "normal", busy_timeout: float = 5.0,
-                 migrate: bool = True) -> None:
+                 migrate: bool = True, busy_retries: int = BUSY_RETRIES) -> None:
         self.path = path
         self.location = path
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        self.busy_retries = busy_retries  # 0 for the supervisor's store: see upkeep_busy
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self.eager = EAGER_WRITES  # writes left that poll for the lock (see _eager)
@@ -115,7 +126,7 @@ class SqliteConnection(ConnectionBase):
         """A store for another thread of this process: a connection of its own on the same
         file (SQLite connections belong to one thread); the caller closes it."""
         return type(self)(self.path, synchronous=self.synchronous, busy_timeout=self.busy_timeout,
-                          migrate=False)
+                          migrate=False, busy_retries=self.busy_retries)
 
     def _drop(self) -> None:
         if self._conn is not None:
@@ -144,11 +155,11 @@ class SqliteConnection(ConnectionBase):
                 done, out = self._eager(conn, fn)
                 if done:
                     return out
-            for attempt in range(BUSY_RETRIES + 1):
+            for attempt in range(self.busy_retries + 1):
                 try:
                     return fn(conn)
                 except sqlite3.OperationalError as exc:
-                    if not is_busy(exc) or attempt == BUSY_RETRIES:
+                    if not is_busy(exc) or attempt == self.busy_retries:
                         raise
                     time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2 ** attempt, 0.5))
             raise AssertionError("unreachable")
