@@ -14,8 +14,10 @@ test owns, so the test can cut it off:
   too): a partition as a host sees it, where calls hang instead of failing. ``cut("refuse")``
   resets every connection and refuses new ones: the host learns at once. ``heal()`` resets
   the frozen connections (or with ``resume=True`` lets them carry on) and forwards again.
-  ``cut_after(pattern)`` blackholes once a host sends bytes holding ``pattern`` (a statement's
-  text), right after passing them on: the server runs the statement, its answer never arrives.
+  ``lose_answer(pattern)`` blackholes once the server sends a host bytes holding ``pattern`` (a
+  value of a statement's result), without passing them on: the server ran the statement and
+  committed it, its answer never arrives. (Matching the answer, not the statement's text: a
+  statement psycopg has prepared is sent without its text.)
 - :class:`Host`: ``setpriv --pdeathsig KILL ip netns exec NS unshare --pid --fork --mount-proc
   --uts --kill-child sh -c 'hostname H; exec python -m supervisor run ...'``. The supervisor is
   pid 1 of its pid namespace, so SIGKILL of it takes the whole host down (the kernel kills every
@@ -216,8 +218,8 @@ class Proxy:
         self._listener: socket.socket | None = None
         self.port = 0
         self._clients: set[socket.socket] = set()  # the host's side of each pair
-        self._trigger: bytes | None = None  # see cut_after
-        self.tripped: float | None = None  # monotonic time cut_after's pattern went through
+        self._trigger: bytes | None = None  # see lose_answer
+        self.tripped: float | None = None  # monotonic time lose_answer's pattern came
         self._listen()
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name=f"proxy-{host}", daemon=True)
@@ -230,9 +232,9 @@ class Proxy:
             raise ValueError(f"Proxy.cut: mode must be 'blackhole' or 'refuse', not {mode!r}")
         self._call(lambda: self._cut(mode))
 
-    def cut_after(self, pattern: bytes) -> None:
-        """Blackhole as soon as a host's bytes holding ``pattern`` have been passed on to the
-        server (``tripped`` records when): the statement runs, its answer is held."""
+    def lose_answer(self, pattern: bytes) -> None:
+        """Blackhole as soon as the server's bytes to a host hold ``pattern``, and drop them
+        (``tripped`` records when): the statement ran, its answer never arrives."""
         self.tripped = None
         self._call(lambda: setattr(self, "_trigger", pattern))
 
@@ -317,10 +319,11 @@ class Proxy:
         try:
             data = sock.recv(65536)
             if data:
-                peer.sendall(data)
-                if self._trigger is not None and self._trigger in data and self._from_host(sock):
+                if self._trigger is not None and self._trigger in data and not self._from_host(sock):
                     self._trigger, self.tripped = None, time.monotonic()
                     self._cut("blackhole")
+                    return
+                peer.sendall(data)
                 return
             why = "eof"
         except OSError as exc:

@@ -57,6 +57,7 @@ class Heartbeat(threading.Thread):
         self.renewed = renewed  # told the monotonic time each successful beat was sent (the fence)
         self.held = held  # the ids of the jobs the worker holds, for one beat (None: renew all)
         self.soon = False  # beat at the next tick (see beat_soon)
+        self.looked = False  # the last beat gave back the running jobs not held (none in flight)
         self.checkin = checkin  # while busy: progress and cancel requests (worker.checkin)
 
     def flush_by(self, deadline: float) -> None:
@@ -67,9 +68,10 @@ class Heartbeat(threading.Thread):
             self._wake.set()
 
     def beat_soon(self) -> None:
-        """(Main thread.) Beat at once, and every tick until a beat gets through: a claim was
-        slow or failed, perhaps after the server committed it; the beat gives back what it
-        claimed that the worker never saw."""
+        """(Main thread.) Beat at once, and every tick until a beat gets through that gives
+        back what the worker does not hold (not one while a claim is in flight: that one renews
+        every job): a claim was slow or failed, perhaps after the server committed it; the beat
+        gives back what it claimed that the worker never saw."""
         self.soon = True
         self._wake.set()
 
@@ -93,7 +95,9 @@ class Heartbeat(threading.Thread):
                 if now - last_beat >= every or self.soon:
                     last_beat, soon, self.soon = now, self.soon, False
                     store = self._beat(store)
-                    self.soon = self.soon or (soon and store is None)  # failed: again next tick
+                    # Failed, or a claim was in flight (it renews all, gives nothing back): the
+                    # strangers beat_soon asked for are still there: again next tick.
+                    self.soon = self.soon or (soon and (store is None or not self.looked))
                 if self.busy and self.shed is not None:
                     self.unreleased += [j.id for j in self.shed()]
                 if self.unreleased:
@@ -178,12 +182,15 @@ class Heartbeat(threading.Thread):
         try:
             if store is None:
                 store = self.open_store()
+            self.looked = False
             if self.held is None:
                 store.heartbeat(self.owner, self.clock.now)
+                self.looked = True  # (nothing is ever given back: there is nothing to look for)
             else:
                 with self.held() as ids:  # no claim can start before the statement is done
                     # shed jobs are still held: _release gives them back (and counts them)
                     store.heartbeat(self.owner, self.clock.now, None if ids is None else [*ids, *self.unreleased])
+                    self.looked = ids is not None
             if self.renewed is not None:
                 self.renewed(sent)
         except Exception as exc:  # noqa: BLE001 - a failed beat is logged; the lease may lapse
