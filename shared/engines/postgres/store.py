@@ -81,9 +81,8 @@ _COMPLETE_AND_CLAIM = {False: complete_and_claim_sql(_CLAIM), True: complete_and
 # job at the 30-job batches of a loaded drain; a generic plan is made once per session (and
 # again after an ANALYZE), so it must be right for any table size: no sequential scan, no
 # sort, rows found by key (the hot statements are written for that: tests/engines/
-# test_pg_claim_plan.py). psycopg prepares a statement at its sixth run (not at the first:
-# a first run sends its text with the execution in one message, which
-# tests/proofs/test_two_hosts.py cuts the connection after). A limited claim turns all three
+# test_pg_claim_plan.py). psycopg prepares a statement at its sixth run (a later run sends no
+# text: tests/proofs/test_two_hosts.py's lost claim is cut on the answer). A limited claim turns all three
 # settings back to the defaults for its own transaction (dialect.limits_lock): its fair walk
 # over keys needs sorts.
 WORKER_SESSION = ("SELECT set_config('enable_sort', 'off', false), set_config('enable_seqscan', 'off', false), "
