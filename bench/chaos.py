@@ -360,7 +360,8 @@ def inflict(cluster: "Cluster", db: "Path | Db", faults: list[Fault], rng: rando
       progress whatever a kill costs (a respawn, a re-run), and a fast run is not held back;
     - only a worker that has booted (written its process row) is a victim: killing boots again
       and again is a crash loop, which the supervisor rightly answers with its restart back-off
-      (up to 30 s a slot; tests/test_faults covers that), and the soak would only wait on it."""
+      (up to 30 s a slot; tests/unit/supervisor/test_arbiter_parts.py covers it), and the soak
+      would only wait on it."""
     thresholds = [jobs * (k + 1) / (supervisor_kills + 1) for k in range(supervisor_kills)]
     deadline = time.monotonic() + timeout
     done = kills = 0
