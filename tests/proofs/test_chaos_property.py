@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -347,8 +348,7 @@ def test_the_soak_kills_only_booted_workers_and_never_far_ahead_of_the_jobs_ende
         booting = cluster.procs[3]
         faults: list[Fault] = []
         with pytest.raises(TimeoutError):  # no job ends here: the soak waits for them in vain
-            inflict(cluster, db, faults, __import__("random").Random(1), len(ids), 0.01, 0, timeout=0.5,
-                    grace=0.1)
+            inflict(cluster, db, faults, random.Random(1), len(ids), 0.01, 0, timeout=0.5, grace=0.1)
         assert booting.poll() is None
         assert 1 <= len(faults) <= 2 and all(f.kind == "kill" for f in faults)  # 3 booted, none ended
     finally:

@@ -50,13 +50,13 @@ def _expected() -> str:
 
 
 def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
-    from .connection import upkeep_busy
+    from .connection import BUSY_RETRIES, upkeep_busy
     from .store import SqliteStore
     s = ENGINE.settings(config)
-    if upkeep:  # the supervisor's: never a long wait for the write lock
-        return SqliteStore(target.location, synchronous=s.synchronous, migrate=migrate, busy_retries=0,
-                           busy_timeout=upkeep_busy(s.busy_timeout, config.worker.lease_timeout))
-    return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=s.busy_timeout,
+    # the supervisor's store: never a long wait for the write lock
+    busy, retries = ((upkeep_busy(s.busy_timeout, config.worker.lease_timeout), 0) if upkeep
+                     else (s.busy_timeout, BUSY_RETRIES))
+    return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=busy, busy_retries=retries,
                        migrate=migrate)
 
 
