@@ -7,6 +7,10 @@
 the rest), else ``$JOBQ_CONFIG``, else ``./jobq.toml``; ``using``: the Django database alias
 the backend writes through (default ``"default"``).
 
+A task's ``queue_name`` (one of ``QUEUES``) is its job's jobq queue; its priority and
+``run_after`` are the job's. ``enqueue`` and ``get_result`` build the ``TaskResult`` from the
+stored row alike.
+
 When that alias is the jobq database, ``enqueue`` writes the job through Django's own
 connection, in the caller's transaction: a rolled-back ``atomic()`` leaves no job, a committed
 one has it. Otherwise the job is written when the transaction commits (``on_commit``; the result
