@@ -339,8 +339,10 @@ class JobQueue:
 
     # -- inspect --------------------------------------------------------------------------------
 
-    def get(self, job_id: str) -> Job | None:
-        return self.store.get(job_id)
+    def get(self, job_id: str, conn: Any = None) -> Job | None:
+        """The job, or None. ``conn``: read through the application's connection, as
+        ``enqueue(conn=)`` writes (inside its transaction, the job it wrote there is found)."""
+        return self.store.get(job_id) if conn is None else self.store.get(job_id, conn=conn)
 
     def handle(self, job_id: str) -> JobHandle[Any]:
         """A :class:`shared.handles.JobHandle` of the job ``job_id`` on this queue (``.wait()``

@@ -75,8 +75,8 @@ class ProducerStore(Connection, Protocol):
         text), ``error``, ``done`` (a read)."""
         ...
 
-    def get(self, job_id: str) -> Job | None:
-        """The job with this id as committed now, or None (a read)."""
+    def get(self, job_id: str, conn: Any = None) -> Job | None:
+        """The job with this id as committed now, or None (a read); ``conn``: as ``enqueue``'s."""
         ...
 
     def counts(self) -> dict[str, int]:
@@ -301,7 +301,7 @@ class OpsStore(Connection, Protocol):
         :attr:`gauges`; cheap enough for every ``status`` and metrics scrape."""
         ...
 
-    def get(self, job_id: str) -> Job | None: ...
+    def get(self, job_id: str, conn: Any = None) -> Job | None: ...
 
     def counts(self) -> dict[str, int]: ...
 

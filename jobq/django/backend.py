@@ -7,6 +7,10 @@
 the rest), else ``$JOBQ_CONFIG``, else ``./jobq.toml``; ``using``: the Django database alias
 the backend writes through (default ``"default"``).
 
+A task's ``queue_name`` (one of ``QUEUES``) is its job's jobq queue; its priority and
+``run_after`` are the job's. ``enqueue`` and ``get_result`` build the ``TaskResult`` from the
+stored row alike.
+
 When that alias is the jobq database, ``enqueue`` writes the job through Django's own
 connection, in the caller's transaction: a rolled-back ``atomic()`` leaves no job, a committed
 one has it. Otherwise the job is written when the transaction commits (``on_commit``; the result
@@ -32,13 +36,17 @@ from shared.config import Config
 from shared.config import load as load_config
 from shared.config import resolve_path
 from shared.database import redacted
+from shared.queuenames import queue_name_error
 
 from . import compat
 from .databases import same_database
-from .results import STATUS, history, task_result
+from .results import PAYLOAD_RUN_AFTER, STATUS, history, task_result
 from .task import JobqTask
 
 WORKER_MODULE = "jobq.django.worker"
+# what enqueue's result takes from the stored row (all but the arguments, as given)
+_RESULT_FIELDS = ("task", "id", "status", "enqueued_at", "started_at", "last_attempted_at",
+                  "finished_at", "errors", "worker_ids")
 
 
 class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
@@ -96,28 +104,44 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
 
     # -- enqueue -----------------------------------------------------------------------------------
 
+    def validate_task(self, task: Any) -> None:
+        """Django's checks (``queue_name`` in ``QUEUES`` among them), and the queue name's
+        being one jobq can name a queue with (InvalidTask naming it)."""
+        super().validate_task(task)
+        why = queue_name_error(task.queue_name)
+        if why is not None:
+            raise compat.InvalidTask(f"task {task.module_path}: {why}")
+
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
-        """Queue a run of ``task``; its READY ``TaskResult``. Through Django's connection when it
-        is the jobq database (in the caller's transaction, if any: the id is known at once),
-        else when the transaction commits (the id is set then). Arguments that are not JSON,
-        and an invalid task, raise before anything is written; ``task_enqueued`` is sent once
-        the job is written."""
+        """Queue a run of ``task`` on the jobq queue of its ``queue_name``; its READY
+        ``TaskResult``, read back from the stored row (what ``get_result`` gives). Through
+        Django's connection when it is the jobq database (in the caller's transaction, if any:
+        the id is known at once), else when the transaction commits (the id is set then).
+        Arguments that are not JSON, and an invalid task, raise before anything is written;
+        ``task_enqueued`` is sent once the job is written."""
         self.validate_task(task)
         args, kwargs = compat.normalize_json(list(args)), compat.normalize_json(dict(kwargs))
         payload: dict[str, Any] = {"args": args, "kwargs": kwargs}
-        if task.queue_name != compat.DEFAULT_TASK_QUEUE_NAME:
-            payload["queue"] = task.queue_name
         run_at = _aware(task.run_after)
+        if run_at is not None:
+            payload[PAYLOAD_RUN_AFTER] = run_at.isoformat()
+        # the defaults leave the type's [types] priority and queue
         priority = None if task.priority == compat.DEFAULT_TASK_PRIORITY else task.priority
+        queue = None if task.queue_name == compat.DEFAULT_TASK_QUEUE_NAME else task.queue_name
         result = compat.TaskResult(
             task=task, id="", status=compat.TaskResultStatus.READY, enqueued_at=None, started_at=None,
             last_attempted_at=None, finished_at=None, args=args, kwargs=kwargs, backend=self.alias,
             errors=[], worker_ids=[])
 
         def write(conn: Any = None) -> None:
-            job_id = self.queue().enqueue(task.module_path, payload, run_at=run_at, priority=priority, conn=conn)
-            object.__setattr__(result, "id", job_id)
-            object.__setattr__(result, "enqueued_at", timezone.now())
+            jobs = self.queue()
+            job_id = jobs.enqueue(task.module_path, payload, run_at=run_at, priority=priority,
+                                  queue=queue, conn=conn)
+            job = jobs.get(job_id, conn=conn)
+            if job is not None:  # (None: a retention purge in between, outside a transaction)
+                stored = task_result(task, job, [], self.alias)
+                for name in _RESULT_FIELDS:
+                    object.__setattr__(result, name, getattr(stored, name))
             compat.task_enqueued.send(type(self), task_result=result)
 
         if self.in_transaction_writes():
@@ -134,9 +158,11 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
     def get_result(self, result_id: str) -> Any:
         """The ``TaskResult`` of the job ``result_id`` as stored now, read from any process;
         ``TaskResultDoesNotExist`` when there is no such job (never enqueued, not committed
-        yet, deleted by retention) or it is not a Django task's (its type imports no Task)."""
+        yet, deleted by retention) or it is not a Django task's (its type imports no Task).
+        Inside a transaction of Django's connection to the jobq database the job is read
+        through that connection, which sees the jobs it enqueued and has not committed."""
         queue = self.queue()
-        job = queue.get(str(result_id))
+        job = queue.get(str(result_id), conn=self._open_transaction())
         if job is None:
             raise compat.TaskResultDoesNotExist(result_id)
         try:
@@ -146,7 +172,18 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         if not isinstance(task, compat.Task) or job.status not in STATUS:
             raise compat.TaskResultDoesNotExist(f"{result_id} is a jobq job of type {job.type!r}, "
                                                 f"not a Django task")
-        return task_result(task, job, history(queue.store, job.id), self.alias)
+        attempts = history(queue.store, job.id) if job.attempts else []  # none before a first try
+        return task_result(task, job, attempts, self.alias)
+
+    def _open_transaction(self) -> Any:
+        """Django's connection to the jobq database (its driver's) when this thread holds a
+        transaction open on it, else None."""
+        if not self.in_transaction_writes():
+            return None
+        django_conn = connections[self.using]
+        if not django_conn.in_atomic_block or django_conn.connection is None:
+            return None
+        return django_conn.connection
 
     # -- checks ------------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ jobq.E001  the jobq config cannot be read, or the ``using`` alias is not a Djang
 jobq.E002  ``jobq.django`` is not in INSTALLED_APPS: a thread's first enqueue inside a
            transaction would open its queue there, and wait for its own transaction's lock
 jobq.W001  the ``using`` database is not jobq's: jobs are written when the transaction commits
-jobq.W002  queue names besides the default: jobq runs them all in its one queue
+jobq.E003  a name of ``QUEUES`` that jobq cannot name a queue with (each name is a jobq queue)
 jobq.W003  the config's ``handlers`` do not start with jobq.django.worker: workers cannot set
            Django up before importing the task modules
 """
@@ -17,8 +17,7 @@ from django.conf import settings
 from django.core import checks
 
 from shared.config import ConfigError
-
-from . import compat
+from shared.queuenames import queue_name_error
 
 
 def backend_messages(backend: Any) -> list[checks.CheckMessage]:
@@ -43,11 +42,11 @@ def backend_messages(backend: Any) -> list[checks.CheckMessage]:
             "tasks are enqueued when the transaction commits, not inside it",
             hint="point DATABASES and jobq's database at the same file or PostgreSQL database",
             id="jobq.W001"))
-    others = sorted(set(backend.queues) - {compat.DEFAULT_TASK_QUEUE_NAME})
-    if others:
-        out.append(checks.Warning(
-            f"{where}: QUEUES {others}: jobq has one queue, in which tasks of every queue name run "
-            "(limit them by task with [types.\"<module path>\"] tables)", id="jobq.W002"))
+    for name in sorted(backend.queues, key=repr):
+        why = queue_name_error(name)
+        if why is not None:
+            out.append(checks.Error(f"{where}: QUEUES: {why}", id="jobq.E003",
+                                    hint="each name of QUEUES is a jobq queue (docs/queues.md)"))
     if config.handlers and config.handlers[0] != WORKER_MODULE:
         out.append(checks.Warning(
             f"{where}: jobq's handlers {list(config.handlers)} do not start with {WORKER_MODULE!r}: "

@@ -5,9 +5,14 @@ jobq keeps one row per ended attempt (outcome ``retry``, ``failed`` or ``complet
 error text and the owner); a Django task result lists one ``TaskError`` per failed attempt and
 one worker id per attempt. The attempt history is read through the operators' read layer, in
 :func:`history` only.
+
+The result's ``task`` is the task rebuilt with the job's own options (:func:`task_of`), and a
+``TaskError.traceback`` is what Django's contract says, ``"".join(format_exception(exc))``,
+while jobq's error field keeps jobq's own text (:func:`django_traceback`).
 """
 from __future__ import annotations
 
+import copy
 import re
 from datetime import datetime
 from typing import Any
@@ -24,6 +29,11 @@ STATUS = {"waiting": "READY", "pending": "READY", "running": "RUNNING", "complet
           "cancelled": "FAILED"}  # Django has no "cancelled": a cancelled task never ran, it failed
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*")
 UNKNOWN_EXCEPTION = "builtins.Exception"  # an error jobq wrote itself (a timeout, a lost worker)
+# The sentence jobq's runner (shared.runner) puts before the traceback of a handler that called
+# sys.exit(): jobq's wording, for jobq's error field; Django's traceback has none.
+_SYS_EXIT_NOTE = re.compile(r"handler of job \S+ called sys\.exit\(.*\): treated as a failure\n")
+_TRACEBACK = "Traceback (most recent call last):\n"
+PAYLOAD_RUN_AFTER = "run_after"  # the payload key of the run_after a task was enqueued with
 
 
 def history(store: Any, job_id: str) -> list[dict[str, Any]]:
@@ -49,14 +59,46 @@ def exception_path(error: str) -> str:
     return name if "." in name else f"builtins.{name}"
 
 
+def django_traceback(error: str) -> str:
+    """A stored error as Django's ``TaskError.traceback``: for an exception the task raised,
+    ``"".join(traceback.format_exception(exc))`` (jobq stores it without its final newline, and
+    after a sentence of its own for a ``sys.exit()``); any other error (a timeout, a lost
+    worker: jobq's words) as stored."""
+    note = _SYS_EXIT_NOTE.match(error)
+    text = error[note.end():] if note and error[note.end():].startswith(_TRACEBACK) else error
+    return text + "\n" if text.startswith(_TRACEBACK) else text
+
+
+def task_error(error: str) -> Any:
+    """The Django ``TaskError`` of one stored error."""
+    return compat.TaskError(exception_class_path=exception_path(error),
+                            traceback=django_traceback(error))
+
+
 def errors_of(job: Job, attempts: list[dict[str, Any]]) -> list[Any]:
     """One TaskError per failed attempt; a job failed without an attempt (never ran) gets one
     for its own error."""
-    out = [compat.TaskError(exception_class_path=exception_path(a["error"]), traceback=a["error"])
-           for a in attempts if a["outcome"] != "completed" and a["error"]]
+    out = [task_error(a["error"]) for a in attempts if a["outcome"] != "completed" and a["error"]]
     if not out and job.status == "failed" and job.error:
-        out.append(compat.TaskError(exception_class_path=exception_path(job.error), traceback=job.error))
+        out.append(task_error(job.error))
     return out
+
+
+def task_of(task: Any, job: Job, backend: str) -> Any:
+    """``task`` as the job was enqueued: its priority (Django's range: a ``[types]`` priority
+    beyond it is cut to it), its queue, the ``run_after`` it was given (kept in the payload:
+    the job's ``run_at`` moves with each retry) and the backend reading it. Built without
+    the backend's checks: what is stored is shown, even after ``QUEUES`` changed."""
+    run_after = job.payload.get(PAYLOAD_RUN_AFTER) if isinstance(job.payload, dict) else None
+    moment = datetime.fromisoformat(run_after) if isinstance(run_after, str) else None
+    if moment is not None and not settings.USE_TZ:
+        moment = timezone.make_naive(moment)
+    low, high = compat.TASK_MIN_PRIORITY, compat.TASK_MAX_PRIORITY
+    rebuilt = copy.copy(task)
+    for name, value in (("priority", min(max(job.priority, low), high)), ("queue_name", job.queue),
+                        ("run_after", moment), ("backend", backend)):
+        object.__setattr__(rebuilt, name, value)
+    return rebuilt
 
 
 def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -69,14 +111,16 @@ def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 def task_result(task: Any, job: Job, attempts: list[dict[str, Any]], backend: str) -> Any:
-    """The TaskResult of ``job`` (a run of ``task``) as stored now."""
+    """The TaskResult of ``job`` (a run of ``task``) as stored now: ``enqueue`` and
+    ``get_result`` both build theirs here, from the stored row."""
     args, kwargs = arguments(job.payload)
     workers = [a["owner"] or "" for a in attempts]
     if job.status == "running":
         workers.append(job.owner or "")
     first = attempts[0]["started_at"] if attempts else job.started_at
     result = compat.TaskResult(
-        task=task, id=job.id, status=compat.TaskResultStatus[STATUS[job.status]],
+        task=task_of(task, job, backend), id=job.id,
+        status=compat.TaskResultStatus[STATUS[job.status]],
         enqueued_at=when(job.created_at), started_at=when(first), last_attempted_at=when(job.started_at),
         finished_at=when(job.completed_at) if job.status in ("completed", "failed", "cancelled") else None,
         args=args, kwargs=kwargs, backend=backend, errors=errors_of(job, attempts), worker_ids=workers)

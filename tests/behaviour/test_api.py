@@ -3,6 +3,7 @@ input validation."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -196,6 +197,23 @@ def test_transactional_enqueue_committed(queue, app_conn):
     assert queue.get(key_id).key == "mail-1"
     assert queue.enqueue("order:mail", {"order": 1}, key="mail-1") == key_id
     assert row_count(queue.config) == 2
+
+
+def test_get_through_the_application_connection_sees_its_open_transaction(queue, app_conn):
+    """``get(id, conn=)`` reads through the application's connection, as ``enqueue(conn=)``
+    writes: inside its open transaction the job it wrote is found (jobq's own connection
+    cannot see it yet), also where that connection's search path lacks jobq's schema."""
+    if not isinstance(app_conn, sqlite3.Connection):
+        app_conn.execute("SET search_path TO DEFAULT")
+    app_conn.execute("BEGIN")
+    job_id = queue.enqueue("order:ship", {"order": 1}, priority=4, queue="mail", conn=app_conn)
+    seen = queue.get(job_id, conn=app_conn)
+    assert queue.get(job_id) is None
+    assert (seen.id, seen.payload, seen.priority, seen.queue) == (job_id, {"order": 1}, 4, "mail")
+    assert seen.status == "pending" and seen.created_at == seen.run_at
+    assert queue.get("no-such-job", conn=app_conn) is None
+    app_conn.execute("ROLLBACK")
+    assert queue.get(job_id, conn=app_conn) is None
 
 
 def test_transactional_enqueue_rolled_back(queue, app_conn):

@@ -93,7 +93,8 @@ def project(request, tmp_path_factory):
     try:
         with proj.queue() as q:  # jobq's tables before the supervisor: the tests pause it first
             pass
-        sup = proj.manage("jobq", "run", log="supervisor.log")
+        # the default queue only: a task on Django's queue "emails" waits
+        sup = proj.manage("jobq", "run", "--queues", "default", log="supervisor.log")
         with proj.queue() as q:
             wait_until(lambda: sup.poll() is not None or q.store.processes("worker"), 60, "a worker")
         assert sup.poll() is None, (folder / "supervisor.log").read_text()
@@ -119,6 +120,19 @@ def test_a_rolled_back_atomic_leaves_no_job_and_a_committed_one_completes(projec
     assert sent[0]["pid"] != sent[1]["pid"] == sent[2]["pid"]   # enqueued here, run by a worker
     assert project.signal_lines(gone["id"])[0]["signal"] == "enqueued"  # sent, then rolled back
     assert [s["signal"] for s in project.signal_lines(gone["id"])] == ["enqueued"]
+
+
+def test_a_django_queue_is_a_jobq_queue_that_a_supervisor_of_another_leaves(project):
+    """Django's ``queue_name`` is the job's jobq queue: a task on "emails" waits while the
+    fixture's supervisor (``manage.py jobq run --queues default``) runs the default queue's."""
+    emails = project.drive("enqueue", {"task": "add", "args": [1, 1], "queue": "emails"})
+    default = project.drive("enqueue", {"task": "add", "args": [2, 2]})  # after it, same priority
+    assert project.drive("wait", {"id": default["id"]})["status"] == "SUCCESSFUL"
+    with project.queue() as q:
+        job, ran = q.get(emails["id"]), q.get(default["id"])
+        assert (job.queue, job.status, job.attempts) == ("emails", "pending", 0)
+        assert ran.queue == "default"
+    assert project.drive("get", {"id": emails["id"]})["status"] == "READY"
 
 
 def test_get_result_and_aget_result_work_from_other_processes(project):

@@ -44,6 +44,23 @@ class SqlBase:
         """Every row of a read (autocommit: no transaction is left open)."""
         return list(self._run(self.conn, sql, params).fetchall())
 
+    def _rows_on(self, conn: Any, sql: str, params: Params | None = None) -> list[dict[str, Any]]:
+        """Every row of a read run through an application's connection ``conn`` (in its
+        transaction, if one is open: it sees that transaction's own writes), as dicts whatever
+        rows the connection gives. Its tables are named with :meth:`named`."""
+        cur = conn.cursor()
+        try:
+            cur.execute(self.dialect.sql(sql), params or {})
+            names = [d[0] for d in cur.description]
+            return [r if isinstance(r, dict) else dict(zip(names, r)) for r in cur.fetchall()]
+        finally:
+            cur.close()
+
+    def named(self, table: str) -> str:
+        """A jobq table as a statement on an application's connection names it (an engine with a
+        namespace of its own qualifies it: that connection's search path need not have it)."""
+        return table
+
     def _row(self, sql: str, params: Params | None = None) -> dict[str, Any] | None:
         rows = self._rows(sql, params)
         return rows[0] if rows else None

@@ -6,7 +6,7 @@ when the next job is due, and the pause flag (``shared.contract`` Producer and W
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from ...clock import iso, parse_iso
 from ...job import Job
@@ -28,6 +28,7 @@ def in_claim_order(jobs: Iterable[Job]) -> list[Job]:
 
 _STOPPING = ", cancel_requested_at, progress, limit_key"  # read with a job's row, not claimed with it (issues 27, 26)
 _GET = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE id = :id"
+_GET_ON = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM {{jobs}} WHERE id = :id"  # through conn=
 _RUNNING = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE status = 'running' ORDER BY started_at"
 # A delayed or retried job (due later than it was created): the small jobs_delayed index.
 _NEXT_DUE = "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending' AND run_at > created_at"
@@ -40,9 +41,15 @@ _IS_PAUSED = "SELECT value FROM control WHERE name = 'paused'"
 class JobsSql(SqlBase):
     """Reads of jobs and the pause flag, on every engine."""
 
-    def get(self, job_id: str) -> Job | None:
-        """The job with this id, or None (a read)."""
-        row = self._row(_GET, {"id": job_id})
+    def get(self, job_id: str, conn: Any = None) -> Job | None:
+        """The job with this id, or None (a read). With ``conn`` (the application's connection
+        of this engine, as ``enqueue`` takes it), read through it: in its open transaction, a
+        job that transaction wrote and has not committed is found."""
+        if conn is None:
+            row = self._row(_GET, {"id": job_id})
+        else:
+            rows = self._rows_on(conn, _GET_ON.format(jobs=self.named("jobs")), {"id": job_id})
+            row = rows[0] if rows else None
         return Job.from_row(row) if row else None
 
     def counts(self) -> dict[str, int]:
