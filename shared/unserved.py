@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from types import SimpleNamespace
+from types import FrameType, SimpleNamespace
 from typing import Any, Iterable
 
 from .queues import plan
@@ -84,7 +84,8 @@ def warn_unserved(config: Any, queue: str) -> str:
 def _caller_level() -> int:
     """The stack level of the first frame outside jobq's shared package (the application's
     enqueue, a task's, the CLI's), counted from :func:`warn_unserved`'s call of ``warn``."""
-    frame, level = sys._getframe(2), 2
+    frame: FrameType | None = sys._getframe(2)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(_HERE):
         frame, level = frame.f_back, level + 1
     return level
