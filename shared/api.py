@@ -29,6 +29,7 @@ from .queuenames import DEFAULT_QUEUE, check_queue
 from .tracing import Tracing, active as tracing_active, context as trace_context
 from .ops.bulk import cancel_jobs
 from .typecheck import TypeCheck
+from .unserved import warn_unserved
 from .waithub import Hubs
 
 _OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "queue", "limit_key")
@@ -237,6 +238,7 @@ class JobQueue:
                 if known is None:
                     self._type_priority(jtype)  # (checks the type)
                     known = seen[jtype] = self._known(jtype)
+                    warn_unserved(self.config, known[1])
                 return NewJob(job_id, jtype, self._payload_text(jtype, payload), known[0], now, None, None,
                               queue=known[1],
                               limit_key=None if known[2] is None else limit_key_of(jtype, payload, None, known[2]))
@@ -301,7 +303,7 @@ class JobQueue:
                limit_key: Any = None, after: tuple[str, ...] = (), after_failure: Any = None) -> NewJob:
         default_priority = self._type_priority(jtype)
         limit_key = self._limit_key(jtype, payload, limit_key)
-        queue = self._type_queue(jtype, queue)
+        queue = warn_unserved(self.config, self._type_queue(jtype, queue))  # (if no pool serves it)
         text = self._payload_text(jtype, payload)
         if priority is None:
             priority = default_priority

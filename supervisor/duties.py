@@ -6,6 +6,7 @@
                    foreign owners
     processes      prune dead processes' rows, refresh ours
     ops_requests   take a ``jobq scale`` request; publish our counters for ``jobq status``
+    unserved       once per config (boot, reload, scale): log the queues no pool serves
 
 ``supervisor.maintenance`` decides (pure functions over what the store says); these act on it.
 """
@@ -22,6 +23,7 @@ from shared.policy import JobPolicy
 
 from . import maintenance, scheduler
 from .slots import Slots
+from .unserved import UnservedLog
 from .upkeep import PROCESS_STALE_AFTER, PROCESS_TOUCH_EVERY
 
 log = get_logger("supervisor")
@@ -50,6 +52,7 @@ class Duties:
         self.sup = sup
         self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
         self.published: dict[str, int] = {}          # the counters as last saved
+        self.unserved = UnservedLog()                # the config whose unserved queues were logged
 
     def tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
@@ -59,7 +62,8 @@ class Duties:
                 UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
                 *upkeep_tasks(self.sup.config),
                 UpkeepTask("schedules", 0.0, lambda r: scheduler.run_due(r.store, self.sup.config, r.now)),
-                UpkeepTask("ops_requests", 0.0, self.ops_requests)]
+                UpkeepTask("ops_requests", 0.0, self.ops_requests),
+                UpkeepTask("unserved", 0.0, self.log_unserved)]
 
     def timeouts(self, rnd: Round) -> None:
         """Police our children's running jobs: hard timeouts and expired leases. Leaves the
@@ -115,6 +119,10 @@ class Duties:
         stale = max(self.sup.config.worker.lease_timeout, PROCESS_STALE_AFTER)
         maintenance.prune_processes(rnd.store, rnd.now, stale, self.sup.host)
         rnd.store.touch_process(self.sup.token, rnd.now)
+
+    def log_unserved(self, rnd: Round) -> None:
+        """Once per config: a warning per queue no pool of it serves (``supervisor.unserved``)."""
+        self.unserved.check(self.sup.db(), rnd.config, rnd.now)
 
     def ops_requests(self, rnd: Round) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""

@@ -72,6 +72,7 @@ class MetricsServer:
 
     def __init__(self) -> None:
         self.address: tuple[str, int] | None = None   # what the config asks for
+        self.config: Config | None = None               # the config as of the last fds()
         self.listener: socket.socket | None = None
         self.clients: dict[int, _Client] = {}
         # Answers are sent without blocking: a client that does not read keeps its rest here and
@@ -85,7 +86,9 @@ class MetricsServer:
     # -- sockets --------------------------------------------------------------------------------
 
     def fds(self, config: Config) -> list[int]:
-        """The fds to wait on; (re)binds when ``metrics_port``/``metrics_host`` changed."""
+        """The fds to wait on; (re)binds when ``metrics_port``/``metrics_host`` changed. The
+        config is kept for this turn's scrapes (its pools: which queues are served)."""
+        self.config = config
         want = (config.metrics_host, config.metrics_port) if config.metrics_port else None
         if want != self.address:
             self.close()
@@ -192,7 +195,8 @@ class MetricsServer:
         try:
             s = store()
             self._fold(store)
-            return "200 OK", exposition(s, time.time(), self.feed, counters, gauges, self.started)
+            return "200 OK", exposition(s, time.time(), self.feed, counters, gauges, self.started,
+                                        self.config)
         except Exception as exc:  # noqa: BLE001 - a scrape must never take the supervisor down
             event(log, "metrics.scrape_failed", logging.ERROR, error=repr(exc))
             return "500 Internal Server Error", f"scrape failed: {exc}\n"
@@ -274,8 +278,9 @@ def _request_line(raw: bytes) -> tuple[str, str]:
 
 
 def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: dict[str, int],
-               gauges: dict[str, float], started: float) -> str:
-    """The Prometheus text (format 0.0.4) of the queue as of ``now``."""
+               gauges: dict[str, float], started: float, config: Config | None = None) -> str:
+    """The Prometheus text (format 0.0.4) of the queue as of ``now``; with the supervisor's
+    ``config``, which named queues none of its pools serves."""
     from shared import ops  # here: see the imports
     out = Exposition()
     out.family("jobq_jobs", "gauge", "Jobs in the database by status and type.")
@@ -288,7 +293,7 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
     age = max(now - parse_iso(max(oldest["run_at"], oldest["created_at"])), 0.0) if oldest else 0.0
     out.gauge("jobq_oldest_pending_age_seconds", "How long the longest-waiting due job has waited.", age)
     out.gauge("jobq_paused", "1 while the queue is paused.", int(store.is_paused()))
-    queue_gauges(out, store, now)
+    queue_gauges(out, store, now, config)
     for g in ops.gauges.read(store):  # the engine's own, as it names them (none: no family)
         out.gauge(f"jobq_{g['key']}", g["help"], g["value"])
     for name, value in sorted(gauges.items()):
@@ -302,13 +307,19 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
     return out.text()
 
 
-def queue_gauges(out: "Exposition", store: OpsStore, now: float) -> None:
-    """Per named queue: due jobs waiting, running jobs, paused (shared.ops.queues)."""
+def queue_gauges(out: "Exposition", store: OpsStore, now: float,
+                 config: Config | None = None) -> None:
+    """Per named queue: due jobs waiting, running jobs, paused, and the pending jobs of a queue no
+    pool of ``config`` serves (shared.ops.queues, shared.unserved)."""
     from shared.ops import queues  # here: see the imports
-    rows = queues.by_queue(store, now, sample=0)
+    rows = queues.by_queue(store, now, config, sample=0)
+    for r in rows:
+        r["unserved_pending"] = r["pending"] if r["unserved"] else 0
     for name, key, doc in (("jobq_queue_due", "due", "Due pending jobs by named queue."),
                            ("jobq_queue_running", "running", "Running jobs by named queue."),
-                           ("jobq_queue_paused", "paused", "1 while the named queue is paused.")):
+                           ("jobq_queue_paused", "paused", "1 while the named queue is paused."),
+                           ("jobq_queue_unserved_pending", "unserved_pending",
+                            "Pending jobs of a named queue no worker serves (0 while one does).")):
         out.family(name, "gauge", doc)
         for r in rows:
             out.sample(name, int(r[key]), queue=r["queue"])

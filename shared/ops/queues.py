@@ -3,7 +3,8 @@ status``, ``jobq top``, the metrics and the dashboard.
 
 Depth and running are counted from the pending claim index by queue (``jobs_queue_claim``: the
 index alone, no table rows) and from the running rows; throughput and latency from the last
-attempts (the sample ``status`` reads), matched to their jobs' queues by id.
+attempts (the sample ``status`` reads), matched to their jobs' queues by id. With the config,
+each row says whether any pool of it serves the queue (``shared.unserved``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from ..clock import iso
 from ..contract import OpsStore
 from ..queuenames import DEFAULT_QUEUE
+from ..unserved import unserved
 from . import viewstats as stats
 
 _DEPTH = ("SELECT queue, count(*) AS n, sum(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due "
@@ -25,12 +27,14 @@ _RECENT = ("SELECT j.queue, a.outcome, a.due_at, a.started_at, a.ended_at FROM j
 def by_queue(store: OpsStore, now: float, config: Any = None, window: float = 300.0,
              sample: int = 20_000) -> list[dict[str, Any]]:
     """One row per queue that has jobs, a ``[queues]`` table or a pause: ``{queue, pending, due,
-    running, paused, completed_per_min, failed_per_min, wait_s: {p50, p90, p99, max}}``, by name."""
+    running, paused, unserved, completed_per_min, failed_per_min, wait_s: {p50, p90, p99, max}}``,
+    by name. ``unserved``: no pool of ``config`` takes jobs from the queue (False without one)."""
     rows: dict[str, dict[str, Any]] = {}
 
     def row(name: str) -> dict[str, Any]:
         return rows.setdefault(name, {"queue": name, "pending": 0, "due": 0, "running": 0, "paused": False,
-                                      "completed_per_min": 0.0, "failed_per_min": 0.0, "waits": []})
+                                      "unserved": False, "completed_per_min": 0.0,
+                                      "failed_per_min": 0.0, "waits": []})
     for name in (getattr(config, "queues", None) or {}):
         row(name).update(paused=bool(config.queues[name].paused))
     for r in store.read(_DEPTH, {"now": iso(now)}):
@@ -46,6 +50,8 @@ def by_queue(store: OpsStore, now: float, config: Any = None, window: float = 30
         q["waits"] += stats.durations([r])[0]
     if not rows:
         row(DEFAULT_QUEUE)
+    for name in unserved(config, rows) if config is not None else ():
+        rows[name]["unserved"] = True
     for q in rows.values():
         q["wait_s"] = stats.summary(q.pop("waits"))
         q["completed_per_min"] = round(q["completed_per_min"], 3)

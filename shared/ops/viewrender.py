@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from .. import unserved
+
 SPARKS = "▁▂▃▄▅▆▇█"
 ASCII_SPARKS = " .:-=+*#"
 
@@ -122,12 +124,19 @@ def _header(snap: dict[str, Any]) -> str:
 
 
 def queues_text(queues: Sequence[dict[str, Any]]) -> str:
-    """The named queues (shared.ops.queues), when there is more than ``default`` to show."""
-    if not any(q["queue"] != "default" or q["paused"] for q in queues):
+    """The named queues (shared.ops.queues), when there is more than ``default`` to show; below
+    them, a line per queue no worker serves (``shared.unserved``)."""
+    if not any(q["queue"] != "default" or q["paused"] or q.get("unserved") for q in queues):
         return ""
     rows = [[q["queue"], q["pending"], q["due"], q["running"], "PAUSED" if q["paused"] else "-",
              q["completed_per_min"], duration(q["wait_s"]["p50"]), duration(q["wait_s"]["p99"])] for q in queues]
-    return table(["QUEUE", "PENDING", "DUE", "RUNNING", "PAUSED", "DONE/MIN", "WAIT P50", "WAIT P99"], rows)
+    head = ["QUEUE", "PENDING", "DUE", "RUNNING", "PAUSED", "DONE/MIN", "WAIT P50", "WAIT P99"]
+    return "\n".join([table(head, rows)] + unserved_lines(queues))
+
+
+def unserved_lines(queues: Sequence[dict[str, Any]]) -> list[str]:
+    """``no worker serves queue X: N pending`` for each unserved queue of ``queues``."""
+    return [unserved.sentence(q["queue"], q["pending"]) for q in queues if q.get("unserved")]
 
 
 def _schedules(snap: dict[str, Any]) -> str:

@@ -37,7 +37,8 @@ def cmd_top(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail("top needs a terminal; for scripts use `jobq status --json` (or --watch)", ExitCode.USAGE)
     locale.setlocale(locale.LC_ALL, "")
     with ctx.store() as store:
-        view = TopView(store, ctx.clock, args.interval, ascii_only="utf" not in locale.getpreferredencoding().lower())
+        view = TopView(store, ctx.clock, args.interval, ascii_only="utf" not in locale.getpreferredencoding().lower(),
+                       config=ctx.config)
         try:
             curses.wrapper(view.run)
         except KeyboardInterrupt:
@@ -48,8 +49,11 @@ def cmd_top(ctx: Ctx, args: argparse.Namespace) -> int:
 class TopView:
     """The view's state (sparkline history) and its draw loop."""
 
-    def __init__(self, store: OpsStore, clock: Any, interval: float, ascii_only: bool = False) -> None:
+    def __init__(self, store: OpsStore, clock: Any, interval: float, ascii_only: bool = False,
+                 config: Any = None) -> None:
+        """``config``: the one the command read (its pools say which queues no worker serves)."""
         self.store = store
+        self.config = config
         self.clock = clock
         self.interval = interval
         self.ascii_only = ascii_only
@@ -92,7 +96,7 @@ class TopView:
         self.wait.append(stats.mean_of(rows, "wait"))
         self.run_t.append(stats.mean_of(rows, "run"))
         self.last_poll = now_m
-        self.snap = collect(self.store, self.clock.now(), detail=False)
+        self.snap = collect(self.store, self.clock.now(), detail=False, config=self.config)
         self.failures = ops.recent_failures(self.store, FAILURES)
 
     def draw(self, scr: Any) -> None:

@@ -2,8 +2,11 @@
 with real supervisors on each engine."""
 from __future__ import annotations
 
+import json
 import re
 import signal
+import sys
+import warnings
 
 import pytest
 import tomli_w
@@ -12,7 +15,9 @@ from shared.api import JobQueue
 from shared.clock import parse_iso
 from shared.config import Config, from_dict, load
 from shared.queues import QueueOrder, plan, slot_queues, total_workers
-from tests.proc import db, wait_until, worker_rows, write_config
+from shared.unserved import UnservedQueueWarning, served_queues
+from tests.proc import db, log_events, wait_until, worker_rows, write_config
+from tests.process.test_metrics import free_port, parse, scrape
 from tests.unit.cli.test_cli import jobq, ok
 
 pytestmark = pytest.mark.engines
@@ -186,3 +191,92 @@ def test_the_queue_of_a_job_comes_from_the_call_the_type_or_the_handler(tmp_path
         assert q.get(q.enqueue("other", {})).queue == "default"
     finally:
         q.close()
+
+
+def unserved_config(tmp_path, **sections):
+    """``reports`` with a pool of its own, ``digest`` in the shared pool (with ``default``): a
+    job of any other queue waits for a worker that never comes."""
+    return write_config(tmp_path, **{"handlers": ["queuejobs"], "supervisor": {"workers": 2},
+                                     "queues": {"reports": {"workers": 1}, "digest": {"weight": 1}},
+                                     **sections})
+
+
+def test_a_queue_is_unserved_when_no_pool_of_the_config_takes_jobs_from_it():
+    def served(**cfg):
+        return served_queues(from_dict(cfg))
+    assert served() is None and served(supervisor={"queues": ["a"]}) is None  # one pool, every queue
+    assert served(supervisor={"workers": 0}) == frozenset()  # scaled to nothing
+    assert served(supervisor={"workers": 2}, queues={"reports": {"workers": 1}}) == {"reports", "default"}
+    # the own pools take every worker: the shared pool (bulk, default) has none left
+    assert served(supervisor={"workers": 2}, queues={"reports": {"workers": 2}, "bulk": {"weight": 3}}) == \
+        {"reports"}
+    assert served(queues={"parked": {"workers": 0}, "default": {"workers": 1}}) == {"default"}
+    # a pause is a state of its own (shown as paused), not a missing pool; nor is one host's --queues
+    assert served(supervisor={"workers": 2, "queues": ["reports"]},
+                  queues={"reports": {"workers": 1}, "cold": {"paused": True}}) == {"reports", "cold", "default"}
+
+
+def test_an_enqueue_on_a_queue_no_pool_serves_warns_from_the_config_alone(database, tmp_path):
+    # a handler module that cannot be imported here: the check reads the config, nothing else
+    config_path = unserved_config(tmp_path, handlers=["no_such_module_of_handlers"],
+                                  types={"q:routed": {"queue": "outbox"}})
+    with JobQueue(config=load(config_path)) as q, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        served = [q.enqueue("q:fast", {}, queue=name) for name in ("reports", "digest", "default")]
+        job_id = q.enqueue("q:fast", {}, queue="newsletters")
+        q.enqueue_many([("q:fast", {}, {"queue": "bulk"})])
+        q.enqueue_many([("q:routed", {})])  # the type's queue, on the short path of plain items
+        q.enqueue("q:routed", {})
+        assert [str(w.message).split(":")[0] for w in seen] == [
+            "no worker serves queue 'newsletters'", "no worker serves queue 'bulk'",
+            "no worker serves queue 'outbox'", "no worker serves queue 'outbox'"]
+        assert all(w.category is UnservedQueueWarning and w.filename == __file__ for w in seen)
+        assert "reports=1 (reports); shared=1 (digest, default)" in str(seen[0].message)
+        assert q.get(job_id).status == "pending" and len(served) == 3  # warned, and written
+    assert "no_such_module_of_handlers" not in sys.modules
+    r = jobq(config_path, "enqueue", "q:fast", "--queue", "newsletters")
+    assert r.returncode == 0 and "jobq: warning: no worker serves queue 'newsletters'" in r.stderr, r.stderr
+
+
+def test_status_names_each_queue_no_worker_serves_with_its_pending_jobs(database, tmp_path):
+    config_path = unserved_config(tmp_path)
+    with JobQueue(config=load(config_path)) as q, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnservedQueueWarning)
+        q.enqueue("q:fast", {}, queue="newsletters")
+        q.enqueue("q:fast", {}, queue="reports")
+    text = ok(jobq(config_path, "status"))
+    assert "no worker serves queue newsletters: 1 pending" in text.splitlines(), text
+    assert "serves queue reports" not in text and "serves queue digest" not in text
+    rows = {r["queue"]: r for r in json.loads(ok(jobq(config_path, "status", "--json")))["queues"]}
+    assert {n: (r["unserved"], r["pending"]) for n, r in rows.items()} == \
+        {"newsletters": (True, 1), "reports": (False, 1), "digest": (False, 0)}
+
+
+def test_the_supervisor_logs_and_exports_unserved_queues_at_boot_and_after_a_reload(database, tmp_path,
+                                                                                     sup_factory):
+    port = free_port()
+    config_path = unserved_config(tmp_path, log_format="json", metrics_port=port)
+    with JobQueue(config=load(config_path)) as q, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnservedQueueWarning)
+        q.enqueue("q:fast", {}, queue="newsletters")
+        later = q.enqueue("q:fast", {}, queue="digest", delay=3600)  # pending, on a served queue
+    sup = sup_factory(config_path)
+
+    def logged() -> dict[str, int]:
+        return {e["queue"]: e["pending"] for e in log_events(sup, "queue.unserved")}
+    wait_until(lambda: logged() == {"newsletters": 1}, timeout=30, what="the boot's queue.unserved line")
+    assert log_events(sup, "queue.unserved")[0]["note"] == "no worker serves queue newsletters: 1 pending"
+    series = parse(scrape(port)[2])
+    assert series[("jobq_queue_unserved_pending", frozenset({("queue", "newsletters")}))] == 1
+    assert series[("jobq_queue_unserved_pending", frozenset({("queue", "digest")}))] == 0
+    data = __import__("tomllib").loads(config_path.read_text())
+    del data["queues"]["digest"]  # its pending job is stranded: the reload says so
+    config_path.write_bytes(tomli_w.dumps(data).encode())
+    sup.signal(signal.SIGHUP)
+    wait_until(lambda: [e["queue"] for e in log_events(sup, "queue.unserved")][1:] == ["digest", "newsletters"],
+               timeout=30, what="the reload's queue.unserved lines")
+    assert logged() == {"newsletters": 1, "digest": 1}
+    series = parse(scrape(port)[2])
+    assert series[("jobq_queue_unserved_pending", frozenset({("queue", "digest")}))] == 1
+    with JobQueue(config=load(config_path)) as q:
+        assert q.get(later).status == "pending"

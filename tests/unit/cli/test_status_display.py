@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from shared.clock import SystemClock, iso
 from shared.config import load
+from shared.job import NewJob, new_id
 from shared import cron
 from shared.ops import viewrender as render
 from shared.ops import viewstatus as status
@@ -61,3 +62,24 @@ def test_the_psycopg_hint_names_what_can_be_installed():
     assert "jobq[postgres]" not in POSTGRES_MISSING  # no package of that name is published
     from shared.config import SCHEMA
     assert "jobq[postgres]" not in SCHEMA[""]["database"].doc and Config().database
+
+
+def test_top_and_the_metrics_name_a_queue_no_worker_serves(engine, tmp_path):
+    config = engine.config(load(write_config(tmp_path, handlers=[], supervisor={"workers": 2},
+                                             queues={"reports": {"workers": 1}})))
+    store = engine.open(config)
+    try:
+        now = SystemClock().now()
+        store.enqueue([NewJob(new_id(), "t", "{}", 0, now, None, None, queue=q)
+                       for q in ("newsletters", "newsletters", "reports")], now)
+        top = TopView(store, SystemClock(), 1.0, config=config)
+        top.poll()
+        shown = [text for text, _ in top.lines(140)]
+        assert "no worker serves queue newsletters: 2 pending" in shown
+        assert not any("serves queue reports" in line or "serves queue default" in line for line in shown)
+        exposition = metrics.exposition(store, now, None, {}, {}, now, config)
+        assert 'jobq_queue_unserved_pending{queue="newsletters"} 2' in exposition.splitlines()
+        assert 'jobq_queue_unserved_pending{queue="reports"} 0' in exposition.splitlines()
+        assert "# HELP jobq_queue_unserved_pending Pending jobs of a named queue no worker serves" in exposition
+    finally:
+        store.close()

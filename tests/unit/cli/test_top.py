@@ -116,3 +116,17 @@ def test_top_draws_refreshes_and_quits(cfg, quit_key):
         assert b"\x1b[?1049l" in top.raw[drawn:]  # left the alternate screen: terminal restored
     finally:
         top.close()
+
+
+def test_top_names_a_queue_no_worker_serves(tmp_path):
+    cfg = write_config(tmp_path, handlers=["opsjobs"], supervisor={"workers": 2},
+                       queues={"reports": {"workers": 1}})
+    ok(jobq(cfg, "enqueue", "kq7:visible", "--queue", "newsletters"))
+    top = PtyTop(cfg)
+    try:
+        top.wait_for("no worker serves queue newsletters: 1 pending", "the unserved queue on the screen")
+        assert "serves queue reports" not in top.screen_text()
+        top.send(b"q")
+        wait_until(lambda: top.exited() is not None, timeout=10, what="top to exit")
+    finally:
+        top.close()

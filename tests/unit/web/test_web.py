@@ -466,3 +466,26 @@ def test_a_queue_is_paused_and_resumed_from_its_own_button(site):
         c.post("/actions/resume", data={"csrf": token, "queue": "web-reports", "back": "/"}, follow_redirects=True)
         assert not q.store.is_queue_paused("web-reports")
         assert "waiting on a limit" in c.get("/types").text
+
+
+def test_the_overview_names_a_queue_no_worker_serves(engine, tmp_path, page):
+    import warnings
+    from shared.unserved import UnservedQueueWarning
+    where = {"postgres": {"schema": engine.schema}} if engine.name == "postgresql" else {}
+    config = write_config(tmp_path, handlers=[], database=engine.database, supervisor={"workers": 2},
+                          queues={"reports": {"workers": 1}}, **where)
+    web = None
+    try:
+        with JobQueue(config=load(config)) as q, warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnservedQueueWarning)
+            q.enqueue_many([("web:ok", {}, {"queue": "newsletters"}), ("web:ok", {}, {"queue": "reports"})])
+        web = Web(config).wait_up()
+        page.goto(web.url + "/")
+        assert page.inner_text("#unserved").splitlines()[0] == "no worker serves queue newsletters: 1 pending"
+        assert "reports" not in page.inner_text("#unserved")
+        assert "no worker" in page.inner_text("#queue-newsletters")
+        assert "no worker" not in page.inner_text("#queue-reports")
+        shot(page, tmp_path, f"unserved-{engine.name}")
+    finally:
+        if web is not None:
+            web.close()
