@@ -374,6 +374,9 @@ def test_help_lists_the_commands():
     for command in ("run", "enqueue", "status", "top", "jobs", "show", "retry", "cancel", "purge", "pause",
                     "resume", "stop", "reload", "scale", "config"):
         assert f"    {command} " in out, command
+    said = " ".join(out.split())  # cancel covers running jobs too: they are asked to stop
+    assert "running ones are asked to stop (--wait: until they end)" in said
+    assert "cancel pending or waiting jobs" not in said
 
 
 def test_config_and_json_work_before_or_after_the_command_and_from_the_environment(cfg):
