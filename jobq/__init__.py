@@ -14,6 +14,7 @@ The string-and-dict API is here too (``JobQueue``, ``@handler``). This package o
 ``python -m jobq`` is the ``jobq`` command.
 """
 from shared.api import JobQueue
+from shared.cancels import CancelResult
 from shared.canvas import Flow, Signature, chain, chord, group
 from shared.clock import FakeClock, SystemClock
 from shared.config import Config, ConfigError
@@ -30,4 +31,4 @@ __all__ = ["JobQueue", "Job", "JobHandle", "JobFailed", "JobCancelled", "JobNotF
            "AsyncTask", "BaseTask", "configure", "default_queue", "handler", "PermanentError", "RetryAfter",
            "on_completed", "on_failed", "on_retry", "on_cancelled", "JobTimeout", "Config", "ConfigError", "ExitCode", "FakeClock",
            "SystemClock", "StoreError", "StoreBusy", "StoreUnavailable", "chain", "group", "chord", "Flow",
-           "Signature", "FlowError"]
+           "Signature", "FlowError", "CancelResult"]

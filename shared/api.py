@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import bounds
+from . import cancels
 from . import config as config_mod
 from . import flows
 from .clock import SystemClock, to_timestamp
@@ -27,7 +28,6 @@ from .job import Job, NewJob, encode_json, new_id, new_ids
 from .keys import limit_key_of
 from .queuenames import DEFAULT_QUEUE, check_queue
 from .tracing import Tracing, active as tracing_active, context as trace_context
-from .ops.bulk import cancel_jobs
 from .typecheck import TypeCheck
 from .unserved import warn_unserved
 from .waithub import Hubs
@@ -358,13 +358,18 @@ class JobQueue:
         (None: no limit), leaving the jobs as they are (see :mod:`shared.handles`)."""
         return wait_jobs(self, ids, timeout)
 
-    def cancel(self, job_id: str) -> bool:
-        """Cancel a job: a pending one ends ``cancelled`` now; a running one is asked to stop
-        (its handler sees ``job.cancel_requested``, ``check_cancelled()`` raises JobCancelled, an
-        async handler's task is cancelled; after ``[worker] cancel_grace`` its worker is killed)
-        and ends ``cancelled``, never retried, unless it completes first. False when the job is
-        missing or has already ended (see ``docs/cancellation.md``)."""
-        return bool(cancel_jobs(self.store, [job_id], self.clock.now()))
+    def cancel(self, job_id: str, *, wait: bool = False,
+               timeout: float | None = None) -> cancels.CancelResult:
+        """Cancel a job: a pending or waiting one ends ``cancelled`` now (``CANCELLED``); a
+        running one is asked to stop (``REQUESTED``: its handler sees ``job.cancel_requested``,
+        ``check_cancelled()`` raises JobCancelled, an async handler's task is cancelled; after
+        ``[worker] cancel_grace`` its worker is killed) and ends ``cancelled``, never retried,
+        unless it completes first. ``wait=True`` waits (at most ``timeout`` seconds) for the
+        running job's outcome: ``CANCELLED``, or ``FINISHED_FIRST`` when it completed or failed
+        before it stopped (``REQUESTED`` after the timeout). ``UNCHANGED`` when the job is
+        missing or has already ended. The result (a :class:`shared.cancels.CancelResult`) is
+        truthy for ``CANCELLED`` and ``REQUESTED`` (see ``docs/cancellation.md``)."""
+        return cancels.cancel(self, job_id, wait=wait, timeout=timeout)
 
     def counts(self) -> dict[str, int]:
         return self.store.counts()

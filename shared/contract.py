@@ -21,11 +21,12 @@ every engine fixture in ``tests/engines/__init__.py``: a new engine gets them by
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from .job import Finish, Job, NewJob, Released, RunningGroup, ScheduleMark
 from .transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported  # the rows jobq copy moves
+from .upkeeptasks import Round, UpkeepTask  # the supervisor's upkeep: what engines add to it
 
 Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
 
@@ -287,9 +288,11 @@ class OpsStore(Connection, Protocol):
         """``fn(run)`` in one short write transaction; ``run(sql, params)`` returns a statement's rows."""
         ...
 
-    def batches(self, sql: str, params: Mapping[str, Any], rows: int = 1000) -> int:
+    def batches(self, sql: str, params: Mapping[str, Any], rows: int = 1000,
+                progress: Callable[[int], None] | None = None) -> int:
         """A batched ``... RETURNING id`` write (``:after``, ``:batch``) in short transactions paced
-        by the engine, until a batch comes back short; how many rows it touched."""
+        by the engine, until a batch comes back short; how many rows it touched. ``progress``
+        is called with the count so far after each batch commits."""
         ...
 
     def wake_idle(self) -> None:
@@ -376,25 +379,3 @@ class Wakeup(Protocol):
     def claimed(self) -> None: ...
 
     def close(self) -> None: ...
-
-
-@dataclass
-class Round:
-    """What one round of the supervisor's upkeep knows, handed to every task in turn."""
-    store: UpkeepStore
-    config: Any       # the supervisor's current shared.config.Config
-    now: float        # wall clock, Unix seconds
-    monotonic: float  # the clock's monotonic reading
-    busy: bool = True   # jobs are running (set by the timeouts task, which runs first)
-    running: Any = None  # the running jobs the timeouts task read (None: it could not)
-    expired: set = field(default_factory=set)  # foreign owners whose lease expired
-
-
-@dataclass
-class UpkeepTask:
-    """Periodic work the supervisor runs: ``run(round)`` at most every ``every`` seconds
-    (0: every maintenance round), in the order of the list. Engines add their own
-    (:func:`shared.engines.upkeep_tasks`)."""
-    name: str
-    every: float
-    run: Callable[[Round], None]

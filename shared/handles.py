@@ -15,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Generic, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
 from .job import TERMINAL, Job
 from .ops.jobs import statuses
 from .stopping import JobCancelled  # noqa: F401 - raised by wait; one class with the handler's
+
+if TYPE_CHECKING:
+    from .cancels import CancelResult
 
 R = TypeVar("R")
 
@@ -90,9 +93,11 @@ class JobHandle(Generic[R]):
         stored a few times a second at most), or None."""
         return self.get().progress
 
-    def cancel(self) -> bool:
-        """``JobQueue.cancel`` of this job."""
-        return bool(self.queue.cancel(self.id))
+    def cancel(self, *, wait: bool = False, timeout: float | None = None) -> "CancelResult":
+        """``JobQueue.cancel`` of this job: a ``shared.cancels.CancelResult`` (truthy when the
+        job ended cancelled or, running, was asked to stop)."""
+        result: CancelResult = self.queue.cancel(self.id, wait=wait, timeout=timeout)
+        return result
 
     def wait(self, timeout: float | None = None) -> R:
         """Block until the job has ended and return its decoded result (JSON: a tuple came back

@@ -17,7 +17,8 @@ are plain dicts, their times ISO-8601 UTC text as ``jobq`` prints them. Modules:
 from __future__ import annotations
 
 from . import activity, browse, gauges
-from .bulk import BATCH, RETRYABLE, cancel_jobs, purge, purge_jobs, retry_failed, retry_jobs
+from .bulk import (BATCH, RETRYABLE, cancel_each, cancel_jobs, cancel_pending, count_failed,
+                   count_unstarted, kept_parents, purge, purge_jobs, retry_failed, retry_jobs)
 from .history import attempt_aggregates, last_attempt_seq, recent_attempts
 from .jobs import attempt_history, find_ids, job_texts, list_jobs, statuses
 from .queue import counts_by_type, finished_per_minute, oldest_due, recent_failures, scheduled_by_type
@@ -25,7 +26,9 @@ from .scale import pending_scale, request_scale, save_counters, supervisor_count
 from .workers import running_without_worker, worker_rows
 
 __all__ = [
-    "BATCH", "RETRYABLE", "activity", "attempt_aggregates", "attempt_history", "browse", "cancel_jobs",
+    "BATCH", "RETRYABLE", "activity", "attempt_aggregates", "attempt_history", "browse",
+    "cancel_each", "cancel_jobs", "cancel_pending", "count_failed", "count_unstarted",
+    "kept_parents",
     "counts_by_type", "find_ids", "finished_per_minute", "gauges", "job_texts", "last_attempt_seq",
     "list_jobs", "oldest_due", "pending_scale", "purge", "purge_jobs", "recent_attempts",
     "recent_failures", "request_scale", "retry_failed", "retry_jobs", "running_without_worker",

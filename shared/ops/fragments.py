@@ -10,6 +10,15 @@ from ..contract import OpsStore
 FINISHED = "status IN ('completed', 'failed', 'cancelled')"
 DEAD = "status IN ('failed', 'cancelled')"
 
+# A finished job no other job still needs: none of its children has yet to run (a child reads
+# its parents' results when it runs; workflows). Every delete of finished jobs keeps the others,
+# as retention does: KEPT says why.
+UNNEEDED = ("(has_children = 0 OR NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs c "
+            "ON c.id = d.child WHERE d.parent = jobs.id "
+            "AND c.status IN ('waiting', 'pending', 'running')))")
+KEPT = "kept: a job waiting on it has yet to run and reads its result"
+KEPT_WHY = "jobs waiting on them have yet to run and read their results"
+
 # A job row as the listings show it (``list_jobs``).
 JOB_ROW = ("id, type, status, attempts, max_attempts, priority, run_at, started_at, completed_at, "
            "created_at, updated_at, key, owner_pid, error")

@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterable
 
 from shared import ops
 from shared.clock import parse_iso
+from shared.job import TERMINAL
+from shared.ops.fragments import KEPT, KEPT_WHY
 
 MIN_PREFIX = 4
 MAX_MATCHES = 100  # an ambiguous prefix: how many matches are counted before "more than"
@@ -68,20 +70,33 @@ def ran_s(h: dict[str, Any]) -> float | None:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What an action on named jobs did: the ids acted on, and why each other id was not."""
+    """What an action on named jobs did: the ids acted on (``done``), the running jobs only asked
+    to stop (``requested``: a cancel's; they end ``cancelled`` when their handler stops, unless
+    they complete first), and why each other id was not acted on (``skipped``)."""
     verb: str
     done: list[str]
     skipped: dict[str, str]
+    requested: list[str] = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
         """The report, one line per job, as the CLI prints it and the dashboard shows it."""
-        return [f"{self.verb} {i}" for i in self.done] + [f"job {i}: {why}" for i, why in self.skipped.items()]
+        return ([f"{self.verb} {i}" for i in self.done]
+                + [f"{ASKED} {i} ({ASKED_WHY})" for i in self.requested]
+                + [f"job {i}: {why}" for i, why in self.skipped.items()])
 
     def summary(self) -> str | None:
-        """``N of M jobs not <verb>`` when some were skipped, else None."""
+        """``N of M jobs not <verb>`` when some were skipped (how many were kept for the jobs
+        waiting on them, and why), else None."""
         if not self.skipped:
             return None
-        return f"{len(self.skipped)} of {len(self.done) + len(self.skipped)} jobs not {self.verb}"
+        kept = sum(1 for why in self.skipped.values() if why == KEPT)
+        note = f" (kept {kept}: {KEPT_WHY})" if kept else ""
+        every = len(self.done) + len(self.requested) + len(self.skipped)
+        return f"{len(self.skipped)} of {every} jobs not {self.verb}{note}"
+
+
+ASKED = "asked to stop"
+ASKED_WHY = "running: it ends cancelled when its handler stops, unless it completes first"
 
 
 RETRY_RULE = "retry applies to failed or cancelled jobs"
@@ -96,25 +111,37 @@ def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
     return _act(store, ids, "retried", lambda found: ops.retry_jobs(store, found, now), RETRY_RULE)
 
 
-def cancel_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
-    """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel ID...``)."""
-    return _act(store, ids, "cancelled", lambda found: ops.cancel_jobs(store, found, now), CANCEL_RULE)
+def cancel_ids(store: Any, ids: Iterable[str], now: float,
+               progress: Callable[[int], None] | None = None) -> Outcome:
+    """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel
+    ID...``): the pending and waiting ones ended ``cancelled`` (``done``) apart from the running
+    ones only asked to stop (``requested``)."""
+    found, skipped = resolve_ids(store, ids)
+    wanted = list(dict.fromkeys(found.values()))
+    each = ops.cancel_each(store, wanted, now, progress)
+    done = [i for i, how in each.items() if how == "cancelled"]
+    requested = [i for i, how in each.items() if how == "requested"]
+    why = _why_not(store, wanted, list(each), lambda status: f"is {status}: {CANCEL_RULE}")
+    return Outcome("cancelled", done, {**why, **skipped}, requested)
 
 
 def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
     """Delete the named finished jobs and their attempt history (the dashboard's purge of a
     selection; ``jobq purge`` deletes by status and age)."""
-    return _act(store, ids, "purged", lambda found: ops.purge_jobs(store, found), PURGE_RULE)
+    return _act(store, ids, "purged", lambda found: ops.purge_jobs(store, found),
+                lambda status: KEPT if status in TERMINAL else f"is {status}: {PURGE_RULE}")
 
 
 def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]], list[str]],
-         rule: str) -> Outcome:
+         rule: str | Callable[[str], str]) -> Outcome:
     """Resolve ``texts`` (:func:`resolve_ids`), act on the jobs found; an id that did not resolve
-    is skipped with the reason, one the action did not apply to with ``rule``."""
+    is skipped with the reason, one the action did not apply to with ``rule`` (or ``rule(its
+    status)``)."""
     found, skipped = resolve_ids(store, texts)
     ids = list(dict.fromkeys(found.values()))
     done = act(ids)
-    return Outcome(verb, done, {**_why_not(store, ids, done, rule), **skipped})
+    why = rule if callable(rule) else (lambda status: f"is {status}: {rule}")
+    return Outcome(verb, done, {**_why_not(store, ids, done, why), **skipped})
 
 
 def set_paused(store: Any, paused: bool, queue: str | None = None) -> str:
@@ -128,8 +155,9 @@ def set_paused(store: Any, paused: bool, queue: str | None = None) -> str:
     return PAUSED_TEXT if paused else RESUMED_TEXT
 
 
-def _why_not(store: Any, ids: Iterable[str], done: list[str], rule: str) -> dict[str, str]:
-    """Why each of ``ids`` not in ``done`` was not acted on: its status and ``rule``, or missing."""
+def _why_not(store: Any, ids: Iterable[str], done: list[str],
+             why: Callable[[str], str]) -> dict[str, str]:
+    """Why each of ``ids`` not in ``done`` was not acted on: ``why(its status)``, or missing."""
     rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
     found = ops.statuses(store, rest)
-    return {i: (f"is {found[i]}: {rule}" if i in found else "no such job") for i in rest}
+    return {i: (why(found[i]) if i in found else "no such job") for i in rest}

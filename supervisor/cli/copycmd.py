@@ -24,6 +24,9 @@ deleted from the source, each only if unchanged since it was read (a job that st
 stays where it runs). A parent deleted so is moved, not cancelled: the waiting children it leaves
 in the source for a later chunk or run stay waiting, to be moved in turn.
 
+On a terminal a progress line shows the jobs read, the rate and the time left (``.progress``);
+piped or with ``--json``, only the result is written.
+
 Exit codes: 0 done; 2 bad arguments; 3 invalid config; 5 a database cannot be opened or used
 (one line naming it, password hidden); 130 interrupted (run the same command again to resume).
 """
@@ -31,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from typing import Any, Sequence
 
 from shared import database as database_mod
@@ -43,9 +45,10 @@ from shared.exitcodes import ExitCode
 from shared.job import STATUSES
 from shared.ops.viewctx import Ctx
 
+from .progress import Progress, wanted
+
 DEFAULT_STATUSES = tuple(s for s in STATUSES if s != "running")  # see above
 CHUNK = 500
-PROGRESS_EVERY = 2.0  # seconds between progress lines on stderr
 SHOW_IDS = 10  # ids named per kind of skipped job; the rest are counted
 
 
@@ -152,20 +155,28 @@ class Copy:
         self.read = self.attempts = 0
         self.total = Imported()
         self.deleted: list[str] = []
-        self._said = time.monotonic()
 
     def run(self) -> int:
+        total = self.expected() if wanted(self.ctx) else None
+        with Progress(self.ctx, "jobq copy", "jobs read", total) as p:
+            return self.steps(p)
+
+    def steps(self, progress: Progress) -> int:
         try:
             while self.args.limit is None or self.read < self.args.limit:
                 want = self.args.chunk if self.args.limit is None else min(self.args.chunk, self.args.limit - self.read)
                 if not self.chunk(want):
                     break
-                self.progress()
+                copied = len(self.total.inserted)
+                progress.update(self.read, f"{copied} copied, last id {self.after}")
+            progress.close()
         except StoreError as exc:
+            progress.close()
             self.summary(done=False)
             flag, value = self.side(exc)
             return unavailable(self.ctx, flag, value, exc)
         except KeyboardInterrupt:
+            progress.close()
             self.summary(done=False)
             return self.ctx.fail(f"copy interrupted after job {self.after or '(none)'}: run the same "
                                  "command again to resume (copied jobs are skipped)", 130)
@@ -201,12 +212,14 @@ class Copy:
             return "--from", self.args.source
         return "--from/--to", f"{self.args.source} -> {self.args.target}"
 
-    def progress(self) -> None:
-        if self.ctx.json or time.monotonic() - self._said < PROGRESS_EVERY:
-            return
-        self._said = time.monotonic()
-        print(f"jobq copy: {self.read} read, {len(self.total.inserted)} copied, last id {self.after}",
-              file=self.ctx.err)
+    def expected(self) -> int | None:
+        """How many jobs the copy will read (the source's counts of its statuses, within
+        ``--limit``), for the progress line; None when unknown (``--after``)."""
+        if self.args.after:
+            return None
+        counts = self.src.counts()
+        n = sum(counts.get(s, 0) for s in self.statuses)
+        return n if self.args.limit is None else min(n, self.args.limit)
 
     def summary(self, *, done: bool) -> None:
         t = self.total

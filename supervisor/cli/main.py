@@ -92,9 +92,24 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--failed", action="store_true", help="every failed job (of --type)")
     p.add_argument("--type", default=None)
-    p = _add(sub, "cancel", ops.cmd_cancel, "cancel pending or waiting jobs (and their waiting dependants)")
-    p.add_argument("ids", nargs="+", metavar="ID")
-    p = _add(sub, "purge", ops.cmd_purge, "delete finished jobs older than a duration")
+    _bulk_commands(sub, duration)
+
+
+def _bulk_commands(sub: argparse._SubParsersAction, duration: Callable[[str], float]) -> None:
+    p = _add(sub, "cancel", ops.cmd_cancel, "cancel jobs: pending or waiting ones end cancelled at "
+             "once (with their waiting dependants); running ones are asked to stop (--wait: until "
+             "they end)")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--pending", action="store_true",
+                   help="every pending or waiting job (of --type)")
+    p.add_argument("--type", default=None)
+    p.add_argument("--wait", action="store_true",
+                   help="wait until each running job asked to stop has ended, and say how "
+                   "(exit 1 on timeout)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds --wait waits at most (default: cancel_grace + kill_grace + 10)")
+    p = _add(sub, "purge", ops.cmd_purge, "delete finished jobs older than a duration (keeping "
+             "those that waiting jobs still need)")
     p.add_argument("--status", choices=TERMINAL, default="completed")
     p.add_argument("--older-than", type=duration, required=True, help=DURATION_HELP)
     p.add_argument("--dry-run", action="store_true", help="count, delete nothing")

@@ -3,7 +3,9 @@
 
 Exit codes: 0 done; 2 bad arguments or input (nothing written); 10 (NOT_FOUND) when a job named
 on the command line is missing or in a state the command does not apply to (the others named
-are still acted on).
+are still acted on; for ``cancel --wait``, also a job that completed or failed before it
+stopped); 1 when ``cancel --wait`` timed out with a job still running. The bulk writes show a
+progress line on a terminal (:mod:`.progress`).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import dataclasses
 import json
 import re
 import sys
+import time
 import warnings
 from typing import Any, Iterator, TextIO
 
@@ -22,12 +25,16 @@ from shared.bounds import MAX_DEPTH
 from shared.clock import iso
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
+from shared.job import TERMINAL
 from shared.ops import flows, viewrender as render
+from shared.ops.fragments import KEPT_WHY
 from shared.ops.viewactions import (Outcome, cancel_ids, ran_s, resolve_id, retry_ids, set_paused,
                                     unresolved)
 from shared.ops.viewctx import Ctx
 from shared.queuenames import queue_name_error
 from shared.typecheck import UnservedTypeWarning
+
+from .progress import Progress, wanted
 
 ENQUEUE_BATCH = 1000
 LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
@@ -190,7 +197,9 @@ def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
     now = ctx.clock.now()
     with ctx.store() as store:
         if args.failed:
-            n = ops.retry_failed(store, now, args.type)
+            total = ops.count_failed(store, args.type) if wanted(ctx) else None
+            with Progress(ctx, "jobq retry", "jobs retried", total) as p:
+                n = ops.retry_failed(store, now, args.type, p.update)
             of = f" of type {args.type}" if args.type else ""
             ctx.emit({"retried": n}, f"retried {n} failed jobs{of}")
             return ExitCode.OK
@@ -198,10 +207,78 @@ def cmd_retry(ctx: Ctx, args: argparse.Namespace) -> int:
     return _report(ctx, outcome)
 
 
+WAIT_POLL = 0.1  # seconds between two looks at the jobs `cancel --wait` waits for
+
+
 def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
+    if bool(args.ids) == bool(args.pending):
+        return ctx.fail("cancel: give job IDs, or --pending [--type T]", ExitCode.USAGE)
+    if args.type is not None and not args.pending:
+        return ctx.fail("cancel: --type goes with --pending", ExitCode.USAGE)
+    if args.timeout is not None and (not args.wait or args.timeout < 0):
+        return ctx.fail("cancel: --timeout goes with --wait and is seconds >= 0", ExitCode.USAGE)
+    if args.pending:
+        return _cancel_pending(ctx, args.type, args.wait)
     with ctx.store() as store:
-        outcome = cancel_ids(store, args.ids, ctx.clock.now())
-    return _report(ctx, outcome)
+        with Progress(ctx, "jobq cancel", "jobs", len(args.ids)) as p:
+            outcome = cancel_ids(store, args.ids, ctx.clock.now(), p.update)
+        ended: dict[str, str] = {}
+        timeout = args.timeout
+        if args.wait and outcome.requested:
+            if timeout is None:  # a handler that never looks is killed after cancel_grace
+                timeout = ctx.config.worker.cancel_grace + ctx.config.supervisor.kill_grace + 10
+            ended = _wait_ended(store, outcome.requested, timeout)
+    return _report_cancel(ctx, outcome, ended, timeout if args.wait else None)
+
+
+def _cancel_pending(ctx: Ctx, job_type: str | None, wait: bool) -> int:
+    """``cancel --pending``: every pending or waiting job (of ``job_type``), in short batches."""
+    if wait:
+        return ctx.fail("cancel: --wait goes with job IDs (--pending cancels no running job)",
+                        ExitCode.USAGE)
+    with ctx.store() as store:
+        total = ops.count_unstarted(store, job_type) if wanted(ctx) else None
+        with Progress(ctx, "jobq cancel", "jobs cancelled", total) as p:
+            n = ops.cancel_pending(store, ctx.clock.now(), job_type, p.update)
+    of = f" of type {job_type}" if job_type else ""
+    ctx.emit({"cancelled": n},
+             f"cancelled {n} pending or waiting jobs{of} (and their waiting dependants)")
+    return ExitCode.OK
+
+
+def _wait_ended(store: Any, ids: list[str], timeout: float) -> dict[str, str]:
+    """Poll until every job of ``ids`` has ended or ``timeout`` seconds passed; ``{id: status}``
+    of those that ended (``deleted``: gone meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        now = ops.statuses(store, ids)
+        seen = {i: now.get(i, "deleted") for i in ids}
+        ended = {i: s for i, s in seen.items() if s in (*TERMINAL, "deleted")}
+        if len(ended) == len(ids) or time.monotonic() >= deadline:
+            return ended
+        time.sleep(min(WAIT_POLL, max(0.0, deadline - time.monotonic())))
+
+
+def _report_cancel(ctx: Ctx, outcome: Outcome, ended: dict[str, str], waited: float | None) -> int:
+    """``cancel``'s report: ended ``cancelled`` apart from only asked to stop; after ``--wait``
+    (``waited``: its timeout), what became of each asked job (cancelled, finished first, or
+    still running)."""
+    done = outcome.done + [i for i, s in ended.items() if s == "cancelled"]
+    first = {i: s for i, s in ended.items() if s != "cancelled"}
+    still = [i for i in outcome.requested if i not in ended]
+    shown = Outcome(outcome.verb, done, outcome.skipped, still)
+    lines = shown.lines() + [f"job {i}: {s} before it stopped (asked to stop, its handler "
+                             "finished first)" for i, s in first.items()]
+    ctx.emit({"cancelled": done, "requested": still, "finished_first": first,
+              "skipped": outcome.skipped}, "\n".join(lines))
+    if not ctx.json and (outcome.skipped or first):
+        every = len(done) + len(still) + len(first) + len(outcome.skipped)
+        print(f"jobq: {len(outcome.skipped) + len(first)} of {every} jobs not cancelled",
+              file=ctx.err)
+    if waited is not None and still:
+        return ctx.fail(f"{len(still)} jobs still running after {waited:g} s (asked to stop)",
+                        ExitCode.ERROR)
+    return ExitCode.NOT_FOUND if outcome.skipped or first else ExitCode.OK
 
 
 def _report(ctx: Ctx, outcome: Outcome) -> int:
@@ -215,10 +292,18 @@ def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
     now = ctx.clock.now()
     before = now - args.older_than
     with ctx.store() as store:
-        n = ops.purge(store, args.status, before, dry_run=args.dry_run)
+        total = None
+        if wanted(ctx) and not args.dry_run:
+            total = ops.purge(store, args.status, before, dry_run=True)
+        with Progress(ctx, "jobq purge", "jobs deleted", total) as p:
+            n = ops.purge(store, args.status, before, dry_run=args.dry_run, progress=p.update)
+        kept = ops.kept_parents(store, args.status, before)
     verb = "would delete" if args.dry_run else "deleted"
-    ctx.emit({"status": args.status, "before": iso(before), "dry_run": args.dry_run, "deleted": n},
-             f"{verb} {n} {args.status} jobs that finished before {iso(before)}")
+    text = f"{verb} {n} {args.status} jobs that finished before {iso(before)}"
+    if kept:
+        text += f"; {'would keep' if args.dry_run else 'kept'} {kept}: {KEPT_WHY}"
+    ctx.emit({"status": args.status, "before": iso(before), "dry_run": args.dry_run, "deleted": n,
+              "kept": kept, "kept_why": KEPT_WHY if kept else None}, text)
     return ExitCode.OK
 
 

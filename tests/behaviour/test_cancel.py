@@ -6,6 +6,7 @@ process group; a cancel racing a completion leaves exactly one of the two; progr
 a handler is seen by ``jobq show``."""
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -16,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from shared import JobQueue, ops
+from shared.cancels import CancelResult
 from shared.config import load
+from shared.exitcodes import ExitCode
+from shared.job import Finish
 from tests.proc import env, events, log_events, pid_gone, wait_until, write_config
 
 pytestmark = pytest.mark.engines  # the tests that use database (or sup_factory) run on each engine
@@ -193,3 +197,90 @@ def test_cancels_racing_completions_leave_exactly_one_outcome(tmp_path, sup_fact
 @pytest.mark.slow
 def test_a_thousand_cancels_racing_completions(tmp_path, sup_factory):
     race(tmp_path, sup_factory, 1000)
+
+
+# -- what a cancel reports: ended apart from asked to stop -----------------------------------------
+
+FAKE_OWNER = "elsewhere:1:1"  # a worker of another host, fresh: nothing here judges it
+
+
+def _running(q: JobQueue, n: int) -> list[str]:
+    """``n`` jobs claimed by a worker of another host (no supervisor runs here)."""
+    ids = q.enqueue_many([("cancel:quick", {}) for _ in range(n)])
+    claimed = q.store.claim(FAKE_OWNER, 1, time.time(), n)
+    assert sorted(j.id for j in claimed) == sorted(ids)
+    return ids
+
+
+def _finish_once_asked(cfg: Path, outcomes: dict[str, str]) -> threading.Thread:
+    """A thread that ends each job of ``outcomes`` (``completed`` or ``cancelled``) as its worker
+    would, once the job has a cancel request (so the cancel under test has run first)."""
+    def run() -> None:
+        with JobQueue(config=load(cfg)) as mine:
+            for jid, how in outcomes.items():
+                wait_until(lambda: mine.get(jid).cancel_requested_at, timeout=30,
+                           what="the cancel request")
+                result = '"done"' if how == "completed" else "stopped"
+                assert mine.store.finish(Finish(how, jid, 1, result), FAKE_OWNER, time.time())
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_cancel_returns_cancelled_requested_or_unchanged_and_waits_for_the_outcome(tmp_path,
+                                                                                   database):
+    """``q.cancel``: a pending job CANCELLED, a running one only REQUESTED (both truthy, as the
+    True they replace), a missing or ended one UNCHANGED (falsy); ``wait=True`` gives the
+    running job's outcome: CANCELLED, FINISHED_FIRST when it completed first, REQUESTED when the
+    timeout passed."""
+    cfg = config(tmp_path)
+    with JobQueue(config=load(cfg)) as q:
+        first, stops, deaf = _running(q, 3)
+        pending = q.enqueue("cancel:quick", {})
+        assert q.cancel(pending) is CancelResult.CANCELLED
+        assert q.cancel(pending) is CancelResult.UNCHANGED
+        got = q.cancel(first)
+        assert got is CancelResult.REQUESTED and got and got == "requested"
+        assert q.get(first).status == "running"
+        assert not q.cancel("f" * 32) and q.cancel("f" * 32) is CancelResult.UNCHANGED
+        finisher = _finish_once_asked(cfg, {first: "completed", stops: "cancelled"})
+        try:
+            waited = q.cancel(first, wait=True, timeout=30)
+            assert waited is CancelResult.FINISHED_FIRST and not waited
+            assert q.handle(stops).cancel(wait=True, timeout=30) is CancelResult.CANCELLED
+        finally:
+            finisher.join()
+        assert q.cancel(deaf, wait=True, timeout=0.2) is CancelResult.REQUESTED
+        ended = [q.get(i).status for i in (first, stops, deaf)]
+        assert ended == ["completed", "cancelled", "running"]
+
+
+def test_jobq_cancel_says_asked_to_stop_for_a_running_job_and_waits_with_wait(tmp_path, database):
+    """``jobq cancel``: ``cancelled`` only for what ended so; a running job is ``asked to stop``
+    (text and --json); ``--wait`` reports each asked job's end (exit 10 for one that completed
+    first) and exits 1 when its timeout passes with one still running."""
+    cfg = config(tmp_path)
+    with JobQueue(config=load(cfg)) as q:
+        running, completes, stops, deaf = _running(q, 4)
+        pending = q.enqueue("cancel:quick", {})
+        r = jobq(cfg, "cancel", pending, running)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines() == [
+            f"cancelled {pending}",
+            f"asked to stop {running} (running: it ends cancelled when its handler stops, "
+            "unless it completes first)"]
+        data = json.loads(jobq(cfg, "cancel", running, "--json").stdout)
+        assert data == {"cancelled": [], "requested": [running], "finished_first": {},
+                        "skipped": {}}
+        finisher = _finish_once_asked(cfg, {completes: "completed", stops: "cancelled"})
+        try:
+            r = jobq(cfg, "cancel", completes, stops, "--wait", "--timeout", "60", "--json")
+        finally:
+            finisher.join()
+        assert r.returncode == ExitCode.NOT_FOUND, r.stderr
+        assert json.loads(r.stdout) == {"cancelled": [stops], "requested": [],
+                                        "finished_first": {completes: "completed"}, "skipped": {}}
+        r = jobq(cfg, "cancel", deaf, "--wait", "--timeout", "0.2")
+        assert r.returncode == ExitCode.ERROR and "1 jobs still running after 0.2 s" in r.stderr
+        assert f"asked to stop {deaf}" in r.stdout
+        assert jobq(cfg, "cancel", deaf, "--timeout", "1").returncode == ExitCode.USAGE

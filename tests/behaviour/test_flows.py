@@ -3,6 +3,10 @@ to children, the graph written in one transaction, and every path that ends a pa
 its children in the same statement."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from jobq import FlowError, chain, chord, group
@@ -10,7 +14,10 @@ from shared import ops
 from shared.api import JobQueue
 from shared.config import Config, RetryConfig
 from shared.job import Finish
+from shared.ops.fragments import KEPT, KEPT_WHY
+from shared.ops.viewactions import purge_ids
 from tests.engines import raw
+from tests.proc import env, write_config
 from tests.fixtures import flowjobs
 
 pytestmark = pytest.mark.engines
@@ -187,10 +194,13 @@ def test_every_path_that_ends_a_parent_settles_its_children(q, clock):
     q.store.claim("w:2:2", 2, clock.now())
     released = q.store.release_owner("w:2:2", "worker died", clock.now(), max_attempts_for=lambda j: 1)
     assert [r.status for r in released] == ["failed"] and status(q, orphan) == ["cancelled"]
-    # an operator's purge of a failed parent: its held child is cancelled, naming it deleted
+    # an operator's purge keeps a failed parent while its held child waits on it (as retention
+    # does); a delete that takes it all the same cancels the child, naming the parent deleted
     held = q.enqueue("flow:collect", after=[p], after_failure="hold")
     assert status(q, held) == ["waiting"]
-    assert ops.purge_jobs(q.store, [p]) == [p]
+    assert ops.purge_jobs(q.store, [p]) == [] and status(q, held) == ["waiting"]
+    gone = q.store.write("DELETE FROM jobs WHERE id = :id RETURNING id", {"id": p})
+    assert [r["id"] for r in gone] == [p]
     assert status(q, held) == ["cancelled"] and "deleted" in q.get(held).error
 
 
@@ -207,6 +217,43 @@ def test_retention_keeps_a_parent_while_a_child_has_yet_to_run(q, clock):
     clock.advance(10)
     q.store.purge_finished({"completed": clock.now(), "failed": None, "cancelled": None})
     assert q.get(a) is None and q.get(child) is None and rows(q, "job_deps") == 0
+
+
+def test_every_purge_keeps_a_parent_a_waiting_child_still_needs_and_says_so(q, clock, tmp_path):
+    """A completed, its sibling delayed, the child waiting on both: ``jobq purge`` (text and
+    --json), ``ops.purge`` and the dashboard's purge of the selection (``purge_ids``) keep A,
+    say how many they kept and why, and the child later runs with A's result; once it ran, A
+    goes."""
+    a, slow = q.enqueue("flow:ok", 1), q.enqueue("flow:ok", delay=3600)
+    child = q.enqueue("flow:collect", after=[a, slow])
+    done = q.enqueue("flow:ok", 2)  # no child: purged
+    q.drain()
+    clock.advance(10)
+    cfg = write_config(tmp_path, handlers=HANDLERS)
+    r = jobq(cfg, "purge", "--status", "completed", "--older-than", "0s")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("deleted 1 completed jobs") and f"; kept 1: {KEPT_WHY}" in r.stdout
+    assert q.get(a) is not None and q.get(done) is None
+    r = jobq(cfg, "purge", "--older-than", "0s", "--json")
+    assert (json.loads(r.stdout)["deleted"], json.loads(r.stdout)["kept"]) == (0, 1)
+    assert json.loads(r.stdout)["kept_why"] == KEPT_WHY
+    assert ops.purge(q.store, "completed", clock.now(), dry_run=True) == 0
+    assert ops.purge(q.store, "completed", clock.now()) == 0
+    assert ops.kept_parents(q.store, "completed", clock.now()) == 1
+    outcome = purge_ids(q.store, [a])
+    assert outcome.done == [] and outcome.skipped == {a: KEPT}
+    assert outcome.lines() == [f"job {a}: {KEPT}"]
+    assert outcome.summary() == f"1 of 1 jobs not purged (kept 1: {KEPT_WHY})"
+    assert q.get(a) is not None
+    clock.advance(3600)
+    q.drain()
+    assert q.get(child).result["results"][a] == {"id": a, "payload": 1}
+    assert purge_ids(q.store, [a]).done == [a]
+
+
+def jobq(cfg, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobq", "--config", str(cfg), *args],
+                          capture_output=True, text=True, env=env(), timeout=60)
 
 
 def test_tasks_chain_group_chord_and_parent_results_parameter(q):

@@ -120,6 +120,29 @@ def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
         ops.purge(store, "pending", clock.now())
 
 
+def test_cancel_each_tells_ended_from_asked_and_cancel_pending_goes_in_batches(store, clock,
+                                                                               monkeypatch):
+    """A pending job ends ``cancelled``, a running one is only asked to stop; ``cancel_pending``
+    cancels every pending or waiting job (of a type) in batches and leaves running ones alone."""
+    monkeypatch.setattr(ops.bulk, "BATCH", 3)
+    running = add(store, clock, priority=9)
+    assert claim(store, clock).id == running
+    ids = [add(store, clock, "a" if i % 2 else "b") for i in range(8)]
+    assert ops.cancel_each(store, [running, ids[0], "nope"], clock.now()) == {running: "requested",
+                                                                              ids[0]: "cancelled"}
+    assert store.get(running).status == "running" and store.get(running).cancel_requested_at
+    assert ops.count_unstarted(store, "a") == 4 and ops.count_unstarted(store) == 7
+    seen: list[int] = []
+    assert ops.cancel_pending(store, clock.now(), "a", seen.append) == 4 and seen == [4]
+    seen.clear()  # by id: one transaction per BATCH ids, progress after each
+    done = ops.cancel_each(store, ids[2:], clock.now(), seen.append)
+    assert done == {i: "cancelled" for i in ids[2::2]}
+    assert seen == [3, 6]
+    assert ops.cancel_pending(store, clock.now()) == 0
+    assert ops.statuses(store, ids) == {i: "cancelled" for i in ids}
+    assert store.get(running).status == "running"
+
+
 def test_oldest_due_looks_at_every_priority(store, clock):
     assert ops.oldest_due(store, clock.now()) is None
     late = add(store, clock, priority=5)

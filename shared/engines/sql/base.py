@@ -89,15 +89,19 @@ class SqlBase:
         out: T = self._tx(lambda c: fn(lambda sql, params=None: _fetched(self._run(c, sql, params))))
         return out
 
-    def batches(self, sql: str, params: Params, rows: int = BATCH) -> int:
+    def batches(self, sql: str, params: Params, rows: int = BATCH,
+                progress: Callable[[int], None] | None = None) -> int:
         """Run a batched ``... RETURNING id`` write (``:after``: the last id done, ``:batch``: rows
         to take, in id order) in short transactions paced by the engine's :attr:`pacer`, until a
-        batch touches fewer rows than asked; the total. No transaction grows with the table."""
+        batch touches fewer rows than asked; the total. No transaction grows with the table.
+        ``progress(total so far)`` is called after each batch's commit."""
         pacer, total, after = self.pacer(rows), 0, ""
         while True:
             ids, asked = pacer.chunk(self, lambda c, n: (
                 [r["id"] for r in self._run(c, sql, {**params, "after": after, "batch": n}).fetchall()], n))
             total += len(ids)
+            if progress is not None:
+                progress(total)
             if len(ids) < asked:
                 return total
             after = max(ids)

@@ -204,8 +204,21 @@ def test_cancel_pending_and_running_jobs_only(cfg):
     assert job_row(cfg, b)["status"] == "cancelled"
     r = jobq(cfg, "cancel", b, "--json")
     assert r.returncode == ExitCode.NOT_FOUND
-    assert json.loads(r.stdout) == {"cancelled": [], "skipped": {b: "is cancelled: cancel applies to pending "
-                                                                 "and running jobs"}}
+    why = "is cancelled: cancel applies to pending and running jobs"
+    assert json.loads(r.stdout) == {"cancelled": [], "requested": [], "finished_first": {},
+                                    "skipped": {b: why}}
+
+
+def test_cancel_pending_cancels_every_pending_job_of_a_type(cfg):
+    a = ok(jobq(cfg, "enqueue", "ops:ok")).strip()
+    b = ok(jobq(cfg, "enqueue", "ops:fail")).strip()
+    assert ok(jobq(cfg, "cancel", "--pending", "--type", "ops:ok")) == \
+        "cancelled 1 pending or waiting jobs of type ops:ok (and their waiting dependants)\n"
+    assert (job_row(cfg, a)["status"], job_row(cfg, b)["status"]) == ("cancelled", "pending")
+    assert as_json(jobq(cfg, "cancel", "--pending", "--json")) == {"cancelled": 1}
+    for wrong in (["cancel"], ["cancel", a, "--pending"], ["cancel", a, "--type", "x"],
+                  ["cancel", "--pending", "--wait"], ["cancel", a, "--timeout", "1"]):
+        assert jobq(cfg, *wrong).returncode == ExitCode.USAGE, wrong
 
 
 def test_retry_and_cancel_take_the_id_prefixes_show_takes(cfg):
@@ -361,6 +374,9 @@ def test_help_lists_the_commands():
     for command in ("run", "enqueue", "status", "top", "jobs", "show", "retry", "cancel", "purge", "pause",
                     "resume", "stop", "reload", "scale", "config"):
         assert f"    {command} " in out, command
+    said = " ".join(out.split())  # cancel covers running jobs too: they are asked to stop
+    assert "running ones are asked to stop (--wait: until they end)" in said
+    assert "cancel pending or waiting jobs" not in said
 
 
 def test_config_and_json_work_before_or_after_the_command_and_from_the_environment(cfg):

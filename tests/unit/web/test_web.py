@@ -310,6 +310,36 @@ def test_posts_need_the_csrf_token_and_keep_the_cli_rules(site):
         assert c.get("/actions/jobs").status_code == 405
 
 
+def test_the_dashboards_cancel_and_purge_say_what_they_did(site):
+    """A running job's cancel says "asked to stop", not "cancelled"; the purge of a completed
+    parent that a waiting child still needs keeps it and says how many it kept and why."""
+    from shared.job import Finish
+    q = site["q"]
+    pending, running = q.enqueue("web:ok", None, delay=3600), q.enqueue("web:ok", None, delay=3600)
+    owner = "w:2:2"  # another host's worker, fresh: the supervisor leaves it alone
+    q.store.write("UPDATE jobs SET status = 'running', owner = :o, attempts = 1, "
+                  "started_at = run_at WHERE id = :id", {"o": owner, "id": running})
+    parent = q.enqueue("web:ok", None)
+    wait_until(lambda: _status(q, parent) == "completed", 30, "the parent to complete")
+    later = q.enqueue("web:ok", None, delay=3600)
+    child = q.enqueue("web:ok", None, after=[parent, later])
+    with httpx.Client(base_url=site["web"].url) as c:
+        token = _csrf(c, "/jobs")
+        form = {"action": "cancel", "ids": [pending, running], "csrf": token}
+        r = c.post("/actions/jobs", data=form, follow_redirects=True)
+        assert f"cancelled {pending}" in r.text and f"asked to stop {running}" in r.text
+        assert f"cancelled {running}" not in r.text
+        form = {"action": "purge", "ids": [parent], "csrf": token}
+        r = c.post("/actions/jobs", data=form, follow_redirects=True)
+        kept = "kept: a job waiting on it has yet to run and reads its result"
+        assert f"job {parent}: {kept}" in r.text
+        assert ("1 of 1 jobs not purged (kept 1: jobs waiting on them have yet to run and read "
+                "their results)") in r.text
+    assert _status(q, parent) == "completed" and _status(q, running) == "running"
+    assert q.store.finish(Finish("cancelled", running, 1, "stopped"), owner, q.clock.now())
+    assert q.cancel(later) and _status(q, child) == "cancelled"
+
+
 def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
     """Issue 27: a running job's page has Cancel, and a live part (its progress, a cancel asked)."""
     from shared import ops as shared_ops
