@@ -1,1 +1,1 @@
-"""jobq's benchmark harness (issue 7): ``python -m bench``. See README "Performance"."""
+"""jobq's benchmark harness: ``python -m bench``. See README "Performance"."""

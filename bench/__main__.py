@@ -1,9 +1,9 @@
 """``python -m bench [--quick | --smoke] [--only burn,idle] [--systems jobq,huey,raw] [--database URL] ...``
 
-Runs issue 7's workloads on temporary databases, prints a markdown table (jobq beside Huey and
+Runs the throughput workloads on temporary databases, prints a markdown table (jobq beside Huey and
 the raw SQLite ceiling, with ratios) and the targets met or missed, and writes the JSON to
 ``bench/results/<timestamp>.json`` (or ``--json PATH``). With ``--database postgresql://...``
-the same workloads run on that server (issue 14): jobq beside Huey's PostgresHuey,
+the same workloads run on that server: jobq beside Huey's PostgresHuey,
 Procrastinate and the raw SKIP LOCKED loop, each in a fresh schema dropped afterwards.
 
 The PostgreSQL modules (psycopg, Procrastinate, PostgresHuey) are imported only for such a run:
@@ -45,9 +45,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, help="burn-down runs with the largest worker count (median kept)")
     p.add_argument("--idle-jobs", type=int, help="jobs trickled in the idle workload (and as many delayed)")
     p.add_argument("--huey-quiet", action="store_true", help="run Huey's consumer with -q (WARNING logging)")
-    p.add_argument("--startup-json", help="bench.startup's JSON (--json): judge issue 30's start-up targets by it "
-                   "when this run has no startup workload")
-    p.add_argument("--purge-json", help="bench.purge's JSON (its output): judge issue 30's purge targets by it")
+    p.add_argument("--startup-json", help="bench.startup's JSON (--json): judge the start-up "
+                   "targets by it when this run has no startup workload")
+    p.add_argument("--purge-json",
+                   help="bench.purge's JSON (its output): judge the purge targets by it")
     p.add_argument("--json", help="where to write the JSON (default bench/results/<timestamp>.json)")
     p.add_argument("--tmp", help="folder for the temporary databases (default: the system's)")
     args = p.parse_args(argv)
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def waits_report(out: dict[str, Any]) -> str:
     from . import waits
-    return "Tasks (issue 23 targets):\n" + waits.report(out)
+    return "Tasks (their targets):\n" + waits.report(out)
 
 
 def features_report(out: dict[str, Any]) -> str:
@@ -167,13 +168,14 @@ def features_report(out: dict[str, Any]) -> str:
     return fr.report(out)
 
 
-def issue30_targets(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 30's targets and the feature targets, each met, missed or not measured."""
-    return targets.issue30(targets.Inputs(data["results"], "postgresql" if ctx.url else "sqlite", ctx.syncs,
-                                          args.startup, args.startup_json or "", args.purge, args.purge_json or ""))
+def all_targets(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The performance targets and the feature targets, each met, missed or not measured."""
+    return targets.judge(targets.Inputs(data["results"], "postgresql" if ctx.url else "sqlite",
+                                        ctx.syncs, args.startup, args.startup_json or "",
+                                        args.purge, args.purge_json or ""))
 
 
-ISSUE30_HEAD = "Issue 30 targets, and the feature targets (bench.features):\n"
+PERFORMANCE_HEAD = "Performance targets, and the feature targets (bench.features):\n"
 
 
 def headline(m: dict[str, Any]) -> str:
@@ -193,7 +195,7 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     figs = report.figures(list(ctx.scale.workers), list(ctx.scale.depths), rate)
     data["table"] = report.table(data["results"], ctx.syncs, figs)
     data["targets"] = targets.check(data["results"], ctx.syncs, list(ctx.scale.depths))
-    data["targets_issue30"] = issue30_targets(args, ctx, data)
+    data["targets_performance"] = all_targets(args, ctx, data)
     path = args.json or os.path.join(REPO, "bench", "results", time.strftime("%Y%m%d-%H%M%S") + ".json")
     report.write_json(path, data)
     print(headline(data["meta"]) + "\n")
@@ -208,8 +210,9 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
         from . import otel
         print("\n" + otel.report(data["results"]["otel"]))
     if data["targets"]:
-        print("\nIssue 7 targets (8 workers), and issue 29's:\n" + targets.markdown(data["targets"]))
-    print("\n" + ISSUE30_HEAD + targets.markdown(data["targets_issue30"]))
+        print("\nThroughput targets (8 workers), and tracing's:\n"
+              + targets.markdown(data["targets"]))
+    print("\n" + PERFORMANCE_HEAD + targets.markdown(data["targets_performance"]))
     print(f"\nJSON: {path}")
     return 0
 
@@ -217,7 +220,7 @@ def finish(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
 def finish_pg(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     data["table"] = pg_report.table(data["results"], list(ctx.scale.workers), list(ctx.scale.depths))
     data["targets"] = pg_report.check(data["results"], list(ctx.scale.depths))
-    data["targets_issue30"] = issue30_targets(args, ctx, data)
+    data["targets_performance"] = all_targets(args, ctx, data)
     path = args.json or os.path.join(REPO, "bench", "results", "pg-" + time.strftime("%Y%m%d-%H%M%S") + ".json")
     report.write_json(path, data)
     m, s = data["meta"], data["meta"]["postgres"]
@@ -232,8 +235,8 @@ def finish_pg(args: argparse.Namespace, ctx: Ctx, data: dict[str, Any]) -> int:
     if "features" in data["results"]:
         print("\n" + features_report(data["results"]["features"]))
     if data["targets"]:
-        print("\nIssue 14 targets:\n" + targets.markdown(data["targets"]))
-    print("\n" + ISSUE30_HEAD + targets.markdown(data["targets_issue30"]))
+        print("\nPostgreSQL targets:\n" + targets.markdown(data["targets"]))
+    print("\n" + PERFORMANCE_HEAD + targets.markdown(data["targets_performance"]))
     print(f"\nJSON: {path}")
     return 0
 

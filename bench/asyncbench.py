@@ -1,4 +1,4 @@
-"""Async throughput (issue 28): jobs that each await ``asyncio.sleep(ms)`` (an I/O-bound call),
+"""Async throughput: jobs that each await ``asyncio.sleep(ms)`` (an I/O-bound call),
 many at once per worker process, on jobq beside arq and Procrastinate's async worker in the
 same run, with the same numbers of processes and of jobs at once per process.
 

@@ -1,4 +1,4 @@
-"""The features of issues 23-28 measured beside a plain baseline in the same run (issue 30 part 5):
+"""Each feature (tasks, workflows, keys, async) measured beside a plain baseline in the same run:
 ``python -m bench --only features [--database postgresql://...]``, or alone
 ``python -m bench.features [--smoke | --quick] [--database URL]``.
 

@@ -1,4 +1,4 @@
-"""Workflows under chaos (issue 25): ``extract -> N x transform -> load`` graphs while workers
+"""Workflows under chaos: ``extract -> N x transform -> load`` graphs while workers
 and the supervisor are SIGKILLed at random.
 
     python -m bench.flowchaos                              # 20 graphs of 1 + 100 + 1 jobs, 8 workers,

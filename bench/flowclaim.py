@@ -1,4 +1,4 @@
-"""Claim cost with many ``waiting`` jobs (issue 25): a workflow's children wait outside the claim
+"""Claim cost with many ``waiting`` jobs: a workflow's children wait outside the claim
 index, so a claim should cost the same with 100,000 of them as with none.
 
     python -m bench.flowclaim                                  # SQLite, 100,000 waiting jobs

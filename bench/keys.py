@@ -1,4 +1,4 @@
-"""Claim cost with per-key fairness (issue 26): ``python -m bench.keys --pending 1000000 --keys
+"""Claim cost with per-key fairness: ``python -m bench.keys --pending 1000000 --keys
 10000 [--database postgresql:///test]``.
 
 Fills a fresh database with ``--pending`` due jobs of one type spread over ``--keys`` limit keys

@@ -1,4 +1,4 @@
-"""What tracing costs (issue 29's target: tracing on with a no-op exporter loses under 3% of
+"""What tracing costs (the target: tracing on with a no-op exporter loses under 3% of
 burn-down throughput), run as the ``otel`` workload of ``python -m bench`` or alone:
 ``python -m bench.otel [--rounds 5] [--jobs 10000] [--workers 8]``.
 

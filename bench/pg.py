@@ -57,7 +57,7 @@ def drop_schema(url: str, name: str) -> None:
 
 
 def server_settings(url: str) -> dict[str, str]:
-    """What the run was measured at (the issue asks for the server's default durability)."""
+    """What the run was measured at (the targets ask for the server's default durability)."""
     names = ("server_version", "synchronous_commit", "fsync", "shared_buffers", "max_connections")
     with connect(url) as c:
         return {n: c.execute(f"SHOW {n}").fetchone()[0] for n in names}

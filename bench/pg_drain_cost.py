@@ -1,4 +1,4 @@
-"""CPU per job of jobq's PostgreSQL drain path, client and server apart (issue 30, part 2).
+"""CPU per job of jobq's PostgreSQL drain path, client and server apart.
 
     python -m bench.pg_drain_cost --database postgresql://127.0.0.1/test [--jobs 20000] [--batch 100]
                                   [--procs 1] [--rounds 3] [--raw]

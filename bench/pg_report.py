@@ -1,4 +1,4 @@
-"""The PostgreSQL run's table and issue 14's "Fast" targets (see :mod:`bench.pg_run` for the
+"""The PostgreSQL run's table and its engine's speed targets (see :mod:`bench.pg_run` for the
 layout of the results)."""
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def _ratio_check(name: str, a: Any, b: Any, factor: float, what: str) -> list[di
 
 
 def check(results: dict, depths: list[int]) -> list[dict[str, Any]]:
-    """Issue 14's targets (8 workers; the largest worker count run when 8 was not)."""
+    """The PostgreSQL engine's targets (8 workers; the largest worker count run when 8 was not)."""
     r, out = results, []
     ws = sorted(int(w) for w in (dig(r, "burn", "jobq", "pg") or {}) if str(w).isdigit())
     w = "8" if 8 in ws else (str(ws[-1]) if ws else "8")

@@ -1,4 +1,4 @@
-"""Writers during a big purge (issue 12 case 9): ``python -m bench.purge``.
+"""Writers during a big purge: ``python -m bench.purge``.
 
 Fills a database with ``--rows`` completed jobs that finished 30 days ago (each with one attempt
 row, as real jobs have), starts the real supervisor with ``--workers`` workers, and feeds it

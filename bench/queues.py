@@ -1,11 +1,11 @@
-"""Named queues under a backlog (issue 26): ``python -m bench.queues [--database postgresql:///test]``.
+"""Named queues under a backlog: ``python -m bench.queues [--database postgresql:///test]``.
 
 A real supervisor with 8 workers: queue ``emails`` has a pool of 2, ``reports`` one of 6. With
 ``--backlog`` (10,000) slow ``reports`` jobs due (each sleeps ``--report-ms``), ``--emails`` jobs
 are enqueued one at a time, 20-100 ms apart, and their enqueue-to-start (the job's
 ``started_at - created_at``, one host's clock) is summarised. The same run is then repeated
 with no report backlog on a fresh database, so the two figures come from one sitting; the
-ratio is what to read (the issue's target: p99 under 50 ms with the backlog).
+ratio is what to read (the target: p99 under 50 ms with the backlog).
 """
 from __future__ import annotations
 

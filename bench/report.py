@@ -1,4 +1,4 @@
-"""The markdown table, the issue-7 target verdicts, and the JSON file.
+"""The markdown table, the throughput target verdicts, and the JSON file.
 
 ``results[workload][system][variant]...``: systems "jobq", "huey", "raw" (one claim per
 transaction), "raw_fold", "raw_batch10"; variants "normal"/"full" (jobq, raw) and

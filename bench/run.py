@@ -119,7 +119,7 @@ def burn_plan(ctx: Ctx, w: int) -> list[tuple[tuple[str, ...], Callable[[str], A
         plan.append((("burn", "huey", fsync, str(w)),
                      lambda f, fsync=fsync: huey_runs.burn(f, fsync, w, n, ctx.huey_quiet)))
     if w == max(ctx.scale.workers) and "jobq" in ctx.systems and "default" in ctx.huey_variants:
-        # Both at their default logging (jobq "info": a line per job; Huey INFO), as the issue's
+        # Both at their default logging (jobq "info": a line per job; Huey INFO), as the targets'
         # "Huey's defaults" figure was taken.
         plan += [(("burn", "jobq_info", sync, str(w)),
                   lambda f, sync=sync: jobq_runs.burn(f, sync, w, n, log_level="info")) for sync in ctx.syncs]
@@ -195,7 +195,7 @@ def run_depth(ctx: Ctx, results: dict) -> None:
 
 
 def run_startup(ctx: Ctx, results: dict) -> None:
-    """Issue 16: cold start (template and exec side by side, Huey end to end), respawn after a
+    """Cold start (template and exec side by side, Huey end to end), respawn after a
     SIGKILL, throughput under faults at the shipped defaults (bench.startup), 8 workers."""
     n, w = ctx.scale.burn_jobs, max(8, max(ctx.scale.workers))
     here = startup.Side("this", startup.REPO, None)  # this checkout, the environment's bytecode cache
@@ -225,7 +225,7 @@ def run_startup(ctx: Ctx, results: dict) -> None:
 
 
 def run_waits(ctx: Ctx, results: dict) -> None:
-    """Tasks (issue 23): wait latency, idle waiters' CPU, ``.enqueue()`` against ``q.enqueue()``
+    """Tasks: wait latency, idle waiters' CPU, ``.enqueue()`` against ``q.enqueue()``
     (:mod:`bench.waits`), on this run's engine."""
     from . import waits
     from .scale import SMOKE
@@ -233,7 +233,7 @@ def run_waits(ctx: Ctx, results: dict) -> None:
 
 
 def run_features(ctx: Ctx, results: dict) -> None:
-    """Issue 30: the features of issues 23-28 beside their plain baselines (:mod:`bench.features`),
+    """The features (tasks, workflows, keys, async) beside their baselines (:mod:`bench.features`),
     on this run's engine, with the largest worker count."""
     from . import features
     sizes = {"smoke": features.SMOKE, "quick": features.QUICK}.get(ctx.size, features.FULL)
@@ -242,7 +242,7 @@ def run_features(ctx: Ctx, results: dict) -> None:
 
 
 def run_otel(ctx: Ctx, results: dict) -> None:
-    """Issue 29: what tracing costs (:mod:`bench.otel`): burn-downs with tracing off, the API
+    """What tracing costs (:mod:`bench.otel`): burn-downs with tracing off, the API
     alone and the SDK with a no-op exporter, alternated (5 rounds, the order rotated; 1 in
     ``--smoke``)."""
     from . import otel

@@ -1,4 +1,4 @@
-"""``python -m bench.startup``: issue 16's and issue 30's start-up measurements, taken from outside
+"""``python -m bench.startup``: the start-up measurements, taken from outside
 the way a user sees them (process launch, the jobs' own timestamps, the kernel's process table),
 on SQLite and (``--database postgresql://...``, a fresh schema dropped after) PostgreSQL.
 
@@ -50,7 +50,8 @@ from .huey_app import make_huey, read_records
 from .procs import REPO, Tree, child_env, python, wait_for
 
 TEMPLATE = "jobq-template"
-TARGETS = {"first_job_s": 0.2, "all_workers_first_job_s": 0.3, "respawn_after_kill_ms": 50.0}  # issue 30
+# The start-up targets of docs/performance.md.
+TARGETS = {"first_job_s": 0.2, "all_workers_first_job_s": 0.3, "respawn_after_kill_ms": 50.0}
 
 
 @dataclass
@@ -383,8 +384,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def verdicts(r: dict[str, Any], sides: list[str]) -> dict[str, Any]:
-    """Issue 30's targets per checkout (first job <= 0.2 s, 8 busy <= 0.3 s, respawn <= 50 ms
-    after the kill), and issue 16's ratios, each with the figure it was judged on; with a base
+    """The start-up targets per checkout (first job <= 0.2 s, 8 busy <= 0.3 s, respawn <= 50 ms
+    after the kill), and the template's ratios, each with the figure it was judged on; with a base
     checkout, this one's figures over the base's."""
     v: dict[str, Any] = {}
     for name in sides:

@@ -1,4 +1,4 @@
-"""Issue 7's targets, checked against one run's results (8 workers, no-op jobs), and issue 29's
+"""The throughput targets, checked against one run's results (8 workers, no-op jobs), and the
 cost of tracing (``otel_targets``)."""
 from __future__ import annotations
 
@@ -78,11 +78,11 @@ def depth_targets(results: dict, syncs: list[str], depths: list[int]) -> list[di
     return out
 
 
-OTEL_LOSS = 3.0  # issue 29: tracing on, a no-op exporter: under 3% of burn-down throughput lost
+OTEL_LOSS = 3.0  # tracing on, a no-op exporter: under 3% of burn-down throughput lost
 
 
 def otel_targets(results: dict) -> list[dict[str, Any]]:
-    """Issue 29's cost target (bench.otel): the SDK with a no-op exporter, and the API alone,
+    """Tracing's cost target (bench.otel): the SDK with a no-op exporter, and the API alone,
     each against tracing off, in alternated burn-downs."""
     out = []
     for mode, name in (("sdk", "the SDK and a no-op exporter"), ("api", "the API alone (no SDK)")):
@@ -119,7 +119,7 @@ def markdown(verdicts: list[dict[str, Any]]) -> str:
                      for v in verdicts)
 
 
-# ---- Issue 30: every target stated once, as data -------------------------------------------------
+# ---- The performance targets: every target stated once, as data ----------------------------------
 #
 # A target's ``figure`` reads what it is judged on from an :class:`Inputs` and gives
 # ``[(variant, measured text, met)]`` (one per SQLite ``synchronous`` mode where that matters),
@@ -290,7 +290,7 @@ def _feature(path: tuple[str, ...], ok: Callable[[float], bool], text: Callable[
     return figure
 
 
-ISSUE_30: tuple[Target, ...] = (
+PERFORMANCE: tuple[Target, ...] = (
     Target("launch to first job", "both", "<= 0.2 s", "bench.startup cold (template), --only startup "
            "or --startup-json", _from_startup(("cold_template", "first_job_s"), 0.2, "s")),
     Target("launch to 8 busy workers", "both", "<= 0.3 s", "bench.startup cold: all 8 workers ran a job",
@@ -320,7 +320,7 @@ ISSUE_30: tuple[Target, ...] = (
            _purge("p99")),
 )
 
-# Feature targets chosen here (issue 30 part 5) to guard the features filed beside it against
+# Feature targets chosen here to guard the features (tasks, workflows, keys, async) against
 # regressions; each is a ratio to a plain baseline measured in the same run (bench.features).
 FEATURES: tuple[Target, ...] = (
     Target("typed task .enqueue() vs q.enqueue() (calls/s)", "both", ">= 0.9x", "features: enqueue",
@@ -347,7 +347,7 @@ FEATURES: tuple[Target, ...] = (
 )
 
 
-def issue30(i: Inputs, targets: tuple[Target, ...] = ISSUE_30 + FEATURES) -> list[dict[str, Any]]:
+def judge(i: Inputs, targets: tuple[Target, ...] = PERFORMANCE + FEATURES) -> list[dict[str, Any]]:
     """A verdict for every target: met, missed, or not measured in this run (and how it is)."""
     out = []
     for t in targets:

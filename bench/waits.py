@@ -1,4 +1,4 @@
-"""``python -m bench.waits [--smoke] [--database postgresql://...]``: issue 23's targets for tasks.
+"""``python -m bench.waits [--smoke] [--database postgresql://...]``: the targets for tasks.
 
 - **wait latency**: a task run by a real supervisor's worker returns ``time.time()`` as its last
   act; this process (the producer, another process) measures from that moment to ``wait()``

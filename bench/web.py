@@ -1,4 +1,4 @@
-"""The dashboard at scale (issue 15): ``python -m bench.web build DB [--jobs N]`` writes a
+"""The dashboard at scale: ``python -m bench.web build DB [--jobs N]`` writes a
 database of N jobs (default 1,000,000) the way a busy day leaves one; ``python -m bench.web
 measure DB`` serves it with ``jobq web`` and times every page and the live update over HTTP,
 plus the snapshot ``status`` prints and one ``top`` refresh, in process.

@@ -37,7 +37,7 @@ def test_report_is_written_at_enqueue(tmp_path, report_dir):
 
 
 def test_each_format_writes_a_file_of_that_format(tmp_path, report_dir):
-    """The README promises reports/r1.pdf: a PDF (it was JSON under a .pdf name, issue 21)."""
+    """The README promises reports/r1.pdf: a PDF (it was JSON under a .pdf name)."""
     with JobQueue(str(tmp_path / "q.db"), handlers=[my_handlers], immediate=True) as q:
         for fmt in ("pdf", "json", "txt"):
             assert q.get(q.enqueue("report:generate", {"reportId": "r1", "format": fmt})).status == "completed"

@@ -1,8 +1,8 @@
 """jobq's shared core: the store contract and its engines, config, job model and retry policy.
 
 Imports neither ``supervisor`` nor ``worker``. The names below are imported on first use
-(PEP 562): every ``import shared.x`` runs this file first, and the supervisor's and workers'
-start-up must not pay for the producer API (``JobQueue`` pulls in asyncio and more; issue 30).
+(PEP 562): every ``shared`` import runs this file first, and the supervisor's and workers'
+start-up must not pay for the producer API (``JobQueue`` pulls in asyncio and more).
 """
 from __future__ import annotations
 

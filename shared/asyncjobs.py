@@ -1,4 +1,4 @@
-"""Which job types run many at once on a worker's event loop (issue 28): ``async_concurrency``.
+"""Which job types run many at once on a worker's event loop: ``async_concurrency``.
 
 A type's value comes from its handler (``@handler(..., async_concurrency=N)`` or
 ``@task(async_concurrency=N)``), else from ``[types."<type>"] async_concurrency``. Only an

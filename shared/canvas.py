@@ -1,4 +1,4 @@
-"""The common shapes of a workflow, built on ``after=`` (issue 25): ``chain``, ``group`` and
+"""The common shapes of a workflow, built on ``after=``: ``chain``, ``group`` and
 ``chord`` of task signatures (``task.s(*args, **kwargs)``).
 
     chain(extract.s(url), transform.s(), load.s()).enqueue()          # one after the other

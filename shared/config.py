@@ -282,7 +282,7 @@ SCHEDULE_KEYS: dict[str, Key] = keys_of(ScheduleConfig)
 TYPE_KEYS: dict[str, Key] = keys_of(TypeConfig)
 QUEUE_KEYS: dict[str, Key] = keys_of(QueueConfig)
 
-# Keys that moved (issue 13): an old place gets an error naming the new one.
+# Keys that moved: an old place gets an error naming the new one.
 MOVED = {"synchronous": "sqlite.synchronous", "busy_timeout": "sqlite.busy_timeout",
          "supervisor.wal_checkpoint_mb": "sqlite.wal_checkpoint_mb"}
 DATABASE_ENV = "JOBQ_DATABASE"  # when set, takes the place of the file's `database`

@@ -145,7 +145,7 @@ class WorkerStore(Connection, Protocol):
     def check_in(self, owner: str, progress: Sequence[tuple[str, int, str]] = ()) -> set[str]:
         """Store the progress ``(job id, attempt, JSON)`` of ``owner``'s running jobs (guarded by
         id, ``running``, attempt and owner) and return the ids of its running jobs whose cancel
-        was requested (issue 27)."""
+        was requested."""
         ...
 
     def has_due(self, now: float) -> bool:

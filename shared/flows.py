@@ -1,4 +1,4 @@
-"""Workflows (issue 25): jobs that wait for other jobs, and the common shapes built on ``after=``.
+"""Workflows: jobs that wait for other jobs, and the common shapes built on ``after=``.
 
     q.enqueue("load", {...}, after=[h1, h2])               # runs once both have completed
     chain(extract.s(url), transform.s(), load.s()).enqueue()   # shared.canvas

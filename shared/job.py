@@ -83,7 +83,7 @@ class Job:
     payload_error: str | None = None
     trace: str | None = None  # the enqueuer's W3C trace context as JSON (shared.tracing), or None
     queue: str = "default"  # the named queue it was enqueued on (docs/queues.md)
-    cancel_requested_at: str | None = None  # when a cancel of the running job was asked (issue 27)
+    cancel_requested_at: str | None = None  # when a cancel of the running job was asked
     progress: Any = None  # the last progress its handler reported (decoded JSON), or None
     limit_key: str | None = None  # the key its per-key limits count it under (read with the row; None on the fast claim)
 

@@ -1,4 +1,4 @@
-"""Limit keys (issue 26; docs/types.md): the tenant, customer or API key a job's per-key limits
+"""Limit keys (docs/types.md): the tenant, customer or API key a job's per-key limits
 count by. A job's key is ``limit_key=`` at enqueue, else what ``[types.X] key`` (a dotted path
 into the payload) finds there, else none (the job counts toward no key).
 """

@@ -17,7 +17,7 @@ not the machine's.
 Beside it, ``<progress>.stopped`` is created by a worker that has committed its last outcomes and
 closed the database, just before it exits: a worker that said so and is still alive after
 ``kill_grace`` is stuck on its way out (a handler's thread, an exit hook) and its supervisor
-kills it (issue 12).
+kills it.
 """
 from __future__ import annotations
 

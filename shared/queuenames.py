@@ -1,4 +1,4 @@
-"""Queue names (issue 26): what a named queue may be called, checked alike at enqueue, in
+"""Queue names: what a named queue may be called, checked alike at enqueue, in
 ``jobq.toml`` and on the command line. A leaf module: the config imports it."""
 from __future__ import annotations
 

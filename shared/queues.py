@@ -1,4 +1,4 @@
-"""Named queues and their worker pools (issue 26; docs/queues.md).
+"""Named queues and their worker pools (docs/queues.md).
 
 Every job belongs to one queue (``"default"`` unless named). Without ``[queues]`` tables a
 supervisor's workers form one pool that serves every queue, as before queues existed. With them,

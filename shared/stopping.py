@@ -1,4 +1,4 @@
-"""Stopping a running job from outside its handler (issue 27): the exceptions a handler sees, what
+"""Stopping a running job from outside its handler: the exceptions a handler sees, what
 its :class:`shared.runner.JobContext` carries for it (the cancel flag, the deadline, the last
 progress reported), and an ``async def`` handler's task cancelled at its deadline or on a cancel
 request.

@@ -1,4 +1,4 @@
-"""Is a job type served? The producer's check of ``strict_types`` (issue 21).
+"""Is a job type served? The producer's check of ``strict_types``.
 
 A producer that read the config file (``JobQueue.from_config``, ``jobq enqueue``) knows the
 ``handlers`` modules the workers import. At the first job type it has not checked yet it imports

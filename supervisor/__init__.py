@@ -1,6 +1,6 @@
 """The jobq supervisor: forks and watches worker processes (``python -m supervisor``).
 
-This package holds three programs (issue 22): the supervisor process (the modules here), the
+This package holds three programs: the supervisor process (the modules here), the
 ops CLI (``supervisor/cli``) and the dashboard (``supervisor/web``). :class:`Supervisor` is
 imported on first use, so that the CLI's commands (``jobq status``) do not load the process.
 """

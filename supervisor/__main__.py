@@ -3,7 +3,7 @@
 A plain ``run`` command line (``[run] [--config P] [--workers N] [--queues A,B] [--json]``) is
 read here and goes straight to the supervisor process (``supervisor.launch``) with nothing but
 the modules it needs: the CLI's parser imports every command (the ops layer, the config
-reference, the dashboard's launcher), which the first job does not wait for (issue 30).
+reference, the dashboard's launcher), which the first job does not wait for.
 Anything else (another command, ``--help``, an argument or value this reader does not take)
 goes to the full CLI (``supervisor.cli``), which gives the same result and the same messages.
 """

@@ -169,7 +169,7 @@ class Arbiter:
     def open_at_boot(self) -> None:
         """Open the database (schema checked), register, start the workers (waiting up to BOOT_WAIT
         for a starting template), then run the first recovery, which they need not wait for:
-        claims are guarded. The first full upkeep round comes an interval later (issue 30: at
+        claims are guarded. The first full upkeep round comes an interval later (at
         once, it took ~200 ms of CPU, ours and PostgreSQL's, from the first workers). Errors: boot failures."""
         self.upkeep = Upkeep(self.upkeep_tasks())
         store = self.db()

@@ -2,7 +2,7 @@
 sets its slot's back-off (``supervisor.slots``), asks for its replacement, re-queues its jobs
 (``job.reaped``) and is logged (``worker.exited``, with why).
 
-The replacement is asked for before the re-queue (issue 30: a respawn within 50 ms), which the
+The replacement is asked for before the re-queue (a respawn within 50 ms), which the
 old rule "re-queue a dead child's jobs before respawning it" forbade; what that rule protected
 holds by the owner ids instead: see :meth:`Deaths.on_exit`.
 """
@@ -78,7 +78,7 @@ class Deaths:
 
     def on_exit(self, slot: Slot, status: int) -> None:
         """A worker died: read what its progress file says, settle its slot and ask for its
-        replacement at once (issue 30: the fork runs while we re-queue), then re-queue its jobs
+        replacement at once (the fork runs while we re-queue), then re-queue its jobs
         and log why it died. The replacement cannot run the dead worker's jobs before they are
         re-queued: they stay ``running`` under the dead worker's owner id until
         ``release_owner`` (guarded by that id) commits, and a claim takes ``pending`` jobs only;

@@ -1,11 +1,11 @@
 """``jobq run`` in the supervisor process: read the config, check the overrides, run the arbiter.
 Reached from the plain ``run`` command line by ``supervisor.__main__`` without the ops CLI's
-parser (issue 30), and from the CLI's ``run`` command; both give the same messages.
+parser, and from the CLI's ``run`` command; both give the same messages.
 
 The worker template is forked here, before the arbiter's own modules (the upkeep, the ops
 layer, the metrics server, ...) are imported: the template imports the worker loop and the
 handler modules while the supervisor imports those and opens the database, instead of after
-(issue 30). What both processes need (the config, the engine and its driver) is imported
+(a faster start). What both processes need (the config, the engine and its driver) is imported
 before the fork, once.
 """
 from __future__ import annotations

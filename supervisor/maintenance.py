@@ -88,7 +88,7 @@ def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, no
 
 
 def stop_verdict(job: Job, policy: JobPolicy, now: float) -> Verdict | None:
-    """The backstops of a handler that does not stop (issue 27): its worker raised JobTimeout in
+    """The backstops of a handler that does not stop: its worker raised JobTimeout in
     it at the timeout, and it still runs ``kill_grace`` later ('timeout'); a cancel was asked
     ``cancel_grace`` ago and it still runs ('cancel'). Judged by ``started_at`` and
     ``cancel_requested_at`` on our clock."""

@@ -32,7 +32,7 @@ from shared.contract import OpsStore
 if TYPE_CHECKING:
     from shared.ops.viewstats import AttemptFeed, Histogram
 # The ops layer (what a scrape reads) is imported at the first scrape or fold, not with this
-# module: the supervisor imports this before its first workers start (issue 30).
+# module: the supervisor imports this before its first workers start.
 
 log = get_logger("supervisor")
 

@@ -1,4 +1,4 @@
-"""The supervisor's side of named queues (issue 26; docs/queues.md): ``--queues`` kept over
+"""The supervisor's side of named queues (docs/queues.md): ``--queues`` kept over
 reloads, and the pools' sizes, which set how many worker slots the arbiter keeps.
 
 The slots are laid out pool after pool (``shared.queues.plan``); the workers read the layout

@@ -58,7 +58,7 @@ class Spawner:
         opening the database or starting a thread. The engine's modules (jobq's own and its
         driver, which start nothing at import) are imported first: this process needs them
         anyway, and the template inherits them instead of importing them a second time on the
-        same cores (issue 30). ``log``: the (level, format) to set the logs up with first, so
+        same cores. ``log``: the (level, format) to set the logs up with first, so
         the template inherits that too (None: the caller did). ``async_types``: the config gives
         some type an ``async_concurrency`` (the template then preloads the async runner)."""
         self.begun = True

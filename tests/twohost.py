@@ -1,4 +1,4 @@
-"""Two hosts on one machine, for the PostgreSQL proofs of issue 14 (tests/proofs/test_two_hosts.py).
+"""Two hosts on one machine, for the PostgreSQL proofs (tests/proofs/test_two_hosts.py).
 
 A *host* is a supervisor in namespaces of its own, reaching the server only through a proxy the
 test owns, so the test can cut it off:

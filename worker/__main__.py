@@ -8,7 +8,7 @@ or as a fresh ``python -m worker`` where there is no template.
 Either way the process ends with ``os._exit`` once the worker has committed its last outcomes and
 the logs are flushed (here, or in ``worker.forkserver``): a thread a handler started and never
 ended (not a daemon) would otherwise keep the interpreter waiting for it for good, and a recycled
-or retired worker would never be replaced (issue 12). So ``atexit`` hooks of handler modules do
+or retired worker would never be replaced. So ``atexit`` hooks of handler modules do
 not run in a worker.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .loop import Worker
 def parser() -> argparse.ArgumentParser:
     """The worker's command line. The template builds it once, before it forks workers: building
     one compiles argparse's patterns and looks its messages up in gettext's catalogues, a fifth
-    of a forked worker's own start-up CPU (issue 30)."""
+    of a forked worker's own start-up CPU."""
     p = argparse.ArgumentParser(prog="python -m worker", description="Run one jobq worker.")
     p.add_argument("--config", help="config file (default: $JOBQ_CONFIG, else ./jobq.toml)")
     p.add_argument("--slot", type=int, default=None, help=argparse.SUPPRESS)

@@ -1,4 +1,4 @@
-"""Many async jobs at once in one worker process (issue 28): the async runner.
+"""Many async jobs at once in one worker process: the async runner.
 
 Job types with ``async_concurrency = N`` (``shared.asyncjobs``: ``@handler``/``@task`` or
 ``[types."<type>"]``; ``async def`` handlers only) run as tasks of one event loop, up to N of

@@ -1,4 +1,4 @@
-"""Cancel and progress of the async runner's jobs (issue 27's check-in on issue 28's runner).
+"""Cancel and progress of the async runner's jobs (the check-in on the async runner).
 
 The heartbeat thread's check-in (``worker.checkin``) sees the job the main thread runs one at a
 time (``worker.deadline.InHand``) and, through :class:`Flight`, every job that runs on the

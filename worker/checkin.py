@@ -1,4 +1,4 @@
-"""A busy worker's check-in (issue 27), run by its heartbeat thread a few times a second while a
+"""A busy worker's check-in, run by its heartbeat thread a few times a second while a
 job runs: the progress each running job's handler reported since the last one is written (the
 latest only: at most 1 / ``CHECK_EVERY`` writes a second per job), and a cancel request for a
 running job sets its ``cancel_requested`` (``check_cancelled()`` then raises; an async handler's

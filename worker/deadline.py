@@ -1,5 +1,4 @@
-"""The job in hand, as the worker's other thread sees it, and its timeout reaching the handler
-(issue 27).
+"""The job in hand, as the worker's other thread sees it, and its timeout reaching the handler.
 
 At the job's ``timeout`` the worker itself raises :class:`shared.stopping.JobTimeout` in the
 handler: a ``SIGALRM`` timer (``setitimer``) is armed around the call, and its Python handler,

@@ -120,7 +120,7 @@ def _preload_async_runner(registry: Registry, async_types: bool | None) -> bool:
 
 def _warm_caches(command_line: argparse.ArgumentParser) -> None:
     """Fill the per-process caches every forked worker would otherwise fill on its own, each a
-    few hundred microseconds to milliseconds of its start (issue 30): finding the temporary
+    few hundred microseconds to milliseconds of its start: finding the temporary
     folder writes and removes a probe file there (12 ms measured once); the host's identity
     reads /proc files as ASCII, whose codec is imported on first use; argparse compiles its
     patterns on the first parse, and the config's checks theirs on the first snapshot read."""
@@ -281,7 +281,7 @@ def _pass_gate(gate: tuple[int, int], waits: bool) -> None:
     go-between, and by each go-between until it has forked its worker. The batch's first worker
     does not wait (the first job). Workers that all started at once took the CPU from the
     template and the go-betweens still to fork (2 cores): the eighth of a batch was forked
-    160-230 ms after the first, and ran its first job 0.3-0.6 s after it (issue 30)."""
+    160-230 ms after the first, and ran its first job 0.3-0.6 s after it."""
     read, write = gate
     os.close(write)
     if not waits:
@@ -298,7 +298,7 @@ def _reparented(between: int) -> None:
     is the supervisor's child: the worker's orphan check compares its parent with the
     supervisor. Called by the worker once its database is open, just before its threads start
     (the first orphan check), so that the go-between's exit overlaps the worker's connecting
-    instead of coming before it (issue 30: 2-17 ms of each worker's start, more on a loaded
+    instead of coming before it (2-17 ms of each worker's start, more on a loaded
     machine)."""
     deadline = time.monotonic() + REPARENT_WAIT
     while os.getppid() == between and time.monotonic() < deadline:

@@ -184,7 +184,7 @@ class Worker(Control, Commits):
         self.heartbeat.start()
         if async_limits_of(self.config, self.registry):
             # here: the runner and asyncio are half of this module's imports, which the template
-            # makes before the first job; it preloads them only when a type is async (issue 30)
+            # makes before the first job; it preloads them only when a type is async
             from .aio import AsyncRunner
             self.aio = AsyncRunner(self)
 

@@ -1,4 +1,4 @@
-"""Which named queues this worker claims from (issue 26; docs/queues.md).
+"""Which named queues this worker claims from (docs/queues.md).
 
 The supervisor lays its slots out pool after pool (``shared.queues.plan``); a worker looks its
 slot up in the config snapshot at start and again after each reload (SIGHUP), so a pool resized

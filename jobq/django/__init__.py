@@ -1,4 +1,4 @@
-"""jobq as Django's task backend (issue 24): ``TASKS = {"default": {"BACKEND":
+"""jobq as Django's task backend: ``TASKS = {"default": {"BACKEND":
 "jobq.django.JobqBackend", "OPTIONS": {"config": "jobq.toml"}}}`` and ``"jobq.django"`` in
 ``INSTALLED_APPS``. See docs/django.md.
 

@@ -129,7 +129,8 @@ def driver_errors() -> tuple[type[BaseException], ...]:
 
 def database_file(config: Any) -> str | None:
     """The file that holds the database, for engines that keep one (None for a server or an
-    in-memory database): what :class:`shared.dbfile.DatabaseFile` watches for replacement."""
+    in-memory database): what :class:`shared.engines.sqlite.health.DatabaseFile` watches for
+    replacement."""
     return target(config.database).file
 
 
@@ -151,7 +152,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# -- the engine health check (issue 22) ----------------------------------------------------------
+# -- the engine health check ---------------------------------------------------------------------
 
 def health_check(config: Any) -> HealthCheck | None:
     """A check, made just after ``config.database`` was opened, that it is still the database

@@ -20,7 +20,7 @@ The lock is a POSIX record lock (``fcntl.lockf``: ``F_SETLK``/``F_SETLKW``), own
 process, not a ``flock`` (or an OFD lock), which belongs to the open file description: a handler
 that forks without exec (``multiprocessing``'s fork start, a C library's daemon) shares that
 description, so a ``flock`` stayed held by the child for as long as it lived after the lead died,
-and every job then waited for a follower's ``WATCHED_SLEEP`` (issue 12). A record lock is never
+and every job then waited for a follower's ``WATCHED_SLEEP``. A record lock is never
 inherited by ``fork`` and ends with its process, whatever its children do. The costs, none of
 which matters here: two leads in one process do not exclude each other (both lead, as where
 locks are refused), and closing any descriptor of the file in the process drops the lock (only

@@ -1,4 +1,4 @@
-"""Reads of what happened recently (issue 15): attempts per minute from ``job_attempts`` and the
+"""Reads of what happened recently: attempts per minute from ``job_attempts`` and the
 use of a type's rate window, for ``status``, ``top`` and the dashboard.
 
 Each follows an index (the attempt sequence, ``type_starts_by_type``), so its cost is the

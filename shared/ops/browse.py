@@ -1,4 +1,4 @@
-"""Paging through jobs for the dashboard (issue 15): filters, search and keyset pagination.
+"""Paging through jobs for the dashboard: filters, search and keyset pagination.
 
 This module decides what a page is (the filter, its cursor, the window's end, the exact hits
 first) and reads it with SQL written once (:func:`browse_jobs`, :func:`find_jobs`); where the

@@ -60,7 +60,7 @@ def _failed(job_type: str | None) -> str:
 _CANCEL = ("UPDATE jobs SET status = 'cancelled', completed_at = :now, updated_at = :now "
            "WHERE {ids} AND status IN ('pending', 'waiting') RETURNING id")
 # A running job: the request is marked; its worker sees it at its next check-in (a few times a
-# second) and stops the handler, the supervisor kills it after cancel_grace (issue 27).
+# second) and stops the handler, the supervisor kills it after cancel_grace.
 _REQUEST = ("UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, :now) "
             "WHERE {ids} AND status = 'running' RETURNING id")
 

@@ -1,4 +1,4 @@
-"""Per type: its busiest limit keys and how many due jobs wait on a limit (issue 26), for
+"""Per type: its busiest limit keys and how many due jobs wait on a limit, for
 ``jobq status --types`` and the dashboard's Types page.
 
 Read-only: the pending side is read from the keyed claim index (``jobs_key_claim``) of one type,

@@ -1,4 +1,4 @@
-"""Per named queue (issue 26): depth, running, paused, throughput and latency, for ``jobq
+"""Per named queue: depth, running, paused, throughput and latency, for ``jobq
 status``, ``jobq top``, the metrics and the dashboard.
 
 Depth and running are counted from the pending claim index by queue (``jobs_queue_claim``: the

@@ -99,7 +99,7 @@ def last_line(text: str | None, width: int = 60) -> str:
 
 
 def status_text(snap: dict[str, Any]) -> str:
-    """The human ``status`` report of a :func:`supervisor.status.collect` snapshot."""
+    """The human ``status`` report of a :func:`shared.ops.viewstatus.collect` snapshot."""
     parts = [_header(snap), _jobs(snap), queues_text(snap.get("queues") or []), _throughput(snap), _latency(snap),
              workers_text(snap["workers"]), _schedules(snap)]
     return "\n\n".join(p for p in parts if p)

@@ -1,5 +1,5 @@
 """The ops CLI (``jobq ...``, ``python -m jobq``, ``python -m supervisor ...``): one of the three
-programs in ``supervisor/`` (issue 22), beside the supervisor process and the dashboard.
+programs in ``supervisor/``, beside the supervisor process and the dashboard.
 
 It reads and acts through the ops layer (:mod:`shared.ops`); it imports the supervisor process's
 modules only inside ``run`` and the dashboard only inside ``web``, so ``jobq status`` loads

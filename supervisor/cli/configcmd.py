@@ -2,7 +2,7 @@
 ``config check``.
 
 ``config set`` validates the whole file as it would be after the edit (``shared.config``) and
-writes it atomically, keeping the operator's comments and layout (:mod:`supervisor.tomledit`).
+writes it atomically, keeping the operator's comments and layout (:mod:`supervisor.cli.tomledit`).
 A value the config refuses leaves the file as it was; so does a ``handlers`` list naming a
 module that fails to import here (from the current directory, as ``jobq run`` would). A running
 supervisor notices the new file by itself (``config_poll_interval``).

@@ -1,4 +1,4 @@
-"""``jobq web``: the dashboard (issue 15), served by uvicorn from the ``web`` extra.
+"""``jobq web``: the dashboard, served by uvicorn from the ``web`` extra.
 
     jobq web [--host 127.0.0.1] [--port 8080] [--config PATH] [--token T] [--read-only] [--root-path /jobq]
              [--allow-host NAME ...]

@@ -1,4 +1,4 @@
-"""Many async jobs in one worker process (issue 28), with real supervisors, on both engines.
+"""Many async jobs in one worker process, with real supervisors, on both engines.
 
 The handlers are tests/fixtures/asyncjobs.py. One-at-a-time, each test here would take minutes
 (a second per job per worker); the bounds below are generous for a loaded machine, never timings
@@ -39,7 +39,7 @@ def _done(q, ids, status="completed"):
 
 
 def test_a_thousand_one_second_jobs_on_two_workers(tmp_path, sup_factory):
-    """The issue's case: 1,000 jobs of ``await asyncio.sleep(1)`` on 2 workers, 100 at once
+    """The target case: 1,000 jobs of ``await asyncio.sleep(1)`` on 2 workers, 100 at once
     each. One at a time they take 500 s; here about 5 (bench/asyncbench.py times it); the bound
     is only generous."""
     q, sup = _start(tmp_path, sup_factory, workers=2)

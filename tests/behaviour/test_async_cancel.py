@@ -1,4 +1,4 @@
-"""Cancel and progress of the async runner's jobs (issue 27 on issue 28's runner), with a real
+"""Cancel and progress of the async runner's jobs (the check-in on the async runner), with a real
 supervisor on each engine: ``jobq cancel`` of one of several async jobs in flight on one worker
 cancels its task (it ends ``cancelled`` within about a second, its ``finally`` and the
 ``@on_cancelled`` hook run) while its siblings run on and complete on the same worker; the

@@ -176,7 +176,7 @@ def test_the_loop_checks_its_process_after_user_code_not_between_its_own_jobs(tm
     """``Worker.check_process`` runs as each handler returns (its job given), and at the top of
     a turn after anything but the worker's own code may have run (a claim, a batch's end, a
     hook); between two jobs of a batch with nothing else between them, that top-of-turn check
-    is skipped (issue 30: a getpid and an fstat, ~5% of a no-op job's CPU)."""
+    is skipped (a getpid and an fstat, ~5% of a no-op job's CPU)."""
     trail: list[str] = []
 
     @handler("v:ok")

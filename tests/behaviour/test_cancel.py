@@ -1,4 +1,4 @@
-"""Stopping a running job (issue 27), with real supervisors and workers on each engine: a
+"""Stopping a running job, with real supervisors and workers on each engine: a
 timeout raises JobTimeout in the handler (its ``finally`` runs, the worker lives on), a handler
 that swallows it is killed ``kill_grace`` later; ``jobq cancel`` of a running job ends it
 ``cancelled`` through ``check_cancelled()`` or, after ``cancel_grace``, by killing its worker's

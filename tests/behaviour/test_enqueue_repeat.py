@@ -1,5 +1,5 @@
 """A job type's second and later plain enqueues (``q.enqueue(type, payload)``) take a shorter
-path than the first (shared.api, issue 30): they must store the same job and refuse the same
+path than the first (shared.api): they must store the same job and refuse the same
 input, whatever changed between the calls that enqueue depends on."""
 from __future__ import annotations
 

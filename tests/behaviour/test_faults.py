@@ -1,4 +1,4 @@
-"""Fault and bad-input cases (issue 4), each with its expected outcome.
+"""Fault and bad-input cases, each with its expected outcome.
 
 Real supervisor and worker processes on each engine (a SQLite file under tmp_path, a schema of
 the PostgreSQL test server); every wait is a poll on a condition with a timeout. Handlers that
@@ -557,7 +557,7 @@ def test_file_size_limit_is_a_clear_error_and_leaves_the_database_intact(tmp_pat
     p = subprocess.run([sys.executable, "-c", script], preexec_fn=limit_size, capture_output=True,
                        text=True, timeout=60, env=env())
     lines = p.stdout.splitlines()
-    # jobq's own error (issue 13), naming the file and SQLite's cause
+    # jobq's own error, naming the file and SQLite's cause
     assert p.returncode == 0 and lines[-1] == f"ERROR StoreUnavailable database {path}: disk I/O error", \
         (p.stdout, p.stderr)
     committed = [line.split()[1] for line in lines if line.startswith("OK")]

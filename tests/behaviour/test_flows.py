@@ -1,4 +1,4 @@
-"""Workflows (issue 25): jobs that wait for other jobs, their failure policies, results flowing
+"""Workflows: jobs that wait for other jobs, their failure policies, results flowing
 to children, the graph written in one transaction, and every path that ends a parent settling
 its children in the same statement."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile input (issue 12, cases 1, 2, 3, 6, 8 and the Low items): whatever jobq accepts,
+"""Hostile input: whatever jobq accepts,
 every reader decodes; no handler output crashes a worker; one failing upkeep task never stops
 the others; a timeout charges only the job that timed out; every time is bounded at the year
 9999. Limits: docs/limits.md. Real supervisors and workers where the defect needs them; every

@@ -1,4 +1,4 @@
-"""An idle worker starts a new job at once (issue 30): the enqueue's notification (PostgreSQL) or
+"""An idle worker starts a new job at once: the enqueue's notification (PostgreSQL) or
 commit (SQLite) wakes it, even when the worker's heartbeat thread, which shares its connection,
 is running a statement as the notification arrives (it used to read it off the socket the main
 thread waited on, which then slept on until the next beat or 5 s)."""

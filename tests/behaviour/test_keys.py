@@ -1,4 +1,4 @@
-"""Per-key limits and fairness (issue 26): ``concurrency_per_key``, ``rate_per_key`` and
+"""Per-key limits and fairness: ``concurrency_per_key``, ``rate_per_key`` and
 ``fair = true`` held by the limited claim on each engine, and by real workers."""
 from __future__ import annotations
 
@@ -221,7 +221,7 @@ def max_overlap_per_key(runs: list[tuple[str, float, float]]) -> int:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_rate_per_key_holds_in_real_time_over_5_minutes_under_eight_workers(database, tmp_path, sup_factory):
-    """Issue 26 in real time: 51 starts of each key take five windows of 60 s, at most 10 in
+    """Per-key rates in real time: 51 starts of each key take five windows of 60 s, at most 10 in
     each. Starts are the handlers' own (the attempt history), a few ms after their claims, so a
     window is checked 0.25 s shorter than 60 s to leave room for that lag."""
     config_path = write_config(tmp_path, handlers=["keyjobs"], supervisor={"workers": 8},

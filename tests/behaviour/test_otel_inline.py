@@ -1,4 +1,4 @@
-"""OpenTelemetry in one process (issue 29), on each engine: the instruments that mirror the
+"""OpenTelemetry in one process, on each engine: the instruments that mirror the
 Prometheus metrics, trace ids on text log lines, the stored context of ``enqueue_many`` with
 ``batch_size`` and of ``conn=``, and the checks of an explicit ``traceparent``. (The trace across
 a real supervisor's workers: tests/process/test_otel.py.)"""

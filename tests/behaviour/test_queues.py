@@ -1,4 +1,4 @@
-"""Named queues with pools of their own, the pause of one queue, pools resized live (issue 26),
+"""Named queues with pools of their own, the pause of one queue, pools resized live,
 with real supervisors on each engine."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tasks as Python functions (issue 23): ``@task``, enqueueing with the function's arguments,
+"""Tasks as Python functions: ``@task``, enqueueing with the function's arguments,
 handles and waiting, in the calling process (drain, immediate mode) on both engines.
 
 The tasks are tests/fixtures/taskjobs.py, imported as ``taskjobs`` (as a supervisor's workers

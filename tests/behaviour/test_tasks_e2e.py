@@ -1,4 +1,4 @@
-"""Tasks end to end (issue 23), on each engine: a real supervisor serves tests/fixtures/taskjobs.py
+"""Tasks end to end, on each engine: a real supervisor serves tests/fixtures/taskjobs.py
 (``handlers = ["taskjobs"]``); this test process enqueues with ``.enqueue()`` and waits for the
 results as a user's test file would (docs/tasks.md)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A worker that is done must end (issue 12 case 4): a handler that leaks a non-daemon thread
+"""A worker that is done must end: a handler that leaks a non-daemon thread
 must not keep a recycled, retired or stopping worker alive, and a worker that said it stopped
 but lingers is killed by its supervisor after ``kill_grace``. Real supervisor and workers."""
 from __future__ import annotations

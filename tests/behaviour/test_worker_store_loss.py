@@ -1,4 +1,4 @@
-"""An idle worker outlives its database failing under it (issue 21, case 8): every store call
+"""An idle worker outlives its database failing under it: every store call
 on the idle/claim/wake-up path is guarded; a StoreError there is waited out and retried, never
 fatal (exit 1 is a bug). In process on both engines, and with a real supervisor on PostgreSQL
 whose workers' connections are terminated (``pg_terminate_backend``) or ended by the server's

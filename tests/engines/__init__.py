@@ -1,6 +1,6 @@
 """The engines the tests run on (and, as a package, the engine tests: ``tests/engines/test_*.py``).
 
-The contract suites: one fixture class per engine (issue 13).
+The contract suites: one fixture class per engine.
 
 ``tests/engines/test_store_contract.py`` and ``tests/engines/test_store_stateful.py`` take the ``engine``
 fixture and reach the store only through :mod:`shared.contract`'s protocols (opened with the

@@ -1,4 +1,4 @@
-"""Bulk writes let other writers in (issue 12 case 9): shared.bulk.Pacer sizes and spaces the
+"""Bulk writes let other writers in: shared.engines.sqlite.bulk.Pacer sizes and spaces the
 chunks of a purge; while a big purge runs, a writer with a small busy timeout still writes."""
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def test_a_writer_waits_for_at_most_a_chunk_or_two_of_a_big_purge(tmp_path, whic
     """A jobq writer (its store stamps its wants: ``.wants``) gets the lock within a chunk or two
     of a purge of 80,000 jobs -- measured in jobs the purge deleted while the write waited, never
     more than two of its biggest chunks -- not after many chunks by luck. The count does not
-    depend on how fast this machine is. Before issue 12's fix chunks ran back to back and a
-    writer could wait through dozens of them (7.2 s of them); since issue 30 they do run back to
+    depend on how fast this machine is. Before the pacing, chunks ran back to back and a
+    writer could wait through dozens of them (7.2 s of them); now they do run back to
     back while no writer waits."""
     path = str(tmp_path / "q.db")
     fill_old(path, 80_000)

@@ -1,4 +1,4 @@
-"""``jobq copy`` (issue 14): jobs move between databases of any engine with every column and their
+"""``jobq copy``: jobs move between databases of any engine with every column and their
 attempt history, idempotent by id, resumable after a stop or a kill, and a move (``--delete``)
 never loses a job that started meanwhile. Run as a user runs it: ``python -m supervisor copy`` in
 a subprocess. SQLite to SQLite always; to and from PostgreSQL when a server is there (skipped
@@ -62,7 +62,7 @@ def lite(tmp_path) -> Iterator[Any]:
 
 @pytest.fixture(params=["sqlite-sqlite", "sqlite-postgresql", "postgresql-sqlite"])
 def pair(request, lite) -> tuple[Side, Side]:
-    """(source, target) for each direction the issue names."""
+    """(source, target) for each direction ``jobq copy`` supports."""
     a, b = request.param.split("-")
     src = lite("src") if a == "sqlite" else request.getfixturevalue("pg")
     dst = lite("dst") if b == "sqlite" else request.getfixturevalue("pg")
@@ -387,7 +387,7 @@ def test_delete_copied_keeps_a_job_that_started_or_changed_meanwhile(side):
         assert s.counts() == {"pending": 1, "running": 1}
 
 
-# -- what the target engine can store (issue 21 case 10) --------------------------------------------
+# -- what the target engine can store --------------------------------------------------------------
 
 
 def _nul_source(src: Side) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The per-(type, status) counters the triggers keep (issue 15): they always equal a real count,
+"""The per-(type, status) counters the triggers keep: they always equal a real count,
 whatever path changes a job, and the migration fills them for an existing database."""
 from __future__ import annotations
 

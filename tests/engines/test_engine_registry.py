@@ -1,4 +1,4 @@
-"""Engines by registry, ``database`` resolved once, handler modules next to the config (issue 22).
+"""Engines by registry, ``database`` resolved once, handler modules next to the config.
 
 The registry (``shared.engines``) maps a URL scheme to an engine package exporting one
 ``ENGINE``; ``shared.database.target`` is the one reading of a ``database`` value; the module

@@ -1,4 +1,4 @@
-"""The workflow schema (issue 25) reaches databases made before it: a SQLite file and a
+"""The workflow schema reaches databases made before it: a SQLite file and a
 PostgreSQL schema of the previous version migrate on open, keep their jobs, accept ``waiting``
 and settle children from then on; SQLite's widened status CHECK still refuses other statuses."""
 from __future__ import annotations

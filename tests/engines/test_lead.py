@@ -112,7 +112,7 @@ def test_a_queued_follower_that_resigns_or_closes_gives_the_lock_back(tmp_path):
 
 
 def test_a_dead_leads_forked_children_do_not_keep_the_lead(tmp_path):
-    """Issue 12 case 5, the class: children forked without exec by the lead's process, before and
+    """Forked children, the class: children forked without exec by the lead's process, before and
     after it took the lead, still live when it dies; the lead is free at once all the same."""
     db = str(tmp_path / "q.db")
     code = ("import os, sys, time\n"
@@ -225,7 +225,7 @@ def test_try_claim_answers_at_once_while_another_connection_writes(tmp_path):
 
 
 def test_a_lead_worker_killed_while_its_handlers_forked_child_lives_is_replaced_as_lead(tmp_path, sup_factory):
-    """Issue 12 case 5 through the real supervisor: the only worker runs a handler that forks a
+    """Forked children through the real supervisor: the only worker runs a handler that forks a
     sleeping child, leads while idle, and is SIGKILLed (its child lives on). Its replacement must
     lead at once: each job then completes well within the 5 s a follower sleeps (a behaviour
     bound, not a speed target)."""

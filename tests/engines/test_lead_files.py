@@ -1,4 +1,4 @@
-"""The idle lead's lock files for PostgreSQL (issue 21): one file per server and database in
+"""The idle lead's lock files for PostgreSQL: one file per server and database in
 the temporary folder, however many schemas (queues) come and go, each queue locking a byte of
 its own, so the leads of two queues never exclude each other."""
 from __future__ import annotations

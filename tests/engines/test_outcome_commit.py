@@ -1,4 +1,4 @@
-"""Outcome commits (issue 21): an outcome re-sent after an error that left its commit unknown
+"""Outcome commits: an outcome re-sent after an error that left its commit unknown
 recognises its own committed row (reported recorded, applied once, its hooks run), on both
 engines; and each attempt records its own run time, also when its job ran in a batch."""
 from __future__ import annotations

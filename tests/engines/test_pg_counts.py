@@ -1,5 +1,5 @@
-"""PostgreSQL's per-(type, status) counts when enqueues count their own rows (issue 30,
-schema.COUNTED_INSERTS): the enqueue statements write their deltas and mark their rows, the
+"""PostgreSQL's per-(type, status) counts when enqueues count their own rows
+(schema.COUNTED_INSERTS): the enqueue statements write their deltas and mark their rows, the
 insert trigger counts every other row; the counts equal a real count whoever inserted."""
 from __future__ import annotations
 

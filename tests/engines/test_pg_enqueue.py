@@ -1,5 +1,5 @@
 """PostgreSQL's single enqueue as a prepared statement run outside psycopg's cursors
-(``PgConnection._run_prepared``, issue 30): what psycopg's own path did for it must still hold,
+(``PgConnection._run_prepared``): what psycopg's own path did for it must still hold,
 on a connection made again, after the server lost the statement, for text libpq would cut at a
 NUL, and for notifications read off the socket while it ran."""
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_a_notification_read_during_the_enqueue_reaches_the_connections_handlers
 
 
 def test_the_short_paths_errors_do_not_show_a_password_of_the_url(pg, caplog):
-    """Issue 21's rule on the prepared path (its errors are made from libpq's results by
+    """The errors' rule on the prepared path (its errors are made from libpq's results by
     jobq, not by psycopg's cursor): a server error and a lost connection name the database
     without the password planted in its URL."""
     planted = "PLANTED-s3cret-9f2"

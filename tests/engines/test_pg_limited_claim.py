@@ -1,4 +1,4 @@
-"""PostgreSQL's limited claim runs its transaction in psycopg's pipeline mode (issue 26: a fair
+"""PostgreSQL's limited claim runs its transaction in psycopg's pipeline mode (a fair
 claim at 1,000,000 pending across 10,000 keys is mostly round trips): BEGIN, the advisory lock
 and the state read go in one round trip, the candidate reads in one, the claim with its COMMIT in
 one. Counted from libpq's protocol trace (no timing). A failure inside it leaves the session out

@@ -1,5 +1,5 @@
-"""PostgreSQL: deleting jobs finds their attempt history by its index (issue 30 part 4,
-schema.ATTEMPTS_BY_INDEX). The delete trigger's ids come in a transition table, which has no
+"""PostgreSQL: deleting jobs finds their attempt history by its index
+(schema.ATTEMPTS_BY_INDEX). The delete trigger's ids come in a transition table, which has no
 statistics: with ``job_id IN (SELECT id FROM old_rows)`` the planner hashed them and read the
 whole of ``job_attempts`` for every DELETE on jobs, so each chunk of a purge cost a scan of the
 entire history. Checked by the table's own scan counters, in the deleting transaction."""

@@ -1,4 +1,4 @@
-"""The PostgreSQL idle wait (``shared.engines.postgres.wakeup``, issue 30): a notification that a
+"""The PostgreSQL idle wait (``shared.engines.postgres.wakeup``): a notification that a
 statement of another thread on the worker's shared connection (the heartbeat) reads off the
 socket still ends the lead's wait at once, the wait watches the socket of a connection made
 again, and only the lead's connection listens (a follower's does not: every NOTIFY woke every

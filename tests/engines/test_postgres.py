@@ -1,4 +1,4 @@
-"""What only the PostgreSQL engine does (issue 14): transactional enqueue on the application's
+"""What only the PostgreSQL engine does: transactional enqueue on the application's
 connection, migrations raced by several processes, reconnection after the server drops the
 connection, notifications, and the clear errors of a wrong URL, a refused connection and a
 missing permission. The shared behaviour is the contract suite's (``test_store_contract``)."""
@@ -151,7 +151,7 @@ def test_two_stores_claim_disjoint_jobs_at_once(pg):
     assert len(claimed) == len(set(claimed)) == 400 and set(claimed) == ids
 
 
-# -- issue 21 case 6: server-side session limits; upkeep never waits on another session's locks --
+# -- server-side session limits; upkeep never waits on another session's locks --
 
 def _lease(pg, seconds: float, database: str | None = None) -> Config:
     cfg = pg.config()
@@ -262,7 +262,7 @@ class _Recorded:
 
 
 def test_the_schema_version_is_one_statement_at_connect_and_safe_inside_a_transaction(pg):
-    """Issue 30: every connection (each worker's, at start-up) reads the schema's version in one
+    """Every connection (each worker's, at start-up) reads the schema's version in one
     round trip instead of a look-up and a read; a schema not made yet is version 0, and inside a
     transaction (the migration's) the look-up comes first, so no error ends the transaction."""
     from psycopg.rows import dict_row

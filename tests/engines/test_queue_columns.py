@@ -1,4 +1,4 @@
-"""The ``queue`` and ``limit_key`` columns (issue 26) reach databases made before them: a
+"""The ``queue`` and ``limit_key`` columns reach databases made before them: a
 SQLite file and a PostgreSQL schema of the previous version migrate on open; their jobs are on
 queue ``default`` with no key, claimed by the plain claim and by a ``default`` pool."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A new SQLite connection's first writes poll for the write lock instead of sleeping in SQLite's
-busy handler (issue 30: the eighth worker's first claim waited behind busy workers)."""
+busy handler (the eighth worker's first claim waited behind busy workers)."""
 from __future__ import annotations
 
 import sqlite3

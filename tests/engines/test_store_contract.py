@@ -1,4 +1,4 @@
-"""The store contract suite (issue 13), in the manner of Huey's storage tests: every method of
+"""The store contract suite, in the manner of Huey's storage tests: every method of
 every protocol in ``shared.contract``, run against each engine fixture of ``tests.engines``
 through the factory, and nothing engine-specific. ``test_every_protocol_method_is_exercised``
 keeps the suite honest: a method added to a protocol without a test here fails it.
@@ -276,7 +276,7 @@ def test_heartbeat_refreshes_leases_and_the_process_row(engine, store, clock):
 
 
 def test_a_heartbeat_renews_only_the_jobs_held_and_gives_back_the_rest(engine, store, clock):
-    """Issue 21 case 7: a claim whose answer never reached the worker leaves a job running
+    """A claim whose answer never reached the worker leaves a job running
     under its owner. The heartbeat renews only the ids the worker holds; the owner's other
     running jobs go back to pending at once (due now, no attempt charged, no history row)
     instead of being kept alive until ``job_timeout`` and charged "timed out"."""
@@ -713,7 +713,7 @@ def test_a_workflow_goes_out_and_in_with_its_edges_and_settles_on_arrival(store,
     assert store.counts() == {"completed": 1, "pending": 1}
 
 
-# -- named queues (issue 26) ------------------------------------------------------------------------
+# -- named queues ----------------------------------------------------------------------------------
 
 def queued(clock: FakeClock, queue: str, priority: int = 0) -> NewJob:
     return dataclasses.replace(job(clock, priority=priority), queue=queue)
@@ -768,7 +768,7 @@ def test_a_batch_of_two_fair_types_moves_each_types_turn(store, clock):
     assert {r["type"]: r["last_key"] for r in store.read("SELECT type, last_key FROM key_turns")} == {"f": "k2", "g": "k2"}
 
 
-# -- stopping a running job (issue 27) ----------------------------------------------------------------
+# -- stopping a running job ------------------------------------------------------------------------
 
 def test_check_in_stores_progress_guarded_and_reports_cancel_requests(store, clock):
     a_id, b_id, c_id = put(store, clock, job(clock), job(clock), job(clock))

@@ -1,4 +1,4 @@
-"""The ``trace`` column (issue 29) reaches databases made before it: a SQLite file and a
+"""The ``trace`` column reaches databases made before it: a SQLite file and a
 PostgreSQL schema of the previous version migrate on open, keep their jobs (no context), and
 store a context from then on."""
 from __future__ import annotations

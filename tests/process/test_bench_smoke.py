@@ -48,7 +48,7 @@ WITHOUT_BENCH_EXTRA = ("import runpy, sys\n"
 
 
 def test_bench_smoke_on_sqlite_needs_only_the_test_extra(tmp_path: Path) -> None:
-    """Issue 21: `python -m bench` imported psycopg even for SQLite. The PostgreSQL modules are
+    """`python -m bench` imported psycopg even for SQLite. The PostgreSQL modules are
     imported only for a --database run; Huey, when missing, is skipped with a note."""
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-c", WITHOUT_BENCH_EXTRA, "--smoke", "--only", "enqueue", "--json",
@@ -131,7 +131,7 @@ def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path, own_database:
     for system in ("jobq", "raw"):
         assert r["depth"][system]["pg"]["1000"]["due"]["claim_ms"] > 0
     assert data["table"].startswith("| figure | jobq | Huey PG |")
-    assert "Issue 14 targets" in proc.stdout
+    assert "PostgreSQL targets" in proc.stdout
     assert _bench_schemas(url) == set()  # every schema it made is dropped
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]
 
@@ -149,7 +149,7 @@ def test_chaos_postgres_smoke(tmp_path: Path, own_database: str) -> None:
 
 
 def test_bench_otel_smoke_states_the_tracing_target(tmp_path: Path) -> None:
-    """Issue 29: the ``otel`` workload (burn-downs with tracing off, the API alone and the SDK
+    """The ``otel`` workload (burn-downs with tracing off, the API alone and the SDK
     with a no-op exporter, and the per-job micro-benchmarks) runs and its target is stated."""
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "otel", "--json", str(out),
@@ -187,19 +187,19 @@ def _check_features(proc: subprocess.CompletedProcess, data: dict, engine: str) 
     assert f["wait"]["in_hand_ms"]["missing"] == 0 and f["deps"]["fanin"]["jobs"] == f["deps"]["independent"]["jobs"]
     assert f["fair"]["fair"]["per_s"] > 0 and f["async"]["ideal_seconds"] > 0
     assert f"Features on {engine}, each beside its plain baseline" in proc.stdout
-    verdicts = {v["target"]: v for v in data["targets_issue30"]}
-    from bench.targets import FEATURES, ISSUE_30
-    for t in ISSUE_30 + FEATURES:  # every target stated, judged or said to be not measured
+    verdicts = {v["target"]: v for v in data["targets_performance"]}
+    from bench.targets import FEATURES, PERFORMANCE
+    for t in PERFORMANCE + FEATURES:  # every target stated, judged or said to be not measured
         assert any(f"] {t.name} {t.bound}" in name for name in verdicts), t.name
     for t in FEATURES:  # measured by this very run
         v = verdicts[f"[{engine}] {t.name} {t.bound}"]
         assert v["met"] in (True, False) and not v["measured"].startswith("not measured"), v
-    assert "Issue 30 targets" in proc.stdout
+    assert "Performance targets" in proc.stdout
 
 
 def test_bench_features_smoke_on_sqlite_states_every_target(tmp_path: Path) -> None:
-    """Issue 30 part 5: the features workload measures each feature beside its baseline, and every
-    issue-30 target is printed met, missed or not measured; start-up and purge figures come from
+    """The features workload measures each feature beside its baseline, and every
+    performance target is printed met, missed or not measured; start-up and purge figures come from
     the JSON given, never from a figure of the code's own."""
     startup = tmp_path / "startup.json"
     startup.write_text(json.dumps({"cold_template": {"first_job_s": 0.15, "all_workers_first_job_s": 0.45,
@@ -208,7 +208,7 @@ def test_bench_features_smoke_on_sqlite_states_every_target(tmp_path: Path) -> N
                                                                                           {"median": 40.0}}}))
     proc, data = _features_run(tmp_path, "--startup-json", str(startup))
     _check_features(proc, data, "sqlite")
-    v = {x["target"]: x for x in data["targets_issue30"]}
+    v = {x["target"]: x for x in data["targets_performance"]}
     assert v["[sqlite] launch to first job <= 0.2 s"]["met"] is True
     assert v["[sqlite] launch to 8 busy workers <= 0.3 s"]["met"] is False
     assert "0.45 s (" + str(startup) + ")" in v["[sqlite] launch to 8 busy workers <= 0.3 s"]["measured"]
@@ -253,6 +253,6 @@ def test_bench_startup_workload_smoke_judges_the_start_up_targets(tmp_path: Path
     for figure in (s["cold"]["template"], s["cold"]["exec"], s["respawn"], s["faults"]["none"]):
         assert "error" not in figure, figure
     assert s["cold"]["template"]["first_job_s"] > 0 and s["respawn"]["after_kill_ms"]["median"] > 0
-    judged = {v["target"]: v for v in data["targets_issue30"]}
+    judged = {v["target"]: v for v in data["targets_performance"]}
     for name in ("[sqlite] launch to first job <= 0.2 s", "[sqlite] respawn of a SIGKILLed worker <= 50 ms"):
         assert judged[name]["met"] is not None and "(this run)" in judged[name]["measured"], judged[name]

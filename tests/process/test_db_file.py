@@ -1,4 +1,4 @@
-"""The database file deleted or replaced under running processes (issue 12 case 10): the path no
+"""The database file deleted or replaced under running processes: the path no
 longer names the open file, so the supervisor and its workers say so and exit
 DATABASE_UNAVAILABLE instead of serving a file nobody else sees."""
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The Django Tasks backend (issue 24, ``jobq.django.JobqBackend``), on each engine, against real
+"""The Django Tasks backend (``jobq.django.JobqBackend``), on each engine, against real
 Django (the ``django-tasks`` backport on Django 5.2 here) with a real supervisor started by
 ``python -m django jobq run``.
 
 The web process is played by ``python -m djtasks.drive`` (tests/fixtures/djtasks): each step is
 a process of its own, so every result is read from another process than the one that enqueued
-it. Django is never set up in the pytest process (tests/test_django_recipe.py sets it up with
+it. Django is never set up in the pytest process (test_django_recipe.py sets it up with
 other settings). The project's signal receivers append to a file: which process sent what.
 """
 from __future__ import annotations

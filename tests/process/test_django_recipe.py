@@ -102,7 +102,7 @@ def test_the_worker_side_handler_confirms_the_order(site):
 
 
 def test_running_the_recipe_as_documented_leaves_its_folder_clean(tmp_path):
-    """Issue 21: `python manage.py migrate` in examples/django_app left db.sqlite3* there. The
+    """`python manage.py migrate` in examples/django_app left db.sqlite3* there. The
     site's database is jobq's (jobq.toml, or $JOBQ_DATABASE), outside the source tree."""
     before = tree_files()
     app = copy_of_app(tmp_path)

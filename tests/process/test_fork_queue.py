@@ -1,4 +1,4 @@
-"""A queue made at import of a handler module (issue 21 case 5): a real supervisor on each
+"""A queue made at import of a handler module: a real supervisor on each
 engine imports ``tests/fixtures/forkqueue.py``, whose module-level ``JobQueue.from_config()``
 holds a database connection in the template. Every job and the follow-up it enqueues through
 that queue run exactly once, with no protocol error and no timeout in the log."""

@@ -257,7 +257,7 @@ def test_the_signal_pipe_tells_when_a_handler_closed_it():
         for fd in again:
             os.close(fd)
         q.close()
-# -- a queue made before a fork (issue 21 case 5) -------------------------------------------------
+# -- a queue made before a fork -------------------------------------------------------------------
 
 def _backend(q) -> object:
     """What identifies the connection a queue uses: the server's backend pid on PostgreSQL, the

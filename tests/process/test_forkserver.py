@@ -1,5 +1,5 @@
-"""The template process (fork server), the restart back-off rule, handler reloads (issue 12 case
-7) and the state folders supervisors leave behind. Real supervisors, real kills."""
+"""The template process (fork server), the restart back-off rule, handler reloads
+and the state folders supervisors leave behind. Real supervisors, real kills."""
 from __future__ import annotations
 
 import json
@@ -164,7 +164,7 @@ def test_template_that_cannot_fork_safely_says_why_and_workers_are_execd(tmp_pat
     wait_until(lambda: job_row(cfg, jid)["status"] == "completed", what="job completed")
 
 
-# -- reloads that change the handler modules (issue 12 case 7) ------------------------------------
+# -- reloads that change the handler modules ------------------------------------------------------
 
 NEW_MODULE = ("from worker import handler\n"
               "@handler('new:job')\n"
@@ -172,7 +172,7 @@ NEW_MODULE = ("from worker import handler\n"
 
 
 def test_reload_adding_a_handler_module_runs_jobs_of_the_new_type(tmp_path, sup_factory):
-    """Issue 12 case 7: add a module to `handlers`, SIGHUP, enqueue the new type: completed (it
+    """Add a module to `handlers`, SIGHUP, enqueue the new type: completed (it
     used to fail for good with "no handler for job type"). A new template is started and the
     running workers are rolled onto it."""
     cfg = config(tmp_path, supervisor={"workers": 2})

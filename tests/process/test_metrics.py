@@ -150,7 +150,7 @@ def _up(port: int) -> bool:
 
 
 def test_clients_that_never_read_a_big_exposition_do_not_stall_the_supervisor(tmp_path, sup_factory):
-    """Issue 21 case 11: fifteen thousand job types with long names make the exposition a few
+    """Fifteen thousand job types with long names make the exposition a few
     megabytes, more than a socket's buffers take; a dozen clients send a GET and never read.
     A worker SIGKILLed meanwhile has its job taken back at once (the answers used to be written
     with a blocking sendall, up to 1 s per client), and the endpoint keeps answering."""

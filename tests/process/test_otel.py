@@ -1,4 +1,4 @@
-"""OpenTelemetry (issue 29), on each engine with a real supervisor: the trace of the request that
+"""OpenTelemetry, on each engine with a real supervisor: the trace of the request that
 enqueued a job continues into the worker's span; a retry starts a new trace linked to the first;
 log lines carry the span's ids; and nothing imports OpenTelemetry where the extra is absent.
 

@@ -1,5 +1,5 @@
 """A password in the database URL never reaches a log line, a page, an error text, ``ps`` or a
-metric (issue 21): one function renders a database location for people
+metric: one function renders a database location for people
 (:func:`shared.database.redacted`), :func:`shared.database.scrub` hides the secrets of a URL in
 any other text, and the end-to-end test greps every output of real processes for a planted
 password."""

@@ -1,4 +1,4 @@
-"""Start-up (issue 30): the supervisor reaches its first claim without importing what the claim
+"""Start-up: the supervisor reaches its first claim without importing what the claim
 does not need, and its forked workers import nothing of jobq after the fork."""
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_the_supervisor_imports_only_what_its_claims_need(tmp_path, database, en
 
 def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(tmp_path, database, engine_name):
     """The template imports the worker loop while the supervisor imports its arbiter, upkeep,
-    ops layer and metrics server: neither waits for the other's imports (issue 30). What both
+    ops layer and metrics server: neither waits for the other's imports. What both
     need, the config and the engine with its driver, comes before the fork, once."""
     config = write_config(tmp_path, handlers=["testjobs"])
     at_fork = supervisor_modules(tmp_path, config, RUN_TO_FORK)
@@ -100,7 +100,7 @@ def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(
 def test_the_ops_layer_waits_until_the_first_workers_are_asked_for(tmp_path, database):
     """What a scrape or a `jobq scale` request reads (the ops layer) is imported after the
     supervisor has asked for its first workers, not on the way to them: the template is ready
-    before the supervisor is, so its imports delay the first job (issue 30)."""
+    before the supervisor is, so its imports delay the first job."""
     config = write_config(tmp_path, handlers=["testjobs"])
     at_spawn = supervisor_modules(tmp_path, config, RUN_TO_SPAWN)
     assert "supervisor.arbiter" in at_spawn and "supervisor.metrics" in at_spawn
@@ -142,7 +142,7 @@ def _runs(log: Path) -> list[dict]:
 
 def test_the_worker_loop_imports_no_async_runner_until_a_type_is_async():
     """The template imports the worker loop before the first job: the async runner and asyncio
-    (half of those imports) wait until some handler is async (issue 30)."""
+    (half of those imports) wait until some handler is async."""
     code = ("import sys, worker.__main__; "
             "print(sorted(m for m in sys.modules if m == 'asyncio' or m == 'worker.aio'))")
     out = subprocess.run([sys.executable, "-c", code], env=env(), cwd=str(REPO), capture_output=True,

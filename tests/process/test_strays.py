@@ -1,4 +1,4 @@
-"""A handler's child started in a new session (issue 12, Low): it left the worker's process
+"""A handler's child started in a new session: it left the worker's process
 group, so a kill of the group misses it; the supervisor also kills the worker's descendants
 outside the group when it kills the worker. (What it does not track -- children left running
 by a job that ended on its own -- is documented in docs/processes.md.)"""

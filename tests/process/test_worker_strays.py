@@ -1,4 +1,4 @@
-"""What a handler does to its own process never reaches the worker loop (issue 21, cases 4 and 13):
+"""What a handler does to its own process never reaches the worker loop:
 a child the handler forked that returns or raises instead of ending with ``os._exit`` ends there
 (it never commits, claims or runs a job), so two runs of one job never overlap; a handler that
 closes the worker's descriptors makes the worker exit at once (DESCRIPTORS_CLOSED) and its job

@@ -1,4 +1,4 @@
-"""Chaos against real processes (issue 4).
+"""Chaos against real processes.
 
 1. A property test: hypothesis draws a job mix (types of behaviour, priorities, delays, durations,
    failures and crashes planned inside handlers) and a fault plan (SIGKILL of random workers at
@@ -246,7 +246,7 @@ def test_chaos_property_many(tmp_path, plan):
 @example(plan={**EVERYTHING, "async": True})
 @given(plan=PLAN.map(lambda p: {**p, "async": True}))
 def test_chaos_property_async(tmp_path, plan):
-    """The same oracle with async jobs (issue 28), up to 10 at once per worker: a fault or a
+    """The same oracle with async jobs, up to 10 at once per worker: a fault or a
     planned crash now hits every job in flight in that worker."""
     check(tmp_path, plan)
 
@@ -397,7 +397,7 @@ def _async_soak(tmp_path: Path, engine: str, jobs: int, timeout: float, job_ms: 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_chaos_soak_async_bounded(tmp_path, engine):
-    """The soak with async jobs (issue 28): 1,000 jobs of 200 ms, up to 50 at once on each of 4
+    """The soak with async jobs: 1,000 jobs of 200 ms, up to 50 at once on each of 4
     workers, a worker SIGKILLed every ~100 ms (each kill takes its in-flight jobs with it), the
     supervisor twice: nothing lost, no two runs of a job overlapping (in one process or two),
     no run unexplained. (Jobs of 200 ms: with 20 ms ones the 200 slots ended the run in about

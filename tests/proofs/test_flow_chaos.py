@@ -1,10 +1,10 @@
-"""Workflows under chaos (issue 25), against real supervisors on each engine: ``extract -> N x
+"""Workflows under chaos, against real supervisors on each engine: ``extract -> N x
 transform -> load`` graphs while a random worker is SIGKILLed every ~100 ms and the supervisor is
 SIGKILLed and restarted twice (bench/flowchaos.py: every job ends once, no run overlaps another,
 every load runs after all its transforms ended and receives all their results).
 
 The default run is small (3 graphs of 20 jobs, one with a transform that fails for good: its
-load must end cancelled, naming it); the issue's full size (20 graphs of 102) is marked slow."""
+load must end cancelled, naming it); the full size (20 graphs of 102) is marked slow."""
 from __future__ import annotations
 
 import json
@@ -48,7 +48,7 @@ def test_flow_graphs_survive_worker_and_supervisor_kills(tmp_path, database):
 
 @pytest.mark.slow
 def test_flow_graphs_full_size(tmp_path, database):
-    """The issue's "Done when": 20 graphs of extract -> 100 transforms -> load."""
+    """The full size: 20 graphs of extract -> 100 transforms -> load."""
     soak(tmp_path, database, graphs=20, width=100, job_ms=2, timeout=1200)
 
 

@@ -1,4 +1,4 @@
-"""Property test (issue 12): generated payloads, results, error texts and RetryAfter values
+"""Property test: generated payloads, results, error texts and RetryAfter values
 (lone surrogates, odd Unicode, deep nesting, huge numbers, NaN, oversized results, bad type
 names) go through ONE real supervisor and its real workers. Every job must end in the state
 docs/limits.md documents, and no worker may crash. Examples share the supervisor: each

@@ -1,4 +1,4 @@
-"""Many hosts on one queue (issue 14, "Many hosts"), the engine-independent part: host identity
+"""Many hosts on one queue, the engine-independent part: host identity
 in owner tokens, leases judged on the engine's clock, other hosts' owners judged by their lease
 alone (never signalled), and self-fencing (a worker that cannot renew its lease exits FENCED
 before the lease can expire). Unit tests with a FakeClock; real supervisors and workers on a

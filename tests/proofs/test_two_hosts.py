@@ -1,4 +1,4 @@
-"""Issue 14, proof 3: two hosts on one PostgreSQL server, killed, cut off and through a server
+"""Two hosts on one PostgreSQL server, killed, cut off and through a server
 restart (harness: tests/twohost.py; handler: tests/fixtures/twohostjobs.py).
 
 The harness's own tests come first: namespaces, the proxy's cut and heal seen by a plain
@@ -354,10 +354,10 @@ def test_c_server_restart_mid_burn(private_server, make_cluster):  # the server 
     for h in cluster.hosts.values():
         assert h.alive(), f"host {h.name}'s supervisor exited: {_last_error(h)}"
     assert twohost.overlaps(cluster.lines()) == []
-    assert took <= 5, f"workers back {took:.2f} s after the server came up (issue 14: within 5 s)"
+    assert took <= 5, f"workers back {took:.2f} s after the server came up (within 5 s)"
 
 
-# -- issue 21 ------------------------------------------------------------------------------------
+# -- cut off in a batch, lost answers --------------------------------------------------------------
 
 # Run inside host b: a worker's batch transaction (two completions, then the next claim) through
 # the store's own finish_and_claim, stopped before its COMMIT: the session is left idle in the
@@ -398,7 +398,7 @@ def _lease_ages(cluster, ids: list[str]) -> dict[str, float]:
 
 
 def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster):
-    """Issue 21 case 6: host b is cut off while a session of its is idle in a batch transaction
+    """Host b is cut off while a session of its is idle in a batch transaction
     (completions done, next claim made, no COMMIT). The server ends that session within the
     lease (its locks go, its work is rolled back); host a keeps working meanwhile: it replaces
     a worker killed after the stuck jobs' leases expired, re-runs every job the session held,
@@ -454,7 +454,7 @@ def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster)
 
 
 def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
-    """Issue 21 case 7: the server commits a worker's claim but its answer never arrives (the
+    """The server commits a worker's claim but its answer never arrives (the
     proxy drops the answer and blackholes, then resets the connection). The job must not stay running under the
     worker, kept alive by its heartbeat, until job_timeout: the worker's first beat after the
     failed claim gives it back without charging the attempt, and it runs once, attempt 1."""

@@ -1,8 +1,8 @@
-"""Issue 30's targets as data (bench/targets.py): each judged from the figures it is given, never
+"""Performance targets as data (bench/targets.py): each judged from the figures it is given, never
 from one of its own, and said to be not measured when the run has no figure for it."""
 from __future__ import annotations
 
-from bench.targets import FEATURES, ISSUE_30, Inputs, issue30, markdown
+from bench.targets import FEATURES, PERFORMANCE, Inputs, judge, markdown
 
 PG_RUN = {"burn": {"jobq": {"pg": {"8": {"per_s": 14_000.0}}}, "raw": {"100": {"8": {"per_s": 18_000.0}}},
                    "huey": {"pg": {"8": {"per_s": 2_000.0}}}, "procrastinate": {"1xW": {"8": {"per_s": 600.0}}, "Wx1": {"8": {"per_s": 450.0}}}},
@@ -15,14 +15,15 @@ def by_target(verdicts: list[dict]) -> dict[str, dict]:
 
 
 def test_every_target_is_stated_once_with_engine_bound_and_how():
-    names = [(t.engine, t.name) for t in ISSUE_30 + FEATURES]
+    names = [(t.engine, t.name) for t in PERFORMANCE + FEATURES]
     assert len(names) == len(set(names))
-    assert all(t.engine in ("sqlite", "postgresql", "both") and t.bound and t.how for t in ISSUE_30 + FEATURES)
-    assert len(ISSUE_30) == 13  # the issue's list: 3 start-up, 5 PostgreSQL, 3 SQLite, 2 purge
+    assert all(t.engine in ("sqlite", "postgresql", "both") and t.bound and t.how
+               for t in PERFORMANCE + FEATURES)
+    assert len(PERFORMANCE) == 13  # as listed: 3 start-up, 5 PostgreSQL, 3 SQLite, 2 purge
 
 
 def test_postgres_run_judges_its_targets_and_leaves_the_rest_not_measured():
-    v = by_target(issue30(Inputs(PG_RUN, "postgresql", [])))
+    v = by_target(judge(Inputs(PG_RUN, "postgresql", [])))
     assert v["[postgresql] drain (burn-down W=8) vs the raw 100-per-transaction loop >= 0.7x"]["met"] is True  # 0.78x
     assert v["[postgresql] drain (burn-down W=8) vs Huey PG >= 8x"]["met"] is False  # 7x
     assert v["[postgresql] drain (burn-down W=8) vs Procrastinate (its better layout) >= 30x"]["met"] is False  # 23x
@@ -32,30 +33,31 @@ def test_postgres_run_judges_its_targets_and_leaves_the_rest_not_measured():
     for name in ("[both] launch to first job <= 0.2 s", "[sqlite] batched enqueue vs the raw insert >= 1.4x",
                  "[both] typed task .enqueue() vs q.enqueue() (calls/s) >= 0.9x"):
         assert v[name]["met"] is None and v[name]["measured"].startswith("not measured in this run"), v[name]
-    text = markdown(issue30(Inputs(PG_RUN, "postgresql", [])))
+    text = markdown(judge(Inputs(PG_RUN, "postgresql", [])))
     assert "- not measured in this run: [both] launch to first job <= 0.2 s (" in text
     assert "- MISSED: [postgresql] drain (burn-down W=8) vs Huey PG >= 8x (measured 14,000 vs 2,000/s = 7.00x)" in text
 
 
 def test_a_sqlite_run_does_not_judge_postgres_figures():
-    v = by_target(issue30(Inputs(PG_RUN, "sqlite", ["normal"])))
+    v = by_target(judge(Inputs(PG_RUN, "sqlite", ["normal"])))
     assert v["[postgresql] idle enqueue-to-start p50 <= 4 ms"]["met"] is None
 
 
 def test_purge_figures_count_only_at_the_targets_size():
     purge = {"rows": 500_000, "purge_s": 12.5, "during": {"p99_ms": 140.0}}
-    v = by_target(issue30(Inputs({}, "sqlite", ["normal"], purge=purge, purge_source="p.json")))
+    v = by_target(judge(Inputs({}, "sqlite", ["normal"], purge=purge, purge_source="p.json")))
     assert v["[sqlite] purge of 500,000 rows on a loaded machine <= 30 s"]["met"] is True
     assert v["[sqlite] writers' p99 wait during that purge <= 100 ms"]["met"] is False
     assert "enqueue-to-completion 140 ms with 500,000 rows (p.json)" in \
         v["[sqlite] writers' p99 wait during that purge <= 100 ms"]["measured"]
-    small = by_target(issue30(Inputs({}, "sqlite", ["normal"], purge={**purge, "rows": 1000})))
+    small = by_target(judge(Inputs({}, "sqlite", ["normal"], purge={**purge, "rows": 1000})))
     assert small["[sqlite] purge of 500,000 rows on a loaded machine <= 30 s"]["met"] is None
 
 
 def test_a_failed_or_foreign_figure_is_not_a_verdict():
     run = {"burn": {"jobq": {"pg": {"8": {"error": "RuntimeError: boom"}}}}, "features": {"fair": {"error": "x"}}}
-    v = by_target(issue30(Inputs(run, "postgresql", [], startup={"cold_template": ["not", "a", "dict"]})))
+    v = by_target(judge(Inputs(run, "postgresql", [],
+                               startup={"cold_template": ["not", "a", "dict"]})))
     assert v["[postgresql] drain (burn-down W=8) vs Huey PG >= 8x"]["met"] is None
     assert v["[both] fair keyed claim + complete vs a plain one (/s) >= 0.5x"]["met"] is None
     assert v["[both] launch to first job <= 0.2 s"]["met"] is None
@@ -64,7 +66,7 @@ def test_a_failed_or_foreign_figure_is_not_a_verdict():
 def test_eight_busy_workers_missed_when_the_jobs_ran_out_first():
     startup = {"cold_template": {"first_job_s": 0.3, "all_workers_first_job_s": None, "workers_that_ran": 5,
                                  "workers": 8, "jobs": 1000, "end_to_end_s": 1.47}}
-    v = by_target(issue30(Inputs({}, "sqlite", ["normal"], startup=startup, startup_source="s.json")))
+    v = by_target(judge(Inputs({}, "sqlite", ["normal"], startup=startup, startup_source="s.json")))
     got = v["[sqlite] launch to 8 busy workers <= 0.3 s"]
     assert got["met"] is False and got["measured"].startswith("only 5 of 8 workers ran a job"), got
     assert v["[sqlite] launch to first job <= 0.2 s"]["measured"] == "0.3 s (s.json)"
@@ -94,7 +96,7 @@ def test_bench_startups_own_json_is_read_per_engine():
                       "huey_quiet": {"end_to_end_jobs_s": 10_000}, "huey_default": {"end_to_end_jobs_s": 3_000}},
            "postgresql": {"this": side([_cold(0.22, 0.31), _cold(0.23, 0.29), _cold(0.25, 0.33)], 41.0)},
            "verdicts": {}}
-    v = by_target(issue30(Inputs({}, "sqlite", ["normal"], startup=doc, startup_source="s.json")))
+    v = by_target(judge(Inputs({}, "sqlite", ["normal"], startup=doc, startup_source="s.json")))
     assert v["[sqlite] launch to first job <= 0.2 s"]["measured"] == "0.15 s (s.json)"
     assert v["[postgresql] launch to first job <= 0.2 s"]["met"] is False
     assert v["[sqlite] respawn of a SIGKILLed worker <= 50 ms"]["measured"] == "24 ms (s.json)"
@@ -107,7 +109,7 @@ def test_bench_startups_own_json_is_read_per_engine():
 
 
 def test_the_tracing_target_states_the_floor_the_sdks_own_span_sets():
-    """Issue 29: a CPU-bound burn-down of no-op jobs loses at least the SDK's bare span over the
+    """A CPU-bound burn-down of no-op jobs loses at least the SDK's bare span over the
     job's CPU with it; the verdict says so beside the loss, and not when the span was not timed."""
     from bench.targets import otel_targets, sdk_floor
     run = {"otel": {"burn": {"off": {"cpu_us_per_job": 60.0}, "sdk": {"loss_pct": 41.0}, "api": {"loss_pct": 1.0}},

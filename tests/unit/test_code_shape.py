@@ -1,8 +1,8 @@
 """The developers' guide's size rules, measured: no runtime file over MAX_FILE_LINES lines and
 no function (or method) over MAX_FUNCTION_LINES lines, ``def`` line to last line, docstring and
 comments included, in the runtime packages (RUNTIME).
-Every runtime package is held to them (issue 22 brought the last offenders, the engines'
-limited claims, under the limits).
+Every runtime package is held to them (the last offenders, the engines'
+limited claims, were brought under the limits).
 """
 from __future__ import annotations
 

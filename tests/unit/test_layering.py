@@ -1,10 +1,10 @@
-"""The layering, checked (issue 13): ``supervisor`` and ``worker`` import ``shared`` and never each
+"""The layering, checked: ``supervisor`` and ``worker`` import ``shared`` and never each
 other; only the engine registry (``shared/engines/__init__.py``) imports an engine package (also
 by name, for importlib) and chooses an engine (no ``engine == "sqlite"`` outside the engines); no
 module outside the SQLite engine imports ``sqlite3`` or names a PRAGMA; no module outside the
 engines reaches a store's connection (an attribute ``.conn``) or runs SQL on one (a call of
 ``.execute``, ``.executemany`` or ``.executescript``): every read goes through the contract.
-The three programs in ``supervisor/`` stay apart (issue 22): the CLI (``supervisor/cli``) and the
+The three programs in ``supervisor/`` stay apart: the CLI (``supervisor/cli``) and the
 dashboard (``supervisor/web``) never import each other and share only ``shared`` (the ops layer,
 ``shared/ops``); the CLI loads the supervisor process only in ``run`` and the dashboard only in
 ``web``; ``shared`` imports neither ``supervisor`` nor ``worker``. Checked in the source and, for
@@ -15,11 +15,11 @@ read layer (``shared.ops``) import it.
 
 The shared SQL layer (``shared/engines/sql``) is no engine: every engine builds on it. The read
 layer (``shared/ops``) and what shows its figures (``status``, ``top``, the metrics, their
-rendering, the dashboard and its templates) name no engine (issue 22): no "WAL", no
+rendering, the dashboard and its templates) name no engine: no "WAL", no
 ``wal_bytes``, no "sqlite" or "psycopg" in their code (comments and docstrings may explain);
 an engine's own gauges reach them described by the engine (``OpsStore.gauges``).
 
-Only ``shared.tracing`` imports OpenTelemetry, and only inside its functions (issue 29).
+Only ``shared.tracing`` imports OpenTelemetry, and only inside its functions.
 
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
@@ -39,7 +39,7 @@ REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml"
 PACKAGES = ("supervisor", "worker", "shared")
 FACTORY = "shared.engines"
 ENGINES = "shared.engines."  # shared.engines.<engine>[.<module>]
-SHARED_SQL = "shared.engines.sql"  # SQL written once for every engine (issue 22): not an engine
+SHARED_SQL = "shared.engines.sql"  # SQL written once for every engine: not an engine
 SQL_USERS = (ENGINES, "shared.ops")  # who may import it
 # Modules that show the read layer's figures and name no engine: the read layer, the dashboard,
 # and (wherever the CLI's modules live under supervisor/) these screens and their rendering.
@@ -188,7 +188,7 @@ def test_the_runtime_packages_keep_their_layers():
 
 
 def jobq_violations(root: Path) -> list[str]:
-    """Where the user-facing ``jobq`` package sits (issue 22): it imports ``shared`` and
+    """Where the user-facing ``jobq`` package sits: it imports ``shared`` and
     ``worker`` (never an engine), ``supervisor`` only lazily in ``jobq/__main__.py`` (the
     command); no runtime package imports ``jobq`` (a worker serves tasks without it)."""
     out: dict[tuple[str, int], str] = {}
@@ -295,7 +295,7 @@ def engine_branches(path: Path, names: set[str]) -> list[tuple[int, str]]:
 
 
 def registry_violations(root: Path) -> list[str]:
-    """Issue 22: an engine is chosen only by the registry (``shared/engines/__init__.py``): no
+    """An engine is chosen only by the registry (``shared/engines/__init__.py``): no
     module outside it names an engine module (a string for importlib), and no module outside
     the engines compares a value with an engine's name or scheme."""
     names = {"sqlite", "postgresql", "postgres"}
@@ -381,7 +381,7 @@ def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     assert len(found) == 1 and named in found[0] and path in found[0], found
 
 
-# -- three programs apart (issue 22) --------------------------------------------------------------
+# -- three programs apart -------------------------------------------------------------------------
 # supervisor/ holds three programs: the supervisor process (the modules of supervisor/ itself),
 # the ops CLI (supervisor/cli) and the dashboard (supervisor/web); what the CLI and the dashboard
 # both need is the ops layer (shared/ops). The CLI and the dashboard never import each other; the
@@ -546,7 +546,7 @@ def test_the_dashboard_loads_neither_the_cli_nor_the_supervisor_process(tmp_path
     assert "cli" not in loaded and "process" not in loaded, loaded
 
 
-# -- the database-file watch is the engine's health check (issue 22) -----------------------------
+# -- the database-file watch is the engine's health check ----------------------------------------
 
 FILE_NAMERS = ("shared.engines.database_file", "shared.dbfile")  # what names the database's file
 MAY_NAME_THE_FILE = ("copycmd",)  # `jobq copy` refuses to copy a file onto itself
@@ -555,7 +555,7 @@ MAY_NAME_THE_FILE = ("copycmd",)  # `jobq copy` refuses to copy a file onto itse
 def file_watch_violations(root: Path) -> list[str]:
     """The supervisor and the worker learn whether the database is still the one they opened
     from ``shared.engines.health_check`` only: none of their modules asks for the database's
-    file (``database_file``) or watches one itself (the old ``shared.dbfile``)."""
+    file (``database_file``) or watches one itself (the engine's check does)."""
     out = []
     for name, path in modules(root).items():
         if name.split(".")[0] not in ("supervisor", "worker") or name.endswith(MAY_NAME_THE_FILE):
@@ -593,7 +593,7 @@ def finds_one_breach(root: Path, check: Any, allowed: dict[str, str], path: str,
     assert len(found) == 1 and path in found[0], found
 
 
-TRACING = "shared.tracing"  # the one module that may use OpenTelemetry (issue 29), lazily
+TRACING = "shared.tracing"  # the one module that may use OpenTelemetry, lazily
 
 
 def otel_violations(root: Path) -> list[str]:

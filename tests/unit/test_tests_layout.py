@@ -1,4 +1,4 @@
-"""The tests' own layout (issue 22): every test module lives in a folder that says what it tests,
+"""The tests' own layout: every test module lives in a folder that says what it tests,
 and every behaviour suite runs on each engine (``pytestmark = pytest.mark.engines``, see
 tests/conftest.py); a test of one engine only there says why (``engine_only(..., reason=...)``,
 checked when the tests are collected)."""

@@ -247,7 +247,7 @@ class PgConnection(ConnectionBase):
         """Run ``sql`` (``$n`` placeholders, parameters as text or None) as the server-side
         prepared statement ``name`` in one libpq call, outside psycopg's cursors: the per-call
         path of the hot single statements, where making a cursor, converting the query and
-        adapting each parameter cost more client CPU than the round trip (issue 30). It is
+        adapting each parameter cost more client CPU than the round trip. It is
         prepared on first use on each connection (and again if the server lost it). Notifications
         read meanwhile go to the connection's handlers, as psycopg's own calls send them. Returns
         the PGresult; an error result raises psycopg's error for it."""

@@ -162,25 +162,25 @@ CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs REFERENCING OLD TABLE AS old_ro
 FOR EACH STATEMENT EXECUTE FUNCTION jobs_deleted();
 """
 
-# Each attempt's own run time (issue 21): an outcome writes its run's own start (started_at) and
+# Each attempt's own run time: an outcome writes its run's own start (started_at) and
 # end (ended_at: when the handler returned, the worker's clock), and the attempt history takes
 # them, not the batch's claim and commit times (see the SQLite engine's RUN_TIMES).
 RUN_TIMES = """
 ALTER TABLE jobs ADD COLUMN ended_at text COLLATE "C";
 """
 
-# The W3C trace context of the request that enqueued a job (issue 29; see the SQLite engine's TRACE).
+# The W3C trace context of the request that enqueued a job (see the SQLite engine's TRACE).
 TRACE = """
 ALTER TABLE jobs ADD COLUMN trace text;
 """
 
-# Named queues (issue 26; see the SQLite engine's QUEUES): the queue's claim walks its own index.
+# Named queues (see the SQLite engine's QUEUES): the queue's claim walks its own index.
 QUEUES = """
 ALTER TABLE jobs ADD COLUMN queue text COLLATE "C" NOT NULL DEFAULT 'default' CHECK (length(queue) > 0);
 CREATE INDEX jobs_queue_claim ON jobs (queue, priority DESC, run_at, created_at) WHERE status = 'pending';
 """
 
-# Per-key limits (issue 26; see the SQLite engine's KEYS).
+# Per-key limits (see the SQLite engine's KEYS).
 KEYS = """
 ALTER TABLE jobs ADD COLUMN limit_key text COLLATE "C";
 CREATE INDEX jobs_key_claim ON jobs (type, limit_key, priority DESC, run_at, created_at)
@@ -197,7 +197,7 @@ CREATE TABLE key_turns (
 );
 """
 
-# Workflows (issue 25; see the SQLite engine's FLOWS for the columns, the edges and the policies).
+# Workflows (see the SQLite engine's FLOWS for the columns, the edges and the policies).
 # A row trigger settles a parent's waiting children in the statement that ends it; its WHEN
 # (has_children) keeps every other job's transitions free of it. Children are counted off with a
 # decrement of their own row, which serializes parents that end at once on the child's row lock
@@ -269,13 +269,13 @@ CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON jobs FOR EACH ROW
 WHEN (OLD.after_failure IS NOT NULL) EXECUTE FUNCTION jobs_deps_deleted();
 """
 
-# Stopping a running job (issue 27; see the SQLite engine's CANCEL_AND_PROGRESS).
+# Stopping a running job (see the SQLite engine's CANCEL_AND_PROGRESS).
 CANCEL_AND_PROGRESS = """
 ALTER TABLE jobs ADD COLUMN cancel_requested_at text COLLATE "C";
 ALTER TABLE jobs ADD COLUMN progress text;
 """
 
-# Inserts that count themselves (issue 30; as SQLite's TALLY): the enqueue statements write their
+# Inserts that count themselves (as SQLite's TALLY): the enqueue statements write their
 # rows' count deltas in the statement and mark the rows (tally = 1); the insert trigger, now a row
 # trigger, counts only the rows not marked (jobq copy, workflows, any other writer). A statement
 # trigger fired on every insert (its transition table and function call) was about a third of a
@@ -295,7 +295,7 @@ CREATE TRIGGER jobs_inserted AFTER INSERT ON jobs FOR EACH ROW WHEN (NEW.tally I
 EXECUTE FUNCTION jobs_inserted_row();
 """
 
-# A deleted job's attempt history found by its index (issue 30 part 4): with the ids in a
+# A deleted job's attempt history found by its index: with the ids in a
 # transition table (no statistics) the planner hashed them and read all of job_attempts for each
 # DELETE on jobs, so every chunk of a purge cost a scan of the whole history (0.3-0.4 s at 350,000
 # attempts, whatever the chunk's size). An array of the ids is looked up by the index.

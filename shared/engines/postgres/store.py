@@ -76,7 +76,7 @@ _COMPLETE_AND_CLAIM = {False: complete_and_claim_sql(_CLAIM), True: complete_and
 # must walk the claim index in order and stop after ``limit`` rows; on a table whose statistics
 # say it is small or empty (never analyzed, or ANALYZEd while empty and then filled by a burst
 # of enqueues) the planner instead reads every due pending row through a bitmap scan and sorts
-# them all, per claim: 45-65 ms instead of 1 ms with 20,000 pending (issue 30). Planning the
+# them all, per claim: 45-65 ms instead of 1 ms with 20,000 pending. Planning the
 # completion-and-claim statement took 0.6-0.7 ms of server CPU per execution, about 20 us per
 # job at the 30-job batches of a loaded drain; a generic plan is made once per session (and
 # again after an ANALYZE), so it must be right for any table size: no sequential scan, no
@@ -133,7 +133,7 @@ def _insert_one_sql(table: str, later: bool) -> str:
     delayed) and its notification (``$n`` placeholders: a prepared statement of the store's, see
     ``_run_prepared``). Without a key the row is always inserted (or the statement fails), so
     nothing is read back: a RETURNING row set and its per-type aggregates cost a quarter of
-    the statement's server time (EXPLAIN ANALYZE: 132 against 99 us, issue 30)."""
+    the statement's server time (EXPLAIN ANALYZE: 132 against 99 us)."""
     deltas = table[:-len("jobs")] + "job_count_deltas"
     counts = "($2, 'pending', 1), ($2, 'delayed', 1)" if later else "($2, 'pending', 1)"
     return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "

@@ -10,7 +10,7 @@ competed for the 2 cores to find the one job). A lead that claims hands the lead
 
 Only a lead's connection listens: every ``NOTIFY`` signals every listening backend of the
 database, so eight listening workers meant eight backends woken per enqueue, competing with the
-producer and the lead for the cores, while one acted on it (issue 30). A worker that becomes the
+producer and the lead for the cores, while one acted on it. A worker that becomes the
 lead runs ``LISTEN`` and then claims at once (a job committed before its ``LISTEN`` took effect
 sent it no notification, but the claim after it sees the job); one that waits as a follower runs
 ``UNLISTEN`` first if it still listens. A lead that claims keeps listening while it is busy (it

@@ -1,4 +1,4 @@
-"""SQL written once for every engine (issue 22).
+"""SQL written once for every engine.
 
 Statements here use ``:name`` parameters and jobq's columns (the same tables on every engine:
 times as fixed-width ISO-8601 UTC text). An engine supplies a :class:`~.dialect.Dialect` (what

@@ -1,4 +1,4 @@
-"""Workflows written once (issue 25): enqueueing jobs that wait for other jobs, and reading a
+"""Workflows written once: enqueueing jobs that wait for other jobs, and reading a
 job's parents (the operators' reads of a graph are in shared.ops.flows).
 
 A child names its parents in ``job_deps`` (child, parent, pos: the order given, done). Its status

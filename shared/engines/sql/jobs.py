@@ -15,7 +15,7 @@ from .base import SqlBase
 JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
                "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at, trace, queue")
 RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
-# A claimed job given back unstarted is pending again, unless a cancel was asked meanwhile (issue 27).
+# A claimed job given back unstarted is pending again, unless a cancel was asked meanwhile.
 GIVEN_BACK = "status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END, "
 CLAIM_ORDER = "ORDER BY priority DESC, run_at, created_at"  # the claim index's order
 
@@ -26,7 +26,7 @@ def in_claim_order(jobs: Iterable[Job]) -> list[Job]:
     locked rows came), not the subquery's, and a worker runs a batch front to back."""
     return sorted(jobs, key=lambda j: (-j.priority, j.run_at, j.created_at))
 
-_STOPPING = ", cancel_requested_at, progress, limit_key"  # read with a job's row, not claimed with it (issues 27, 26)
+_STOPPING = ", cancel_requested_at, progress, limit_key"  # read with a row, not claimed with it
 _GET = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE id = :id"
 _GET_ON = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM {{jobs}} WHERE id = :id"  # through conn=
 _RUNNING = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE status = 'running' ORDER BY started_at"

@@ -1,4 +1,4 @@
-"""Per-key limits and the fair claim, written once (issue 26; docs/types.md).
+"""Per-key limits and the fair claim, written once (docs/types.md).
 
 Inside the limited claim (:mod:`.limits`, one transaction that limited claims take in turns),
 for each type with ``concurrency_per_key``, ``rate_per_key`` or ``fair``:

@@ -1,4 +1,4 @@
-"""Per-type limits written once (issue 6): the claim used while some type has a
+"""Per-type limits written once: the claim used while some type has a
 ``concurrency`` or ``rate`` limit (``shared.contract.UpkeepStore.claim_limited``).
 
 Types at their limit are skipped, not waited for: other types keep flowing. The fast,

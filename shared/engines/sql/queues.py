@@ -1,4 +1,4 @@
-"""Named queues in the claim and the pause of one queue, written once (issue 26).
+"""Named queues in the claim and the pause of one queue, written once.
 
 A worker of a pool is told its queues (:meth:`QueueServing.serve`); each claim then tries them
 in the order :class:`shared.queues.QueueOrder` draws, one statement per queue (``queue = ?``,

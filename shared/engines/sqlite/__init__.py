@@ -94,7 +94,7 @@ ENGINE = Engine(
     store_class=_store_class, upkeep_tasks=_upkeep_tasks, driver_errors=_driver_errors,
     commit_watch=_commit_watch, connections=_connections,
     # a worker's wake-up and health check too: imported after each fork, they (ctypes.util,
-    # subprocess) took 80-110 ms per worker on a loaded machine (issue 30)
+    # subprocess) took 80-110 ms per worker on a loaded machine
     preload=(f"{__name__}.store", f"{__name__}.wakeup", f"{__name__}.health"),
 )
 

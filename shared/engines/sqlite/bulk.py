@@ -1,4 +1,4 @@
-"""Bulk writes that let other writers in (issue 12 case 9).
+"""Bulk writes that let other writers in.
 
 SQLite has one write lock and does not serve its waiters in turn: a waiter sleeps in its busy
 handler (1, 2, 5, 10, 15, 20, 25 ... 100 ms) and tries again, so a loop that commits a chunk and
@@ -8,7 +8,7 @@ of 1,000 statements ran back to back for 41 s, while an enqueue waited 7.2 s (pa
 
 :class:`Pacer` runs a bulk write as many short ``BEGIN IMMEDIATE`` transactions. The chunk size
 adapts so that one transaction holds the lock about ``hold`` seconds (10 ms), so a writer that
-comes during a chunk waits about that long. Between chunks (issue 30 part 4):
+comes during a chunk waits about that long. Between chunks:
 
 - jobq's writers say when they want the lock (:mod:`.wants`): while none waits the chunks run
   back to back, at full speed however loaded the machine; when one does, the bulk write pauses

@@ -174,7 +174,7 @@ class SqliteConnection(ConnectionBase):
 
         The handler sleeps 1, 2, 5, 10, 15, 20, 25 ... up to 100 ms between its tries, and
         workers that commit back to back take the lock again meanwhile: a worker started beside
-        busy ones waited 0.1-0.5 s for its first claim, the eighth worker's start (issue 30).
+        busy ones waited 0.1-0.5 s for its first claim, the eighth worker's start.
         Only the first writes poll: polling every write would cost the busy workers CPU (and
         two statements per write to switch the handler off and on)."""
         deadline = time.monotonic() + self.busy_timeout

@@ -76,7 +76,7 @@ def completions(finishes: Sequence[Finish], owner: str, stamp: str, counted: boo
     """The statement completing the completions of ``finishes`` at ``stamp``, and its parameters
     (None: there are none). Built before ``BEGIN IMMEDIATE`` where the caller can: 8 workers on
     2 cores held the write lock about 90% of a drain, and the per-job Python of these
-    parameters, run with the lock held, was a seventh of the time it was held (issue 30)."""
+    parameters, run with the lock held, was a seventh of the time it was held."""
     completed = [f for f in finishes if f.kind == "completed"]
     if not completed:
         return None

@@ -1,5 +1,5 @@
 """The SQLite engine's health check (``shared.engines.health``): does the database path still
-name the file this process opened? (issue 12 case 10)
+name the file this process opened?
 
 A process keeps the file it opened even after the file is deleted, or replaced at the same path
 (a restored backup, ``mv new.db jobq.db``): producers then write into the new file while the

@@ -68,7 +68,7 @@ INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('jobs', 'jobs_claim', '1000000
 ANALYZE sqlite_schema;
 """
 
-# Schedules, per-type limits (issue 6).
+# Schedules, per-type limits.
 SCHEDULES_AND_LIMITS = """
 -- The last tick each [[schedule]] entry has handled (enqueued, or skipped by catch_up), so a tick
 -- is enqueued once across restarts and supervisors. A changed cron or time zone (fingerprint)
@@ -101,7 +101,7 @@ BEGIN
             CASE WHEN NEW.status <> 'completed' THEN NEW.error END);
 END;"""
 
-# Attempt history (issue 5: `jobq show ID`, metrics). Triggers write it, so every path that ends an
+# Attempt history (`jobq show ID`, metrics). Triggers write it, so every path that ends an
 # attempt records it in the same statement: complete/retry/fail, a batched finish, the
 # supervisor's release of a dead worker's jobs, and any later one.
 ATTEMPT_HISTORY = """
@@ -132,7 +132,7 @@ BEGIN
 END;
 """
 
-# Job counts by (type, status), kept by triggers (issue 15): `status`, `top` and the dashboard read
+# Job counts by (type, status), kept by triggers: `status`, `top` and the dashboard read
 # a few rows instead of counting a million. Each status change costs one upsert of a row that
 # stays in cache; a job's type never changes. Failed and cancelled jobs (rare, off the hot path)
 # get an index so the dashboard can list them newest first without a scan; the delayed-job index
@@ -190,7 +190,7 @@ DROP INDEX jobs_delayed;
 CREATE INDEX jobs_delayed ON jobs (run_at, type, status, created_at) WHERE status = 'pending' AND run_at > created_at;
 """
 
-# Each attempt's own run time (issue 21): a batch's jobs share one claim and one commit, so the
+# Each attempt's own run time: a batch's jobs share one claim and one commit, so the
 # claim time and the commit time are not their start and end. An outcome writes its run's own
 # start (started_at) and end (ended_at, new: when the handler returned, the worker's clock), and
 # the history takes them; a path that ends an attempt without writing them (the supervisor's
@@ -205,13 +205,13 @@ DROP TRIGGER jobs_attempt_ended;
     "coalesce(CASE WHEN NEW.ended_at IS NOT OLD.ended_at OR (NEW.started_at IS NOT OLD.started_at "
     "AND NEW.ended_at >= NEW.started_at) THEN NEW.ended_at END, NEW.updated_at)"))
 
-# The W3C trace context of the request that enqueued a job (issue 29: OpenTelemetry), as compact
+# The W3C trace context of the request that enqueued a job (OpenTelemetry), as compact
 # JSON ({"traceparent": ..., "tracestate": ...}); NULL when no span was active.
 TRACE = """
 ALTER TABLE jobs ADD COLUMN trace TEXT;
 """
 
-# Named queues (issue 26): every job belongs to one (``'default'`` unless named); a worker of a
+# Named queues: every job belongs to one (``'default'`` unless named); a worker of a
 # queue's own pool claims with ``queue = ?`` from an index in claim order within the queue, so
 # its claim costs what the plain one does. The planner row makes SQLite take that index for the
 # queue's claim (not the plain claim index and a filter).
@@ -222,7 +222,7 @@ INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('jobs', 'jobs_queue_claim', '1
 ANALYZE sqlite_schema;
 """
 
-# Per-key limits (issue 26): a job's limit key; the fair claim walks the keys of a type in order
+# Per-key limits: a job's limit key; the fair claim walks the keys of a type in order
 # (jobs_key_claim: one seek per key), remembering the last key served per type (key_turns);
 # the starts of each key within its rate's period (key_starts, as type_starts per type).
 KEYS = """
@@ -241,7 +241,7 @@ CREATE TABLE key_turns (
 );
 """
 
-# Workflows (issue 25): jobs that wait for other jobs. A child names its parents in job_deps (in
+# Workflows: jobs that wait for other jobs. A child names its parents in job_deps (in
 # the order given: pos); while a parent it needs has not ended it is 'waiting' (SQLite cannot
 # change a CHECK in place: the table's stored definition is rewritten, which only widens what
 # the rows may hold, and the DDL after it makes every connection re-read the schema).
@@ -306,7 +306,7 @@ BEGIN
 END;
 """
 
-# Stopping a running job (issue 27): when a cancel of the running job was asked (its worker stops
+# Stopping a running job: when a cancel of the running job was asked (its worker stops
 # it; the supervisor kills it after cancel_grace, and a released job with a request ends
 # cancelled), and the small JSON progress its handler last reported.
 CANCEL_AND_PROGRESS = """
@@ -314,7 +314,7 @@ ALTER TABLE jobs ADD COLUMN cancel_requested_at TEXT;
 ALTER TABLE jobs ADD COLUMN progress TEXT;
 """
 
-# Counts per statement (issue 30): the hot path's statements (a batched enqueue, the claim and the
+# Counts per statement: the hot path's statements (a batched enqueue, the claim and the
 # completions of a worker's batch) keep job_counts themselves, one upsert per (type, status) per
 # transaction (``.tally``), instead of two statements per row in the triggers. Such a statement
 # marks its rows by writing ``tally`` (1 on insert; ``1 - tally`` on update: integers 0 and 1 take

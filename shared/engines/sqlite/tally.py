@@ -1,4 +1,4 @@
-"""Counts kept per statement (issue 30): the hot path's writes add their changes to ``job_counts``
+"""Counts kept per statement: the hot path's writes add their changes to ``job_counts``
 themselves, one upsert per (type, status) per transaction, instead of the per-row triggers' two
 statements per row (about a fifth of the SQL time of a worker's batch).
 

@@ -1,4 +1,4 @@
-"""Who wants the write lock (issue 30 part 4): a signal from jobq's writers to a bulk write.
+"""Who wants the write lock: a signal from jobq's writers to a bulk write.
 
 SQLite does not tell a connection that another one waits for its lock (a waiter sleeps in its
 own busy handler), so a bulk write that paused after every chunk "in case" ran at half speed,

@@ -158,7 +158,7 @@ def test_show_prints_payload_error_and_history_by_id_or_prefix(cfg):
 
 
 def test_jobs_and_show_give_the_configured_max_attempts_of_a_job_that_sets_none(tmp_path):
-    """Issue 21: a completed job showed ``1/-``; it shows the max the config gives its type."""
+    """A completed job showed ``1/-``; it shows the max the config gives its type."""
     cfg = write_config(tmp_path, handlers=["opsjobs"], retry={"max_attempts": 5},
                        types={"ops:fail": {"max_attempts": 7}})
     done = ok(jobq(cfg, "enqueue", "ops:ok", "--priority", "1")).strip()
@@ -222,7 +222,7 @@ def test_cancel_pending_cancels_every_pending_job_of_a_type(cfg):
 
 
 def test_retry_and_cancel_take_the_id_prefixes_show_takes(cfg):
-    """Issue 21: one resolver for every command (and the dashboard's actions): a unique prefix
+    """One resolver for every command (and the dashboard's actions): a unique prefix
     works everywhere `show` takes it; an ambiguous one is refused saying how many match."""
     a = ok(jobq(cfg, "enqueue", "ops:ok")).strip()
     b = ok(jobq(cfg, "enqueue", "ops:fail")).strip()

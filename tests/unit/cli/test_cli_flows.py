@@ -1,5 +1,5 @@
 """``jobq enqueue --after``, ``jobq show``'s workflow lines, and ``jobq cancel``/``retry`` of a
-parent (issue 25)."""
+parent."""
 from __future__ import annotations
 
 from tests.unit.cli.test_cli import as_json, cfg, fail_job, jobq, ok  # noqa: F401 - cfg: a fixture

@@ -1,4 +1,4 @@
-"""A handler module that fails to import (issue 21), as a new user meets it through the real
+"""A handler module that fails to import, as a new user meets it through the real
 ``jobq`` CLI: ``jobq run`` says it in one line naming the module, the ``handlers`` key and the
 config file, then prints the traceback as lines; ``config set handlers`` refuses the module and
 ``config check`` reports it."""

@@ -1,4 +1,4 @@
-"""One id resolver (issue 21): the functions `jobq retry`/`cancel` and the dashboard's actions
+"""One id resolver: the functions `jobq retry`/`cancel` and the dashboard's actions
 call (``shared.ops.viewactions.retry_ids``, ``cancel_ids``, ``purge_ids``) take an exact id or a unique
 prefix, as ``show`` does, and say how many jobs share an ambiguous one; on both engines."""
 from __future__ import annotations

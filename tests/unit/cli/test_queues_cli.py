@@ -1,4 +1,4 @@
-"""The command line of named queues and per-key limits (issue 26): enqueue --queue, pause and
+"""The command line of named queues and per-key limits: enqueue --queue, pause and
 resume --queue, status per queue and status --types."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What ``status``, ``top``, the metrics and the dashboard show about the database (issue 21's
-cosmetic list), on both engines: the WAL only where the engine has one, a schedule's last tick
+"""What ``status``, ``top``, the metrics and the dashboard show about the database
+(cosmetics), on both engines: the WAL only where the engine has one, a schedule's last tick
 only once one was enqueued, and an install hint for psycopg that works from a checkout."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`jobq status` shows the next run of each [[schedule]] entry (issue 6), with the supervisor down."""
+"""`jobq status` shows the next run of each [[schedule]] entry, with the supervisor down."""
 from __future__ import annotations
 
 import json

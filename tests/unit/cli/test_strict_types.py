@@ -1,4 +1,4 @@
-"""A producer that knows the configuration checks the job types it enqueues (issue 21):
+"""A producer that knows the configuration checks the job types it enqueues:
 ``JobQueue.from_config`` and ``jobq enqueue`` warn once per type no configured handler module
 serves, and refuse it with ``strict_types = true``, on both engines."""
 from __future__ import annotations

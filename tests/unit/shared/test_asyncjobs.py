@@ -1,4 +1,4 @@
-"""``async_concurrency`` (issue 28): where it is declared, and that only async handlers get one."""
+"""``async_concurrency``: where it is declared, and that only async handlers get one."""
 from __future__ import annotations
 
 import pytest

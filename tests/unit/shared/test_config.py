@@ -237,7 +237,7 @@ def test_a_new_key_is_a_one_place_change():
 
 @pytest.mark.parametrize("jtype", ["nightly\x07", "a\nb", " ", "x" * 201])
 def test_a_schedule_type_follows_the_rule_enqueue_applies(jtype):
-    """Issue 21: a [[schedule]] type enqueue would refuse is refused when the file is read,
+    """A [[schedule]] type enqueue would refuse is refused when the file is read,
     naming the file, the entry and the key (it used to fail at every tick instead)."""
     entry = {"name": "nightly-report", "type": jtype, "cron": "0 3 * * *"}
     with pytest.raises(ConfigError, match=r"^jobq\.toml: key 'schedule\[1\]\.type' = .*expected a job type name, as "

@@ -1,4 +1,4 @@
-"""``database`` as a path or a URL, ``$JOBQ_DATABASE``, and the ``[sqlite]`` table (issue 13)."""
+"""``database`` as a path or a URL, ``$JOBQ_DATABASE``, and the ``[sqlite]`` table."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""The per-job path's cheap forms (issue 30 part 3) say what their plain forms said: a batch's
+"""The per-job path's cheap forms say what their plain forms said: a batch's
 time texts, the progress file's count written through a mapping, the signal pipe's check."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stopping a running job, one module at a time (issue 27): progress validation, the outcome of
+"""Stopping a running job, one module at a time: progress validation, the outcome of
 a cancelled or timed-out run (``shared.outcomes.decide``), the async handler's task cancelled at
 its deadline or on a request (``shared.stopping.run_awaitable``), and the worker's alarm
 (``worker.deadline``) raising only into the handler's own code."""

@@ -1,4 +1,4 @@
-"""``@task`` is typed (issue 23): ``mypy --strict`` rejects a call of ``.enqueue`` that does not
+"""``@task`` is typed: ``mypy --strict`` rejects a call of ``.enqueue`` that does not
 fit the function's signature, and accepts the right ones; the handle carries the result type.
 
 Runs mypy in a subprocess on a small user file (mypy is in the ``test`` extra). Only the user

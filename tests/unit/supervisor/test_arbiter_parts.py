@@ -1,4 +1,4 @@
-"""The arbiter's parts on their own (issue 22): what each signal asks (``supervisor.dispatch``),
+"""The arbiter's parts on their own: what each signal asks (``supervisor.dispatch``),
 a slot's back-off after its worker ends (``supervisor.slots``), reading jobq.toml again
 (``supervisor.reload``) and the engine health check (``shared.engines.health_check``). The
 processes around them: test_supervisor.py, test_db_file.py."""
@@ -155,7 +155,7 @@ class _StartingTemplate:
 
 def test_the_loop_sleeps_while_the_template_starts(tmp_path, monkeypatch):
     """Empty slots due since boot must not make each wait return at once while the template
-    starts (issue 30: the supervisor spun ~1,700 turns in 3 s, taking the template's CPU);
+    starts (the supervisor spun ~1,700 turns in 3 s, taking the template's CPU);
     once the template is ready they do."""
     from supervisor.arbiter import Arbiter
     arb = Arbiter(config_mod.load(write_config(tmp_path)))
@@ -209,7 +209,7 @@ class _SlowTemplate(_ReadyTemplate):
 
 def test_a_starting_template_is_waited_for_before_the_first_recovery_and_the_full_round_after(
         tmp_path, monkeypatch):
-    """Issue 30: a template not ready when the database is open is waited for (up to BOOT_WAIT)
+    """A template not ready when the database is open is waited for (up to BOOT_WAIT)
     and the first workers asked for before the boot's recovery, not after it; the first full
     upkeep round (the engine's tasks, schedules, ops requests) comes one interval after boot."""
     from supervisor import arbiter as arbiter_mod
@@ -231,7 +231,7 @@ def test_a_starting_template_is_waited_for_before_the_first_recovery_and_the_ful
 
 
 def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path, monkeypatch):
-    """Issue 30: the first workers are asked for as soon as the database is open (schema checked)
+    """The first workers are asked for as soon as the database is open (schema checked)
     and the supervisor registered, not after its first recovery (dead owners' jobs re-queued),
     which they need not wait for; ``--ready-fd`` is still written only after that recovery."""
     from supervisor import arbiter as arbiter_mod

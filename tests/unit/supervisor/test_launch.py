@@ -1,5 +1,5 @@
 """The plain ``run`` command line that ``python -m supervisor`` reads without the ops CLI
-(issue 30); anything else goes to the CLI."""
+(for a fast start); anything else goes to the CLI."""
 from __future__ import annotations
 
 import pytest

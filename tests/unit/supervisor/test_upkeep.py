@@ -1,4 +1,4 @@
-"""The supervisor's upkeep as a task list (issue 13): each task on its interval, in list order,
+"""The supervisor's upkeep as a task list: each task on its interval, in list order,
 the engine's own tasks between the supervisor's; the SQLite checkpoint task's decisions."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The dashboard (issue 15) end to end: ``jobq web`` as a real process on a real database, a real
+"""The dashboard end to end: ``jobq web`` as a real process on a real database, a real
 supervisor running the jobs, and Debian's Chromium driven headless through Playwright.
 
 Without /usr/bin/chromium (or Playwright) the browser tests skip, saying so; with
@@ -235,7 +235,7 @@ def test_schedules_and_types_pages(site, page, tmp_path):
     page.goto(site["web"].url + "/schedules")
     text = page.inner_text("#schedules")
     assert "nightly-report" in text and ("EST" in text or "EDT" in text)  # next runs in their zone
-    assert "none enqueued yet" in text  # first seen by the supervisor is not a tick (issue 21)
+    assert "none enqueued yet" in text  # first seen by the supervisor is not a tick
     shot(page, tmp_path, "schedules")
     page.goto(site["web"].url + "/types")
     assert "of 2 in use" in page.inner_text("#types") and "100/min" in page.inner_text("#types")
@@ -341,7 +341,7 @@ def test_the_dashboards_cancel_and_purge_say_what_they_did(site):
 
 
 def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
-    """Issue 27: a running job's page has Cancel, and a live part (its progress, a cancel asked)."""
+    """A running job's page has Cancel, and a live part (its progress, a cancel asked)."""
     from shared import ops as shared_ops
     from shared.job import Finish
     q = site["q"]

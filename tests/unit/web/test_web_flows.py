@@ -1,4 +1,4 @@
-"""The dashboard's job page shows a job's workflow (issue 25): the graph's progress and links to
+"""The dashboard's job page shows a job's workflow: the graph's progress and links to
 its parents and children, over real HTTP to a real ``jobq web`` process."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The dashboard against hostile requests (issue 21, cases 2, 3 and 12), over real HTTP to a
+"""The dashboard against hostile requests, over real HTTP to a
 real ``jobq web`` process: DNS rebinding (a Host or Origin of another site), non-ASCII tokens and
 CSRF values, NUL characters in filters, on both engines. Every refusal is a fixed page with the
 Content-Security-Policy and no database location in it; nothing is ever a 500."""

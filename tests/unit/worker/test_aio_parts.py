@@ -1,4 +1,4 @@
-"""Parts of the async runner (issue 28) on their own: what the progress file tells the
+"""Parts of the async runner on their own: what the progress file tells the
 supervisor about the jobs in flight, the loop watch's warning naming a blocking handler, and
 the supervisor's verdict on an async job past its timeout."""
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_the_watch_names_the_handler_that_blocks_the_loop(caplog):
 
 def test_the_template_preloads_the_async_runner_only_for_async_types():
     """The template imports the async runner (and asyncio, half the worker loop's imports)
-    before the first job only when the workers will run async types (issue 30): an ``async def``
+    before the first job only when the workers will run async types: an ``async def``
     handler alone is not one unless the config (or the handler) gives it ``async_concurrency``."""
     import types as pytypes
 

@@ -1,4 +1,4 @@
-"""A worker's start-up order on its own (issue 30): what it waits for, and when."""
+"""A worker's start-up order on its own: what it waits for, and when."""
 from __future__ import annotations
 
 import pytest
@@ -33,7 +33,7 @@ def test_the_workers_of_a_batch_but_the_first_wait_at_the_gate_until_all_are_for
     """The template forks a batch's workers (all the first workers at once) while the first of
     them starts; the others wait until the gate's write ends are closed (the template's after
     its last fork, each go-between's after its own), so they do not take the CPU from the
-    forks still to come (issue 30: the eighth worker was forked 160-230 ms after the first)."""
+    forks still to come (the eighth worker was forked 160-230 ms after the first)."""
     import os
     import threading
 
