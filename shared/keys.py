@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .bounds import is_unicode
+
 MAX_KEY_LEN = 200
 
 
@@ -47,8 +49,6 @@ def unstorable(text: str) -> str | None:
     a lone surrogate (not Unicode a database can encode)."""
     if "\x00" in text:
         return "a NUL character, which jobq cannot store"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
+    if not is_unicode(text):
         return "a lone surrogate (not valid Unicode), which jobq cannot store"
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .bounds import is_unicode
 from .configschema import Key
 
 DEFAULT_QUEUE = "default"  # the queue of a job enqueued without one
@@ -20,9 +21,7 @@ def queue_name_error(name: Any) -> str | None:
         return f"queue name {name[:40]!r}... is {len(name)} characters, above {MAX_QUEUE_LEN}"
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name) or "," in name or name != name.strip():
         return f"queue name {name!r} has a control character, a comma or surrounding blanks"
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
+    if not is_unicode(name):
         return f"queue name {name!r} has a lone surrogate (not valid Unicode), which jobq cannot store"
     return None
 
