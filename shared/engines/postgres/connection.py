@@ -1,6 +1,6 @@
 """One psycopg 3 connection set up for jobq: the schema on the search path, migrations, the
-helpers the store's SQL uses, reconnection, and the translation of driver errors into jobq's
-own (:mod:`shared.errors`).
+helpers the store's SQL uses and reconnection (driver errors become jobq's own, of
+:mod:`shared.errors`, in :mod:`.errors`).
 
 - The connection is in autocommit: a lone statement commits by itself (one round trip); a
   transaction is :meth:`PgConnection._tx` (``BEGIN`` .. ``COMMIT``, retried on a serialization
