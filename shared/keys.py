@@ -35,7 +35,8 @@ def limit_key_of(jtype: str, payload: Any, given: Any, path: str | None) -> str 
     if isinstance(value, str) and value and len(value) <= MAX_KEY_LEN:
         why = unstorable(value)
         if why is not None:
-            raise ValueError(f"job {jtype!r}: {path} = {value!r:.80} cannot be a limit key: it has {why}")
+            raise ValueError(f"job {jtype!r}: {path} = {value!r:.80} cannot be a limit key: "
+                             f"it has {why}")
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return json.dumps(value)

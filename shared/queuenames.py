@@ -22,7 +22,8 @@ def queue_name_error(name: Any) -> str | None:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name) or "," in name or name != name.strip():
         return f"queue name {name!r} has a control character, a comma or surrounding blanks"
     if not is_unicode(name):
-        return f"queue name {name!r} has a lone surrogate (not valid Unicode), which jobq cannot store"
+        return f"queue name {name!r} has a lone surrogate (not valid Unicode), which jobq cannot " \
+            "store"
     return None
 
 

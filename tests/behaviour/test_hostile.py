@@ -359,7 +359,8 @@ def test_hostile_limit_keys_and_queue_names_are_refused_naming_them(tmp_path, ma
                  lambda: q.enqueue("keyed", *args, **opts, key="k1"),
                  lambda: q.enqueue("keyed", *args, **opts, conn=getattr(app, "conn", app)),
                  lambda: q.enqueue_many([("keyed", *args, opts)]),
-                 lambda: q.enqueue_many([("keyed", {"k": "ok"}), ("keyed", *args, {**opts, "after": [0]})])]
+                 lambda: q.enqueue_many([("keyed", {"k": "ok"}),
+                                         ("keyed", *args, {**opts, "after": [0]})])]
         if field == "payload":
             calls.append(lambda: q.enqueue_many([("keyed", *args)]))
         for call in calls:

@@ -40,7 +40,8 @@ def call_error(location: str, exc: BaseException, lost: bool) -> StoreError:
     """jobq's error for a psycopg error of a store call; ``lost``: the connection it ran on is
     gone (then it is an outage, whatever the error)."""
     sqlstate = getattr(exc, "sqlstate", None) or ""
-    if lost or isinstance(exc, LOST) or not isinstance(exc, psycopg.Error) or sqlstate.startswith("XX"):
+    if lost or isinstance(exc, LOST) or not isinstance(exc, psycopg.Error) \
+            or sqlstate.startswith("XX"):
         return error_for(location, exc)
     return StoreQueryError(f"database {location}: {_explain(exc)}", database=location, cause=exc)
 
@@ -70,8 +71,9 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
                 with self.lock:
                     self._drop()
             if self.severed:
-                raise StoreUnavailable(f"database {self.location}: no answer within {self.call_limit:g} s "
-                                       "(call cut; the next one connects again)", database=self.location,
+                cut = f"no answer within {self.call_limit:g} s (call cut; the next one connects " \
+                    "again)"
+                raise StoreUnavailable(f"database {self.location}: {cut}", database=self.location,
                                        cause=exc) from exc
             raise call_error(self.location, exc, broken) from exc
     return method

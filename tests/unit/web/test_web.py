@@ -402,7 +402,8 @@ def test_a_statement_the_database_refuses_is_an_error_page_not_unavailable(tmp_p
     try:
         web.wait_up()
         r = httpx.get(web.url + "/jobs")
-        assert r.status_code == 500 and "Database error" in r.text and "no such table: jobs" in r.text
+        assert r.status_code == 500 and "Database error" in r.text
+        assert "no such table: jobs" in r.text
         assert "unavailable" not in r.text and "Traceback" not in r.text
     finally:
         web.close()
