@@ -18,7 +18,7 @@ from shared.cancels import CancelResult
 from shared.canvas import Flow, Signature, chain, chord, group
 from shared.clock import FakeClock, SystemClock
 from shared.config import Config, ConfigError
-from shared.errors import StoreBusy, StoreError, StoreUnavailable
+from shared.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.flows import FlowError
 from shared.handlers import PermanentError, RetryAfter, handler, on_cancelled, on_completed, on_failed, on_retry
@@ -30,5 +30,6 @@ from shared.tasks import AsyncTask, BaseTask, Task, configure, default_queue, ta
 __all__ = ["JobQueue", "Job", "JobHandle", "JobFailed", "JobCancelled", "JobNotFound", "task", "Task",
            "AsyncTask", "BaseTask", "configure", "default_queue", "handler", "PermanentError", "RetryAfter",
            "on_completed", "on_failed", "on_retry", "on_cancelled", "JobTimeout", "Config", "ConfigError", "ExitCode", "FakeClock",
-           "SystemClock", "StoreError", "StoreBusy", "StoreUnavailable", "chain", "group", "chord", "Flow",
+           "SystemClock", "StoreError", "StoreBusy", "StoreUnavailable", "StoreQueryError",
+           "chain", "group", "chord", "Flow",
            "Signature", "FlowError", "CancelResult"]

@@ -13,18 +13,19 @@ if TYPE_CHECKING:
     from .api import JobQueue
     from .clock import FakeClock, SystemClock
     from .config import Config, ConfigError
-    from .errors import StoreBusy, StoreError, StoreUnavailable
+    from .errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
     from .exitcodes import ExitCode
     from .handlers import PermanentError, RetryAfter, handler
     from .job import Job
 
 __all__ = ["JobQueue", "Job", "Config", "ConfigError", "ExitCode", "FakeClock", "SystemClock",
-           "SqliteStore", "StoreError", "StoreBusy", "StoreUnavailable", "PermanentError", "RetryAfter",
-           "handler"]
+           "SqliteStore", "StoreError", "StoreBusy", "StoreUnavailable", "StoreQueryError",
+           "PermanentError", "RetryAfter", "handler"]
 
 _WHERE = {"JobQueue": "api", "FakeClock": "clock", "SystemClock": "clock", "Config": "config",
           "ConfigError": "config", "StoreBusy": "errors", "StoreError": "errors",
-          "StoreUnavailable": "errors", "ExitCode": "exitcodes", "PermanentError": "handlers",
+          "StoreUnavailable": "errors", "StoreQueryError": "errors", "ExitCode": "exitcodes",
+          "PermanentError": "handlers",
           "RetryAfter": "handlers", "handler": "handlers", "Job": "job"}
 
 

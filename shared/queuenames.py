@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .bounds import is_unicode
 from .configschema import Key
 
 DEFAULT_QUEUE = "default"  # the queue of a job enqueued without one
@@ -11,14 +12,18 @@ MAX_QUEUE_LEN = 100
 
 
 def queue_name_error(name: Any) -> str | None:
-    """Why ``name`` is not a valid queue name, or None: a non-empty string of at most
-    :data:`MAX_QUEUE_LEN` characters, without control characters or commas (``--queues a,b``)."""
+    """Why ``name`` is not a valid queue name, or None: a non-empty string of valid Unicode of
+    at most :data:`MAX_QUEUE_LEN` characters, without control characters (NUL among them) or
+    commas (``--queues a,b``)."""
     if not isinstance(name, str) or not name:
         return f"a queue name must be a non-empty string, got {name!r}"
     if len(name) > MAX_QUEUE_LEN:
         return f"queue name {name[:40]!r}... is {len(name)} characters, above {MAX_QUEUE_LEN}"
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name) or "," in name or name != name.strip():
         return f"queue name {name!r} has a control character, a comma or surrounding blanks"
+    if not is_unicode(name):
+        return f"queue name {name!r} has a lone surrogate (not valid Unicode), which jobq cannot " \
+            "store"
     return None
 
 

@@ -19,7 +19,7 @@ from shared.durations import SECONDS_EXPECTED as DURATION_HELP
 from shared.durations import parse_seconds
 from shared.exitcodes import ExitCode
 from shared.job import STATUSES, TERMINAL
-from shared.errors import StoreError
+from shared.errors import StoreError, StoreQueryError
 from shared.ops.viewctx import Ctx
 
 from . import configcmd, control, copycmd, ops, status, top, webcmd
@@ -161,8 +161,9 @@ def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Nam
             return fn(ctx, args)
         except ConfigError as exc:
             return ctx.fail(f"invalid config: {exc}", ExitCode.CONFIG_INVALID)
-        except StoreError as exc:
-            return ctx.fail(f"database unavailable: {exc}", ExitCode.DATABASE_UNAVAILABLE)
+        except StoreError as exc:  # a statement that failed on a working connection is no outage
+            what = "database error" if isinstance(exc, StoreQueryError) else "database unavailable"
+            return ctx.fail(f"{what}: {exc}", ExitCode.DATABASE_UNAVAILABLE)
         except BrokenPipeError:  # `jobq jobs | head`: the reader left; not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return ExitCode.OK

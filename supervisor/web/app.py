@@ -27,7 +27,7 @@ from shared.config import Config
 from shared.contract import Store
 from shared.database import scrub
 from shared.engines import driver_errors, open_store, target
-from shared.errors import StoreError
+from shared.errors import StoreError, StoreQueryError
 
 from . import actions, filters, pages, security
 from .html import error_page
@@ -111,6 +111,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _db_error(request: Request, exc: Exception) -> Response:
     request.app.state.backend.drop()
     s = request.app.state.settings
+    if isinstance(exc, StoreQueryError):  # the database answered: it refused the statement
+        return error_page(request, 500, "Database error", scrub(
+            f"{exc}. The database is reachable but refused the statement: is it jobq's schema, "
+            f"as this version of jobq made it?", s.config.database))
     what = ("the database URL in {} and that the server is up" if target(s.config.database).server
             else "the database path in {} and that this user can read and write it")
     return error_page(request, 503, "Database unavailable",

@@ -13,6 +13,7 @@ from shared.typecheck import UnservedTypeWarning
 from shared.api import JobQueue
 from shared.clock import iso, parse_iso
 from shared.config import Config, load
+from shared.errors import StoreQueryError, StoreUnavailable
 from tests.engines import raw
 
 pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
@@ -229,6 +230,106 @@ def test_transactional_enqueue_rolled_back(queue, app_conn):
     # The key is free again after the rollback.
     assert queue.enqueue("b", 2, key="kb") not in ids
     assert row_count(queue.config) == 1
+
+
+@pytest.fixture
+def own_conn(queue):
+    """The application's connection as an application opens it: on PostgreSQL with the
+    server's default search_path (jobq's schema is not on it), on SQLite to the same file."""
+    if queue.config.database.startswith("postgres"):
+        import psycopg
+        conn = psycopg.connect(queue.config.database, autocommit=True)
+    else:
+        conn = sqlite3.connect(queue.config.database, isolation_level=None, timeout=10)
+    conn.execute("CREATE TEMP TABLE orders (id INTEGER PRIMARY KEY)")
+    yield conn
+    conn.close()
+
+
+def _every_enqueue(q: JobQueue, conn) -> dict[str, str]:
+    """Every way to enqueue, each option, through ``conn``; the ids by what made them."""
+    from jobq import chain, chord, group
+    from tests.fixtures import flowjobs
+    tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    ids = {"plain": q.enqueue("t", {"a": 1}, conn=conn)}
+    ids["options"] = q.enqueue("t", {"a": 2}, delay=60, priority=5, max_attempts=3, key="k-opts",
+                               queue="reports", limit_key="acme", traceparent=tp, conn=conn)
+    ids["run_at"] = q.enqueue("t", run_at=2e9, conn=conn)
+    ids["after"] = q.enqueue("t", after=[ids["plain"]], after_failure="run", queue="reports",
+                             limit_key="acme", conn=conn)
+    ids["after_key"] = q.enqueue("t", after=[ids["plain"]], key="k-after", priority=2, conn=conn)
+    ids["after_taken"] = q.enqueue("t", after=[ids["plain"]], key="k-taken", conn=conn)
+    many = q.enqueue_many([("t", 1), ("t", 2, {"key": "k-many", "queue": "reports"}),
+                           {"type": "t", "payload": 3, "after": [0, ids["plain"]],
+                            "limit_key": "x"},
+                           ("t", 4, {"after": [2], "key": "k-many-after", "delay": 5})], conn=conn)
+    ids.update({f"many{i}": m for i, m in enumerate(many)})
+    ids["batched"] = q.enqueue_many([("t", 5)], batch_size=1, traceparent=tp, conn=conn)[0]
+    ext = flowjobs.extract.using(queue=q, conn=conn, after=[ids["plain"]], key="k-task", priority=4)
+    ids["task"] = ext.enqueue(1).id
+    ids["task_many"] = flowjobs.extract.using(queue=q, conn=conn).enqueue_many([((2,), {})])[0].id
+    run = chain(flowjobs.extract.s(3), flowjobs.load.s(3)).enqueue(q, conn=conn)
+    ids.update({f"chain{i}": h.id for i, h in enumerate(run.handles)})
+    run = chord(group(flowjobs.extract.s(4), flowjobs.extract.s(5)),
+                flowjobs.load.s(4)).enqueue(q, conn=conn)
+    ids.update({f"chord{i}": h.id for i, h in enumerate(run.handles)})
+    return ids
+
+
+@pytest.mark.parametrize("end", ["ROLLBACK", "COMMIT"])
+def test_every_enqueue_joins_the_transaction_of_a_connection_with_its_own_search_path(
+        queue, own_conn, end):
+    taken = queue.enqueue("t", key="k-taken")
+    own_conn.execute("BEGIN")
+    own_conn.execute("INSERT INTO orders (id) VALUES (1)")
+    ids = _every_enqueue(queue, own_conn)
+    assert ids["after_taken"] == taken
+    assert queue.get(ids["plain"]) is None  # not visible before the commit
+    own_conn.execute("INSERT INTO orders (id) VALUES (2)")  # the transaction still works
+    own_conn.execute(end)
+    orders = own_conn.execute("SELECT count(*) FROM orders").fetchone()[0]
+    assert orders == (2 if end == "COMMIT" else 0)
+    new = set(ids.values()) - {taken}
+    if end == "ROLLBACK":
+        assert row_count(queue.config) == 1 and all(queue.get(i) is None for i in new)
+        return
+    assert row_count(queue.config) == 1 + len(new)
+    opts = queue.get(ids["options"])
+    assert (opts.priority, opts.max_attempts, opts.key, opts.queue, opts.limit_key) == (
+        5, 3, "k-opts", "reports", "acme")
+    assert opts.trace is not None
+    waiting = {k: queue.get(ids[k])
+               for k in ("after", "after_key", "many2", "many3", "task", "chain1", "chord2")}
+    assert {k: j.status for k, j in waiting.items()} == dict.fromkeys(waiting, "waiting")
+    assert (waiting["after"].queue, waiting["after"].limit_key) == ("reports", "acme")
+    assert (waiting["after_key"].key, waiting["after_key"].priority) == ("k-after", 2)
+    assert waiting["task"].key == "k-task" and waiting["task"].priority == 4
+    assert queue.enqueue("t", key="k-after") == ids["after_key"]
+    assert [p["id"] for p in queue.store.parents(ids["many2"])] == [ids["many0"], ids["plain"]]
+    assert [p["id"] for p in queue.store.parents(ids["chord2"])] == [ids["chord0"], ids["chord1"]]
+
+
+def test_a_failed_statement_through_conn_is_a_query_error_not_an_outage(queue, own_conn, tmp_path):
+    """A connection that works but where jobq's statement fails (PostgreSQL: a transaction
+    that already failed; SQLite: a file without jobq's tables) is the caller's to fix: a
+    StoreQueryError, not StoreUnavailable (which means the database cannot be reached)."""
+    if queue.config.database.startswith("postgres"):
+        conn = own_conn
+        conn.execute("BEGIN")
+        with pytest.raises(Exception, match="division by zero"):
+            conn.execute("SELECT 1 / 0")
+        cause = "transaction is aborted"
+    else:
+        conn = sqlite3.connect(str(tmp_path / "other.db"), isolation_level=None)
+        cause = "no such table"
+    for call in (lambda: queue.enqueue("t", conn=conn),
+                 lambda: queue.enqueue("t", key="k", conn=conn),
+                 lambda: queue.enqueue_many([("t", 1), ("t", 2, {"after": [0]})], conn=conn)):
+        with pytest.raises(StoreQueryError, match=cause) as err:
+            call()
+        assert not isinstance(err.value, StoreUnavailable)
+    conn.execute("ROLLBACK") if conn is own_conn else conn.close()
+    assert queue.enqueue("t") and row_count(queue.config) == 1
 
 
 # -- bad input writes nothing ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ wait polls a condition."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -333,6 +334,42 @@ def test_bad_type_names(queue, jtype, why):
         queue.enqueue_many([(jtype, None)])
     assert queue.counts() == {}
     assert queue.get(queue.enqueue("x" * MAX_TYPE_LEN)).type == "x" * MAX_TYPE_LEN
+
+
+@pytest.mark.parametrize("field, bad, why", [
+    ("limit_key", "a\x00b", "NUL"), ("limit_key", "\udc80", "lone surrogate"),
+    ("payload", "a\x00b", "NUL"), ("payload", "k\udc80", "lone surrogate"),
+    ("queue", "a\x00b", "control character"), ("queue", "q\udc80", "lone surrogate")])
+def test_hostile_limit_keys_and_queue_names_are_refused_naming_them(tmp_path, make_config, clock,
+                                                                   field, bad, why):
+    """A limit key (given, or found by the type's key path in the payload) or a queue name
+    with a NUL or a lone surrogate: a ValueError naming the field and the value, on every
+    path in, and nothing written (not an outage, not a bare UnicodeEncodeError)."""
+    cfg = load(make_config(tmp_path, types={"keyed": {"key": "payload.k"}}))
+    named = {"limit_key": "limit_key", "payload": "payload.k", "queue": "queue name"}[field]
+    pattern = f"{named} {re.escape(repr(bad))}.*{why}" if field != "payload" else \
+        f"payload.k = {re.escape(repr(bad))} cannot be a limit key.*{why}"
+    if field == "payload":
+        args, opts = ({"k": bad},), {}
+    else:
+        args, opts = ({"k": "fine"},), {field: bad}
+    with JobQueue(config=cfg, clock=clock) as q:
+        app = raw(cfg)
+        calls = [lambda: q.enqueue("keyed", *args, **opts),
+                 lambda: q.enqueue("keyed", *args, **opts, key="k1"),
+                 lambda: q.enqueue("keyed", *args, **opts, conn=getattr(app, "conn", app)),
+                 lambda: q.enqueue_many([("keyed", *args, opts)]),
+                 lambda: q.enqueue_many([("keyed", {"k": "ok"}),
+                                         ("keyed", *args, {**opts, "after": [0]})])]
+        if field == "payload":
+            calls.append(lambda: q.enqueue_many([("keyed", *args)]))
+        for call in calls:
+            with pytest.raises(ValueError, match=pattern):
+                call()
+        app.close()
+        assert q.counts() == {}
+    with raw(cfg) as c:
+        assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
 
 
 def test_max_result_bytes_fails_a_larger_result(database, tmp_path):

@@ -19,7 +19,7 @@ from shared import contract
 from shared.clock import FakeClock, iso
 from shared.config import Config, ScheduleConfig
 from shared.engines import open_store, upkeep_tasks
-from shared.errors import StoreBusy, StoreError, StoreUnavailable
+from shared.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
 from shared.job import Finish, NewJob, new_id
 from shared.limits import TypeLimit
 from shared.schedule import fingerprint, plan
@@ -68,6 +68,17 @@ def test_a_store_names_its_database_and_closes(engine):
     s.close()  # twice is fine
     with pytest.raises(StoreError, match="closed"):
         s.get("x")
+
+
+def test_a_failed_statement_on_a_working_connection_is_not_an_outage(store, clock):
+    """A statement the database refuses (a missing table, a constraint) is StoreQueryError,
+    never StoreUnavailable (what a caller retries on), and the connection goes on working."""
+    with pytest.raises(StoreQueryError, match="no_such_table") as err:
+        store.read("SELECT * FROM no_such_table")
+    assert not isinstance(err.value, StoreUnavailable) and err.value.cause is not None
+    with pytest.raises(StoreQueryError, match=store.location.split("?")[0]):
+        store.write("INSERT INTO jobs (id) VALUES (NULL)")
+    assert put(store, clock) and store.counts() == {"pending": 1}
 
 
 def test_a_store_for_another_thread_works_there_and_closes_alone(store, clock):

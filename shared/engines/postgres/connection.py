@@ -1,6 +1,6 @@
 """One psycopg 3 connection set up for jobq: the schema on the search path, migrations, the
-helpers the store's SQL uses, reconnection, and the translation of driver errors into jobq's
-own (:mod:`shared.errors`).
+helpers the store's SQL uses and reconnection (driver errors become jobq's own, of
+:mod:`shared.errors`, in :mod:`.errors`).
 
 - The connection is in autocommit: a lone statement commits by itself (one round trip); a
   transaction is :meth:`PgConnection._tx` (``BEGIN`` .. ``COMMIT``, retried on a serialization
@@ -9,9 +9,8 @@ own (:mod:`shared.errors`).
   ``StoreUnavailable`` and the next call connects again. Callers back off; nothing here sleeps.
   A transaction whose ``COMMIT`` got no answer may or may not have committed: every write is
   guarded, so its retry matches nothing or does the work once.
-- Every public method of a class decorated with :func:`translate_errors` raises ``StoreBusy``
-  or ``StoreUnavailable`` naming the server (password hidden) and the cause, never a psycopg
-  exception.
+- Every public method of a class decorated with :func:`.errors.translate_errors` raises
+  jobq's errors naming the server (password hidden) and the cause, never a psycopg exception.
 - The server limits every session (:func:`session_limits`): a host cut off in the middle of a
   transaction must not leave its session holding row locks until the server's TCP keepalive
   gives up (hours): ``idle_in_transaction_session_timeout`` is below the lease, and the
@@ -25,7 +24,6 @@ own (:mod:`shared.errors`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import math
 import os
@@ -42,16 +40,15 @@ from psycopg.rows import dict_row
 from ...database import redacted, scrub
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
-from ..guard import guard_public_methods
-from ...errors import StoreBusy, StoreError, StoreUnavailable
+from ...errors import StoreUnavailable
 from . import schema as schema_mod
+from .errors import error_for
 
 T = TypeVar("T")
 
 TX_RETRIES = 8  # serialization failures and deadlocks: the transaction is simply run again
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (psycopg.Error,)
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
-_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
 DEFAULT_LEASE = 30.0  # worker.lease_timeout's default, for stores opened without a config
 CALL_MARGIN = 2.0     # seconds past an upkeep session's statement_timeout before a call is cut
 
@@ -104,7 +101,8 @@ class PgConnection(ConnectionBase):
         self.channel = f"jobq_{schema}"
         self.done_channel = done_channel(schema)
         self.connect_timeout = connect_timeout
-        self.table = f'"{schema}".jobs'  # qualified: also used on an application's connection
+        self.qualifier = f'"{schema}".'  # an application's connection has its own search_path
+        self.table = f"{self.qualifier}jobs"
         self._conn: psycopg.Connection | None = None
         self._closed = False
         self._on_connect: list[Callable[[psycopg.Connection], None]] = []
@@ -358,43 +356,3 @@ def _version(conn: psycopg.Connection, schema: str) -> int:
         return 0
     row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
     return 0 if row["t"] is None else conn.execute(read).fetchone()["version"]
-
-
-def error_for(location: str, exc: BaseException, url: str = "") -> StoreError:
-    """jobq's error for a psycopg error on the server ``location``; with ``url``, any secret of
-    that URL the driver's message quotes is hidden."""
-    kind = StoreBusy if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)) \
-        else StoreUnavailable
-    return kind(f"database {location}: {scrub(_explain(exc), url) if url else _explain(exc)}",
-                database=location, cause=exc)
-
-
-def _explain(exc: BaseException) -> str:
-    msg = " ".join(str(exc).split())
-    if isinstance(exc, pg_errors.InsufficientPrivilege):
-        return f"{msg} (the user needs CREATE on the database, or USAGE on jobq's schema)"
-    return msg
-
-
-def translate_errors(cls: type) -> type:
-    """Class decorator: every public method of ``cls`` (and its bases) raises jobq's errors
-    instead of psycopg's; a lost connection is dropped, to be made again by the next call."""
-    return guard_public_methods(cls, _guarded)
-
-
-def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
-    @functools.wraps(fn)
-    def method(self: Any, *args: Any, **kwargs: Any) -> T:
-        try:
-            with self.lock, self._bounded():
-                return fn(self, *args, **kwargs)
-        except psycopg.Error as exc:
-            if isinstance(exc, _LOST) or (self._conn is not None and self._conn.broken):
-                with self.lock:
-                    self._drop()
-            if self.severed:
-                raise StoreUnavailable(f"database {self.location}: no answer within {self.call_limit:g} s "
-                                       "(call cut; the next one connects again)", database=self.location,
-                                       cause=exc) from exc
-            raise error_for(self.location, exc) from exc
-    return method

@@ -34,7 +34,8 @@ from ..sql.jobs import in_claim_order
 from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
-from .connection import _RETRYABLE as RETRYABLE, TX_RETRIES, PgConnection, translate_errors
+from .connection import _RETRYABLE as RETRYABLE, TX_RETRIES, PgConnection
+from .errors import translate_errors
 from .dialect import DIALECT
 from .finish import (COMPLETE_MANY, complete_and_claim_sql, completion_params, finish_one, record_finishes,
                      recognised_after)
@@ -143,8 +144,9 @@ def _insert_one_sql(table: str, later: bool) -> str:
 
 
 def _storable(j: NewJob) -> bool:
-    """Whether the texts the API does not check for NUL are free of it (the prepared path's
-    parameters are C strings; psycopg's path refuses a NUL with its own error)."""
+    """Whether the queue and limit key are free of NUL (the API refuses one; a caller below it
+    may not): the prepared path's parameters are C strings, and psycopg's path refuses a NUL
+    with its own error."""
     return "\x00" not in j.queue and (j.limit_key is None or "\x00" not in j.limit_key)
 
 

@@ -29,6 +29,11 @@ class SqlBase:
     conn: Any
     channel: str = ""  # where the engine notifies idle workers (``dialect.notify``), if it does
     schema: str = ""   # the engine's namespace for its locks' keys, if it has one
+    # What a statement that may run on an application's connection (``conn=``: the enqueue
+    # path, plain and workflows) puts before jobq's table names: ``'"jobq".'`` where that
+    # connection's own search path may not find them (PostgreSQL), "" where it names the
+    # same database's tables (SQLite).
+    qualifier: str = ""
     if TYPE_CHECKING:  # the engine's connection class defines them (after this in the MRO)
         def _write(self, fn: Callable[[Any], T]) -> T: ...
 

@@ -20,19 +20,19 @@ from .base import SqlBase
 _EDGE_ROWS = 200  # edges per INSERT statement (4 parameters a row: under every SQLite's limit)
 
 _INSERT = """
-INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, created_at,
-                  updated_at, key, trace, after_failure, waiting_on, error, completed_at, flow_depth,
-                  queue, limit_key)
+INSERT INTO {s}jobs (id, type, status, payload, attempts, max_attempts, priority, run_at,
+                    created_at, updated_at, key, trace, after_failure, waiting_on, error,
+                    completed_at, flow_depth, queue, limit_key)
 VALUES (:id, :type, :status, :payload, 0, :max_attempts, :priority, :run_at, :now, :now, :key, :trace,
         :after_failure, :waiting_on, :error, :completed_at, :flow_depth, :queue, :limit_key)
 ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id
 """
-_BY_KEY = "SELECT id, type, status, flow_depth FROM jobs WHERE key = :key"
+_BY_KEY = "SELECT id, type, status, flow_depth FROM {s}jobs WHERE key = :key"
 # The longest chain of parents a job may have: a failure cancels a chain's dependants through the
 # schema's trigger, nested once per link, and the databases bound that nesting (SQLite at 1,000
 # trigger levels, PostgreSQL by its stack: about 500 links at the default max_stack_depth).
 MAX_FLOW_DEPTH = 200
-MARK_PARENTS = "UPDATE jobs SET has_children = 1 WHERE {ids} AND has_children = 0"
+MARK_PARENTS = "UPDATE {s}jobs SET has_children = 1 WHERE {ids} AND has_children = 0"
 # A graph without idempotency keys in a fixed number of statements (arrays or a JSON text of rows,
 # see Dialect.row_set), not one or two per job: every row's state is known before it is written.
 _JOB_COLUMNS = (("id", "text"), ("type", "text"), ("status", "text"), ("payload", "text"),
@@ -42,16 +42,17 @@ _JOB_COLUMNS = (("id", "text"), ("type", "text"), ("status", "text"), ("payload"
                 ("limit_key", "text"), ("has_children", "integer"))
 EDGE_COLUMNS = (("child", "text"), ("parent", "text"), ("pos", "integer"), ("done", "integer"))
 _INSERT_ROWS = """
-INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, created_at,
-                  updated_at, trace, after_failure, waiting_on, error, completed_at, flow_depth, queue,
-                  limit_key, has_children)
+INSERT INTO {s}jobs (id, type, status, payload, attempts, max_attempts, priority, run_at,
+                    created_at, updated_at, trace, after_failure, waiting_on, error, completed_at,
+                    flow_depth, queue, limit_key, has_children)
 SELECT r.id, r.type, r.status, r.payload, 0, r.max_attempts, r.priority, r.run_at, :now, :now, r.trace,
        r.after_failure, r.waiting_on, r.error, r.completed_at, r.flow_depth, r.queue, r.limit_key,
        r.has_children
 FROM {rows}
 """
 # Also how jobq copy writes edges and marks parents (shared.engines.sql.transfer).
-INSERT_EDGES = ("INSERT INTO job_deps (child, parent, pos, done) SELECT e.child, e.parent, e.pos, e.done "
+INSERT_EDGES = ("INSERT INTO {s}job_deps (child, parent, pos, done) "
+                "SELECT e.child, e.parent, e.pos, e.done "
                 "FROM {rows} WHERE true ON CONFLICT (child, parent) DO NOTHING")  # (WHERE: SQLite's parse)
 _PARENTS = """
 SELECT d.parent AS id, j.type, j.status, j.result, j.error, d.done
@@ -129,18 +130,19 @@ class FlowsSql(SqlBase):
                          stamp if status == "cancelled" else None, depths[j.id], j.queue, j.limit_key, 0])
         for row in rows:
             row[-1] = 1 if row[0] in inside else 0
-        insert = _INSERT_ROWS.format(rows=self.dialect.row_set("r", _JOB_COLUMNS))
+        insert = _INSERT_ROWS.format(s=self.qualifier, rows=self.dialect.row_set("r", _JOB_COLUMNS))
         params = {"now": stamp, **self.dialect.row_params("r", _JOB_COLUMNS, rows)}
         if woke and self.dialect.notify:
             insert, params["channel"] = self.dialect.waking(insert), self.channel
         self._run(c, insert, params)
         if edges:
-            self._run(c, INSERT_EDGES.format(rows=self.dialect.row_set("e", EDGE_COLUMNS)),
+            edge_rows = self.dialect.row_set("e", EDGE_COLUMNS)
+            self._run(c, INSERT_EDGES.format(s=self.qualifier, rows=edge_rows),
                       self.dialect.row_params("e", EDGE_COLUMNS, edges))
         outside = sorted({p for j in jobs for p in j.after} - inside)
         if outside:
             cond, params = self.dialect.member("id", "ids", outside)
-            self._run(c, MARK_PARENTS.format(ids=cond), params)
+            self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=cond), params)
         return [j.id for j in jobs]
 
     def _write_flow(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
@@ -153,7 +155,8 @@ class FlowsSql(SqlBase):
             job_id = self._insert_flow_job(c, j, stamp, now, (status, waiting, why, depths[j.id]))
             alias[j.id] = job_id
             if job_id != j.id:  # an idempotency key already taken: that job stands in, as it is
-                known[job_id] = _values(self._run(c, _BY_KEY + self.dialect.lock, {"key": j.key}).fetchone())
+                by_key = _BY_KEY.format(s=self.qualifier) + self.dialect.lock
+                known[job_id] = _values(self._run(c, by_key, {"key": j.key}).fetchone())
                 continue
             known[job_id] = (job_id, j.type, status, depths[j.id])
             self._insert_edges(c, job_id, [p[0] for p in parents], done)
@@ -162,7 +165,7 @@ class FlowsSql(SqlBase):
             out.append(job_id)
         if used:
             cond, params = self.dialect.member("id", "ids", sorted(used))
-            self._run(c, MARK_PARENTS.format(ids=cond), params)
+            self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=cond), params)
         if woke and self.dialect.notify:
             self._run(c, self.dialect.notify, {"channel": self.channel})
         return [alias[j.id] for j in jobs]
@@ -185,8 +188,9 @@ class FlowsSql(SqlBase):
         if not outside:
             return {}
         cond, params = self.dialect.member("id", "ids", sorted(outside))
-        rows = self._run(c, f"SELECT id, type, status, flow_depth FROM jobs WHERE {cond} ORDER BY id{self.dialect.lock}",
-                         params).fetchall()
+        rows = self._run(c, f"SELECT id, type, status, flow_depth FROM {self.qualifier}jobs "
+                            f"WHERE {cond} "
+                         f"ORDER BY id{self.dialect.lock}", params).fetchall()
         found = {r[0]: r for r in map(_values, rows)}
         for j in jobs:
             for p in j.after:
@@ -202,10 +206,11 @@ class FlowsSql(SqlBase):
                   "run_at": stamp if j.run_at == now else iso(j.run_at), "now": stamp, "key": j.key,
                   "trace": j.trace, "queue": j.queue, "limit_key": j.limit_key, "after_failure": (j.after_failure or "cancel") if j.after else None,
                   "waiting_on": waiting, "error": why, "completed_at": stamp if status == "cancelled" else None}
-        row = self._run(c, _INSERT, params).fetchone()
+        row = self._run(c, _INSERT.format(s=self.qualifier), params).fetchone()
         if row is not None:
             return str(_values(row)[0])
-        return str(_values(self._run(c, _BY_KEY, {"key": j.key}).fetchone())[0])
+        kept = self._run(c, _BY_KEY.format(s=self.qualifier), {"key": j.key}).fetchone()
+        return str(_values(kept)[0])
 
     def _insert_edges(self, c: Any, child: str, parents: list[str], done: list[int]) -> None:
         rows = list(zip(parents, range(len(parents)), done))
@@ -215,7 +220,8 @@ class FlowsSql(SqlBase):
             for k, (parent, pos, d) in enumerate(chunk):
                 params.update({f"p{k}": parent, f"n{k}": pos, f"d{k}": d})
                 values.append(f"(:child, :p{k}, :n{k}, :d{k})")
-            self._run(c, "INSERT INTO job_deps (child, parent, pos, done) VALUES " + ", ".join(values)
+            self._run(c, f"INSERT INTO {self.qualifier}job_deps (child, parent, pos, done) VALUES "
+                      + ", ".join(values)
                       + " ON CONFLICT (child, parent) DO NOTHING", params)
 
     # -- reads ------------------------------------------------------------------------------------

@@ -82,12 +82,14 @@ class ExportSql(SqlBase):
         mine = [tuple(e[f] for f in EDGE_FIELDS) for e in edges if e["child"] in new]
         written = 0
         if mine:
-            written = self._run(c, INSERT_EDGES.format(rows=self.dialect.row_set("e", EDGE_COLUMNS)),
+            rows = self.dialect.row_set("e", EDGE_COLUMNS)
+            insert = INSERT_EDGES.format(s=self.qualifier, rows=rows)
+            written = self._run(c, insert,
                                 self.dialect.row_params("e", EDGE_COLUMNS, mine)).rowcount
             parents = sorted({e[1] for e in mine})
             for k in range(0, len(parents), IN_CHUNK):
                 where, params = self.dialect.member("id", "ids", parents[k:k + IN_CHUNK])
-                self._run(c, MARK_PARENTS.format(ids=where), params)
+                self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=where), params)
         ids = self.dialect.row_params("n", _IDS, [(i,) for i in inserted])
         for p in self._run(c, _UNSETTLED.format(new=self.dialect.row_set("n", _IDS)), ids).fetchall():
             self._run(c, _STATUS, {"id": p["id"], "status": "waiting"})  # not an end: no trigger

@@ -2,8 +2,9 @@
 translation of ``sqlite3`` errors into jobq's own (:mod:`shared.errors`).
 
 Every public method of a store class decorated with :func:`translate_errors` raises
-``StoreBusy`` (locked past the busy timeout and every retry) or ``StoreUnavailable`` (anything
-else SQLite refuses) naming the file and the cause, with the ``sqlite3`` error as ``__cause__``.
+``StoreBusy`` (locked past the busy timeout and every retry), ``StoreQueryError`` (a statement
+that failed on a working connection: :func:`call_error`) or ``StoreUnavailable`` (anything else
+SQLite refuses) naming the file and the cause, with the ``sqlite3`` error as ``__cause__``.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
-from ...errors import StoreBusy, StoreError, StoreUnavailable
+from ...errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
 from . import schema
 from .wants import Wants
 
@@ -234,9 +235,28 @@ class SqliteConnection(ConnectionBase):
 
 
 def error_for(path: str, exc: sqlite3.Error) -> StoreError:
-    """jobq's error for a ``sqlite3`` error on ``path``."""
+    """jobq's error for a ``sqlite3`` error on ``path`` that makes the database unusable
+    (opening a store reports every error so)."""
     kind = StoreBusy if is_busy(exc) else StoreUnavailable
     return kind(f"database {path}: {_explain(exc)}", database=path, cause=exc)
+
+
+# SQLite's primary result codes of a statement that fails on a working connection: generic
+# SQL error (a table not found, a syntax error), constraint, datatype mismatch, string or blob
+# too big, bind index out of range, misuse. Waiting does not heal them (see call_error).
+_STATEMENT_CODES = frozenset({1, 19, 20, 18, 25, 21})
+
+
+def call_error(path: str, exc: sqlite3.Error) -> StoreError:
+    """jobq's error for a ``sqlite3`` error of a store call: ``StoreQueryError`` for a
+    statement that failed on a working connection (:data:`_STATEMENT_CODES`, or an error
+    of the call itself: a parameter the module cannot bind, a closed connection), else
+    :func:`error_for`'s (locked, I/O, full, read-only, corrupt: the database)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if is_busy(exc) or (code is None and isinstance(exc, sqlite3.OperationalError)) or (
+            code is not None and code & 0xFF not in _STATEMENT_CODES):
+        return error_for(path, exc)
+    return StoreQueryError(f"database {path}: {_explain(exc)}", database=path, cause=exc)
 
 
 def translate_errors(cls: type) -> type:
@@ -251,7 +271,7 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
         try:
             return fn(self, *args, **kwargs)
         except sqlite3.Error as exc:
-            raise error_for(self.path, exc) from exc
+            raise call_error(self.path, exc) from exc
     return method
 
 

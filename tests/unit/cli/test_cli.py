@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -367,6 +368,14 @@ def test_bad_config_and_unusable_database_exit_3_and_5(tmp_path):
     assert r.returncode == ExitCode.DATABASE_UNAVAILABLE and "does not exist" in r.stderr
     r = jobq(tmp_path / "absent.toml", "jobs")
     assert r.returncode == ExitCode.CONFIG_INVALID and "not found" in r.stderr
+    # a database that answers but refuses the statement is not said to be unavailable
+    broken = write_config(tmp_path, handlers=["opsjobs"], database="broken.db")
+    ok(jobq(broken, "jobs"))
+    with sqlite3.connect(tmp_path / "broken.db") as c:
+        c.execute("DROP TABLE jobs")
+    r = jobq(broken, "jobs")
+    assert r.returncode == ExitCode.DATABASE_UNAVAILABLE and "database error:" in r.stderr, r.stderr
+    assert "no such table: jobs" in r.stderr and "unavailable" not in r.stderr
 
 
 def test_help_lists_the_commands():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -418,6 +419,22 @@ def test_root_path_prefixes_every_link(site):
         web.wait_up()
         r = httpx.get(web.url + "/types?token=t0k")
         assert r.status_code == 303 and r.headers["location"] == "/jobq/types"
+    finally:
+        web.close()
+
+
+def test_a_statement_the_database_refuses_is_an_error_page_not_unavailable(tmp_path):
+    config = write_config(tmp_path, database="q.db", handlers=[])
+    JobQueue(config=load(config)).close()  # jobq's schema, then a table of it dropped
+    with sqlite3.connect(tmp_path / "q.db") as c:
+        c.execute("DROP TABLE jobs")
+    web = Web(config)
+    try:
+        web.wait_up()
+        r = httpx.get(web.url + "/jobs")
+        assert r.status_code == 500 and "Database error" in r.text
+        assert "no such table: jobs" in r.text
+        assert "unavailable" not in r.text and "Traceback" not in r.text
     finally:
         web.close()
 
