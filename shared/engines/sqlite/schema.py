@@ -363,18 +363,14 @@ VERSION = len(MIGRATIONS)
 def migrate(conn: sqlite3.Connection) -> int:
     """Bring the schema to :data:`VERSION` in one ``BEGIN IMMEDIATE`` transaction per step.
 
-    A schema already current is only read: opening a queue writes nothing and never waits for
-    the write lock, which another connection of the same thread may hold (an application's open
-    transaction, into which a job is about to be enqueued through ``conn=``). Safe to call from
-    many processes at once: a migration reads the version again inside the write lock.
+    Safe to call from many processes at once: the version is read inside the write lock.
     Returns the version found before migrating. Refuses a database newer than this code.
     """
-    found = _current(conn)
-    if found == VERSION:
-        return found
     conn.execute("BEGIN IMMEDIATE")
     try:
-        found = _current(conn)
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        if found > VERSION:
+            raise RuntimeError(f"database schema version {found} is newer than this jobq ({VERSION})")
         for version in range(found, VERSION):
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
@@ -383,14 +379,6 @@ def migrate(conn: sqlite3.Connection) -> int:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    return found
-
-
-def _current(conn: sqlite3.Connection) -> int:
-    """The schema's version, read without a write lock; refuses one newer than this code."""
-    found = conn.execute("PRAGMA user_version").fetchone()[0]
-    if found > VERSION:
-        raise RuntimeError(f"database schema version {found} is newer than this jobq ({VERSION})")
     return found
 
 
