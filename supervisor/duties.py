@@ -4,7 +4,7 @@
     timeouts       police our children's running jobs: hard timeouts, expired leases
     recovery       re-queue what a dead child's release left, and the jobs of dead or silent
                    foreign owners
-    processes      prune dead processes' rows, refresh ours
+    processes      prune dead processes' rows, refresh ours; record the types we serve
     ops_requests   take a ``jobq scale`` request; publish our counters for ``jobq status``
 
 ``supervisor.maintenance`` decides (pure functions over what the store says); these act on it.
@@ -37,6 +37,7 @@ class Supervisor(Protocol):
     clock: Any
     slots: Slots
     counters: dict[str, int]
+    registry: Any  # shared.handlers.Registry: the handler modules imported at boot or reload
     deaths: Any  # supervisor.deaths.Deaths (its release_again)
 
     def scale(self, n: int, why: str) -> None: ...
@@ -50,6 +51,7 @@ class Duties:
         self.sup = sup
         self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
         self.published: dict[str, int] = {}          # the counters as last saved
+        self.recorded: Any = None                    # the registry whose types were last recorded
 
     def tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
@@ -111,13 +113,27 @@ class Duties:
         return maintenance.expired_owners(running, ages, lease) - set(by_owner)
 
     def touch_processes(self, rnd: Round) -> None:
-        """Prune the process rows of dead processes; refresh ours."""
+        """Prune the process rows of dead processes; refresh ours; record what we serve."""
         stale = max(self.sup.config.worker.lease_timeout, PROCESS_STALE_AFTER)
         maintenance.prune_processes(rnd.store, rnd.now, stale, self.sup.host)
         rnd.store.touch_process(self.sup.token, rnd.now)
+        self.record_served(self.sup.db())
+
+    def record_served(self, store: Store) -> None:
+        """Record the job types our handler modules serve, and their handlers' queues, for the
+        producers' type check (``shared.ops.served``): at boot (the first ``processes`` round),
+        and at the next round after a reload that imported new modules."""
+        from shared.ops.served import record_served
+        registry = self.sup.registry
+        if registry is self.recorded:
+            return
+        queues = {t: (spec.queue if (spec := registry.get(t)) else None) for t in registry.types()}
+        record_served(store, self.sup.token, list(self.sup.config.handlers), queues)
+        self.recorded = registry
 
     def ops_requests(self, rnd: Round) -> None:
-        """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
+        """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed;
+        record the types we serve after a reload that imported new handler modules."""
         from shared import ops  # here: the ops layer is not needed before the first workers start
         sup, store = self.sup, self.sup.db()
         wanted = ops.take_scale_request(store, sup.token)
@@ -126,3 +142,4 @@ class Duties:
         if sup.counters != self.published:
             ops.save_counters(store, sup.token, sup.counters)
             self.published = dict(sup.counters)
+        self.record_served(store)
