@@ -256,9 +256,11 @@ def test_a_threads_first_enqueue_inside_the_applications_transaction_does_not_wa
             app.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY)")
             app.execute("BEGIN")
             app.execute("INSERT INTO orders (id) VALUES (1)")  # the write lock is the app's now
-            handle = taskjobs.add.using(conn=getattr(app, "conn", app)).enqueue(1, b=2)
+            inside = taskjobs.add.using(conn=getattr(app, "conn", app))
+            handle = inside.enqueue(1, b=2)
+            more = [*inside.enqueue_many([((3,), {})]), inside.using(key="k").enqueue(4)]
             app.execute("COMMIT")
-            done.append(handle.id)
+            done.extend([handle.id, *(h.id for h in more)])
             shared.tasks.default_queue().close()
         except BaseException as exc:  # the main thread reports it
             done.append(exc)
@@ -267,10 +269,10 @@ def test_a_threads_first_enqueue_inside_the_applications_transaction_does_not_wa
     t = threading.Thread(target=request, daemon=True)
     t.start()
     t.join(30)
-    assert done and isinstance(done[0], str), done or "the enqueue still waits after 30 s"
+    assert done and all(isinstance(i, str) for i in done), done or "the enqueue still waits after 30 s"
     with JobQueue(config=config, handlers=["taskjobs"]) as q:
-        assert q.get(done[0]).status == "pending"
-        assert q.drain()["completed"] == 1 and q.handle(done[0]).wait(timeout=5) == 3
+        assert [q.get(i).status for i in done] == ["pending"] * 3
+        assert q.drain()["completed"] == 3 and q.wait_many(done, timeout=5) == [3, 3, 4]
 
 
 def test_the_default_queue_comes_from_the_config_file(tmp_path, monkeypatch, make_config):
