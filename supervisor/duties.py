@@ -130,6 +130,7 @@ class Duties:
         queues = {t: (spec.queue if (spec := registry.get(t)) else None) for t in registry.types()}
         record_served(store, self.sup.token, list(self.sup.config.handlers), queues)
         self.recorded = registry
+        warn_unserved(store)
 
     def ops_requests(self, rnd: Round) -> None:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed;
@@ -143,3 +144,22 @@ class Duties:
             ops.save_counters(store, sup.token, sup.counters)
             self.published = dict(sup.counters)
         self.record_served(store)
+
+
+def warn_unserved(store: Store) -> None:
+    """Log the job types that have jobs waiting but that no running supervisor's handler
+    modules serve (a worker fails each such job it takes): at boot and after a reload, the
+    supervisor's counterpart of the producers' warning. Reads the kept counts, no jobs."""
+    from shared import ops
+    from shared.ops.served import served_types
+    served = served_types(store)
+    waiting: dict[str, int] = {}
+    for row in ops.counts_by_type(store):
+        if row["status"] in ("pending", "waiting") and served and row["type"] not in served.queues:
+            waiting[row["type"]] = waiting.get(row["type"], 0) + row["n"]
+    if waiting:
+        event(log, "supervisor.unserved_types", logging.WARNING,
+              types=",".join(f"{t}:{n}" for t, n in sorted(waiting.items())),
+              modules=",".join(served.modules) if served else "",
+              note="no running supervisor's handler modules serve these types: a worker fails "
+                   "each of their jobs it takes")

@@ -181,15 +181,18 @@ def test_a_booted_supervisor_records_what_it_serves_and_from_config_checks_again
         tmp_path, sup_factory, monkeypatch):
     """The supervisor imports the handler modules at boot and records their types (and their
     handlers' queues) in the database; a producer checks against that record, importing none of
-    them (``importmark`` writes each importing process's pid); once the supervisor has stopped
-    its record counts no more."""
+    them (``importmark`` writes each importing process's pid); the supervisor logs the types
+    with waiting jobs that nothing serves; once it has stopped its record counts no more."""
     marks = tmp_path / "import-marks"
     monkeypatch.setenv("JOBQ_TEST_IMPORT_MARKS", str(marks))
     monkeypatch.delitem(sys.modules, "importmark", raising=False)
-    path = write_config(tmp_path, handlers=["opsjobs", "importmark"], supervisor={"workers": 1})
-    sup = sup_factory(path)
+    path = write_config(tmp_path, handlers=["opsjobs", "importmark"], supervisor={"workers": 0})
     with JobQueue.from_config(str(path)) as q:
+        q.enqueue_many([("ops:gone", {}), ("ops:gone", {})])  # no supervisor yet: nothing said
+        sup = sup_factory(path)
         wait_until(lambda: served_types(q.store), timeout=60, what="the supervisor's record")
+        wait_until(lambda: "supervisor.unserved_types" in sup.output(), what="the boot's warning")
+        assert re.search(r"supervisor.unserved_types .*types=ops:gone:2", sup.output()), sup.output()
         unserved = r"'ops:okk' is served by none of the handler modules the running supervisors"
         with pytest.warns(UnservedTypeWarning, match=unserved + r" loaded \(opsjobs, importmark\)"):
             q.enqueue("ops:okk", {})
