@@ -1,4 +1,4 @@
-"""A producer that knows the configuration checks the job types it enqueues (issue 21):
+"""A producer that knows the configuration checks the job types it enqueues:
 ``JobQueue.from_config`` against what the running supervisors recorded, importing no handler
 module; ``jobq enqueue`` and ``strict_types = true`` against the imported handler modules; a
 type none serves is warned about once, or refused when strict, on both engines."""
