@@ -48,11 +48,6 @@ def record_served(store: OpsStore, supervisor: str, modules: list[str] | tuple[s
     store.transaction(tx)
 
 
-def forget_served(store: OpsStore, supervisor: str) -> None:
-    """Drop the record of ``supervisor`` (it stops). One statement."""
-    store.write("DELETE FROM control WHERE name = :name", {"name": PREFIX + supervisor})
-
-
 def served_types(store: OpsStore) -> Served | None:
     """What the running supervisors serve, together (one read); None when none has recorded
     anything (no supervisor runs on this database yet). A row that is not jobq's JSON is
