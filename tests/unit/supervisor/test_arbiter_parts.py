@@ -282,7 +282,8 @@ def test_the_served_types_are_recorded_at_boot_and_again_only_after_a_reload_imp
         duties.record_served(q.store)  # the same registry: nothing written again
         assert len(writes) == 1
         assert served_types(q.store).queues == {"a:old": "qa"}
-        logged = [r.jobq_fields for r in caplog.records if r.getMessage() == "supervisor.unserved_types"]
+        logged = [r.jobq_fields for r in caplog.records
+                  if r.getMessage() == "supervisor.unserved_types"]
         assert [f["types"] for f in logged] == ["b:new:1,c:none:1"]
         sup.registry = Registry([HandlerSpec("b:new", lambda payload, job: None)])
         sup.config = Config(handlers=("mod_b",))
