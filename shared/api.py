@@ -65,16 +65,19 @@ class JobQueue:
     def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
                     handlers: Handlers | None = None) -> "JobQueue":
         """A queue on the config file's database that checks each job type it enqueues against
-        the file's handler modules (:meth:`check_types`)."""
+        what the running supervisors serve, importing no handler module
+        (:meth:`check_types` with ``imports=False``)."""
         return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock,
-                   immediate=immediate, handlers=handlers).check_types()
+                   immediate=immediate, handlers=handlers).check_types(imports=False)
 
-    def check_types(self) -> "JobQueue":
-        """From now on, a job type no handler serves (the ``handlers`` given, else the config's
-        modules, imported once at the first type not checked yet) is refused with ValueError
-        when the config says ``strict_types = true``, else warned about once per type
-        (``shared.typecheck.UnservedTypeWarning``). Returns this queue."""
-        self._types = TypeCheck(self.config, self._handlers)
+    def check_types(self, *, imports: bool = True) -> "JobQueue":
+        """From now on, a job type no handler serves is refused with ValueError when the config
+        says ``strict_types = true``, else warned about once per type
+        (``shared.typecheck.UnservedTypeWarning``). What is served: the ``handlers`` given, else
+        the config's modules, imported once at the first type not checked yet; with
+        ``imports=False`` (and ``strict_types`` false), what the running supervisors recorded in
+        the database, importing nothing (nothing is said while none runs). Returns this queue."""
+        self._types = TypeCheck(self.config, self._handlers, None if imports else self.store)
         self._plain = {}  # the types are checked (and their handlers' queues read) again
         return self
 

@@ -218,10 +218,12 @@ class Config:
     handlers: tuple[str, ...] = setting((), list_of_str(), """Python modules whose @handler
         functions the workers run, e.g. ["myapp.jobs"]; imported from the current directory or
         from this file's folder.""")
-    strict_types: bool = setting(False, BOOLEAN, """A producer that read this file
-        (JobQueue.from_config, jobq enqueue) refuses a job type no handler module serves; false:
-        it warns once per type. To know the served types it imports the handler modules once (as
-        a worker does), at the first job type it enqueues.""")
+    strict_types: bool = setting(False, BOOLEAN, """true: a producer that read this file
+        (JobQueue.from_config, a task's default queue, jobq enqueue) imports the handler modules
+        once (as a worker does), at the first job type it enqueues, and refuses a type none of them
+        serves. false: JobQueue.from_config and tasks import nothing: they check each type against
+        what the running supervisors recorded in the database and warn once per type none of them
+        serves (nothing while no supervisor runs); jobq enqueue imports the modules and warns.""")
     max_payload_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True),
                                      "Largest accepted payload, in bytes of JSON.")
     max_result_bytes: int = setting(1 << 20, number(1, 1 << 30, integer=True), """Largest result a

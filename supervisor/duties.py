@@ -4,7 +4,7 @@
     timeouts       police our children's running jobs: hard timeouts, expired leases
     recovery       re-queue what a dead child's release left, and the jobs of dead or silent
                    foreign owners
-    processes      prune dead processes' rows, refresh ours
+    processes      prune dead processes' rows, refresh ours; record the types we serve
     ops_requests   take a ``jobq scale`` request; publish our counters for ``jobq status``
     unserved       once per config (boot, reload, scale): log the queues no pool serves
 
@@ -39,6 +39,7 @@ class Supervisor(Protocol):
     clock: Any
     slots: Slots
     counters: dict[str, int]
+    registry: Any  # shared.handlers.Registry: the handler modules imported at boot or reload
     deaths: Any  # supervisor.deaths.Deaths (its release_again)
 
     def scale(self, n: int, why: str) -> None: ...
@@ -53,6 +54,7 @@ class Duties:
         self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
         self.published: dict[str, int] = {}          # the counters as last saved
         self.unserved = UnservedLog()                # the config whose unserved queues were logged
+        self.recorded: Any = None                    # the registry whose types were last recorded
 
     def tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
@@ -115,17 +117,32 @@ class Duties:
         return maintenance.expired_owners(running, ages, lease) - set(by_owner)
 
     def touch_processes(self, rnd: Round) -> None:
-        """Prune the process rows of dead processes; refresh ours."""
+        """Prune the process rows of dead processes; refresh ours; record what we serve."""
         stale = max(self.sup.config.worker.lease_timeout, PROCESS_STALE_AFTER)
         maintenance.prune_processes(rnd.store, rnd.now, stale, self.sup.host)
         rnd.store.touch_process(self.sup.token, rnd.now)
+        self.record_served(self.sup.db())
+
+    def record_served(self, store: Store) -> None:
+        """Record the job types our handler modules serve, and their handlers' queues, for the
+        producers' type check (``shared.ops.served``): at boot (the first ``processes`` round),
+        and at the next round after a reload that imported new modules."""
+        from shared.ops.served import record_served
+        registry = self.sup.registry
+        if registry is self.recorded:
+            return
+        queues = {t: (spec.queue if (spec := registry.get(t)) else None) for t in registry.types()}
+        record_served(store, self.sup.token, list(self.sup.config.handlers), queues)
+        self.recorded = registry
+        warn_unserved(store)
 
     def log_unserved(self, rnd: Round) -> None:
         """Once per config: a warning per queue no pool of it serves (``supervisor.unserved``)."""
         self.unserved.check(self.sup.db(), rnd.config, rnd.now)
 
     def ops_requests(self, rnd: Round) -> None:
-        """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed."""
+        """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed;
+        record the types we serve after a reload that imported new handler modules."""
         from shared import ops  # here: the ops layer is not needed before the first workers start
         sup, store = self.sup, self.sup.db()
         wanted = ops.take_scale_request(store, sup.token)
@@ -134,3 +151,23 @@ class Duties:
         if sup.counters != self.published:
             ops.save_counters(store, sup.token, sup.counters)
             self.published = dict(sup.counters)
+        self.record_served(store)
+
+
+def warn_unserved(store: Store) -> None:
+    """Log the job types that have jobs waiting but that no running supervisor's handler
+    modules serve (a worker fails each such job it takes): at boot and after a reload, the
+    supervisor's counterpart of the producers' warning. Reads the kept counts, no jobs."""
+    from shared import ops
+    from shared.ops.served import served_types
+    served = served_types(store)
+    waiting: dict[str, int] = {}
+    for row in ops.counts_by_type(store):
+        if row["status"] in ("pending", "waiting") and served and row["type"] not in served.queues:
+            waiting[row["type"]] = waiting.get(row["type"], 0) + row["n"]
+    if waiting:
+        event(log, "supervisor.unserved_types", logging.WARNING,
+              types=",".join(f"{t}:{n}" for t, n in sorted(waiting.items())),
+              modules=",".join(served.modules) if served else "",
+              note="no running supervisor's handler modules serve these types: a worker fails "
+                   "each of their jobs it takes")

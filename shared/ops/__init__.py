@@ -12,7 +12,7 @@ are plain dicts, their times ISO-8601 UTC text as ``jobq`` prints them. Modules:
 (counts, what waits, failures), :mod:`.jobs` (listings, lookups, history), :mod:`.workers`,
 :mod:`.history` (the attempt feed), :mod:`.activity` (per minute, rate windows), :mod:`.browse`
 (the dashboard's pages), :mod:`.bulk` (retry, cancel, purge), :mod:`.scale` (control rows),
-:mod:`.gauges` (the engine's own).
+:mod:`.served` (the job types supervisors serve), :mod:`.gauges` (the engine's own).
 """
 from __future__ import annotations
 

@@ -2,8 +2,11 @@
 input validation."""
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import signal
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -14,7 +17,9 @@ from shared.api import JobQueue
 from shared.clock import iso, parse_iso
 from shared.config import Config, load
 from shared.errors import StoreQueryError, StoreUnavailable
+from shared.ops.served import served_types
 from tests.engines import raw
+from tests.proc import wait_until, write_config
 
 pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -98,8 +103,8 @@ def test_from_config_resolves_database_next_to_file(tmp_path, make_config, monke
     sub.mkdir()
     path = make_config(sub, database="data.db")
     monkeypatch.chdir(tmp_path)
-    with JobQueue.from_config(str(path)) as q, pytest.warns(UnservedTypeWarning, match="'t' is served by none"):
-        job_id = q.enqueue("t", {"x": 1})  # the config serves no type: said, and written all the same
+    with JobQueue.from_config(str(path)) as q:
+        job_id = q.enqueue("t", {"x": 1})
     assert (sub / "data.db").exists()
     assert not (tmp_path / "data.db").exists()
     with JobQueue(str(sub / "data.db")) as q:
@@ -172,6 +177,34 @@ def test_enqueue_many_validates_everything_before_writing(queue):
     with pytest.raises(TypeError, match="item 0"):
         queue.enqueue_many(["just-a-string"])
     assert row_count(queue.config) == 0
+
+
+def test_a_booted_supervisor_records_what_it_serves_and_from_config_checks_against_it(
+        tmp_path, sup_factory, monkeypatch):
+    """The supervisor imports the handler modules at boot and records their types (and their
+    handlers' queues) in the database; a producer checks against that record, importing none of
+    them (``importmark`` writes each importing process's pid); the supervisor logs the types
+    with waiting jobs that nothing serves; once it has stopped its record counts no more."""
+    marks = tmp_path / "import-marks"
+    monkeypatch.setenv("JOBQ_TEST_IMPORT_MARKS", str(marks))
+    monkeypatch.delitem(sys.modules, "importmark", raising=False)
+    path = write_config(tmp_path, handlers=["opsjobs", "importmark"], supervisor={"workers": 0})
+    with JobQueue.from_config(str(path)) as q:
+        q.enqueue_many([("ops:gone", {}), ("ops:gone", {})])  # no supervisor yet: nothing said
+        sup = sup_factory(path)
+        wait_until(lambda: served_types(q.store), timeout=60, what="the supervisor's record")
+        wait_until(lambda: "supervisor.unserved_types" in sup.output(), what="the boot's warning")
+        assert re.search(r"supervisor.unserved_types .*types=ops:gone:2", sup.output()), sup.output()
+        unserved = r"'ops:okk' is served by none of the handler modules the running supervisors"
+        with pytest.warns(UnservedTypeWarning, match=unserved + r" loaded \(opsjobs, importmark\)"):
+            q.enqueue("ops:okk", {})
+        handle = q.handle(q.enqueue("mark:ok", {}))
+        assert q.get(handle.id).queue == "marked"  # the handler's queue, known from the record
+        assert "importmark" not in sys.modules
+        assert str(os.getpid()) not in marks.read_text().split()  # the supervisor's processes did
+        sup.signal(signal.SIGTERM)
+        assert sup.wait(60) == 0
+        assert served_types(q.store) is None
 
 
 # -- transactional enqueue -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 import jobq
 import shared.waithub
@@ -24,6 +25,7 @@ from shared import ops
 from shared.config import Config, RetryConfig
 from shared.handlers import ATTR
 from shared.inline import registry_of
+from tests.engines import raw
 from tests.proc import FIXTURES, wait_until
 
 if FIXTURES not in sys.path:
@@ -232,6 +234,45 @@ def test_enqueue_through_conn_joins_the_callers_transaction(tmp_path):
         with pytest.raises(JobNotFound):
             gone.wait(timeout=5)
         assert q.drain()["completed"] == 2 and q.wait_many(kept) == [2, 4]
+
+
+def test_a_threads_first_enqueue_inside_the_applications_transaction_does_not_wait_on_it(
+        engine, tmp_path, monkeypatch):
+    """A thread's default queue opens at its first enqueue; when that comes through ``conn=``
+    inside the application's transaction (which holds SQLite's write lock), opening the queue
+    must not need that lock: a schema already current is only read."""
+    config = engine.config()
+    JobQueue(config=config).close()  # the schema is made (and current) before the application's turn
+    extra = {"postgres": {"schema": config.postgres.schema}} if engine.name == "postgresql" else {}
+    path = tmp_path / "jobq.toml"
+    path.write_text(tomli_w.dumps({"database": config.database, "handlers": ["taskjobs"],
+                                   "sqlite": {"busy_timeout": 1}, **extra}))
+    monkeypatch.setenv("JOBQ_CONFIG", str(path))
+    done: list = []
+
+    def request() -> None:  # one request of a web app: its own connection, its own transaction
+        app = raw(config)
+        try:
+            app.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY)")
+            app.execute("BEGIN")
+            app.execute("INSERT INTO orders (id) VALUES (1)")  # the write lock is the app's now
+            inside = taskjobs.add.using(conn=getattr(app, "conn", app))
+            handle = inside.enqueue(1, b=2)
+            more = [*inside.enqueue_many([((3,), {})]), inside.using(key="k").enqueue(4)]
+            app.execute("COMMIT")
+            done.extend([handle.id, *(h.id for h in more)])
+            shared.tasks.default_queue().close()
+        except BaseException as exc:  # the main thread reports it
+            done.append(exc)
+        finally:
+            app.close()
+    t = threading.Thread(target=request, daemon=True)
+    t.start()
+    t.join(30)
+    assert done and all(isinstance(i, str) for i in done), done or "the enqueue still waits after 30 s"
+    with JobQueue(config=config, handlers=["taskjobs"]) as q:
+        assert [q.get(i).status for i in done] == ["pending"] * 3
+        assert q.drain()["completed"] == 3 and q.wait_many(done, timeout=5) == [3, 3, 4]
 
 
 def test_the_default_queue_comes_from_the_config_file(tmp_path, monkeypatch, make_config):

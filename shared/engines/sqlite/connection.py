@@ -85,7 +85,12 @@ class SqliteConnection(ConnectionBase):
     def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
         """WAL mode, pragmas and migrations. Switching a new file to WAL needs an exclusive lock
         and does not wait in SQLite's busy handler: two processes opening a brand-new database
-        at once can get "database is locked" here, so retry with jitter (bounded)."""
+        at once can get "database is locked" here, so retry with jitter (bounded).
+
+        A schema already current is only read, never migrated: opening a store then writes
+        nothing and never waits for the write lock, which another connection of the same thread
+        may hold (an application's open transaction, into which a job is about to be enqueued
+        through ``conn=``: a task's default queue opens at a thread's first enqueue)."""
         for attempt in range(OPEN_RETRIES + 1):
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -97,8 +102,8 @@ class SqliteConnection(ConnectionBase):
                 # A job cancelled because its parent failed ends its own dependants through the
                 # same trigger (workflows: schema.FLOWS).
                 conn.execute("PRAGMA recursive_triggers = ON")
-                if migrate:
-                    schema.migrate(conn)
+                if migrate and conn.execute("PRAGMA user_version").fetchone()[0] != schema.VERSION:
+                    schema.migrate(conn)  # (reads the version again under the write lock)
                 return
             except sqlite3.OperationalError as exc:
                 if not is_busy(exc) or attempt == OPEN_RETRIES:

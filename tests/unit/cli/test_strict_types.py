@@ -1,15 +1,20 @@
 """A producer that knows the configuration checks the job types it enqueues:
-``JobQueue.from_config`` and ``jobq enqueue`` warn once per type no configured handler module
-serves, and refuse it with ``strict_types = true``, on both engines."""
+``JobQueue.from_config`` against what the running supervisors recorded, importing no handler
+module; ``jobq enqueue`` and ``strict_types = true`` against the imported handler modules; a
+type none serves is warned about once, or refused when strict, on both engines."""
 from __future__ import annotations
 
 import json
+import os
+import sys
+import time
 import warnings
 
 import pytest
 
 from shared.api import JobQueue
 from shared.exitcodes import ExitCode
+from shared.ops.served import record_served
 from shared.typecheck import UnservedTypeWarning
 from tests.proc import FIXTURES, write_config
 from tests.unit.cli.test_cli import jobq, ok
@@ -23,22 +28,65 @@ def config_of(engine, tmp_path, monkeypatch):
 
     def write(**keys):
         extra = {"postgres": {"schema": db.postgres.schema}} if db.database.startswith("postgres") else {}
-        return write_config(tmp_path, database=db.database, handlers=["opsjobs"], **extra, **keys)
+        keys = {"database": db.database, "handlers": ["opsjobs"], **extra, **keys}
+        return write_config(tmp_path, **keys)
     return write
 
 
-def test_from_config_warns_once_per_type_no_handler_serves(config_of):
-    path = config_of()
+def imported(name: str, marks) -> bool:
+    """Did this process import the fixture module ``name`` (it writes its pid to ``marks``)?"""
+    return name in sys.modules or (marks.exists() and str(os.getpid()) in marks.read_text().split())
+
+
+@pytest.fixture
+def marks(tmp_path, monkeypatch):
+    """The file the ``importmark`` fixture module writes each importing process's pid to."""
+    path = tmp_path / "import-marks"
+    monkeypatch.setenv("JOBQ_TEST_IMPORT_MARKS", str(path))
+    monkeypatch.delitem(sys.modules, "importmark", raising=False)
+    return path
+
+
+def record_supervisor(q, token, queues, modules=("opsjobs", "importmark")):
+    """Do what a booted supervisor does (supervisor.duties): its process row, then its record."""
+    q.store.register_process(token, "supervisor", os.getpid(), "h", time.time())
+    record_served(q.store, token, list(modules), queues)
+
+
+def test_from_config_imports_no_handler_module_and_says_nothing_while_no_supervisor_runs(
+        config_of, marks):
+    path = config_of(handlers=["opsjobs", "importmark"])
     with JobQueue.from_config(str(path)) as q:
-        with pytest.warns(UnservedTypeWarning, match=r"job type 'ops:okk' is served by none of .*handlers key in "
-                                                     r".*jobq.toml \(opsjobs\) \(did you mean 'ops:ok'\?\)"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ids = [q.enqueue("ops:okk", {}), q.enqueue("mark:ok", {})]
+            ids += q.enqueue_many([("ops:ok", {})])
+        assert [q.get(i).status for i in ids] == ["pending"] * 3
+    assert not imported("importmark", marks) and not imported("opsjobs", marks)
+
+
+def test_from_config_warns_once_per_type_the_running_supervisors_do_not_serve(config_of, marks):
+    path = config_of(handlers=["opsjobs", "importmark"])
+    with JobQueue.from_config(str(path)) as q:
+        record_served(q.store, "gone:1:2", ["old"], {"ops:okk": None})  # no process row: ignored
+        record_supervisor(q, "h:1:1", {"ops:ok": None, "ops:fail": None, "mark:ok": "marked"})
+        unserved = (r"job type 'ops:okk' is served by none of the handler modules the running "
+                    r"supervisors loaded \(opsjobs, importmark\) \(did you mean 'ops:ok'\?\)")
+        with pytest.warns(UnservedTypeWarning, match=unserved):
             first = q.enqueue("ops:okk", {})
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             q.enqueue("ops:okk", {})                       # once per type
             q.enqueue("ops:ok", {})                        # served: silent
             q.enqueue_many([("ops:fail", {})])
-        assert q.get(first).status == "pending" and sum(q.counts().values()) == 4
+            marked = q.enqueue("mark:ok", {})              # its handler's queue, from the record
+        assert q.get(first).status == "pending" and sum(q.counts().values()) == 5
+        assert q.get(marked).queue == "marked"
+        record_supervisor(q, "h:2:2", {"ops:new": None})   # a supervisor started since: read again
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            q.enqueue("ops:new", {})
+    assert not imported("importmark", marks)
 
 
 def test_from_config_with_strict_types_refuses_the_type_and_writes_nothing(config_of):

@@ -254,3 +254,39 @@ def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path
         if arb.snapshot_dir:
             import shutil
             shutil.rmtree(arb.snapshot_dir, ignore_errors=True)
+
+
+def test_the_served_types_are_recorded_at_boot_and_again_only_after_a_reload_imports_new_ones(
+        tmp_path, caplog):
+    """``Duties.record_served`` (the processes round at boot, every ops round after): one
+    record per registry, what its modules serve with their handlers' queues; a reload's new
+    registry is recorded at the next round, and the waiting jobs of a type nothing serves are
+    logged (``supervisor.unserved_types``)."""
+    from types import SimpleNamespace
+
+    from shared.handlers import HandlerSpec, Registry
+    from shared.ops.served import served_types
+    from supervisor.duties import Duties
+
+    with JobQueue(str(tmp_path / "q.db")) as q:
+        q.store.register_process("h:1:1", "supervisor", os.getpid(), "h", 0.0)
+        q.enqueue_many([("b:new", {}), ("c:none", {})])
+        spec = HandlerSpec("a:old", lambda payload, job: None, queue="qa")
+        sup = SimpleNamespace(registry=Registry([spec]), token="h:1:1", db=lambda: q.store,
+                              config=Config(handlers=("mod_a",)))
+        duties = Duties(sup)  # type: ignore[arg-type]
+        writes = []
+        record = q.store.transaction
+        q.store.transaction = lambda fn: (writes.append(fn), record(fn))[1]
+        duties.record_served(q.store)
+        duties.record_served(q.store)  # the same registry: nothing written again
+        assert len(writes) == 1
+        assert served_types(q.store).queues == {"a:old": "qa"}
+        logged = [r.jobq_fields for r in caplog.records
+                  if r.getMessage() == "supervisor.unserved_types"]
+        assert [f["types"] for f in logged] == ["b:new:1,c:none:1"]
+        sup.registry = Registry([HandlerSpec("b:new", lambda payload, job: None)])
+        sup.config = Config(handlers=("mod_b",))
+        duties.record_served(q.store)
+        served = served_types(q.store)
+        assert (served.modules, served.queues, len(writes)) == (["mod_b"], {"b:new": None}, 2)
