@@ -206,6 +206,39 @@ def test_drain_keeps_the_lease_guard(database, tmp_path, clock):
         assert q.get(job_id).status == "running" and q.get(job_id).result is None
 
 
+def test_drain_and_immediate_mode_keep_the_last_progress_report(database, tmp_path, clock):
+    """The report made just before the handler ended stays with the job, whatever the outcome."""
+    @handler("t:report", max_attempts=2)
+    def report(payload, job):
+        job.progress(0.5, note="half")
+        job.progress(1.0, note=f"last of {payload}")
+        if payload == "raise":
+            raise ValueError("broke after reporting")
+        if payload == "permanent":
+            raise PermanentError("refused after reporting")
+        return payload
+
+    @handler("t:report_async")
+    async def report_async(payload, job):
+        job.progress(1.0, note="last of async")
+        await asyncio.sleep(0)
+        return payload
+
+    def note(q, job_id):
+        return (q.get(job_id).progress or {}).get("note")
+    with JobQueue(config=database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0))), clock=clock,
+                  handlers=[report, report_async]) as q:
+        ids = {p: q.enqueue("t:report", p) for p in ("ok", "raise", "permanent")}
+        assert q.drain() == {"completed": 1, "retried": 1, "failed": 2}   # retried, then failed
+        assert {p: note(q, i) for p, i in ids.items()} == {p: f"last of {p}" for p in ids}
+        async_id = q.enqueue("t:report_async", 1)
+        assert q.drain() == {"completed": 1, "retried": 0, "failed": 0}
+        assert note(q, async_id) == "last of async"
+    with JobQueue(config=database.config(tmp_path), clock=clock, handlers=[report, report_async],
+                  immediate=True) as q:
+        assert note(q, q.enqueue("t:report", "now")) == "last of now"
+        assert note(q, q.enqueue("t:report_async", 2)) == "last of async"
+
 def test_shared_never_imports_worker_or_supervisor():
     """The in-process runner lives in shared/ so the producer API can use it (layering)."""
     bad = []
