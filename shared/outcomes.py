@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import bounds
+from .errortext import headline
 from .handlers import Registry
 from .job import Finish, Job
 from .logs import event, events, get_logger
@@ -127,8 +128,7 @@ def after_commit(done: Done, committed: bool, registry: Registry, slot: int | No
     if not logged:
         name, level = _EVENTS[kind]
         if kind != "completed":
-            lines = (done.outcome.error or "").strip().splitlines()
-            fields["error"] = lines[-1] if lines else ""
+            fields["error"] = headline(done.outcome.error)  # the whole text is stored
             if done.delay is not None:
                 fields["delay"] = round(done.delay, 3)
         event(log, name, level, **fields)

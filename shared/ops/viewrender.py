@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from ..errortext import cut, headline
+
 SPARKS = "▁▂▃▄▅▆▇█"
 ASCII_SPARKS = " .:-=+*#"
 
@@ -86,11 +88,10 @@ def sparkline(values: Sequence[float | None], ascii_only: bool = False) -> str:
                    for v in values)
 
 
-def last_line(text: str | None, width: int = 60) -> str:
-    """The last non-empty line of an error (its exception), cut to ``width``."""
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    s = lines[-1].strip() if lines else ""
-    return s if len(s) <= width else s[: width - 1] + "…"
+def error_line(text: str | None, width: int = 60) -> str:
+    """The line that stands for an error (its final exception's type and the first line of its
+    message: :func:`shared.errortext.headline`), cut to ``width``."""
+    return cut(headline(text), width)
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -204,7 +205,8 @@ def jobs_text(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "no jobs"
     out = [[r["id"], r["type"], r["status"], f"{r['attempts']}/{r['max_attempts'] or '-'}", r["priority"],
-            r["created_at"], _when(r), last_line(r["error"], 50) if r["status"] != "completed" else ""]
+            r["created_at"], _when(r),
+            error_line(r["error"], 50) if r["status"] != "completed" else ""]
            for r in rows]
     return table(["ID", "TYPE", "STATUS", "ATTEMPTS", "PRIO", "CREATED", "RUN/DONE AT", "LAST ERROR"], out)
 
@@ -234,7 +236,8 @@ def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
     lines += ["", "attempts:"]
     if history:
         rows = [[h["attempt"], h["outcome"], h["started_at"], h["ended_at"], duration(h["run_s"]),
-                 h["owner"] or "-", last_line(h["error"], 60) if h["error"] else ""] for h in history]
+                 h["owner"] or "-", error_line(h["error"], 60) if h["error"] else ""]
+                for h in history]
         lines.append(table(["#", "OUTCOME", "STARTED", "ENDED", "RAN", "WORKER", "ERROR"], rows, indent="  "))
     else:
         lines.append("  none ended yet")
