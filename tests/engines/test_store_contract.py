@@ -813,6 +813,27 @@ def test_every_outcome_path_writes_the_handlers_last_progress(store, clock):
                      f.id: "last 5", g.id: "last 6"}
     assert store.get(b.id).progress == {"fraction": 0.5}
 
+def test_every_claim_starts_a_run_without_an_earlier_attempts_error_or_progress(store, clock):
+    """A job retried (or given back) keeps its error while it waits; the run that takes it
+    shows none, whichever claim took it, and its attempt history keeps the error."""
+    put(store, clock, job(clock), job(clock), job(clock), job(clock))
+    first = run(store, clock, 4)
+    store.check_in(OWNER, [(j.id, j.attempts, '{"fraction":0.5}') for j in first])
+    assert store.finish_and_claim([Finish("retry", j.id, j.attempts, f"boom {j.id}", clock.now(), 3)
+                                   for j in first], OWNER, PID, clock.now(), 0)[0] == [True] * 4
+    assert all(store.get(j.id).error == f"boom {j.id}" for j in first)
+    again = run(store, clock, 1)
+    _, more = store.finish_and_claim([Finish("completed", again[0].id, 2, None)], OWNER, PID, clock.now(), 1)
+    again += more + store.claim_limited(OWNER, PID, clock.now(), {}, 1)
+    _, more = store.finish_and_claim([], OWNER, PID, clock.now(), 1, {}, types=["t"])
+    again += more
+    assert len(again) == 4 and {j.id for j in again} == {j.id for j in first}
+    rows = {j.id: store.get(j.id) for j in again}
+    assert [(r.error, r.progress) for r in rows.values() if r.status == "running"] == [(None, None)] * 3
+    assert [j.error for j in again] == [None] * 4
+    assert all(ops.attempt_history(store, j.id)[0]["error"] == f"boom {j.id}" for j in first)
+
+
 def test_a_cancelled_outcome_and_a_released_cancel_request_end_cancelled(store, clock):
     put(store, clock, job(clock), job(clock), job(clock))
     a, b, c = run(store, clock, 3)
