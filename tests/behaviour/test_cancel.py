@@ -154,7 +154,7 @@ def test_the_last_progress_report_before_a_handler_ends_stays_with_the_job(tmp_p
     sup_factory(cfg)
     with JobQueue(config=load(cfg)) as q:
         ids = {f"{kind} {n}": q.enqueue(kind, f"{kind} {n}") for n in range(12)
-               for kind in ("cancel:report", "cancel:report_async")}
+               for kind in ("cancel:report", "cancel:report_async", "cancel:report_aio")}
         ids["raise"] = q.enqueue("cancel:report", "raise")
         wait_until(lambda: all(q.get(i).status in ("completed", "failed") for i in ids.values()),
                    timeout=30, what="the jobs ended")
