@@ -1,7 +1,7 @@
 """The one line that stands for a job's stored error wherever a line is all there is room for
-(``jobq list``, ``top``, the dashboard's tables and attempt history, the ``job.retry`` and
-``job.failed`` log lines, a trace span's status, :class:`shared.handles.JobFailed`); the whole
-text stays stored, in the job and its attempt history, and is shown where there is room
+(``jobq jobs``, ``show``'s attempts, ``top``, the dashboard's tables and attempt history, the
+``job.retry`` and ``job.failed`` log lines, a trace span's status,
+:class:`shared.handles.JobFailed`); the whole text stays stored, in the job and its attempt history, and is shown where there is room
 (``jobq show``, the dashboard's job page).
 
 A handler's error is its traceback (``traceback.format_exception``), whose final exception is
