@@ -1,8 +1,8 @@
 """The one line that stands for a job's stored error wherever a line is all there is room for
 (``jobq jobs``, ``show``'s attempts, ``top``, the dashboard's tables and attempt history, the
 ``job.retry`` and ``job.failed`` log lines, a trace span's status,
-:class:`shared.handles.JobFailed`); the whole text stays stored, in the job and its attempt history, and is shown where there is room
-(``jobq show``, the dashboard's job page).
+:class:`shared.handles.JobFailed`); the whole text stays stored, in the job and its attempt
+history, and is shown where there is room (``jobq show``, the dashboard's job page).
 
 A handler's error is its traceback (``traceback.format_exception``), whose final exception is
 written last as ``module.Type: message``, and a message may span lines: httpx's
