@@ -233,7 +233,9 @@ def test_a_deep_chains_errors_keep_the_failed_job_and_count_the_links_between(q,
     assert q.drain() == {"completed": 0, "retried": 0, "failed": 1}
 
     def link(i: int) -> str:
-        return f"parent job {ids[i]} (flow:ok) cancelled" if i else f"parent job {ids[0]} (flow:fail) failed"
+        if i == 0:
+            return f"parent job {ids[0]} (flow:fail) failed"
+        return f"parent job {ids[i]} (flow:ok) cancelled"
     elided = 0
     for i in range(1, len(ids)):
         full = " <- ".join(link(j) for j in range(i - 1, -1, -1))
@@ -245,7 +247,8 @@ def test_a_deep_chains_errors_keep_the_failed_job_and_count_the_links_between(q,
     head = q.enqueue("flow:ok")
     child = q.enqueue("flow:ok", after=[head])
     with raw(q.config) as c:  # a parent deleted under a waiting child that was itself elided
-        c.execute("UPDATE jobs SET error = ? WHERE id = ?", (f"{link(5)} <- 4 more <- {link(0)}", head))
+        elided = f"{link(5)} <- 4 more <- {link(0)}"
+        c.execute("UPDATE jobs SET error = ? WHERE id = ?", (elided, head))
         c.execute("DELETE FROM jobs WHERE id = ?", (head,))
     assert q.get(child).error == f"parent job {head} (flow:ok) deleted <- 5 more <- {link(0)}"
 

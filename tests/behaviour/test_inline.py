@@ -230,8 +230,8 @@ def test_drain_and_immediate_mode_keep_the_last_progress_report(database, tmp_pa
 
     def note(q, job_id):
         return (q.get(job_id).progress or {}).get("note")
-    with JobQueue(config=database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0))), clock=clock,
-                  handlers=[report, report_async]) as q:
+    config = database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0)))
+    with JobQueue(config=config, clock=clock, handlers=[report, report_async]) as q:
         ids = {p: q.enqueue("t:report", p) for p in ("ok", "raise", "permanent")}
         assert q.drain() == {"completed": 1, "retried": 1, "failed": 2}   # retried, then failed
         assert {p: note(q, i) for p, i in ids.items()} == {p: f"last of {p}" for p in ids}
@@ -247,21 +247,24 @@ class HTTPStatusError(Exception):
     """httpx's: a message of two lines, the second a pointer to the docs."""
 
 
-def test_an_errors_line_is_its_exception_and_first_line_and_the_whole_text_is_kept(database, tmp_path,
-                                                                                     clock, caplog):
+def test_an_errors_line_is_its_exception_and_first_line_and_the_whole_text_is_kept(
+        database, tmp_path, clock, caplog):
     """Where one line stands for the error (log lines, ``jobq jobs``, ``show``'s history, the
     dashboard's rows, JobFailed) it is the exception's type and first line, not the message's
     last line; the job and every attempt keep the whole text."""
     @handler("t:http", max_attempts=2)
     def http(payload, job):
-        raise HTTPStatusError("Server error '503 Service Unavailable' for url 'https://api.test/x'\n"
-                              "For more information check: https://developer.mozilla.org/503")
+        raise HTTPStatusError("Server error '503 Service Unavailable' for url "
+                              "'https://api.test/x'\nFor more information check: "
+                              "https://developer.mozilla.org/503")
     line = "HTTPStatusError: Server error '503 Service Unavailable' for url 'https://api.test/x'"
-    with JobQueue(config=database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0))), clock=clock,
-                  handlers=[http]) as q, caplog.at_level(logging.INFO, logger="jobq"):
+    config = database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0)))
+    with JobQueue(config=config, clock=clock, handlers=[http]) as q, \
+            caplog.at_level(logging.INFO, logger="jobq"):
         job_id = q.enqueue("t:http")
         assert q.drain() == {"completed": 0, "retried": 1, "failed": 1}
-        logged = [r.jobq_fields["error"] for r in caplog.records if r.getMessage() in ("job.retry", "job.failed")]
+        logged = [r.jobq_fields["error"] for r in caplog.records
+                  if r.getMessage() in ("job.retry", "job.failed")]
         assert [e.endswith(line) for e in logged] == [True, True]
         job = q.get(job_id)
         history = [dict(h, run_s=None) for h in ops.attempt_history(q.store, job_id)]
@@ -270,12 +273,14 @@ def test_an_errors_line_is_its_exception_and_first_line_and_the_whole_text_is_ke
                                                                 "https://developer.mozilla.org/503")
         listed = viewrender.jobs_text(ops.list_jobs(q.store))
         shown = viewrender.job_text(dataclasses.asdict(job), history)
-        assert "HTTPStatusError: Server error '503" in listed and "For more information" not in listed
-        assert shown.count("HTTPStatusError: Server error '503") == 3   # the traceback, two attempts
+        assert "HTTPStatusError: Server error '503" in listed
+        assert "For more information" not in listed
+        assert shown.count("HTTPStatusError: Server error '503") == 3  # traceback, 2 attempts
         assert viewrender.error_line(job.error, 200).endswith(line)
         with pytest.raises(JobFailed) as failed:
             q.handle(job_id).wait(timeout=1)
-        assert failed.value.error.endswith(line) and "For more information" in failed.value.traceback
+        assert failed.value.error.endswith(line)
+        assert "For more information" in failed.value.traceback
 
 def test_shared_never_imports_worker_or_supervisor():
     """The in-process runner lives in shared/ so the producer API can use it (layering)."""

@@ -59,7 +59,8 @@ def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
     assert history(store, done) == [(1, "completed", None)]
 
 
-def test_a_dead_workers_job_is_recorded_and_a_given_back_attempt_is_recorded_interrupted(store, clock):
+def test_a_dead_workers_job_is_recorded_and_a_given_back_attempt_is_recorded_interrupted(store,
+                                                                                        clock):
     """A run that counts is recorded as its outcome; one given back (a shutdown the supervisor
     ordered) as ``interrupted`` with the reason, its number used again by the next run; a job
     claimed but never started has no row."""

@@ -64,5 +64,6 @@ def test_a_sqlite_database_before_bounded_chains_keeps_the_failed_job_in_errors(
     _deep_chain_names_its_root(lambda: SqliteStore(path), sqlite_before(path, schema.FLOW_CHAINS))
 
 
-def test_a_postgres_schema_before_bounded_chains_keeps_the_failed_job_in_errors(tmp_path, monkeypatch):
+def test_a_postgres_schema_before_bounded_chains_keeps_the_failed_job_in_errors(tmp_path,
+                                                                                 monkeypatch):
     upgrade_postgres(tmp_path, "FLOW_CHAINS", monkeypatch, _deep_chain_names_its_root)

@@ -110,7 +110,8 @@ ATTEMPT_HISTORY = """
 -- One row per attempt that ended. outcome: 'completed', 'failed' or 'retry' (pending again, the
 -- attempt counted: a handler error, RetryAfter, or a dead worker's job re-queued). An attempt
 -- given back (attempts decreased: a shutdown the supervisor ordered, a claimed job never started)
--- leaves no row here (the release writes an 'interrupted' row for a run it interrupted). due_at: when the attempt became runnable (later of created_at and run_at);
+-- leaves no row here (the release writes an 'interrupted' row for a run it interrupted).
+-- due_at: when the attempt became runnable (later of created_at and run_at);
 -- ended_at: the writer's `now` (NEW.updated_at), never SQLite's clock. seq grows with commit
 -- order (INTEGER PRIMARY KEY: max + 1), so readers can follow the table incrementally.
 CREATE TABLE job_attempts (
@@ -293,8 +294,8 @@ BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS, TALLY,
-                         FLOW_CHAINS]
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE,
+                         QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS, TALLY, FLOW_CHAINS]
 VERSION = len(MIGRATIONS)
 
 
