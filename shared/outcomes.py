@@ -45,8 +45,8 @@ def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: 
     ordinary failure."""
     outcome = storable(job, outcome, policy.config.max_result_bytes, now)
     # the run's own times, and its last progress report (the check-in's may be older)
-    times = {"started": now - max(duration, 0.0), "ended": now,
-             "progress": getattr(ctx, "reported", None)}
+    times: dict[str, Any] = {"started": now - max(duration, 0.0), "ended": now,
+                             "progress": getattr(ctx, "reported", None)}
     if outcome.kind == "completed":
         return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result, **times),
                     duration)
