@@ -332,6 +332,29 @@ def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
     assert httpx.get(site["web"].url + "/").status_code == 200  # a cancelled attempt in the chart's minutes
 
 
+def test_a_job_run_again_after_an_interrupted_run_shows_that_run_and_no_stale_error(site, page,
+                                                                                    tmp_path):
+    """A run killed in a shutdown (its attempt given back) is on the job's timeline with its
+    reason; while the job runs again, its page shows no error. Claimed two hours ahead, on a
+    worker of another host, so the site's own worker never takes it."""
+    q = site["q"]
+    owner, later = "w:2:1", q.clock.now() + 7200
+    jid = q.enqueue("web:ok", None, delay=3600, priority=100)
+    [job] = q.store.claim(owner, 2, later, 1)
+    assert job.id == jid
+    q.store.release_owner(owner, "shutdown_timeout passed", later, max_attempts_for=lambda j: 3,
+                          count_attempt=False)
+    assert q.get(jid).error == "shutdown_timeout passed"
+    [job] = q.store.claim(owner, 2, later, 1)
+    assert (job.id, job.attempts) == (jid, 1)
+    page.goto(f"{site['web'].url}/jobs/{jid}")
+    assert page.inner_text("#job-status") == "running"
+    assert page.query_selector("#error") is None
+    attempts = page.inner_text("#attempts")
+    assert "#1 interrupted" in attempts and "shutdown_timeout passed" in attempts
+    shot(page, tmp_path, "job-run-again")
+
+
 def test_the_jobs_of_one_batch_are_told_apart(site):
     """Ids share their first 12 digits (the enqueue time): the list shows 20, the full id on hover."""
     ids = site["q"].enqueue_many([("web:ok", {"batch": i}, {"delay": 3600}) for i in range(3)])
