@@ -10,14 +10,16 @@ written last as ``module.Type: message``, and a message may span lines: httpx's
 Service Unavailable' for url '...'``. The line is the final exception's type and the first line
 of its message, not the text's last line. Of an exception chained from others (``raise ... from``,
 an exception during handling) it is the last one raised; of an ``ExceptionGroup``, the group's
-own line. Text that is no traceback (``no handler for job type ...``, ``parent job ... failed``):
-its first non-blank line.
+own line. The end of a traceback without its header (the dashboard's listing reads an error's
+last 2,000 characters) is read from its last frame on. Text that is no traceback (``no handler
+for job type ...``, ``parent job ... failed``): its first non-blank line.
 """
 from __future__ import annotations
 
 _HEADER = "Traceback (most recent call last):"
 _GROUP_HEADER = "  + Exception Group Traceback (most recent call last):"
 _GROUP_LINE = "  | "
+_FRAME = "  File "
 
 
 def headline(text: str | None) -> str:
@@ -25,6 +27,8 @@ def headline(text: str | None) -> str:
     first non-blank line of ``text`` ("" for none), stripped."""
     lines = (text or "").splitlines()
     start = max((i for i, ln in enumerate(lines) if ln in (_HEADER, _GROUP_HEADER)), default=None)
+    if start is None:  # a traceback's end: from its last frame
+        start = max((i for i, ln in enumerate(lines) if ln.startswith(_FRAME)), default=None)
     if start is not None:
         group = lines[start] == _GROUP_HEADER
         for ln in lines[start + 1:]:

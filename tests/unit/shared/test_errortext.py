@@ -52,6 +52,11 @@ def test_a_traceback_is_its_final_exception_and_the_first_line_of_its_message():
                     + formatted(lambda: exit("bye"))) == "SystemExit: bye"
 
 
+def test_a_tracebacks_end_without_its_header_is_read_from_its_last_frame():
+    tail = formatted(_chained)[-300:]
+    assert "Traceback" not in tail and headline(tail) == "RuntimeError: sending failed"
+
+
 def test_other_text_is_its_first_line():
     assert headline("no handler for job type 'x' (job 1); registered types: none") == (
         "no handler for job type 'x' (job 1); registered types: none")
