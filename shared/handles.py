@@ -17,6 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
+from .errortext import headline
 from .job import TERMINAL, Job
 from .ops.jobs import statuses
 from .stopping import JobCancelled  # noqa: F401 - raised by wait; one class with the handler's
@@ -30,13 +31,13 @@ R = TypeVar("R")
 class JobFailed(Exception):
     """The job ended ``failed``. ``job``: the :class:`shared.job.Job` as stored;
     ``traceback``: its stored error text (the handler's traceback, or why it failed without
-    running); ``error``: that text's last line (``ValueError: bad address``)."""
+    running); ``error``: its final exception's type and the first line of its message
+    (``ValueError: bad address``: :func:`shared.errortext.headline`)."""
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.traceback = job.error or ""
-        lines = [line for line in self.traceback.splitlines() if line.strip()]
-        self.error = lines[-1].strip() if lines else ""
+        self.error = headline(self.traceback)
         super().__init__(f"job {job.id} ({job.type}) failed after {job.attempts} attempt(s): {self.error}")
 
 

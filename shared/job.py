@@ -180,6 +180,9 @@ class Finish:
     worker's clock), which the attempt history records; a batch's jobs each have their own.
     None: the claim time and the commit time stand in. ``ended`` is also how an outcome re-sent
     after an unknown commit recognises its committed row (see :func:`history_row`).
+
+    ``progress``: the last progress its handler reported (JSON text), written with the outcome,
+    so a report made just before the handler returned is kept; None keeps the stored one.
     """
     kind: str
     job_id: str
@@ -189,6 +192,7 @@ class Finish:
     max_attempts: int | None = None
     started: float | None = None
     ended: float | None = None
+    progress: str | None = None
 
 
 def finish_times(f: Finish, stamp: str, text: Callable[[float], str] = iso) -> tuple[str | None, str]:

@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any, Callable
 
+from .errortext import headline
 from .otelmeters import QUEUE, SCOPE
 
 
@@ -67,11 +68,11 @@ class Consumer:
 
     def _failed(self, span: Any, outcome: Any) -> None:
         """A run that did not complete: its exception as a span event, status ERROR with the
-        last line of its error (a traceback's last line says what)."""
+        line that stands for its error (its exception's type and first line: shared.errortext)."""
         if outcome.exc is not None:
             span.record_exception(outcome.exc)
-        last = (outcome.error or "").strip().splitlines()
-        span.set_status(self.api.Status(self.api.StatusCode.ERROR, last[-1][:200] if last else None))
+        line = headline(outcome.error)[:200]
+        span.set_status(self.api.Status(self.api.StatusCode.ERROR, line or None))
 
     def _parent(self, job: Any) -> tuple[Any, Any]:
         """(parent context, links) of the job's span: attempt 1 a child of the stored context, a

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import bounds
+from .errortext import headline
 from .handlers import Registry
 from .job import Finish, Job
 from .logs import event, events, get_logger
@@ -43,7 +44,9 @@ def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: 
     backslash escapes, and a RetryAfter that would be due after the latest storable time is an
     ordinary failure."""
     outcome = storable(job, outcome, policy.config.max_result_bytes, now)
-    times = {"started": now - max(duration, 0.0), "ended": now}
+    # the run's own times, and its last progress report (the check-in's may be older)
+    times: dict[str, Any] = {"started": now - max(duration, 0.0), "ended": now,
+                             "progress": getattr(ctx, "reported", None)}
     if outcome.kind == "completed":
         return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result, **times),
                     duration)
@@ -84,7 +87,8 @@ def unrecordable(done: Done, exc: BaseException) -> Done:
     error = bounds.safe_text(f"the outcome {f.kind!r} of job {f.job_id} could not be recorded "
                              f"({type(exc).__name__}: {exc}); the job failed instead")
     return Done(done.job, done.ctx, Outcome("failed", error=error),
-                Finish("failed", f.job_id, f.attempt, error, 0.0, done.ctx.max_attempts, f.started, f.ended),
+                Finish("failed", f.job_id, f.attempt, error, 0.0, done.ctx.max_attempts, f.started,
+                       f.ended, f.progress),
                 done.duration)
 
 
@@ -124,8 +128,7 @@ def after_commit(done: Done, committed: bool, registry: Registry, slot: int | No
     if not logged:
         name, level = _EVENTS[kind]
         if kind != "completed":
-            lines = (done.outcome.error or "").strip().splitlines()
-            fields["error"] = lines[-1] if lines else ""
+            fields["error"] = headline(done.outcome.error)  # the whole text is stored
             if done.delay is not None:
                 fields["delay"] = round(done.delay, 3)
         event(log, name, level, **fields)

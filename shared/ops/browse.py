@@ -128,8 +128,9 @@ def exact_hits(store: OpsStore, f: JobFilter, limit: int = 10) -> list[dict[str,
 
 _COLUMNS = ("j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
             "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
-            # the error's tail (the exception): its last 300 characters
-            "CASE WHEN j.status <> 'completed' THEN substr(j.error, length(j.error) - 299) END AS error")
+            # the error's tail (its final exception, shared.errortext): its last 2,000 characters
+            "CASE WHEN j.status <> 'completed' "
+            "THEN substr(j.error, length(j.error) - 1999) END AS error")
 _CLAIM_ORDER = "k1 DESC, k2, k3, rid"
 _ID_ORDER = "k1 DESC"
 

@@ -8,6 +8,7 @@ import json
 from typing import Any, Sequence
 
 from .. import unserved
+from ..errortext import cut, headline
 
 SPARKS = "▁▂▃▄▅▆▇█"
 ASCII_SPARKS = " .:-=+*#"
@@ -88,11 +89,10 @@ def sparkline(values: Sequence[float | None], ascii_only: bool = False) -> str:
                    for v in values)
 
 
-def last_line(text: str | None, width: int = 60) -> str:
-    """The last non-empty line of an error (its exception), cut to ``width``."""
-    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
-    s = lines[-1].strip() if lines else ""
-    return s if len(s) <= width else s[: width - 1] + "…"
+def error_line(text: str | None, width: int = 60) -> str:
+    """The line that stands for an error (its final exception's type and the first line of its
+    message: :func:`shared.errortext.headline`), cut to ``width``."""
+    return cut(headline(text), width)
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -213,7 +213,8 @@ def jobs_text(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "no jobs"
     out = [[r["id"], r["type"], r["status"], f"{r['attempts']}/{r['max_attempts'] or '-'}", r["priority"],
-            r["created_at"], _when(r), last_line(r["error"], 50) if r["status"] != "completed" else ""]
+            r["created_at"], _when(r),
+            error_line(r["error"], 50) if r["status"] != "completed" else ""]
            for r in rows]
     return table(["ID", "TYPE", "STATUS", "ATTEMPTS", "PRIO", "CREATED", "RUN/DONE AT", "LAST ERROR"], out)
 
@@ -243,7 +244,8 @@ def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
     lines += ["", "attempts:"]
     if history:
         rows = [[h["attempt"], h["outcome"], h["started_at"], h["ended_at"], duration(h["run_s"]),
-                 h["owner"] or "-", last_line(h["error"], 60) if h["error"] else ""] for h in history]
+                 h["owner"] or "-", error_line(h["error"], 60) if h["error"] else ""]
+                for h in history]
         lines.append(table(["#", "OUTCOME", "STARTED", "ENDED", "RAN", "WORKER", "ERROR"], rows, indent="  "))
     else:
         lines.append("  none ended yet")

@@ -160,7 +160,8 @@ class TopView:
     def _failures(self, bold: int) -> list[tuple[str, int]]:
         if not self.failures:
             return [("RECENT FAILURES  none", bold)]
-        rows = [[f["completed_at"][11:19], f["id"], f["type"], f["attempts"], render.last_line(f["error"], 70)]
+        rows = [[f["completed_at"][11:19], f["id"], f["type"], f["attempts"],
+                 render.error_line(f["error"], 70)]
                 for f in self.failures]
         body = render.table(["RECENT FAILURES", "ID", "TYPE", "ATTEMPTS", "ERROR"], rows).splitlines()
         return [(body[0], bold)] + [(ln, 0) for ln in body[1:]]

@@ -32,7 +32,9 @@ def hms(stamp: str | None) -> str:
 
 
 def first_line(text: str | None, width: int = 90) -> str:
-    return render.last_line(text, width) if text else ""
+    """An error's line: its final exception and the first line of its message (the page shows
+    the whole text where there is room)."""
+    return render.error_line(text, width) if text else ""
 
 
 SHORT_ID = 20  # the time part (12 hex digits) and 8 random ones: jobs of one batch differ there

@@ -151,6 +151,21 @@ def test_progress_reported_by_a_handler_is_seen_by_jobq_show_within_a_second(tmp
     assert seen(log, other.id, "finally")
 
 
+def test_the_last_progress_report_before_a_handler_ends_stays_with_the_job(tmp_path, sup_factory):
+    """Jobs that report and end within a few milliseconds (a batch's completions, a failure,
+    async jobs) keep their last report, though no check-in ran while they did."""
+    cfg = config(tmp_path, supervisor={"workers": 1})
+    sup_factory(cfg)
+    with JobQueue(config=load(cfg)) as q:
+        ids = {f"{kind} {n}": q.enqueue(kind, f"{kind} {n}") for n in range(12)
+               for kind in ("cancel:report", "cancel:report_async", "cancel:report_aio")}
+        ids["raise"] = q.enqueue("cancel:report", "raise")
+        wait_until(lambda: all(q.get(i).status in ("completed", "failed") for i in ids.values()),
+                   timeout=30, what="the jobs ended")
+        notes = {p: (q.get(i).progress or {}).get("note") for p, i in ids.items()}
+        assert notes == {p: f"last of {p}" for p in ids}
+        assert q.get(ids["raise"]).status == "failed"
+
 def race(tmp_path: Path, sup_factory, n: int) -> None:
     """Cancel ``n`` jobs of 0-300 ms each at random moments of their run: each ends exactly one
     of completed or cancelled, and none ran twice (attempt history, and the handlers' log)."""

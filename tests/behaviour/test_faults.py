@@ -254,6 +254,32 @@ def test_handler_ignoring_sigterm_is_killed_at_the_drain_timeout(tmp_path, sup_f
     assert row["status"] == "pending" and row["attempts"] == 0  # re-queued, the attempt given back
 
 
+def test_a_run_killed_at_shutdown_is_in_its_history_and_its_next_run_shows_no_stale_error(
+        tmp_path, sup_factory):
+    """The run killed when shutdown_timeout passed is an ``interrupted`` attempt with that
+    reason; run again by the next supervisor, the job shows no error while it runs."""
+    cfg = config(tmp_path, supervisor={"workers": 1, "shutdown_timeout": 1.5})
+    log = tmp_path / "events.log"
+    sup = sup_factory(cfg)
+    jid = enqueue(cfg, "fault:ignore_term", {"log": str(log)})
+    wait_until(lambda: starts(log, jid), what="handler running")
+    sup.signal(signal.SIGTERM)
+    assert sup.wait(30) == 0
+    with JobQueue(config=load(cfg)) as q:
+        assert (q.get(jid).status, q.get(jid).error) == ("pending", "shutdown_timeout passed")
+        history = ops.attempt_history(q.store, jid)
+        assert [(h["attempt"], h["outcome"], h["error"]) for h in history] == [
+            (1, "interrupted", "shutdown_timeout passed")]
+        sup_factory(cfg)
+        wait_until(lambda: len(starts(log, jid)) == 2, what="the job running again")
+        job = q.get(jid)
+        assert (job.status, job.attempts, job.error) == ("running", 1, None)
+        shown = subprocess.run([sys.executable, "-m", "jobq", "--config", str(cfg), "show", jid],
+                               capture_output=True, text=True, env=env(), timeout=60).stdout
+        assert "error:" not in shown
+        assert "interrupted" in shown and "shutdown_timeout passed" in shown
+
+
 # -- a worker that cannot boot ---------------------------------------------------------------------
 
 @pytest.mark.engine_only("sqlite", reason="the supervisor's back-off, no database in it; its gaps are "

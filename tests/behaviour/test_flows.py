@@ -270,6 +270,35 @@ def test_tasks_chain_group_chord_and_parent_results_parameter(q):
         t["transform"].s()
 
 
+def test_a_deep_chains_errors_keep_the_failed_job_and_count_the_links_between(q, clock):
+    """Each cancelled dependant names its nearest parent; past 2,000 characters the middle is
+    counted (``<- N more <-``) and the job that failed still ends the text, at every depth, and
+    when the parent is deleted instead."""
+    from shared.engines.sql.flows import MAX_FLOW_DEPTH
+    ids = q.enqueue_many([("flow:fail", "x")] + [("flow:ok", None, {"after": [i]})
+                                                  for i in range(MAX_FLOW_DEPTH)])
+    assert q.drain() == {"completed": 0, "retried": 0, "failed": 1}
+
+    def link(i: int) -> str:
+        if i == 0:
+            return f"parent job {ids[0]} (flow:fail) failed"
+        return f"parent job {ids[i]} (flow:ok) cancelled"
+    elided = 0
+    for i in range(1, len(ids)):
+        full = " <- ".join(link(j) for j in range(i - 1, -1, -1))
+        short = f"{link(i - 1)} <- {i - 2} more <- {link(0)}"
+        error = q.get(ids[i]).error
+        assert error == (full if len(full) <= 2000 else short), i
+        elided += error == short
+    assert elided > MAX_FLOW_DEPTH / 2
+    head = q.enqueue("flow:ok")
+    child = q.enqueue("flow:ok", after=[head])
+    with raw(q.config) as c:  # a parent deleted under a waiting child that was itself elided
+        elided = f"{link(5)} <- 4 more <- {link(0)}"
+        c.execute("UPDATE jobs SET error = ? WHERE id = ?", (elided, head))
+        c.execute("DELETE FROM jobs WHERE id = ?", (head,))
+    assert q.get(child).error == f"parent job {head} (flow:ok) deleted <- 5 more <- {link(0)}"
+
 def test_the_longest_chain_allowed_cancels_all_of_it_and_a_longer_one_is_refused(q, clock):
     """A failure cancels a chain's dependants one nested trigger per link, and the databases bound
     that nesting: chains are bounded at enqueue (MAX_FLOW_DEPTH), and the longest allowed one is

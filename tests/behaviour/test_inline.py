@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
 
-from shared import FakeClock, JobQueue
+from shared import FakeClock, JobQueue, ops
+from shared.handles import JobFailed
+from shared.ops import viewrender
 from shared.config import Config, RetryConfig, TypeConfig
 from shared.handlers import HandlerImportError, PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
 
@@ -205,6 +209,78 @@ def test_drain_keeps_the_lease_guard(database, tmp_path, clock):
         assert q.drain() == {"completed": 0, "retried": 0, "failed": 0, "lease_lost": 1}
         assert q.get(job_id).status == "running" and q.get(job_id).result is None
 
+
+def test_drain_and_immediate_mode_keep_the_last_progress_report(database, tmp_path, clock):
+    """The report made just before the handler ended stays with the job, whatever the outcome."""
+    @handler("t:report", max_attempts=2)
+    def report(payload, job):
+        job.progress(0.5, note="half")
+        job.progress(1.0, note=f"last of {payload}")
+        if payload == "raise":
+            raise ValueError("broke after reporting")
+        if payload == "permanent":
+            raise PermanentError("refused after reporting")
+        return payload
+
+    @handler("t:report_async")
+    async def report_async(payload, job):
+        job.progress(1.0, note="last of async")
+        await asyncio.sleep(0)
+        return payload
+
+    def note(q, job_id):
+        return (q.get(job_id).progress or {}).get("note")
+    config = database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0)))
+    with JobQueue(config=config, clock=clock, handlers=[report, report_async]) as q:
+        ids = {p: q.enqueue("t:report", p) for p in ("ok", "raise", "permanent")}
+        assert q.drain() == {"completed": 1, "retried": 1, "failed": 2}   # retried, then failed
+        assert {p: note(q, i) for p, i in ids.items()} == {p: f"last of {p}" for p in ids}
+        async_id = q.enqueue("t:report_async", 1)
+        assert q.drain() == {"completed": 1, "retried": 0, "failed": 0}
+        assert note(q, async_id) == "last of async"
+    with JobQueue(config=database.config(tmp_path), clock=clock, handlers=[report, report_async],
+                  immediate=True) as q:
+        assert note(q, q.enqueue("t:report", "now")) == "last of now"
+        assert note(q, q.enqueue("t:report_async", 2)) == "last of async"
+
+class HTTPStatusError(Exception):
+    """httpx's: a message of two lines, the second a pointer to the docs."""
+
+
+def test_an_errors_line_is_its_exception_and_first_line_and_the_whole_text_is_kept(
+        database, tmp_path, clock, caplog):
+    """Where one line stands for the error (log lines, ``jobq jobs``, ``show``'s history, the
+    dashboard's rows, JobFailed) it is the exception's type and first line, not the message's
+    last line; the job and every attempt keep the whole text."""
+    @handler("t:http", max_attempts=2)
+    def http(payload, job):
+        raise HTTPStatusError("Server error '503 Service Unavailable' for url "
+                              "'https://api.test/x'\nFor more information check: "
+                              "https://developer.mozilla.org/503")
+    line = "HTTPStatusError: Server error '503 Service Unavailable' for url 'https://api.test/x'"
+    config = database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0)))
+    with JobQueue(config=config, clock=clock, handlers=[http]) as q, \
+            caplog.at_level(logging.INFO, logger="jobq"):
+        job_id = q.enqueue("t:http")
+        assert q.drain() == {"completed": 0, "retried": 1, "failed": 1}
+        logged = [r.jobq_fields["error"] for r in caplog.records
+                  if r.getMessage() in ("job.retry", "job.failed")]
+        assert [e.endswith(line) for e in logged] == [True, True]
+        job = q.get(job_id)
+        history = [dict(h, run_s=None) for h in ops.attempt_history(q.store, job_id)]
+        assert [h["error"] == job.error for h in history] == [True, True]
+        assert "Traceback" in job.error and job.error.endswith("For more information check: "
+                                                                "https://developer.mozilla.org/503")
+        listed = viewrender.jobs_text(ops.list_jobs(q.store))
+        shown = viewrender.job_text(dataclasses.asdict(job), history)
+        assert "HTTPStatusError: Server error '503" in listed
+        assert "For more information" not in listed
+        assert shown.count("HTTPStatusError: Server error '503") == 3  # traceback, 2 attempts
+        assert viewrender.error_line(job.error, 200).endswith(line)
+        with pytest.raises(JobFailed) as failed:
+            q.handle(job_id).wait(timeout=1)
+        assert failed.value.error.endswith(line)
+        assert "For more information" in failed.value.traceback
 
 def test_shared_never_imports_worker_or_supervisor():
     """The in-process runner lives in shared/ so the producer API can use it (layering)."""

@@ -59,15 +59,26 @@ def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
     assert history(store, done) == [(1, "completed", None)]
 
 
-def test_a_dead_workers_job_is_recorded_and_a_given_back_attempt_is_not(store, clock):
+def test_a_dead_workers_job_is_recorded_and_a_given_back_attempt_is_recorded_interrupted(store,
+                                                                                        clock):
+    """A run that counts is recorded as its outcome; one given back (a shutdown the supervisor
+    ordered) as ``interrupted`` with the reason, its number used again by the next run; a job
+    claimed but never started has no row."""
     counted, given_back = add(store, clock), add(store, clock)
     claim(store, clock)
     store.release_owner(OWNER, "worker 1111 killed by SIGKILL", clock.now(), max_attempts_for=lambda j: 3)
     assert history(store, counted) == [(1, "retry", "worker 1111 killed by SIGKILL")]
-    claim(store, clock)  # the other job (or the re-queued one): either way, give it back
-    store.release_owner(OWNER, "supervisor shutdown", clock.now(), max_attempts_for=lambda j: 3,
+    [job] = store.claim(OWNER, 1111, clock.now(), 1)  # the other job, or the re-queued one
+    store.release_owner(OWNER, "shutdown_timeout passed", clock.now(), max_attempts_for=lambda j: 3,
                         count_attempt=False)
-    assert len(history(store, counted)) + len(history(store, given_back)) == 1
+    assert history(store, job.id)[-1] == (job.attempts, "interrupted", "shutdown_timeout passed")
+    assert store.get(job.id).attempts == job.attempts - 1
+    [again] = store.claim(OWNER, 1111, clock.now(), 1)
+    before = history(store, again.id)
+    store.release_owner(OWNER, "shutdown_timeout passed", clock.now(), max_attempts_for=lambda j: 3,
+                        count_attempt=False, unstarted=[again.id])
+    assert history(store, again.id) == before
+    assert len(history(store, counted)) + len(history(store, given_back)) == 2
 
 
 def test_feed_aggregates_wait_and_run_buckets(store, clock):

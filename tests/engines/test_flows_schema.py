@@ -40,3 +40,30 @@ def test_a_sqlite_database_of_the_previous_version_gains_workflows(tmp_path):
 
 def test_a_postgres_schema_of_the_previous_version_gains_workflows(tmp_path, monkeypatch):
     upgrade_postgres(tmp_path, "FLOWS", monkeypatch, _old_parent_new_child)
+
+
+def _deep_chain_names_its_root(open_new, old_conn, param: str = "?") -> None:
+    """Opened by this jobq, a database made before the bounded chain settles with it."""
+    clock = FakeClock()
+    with open_new() as s:
+        ids = [new_id() for _ in range(60)]
+        jobs = [NewJob(ids[0], "c", "{}", 0, clock.now(), None, None)]
+        jobs += [dataclasses.replace(NewJob(i, "c", "{}", 0, clock.now(), None, None), after=(p,))
+                 for p, i in zip(ids, ids[1:])]
+        s.enqueue_flow(jobs, clock.now())
+        [job] = s.claim("o:1:1", 1, clock.now())
+        assert s.finish(Finish("failed", job.id, 1, "boom", 0.0, 1), "o:1:1", clock.now())
+        assert s.get(ids[-1]).error == (f"parent job {ids[-2]} (c) cancelled <- 57 more <- "
+                                        f"parent job {ids[0]} (c) failed")
+
+
+def test_a_sqlite_database_before_bounded_chains_keeps_the_failed_job_in_errors(tmp_path):
+    from shared.engines.sqlite import schema
+    from shared.engines.sqlite.store import SqliteStore
+    path = str(tmp_path / "old.db")
+    _deep_chain_names_its_root(lambda: SqliteStore(path), sqlite_before(path, schema.FLOW_CHAINS))
+
+
+def test_a_postgres_schema_before_bounded_chains_keeps_the_failed_job_in_errors(tmp_path,
+                                                                                 monkeypatch):
+    upgrade_postgres(tmp_path, "FLOW_CHAINS", monkeypatch, _deep_chain_names_its_root)

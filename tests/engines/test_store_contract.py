@@ -797,6 +797,57 @@ def test_check_in_stores_progress_guarded_and_reports_cancel_requests(store, clo
     assert {j.id: j.cancel_requested_at is not None for j in store.running()} == {a.id: True, b.id: False}
 
 
+def test_every_outcome_path_writes_the_handlers_last_progress(store, clock):
+    """A report made just before the handler returned comes with its outcome (the check-in's
+    is older), in each of finish_and_claim's statements; an outcome without one keeps it."""
+    put(store, clock, *[job(clock) for _ in range(8)])
+    a, b, c, d, e, f, g = run(store, clock, 7)
+    half = [(j.id, j.attempts, '{"fraction":0.5}') for j in (a, b, c, d, e, f, g)]
+    assert store.check_in(OWNER, half) == set()
+
+    def last(n: int) -> str:
+        return '{"fraction":1.0,"note":"last %d"}' % n
+    assert store.finish_and_claim([Finish("completed", a.id, a.attempts, None, progress=last(1)),
+                                   Finish("completed", b.id, b.attempts, None)],
+                                  OWNER, PID, clock.now(), 0)[0] == [True, True]
+    done, more = store.finish_and_claim(
+        [Finish("completed", c.id, c.attempts, None, progress=last(2))], OWNER, PID, clock.now(), 1)
+    assert done == [True] and len(more) == 1
+    retry = Finish("retry", d.id, d.attempts, "boom", clock.now() + 30, 3, progress=last(3))
+    assert store.finish_and_claim([retry], OWNER, PID, clock.now(), 1)[0] == [True]
+    mixed = [Finish("failed", e.id, e.attempts, "bad", 0.0, 3, progress=last(4)),
+             Finish("completed", f.id, f.attempts, None, progress=last(5)),
+             Finish("cancelled", g.id, g.attempts, "stop", progress=last(6))]
+    done, _ = store.finish_and_claim(mixed, OWNER, PID, clock.now(), 1, {})
+    assert done == [True, True, True]
+    notes = {j.id: (store.get(j.id).progress or {}).get("note") for j in (a, b, c, d, e, f, g)}
+    assert notes == {a.id: "last 1", b.id: None, c.id: "last 2", d.id: "last 3", e.id: "last 4",
+                     f.id: "last 5", g.id: "last 6"}
+    assert store.get(b.id).progress == {"fraction": 0.5}
+
+def test_every_claim_starts_a_run_without_an_earlier_attempts_error_or_progress(store, clock):
+    """A job retried (or given back) keeps its error while it waits; the run that takes it
+    shows none, whichever claim took it, and its attempt history keeps the error."""
+    put(store, clock, job(clock), job(clock), job(clock), job(clock))
+    first = run(store, clock, 4)
+    store.check_in(OWNER, [(j.id, j.attempts, '{"fraction":0.5}') for j in first])
+    assert store.finish_and_claim([Finish("retry", j.id, j.attempts, f"boom {j.id}", clock.now(), 3)
+                                   for j in first], OWNER, PID, clock.now(), 0)[0] == [True] * 4
+    assert all(store.get(j.id).error == f"boom {j.id}" for j in first)
+    again = run(store, clock, 1)
+    done_one = Finish("completed", again[0].id, 2, None)
+    _, more = store.finish_and_claim([done_one], OWNER, PID, clock.now(), 1)
+    again += more + store.claim_limited(OWNER, PID, clock.now(), {}, 1)
+    _, more = store.finish_and_claim([], OWNER, PID, clock.now(), 1, {}, types=["t"])
+    again += more
+    assert len(again) == 4 and {j.id for j in again} == {j.id for j in first}
+    rows = {j.id: store.get(j.id) for j in again}
+    running = [(r.error, r.progress) for r in rows.values() if r.status == "running"]
+    assert running == [(None, None)] * 3
+    assert [j.error for j in again] == [None] * 4
+    assert all(ops.attempt_history(store, j.id)[0]["error"] == f"boom {j.id}" for j in first)
+
+
 def test_a_cancelled_outcome_and_a_released_cancel_request_end_cancelled(store, clock):
     put(store, clock, job(clock), job(clock), job(clock))
     a, b, c = run(store, clock, 3)

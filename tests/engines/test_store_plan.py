@@ -149,7 +149,9 @@ def test_batched_completion_looks_jobs_up_by_id(deep_db):
     through the primary key, never scan the table (also once ANALYZE has real statistics)."""
     from shared.engines.sqlite.finish import _complete_many_sql
     sql = _complete_many_sql(16)
-    params = ["2026-01-01T00:00:00.000Z", "h:1:1"] + ["x", 1, None, None, "2026-01-01T00:00:00.000Z"] * 16
+    # id, attempt, result, start, end, progress
+    row = ["x", 1, None, None, "2026-01-01T00:00:00.000Z", None]
+    params = ["2026-01-01T00:00:00.000Z", "h:1:1"] + row * 16
     with SqliteStore(deep_db) as s:
         for _ in range(2):
             detail = [r["detail"] for r in s.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]

@@ -37,9 +37,12 @@ _ENDED = ("a AS (INSERT INTO job_attempts (job_id, type, attempt, outcome, due_a
           "ended_at, %(owner)s, {error} FROM u)")
 _RETURNED = (" RETURNING jobs.id, jobs.type, jobs.attempts, {was} AS was_run_at, jobs.created_at, "
              "jobs.started_at, jobs.ended_at")
-# The run's own start (kept when the outcome has none) and end; a finished job ended then.
-_RAN = "started_at = coalesce({started}, jobs.started_at), ended_at = {ended}, "
-_RAN_ONE = _RAN.format(started="%(started)s::text", ended="%(ended)s")
+# The run's own start (kept when the outcome has none) and end; a finished job ended then. And
+# the handler's last progress report (the check-in's may be older; none: the stored one).
+_RAN = ("started_at = coalesce({started}, jobs.started_at), ended_at = {ended}, "
+        "progress = coalesce({progress}, jobs.progress), ")
+_RAN_ONE = _RAN.format(started="%(started)s::text", ended="%(ended)s",
+                       progress="%(progress)s::text")
 
 # Jobs ended: one notification on the done channel with the transaction (waiters LISTEN there,
 # shared.engines.postgres.donewatch; the server folds repeats within a transaction into one).
@@ -66,13 +69,15 @@ _FINISH_SQL = {
                  + _ENDED.format(outcome="'cancelled'", error="%(text)s") + _DONE,
 }
 # A batch's completions: one guarded statement (and their attempts); it returns the ids of the
-# jobs whose guard matched. Each job's own values (attempt, result, run start and end) are read
-# from one jsonb object keyed by id, not joined from unnest()ed arrays: the rows are found by
-# key (``id = ANY``) and nothing is joined, so the plan a worker's session keeps for every
-# batch size (store.WORKER_SESSION) cannot become a nested loop over the batch (quadratic).
+# jobs whose guard matched. Each job's own values (attempt, result, run start and end, last
+# progress) are read from one jsonb object keyed by id, not joined from unnest()ed arrays: the
+# rows are found by key (``id = ANY``) and nothing is joined, so the plan a worker's session
+# keeps for every batch size (store.WORKER_SESSION) cannot become a nested loop over the batch
+# (quadratic).
 _F = "(%(done_map)s::jsonb -> jobs.id)"
 _COMPLETED = ("u AS (UPDATE jobs SET status = 'completed', result = " + _F + " ->> 1, "
-              + _RAN.format(started=_F + " ->> 2", ended=_F + " ->> 3") + "completed_at = " + _F + " ->> 3, "
+              + _RAN.format(started=_F + " ->> 2", ended=_F + " ->> 3", progress=_F + " ->> 4")
+              + "completed_at = " + _F + " ->> 3, "
               "updated_at = %(now)s, " + RELEASE +
               "WHERE jobs.id = ANY(%(ids)s::text[]) AND jobs.status = 'running' "
               "AND jobs.attempts = (" + _F + " ->> 0)::int AND jobs.owner = %(owner)s"
@@ -95,7 +100,8 @@ def complete_and_claim_sql(claim: str) -> str:
 def completion_params(finishes: Sequence[Finish], owner: str, stamp: str, done_channel: str) -> dict[str, Any]:
     """The parameters of :data:`COMPLETE_MANY` (and of :func:`complete_and_claim_sql`)."""
     text = IsoTimes()  # a batch's run times share their seconds: each second's text made once
-    done_map = {f.job_id: [f.attempt, pg_text(f.text), *finish_times(f, stamp, text)] for f in finishes}
+    done_map = {f.job_id: [f.attempt, pg_text(f.text), *finish_times(f, stamp, text),
+                           pg_text(f.progress)] for f in finishes}
     return {"now": stamp, "owner": owner, "done": done_channel, "ids": list(done_map),
             "done_map": Jsonb(done_map)}
 

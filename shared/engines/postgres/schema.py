@@ -202,24 +202,29 @@ CREATE TABLE key_turns (
 # (has_children) keeps every other job's transitions free of it. Children are counted off with a
 # decrement of their own row, which serializes parents that end at once on the child's row lock
 # (a count of edges read from a snapshot would miss a parent committing concurrently).
-FLOWS = """
-ALTER TABLE jobs DROP CONSTRAINT jobs_status_check;
-ALTER TABLE jobs ADD CONSTRAINT jobs_status_check
-    CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled', 'waiting'));
-ALTER TABLE jobs ADD COLUMN after_failure text CHECK (after_failure IN ('cancel', 'run', 'hold'));
-ALTER TABLE jobs ADD COLUMN waiting_on integer NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN has_children integer NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN flow_depth integer NOT NULL DEFAULT 0;
-CREATE TABLE job_deps (
-    child   text COLLATE "C" NOT NULL,
-    parent  text COLLATE "C" NOT NULL,
-    pos     integer NOT NULL,
-    done    integer NOT NULL DEFAULT 0,
-    PRIMARY KEY (child, parent)
-);
-CREATE INDEX job_deps_parent ON job_deps (parent, done);
-
-CREATE FUNCTION jobs_settle() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+_HEAD = "'parent job ' || p.id || ' (' || p.type || ') ' || word"
+# The error as FLOWS wrote it: the chain cut at 2,000 characters (its far end, the failed job,
+# was lost at depth).
+_INDENT = "\n" + " " * 26
+_FIRST_LINKS = ("substr(" + _HEAD + _INDENT + "|| CASE WHEN p.error LIKE 'parent job %' "
+                "THEN ' <- ' || p.error ELSE '' END," + _INDENT + "1, 2000)")
+# The error since FLOW_CHAINS, as the SQLite engine's (shared.engines.sqlite.flowschema): no
+# chain below, the link alone; an elided chain (``<nearest> <- N more <- <root>``), this link,
+# N + 1 and the same root; a chain that fits, this link before it; else this link, how many are
+# dropped (all but the root: one per ' <- ') and the root (the text after the last ' <- ').
+_CHAIN_LINKS = """substr(CASE
+               WHEN p.error IS NULL OR p.error NOT LIKE 'parent job %' THEN {head}
+               WHEN split_part(p.error, ' <- ', 2) ~ '^[0-9]+ more$'
+               THEN {head} || ' <- '
+                    || (split_part(split_part(p.error, ' <- ', 2), ' ', 1)::numeric + 1)
+                    || ' more <- ' || substr(p.error, strpos(p.error, ' more <- ') + 9)
+               WHEN length({head}) + 4 + length(p.error) <= 2000 THEN {head} || ' <- ' || p.error
+               ELSE {head} || ' <- '
+                    || ((length(p.error) - length(replace(p.error, ' <- ', ''))) / 4)
+                    || ' more <- ' || regexp_replace(p.error, '^.* <- ', '')
+           END, 1, 2000)""".replace("{head}", _HEAD)
+_SETTLE_FUNCTION = """CREATE {or_replace}FUNCTION jobs_settle() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
 DECLARE
     p jobs;
     ended text;
@@ -232,9 +237,7 @@ BEGIN
         p := NEW; ended := NEW.status; word := NEW.status; stamp := NEW.updated_at;
     END IF;
     UPDATE jobs SET status = 'cancelled', completed_at = stamp, updated_at = stamp,
-           error = substr('parent job ' || p.id || ' (' || p.type || ') ' || word
-                          || CASE WHEN p.error LIKE 'parent job %' THEN ' <- ' || p.error ELSE '' END,
-                          1, 2000)
+           error = {error}
     WHERE status = 'waiting' AND ended <> 'completed'
       AND (after_failure = 'cancel' OR (after_failure = 'hold' AND ended = 'cancelled'))
       AND id IN (SELECT child FROM job_deps WHERE parent = p.id AND done = 0);
@@ -253,6 +256,32 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+"""
+
+
+def _settle_function(or_replace: str, error: str) -> str:
+    """The settle trigger's function, its cancelled children's error being ``error``."""
+    return _SETTLE_FUNCTION.replace("{or_replace}", or_replace).replace("{error}", error)
+
+
+FLOWS = """
+ALTER TABLE jobs DROP CONSTRAINT jobs_status_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_status_check
+    CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled', 'waiting'));
+ALTER TABLE jobs ADD COLUMN after_failure text CHECK (after_failure IN ('cancel', 'run', 'hold'));
+ALTER TABLE jobs ADD COLUMN waiting_on integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN has_children integer NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN flow_depth integer NOT NULL DEFAULT 0;
+CREATE TABLE job_deps (
+    child   text COLLATE "C" NOT NULL,
+    parent  text COLLATE "C" NOT NULL,
+    pos     integer NOT NULL,
+    done    integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (child, parent)
+);
+CREATE INDEX job_deps_parent ON job_deps (parent, done);
+
+""" + _settle_function("", _FIRST_LINKS) + """
 CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs FOR EACH ROW
 WHEN (NEW.has_children <> 0 AND OLD.status IS DISTINCT FROM NEW.status
       AND NEW.status IN ('completed', 'failed', 'cancelled'))
@@ -307,8 +336,12 @@ BEGIN
 END $$;
 """
 
+# Errors that keep the failed job at any depth (as the SQLite engine's FLOW_CHAINS): the settle
+# function again, with the bounded chain.
+FLOW_CHAINS = _settle_function("OR REPLACE ", _CHAIN_LINKS)
+
 MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS, COUNTED_INSERTS,
-                         ATTEMPTS_BY_INDEX]
+                         ATTEMPTS_BY_INDEX, FLOW_CHAINS]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

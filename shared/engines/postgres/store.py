@@ -56,10 +56,13 @@ def _claim_sql(which: str) -> str:
     (EXPLAIN ANALYZE: 2.6 -> 2.2 ms a claim of 100). The ctid is that of the version the
     subquery locked, which nothing can update or remove before this statement ends; a row
     whose newer version the lock followed (updated and committed since the statement began)
-    is not visible at that ctid to the update's snapshot and is merely left unclaimed."""
+    is not visible at that ctid to the update's snapshot and is merely left unclaimed. A run
+    starts clean: an earlier attempt's error and progress are cleared (its history row keeps
+    the error)."""
     return f"""
 UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = %(owner)s, owner_pid = %(pid)s,
-       started_at = %(now)s, heartbeat_at = db_now(), updated_at = %(now)s
+       started_at = %(now)s, heartbeat_at = db_now(), updated_at = %(now)s,
+       error = NULL, progress = NULL
 WHERE ctid = ANY(ARRAY(SELECT ctid FROM jobs
              WHERE {which} AND status = 'pending' AND run_at <= %(now)s AND NOT {_PAUSED}
              ORDER BY priority DESC, run_at, created_at LIMIT %(limit)s

@@ -19,7 +19,7 @@ def outcome_params(f: Finish, owner: str, stamp: str, text: Callable[[Any], Any]
     started, ended = finish_times(f, stamp)
     return {"id": f.job_id, "attempt": f.attempt, "owner": owner, "text": text(f.text), "now": stamp,
             "run_at": iso(f.run_at) if f.kind == "retry" else None, "max": f.max_attempts,
-            "started": started, "ended": ended}
+            "started": started, "ended": ended, "progress": text(f.progress)}
 
 
 def recognise(dialect: Dialect, c: Any, finishes: Sequence[Finish], done: list[bool], owner: str) -> list[bool]:

@@ -40,9 +40,11 @@ STATE = ("SELECT 'run' AS kind, type, limit_key AS k, count(*) AS n FROM {jobs} 
 # instead of planning every execution again (the same for ``id = :id`` in a one-job claim).
 CANDIDATES = (f"SELECT {ROW} FROM jobs WHERE status = 'pending' AND run_at <= :now AND {QUEUE_FREE} "
               f"{{skip}}{CLAIM_ORDER} LIMIT {{n:d}}")
-# started_at/updated_at: the caller's clock; the lease: ``dialect.lease_now``.
+# started_at/updated_at: the caller's clock; the lease: ``dialect.lease_now``. A run starts clean,
+# as every claim's: no earlier attempt's error or progress (the attempt history keeps the error).
 _CLAIM_IDS = ("UPDATE jobs SET status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid, "
-              "started_at = :now, heartbeat_at = {lease}, updated_at = :now "
+              "started_at = :now, heartbeat_at = {lease}, updated_at = :now, error = NULL, "
+              "progress = NULL "
               "WHERE {ids} AND status = 'pending' RETURNING *")
 _FORGET = "DELETE FROM type_starts WHERE type = :type AND started_at <= :since"
 _USED = "SELECT count(*) AS n FROM type_starts WHERE type = :type"

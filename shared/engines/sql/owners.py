@@ -21,7 +21,8 @@ _REQUEUE = ("UPDATE jobs SET status = :status, attempts = :attempts, error = :re
             "completed_at = CASE WHEN :status IN ('failed', 'cancelled') THEN :now END, "
             "max_attempts = coalesce(max_attempts, :limit), updated_at = :now, " + RELEASE +
             "WHERE id = :id AND status = 'running' AND owner = :owner")
-# Where no trigger records the attempt a release ends (``dialect.release_history``).
+# The attempt a release ends, where no trigger records it (``dialect.release_history``), and on
+# every engine a run interrupted and given back (``interrupted``, the reason its error).
 _ENDED = ("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, "
           "error) VALUES (:id, :type, :attempt, :outcome, :due, :started, :now, :owner, :reason)")
 
@@ -40,6 +41,10 @@ class OwnersSql(SqlBase):
         in a batch, never begun) always get their attempt back. Idle workers are woken where
         the engine notifies and a job is pending again. A job whose cancel was requested ends
         ``cancelled`` instead (never re-queued).
+
+        Each run that ended is in the attempt history with ``reason``: one that counts as its
+        outcome (``retry``, ``failed``, ``cancelled``), one given back as ``interrupted`` (the
+        next run has the same attempt number); jobs in ``unstarted`` never ran and have none.
         """
         unstarted = set(unstarted)
         base = {"owner": owner, "now": iso(now), "reason": self.dialect.text(reason)}
@@ -52,10 +57,13 @@ class OwnersSql(SqlBase):
                 status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
                 params = {**base, "status": status, "attempts": attempts, "limit": limit, "id": job.id}
                 done = self._run(c, _REQUEUE, params).rowcount
-                if self.dialect.release_history and done and attempts >= job.attempts:  # the run counted
+                counted, ran = attempts >= job.attempts, job.id not in unstarted
+                if done and ((counted and self.dialect.release_history) or (ran and not counted)):
+                    outcome = ("interrupted" if not counted else "retry" if status == "pending"
+                               else status)
                     self._run(c, _ENDED, {**params, "type": job.type, "attempt": job.attempts,
-                                          "outcome": "retry" if status == "pending" else status,
-                                          "due": max(job.run_at, job.created_at), "started": job.started_at})
+                                          "outcome": outcome, "started": job.started_at,
+                                          "due": max(job.run_at, job.created_at)})
                 out.append(Released(job.id, job.type, status, attempts))
             if self.dialect.notify and any(r.status == "pending" for r in out):
                 self._run(c, self.dialect.notify, {"channel": self.channel})

@@ -7,6 +7,7 @@ The only ``sqlite3`` imports of jobq's runtime are in this package's modules:
 - :mod:`.leases`: heartbeats and lease ages; :mod:`.dialect`: how it spells the shared SQL
   (:mod:`shared.engines.sql`; the operators' reads are :mod:`shared.ops`)
 - :mod:`.connection`: opening, pragmas, busy retries, errors; :mod:`.schema`: tables, migrations
+  (:mod:`.flowschema`: the workflow tables and triggers)
 - :mod:`.wakeup`, :mod:`.walwatch` (and :mod:`shared.engines.idlelead`): how idle workers learn of new jobs
 - :mod:`.upkeep`: the WAL checkpoint task the supervisor runs
 """

@@ -24,8 +24,10 @@ from .dialect import DIALECT
 _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
 
 # An outcome writes its run's own start and end (``started_at`` kept when it has none; the
-# attempt history's trigger reads them, see the schema) and, for a finished job, ends it then.
-_RAN = "started_at = coalesce(:started, started_at), ended_at = :ended, "
+# attempt history's trigger reads them, see the schema) and, for a finished job, ends it then;
+# and the handler's last progress report (the check-in's may be older; none: the stored one).
+_RAN = ("started_at = coalesce(:started, started_at), ended_at = :ended, "
+        "progress = coalesce(:progress, progress), ")
 _FINISH_SQL = {
     "completed": "UPDATE jobs SET status = 'completed', result = :text, " + _RAN + "completed_at = :ended, "
                  "updated_at = :now, " + RELEASE + _GUARD,
@@ -39,9 +41,11 @@ _FINISH_SQL = {
 
 # All of a batch's completions in one guarded statement (the hot path: one statement per commit
 # instead of one per job). RETURNING names the jobs whose guard matched; the others lost their
-# lease. ?1 is the time, ?2 the owner, then (id, attempt, result, started, ended) per job.
+# lease. ?1 is the time, ?2 the owner, then (id, attempt, result, started, ended, progress)
+# per job.
 _COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
                   "started_at = coalesce(f.column4, jobs.started_at), ended_at = f.column5, "
+                  "progress = coalesce(f.column6, jobs.progress), "
                   "completed_at = f.column5, updated_at = ?1, " + RELEASE + "FROM (VALUES {rows}) AS f "
                   "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
                   "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type")
@@ -50,11 +54,11 @@ _COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
 @functools.lru_cache(maxsize=32)  # a pure function's memo: the dozen padded sizes' texts
 def _complete_many_sql(n: int, counted: bool = False) -> str:
     sql = _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + "status") if counted else _COMPLETE_MANY
-    return sql.format(rows=", ".join([f"(?{i}, ?{i + 1}, ?{i + 2}, ?{i + 3}, ?{i + 4})"
-                                      for i in range(3, 5 * n + 3, 5)]))
+    return sql.format(rows=", ".join([f"(?{i}, ?{i + 1}, ?{i + 2}, ?{i + 3}, ?{i + 4}, ?{i + 5})"
+                                      for i in range(3, 6 * n + 3, 6)]))
 
 
-_PAD = (None,) * 5  # a row of padding: its NULL id matches no job
+_PAD = (None,) * 6  # a row of padding: its NULL id matches no job
 
 
 def _complete_many(n: int, counted: bool) -> tuple[str, int]:
@@ -83,7 +87,7 @@ def completions(finishes: Sequence[Finish], owner: str, stamp: str, counted: boo
     params: list[Any] = [stamp, owner]
     text = IsoTimes()  # a batch's times share their seconds
     for f in completed:
-        params += (f.job_id, f.attempt, f.text, *finish_times(f, stamp, text))
+        params += (f.job_id, f.attempt, f.text, *finish_times(f, stamp, text), f.progress)
     sql, size = _complete_many(len(completed), counted)
     params += _PAD * (size - len(completed))
     return sql, params

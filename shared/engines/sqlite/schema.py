@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from .flowschema import FLOWS, FLOW_CHAINS
+
 V1 = """
 CREATE TABLE jobs (
     id            TEXT PRIMARY KEY,
@@ -108,7 +110,8 @@ ATTEMPT_HISTORY = """
 -- One row per attempt that ended. outcome: 'completed', 'failed' or 'retry' (pending again, the
 -- attempt counted: a handler error, RetryAfter, or a dead worker's job re-queued). An attempt
 -- given back (attempts decreased: a shutdown the supervisor ordered, a claimed job never started)
--- leaves no row. due_at: when the attempt became runnable (later of created_at and run_at);
+-- leaves no row here (the release writes an 'interrupted' row for a run it interrupted).
+-- due_at: when the attempt became runnable (later of created_at and run_at);
 -- ended_at: the writer's `now` (NEW.updated_at), never SQLite's clock. seq grows with commit
 -- order (INTEGER PRIMARY KEY: max + 1), so readers can follow the table incrementally.
 CREATE TABLE job_attempts (
@@ -241,71 +244,6 @@ CREATE TABLE key_turns (
 );
 """
 
-# Workflows: jobs that wait for other jobs. A child names its parents in job_deps (in
-# the order given: pos); while a parent it needs has not ended it is 'waiting' (SQLite cannot
-# change a CHECK in place: the table's stored definition is rewritten, which only widens what
-# the rows may hold, and the DDL after it makes every connection re-read the schema).
-# ``waiting_on``: the parents the child still waits for; ``after_failure``: the child's policy
-# ('cancel', 'run', 'hold'; NULL for a job without parents); ``has_children``: set on a parent
-# when a child names it, so the settle triggers cost nothing (their WHEN) for other jobs;
-# ``flow_depth``: the job's longest chain of parents (bounded at enqueue: shared.engines.sql.flows).
-# An edge is ``done`` once its parent counts as ended for its child: completed, or failed or
-# cancelled for a child that runs anyway; each edge is counted off once, so a parent retried by
-# an operator after it failed never counts twice.
-_SETTLE = """
-    UPDATE jobs SET status = 'cancelled', completed_at = {stamp}, updated_at = {stamp},
-           error = substr('parent job ' || {row}.id || ' (' || {row}.type || ') ' || {word}
-                          || CASE WHEN {row}.error LIKE 'parent job %' THEN ' <- ' || {row}.error ELSE '' END,
-                          1, 2000)
-    WHERE status = 'waiting' AND {ended} <> 'completed'
-      AND (after_failure = 'cancel' OR (after_failure = 'hold' AND {ended} = 'cancelled'))
-      AND id IN (SELECT child FROM job_deps WHERE parent = {row}.id AND done = 0);
-    UPDATE jobs SET waiting_on = waiting_on - 1, updated_at = {stamp},
-           status = CASE WHEN waiting_on <= 1 THEN 'pending' ELSE status END
-    WHERE status = 'waiting' AND ({ended} = 'completed' OR after_failure = 'run')
-      AND id IN (SELECT child FROM job_deps WHERE parent = {row}.id AND done = 0);
-    UPDATE job_deps SET done = 1
-    WHERE parent = {row}.id AND done = 0
-      AND ({ended} = 'completed'
-           OR EXISTS (SELECT 1 FROM jobs c WHERE c.id = job_deps.child AND c.after_failure = 'run'));"""
-
-FLOWS = """
-PRAGMA writable_schema = ON;
-UPDATE sqlite_schema SET sql = replace(sql, '''cancelled''))', '''cancelled'', ''waiting''))')
-WHERE type = 'table' AND name = 'jobs';
-PRAGMA writable_schema = RESET;
-ALTER TABLE jobs ADD COLUMN after_failure TEXT CHECK (after_failure IN ('cancel', 'run', 'hold'));
-ALTER TABLE jobs ADD COLUMN waiting_on INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN has_children INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN flow_depth INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE job_deps (
-    child   TEXT NOT NULL,
-    parent  TEXT NOT NULL,
-    pos     INTEGER NOT NULL,
-    done    INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (child, parent)
-) WITHOUT ROWID;
-CREATE INDEX job_deps_parent ON job_deps (parent, done);
--- The transition that ends a parent settles its waiting children in the same statement, whatever
--- wrote it (a worker's outcome or batch, the supervisor's release, an operator's cancel).
-CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs
-WHEN NEW.has_children <> 0 AND OLD.status <> NEW.status AND NEW.status IN ('completed', 'failed', 'cancelled')
-BEGIN""" + _SETTLE.format(row="NEW", ended="NEW.status", word="NEW.status", stamp="NEW.updated_at") + """
-END;
--- A parent deleted before it completed (an operator's purge) is a cancelled one for its children;
--- retention keeps a parent while a child waits for it. Time: the database's, as no caller gives one.
-CREATE TRIGGER jobs_settle_deleted AFTER DELETE ON jobs
-WHEN OLD.has_children <> 0 AND OLD.status <> 'completed'
-BEGIN""" + _SETTLE.format(row="OLD", ended="'cancelled'", word="'deleted'",
-                          stamp="strftime('%Y-%m-%dT%H:%M:%fZ', 'now')") + """
-END;
-CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON jobs
-WHEN OLD.after_failure IS NOT NULL
-BEGIN
-    DELETE FROM job_deps WHERE child = OLD.id;
-END;
-"""
-
 # Stopping a running job: when a cancel of the running job was asked (its worker stops
 # it; the supervisor kills it after cancel_grace, and a released job with a request ends
 # cancelled), and the small JSON progress its handler last reported.
@@ -356,7 +294,8 @@ BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS, TALLY]
+MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE,
+                         QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS, TALLY, FLOW_CHAINS]
 VERSION = len(MIGRATIONS)
 
 

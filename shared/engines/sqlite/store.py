@@ -54,10 +54,12 @@ _INSERT_CHUNK = _COUNTED_INTO + ", ".join([_COUNTED_ROW] * CHUNK)
 
 def _claim_sql(which: str, mark: str = "") -> str:
     """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``);
-    ``mark``: ``tally.MARK`` when the caller's transaction counts the claimed rows itself."""
+    ``mark``: ``tally.MARK`` when the caller's transaction counts the claimed rows itself. A run
+    starts clean: an earlier attempt's error and progress are cleared (its history row keeps the
+    error)."""
     return f"""
 UPDATE jobs SET {mark}status = 'running', attempts = attempts + 1, owner = :owner, owner_pid = :pid,
-       started_at = :now, heartbeat_at = :now, updated_at = :now
+       started_at = :now, heartbeat_at = :now, updated_at = :now, error = NULL, progress = NULL
 WHERE rowid IN (SELECT rowid FROM jobs
                 WHERE {which} AND status = 'pending' AND run_at <= :now
                 ORDER BY priority DESC, run_at, created_at LIMIT :limit)

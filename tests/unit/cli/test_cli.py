@@ -130,7 +130,7 @@ def test_jobs_lists_filters_and_limits(cfg):
     a = ok(jobq(cfg, "enqueue", "ops:ok")).strip()
     b = ok(jobq(cfg, "enqueue", "ops:fail", "--priority", "7")).strip()
     c = ok(jobq(cfg, "enqueue", "ops:ok", "--priority", "1")).strip()
-    fail_job(cfg, b, "Traceback...\nRuntimeError: kaput")
+    fail_job(cfg, b, "Traceback (most recent call last):\n  File x\nRuntimeError: kaput")
     out = ok(jobq(cfg, "jobs"))
     assert out.splitlines()[0].split()[:3] == ["ID", "TYPE", "STATUS"]
     assert [ln.split()[0] for ln in out.splitlines()[1:]] == [c, b, a]  # newest first

@@ -123,7 +123,8 @@ def test_render_helpers():
         "-", "0.0ms", "4.2ms", "850ms", "12.3s", "4m05s", "2h03m", "3d05h"]
     assert render.size(0) == "0 B" and render.size(1536) == "1.5 KiB"
     assert render.sparkline([0, 1, None, 8]) == "▁▂ █"
-    assert render.last_line("Traceback...\n  File x\nValueError: bad\n") == "ValueError: bad"
+    tb = "Traceback (most recent call last):\n  File x\nValueError: bad\n"
+    assert render.error_line(tb) == "ValueError: bad"
     assert render.table(["A", "N"], [["x", 1], ["yy", 10]]) == "A    N\nx    1\nyy  10"
 
 

@@ -363,6 +363,51 @@ def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
     assert httpx.get(site["web"].url + "/").status_code == 200  # a cancelled attempt in the chart's minutes
 
 
+def test_a_job_run_again_after_an_interrupted_run_shows_that_run_and_no_stale_error(site, page,
+                                                                                    tmp_path):
+    """A run killed in a shutdown (its attempt given back) is on the job's timeline with its
+    reason; while the job runs again, its page shows no error. Claimed two hours ahead, on a
+    worker of another host, so the site's own worker never takes it."""
+    q = site["q"]
+    owner, later = "w:2:1", q.clock.now() + 7200
+    jid = q.enqueue("web:ok", None, delay=3600, priority=100)
+    [job] = q.store.claim(owner, 2, later, 1)
+    assert job.id == jid
+    q.store.release_owner(owner, "shutdown_timeout passed", later, max_attempts_for=lambda j: 3,
+                          count_attempt=False)
+    assert q.get(jid).error == "shutdown_timeout passed"
+    [job] = q.store.claim(owner, 2, later, 1)
+    assert (job.id, job.attempts) == (jid, 1)
+    page.goto(f"{site['web'].url}/jobs/{jid}")
+    assert page.inner_text("#job-status") == "running"
+    assert page.query_selector("#error") is None
+    attempts = page.inner_text("#attempts")
+    assert "#1 interrupted" in attempts and "shutdown_timeout passed" in attempts
+    shot(page, tmp_path, "job-run-again")
+
+
+def test_a_failed_jobs_row_shows_its_exception_not_the_messages_last_line(site, page, tmp_path):
+    """httpx's error ends with a pointer to the docs: the row shows the exception and the first
+    line (also of a traceback longer than the tail the listing reads); the job's page keeps the
+    whole text."""
+    from shared.job import Finish
+    q = site["q"]
+    owner, later = "w:3:1", q.clock.now() + 7200
+    jid = q.enqueue("web:ok", None, delay=3600, priority=100)
+    [job] = q.store.claim(owner, 3, later, 1)
+    frames = "".join(f'  File "send.py", line {i}, in send\n    retry(send)\n' for i in range(60))
+    tb = ("Traceback (most recent call last):\n" + frames +
+          "httpx.HTTPStatusError: Server error '503 Service Unavailable' for url 'https://x.test'\n"
+          "For more information check: https://developer.mozilla.org/503")
+    assert q.store.finish(Finish("failed", jid, job.attempts, tb, 0.0, 1), owner, later)
+    page.goto(f"{site['web'].url}/jobs?status=failed")
+    row = page.inner_text(f"tr:has(a[title='{jid}'])")
+    assert "httpx.HTTPStatusError: Server error '503" in row and "For more information" not in row
+    page.goto(f"{site['web'].url}/jobs/{jid}")
+    assert "For more information check" in page.inner_text("#error")
+    shot(page, tmp_path, "job-row-error")
+
+
 def test_the_jobs_of_one_batch_are_told_apart(site):
     """Ids share their first 12 digits (the enqueue time): the list shows 20, the full id on hover."""
     ids = site["q"].enqueue_many([("web:ok", {"batch": i}, {"delay": 3600}) for i in range(3)])
