@@ -116,6 +116,17 @@ def test_reread_keeps_the_database_and_the_worker_override(tmp_path):
     assert reload.reread(new.config, new.file_config, None, "SIGHUP") is None
 
 
+def test_a_reload_reads_a_file_saved_with_a_byte_order_mark_and_crlf(tmp_path):
+    """A Windows editor's save (a UTF-8 byte-order mark, CRLF line ends) is applied, not refused
+    as "Invalid statement (at line 1, column 1)"."""
+    path = write_config(tmp_path, supervisor={"workers": 2})
+    running = config_mod.load(str(path))
+    text = path.read_text().replace("kill_grace = 1", "kill_grace = 3")
+    path.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())
+    new = reload.reread(running, running, None, "SIGHUP")
+    assert new is not None and new.changed == ["supervisor.kill_grace"]
+
+
 def test_the_config_watch_sees_an_edit_only_when_due(tmp_path):
     path = write_config(tmp_path)
     watch = reload.ConfigWatch(str(path))
