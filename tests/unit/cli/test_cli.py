@@ -354,7 +354,8 @@ def test_config_set_keeps_the_files_line_ends_and_byte_order_mark(tmp_path, bom,
     path.write_bytes(bom + eol.join(lines))
     ok(jobq(path, "config", "check"))
     assert "workers = 2" in ok(jobq(path, "config", "show"))
-    assert json.loads(ok(jobq(path, "--json", "config", "show")))["config"]["supervisor"]["workers"] == 2
+    shown = json.loads(ok(jobq(path, "--json", "config", "show")))
+    assert shown["config"]["supervisor"]["workers"] == 2
     ok(jobq(path, "config", "set", "supervisor.workers", "6"))     # replaced
     ok(jobq(path, "config", "set", "log_format", "json"))          # inserted
     ok(jobq(path, "config", "set", "retry.backoff_max", "2.5"))    # a table appended
