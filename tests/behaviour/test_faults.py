@@ -533,6 +533,30 @@ def test_a_held_write_lock_never_stalls_the_supervisors_loop_for_long(tmp_path, 
     print(f"reaped {reaped_in:.2f} s after the kill, the write lock held")
 
 
+@pytest.mark.engine_only("sqlite", reason="SQLite's write lock (PostgreSQL's: test_postgres)")
+def test_a_claim_that_waited_for_the_write_lock_runs_its_job_on_the_first_attempt(tmp_path,
+                                                                                 sup_factory):
+    """Another program holds the write lock longer than the fence (3.2 s of a 4 s lease) while
+    a worker's claim of a job that fell due waits for it: the claim goes through on release,
+    the worker renews at once and runs the job on its first attempt, never fencing itself
+    because its silence was counted from the claim's send."""
+    cfg = config(tmp_path, supervisor={"workers": 1}, worker={"lease_timeout": 4})
+    sup = sup_factory(cfg)
+    wait_until(lambda: len(worker_rows(cfg)) == 1, timeout=30, what="worker up")
+    jid = enqueue(cfg, "fault:ok", delay=1.0)
+    due = time.monotonic() + 1.0
+    locker = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=10)
+    try:
+        locker.execute("BEGIN IMMEDIATE")
+        threading.Event().wait(max(due + 4.0 - time.monotonic(), 0))  # the lock held past the fence
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    row = wait_until(lambda: terminal(cfg, jid), timeout=30, what="the job run")
+    assert row["status"] == "completed" and row["attempts"] == 1, dict(row)
+    assert not log_events(sup, "worker.fenced"), sup.output()
+
+
 # -- config mistakes --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sections, named", [
