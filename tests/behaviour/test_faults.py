@@ -386,6 +386,15 @@ def test_missing_database_folder_is_a_clear_startup_error(tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+def test_a_database_newer_than_this_jobq_is_a_clear_startup_error(tmp_path):
+    """A schema from a later jobq: exit 5 at once with one line, never a traceback."""
+    make_database(tmp_path / "q.db")
+    with sqlite3.connect(str(tmp_path / "q.db")) as c:
+        c.execute("PRAGMA user_version = 999")
+    p = run_supervisor(config(tmp_path))
+    assert_clean_database_error(p, "version 999 is newer than this jobq")
+
+
 def test_file_that_is_not_a_database_is_a_clear_startup_error(tmp_path):
     (tmp_path / "q.db").write_bytes(b"this is a text file, not SQLite\n" * 200)
     cfg = config(tmp_path)

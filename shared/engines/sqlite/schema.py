@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from ...errors import StoreRefused
+
 V1 = """
 CREATE TABLE jobs (
     id            TEXT PRIMARY KEY,
@@ -370,7 +372,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     try:
         found = conn.execute("PRAGMA user_version").fetchone()[0]
         if found > VERSION:
-            raise RuntimeError(f"database schema version {found} is newer than this jobq ({VERSION})")
+            raise StoreRefused(f"database schema version {found} is newer than this jobq ({VERSION})")
         for version in range(found, VERSION):
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
