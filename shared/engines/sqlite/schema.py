@@ -372,7 +372,8 @@ def migrate(conn: sqlite3.Connection) -> int:
     try:
         found = conn.execute("PRAGMA user_version").fetchone()[0]
         if found > VERSION:
-            raise StoreRefused(f"database schema version {found} is newer than this jobq ({VERSION})")
+            raise StoreRefused(f"database schema version {found} is newer than this jobq "
+                               f"({VERSION})")
         for version in range(found, VERSION):
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
