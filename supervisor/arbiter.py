@@ -107,7 +107,7 @@ class Arbiter:
 
     def run(self) -> int:
         code = self.boot()
-        if code != ExitCode.OK or not self.running():  # (stopped before the database was reached)
+        if code != ExitCode.OK or not self.snapshot_dir:  # (stopped before reaching the database)
             return int(code)
         try:
             while not self.finished():
@@ -130,7 +130,7 @@ class Arbiter:
         """Import handlers, open the database, write the workers' snapshot, start them, recover dead
         owners' jobs (``supervisor.boot``: a database that may heal by waiting is waited for).
         Signals are recorded from the start: a SIGTERM during boot stops it cleanly right after.
-        Returns an exit code (OK to go on, unless no longer ``running()``)."""
+        Returns an exit code (OK to go on, unless nothing was started: see ``supervisor.boot``)."""
         logs.setup(self.config.log_level, self.config.log_format)
         if not self.spawner.begun:  # before the database is opened and before any thread starts:
             self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path,

@@ -50,16 +50,17 @@ STOPS = (signal.SIGTERM, signal.SIGINT)
 
 
 def boot(arb: "Arbiter") -> int:
-    """Returns an exit code (OK to go on; OK with ``arb.running()`` False: stopped while the
-    database was out of reach, nothing started). On a failure everything begun is undone."""
+    """Returns an exit code (OK to go on, unless ``arb.snapshot_dir`` is still empty: stopped
+    while the database was out of reach, nothing started). On a failure, or that stop,
+    everything begun is undone."""
     code = load(arb)
-    if code != ExitCode.OK or not arb.running():
+    if code != ExitCode.OK or not arb.snapshot_dir:
         arb.close_db()
         arb.signals.close()
         arb.spawner.stop()
         if arb.snapshot_dir:  # (a failure after the workers started)
             shutil.rmtree(arb.snapshot_dir, ignore_errors=True)
-    if code == ExitCode.OK and not arb.running():
+    if code == ExitCode.OK and not arb.snapshot_dir:
         event(log, "supervisor.stopped", code=ExitCode.describe(code), note="before it booted")
     return code
 
