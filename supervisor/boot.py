@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from shared import config as config_mod
 from shared import database as database_mod
 from shared.asyncjobs import AsyncConfigError, async_limits
-from shared.errors import StoreError, StoreRefused
+from shared.errors import StoreError, StoreRefused, StoreUnavailable
 from shared.exitcodes import ExitCode
 from shared.handlers import HandlerImportError, load_registry
 from shared.logs import event, get_logger
@@ -100,8 +100,9 @@ def load(arb: "Arbiter") -> int:
 
 def reach(arb: "Arbiter", deferred: list[int]) -> bool:
     """Open the database (schema checked) and register, trying again after each failure that
-    may heal by waiting. False: a stop signal came first (the state is then STOPPING). The
-    other signals received meanwhile are added to ``deferred``. Raises StoreRefused."""
+    may heal by waiting (StoreUnavailable). False: a stop signal came first (the state is then
+    STOPPING). The other signals received meanwhile are added to ``deferred``. Raises
+    StoreRefused, or any other StoreError (the database replaced between two tries)."""
     while True:
         try:
             store = arb.db()
@@ -111,7 +112,7 @@ def reach(arb: "Arbiter", deferred: list[int]) -> bool:
             return True
         except StoreRefused:
             raise
-        except StoreError as exc:
+        except StoreUnavailable as exc:  # (any other StoreError ends the boot too)
             arb.close_db()  # the next try opens a fresh connection
             arb.unavailable(arb.clock.monotonic(), exc)
         if not wait_for_retry(arb, deferred):
