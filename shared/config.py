@@ -366,7 +366,7 @@ def load(path: str | os.PathLike[str]) -> Config:
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config file: {exc.strerror}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = tomllib.loads(raw.decode("utf-8-sig"))  # a UTF-8 byte-order mark is skipped
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from None
     source = str(p)

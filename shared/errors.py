@@ -30,6 +30,15 @@ class StoreUnavailable(StoreError):
     not reachable, or an engine that is not available)."""
 
 
+class StoreRefused(StoreUnavailable):
+    """The database cannot be used and waiting will not change that: a malformed URL, refused
+    authentication, a role or database that does not exist, a schema newer than this code, an
+    unknown engine or a missing driver; for a file, anything but its lock (a missing folder, a
+    read-only file, a file that is not a database). Every other ``StoreUnavailable`` (a server
+    restarting or out of reach, a dropped connection, a lock held) may heal by waiting: the
+    supervisor's boot retries those and ends on this one."""
+
+
 class StoreBusy(StoreUnavailable):
     """The database stayed locked by other connections past every wait and retry."""
 

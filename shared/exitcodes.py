@@ -7,7 +7,7 @@
 | 2    | USAGE               | both      | bad command-line arguments |
 | 3    | CONFIG_INVALID      | both      | the config file is missing or invalid; nothing was started |
 | 4    | BOOT_FAILED         | supervisor| a handler module failed to import; start-up halted, no crash loop |
-| 5    | DATABASE_UNAVAILABLE| both      | the database cannot be opened or written (missing folder, read-only, not a database) |
+| 5    | DATABASE_UNAVAILABLE| both      | the database cannot be opened or written and no wait heals it (shared.errors.StoreRefused: missing folder, read-only, not a database, bad URL, refused authentication, schema newer than the code); the supervisor's boot waits out the rest |
 | 6    | ORPHANED            | worker    | the supervisor died; the worker stopped claiming and exited |
 | 7    | RECYCLED            | worker    | max_jobs or max_memory_mb reached; replace me without back-off |
 | 8    | WORKER_BOOT_FAILED  | worker    | the worker could not start (import error, exec failure); back off |

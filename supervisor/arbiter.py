@@ -1,11 +1,13 @@
 """The supervisor's main loop (the "arbiter", after gunicorn's).
 
-    boot:  fork the template (before anything else), import handlers, start workers, recover
+    boot:  fork the template (before anything else), import handlers, reach the database, start
+           workers, recover
     loop:  handle queued signals -> reap exited children -> respawn -> maintain -> wait
 
 The arbiter keeps the loop and the state its steps share; the steps' bodies live beside it:
 ``supervisor.dispatch`` (what each signal asks), ``supervisor.slots`` (worker slots: back-off,
-kills, scale-down, the roll), ``supervisor.spawner`` (how a slot is filled), ``supervisor.reload``
+kills, scale-down, the roll), ``supervisor.spawner`` (how a slot is filled), ``supervisor.boot``
+(the boot: reaching the database, the first workers and recovery), ``supervisor.reload``
 (re-reading jobq.toml), ``supervisor.upkeep`` and ``supervisor.duties`` (the upkeep tasks).
 
 Signal handlers only record signals (shared.signals); everything happens in the loop. The
@@ -28,14 +30,15 @@ from shared.config import Config
 from shared.contract import Round, Store, UpkeepTask
 from shared.errors import StoreError, StoreUnavailable
 from shared.exitcodes import ExitCode
-from shared.asyncjobs import AsyncConfigError, async_limits, config_async
-from shared.handlers import HandlerImportError, Registry, load_registry
+from shared.asyncjobs import config_async
+from shared.handlers import Registry
 from shared.logs import event, get_logger
 from shared.policy import JobPolicy
-from shared.procs import host_id, owner_token
+from shared.procs import host_id
 from shared.signals import SignalQueue
 
-from . import maintenance, reload as reload_mod, scheduler, statedir  # noqa: F401 - maintenance, scheduler: see tests
+from . import boot as boot_mod, reload as reload_mod
+from . import maintenance, scheduler  # noqa: F401 - see tests
 from .children import Slot, kill_group
 from .deaths import Deaths
 from .dispatch import HANDLED, dispatch
@@ -51,7 +54,6 @@ from .upkeep import Upkeep
 log = get_logger("supervisor")
 
 DB_BACKOFF_MAX = 5.0      # seconds: the longest wait between tries to reach an unavailable database
-BOOT_WAIT = 0.25          # seconds the boot waits for a starting template (see open_at_boot)
 
 RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
 COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
@@ -105,7 +107,7 @@ class Arbiter:
 
     def run(self) -> int:
         code = self.boot()
-        if code != ExitCode.OK:
+        if code != ExitCode.OK or not self.snapshot_dir:  # (stopped before reaching the database)
             return int(code)
         try:
             while not self.finished():
@@ -126,66 +128,18 @@ class Arbiter:
 
     def boot(self) -> int:
         """Import handlers, open the database, write the workers' snapshot, start them, recover dead
-        owners' jobs. Signals are recorded from the start: a SIGTERM during boot stops it cleanly
-        right after. Returns an exit code (OK to go on)."""
+        owners' jobs (``supervisor.boot``: a database that may heal by waiting is waited for).
+        Signals are recorded from the start: a SIGTERM during boot stops it cleanly right after.
+        Returns an exit code (OK to go on, unless nothing was started: see ``supervisor.boot``)."""
         logs.setup(self.config.log_level, self.config.log_format)
         if not self.spawner.begun:  # before the database is opened and before any thread starts:
             self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path,
                                async_types=config_async(self.config))
         self.signals.install()
-        code = self.load()
-        if code != ExitCode.OK:
-            self.close_db()
-            self.signals.close()
-            self.spawner.stop()
-            if self.snapshot_dir:  # (the first recovery failed after the workers started)
-                shutil.rmtree(self.snapshot_dir, ignore_errors=True)
-        return code
+        return boot_mod.boot(self)
 
     def load(self) -> int:
-        try:
-            self.registry = load_registry(self.config.handlers, self.config.path)
-            async_limits(self.config, self.registry)  # async_concurrency only for async handlers
-        except HandlerImportError as exc:
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=exc.summary, traceback=exc.traceback)
-            return ExitCode.BOOT_FAILED
-        except AsyncConfigError as exc:
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
-            return ExitCode.CONFIG_INVALID
-        self.policy = JobPolicy(self.config, self.registry)
-        self.token = owner_token(os.getpid(), self.host)
-        try:
-            self.open_at_boot()
-        except (StoreError, OSError) as exc:
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
-            if self.live():  # the first recovery failed after the workers started
-                self.begin_halt("boot failed")
-                self.reap_blocking()
-            return ExitCode.DATABASE_UNAVAILABLE
-        event(log, "supervisor.started", pid=os.getpid(), workers=self.target,
-              config=self.config.path, database=database_mod.redacted(self.config.database), types=len(self.registry))
-        return ExitCode.OK
-
-    def open_at_boot(self) -> None:
-        """Open the database (schema checked), register, start the workers (waiting up to BOOT_WAIT
-        for a starting template), then run the first recovery, which they need not wait for:
-        claims are guarded. The first full upkeep round comes an interval later (at
-        once, it took ~200 ms of CPU, ours and PostgreSQL's, from the first workers). Errors: boot failures."""
-        self.upkeep = Upkeep(self.upkeep_tasks())
-        store = self.db()
-        self.dbref.watch(self.config)
-        store.register_process(self.token, "supervisor", os.getpid(), self.host, self.clock.now())
-        for path in statedir.remove_leftovers():
-            event(log, "supervisor.leftover_removed", path=path, note="its supervisor is gone")
-        self.snapshot_dir = statedir.create()
-        config_mod.write_snapshot(self.config, self.snapshot)
-        self.spawner.after_boot(self.snapshot)
-        self.slots.fill(self.target)
-        self.respawn(ready=False, wait=BOOT_WAIT)
-        rnd = self.round()
-        for name in ("timeouts", "recovery", "processes"):
-            self.upkeep.run_now(name, rnd)
-        self.next_maintain = rnd.monotonic + self.config.supervisor.maintenance_interval
+        return boot_mod.load(self)
 
     # -- signals --------------------------------------------------------------------------------
 
@@ -323,7 +277,7 @@ class Arbiter:
         if failed:
             self.close_db()  # the next round opens a fresh connection
 
-    def unavailable(self, now_m: float, exc: StoreUnavailable) -> None:
+    def unavailable(self, now_m: float, exc: StoreError) -> None:
         """The server is restarting or out of reach: skip this round, never crash on it (the workers
         keep their connections and leases). A try to connect may block for connect_timeout: back
         off (up to DB_BACKOFF_MAX) to keep reaping in between."""

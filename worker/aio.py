@@ -249,7 +249,7 @@ class AsyncRunner:
                 w.held.running.difference_update(d.finish.job_id for d in dones)
                 w.held.running.update(j.id for j in kept)
         if first:
-            w.renewed(sent, kept)
+            w.renewed(sent, kept, store, len(jobs))
         if extra:
             store.release_unstarted(w.owner, [j.id for j in extra], w.clock.now())
         return ok, kept

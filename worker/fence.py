@@ -2,7 +2,8 @@
 
 A thread of its own that does no I/O, so that a heartbeat or a claim stuck on an unreachable
 database (a cut-off host, a hung connection) cannot hold it up. The worker tells it when a
-renewal that succeeded was sent (:meth:`Fence.renewed`: a claim, a heartbeat) and whether it
+renewal that succeeded was sent (:meth:`Fence.renewed`: a claim, a heartbeat; a slow claim is
+followed by a beat at once, ``worker.heartbeat.after_claim``, or :meth:`Fence.doubt`) and whether it
 holds running jobs (:meth:`Fence.hold`); while it does, once ``shared.fencing.fence_after``
 seconds have passed since the last renewal was sent, the fence logs ``worker.fenced`` and ends
 the process at once with ``ExitCode.FENCED`` (``os._exit``: the main thread is inside the
@@ -57,6 +58,13 @@ class Fence(threading.Thread):
         with self._cond:
             if sent > self._sent:
                 self._sent = sent
+
+    def doubt(self, sent: float) -> None:
+        """Leases renewed by a statement sent at ``sent`` could not be confirmed since: count
+        from then, even if a later renewal was told (see ``worker.heartbeat.after_claim``)."""
+        with self._cond:
+            self._sent = min(self._sent, sent)
+            self._cond.notify()
 
     def hold(self, holding: bool) -> None:
         """Whether the worker holds running jobs (claimed, outcome not committed)."""

@@ -30,6 +30,28 @@ IDLE_BEAT = 15.0     # seconds between beats while no job runs: only the process
                      # and every write wakes every idle worker (they watch the WAL)
 
 
+def after_claim(store: WorkerStore, owner: str, clock: Any, sent: float, running: int,
+                every: float) -> float | None:
+    """The monotonic time the fence may count the leases of a claim from, sent at ``sent`` and
+    answered with jobs (``running``: how many of the worker's jobs are running now, those
+    included). A claim answered within ``every`` (the heartbeat interval): ``sent``. A slower one
+    (it waited on a lock: a table locked, the write lock held) may have stamped its leases as
+    early as its send (PostgreSQL stamps with the statement's start), so counting from its
+    answer would be unsafe and counting from its send fences a worker that just claimed: a
+    beat renews every running job of the worker at once, and its send time is the answer when
+    it renewed all ``running``; None when it failed or renewed fewer (a job of the claim was
+    taken back meanwhile): the fence then counts from ``sent``."""
+    if clock.monotonic() - sent <= every:
+        return sent
+    beat = clock.monotonic()
+    try:
+        renewed = store.heartbeat(owner, clock.now)
+    except Exception as exc:  # noqa: BLE001 - the fence counts from the claim's send
+        event(log, "worker.heartbeat_failed", logging.WARNING, owner=owner, error=str(exc))
+        return None
+    return beat if renewed >= running else None
+
+
 class Heartbeat(threading.Thread):
     def __init__(self, config: Config, owner: str, clock: Any, parent_pid: int | None,
                  on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None,

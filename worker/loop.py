@@ -59,7 +59,7 @@ from .checkin import CheckIn, InHand
 from .control import Control
 from .queues import serve_queues
 from .fence import Fence
-from .heartbeat import Heartbeat
+from .heartbeat import Heartbeat, after_claim
 
 log = get_logger("worker")
 
@@ -277,10 +277,18 @@ class Worker(Control, Commits):
         if self.fence is not None:
             self.fence.hold(busy)
 
-    def renewed(self, sent: float, jobs: list[Job]) -> None:
-        """A claim sent at monotonic ``sent`` returned ``jobs``, all the leases we hold (see aio)."""
+    def renewed(self, sent: float, jobs: list[Job], store: WorkerStore | None = None,
+                running: int | None = None) -> None:
+        """A claim sent at monotonic ``sent`` on ``store`` returned ``jobs``, all the leases we
+        hold (see aio; ``running``: with those it gives back); a slow one is renewed at once."""
         if jobs and self.fence is not None:
-            self.fence.renewed(sent)
+            at = after_claim(store or self.store, self.owner, self.clock, sent,
+                             len(jobs) if running is None else running,
+                             self.config.worker.heartbeat_interval)
+            if at is not None:
+                self.fence.renewed(at)
+            else:
+                self.fence.doubt(sent)
 
     def claim(self) -> bool:
         """Commit finished outcomes and claim the next batch in one transaction.

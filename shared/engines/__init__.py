@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..contract import Store, UpkeepTask
-from ..errors import StoreUnavailable
+from ..errors import StoreRefused, StoreUnavailable
 from .engine import Engine, Target
 from .health import HealthCheck
 
@@ -55,7 +55,7 @@ def by_name(name: str) -> Engine:
     for engine in engines():
         if engine.name == name:
             return engine
-    raise StoreUnavailable(f"database engine {name!r}: unknown")
+    raise StoreRefused(f"database engine {name!r}: unknown")
 
 
 def target(database: str | Target) -> Target:
@@ -68,7 +68,7 @@ def target(database: str | Target) -> Target:
     try:
         return database_mod.target(database)
     except ValueError as exc:
-        raise StoreUnavailable(str(exc), database=database) from None
+        raise StoreRefused(str(exc), database=database) from None
 
 
 def _of(database: str | Target) -> tuple[Engine, Target]:

@@ -22,7 +22,7 @@ from shared import config as config_mod
 from shared import database as database_mod
 from shared.config import SCHEMA, ConfigError
 from shared.exitcodes import ExitCode
-from shared.files import write_atomic
+from shared.files import read_as_written, write_atomic
 from shared.handlers import HandlerImportError, load_registry
 
 from shared.ops.viewctx import Ctx
@@ -72,7 +72,7 @@ def _show(ctx: Ctx, args: argparse.Namespace) -> int:
                  f"# effective configuration: {cfg.path} with every default filled in\n" + tomli_w.dumps(data))
         return ExitCode.OK
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark is not shown)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
     _ = ctx.config  # validate: an invalid file is reported with exit 3, not printed as if fine
@@ -102,12 +102,14 @@ def _set(ctx: Ctx, args: argparse.Namespace) -> int:
         known = ", ".join(sorted(f"{s}.{k}" if s else k for s, keys in SCHEMA.items() for k in keys))
         return ctx.fail(f"config set: unknown key '{args.key}' (known: {known})", ExitCode.CONFIG_INVALID)
     try:
-        text = path.read_text(encoding="utf-8")
+        text, bom, eol = read_as_written(path)  # written back in the file's own form
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     value = parse_value(args.value)
     try:
-        new_text = set_key(text, section, key, value)
+        new_text = set_key(text, section, key, value, eol)
         cfg = config_mod.from_dict(tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent))
         if key == "handlers" and not section:
             load_registry(cfg.handlers, str(path.resolve()))  # a typo in a module name is refused now, not at start-up
@@ -117,7 +119,7 @@ def _set(ctx: Ctx, args: argparse.Namespace) -> int:
         return ctx.fail(f"config set {args.key}: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
     except ConfigError as exc:
         return ctx.fail(f"config set {args.key}: refused: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
-    write_atomic(path, new_text)
+    write_atomic(path, bom + new_text)
     ctx.emit({"path": str(path.resolve()), "key": args.key, "value": value},
              f"{path}: {args.key} = {toml_value(value)} (a running supervisor applies it within "
              f"config_poll_interval, or now with: jobq reload)")

@@ -39,21 +39,22 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def set_key(text: str, section: str, key: str, value: Any) -> str:
-    """``text`` with ``key`` of table ``section`` ("" for top level) set to ``value``."""
+def set_key(text: str, section: str, key: str, value: Any, eol: str = "\n") -> str:
+    """``text`` with ``key`` of table ``section`` ("" for top level) set to ``value``; the
+    lines it adds end with ``eol`` (the file's own line end)."""
     try:
         before = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise EditError(f"the file is not valid TOML: {exc}") from None
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
+        lines[-1] += eol
     rendered = toml_value(value)
     bounds = _table_bounds(lines, section)
     if bounds is None:
-        new = lines + ["\n", f"[{section}]\n", f"{key} = {rendered}\n"]
+        new = lines + [eol, f"[{section}]{eol}", f"{key} = {rendered}{eol}"]
     else:
-        new = _replace_or_insert(lines, bounds, key, rendered)
+        new = _replace_or_insert(lines, bounds, key, rendered, eol)
     out = "".join(new)
     expected = _with(before, section, key, value)
     try:
@@ -97,7 +98,8 @@ def _continues_value(lines: list[str], i: int) -> bool:
     return False
 
 
-def _replace_or_insert(lines: list[str], bounds: tuple[int, int], key: str, rendered: str) -> list[str]:
+def _replace_or_insert(lines: list[str], bounds: tuple[int, int], key: str, rendered: str,
+                       eol: str) -> list[str]:
     start, end = bounds
     last_key_end = None
     i = start
@@ -118,7 +120,7 @@ def _replace_or_insert(lines: list[str], bounds: tuple[int, int], key: str, rend
     at = start if last_key_end is None else last_key_end + 1
     if last_key_end is None and start == 0:
         at = end  # a top-level key in a file with no top-level keys: just before the first table
-    return lines[:at] + [f"{key} = {rendered}\n"] + lines[at:]
+    return lines[:at] + [f"{key} = {rendered}{eol}"] + lines[at:]
 
 
 def _value_extent(lines: list[str], i: int, rest: str) -> tuple[int, str, str]:

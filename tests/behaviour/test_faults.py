@@ -412,12 +412,130 @@ def test_missing_database_folder_is_a_clear_startup_error(tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+def test_a_database_newer_than_this_jobq_is_a_clear_startup_error(tmp_path):
+    """A schema from a later jobq: exit 5 at once with one line, never a traceback."""
+    make_database(tmp_path / "q.db")
+    with sqlite3.connect(str(tmp_path / "q.db")) as c:
+        c.execute("PRAGMA user_version = 999")
+    p = run_supervisor(config(tmp_path))
+    assert_clean_database_error(p, "version 999 is newer than this jobq")
+
+
 def test_file_that_is_not_a_database_is_a_clear_startup_error(tmp_path):
     (tmp_path / "q.db").write_bytes(b"this is a text file, not SQLite\n" * 200)
     cfg = config(tmp_path)
     p = run_supervisor(cfg)
     assert_clean_database_error(p, str(tmp_path / "q.db"), "not a database")
     assert (tmp_path / "q.db").read_bytes().startswith(b"this is a text file")  # left untouched
+
+
+# -- a database failing while the supervisor boots ------------------------------------------------
+
+@contextmanager
+def failing_at_boot(database: Database, folder: Path, app: str):
+    """Make every try of a supervisor to reach the database fail, until the block ends: on
+    PostgreSQL every session named ``app`` is terminated as soon as it shows (a failover's
+    "terminating connection due to administrator command"), on SQLite another program holds
+    the write lock."""
+    if database.name == "sqlite":
+        locker = sqlite3.connect(str(folder / "q.db"), isolation_level=None, timeout=10)
+        locker.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        return
+    import psycopg
+    from tests.engines import postgres_url
+    stop = threading.Event()
+
+    def terminate() -> None:
+        with psycopg.connect(postgres_url(), autocommit=True) as admin:
+            while not stop.wait(0.005):
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE application_name = %s", (app,))
+    killer = threading.Thread(target=terminate, daemon=True)
+    killer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        killer.join(10)
+
+
+def test_a_database_failing_while_the_supervisor_boots_is_waited_for_then_it_runs_jobs(
+        tmp_path, database, sup_factory):
+    """A failure that may heal by waiting (PostgreSQL's sessions terminated over and over during
+    start-up, as in a failover during a deploy; SQLite's write lock held by another program) is
+    logged and tried again with the loop's back-off, never the end of the supervisor; once the
+    database is back it boots, starts its workers and runs the job, on its first attempt."""
+    app = f"jobq_boot_{os.getpid()}_{time.monotonic_ns() % 10**6}"
+    sections: dict = {"supervisor": {"workers": 1}, "worker": {"lease_timeout": 4}}
+    if database.name == "postgresql":
+        from tests.engines import postgres_url
+        url = postgres_url()
+        sections["database"] = f"{url}{'&' if '?' in url else '?'}application_name={app}"
+    cfg = config(tmp_path, **sections)
+    jid = enqueue(cfg, "fault:ok")
+    with failing_at_boot(database, tmp_path, app):
+        sup = sup_factory(cfg)
+        wait_until(lambda: sup.proc.poll() is not None
+                   or len(log_events(sup, "supervisor.database_unavailable")) >= 2,
+                   timeout=60, what="two tries to reach the database failed")
+        assert sup.proc.poll() is None, sup.output()
+        assert not log_events(sup, "supervisor.boot_failed"), sup.output()
+    row = wait_until(lambda: terminal(cfg, jid), timeout=60,
+                     what="the job run once the database is back")
+    assert row["status"] == "completed" and row["attempts"] == 1, dict(row)
+    names = [e["event"] for e in log_events(sup)]
+    assert names.index("supervisor.database_unavailable") < names.index("supervisor.started")
+    assert sup.proc.poll() is None and "boot_failed" not in sup.output(), sup.output()
+    unavailable = log_events(sup, "supervisor.database_unavailable")
+    assert all(e["retry_in"] > 0 for e in unavailable), unavailable  # the loop's back-off
+
+
+def test_a_stop_signal_ends_a_boot_waiting_for_the_database(tmp_path, database, sup_factory):
+    """SIGTERM while the boot waits for the database: exit 0 at once, no worker started."""
+    app = f"jobq_stop_{os.getpid()}_{time.monotonic_ns() % 10**6}"
+    sections: dict = {"worker": {"lease_timeout": 4}}
+    if database.name == "postgresql":
+        from tests.engines import postgres_url
+        url = postgres_url()
+        sections["database"] = f"{url}{'&' if '?' in url else '?'}application_name={app}"
+    cfg = config(tmp_path, **sections)
+    enqueue(cfg, "fault:ok")
+    with failing_at_boot(database, tmp_path, app):
+        sup = sup_factory(cfg)
+        wait_until(lambda: sup.proc.poll() is not None
+                   or log_events(sup, "supervisor.database_unavailable"),
+                   timeout=60, what="a try to reach the database failed")
+        sup.signal(signal.SIGTERM)
+        assert sup.wait(30) == ExitCode.OK, sup.output()
+    assert "worker.spawned" not in sup.output() and "boot_failed" not in sup.output(), sup.output()
+
+
+@pytest.mark.engine_only("postgresql", reason="a server's refusals (SQLite's: the cases above)")
+@pytest.mark.parametrize("refusal, says", [
+    ("role", "does not exist"), ("database", "does not exist"), ("schema", "is newer than"),
+])
+def test_a_refusal_no_wait_heals_ends_the_boot_at_once(tmp_path, database, refusal, says):
+    """A role or database that does not exist, or a schema newer than this code: exit 5 at
+    once, said once, no retry and no worker."""
+    import psycopg
+    from tests.engines import postgres_url
+    url = postgres_url()
+    if refusal == "role":
+        url = url.replace("postgresql://", "postgresql://jobq_no_such_role@", 1)
+    elif refusal == "database":
+        url = url.replace("/test", "/jobq_no_such_database", 1)
+    else:
+        enqueue(config(tmp_path), "fault:ok")  # the schema made, then from a later jobq
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'UPDATE "{database.schema}".meta SET version = version + 1')
+    p = run_supervisor(config(tmp_path, database=url))
+    assert_clean_database_error(p, says)
+    assert "database_unavailable" not in p.stderr, p.stderr
 
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's write lock (PostgreSQL's upkeep lock_timeout: test_postgres)")
@@ -448,6 +566,30 @@ def test_a_held_write_lock_never_stalls_the_supervisors_loop_for_long(tmp_path, 
     row = wait_until(lambda: terminal(cfg, jid), timeout=30, what="the job released (max_attempts=1)")
     assert row["status"] == "failed" and "SIGKILL" in row["error"], row["error"]
     print(f"reaped {reaped_in:.2f} s after the kill, the write lock held")
+
+
+@pytest.mark.engine_only("sqlite", reason="SQLite's write lock (PostgreSQL's: test_postgres)")
+def test_a_claim_that_waited_for_the_write_lock_runs_its_job_on_the_first_attempt(tmp_path,
+                                                                                 sup_factory):
+    """Another program holds the write lock longer than the fence (3.2 s of a 4 s lease) while
+    a worker's claim of a job that fell due waits for it: the claim goes through on release,
+    the worker renews at once and runs the job on its first attempt, never fencing itself
+    because its silence was counted from the claim's send."""
+    cfg = config(tmp_path, supervisor={"workers": 1}, worker={"lease_timeout": 4})
+    sup = sup_factory(cfg)
+    wait_until(lambda: len(worker_rows(cfg)) == 1, timeout=30, what="worker up")
+    jid = enqueue(cfg, "fault:ok", delay=1.0)
+    due = time.monotonic() + 1.0
+    locker = sqlite3.connect(str(tmp_path / "q.db"), isolation_level=None, timeout=10)
+    try:
+        locker.execute("BEGIN IMMEDIATE")
+        threading.Event().wait(max(due + 4.0 - time.monotonic(), 0))  # the lock held past the fence
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    row = wait_until(lambda: terminal(cfg, jid), timeout=30, what="the job run")
+    assert row["status"] == "completed" and row["attempts"] == 1, dict(row)
+    assert not log_events(sup, "worker.fenced"), sup.output()
 
 
 # -- config mistakes --------------------------------------------------------------------------------

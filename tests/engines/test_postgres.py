@@ -278,3 +278,46 @@ def test_the_schema_version_is_one_statement_at_connect_and_safe_inside_a_transa
             rec.sql.clear()
             assert _version(rec, missing) == 0 and _version(rec, pg.schema) == schema.VERSION
             assert "to_regclass" in rec.sql[0] and conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+
+
+def waiting_claim(database: str) -> bool:
+    """Whether a claim waits on a lock (read on a connection of its own: in a transaction the
+    server's activity view keeps the snapshot it first gave)."""
+    with psycopg.connect(database, autocommit=True) as c:
+        return c.execute("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                         "AND query LIKE '%attempts = attempts + 1%'").fetchone() is not None
+
+
+def test_a_claim_that_waited_on_a_locked_table_runs_its_job_on_the_first_attempt(pg, tmp_path):
+    """An operator holds ``LOCK TABLE`` on jobq's jobs longer than the fence (8 s of a 10 s
+    lease) while a worker is replaced: the new worker's first claim, sent as it started, waits,
+    and goes through on release. The worker renews the claimed lease at once and runs the job
+    on its first attempt; it used to fence itself a few milliseconds later (its silence counted
+    from the claim's send), the job re-queued with an attempt used."""
+    import os
+    import signal
+    import threading
+    from shared.config import load
+    from tests.proc import Running, log_events, wait_until, write_config
+    cfg = write_config(tmp_path, database=pg.database, postgres={"schema": pg.schema},
+                       handlers=["faultjobs"], log_format="json", supervisor={"workers": 1},
+                       worker={"lease_timeout": 10, "heartbeat_interval": 0.5})
+    sup = Running(cfg)
+    try:
+        [first] = wait_until(lambda: [e["pid"] for e in log_events(sup, "worker.started")],
+                             timeout=60, what="the worker")
+        admin = psycopg.connect(pg.database, autocommit=True)
+        with JobQueue(config=load(cfg)) as q, admin:
+            with admin.transaction():
+                admin.execute(f'LOCK TABLE "{pg.schema}".jobs IN ACCESS EXCLUSIVE MODE')
+                jid = q.enqueue("fault:ok", {}, conn=admin)  # visible once the lock is let go
+                os.kill(first, signal.SIGKILL)
+                wait_until(lambda: waiting_claim(pg.database), timeout=60,
+                           what="the replacement's first claim waiting on the lock")
+                threading.Event().wait(8.8)  # the lock held past the fence, within the lease
+            row = wait_until(lambda: (lambda j: j if j.status == "completed" else None)(q.get(jid)),
+                             timeout=60, what="the job completed")
+        assert row.attempts == 1, (row, sup.output())
+        assert not log_events(sup, "worker.fenced"), sup.output()
+    finally:
+        sup.close()

@@ -22,6 +22,7 @@ from shared import JobQueue, fencing
 from shared.clock import FakeClock, iso, parse_iso
 from shared.config import Config, ConfigError, TypeConfig, WorkerConfig, load
 from shared.engines.sqlite.store import SqliteStore
+from shared.errors import StoreError
 from shared.exitcodes import ExitCode
 from shared.handlers import Registry
 from shared.job import Job, NewJob, RunningGroup, new_id
@@ -288,6 +289,55 @@ def test_the_fence_fires_only_while_holding_jobs_past_lease_minus_margin():
     assert fence.overdue(clock.monotonic()) == pytest.approx(8.1)
     fence.renewed(clock.monotonic())
     assert fence.overdue(clock.monotonic()) is None
+
+
+class _BeatStore:
+    """A worker's store whose heartbeat renews ``renewed`` jobs (or fails), and says when."""
+
+    def __init__(self, clock: FakeClock, renewed: int | None) -> None:
+        self.clock, self.renewed, self.beats = clock, renewed, []
+
+    def heartbeat(self, owner, now, holding=None) -> int:
+        self.beats.append((self.clock.monotonic(), holding))
+        if self.renewed is None:
+            raise StoreError("database q.db: terminating connection")
+        return self.renewed
+
+
+def test_a_claim_that_waited_on_a_lock_is_renewed_at_once_and_the_fence_counts_from_that():
+    """A claim sent when the worker started and answered 9 s later (a table locked meanwhile)
+    may have stamped its leases at its start (PostgreSQL stamps with the statement's start):
+    counting from its send fenced the worker that had just claimed; counting from its answer
+    would trust a stale lease. A beat
+    renews every running job at once and the fence counts from the beat's send; a beat that
+    fails, or renews fewer than the worker holds, leaves the count at the claim's send."""
+    from worker.heartbeat import after_claim
+    cfg = Config(worker=WorkerConfig(lease_timeout=10.0, heartbeat_interval=0.5))  # fence at 8 s
+    clock = FakeClock()
+    clock.advance(100)
+    quick = _BeatStore(clock, 1)
+    sent = clock.monotonic() - 0.1
+    assert after_claim(quick, "w", clock, sent, 1, 0.5) == sent
+    assert quick.beats == []  # a claim answered at once: nothing more
+    fence = Fence(cfg, "w", clock, on_fenced=lambda: None)  # spawned; the claim is sent at once
+    sent = clock.monotonic()
+    clock.advance(9)  # the claim's answer
+    store = _BeatStore(clock, 2)
+    at = after_claim(store, "w", clock, sent, 2, 0.5)
+    assert store.beats == [(clock.monotonic(), None)] and at == clock.monotonic()  # every job
+    fence.renewed(at)
+    fence.hold(True)
+    assert fence.overdue(clock.monotonic()) is None  # it runs the jobs it claimed
+    clock.advance(8.1)
+    assert fence.overdue(clock.monotonic()) == pytest.approx(8.1)  # then beats are needed
+    for renewed in (1, None):  # a job of the claim taken back meanwhile; the beat failed
+        fence = Fence(cfg, "w", clock, on_fenced=lambda: None)
+        sent = clock.monotonic()
+        clock.advance(9)
+        assert after_claim(_BeatStore(clock, renewed), "w", clock, sent, 2, 0.5) is None
+        fence.doubt(sent)
+        fence.hold(True)
+        assert fence.overdue(clock.monotonic()) == pytest.approx(9)  # stops before it runs them
 
 
 def test_fenced_is_exit_code_11():

@@ -8,7 +8,8 @@ The only psycopg imports of jobq's runtime are in this package's modules:
 - :mod:`.store`: :class:`PgStore`, producers', workers' and the supervisor's statements
 - :mod:`.leases`: heartbeats and lease ages; :mod:`.dialect`: how it spells the shared SQL
   (:mod:`shared.engines.sql`; the operators' reads are :mod:`shared.ops`)
-- :mod:`.connection`: connecting, reconnecting, errors; :mod:`.schema`: tables, migrations
+- :mod:`.connection`: connecting, reconnecting, errors; :mod:`.schema`: tables, migrations;
+  :mod:`.refusals`: which refusals no wait heals
 - :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
 - :mod:`.peers`: which sockets lead to the server (the worker template's check)
@@ -20,8 +21,9 @@ from types import ModuleType
 from typing import Any
 
 from ...contract import Store, UpkeepTask
-from ...errors import StoreUnavailable
+from ...errors import StoreRefused, StoreUnavailable
 from ..engine import Engine, Target
+from .refusals import refused
 
 MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: run "
            'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"')
@@ -34,7 +36,7 @@ def _load(module: str) -> ModuleType:
     except ImportError as exc:
         if "psycopg" not in str(exc):
             raise
-        raise StoreUnavailable(f"database engine postgresql: {MISSING}") from exc
+        raise StoreRefused(f"database engine postgresql: {MISSING}") from exc
 
 
 def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
@@ -44,9 +46,15 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
 
 def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
     p = ENGINE.settings(config)
-    store: Store = _load("store").PgStore(target.location, schema=p.schema, connect_timeout=p.connect_timeout,
-                                          migrate=migrate, lease_timeout=config.worker.lease_timeout,
-                                          upkeep=upkeep)
+    try:
+        store: Store = _load("store").PgStore(
+            target.location, schema=p.schema, connect_timeout=p.connect_timeout, migrate=migrate,
+            lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
+    except StoreUnavailable as exc:  # a refusal no wait heals is told apart (supervisor.boot)
+        better = refused(exc)
+        if better is exc:
+            raise
+        raise better from exc.cause
     return store
 
 

@@ -40,7 +40,7 @@ from psycopg.rows import dict_row
 from ...database import redacted, scrub
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
-from ...errors import StoreUnavailable
+from ...errors import StoreRefused, StoreUnavailable
 from . import schema as schema_mod
 from .errors import error_for
 
@@ -337,8 +337,8 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         found = _version(conn, schema)
-        if found > schema_mod.VERSION:
-            raise StoreUnavailable(f"schema {schema}: version {found} is newer than this jobq ({schema_mod.VERSION})")
+        if found > (ours := schema_mod.VERSION):
+            raise StoreRefused(f"schema {schema}: version {found} is newer than this jobq ({ours})")
         for version in range(found, schema_mod.VERSION):
             conn.execute(f'SET LOCAL search_path = "{schema}"')
             conn.execute(schema_mod.MIGRATIONS[version])

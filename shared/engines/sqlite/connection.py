@@ -3,8 +3,9 @@ translation of ``sqlite3`` errors into jobq's own (:mod:`shared.errors`).
 
 Every public method of a store class decorated with :func:`translate_errors` raises
 ``StoreBusy`` (locked past the busy timeout and every retry), ``StoreQueryError`` (a statement
-that failed on a working connection: :func:`call_error`) or ``StoreUnavailable`` (anything else
-SQLite refuses) naming the file and the cause, with the ``sqlite3`` error as ``__cause__``.
+that failed on a working connection: :func:`call_error`), ``StoreRefused`` (no wait heals
+it: see :func:`error_for`) or ``StoreUnavailable`` (anything else SQLite refuses) naming the
+file and the cause, with the ``sqlite3`` error as ``__cause__``.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
-from ...errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
+from ...errors import StoreBusy, StoreError, StoreQueryError, StoreRefused, StoreUnavailable
 from . import schema
 from .wants import Wants
 
@@ -71,13 +72,14 @@ class SqliteConnection(ConnectionBase):
     def _open(self, migrate: bool) -> None:
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
-            raise StoreUnavailable(f"database {self.path}: folder {folder} does not exist", database=self.path)
+            raise StoreRefused(f"database {self.path}: folder {folder} does not exist",
+                               database=self.path)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
                                    check_same_thread=True)
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"database {self.path}: cannot open: {exc}", database=self.path,
-                                   cause=exc) from exc
+            raise StoreRefused(f"database {self.path}: cannot open: {exc}", database=self.path,
+                               cause=exc) from exc
         self._conn = set_up(conn, lambda c: (self._setup(c, migrate), setattr(c, "row_factory", _row_factory)),
                             (sqlite3.Error,), lambda exc: error_for(self.path, exc))  # type: ignore[arg-type]
         self.wants = Wants(None if self.path in ("", ":memory:") else self.path)
@@ -92,21 +94,25 @@ class SqliteConnection(ConnectionBase):
         may hold (an application's open transaction, into which a job is about to be enqueued
         through ``conn=``: a task's default queue opens at a thread's first enqueue)."""
         for attempt in range(OPEN_RETRIES + 1):
+            waited = False
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode != "wal":
-                    raise StoreUnavailable(f"database {self.path}: cannot switch to WAL mode (got {mode!r})",
-                                           database=self.path)
+                    raise StoreRefused(f"database {self.path}: cannot switch to WAL mode "
+                                       f"(got {mode!r})", database=self.path)
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 # A job cancelled because its parent failed ends its own dependants through the
                 # same trigger (workflows: schema.FLOWS).
                 conn.execute("PRAGMA recursive_triggers = ON")
                 if migrate and conn.execute("PRAGMA user_version").fetchone()[0] != schema.VERSION:
+                    waited = True  # its write lock is waited for in the busy handler
                     schema.migrate(conn)  # (reads the version again under the write lock)
                 return
             except sqlite3.OperationalError as exc:
-                if not is_busy(exc) or attempt == OPEN_RETRIES:
+                # the supervisor's store waits for the lock once (upkeep_busy), never 41 times
+                if not is_busy(exc) or attempt == OPEN_RETRIES or (
+                        waited and not self.busy_retries):
                     raise
                 time.sleep(random.uniform(0.01, 0.05))
 
@@ -240,9 +246,11 @@ class SqliteConnection(ConnectionBase):
 
 
 def error_for(path: str, exc: sqlite3.Error) -> StoreError:
-    """jobq's error for a ``sqlite3`` error on ``path`` that makes the database unusable
-    (opening a store reports every error so)."""
-    kind = StoreBusy if is_busy(exc) else StoreUnavailable
+    """jobq's error for a ``sqlite3`` error on ``path`` (StoreRefused: a read-only file, a
+    folder it cannot open or write in, a file that is not a sound database: no wait heals those)."""
+    lasting = any(w in str(exc)
+                  for w in ("readonly", "not a database", "malformed", "unable to open"))
+    kind = StoreBusy if is_busy(exc) else StoreRefused if lasting else StoreUnavailable
     return kind(f"database {path}: {_explain(exc)}", database=path, cause=exc)
 
 

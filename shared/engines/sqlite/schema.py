@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from .flowschema import FLOWS, FLOW_CHAINS
+from ...errors import StoreRefused
 
 V1 = """
 CREATE TABLE jobs (
@@ -309,7 +310,8 @@ def migrate(conn: sqlite3.Connection) -> int:
     try:
         found = conn.execute("PRAGMA user_version").fetchone()[0]
         if found > VERSION:
-            raise RuntimeError(f"database schema version {found} is newer than this jobq ({VERSION})")
+            raise StoreRefused(f"database schema version {found} is newer than this jobq "
+                               f"({VERSION})")
         for version in range(found, VERSION):
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)

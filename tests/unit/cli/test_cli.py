@@ -356,6 +356,29 @@ def test_config_set_keeps_comments_validates_and_refuses(tmp_path):
     assert r.returncode == ExitCode.CONFIG_INVALID and "config init" in r.stderr
 
 
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["no-bom", "bom"])
+@pytest.mark.parametrize("eol", [b"\r\n", b"\n"], ids=["crlf", "lf"])
+def test_config_set_keeps_the_files_line_ends_and_byte_order_mark(tmp_path, bom, eol):
+    """A file saved by a Windows editor (CRLF line ends, perhaps a UTF-8 byte-order mark) is
+    read by every command (check, show, set) and written back in its own form: a replaced,
+    inserted or appended line ends as the others do; the mark stays."""
+    path = tmp_path / "jobq.toml"
+    lines = [b"# my notes", b'database = "q.db"', b'handlers = ["opsjobs"]', b"", b"[supervisor]",
+             b"workers = 2  # two", b""]
+    path.write_bytes(bom + eol.join(lines))
+    ok(jobq(path, "config", "check"))
+    assert "workers = 2" in ok(jobq(path, "config", "show"))
+    shown = json.loads(ok(jobq(path, "--json", "config", "show")))
+    assert shown["config"]["supervisor"]["workers"] == 2
+    ok(jobq(path, "config", "set", "supervisor.workers", "6"))     # replaced
+    ok(jobq(path, "config", "set", "log_format", "json"))          # inserted
+    ok(jobq(path, "config", "set", "retry.backoff_max", "2.5"))    # a table appended
+    want = [*lines[:3], b'log_format = "json"', *lines[3:5], b"workers = 6  # two", b"",
+            b"[retry]", b"backoff_max = 2.5", b""]
+    assert path.read_bytes() == bom + eol.join(want)
+    ok(jobq(path, "config", "check"))
+
+
 # -- errors, --config placement -------------------------------------------------------------------
 
 
