@@ -906,7 +906,7 @@ def store_cycle(store: SqliteStore):
 # another name above: is_paused, touch_process and the reads).
 _NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in", "wakeup",
                    "delete_finished_in", "pacer", "for_thread",
-                   "dialect", "channel", "schema", "qualifier",  # the shared SQL's attributes
+                   "dialect", "channel", "schema", "qualifier", "named",  # the shared SQL's attributes
                    "gauges",
                    "serving", "claim_order", "serving_names", "serving_tag", "serving_slot"}  # a worker's queues
 

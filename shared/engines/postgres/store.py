@@ -166,10 +166,6 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""
         self.conn.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
-    def named(self, table: str) -> str:
-        """``table`` in jobq's schema: an application's connection has its own search_path."""
-        return f'"{self.schema}".{table}'
-
     @functools.cached_property
     def _insert_one(self) -> str:
         return _insert_one_sql(self.table, later=False)

@@ -64,7 +64,7 @@ class SqlBase:
     def named(self, table: str) -> str:
         """A jobq table as a statement on an application's connection names it (an engine with a
         namespace of its own qualifies it: that connection's search path need not have it)."""
-        return table
+        return f"{self.qualifier}{table}"
 
     def _row(self, sql: str, params: Params | None = None) -> dict[str, Any] | None:
         rows = self._rows(sql, params)
