@@ -31,6 +31,7 @@ class FileProgress:
         self.outcome: dict[str, str] = {}               # nodeid -> its worst outcome so far
         self.done: dict[str, Counter[str]] = defaultdict(Counter)
         self.finished = 0
+        self.letters = False                            # a failure's letter is on the line
 
     @property
     def reporter(self) -> Any:
@@ -50,6 +51,8 @@ class FileProgress:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport) -> Any:
+        if hasattr(report, "wasxfail"):  # xfail and xpass keep pytest's own letters and words
+            return None
         if report.passed and report.when == "call":
             return "passed", "", "PASSED"  # no dot: the file's line says it
         if report.skipped:
@@ -62,6 +65,7 @@ class FileProgress:
         kind = "error" if report.failed and report.when != "call" else report.outcome
         old = self.outcome.get(report.nodeid, "passed")
         self.outcome[report.nodeid] = min(old, kind, key=WORST.index)
+        self.letters = self.letters or report.failed or hasattr(report, "wasxfail")
         if report.when != "teardown":
             return
         self.done[path][self.outcome.pop(report.nodeid)] += 1
@@ -75,6 +79,9 @@ class FileProgress:
         took = time.monotonic() - self.first[path]
         so_far = int(time.monotonic() - self.start)
         share = 100 * self.finished // max(sum(self.total.values()), 1)
+        if self.letters:  # end the line of letters first
+            self.reporter.write("\n")
+            self.letters = False
         self.reporter.write_line(f"[{share:3d}%] {path}: {counts} in {took:.1f} s  "
                                  f"({so_far // 60}:{so_far % 60:02d} so far)")
 
