@@ -218,8 +218,8 @@ def test_a_killed_workers_job_locked_at_its_death_is_released_later_with_the_kil
     reason = {"timed out after 1 s", f"worker {run['pid']} exited with 11 (fenced) while running the job"}
     assert row["status"] == "failed" and row["error"] in reason, row["error"]
     # the supervisor logs the release after its commit: the line may come a moment after the row
-    reaped = wait_until(lambda: [e["reason"] for e in log_events(sup, "job.reaped") if e["id"] == jid],
-                        timeout=10, what="the job.reaped line")
+    reaped = wait_until(lambda: [e["reason"] for e in log_events(sup, "job.reaped")
+                                 if e["id"] == jid], timeout=10, what="the job.reaped line")
     assert reaped == [row["error"]]
 
 

@@ -152,8 +152,8 @@ def test_page_runs(page: Path, folder: Path, tmp_path_factory, monkeypatch):
                 fn = getattr(namespace, fname)
                 if fname.startswith("test_") and inspect.isfunction(fn):
                     params = inspect.signature(fn).parameters
-                    given = {"tmp_path": tmp_path_factory.mktemp(fname)} if "tmp_path" in params else {}
-                    fn(**given)
+                    wants = "tmp_path" in params
+                    fn(**({"tmp_path": tmp_path_factory.mktemp(fname)} if wants else {}))
     finally:
         jobq.configure(None)
         if tasks._opened.queue is not None:  # a block's configure(None) made it open ./jobq.toml

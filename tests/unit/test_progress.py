@@ -15,20 +15,20 @@ REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml"
 
 def run_pytest(folder: Path, *args: str) -> str:
     (folder / "conftest.py").write_text('pytest_plugins = ["tests.progress"]\n')
-    (folder / "test_one.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    assert False\n")
-    (folder / "test_two.py").write_text("import pytest\n\n@pytest.mark.skip(reason='x')\ndef test_c():\n"
-                                        "    pass\n\ndef test_d():\n    pass\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=folder,
-                       env=env, capture_output=True, text=True, timeout=120)
+    (folder / "test_one.py").write_text("def test_a():\n    pass\n\n"
+                                        "def test_b():\n    assert False\n")
+    (folder / "test_two.py").write_text("import pytest\n\n@pytest.mark.skip(reason='x')\n"
+                                        "def test_c():\n    pass\n\ndef test_d():\n    pass\n")
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                       cwd=folder, env={**os.environ, "PYTHONPATH": path}, capture_output=True,
+                       text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr  # test_b fails
     return r.stdout
 
 
 @pytest.mark.parametrize("args", [(), ("-n", "2")], ids=["one process", "xdist"])
 def test_a_line_per_file_with_its_counts_and_no_dots(tmp_path, args):
-    if args:
-        pytest.importorskip("xdist", reason="pytest-xdist is in the test extra: pip install -e '.[test]'")
     out = run_pytest(tmp_path, *args)
     lines = [ln for ln in out.splitlines() if re.match(r"\[\s*\d+%\] test_", ln)]
     assert sorted(re.sub(r" in [\d.]+ s .*", "", ln.split("] ", 1)[1]) for ln in lines) == [
