@@ -103,10 +103,11 @@ class JobQueue:
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
         schedule it; ``priority``: higher runs first (None: the type's ``[types]`` priority, else 0);
         ``max_attempts`` None: the handler's or the config's. With ``conn`` (the application's own
-        connection of the store's engine: a ``sqlite3.Connection`` on the same file), the job is
-        written inside the caller's transaction, and commits or rolls back with it. Invalid input
-        raises and writes nothing. The active OpenTelemetry span's context (or ``traceparent``,
-        W3C text, given explicitly) is stored with the job for its worker's span (docs/tracing.md).
+        connection of the store's engine: a ``sqlite3.Connection`` on the same file, a psycopg
+        connection to the same PostgreSQL database), the job is written inside the caller's
+        transaction, and commits or rolls back with it. Invalid input raises and writes nothing.
+        The active OpenTelemetry span's context (or ``traceparent``, W3C text, given explicitly)
+        is stored with the job for its worker's span (docs/tracing.md).
         ``queue``: the named queue (docs/queues.md; None: the type's ``[types]`` queue, else its
         handler's, else ``"default"``); ``limit_key``: the key its ``[types]`` per-key limits
         count it under (None: what the type's ``key`` path finds in the payload, if it has one).
@@ -213,7 +214,8 @@ class JobQueue:
         ``max_jobs`` have run, as a worker would: retries, back-off, permanent errors, hooks and
         ``[types]`` limits apply; no supervisor is needed. A retry whose back-off has not passed
         is not due (set ``[retry] backoff_base = 0``, or advance a FakeClock and drain again).
-        Returns counts by outcome: ``{"completed": n, "retried": n, "failed": n}``.
+        Returns counts by outcome: ``{"completed": n, "retried": n, "failed": n}``, and
+        ``"cancelled"`` when a handler raised JobCancelled.
         """
         return self._inline().drain(types=None if types is None else list(
             [types] if isinstance(types, str) else types), max_jobs=max_jobs)

@@ -27,7 +27,8 @@ from .tracing import Tracing
 from .contract import Store
 
 OUTCOMES = ("completed", "retried", "failed")
-_KIND = {"completed": "completed", "retry": "retried", "failed": "failed"}
+# "cancelled": a handler raised JobCancelled (a key of drain()'s counts only when some were)
+_KIND = {"completed": "completed", "retry": "retried", "failed": "failed", "cancelled": "cancelled"}
 
 Handlers = Iterable["str | ModuleType | Callable[..., Any]"]
 
@@ -71,8 +72,8 @@ class InlineRunner:
     def drain(self, types: Sequence[str] | None = None, max_jobs: int | None = None,
               ids: Sequence[str] | None = None) -> dict[str, int]:
         """Run due jobs (of ``types``, or with ``ids``, if given) until none is due or
-        ``max_jobs`` have run; counts by outcome: completed, retried, failed (and lease_lost if
-        a supervisor took a job back meanwhile)."""
+        ``max_jobs`` have run; counts by outcome: completed, retried, failed (and cancelled if a
+        handler raised JobCancelled, lease_lost if a supervisor took a job back meanwhile)."""
         if max_jobs is not None and (not isinstance(max_jobs, int) or max_jobs < 0):
             raise ValueError(f"max_jobs must be an integer >= 0 or None, got {max_jobs!r}")
         if isinstance(types, str):

@@ -217,7 +217,10 @@ def test_a_killed_workers_job_locked_at_its_death_is_released_later_with_the_kil
     # and stalls the supervisor's own writes. Either way the dead worker's reason, not "gone".
     reason = {"timed out after 1 s", f"worker {run['pid']} exited with 11 (fenced) while running the job"}
     assert row["status"] == "failed" and row["error"] in reason, row["error"]
-    assert [e["reason"] for e in log_events(sup, "job.reaped") if e["id"] == jid] == [row["error"]]
+    # the supervisor logs the release after its commit: the line may come a moment after the row
+    reaped = wait_until(lambda: [e["reason"] for e in log_events(sup, "job.reaped")
+                                 if e["id"] == jid], timeout=10, what="the job.reaped line")
+    assert reaped == [row["error"]]
 
 
 def test_grandchild_is_killed_with_its_worker_group_on_forced_shutdown(tmp_path, sup_factory):

@@ -15,6 +15,8 @@ from shared.handles import JobFailed
 from shared.ops import viewrender
 from shared.config import Config, RetryConfig, TypeConfig
 from shared.handlers import HandlerImportError, PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
+from shared.handlers import on_cancelled
+from shared.stopping import JobCancelled
 
 from tests.engines import raw
 
@@ -59,6 +61,11 @@ def parent(payload, job):
     return child
 
 
+@handler("t:stops")
+def stops(payload, job):
+    raise JobCancelled("the handler gave up")
+
+
 payload_queue: list[JobQueue] = []
 
 
@@ -77,7 +84,13 @@ def hook_retry(job, error):
     seen.append(("retry", job.type, job.attempt))
 
 
-HANDLERS = [ok, flaky, permanent, later, async_handler, parent, hook_done, hook_failed, hook_retry]
+@on_cancelled
+def hook_cancelled(job, error):
+    seen.append(("cancelled", job.type, error.splitlines()[-1]))
+
+
+HANDLERS = [ok, flaky, permanent, later, async_handler, parent, stops,
+            hook_done, hook_failed, hook_retry, hook_cancelled]
 
 
 @pytest.fixture
@@ -113,6 +126,20 @@ def test_immediate_honours_retries_permanent_errors_and_hooks(database, tmp_path
         assert perm.status == "failed" and perm.attempts == 1
     assert seen == [("retry", "t:flaky", 1), ("failed", "t:flaky", "ValueError: attempt 2 broke"),
                     ("failed", "t:permanent", "shared.handlers.PermanentError: bad input")]
+
+
+def test_a_handler_that_raises_job_cancelled_ends_cancelled_inline(database, tmp_path, clock):
+    with queue(database, tmp_path, clock, immediate=True) as q:
+        job = q.get(q.enqueue("t:stops"))
+        assert (job.status, job.attempts) == ("cancelled", 1) and "the handler gave up" in job.error
+    with queue(database, tmp_path, clock) as q:
+        q.enqueue("t:stops")
+        never = q.enqueue("t:ok", 1)
+        assert q.cancel(never) is True                  # pending: cancelled, drain never runs it
+        assert q.drain() == {"completed": 0, "retried": 0, "failed": 0, "cancelled": 1}
+        assert q.get(never).status == "cancelled"
+    assert [s for s in seen if s[0] != "cancelled"] == []
+    assert [s[:2] for s in seen] == [("cancelled", "t:stops")] * 2
 
 
 def test_immediate_leaves_jobs_that_are_not_due_for_drain(database, tmp_path, clock):
