@@ -17,6 +17,7 @@ from shared.config import Config, RetryConfig, TypeConfig
 from shared.handlers import HandlerImportError, PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
 from shared.handlers import on_cancelled
 from shared.stopping import JobCancelled
+from shared.cancels import CancelResult
 
 from tests.engines import raw
 
@@ -135,7 +136,7 @@ def test_a_handler_that_raises_job_cancelled_ends_cancelled_inline(database, tmp
     with queue(database, tmp_path, clock) as q:
         q.enqueue("t:stops")
         never = q.enqueue("t:ok", 1)
-        assert q.cancel(never) is True                  # pending: cancelled, drain never runs it
+        assert q.cancel(never) is CancelResult.CANCELLED  # pending: cancelled, drain never runs it
         assert q.drain() == {"completed": 0, "retried": 0, "failed": 0, "cancelled": 1}
         assert q.get(never).status == "cancelled"
     assert [s for s in seen if s[0] != "cancelled"] == []

@@ -380,7 +380,11 @@ def test_a_supervisor_rescues_another_hosts_expired_job_without_touching_its_pid
         fresh = _insert_running(cfg, fresh_owner, sleeper.pid, now - 1000, now + 3600)
         wait_until(lambda: job_row(cfg, dead)["status"] == "completed", timeout=20, what="expired job re-run here")
         row = job_row(cfg, dead)
-        assert row["attempts"] == 2 and "another host" in row["error"]
+        assert row["attempts"] == 2 and row["error"] is None  # its re-run shows no stale error
+        with sqlite3.connect(str(cfg.parent / "q.db")) as c:
+            lost = c.execute("SELECT outcome, error FROM job_attempts WHERE job_id = ? AND attempt = 1",
+                             (dead,)).fetchone()
+        assert lost is not None and "another host" in lost[1], lost  # the history keeps why
         still = job_row(cfg, fresh)
         assert (still["status"], still["owner"]) == ("running", fresh_owner)
         assert sleeper.poll() is None and psutil.Process(sleeper.pid).status() != psutil.STATUS_ZOMBIE
