@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..contract import OpsStore
-from ..job import STATUSES
+from shared.engines.contract import OpsStore
+from shared.model.job import STATUSES
 from .fragments import DEAD, TOP
 
 WINDOW = 10_000     # index entries examined per page at most, when a filter needs a look

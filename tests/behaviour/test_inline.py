@@ -1,5 +1,6 @@
-"""The testing helpers (shared.inline): ``JobQueue(immediate=True)`` and ``JobQueue.drain()`` run
-jobs in the calling process through the worker's runner and outcome code, on each engine."""
+"""The testing helpers (shared.producer.inline): ``JobQueue(immediate=True)`` and
+``JobQueue.drain()`` run jobs in the calling process through the worker's runner and outcome code,
+on each engine."""
 from __future__ import annotations
 
 import ast
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from shared import FakeClock, JobQueue
-from shared.config import Config, RetryConfig, TypeConfig
-from shared.handlers import HandlerImportError, PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
+from shared.settings.config import Config, RetryConfig, TypeConfig
+from shared.execution.handlers import (HandlerImportError, PermanentError, RetryAfter, handler,
+                                       on_completed, on_failed, on_retry)
 
 from tests.engines import raw
 

@@ -19,8 +19,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from ...contract import Store, UpkeepTask
-from ...errors import StoreUnavailable
+from shared.engines.contract import Store, UpkeepTask
+from shared.model.errors import StoreUnavailable
 from ..engine import Engine, Target
 
 MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: run "

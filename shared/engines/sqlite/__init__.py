@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...contract import Store, UpkeepTask
+from shared.engines.contract import Store, UpkeepTask
 from .. import forkaware
 from ..engine import Engine, Target
 
@@ -33,7 +33,7 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
 
 
 def _url_path(value: str, rest: str) -> str:
-    from ...database import redacted
+    from shared.engines.location import redacted
     path = rest[2:] if rest.startswith("//") else rest  # sqlite:///abs -> /abs; sqlite:rel -> rel
     if rest.startswith("//") and not path.startswith("/"):
         raise ValueError(f"database {redacted(value)!r}: a sqlite:// URL needs an absolute path "
@@ -45,7 +45,7 @@ def _url_path(value: str, rest: str) -> str:
 
 
 def _expected() -> str:
-    from ...database import expected
+    from shared.engines.location import expected
     return expected()
 
 
