@@ -14,7 +14,7 @@ from shared.runtime.clock import iso
 from shared.engines.contract import OpsStore
 from shared.model.queuenames import DEFAULT_QUEUE
 from shared.model.unserved import unserved
-from shared.ops import viewstats as stats
+from shared.ops import stats
 
 _DEPTH = ("SELECT queue, count(*) AS n, sum(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due "
           "FROM jobs WHERE status = 'pending' GROUP BY queue")

@@ -21,7 +21,7 @@ from shared import ops
 from shared.model.exitcodes import ExitCode
 from shared.engines.contract import OpsStore
 from supervisor.views import render
-from shared.ops import viewstats as stats
+from shared.ops import stats
 from supervisor.views.context import Ctx
 from supervisor.views.snapshot import collect
 

@@ -17,7 +17,7 @@ from shared.model.job import STATUSES, decoded
 from shared.engines.contract import OpsStore
 from shared.runtime.processes import host_id, memory_mb, token_alive
 
-from shared.ops import viewstats as stats
+from shared.ops import stats
 
 WINDOW_MINUTES = 5
 SAMPLE = 20_000  # most recent attempts looked at for latency percentiles

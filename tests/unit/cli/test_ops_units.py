@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from shared.settings.config import SCHEMA, Config, from_dict
 from shared.settings.durations import parse_duration, parse_seconds
 from supervisor.views import render
-from shared.ops import viewstats as stats
+from shared.ops import stats
 from supervisor.cli.template import default_toml
 from supervisor.cli.tomledit import EditError, parse_value, set_key, toml_value
 
