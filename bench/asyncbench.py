@@ -46,7 +46,7 @@ def run_jobq(folder: Path, where: dict[str, Any], args: Any) -> dict[str, Any]:
     ``where``: the config's ``database`` (and ``[postgres]``)."""
     import tomli_w
     from shared import JobQueue
-    from shared.config import load
+    from shared.settings.config import load
 
     cfg = folder / "jobq.toml"
     cfg.write_text(tomli_w.dumps({

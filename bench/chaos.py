@@ -271,7 +271,7 @@ class Cluster:
     def fences(self) -> list[Fault]:
         """The workers that fenced themselves (``worker.fenced`` in the supervisors' JSON log;
         a line that is not JSON, such as a crash's traceback, is not one)."""
-        from shared.clock import parse_iso
+        from shared.runtime.clock import parse_iso
         out = []
         for line in self.log_path.read_text(errors="replace").splitlines():
             if '"worker.fenced"' in line:

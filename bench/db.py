@@ -2,7 +2,7 @@
 
 A :class:`Db` is either a SQLite file (``Db.sqlite(folder, sync)``) or a schema on a PostgreSQL
 server (``Db.postgres(folder, url, schema)``). It gives what the config file needs
-(:meth:`Db.toml`), a :class:`shared.config.Config` for a producer's ``JobQueue``, and
+(:meth:`Db.toml`), a :class:`shared.settings.config.Config` for a producer's ``JobQueue``, and
 :meth:`Db.query`: one read in SQL both engines accept (the tables and columns are the same on
 both, times as ISO text), on a short autocommit connection that never holds a snapshot open.
 The bench reads through here, not through an engine's module.
@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from shared.config import Config, PostgresConfig, SqliteConfig
+from shared.settings.config import Config, PostgresConfig, SqliteConfig
 
 
 @dataclass

@@ -8,8 +8,8 @@ import sqlite3
 import time
 from typing import Any, Callable
 
-from shared.clock import iso
-from shared.job import new_id
+from shared.runtime.clock import iso
+from shared.model.job import new_id
 from shared.engines.sqlite.store import Finish, SqliteStore
 
 from . import raw

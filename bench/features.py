@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 import tomli_w
 
 from jobq import JobQueue, task
-from shared.clock import parse_iso
+from shared.runtime.clock import parse_iso
 
 from .db import Db
 from .procs import Tree, python, wait_for
@@ -157,7 +157,7 @@ def wait_results(q: JobQueue, db: Db, sizes: Sizes) -> dict[str, Any]:
 
 def id_floor() -> str:
     """An id below every job id made from now on and above every one made before the last
-    millisecond (ids begin with their milliseconds: shared.job.new_ids)."""
+    millisecond (ids begin with their milliseconds: shared.model.job.new_ids)."""
     return "%012x" % (int(time.time() * 1000) & 0xFFFFFFFFFFFF) + "0" * 20
 
 
@@ -215,7 +215,7 @@ def dependency_cost(url: str | None, sizes: Sizes) -> dict[str, Any]:
     the median round; and each graph's rate against the independent jobs'."""
     from .keys import OWNER, PID
     from .waits import fresh_db
-    from shared.job import Finish
+    from shared.model.job import Finish
     plan = shapes(replace(sizes, graph_jobs=sizes.cost_jobs))
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in plan}
     with fresh_db(url) as db, JobQueue(config=db.config()) as q:
@@ -270,10 +270,10 @@ def two_dbs(url: str | None) -> Iterator[tuple[Db, Db]]:
 def fairness(url: str | None, sizes: Sizes) -> dict[str, Any]:
     """Claim + completion, one job at a time through the store, of a fair keyed type (filled by
     :func:`bench.keys.fill`) and of a plain type, each on its own database, in turns."""
-    from shared.config import from_dict
+    from shared.settings.config import from_dict
     from shared.engines import open_store
-    from shared.job import Finish, NewJob, new_ids
-    from shared.limits import type_limits
+    from shared.model.job import Finish, NewJob, new_ids
+    from shared.model.limits import type_limits
 
     from .keys import OWNER, PID, fill, timed
     types = {FAIR_TYPE: {"concurrency_per_key": 2, "fair": True}}

@@ -24,7 +24,7 @@ from typing import Callable
 
 from bench.db import Db
 from shared.engines import open_store
-from shared.job import Finish, NewJob, new_id, new_ids
+from shared.model.job import Finish, NewJob, new_id, new_ids
 
 BATCH = 5000
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import tomli_w
 
-from shared.api import JobQueue
-from shared.clock import parse_iso
+from shared.producer.api import JobQueue
+from shared.runtime.clock import parse_iso
 
 from .db import Db, Missing
 from .procs import Tree, python, wait_for

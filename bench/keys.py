@@ -19,10 +19,10 @@ import statistics
 import tempfile
 import time
 
-from shared.config import from_dict
+from shared.settings.config import from_dict
 from shared.engines import open_store
-from shared.job import Finish, NewJob, new_id
-from shared.limits import type_limits
+from shared.model.job import Finish, NewJob, new_id
+from shared.model.limits import type_limits
 
 OWNER, PID = f"bench:{os.getpid()}:1", os.getpid()
 

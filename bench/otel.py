@@ -14,10 +14,10 @@ so the SDK's whole cost per span is paid, its export thread included, and no I/O
   same round* (and, steadier on a loaded machine, of the CPU of the supervisor's tree per job),
   with the spread of the rounds and the load average before and after.
 - The same with one worker (:func:`run`): its CPU per job is the steadiest figure.
-- :func:`micro`: in one process, per job, jobq's run path (``shared.runner.execute`` with the
-  worker's :class:`shared.tracing.Tracing`) in each mode, beside the SDK's bare span (start
-  with the same attributes, set the outcome, end; same processor and exporter): how much of the
-  SDK mode's cost is the SDK's own.
+- :func:`micro`: in one process, per job, jobq's run path (``shared.execution.runner.execute`` with
+  the worker's :class:`shared.telemetry.tracing.Tracing`) in each mode, beside the SDK's bare span
+  (start with the same attributes, set the outcome, end; same processor and exporter): how much of
+  the SDK mode's cost is the SDK's own.
 
 The template process the workers are forked from must start no thread (jobq refuses to fork
 it), and a BatchSpanProcessor starts one: the template sets the provider, and the processor is
@@ -123,10 +123,10 @@ def micro(mode: str, n: int = 20_000, rounds: int = 5) -> dict[str, float]:
     """Per job, in this process (fresh: run it in a child per mode): jobq's run path of a no-op
     job in ``mode``, best of ``rounds``; in ``sdk`` mode also the SDK's bare span of it."""
     setup(mode)
-    from shared.handlers import ATTR, Registry, handler
-    from shared.job import Job
-    from shared.runner import JobContext, execute
-    from shared.tracing import Tracing
+    from shared.execution.handlers import ATTR, Registry, handler
+    from shared.model.job import Job
+    from shared.execution.runner import JobContext, execute
+    from shared.telemetry.tracing import Tracing
     noop = handler("bench:noop")(lambda payload, job: None)
     registry, tracing = Registry([getattr(noop, ATTR)]), Tracing()
     stamp = "2026-01-01T00:00:00.000000Z"
@@ -143,12 +143,13 @@ def micro(mode: str, n: int = 20_000, rounds: int = 5) -> dict[str, float]:
 
 def _metered(registry: Any, jobs: list[Any], ctx: Any) -> Any:
     """The run path with the SDK's meters too (a MeterProvider whose reader is only read at the
-    end), through a worker's :class:`shared.tracing.Tracing` (runs counted per batch of 64)."""
+    end), through a worker's :class:`shared.telemetry.tracing.Tracing` (runs counted per batch of
+    64)."""
     from opentelemetry import metrics
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from shared.runner import execute
-    from shared.tracing import worker_tracing
+    from shared.execution.runner import execute
+    from shared.telemetry.tracing import worker_tracing
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
     tracing = worker_tracing(None, None)
     settle = getattr(tracing, "settle", lambda: None)  # (a tree from before runs were counted per batch)

@@ -12,9 +12,9 @@ import os
 import time
 from typing import Any, Callable
 
-from shared.clock import iso
+from shared.runtime.clock import iso
 from shared.engines import open_store
-from shared.job import Finish
+from shared.model.job import Finish
 
 from . import pg, raw_pg
 from .db import Db

@@ -34,7 +34,7 @@ def _backend_cpu(conn: Any) -> float:
 
 
 def _fill_jobq(url: str, schema: str, n: int) -> None:
-    from shared.job import NewJob
+    from shared.model.job import NewJob
     store = _open(url, schema)
     try:
         t = time.time() - 1
@@ -48,14 +48,14 @@ def _fill_jobq(url: str, schema: str, n: int) -> None:
 
 def _open(url: str, schema: str) -> Any:
     import dataclasses
-    from shared.config import Config
+    from shared.settings.config import Config
     from shared.engines import open_store
     cfg = Config().replace(database=url)
     return open_store(cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=schema)))
 
 
 def _drain_jobq(url: str, schema: str, batch: int, out: Any) -> None:
-    from shared.job import Finish
+    from shared.model.job import Finish
     from shared.engines.postgres.store import WORKER_SESSION
     store = _open(url, schema)
     store.conn.execute(WORKER_SESSION)

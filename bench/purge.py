@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any, Iterator
 
-from shared.clock import iso, parse_iso
-from shared.errors import StoreError
+from shared.runtime.clock import iso, parse_iso
+from shared.model.errors import StoreError
 
 from .db import Db, place
 from .jobq_runs import query, queue, start, unfinished

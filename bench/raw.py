@@ -17,8 +17,8 @@ import sys
 import time
 
 from shared.engines.sqlite import schema  # the raw ceiling runs on the SQLite engine's own tables
-from shared.clock import iso
-from shared.job import new_id
+from shared.runtime.clock import iso
+from shared.model.job import new_id
 
 MODES = ("one", "fold", "batch10")
 

@@ -42,7 +42,7 @@ from typing import Any
 import psutil
 import tomli_w
 
-from shared.clock import parse_iso
+from shared.runtime.clock import parse_iso
 
 from . import huey_runs
 from .db import Db, place
@@ -81,8 +81,8 @@ def _config(db: Db, workers: int, log_level: str) -> str:
 
 
 _FILL = """import json, sys
-from shared.api import JobQueue
-from shared.config import Config, PostgresConfig, SqliteConfig
+from shared.producer.api import JobQueue
+from shared.settings.config import Config, PostgresConfig, SqliteConfig
 database, schema, items = json.load(sys.stdin)
 cfg = (Config(database=database, sqlite=SqliteConfig(synchronous="off")) if schema is None
        else Config(database=database, postgres=PostgresConfig(schema=schema)))

@@ -30,7 +30,7 @@ CHUNK = 50_000
 
 
 def _iso(t: float) -> str:
-    from shared.clock import iso
+    from shared.runtime.clock import iso
     return iso(t)
 
 
@@ -157,9 +157,9 @@ def _wait_up(client: Any, proc: subprocess.Popen) -> None:
 
 def _in_process(path: str, runs: int) -> dict[str, Any]:
     """``status`` snapshot and one ``top`` poll, timed without HTTP."""
-    from shared.clock import SystemClock
+    from shared.runtime.clock import SystemClock
     from shared import SqliteStore
-    from shared.ops.viewstatus import collect
+    from supervisor.views.snapshot import collect
     from supervisor.cli.top import TopView
     out = {}
     with SqliteStore(path) as store:

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from shared import FakeClock, JobQueue
-from shared.config import Config, RetryConfig
+from shared.settings.config import Config, RetryConfig
 from worker import handler
 
 from examples import handlers as my_handlers

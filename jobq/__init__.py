@@ -13,19 +13,20 @@ The string-and-dict API is here too (``JobQueue``, ``@handler``). This package o
 (the machinery lives in ``shared``, which workers import without this package);
 ``python -m jobq`` is the ``jobq`` command.
 """
-from shared.api import JobQueue
-from shared.cancels import CancelResult
-from shared.canvas import Flow, Signature, chain, chord, group
-from shared.clock import FakeClock, SystemClock
-from shared.config import Config, ConfigError
-from shared.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
-from shared.exitcodes import ExitCode
-from shared.flows import FlowError
-from shared.handlers import PermanentError, RetryAfter, handler, on_cancelled, on_completed, on_failed, on_retry
-from shared.handles import JobCancelled, JobFailed, JobHandle, JobNotFound
-from shared.job import Job
-from shared.stopping import JobTimeout
-from shared.tasks import AsyncTask, BaseTask, Task, configure, default_queue, task
+from shared.producer.api import JobQueue
+from shared.producer.cancels import CancelResult
+from shared.producer.canvas import Flow, Signature, chain, chord, group
+from shared.runtime.clock import FakeClock, SystemClock
+from shared.settings.config import Config, ConfigError
+from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
+from shared.model.exitcodes import ExitCode
+from shared.model.flows import FlowError
+from shared.execution.handlers import (PermanentError, RetryAfter, handler, on_cancelled,
+                                       on_completed, on_failed, on_retry)
+from shared.producer.handles import JobCancelled, JobFailed, JobHandle, JobNotFound
+from shared.model.job import Job
+from shared.execution.stopping import JobTimeout
+from shared.producer.tasks import AsyncTask, BaseTask, Task, configure, default_queue, task
 
 __all__ = ["JobQueue", "Job", "JobHandle", "JobFailed", "JobCancelled", "JobNotFound", "task", "Task",
            "AsyncTask", "BaseTask", "configure", "default_queue", "handler", "PermanentError", "RetryAfter",

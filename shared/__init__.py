@@ -9,31 +9,37 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from ._moved import install
+
+install()  # the old module paths (shared.api, shared.config, ...): see shared/_moved.py
+
 if TYPE_CHECKING:
-    from .api import JobQueue
-    from .clock import FakeClock, SystemClock
-    from .config import Config, ConfigError
-    from .errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
-    from .exitcodes import ExitCode
-    from .handlers import PermanentError, RetryAfter, handler
-    from .job import Job
+    from shared.producer.api import JobQueue
+    from shared.runtime.clock import FakeClock, SystemClock
+    from shared.settings.config import Config, ConfigError
+    from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
+    from shared.model.exitcodes import ExitCode
+    from shared.execution.handlers import PermanentError, RetryAfter, handler
+    from shared.model.job import Job
 
 __all__ = ["JobQueue", "Job", "Config", "ConfigError", "ExitCode", "FakeClock", "SystemClock",
            "SqliteStore", "StoreError", "StoreBusy", "StoreUnavailable", "StoreQueryError",
            "PermanentError", "RetryAfter", "handler"]
 
-_WHERE = {"JobQueue": "api", "FakeClock": "clock", "SystemClock": "clock", "Config": "config",
-          "ConfigError": "config", "StoreBusy": "errors", "StoreError": "errors",
-          "StoreUnavailable": "errors", "StoreQueryError": "errors", "ExitCode": "exitcodes",
-          "PermanentError": "handlers",
-          "RetryAfter": "handlers", "handler": "handlers", "Job": "job"}
+_WHERE = {"JobQueue": "producer.api", "FakeClock": "runtime.clock",
+          "SystemClock": "runtime.clock", "Config": "settings.config",
+          "ConfigError": "settings.config", "StoreBusy": "model.errors",
+          "StoreError": "model.errors",
+          "StoreUnavailable": "model.errors", "StoreQueryError": "model.errors",
+          "ExitCode": "model.exitcodes", "PermanentError": "execution.handlers",
+          "RetryAfter": "execution.handlers", "handler": "execution.handlers", "Job": "model.job"}
 
 
 def __getattr__(name: str) -> object:
     """The public names, from their modules on first use; ``shared.SqliteStore``: the SQLite
     engine's store class, through the engine factory."""
     if name == "SqliteStore":
-        from .engines import store_class
+        from shared.engines import store_class
         return store_class("sqlite")
     if name in _WHERE:
         return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)

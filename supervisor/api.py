@@ -23,9 +23,9 @@ from typing import Any
 
 import tomli_w
 
-from shared import config as config_mod
-from shared.config import Config
-from shared.contract import Store
+from shared.settings import config as config_mod
+from shared.settings.config import Config
+from shared.engines.contract import Store
 from shared.engines import open_store
 
 from .arbiter import Arbiter

@@ -10,7 +10,7 @@ kills, scale-down, the roll), ``supervisor.spawner`` (how a slot is filled), ``s
 (the boot: reaching the database, the first workers and recovery), ``supervisor.reload``
 (re-reading jobq.toml), ``supervisor.upkeep`` and ``supervisor.duties`` (the upkeep tasks).
 
-Signal handlers only record signals (shared.signals); everything happens in the loop. The
+Signal handlers only record signals (shared.runtime.signals); everything happens in the loop. The
 database connection is opened when needed and closed before every fork. Workers are forked by
 the template (supervisor.spawner, supervisor.forkserver) and reaped here as our own children.
 """
@@ -23,19 +23,19 @@ import shutil
 import traceback
 from typing import Any
 
-from shared import config as config_mod
-from shared import logs, database as database_mod
-from shared.clock import SystemClock
-from shared.config import Config
-from shared.contract import Round, Store, UpkeepTask
-from shared.errors import StoreError, StoreUnavailable
-from shared.exitcodes import ExitCode
-from shared.asyncjobs import config_async
-from shared.handlers import Registry
-from shared.logs import event, get_logger
-from shared.policy import JobPolicy
-from shared.procs import host_id
-from shared.signals import SignalQueue
+from shared import ExitCode, StoreError, StoreUnavailable  # the core's exports
+from shared.settings import config as config_mod
+from shared.runtime import logs
+from shared.engines import location as database_mod
+from shared.runtime.clock import SystemClock
+from shared.settings.config import Config
+from shared.engines.contract import Round, Store, UpkeepTask
+from shared.execution.asyncjobs import config_async
+from shared.execution.handlers import Registry
+from shared.runtime.logs import event, get_logger
+from shared.execution.policy import JobPolicy
+from shared.runtime.processes import host_id
+from shared.runtime.signals import SignalQueue
 
 from . import boot as boot_mod, reload as reload_mod
 from . import maintenance, scheduler  # noqa: F401 - see tests
@@ -61,7 +61,7 @@ COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
 
 class Arbiter:
     """One supervisor process: ``run()`` boots, loops until stopped and every worker is gone,
-    shuts down, and returns the process exit code (``shared.exitcodes``)."""
+    shuts down, and returns the process exit code (``shared.model.exitcodes``)."""
 
     def __init__(self, config: Config, *, workers: int | None = None, clock: Any = None,
                  ready_fd: int | None = None, queues: tuple[str, ...] | None = None,
@@ -82,7 +82,7 @@ class Arbiter:
         self.registry = Registry()
         self.policy = JobPolicy(self.config, self.registry)
         self.token = ""
-        self.host = host_id()  # this host in tokens and process rows (see shared.procs.host_id)
+        self.host = host_id()  # this host in tokens and process rows (shared.runtime.processes)
         self.exit_code = ExitCode.OK
         self.next_maintain = 0.0
         self.db_backoff = 0.0  # seconds added between rounds while the database is out of reach
@@ -101,7 +101,7 @@ class Arbiter:
 
     @property
     def target(self) -> int:
-        return total_workers(self.config)  # every pool's workers (shared.queues)
+        return total_workers(self.config)  # every pool's workers (shared.model.queues)
 
     # -- table of contents ----------------------------------------------------------------------
 

@@ -26,15 +26,15 @@ import shutil
 import signal
 from typing import TYPE_CHECKING
 
-from shared import config as config_mod
-from shared import database as database_mod
-from shared.asyncjobs import AsyncConfigError, async_limits
-from shared.errors import StoreError, StoreRefused, StoreUnavailable
-from shared.exitcodes import ExitCode
-from shared.handlers import HandlerImportError, load_registry
-from shared.logs import event, get_logger
-from shared.policy import JobPolicy
-from shared.procs import owner_token
+from shared.settings import config as config_mod
+from shared.engines import location as database_mod
+from shared.execution.asyncjobs import AsyncConfigError, async_limits
+from shared.model.errors import StoreError, StoreRefused, StoreUnavailable
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import HandlerImportError, load_registry
+from shared.runtime.logs import event, get_logger
+from shared.execution.policy import JobPolicy
+from shared.runtime.processes import owner_token
 
 from . import statedir
 from .dispatch import dispatch

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import psutil
 
-from shared.exitcodes import ExitCode
-from shared.procs import owner_token
-from shared.progress import clear_stopped, said_stopped
-from shared.progress import counts as progress_counts
+from shared.model.exitcodes import ExitCode
+from shared.runtime.processes import owner_token
+from shared.execution.progress import clear_stopped, said_stopped
+from shared.execution.progress import counts as progress_counts
 
 
 @dataclass
@@ -82,14 +82,15 @@ def assign(slot: Slot, pid: int, now: float) -> None:
 
 
 def progress_path(snapshot: str, slot: Slot) -> str:
-    """The batch progress file of ``slot`` (see shared.progress), beside the config snapshot."""
+    """The batch progress file of ``slot`` (see shared.execution.progress), beside the config
+    snapshot."""
     return os.path.join(os.path.dirname(snapshot), f"slot-{slot.index}.progress")
 
 
 def lingering(slot: Slot, snapshot: str, now: float, grace: float) -> bool:
-    """Has the worker in ``slot`` said it stopped (``shared.progress``) at least ``grace`` seconds
-    ago and still not exited? Then only a SIGKILL ends it: a handler's thread or exit hook holds
-    it, and its slot would never be refilled. Notes the deadline on the first sighting."""
+    """Has the worker in ``slot`` said it stopped (``shared.execution.progress``) at least ``grace``
+    seconds ago and still not exited? Then only a SIGKILL ends it: a handler's thread or exit hook
+    holds it, and its slot would never be refilled. Notes the deadline on the first sighting."""
     if slot.pid is None or slot.killed:
         return False
     if slot.exit_by is None:

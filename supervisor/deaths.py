@@ -14,11 +14,11 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from shared.exitcodes import ExitCode
-from shared.job import Job, Released
-from shared.logs import event, get_logger
-from shared.policy import JobPolicy
-from shared.progress import not_in_hand
+from shared.model.exitcodes import ExitCode
+from shared.model.job import Job, Released
+from shared.runtime.logs import event, get_logger
+from shared.execution.policy import JobPolicy
+from shared.execution.progress import not_in_hand
 
 from .children import Slot, describe_status, forget_progress, progress_path
 from .reload import ConfigWatch

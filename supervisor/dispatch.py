@@ -1,5 +1,5 @@
 """What each signal asks of the supervisor (the handlers themselves only record it:
-``shared.signals``; the arbiter's loop drains the record and calls :func:`dispatch`).
+``shared.runtime.signals``; the arbiter's loop drains the record and calls :func:`dispatch`).
 
     SIGTERM, SIGINT   stop gracefully; a second one halts (kill every worker now)
     SIGHUP            reload jobq.toml

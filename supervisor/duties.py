@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from shared.contract import Round, Store, UpkeepTask
+from shared.engines.contract import Round, Store, UpkeepTask
 from shared.engines import upkeep_tasks
-from shared.job import Job
-from shared.logs import event, get_logger
-from shared.policy import JobPolicy
+from shared.model.job import Job
+from shared.runtime.logs import event, get_logger
+from shared.execution.policy import JobPolicy
 
 from . import maintenance, scheduler
 from .slots import Slots
@@ -39,7 +39,8 @@ class Supervisor(Protocol):
     clock: Any
     slots: Slots
     counters: dict[str, int]
-    registry: Any  # shared.handlers.Registry: the handler modules imported at boot or reload
+    # shared.execution.handlers.Registry: the handler modules imported at boot or reload
+    registry: Any
     deaths: Any  # supervisor.deaths.Deaths (its release_again)
 
     def scale(self, n: int, why: str) -> None: ...

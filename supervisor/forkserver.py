@@ -27,8 +27,8 @@ import sys
 import threading
 import time
 
-from shared.exitcodes import ExitCode
-from shared.procs import set_process_name
+from shared.model.exitcodes import ExitCode
+from shared.runtime.processes import set_process_name
 
 READY_TIMEOUT = 60.0   # seconds the template may take to import the handler modules
 REPLY_TIMEOUT = 5.0    # seconds for one worker's fork once the template is ready

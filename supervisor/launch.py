@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sys
 
-from shared import config as config_mod
-from shared.config import ConfigError
-from shared.asyncjobs import config_async
-from shared.exitcodes import ExitCode
-from shared.queuenames import queue_name_error
+from shared.settings import config as config_mod
+from shared.settings.config import ConfigError
+from shared.execution.asyncjobs import config_async
+from shared.model.exitcodes import ExitCode
+from shared.model.queuenames import queue_name_error
 
 
 def run(config: str | None, workers: int | None, queues: str | None, ready_fd: int | None) -> int:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import psutil
 
-from shared.clock import parse_iso
-from shared.job import Job, RunningGroup
-from shared.logs import event, get_logger
-from shared.policy import JobPolicy
-from shared.procs import host_id, parse_token, token_alive, token_host
-from shared.contract import UpkeepStore
+from shared.runtime.clock import parse_iso
+from shared.model.job import Job, RunningGroup
+from shared.runtime.logs import event, get_logger
+from shared.execution.policy import JobPolicy
+from shared.runtime.processes import host_id, parse_token, token_alive, token_host
+from shared.engines.contract import UpkeepStore
 
 log = get_logger("supervisor")
 KILL_GRACE = 0.05  # seconds the loop waits for a SIGKILLed silent owner to go; later rounds look again
@@ -67,9 +67,9 @@ def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, no
 
     ``ages``: the store's ``lease_ages`` (seconds since each lease was renewed, on the database's
     clock: never this host's clock against another's). Timeouts and cancels are judged only for
-    jobs whose owner runs on this host (``here``: ``shared.procs.host_id()``), by our clock: the
-    supervisor of the owner's host polices them, and another host's job is never killed here
-    (its pid means nothing on this host). A job can get both verdicts, the stop first."""
+    jobs whose owner runs on this host (``here``: ``shared.runtime.processes.host_id()``), by our
+    clock: the supervisor of the owner's host polices them, and another host's job is never killed
+    here (its pid means nothing on this host). A job can get both verdicts, the stop first."""
     out = []
     lease = policy.config.worker.lease_timeout
     for job in jobs:

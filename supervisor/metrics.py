@@ -24,13 +24,13 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from shared.clock import parse_iso
-from shared.config import Config
-from shared.logs import event, get_logger
-from shared.contract import OpsStore
+from shared.runtime.clock import parse_iso
+from shared.settings.config import Config
+from shared.runtime.logs import event, get_logger
+from shared.engines.contract import OpsStore
 
 if TYPE_CHECKING:
-    from shared.ops.viewstats import AttemptFeed, Histogram
+    from shared.ops.stats import AttemptFeed, Histogram
 # The ops layer (what a scrape reads) is imported at the first scrape or fold, not with this
 # module: the supervisor imports this before its first workers start.
 
@@ -205,7 +205,7 @@ class MetricsServer:
         try:
             s = store()
             if self.feed is None:
-                from shared.ops.viewstats import AttemptFeed  # here: see the imports
+                from shared.ops.stats import AttemptFeed  # here: see the imports
                 self.feed = AttemptFeed(s)
             else:
                 self.feed.poll(s)
@@ -310,7 +310,7 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
 def queue_gauges(out: "Exposition", store: OpsStore, now: float,
                  config: Config | None = None) -> None:
     """Per named queue: due jobs waiting, running jobs, paused, and the pending jobs of a queue no
-    pool of ``config`` serves (shared.ops.queues, shared.unserved)."""
+    pool of ``config`` serves (shared.ops.queues, shared.model.unserved)."""
     from shared.ops import queues  # here: see the imports
     rows = queues.by_queue(store, now, config, sample=0)
     for r in rows:
@@ -338,7 +338,7 @@ def _attempt_counters(out: "Exposition", feed: AttemptFeed | None) -> None:
 
 
 def _histograms(out: "Exposition", feed: AttemptFeed | None) -> None:
-    from shared.ops.viewstats import BOUNDS  # here: see the imports
+    from shared.ops.stats import BOUNDS  # here: see the imports
     for metric, attr, doc in (("jobq_job_wait_seconds", "wait", "From due (enqueued, or run_at) to start."),
                               ("jobq_job_run_seconds", "run", "From start to end of an attempt.")):
         out.family(metric, "histogram", doc)

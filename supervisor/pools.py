@@ -1,7 +1,7 @@
 """The supervisor's side of named queues (docs/queues.md): ``--queues`` kept over
 reloads, and the pools' sizes, which set how many worker slots the arbiter keeps.
 
-The slots are laid out pool after pool (``shared.queues.plan``); the workers read the layout
+The slots are laid out pool after pool (``shared.model.queues.plan``); the workers read the layout
 from the snapshot themselves, so resizing a pool is a reload: the arbiter's target follows
 :func:`total_workers`, surplus slots retire, new ones start, and each worker moved to another
 pool by the new layout switches queues at its next claim.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.config import Config
-from shared.queues import plan, total_workers
+from shared.settings.config import Config
+from shared.model.queues import plan, total_workers
 
 __all__ = ["describe", "total_workers", "with_queues"]
 

@@ -12,10 +12,10 @@ import logging
 import os
 from dataclasses import dataclass
 
-from shared import config as config_mod
-from shared.config import Config, ConfigError
-from shared.handlers import HandlerImportError, Registry, load_registry
-from shared.logs import event, get_logger
+from shared.settings import config as config_mod
+from shared.settings.config import Config, ConfigError
+from shared.execution.handlers import HandlerImportError, Registry, load_registry
+from shared.runtime.logs import event, get_logger
 
 log = get_logger("supervisor")
 

@@ -4,16 +4,16 @@ each ``[[schedule]]`` entry exactly once.
 Stateless: what it remembers lives in the database (``schedule_marks``), so a restart, or a
 second supervisor on the same file, carries on where the last round left off; each tick's job
 has an idempotency key on top. It reads the config it is given each round, so an edited or
-removed entry takes effect at the first round after a reload. ``shared.schedule`` decides which
-ticks are due; the store's ``run_schedule`` reads, enqueues and advances in one transaction.
+removed entry takes effect at the first round after a reload. ``shared.settings.schedule`` decides
+which ticks are due; the store's ``run_schedule`` reads, enqueues and advances in one transaction.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from shared import cron, schedule
-from shared.clock import iso
-from shared.logs import event, get_logger
+from shared.settings import cron, schedule
+from shared.runtime.clock import iso
+from shared.runtime.logs import event, get_logger
 
 log = get_logger("supervisor")
 

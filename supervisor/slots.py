@@ -12,9 +12,9 @@ import logging
 import signal
 from typing import Iterator
 
-from shared.exitcodes import ExitCode
-from shared.logs import event, get_logger
-from shared.procs import send_signal
+from shared.model.exitcodes import ExitCode
+from shared.runtime.logs import event, get_logger
+from shared.runtime.processes import send_signal
 
 from .children import Slot, kill_group, lingering, restart_delay, worker_got_going
 

@@ -22,10 +22,10 @@ from collections import deque
 from typing import Callable
 
 from shared.engines import preload, target
-from shared.errors import StoreUnavailable
-from shared import logs
-from shared.logs import event, get_logger
-from shared.procs import set_child_subreaper
+from shared.model.errors import StoreUnavailable
+from shared.runtime import logs
+from shared.runtime.logs import event, get_logger
+from shared.runtime.processes import set_child_subreaper
 
 from . import forkserver
 from .children import Slot, assign, spawn, worker_args

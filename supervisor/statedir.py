@@ -14,7 +14,7 @@ import re
 import shutil
 import tempfile
 
-from shared.procs import create_time_ms, host_id, token_alive
+from shared.runtime.processes import create_time_ms, host_id, token_alive
 
 PREFIX = "jobq-supervisor-"
 _NAME = re.compile(re.escape(PREFIX) + r"(\d+)-(\d+)-")

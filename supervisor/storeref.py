@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.contract import Store
+from shared.engines.contract import Store
 from shared.engines import health_check, open_store
 from shared.engines.health import HealthCheck
-from shared.errors import StoreError
+from shared.model.errors import StoreError
 
 
 class StoreRef:

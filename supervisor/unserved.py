@@ -1,4 +1,4 @@
-"""The supervisor's word on queues no worker serves (``shared.unserved``; docs/queues.md).
+"""The supervisor's word on queues no worker serves (``shared.model.unserved``; docs/queues.md).
 
 A job on a queue that no pool of the config serves waits forever, silently. So each time the
 supervisor's config is new (at boot, after a reload, after ``jobq scale``), the upkeep round
@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from shared.logs import event, get_logger
-from shared.unserved import sentence
+from shared.runtime.logs import event, get_logger
+from shared.model.unserved import sentence
 
 log = get_logger("supervisor")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from shared.contract import Round, UpkeepTask
+from shared.engines.contract import Round, UpkeepTask
 
 PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often: rarely,
                             # since every write wakes every idle worker (they watch for commits)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import tomli_w
 
-from shared.api import JobQueue
-from shared.clock import FakeClock
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.runtime.clock import FakeClock
+from shared.settings.config import load
 from tests.engines import Database, merge, under_test
 
 ENGINE_NAMES = ("sqlite", "postgresql")  # the database fixture's engines (tests.engines.Database)

@@ -16,8 +16,8 @@ from typing import Any, Callable
 import psutil
 import tomli_w
 
-from shared.config import Config
-from shared.database import resolve
+from shared.settings.config import Config
+from shared.engines.location import resolve
 from tests.engines import merge, missing_table, raw, under_test
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout

@@ -575,8 +575,8 @@ class Cluster:
         try:
             for name in names:
                 self.hosts[name] = Host(name, folder / name, self.schema, self.url, **sections)
-            from shared.api import JobQueue
-            from shared.config import load
+            from shared.producer.api import JobQueue
+            from shared.settings.config import load
             cfg = load(next(iter(self.hosts.values())).config).replace(database=self.url)
             self.queue = JobQueue(config=cfg)
         except BaseException:

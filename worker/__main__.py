@@ -19,11 +19,11 @@ import os
 import sys
 from typing import Callable
 
-from shared import config as config_mod
-from shared import logs
-from shared.config import ConfigError
-from shared.exitcodes import ExitCode
-from shared.handlers import HandlerImportError, Registry, load_registry
+from shared.settings import config as config_mod
+from shared.runtime import logs
+from shared.settings.config import ConfigError
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import HandlerImportError, Registry, load_registry
 
 from .loop import Worker
 

@@ -1,6 +1,6 @@
 """Many async jobs at once in one worker process: the async runner.
 
-Job types with ``async_concurrency = N`` (``shared.asyncjobs``: ``@handler``/``@task`` or
+Job types with ``async_concurrency = N`` (``shared.execution.asyncjobs``: ``@handler``/``@task`` or
 ``[types."<type>"]``; ``async def`` handlers only) run as tasks of one event loop, up to N of
 each type at once. The worker's loop (``worker.loop``) enters the runner whenever it holds
 nothing claimed:
@@ -36,13 +36,13 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from shared.errors import StoreError
-from shared.exitcodes import ExitCode
-from shared.job import Job
-from shared.limits import type_limits
-from shared.logs import event, get_logger
-from shared.outcomes import Done, after_commit_all, decide
-from shared.runner import JobContext, Outcome, execute
+from shared.model.errors import StoreError
+from shared.model.exitcodes import ExitCode
+from shared.model.job import Job
+from shared.model.limits import type_limits
+from shared.runtime.logs import event, get_logger
+from shared.execution.outcomes import Done, after_commit_all, decide
+from shared.execution.runner import JobContext, Outcome, execute
 
 from .aiocancel import Flight
 from .aiojob import run_async
@@ -115,8 +115,8 @@ class AsyncRunner:
         return True
 
     def run_one(self, job: Job, ctx: JobContext) -> Outcome:
-        """(The worker loop, one job at a time.) Run ``job`` as ``shared.runner.execute`` does,
-        but a job of an async type on this runner's loop, under its timeout: a client its
+        """(The worker loop, one job at a time.) Run ``job`` as ``shared.execution.runner.execute``
+        does, but a job of an async type on this runner's loop, under its timeout: a client its
         handler module keeps stays on one loop, whichever way its jobs were claimed."""
         if job.type not in self.limits():
             return execute(self.w.registry, job, ctx, self.w.tracing)

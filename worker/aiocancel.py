@@ -7,8 +7,9 @@ worker's event loop (``worker.aio``: many at once as tasks, or one at a time thr
 cancel request the check-in sets its ``cancel_requested`` and asks :meth:`Flight.cancel` to
 cancel its task, which happens on the loop (``loop.call_soon_threadsafe``: a task is not
 thread-safe). ``worker.aiojob.run_async`` turns the ``CancelledError`` of a job whose cancel was
-requested into :class:`shared.stopping.JobCancelled`: the job ends ``cancelled`` (never retried,
-``@on_cancelled`` hooks run), as a one-at-a-time job that raised it does; its siblings go on.
+requested into :class:`shared.execution.stopping.JobCancelled`: the job ends ``cancelled`` (never
+retried, ``@on_cancelled`` hooks run), as a one-at-a-time job that raised it does; its siblings go
+on.
 
 A handler that catches the cancellation and awaits on is killed with its worker at
 ``cancel_grace``: from ``DEFIANT_AFTER`` after its task was cancelled, the progress file names
@@ -20,7 +21,7 @@ import asyncio
 import threading
 from typing import Callable
 
-from shared.runner import JobContext
+from shared.execution.runner import JobContext
 
 DEFIANT_AFTER = 1.0  # seconds after its task was cancelled: a job still running ignores its cancel
 

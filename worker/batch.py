@@ -27,8 +27,8 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from shared.job import Job
-from shared.outcomes import Done
+from shared.model.job import Job
+from shared.execution.outcomes import Done
 
 SLOW_CLAIM = 0.5  # seconds: a claim this slow may have failed and been retried (answer lost?):
                   # the heartbeat looks for strangers at once rather than at its next beat (so

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from shared.contract import WorkerStore
-from shared.logs import event, get_logger
-from shared.runner import JobContext
+from shared.engines.contract import WorkerStore
+from shared.runtime.logs import event, get_logger
+from shared.execution.runner import JobContext
 
 from .deadline import InHand  # noqa: F401 - the loop imports both from here
 

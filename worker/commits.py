@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 
-from shared.bounds import safe_text
-from shared.contract import WorkerStore
-from shared.errors import StoreError
-from shared.job import Job
-from shared.limits import type_limits
-from shared.logs import event, get_logger
-from shared.outcomes import Done, after_commit_all, unrecordable
+from shared.model.bounds import safe_text
+from shared.engines.contract import WorkerStore
+from shared.model.errors import StoreError
+from shared.model.job import Job
+from shared.model.limits import type_limits
+from shared.runtime.logs import event, get_logger
+from shared.execution.outcomes import Done, after_commit_all, unrecordable
 
 log = get_logger("worker")
 

@@ -12,13 +12,13 @@ import signal
 import sys
 import threading
 
-from shared import config as config_mod
-from shared.config import ConfigError
-from shared.exitcodes import ExitCode
-from shared.job import Job
-from shared.logs import event, get_logger
-from shared.policy import JobPolicy
-from shared.procs import rss_mb
+from shared.settings import config as config_mod
+from shared.settings.config import ConfigError
+from shared.model.exitcodes import ExitCode
+from shared.model.job import Job
+from shared.runtime.logs import event, get_logger
+from shared.execution.policy import JobPolicy
+from shared.runtime.processes import rss_mb
 
 from .queues import serve_queues
 
@@ -34,8 +34,8 @@ class Control:
         at the top of every turn of the loop, and as soon as a job's handler returns):
 
         - a process forked by a handler or hook that came back here instead of ending with
-          ``os._exit`` (``shared.runner`` ends a handler's own; this catches the rest) ends at
-          once, ERROR, running nothing of the worker's;
+          ``os._exit`` (``shared.execution.runner`` ends a handler's own; this catches the rest)
+          ends at once, ERROR, running nothing of the worker's;
         - a handler that closed the worker's descriptors (``os.closerange``; the signal pipe
           stands for them all) makes the worker exit DESCRIPTORS_CLOSED at once, touching
           nothing: their numbers may name other files by now (a reused signal pipe number read

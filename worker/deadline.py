@@ -1,14 +1,14 @@
 """The job in hand, as the worker's other thread sees it, and its timeout reaching the handler.
 
-At the job's ``timeout`` the worker itself raises :class:`shared.stopping.JobTimeout` in the
-handler: a ``SIGALRM`` timer (``setitimer``) is armed around the call, and its Python handler,
+At the job's ``timeout`` the worker itself raises :class:`shared.execution.stopping.JobTimeout` in
+the handler: a ``SIGALRM`` timer (``setitimer``) is armed around the call, and its Python handler,
 which runs in the main thread between two bytecodes (a blocking ``time.sleep`` or ``select`` is
 interrupted), raises while the handler's own code runs (``JobContext.in_handler``): the
 handler's ``finally`` blocks and context managers run, and the run is an ordinary failure
 (retried, or failed "timed out after N s"). An ``async def`` handler's task is cancelled instead
-(:func:`shared.stopping.run_awaitable`, which reads the same deadline). The supervisor kills a
-worker whose handler is still running ``kill_grace`` after the timeout (one that swallowed the
-exception, or blocks in C code): the backstop.
+(:func:`shared.execution.stopping.run_awaitable`, which reads the same deadline). The supervisor
+kills a worker whose handler is still running ``kill_grace`` after the timeout (one that swallowed
+the exception, or blocks in C code): the backstop.
 
 The worker's own signals (SIGTERM: finish the job in hand, then exit) are unchanged: SIGALRM is
 not one of them, and its number, written to the worker's wake-up pipe, is ignored there.
@@ -21,9 +21,9 @@ import threading
 import time
 from typing import Any, Callable, TypeVar
 
-from shared.logs import event, get_logger
-from shared.runner import JobContext
-from shared.stopping import JobTimeout, timeout_text
+from shared.runtime.logs import event, get_logger
+from shared.execution.runner import JobContext
+from shared.execution.stopping import JobTimeout, timeout_text
 
 log = get_logger("worker")
 T = TypeVar("T")

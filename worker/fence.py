@@ -4,7 +4,7 @@ A thread of its own that does no I/O, so that a heartbeat or a claim stuck on an
 database (a cut-off host, a hung connection) cannot hold it up. The worker tells it when a
 renewal that succeeded was sent (:meth:`Fence.renewed`: a claim, a heartbeat; a slow claim is
 followed by a beat at once, ``worker.heartbeat.after_claim``, or :meth:`Fence.doubt`) and whether it
-holds running jobs (:meth:`Fence.hold`); while it does, once ``shared.fencing.fence_after``
+holds running jobs (:meth:`Fence.hold`); while it does, once ``shared.runtime.fencing.fence_after``
 seconds have passed since the last renewal was sent, the fence logs ``worker.fenced`` and ends
 the process at once with ``ExitCode.FENCED`` (``os._exit``: the main thread is inside the
 handler, and nothing it could still commit would be guarded by a live lease). The supervisor
@@ -18,10 +18,10 @@ import os
 import threading
 from typing import Any, Callable
 
-from shared import fencing
-from shared.config import Config
-from shared.exitcodes import ExitCode
-from shared.logs import event, get_logger
+from shared.runtime import fencing
+from shared.settings.config import Config
+from shared.model.exitcodes import ExitCode
+from shared.runtime.logs import event, get_logger
 
 log = get_logger("worker")
 

@@ -39,15 +39,15 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from shared import config as config_mod
-from shared import logs
+from shared.settings import config as config_mod
+from shared.runtime import logs
 from shared.engines import Target, preload, target
-from shared.asyncjobs import config_async
+from shared.execution.asyncjobs import config_async
 from shared.engines.forkaware import open_connections
-from shared.errors import StoreUnavailable
-from shared.exitcodes import ExitCode
-from shared.handlers import HandlerImportError, Registry, load_registry
-from shared.procs import host_id, set_parent_death_signal, set_process_name
+from shared.model.errors import StoreUnavailable
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import HandlerImportError, Registry, load_registry
+from shared.runtime.processes import host_id, set_parent_death_signal, set_process_name
 
 NAME = "jobq-template"       # what `ps -o comm` and psutil's name() show for the template
 WORKER_NAME = "jobq-worker"  # ... and for the workers it forks
@@ -107,9 +107,9 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
 
 def _preload_async_runner(registry: Registry, async_types: bool | None) -> bool:
     """Import the async runner (and asyncio, half the worker loop's imports) if the workers will
-    run async types (``shared.asyncjobs.async_limits_of``); whether it did. ``async_types``: the
-    config gives some type an ``async_concurrency``; None (not known): any ``async def`` handler
-    may have one."""
+    run async types (``shared.execution.asyncjobs.async_limits_of``); whether it did.
+    ``async_types``: the config gives some type an ``async_concurrency``; None (not known): any
+    ``async def`` handler may have one."""
     specs = [registry.get(t) for t in registry.types()]
     needed = any(s.is_async for s in specs) if async_types is None else \
         (async_types or any(s.async_concurrency for s in specs))

@@ -15,9 +15,9 @@ import threading
 import time
 from typing import Any, Callable, ContextManager, Sequence
 
-from shared.config import Config
-from shared.logs import event, get_logger
-from shared.contract import WorkerStore
+from shared.settings.config import Config
+from shared.runtime.logs import event, get_logger
+from shared.engines.contract import WorkerStore
 from shared.engines import open_store
 
 from .checkin import CHECK_EVERY

@@ -1,4 +1,4 @@
-"""The async runner's jobs in the worker's progress file (``shared.progress``), for the
+"""The async runner's jobs in the worker's progress file (``shared.execution.progress``), for the
 supervisor to read if the worker dies.
 
 The file lists a batch and how many of it were started; the supervisor charges an attempt to
@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterable
 
-from shared.progress import ProgressWriter
+from shared.execution.progress import ProgressWriter
 
 
 class InflightProgress:

@@ -13,12 +13,12 @@ when the worker dies.
 
 Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its config on SIGHUP;
 exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
-waits as its store's engine arranges (``shared.contract.Wakeup``; SQLite: until a commit, the next
-delayed job's time, or ``poll_interval``), not knowing which engine it runs on. The database failing
-on the idle/claim path is waited out, never fatal (``guarded``). At every turn, and as soon as each
-handler returns, it checks that it is still the worker's own process with its own descriptors
-(``Control.check_process``, in worker.control with signals, reloads and recycling). Async types
-run many at once in ``worker.aio``, entered whenever the loop holds nothing claimed.
+waits as its store's engine arranges (``shared.engines.contract.Wakeup``; SQLite: until a commit,
+the next delayed job's time, or ``poll_interval``), not knowing which engine it runs on. The
+database failing on the idle/claim path is waited out, never fatal (``guarded``). At every turn, and
+as soon as each handler returns, it checks that it is still the worker's own process with its own
+descriptors (``Control.check_process``, in worker.control with signals, reloads and recycling).
+Async types run many at once in ``worker.aio``, entered whenever the loop holds nothing claimed.
 """
 from __future__ import annotations
 
@@ -31,25 +31,25 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
-from shared.asyncjobs import async_limits_of
-from shared.clock import SystemClock
-from shared.config import Config
-from shared.exitcodes import ExitCode
-from shared.handlers import Registry
-from shared.job import Job
-from shared.limits import type_limits
-from shared.logs import event, get_logger
-from shared.outcomes import Done, decide
-from shared.policy import JobPolicy
-from shared.procs import host_id, owner_token
-from shared.progress import ProgressWriter, mark_stopped
-from shared.runner import JobContext, execute
-from shared.tracing import Tracing, worker_tracing
-from shared.signals import SignalQueue
-from shared.contract import Wakeup, WorkerStore
+from shared.execution.asyncjobs import async_limits_of
+from shared.runtime.clock import SystemClock
+from shared.settings.config import Config
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import Registry
+from shared.model.job import Job
+from shared.model.limits import type_limits
+from shared.runtime.logs import event, get_logger
+from shared.execution.outcomes import Done, decide
+from shared.execution.policy import JobPolicy
+from shared.runtime.processes import host_id, owner_token
+from shared.execution.progress import ProgressWriter, mark_stopped
+from shared.execution.runner import JobContext, execute
+from shared.telemetry.tracing import Tracing, worker_tracing
+from shared.runtime.signals import SignalQueue
+from shared.engines.contract import Wakeup, WorkerStore
 from shared.engines import database_missing, health_check, open_store
 from shared.engines.health import HealthCheck
-from shared.errors import StoreError
+from shared.model.errors import StoreError
 
 if TYPE_CHECKING:
     from .aio import AsyncRunner

@@ -22,9 +22,9 @@ import threading
 import time
 from typing import Any, Callable
 
-from shared.job import Job
-from shared.logs import event, get_logger
-from shared.tracing import observe_gauge
+from shared.model.job import Job
+from shared.runtime.logs import event, get_logger
+from shared.telemetry.tracing import observe_gauge
 
 log = get_logger("worker")
 

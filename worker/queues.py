@@ -1,6 +1,6 @@
 """Which named queues this worker claims from (docs/queues.md).
 
-The supervisor lays its slots out pool after pool (``shared.queues.plan``); a worker looks its
+The supervisor lays its slots out pool after pool (``shared.model.queues.plan``); a worker looks its
 slot up in the config snapshot at start and again after each reload (SIGHUP), so a pool resized
 or a queue moved in ``jobq.toml`` reaches running workers without a restart: the job in hand
 finishes, the next claim takes the new queues. Idle workers of one pool share their own idle
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.logs import event, get_logger
-from shared.queues import slot_queues
+from shared.runtime.logs import event, get_logger
+from shared.model.queues import slot_queues
 
 log = get_logger("worker")
 

@@ -24,8 +24,8 @@ def prepare_backends(sender: Any, connection: Any, **kwargs: Any) -> None:
     writes through it opens this thread's queue now (:meth:`JobqBackend.prepare`)."""
     from django.conf import settings
 
-    from shared.config import ConfigError
-    from shared.errors import StoreError
+    from shared.settings.config import ConfigError
+    from shared.model.errors import StoreError
 
     from . import compat
     from .backend import JobqBackend

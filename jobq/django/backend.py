@@ -31,12 +31,12 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from shared.api import JobQueue
-from shared.config import Config
-from shared.config import load as load_config
-from shared.config import resolve_path
-from shared.database import redacted
-from shared.queuenames import queue_name_error
+from shared.producer.api import JobQueue
+from shared.settings.config import Config
+from shared.settings.config import load as load_config
+from shared.settings.config import resolve_path
+from shared.engines.location import redacted
+from shared.model.queuenames import queue_name_error
 
 from . import compat
 from .databases import same_database

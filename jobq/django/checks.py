@@ -16,8 +16,8 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 
-from shared.config import ConfigError
-from shared.queuenames import queue_name_error
+from shared.settings.config import ConfigError
+from shared.model.queuenames import queue_name_error
 
 
 def backend_messages(backend: Any) -> list[checks.CheckMessage]:

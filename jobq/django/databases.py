@@ -12,7 +12,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from shared.database import parse
+from shared.engines.location import parse
 
 _LOCAL = ("", "localhost", "127.0.0.1", "::1")
 _DEFAULT_PORT = "5432"

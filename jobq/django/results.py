@@ -21,7 +21,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from shared.ops import attempt_history  # the read layer
-from shared.job import Job
+from shared.model.job import Job
 
 from . import compat
 
@@ -29,8 +29,8 @@ STATUS = {"waiting": "READY", "pending": "READY", "running": "RUNNING", "complet
           "cancelled": "FAILED"}  # Django has no "cancelled": a cancelled task never ran, it failed
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*")
 UNKNOWN_EXCEPTION = "builtins.Exception"  # an error jobq wrote itself (a timeout, a lost worker)
-# The sentence jobq's runner (shared.runner) puts before the traceback of a handler that called
-# sys.exit(): jobq's wording, for jobq's error field; Django's traceback has none.
+# The sentence jobq's runner (shared.execution.runner) puts before the traceback of a handler that
+# called sys.exit(): jobq's wording, for jobq's error field; Django's traceback has none.
 _SYS_EXIT_NOTE = re.compile(r"handler of job \S+ called sys\.exit\(.*\): treated as a failure\n")
 _TRACEBACK = "Traceback (most recent call last):\n"
 PAYLOAD_RUN_AFTER = "run_after"  # the payload key of the run_after a task was enqueued with

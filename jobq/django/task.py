@@ -1,9 +1,9 @@
 """The Django task class of the jobq backend, and how a jobq worker runs one.
 
 A ``JobqTask`` is a Django ``Task`` that a worker also sees as a jobq handler: it carries the
-``HandlerSpec`` attribute that ``shared.handlers`` collects from a handler module, so listing
-the tasks' module in ``handlers`` (after ``jobq.django.worker``, which sets Django up) is all a
-worker needs. The job type is the task's module path (``shop.tasks.send_invoice``): its
+``HandlerSpec`` attribute that ``shared.execution.handlers`` collects from a handler module, so
+listing the tasks' module in ``handlers`` (after ``jobq.django.worker``, which sets Django up) is
+all a worker needs. The job type is the task's module path (``shop.tasks.send_invoice``): its
 ``[types."shop.tasks.send_invoice"]`` table sets retries, timeouts and limits.
 
 Around each call the worker sends ``task_started`` and, once the task has finished for good
@@ -23,7 +23,7 @@ from typing import Any, Callable
 from django.db import close_old_connections
 from django.utils import timezone
 
-from shared.handlers import ATTR, HandlerSpec, PermanentError
+from shared.execution.handlers import ATTR, HandlerSpec, PermanentError
 
 from . import compat
 from .results import arguments

@@ -2,11 +2,11 @@
 
 :data:`ENGINES` maps a ``database`` URL's scheme to the package of its engine; each package
 exports one :class:`~shared.engines.engine.Engine`, its ``ENGINE``. A value with no scheme (a
-file path) belongs to :data:`DEFAULT`. :func:`shared.database.target` resolves a ``database``
-value once into a :class:`~shared.engines.engine.Target` through :func:`engine_for`; the
-functions below are thin calls of the target's engine, so that callers name no engine:
+file path) belongs to :data:`DEFAULT`. :func:`shared.engines.location.target` resolves a
+``database`` value once into a :class:`~shared.engines.engine.Target` through :func:`engine_for`;
+the functions below are thin calls of the target's engine, so that callers name no engine:
 ``open_store(config)`` returns a store that implements every protocol of
-:mod:`shared.contract`, ``upkeep_tasks(config)`` is the engine's own periodic work for the
+:mod:`shared.engines.contract`, ``upkeep_tasks(config)`` is the engine's own periodic work for the
 supervisor, and so on. Adding an engine is one line in :data:`ENGINES` and a package.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import importlib
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ..contract import Store, UpkeepTask
-from ..errors import StoreRefused, StoreUnavailable
+from shared.engines.contract import Store, UpkeepTask
+from shared.model.errors import StoreRefused, StoreUnavailable
 from .engine import Engine, Target
 from .health import HealthCheck
 
@@ -59,12 +59,13 @@ def by_name(name: str) -> Engine:
 
 
 def target(database: str | Target) -> Target:
-    """The :class:`Target` of a ``database`` value (:func:`shared.database.target`); a Target
-    is returned as it is. Raises StoreUnavailable (naming the value, never its password) for a
-    value no engine takes."""
+    """The :class:`Target` of a ``database`` value (:func:`shared.engines.location.target`); a
+    Target is returned as it is. Raises StoreUnavailable (naming the value, never its password) for
+    a value no engine takes."""
     if isinstance(database, Target):
         return database
-    from .. import database as database_mod  # here: shared.database asks this module for engines
+    # here: shared.engines.location asks this module for engines
+    from shared.engines import location as database_mod
     try:
         return database_mod.target(database)
     except ValueError as exc:
@@ -80,7 +81,8 @@ def open_store(config: Any, *, migrate: bool = True, upkeep: bool = False) -> St
     """A new store on ``config.database`` (the caller closes it). With ``migrate`` the schema
     is created or upgraded first. ``upkeep``: the supervisor's store, whose calls must never
     wait long (a server engine bounds its statements and lock waits). Raises
-    :class:`shared.errors.StoreUnavailable` (also when the engine's driver is not installed)."""
+    :class:`shared.model.errors.StoreUnavailable` (also when the engine's driver is not
+    installed)."""
     engine, where = _of(config.database)
     return engine.open(where, config, migrate=migrate, upkeep=upkeep)
 
@@ -110,7 +112,7 @@ def preload(database: str | Target) -> None:
 def engine_name(database: str) -> str:
     """The engine's name for a ``database`` value ('sqlite', 'postgresql'; ValueError for a
     scheme no engine takes)."""
-    from .. import database as database_mod
+    from shared.engines import location as database_mod
     return database_mod.target(database).engine
 
 
@@ -136,9 +138,9 @@ def database_file(config: Any) -> str | None:
 
 def commit_watch(config: Any) -> Any | None:
     """A watch of jobs ending on ``config.database``, by any process, for code that waits for a
-    job's outcome (:mod:`shared.handles`): ``fileno()`` (None while unavailable) becomes readable
-    when a transaction that ended jobs commits (a file engine: its log being written just before
-    the commit completes; a server engine: a notification on the schema's done channel),
+    job's outcome (:mod:`shared.producer.handles`): ``fileno()`` (None while unavailable) becomes
+    readable when a transaction that ended jobs commits (a file engine: its log being written just
+    before the commit completes; a server engine: a notification on the schema's done channel),
     ``drain()`` resets it and says whether one was seen, ``close()``. None where no watch can be
     made (no inotify, an in-memory database): the waiter then re-reads on a back-off."""
     engine, where = _of(config.database)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..contract import Store, UpkeepTask
+from shared.engines.contract import Store, UpkeepTask
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where a ``database`` value points, resolved once (:func:`shared.database.target`).
+    """Where a ``database`` value points, resolved once (:func:`shared.engines.location.target`).
 
     ``engine``: the engine's name (``Engine.name``); ``location``: what the engine opens (a file
     path, ``:memory:``, a server URL as written); ``file``: the file that holds the database,

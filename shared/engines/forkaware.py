@@ -77,7 +77,7 @@ def open_connections(database: Any) -> list[str]:
     resolved :class:`~shared.engines.engine.Target`): ``"fd N: what"`` for each, as the target's
     engine finds them. Empty where ``/proc`` is missing, or for a value no engine takes."""
     from . import by_name, target  # here: the registry imports the engines, which import us
-    from ..errors import StoreUnavailable
+    from shared.model.errors import StoreUnavailable
     try:
         where = target(database)
         engine = by_name(where.engine)

@@ -4,7 +4,7 @@ dashboard read and write, engine-neutral, over the shared SQL of :mod:`shared.en
 Both the CLI (``supervisor/cli``) and the dashboard (``supervisor/web``) use this package and
 never import each other.
 
-Every function takes a store (``shared.contract.OpsStore``, opened through
+Every function takes a store (``shared.engines.contract.OpsStore``, opened through
 ``shared.engines.open_store``) and runs SQL written once here through it (``store.read``,
 ``write``, ``transaction``, ``batches``); where engines spell a statement differently it asks
 ``store.dialect``. Reads work with no supervisor running; ``now`` comes from the caller; rows

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clock import iso
-from ..contract import OpsStore
+from shared.runtime.clock import iso
+from shared.engines.contract import OpsStore
 
 _PER_MINUTE = ("SELECT substr(ended_at, 1, 16) AS minute, "
                "CASE outcome WHEN 'retry' THEN 'retried' ELSE outcome END AS status, count(*) AS n "

@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..contract import OpsStore
-from ..job import STATUSES
+from shared.engines.contract import OpsStore
+from shared.model.job import STATUSES
 from .fragments import DEAD, TOP
 
 WINDOW = 10_000     # index entries examined per page at most, when a filter needs a look
@@ -128,7 +128,7 @@ def exact_hits(store: OpsStore, f: JobFilter, limit: int = 10) -> list[dict[str,
 
 _COLUMNS = ("j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
             "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
-            # the error's tail (its final exception, shared.errortext): its last 2,000 characters
+            # the error's tail (its final exception, shared.model.errortext): its last 2,000 characters
             "CASE WHEN j.status <> 'completed' "
             "THEN substr(j.error, length(j.error) - 1999) END AS error")
 _CLAIM_ORDER = "k1 DESC, k2, k3, rid"

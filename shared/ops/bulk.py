@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..clock import iso
-from ..contract import OpsStore
-from ..job import TERMINAL
+from shared.runtime.clock import iso
+from shared.engines.contract import OpsStore
+from shared.model.job import TERMINAL
 from .fragments import FINISHED, UNNEEDED, one_of, storable
 
 BATCH = 1000  # rows per statement of a bulk write, to start with

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import OpsStore
+from shared.engines.contract import OpsStore
 
 _PARENTS = """
 SELECT d.parent AS id, j.type, j.status, d.done FROM job_deps d LEFT JOIN jobs j ON j.id = d.parent

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from ..contract import OpsStore
+from shared.engines.contract import OpsStore
 
 # The partial indexes jobs_finished / jobs_dead serve a query only if their own condition
 # appears literally (on some engines) or is implied (on others): statements spell it out.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import OpsStore
+from shared.engines.contract import OpsStore
 
 
 def read(store: OpsStore) -> list[dict[str, Any]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..clock import iso
-from ..contract import OpsStore
+from shared.runtime.clock import iso
+from shared.engines.contract import OpsStore
 
 
 def last_attempt_seq(store: OpsStore) -> int:

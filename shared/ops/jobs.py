@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..contract import OpsStore
-from ..job import TERMINAL
+from shared.engines.contract import OpsStore
+from shared.model.job import TERMINAL
 from .fragments import FINISHED, JOB_ROW, TOP, one_of, storable
 
 _LIST_ORDER = {

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clock import iso
-from ..contract import OpsStore
-from ..limits import TypeLimit, type_limits
+from shared.runtime.clock import iso
+from shared.engines.contract import OpsStore
+from shared.model.limits import TypeLimit, type_limits
 
 _DUE_BY_KEY = ("SELECT limit_key, count(*) AS n FROM jobs WHERE type = :type AND status = 'pending' "
                "AND limit_key IS NOT NULL AND run_at <= :now GROUP BY limit_key")
@@ -57,13 +57,3 @@ def _type_full(store: OpsStore, lim: TypeLimit, running: int, now: float) -> boo
 def _key_full(lim: TypeLimit, running: int, used: int) -> bool:
     return ((lim.concurrency_per_key is not None and running >= lim.concurrency_per_key)
             or (lim.rate_per_key is not None and used >= lim.rate_per_key[0]))
-
-
-def keys_text(rows: list[dict[str, Any]]) -> str:
-    """The ``status --types`` table."""
-    from .viewrender import table
-    body = [[r["type"], r["running"], r["due"], r["waiting"],
-             ", ".join(f"{k['key']} ({k['running']} running, {k['due']} due)" for k in r["busiest"]) or "-"]
-            for r in rows]
-    return table(["TYPE", "RUNNING", "DUE", "WAITING ON A LIMIT", "BUSIEST KEYS"], body) if body else \
-        "TYPES  no type has a limit"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clock import iso
-from ..contract import OpsStore
+from shared.runtime.clock import iso
+from shared.engines.contract import OpsStore
 from .fragments import FINISHED
 
 

@@ -4,17 +4,17 @@ status``, ``jobq top``, the metrics and the dashboard.
 Depth and running are counted from the pending claim index by queue (``jobs_queue_claim``: the
 index alone, no table rows) and from the running rows; throughput and latency from the last
 attempts (the sample ``status`` reads), matched to their jobs' queues by id. With the config,
-each row says whether any pool of it serves the queue (``shared.unserved``).
+each row says whether any pool of it serves the queue (``shared.model.unserved``).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..clock import iso
-from ..contract import OpsStore
-from ..queuenames import DEFAULT_QUEUE
-from ..unserved import unserved
-from . import viewstats as stats
+from shared.runtime.clock import iso
+from shared.engines.contract import OpsStore
+from shared.model.queuenames import DEFAULT_QUEUE
+from shared.model.unserved import unserved
+from shared.ops import stats
 
 _DEPTH = ("SELECT queue, count(*) AS n, sum(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due "
           "FROM jobs WHERE status = 'pending' GROUP BY queue")

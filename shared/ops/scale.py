@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..contract import OpsStore
+from shared.engines.contract import OpsStore
 
 _UPSERT = ("INSERT INTO control (name, value) VALUES (:name, :value) "
            "ON CONFLICT (name) DO UPDATE SET value = excluded.value")

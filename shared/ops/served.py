@@ -4,8 +4,8 @@ A supervisor imports its handler modules at boot (and again at a reload that cha
 records what they serve: a ``control`` row ``served:<owner token>`` holding the module names and,
 per job type, the queue its handler names (``@handler(queue=)``, or None). A producer reads
 these rows to check the types it enqueues without importing any handler module itself
-(:mod:`shared.typecheck`): only rows of supervisors that still have a process row count, so a
-supervisor that stopped or died serves nothing. Each row is replaced whole by its supervisor;
+(:mod:`shared.producer.typecheck`): only rows of supervisors that still have a process row count, so
+a supervisor that stopped or died serves nothing. Each row is replaced whole by its supervisor;
 the rows of supervisors that are gone are dropped at the next record.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..contract import OpsStore
+from shared.engines.contract import OpsStore
 
 PREFIX = "served:"  # control row of a supervisor's served types: PREFIX + its owner token
 _UPSERT = ("INSERT INTO control (name, value) VALUES (:name, :value) "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..contract import OpsStore
+from shared.engines.contract import OpsStore
 
 
 def worker_rows(store: OpsStore) -> list[dict[str, Any]]:

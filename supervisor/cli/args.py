@@ -1,7 +1,7 @@
 """Parsing of command-line values for argparse.
 
 Durations (``--delay 1h30m``, ``--older-than 7d``) use the same grammar as ``jobq.toml``
-(:mod:`shared.durations`). A parser's ``ValueError`` message names the value; the argparse
+(:mod:`shared.settings.durations`). A parser's ``ValueError`` message names the value; the argparse
 ``type=`` hook turns it into a usage error (exit 2).
 """
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """``config show [--effective]``, ``config init [--force]``, ``config set KEY VALUE``,
 ``config check``.
 
-``config set`` validates the whole file as it would be after the edit (``shared.config``) and
-writes it atomically, keeping the operator's comments and layout (:mod:`supervisor.cli.tomledit`).
-A value the config refuses leaves the file as it was; so does a ``handlers`` list naming a
-module that fails to import here (from the current directory, as ``jobq run`` would). A running
-supervisor notices the new file by itself (``config_poll_interval``).
+``config set`` validates the whole file as it would be after the edit (``shared.settings.config``)
+and writes it atomically, keeping the operator's comments and layout
+(:mod:`supervisor.cli.tomledit`). A value the config refuses leaves the file as it was; so does a
+``handlers`` list naming a module that fails to import here (from the current directory, as ``jobq
+run`` would). A running supervisor notices the new file by itself (``config_poll_interval``).
 
 ``config check`` validates the file and imports its handler modules: exit 0, 3 (invalid file)
 or 4 (a handler module failed to import: what ``jobq run`` would exit with).
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import tomli_w
 
-from shared import config as config_mod
-from shared import database as database_mod
-from shared.config import SCHEMA, ConfigError
-from shared.exitcodes import ExitCode
-from shared.files import read_as_written, write_atomic
-from shared.handlers import HandlerImportError, load_registry
+from shared.settings import config as config_mod
+from shared.engines import location as database_mod
+from shared.settings.config import SCHEMA, ConfigError
+from shared.model.exitcodes import ExitCode
+from shared.runtime.files import read_as_written, write_atomic
+from shared.execution.handlers import HandlerImportError, load_registry
 
-from shared.ops.viewctx import Ctx
+from supervisor.views.context import Ctx
 
 from .configdoc import reference_markdown
 from .template import default_toml

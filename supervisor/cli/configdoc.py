@@ -1,21 +1,21 @@
 """``docs/configuration.md``: the configuration reference, generated from the key table in
-:mod:`shared.config` (``jobq config reference`` prints it; ``python -m supervisor.gendocs``
+:mod:`shared.settings.config` (``jobq config reference`` prints it; ``python -m supervisor.gendocs``
 writes it)."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from shared.config import Config, QueueConfig, ScheduleConfig, TypeConfig
-from shared.configschema import keys_of, sections_of
-from shared.durations import DURATION_EXPECTED
+from shared.settings.config import Config, QueueConfig, ScheduleConfig, TypeConfig
+from shared.settings.schema import keys_of, sections_of
+from shared.settings.durations import DURATION_EXPECTED
 
 from .template import _plain, _value
 
 INTRO = f"""\
 # Configuration reference
 
-<!-- Generated from shared/config.py by `python -m supervisor.gendocs`; do not edit by hand. -->
+<!-- Generated from shared/settings/config.py by `python -m supervisor.gendocs`; do not edit by hand. -->
 
 jobq reads one TOML file: `--config PATH`, else `$JOBQ_CONFIG`, else `./jobq.toml`. Every key is
 optional. The file is validated strictly: an unknown key, a wrong type or an out-of-range value

@@ -1,8 +1,8 @@
 """``stop``, ``reload`` and ``scale N``: steer the running supervisor(s) of a database.
 
 A supervisor is found through its ``processes`` row (kind 'supervisor') and checked alive by pid
-*and* process start time (``shared.procs.token_alive``), so a stale row or a reused pid is never
-signalled. ``scale`` writes the wanted worker count into the ``control`` table, where the
+*and* process start time (``shared.runtime.processes.token_alive``), so a stale row or a reused pid
+is never signalled. ``scale`` writes the wanted worker count into the ``control`` table, where the
 supervisor takes it at its next maintenance round; stop and reload are signals (SIGTERM, SIGHUP).
 """
 from __future__ import annotations
@@ -13,11 +13,11 @@ import time
 from typing import Any
 
 from shared import ops
-from shared.exitcodes import ExitCode
-from shared.contract import OpsStore
-from shared.ops.viewctx import Ctx
-from shared.ops.viewstatus import supervisors
-from shared.procs import send_signal, token_alive
+from shared.model.exitcodes import ExitCode
+from shared.engines.contract import OpsStore
+from supervisor.views.context import Ctx
+from supervisor.views.snapshot import supervisors
+from shared.runtime.processes import send_signal, token_alive
 
 POLL = 0.05  # seconds between checks while waiting for the supervisor to act
 

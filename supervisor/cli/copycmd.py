@@ -36,14 +36,14 @@ import argparse
 import os
 from typing import Any, Sequence
 
-from shared import database as database_mod
-from shared.config import Config
-from shared.contract import Imported, Store
+from shared.engines import location as database_mod
+from shared.settings.config import Config
+from shared.engines.contract import Imported, Store
 from shared.engines import database_file, open_store
-from shared.errors import StoreError
-from shared.exitcodes import ExitCode
-from shared.job import STATUSES
-from shared.ops.viewctx import Ctx
+from shared.model.errors import StoreError
+from shared.model.exitcodes import ExitCode
+from shared.model.job import STATUSES
+from supervisor.views.context import Ctx
 
 from .progress import Progress, wanted
 

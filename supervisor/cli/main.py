@@ -13,14 +13,14 @@ import os
 import sys
 from typing import Callable
 
-from shared import config as config_mod
-from shared.config import ConfigError
-from shared.durations import SECONDS_EXPECTED as DURATION_HELP
-from shared.durations import parse_seconds
-from shared.exitcodes import ExitCode
-from shared.job import STATUSES, TERMINAL
-from shared.errors import StoreError, StoreQueryError
-from shared.ops.viewctx import Ctx
+from shared.settings import config as config_mod
+from shared.settings.config import ConfigError
+from shared.settings.durations import SECONDS_EXPECTED as DURATION_HELP
+from shared.settings.durations import parse_seconds
+from shared.model.exitcodes import ExitCode
+from shared.model.job import STATUSES, TERMINAL
+from shared.model.errors import StoreError, StoreQueryError
+from supervisor.views.context import Ctx
 
 from . import configcmd, control, copycmd, ops, status, top, webcmd
 from .args import arg_type

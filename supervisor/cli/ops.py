@@ -20,19 +20,20 @@ import warnings
 from typing import Any, Iterator, TextIO
 
 from shared import ops
-from shared.api import JobQueue
-from shared.bounds import MAX_DEPTH
-from shared.clock import iso
-from shared.durations import parse_seconds
-from shared.exitcodes import ExitCode
-from shared.job import TERMINAL
-from shared.ops import flows, viewrender as render
+from shared.producer.api import JobQueue
+from shared.model.bounds import MAX_DEPTH
+from shared.runtime.clock import iso
+from shared.settings.durations import parse_seconds
+from shared.model.exitcodes import ExitCode
+from shared.model.job import TERMINAL
+from shared.ops import flows
+from supervisor.views import render
 from shared.ops.fragments import KEPT_WHY
-from shared.ops.viewactions import (Outcome, cancel_ids, ran_s, resolve_id, retry_ids, set_paused,
+from supervisor.views.actions import (Outcome, cancel_ids, ran_s, resolve_id, retry_ids, set_paused,
                                     unresolved)
-from shared.ops.viewctx import Ctx
-from shared.queuenames import queue_name_error
-from shared.typecheck import UnservedTypeWarning
+from supervisor.views.context import Ctx
+from shared.model.queuenames import queue_name_error
+from shared.producer.typecheck import UnservedTypeWarning
 
 from .progress import Progress, wanted
 

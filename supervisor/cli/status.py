@@ -1,4 +1,4 @@
-"""``jobq status``: the snapshot of :func:`shared.ops.viewstatus.collect`, as text or JSON;
+"""``jobq status``: the snapshot of :func:`supervisor.views.snapshot.collect`, as text or JSON;
 ``--watch`` prints it again every ``--interval`` seconds until Ctrl-C.
 """
 from __future__ import annotations
@@ -8,11 +8,12 @@ import json
 import time
 from typing import Any
 
-from shared.exitcodes import ExitCode
-from shared.ops import viewrender as render
-from shared.ops.keys import keys_text, type_keys
-from shared.ops.viewctx import Ctx
-from shared.ops.viewstatus import collect
+from shared.model.exitcodes import ExitCode
+from shared.ops.keys import type_keys
+from supervisor.views import render
+from supervisor.views.context import Ctx
+from supervisor.views.render import keys_text
+from supervisor.views.snapshot import collect
 
 
 def cmd_status(ctx: Ctx, args: argparse.Namespace) -> int:

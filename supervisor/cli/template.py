@@ -1,4 +1,5 @@
-"""Commented ``jobq.toml`` files generated from the config's key table (:mod:`shared.config`).
+"""Commented ``jobq.toml`` files generated from the config's key table
+(:mod:`shared.settings.config`).
 
 :func:`default_toml` is what ``jobq config init`` writes (every key at its default);
 :func:`shipped_toml` is the ``jobq.toml`` at the top of the repository (the defaults, the example
@@ -11,8 +12,9 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from shared.config import QUEUE_KEYS, SCHEDULE_KEYS, TYPE_KEYS, Config, QueueConfig, ScheduleConfig, TypeConfig
-from shared.configschema import Key, keys_of, sections_of
+from shared.settings.config import (QUEUE_KEYS, SCHEDULE_KEYS, TYPE_KEYS, Config, QueueConfig,
+                                    ScheduleConfig, TypeConfig)
+from shared.settings.schema import Key, keys_of, sections_of
 
 from .tomledit import toml_value
 
@@ -29,7 +31,7 @@ jobq configuration. Every key is optional; the values below are the defaults unl
 "not the default". Times are in seconds unless a key says it takes a duration ("1h30m", "7d").
 Edit this file while the supervisor runs: it reloads within a few seconds (or at once on SIGHUP)
 and applies the new settings to new claims. Reference: docs/configuration.md. This file is
-generated from shared/config.py by `python -m supervisor.gendocs`.
+generated from shared/settings/config.py by `python -m supervisor.gendocs`.
 """
 CLEANUP = ScheduleConfig(name="cleanup-old-data", type="cleanup:old-data", cron="15 3 * * *")
 SCHEDULE_EXAMPLE = {"name": "daily-revenue-report", "type": "report:generate", "cron": "0 8 * * *",

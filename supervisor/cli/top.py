@@ -18,12 +18,12 @@ from collections import deque
 from typing import Any
 
 from shared import ops
-from shared.exitcodes import ExitCode
-from shared.contract import OpsStore
-from shared.ops import viewrender as render
-from shared.ops import viewstats as stats
-from shared.ops.viewctx import Ctx
-from shared.ops.viewstatus import collect
+from shared.model.exitcodes import ExitCode
+from shared.engines.contract import OpsStore
+from supervisor.views import render
+from shared.ops import stats
+from supervisor.views.context import Ctx
+from supervisor.views.snapshot import collect
 
 HISTORY = 240   # refreshes kept for the sparklines
 FAILURES = 8    # recent failures shown

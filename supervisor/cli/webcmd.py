@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shared.ops.viewctx import Ctx
+from supervisor.views.context import Ctx
 
 
 def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:

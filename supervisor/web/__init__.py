@@ -18,9 +18,9 @@ import argparse
 import os
 import sys
 
-from shared.database import redacted
-from shared.exitcodes import ExitCode
-from shared.ops.viewctx import Ctx
+from shared.engines.location import redacted
+from shared.model.exitcodes import ExitCode
+from supervisor.views.context import Ctx
 
 TOKEN_ENV = "JOBQ_WEB_TOKEN"
 

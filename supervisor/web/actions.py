@@ -1,6 +1,6 @@
 """The dashboard's actions (POST): retry, cancel or purge selected jobs, pause and resume.
 
-They call the functions the CLI commands call (``shared.ops.viewactions``), so the rules and the
+They call the functions the CLI commands call (``supervisor.views.actions``), so the rules and the
 messages are the CLI's. Each checks the CSRF token and ``--read-only`` first, then redirects
 (303) back to the page it came from with the outcome to show there.
 """
@@ -13,8 +13,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from shared.ops import viewactions as ops
-from shared.queuenames import queue_name_error
+from supervisor.views import actions as ops
+from shared.model.queuenames import queue_name_error
 
 from . import pages, security
 

@@ -22,12 +22,12 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from shared.clock import SystemClock
-from shared.config import Config
-from shared.contract import Store
-from shared.database import scrub
+from shared.runtime.clock import SystemClock
+from shared.settings.config import Config
+from shared.engines.contract import Store
+from shared.engines.location import scrub
 from shared.engines import driver_errors, open_store, target
-from shared.errors import StoreError, StoreQueryError
+from shared.model.errors import StoreError, StoreQueryError
 
 from . import actions, filters, pages, security
 from .html import error_page

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.clock import parse_iso
-from shared.ops import viewrender as render
+from shared.runtime.clock import parse_iso
+from supervisor.views import render
 
 
 def ago(stamp: str | None, now: float) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from shared.database import redacted
+from shared.engines.location import redacted
 
 from . import security
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from shared import ops
 from shared.ops import activity
-from shared.clock import iso, parse_iso
-from shared.ops import viewstatus as status
+from shared.runtime.clock import iso, parse_iso
+from supervisor.views import snapshot as status
 
 MINUTES = 60
 SERIES = ("completed", "failed", "retried")

@@ -11,14 +11,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from shared import cron, schedule
+from shared.settings import cron, schedule
 from shared import ops as shared_ops
 from shared.ops import activity, browse, flows
-from shared.durations import parse_rate
-from shared.job import STATUSES
-from shared.ops import viewactions as ops
-from shared.ops.viewrender import progress_text
-from shared.ops import viewstatus as status
+from shared.settings.durations import parse_rate
+from shared.model.job import STATUSES
+from supervisor.views import actions as ops
+from supervisor.views.render import progress_text
+from supervisor.views import snapshot as status
 from shared.ops.keys import type_keys
 
 from . import overview as overview_mod

@@ -1,5 +1,5 @@
-"""The producer API (shared.api.JobQueue): enqueue, get, idempotency keys, transactional enqueue,
-input validation."""
+"""The producer API (shared.producer.api.JobQueue): enqueue, get, idempotency keys, transactional
+enqueue, input validation."""
 from __future__ import annotations
 
 import os
@@ -11,12 +11,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from shared.typecheck import UnservedTypeWarning
+from shared.producer.typecheck import UnservedTypeWarning
 
-from shared.api import JobQueue
-from shared.clock import iso, parse_iso
-from shared.config import Config, load
-from shared.errors import StoreQueryError, StoreUnavailable
+from shared.producer.api import JobQueue
+from shared.runtime.clock import iso, parse_iso
+from shared.settings.config import Config, load
+from shared.model.errors import StoreQueryError, StoreUnavailable
 from shared.ops.served import served_types
 from tests.engines import raw
 from tests.proc import wait_until, write_config
@@ -437,7 +437,7 @@ def test_far_but_valid_run_at_keeps_fixed_width_ordering(queue, clock):
 def test_enqueue_many_round_trips_awkward_types_and_payloads(database, tmp_path):
     """enqueue_many sends its rows to the database as one JSON document: every type and payload
     must come back exactly. (Type names may not hold control characters: test_bad_type_names.)"""
-    from shared.api import JobQueue
+    from shared.producer.api import JobQueue
     items = [("t:x", {"a": "\x00", "\x00": "\n\t"}), ('é😀"\\ x', {"k": "😀\ud7ff\ue000 \u2028 \x7f \x1f"}),
              ("t", "\\u0000"), ("t", [1, 2.5, None, True, {"x": -0.0}]), ("t", 1e308), ("t", "a'b"),
              ("t", None), ("t", None, {"priority": -(1 << 31), "max_attempts": (1 << 31) - 1})]
@@ -454,7 +454,7 @@ def test_enqueue_many_round_trips_awkward_types_and_payloads(database, tmp_path)
 @pytest.mark.parametrize("opts, message", [({"priority": 1 << 31}, "priority must fit in 32 bits"),
                                            ({"max_attempts": 1 << 31}, "max_attempts must be")])
 def test_enqueue_many_refuses_integers_beyond_32_bits(database, tmp_path, opts, message):
-    from shared.api import JobQueue
+    from shared.producer.api import JobQueue
     with JobQueue(config=database.config(tmp_path)) as q:
         with pytest.raises(ValueError, match=f"item 1: .*{message}"):
             q.enqueue_many([("t", None), ("t", None, opts)])
@@ -462,7 +462,7 @@ def test_enqueue_many_refuses_integers_beyond_32_bits(database, tmp_path, opts, 
 
 
 def test_new_ids_are_unique_time_ordered_hex():
-    from shared.job import new_id, new_ids
+    from shared.model.job import new_id, new_ids
     ids = new_ids(1000)
     assert len(set(ids)) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert new_id()[:12] >= ids[0][:12]

@@ -13,11 +13,11 @@ import time
 import pytest
 
 from shared import JobQueue
-from shared.config import load
+from shared.settings.config import load
 from shared.engines import open_store
-from shared.exitcodes import ExitCode
-from shared.handlers import Registry, handler
-from shared.progress import ProgressWriter, not_in_hand
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import Registry, handler
+from shared.execution.progress import ProgressWriter, not_in_hand
 from tests.proc import log_events, wait_until, write_config
 from worker.aio import AsyncRunner
 from worker.loop import Worker

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from shared import JobQueue, ops
-from shared.config import load
+from shared.settings.config import load
 from tests.behaviour.test_cancel import config, jobq, seen
 from tests.proc import events, log_events, wait_until
 

@@ -10,9 +10,9 @@ import types
 import pytest
 
 from shared import JobQueue
-from shared.config import load
-from shared.handlers import Registry, handler, on_completed, on_failed, on_retry
-from shared.progress import ProgressWriter, unstarted
+from shared.settings.config import load
+from shared.execution.handlers import Registry, handler, on_completed, on_failed, on_retry
+from shared.execution.progress import ProgressWriter, unstarted
 from shared.engines import open_store
 from tests.proc import Running, events, job_row, wait_until, write_config
 from worker.loop import Worker

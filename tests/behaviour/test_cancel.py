@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from shared import JobQueue, ops
-from shared.cancels import CancelResult
-from shared.config import load
-from shared.exitcodes import ExitCode
-from shared.job import Finish
+from shared.producer.cancels import CancelResult
+from shared.settings.config import load
+from shared.model.exitcodes import ExitCode
+from shared.model.job import Finish
 from tests.proc import env, events, log_events, pid_gone, wait_until, write_config
 
 pytestmark = pytest.mark.engines  # the tests that use database (or sup_factory) run on each engine

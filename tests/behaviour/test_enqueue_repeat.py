@@ -1,5 +1,5 @@
 """A job type's second and later plain enqueues (``q.enqueue(type, payload)``) take a shorter
-path than the first (shared.api): they must store the same job and refuse the same
+path than the first (shared.producer.api): they must store the same job and refuse the same
 input, whatever changed between the calls that enqueue depends on."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import warnings
 
 import pytest
 
-from shared.api import JobQueue
-from shared.clock import parse_iso
-from shared.config import load
-from shared.typecheck import UnservedTypeWarning
+from shared.producer.api import JobQueue
+from shared.runtime.clock import parse_iso
+from shared.settings.config import load
+from shared.producer.typecheck import UnservedTypeWarning
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.engines

@@ -26,11 +26,11 @@ import pytest
 from shared import ops
 from shared.ops import flows as ops_flows
 from shared import JobQueue
-from shared.clock import parse_iso
-from shared.config import load
-from shared.exitcodes import ExitCode
+from shared.runtime.clock import parse_iso
+from shared.settings.config import load
+from shared.model.exitcodes import ExitCode
 from shared.engines.sqlite.store import NewJob, SqliteStore
-from shared.errors import StoreUnavailable
+from shared.model.errors import StoreUnavailable
 from supervisor.children import restart_delay
 from tests.engines import Database
 from tests.proc import log_events, Running, db, env, write_lock_free, events, job_row, pid_gone, wait_until, worker_rows, write_config
@@ -796,8 +796,8 @@ def no_snapshot_held(path: str) -> bool:
 def store_cycle(store: SqliteStore):
     """Every public operation of the store, in a full enqueue/claim/run/record/release cycle.
     Yields (name, thunk); the names must cover every public method (checked by the test)."""
-    from shared.clock import FakeClock
-    from shared.limits import TypeLimit
+    from shared.runtime.clock import FakeClock
+    from shared.model.limits import TypeLimit
     from shared.engines.sqlite.store import Finish
 
     clock = FakeClock()

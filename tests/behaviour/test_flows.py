@@ -11,11 +11,11 @@ import pytest
 
 from jobq import FlowError, chain, chord, group
 from shared import ops
-from shared.api import JobQueue
-from shared.config import Config, RetryConfig
-from shared.job import Finish
+from shared.producer.api import JobQueue
+from shared.settings.config import Config, RetryConfig
+from shared.model.job import Finish
 from shared.ops.fragments import KEPT, KEPT_WHY
-from shared.ops.viewactions import purge_ids
+from supervisor.views.actions import purge_ids
 from tests.engines import raw
 from tests.proc import env, write_config
 from tests.fixtures import flowjobs

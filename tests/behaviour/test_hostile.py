@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from shared import JobQueue, RetryAfter
-from shared.bounds import MAX_DEPTH, MAX_TYPE_LEN, too_deep
-from shared.clock import iso, parse_iso
-from shared.config import Config, load
-from shared.exitcodes import ExitCode
-from shared.procs import host_id
+from shared.model.bounds import MAX_DEPTH, MAX_TYPE_LEN, too_deep
+from shared.runtime.clock import iso, parse_iso
+from shared.settings.config import Config, load
+from shared.model.exitcodes import ExitCode
+from shared.runtime.processes import host_id
 from shared.engines import open_store
 from tests.engines import raw
 from tests.proc import REPO, db, log_events, Running, env, job_row, wait_until, worker_rows, write_config
@@ -216,7 +216,7 @@ def test_a_timeout_charges_only_the_job_that_timed_out(database, tmp_path):
 
 
 def test_a_death_is_charged_to_the_job_in_hand_only(tmp_path):
-    from shared.progress import ProgressWriter, not_in_hand, unstarted
+    from shared.execution.progress import ProgressWriter, not_in_hand, unstarted
     path = str(tmp_path / "slot.progress")
     assert not_in_hand(path) == []  # no file: unknown, the supervisor charges every running job
     w = ProgressWriter(path)
@@ -406,7 +406,7 @@ def test_max_result_bytes_is_a_config_key_beside_max_payload_bytes():
 def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(tmp_path, make_config, monkeypatch):
     """The last resort on the commit path: anything but a database error raised while recording
     outcomes fails those jobs with the error (the worker lives on)."""
-    from shared.handlers import Registry, handler
+    from shared.execution.handlers import Registry, handler
     from worker.loop import Worker
 
     @handler("t:ok")

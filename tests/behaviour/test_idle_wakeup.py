@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from shared.api import JobQueue
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.settings.config import load
 from tests.proc import events, wait_until, write_config
 
 pytestmark = pytest.mark.engines  # the tests that use database (or sup_factory) run on each engine

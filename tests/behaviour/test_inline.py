@@ -1,5 +1,6 @@
-"""The testing helpers (shared.inline): ``JobQueue(immediate=True)`` and ``JobQueue.drain()`` run
-jobs in the calling process through the worker's runner and outcome code, on each engine."""
+"""The testing helpers (shared.producer.inline): ``JobQueue(immediate=True)`` and
+``JobQueue.drain()`` run jobs in the calling process through the worker's runner and outcome code,
+on each engine."""
 from __future__ import annotations
 
 import ast
@@ -11,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from shared import FakeClock, JobQueue, ops
-from shared.handles import JobFailed
-from shared.ops import viewrender
-from shared.config import Config, RetryConfig, TypeConfig
-from shared.handlers import HandlerImportError, PermanentError, RetryAfter, handler, on_completed, on_failed, on_retry
-from shared.handlers import on_cancelled
-from shared.stopping import JobCancelled
-from shared.cancels import CancelResult
+from shared.producer.handles import JobFailed
+from shared.producer.cancels import CancelResult
+from shared.settings.config import Config, RetryConfig, TypeConfig
+from shared.execution.handlers import (HandlerImportError, PermanentError, RetryAfter, handler,
+                                       on_cancelled, on_completed, on_failed, on_retry)
+from shared.execution.stopping import JobCancelled
+from supervisor.views import render as viewrender
 
 from tests.engines import raw
 

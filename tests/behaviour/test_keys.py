@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from shared.api import JobQueue
-from shared.clock import FakeClock, parse_iso
-from shared.config import from_dict, load
-from shared.job import Finish
-from shared.limits import type_limits
+from shared.producer.api import JobQueue
+from shared.runtime.clock import FakeClock, parse_iso
+from shared.settings.config import from_dict, load
+from shared.model.job import Finish
+from shared.model.limits import type_limits
 from tests.proc import db, wait_until, write_config
 
 pytestmark = pytest.mark.engines

@@ -9,14 +9,15 @@ import threading
 import pytest
 
 from shared import JobQueue
-from shared.clock import FakeClock, parse_iso
-from shared.config import Config, ConfigError, RetryConfig, TypeConfig, WorkerConfig, from_dict
-from shared.handlers import HandlerSpec, Registry
-from shared.job import Finish, Job
-from shared.limits import TypeLimit, type_limits
-from shared.policy import JobPolicy
-from shared.config import load
-from shared.contract import Store
+from shared.runtime.clock import FakeClock, parse_iso
+from shared.settings.config import (Config, ConfigError, RetryConfig, TypeConfig, WorkerConfig,
+                                    from_dict)
+from shared.execution.handlers import HandlerSpec, Registry
+from shared.model.job import Finish, Job
+from shared.model.limits import TypeLimit, type_limits
+from shared.execution.policy import JobPolicy
+from shared.settings.config import load
+from shared.engines.contract import Store
 from tests.engines import raw
 from tests.proc import Running, db, events, wait_until, write_config
 

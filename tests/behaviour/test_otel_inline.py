@@ -13,12 +13,12 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 
-from shared import logs
-from shared.api import JobQueue
-from shared.config import load
-from shared.handlers import handler
-from shared.job import NewJob, new_id
-from shared.tracing import worker_tracing
+from shared.runtime import logs
+from shared.producer.api import JobQueue
+from shared.settings.config import load
+from shared.execution.handlers import handler
+from shared.model.job import NewJob, new_id
+from shared.telemetry.tracing import worker_tracing
 
 pytestmark = pytest.mark.engines
 
@@ -195,11 +195,12 @@ def test_a_worker_counts_its_runs_per_batch_with_the_same_totals(reader, config_
     once per run; the totals are the runs'."""
     import types as pytypes
 
-    import shared.otelmeters
+    import shared.telemetry.meters
     from shared.engines import open_store
-    from shared.handlers import Registry
+    from shared.execution.handlers import Registry
     from worker.loop import Worker
-    monkeypatch.setattr(shared.otelmeters, "SETTLE_AFTER", 60.0)  # only batch ends settle here
+    # only batch ends settle here
+    monkeypatch.setattr(shared.telemetry.meters, "SETTLE_AFTER", 60.0)
     cfg = load(config_path)
     mod = pytypes.ModuleType("mjobs")
     mod.ok, mod.bad = ok, bad

@@ -11,11 +11,11 @@ import warnings
 import pytest
 import tomli_w
 
-from shared.api import JobQueue
-from shared.clock import parse_iso
-from shared.config import Config, from_dict, load
-from shared.queues import QueueOrder, plan, slot_queues, total_workers
-from shared.unserved import UnservedQueueWarning, served_queues
+from shared.producer.api import JobQueue
+from shared.runtime.clock import parse_iso
+from shared.settings.config import Config, from_dict, load
+from shared.model.queues import QueueOrder, plan, slot_queues, total_workers
+from shared.model.unserved import UnservedQueueWarning, served_queues
 from tests.proc import db, log_events, wait_until, worker_rows, write_config
 from tests.process.test_metrics import free_port, parse, scrape
 from tests.unit.cli.test_cli import jobq, ok
@@ -102,8 +102,8 @@ def test_a_handler_sees_the_queue_of_its_job_and_show_prints_queue_and_limit_key
 
 
 def test_the_limited_claim_tries_a_workers_queues_in_their_weighted_order(database, tmp_path):
-    from shared.clock import FakeClock
-    from shared.limits import type_limits
+    from shared.runtime.clock import FakeClock
+    from shared.model.limits import type_limits
     clock = FakeClock(1_800_000_000)
     q = JobQueue(config=load(write_config(tmp_path, types={"w:job": {"concurrency": 50}})), clock=clock)
     try:

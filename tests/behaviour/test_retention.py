@@ -9,12 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from shared import builtin_jobs, retention
+from shared.execution import builtin_jobs
+from shared.settings import retention
 from shared.engines.sqlite.bulk import PROBE, STEP, Pacer
-from shared.clock import FakeClock, iso
-from shared.config import Config, ConfigError, RetentionConfig, from_dict, load
-from shared.handlers import PermanentError, load_registry
-from shared.contract import Store
+from shared.runtime.clock import FakeClock, iso
+from shared.settings.config import Config, ConfigError, RetentionConfig, from_dict, load
+from shared.execution.handlers import PermanentError, load_registry
+from shared.engines.contract import Store
 from shared.engines import open_store
 from tests.engines import raw
 from tests.proc import Running, db, wait_until, write_config

@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from shared import cron, schedule
-from shared.clock import FakeClock, iso, parse_iso
-from shared.config import (Config, ConfigError, ScheduleConfig, TypeConfig, from_dict, load,
-                           load_snapshot, write_snapshot)
-from shared.contract import Store
+from shared.settings import cron, schedule
+from shared.runtime.clock import FakeClock, iso, parse_iso
+from shared.settings.config import (Config, ConfigError, ScheduleConfig, TypeConfig, from_dict,
+                                    load, load_snapshot, write_snapshot)
+from shared.engines.contract import Store
 from shared.engines import open_store
 from supervisor.scheduler import run_due
 from tests.engines import raw

@@ -18,13 +18,13 @@ import pytest
 import tomli_w
 
 import jobq
-import shared.waithub
-import shared.tasks
+import shared.producer.waithub
+import shared.producer.tasks
 from jobq import JobCancelled, JobFailed, JobHandle, JobNotFound, JobQueue, task
 from shared import ops
-from shared.config import Config, RetryConfig
-from shared.handlers import ATTR
-from shared.inline import registry_of
+from shared.settings.config import Config, RetryConfig
+from shared.execution.handlers import ATTR
+from shared.producer.inline import registry_of
 from tests.engines import raw
 from tests.proc import FIXTURES, wait_until
 
@@ -52,8 +52,8 @@ def queue_of(engine):
 @pytest.fixture(autouse=True)
 def no_default_queue(monkeypatch):
     """Each test starts without a configured or opened default queue."""
-    monkeypatch.setattr(shared.tasks, "_configured", None)
-    monkeypatch.setattr(shared.tasks, "_opened", shared.tasks._Default())
+    monkeypatch.setattr(shared.producer.tasks, "_configured", None)
+    monkeypatch.setattr(shared.producer.tasks, "_opened", shared.producer.tasks._Default())
 
 
 def test_a_task_called_directly_is_the_function_and_its_type_is_its_import_path():
@@ -261,7 +261,7 @@ def test_a_threads_first_enqueue_inside_the_applications_transaction_does_not_wa
             more = [*inside.enqueue_many([((3,), {})]), inside.using(key="k").enqueue(4)]
             app.execute("COMMIT")
             done.extend([handle.id, *(h.id for h in more)])
-            shared.tasks.default_queue().close()
+            shared.producer.tasks.default_queue().close()
         except BaseException as exc:  # the main thread reports it
             done.append(exc)
         finally:
@@ -280,11 +280,11 @@ def test_the_default_queue_comes_from_the_config_file(tmp_path, monkeypatch, mak
     monkeypatch.setenv("JOBQ_CONFIG", str(path))
     handle = taskjobs.add.enqueue(5)
     assert handle.queue.config.database == str(tmp_path / "default.db")
-    assert shared.tasks.default_queue() is handle.queue  # one per thread, opened once
+    assert shared.producer.tasks.default_queue() is handle.queue  # one per thread, opened once
     other = []
 
     def in_a_thread() -> None:
-        other.append(shared.tasks.default_queue())
+        other.append(shared.producer.tasks.default_queue())
         other[0].close()
     t = threading.Thread(target=in_a_thread)
     t.start()
@@ -298,8 +298,8 @@ def test_a_waiter_is_woken_by_the_commit_not_the_fallback(engine, monkeypatch):
     """With the back-off's first pause and cap at ten minutes, only the engine's watch can end
     the wait (SQLite: the WAL watch; PostgreSQL: the done channel the ending statement notifies):
     the job completes through another queue, and the waiter returns."""
-    monkeypatch.setattr(shared.waithub, "FIRST", 600.0)
-    monkeypatch.setattr(shared.waithub, "WATCHED_CAP", 600.0)
+    monkeypatch.setattr(shared.producer.waithub, "FIRST", 600.0)
+    monkeypatch.setattr(shared.producer.waithub, "WATCHED_CAP", 600.0)
     with JobQueue(config=engine.config()) as producer:
         job_id = taskjobs.add.using(queue=producer).enqueue(20, b=22).id
     reads, got = [], []
@@ -319,8 +319,8 @@ def test_a_waiter_is_woken_by_the_commit_not_the_fallback(engine, monkeypatch):
 
 
 def test_an_async_waiter_is_woken_by_the_commit(tmp_path, monkeypatch):
-    monkeypatch.setattr(shared.waithub, "FIRST", 600.0)
-    monkeypatch.setattr(shared.waithub, "WATCHED_CAP", 600.0)
+    monkeypatch.setattr(shared.producer.waithub, "FIRST", 600.0)
+    monkeypatch.setattr(shared.producer.waithub, "WATCHED_CAP", 600.0)
     db = str(tmp_path / "q.db")
 
     def run_it() -> None:

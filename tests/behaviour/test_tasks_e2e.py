@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import jobq
-import shared.tasks
+import shared.producer.tasks
 from jobq import JobFailed, JobQueue
 from tests.proc import FIXTURES, REPO, Running, write_config
 
@@ -38,11 +38,11 @@ def server(request, tmp_path_factory):
 def served(server, monkeypatch):
     """The module's supervisor; the test process's default queue is unset (``.enqueue()`` then
     opens the config file's database) and closed after the test."""
-    monkeypatch.setattr(shared.tasks, "_configured", None)
-    monkeypatch.setattr(shared.tasks, "_opened", shared.tasks._Default())
+    monkeypatch.setattr(shared.producer.tasks, "_configured", None)
+    monkeypatch.setattr(shared.producer.tasks, "_opened", shared.producer.tasks._Default())
     monkeypatch.setenv("JOBQ_CONFIG", str(server))
     yield server
-    shared.tasks.default_queue().close()
+    shared.producer.tasks.default_queue().close()
 
 
 def test_a_task_runs_in_a_worker_and_its_result_comes_back(served):

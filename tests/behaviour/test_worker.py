@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.clock import iso, parse_iso
-from shared.config import load
-from shared.exitcodes import ExitCode
-from shared.handlers import PermanentError, Registry, RetryAfter, handler
+from shared.runtime.clock import iso, parse_iso
+from shared.settings.config import load
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import PermanentError, Registry, RetryAfter, handler
 from shared.engines import open_store
 from tests.engines import raw
 from worker.loop import Worker
@@ -459,7 +459,7 @@ def _log(p) -> str:
 def real_queue(worker_proc):
     """A producer on the real clock (the worker subprocess uses the real clock too), on the
     worker's database."""
-    from shared.api import JobQueue
+    from shared.producer.api import JobQueue
     q = JobQueue(config=load(worker_proc.config))
     yield q
     q.close()

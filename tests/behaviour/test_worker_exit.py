@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shared import JobQueue
-from shared.config import load
+from shared.settings.config import load
 from tests.proc import events, job_row, pid_gone, wait_until, worker_rows, write_config
 
 pytestmark = pytest.mark.engines  # the tests that use database (or sup_factory) run on each engine

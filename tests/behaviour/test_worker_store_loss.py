@@ -11,10 +11,10 @@ import psutil
 import pytest
 
 from shared import JobQueue
-from shared.config import load
-from shared.errors import StoreUnavailable
-from shared.exitcodes import ExitCode
-from shared.handlers import handler
+from shared.settings.config import load
+from shared.model.errors import StoreUnavailable
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import handler
 from tests.proc import Running, log_events, wait_until, write_config
 from tests.behaviour.test_worker import registry_of
 from worker.loop import Worker

@@ -3,7 +3,7 @@
 The contract suites: one fixture class per engine.
 
 ``tests/engines/test_store_contract.py`` and ``tests/engines/test_store_stateful.py`` take the ``engine``
-fixture and reach the store only through :mod:`shared.contract`'s protocols (opened with the
+fixture and reach the store only through :mod:`shared.engines.contract`'s protocols (opened with the
 factory, ``shared.engines.open_store``). A second engine gets the whole suite by adding its class
 to ``ENGINES``: how to name a fresh database, and how to empty it between examples (the one
 thing the protocols do not offer).
@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from shared.config import Config
-from shared.contract import Store
+from shared.settings.config import Config
+from shared.engines.contract import Store
 from shared.engines import open_store
 
 
@@ -31,7 +31,7 @@ class SqliteEngine:
         self.database = f"sqlite://{Path(folder).resolve() / 'contract.db'}"  # the URL form
 
     def config(self, base: Config | None = None) -> Config:
-        from shared.database import resolve
+        from shared.engines.location import resolve
         return (base or Config()).replace(database=resolve(self.database, None))
 
     def open(self, base: Config | None = None, *, impatient: bool = False, **kw: Any) -> Store:

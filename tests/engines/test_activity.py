@@ -4,10 +4,10 @@ engine (the ``engine`` fixture)."""
 from __future__ import annotations
 
 from shared.ops import activity
-from shared.api import JobQueue
-from shared.clock import FakeClock, iso
-from shared.job import Finish
-from shared.ops import viewactions as ops
+from shared.producer.api import JobQueue
+from shared.runtime.clock import FakeClock, iso
+from shared.model.job import Finish
+from supervisor.views import actions as ops
 
 
 def _run(q: JobQueue, clock: FakeClock, outcome: str) -> str:

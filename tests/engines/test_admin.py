@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from shared import ops
-from shared.clock import FakeClock, iso
-from shared.job import new_id
-from shared.contract import Store
-from shared.job import Finish, NewJob
+from shared.runtime.clock import FakeClock, iso
+from shared.model.job import new_id
+from shared.engines.contract import Store
+from shared.model.job import Finish, NewJob
 
 OWNER = "testhost:1111:1"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from shared.ops import browse
-from shared.api import JobQueue
-from shared.clock import FakeClock
-from shared.job import Finish
+from shared.producer.api import JobQueue
+from shared.runtime.clock import FakeClock
+from shared.model.job import Finish
 
 
 @pytest.fixture

@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from shared import ops, retention
-from shared.api import JobQueue
+from shared import ops
+from shared.settings import retention
+from shared.producer.api import JobQueue
 from shared.engines.sqlite.bulk import MOST, STEP, Pacer
 from shared.engines.sqlite.wants import Wants
-from shared.errors import StoreError
-from shared.clock import iso
+from shared.model.errors import StoreError
+from shared.runtime.clock import iso
 from shared import SqliteStore
 
 NOW = 1_767_225_600.0

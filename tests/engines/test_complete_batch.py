@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.clock import FakeClock, iso
+from shared.runtime.clock import FakeClock, iso
 from shared.engines.sqlite.finish import _complete_many
 from shared.engines.sqlite.store import SqliteStore
-from shared.job import Finish, NewJob, new_id
+from shared.model.job import Finish, NewJob, new_id
 
 OWNER, OTHER, PID = "h:1:1", "h:2:2", 1
 

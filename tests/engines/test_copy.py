@@ -17,12 +17,12 @@ import pytest
 import tomli_w
 
 from shared import ops
-from shared.config import Config
-from shared.contract import Store
+from shared.settings.config import Config
+from shared.engines.contract import Store
 from shared.engines import open_store
-from shared.errors import StoreError
-from shared.exitcodes import ExitCode
-from shared.job import Finish, NewJob, new_id, new_ids
+from shared.model.errors import StoreError
+from shared.model.exitcodes import ExitCode
+from shared.model.job import Finish, NewJob, new_id, new_ids
 from tests.engines import PostgresEngine
 from tests.proc import env, wait_until
 
@@ -178,7 +178,7 @@ def test_a_copy_carries_every_column_of_the_jobs_table(request, lite, engine):
     with side.open() as s:
         s.enqueue([NewJob(id=new_id(), type="copy:cols", payload="{}", priority=0, run_at=T0, max_attempts=None, key=None)], T0)
         (row,) = s.export_jobs("", 10)
-    from shared.transfer import LOCAL_FIELDS
+    from shared.engines.transfer import LOCAL_FIELDS
     assert set(row) == table_columns(side) - set(LOCAL_FIELDS)
 
 
@@ -447,7 +447,7 @@ def test_copied_due_jobs_wake_the_targets_idle_workers(tmp_path, lite, request, 
     polls): a due job copied in starts at once, as an enqueued one does (on PostgreSQL it used to
     wait for the next poll)."""
     from shared import JobQueue
-    from shared.config import load
+    from shared.settings.config import load
     from tests.proc import Running, write_config
     log = tmp_path / "events.log"
     target = request.getfixturevalue("pg") if engine == "postgresql" else Side(f"sqlite://{tmp_path / 'q.db'}")

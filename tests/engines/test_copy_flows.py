@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from shared.contract import Store
-from shared.job import Finish, NewJob, new_id
+from shared.engines.contract import Store
+from shared.model.job import Finish, NewJob, new_id
 from tests.engines.test_copy import OWNER, T0, Side, copy, lite, pg, rows, summary  # noqa: F401 (fixtures)
 
 
@@ -201,7 +201,7 @@ def test_a_child_released_by_an_import_wakes_the_targets_idle_workers(tmp_path, 
     parent releases starts at once, as one released by a parent ending there does (PostgreSQL:
     the settle trigger's notification, in the import's transaction)."""
     from shared import JobQueue
-    from shared.config import load
+    from shared.settings.config import load
     from tests.proc import Running, wait_until, write_config
     log = tmp_path / "events.log"
     target = request.getfixturevalue("pg") if engine == "postgresql" else Side(f"sqlite://{tmp_path / 'q.db'}")

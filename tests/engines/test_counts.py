@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 from shared import ops as reads
 from shared.engines.sqlite import schema
-from shared.api import JobQueue
-from shared.clock import FakeClock, iso
-from shared.config import Config
+from shared.producer.api import JobQueue
+from shared.runtime.clock import FakeClock, iso
+from shared.settings.config import Config
 from shared import SqliteStore
-from shared.job import Finish
-from shared.ops import viewactions as ops
+from shared.model.job import Finish
+from supervisor.views import actions as ops
 
 TYPES = ("a", "b", "c")
 

@@ -1,10 +1,10 @@
 """Engines by registry, ``database`` resolved once, handler modules next to the config.
 
 The registry (``shared.engines``) maps a URL scheme to an engine package exporting one
-``ENGINE``; ``shared.database.target`` is the one reading of a ``database`` value; the module
-functions others call are thin calls of the target's engine, on both engines. A config's handler
-modules are imported from its folder too, by the supervisor, its template and exec'd workers,
-from whatever directory jobq was started.
+``ENGINE``; ``shared.engines.location.target`` is the one reading of a ``database`` value; the
+module functions others call are thin calls of the target's engine, on both engines. A config's
+handler modules are imported from its folder too, by the supervisor, its template and exec'd
+workers, from whatever directory jobq was started.
 """
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from shared import engines
-from shared.config import Config, load
-from shared.database import target
+from shared.settings.config import Config, load
+from shared.engines.location import target
 from shared.engines.engine import Engine, Target
-from shared.errors import StoreUnavailable
-from shared.handlers import load_registry
+from shared.model.errors import StoreUnavailable
+from shared.execution.handlers import load_registry
 from tests.proc import env, wait_until, write_config
 
 

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from shared.clock import FakeClock, iso
-from shared.job import Finish, NewJob, new_id
+from shared.runtime.clock import FakeClock, iso
+from shared.model.job import Finish, NewJob, new_id
 from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres, write_old_jobs
 
 

@@ -12,10 +12,10 @@ from collections import Counter
 from typing import Any, Callable
 
 from shared import ops
-from shared.clock import FakeClock, iso, parse_iso
-from shared.config import Config, WorkerConfig
-from shared.handlers import Registry, handler
-from shared.job import Finish, NewJob, new_id
+from shared.runtime.clock import FakeClock, iso, parse_iso
+from shared.settings.config import Config, WorkerConfig
+from shared.execution.handlers import Registry, handler
+from shared.model.job import Finish, NewJob, new_id
 from tests.engines import PostgresEngine
 from tests.proc import Running, log_events, wait_until, write_config
 from tests.engines.test_store_contract import OTHER, OWNER, PID, clock, store  # noqa: F401 - the suite's fixtures

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from shared.clock import iso
+from shared.runtime.clock import iso
 from shared.engines.postgres.finish import COMPLETE_MANY, completion_params
 from shared.engines.postgres.store import _CLAIM, _CLAIM_QUEUE, _COMPLETE_AND_CLAIM
-from shared.job import Finish, NewJob, new_id
+from shared.model.job import Finish, NewJob, new_id
 
 psycopg = pytest.importorskip("psycopg")
 

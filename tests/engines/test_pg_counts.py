@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.api import JobQueue
+from shared.producer.api import JobQueue
 from shared.engines.postgres.schema import COUNTS
 
 psycopg = pytest.importorskip("psycopg")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.api import JobQueue
-from shared.errors import StoreError
+from shared.producer.api import JobQueue
+from shared.model.errors import StoreError
 
 psycopg = pytest.importorskip("psycopg")
 

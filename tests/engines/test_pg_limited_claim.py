@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from shared.config import from_dict
-from shared.job import Finish, NewJob, new_id
-from shared.limits import type_limits
+from shared.settings.config import from_dict
+from shared.model.job import Finish, NewJob, new_id
+from shared.model.limits import type_limits
 
 psycopg = pytest.importorskip("psycopg")
 

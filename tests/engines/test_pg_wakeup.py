@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from shared.api import JobQueue
+from shared.producer.api import JobQueue
 
 psycopg = pytest.importorskip("psycopg")
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.api import JobQueue
-from shared.config import Config
+from shared.producer.api import JobQueue
+from shared.settings.config import Config
 from shared.engines import open_store
-from shared.errors import StoreUnavailable
+from shared.model.errors import StoreUnavailable
 from tests.proc import env
 
 psycopg = pytest.importorskip("psycopg")
@@ -47,7 +47,8 @@ def test_an_enqueue_notifies_listeners_once_per_transaction(pg):
 
 
 def test_processes_racing_to_migrate_a_new_schema_migrate_it_once(pg):
-    code = ("import sys; from shared.config import Config; from shared.engines import open_store; "
+    code = ("import sys; from shared.settings.config import Config; "
+            "from shared.engines import open_store; "
             "import dataclasses; c = Config(database=sys.argv[1]); "
             "c = c.replace(postgres=dataclasses.replace(c.postgres, schema=sys.argv[2])); "
             "open_store(c).close()")
@@ -75,7 +76,7 @@ def test_a_dropped_connection_is_reported_then_made_again(pg):
 
 
 def test_text_the_server_cannot_store_is_kept_visible(pg, tmp_path):
-    from shared.job import Finish
+    from shared.model.job import Finish
     with pg.open() as store:
         q = JobQueue(config=pg.config())
         job_id = q.enqueue("t", {"nul": "a\x00b"})  # JSON escapes it: stored as-is
@@ -184,8 +185,8 @@ def test_a_session_left_in_a_transaction_is_ended_and_release_owner_never_waits_
     the server ends the session within half the lease, so the next round releases the rest."""
     import threading
     import time
-    from shared.clock import SystemClock
-    from shared.job import NewJob, new_id
+    from shared.runtime.clock import SystemClock
+    from shared.model.job import NewJob, new_id
     from tests.proc import wait_until
     now = SystemClock().now()
     cfg = _lease(pg, 2)
@@ -297,7 +298,7 @@ def test_a_claim_that_waited_on_a_locked_table_runs_its_job_on_the_first_attempt
     import os
     import signal
     import threading
-    from shared.config import load
+    from shared.settings.config import load
     from tests.proc import Running, log_events, wait_until, write_config
     cfg = write_config(tmp_path, database=pg.database, postgres={"schema": pg.schema},
                        handlers=["faultjobs"], log_format="json", supervisor={"workers": 1},

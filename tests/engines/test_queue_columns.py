@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.clock import FakeClock, iso
-from shared.job import NewJob, new_id
+from shared.runtime.clock import FakeClock, iso
+from shared.model.job import NewJob, new_id
 from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres, write_old_jobs
 
 

@@ -11,11 +11,11 @@ from datetime import datetime, timezone
 import pytest
 
 import shared.engines.sqlite.store as store_mod
-from shared.clock import iso, parse_iso
-from shared.job import Job
+from shared.runtime.clock import iso, parse_iso
+from shared.model.job import Job
 from shared.engines.sqlite.schema import VERSION
 from shared.engines.sqlite.store import Finish, NewJob, SqliteStore
-from shared.errors import StoreError
+from shared.model.errors import StoreError
 from tests.proc import write_lock_free
 
 OWNER = "testhost:1111:1"

@@ -1,5 +1,5 @@
 """The store contract suite, in the manner of Huey's storage tests: every method of
-every protocol in ``shared.contract``, run against each engine fixture of ``tests.engines``
+every protocol in ``shared.engines.contract``, run against each engine fixture of ``tests.engines``
 through the factory, and nothing engine-specific. ``test_every_protocol_method_is_exercised``
 keeps the suite honest: a method added to a protocol without a test here fails it.
 """
@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 from shared import ops
-from shared import contract
-from shared.clock import FakeClock, iso
-from shared.config import Config, ScheduleConfig
+from shared.engines import contract
+from shared.runtime.clock import FakeClock, iso
+from shared.settings.config import Config, ScheduleConfig
 from shared.engines import open_store, upkeep_tasks
-from shared.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
-from shared.job import Finish, NewJob, new_id
-from shared.limits import TypeLimit
-from shared.schedule import fingerprint, plan
+from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
+from shared.model.job import Finish, NewJob, new_id
+from shared.model.limits import TypeLimit
+from shared.settings.schedule import fingerprint, plan
 
 OWNER, PID = "host:4242:1", 4242
 OTHER = "host:4343:1"

@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from shared.clock import iso
+from shared.runtime.clock import iso
 from shared.engines.sqlite.store import _CLAIM, SqliteStore
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z

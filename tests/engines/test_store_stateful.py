@@ -1,12 +1,12 @@
 """A stateful property test of the store (hypothesis ``RuleBasedStateMachine``).
 
 One database per engine of ``tests.engines`` (emptied for each example), several stores opened
-through the engine factory and used only through ``shared.contract``'s protocols: a producer, a
-"supervisor" and one per worker incarnation, all driven by one injected FakeClock. The rules are
-what the real processes do to the store: enqueue (single, batches, idempotency keys, delays,
-priorities), claim (batches of 1-3), start a job of the batch, record an outcome (completed;
-retried or failed the way ``shared.outcomes.decide`` decides; permanent failure) alone or in a
-``finish_and_claim`` batch commit, wind down (give back unstarted jobs), crash (the owner is
+through the engine factory and used only through ``shared.engines.contract``'s protocols: a
+producer, a "supervisor" and one per worker incarnation, all driven by one injected FakeClock. The
+rules are what the real processes do to the store: enqueue (single, batches, idempotency keys,
+delays, priorities), claim (batches of 1-3), start a job of the batch, record an outcome (completed;
+retried or failed the way ``shared.execution.outcomes.decide`` decides; permanent failure) alone or
+in a ``finish_and_claim`` batch commit, wind down (give back unstarted jobs), crash (the owner is
 declared dead and ``release_owner`` runs the way ``Arbiter.on_exit`` calls it: attempt counted,
 or given back on a supervisor shutdown, unstarted jobs always given back), stall (heartbeats
 stop), advance the clock (live workers' heartbeat threads beat), reap (the supervisor's
@@ -34,14 +34,14 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  run_state_machine_as_test)
 
 from shared import ops
-from shared.api import JobQueue
-from shared.clock import FakeClock, iso, parse_iso
-from shared.config import Config, RetryConfig, WorkerConfig
-from shared.handlers import HandlerSpec, Registry
-from shared.job import STATUSES, Job
-from shared.policy import JobPolicy
-from shared.contract import Store
-from shared.job import Finish
+from shared.producer.api import JobQueue
+from shared.runtime.clock import FakeClock, iso, parse_iso
+from shared.settings.config import Config, RetryConfig, WorkerConfig
+from shared.execution.handlers import HandlerSpec, Registry
+from shared.model.job import STATUSES, Job
+from shared.execution.policy import JobPolicy
+from shared.engines.contract import Store
+from shared.model.job import Finish
 from supervisor.maintenance import judge_running
 
 LEASE = 30.0
@@ -183,8 +183,8 @@ class StoreMachine(RuleBasedStateMachine):
             inc.inflight[job.id] = job.attempts
 
     def outcome(self, inc: Incarnation, job_id: str, kind: str, retry_after: float | None) -> Finish:
-        """The Finish the worker would write for ``kind`` (``shared.outcomes.decide``), applied
-        to the model (the caller asserts the store accepted it)."""
+        """The Finish the worker would write for ``kind`` (``shared.execution.outcomes.decide``),
+        applied to the model (the caller asserts the store accepted it)."""
         attempt, m = inc.inflight.pop(job_id), self.jobs[job_id]
         inc.started.discard(job_id)
         inc.stalled = False  # a stalled worker that reports before being reaped was only slow

@@ -3,8 +3,8 @@ PostgreSQL schema of the previous version migrate on open, keep their jobs (no c
 store a context from then on."""
 from __future__ import annotations
 
-from shared.clock import FakeClock, iso
-from shared.job import NewJob, new_id
+from shared.runtime.clock import FakeClock, iso
+from shared.model.job import NewJob, new_id
 from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres, write_old_jobs
 
 PARENT = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'

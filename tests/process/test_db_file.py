@@ -11,7 +11,7 @@ import pytest
 
 from shared import JobQueue
 from shared.engines.sqlite.health import DatabaseFile
-from shared.exitcodes import ExitCode
+from shared.model.exitcodes import ExitCode
 from tests.proc import wait_until, worker_rows, write_config
 
 

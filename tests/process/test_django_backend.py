@@ -24,8 +24,8 @@ pytest.importorskip("django", reason="Django is in the test extra: pip install -
 if importlib.util.find_spec("django.tasks") is None:  # Django 6 has it; 5.2 needs the backport
     pytest.importorskip("django_tasks", reason="the django-tasks backport is in the test extra")
 
-from shared.api import JobQueue  # noqa: E402
-from shared.config import load  # noqa: E402
+from shared.producer.api import JobQueue  # noqa: E402
+from shared.settings.config import load  # noqa: E402
 from tests.proc import FIXTURES, kill_tree, wait_until, write_config  # noqa: E402
 
 from tests.proc import REPO  # the checkout

@@ -7,7 +7,7 @@ import psutil
 import pytest
 
 from shared import JobQueue
-from shared import config as config_mod
+from shared.settings import config as config_mod
 from supervisor import Supervisor
 from tests.proc import FIXTURES, is_template, wait_until, worker_rows, write_config
 

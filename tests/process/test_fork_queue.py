@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared import JobQueue
-from shared.config import load
+from shared.settings.config import load
 from tests.proc import Running, wait_until, write_config
 
 JOBS = 20

@@ -15,13 +15,13 @@ import types
 import psutil
 import pytest
 
-from shared import config as config_mod
-from shared.config import load
+from shared.settings import config as config_mod
+from shared.settings.config import load
 from shared.engines.sqlite.store import SqliteStore
-from shared.exitcodes import ExitCode
-from shared.handlers import Registry, handler
-from shared.job import Job
-from shared.runner import JobContext, execute
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import Registry, handler
+from shared.model.job import Job
+from shared.execution.runner import JobContext, execute
 from supervisor import forkserver
 from supervisor.arbiter import Arbiter
 from tests.proc import FIXTURES, Running, wait_until, worker_rows, write_config
@@ -242,7 +242,7 @@ def test_the_worker_loop_ends_a_process_that_is_not_its_own(tmp_path):
 def test_the_signal_pipe_tells_when_a_handler_closed_it():
     """``SignalQueue.intact``: False once its descriptors are closed, also when their numbers
     were reused since (what ``os.closerange`` in a handler does to a worker)."""
-    from shared.signals import SignalQueue
+    from shared.runtime.signals import SignalQueue
     q = SignalQueue([signal.SIGHUP])
     assert q.intact()
     r, w = q._r, q._w

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from shared import JobQueue
-from shared.procs import create_time_ms
+from shared.runtime.processes import create_time_ms
 from supervisor import statedir
 from tests.proc import (log_events, Running, env, job_row, wait_until,
                         worker_rows, write_config)

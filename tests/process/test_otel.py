@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from shared.api import JobQueue
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.settings.config import load
 from tests.proc import REPO, log_events, wait_until, write_config
 from tests.unit.cli.test_cli import jobq
 
@@ -199,7 +199,7 @@ sys.meta_path.insert(0, Block())
 
 RUN = """
 import jobq, worker, worker.loop, worker.forkserver, supervisor, supervisor.arbiter, supervisor.cli.main
-from shared import logs
+from shared.runtime import logs
 logs.setup("debug", "json")
 q = jobq.JobQueue(sys.argv[1], handlers=[jobq.handler("t")(lambda p, j: 1)])
 q.enqueue("t", {})

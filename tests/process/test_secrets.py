@@ -1,8 +1,8 @@
 """A password in the database URL never reaches a log line, a page, an error text, ``ps`` or a
 metric: one function renders a database location for people
-(:func:`shared.database.redacted`), :func:`shared.database.scrub` hides the secrets of a URL in
-any other text, and the end-to-end test greps every output of real processes for a planted
-password."""
+(:func:`shared.engines.location.redacted`), :func:`shared.engines.location.scrub` hides the secrets
+of a URL in any other text, and the end-to-end test greps every output of real processes for a
+planted password."""
 from __future__ import annotations
 
 import socket
@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from shared.config import load
-from shared.database import redacted, scrub
+from shared.settings.config import load
+from shared.engines.location import redacted, scrub
 from tests.proc import Running, env, wait_until, write_config
 
 PLANTED = "PLANTED-s3cret-9f2"
@@ -55,7 +55,7 @@ def test_scrub_hides_every_form_of_the_password_in_a_text(url, text):
 
 
 def test_an_unknown_engine_is_refused_without_showing_the_password(tmp_path):
-    from shared.config import ConfigError
+    from shared.settings.config import ConfigError
     config = write_config(tmp_path, database=f"mysql://root:{PLANTED}@db/jobq")
     with pytest.raises(ConfigError) as err:
         load(config)
@@ -110,7 +110,7 @@ def _web(config: Path, outputs: dict[str, str], label: str, *args: str) -> None:
 def test_a_planted_password_appears_in_no_output(tmp_path):
     """Supervisor and workers running and failing a job, the CLI, the dashboard (every page,
     the error pages, ``--read-only``), the metrics and ``ps``: the password is in none of them."""
-    from shared.api import JobQueue
+    from shared.producer.api import JobQueue
     from tests.engines import PostgresEngine
     db = PostgresEngine(tmp_path)  # a schema of its own; trust auth accepts any password
     url = f"postgresql://root:{PLANTED}@127.0.0.1:5432/test"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.api import JobQueue
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.settings.config import load
 from tests.proc import REPO, env, log_events, wait_until, write_config
 
 pytestmark = pytest.mark.engines
@@ -49,7 +49,8 @@ RUN_TO_SPAWN = run_until("supervisor.spawner", "Spawner", "start")  # it asks fo
 
 # Not needed for a claim: the ops CLI and its config reference, the dashboard, tracing, the
 # producer API; on SQLite asyncio too (only async handlers use it; psycopg imports it itself).
-NEVER = ("supervisor.cli", "supervisor.web", "supervisor.gendocs", "opentelemetry", "shared.api")
+NEVER = ("supervisor.cli", "supervisor.web", "supervisor.gendocs", "opentelemetry",
+         "shared.producer.api")
 NEVER_ON_SQLITE = ("asyncio", "psycopg", "psycopg_pool")
 
 
@@ -90,7 +91,7 @@ def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(
     need, the config and the engine with its driver, comes before the fork, once."""
     config = write_config(tmp_path, handlers=["testjobs"])
     at_fork = supervisor_modules(tmp_path, config, RUN_TO_FORK)
-    assert "shared.config" in at_fork and "shared.engines" in at_fork
+    assert "shared.settings.config" in at_fork and "shared.engines" in at_fork
     assert ("psycopg" in at_fork) is (engine_name != "sqlite")
     own = ("supervisor.arbiter", "supervisor.metrics", "supervisor.duties", "supervisor.maintenance",
            "shared.ops", "worker", "testjobs")

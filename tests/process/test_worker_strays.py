@@ -16,8 +16,8 @@ import pytest
 
 from shared import ops
 from shared import JobQueue
-from shared.config import load
-from shared.exitcodes import ExitCode
+from shared.settings.config import load
+from shared.model.exitcodes import ExitCode
 from tests.proc import Running, log_events, wait_until, write_config
 
 ENGINES = ["sqlite", "postgresql"]

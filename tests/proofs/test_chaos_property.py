@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from bench.chaos import Cluster, Fault, analyse, inflict, read_log, wait_for
 from bench.chaos import write_config as chaos_config
 from shared import JobQueue
-from shared.clock import parse_iso
-from shared.procs import parse_token, send_signal
+from shared.runtime.clock import parse_iso
+from shared.runtime.processes import parse_token, send_signal
 
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 LEASE = 1.5

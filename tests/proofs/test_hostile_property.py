@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared import JobQueue, RetryAfter
-from shared.bounds import MAX_DEPTH, MAX_TIME, MAX_TIME_TEXT, safe_text
-from shared.clock import parse_iso
-from shared.job import encode_json
+from shared.model.bounds import MAX_DEPTH, MAX_TIME, MAX_TIME_TEXT, safe_text
+from shared.runtime.clock import parse_iso
+from shared.model.job import encode_json
 from tests.proc import Running, job_row, wait_until, worker_rows, write_config
 
 MAX_RESULT = 20_000

@@ -18,16 +18,18 @@ import psutil
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from shared import JobQueue, fencing
-from shared.clock import FakeClock, iso, parse_iso
-from shared.config import Config, ConfigError, TypeConfig, WorkerConfig, load
+from shared import JobQueue
+from shared.runtime import fencing
+from shared.runtime.clock import FakeClock, iso, parse_iso
+from shared.settings.config import Config, ConfigError, TypeConfig, WorkerConfig, load
 from shared.engines.sqlite.store import SqliteStore
-from shared.errors import StoreError
-from shared.exitcodes import ExitCode
-from shared.handlers import Registry
-from shared.job import Job, NewJob, RunningGroup, new_id
-from shared.policy import JobPolicy
-from shared.procs import create_time_ms, host_id, owner_token, parse_token, token_alive, token_host
+from shared.model.errors import StoreError
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import Registry
+from shared.model.job import Job, NewJob, RunningGroup, new_id
+from shared.execution.policy import JobPolicy
+from shared.runtime.processes import (create_time_ms, host_id, owner_token, parse_token,
+                                      token_alive, token_host)
 from supervisor import maintenance
 from tests.proc import events, job_row, log_events, pid_gone, wait_until, worker_rows, write_config
 from worker.fence import Fence
@@ -54,7 +56,7 @@ def test_host_id_names_the_host_boot_and_pid_namespace():
 def test_another_pid_namespace_is_another_host():
     if shutil.which("unshare") is None:
         pytest.skip("no unshare(1)")
-    code = "from shared.procs import host_id; print(host_id())"
+    code = "from shared.runtime.processes import host_id; print(host_id())"
     r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     if r.returncode != 0:
@@ -342,7 +344,7 @@ def test_a_claim_that_waited_on_a_lock_is_renewed_at_once_and_the_fence_counts_f
 
 def test_fenced_is_exit_code_11():
     assert ExitCode.FENCED == 11 and ExitCode.describe(11) == "fenced"
-    from shared import exitcodes
+    from shared.model import exitcodes
     assert "| 11   | FENCED" in exitcodes.__doc__
 
 

@@ -364,11 +364,11 @@ def test_c_server_restart_mid_burn(private_server, make_cluster):  # the server 
 # transaction, holding the rows' locks, when the test cuts the host off.
 STUCK_WORKER = """
 import json, os, sys, time
-from shared.clock import SystemClock
-from shared.config import load
+from shared.runtime.clock import SystemClock
+from shared.settings.config import load
 from shared.engines import open_store
-from shared.job import Finish
-from shared.procs import host_id, owner_token
+from shared.model.job import Finish
+from shared.runtime.processes import host_id, owner_token
 store = open_store(load(sys.argv[1]), migrate=False)
 owner, now = owner_token(os.getpid(), host_id()), SystemClock().now
 first = store.claim(owner, os.getpid(), now(), 4)
@@ -458,8 +458,8 @@ def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
     proxy drops the answer and blackholes, then resets the connection). The job must not stay running under the
     worker, kept alive by its heartbeat, until job_timeout: the worker's first beat after the
     failed claim gives it back without charging the attempt, and it runs once, attempt 1."""
-    from shared.api import JobQueue
-    from shared.config import load
+    from shared.producer.api import JobQueue
+    from shared.settings.config import load
     from tests.proc import Running, log_events, write_config
     proxy = Proxy("127.0.0.1")
     schema = f"jobq_lostclaim_{uuid.uuid4().hex[:10]}"

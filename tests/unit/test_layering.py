@@ -19,7 +19,7 @@ rendering, the dashboard and its templates) name no engine: no "WAL", no
 ``wal_bytes``, no "sqlite" or "psycopg" in their code (comments and docstrings may explain);
 an engine's own gauges reach them described by the engine (``OpsStore.gauges``).
 
-Only ``shared.tracing`` imports OpenTelemetry, and only inside its functions.
+Only ``shared.telemetry.tracing`` imports OpenTelemetry, and only inside its functions.
 
 An AST walk over the source (every ``import`` statement, also inside functions, relative ones
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
@@ -130,7 +130,7 @@ def violations(root: Path) -> list[str]:
         if mine is None and name != FACTORY and not _within(name, SHARED_SQL):
             for line, what in sql_uses(path):
                 out.setdefault((where, line, "sql"), f"{where}:{line}: {what} outside the engines: "
-                               f"add a method to the store contract (shared.contract)")
+                               f"add a method to the store contract (shared.engines.contract)")
         if mine is None:
             for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if "PRAGMA" in text.upper():
@@ -198,7 +198,7 @@ def jobq_violations(root: Path) -> list[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"), where)
         top_level = {n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
         for line, target in imports(name, path):
-            if target.startswith(ENGINES):
+            if target.startswith(ENGINES) and not _engines_module(root, target):
                 out.setdefault((where, line), f"{where}:{line}: imports {target}: only the engine factory "
                                f"imports an engine")
             elif target.split(".")[0] == "supervisor" and (path.name != "__main__.py" or line in top_level):
@@ -211,6 +211,12 @@ def jobq_violations(root: Path) -> list[str]:
                 out.setdefault((where, line), f"{where}:{line}: imports {target}: the runtime packages "
                                f"never import jobq")
     return list(out.values())
+
+
+def _engines_module(root: Path, target: str) -> bool:
+    """Is ``target`` one of the engines room's own modules (``shared.engines.contract``,
+    ``shared.engines.location``, ...), which every layer may import, rather than an engine?"""
+    return (root / "shared" / "engines" / f"{target[len(ENGINES):].split('.')[0]}.py").exists()
 
 
 def empty_packages(root: Path, names: tuple[str, ...]) -> None:
@@ -235,7 +241,8 @@ def test_jobq_imports_shared_and_worker_and_supervisor_only_for_its_command():
 ])
 def test_the_jobq_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, (*PACKAGES, "jobq"))
-    (tmp_path / "jobq/__init__.py").write_text("from shared.api import JobQueue\nfrom worker import handler\n")
+    (tmp_path / "jobq/__init__.py").write_text(
+        "from shared.producer.api import JobQueue\nfrom worker import handler\n")
     (tmp_path / "jobq/__main__.py").write_text("def main():\n    from supervisor.cli import main\n")
     assert jobq_violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
@@ -259,7 +266,7 @@ def test_the_registry_maps_each_scheme_to_an_engine_package_that_exports_its_eng
     assert set(engines.ENGINES.values()) == packages
     for scheme in engines.ENGINES:
         assert isinstance(engines.engine_for(scheme), Engine)
-    from shared.config import Config
+    from shared.settings.config import Config
     for engine in engines.engines():  # each engine's settings are a table of the config
         assert dataclasses.is_dataclass(engine.settings(Config())), engine.section
 
@@ -384,22 +391,24 @@ def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
 # -- three programs apart -------------------------------------------------------------------------
 # supervisor/ holds three programs: the supervisor process (the modules of supervisor/ itself),
 # the ops CLI (supervisor/cli) and the dashboard (supervisor/web); what the CLI and the dashboard
-# both need is the ops layer (shared/ops). The CLI and the dashboard never import each other; the
-# CLI loads the process only inside `run` and the dashboard only inside `web`; the process and
-# the ops layer import neither program.
+# both need is the ops layer (shared/ops) and the views that render it (supervisor/views). The CLI
+# and the dashboard never import each other; the CLI loads the process only inside `run` and the
+# dashboard only inside `web`; the views import none of the three programs; the process and the
+# ops layer import neither program, and nothing in shared renders (imports the views).
 
-CLI, WEB, OPS = "supervisor.cli", "supervisor.web", "shared.ops"
+CLI, WEB, OPS, VIEWS = "supervisor.cli", "supervisor.web", "shared.ops", "supervisor.views"
 # kept command names that only start the CLI: ``python -m supervisor`` and the console script
 # (supervisor.__main__:main), ``python -m supervisor.gendocs``
 ENTRY_POINTS = {"supervisor.__main__", "supervisor.gendocs"}
 LAZY = {(CLI, "process"): "cmd_run", (CLI, "web"): "cmd_web"}  # the one function each may do it in
-NEVER = {("web", "cli"), ("web", "process"), ("process", "cli"), ("process", "web")}
+NEVER = {("web", "cli"), ("web", "process"), ("process", "cli"), ("process", "web"),
+         ("views", "cli"), ("views", "web"), ("views", "process"), ("process", "views")}
 
 
 def program_of(module: str) -> str | None:
-    """'cli', 'web', 'process' (a supervisor process module), 'shared' or None (the
+    """'cli', 'web', 'views', 'process' (a supervisor process module), 'shared' or None (the
     ``supervisor`` package itself, the entry points, and what lies outside the runtime packages)."""
-    for prefix, program in ((CLI, "cli"), (WEB, "web")):
+    for prefix, program in ((CLI, "cli"), (WEB, "web"), (VIEWS, "views")):
         if module == prefix or module.startswith(prefix + "."):
             return program
     if module.startswith("supervisor.") and module not in ENTRY_POINTS:
@@ -441,7 +450,7 @@ def program_violations(root: Path) -> list[str]:
 
 def test_the_three_programs_stay_apart():
     found = modules(REPO)
-    assert {CLI, WEB, OPS, "supervisor.arbiter"} <= set(found)
+    assert {CLI, WEB, OPS, VIEWS, "supervisor.arbiter"} <= set(found)
     assert program_violations(REPO) == []
 
 
@@ -458,23 +467,30 @@ def test_the_three_programs_stay_apart():
     ("supervisor/web/x.py", "from supervisor.arbiter import Arbiter\n", "never imports the process"),
     ("supervisor/arbiter.py", "from .cli import status\n", "the process program never imports the cli"),
     ("supervisor/arbiter.py", "from .web import app\n", "the process program never imports the web"),
-    ("shared/ops/viewx.py", "from supervisor.cli import ops\n", "imports neither supervisor nor worker"),
-    ("shared/ops/viewx.py", "def f():\n    import supervisor.metrics\n", "imports neither supervisor nor worker"),
+    ("shared/ops/x.py", "from supervisor.cli import ops\n", "imports neither supervisor nor"),
+    ("shared/ops/x.py", "def f():\n    import supervisor.metrics\n", "imports neither supervisor"),
+    ("shared/ops/x.py", "from supervisor.views import render\n", "imports neither supervisor nor"),
+    ("supervisor/views/x.py", "from supervisor.cli import ops\n", "the views program never imports"),
+    ("supervisor/views/x.py", "from ..web import app\n", "the views program never imports the web"),
+    ("supervisor/views/x.py", "from ..arbiter import Arbiter\n", "never imports the process"),
+    ("supervisor/metrics.py", "from .views import render\n", "the process program never imports the"),
     ("shared/x.py", "from worker import handler\n", "imports neither supervisor nor worker"),
 ])
 def test_the_programs_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, PACKAGES)
-    for sub in ("supervisor/cli", "supervisor/web", "shared/ops"):
+    for sub in ("supervisor/cli", "supervisor/web", "supervisor/views", "shared/ops"):
         empty_packages(tmp_path, (sub,))
     (tmp_path / "supervisor/__main__.py").write_text("from .cli import main\n")
     (tmp_path / "supervisor/gendocs.py").write_text("from .cli.gendocs import main\n")
-    (tmp_path / "supervisor/metrics.py").write_text("from shared.ops.viewstats import BOUNDS\n")
+    (tmp_path / "supervisor/metrics.py").write_text("from shared.ops.stats import BOUNDS\n")
     (tmp_path / "supervisor/cli/main.py").write_text(
-        "from shared.ops.viewctx import Ctx\nfrom . import webcmd\n"
+        "from supervisor.views.context import Ctx\nfrom . import webcmd\n"
         "def cmd_run(args):\n    from ..arbiter import Arbiter\n")
     (tmp_path / "supervisor/cli/webcmd.py").write_text("def cmd_web(ctx, args):\n    from .. import web\n")
-    (tmp_path / "supervisor/web/pages.py").write_text("from shared.ops import viewstatus\nfrom . import html\n")
-    (tmp_path / "shared/ops/viewstatus.py").write_text("from shared import admin\nfrom . import viewstats\n")
+    (tmp_path / "supervisor/web/pages.py").write_text(
+        "from supervisor.views import snapshot\nfrom . import html\n")
+    (tmp_path / "supervisor/views/snapshot.py").write_text(
+        "from shared.ops import stats\nfrom . import render\n")
     assert program_violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
     found = program_violations(tmp_path)
@@ -534,7 +550,8 @@ def test_the_dashboard_loads_neither_the_cli_nor_the_supervisor_process(tmp_path
     pytest.importorskip("starlette")
     from tests.proc import env
     cfg = probe_config(tmp_path, engine)
-    script = ("import json, sys\nfrom shared import config\nfrom supervisor.web.app import Settings, create_app\n"
+    script = ("import json, sys\nfrom shared.settings import config\n"
+              "from supervisor.web.app import Settings, create_app\n"
               f"app = create_app(Settings(config.load({cfg!r}), {cfg!r}))\n"
               "app.state.backend.store().is_paused()\n"
               "app.state.backend.close()\nprint(json.dumps(sorted(sys.modules)))\n")
@@ -586,19 +603,21 @@ def finds_one_breach(root: Path, check: Any, allowed: dict[str, str], path: str,
     violation, in ``path``, once ``path`` holds ``text``."""
     empty_packages(root, PACKAGES)
     for name, body in allowed.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(body)
     assert check(root) == []
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_text(text)
     found = check(root)
     assert len(found) == 1 and path in found[0], found
 
 
-TRACING = "shared.tracing"  # the one module that may use OpenTelemetry, lazily
+TRACING = "shared.telemetry.tracing"  # the one module that may use OpenTelemetry, lazily
 
 
 def otel_violations(root: Path) -> list[str]:
-    """Only ``shared.tracing`` imports ``opentelemetry``, and only inside its functions (run
-    where the application already traces), so jobq's import graph has none of it."""
+    """Only ``shared.telemetry.tracing`` imports ``opentelemetry``, and only inside its functions
+    (run where the application already traces), so jobq's import graph has none of it."""
     out = []
     for name, path in modules(root).items():
         top = {n.lineno for n in ast.parse(path.read_text(encoding="utf-8")).body
@@ -620,9 +639,52 @@ def test_only_the_tracing_module_uses_opentelemetry_and_lazily():
 
 @pytest.mark.parametrize("path, text", [
     ("worker/x.py", "def f():\n    from opentelemetry import trace\n"),
-    ("shared/tracing.py", "import opentelemetry.trace\n"),
+    ("shared/telemetry/tracing.py", "import opentelemetry.trace\n"),
     ("supervisor/x.py", "from opentelemetry.sdk.trace import TracerProvider\n"),
 ])
 def test_the_otel_check_finds_each_kind_of_breach(tmp_path, path, text):
     finds_one_breach(tmp_path, otel_violations,
-                     {"shared/tracing.py": "def f():\n    from opentelemetry import trace\n"}, path, text)
+                     {"shared/telemetry/tracing.py": "def f():\n    from opentelemetry import trace\n"},
+                     path, text)
+
+
+# -- the rooms of shared ---------------------------------------------------------------------------
+# shared/ is in rooms (docs/internals.md): the producer side (what an application calls) is no
+# part of a worker, and the renderers of the CLI and the dashboard live beside them (VIEWS).
+
+PRODUCER = "shared.producer"
+
+
+def room_violations(root: Path) -> list[str]:
+    """A worker module imports nothing of the producer room; no module of shared renders (a
+    ``view*`` or ``render*`` module): the renderers live in supervisor/views."""
+    out: dict[tuple[str, int], str] = {}
+    for name, path in modules(root).items():
+        where, top = str(path.relative_to(root)), name.split(".")[0]
+        if top == "worker":
+            for line, target in imports(name, path):
+                if _within(target, PRODUCER):
+                    out.setdefault((where, line), f"{where}:{line}: imports {target}: a worker "
+                                   f"never imports the producer side ({PRODUCER})")
+        if top == "shared" and name.rpartition(".")[2].startswith(("view", "render")):
+            out.setdefault((where, 0), f"{where}: renders in shared: the views live in {VIEWS}")
+    return list(out.values())
+
+
+def test_the_worker_never_imports_the_producer_and_shared_never_renders():
+    found = modules(REPO)
+    assert PRODUCER + ".api" in found and VIEWS + ".render" in found
+    assert room_violations(REPO) == []
+
+
+@pytest.mark.parametrize("path, text", [
+    ("worker/x.py", "from shared.producer.api import JobQueue\n"),
+    ("worker/x.py", "def f():\n    from shared import producer\n"),
+    ("worker/x.py", "import shared.producer.tasks\n"),
+    ("shared/ops/viewx.py", "X = 1\n"),
+    ("shared/model/render.py", "X = 1\n"),
+])
+def test_the_rooms_check_finds_each_kind_of_breach(tmp_path, path, text):
+    finds_one_breach(tmp_path, room_violations,
+                     {"worker/ok.py": "from shared.execution import runner\n",
+                      "supervisor/views/render.py": "from shared.ops import stats\n"}, path, text)

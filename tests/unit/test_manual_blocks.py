@@ -119,7 +119,7 @@ def folder(tmp_path, monkeypatch):
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[p.name for p in RUN_PAGES])
 def test_page_runs(page: Path, folder: Path, tmp_path_factory, monkeypatch):
     import jobq
-    from shared import tasks
+    from shared.producer import tasks
     page_blocks = [b for b in blocks(page) if b.not_run is None]
     modules = [b for b in page_blocks if b.module]
     for b in modules:

@@ -152,10 +152,10 @@ def test_the_issue_check_finds_each_form(text, found):
 def test_the_name_check_finds_dead_names_and_leaves_files_alone(tmp_path):
     page = tmp_path / "page.md"
     text = ("`shared.nosuchmodule` and `supervisor.gendocs.nosuch`; `worker.__main__`, "
-            "`shared.config`, jobq.toml, docs/jobq.md, self.worker.pid\n")
+            "`shared.settings.config`, jobq.toml, docs/jobq.md, self.worker.pid\n")
     names = [name for _, name in dotted_names(page, text)]
     assert names == ["shared.nosuchmodule", "supervisor.gendocs.nosuch", "worker.__main__",
-                     "shared.config"]
+                     "shared.settings.config"]
     assert [resolves(n) for n in names] == [False, False, True, True]
     code = tmp_path / "m.py"
     source = '"""Uses shared.gone."""\nx = "shared.ignored"  # and worker.gone\n'

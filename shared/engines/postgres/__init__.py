@@ -20,8 +20,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from ...contract import Store, UpkeepTask
-from ...errors import StoreRefused, StoreUnavailable
+from shared.engines.contract import Store, UpkeepTask
+from shared.model.errors import StoreRefused, StoreUnavailable
 from ..engine import Engine, Target
 from .refusals import refused
 

@@ -1,6 +1,6 @@
 """One psycopg 3 connection set up for jobq: the schema on the search path, migrations, the
 helpers the store's SQL uses and reconnection (driver errors become jobq's own, of
-:mod:`shared.errors`, in :mod:`.errors`).
+:mod:`shared.model.errors`, in :mod:`.errors`).
 
 - The connection is in autocommit: a lone statement commits by itself (one round trip); a
   transaction is :meth:`PgConnection._tx` (``BEGIN`` .. ``COMMIT``, retried on a serialization
@@ -37,10 +37,10 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from ...database import redacted, scrub
+from shared.engines.location import redacted, scrub
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
-from ...errors import StoreRefused, StoreUnavailable
+from shared.model.errors import StoreRefused, StoreUnavailable
 from . import schema as schema_mod
 from .errors import error_for
 

@@ -8,7 +8,7 @@ meets the error or the truth) and the next ``fileno()`` connects and LISTENs aga
 """
 from __future__ import annotations
 
-from ...errors import StoreError
+from shared.model.errors import StoreError
 from .connection import PgConnection, done_channel
 
 

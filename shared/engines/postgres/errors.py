@@ -1,4 +1,4 @@
-"""psycopg's errors as jobq's own (:mod:`shared.errors`), for the PostgreSQL store.
+"""psycopg's errors as jobq's own (:mod:`shared.model.errors`), for the PostgreSQL store.
 
 - An error of the connection (lost, cut by the client-side bound, a server shutting down, a
   resource it ran out of: psycopg's ``OperationalError`` and ``InterfaceError``, or a call on a
@@ -18,8 +18,8 @@ from typing import Any, Callable, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from ...database import scrub
-from ...errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
+from shared.engines.location import scrub
+from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
 from ..guard import guard_public_methods
 
 T = TypeVar("T")

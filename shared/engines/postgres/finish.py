@@ -2,8 +2,8 @@
 guarded by id, ``running``, attempt and owner, and writing the attempt it ends into
 ``job_attempts`` in the same statement (a batch's completions: one ``UPDATE`` of the batch's ids).
 
-Each outcome writes its run's own start and end (``shared.job.Finish``: a batch's jobs share one
-claim and one commit, not their run times). When the guard matches nothing, the outcome's own
+Each outcome writes its run's own start and end (``shared.model.job.Finish``: a batch's jobs share
+one claim and one commit, not their run times). When the guard matches nothing, the outcome's own
 history row is looked for: an outcome re-sent after an error that left its commit unknown (the
 connection dropped after ``COMMIT``, or between the single-job path's finish and claim) finds
 the row it wrote, and is reported recorded instead of lost, never applied twice.
@@ -15,8 +15,8 @@ from typing import Any, Sequence
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
-from ...clock import IsoTimes
-from ...job import Finish, finish_times
+from shared.runtime.clock import IsoTimes
+from shared.model.job import Finish, finish_times
 from ..sql import JOB_COLUMNS, RELEASE
 from ..sql.finish import outcome_params, recognise
 from .dialect import DIALECT, pg_text
@@ -130,7 +130,8 @@ def record_finishes(c: Any, finishes: Sequence[Finish], owner: str, stamp: str, 
             matched = {r[0] for r in cur.execute(COMPLETE_MANY, params).fetchall()}
     done = [f.job_id in matched if f.kind == "completed" else
             _finish_one(c, f, owner, stamp, channels) for f in finishes]
-    # an outcome re-sent after an unknown commit finds its own history row (shared.job.recognised)
+    # an outcome re-sent after an unknown commit finds its own history row
+    # (shared.model.job.recognised)
     return recognise(DIALECT, c, finishes, done, owner)
 
 

@@ -1,6 +1,6 @@
 """The PostgreSQL engine's leases: the heartbeat (hot path: one statement of this engine's own)
-and lease and process-row ages on the server's clock (``shared.contract.UpkeepStore.lease_ages``
-and ``process_ages``).
+and lease and process-row ages on the server's clock
+(``shared.engines.contract.UpkeepStore.lease_ages`` and ``process_ages``).
 
 ``heartbeat_at`` is written by the server (``db_now()``: ``statement_timestamp()`` as ISO text),
 so its age is the server's statement time minus it: one clock for every host, whatever their
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ...clock import iso
-from ...job import RunningGroup
+from shared.runtime.clock import iso
+from shared.model.job import RunningGroup
 from ..sql import GIVEN_BACK, RELEASE
 
 # One statement: the process row and the held jobs' leases renewed on the server's clock; the
@@ -27,7 +27,7 @@ _BEAT = ("WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o
          "SELECT (SELECT count(*) FROM u) AS renewed, "
          "(SELECT count(*) FROM (SELECT pg_notify(%(channel)s, '') FROM r LIMIT 1) n) AS notified")
 
-# ISO-8601 UTC as db_now() and shared.clock.iso write it; anything else is not cast
+# ISO-8601 UTC as db_now() and shared.runtime.clock.iso write it; anything else is not cast
 _ISO = r"'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$'"
 
 _AGE = ("extract(epoch FROM statement_timestamp() - heartbeat_at::timestamptz)::float8")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ...errors import StoreRefused, StoreUnavailable
+from shared.model.errors import StoreRefused, StoreUnavailable
 
 # authentication (class 28), no such database, no privilege (CREATE on the database: migrating)
 _LASTING_STATES = ("28", "3D000", "42501")

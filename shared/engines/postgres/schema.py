@@ -1,7 +1,7 @@
 """The PostgreSQL engine's tables and their migrations, in a schema of jobq's own.
 
 The tables and columns are those of the SQLite engine (so every reader sees the same rows):
-times are fixed-width ISO-8601 UTC text (``shared.clock.iso``) in the "C" collation, which
+times are fixed-width ISO-8601 UTC text (``shared.runtime.clock.iso``) in the "C" collation, which
 sorts as time does and as SQLite compares. Two columns are written with the database's clock
 (:data:`DB_NOW`), never a host's: the lease (``jobs.heartbeat_at``) and a process row's
 ``heartbeat_at``, so that hosts whose clocks disagree judge leases alike.

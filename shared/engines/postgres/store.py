@@ -1,6 +1,6 @@
 """The PostgreSQL engine's store: one psycopg connection to a jobq schema, and every protocol of
-:mod:`shared.contract` on it (the transitions written once in :mod:`shared.engines.sql`, spelt by
-:mod:`.dialect`; here the hot path whose SQL is this engine's own; connecting and errors in
+:mod:`shared.engines.contract` on it (the transitions written once in :mod:`shared.engines.sql`,
+spelt by :mod:`.dialect`; here the hot path whose SQL is this engine's own; connecting and errors in
 :mod:`.connection`; the operators' reads run on it through :mod:`shared.ops`).
 
 How this engine keeps the contract across many hosts:
@@ -28,8 +28,8 @@ import psycopg
 from psycopg import pq
 from psycopg.rows import tuple_row
 
-from ...clock import iso
-from ...job import Finish, Job, NewJob
+from shared.runtime.clock import iso
+from shared.model.job import Finish, Job, NewJob
 from ..sql.jobs import in_claim_order
 from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql

@@ -1,4 +1,5 @@
-"""The PostgreSQL engine's side of ``jobq copy`` (the ``TransferStore`` part of :mod:`shared.contract`).
+"""The PostgreSQL engine's side of ``jobq copy`` (the ``TransferStore`` part of
+:mod:`shared.engines.contract`).
 
 :class:`PgTransfer` is a mixin of :class:`PgStore` (it needs :class:`PgConnection`'s ``conn``,
 ``_write`` and ``_tx``). A chunk of rows travels as one ``jsonb`` parameter expanded by
@@ -15,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
+from shared.engines.contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
 from ..sql.transfer import ATTEMPT_COLUMNS as _ATTEMPT_COLUMNS, COLUMNS as _COLUMNS
 # ON CONFLICT without a target: a taken id and a taken key (the partial unique index) both skip.
 _INSERT = (f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "

@@ -11,7 +11,7 @@ fresh planner statistics for the jobs table.
 """
 from __future__ import annotations
 
-from ...contract import Round, UpkeepTask
+from shared.engines.contract import Round, UpkeepTask
 
 FOLD_EVERY = 2.0     # seconds: the deltas of a busy queue stay a few thousand rows
 ANALYZE_EVERY = 2.0  # seconds between looks at how much of the table changed

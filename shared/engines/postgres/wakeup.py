@@ -1,4 +1,4 @@
-"""An idle worker's wait on PostgreSQL (``shared.contract.Wakeup``): ``LISTEN``.
+"""An idle worker's wait on PostgreSQL (``shared.engines.contract.Wakeup``): ``LISTEN``.
 
 The worker's own connection listens on the schema's channel (no connection more per worker:
 8 hosts of 8 workers stay within the server's default 100 connections). Every enqueue sends one
@@ -38,9 +38,9 @@ import select
 import tempfile
 from typing import Any, Callable
 
-from ...errors import StoreError
-from ...job import Job
-from ...procs import host_id
+from shared.model.errors import StoreError
+from shared.model.job import Job
+from shared.runtime.processes import host_id
 from ..idlelead import IdleLead
 
 WATCHED_SLEEP = 5.0   # longest idle wait while LISTEN works (notifications wake us anyway)

@@ -119,7 +119,8 @@ class SqlBase:
         """The engine's own gauges by key (see :attr:`gauges`); a value may be None (unknown now)."""
         return {}
 
-    gauges: "tuple[Any, ...]" = ()  # shared.contract.Gauge: how each key of stats() is shown
+    # shared.engines.contract.Gauge: how each key of stats() is shown
+    gauges: "tuple[Any, ...]" = ()
 
 
 def _fetched(cursor: Any) -> list[dict[str, Any]]:

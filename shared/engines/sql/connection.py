@@ -1,5 +1,5 @@
 """What every engine's connection class does alike: the closed flag and the context manager
-(``shared.contract.Connection``). Opening, reconnecting and errors are each engine's own."""
+(``shared.engines.contract.Connection``). Opening, reconnecting and errors are each engine's own."""
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -1,16 +1,16 @@
 """What the engines' outcome statements share (the statements themselves are each engine's own:
 the hot path). An outcome's parameters, and the recognition of an outcome re-sent after a
 commit whose answer was lost: its own attempt-history row is looked for, so it is reported
-recorded instead of lost, never applied twice (``shared.job.recognised``)."""
+recorded instead of lost, never applied twice (``shared.model.job.recognised``)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ...clock import iso
-from ...job import Finish, finish_times, recognised
+from shared.runtime.clock import iso
+from shared.model.job import Finish, finish_times, recognised
 from .dialect import Dialect
 
-# The history rows an owner's outcomes may have left (see shared.job.history_row).
+# The history rows an owner's outcomes may have left (see shared.model.job.history_row).
 _HISTORY = "SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_attempts WHERE owner = :owner AND {ids}"
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...clock import iso
-from ...flows import FlowError
-from ...job import NewJob
+from shared.runtime.clock import iso
+from shared.model.flows import FlowError
+from shared.model.job import NewJob
 from .base import SqlBase
 
 _EDGE_ROWS = 200  # edges per INSERT statement (4 parameters a row: under every SQLite's limit)

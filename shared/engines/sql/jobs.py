@@ -1,5 +1,6 @@
 """Producers' and workers' statements written once: a job's row, the counts, the running jobs,
-when the next job is due, and the pause flag (``shared.contract`` Producer and Worker parts).
+when the next job is due, and the pause flag (``shared.engines.contract`` Producer and Worker
+parts).
 
 :class:`JobsSql` is a mixin of an engine's store (with :class:`~.base.SqlBase`). The hot path
 (claim, outcomes, heartbeat, release of unstarted jobs) stays in each engine: its SQL differs.
@@ -8,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ...clock import iso, parse_iso
-from ...job import Job
+from shared.runtime.clock import iso, parse_iso
+from shared.model.job import Job
 from .base import SqlBase
 
 JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "

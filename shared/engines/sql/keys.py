@@ -25,7 +25,7 @@ from .jobs import CLAIM_ORDER
 from .queues import QUEUE_FREE
 
 if TYPE_CHECKING:
-    from ...limits import TypeLimit
+    from shared.model.limits import TypeLimit
 
 Walked = Tuple[list, int, bool]  # a walk's candidates, keys looked at, whether the keys ran out
 MAX_PROBES = 64  # keys looked at per fair type and claim (keys at their limit are stepped over)

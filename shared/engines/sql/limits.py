@@ -1,5 +1,5 @@
 """Per-type limits written once: the claim used while some type has a
-``concurrency`` or ``rate`` limit (``shared.contract.UpkeepStore.claim_limited``).
+``concurrency`` or ``rate`` limit (``shared.engines.contract.UpkeepStore.claim_limited``).
 
 Types at their limit are skipped, not waited for: other types keep flowing. The fast,
 unlimited claim (each engine's own) is untouched, and no index is added to ``jobs``. Limited
@@ -12,15 +12,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Tuple, Union
 
-from ...clock import iso, parse_iso
-from ...job import Job
-from ...limits import pick_claims
+from shared.runtime.clock import iso, parse_iso
+from shared.model.job import Job
+from shared.model.limits import pick_claims
 from .jobs import CLAIM_ORDER
 from .keys import ROW, KeyCounts, KeysSql
 from .queues import QUEUE_FREE, QueueServing
 
 if TYPE_CHECKING:
-    from ...limits import TypeLimit
+    from shared.model.limits import TypeLimit
 
 CANDIDATES_PER_SLOT = 4   # candidates read per job wanted, for batches that fill a type's room
 

@@ -1,6 +1,6 @@
-"""The release of a dead or killed owner's jobs, written once (``shared.contract.UpkeepStore.
-release_owner``): the supervisor's recovery when a worker died, was killed, or (elsewhere on a
-shared database) lost its lease.
+"""The release of a dead or killed owner's jobs, written once
+(``shared.engines.contract.UpkeepStore.release_owner``): the supervisor's recovery when a worker
+died, was killed, or (elsewhere on a shared database) lost its lease.
 
 One transaction: the owner's running rows are read (``dialect.skip_locked``: never waiting on
 rows another session holds, such as a host cut off mid-transaction; what is skipped stays
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from ...clock import iso
-from ...job import Job, Released, release_outcome
+from shared.runtime.clock import iso
+from shared.model.job import Job, Released, release_outcome
 from .base import SqlBase
 from .jobs import RELEASE
 

@@ -1,12 +1,12 @@
 """The process registry written once: every supervisor and worker keeps a ``processes`` row,
-refreshed as it beats, so every host sees who is alive (``shared.contract`` Worker and Upkeep
-parts). The row's ``heartbeat_at`` is a lease: written with ``dialect.lease_now`` (the server's
-clock where many hosts share the database)."""
+refreshed as it beats, so every host sees who is alive (``shared.engines.contract`` Worker and
+Upkeep parts). The row's ``heartbeat_at`` is a lease: written with ``dialect.lease_now`` (the
+server's clock where many hosts share the database)."""
 from __future__ import annotations
 
 from typing import Any
 
-from ...clock import iso
+from shared.runtime.clock import iso
 from .base import SqlBase
 
 _REGISTER = ("INSERT INTO processes (id, kind, pid, host, slot, parent, started_at, heartbeat_at) "

@@ -1,7 +1,7 @@
 """Named queues in the claim and the pause of one queue, written once.
 
 A worker of a pool is told its queues (:meth:`QueueServing.serve`); each claim then tries them
-in the order :class:`shared.queues.QueueOrder` draws, one statement per queue (``queue = ?``,
+in the order :class:`shared.model.queues.QueueOrder` draws, one statement per queue (``queue = ?``,
 on the ``jobs_queue_claim`` index: a claim costs what the plain claim costs), until one gives
 jobs. A worker that serves every queue keeps the plain claim, which skips jobs of a paused
 queue. A queue is paused by a ``control`` row ``paused:<queue>`` = ``'1'``, read inside the claim
@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Callable, Sequence, TypeVar
 
-from ...queues import QueueOrder, Weighted
+from shared.model.queues import QueueOrder, Weighted
 from .base import SqlBase
 
 T = TypeVar("T")

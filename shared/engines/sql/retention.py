@@ -1,4 +1,4 @@
-"""Retention's deletes written once (``shared.contract.UpkeepStore.purge_finished``).
+"""Retention's deletes written once (``shared.engines.contract.UpkeepStore.purge_finished``).
 
 Finished jobs are found by walking the primary key (ids grow with time) one bounded range per
 statement, so no index on finished jobs is needed (every job would pay for one) and no write
@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, TypeVar
 
-from ...clock import iso
-from ...job import TERMINAL
+from shared.runtime.clock import iso
+from shared.model.job import TERMINAL
 from ..guard import unguarded
 from .base import SqlBase
 

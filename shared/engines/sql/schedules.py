@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ...clock import iso, parse_iso
-from ...job import NewJob, ScheduleMark
+from shared.runtime.clock import iso, parse_iso
+from shared.model.job import NewJob, ScheduleMark
 from .base import SqlBase
 
-Plan = Callable[[float], "tuple[list[NewJob], float | None]"]  # see shared.contract
+Plan = Callable[[float], "tuple[list[NewJob], float | None]"]  # see shared.engines.contract
 
 _MARKS = "SELECT name, fingerprint, last_tick FROM schedule_marks"
 _MARK = "SELECT fingerprint, last_tick FROM schedule_marks WHERE name = :name"

@@ -1,4 +1,4 @@
-"""A busy worker's check-in, written once (``shared.contract.WorkerStore.check_in``):
+"""A busy worker's check-in, written once (``shared.engines.contract.WorkerStore.check_in``):
 the progress its handler reported, written under the outcome's guard, and which of its running
 jobs someone asked to cancel (``cancel_requested_at``, set by ``shared.ops.cancel_jobs``).
 

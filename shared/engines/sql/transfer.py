@@ -1,5 +1,5 @@
-"""``jobq copy``'s reads written once (``shared.contract.TransferStore``): whole job rows paged
-by id, and the attempt history and workflow edges of a page; and what an import does after its
+"""``jobq copy``'s reads written once (``shared.engines.contract.TransferStore``): whole job rows
+paged by id, and the attempt history and workflow edges of a page; and what an import does after its
 inserts: the edges, the settling of workflows across the copy, the sorting of skipped rows. The
 insert of the jobs and the delete of copied rows stay in each engine (how a chunk of rows
 travels, and which values the engine can hold, differ).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ...transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported
+from shared.engines.transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported
 from .base import SqlBase
 from .flows import EDGE_COLUMNS, INSERT_EDGES, MARK_PARENTS
 

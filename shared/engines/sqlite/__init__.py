@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...contract import Store, UpkeepTask
+from shared.engines.contract import Store, UpkeepTask
 from .. import forkaware
 from ..engine import Engine, Target
 
@@ -34,7 +34,7 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
 
 
 def _url_path(value: str, rest: str) -> str:
-    from ...database import redacted
+    from shared.engines.location import redacted
     path = rest[2:] if rest.startswith("//") else rest  # sqlite:///abs -> /abs; sqlite:rel -> rel
     if rest.startswith("//") and not path.startswith("/"):
         raise ValueError(f"database {redacted(value)!r}: a sqlite:// URL needs an absolute path "
@@ -46,7 +46,7 @@ def _url_path(value: str, rest: str) -> str:
 
 
 def _expected() -> str:
-    from ...database import expected
+    from shared.engines.location import expected
     return expected()
 
 

@@ -1,5 +1,5 @@
 """One SQLite connection set up for jobq: WAL mode, pragmas, migrations, busy retries, and the
-translation of ``sqlite3`` errors into jobq's own (:mod:`shared.errors`).
+translation of ``sqlite3`` errors into jobq's own (:mod:`shared.model.errors`).
 
 Every public method of a store class decorated with :func:`translate_errors` raises
 ``StoreBusy`` (locked past the busy timeout and every retry), ``StoreQueryError`` (a statement
@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterator, TypeVar
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
-from ...errors import StoreBusy, StoreError, StoreQueryError, StoreRefused, StoreUnavailable
+from shared.model.errors import (StoreBusy, StoreError, StoreQueryError, StoreRefused,
+                                 StoreUnavailable)
 from . import schema
 from .wants import Wants
 

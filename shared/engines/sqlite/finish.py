@@ -1,7 +1,7 @@
 """The SQLite engine's outcome statements: a running job completed, retried, failed or cancelled, each
 guarded by id, ``running``, attempt and owner (a batch's completions: one ``UPDATE ... FROM
 (VALUES ...)``). The ``jobs_attempt_ended`` trigger (see the schema) records the attempt each
-one ends, with the run's own start and end that the outcome writes (``shared.job.Finish``: a
+one ends, with the run's own start and end that the outcome writes (``shared.model.job.Finish``: a
 batch's jobs share one claim and one commit, not their run times).
 
 When the guard matches nothing, the outcome's own history row is looked for: an outcome re-sent
@@ -14,8 +14,8 @@ import functools
 import sqlite3
 from typing import Any, Sequence
 
-from ...clock import IsoTimes
-from ...job import Finish, finish_times
+from shared.runtime.clock import IsoTimes
+from shared.model.job import Finish, finish_times
 from ..sql import RELEASE
 from ..sql.finish import outcome_params, recognise
 from . import tally

@@ -10,8 +10,8 @@ import json
 import sqlite3
 from typing import Any, Callable, Iterable, Sequence
 
-from ...clock import iso, parse_iso
-from ...job import RunningGroup
+from shared.runtime.clock import iso, parse_iso
+from shared.model.job import RunningGroup
 from ..sql import GIVEN_BACK, RELEASE
 
 _HELD = "(SELECT value FROM json_each(?))"  # the ids a worker holds, as one JSON array

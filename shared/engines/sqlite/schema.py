@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from .flowschema import FLOWS, FLOW_CHAINS
-from ...errors import StoreRefused
+from shared.model.errors import StoreRefused
 
 V1 = """
 CREATE TABLE jobs (

@@ -1,6 +1,6 @@
 """The SQLite engine's store: one connection to a jobq database file, and every protocol of
-:mod:`shared.contract` on it: the transitions written once in :mod:`shared.engines.sql` (spelt
-by :mod:`.dialect`), and here the hot path whose SQL is this engine's own (enqueue, claim,
+:mod:`shared.engines.contract` on it: the transitions written once in :mod:`shared.engines.sql`
+(spelt by :mod:`.dialect`), and here the hot path whose SQL is this engine's own (enqueue, claim,
 outcomes in :mod:`.finish`, heartbeats in :mod:`.leases`); the connection, busy retries and error
 translation in :mod:`.connection`. The operators' reads run on it through :mod:`shared.ops`.
 
@@ -14,7 +14,7 @@ How this engine keeps the contract:
   its result; an outcome that had committed already (re-sent after an unknown commit) is
   recognised by its attempt-history row and reported done, never applied twice.
 - Times come from the caller (an injected clock), never from SQLite, as Unix seconds; they are
-  stored as fixed-width ISO-8601 UTC text (``shared.clock.iso``), which sorts as time does.
+  stored as fixed-width ISO-8601 UTC text (``shared.runtime.clock.iso``), which sorts as time does.
 - A connection belongs to the process (and thread) that opened it: open after ``fork()``.
 """
 from __future__ import annotations
@@ -23,9 +23,9 @@ import sqlite3
 from itertools import chain
 from typing import Any, Sequence
 
-from ...clock import iso
-from ...contract import Gauge
-from ...job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
+from shared.runtime.clock import iso
+from shared.engines.contract import Gauge
+from shared.model.job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from ..sql.jobs import in_claim_order
 from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
@@ -201,7 +201,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         Returns, per finish, whether it is recorded (its guarded update matched, or it had
         committed before: see :meth:`finish`; False: the lease was lost and that outcome was
         dropped), and the claimed jobs. Nothing is committed unless all is.
-        With ``limits`` (shared.limits.type_limits: some type has a concurrency or rate limit)
+        With ``limits`` (shared.model.limits.type_limits: some type has a concurrency or rate limit)
         the claim is :meth:`claim_limited_in` instead of the fast statement; so it is with
         ``types`` (only jobs of these types). ``now``: a time, or a clock's ``now``, which a
         limited claim reads once ``BEGIN IMMEDIATE`` holds the write lock (see ``claim_limited_in``).

@@ -1,4 +1,5 @@
-"""The SQLite engine's side of ``jobq copy`` (the ``TransferStore`` part of :mod:`shared.contract`).
+"""The SQLite engine's side of ``jobq copy`` (the ``TransferStore`` part of
+:mod:`shared.engines.contract`).
 
 :class:`SqliteTransfer` is a mixin of :class:`SqliteStore` (the exports, plain reads paged by
 id, are :mod:`shared.engines.sql.transfer`'s): an import is one ``BEGIN IMMEDIATE`` transaction per call (the caller sends a few hundred rows),
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Mapping, Sequence
 
-from ...contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
+from shared.engines.contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
 from ..sql.transfer import COLUMNS as _COLUMNS
 # ON CONFLICT without a target: the id and the partial unique index on key both skip the row.
 _INSERT = (f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * len(JOB_FIELDS))}) "

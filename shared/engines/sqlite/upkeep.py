@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 
-from ...contract import Round, UpkeepTask
-from ...logs import event, get_logger
+from shared.engines.contract import Round, UpkeepTask
+from shared.runtime.logs import event, get_logger
 
 log = get_logger("supervisor")
 

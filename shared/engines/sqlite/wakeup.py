@@ -1,4 +1,4 @@
-"""An idle worker's wait on a SQLite file (``shared.contract.Wakeup``).
+"""An idle worker's wait on a SQLite file (``shared.engines.contract.Wakeup``).
 
 Of the idle workers on one file one at a time, the lead (:mod:`.lead`), waits on the WAL watch
 (:mod:`.walwatch`: every commit by any process writes the WAL) and on the next delayed job's
@@ -13,7 +13,7 @@ import select
 import time
 from typing import Any, Callable
 
-from ...job import Job
+from shared.model.job import Job
 from ..idlelead import IdleLead
 from .walwatch import WalWatch
 

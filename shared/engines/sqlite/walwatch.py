@@ -28,7 +28,7 @@ class WalWatch:
         self.fd = -1
         self.name = os.path.basename(database) + "-wal"
         try:
-            # The process's own symbols (libc among them), as shared.procs does:
+            # The process's own symbols (libc among them), as shared.runtime.processes does:
             # ctypes.util.find_library runs ldconfig, 1-11 ms in every worker's start.
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from shared.clock import SystemClock, parse_iso
-from shared.exitcodes import ExitCode
-from shared.procs import host_id
+from shared.runtime.clock import SystemClock, parse_iso
+from shared.model.exitcodes import ExitCode
+from shared.runtime.processes import host_id
 from shared.engines.sqlite.store import Finish, SqliteStore
 from tests.proc import env, fresh_ctrl_c, job_row, wait_until, worker_rows, write_config
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.exitcodes import ExitCode
+from shared.model.exitcodes import ExitCode
 from tests.proc import write_config
 from tests.unit.cli.test_cli import jobq, ok
 

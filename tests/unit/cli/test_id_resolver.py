@@ -1,11 +1,11 @@
 """One id resolver: the functions `jobq retry`/`cancel` and the dashboard's actions
-call (``shared.ops.viewactions.retry_ids``, ``cancel_ids``, ``purge_ids``) take an exact id or a unique
-prefix, as ``show`` does, and say how many jobs share an ambiguous one; on both engines."""
+call (``supervisor.views.actions.retry_ids``, ``cancel_ids``, ``purge_ids``) take an exact id or a
+unique prefix, as ``show`` does, and say how many jobs share an ambiguous one; on both engines."""
 from __future__ import annotations
 
-from shared.clock import SystemClock
-from shared.job import NewJob
-from shared.ops import viewactions as ops
+from shared.runtime.clock import SystemClock
+from shared.model.job import NewJob
+from supervisor.views import actions as ops
 
 NOW = SystemClock().now()
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.config import SCHEMA, Config, from_dict
-from shared.durations import parse_duration, parse_seconds
-from shared.ops import viewrender as render
-from shared.ops import viewstats as stats
+from shared.settings.config import SCHEMA, Config, from_dict
+from shared.settings.durations import parse_duration, parse_seconds
+from supervisor.views import render
+from shared.ops import stats
 from supervisor.cli.template import default_toml
 from supervisor.cli.tomledit import EditError, parse_value, set_key, toml_value
 
@@ -79,7 +79,8 @@ def test_parse_value_reads_toml_or_falls_back_to_text():
     assert parse_value("json") == "json" and parse_value('"x y"') == "x y"
 
 
-# One grammar for the CLI (--delay, --older-than) and the file ([retention]): shared.durations.
+# One grammar for the CLI (--delay, --older-than) and the file ([retention]):
+# shared.settings.durations.
 @pytest.mark.parametrize("text,seconds", [("90", 90), ("30s", 30), ("5m", 300), ("1h30m", 5400),
                                           ("7d", 604800), ("2w", 1209600), ("250ms", 0.25), ("1.5h", 5400),
                                           (" 2D ", 172800), ("1w2d3h4m5s", 788645)])
@@ -144,7 +145,7 @@ def test_config_init_template_holds_every_key_at_its_default():
         for key in keys:
             dotted = f"{section}.{key}" if section else key
             assert key in (data[section] if section else data), dotted
-            assert keys[key].doc, f"describe {dotted} where shared/config.py declares it"
+            assert keys[key].doc, f"describe {dotted} where shared/settings/config.py declares it"
             assert f"# {keys[key].doc.split()[0]}" in default_toml(), dotted
 
 

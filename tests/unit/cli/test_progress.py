@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.api import JobQueue
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.settings.config import load
 from supervisor.cli.progress import Progress
 from tests.proc import env, write_config
 from tests.unit.cli.test_cli import jobq, ok

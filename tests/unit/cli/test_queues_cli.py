@@ -2,7 +2,7 @@
 resume --queue, status per queue and status --types."""
 from __future__ import annotations
 
-from shared.exitcodes import ExitCode
+from shared.model.exitcodes import ExitCode
 from tests.proc import write_config
 from tests.unit.cli.test_cli import as_json, jobq, ok
 

@@ -3,12 +3,12 @@
 only once one was enqueued, and an install hint for psycopg that works from a checkout."""
 from __future__ import annotations
 
-from shared.clock import SystemClock, iso
-from shared.config import load
-from shared.job import NewJob, new_id
-from shared import cron
-from shared.ops import viewrender as render
-from shared.ops import viewstatus as status
+from shared.runtime.clock import SystemClock, iso
+from shared.settings.config import load
+from shared.model.job import NewJob, new_id
+from shared.settings import cron
+from supervisor.views import render
+from supervisor.views import snapshot as status
 from supervisor import metrics
 from supervisor.scheduler import run_due
 from supervisor.cli.top import TopView
@@ -57,10 +57,10 @@ def test_a_schedule_shows_no_last_tick_until_one_is_enqueued(engine, tmp_path):
 
 def test_the_psycopg_hint_names_what_can_be_installed():
     from shared.engines import POSTGRES_MISSING
-    from shared.config import Config
+    from shared.settings.config import Config
     assert 'pip install -e ".[postgres]"' in POSTGRES_MISSING and '"psycopg[binary]>=3.2"' in POSTGRES_MISSING
     assert "jobq[postgres]" not in POSTGRES_MISSING  # no package of that name is published
-    from shared.config import SCHEMA
+    from shared.settings.config import SCHEMA
     assert "jobq[postgres]" not in SCHEMA[""]["database"].doc and Config().database
 
 

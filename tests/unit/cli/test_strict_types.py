@@ -12,10 +12,10 @@ import warnings
 
 import pytest
 
-from shared.api import JobQueue
-from shared.exitcodes import ExitCode
+from shared.producer.api import JobQueue
+from shared.model.exitcodes import ExitCode
 from shared.ops.served import record_served
-from shared.typecheck import UnservedTypeWarning
+from shared.producer.typecheck import UnservedTypeWarning
 from tests.proc import FIXTURES, write_config
 from tests.unit.cli.test_cli import jobq, ok
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared.asyncjobs import AsyncConfigError, async_limits
-from shared.config import Config, TypeConfig
-from shared.handlers import ATTR, Registry, handler
-from shared.policy import JobPolicy
-from shared.tasks import task
+from shared.execution.asyncjobs import AsyncConfigError, async_limits
+from shared.settings.config import Config, TypeConfig
+from shared.execution.handlers import ATTR, Registry, handler
+from shared.execution.policy import JobPolicy
+from shared.producer.tasks import task
 
 
 async def _async(payload, job):

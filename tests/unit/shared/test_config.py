@@ -1,5 +1,5 @@
-"""The configuration (shared.config): strict validation with messages that name the file, the
-dotted key and the value; the shipped jobq.toml."""
+"""The configuration (shared.settings.config): strict validation with messages that name the file,
+the dotted key and the value; the shipped jobq.toml."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from shared.config import SCHEMA, Config, ConfigError, SqliteConfig, from_dict, load, resolve_path
+from shared.settings.config import (SCHEMA, Config, ConfigError, SqliteConfig, from_dict, load,
+                                    resolve_path)
 
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
@@ -181,16 +182,18 @@ def test_config_is_frozen():
 # -- one source: the key table generates jobq.toml, the init template and docs/configuration.md ---
 
 def test_every_key_is_described_once_where_it_is_declared():
-    from shared.config import SCHEDULE_KEYS, TYPE_KEYS
+    from shared.settings.config import SCHEDULE_KEYS, TYPE_KEYS
     tables = {**{f"[{s}]" if s else "top": keys for s, keys in SCHEMA.items()},
               "[[schedule]]": SCHEDULE_KEYS, "[types]": TYPE_KEYS}
     for table, keys in tables.items():
         for key, spec in keys.items():
-            assert spec.doc and spec.expected, f"{table} {key}: give it a description in shared/config.py"
+            assert spec.doc and spec.expected, \
+                f"{table} {key}: give it a description in shared/settings/config.py"
 
 
 def test_shipped_jobq_toml_and_configuration_reference_are_generated_and_fresh():
-    """Fails when shared/config.py changed but `python -m supervisor.gendocs` was not run."""
+    """Fails when shared/settings/config.py changed but `python -m supervisor.gendocs` was not
+    run."""
     from supervisor.cli.gendocs import stale
     assert stale() == [], "stale generated files: run  python -m supervisor.gendocs"
 
@@ -223,7 +226,7 @@ def test_a_new_key_is_a_one_place_change():
     """A key declared on a dataclass is validated, templated and documented with no other edit."""
     from dataclasses import dataclass
 
-    from shared.configschema import keys_of, number, setting
+    from shared.settings.schema import keys_of, number, setting
     from supervisor.cli.template import _table, config_toml
 
     @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from shared.config import ConfigError, load
-from shared.database import parse, redacted
+from shared.settings.config import ConfigError, load
+from shared.engines.location import parse, redacted
 from tests.proc import env, write_config
 
 

@@ -1,10 +1,10 @@
-"""The line that stands for a stored error (shared.errortext): the final exception's type and the
+"""The line that stands for a stored error (shared.model.errortext): the final exception's type and the
 first line of its message, from the tracebacks Python writes."""
 from __future__ import annotations
 
 import traceback
 
-from shared.errortext import cut, headline
+from shared.model.errortext import cut, headline
 
 
 class HTTPStatusError(Exception):

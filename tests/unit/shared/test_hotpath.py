@@ -8,10 +8,10 @@ import signal
 
 import pytest
 
-from shared.bounds import MAX_TIME, MIN_TIME
-from shared.clock import IsoTimes, iso
-from shared.progress import ProgressWriter, counts, not_in_hand, unstarted
-from shared.signals import SignalQueue
+from shared.model.bounds import MAX_TIME, MIN_TIME
+from shared.runtime.clock import IsoTimes, iso
+from shared.execution.progress import ProgressWriter, counts, not_in_hand, unstarted
+from shared.runtime.signals import SignalQueue
 
 
 def _text(fmt, ts):

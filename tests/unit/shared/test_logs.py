@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from shared import logs
+from shared.runtime import logs
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The shared SQL layer's parameter translation (shared.engines.sql.dialect)."""
 from shared.engines.sql import Dialect
-from shared.job import NewJob
+from shared.model.job import NewJob
 
 PG = Dialect("postgresql", named=False, counts="job_counts", seconds="{end} - {start}")
 LITE = Dialect("sqlite", named=True, counts="job_counts", seconds="{end} - {start}")

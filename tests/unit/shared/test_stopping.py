@@ -1,7 +1,7 @@
 """Stopping a running job, one module at a time: progress validation, the outcome of
-a cancelled or timed-out run (``shared.outcomes.decide``), the async handler's task cancelled at
-its deadline or on a request (``shared.stopping.run_awaitable``), and the worker's alarm
-(``worker.deadline``) raising only into the handler's own code."""
+a cancelled or timed-out run (``shared.execution.outcomes.decide``), the async handler's task
+cancelled at its deadline or on a request (``shared.execution.stopping.run_awaitable``), and the
+worker's alarm (``worker.deadline``) raising only into the handler's own code."""
 from __future__ import annotations
 
 import asyncio
@@ -11,14 +11,14 @@ import time
 import pytest
 
 from jobq import JobCancelled, JobTimeout
-from shared.clock import FakeClock
-from shared.config import Config
-from shared.handlers import HandlerSpec, Registry
-from shared.job import Job
-from shared.outcomes import decide
-from shared.policy import JobPolicy
-from shared.runner import JobContext, Outcome, execute
-from shared.stopping import MAX_PROGRESS_BYTES, run_awaitable
+from shared.runtime.clock import FakeClock
+from shared.settings.config import Config
+from shared.execution.handlers import HandlerSpec, Registry
+from shared.model.job import Job
+from shared.execution.outcomes import decide
+from shared.execution.policy import JobPolicy
+from shared.execution.runner import JobContext, Outcome, execute
+from shared.execution.stopping import MAX_PROGRESS_BYTES, run_awaitable
 from worker.deadline import InHand
 
 

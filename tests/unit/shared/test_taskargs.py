@@ -1,5 +1,6 @@
-"""A task's arguments bound without ``inspect.Signature.bind`` (``shared.taskargs.Binder``): for
-every call, plain or not, the same payload or the same error as the full binding gives."""
+"""A task's arguments bound without ``inspect.Signature.bind``
+(``shared.producer.taskargs.Binder``): for every call, plain or not, the same payload or the same
+error as the full binding gives."""
 from __future__ import annotations
 
 import inspect
@@ -7,7 +8,7 @@ import math
 
 import pytest
 
-from shared.taskargs import Binder, payload_of, unpack
+from shared.producer.taskargs import Binder, payload_of, unpack
 
 
 def plain(a, b=2, *, c=None, d): ...

@@ -10,10 +10,10 @@ import signal
 import pytest
 
 from shared import JobQueue
-from shared import config as config_mod
-from shared.config import Config
+from shared.settings import config as config_mod
+from shared.settings.config import Config
 from shared.engines import database_missing, health_check
-from shared.exitcodes import ExitCode
+from shared.model.exitcodes import ExitCode
 from supervisor import reload
 from supervisor.children import Slot, restart_delay
 from supervisor.dispatch import dispatch
@@ -275,7 +275,7 @@ def test_the_served_types_are_recorded_at_boot_and_again_only_after_a_reload_imp
     logged (``supervisor.unserved_types``)."""
     from types import SimpleNamespace
 
-    from shared.handlers import HandlerSpec, Registry
+    from shared.execution.handlers import HandlerSpec, Registry
     from shared.ops.served import served_types
     from supervisor.duties import Duties
 

@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-from shared.procs import owner_token, token_alive
+from shared.runtime.processes import owner_token, token_alive
 from supervisor import maintenance
 from tests.proc import wait_until
 

@@ -3,8 +3,8 @@ the engine's own tasks between the supervisor's; the SQLite checkpoint task's de
 from __future__ import annotations
 
 
-from shared.config import Config
-from shared.contract import Round, UpkeepTask
+from shared.settings.config import Config
+from shared.engines.contract import Round, UpkeepTask
 from shared.engines import upkeep_tasks
 from shared.engines.sqlite.upkeep import IDLE_CHECKPOINT_EVERY, Checkpointer, checkpoint_mode
 from supervisor.upkeep import Upkeep

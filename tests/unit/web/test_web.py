@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.api import JobQueue
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.settings.config import load
 from tests.proc import Running, env, wait_until, write_config
 
 httpx = pytest.importorskip("httpx")
@@ -314,7 +314,7 @@ def test_posts_need_the_csrf_token_and_keep_the_cli_rules(site):
 def test_the_dashboards_cancel_and_purge_say_what_they_did(site):
     """A running job's cancel says "asked to stop", not "cancelled"; the purge of a completed
     parent that a waiting child still needs keeps it and says how many it kept and why."""
-    from shared.job import Finish
+    from shared.model.job import Finish
     q = site["q"]
     pending, running = q.enqueue("web:ok", None, delay=3600), q.enqueue("web:ok", None, delay=3600)
     owner = "w:2:2"  # another host's worker, fresh: the supervisor leaves it alone
@@ -344,7 +344,7 @@ def test_the_dashboards_cancel_and_purge_say_what_they_did(site):
 def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
     """A running job's page has Cancel, and a live part (its progress, a cancel asked)."""
     from shared import ops as shared_ops
-    from shared.job import Finish
+    from shared.model.job import Finish
     q = site["q"]
     jid = q.enqueue("web:ok", None, delay=3600)
     owner = "w:1:1"  # another host's worker, fresh: the supervisor leaves it alone
@@ -390,7 +390,7 @@ def test_a_failed_jobs_row_shows_its_exception_not_the_messages_last_line(site, 
     """httpx's error ends with a pointer to the docs: the row shows the exception and the first
     line (also of a traceback longer than the tail the listing reads); the job's page keeps the
     whole text."""
-    from shared.job import Finish
+    from shared.model.job import Finish
     q = site["q"]
     owner, later = "w:3:1", q.clock.now() + 7200
     jid = q.enqueue("web:ok", None, delay=3600, priority=100)
@@ -507,7 +507,7 @@ def test_other_addresses_need_a_token_to_start(tmp_path):
 def test_the_dashboard_on_postgresql(tmp_path, page):
     """``jobq web`` against a postgresql:// database (a schema of its own, dropped after): the
     overview, the job listing (a status tab, a filter, the search) and a job's page render."""
-    from shared.job import Finish
+    from shared.model.job import Finish
     from tests.engines import PostgresEngine
     db = PostgresEngine(tmp_path)  # skips without a server unless JOBQ_REQUIRE_POSTGRES=1
     config = write_config(tmp_path, database=db.database, postgres={"schema": db.schema},
@@ -562,7 +562,7 @@ def test_a_queue_is_paused_and_resumed_from_its_own_button(site):
 
 def test_the_overview_names_a_queue_no_worker_serves(engine, tmp_path, page):
     import warnings
-    from shared.unserved import UnservedQueueWarning
+    from shared.model.unserved import UnservedQueueWarning
     where = {"postgres": {"schema": engine.schema}} if engine.name == "postgresql" else {}
     config = write_config(tmp_path, handlers=[], database=engine.database, supervisor={"workers": 2},
                           queues={"reports": {"workers": 1}}, **where)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.api import JobQueue
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.settings.config import load
 from tests.proc import write_config
 from tests.unit.web.test_web import Web
 

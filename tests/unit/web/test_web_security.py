@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from shared.api import JobQueue
-from shared.config import load
+from shared.producer.api import JobQueue
+from shared.settings.config import load
 from tests.proc import env, write_config
 from tests.unit.web.test_web import Web
 

@@ -7,11 +7,11 @@ import asyncio
 import logging
 import time
 
-from shared.config import Config, SupervisorConfig, TypeConfig
-from shared.handlers import Registry
-from shared.job import Job
-from shared.policy import JobPolicy
-from shared.progress import ProgressWriter, counts, not_in_hand
+from shared.settings.config import Config, SupervisorConfig, TypeConfig
+from shared.execution.handlers import Registry
+from shared.model.job import Job
+from shared.execution.policy import JobPolicy
+from shared.execution.progress import ProgressWriter, counts, not_in_hand
 from supervisor.maintenance import judge_running
 from worker.inflight import InflightProgress
 from worker.looplag import LoopWatch
@@ -33,7 +33,7 @@ def test_in_flight_jobs_are_all_charged_but_a_blocker_alone(tmp_path):
 
 
 def _job(job_type: str, started: float) -> Job:
-    from shared.clock import iso
+    from shared.runtime.clock import iso
     return Job(id="j1", type=job_type, payload=None, status="running", attempts=1, max_attempts=None,
                priority=0, run_at=iso(started), created_at=iso(started), updated_at=iso(started),
                started_at=iso(started), owner="h:1:2", result=None, error=None, completed_at=None)
@@ -85,7 +85,7 @@ def test_the_template_preloads_the_async_runner_only_for_async_types():
     handler alone is not one unless the config (or the handler) gives it ``async_concurrency``."""
     import types as pytypes
 
-    from shared.handlers import handler
+    from shared.execution.handlers import handler
     from worker.forkserver import _preload_async_runner
 
     def registry(**kwargs):

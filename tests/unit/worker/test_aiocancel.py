@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from shared.clock import iso
-from shared.config import Config
-from shared.handlers import HandlerSpec, Registry
-from shared.job import Job
-from shared.outcomes import decide
-from shared.policy import JobPolicy
-from shared.runner import JobContext
+from shared.runtime.clock import iso
+from shared.settings.config import Config
+from shared.execution.handlers import HandlerSpec, Registry
+from shared.model.job import Job
+from shared.execution.outcomes import decide
+from shared.execution.policy import JobPolicy
+from shared.execution.runner import JobContext
 from worker.aiocancel import Flight
 from worker.aiojob import run_async
 from worker.checkin import CheckIn, InHand
@@ -107,7 +107,7 @@ def test_the_job_in_hand_and_in_flight_is_checked_in_once():
 def test_a_job_that_runs_on_after_its_cancel_is_alone_to_blame(tmp_path):
     """The progress file (worker.inflight): a kill at cancel_grace charges that job only; a
     block of the loop meanwhile names the blocking job instead."""
-    from shared.progress import ProgressWriter, not_in_hand
+    from shared.execution.progress import ProgressWriter, not_in_hand
     from worker.inflight import InflightProgress
     path = str(tmp_path / "progress")
     p = InflightProgress(ProgressWriter(path), lambda: ["a", "b", "c"], lambda: 0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-from shared.clock import SystemClock
-from shared.config import Config
+from shared.runtime.clock import SystemClock
+from shared.settings.config import Config
 from tests.proc import wait_until
 from worker.heartbeat import Heartbeat
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import Config
-from shared.exitcodes import ExitCode
-from shared.handlers import Registry
+from shared.settings.config import Config
+from shared.model.exitcodes import ExitCode
+from shared.execution.handlers import Registry
 from worker.loop import Worker
 
 

@@ -1,0 +1,399 @@
+"""The producer API: ``JobQueue``.
+
+    q = JobQueue.from_config("jobq.toml")          # or JobQueue("path/to/jobq.db")
+    job_id = q.enqueue("report:generate", {"reportId": "r1"}, delay=30, key="report-r1")
+    ids = q.enqueue_many([("cleanup:old-data", {"retentionDays": 30})])
+    job = q.get(job_id)
+
+For tests: ``JobQueue(path, immediate=True)`` runs each job at enqueue, ``q.drain()`` runs every
+due job, both in the calling process (:mod:`shared.producer.inline`; docs/testing.md).
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+from shared.model import bounds
+from shared.producer import cancels
+from shared.settings import config as config_mod
+from shared.model import flows
+from shared.runtime.clock import SystemClock, to_timestamp
+from shared.settings.config import Config
+from shared.engines import open_store
+from shared.producer.handles import JobHandle, wait_jobs
+from shared.producer.inline import Handlers, InlineRunner
+from shared.producer.inline import load as load_handlers
+from shared.model.job import Job, NewJob, encode_json, new_id, new_ids
+from shared.model.keys import limit_key_of
+from shared.model.queuenames import DEFAULT_QUEUE, check_queue
+from shared.telemetry.tracing import Tracing, active as tracing_active, context as trace_context
+from shared.producer.typecheck import TypeCheck
+from shared.model.unserved import warn_unserved
+from shared.producer.waithub import Hubs
+
+_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "queue", "limit_key")
+_FLOW_OPTIONS = ("after", "after_failure")  # workflows (shared.model.flows)
+
+
+class JobQueue:
+    """Enqueue and inspect jobs. One instance holds one connection: use it from one thread."""
+
+    def __init__(self, database: str | None = None, *, config: Config | None = None,
+                 clock: Any = None, immediate: bool = False, handlers: Handlers | None = None) -> None:
+        """``immediate=True`` (for tests) runs each due job inline when it is enqueued, retries
+        that are due at once included, and stores its outcome. ``handlers`` (module names,
+        modules or ``@handler`` functions) are what ``drain()`` and immediate mode run;
+        default: the config's ``handlers`` modules, imported on first use."""
+        self.config = config or Config()
+        if database is not None:
+            self.config = self.config.replace(database=database)
+        self.clock = clock or SystemClock()
+        self.store = open_store(self.config)
+        self.hubs = Hubs(self.config)  # the watcher that wakes this queue's waiters (on first wait)
+        self.immediate = immediate
+        self._handlers = handlers
+        self._runner: InlineRunner | None = None
+        self._types: TypeCheck | None = None  # check_types(): is each enqueued type served?
+        self._tracing = Tracing()  # the producer spans' tracer (shared.telemetry.tracing)
+        # job type -> (priority, queue, limit key path) of a type that passed enqueue's checks,
+        # for the config it was checked under (see _know)
+        self._plain: dict[str, tuple[int, str, str | None]] = {}
+        self._plain_config = self.config
+
+    @classmethod
+    def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
+                    handlers: Handlers | None = None) -> "JobQueue":
+        """A queue on the config file's database that checks each job type it enqueues against
+        what the running supervisors serve, importing no handler module
+        (:meth:`check_types` with ``imports=False``)."""
+        return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock,
+                   immediate=immediate, handlers=handlers).check_types(imports=False)
+
+    def check_types(self, *, imports: bool = True) -> "JobQueue":
+        """From now on, a job type no handler serves is refused with ValueError when the config
+        says ``strict_types = true``, else warned about once per type
+        (``shared.producer.typecheck.UnservedTypeWarning``). What is served: the ``handlers`` given,
+        else the config's modules, imported once at the first type not checked yet; with
+        ``imports=False`` (and ``strict_types`` false), what the running supervisors recorded in
+        the database, importing nothing (nothing is said while none runs). Returns this queue."""
+        self._types = TypeCheck(self.config, self._handlers, None if imports else self.store)
+        self._plain = {}  # the types are checked (and their handlers' queues read) again
+        return self
+
+    def close(self) -> None:
+        self.hubs.close()
+        self.store.close()
+
+    def __enter__(self) -> "JobQueue":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- enqueue --------------------------------------------------------------------------------
+
+    def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
+                delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
+                key: str | None = None, conn: Any = None, traceparent: str | None = None,
+                queue: str | None = None, limit_key: str | None = None,
+                after: Iterable[Any] | None = None, after_failure: str | None = None) -> str:
+        """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
+
+        ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
+        schedule it; ``priority``: higher runs first (None: the type's ``[types]`` priority, else 0);
+        ``max_attempts`` None: the handler's or the config's. With ``conn`` (the application's own
+        connection of the store's engine: a ``sqlite3.Connection`` on the same file, a psycopg
+        connection to the same PostgreSQL database), the job is written inside the caller's
+        transaction, and commits or rolls back with it. Invalid input raises and writes nothing.
+        The active OpenTelemetry span's context (or ``traceparent``, W3C text, given explicitly)
+        is stored with the job for its worker's span (docs/tracing.md).
+        ``queue``: the named queue (docs/queues.md; None: the type's ``[types]`` queue, else its
+        handler's, else ``"default"``); ``limit_key``: the key its ``[types]`` per-key limits
+        count it under (None: what the type's ``key`` path finds in the payload, if it has one).
+        ``after`` (job ids or handles): the job waits until they have ended (docs/workflows.md);
+        ``after_failure``: what it does when one fails: "cancel" (default), "run" or "hold".
+        """
+        plain = run_at is delay is priority is max_attempts is key is conn is traceparent is queue is \
+            limit_key is after is after_failure is None
+        known = self._plain.get(type) if plain and type.__class__ is str and self._plain_config is self.config \
+            else None
+        if known is not None and not tracing_active():
+            return self._enqueue_plain(type, payload, known)
+        now = self.clock.now()
+        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now, queue=queue,
+                          limit_key=limit_key, after=flows.parent_ids(after), after_failure=after_failure)
+        if traceparent is not None or tracing_active():
+            return self._traced([job], now, conn, traceparent)[0]
+        ids = self._ran(self._write([job], now, conn), conn)
+        if plain:  # the type passed every check: its next plain calls take the short path
+            self._know(type)
+        return ids[0]
+
+    def _know(self, jtype: str) -> None:
+        """Remember what a plain enqueue of ``jtype`` needs that does not change per call: its
+        default priority and queue, and the path of its limit key (for this config)."""
+        if self._plain_config is not self.config:
+            self._plain, self._plain_config = {}, self.config
+        self._plain[jtype] = self._known(jtype)
+
+    def _known(self, jtype: str) -> tuple[int, str, str | None]:
+        """A checked type's default priority, queue and limit key path (for this config)."""
+        settings = self.config.for_type(jtype)
+        return settings.priority or 0, self._type_queue(jtype), settings.key
+
+    def _enqueue_plain(self, jtype: str, payload: Any, known: tuple[int, str, str | None]) -> str:
+        """``enqueue(jtype, payload)`` of a type checked before (see :meth:`_know`): the same job
+        as :meth:`_build` makes, without the checks that depend on the type or options alone."""
+        now = self.clock.now()
+        if bounds.time_error(now) is not None:  # (an injected clock's time outside the years 1-9999)
+            return self.enqueue(jtype, payload, run_at=now)  # raises as the full path does
+        limit_key = None if known[2] is None else limit_key_of(jtype, payload, None, known[2])
+        job = NewJob(new_id(), jtype, self._payload_text(jtype, payload), known[0], now, None, None,
+                     queue=known[1], limit_key=limit_key)
+        return self._ran(self.store.enqueue([job], now), None)[0]
+
+    def _write(self, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
+        """Insert ``jobs``: the plain insert, or the workflow's when one waits for others."""
+        if any(j.after for j in jobs):
+            return self.store.enqueue_flow(jobs, now, conn=conn)
+        return self.store.enqueue(jobs, now, conn=conn)
+
+    def _traced(self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None) -> list[str]:
+        """Enqueue ``jobs`` with a trace context: ``traceparent``, else that of a PRODUCER span
+        opened under the active span (shared.telemetry.tracing)."""
+        with nullcontext() if traceparent is not None else self._tracing.producer([j.type for j in jobs]):
+            trace = trace_context(traceparent)
+            for j in jobs:
+                j.trace = trace
+            return self._ran(self._write(jobs, now, conn), conn)
+
+    def enqueue_many(self, items: Iterable[Any], *, conn: Any = None, batch_size: int | None = None,
+                     traceparent: str | None = None) -> list[str]:
+        """Add many jobs in one transaction. Each item is ``(type, payload)``,
+        ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.
+        All are validated before anything is written. With ``batch_size`` (and no ``conn``) they
+        are written in transactions of that many jobs, so a bulk load never holds the write lock
+        for long (a failure midway leaves the earlier batches written). ``traceparent`` (W3C text)
+        is stored with every job instead of the active span's context (as in :meth:`enqueue`). An
+        item's ``after`` may name earlier items of the call by index: a graph in one call is one
+        transaction (then ``batch_size`` is ignored)."""
+        now = self.clock.now()
+        items = list(items)
+        ids = new_ids(len(items))
+        seen: dict[str, tuple[int, str, str | None]] = {}  # job type -> see _known, checked once
+        jobs = [self._build_item(i, item, now, ids, seen) for i, item in enumerate(items)]
+        if not jobs:
+            return []
+        if traceparent is not None:  # checked before anything is written
+            trace = trace_context(traceparent)
+            for j in jobs:
+                j.trace = trace
+        elif tracing_active():  # one producer span and context for the whole call
+            if batch_size is None or conn is not None or any(j.after for j in jobs):
+                return self._traced(jobs, now, conn, None)
+            with self._tracing.producer([j.type for j in jobs]):
+                return self._batches(jobs, batch_size, trace_context())
+        if batch_size is None or conn is not None or any(j.after for j in jobs):
+            return self._ran(self._write(jobs, now, conn), conn)
+        return self._batches(jobs, batch_size, None)
+
+    def _batches(self, jobs: list[NewJob], batch_size: int, trace: str | None) -> list[str]:
+        """Write ``jobs`` in transactions of ``batch_size`` (see :meth:`enqueue_many`)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        for j in jobs if trace is not None else ():
+            j.trace = trace
+        return self._ran([job_id for i in range(0, len(jobs), batch_size)
+                          for job_id in self.store.enqueue(jobs[i:i + batch_size], self.clock.now())], None)
+
+    # -- running in this process (tests) ----------------------------------------------------------
+
+    def drain(self, types: Iterable[str] | str | None = None, max_jobs: int | None = None) -> dict[str, int]:
+        """Run every due job (of ``types``, if given) in this process until none is due, or
+        ``max_jobs`` have run, as a worker would: retries, back-off, permanent errors, hooks and
+        ``[types]`` limits apply; no supervisor is needed. A retry whose back-off has not passed
+        is not due (set ``[retry] backoff_base = 0``, or advance a FakeClock and drain again).
+        Returns counts by outcome: ``{"completed": n, "retried": n, "failed": n}``, and
+        ``"cancelled"`` when a handler raised JobCancelled.
+        """
+        return self._inline().drain(types=None if types is None else list(
+            [types] if isinstance(types, str) else types), max_jobs=max_jobs)
+
+    def _inline(self) -> InlineRunner:
+        if self._runner is None:
+            self._runner = InlineRunner(self.store, self.config, load_handlers(self._handlers, self.config),
+                                        self.clock)
+        return self._runner
+
+    def _ran(self, ids: list[str], conn: Any) -> list[str]:
+        """In immediate mode, run the jobs just enqueued that are due (not through ``conn``:
+        those are not committed yet; drain after the commit)."""
+        if self.immediate and conn is None and ids:
+            self._inline().drain(ids=ids)
+        return ids
+
+    def _build_item(self, index: int, item: Any, now: float, ids: list[str],
+                    seen: dict[str, tuple[int, str, str | None]]) -> NewJob:
+        job_id = ids[index]
+        if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
+            jtype, payload = item
+            try:
+                known = seen.get(jtype)
+                if known is None:
+                    self._type_priority(jtype)  # (checks the type)
+                    known = seen[jtype] = self._known(jtype)
+                    warn_unserved(self.config, known[1])
+                return NewJob(job_id, jtype, self._payload_text(jtype, payload), known[0], now, None, None,
+                              queue=known[1],
+                              limit_key=None if known[2] is None else limit_key_of(jtype, payload, None, known[2]))
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"enqueue_many item {index}: {exc}") from None
+        if isinstance(item, Mapping):
+            opts = dict(item)
+            jtype, payload = opts.pop("type", None), opts.pop("payload", None)
+        elif isinstance(item, Sequence) and not isinstance(item, str) and 1 <= len(item) <= 3:
+            jtype = item[0]
+            payload = item[1] if len(item) > 1 else None
+            opts = dict(item[2]) if len(item) > 2 else {}
+        else:
+            raise TypeError(f"enqueue_many item {index}: expected (type, payload[, options]) or a mapping, "
+                            f"got {item!r}")
+        unknown = set(opts) - set(_OPTIONS) - set(_FLOW_OPTIONS)
+        if unknown:
+            raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
+        try:
+            return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
+                               priority=opts.get("priority"), now=now, job_id=job_id,
+                               after=flows.parent_ids(opts.get("after"), ids, index),
+                               after_failure=opts.get("after_failure"))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"enqueue_many item {index}: {exc}") from None
+
+    def _type_priority(self, jtype: Any) -> int:
+        """Check a job type; its default priority."""
+        why = bounds.type_name_error(jtype)
+        if why is not None:
+            raise ValueError(why)
+        if self._types is not None:
+            self._types.check(jtype)
+        return self.config.for_type(jtype).priority or 0
+
+    def _limit_key(self, jtype: str, payload: Any, given: Any) -> str | None:
+        return limit_key_of(jtype, payload, given, self.config.for_type(jtype).key)
+
+    def _type_queue(self, jtype: str, queue: Any = None) -> str:
+        """The queue of a job: ``queue`` if given (checked), else the type's ``[types]`` queue,
+        else its handler's (``@handler(queue=)``, where this producer loaded the handlers),
+        else ``"default"``."""
+        if queue is not None:
+            return check_queue(queue)
+        named = self.config.for_type(jtype).queue
+        if named is None and self._types is not None:
+            named = self._types.queue_of(jtype)
+        return named or DEFAULT_QUEUE
+
+    def _payload_text(self, jtype: str, payload: Any) -> str:
+        """The payload as JSON text, within ``max_payload_bytes``."""
+        text = encode_json(payload, f"payload of job type {jtype!r}")
+        # a character is at most 4 bytes of UTF-8: short payloads skip the encoding
+        size = len(text) if len(text) * 4 <= self.config.max_payload_bytes else len(text.encode("utf-8"))
+        if size > self.config.max_payload_bytes:
+            raise ValueError(f"payload of job type {jtype!r} is {size} bytes, above the limit of "
+                             f"{self.config.max_payload_bytes} (max_payload_bytes)")
+        return text
+
+    def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
+               max_attempts: Any, key: Any, now: float, job_id: str | None = None, queue: Any = None,
+               limit_key: Any = None, after: tuple[str, ...] = (), after_failure: Any = None) -> NewJob:
+        default_priority = self._type_priority(jtype)
+        limit_key = self._limit_key(jtype, payload, limit_key)
+        queue = warn_unserved(self.config, self._type_queue(jtype, queue))  # (if no pool serves it)
+        text = self._payload_text(jtype, payload)
+        if priority is None:
+            priority = default_priority
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise TypeError(f"priority must be an integer, got {priority!r}")
+        # 32 bits: what every engine stores (PostgreSQL's integer columns), so that a job that
+        # one engine takes another takes too (jobq copy, a move to a server).
+        if not -(1 << 31) <= priority < (1 << 31):
+            raise ValueError(f"job {jtype!r}: priority must fit in 32 bits (-2**31 to 2**31 - 1), got {priority!r}")
+        if max_attempts is not None and (not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
+                                         or not 1 <= max_attempts < (1 << 31)):
+            raise ValueError(f"job {jtype!r}: max_attempts must be an integer from 1 to 2**31 - 1, "
+                             f"got {max_attempts!r}")
+        if key is not None and (not isinstance(key, str) or not key or not bounds.is_unicode(key)):
+            raise ValueError(f"key must be a non-empty string of valid Unicode, got {bounds.safe_text(repr(key))}")
+        if run_at is not None and delay is not None:
+            raise ValueError("give run_at or delay, not both")
+        if delay is not None:
+            if not isinstance(delay, (int, float)) or isinstance(delay, bool) or delay < 0:
+                raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
+            try:
+                when = now + delay
+            except OverflowError:  # an int too large for a float
+                when = float("inf")
+        elif run_at is not None:
+            when = to_timestamp(run_at)
+        else:
+            when = now
+        if bounds.time_error(when) is not None:
+            # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
+            raise ValueError(f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
+                             f"got {when!r} (run_at={run_at!r}, delay={delay!r})")
+        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key, queue=queue,
+                      limit_key=limit_key, after=after, after_failure=flows.policy(after_failure))
+
+    # -- inspect --------------------------------------------------------------------------------
+
+    def get(self, job_id: str, conn: Any = None) -> Job | None:
+        """The job, or None. ``conn``: read through the application's connection, as
+        ``enqueue(conn=)`` writes (inside its transaction, the job it wrote there is found)."""
+        return self.store.get(job_id) if conn is None else self.store.get(job_id, conn=conn)
+
+    def handle(self, job_id: str) -> JobHandle[Any]:
+        """A :class:`shared.producer.handles.JobHandle` of the job ``job_id`` on this queue
+        (``.wait()`` for its result, ``.status()``, ``.get()``), enqueued by any process or any
+        API."""
+        return JobHandle(self, job_id)
+
+    def wait_many(self, ids: Iterable[str | JobHandle[Any]], timeout: float | None = None) -> list[Any]:
+        """Wait until every job of ``ids`` (ids or handles) has ended; their decoded results in
+        order. Then the first of them (in order) that failed or was cancelled raises JobFailed /
+        JobCancelled; JobNotFound for an unknown id; TimeoutError after ``timeout`` seconds
+        (None: no limit), leaving the jobs as they are (see :mod:`shared.producer.handles`)."""
+        return wait_jobs(self, ids, timeout)
+
+    def cancel(self, job_id: str, *, wait: bool = False,
+               timeout: float | None = None) -> cancels.CancelResult:
+        """Cancel a job: a pending or waiting one ends ``cancelled`` now (``CANCELLED``); a
+        running one is asked to stop (``REQUESTED``: its handler sees ``job.cancel_requested``,
+        ``check_cancelled()`` raises JobCancelled, an async handler's task is cancelled; after
+        ``[worker] cancel_grace`` its worker is killed) and ends ``cancelled``, never retried,
+        unless it completes first. ``wait=True`` waits (at most ``timeout`` seconds) for the
+        running job's outcome: ``CANCELLED``, or ``FINISHED_FIRST`` when it completed or failed
+        before it stopped (``REQUESTED`` after the timeout). ``UNCHANGED`` when the job is
+        missing or has already ended. The result (a :class:`shared.producer.cancels.CancelResult`)
+        is truthy for ``CANCELLED`` and ``REQUESTED`` (see ``docs/cancellation.md``)."""
+        return cancels.cancel(self, job_id, wait=wait, timeout=timeout)
+
+    def counts(self) -> dict[str, int]:
+        return self.store.counts()
+
+    def pause(self, queue: str | None = None) -> None:
+        """Stop every worker on this database from claiming (they finish the job in hand); with
+        ``queue``, from claiming jobs of that queue only."""
+        if queue is None:
+            self.store.set_paused(True)
+        else:
+            self.store.set_queue_paused(check_queue(queue), True)
+
+    def resume(self, queue: str | None = None) -> None:
+        if queue is None:
+            self.store.set_paused(False)
+        else:
+            self.store.set_queue_paused(check_queue(queue), False)
+
+    def is_paused(self, queue: str | None = None) -> bool:
+        """Is the whole queue paused (or, with ``queue``, that named queue)?"""
+        return self.store.is_paused() if queue is None else self.store.is_queue_paused(check_queue(queue))
