@@ -148,7 +148,7 @@ def folder(tmp_path, monkeypatch):
 
 
 # the pages' job types are made up: a producer warns that no handler module serves them
-@pytest.mark.filterwarnings("ignore::shared.typecheck.UnservedTypeWarning")
+@pytest.mark.filterwarnings("ignore::jobq.UnservedTypeWarning")
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[p.name for p in RUN_PAGES])
 def test_page_runs(page: Path, folder: Path, tmp_path_factory, monkeypatch):
     import jobq
