@@ -13,7 +13,7 @@ import os
 import random
 from pathlib import Path
 
-from worker import PermanentError, handler
+from jobq import PermanentError, handler
 
 from .reportfile import render
 

@@ -12,9 +12,7 @@ import json
 
 import pytest
 
-from shared import FakeClock, JobQueue
-from shared.settings.config import Config, RetryConfig
-from worker import handler
+from jobq import Config, FakeClock, JobQueue, RetryConfig, handler
 
 from examples import handlers as my_handlers
 

@@ -21,6 +21,7 @@ docs/internals.md (Tests) describes the same convention.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -38,6 +39,8 @@ FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 NOT_RUN = re.compile(r"^\s*<!-- not run: (.+?) -->\s*$")
 MODULE = re.compile(r"^# ([A-Za-z_][\w/]*\.py)\b")
 SHIPPED = ["examples.handlers", "examples.tasks"]
+INTERNAL = {"shared", "worker", "supervisor"}   # importable, but the manual teaches only jobq
+EXAMPLES = sorted((REPO / "examples").rglob("*.py"))
 
 
 @dataclass
@@ -104,6 +107,36 @@ def test_a_marker_names_its_reason_and_sits_on_a_python_block():
                     f"{page.name}:{n + 1}: the marker must be right before a ```python fence"
 
 
+def internal_imports(code: str, where: str) -> list[str]:
+    """The imports in ``code`` of jobq's internal packages (``from worker import handler``)."""
+    found = []
+    for node in ast.walk(ast.parse(code, where)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found += [f"{where}:{node.lineno}: {n}" for n in names if n.split(".")[0] in INTERNAL]
+    return found
+
+
+def test_every_block_imports_only_from_jobq():
+    """What a user writes imports from ``jobq`` (and the standard library, third-party
+    packages, the user's own modules): never ``shared``, ``worker`` or ``supervisor``."""
+    found = [hit for b in ALL for hit in internal_imports(b.code, b.where)]
+    assert found == [], "import these from jobq instead:\n" + "\n".join(found)
+
+
+def test_the_examples_import_only_from_jobq():
+    """The shipped examples (and their tests) are what users copy: they import only ``jobq``."""
+    assert len(EXAMPLES) >= 5
+    found = [hit for path in EXAMPLES
+             for hit in internal_imports(path.read_text(encoding="utf-8"),
+                                         str(path.relative_to(REPO)))]
+    assert found == [], "import these from jobq instead:\n" + "\n".join(found)
+
+
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     """The page's folder: the current directory, on sys.path, without the caller's config."""
@@ -115,7 +148,7 @@ def folder(tmp_path, monkeypatch):
 
 
 # the pages' job types are made up: a producer warns that no handler module serves them
-@pytest.mark.filterwarnings("ignore::shared.typecheck.UnservedTypeWarning")
+@pytest.mark.filterwarnings("ignore::jobq.UnservedTypeWarning")
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[p.name for p in RUN_PAGES])
 def test_page_runs(page: Path, folder: Path, tmp_path_factory, monkeypatch):
     import jobq

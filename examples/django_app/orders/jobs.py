@@ -12,7 +12,7 @@ if not apps.ready:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
     django.setup()
 
-from worker import PermanentError, handler  # noqa: E402  (after django.setup())
+from jobq import PermanentError, handler  # noqa: E402  (after django.setup())
 
 from .models import Order  # noqa: E402
 

@@ -4,7 +4,7 @@ import threading
 
 from django.conf import settings
 
-from shared import JobQueue
+from jobq import JobQueue
 
 _local = threading.local()
 

@@ -8,7 +8,7 @@ recipe leaves clean. ``JOBQ_DJANGO_DB`` moves it (the tests do).
 import os
 from pathlib import Path
 
-from shared.settings.config import load as load_jobq_config
+from jobq import load_config as load_jobq_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATABASE_FILE = Path(os.environ.get("JOBQ_DJANGO_DB") or load_jobq_config(BASE_DIR / "jobq.toml").database)

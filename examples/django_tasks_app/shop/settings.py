@@ -7,7 +7,7 @@ Django's database is jobq's (the ``database`` of jobq.toml, or ``$JOBQ_DATABASE`
 import os
 from pathlib import Path
 
-from shared.settings.config import load as load_jobq_config
+from jobq import load_config as load_jobq_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 JOBQ_CONFIG = BASE_DIR / "jobq.toml"
