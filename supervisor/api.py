@@ -25,7 +25,7 @@ import tomli_w
 
 from shared.settings import config as config_mod
 from shared.settings.config import Config
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines import open_store
 
 from .arbiter import Arbiter
@@ -68,7 +68,7 @@ class Supervisor:
                 raise TimeoutError(f"supervisor did not start its workers within {timeout:g} s")
             raise RuntimeError(f"supervisor exited with code {code} during start-up")
 
-    def _store(self) -> Store:
+    def _store(self) -> EngineStore:
         return open_store(self.config)
 
     def pause(self) -> None:

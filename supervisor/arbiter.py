@@ -29,7 +29,7 @@ from shared.runtime import logs
 from shared.engines import location as database_mod
 from shared.runtime.clock import SystemClock
 from shared.settings.config import Config
-from shared.engines.contract import Round, Store, UpkeepTask
+from shared.engines.contract import Round, EngineStore, UpkeepTask
 from shared.execution.asyncjobs import config_async
 from shared.execution.handlers import Registry
 from shared.runtime.logs import event, get_logger
@@ -347,7 +347,7 @@ class Arbiter:
 
     # -- database -------------------------------------------------------------------------------
 
-    def db(self) -> Store:
+    def db(self) -> EngineStore:
         return self.dbref.get(self.config)
 
     def close_db(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from shared.engines.contract import Round, Store, UpkeepTask
+from shared.engines.contract import Round, EngineStore, UpkeepTask
 from shared.engines import upkeep_tasks
 from shared.model.job import Job
 from shared.runtime.logs import event, get_logger
@@ -44,7 +44,7 @@ class Supervisor(Protocol):
     deaths: Any  # supervisor.deaths.Deaths (its release_again)
 
     def scale(self, n: int, why: str) -> None: ...
-    def db(self) -> Store: ...
+    def db(self) -> EngineStore: ...
 
 
 class Duties:
@@ -124,7 +124,7 @@ class Duties:
         rnd.store.touch_process(self.sup.token, rnd.now)
         self.record_served(self.sup.db())
 
-    def record_served(self, store: Store) -> None:
+    def record_served(self, store: EngineStore) -> None:
         """Record the job types our handler modules serve, and their handlers' queues, for the
         producers' type check (``shared.ops.served``): at boot (the first ``processes`` round),
         and at the next round after a reload that imported new modules."""
@@ -155,7 +155,7 @@ class Duties:
         self.record_served(store)
 
 
-def warn_unserved(store: Store) -> None:
+def warn_unserved(store: EngineStore) -> None:
     """Log the job types that have jobs waiting but that no running supervisor's handler
     modules serve (a worker fails each such job it takes): at boot and after a reload, the
     supervisor's counterpart of the producers' warning. Reads the kept counts, no jobs."""

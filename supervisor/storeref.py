@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines import health_check, open_store
 from shared.engines.health import HealthCheck
 from shared.model.errors import StoreError
@@ -17,11 +17,11 @@ class StoreRef:
     """``get`` the store (opened on demand), ``close`` it; ``replaced`` asks the health check."""
 
     def __init__(self) -> None:
-        self.store: Store | None = None
+        self.store: EngineStore | None = None
         self.health: HealthCheck | None = None  # made at boot, once the database is open
         self.problem: str | None = None         # why the database is refused (see replaced)
 
-    def get(self, config: Any) -> Store:
+    def get(self, config: Any) -> EngineStore:
         """The open store on ``config.database``. Raises StoreError once the database was
         replaced, StoreUnavailable when it cannot be reached."""
         if self.problem is not None:

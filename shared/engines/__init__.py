@@ -16,7 +16,7 @@ import importlib
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from shared.engines.contract import Store, UpkeepTask
+from shared.engines.contract import EngineStore, UpkeepTask
 from shared.model.errors import StoreRefused, StoreUnavailable
 from .engine import Engine, Target
 from .health import HealthCheck
@@ -77,7 +77,7 @@ def _of(database: str | Target) -> tuple[Engine, Target]:
     return by_name(where.engine), where
 
 
-def open_store(config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
+def open_store(config: Any, *, migrate: bool = True, upkeep: bool = False) -> EngineStore:
     """A new store on ``config.database`` (the caller closes it). With ``migrate`` the schema
     is created or upgraded first. ``upkeep``: the supervisor's store, whose calls must never
     wait long (a server engine bounds its statements and lock waits). Raises

@@ -1,8 +1,15 @@
-"""The store contract: what jobq needs from a database engine, grouped by who uses it.
+"""The store contract: the transitions jobq needs from a database engine, each with its
+guarantee, grouped by who makes them (:class:`Store`: at most 30 methods, counted by
+``tests/engines/test_store_contract.py``).
 
-An engine (``shared.engines.sqlite``, ``shared.engines.postgres``) implements every protocol here in one store class;
-code outside ``shared.engines`` types its store with the protocol it uses and opens it through
-the factory (:func:`shared.engines.open_store`). The rules every engine keeps:
+What is not a transition is not here: the reads, written once for every engine
+(:class:`shared.engines.reads.Reads`), and running the read layer's SQL
+(:class:`shared.engines.opsaccess.OpsAccess`, for :mod:`shared.ops` only). An engine
+(``shared.engines.sqlite``, ``shared.engines.postgres``) implements all three in one store class
+(:class:`EngineStore`); code outside ``shared.engines`` types its store with the view it uses
+(:class:`ProducerStore`, :class:`WorkerStore`, :class:`UpkeepStore`, :class:`TransferStore`,
+:class:`OpsStore`) and opens it through the factory (:func:`shared.engines.open_store`). The
+rules every engine keeps:
 
 - Every write is one guarded statement or one short transaction; reads never turn into writes.
 - ``claim`` takes pending, due jobs atomically: ``running``, ``attempts + 1``, the caller as
@@ -21,10 +28,11 @@ every engine fixture in ``tests/engines/__init__.py``: a new engine gets them by
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from shared.model.job import Finish, Job, NewJob, Released, RunningGroup, ScheduleMark
+from shared.engines.opsaccess import OpsAccess
+from shared.engines.reads import Reads
+from shared.model.job import Finish, Job, NewJob, Released, RunningGroup
 # the rows jobq copy moves
 from shared.engines.transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported
 # the supervisor's upkeep: what engines add to it
@@ -49,15 +57,21 @@ class Connection(Protocol):
         ...
 
     @property
-    def closed(self) -> bool: ...
+    def closed(self) -> bool:
+        """Has :meth:`close` been called?"""
+        ...
 
-    def __enter__(self) -> Any: ...
+    def __enter__(self) -> Any:
+        """The store itself, for a ``with`` block that closes it."""
+        ...
 
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(self, *exc: object) -> None:
+        """:meth:`close`."""
+        ...
 
 
-class ProducerStore(Connection, Protocol):
-    """What ``JobQueue`` needs: jobs in, a job's state out, the pause flag."""
+class ProducerTransitions(Connection, Protocol):
+    """What ``JobQueue`` changes: jobs in, the pause flags."""
 
     def enqueue(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
         """Insert jobs, pending and due at their ``run_at``, all or none; their ids in order (a
@@ -73,37 +87,17 @@ class ProducerStore(Connection, Protocol):
         ``FlowError`` and nothing is written (shared.engines.sql.flows)."""
         ...
 
-    def parents(self, job_id: str) -> list[dict[str, Any]]:
-        """A job's parents in the order given: ``id``, ``type``, ``status``, ``result`` (JSON
-        text), ``error``, ``done`` (a read)."""
-        ...
-
-    def get(self, job_id: str, conn: Any = None) -> Job | None:
-        """The job with this id as committed now, or None (a read); ``conn``: as ``enqueue``'s."""
-        ...
-
-    def counts(self) -> dict[str, int]:
-        """Jobs per status (statuses with none left out), from counters the writes keep: no
-        table scan."""
-        ...
-
     def set_paused(self, paused: bool) -> None:
         """Set the pause flag (one statement): while set, every claim returns nothing."""
-        ...
-
-    def is_paused(self) -> bool:
-        """The pause flag as committed now."""
         ...
 
     def set_queue_paused(self, queue: str, paused: bool) -> None:
         """Pause or resume one named queue (one statement): while paused, no claim takes its jobs."""
         ...
 
-    def is_queue_paused(self, queue: str) -> bool: ...
 
-
-class WorkerStore(Connection, Protocol):
-    """What a worker process (its loop and its heartbeat thread) needs."""
+class WorkerTransitions(Connection, Protocol):
+    """What a worker process (its loop and its heartbeat thread) changes."""
 
     def claim(self, owner: str, owner_pid: int, now: float, limit: int = 1) -> list[Job]:
         """Atomically take up to ``limit`` due pending jobs in claim order (priority, then first
@@ -150,14 +144,6 @@ class WorkerStore(Connection, Protocol):
         was requested."""
         ...
 
-    def has_due(self, now: float) -> bool:
-        """Is a pending job due at ``now``? (a read: cheaper than a claim that finds nothing)"""
-        ...
-
-    def next_due(self) -> float | None:
-        """When the next delayed or retried job is due (for sleeping until then), or None."""
-        ...
-
     def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
                          slot: int | None = None, parent: str | None = None) -> None:
         """Insert or replace process ``token``'s row (one statement), its lease begun."""
@@ -172,13 +158,10 @@ class WorkerStore(Connection, Protocol):
         ...
 
 
-class UpkeepStore(Connection, Protocol):
-    """What the supervisor's upkeep needs: dead-owner recovery, the process registry,
-    schedule marks, retention, limits' bookkeeping, and the engine's own upkeep."""
-
-    def running(self) -> list[Job]:
-        """Every running job, the first started first (a read)."""
-        ...
+class UpkeepTransitions(Connection, Protocol):
+    """What the supervisor's upkeep changes: dead-owner recovery, the process registry,
+    schedule marks, retention, limits' bookkeeping; and the lease ages it judges them by,
+    which each engine measures on its own clock."""
 
     def lease_ages(self, now: float) -> dict[str, float]:
         """Job id -> seconds since each running job's lease was last renewed (claimed or
@@ -212,20 +195,16 @@ class UpkeepStore(Connection, Protocol):
         ...
 
     def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
-                         slot: int | None = None, parent: str | None = None) -> None: ...
+                         slot: int | None = None, parent: str | None = None) -> None:
+        """As :meth:`WorkerTransitions.register_process` (the supervisor's own row)."""
+        ...
 
     def touch_process(self, token: str, now: float) -> None:
         """Renew the lease of process ``token``'s row (one statement; none: nothing)."""
         ...
 
-    def remove_process(self, token: str) -> None: ...
-
-    def processes(self, kind: str | None = None) -> list[dict[str, Any]]:
-        """Every process row (only ``kind``'s when given), by kind and slot (a read)."""
-        ...
-
-    def schedule_marks(self) -> dict[str, ScheduleMark]:
-        """Every schedule's mark, by name (a read)."""
+    def remove_process(self, token: str) -> None:
+        """As :meth:`WorkerTransitions.remove_process` (a dead child's row)."""
         ...
 
     def run_schedule(self, name: str, fingerprint: str, now: float, plan: Plan) -> list[str] | None:
@@ -254,89 +233,15 @@ class UpkeepStore(Connection, Protocol):
         clock's ``now`` (read once the claim holds its lock: a rate counts real starts), or a time."""
         ...
 
-    def set_paused(self, paused: bool) -> None: ...
-
-
-@dataclass(frozen=True)
-class Gauge:
-    """How one of an engine's own gauges (a key of ``OpsStore.stats()``) is shown: ``key`` is
-    its name in ``jobq status --json`` and, as ``jobq_<key>``, in the metrics; ``label`` what
-    ``status``, ``top`` and the dashboard print before it; ``help`` the metric's help text;
-    ``unit`` how it is printed (``bytes``: a size; else the number)."""
-    key: str
-    label: str
-    help: str
-    unit: str = ""
-
-
-class OpsStore(Connection, Protocol):
-    """What the read layer (:mod:`shared.ops`: the ops commands, ``jobq status``/``top``, the
-    metrics and the dashboard) needs from a store: a way to run the shared SQL (written once,
-    ``:name`` parameters, spelled by ``dialect``), the engine's gauges, and a few transitions.
-    Rows are plain dicts; driver errors come out as :mod:`shared.model.errors` exceptions."""
-
-    dialect: Any  # shared.engines.sql.Dialect
-    gauges: "tuple[Gauge, ...]"  # how each key of stats() is shown
-
-    def read(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Every row of one read statement; no transaction is left open."""
+    def set_paused(self, paused: bool) -> None:
+        """As :meth:`ProducerTransitions.set_paused`."""
         ...
 
-    def write(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """One write statement in its own transaction; the rows it returns."""
-        ...
 
-    def transaction(self, fn: Callable[[Callable[..., list[dict[str, Any]]]], Any]) -> Any:
-        """``fn(run)`` in one short write transaction; ``run(sql, params)`` returns a statement's rows."""
-        ...
-
-    def batches(self, sql: str, params: Mapping[str, Any], rows: int = 1000,
-                progress: Callable[[int], None] | None = None) -> int:
-        """A batched ``... RETURNING id`` write (``:after``, ``:batch``) in short transactions paced
-        by the engine, until a batch comes back short; how many rows it touched. ``progress``
-        is called with the count so far after each batch commits."""
-        ...
-
-    def wake_idle(self) -> None:
-        """Tell idle workers that jobs became pending (after an operator's retry)."""
-        ...
-
-    def stats(self) -> dict[str, Any]:
-        """The engine's own gauges (SQLite: ``{"wal_bytes": n}``; PostgreSQL: none), described by
-        :attr:`gauges`; cheap enough for every ``status`` and metrics scrape."""
-        ...
-
-    def get(self, job_id: str, conn: Any = None) -> Job | None: ...
-
-    def counts(self) -> dict[str, int]: ...
-
-    def is_paused(self) -> bool: ...
-
-    def set_paused(self, paused: bool) -> None: ...
-
-    def set_queue_paused(self, queue: str, paused: bool) -> None: ...
-
-    def paused_queues(self) -> list[str]: ...
-
-    def processes(self, kind: str | None = None) -> list[dict[str, Any]]: ...
-
-
-class TransferStore(Connection, Protocol):
-    """What ``jobq copy`` needs: jobs (every column), their attempt history and workflow edges out
-    of one store and into another, idempotent by job id (dicts keyed by the ``*_FIELDS``)."""
-
-    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` jobs with ``id > after``, in id order, every column; only those of
-        ``statuses`` when given. A read: paging by the last id resumes anywhere."""
-        ...
-
-    def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
-        """The attempt history of these jobs (:data:`ATTEMPT_FIELDS`), oldest first per job."""
-        ...
-
-    def export_edges(self, child_ids: Sequence[str]) -> list[dict[str, Any]]:
-        """The workflow edges of these jobs as children (:data:`EDGE_FIELDS`), as they are."""
-        ...
+class TransferTransitions(Connection, Protocol):
+    """What ``jobq copy`` changes: jobs (every column), their attempt history and workflow
+    edges into a store (read out of the other by :class:`Reads`' ``export_*``), idempotent by
+    job id (dicts keyed by the ``*_FIELDS``); and the copied jobs deleted from the source."""
 
     def import_jobs(self, rows: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = (),
                     edges: Sequence[Mapping[str, Any]] = ()) -> Imported:
@@ -356,8 +261,35 @@ class TransferStore(Connection, Protocol):
         ...
 
 
-class Store(ProducerStore, WorkerStore, UpkeepStore, OpsStore, TransferStore, Protocol):
-    """Everything: what an engine's store class implements."""
+class Store(ProducerTransitions, WorkerTransitions, UpkeepTransitions, TransferTransitions,
+            Protocol):
+    """The contract: every transition an engine implements, each with its guarantee."""
+
+
+# What code outside the engines types a store with: a caller's transitions and the reads.
+class ProducerStore(ProducerTransitions, Reads, Protocol):
+    """What ``JobQueue`` needs: jobs in, a job's state out, the pause flags."""
+
+
+class WorkerStore(WorkerTransitions, Reads, Protocol):
+    """What a worker process (its loop and its heartbeat thread) needs."""
+
+
+class UpkeepStore(UpkeepTransitions, Reads, Protocol):
+    """What the supervisor's upkeep needs."""
+
+
+class TransferStore(TransferTransitions, Reads, Protocol):
+    """What ``jobq copy`` needs of each of its two stores."""
+
+
+class OpsStore(ProducerTransitions, Reads, OpsAccess, Protocol):
+    """What the read layer (:mod:`shared.ops`) needs: the reads, the pause flags and a way to
+    run its own SQL."""
+
+
+class EngineStore(Store, Reads, OpsAccess, Protocol):
+    """What an engine's store class is, and what :func:`shared.engines.open_store` returns."""
 
 
 class Wakeup(Protocol):

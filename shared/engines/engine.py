@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from shared.engines.contract import Store, UpkeepTask
+from shared.engines.contract import EngineStore, UpkeepTask
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Engine:
     section: str
     forms: str
     locate: Callable[[str, str | None, str | None], Target]
-    open: Callable[..., Store]
+    open: Callable[..., EngineStore]
     store_class: Callable[[], type]
     upkeep_tasks: Callable[[Any], list[UpkeepTask]]
     driver_errors: Callable[[], tuple[type[BaseException], ...]]

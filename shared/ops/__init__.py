@@ -5,7 +5,8 @@ Both the CLI (``supervisor/cli``) and the dashboard (``supervisor/web``) use thi
 never import each other.
 
 Every function takes a store (``shared.engines.contract.OpsStore``, opened through
-``shared.engines.open_store``) and runs SQL written once here through it (``store.read``,
+``shared.engines.open_store``) and runs SQL written once here through the engine-level helper
+that is not part of the store contract (``shared.engines.opsaccess.OpsAccess``: ``store.read``,
 ``write``, ``transaction``, ``batches``); where engines spell a statement differently it asks
 ``store.dialect``. Reads work with no supervisor running; ``now`` comes from the caller; rows
 are plain dicts, their times ISO-8601 UTC text as ``jobq`` prints them. Modules: :mod:`.queue`

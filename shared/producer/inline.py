@@ -24,7 +24,7 @@ from shared.execution.policy import JobPolicy
 from shared.runtime.processes import owner_token
 from shared.execution.runner import JobContext, execute
 from shared.telemetry.tracing import Tracing
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 
 OUTCOMES = ("completed", "retried", "failed")
 # "cancelled": a handler raised JobCancelled (a key of drain()'s counts only when some were)
@@ -62,7 +62,7 @@ class _Holder:
 class InlineRunner:
     """Claims and runs due jobs of ``store`` one at a time in this process."""
 
-    def __init__(self, store: Store, config: Config, registry: Registry, clock: Any) -> None:
+    def __init__(self, store: EngineStore, config: Config, registry: Registry, clock: Any) -> None:
         self.store, self.config, self.registry, self.clock = store, config, registry, clock
         self.policy = JobPolicy(config, registry)
         self.pid = os.getpid()

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 from shared.engines import location as database_mod
 from shared.settings.config import Config
-from shared.engines.contract import Imported, Store
+from shared.engines.contract import Imported, EngineStore
 from shared.engines import database_file, open_store
 from shared.model.errors import StoreError
 from shared.model.exitcodes import ExitCode
@@ -121,9 +121,9 @@ class _open:
 
     def __init__(self, ctx: Ctx, flag: str, value: str, cfg: Config, *, migrate: bool) -> None:
         self.ctx, self.flag, self.value, self.cfg, self.migrate = ctx, flag, value, cfg, migrate
-        self.store: Store | None = None
+        self.store: EngineStore | None = None
 
-    def __enter__(self) -> Store | int:
+    def __enter__(self) -> EngineStore | int:
         try:
             self.store = open_store(self.cfg, migrate=self.migrate)
         except StoreError as exc:
@@ -149,7 +149,7 @@ class Copy:
     """One run of the copy: chunk after chunk until the source has no more (or ``--limit``)."""
 
     def __init__(self, ctx: Ctx, args: argparse.Namespace, statuses: Sequence[str],
-                 src: Store, dst: Store) -> None:
+                 src: EngineStore, dst: EngineStore) -> None:
         self.ctx, self.args, self.statuses, self.src, self.dst = ctx, args, statuses, src, dst
         self.after = args.after
         self.read = self.attempts = 0

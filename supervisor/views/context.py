@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from shared.settings import config as config_mod
 from shared.runtime.clock import SystemClock
 from shared.settings.config import Config
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines import open_store
 
 
@@ -35,7 +35,7 @@ class Ctx:
             self._config = config_mod.load(self.config_path)
         return self._config
 
-    def store(self) -> Store:
+    def store(self) -> EngineStore:
         """A new connection to the config's database (the caller closes it)."""
         return open_store(self.config)
 

@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 
 from shared.runtime.clock import SystemClock
 from shared.settings.config import Config
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines.location import scrub
 from shared.engines import driver_errors, open_store, target
 from shared.model.errors import StoreError, StoreQueryError
@@ -62,9 +62,9 @@ class Backend:
         self.clock = clock or SystemClock()
         self.chart = Chart()
         self.flashes: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._store: Store | None = None
+        self._store: EngineStore | None = None
 
-    def store(self) -> Store:
+    def store(self) -> EngineStore:
         if self._store is None:
             try:
                 self._store = open_store(self.settings.config)

@@ -17,7 +17,7 @@ from shared.model.job import Finish, Job
 from shared.model.limits import TypeLimit, type_limits
 from shared.execution.policy import JobPolicy
 from shared.settings.config import load
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from tests.engines import raw
 from tests.proc import Running, db, events, wait_until, write_config
 
@@ -42,7 +42,8 @@ def q(database, tmp_path, clock):
     queue.close()
 
 
-def claim(store: Store, config: Config, owner: str, pid: int, now: float, limit: int = 1) -> list[Job]:
+def claim(store: EngineStore, config: Config, owner: str, pid: int, now: float,
+          limit: int = 1) -> list[Job]:
     """Claim as the worker does: the limited claim once some type of ``config`` has a limit."""
     return store.finish_and_claim([], owner, pid, now, limit, type_limits(config))[1]
 

@@ -15,7 +15,7 @@ from shared.engines.sqlite.bulk import PROBE, STEP, Pacer
 from shared.runtime.clock import FakeClock, iso
 from shared.settings.config import Config, ConfigError, RetentionConfig, from_dict, load
 from shared.execution.handlers import PermanentError, load_registry
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines import open_store
 from tests.engines import raw
 from tests.proc import Running, db, wait_until, write_config
@@ -36,7 +36,8 @@ def store(database, tmp_path):
     s.close()
 
 
-def add_finished(store: Store, status: str, n: int, age_days: float, *, with_completed_at: bool = True) -> None:
+def add_finished(store: EngineStore, status: str, n: int, age_days: float, *,
+                 with_completed_at: bool = True) -> None:
     """``n`` jobs that reached ``status`` ``age_days`` ago (cancelled ones may lack completed_at)."""
     t = iso(NOW - age_days * DAY)
     done = t if with_completed_at else None
@@ -47,7 +48,7 @@ def add_finished(store: Store, status: str, n: int, age_days: float, *, with_com
                       "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
 
-def counts(store: Store) -> dict[str, int]:
+def counts(store: EngineStore) -> dict[str, int]:
     return store.counts()
 
 

@@ -19,7 +19,7 @@ from shared.settings import cron, schedule
 from shared.runtime.clock import FakeClock, iso, parse_iso
 from shared.settings.config import (Config, ConfigError, ScheduleConfig, TypeConfig, from_dict,
                                     load, load_snapshot, write_snapshot)
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines import open_store
 from supervisor.scheduler import run_due
 from tests.engines import raw
@@ -49,7 +49,7 @@ def cfg(*schedules: ScheduleConfig) -> Config:
     return Config(schedules=tuple(schedules))
 
 
-def opened(config: Config) -> Store:
+def opened(config: Config) -> EngineStore:
     """A store on ``config``'s database, with ``raw()``: a plain connection to it (rows read
     and written around jobq)."""
     s = open_store(config)
@@ -64,12 +64,13 @@ def store(database, tmp_path):
     s.close()
 
 
-def job_rows(store: Store) -> list[dict]:
+def job_rows(store: EngineStore) -> list[dict]:
     with store.raw() as c:
         return c.execute("SELECT id, type, payload, run_at, key FROM jobs ORDER BY run_at").fetchall()
 
 
-def run_ticks(store: Store, config: Config, clock: FakeClock, until: float, step: float) -> None:
+def run_ticks(store: EngineStore, config: Config, clock: FakeClock, until: float,
+              step: float) -> None:
     """Maintenance rounds every ``step`` seconds of fake time until ``until``."""
     while clock.now() < until:
         clock.advance(min(step, until - clock.now()))

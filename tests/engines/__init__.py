@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from shared.settings.config import Config
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines import open_store
 
 
@@ -34,7 +34,8 @@ class SqliteEngine:
         from shared.engines.location import resolve
         return (base or Config()).replace(database=resolve(self.database, None))
 
-    def open(self, base: Config | None = None, *, impatient: bool = False, **kw: Any) -> Store:
+    def open(self, base: Config | None = None, *, impatient: bool = False,
+             **kw: Any) -> EngineStore:
         """A store through the factory; ``impatient``: one that gives up on a lock at once."""
         cfg = self.config(base)
         if impatient:
@@ -112,7 +113,8 @@ class PostgresEngine:
         cfg = (base or Config()).replace(database=self.database)
         return cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema))
 
-    def open(self, base: Config | None = None, *, impatient: bool = False, **kw: Any) -> Store:
+    def open(self, base: Config | None = None, *, impatient: bool = False,
+             **kw: Any) -> EngineStore:
         cfg = self.config(base)
         if impatient:
             sep = "&" if "?" in self.database else "?"

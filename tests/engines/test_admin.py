@@ -11,7 +11,7 @@ import pytest
 from shared import ops
 from shared.runtime.clock import FakeClock, iso
 from shared.model.job import new_id
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.model.job import Finish, NewJob
 
 OWNER = "testhost:1111:1"
@@ -23,17 +23,17 @@ def store(engine):
         yield s
 
 
-def add(store: Store, clock: FakeClock, job_type: str = "t", **kw) -> str:
+def add(store: EngineStore, clock: FakeClock, job_type: str = "t", **kw) -> str:
     job = NewJob(new_id(), job_type, "{}", kw.get("priority", 0), kw.get("run_at", clock.now()),
                  kw.get("max_attempts"), None)
     return store.enqueue([job], clock.now())[0]
 
 
-def claim(store: Store, clock: FakeClock):
+def claim(store: EngineStore, clock: FakeClock):
     return store.claim(OWNER, 1111, clock.now(), 1)[0]
 
 
-def history(store: Store, job_id: str) -> list[tuple]:
+def history(store: EngineStore, job_id: str) -> list[tuple]:
     return [(h["attempt"], h["outcome"], h["error"]) for h in ops.attempt_history(store, job_id)]
 
 

@@ -18,7 +18,7 @@ import tomli_w
 
 from shared import ops
 from shared.settings.config import Config
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.engines import open_store
 from shared.model.errors import StoreError
 from shared.model.exitcodes import ExitCode
@@ -40,7 +40,7 @@ class Side:
     def __init__(self, database: str, schema: str = "jobq") -> None:
         self.database, self.schema = database, schema
 
-    def open(self, migrate: bool = True) -> Store:
+    def open(self, migrate: bool = True) -> EngineStore:
         cfg = Config(database=self.database)
         return open_store(cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema)),
                           migrate=migrate)
@@ -87,7 +87,7 @@ def summary(r: subprocess.CompletedProcess) -> dict[str, Any]:
     return json.loads(r.stdout)
 
 
-def fill(s: Store) -> dict[str, str]:
+def fill(s: EngineStore) -> dict[str, str]:
     """Jobs in every state, with attempt history; name -> id. Each step enqueues what it then
     claims, so a claim takes exactly the job meant."""
     t = [T0]
@@ -140,11 +140,11 @@ def seed(tmp_path: Path, src: Side) -> dict[str, str]:
     return ids
 
 
-def rows(s: Store, statuses: Any = None) -> dict[str, dict[str, Any]]:
+def rows(s: EngineStore, statuses: Any = None) -> dict[str, dict[str, Any]]:
     return {r["id"]: dict(r) for r in s.export_jobs("", 1_000_000, statuses)}
 
 
-def history(s: Store, ids: Any) -> dict[str, list[dict[str, Any]]]:
+def history(s: EngineStore, ids: Any) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for a in s.export_attempts(sorted(ids)):
         out.setdefault(a["job_id"], []).append(dict(a))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.model.job import Finish, NewJob, new_id
 from tests.engines.test_copy import OWNER, T0, Side, copy, lite, pg, rows, summary  # noqa: F401 (fixtures)
 
@@ -30,7 +30,7 @@ def job(name: str, *, after: tuple[str, ...] = (), policy: str | None = None, pr
                   run_at=T0, max_attempts=1, key=None, after=after, after_failure=policy)
 
 
-def diamond(s: Store, *, reverse: bool = False, policy: str = "cancel") -> dict[str, str]:
+def diamond(s: EngineStore, *, reverse: bool = False, policy: str = "cancel") -> dict[str, str]:
     """a, b -> c -> d (c waits for both, d for c), all with ``policy``; name -> id. ``reverse``:
     each child's id sorts before its parents' (the copy reads them first)."""
     ids = sorted((new_id() for _ in range(4)), reverse=reverse)
@@ -41,11 +41,11 @@ def diamond(s: Store, *, reverse: bool = False, policy: str = "cancel") -> dict[
     return {"a": a.id, "b": b.id, "c": c.id, "d": d.id}
 
 
-def edges(s: Store) -> list[dict[str, Any]]:
+def edges(s: EngineStore) -> list[dict[str, Any]]:
     return [dict(e) for e in s.export_edges(sorted(rows(s)))]
 
 
-def run_all(s: Store, now: float = T0 + 100) -> list[str]:
+def run_all(s: EngineStore, now: float = T0 + 100) -> list[str]:
     """Claim and complete jobs one at a time until none is due: the ids in the order they ran."""
     ran: list[str] = []
     while True:
@@ -59,7 +59,7 @@ def run_all(s: Store, now: float = T0 + 100) -> list[str]:
                                   OWNER, 4242, now, 0)[0] == [True]
 
 
-def end_running(s: Store, kind: str, now: float) -> str:
+def end_running(s: EngineStore, kind: str, now: float) -> str:
     """Start the highest-priority due job (a) and end it as ``kind``: its id."""
     (j,) = s.claim(OWNER, 4242, now)
     s.finish_and_claim([Finish(kind, j.id, j.attempts, json.dumps("ok") if kind == "completed" else "boom",

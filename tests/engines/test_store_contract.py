@@ -16,6 +16,8 @@ import pytest
 
 from shared import ops
 from shared.engines import contract
+from shared.engines.opsaccess import OpsAccess
+from shared.engines.reads import Reads
 from shared.runtime.clock import FakeClock, iso
 from shared.settings.config import Config, ScheduleConfig
 from shared.engines import open_store, upkeep_tasks
@@ -876,8 +878,39 @@ def test_a_claimed_job_given_back_unstarted_after_a_cancel_request_ends_cancelle
 
 # -- the suite covers the contract --------------------------------------------------------------------
 
-PROTOCOLS = (contract.Connection, contract.ProducerStore, contract.WorkerStore, contract.UpkeepStore,
-             contract.OpsStore, contract.TransferStore, contract.Wakeup)
+PROTOCOLS = (contract.Connection, contract.ProducerTransitions, contract.WorkerTransitions,
+             contract.UpkeepTransitions, contract.TransferTransitions, Reads, OpsAccess,
+             contract.Wakeup)
+CONTRACT_CAP = 30  # the transitions an engine implements, each with its guarantee
+
+
+def protocol_members(proto: type) -> set[str]:
+    """A protocol's members, inherited ones included: its methods (``__enter__``/``__exit__``
+    too), properties and annotated attributes."""
+    out: set[str] = set()
+    for k in proto.__mro__:
+        if not getattr(k, "_is_protocol", False) or k.__module__ == "typing":
+            continue
+        out |= {n for n, v in vars(k).items() if (n in ("__enter__", "__exit__") or
+                not n.startswith("_")) and (inspect.isfunction(v) or isinstance(v, property))}
+        out |= set(getattr(k, "__annotations__", {}))
+    return out
+
+
+def test_the_contract_stays_small():
+    """The store contract is its transitions, each with its guarantee: at most 30 members. The
+    reads (written once) and running the read layer's SQL are not part of it."""
+    members = protocol_members(contract.Store)
+    assert len(members) <= CONTRACT_CAP, sorted(members)
+    assert not members & (protocol_members(Reads) | protocol_members(OpsAccess))
+    assert protocol_members(contract.EngineStore) == (
+        members | protocol_members(Reads) | protocol_members(OpsAccess))
+    undocumented = [n for k in contract.Store.__mro__ if getattr(k, "_is_protocol", False)
+                    and k.__module__ == contract.__name__ for n, v in vars(k).items()
+                    if inspect.isfunction(v) and n in members and not v.__doc__
+                    and not any(inspect.getdoc(getattr(o, n, None)) for o in k.__mro__[1:]
+                                if n in vars(o))]
+    assert undocumented == []
 
 
 def test_every_protocol_method_is_exercised():
@@ -891,10 +924,9 @@ def test_every_protocol_method_is_exercised():
 
 
 def test_the_engine_store_implements_every_protocol(store):
-    for proto in (*PROTOCOLS[:-1], contract.Store):
-        names = [n for n, v in vars(proto).items() if not n.startswith("_") and
-                 (inspect.isfunction(v) or isinstance(v, property))]
-        assert [n for n in names if not hasattr(store, n)] == [], proto.__name__
+    for proto in (*PROTOCOLS[:-1], contract.EngineStore):
+        assert [n for n in sorted(protocol_members(proto)) if not hasattr(store, n)] == [], \
+            proto.__name__
     wake = store.wakeup()
     try:
         assert [n for n, v in vars(contract.Wakeup).items()

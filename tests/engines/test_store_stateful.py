@@ -40,7 +40,7 @@ from shared.settings.config import Config, RetryConfig, WorkerConfig
 from shared.execution.handlers import HandlerSpec, Registry
 from shared.model.job import STATUSES, Job
 from shared.execution.policy import JobPolicy
-from shared.engines.contract import Store
+from shared.engines.contract import EngineStore
 from shared.model.job import Finish
 from supervisor.maintenance import judge_running
 
@@ -86,7 +86,7 @@ class Incarnation:
     slot: int
     owner: str
     pid: int
-    store: Store
+    store: EngineStore
     inflight: dict[str, int] = field(default_factory=dict)  # job id -> attempt, in claim order
     started: set[str] = field(default_factory=set)           # in-flight jobs whose handler began
     stalled: bool = False
@@ -125,7 +125,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.keys: dict[str, str] = {}
         self.stale: list[Stale] = []
         self.paused = False
-        self.retired: list[Store] = []
+        self.retired: list[EngineStore] = []
         for slot in range(N_SLOTS):
             self.spawn(slot)
 
@@ -201,7 +201,7 @@ class StoreMachine(RuleBasedStateMachine):
         m.status, m.run_at = "pending", iso(self.now() + delay)
         return Finish("retry", job_id, attempt, "boom", self.now() + delay, limit)
 
-    def record(self, store: Store, f: Finish, owner: str) -> bool:
+    def record(self, store: EngineStore, f: Finish, owner: str) -> bool:
         return store.finish(f, owner, self.now())
 
     def die(self, inc: Incarnation, *, count_attempt: bool, reason: str) -> None:

@@ -11,7 +11,8 @@ dashboard (``supervisor/web``) never import each other and share only ``shared``
 ``jobq status`` and the dashboard, in the modules a real process has loaded.
 The shared SQL layer (``shared.engines.sql``) is no engine: the engines build on it (it runs
 their SQL, so it may), it imports no engine and no driver, and only the engines and the ops
-read layer (``shared.ops``) import it.
+read layer (``shared.ops``) import it; so with the helper that runs the read layer's SQL
+(``shared.engines.opsaccess``), which is no part of the store contract.
 
 The shared SQL layer (``shared/engines/sql``) is no engine: every engine builds on it. The read
 layer (``shared/ops``) and what shows its figures (``status``, ``top``, the metrics, their
@@ -41,6 +42,7 @@ FACTORY = "shared.engines"
 ENGINES = "shared.engines."  # shared.engines.<engine>[.<module>]
 SHARED_SQL = "shared.engines.sql"  # SQL written once for every engine: not an engine
 SQL_USERS = (ENGINES, "shared.ops")  # who may import it
+OPS_ACCESS = "shared.engines.opsaccess"  # running the read layer's SQL: for the same two only
 # Modules that show the read layer's figures and name no engine: the read layer, the dashboard,
 # and (wherever the CLI's modules live under supervisor/) these screens and their rendering.
 NEUTRAL_PREFIXES = ("shared.ops", "supervisor.web")
@@ -124,6 +126,9 @@ def violations(root: Path) -> list[str]:
             if other == "psycopg" and _within(name, SHARED_SQL):
                 out.setdefault((where, line, "psycopg"), f"{where}:{line}: imports psycopg: the shared SQL layer "
                                f"names no driver")
+            if _within(target, OPS_ACCESS) and not _within(name, *SQL_USERS):
+                out.setdefault((where, line, "ops access"), f"{where}:{line}: imports {target}: "
+                               f"only the engines and shared.ops run the read layer's SQL")
             if _within(target, SHARED_SQL) and not _within(name, *SQL_USERS):
                 out.setdefault((where, line, "shared sql"), f"{where}:{line}: imports {target}: only the engines "
                                f"and shared.ops use the shared SQL layer")
@@ -373,6 +378,8 @@ def test_the_registry_check_finds_each_kind_of_breach(tmp_path, path, text, name
     ("supervisor/x.py", "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n", "runs SQL (.executemany)"),
     ("supervisor/x.py", "from shared.engines.sql import Dialect\n", "use the shared SQL layer"),
     ("worker/x.py", "def f():\n    from shared.engines.sql.jobs import JOB_COLUMNS\n", "use the shared SQL layer"),
+    ("supervisor/x.py", "from shared.engines.opsaccess import OpsAccess\n", "read layer's SQL"),
+    ("worker/x.py", "from shared.engines import opsaccess\n", "read layer's SQL"),
     ("shared/engines/sql/x.py", "from ..sqlite import store\n", "only the engine factory"),
     ("shared/engines/sql/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
     ("shared/engines/sql/x.py", "from psycopg.rows import dict_row\n", "names no driver"),

@@ -20,7 +20,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from shared.engines.contract import Store, UpkeepTask
+from shared.engines.contract import EngineStore, UpkeepTask
 from shared.model.errors import StoreRefused, StoreUnavailable
 from ..engine import Engine, Target
 from .refusals import refused
@@ -44,10 +44,11 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
     return Target("postgresql", value, server=True)
 
 
-def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
+def _open(target: Target, config: Any, *, migrate: bool = True,
+          upkeep: bool = False) -> EngineStore:
     p = ENGINE.settings(config)
     try:
-        store: Store = _load("store").PgStore(
+        store: EngineStore = _load("store").PgStore(
             target.location, schema=p.schema, connect_timeout=p.connect_timeout, migrate=migrate,
             lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
     except StoreUnavailable as exc:  # a refusal no wait heals is told apart (supervisor.boot)

@@ -119,7 +119,7 @@ class SqlBase:
         """The engine's own gauges by key (see :attr:`gauges`); a value may be None (unknown now)."""
         return {}
 
-    # shared.engines.contract.Gauge: how each key of stats() is shown
+    # shared.engines.opsaccess.Gauge: how each key of stats() is shown
     gauges: "tuple[Any, ...]" = ()
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from shared.engines.contract import Store, UpkeepTask
+from shared.engines.contract import EngineStore, UpkeepTask
 from .. import forkaware
 from ..engine import Engine, Target
 
@@ -50,7 +50,8 @@ def _expected() -> str:
     return expected()
 
 
-def _open(target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False) -> Store:
+def _open(target: Target, config: Any, *, migrate: bool = True,
+          upkeep: bool = False) -> EngineStore:
     from .connection import BUSY_RETRIES, upkeep_busy
     from .store import SqliteStore
     s = ENGINE.settings(config)

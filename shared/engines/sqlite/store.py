@@ -24,7 +24,7 @@ from itertools import chain
 from typing import Any, Sequence
 
 from shared.runtime.clock import iso
-from shared.engines.contract import Gauge
+from shared.engines.opsaccess import Gauge
 from shared.model.job import Finish, Job, NewJob, encode_json  # noqa: F401 - encode_json: re-export
 from ..sql.jobs import in_claim_order
 from ..sql.limits import Now, read_now
