@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.settings.durations import is_duration, is_rate, parse_duration, parse_rate, parse_seconds
+from shared.settings.durations import (
+    is_duration, is_rate, parse_duration, parse_rate, parse_seconds,
+)
 
 
 @pytest.mark.parametrize("text, seconds", [
