@@ -34,3 +34,177 @@ def test_test_modules_live_in_the_folders_by_what_they_test():
     stray = [str(p.relative_to(TESTS)) for p in TESTS.rglob("test_*.py")
              if p.relative_to(TESTS).parts[0] not in FOLDERS]
     assert stray == [], f"move these into one of {FOLDERS} (docs/internals.md, Tests)"
+
+
+# --- Unit modules mirror the core -----------------------------------------------------------
+# Each core module with logic of its own (a function, or a class with methods other than a
+# Protocol) has a unit test module beside the behaviour suites: for ``<pkg>/.../<room>/<m>.py``
+# a ``test_<m>.py`` or ``test_<m>_<what>.py`` in the folder of tests/unit that mirrors its
+# package (``supervisor/cli`` -> tests/unit/cli, ``supervisor/web`` -> tests/unit/web, else
+# tests/unit/<pkg>), or ``test_<room>_<m>.py`` (required when two modules of one folder share
+# a name: ``test_model_flows.py``, not ``test_flows.py``). The engines' SQL modules
+# (shared/engines/{sql,sqlite,postgres}) are left to tests/engines, the storage suite every
+# engine runs. The lists below name every other exception, and the test fails when one of them
+# goes stale (the module gained its own unit module, lost its logic, or no longer exists).
+CORE = ("shared", "worker", "supervisor")
+ENGINE_SQL = ("shared/engines/sql/", "shared/engines/sqlite/", "shared/engines/postgres/")
+
+# Tested in a unit module named otherwise (several small modules in one file, or by their
+# program): the module and the file that covers it.
+UNIT_ELSEWHERE = {
+    "shared/_moved.py": "tests/unit/shared/test_moved.py",
+    "shared/__init__.py": "tests/unit/shared/test_moved.py",  # the old import paths
+    "shared/execution/outcomes.py": "tests/unit/shared/test_stopping.py",
+    "shared/execution/progress.py": "tests/unit/shared/test_hotpath.py",
+    "shared/ops/stats.py": "tests/unit/cli/test_ops_units.py",
+    "shared/settings/schema.py": "tests/unit/shared/test_config.py",
+    "supervisor/__main__.py": "tests/unit/supervisor/test_launch.py",
+    "supervisor/boot.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/children.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/dispatch.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/duties.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/reload.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/slots.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/cli/args.py": "tests/unit/cli/test_cli.py",
+    "supervisor/cli/configcmd.py": "tests/unit/cli/test_cli.py",
+    "supervisor/cli/configdoc.py": "tests/unit/shared/test_config.py",
+    "supervisor/cli/control.py": "tests/unit/cli/test_cli.py",
+    "supervisor/cli/copycmd.py": "tests/unit/cli/test_cli_flows.py",
+    "supervisor/cli/gendocs.py": "tests/unit/shared/test_config.py",
+    "supervisor/cli/main.py": "tests/unit/cli/test_cli.py",
+    "supervisor/cli/template.py": "tests/unit/cli/test_ops_units.py",
+    "supervisor/cli/tomledit.py": "tests/unit/cli/test_ops_units.py",
+    "supervisor/cli/webcmd.py": "tests/unit/cli/test_cli.py",
+    "supervisor/views/render.py": "tests/unit/cli/test_status_display.py",
+    "supervisor/views/snapshot.py": "tests/unit/cli/test_status_display.py",
+    "supervisor/web/__init__.py": "tests/unit/web/test_web.py",
+    "supervisor/web/actions.py": "tests/unit/web/test_web.py",
+    "supervisor/web/app.py": "tests/unit/web/test_web.py",
+    "supervisor/web/filters.py": "tests/unit/web/test_web.py",
+    "supervisor/web/html.py": "tests/unit/web/test_web.py",
+    "supervisor/web/overview.py": "tests/unit/web/test_web.py",
+    "supervisor/web/pages.py": "tests/unit/web/test_web.py",
+    "worker/aiojob.py": "tests/unit/worker/test_aiocancel.py",
+    "worker/checkin.py": "tests/unit/worker/test_aiocancel.py",
+    "worker/forkserver.py": "tests/unit/worker/test_worker_start.py",
+    "worker/inflight.py": "tests/unit/worker/test_aio_parts.py",
+    "worker/looplag.py": "tests/unit/worker/test_aio_parts.py",
+}
+
+# Logic that only means something against a database, real processes or a whole worker: the
+# suite that exercises it, and why a unit module would add nothing.
+COVERED_ELSEWHERE = {
+    # engine plumbing: every engine runs it in tests/engines
+    "shared/engines/__init__.py": "the registry: tests/engines/test_engine_registry.py",
+    "shared/engines/engine.py": "the frozen Engine: tests/engines/test_engine_registry.py",
+    "shared/engines/location.py": "database URLs and files: tests/engines/test_engine_registry.py",
+    "shared/engines/idlelead.py": "leadership over a database: tests/engines/test_lead*.py",
+    "shared/engines/transfer.py": "copying between databases: tests/engines/test_copy*.py",
+    # the read layer: SQL through the store, read on both engines
+    "shared/ops/activity.py": "tests/engines/test_activity.py",
+    "shared/ops/browse.py": "tests/engines/test_browse.py",
+    "shared/ops/bulk.py": "bulk writes: tests/engines/test_bulk.py, test_admin.py",
+    "shared/ops/served.py": "tests/behaviour/test_api.py (who serves what, read from a store)",
+    # a whole process: forks, signals, kills (tests/process, tests/proofs)
+    "shared/runtime/signals.py": "signal handlers: tests/process/test_fork_safety.py",
+    "supervisor/__init__.py": "running a supervisor: tests/process/test_supervisor.py",
+    "supervisor/forkserver.py": "forking workers: tests/process/test_forkserver.py",
+    "supervisor/spawner.py": "spawning workers: tests/process/test_supervisor.py",
+    "supervisor/statedir.py": "the state folder of a running supervisor: tests/process",
+    "worker/__main__.py": "the worker program: tests/process/test_startup.py",
+    "worker/fence.py": "self-fencing under a lost database: tests/proofs/test_multihost.py",
+    # a whole worker on a store (tests/behaviour, both engines)
+    "worker/loop.py": "the claim-run-commit loop: tests/behaviour/test_worker.py",
+    "worker/commits.py": "outcome commits: tests/behaviour/test_batching.py",
+    "worker/control.py": "pause/cancel/shed from the loop: tests/behaviour/test_async_cancel.py",
+    "shared/execution/runner.py": "running a job's handler: tests/behaviour/test_worker.py",
+    "shared/producer/api.py": "the queue API: tests/behaviour/test_api.py",
+    "shared/producer/inline.py": "inline runs: tests/behaviour/test_inline.py",
+    "shared/telemetry/tracing.py": "spans around real jobs: tests/behaviour/test_otel_inline.py",
+}
+
+# Not yet covered by a unit module: logic of its own, exercised only through the behaviour,
+# engines or process suites so far. Shrink this list; never grow it.
+NOT_YET = {
+    "shared/engines/forkaware.py", "shared/engines/guard.py",
+    "shared/execution/builtin_jobs.py", "shared/execution/handlers.py",
+    "shared/model/errors.py", "shared/model/job.py", "shared/model/queues.py",
+    "shared/model/unserved.py",
+    "shared/ops/flows.py", "shared/ops/fragments.py", "shared/ops/gauges.py",
+    "shared/ops/history.py", "shared/ops/jobs.py", "shared/ops/keys.py", "shared/ops/queue.py",
+    "shared/ops/queues.py", "shared/ops/scale.py", "shared/ops/workers.py",
+    "shared/producer/cancels.py", "shared/producer/canvas.py", "shared/producer/handles.py",
+    "shared/producer/typecheck.py", "shared/producer/waithub.py",
+    "shared/runtime/processes.py", "shared/telemetry/meters.py", "shared/telemetry/spans.py",
+    "supervisor/api.py", "supervisor/deaths.py", "supervisor/maintenance.py",
+    "supervisor/metrics.py", "supervisor/pools.py", "supervisor/scheduler.py",
+    "supervisor/storeref.py", "supervisor/unserved.py",
+    "supervisor/views/actions.py", "supervisor/views/context.py",
+    "worker/batch.py", "worker/deadline.py", "worker/queues.py",
+}
+
+
+def has_logic(path: Path) -> bool:
+    """Does the module define a function, or a class with methods that is not a Protocol?"""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return True
+        protocol = any("Protocol" in ast.unparse(b) for b in getattr(node, "bases", ()))
+        if isinstance(node, ast.ClassDef) and not protocol:
+            if any(isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) for m in node.body):
+                return True
+    return False
+
+
+def core_modules() -> dict[str, Path]:
+    root = TESTS.parent
+    found = {}
+    for pkg in CORE:
+        for path in sorted((root / pkg).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if not rel.startswith(ENGINE_SQL):
+                found[rel] = path
+    return found
+
+
+def mirror_folder(rel: str) -> Path:
+    parts = rel.split("/")
+    if parts[0] == "supervisor" and len(parts) > 2 and parts[1] in ("cli", "web"):
+        return TESTS / "unit" / parts[1]
+    return TESTS / "unit" / parts[0]
+
+
+def unit_module_of(rel: str, modules: dict[str, Path]) -> Path | None:
+    """The unit test module that mirrors the core module ``rel`` (see above), or None."""
+    folder = mirror_folder(rel)
+    stem, room = Path(rel).stem, Path(rel).parent.name
+    namesakes = [r for r in modules if Path(r).stem == stem and mirror_folder(r) == folder]
+    shared_name = len(namesakes) > 1
+    for test in sorted(folder.rglob("test_*.py")):
+        name = test.stem
+        if name == f"test_{room}_{stem}" or name.startswith(f"test_{room}_{stem}_"):
+            return test
+        if not shared_name and (name == f"test_{stem}" or name.startswith(f"test_{stem}_")):
+            return test
+    return None
+
+
+def test_every_core_module_with_logic_has_a_unit_module():
+    modules = core_modules()
+    excused = set(UNIT_ELSEWHERE) | set(COVERED_ELSEWHERE) | NOT_YET
+    missing = [rel for rel, path in modules.items()
+               if has_logic(path) and rel not in excused and unit_module_of(rel, modules) is None]
+    assert missing == [], ("write a unit module for each (tests/unit/<package>/test_<module>.py), "
+                           "or say where it is covered and why in UNIT_ELSEWHERE/COVERED_ELSEWHERE")
+
+
+def test_the_exceptions_to_the_mirror_are_current():
+    modules = core_modules()
+    lists = (UNIT_ELSEWHERE, COVERED_ELSEWHERE, NOT_YET)
+    named = [rel for names in lists for rel in names]
+    assert len(named) == len(set(named)), "a module is named in two of the lists"
+    stale = [rel for rel in named if rel not in modules or not has_logic(modules[rel])
+             or unit_module_of(rel, modules)]
+    assert stale == [], "these have a unit module of their own now, no logic, or no longer exist"
+    gone = [test for test in UNIT_ELSEWHERE.values() if not (TESTS.parent / test).exists()]
+    assert gone == []
