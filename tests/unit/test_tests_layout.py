@@ -86,6 +86,7 @@ UNIT_ELSEWHERE = {
     "supervisor/web/pages.py": "tests/unit/web/test_web.py",
     "worker/aiojob.py": "tests/unit/worker/test_aiocancel.py",
     "worker/checkin.py": "tests/unit/worker/test_aiocancel.py",
+    "worker/deadline.py": "tests/unit/shared/test_stopping.py",
     "worker/forkserver.py": "tests/unit/worker/test_worker_start.py",
     "worker/inflight.py": "tests/unit/worker/test_aio_parts.py",
     "worker/looplag.py": "tests/unit/worker/test_aio_parts.py",
@@ -133,14 +134,14 @@ NOT_YET = {
     "shared/ops/flows.py", "shared/ops/fragments.py", "shared/ops/gauges.py",
     "shared/ops/history.py", "shared/ops/jobs.py", "shared/ops/keys.py", "shared/ops/queue.py",
     "shared/ops/queues.py", "shared/ops/scale.py", "shared/ops/workers.py",
-    "shared/producer/cancels.py", "shared/producer/canvas.py", "shared/producer/handles.py",
+    "shared/producer/cancels.py", "shared/producer/handles.py",
     "shared/producer/typecheck.py", "shared/producer/waithub.py",
     "shared/runtime/processes.py", "shared/telemetry/meters.py", "shared/telemetry/spans.py",
     "supervisor/api.py", "supervisor/deaths.py", "supervisor/maintenance.py",
     "supervisor/metrics.py", "supervisor/pools.py", "supervisor/scheduler.py",
     "supervisor/storeref.py", "supervisor/unserved.py",
     "supervisor/views/actions.py", "supervisor/views/context.py",
-    "worker/batch.py", "worker/deadline.py", "worker/queues.py",
+    "worker/queues.py",
 }
 
 
