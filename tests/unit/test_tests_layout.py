@@ -136,7 +136,6 @@ NOT_YET = {
     "shared/ops/queues.py", "shared/ops/scale.py", "shared/ops/workers.py",
     "shared/producer/cancels.py", "shared/producer/handles.py",
     "shared/producer/typecheck.py", "shared/producer/waithub.py",
-    "shared/runtime/processes.py",
     "supervisor/api.py", "supervisor/deaths.py", "supervisor/maintenance.py",
     "supervisor/metrics.py", "supervisor/pools.py", "supervisor/scheduler.py",
     "supervisor/storeref.py", "supervisor/unserved.py",

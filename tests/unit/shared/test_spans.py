@@ -76,7 +76,8 @@ def test_a_completed_run_is_one_span_with_every_attribute_and_its_context_on_the
 
 def test_a_failed_run_records_its_exception_and_the_errors_headline():
     tracer, exc = Tracer(), KeyError("k")
-    Consumer(trace, tracer).run(job(), lambda: Outcome("failed", "KeyError: 'k'\nTraceback...", exc))
+    fail = Outcome("failed", "KeyError: 'k'\nTraceback...", exc)
+    Consumer(trace, tracer).run(job(), lambda: fail)
     [span] = tracer.spans
     assert span.events == [exc]
     assert span.status.status_code == trace.StatusCode.ERROR
