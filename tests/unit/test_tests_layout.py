@@ -136,7 +136,7 @@ NOT_YET = {
     "shared/ops/queues.py", "shared/ops/scale.py", "shared/ops/workers.py",
     "shared/producer/cancels.py", "shared/producer/handles.py",
     "shared/producer/typecheck.py", "shared/producer/waithub.py",
-    "supervisor/api.py", "supervisor/deaths.py", "supervisor/maintenance.py",
+    "supervisor/api.py", "supervisor/deaths.py",
     "supervisor/metrics.py", "supervisor/pools.py", "supervisor/scheduler.py",
     "supervisor/storeref.py", "supervisor/unserved.py",
     "supervisor/views/actions.py", "supervisor/views/context.py",
