@@ -136,7 +136,6 @@ NOT_YET = {
     "shared/ops/history.py", "shared/ops/jobs.py", "shared/ops/keys.py", "shared/ops/queue.py",
     "shared/ops/queues.py", "shared/ops/scale.py", "shared/ops/workers.py",
     "shared/producer/cancels.py", "shared/producer/handles.py",
-    "shared/producer/waithub.py",
     "supervisor/api.py", "supervisor/deaths.py",
     "supervisor/metrics.py", "supervisor/scheduler.py",
     "supervisor/storeref.py", "supervisor/unserved.py",
