@@ -212,3 +212,11 @@ def test_the_exceptions_to_the_mirror_are_current():
     assert stale == [], "these have a unit module of their own now, no logic, or no longer exist"
     gone = [test for test in UNIT_ELSEWHERE.values() if not (TESTS.parent / test).exists()]
     assert gone == []
+
+
+def test_test_module_names_are_unique():
+    """pytest imports test modules by their file name (tests/ has no packages): two of one name
+    fail to collect together, so a unit module takes its room's name when a suite has its own
+    (``test_model_limits.py`` beside tests/behaviour/test_limits.py)."""
+    names = sorted(p.name for p in TESTS.rglob("test_*.py"))
+    assert sorted({n for n in names if names.count(n) > 1}) == []

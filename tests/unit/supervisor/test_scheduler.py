@@ -1,5 +1,5 @@
 """supervisor.scheduler: a round reads the marks once and writes only for a schedule that is
-due, new or changed (what is due: tests/unit/shared/test_schedule.py)."""
+due, new or changed (what is due: tests/unit/shared/test_settings_schedule.py)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
