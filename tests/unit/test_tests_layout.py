@@ -143,8 +143,6 @@ COVERED_ELSEWHERE = {
 NOT_YET = {
     "shared/producer/cancels.py", "shared/producer/handles.py",
     "supervisor/api.py", "supervisor/deaths.py",
-    "supervisor/metrics.py", "supervisor/unserved.py",
-    "worker/queues.py",
 }
 
 
