@@ -31,6 +31,7 @@ def test_each_config_is_looked_at_once_and_only_unserved_queues_that_matter_are_
     assert reads == [first]
     assert logged == [
         ("queue.unserved", logging.WARNING, "news", 2, "no worker serves queue news: 2 pending"),
-        ("queue.unserved", logging.WARNING, "tabled", 0, "no worker serves queue tabled: 0 pending")]
+        ("queue.unserved", logging.WARNING, "tabled", 0,
+         "no worker serves queue tabled: 0 pending")]
     log.check("store", Config({}), 2.0)  # a reload: looked at again
     assert len(reads) == 2 and len(logged) == 3
