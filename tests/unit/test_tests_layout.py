@@ -49,14 +49,14 @@ def test_test_modules_live_in_the_folders_by_what_they_test():
 CORE = ("shared", "worker", "supervisor")
 ENGINE_SQL = ("shared/engines/sql/", "shared/engines/sqlite/", "shared/engines/postgres/")
 
-# Tested in a unit module named otherwise (several small modules in one file, or by their
-# program): the module and the file that covers it.
+# Tested in a unit module named otherwise (several small modules in one file, or through their
+# program: the CLI's modules by running ``jobq`` commands, the dashboard's by its app): the
+# module and the file that covers it.
 UNIT_ELSEWHERE = {
     "shared/_moved.py": "tests/unit/shared/test_moved.py",
     "shared/__init__.py": "tests/unit/shared/test_moved.py",  # the old import paths
     "shared/execution/outcomes.py": "tests/unit/shared/test_stopping.py",
     "shared/execution/progress.py": "tests/unit/shared/test_hotpath.py",
-    "shared/ops/fragments.py": "tests/unit/cli/test_ops_units.py",
     "shared/ops/stats.py": "tests/unit/cli/test_ops_units.py",
     "shared/producer/typecheck.py": "tests/unit/cli/test_strict_types.py",
     "shared/settings/schema.py": "tests/unit/shared/test_config.py",
