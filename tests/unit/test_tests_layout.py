@@ -139,7 +139,6 @@ COVERED_ELSEWHERE = {
 # engines or process suites so far. Shrink this list; never grow it.
 NOT_YET = {
     "supervisor/deaths.py",          # reaping: tests/behaviour/test_faults.py, tests/process
-    "shared/telemetry/tracing.py",   # spans of real jobs: tests/behaviour/test_otel_inline.py
 }
 
 
