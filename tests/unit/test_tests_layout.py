@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-TESTS = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()) / "tests"
+TESTS = next(p for p in Path(__file__).resolve().parents
+             if (p / "pyproject.toml").exists()) / "tests"
 FOLDERS = ("unit", "engines", "behaviour", "process", "proofs")
 
 
@@ -16,11 +17,12 @@ def on_each_engine(path: Path) -> bool:
     ``database`` fixture), or the ``engine`` fixture (tests/engines/__init__.py's engines)?"""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark"
+                                                for t in node.targets):
             if "mark.engines" in ast.unparse(node.value):
                 return True
-    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(a.arg == "engine" for a in n.args.args)
-               for n in ast.walk(tree))
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(a.arg == "engine" for a in n.args.args) for n in ast.walk(tree))
 
 
 def test_every_behaviour_suite_runs_on_each_engine():

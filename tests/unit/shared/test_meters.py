@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
-
 from shared.telemetry import meters
 from shared.telemetry.meters import Meters
 
@@ -82,8 +80,8 @@ def test_batched_runs_are_tallied_and_settled_per_type_and_outcome(monkeypatch):
         m.record(job(), outcome, 0.1)
     assert m.runs.calls == [] and len(m.duration.calls) == 3
     m.settle()
-    assert sorted((n, l["jobq.outcome"]) for n, l in m.runs.calls) == [(1, "failed"),
-                                                                        (2, "completed")]
+    assert sorted((n, labels["jobq.outcome"]) for n, labels in m.runs.calls) == [
+        (1, "failed"), (2, "completed")]
     m.settle()
     assert len(m.runs.calls) == 2
 
