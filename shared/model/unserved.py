@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from shared.model.queues import plan
 
-_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # jobq's shared package
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # shared/, all rooms
 
 
 class UnservedQueueWarning(UserWarning):
