@@ -250,7 +250,7 @@ def test_cancel_returns_cancelled_requested_or_unchanged_and_waits_for_the_outco
     timeout passed."""
     cfg = config(tmp_path)
     with JobQueue(config=load(cfg)) as q:
-        first, stops, deaf = _running(q, 3)
+        first, later, stops, deaf = _running(q, 4)
         pending = q.enqueue("cancel:quick", {})
         assert q.cancel(pending) is CancelResult.CANCELLED
         assert q.cancel(pending) is CancelResult.UNCHANGED
@@ -258,15 +258,16 @@ def test_cancel_returns_cancelled_requested_or_unchanged_and_waits_for_the_outco
         assert got is CancelResult.REQUESTED and got and got == "requested"
         assert q.get(first).status == "running"
         assert not q.cancel("f" * 32) and q.cancel("f" * 32) is CancelResult.UNCHANGED
-        finisher = _finish_once_asked(cfg, {first: "completed", stops: "cancelled"})
+        # (a job with no earlier request: the finisher ends it only once the waiting cancel asked)
+        finisher = _finish_once_asked(cfg, {later: "completed", stops: "cancelled"})
         try:
-            waited = q.cancel(first, wait=True, timeout=30)
+            waited = q.cancel(later, wait=True, timeout=30)
             assert waited is CancelResult.FINISHED_FIRST and not waited
             assert q.handle(stops).cancel(wait=True, timeout=30) is CancelResult.CANCELLED
         finally:
             finisher.join()
         assert q.cancel(deaf, wait=True, timeout=0.2) is CancelResult.REQUESTED
-        ended = [q.get(i).status for i in (first, stops, deaf)]
+        ended = [q.get(i).status for i in (later, stops, deaf)]
         assert ended == ["completed", "cancelled", "running"]
 
 
