@@ -493,6 +493,8 @@ def test_a_database_failing_while_the_supervisor_boots_is_waited_for_then_it_run
     row = wait_until(lambda: terminal(cfg, jid), timeout=60,
                      what="the job run once the database is back")
     assert row["status"] == "completed" and row["attempts"] == 1, dict(row)
+    # (its workers may run the job before the boot's first recovery ends and it logs 'started')
+    wait_until(lambda: log_events(sup, "supervisor.started"), timeout=30, what="supervisor.started")
     names = [e["event"] for e in log_events(sup)]
     assert names.index("supervisor.database_unavailable") < names.index("supervisor.started")
     # (a worker started while sessions were still being ended may fail its own boot: the
