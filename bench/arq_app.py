@@ -4,6 +4,7 @@ counts itself done in Redis (``INCR bench:done``).
 ``python -m bench.arq_app --redis redis://127.0.0.1:6379/0 --queue Q --concurrency C`` runs one
 arq worker (``max_jobs=C``) on queue ``Q`` until SIGTERM. Needs ``pip install arq`` and a Redis.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_result = 0
         handle_signals = True
         poll_delay = 0.05
+
     run_worker(Settings)
     return 0
 

@@ -11,6 +11,7 @@ second for each). The floor is ``jobs / (workers x concurrency) x ms``. jobq run
 on PostgreSQL (``--database``, default the local socket's ``test``); arq on Redis (``--redis``;
 skipped when ``arq`` or the server is missing); Procrastinate on the same PostgreSQL.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,15 @@ def _wait(done: Callable[[], int], n: int, timeout: float) -> None:
 
 def _figure(name: str, n: int, seconds: float, args: Any) -> dict[str, Any]:
     floor = n / (args.workers * args.concurrency) * args.ms / 1000
-    return {"system": name, "jobs": n, "seconds": round(seconds, 3), "jobs_per_s": round(n / seconds, 1),
-            "floor_seconds": round(floor, 3), "workers": args.workers, "concurrency": args.concurrency}
+    return {
+        "system": name,
+        "jobs": n,
+        "seconds": round(seconds, 3),
+        "jobs_per_s": round(n / seconds, 1),
+        "floor_seconds": round(floor, 3),
+        "workers": args.workers,
+        "concurrency": args.concurrency,
+    }
 
 
 def run_jobq(folder: Path, where: dict[str, Any], args: Any) -> dict[str, Any]:
@@ -49,19 +57,31 @@ def run_jobq(folder: Path, where: dict[str, Any], args: Any) -> dict[str, Any]:
     from shared.settings.config import load
 
     cfg = folder / "jobq.toml"
-    cfg.write_text(tomli_w.dumps({
-        **where, "handlers": ["bench.handlers"], "log_level": "warning",
-        "supervisor": {"workers": args.workers}, "types": {TYPE: {"async_concurrency": args.concurrency}}}))
+    cfg.write_text(
+        tomli_w.dumps(
+            {
+                **where,
+                "handlers": ["bench.handlers"],
+                "log_level": "warning",
+                "supervisor": {"workers": args.workers},
+                "types": {TYPE: {"async_concurrency": args.concurrency}},
+            }
+        )
+    )
     with JobQueue(config=load(cfg)) as q:
         q.enqueue_many([(TYPE, {"ms": args.ms}, {}) for _ in range(args.jobs)])
         t0 = time.perf_counter()
-        tree = Tree([python(), "-m", "supervisor", "run", "--config", str(cfg)], str(folder / "jobq.log"))
+        tree = Tree(
+            [python(), "-m", "supervisor", "run", "--config", str(cfg)], str(folder / "jobq.log")
+        )
         try:
             _wait(lambda: q.counts().get("completed", 0), args.jobs, args.timeout)
             seconds = time.perf_counter() - t0
         finally:
             tree.close()
-    return _figure("jobq " + ("postgresql" if "postgres" in where else "sqlite"), args.jobs, seconds, args)
+    return _figure(
+        "jobq " + ("postgresql" if "postgres" in where else "sqlite"), args.jobs, seconds, args
+    )
 
 
 def run_arq(folder: Path, args: Any) -> dict[str, Any] | None:
@@ -75,6 +95,7 @@ def run_arq(folder: Path, args: Any) -> dict[str, Any] | None:
     except ImportError:
         return None
     from .arq_app import DONE_KEY
+
     queue = f"bench-aio-{os.getpid()}"
     r = redis.Redis.from_url(args.redis)
     try:
@@ -85,14 +106,30 @@ def run_arq(folder: Path, args: Any) -> dict[str, Any] | None:
     async def fill() -> None:
         pool = await create_pool(RedisSettings.from_dsn(args.redis))
         for i in range(0, args.jobs, 500):
-            await asyncio.gather(*(pool.enqueue_job("aio_sleep", args.ms, queue, _queue_name=queue)
-                                   for _ in range(i, min(i + 500, args.jobs))))
+            await asyncio.gather(
+                *(
+                    pool.enqueue_job("aio_sleep", args.ms, queue, _queue_name=queue)
+                    for _ in range(i, min(i + 500, args.jobs))
+                )
+            )
         await pool.aclose()
+
     asyncio.run(fill())
-    worker = [python(), "-m", "bench.arq_app", "--redis", args.redis, "--queue", queue,
-              "--concurrency", str(args.concurrency)]
+    worker = [
+        python(),
+        "-m",
+        "bench.arq_app",
+        "--redis",
+        args.redis,
+        "--queue",
+        queue,
+        "--concurrency",
+        str(args.concurrency),
+    ]
     t0 = time.perf_counter()
-    tree = Tree([python(), "-m", "bench.fanout", str(args.workers), "--", *worker], str(folder / "arq.log"))
+    tree = Tree(
+        [python(), "-m", "bench.fanout", str(args.workers), "--", *worker], str(folder / "arq.log")
+    )
     try:
         _wait(lambda: int(r.get(DONE_KEY.format(queue=queue)) or 0), args.jobs, args.timeout)
         seconds = time.perf_counter() - t0
@@ -114,15 +151,31 @@ def run_procrastinate(folder: Path, args: Any) -> dict[str, Any]:
             task = app.bench_aio_sleep
             for i in range(0, args.jobs, 1000):
                 task.batch_defer(*({"ms": args.ms} for _ in range(i, min(i + 1000, args.jobs))))
-        worker = [python(), "-m", "bench.procrastinate_app", "--url", args.database, "--schema", schema,
-                  "--concurrency", str(args.concurrency)]
+        worker = [
+            python(),
+            "-m",
+            "bench.procrastinate_app",
+            "--url",
+            args.database,
+            "--schema",
+            schema,
+            "--concurrency",
+            str(args.concurrency),
+        ]
         t0 = time.perf_counter()
-        tree = Tree([python(), "-m", "bench.fanout", str(args.workers), "--", *worker],
-                    str(folder / "procrastinate.log"))
+        tree = Tree(
+            [python(), "-m", "bench.fanout", str(args.workers), "--", *worker],
+            str(folder / "procrastinate.log"),
+        )
         try:
             with pg.connect(args.database, schema) as conn:
-                _wait(lambda: conn.execute("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
-                                           ).fetchone()[0], args.jobs, args.timeout)
+                _wait(
+                    lambda: conn.execute(
+                        "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
+                    ).fetchone()[0],
+                    args.jobs,
+                    args.timeout,
+                )
             seconds = time.perf_counter() - t0
         finally:
             tree.close()
@@ -131,11 +184,16 @@ def run_procrastinate(folder: Path, args: Any) -> dict[str, Any]:
 
 def run_all(folder: Path, args: Any) -> list[dict[str, Any]]:
     from . import pg
+
     (folder / "sqlite").mkdir()
     (folder / "pg").mkdir()
     out = [run_jobq(folder / "sqlite", {"database": "q.db"}, args)]
     with pg.fresh_schema(args.database, "aio", create=False) as schema:
-        out.append(run_jobq(folder / "pg", {"database": args.database, "postgres": {"schema": schema}}, args))
+        out.append(
+            run_jobq(
+                folder / "pg", {"database": args.database, "postgres": {"schema": schema}}, args
+            )
+        )
     arq = run_arq(folder, args)
     if arq is not None:
         out.append(arq)
@@ -144,12 +202,18 @@ def run_all(folder: Path, args: Any) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.asyncbench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.asyncbench", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--jobs", type=int, default=1000)
-    p.add_argument("--ms", type=float, default=1000.0, help="how long each job awaits asyncio.sleep")
+    p.add_argument(
+        "--ms", type=float, default=1000.0, help="how long each job awaits asyncio.sleep"
+    )
     p.add_argument("--workers", type=int, default=2, help="worker processes of each system")
     p.add_argument("--concurrency", type=int, default=100, help="jobs at once per process")
-    p.add_argument("--database", default="postgresql:///test", help="PostgreSQL for jobq and Procrastinate")
+    p.add_argument(
+        "--database", default="postgresql:///test", help="PostgreSQL for jobq and Procrastinate"
+    )
     p.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="Redis for arq")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--json", default=None, help="also write the figures here")
@@ -157,8 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="jobq-aio-") as tmp:
         rows = run_all(Path(tmp), args)
     for r in rows:
-        print(f"{r['system']:>16}: {r['jobs']} jobs in {r['seconds']:.2f} s = {r['jobs_per_s']:.0f} jobs/s "
-              f"(floor {r['floor_seconds']:.2f} s; {r['workers']} processes x {r['concurrency']})", flush=True)
+        print(
+            f"{r['system']:>16}: {r['jobs']} jobs in {r['seconds']:.2f} s = {r['jobs_per_s']:.0f} jobs/s "
+            f"(floor {r['floor_seconds']:.2f} s; {r['workers']} processes x {r['concurrency']})",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

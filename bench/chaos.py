@@ -27,6 +27,7 @@ tests/proofs/test_chaos_property.py:
   slow machine, logs ``worker.fenced`` and exits, and its job runs again; the report's line
   counts the fences, so that a soak that fences often shows it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,6 +63,7 @@ class Fault:
     """Something done to a process: 'kill' (SIGKILL), 'stop' (SIGSTOP), 'orphan' (its
     supervisor was SIGKILLed), or that it did to itself: 'fence' (``worker.fenced``), at
     wall-clock time ``t``."""
+
     pid: int
     t: float
     kind: str
@@ -86,13 +88,16 @@ class Report:
     problems: list[str] = field(default_factory=list)
 
     def line(self) -> str:
-        return (f"chaos: jobs={self.jobs} completed={self.completed} failed={self.failed} lost={self.lost} "
-                f"overlapping={self.overlapping} max_runs={self.max_runs} kills={self.kills} "
-                f"(workers={self.worker_kills} supervisor={self.supervisor_kills} stops={self.stops}) fences={self.fences} "
-                f"runs={self.runs} unexplained={self.unexplained} seconds={self.seconds:.1f}")
+        return (
+            f"chaos: jobs={self.jobs} completed={self.completed} failed={self.failed} lost={self.lost} "
+            f"overlapping={self.overlapping} max_runs={self.max_runs} kills={self.kills} "
+            f"(workers={self.worker_kills} supervisor={self.supervisor_kills} stops={self.stops}) fences={self.fences} "
+            f"runs={self.runs} unexplained={self.unexplained} seconds={self.seconds:.1f}"
+        )
 
 
 # -- the oracle ---------------------------------------------------------------------------------------
+
 
 def read_log(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
@@ -111,8 +116,13 @@ def reader(db: "Path | Db") -> Db:
     return Db.sqlite(str(Path(db).parent), name=Path(db).name)
 
 
-def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults: Iterable[Fault],
-            plans: dict[str, dict[str, str]] | None = None) -> Report:
+def analyse(
+    db_path: "Path | Db",
+    log_path: Path,
+    job_ids: Iterable[str],
+    faults: Iterable[Fault],
+    plans: dict[str, dict[str, str]] | None = None,
+) -> Report:
     """Check the end state of a chaos run (see the module docstring); ``plans``: per job, the
     attempts planned to fail ("raise", "exit", "kill"). ``db_path``: the SQLite file, or a
     :class:`bench.db.Db` (either engine)."""
@@ -121,7 +131,10 @@ def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults
     faults = list(faults)
     rep = Report(jobs=len(job_ids))
     cols = ("id", "status", "attempts", "result", "error")
-    rows = {r[0]: dict(zip(cols, r)) for r in reader(db_path).query(f"SELECT {', '.join(cols)} FROM jobs")}
+    rows = {
+        r[0]: dict(zip(cols, r))
+        for r in reader(db_path).query(f"SELECT {', '.join(cols)} FROM jobs")
+    }
     events = read_log(log_path)
     starts: dict[str, list[dict]] = defaultdict(list)
     ends: dict[tuple, dict] = {}
@@ -149,7 +162,9 @@ def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults
         rep.max_runs = max(rep.max_runs, len(runs))
         if row is None or row["status"] not in TERMINAL:
             rep.lost += 1
-            rep.problems.append(f"job {job}: {'missing' if row is None else row['status']} at the end")
+            rep.problems.append(
+                f"job {job}: {'missing' if row is None else row['status']} at the end"
+            )
             continue
         if row["status"] == "completed":
             rep.completed += 1
@@ -157,18 +172,28 @@ def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults
             good = [ends.get((job, res.get("pid"), res.get("attempt"), res.get("start")))]
             if not good[0] or good[0]["outcome"] != "ok" or res.get("attempt") != row["attempts"]:
                 rep.lost += 1
-                rep.problems.append(f"job {job}: completed, but no run ended well as attempt "
-                                    f"{row['attempts']} (result {row['result']!r})")
+                rep.problems.append(
+                    f"job {job}: completed, but no run ended well as attempt "
+                    f"{row['attempts']} (result {row['result']!r})"
+                )
         elif row["status"] == "failed":
             rep.failed += 1
         # overlap: the lock said so, or two finished runs' intervals intersect
         for r in runs:
             if r.get("overlap"):
                 rep.overlapping += 1
-                rep.problems.append(f"job {job}: run of pid {r['pid']} attempt {r['attempt']} found the "
-                                    f"job's lock taken (another run's process still existed)")
-        finished = sorted((ends[(job, r["pid"], r["attempt"], r["t"])] for r in runs
-                           if (job, r["pid"], r["attempt"], r["t"]) in ends), key=lambda e: e["start"])
+                rep.problems.append(
+                    f"job {job}: run of pid {r['pid']} attempt {r['attempt']} found the "
+                    f"job's lock taken (another run's process still existed)"
+                )
+        finished = sorted(
+            (
+                ends[(job, r["pid"], r["attempt"], r["t"])]
+                for r in runs
+                if (job, r["pid"], r["attempt"], r["t"]) in ends
+            ),
+            key=lambda e: e["start"],
+        )
         for a, b in zip(finished, finished[1:]):
             if b["start"] < a["end"]:
                 rep.overlapping += 1
@@ -183,8 +208,10 @@ def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults
                 explained += 1
         if len(runs) > 1 + explained:
             rep.unexplained += 1
-            rep.problems.append(f"job {job}: started {len(runs)} times, only {explained} runs failed by "
-                                f"plan or were hit by a fault: {runs}")
+            rep.problems.append(
+                f"job {job}: started {len(runs)} times, only {explained} runs failed by "
+                f"plan or were hit by a fault: {runs}"
+            )
     return rep
 
 
@@ -193,20 +220,38 @@ def analyse(db_path: "Path | Db", log_path: Path, job_ids: Iterable[str], faults
 ASYNC_TYPE = "chaos:async"  # tests/fixtures/chaosjobs.py's async handler
 
 
-def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: str = "warning",
-                 max_attempts: int = 100, shutdown_timeout: float = 2.0, db: Db | None = None,
-                 async_concurrency: int = 0) -> Path:
+def write_config(
+    folder: Path,
+    workers: int,
+    *,
+    lease: float = 2.0,
+    log_level: str = "warning",
+    max_attempts: int = 100,
+    shutdown_timeout: float = 2.0,
+    db: Db | None = None,
+    async_concurrency: int = 0,
+) -> Path:
     """The chaos supervisor's config; ``db``: where the jobs are (default: ``q.db`` in ``folder``);
     ``async_concurrency``: so many ``chaos:async`` jobs at once per worker (0: none)."""
     import tomli_w
+
     data = {
         **(db.toml() if db is not None else {"database": "q.db"}),
         "handlers": ["chaosjobs"],
         "log_level": log_level,
         "log_format": "json",
-        "supervisor": {"workers": workers, "shutdown_timeout": shutdown_timeout, "kill_grace": 0.3,
-                       "maintenance_interval": 0.1, "config_poll_interval": 0},  # shipped restart back-off
-        "worker": {"poll_interval": 0.05, "heartbeat_interval": min(0.2, lease / 5), "lease_timeout": lease},
+        "supervisor": {
+            "workers": workers,
+            "shutdown_timeout": shutdown_timeout,
+            "kill_grace": 0.3,
+            "maintenance_interval": 0.1,
+            "config_poll_interval": 0,
+        },  # shipped restart back-off
+        "worker": {
+            "poll_interval": 0.05,
+            "heartbeat_interval": min(0.2, lease / 5),
+            "lease_timeout": lease,
+        },
         "retry": {"max_attempts": max_attempts, "backoff_base": 0, "backoff_max": 0},
     }
     if async_concurrency:
@@ -218,7 +263,9 @@ def write_config(folder: Path, workers: int, *, lease: float = 2.0, log_level: s
 
 def child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), str(FIXTURES), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), str(FIXTURES), env.get("PYTHONPATH", "")) if p
+    )
     return env
 
 
@@ -238,16 +285,32 @@ class Cluster:
         its workers: it writes "ready" to the ``--ready-fd`` pipe then."""
         r, w = os.pipe()
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "supervisor", "run", "--config", str(self.cfg),
-                                          "--ready-fd", str(w)], pass_fds=(w,), stdout=self.log,
-                                         stderr=subprocess.STDOUT, env=child_env(), cwd=str(self.cfg.parent))
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "supervisor",
+                    "run",
+                    "--config",
+                    str(self.cfg),
+                    "--ready-fd",
+                    str(w),
+                ],
+                pass_fds=(w,),
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+                cwd=str(self.cfg.parent),
+            )
             self.seen.add(self.proc.pid)
             os.close(w)
             w = -1
             ready, _, _ = select.select([r], [], [], timeout)
             if not ready or b"ready" not in os.read(r, 64):
-                raise TimeoutError(f"the supervisor was not ready within {timeout:g} s (exit code "
-                                   f"{self.proc.poll()})")
+                raise TimeoutError(
+                    f"the supervisor was not ready within {timeout:g} s (exit code "
+                    f"{self.proc.poll()})"
+                )
         finally:
             os.close(r)
             if w >= 0:
@@ -261,7 +324,9 @@ class Cluster:
         out = []
         for k in kids:
             try:
-                if k.status() != psutil.STATUS_ZOMBIE and k.name() != "jobq-template":  # workers only
+                if (
+                    k.status() != psutil.STATUS_ZOMBIE and k.name() != "jobq-template"
+                ):  # workers only
                     out.append(k.pid)
             except psutil.NoSuchProcess:
                 pass
@@ -272,6 +337,7 @@ class Cluster:
         """The workers that fenced themselves (``worker.fenced`` in the supervisors' JSON log;
         a line that is not JSON, such as a crash's traceback, is not one)."""
         from shared.runtime.clock import parse_iso
+
         out = []
         for line in self.log_path.read_text(errors="replace").splitlines():
             if '"worker.fenced"' in line:
@@ -335,8 +401,9 @@ def _signal(pid: int, sig: int) -> bool:
 
 
 def count_terminal(db_path: "Path | Db") -> int:
-    return reader(db_path).query("SELECT count(*) FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
-                                 )[0][0]
+    return reader(db_path).query(
+        "SELECT count(*) FROM jobs WHERE status IN ('completed', 'failed', 'cancelled')"
+    )[0][0]
 
 
 def booted(db: "Path | Db", pids: list[int]) -> list[int]:
@@ -346,8 +413,17 @@ def booted(db: "Path | Db", pids: list[int]) -> list[int]:
     return [p for p in pids if p in known]
 
 
-def inflict(cluster: "Cluster", db: "Path | Db", faults: list[Fault], rng: random.Random, jobs: int, kill_every: float,
-           supervisor_kills: int, timeout: float, grace: float = 60.0) -> int:
+def inflict(
+    cluster: "Cluster",
+    db: "Path | Db",
+    faults: list[Fault],
+    rng: random.Random,
+    jobs: int,
+    kill_every: float,
+    supervisor_kills: int,
+    timeout: float,
+    grace: float = 60.0,
+) -> int:
     """Kill a random booted worker every ~``kill_every`` s, and the supervisor (restarted at once)
     at even fractions of the jobs ended, until every job has ended (or ``timeout``; then wait up
     to ``grace`` s more for the jobs to end); the supervisor kills left.
@@ -380,36 +456,84 @@ def inflict(cluster: "Cluster", db: "Path | Db", faults: list[Fault], rng: rando
             if _signal(victim, signal.SIGKILL):
                 faults.append(Fault(victim, time.time(), "kill"))
                 kills += 1
-    wait_for(lambda: count_terminal(db) == jobs, max(deadline - time.monotonic(), 0) + grace,
-             "every job terminal")
+    wait_for(
+        lambda: count_terminal(db) == jobs,
+        max(deadline - time.monotonic(), 0) + grace,
+        "every job terminal",
+    )
     return len(thresholds)
 
 
-def soak(folder: Path, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
-         timeout: float, seed: int | None, url: str | None = None, async_concurrency: int = 0) -> Report:
+def soak(
+    folder: Path,
+    jobs: int,
+    workers: int,
+    kill_every: float,
+    supervisor_kills: int,
+    job_ms: float,
+    timeout: float,
+    seed: int | None,
+    url: str | None = None,
+    async_concurrency: int = 0,
+) -> Report:
     """The soak on ``q.db`` in ``folder``, or (``url``) in a fresh schema on that PostgreSQL
     server, dropped at the end; ``async_concurrency``: async jobs (``chaos:async``), so many at
     once per worker."""
     if url is None:
-        return _soak(folder, Db.sqlite(str(folder), name="q.db"), jobs, workers, kill_every, supervisor_kills,
-                     job_ms, timeout, seed, async_concurrency)
+        return _soak(
+            folder,
+            Db.sqlite(str(folder), name="q.db"),
+            jobs,
+            workers,
+            kill_every,
+            supervisor_kills,
+            job_ms,
+            timeout,
+            seed,
+            async_concurrency,
+        )
     from bench import pg
+
     with pg.fresh_schema(url, "chaos", create=False) as schema:
         db = Db.postgres(str(folder), url, schema)
         try:
-            return _soak(folder, db, jobs, workers, kill_every, supervisor_kills, job_ms, timeout, seed,
-                         async_concurrency)
+            return _soak(
+                folder,
+                db,
+                jobs,
+                workers,
+                kill_every,
+                supervisor_kills,
+                job_ms,
+                timeout,
+                seed,
+                async_concurrency,
+            )
         finally:
             db.close()
 
 
-def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supervisor_kills: int, job_ms: float,
-          timeout: float, seed: int | None, async_concurrency: int = 0) -> Report:
+def _soak(
+    folder: Path,
+    db: Db,
+    jobs: int,
+    workers: int,
+    kill_every: float,
+    supervisor_kills: int,
+    job_ms: float,
+    timeout: float,
+    seed: int | None,
+    async_concurrency: int = 0,
+) -> Report:
     from shared import JobQueue
 
     rng = random.Random(seed)
-    cfg = write_config(folder, workers, db=db if db.engine != "sqlite" else None,
-                       async_concurrency=async_concurrency)
+    cfg = write_config(
+        folder,
+        workers,
+        db=db if db.engine != "sqlite" else None,
+        async_concurrency=async_concurrency,
+    )
     job_type = ASYNC_TYPE if async_concurrency else "chaos:work"
     db_path, log_path, locks = db, folder / "runs.log", folder / "locks"
     locks.mkdir(exist_ok=True)
@@ -430,7 +554,9 @@ def _soak(folder: Path, db: Db, jobs: int, workers: int, kill_every: float, supe
         wait_for(lambda: not cluster.alive(), 30, "every process gone")
         rep = analyse(db_path, log_path, ids, faults + cluster.fences())
     except TimeoutError as exc:
-        rep = analyse(db_path, log_path, ids if "ids" in locals() else [], faults + cluster.fences())
+        rep = analyse(
+            db_path, log_path, ids if "ids" in locals() else [], faults + cluster.fences()
+        )
         rep.problems.insert(0, str(exc))
     finally:
         left = cluster.alive()
@@ -447,27 +573,63 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=10_000)
     p.add_argument("--workers", type=int, default=8)
-    p.add_argument("--kill-every", type=float, default=0.1, help="seconds between worker kills (jittered ±50%%)")
+    p.add_argument(
+        "--kill-every",
+        type=float,
+        default=0.1,
+        help="seconds between worker kills (jittered ±50%%)",
+    )
     p.add_argument("--supervisor-kills", type=int, default=2)
     p.add_argument("--job-ms", type=float, default=2.0, help="how long each job sleeps")
     p.add_argument("--timeout", type=float, default=1800.0, help="give up after this many seconds")
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--dir", default=None, help="work folder (default: a temporary one, removed after)")
+    p.add_argument(
+        "--dir", default=None, help="work folder (default: a temporary one, removed after)"
+    )
     p.add_argument("--json", default=None, help="also write the full report (with problems) here")
-    p.add_argument("--database", default=None, help="postgresql://... : run on this server, in a fresh schema "
-                   "(default: a SQLite file in the work folder)")
-    p.add_argument("--async-concurrency", type=int, default=0, help="async jobs (chaos:async), this many "
-                   "at once per worker (default 0: chaos:work, one at a time)")
+    p.add_argument(
+        "--database",
+        default=None,
+        help="postgresql://... : run on this server, in a fresh schema "
+        "(default: a SQLite file in the work folder)",
+    )
+    p.add_argument(
+        "--async-concurrency",
+        type=int,
+        default=0,
+        help="async jobs (chaos:async), this many "
+        "at once per worker (default 0: chaos:work, one at a time)",
+    )
     args = p.parse_args(argv)
     if args.dir:
         folder = Path(args.dir)
         folder.mkdir(parents=True, exist_ok=True)
-        rep = soak(folder, args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
-                   args.timeout, args.seed, args.database, args.async_concurrency)
+        rep = soak(
+            folder,
+            args.jobs,
+            args.workers,
+            args.kill_every,
+            args.supervisor_kills,
+            args.job_ms,
+            args.timeout,
+            args.seed,
+            args.database,
+            args.async_concurrency,
+        )
     else:
         with tempfile.TemporaryDirectory(prefix="jobq-chaos-") as tmp:
-            rep = soak(Path(tmp), args.jobs, args.workers, args.kill_every, args.supervisor_kills, args.job_ms,
-                       args.timeout, args.seed, args.database, args.async_concurrency)
+            rep = soak(
+                Path(tmp),
+                args.jobs,
+                args.workers,
+                args.kill_every,
+                args.supervisor_kills,
+                args.job_ms,
+                args.timeout,
+                args.seed,
+                args.database,
+                args.async_concurrency,
+            )
     print(rep.line(), flush=True)
     for problem in rep.problems[:20]:
         print("  " + problem[:500], file=sys.stderr)

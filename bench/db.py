@@ -7,6 +7,7 @@ server (``Db.postgres(folder, url, schema)``). It gives what the config file nee
 both, times as ISO text), on a short autocommit connection that never holds a snapshot open.
 The bench reads through here, not through an engine's module.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,10 +21,10 @@ from shared.settings.config import Config, PostgresConfig, SqliteConfig
 
 @dataclass
 class Db:
-    folder: str                   # where the config file and logs go
-    database: str                 # the ``database`` value: a file path or a postgresql:// URL
-    sync: str = "normal"          # SQLite's ``synchronous``
-    schema: str | None = None     # PostgreSQL: jobq's schema
+    folder: str  # where the config file and logs go
+    database: str  # the ``database`` value: a file path or a postgresql:// URL
+    sync: str = "normal"  # SQLite's ``synchronous``
+    schema: str | None = None  # PostgreSQL: jobq's schema
     _pg: Any = field(default=None, repr=False)
 
     @classmethod
@@ -42,8 +43,12 @@ class Db:
         """The keys of jobq.toml that say where the database is."""
         if self.engine == "postgresql":
             return {"database": self.database, "postgres": {"schema": self.schema}}
-        return {"database": os.path.basename(self.database) if os.path.dirname(self.database) == self.folder
-                else self.database, "sqlite": {"synchronous": self.sync}}
+        return {
+            "database": os.path.basename(self.database)
+            if os.path.dirname(self.database) == self.folder
+            else self.database,
+            "sqlite": {"synchronous": self.sync},
+        }
 
     def config(self) -> Config:
         if self.engine == "postgresql":
@@ -71,8 +76,9 @@ class Db:
 
         if self._pg is None or self._pg.closed or self._pg.broken:
             # one autocommit connection, kept: a fresh one per poll would cost more than the read
-            self._pg = psycopg.connect(self.database, autocommit=True,
-                                       options=f"-c search_path={self.schema}")
+            self._pg = psycopg.connect(
+                self.database, autocommit=True, options=f"-c search_path={self.schema}"
+            )
         try:
             return self._pg.execute(sql, params).fetchall()
         except (errors.UndefinedTable, errors.InvalidSchemaName) as exc:
@@ -96,6 +102,7 @@ def place(folder: str, url: str | None, prefix: str = "run") -> Iterator[Db]:
         yield Db.sqlite(folder)
         return
     from .pg import fresh_schema
+
     with fresh_schema(url, prefix, create=False) as schema:
         db = Db.postgres(folder, url, schema)
         try:

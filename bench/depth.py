@@ -1,6 +1,7 @@
 """Claim throughput against queue depth: 1,000 to 1,000,000 pending jobs, all due or 90% of
 them scheduled a day ahead. One process claims and completes jobs one at a time, through
 jobq's ``SqliteStore`` (the SQL its workers run) and through the raw loop, on the same file."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,10 @@ def build(path: str, n: int, future: float) -> int:
     cut = round(future * 10)
     try:
         for start in range(0, n, CHUNK):
-            rows = [(new_id(), "bench:noop", "null", later if i % 10 < cut else due, stamp, stamp)
-                    for i in range(start, min(start + CHUNK, n))]
+            rows = [
+                (new_id(), "bench:noop", "null", later if i % 10 < cut else due, stamp, stamp)
+                for i in range(start, min(start + CHUNK, n))
+            ]
             raw.in_tx(conn, lambda c: c.executemany(raw.INSERT, rows))
     finally:
         conn.close()
@@ -43,9 +46,11 @@ def reset(path: str) -> None:
     """Put every claimed or completed job back to pending (between measurements)."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=5.0)
     try:
-        conn.execute("UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, owner_pid = NULL, "
-                     "started_at = NULL, completed_at = NULL, heartbeat_at = NULL, result = NULL "
-                     "WHERE status IN ('running', 'completed')")
+        conn.execute(
+            "UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, owner_pid = NULL, "
+            "started_at = NULL, completed_at = NULL, heartbeat_at = NULL, result = NULL "
+            "WHERE status IN ('running', 'completed')"
+        )
     finally:
         conn.close()
 
@@ -62,9 +67,12 @@ def jobq_loop(path: str, sync: str) -> Loop:
             claiming += time.perf_counter() - t0
             if not jobs:
                 break
-            store.finish(Finish("completed", jobs[0].id, jobs[0].attempts, None), owner, time.time())
+            store.finish(
+                Finish("completed", jobs[0].id, jobs[0].attempts, None), owner, time.time()
+            )
             done += 1
         return done, claiming
+
     run.close = store.close  # type: ignore[attr-defined]
     return run
 
@@ -84,12 +92,14 @@ def raw_loop(path: str, sync: str) -> Loop:
             raw.complete(conn, owner, jobs)
             done += 1
         return done, claiming
+
     run.close = conn.close  # type: ignore[attr-defined]
     return run
 
 
-def measure(files: dict[str, tuple[str, int]], sync: str, claims: int,
-            systems: list[str]) -> dict[str, dict[str, Any]]:
+def measure(
+    files: dict[str, tuple[str, int]], sync: str, claims: int, systems: list[str]
+) -> dict[str, dict[str, Any]]:
     """Claim+complete cycles per second, and the mean time of the claim alone, for each depth
     (``files``: name -> (path, due jobs)) and system.
 
@@ -99,8 +109,11 @@ def measure(files: dict[str, tuple[str, int]], sync: str, claims: int,
     burst of load elsewhere on the machine moves all of them alike.
     """
     size = max(1, min(min(due for _, due in files.values()), claims // ROUNDS))
-    loops = {(name, system): SYSTEMS[system](path, sync)
-             for name, (path, _) in files.items() for system in systems}
+    loops = {
+        (name, system): SYSTEMS[system](path, sync)
+        for name, (path, _) in files.items()
+        for system in systems
+    }
     rounds: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in loops}
     try:
         for (name, _), run in loops.items():
@@ -132,7 +145,11 @@ def _round(run: Loop, path: str, size: int) -> tuple[float, float]:
 def _median(rounds: list[tuple[float, float]], size: int) -> dict[str, Any]:
     spent = sorted(r[0] for r in rounds)[len(rounds) // 2]
     claiming = sorted(r[1] for r in rounds)[len(rounds) // 2]
-    return {**rate(size, spent), "rounds": len(rounds), "claim_ms": round(1000 * claiming / size, 4)}
+    return {
+        **rate(size, spent),
+        "rounds": len(rounds),
+        "claim_ms": round(1000 * claiming / size, 4),
+    }
 
 
 SYSTEMS = {"jobq": jobq_loop, "raw": raw_loop}

@@ -3,6 +3,7 @@
 SIGTERM or SIGINT is passed on to every child; exits with the worst child's exit code. Lets a
 set of worker processes (the raw loop's, Procrastinate's 8 x 1) run as one process tree.
 """
+
 from __future__ import annotations
 
 import signal

@@ -23,6 +23,7 @@
 Every measurement runs on one fresh database (a SQLite file or a PostgreSQL schema, dropped
 after) with one supervisor; a failed one is recorded as ``{"error": ...}`` and the others go on.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,7 +48,7 @@ from .procs import Tree, python, wait_for
 from .stats import latency_ms
 
 AIO_TYPE = "bench:aio_sleep"  # bench.handlers' async handler (bench.asyncbench's type)
-FAIR_TYPE = "bench:fair"      # bench.keys' fair keyed type
+FAIR_TYPE = "bench:fair"  # bench.keys' fair keyed type
 
 
 @task(name="bench:feat_done")
@@ -59,39 +60,85 @@ def done() -> float:
 @dataclass(frozen=True)
 class Sizes:
     workers: int
-    enqueue_calls: int        # calls of each API
-    waits: int                # jobs waited on, one at a time
-    gap_ms: tuple[int, int]   # idle pause before each of them
-    graph_jobs: int           # jobs per dependency round, of each shape
-    cost_jobs: int            # the same for the one-process cost of each shape
-    fan: int                  # jobs between a fan-in graph's root and its join
-    chain: int                # jobs per chain
-    rounds: int               # dependency and fairness rounds
-    fair_pending: int         # due jobs in each fairness database
+    enqueue_calls: int  # calls of each API
+    waits: int  # jobs waited on, one at a time
+    gap_ms: tuple[int, int]  # idle pause before each of them
+    graph_jobs: int  # jobs per dependency round, of each shape
+    cost_jobs: int  # the same for the one-process cost of each shape
+    fan: int  # jobs between a fan-in graph's root and its join
+    chain: int  # jobs per chain
+    rounds: int  # dependency and fairness rounds
+    fair_pending: int  # due jobs in each fairness database
     fair_keys: int
-    fair_cycles: int          # claim + completion cycles per round
+    fair_cycles: int  # claim + completion cycles per round
     aio_jobs: int
     aio_ms: float
     aio_concurrency: int
 
 
-SMOKE = Sizes(workers=2, enqueue_calls=100, waits=10, gap_ms=(5, 20), graph_jobs=100, cost_jobs=100, fan=18, chain=5, rounds=1,
-              fair_pending=300, fair_keys=30, fair_cycles=50, aio_jobs=100, aio_ms=50, aio_concurrency=10)
-QUICK = Sizes(workers=8, enqueue_calls=1000, waits=100, gap_ms=(20, 60), graph_jobs=2000, cost_jobs=200, fan=48, chain=10,
-              rounds=3, fair_pending=2000, fair_keys=200, fair_cycles=100, aio_jobs=2000, aio_ms=100,
-              aio_concurrency=25)
-FULL = Sizes(workers=8, enqueue_calls=5000, waits=300, gap_ms=(50, 200), graph_jobs=10_000, cost_jobs=2000, fan=98, chain=10,
-             rounds=5, fair_pending=30_000, fair_keys=3000, fair_cycles=500, aio_jobs=5000, aio_ms=200,
-             aio_concurrency=50)
+SMOKE = Sizes(
+    workers=2,
+    enqueue_calls=100,
+    waits=10,
+    gap_ms=(5, 20),
+    graph_jobs=100,
+    cost_jobs=100,
+    fan=18,
+    chain=5,
+    rounds=1,
+    fair_pending=300,
+    fair_keys=30,
+    fair_cycles=50,
+    aio_jobs=100,
+    aio_ms=50,
+    aio_concurrency=10,
+)
+QUICK = Sizes(
+    workers=8,
+    enqueue_calls=1000,
+    waits=100,
+    gap_ms=(20, 60),
+    graph_jobs=2000,
+    cost_jobs=200,
+    fan=48,
+    chain=10,
+    rounds=3,
+    fair_pending=2000,
+    fair_keys=200,
+    fair_cycles=100,
+    aio_jobs=2000,
+    aio_ms=100,
+    aio_concurrency=25,
+)
+FULL = Sizes(
+    workers=8,
+    enqueue_calls=5000,
+    waits=300,
+    gap_ms=(50, 200),
+    graph_jobs=10_000,
+    cost_jobs=2000,
+    fan=98,
+    chain=10,
+    rounds=5,
+    fair_pending=30_000,
+    fair_keys=3000,
+    fair_cycles=500,
+    aio_jobs=5000,
+    aio_ms=200,
+    aio_concurrency=50,
+)
 
 
 def run(url: str | None, sizes: Sizes, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Every measurement, on a fresh database of this engine (``url``: PostgreSQL, else SQLite)."""
     from .waits import enqueue_overhead, fresh_db
+
     out: dict[str, Any] = {"sizes": asdict(sizes)}
     with fresh_db(url) as db:
         out["engine"] = db.engine
-        enqueue_overhead(db, 20)  # warm-up: the first calls of each path (imports, caches) are not the cost
+        enqueue_overhead(
+            db, 20
+        )  # warm-up: the first calls of each path (imports, caches) are not the cost
         out["enqueue"] = guarded(log, "enqueue", lambda: enqueue_overhead(db, sizes.enqueue_calls))
         with session(db, sizes) as q:
             out["wait"] = guarded(log, "wait", lambda: wait_results(q, db, sizes))
@@ -102,7 +149,9 @@ def run(url: str | None, sizes: Sizes, log: Callable[[str], None] = print) -> di
     return out
 
 
-def guarded(log: Callable[[str], None], name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def guarded(
+    log: Callable[[str], None], name: str, fn: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
     """``fn()``, or ``{"error": ...}`` if it failed: one failed figure must not lose the others."""
     try:
         value = fn()
@@ -119,15 +168,30 @@ def session(db: Db, sizes: Sizes) -> Iterator[JobQueue]:
     and a producer's queue."""
     cfg = os.path.join(db.folder, "jobq.toml")
     with open(cfg, "wb") as f:
-        tomli_w.dump({**db.toml(), "handlers": ["bench.handlers", "bench.features"], "log_level": "warning",
-                      "supervisor": {"workers": sizes.workers},
-                      "types": {AIO_TYPE: {"async_concurrency": sizes.aio_concurrency}}}, f)
-    with Tree([python(), "-m", "supervisor", "run", "--config", cfg], os.path.join(db.folder, "sup.log"),
-              stop_timeout=30) as tree:
+        tomli_w.dump(
+            {
+                **db.toml(),
+                "handlers": ["bench.handlers", "bench.features"],
+                "log_level": "warning",
+                "supervisor": {"workers": sizes.workers},
+                "types": {AIO_TYPE: {"async_concurrency": sizes.aio_concurrency}},
+            },
+            f,
+        )
+    with Tree(
+        [python(), "-m", "supervisor", "run", "--config", cfg],
+        os.path.join(db.folder, "sup.log"),
+        stop_timeout=30,
+    ) as tree:
+
         def up() -> bool:
             if not tree.alive():
                 raise RuntimeError(f"the supervisor exited: {tree.output()}")
-            return db.query("SELECT count(*) FROM processes WHERE kind = 'worker'")[0][0] >= sizes.workers
+            return (
+                db.query("SELECT count(*) FROM processes WHERE kind = 'worker'")[0][0]
+                >= sizes.workers
+            )
+
         with JobQueue(config=db.config()) as q:
             done.using(queue=q).enqueue().wait(timeout=60)  # the schema is there, a worker runs
             wait_for(up, 60, f"{sizes.workers} workers")
@@ -145,14 +209,23 @@ def wait_results(q: JobQueue, db: Db, sizes: Sizes) -> dict[str, Any]:
         handle = bound.enqueue()
         ended = handle.wait(timeout=30)
         marks[handle.id] = (t0, ended, time.time())
-    rows = dict(db.query("SELECT id, completed_at FROM jobs WHERE type = 'bench:feat_done' AND id >= ?", (lo,)))
+    rows = dict(
+        db.query(
+            "SELECT id, completed_at FROM jobs WHERE type = 'bench:feat_done' AND id >= ?", (lo,)
+        )
+    )
     finish = [parse_iso(rows[i]) - t0 for i, (t0, _, _) in marks.items() if rows.get(i)]
     in_hand = [t2 - t0 for t0, _, t2 in marks.values()]
     added = [t2 - parse_iso(rows[i]) for i, (_, _, t2) in marks.items() if rows.get(i)]
-    return {"jobs": sizes.waits, "in_hand_ms": latency_ms(in_hand, expected=sizes.waits),
-            "finish_ms": latency_ms(finish, expected=sizes.waits),
-            "added_ms": latency_ms(added, expected=sizes.waits),
-            "end_to_hand_ms": latency_ms([t2 - t1 for _, t1, t2 in marks.values()], expected=sizes.waits)}
+    return {
+        "jobs": sizes.waits,
+        "in_hand_ms": latency_ms(in_hand, expected=sizes.waits),
+        "finish_ms": latency_ms(finish, expected=sizes.waits),
+        "added_ms": latency_ms(added, expected=sizes.waits),
+        "end_to_hand_ms": latency_ms(
+            [t2 - t1 for _, t1, t2 in marks.values()], expected=sizes.waits
+        ),
+    }
 
 
 def id_floor() -> str:
@@ -171,8 +244,10 @@ def shapes(sizes: Sizes) -> dict[str, list[Any]]:
         fanin.append(("bench:noop", None))
         fanin += [("bench:noop", None, {"after": [root]}) for _ in range(fan)]
         fanin.append(("bench:noop", None, {"after": list(range(root + 1, root + 1 + fan))}))
-    chains = [("bench:noop", None, {"after": [i - 1]}) if i % chain else ("bench:noop", None)
-              for i in range(n // chain * chain)]
+    chains = [
+        ("bench:noop", None, {"after": [i - 1]}) if i % chain else ("bench:noop", None)
+        for i in range(n // chain * chain)
+    ]
     return {"independent": [("bench:noop", None)] * n, "fanin": fanin, "chain": chains}
 
 
@@ -181,10 +256,17 @@ def drain(q: JobQueue, db: Db, items: list[Any]) -> dict[str, Any]:
     to the last completion once none is left."""
     lo = id_floor()
     q.enqueue_many(items)
-    wait_for(lambda: not any(q.counts().get(s) for s in ("waiting", "pending", "running")),
-             60 + len(items) / 50, f"{len(items)} jobs to drain", interval=0.02)
-    n, first, last = db.query("SELECT count(*), min(started_at), max(completed_at) FROM jobs "
-                              "WHERE status = 'completed' AND id >= ?", (lo,))[0]
+    wait_for(
+        lambda: not any(q.counts().get(s) for s in ("waiting", "pending", "running")),
+        60 + len(items) / 50,
+        f"{len(items)} jobs to drain",
+        interval=0.02,
+    )
+    n, first, last = db.query(
+        "SELECT count(*), min(started_at), max(completed_at) FROM jobs "
+        "WHERE status = 'completed' AND id >= ?",
+        (lo,),
+    )[0]
     if n != len(items):
         raise RuntimeError(f"{n} of {len(items)} jobs completed")
     seconds = parse_iso(last) - parse_iso(first)
@@ -216,6 +298,7 @@ def dependency_cost(url: str | None, sizes: Sizes) -> dict[str, Any]:
     from .keys import OWNER, PID
     from .waits import fresh_db
     from shared.model.job import Finish
+
     plan = shapes(replace(sizes, graph_jobs=sizes.cost_jobs))
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in plan}
     with fresh_db(url) as db, JobQueue(config=db.config()) as q:
@@ -225,8 +308,13 @@ def dependency_cost(url: str | None, sizes: Sizes) -> dict[str, Any]:
                 q.enqueue_many(items)
                 t1, n = time.perf_counter(), 0
                 while jobs := q.store.claim(OWNER, PID, time.time(), 1):
-                    q.store.finish_and_claim([Finish("completed", jobs[0].id, jobs[0].attempts, None)],
-                                             OWNER, PID, time.time(), 0)
+                    q.store.finish_and_claim(
+                        [Finish("completed", jobs[0].id, jobs[0].attempts, None)],
+                        OWNER,
+                        PID,
+                        time.time(),
+                        0,
+                    )
                     n += 1
                 if n != len(items):
                     raise RuntimeError(f"{name}: {n} of {len(items)} jobs claimed")
@@ -234,10 +322,16 @@ def dependency_cost(url: str | None, sizes: Sizes) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, rs in runs.items():
         enq, cycle = statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)
-        out[name] = {"jobs": len(plan[name]), "enqueue_us": round(enq, 1), "claim_complete_us": round(cycle, 1),
-                     "us_per_job": round(enq + cycle, 1)}
+        out[name] = {
+            "jobs": len(plan[name]),
+            "enqueue_us": round(enq, 1),
+            "claim_complete_us": round(cycle, 1),
+            "us_per_job": round(enq + cycle, 1),
+        }
     for name in ("fanin", "chain"):
-        out[name]["vs_independent"] = round(out["independent"]["us_per_job"] / out[name]["us_per_job"], 3)
+        out[name]["vs_independent"] = round(
+            out["independent"]["us_per_job"] / out[name]["us_per_job"], 3
+        )
     return out
 
 
@@ -245,9 +339,14 @@ def async_drain(q: JobQueue, db: Db, sizes: Sizes) -> dict[str, Any]:
     """``aio_jobs`` async sleeps drained by the running workers; the window against the ideal."""
     r = drain(q, db, [(AIO_TYPE, {"ms": sizes.aio_ms})] * sizes.aio_jobs)
     ideal = sizes.aio_jobs * sizes.aio_ms / 1000 / (sizes.workers * sizes.aio_concurrency)
-    return {**r, "ms": sizes.aio_ms, "workers": sizes.workers, "concurrency": sizes.aio_concurrency,
-            "ideal_seconds": round(ideal, 4), "vs_ideal": round(r["seconds"] / ideal, 3)}
-
+    return {
+        **r,
+        "ms": sizes.aio_ms,
+        "workers": sizes.workers,
+        "concurrency": sizes.aio_concurrency,
+        "ideal_seconds": round(ideal, 4),
+        "vs_ideal": round(r["seconds"] / ideal, 3),
+    }
 
 
 @contextlib.contextmanager
@@ -258,7 +357,11 @@ def two_dbs(url: str | None) -> Iterator[tuple[Db, Db]]:
             yield Db.sqlite(folder, name="fair.db"), Db.sqlite(folder, name="plain.db")
             return
         from .pg import fresh_schema
-        with fresh_schema(url, "fair", create=False) as a, fresh_schema(url, "plain", create=False) as b:
+
+        with (
+            fresh_schema(url, "fair", create=False) as a,
+            fresh_schema(url, "plain", create=False) as b,
+        ):
             dbs = (Db.postgres(folder, url, a), Db.postgres(folder, url, b))
             try:
                 yield dbs
@@ -276,25 +379,39 @@ def fairness(url: str | None, sizes: Sizes) -> dict[str, Any]:
     from shared.model.limits import type_limits
 
     from .keys import OWNER, PID, fill, timed
+
     types = {FAIR_TYPE: {"concurrency_per_key": 2, "fair": True}}
-    with two_dbs(url) as (fair_db, plain_db), \
-            open_store(from_dict({**_where(fair_db), "types": types})) as fair, \
-            open_store(plain_db.config()) as plain:
+    with (
+        two_dbs(url) as (fair_db, plain_db),
+        open_store(from_dict({**_where(fair_db), "types": types})) as fair,
+        open_store(plain_db.config()) as plain,
+    ):
         now = time.time()
         fill(fair, sizes.fair_pending, sizes.fair_keys, now)
         for i in range(0, sizes.fair_pending, 20_000):
-            plain.enqueue([NewJob(j, "bench:plain", "{}", 0, now - 1, None, None)
-                           for j in new_ids(min(20_000, sizes.fair_pending - i))], now)
+            plain.enqueue(
+                [
+                    NewJob(j, "bench:plain", "{}", 0, now - 1, None, None)
+                    for j in new_ids(min(20_000, sizes.fair_pending - i))
+                ],
+                now,
+            )
         for store in (fair, plain):
             if hasattr(store, "analyze_if_stale"):
                 store.analyze_if_stale(0, 0)  # as keys.py: statistics of the filled table
         limits = type_limits(from_dict({"types": types}))
 
         def complete(j: Any, store: Any) -> None:
-            store.finish_and_claim([Finish("completed", j.id, j.attempts, None)], OWNER, PID, time.time(), 0)
+            store.finish_and_claim(
+                [Finish("completed", j.id, j.attempts, None)], OWNER, PID, time.time(), 0
+            )
 
-        cycles = {"fair": lambda: complete(fair.claim_limited(OWNER, PID, time.time(), limits, 1)[0], fair),
-                  "plain": lambda: complete(plain.claim(OWNER, PID, time.time(), 1)[0], plain)}
+        cycles = {
+            "fair": lambda: complete(
+                fair.claim_limited(OWNER, PID, time.time(), limits, 1)[0], fair
+            ),
+            "plain": lambda: complete(plain.claim(OWNER, PID, time.time(), 1)[0], plain),
+        }
         ms: dict[str, list[float]] = {"fair": [], "plain": []}
         for _ in range(sizes.rounds):
             for name, fn in cycles.items():
@@ -302,8 +419,11 @@ def fairness(url: str | None, sizes: Sizes) -> dict[str, Any]:
     out: dict[str, Any] = {"pending": sizes.fair_pending, "keys": sizes.fair_keys}
     for name, xs in ms.items():
         xs.sort()
-        out[name] = {"per_s": round(1000 * len(xs) / sum(xs), 1), "p50_ms": round(statistics.median(xs), 3),
-                     "p99_ms": round(xs[max(0, int(len(xs) * 0.99) - 1)], 3)}
+        out[name] = {
+            "per_s": round(1000 * len(xs) / sum(xs), 1),
+            "p50_ms": round(statistics.median(xs), 3),
+            "p99_ms": round(xs[max(0, int(len(xs) * 0.99) - 1)], 3),
+        }
     out["vs_plain"] = round(out["fair"]["per_s"] / out["plain"]["per_s"], 3)
     return out
 
@@ -315,4 +435,5 @@ def _where(db: Db) -> dict[str, Any]:
 
 if __name__ == "__main__":
     from .features_report import main
+
     sys.exit(main())

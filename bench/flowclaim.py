@@ -11,6 +11,7 @@ the store (the SQL a worker runs), on a database with no waiting job and on one 
 
     flowclaim: sqlite waiting=0 claim+complete=93 us   waiting=100000 claim+complete=95 us   ratio=1.02
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,21 @@ def add_waiting(store, n: int) -> None:
     parent = NewJob(new_id(), "bench:parent", "null", 0, now + 10 * 365 * 86400, None, None)
     store.enqueue([parent], now)
     for i in range(0, n, BATCH):
-        store.enqueue_flow([NewJob(j, "bench:child", "null", 0, now, None, None, after=(parent.id,))
-                            for j in new_ids(min(BATCH, n - i))], now)
+        store.enqueue_flow(
+            [
+                NewJob(j, "bench:child", "null", 0, now, None, None, after=(parent.id,))
+                for j in new_ids(min(BATCH, n - i))
+            ],
+            now,
+        )
 
 
 def round_us(store, jobs: int) -> float:
     """Microseconds per claim and completion of ``jobs`` fresh plain jobs, one at a time."""
     now = time.time()
-    store.enqueue([NewJob(j, "bench:plain", "null", 0, now, None, None) for j in new_ids(jobs)], now)
+    store.enqueue(
+        [NewJob(j, "bench:plain", "null", 0, now, None, None) for j in new_ids(jobs)], now
+    )
     owner, pid = f"bench:{os.getpid()}:1", os.getpid()
     t0 = time.perf_counter()
     for _ in range(jobs):
@@ -51,8 +59,13 @@ def round_us(store, jobs: int) -> float:
     return (time.perf_counter() - t0) / jobs * 1e6
 
 
-def measure(dbs: tuple[Db, Db], waiting: int, jobs: int, rounds: int,
-            settle: Callable[[], None] | None = None) -> tuple[float, float]:
+def measure(
+    dbs: tuple[Db, Db],
+    waiting: int,
+    jobs: int,
+    rounds: int,
+    settle: Callable[[], None] | None = None,
+) -> tuple[float, float]:
     """Rounds on the empty database and the one with ``waiting`` jobs taken in turn (so a
     machine's passing load weighs on both alike); the median of each. ``settle``: run after the
     waiting jobs are written (PostgreSQL: VACUUM ANALYZE of that database only, what autovacuum
@@ -75,6 +88,7 @@ def measure(dbs: tuple[Db, Db], waiting: int, jobs: int, rounds: int,
 def _vacuum(url: str, schemas: tuple[str, ...]) -> None:
     """VACUUM ANALYZE the jobs tables of ``schemas`` (outside a transaction, as VACUUM must be)."""
     import psycopg
+
     with psycopg.connect(url, autocommit=True) as c:
         for schema in schemas:
             c.execute(f'SET search_path TO "{schema}"')
@@ -84,33 +98,56 @@ def _vacuum(url: str, schemas: tuple[str, ...]) -> None:
 
 def run(folder: Path, url: str | None, args: argparse.Namespace) -> tuple[float, float]:
     if url is None:
-        return measure((Db.sqlite(str(folder), name="none.db"), Db.sqlite(str(folder), name="many.db")),
-                       args.waiting, args.jobs, args.rounds)
+        return measure(
+            (Db.sqlite(str(folder), name="none.db"), Db.sqlite(str(folder), name="many.db")),
+            args.waiting,
+            args.jobs,
+            args.rounds,
+        )
     from bench import pg
-    with pg.fresh_schema(url, "flowclaim", create=False) as a, pg.fresh_schema(url, "flowclaim", create=False) as b:
+
+    with (
+        pg.fresh_schema(url, "flowclaim", create=False) as a,
+        pg.fresh_schema(url, "flowclaim", create=False) as b,
+    ):
         dbs = (Db.postgres(str(folder), url, a), Db.postgres(str(folder), url, b))
         try:
-            return measure(dbs, args.waiting, args.jobs, args.rounds,
-                           None if args.fresh else lambda: _vacuum(url, (b,)))
+            return measure(
+                dbs,
+                args.waiting,
+                args.jobs,
+                args.rounds,
+                None if args.fresh else lambda: _vacuum(url, (b,)),
+            )
         finally:
             for db in dbs:
                 db.close()
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.flowclaim", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.flowclaim", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--waiting", type=int, default=100_000)
     p.add_argument("--jobs", type=int, default=2000, help="jobs claimed per round")
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--database", default=None, help="postgresql://... (default: SQLite files in a temp folder)")
-    p.add_argument("--fresh", action="store_true", help="PostgreSQL: measure right after the bulk write, "
-                                                        "before VACUUM ANALYZE (what autovacuum soon does)")
+    p.add_argument(
+        "--database", default=None, help="postgresql://... (default: SQLite files in a temp folder)"
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="PostgreSQL: measure right after the bulk write, "
+        "before VACUUM ANALYZE (what autovacuum soon does)",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="jobq-flowclaim-") as tmp:
         none, many = run(Path(tmp), args.database, args)
     engine = "sqlite" if args.database is None else "postgresql"
-    print(f"flowclaim: {engine} waiting=0 claim+complete={none:.0f} us   waiting={args.waiting} "
-          f"claim+complete={many:.0f} us   ratio={many / none:.2f}")
+    print(
+        f"flowclaim: {engine} waiting=0 claim+complete={none:.0f} us   waiting={args.waiting} "
+        f"claim+complete={many:.0f} us   ratio={many / none:.2f}"
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
 """The handlers the benchmark's jobq workers run (``handlers = ["bench.handlers"]``)."""
+
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ from worker import handler
 
 if os.environ.get("JOBQ_BENCH_OTEL"):  # tracing on: "sdk" (a no-op exporter) or "api" (bench.otel)
     from bench.otel import setup
+
     setup(os.environ["JOBQ_BENCH_OTEL"])
 
 
@@ -35,5 +37,6 @@ async def aio_sleep(payload, job):
     """Awaits ``asyncio.sleep(payload['ms'] / 1000)``: an I/O-bound call (bench.asyncbench; its
     ``async_concurrency`` comes from the config)."""
     import asyncio
+
     await asyncio.sleep(payload["ms"] / 1000.0)
     return None

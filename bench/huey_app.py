@@ -6,6 +6,7 @@ down (a Huey ``on_shutdown`` hook), so measuring adds no write to the task. With
 ``fsync``: "default" leaves SQLite's default (FULL in this build); "off" is Huey's
 ``fsync=False`` (``synchronous=OFF``).
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,13 @@ from typing import Any
 FSYNC = {"default": None, "off": False}
 
 
-def make_huey(db: str, fsync: str, out_dir: str | None = None, each: bool = False,
-              pg_schema: str | None = None) -> tuple[Any, Any]:
+def make_huey(
+    db: str,
+    fsync: str,
+    out_dir: str | None = None,
+    each: bool = False,
+    pg_schema: str | None = None,
+) -> tuple[Any, Any]:
     """A SqliteHuey on ``db`` and its ``bench_noop(k)`` task; with ``pg_schema``, ``db`` is a
     PostgreSQL URL and the Huey is a PostgresHuey whose tables live in that schema (``fsync``
     is then ignored: the server's own durability applies)."""

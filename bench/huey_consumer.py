@@ -4,6 +4,7 @@ What ``huey_consumer bench.app.huey -k process -w N`` does (its ConsumerConfig w
 defaults, its logger set-up: INFO to stderr, or WARNING with ``-q``), with the SqliteHuey built
 here from the command line instead of imported from a module-level instance.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-q", "--quiet", action="store_true")
     args = p.parse_args(argv)
     huey, _ = make_huey(args.db, args.fsync, args.out, args.each, args.pg_schema)
-    config = ConsumerConfig(workers=args.workers, worker_type="process",
-                            verbose=False if args.quiet else None)
+    config = ConsumerConfig(
+        workers=args.workers, worker_type="process", verbose=False if args.quiet else None
+    )
     config.validate()
     config.setup_logger(logging.getLogger("huey"))
     huey.create_consumer(**config.values).run()

@@ -1,5 +1,6 @@
 """Huey 3.5.4's PostgreSQL storage (PostgresHuey, process consumer) under jobq's workloads, its
 tables in a schema of its own. Timing records as in :mod:`bench.huey_runs`."""
+
 from __future__ import annotations
 
 import itertools
@@ -20,10 +21,13 @@ def fill_by_hand(huey: Any, task: Any, url: str, schema: str, keys: range) -> No
     table), ``executemany`` in transactions of 1,000 rows: Huey has no batch enqueue."""
     with pg.connect(url, schema) as conn:
         for i in range(0, len(keys), BATCH):
-            rows = [(huey.name, huey.serialize_task(task.s(k)), 0) for k in keys[i:i + BATCH]]
+            rows = [(huey.name, huey.serialize_task(task.s(k)), 0) for k in keys[i : i + BATCH]]
             with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO {huey.storage.table_task} (queue, data, priority) "
-                                "VALUES (%s, %s, %s)", rows)
+                cur.executemany(
+                    f"INSERT INTO {huey.storage.table_task} (queue, data, priority) "
+                    "VALUES (%s, %s, %s)",
+                    rows,
+                )
             conn.execute(f"SELECT pg_notify('{huey.storage.channel}', '')")
 
 
@@ -35,7 +39,12 @@ def burn(folder: str, url: str, workers: int, n: int, quiet: bool = True) -> dic
         try:
             fill_by_hand(huey, task, url, schema, range(n))
             with start(folder, "default", workers, quiet=quiet, pg=(url, schema)) as tree:
-                wait_for(lambda: huey.pending_count() == 0, 60 + n / 50, "the Huey PG burn-down", interval=0.1)
+                wait_for(
+                    lambda: huey.pending_count() == 0,
+                    60 + n / 50,
+                    "the Huey PG burn-down",
+                    interval=0.1,
+                )
                 time.sleep(0.2)
                 tree.close()
         finally:
@@ -78,8 +87,15 @@ class Session:
             self.huey, self.task = make_huey(url, "default", pg_schema=schema)
             self.keys = itertools.count()
             self.appname = pg.new_appname("huey")
-            self.proc_tree = start(folder, "default", workers, each=True, quiet=quiet, pg=(url, schema),
-                                   env=pg.child_env(self.appname))
+            self.proc_tree = start(
+                folder,
+                "default",
+                workers,
+                each=True,
+                quiet=quiet,
+                pg=(url, schema),
+                env=pg.child_env(self.appname),
+            )
             self.tree = pg.WithBackends(self.proc_tree, url, self.appname)
         except BaseException:
             self.close()

@@ -1,4 +1,5 @@
 """Huey (SqliteHuey, process consumer) under the same workloads as jobq."""
+
 from __future__ import annotations
 
 import itertools
@@ -26,18 +27,41 @@ def paths(folder: str) -> tuple[str, str]:
     return db, out
 
 
-def start(folder: str, fsync: str, workers: int, *, each: bool = False, quiet: bool = False,
-          pg: tuple[str, str] | None = None, env: dict[str, str] | None = None) -> Tree:
+def start(
+    folder: str,
+    fsync: str,
+    workers: int,
+    *,
+    each: bool = False,
+    quiet: bool = False,
+    pg: tuple[str, str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Tree:
     """The consumer with ``-k process -w workers``; returns once its workers and scheduler run.
     ``each``: tasks write their timing records at once (readable while it runs); ``quiet``:
     Huey's ``-q`` (WARNING logging instead of INFO); ``pg``: (URL, schema) of a PostgresHuey
     instead of the SqliteHuey in ``folder``; ``env``: extra environment of the consumer."""
     db, out = paths(folder)
     where = ["--db", pg[0], "--pg-schema", pg[1]] if pg else ["--db", db, "--fsync", fsync]
-    argv = [python(), "-m", "bench.huey_consumer", *where, "--out", out,
-            "-w", str(workers), *(["--each"] if each else []), *(["-q"] if quiet else [])]
-    tree = Tree(argv, os.path.join(folder, "consumer.log"), stop_signal=signal.SIGINT, stop_timeout=30,
-                env=env)
+    argv = [
+        python(),
+        "-m",
+        "bench.huey_consumer",
+        *where,
+        "--out",
+        out,
+        "-w",
+        str(workers),
+        *(["--each"] if each else []),
+        *(["-q"] if quiet else []),
+    ]
+    tree = Tree(
+        argv,
+        os.path.join(folder, "consumer.log"),
+        stop_signal=signal.SIGINT,
+        stop_timeout=30,
+        env=env,
+    )
     try:
         wait_for(lambda: _up(tree) >= workers + 2, 60, f"{workers} Huey workers")
     except BaseException:
@@ -55,13 +79,17 @@ def _up(tree: Tree) -> int:
 def burn(folder: str, fsync: str, workers: int, n: int, quiet: bool = False) -> dict[str, Any]:
     """Burn-down: ``n`` no-op tasks pre-enqueued; tasks/s from the first start to the last end."""
     db, out = paths(folder)
-    filler, task = make_huey(db, "off")  # only the fill runs without fsync; the consumer uses ``fsync``
+    filler, task = make_huey(
+        db, "off"
+    )  # only the fill runs without fsync; the consumer uses ``fsync``
     for k in range(n):
         task(k)
     filler.storage.close()
     huey, _ = make_huey(db, fsync)
     with start(folder, fsync, workers, quiet=quiet) as tree:
-        wait_for(lambda: huey.pending_count() == 0, 60 + n / 100, "the Huey burn-down", interval=0.1)
+        wait_for(
+            lambda: huey.pending_count() == 0, 60 + n / 100, "the Huey burn-down", interval=0.1
+        )
         time.sleep(0.2)
         tree.close()
     huey.storage.close()

@@ -4,6 +4,7 @@ fed through ``JobQueue``; times read back from the ``jobs`` table.
 Every function takes ``where``: a folder (a SQLite file ``jobq.db`` in it, with the ``sync``
 given) or a :class:`bench.db.Db` (a SQLite file or a PostgreSQL schema; ``sync`` is then unused).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ def write_config(where: "str | Db", sync: str, workers: int, log_level: str = "w
     ``synchronous``, or PostgreSQL's schema) and (unless asked otherwise) quiet logs."""
     db = as_db(where, sync)
     path = os.path.join(db.folder, "jobq.toml")
-    data = {**db.toml(), "handlers": ["bench.handlers"], "log_level": log_level,
-            "supervisor": {"workers": workers}}
+    data = {
+        **db.toml(),
+        "handlers": ["bench.handlers"],
+        "log_level": log_level,
+        "supervisor": {"workers": workers},
+    }
     with open(path, "wb") as f:
         tomli_w.dump(data, f)
     return path
@@ -54,21 +59,32 @@ def unfinished(where: "str | Db") -> int:
 
 def burn_window(folder: str) -> dict[str, Any]:
     """jobs/s from the first claim (min started_at) to the last completion (max completed_at)."""
-    n, first, last = query(folder, "SELECT count(*), min(started_at), max(completed_at) FROM jobs "
-                                   "WHERE status = 'completed'")[0]
+    n, first, last = query(
+        folder,
+        "SELECT count(*), min(started_at), max(completed_at) FROM jobs WHERE status = 'completed'",
+    )[0]
     if not n:
         raise RuntimeError("no job completed")
     return rate(n, parse_iso(last) - parse_iso(first))
 
 
-def start(where: "str | Db", sync: str, workers: int, log_level: str = "warning",
-          env: dict[str, str] | None = None) -> Tree:
+def start(
+    where: "str | Db",
+    sync: str,
+    workers: int,
+    log_level: str = "warning",
+    env: dict[str, str] | None = None,
+) -> Tree:
     """``python -m supervisor run --config <tmp toml> --workers W``; returns once W workers
     have registered. ``env``: extra environment of the supervisor."""
     db = as_db(where, sync)
     cfg = write_config(db, sync, workers, log_level)
-    tree = Tree([python(), "-m", "supervisor", "run", "--config", cfg, "--workers", str(workers)],
-                os.path.join(db.folder, "supervisor.log"), stop_timeout=30, env=env)
+    tree = Tree(
+        [python(), "-m", "supervisor", "run", "--config", cfg, "--workers", str(workers)],
+        os.path.join(db.folder, "supervisor.log"),
+        stop_timeout=30,
+        env=env,
+    )
     try:
         wait_for(lambda: _workers_up(db, tree) >= workers, 60, f"{workers} jobq workers")
     except BaseException:
@@ -91,7 +107,9 @@ def fill(q: JobQueue, n: int, job_type: str = "bench:noop") -> None:
         q.enqueue_many([(job_type, None)] * min(BATCH, n - i))
 
 
-def burn(where: "str | Db", sync: str, workers: int, n: int, log_level: str = "warning") -> dict[str, Any]:
+def burn(
+    where: "str | Db", sync: str, workers: int, n: int, log_level: str = "warning"
+) -> dict[str, Any]:
     """Burn-down: ``n`` no-op jobs pre-enqueued, then the supervisor with ``workers`` workers."""
     db = as_db(where, sync)
     with queue(db) as q:
@@ -118,7 +136,9 @@ def enqueue(where: "str | Db", sync: str, single: int, batched: int) -> dict[str
 class Session:
     """A running supervisor with a producer (see :mod:`bench.latency`)."""
 
-    def __init__(self, where: "str | Db", sync: str, workers: int, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, where: "str | Db", sync: str, workers: int, env: dict[str, str] | None = None
+    ) -> None:
         self.folder = as_db(where, sync)
         self.q = queue(self.folder)
         try:
@@ -134,7 +154,9 @@ class Session:
         return unfinished(self.folder) == 0
 
     def collect(self) -> dict[str, tuple[float, float | None]]:
-        rows = query(self.folder, "SELECT id, result, completed_at FROM jobs WHERE status = 'completed'")
+        rows = query(
+            self.folder, "SELECT id, result, completed_at FROM jobs WHERE status = 'completed'"
+        )
         return {i: (json.loads(r)["t"], parse_iso(done)) for i, r, done in rows}
 
     def close(self) -> None:

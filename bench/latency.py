@@ -5,6 +5,7 @@ A *session* is a running system under test with a producer attached:
 ``drained()`` says nothing is left to run; ``collect()`` returns key -> (start, finish) times;
 ``tree`` is its process tree (for CPU). Times are ``time.time()`` seconds.
 """
+
 from __future__ import annotations
 
 import random
@@ -30,8 +31,9 @@ def paced(submit: Submit, rate: float, seconds: float) -> dict[Hashable, float]:
     return sent
 
 
-def trickle(submit: Submit, count: int, rng: random.Random, *,
-            delay: tuple[float, float] | None = None) -> dict[Hashable, float]:
+def trickle(
+    submit: Submit, count: int, rng: random.Random, *, delay: tuple[float, float] | None = None
+) -> dict[Hashable, float]:
     """Enqueue ``count`` jobs one at a time with random 0.1-0.9 s gaps; key -> the time it
     should start (enqueue time, or ``run_at`` for delayed jobs ``delay`` seconds ahead)."""
     sent: dict[Hashable, float] = {}
@@ -43,14 +45,17 @@ def trickle(submit: Submit, count: int, rng: random.Random, *,
     return sent
 
 
-def lags(sent: dict[Hashable, float], done: dict[Hashable, tuple[float, float | None]],
-         which: int = 0) -> dict[str, Any]:
+def lags(
+    sent: dict[Hashable, float], done: dict[Hashable, tuple[float, float | None]], which: int = 0
+) -> dict[str, Any]:
     """Latency summary of ``done[key][which] - sent[key]`` for every job sent."""
     xs = [done[k][which] - t for k, t in sent.items() if k in done and done[k][which] is not None]
     return latency_ms(xs, expected=len(sent))
 
 
-def finish(session: Any, expected: int, grace: float = 3.0) -> dict[Hashable, tuple[float, float | None]]:
+def finish(
+    session: Any, expected: int, grace: float = 3.0
+) -> dict[Hashable, tuple[float, float | None]]:
     """Wait until the session has run everything, then collect its times. A queue can look
     drained while a job is between its places (Huey's scheduler moving a due task from its
     schedule to its queue; a dequeued task running), so wait up to ``grace`` more seconds for
@@ -69,11 +74,17 @@ def steady(session: Any, rate: float, seconds: float) -> dict[str, Any]:
     """A producer at ``rate``/s for ``seconds``: enqueue-to-start and enqueue-to-finish."""
     sent = paced(session.submit, rate, seconds)
     done = finish(session, len(sent))
-    return {"rate": rate, "seconds": seconds, "start": lags(sent, done, 0), "finish": lags(sent, done, 1)}
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "start": lags(sent, done, 0),
+        "finish": lags(sent, done, 1),
+    }
 
 
-def idle(session: Any, *, settle: float, cpu_window: float, jobs: int, delayed: int,
-         rng: random.Random) -> dict[str, Any]:
+def idle(
+    session: Any, *, settle: float, cpu_window: float, jobs: int, delayed: int, rng: random.Random
+) -> dict[str, Any]:
     """Idle CPU over a quiet window, then trickled jobs (enqueue-to-start) and delayed jobs
     (start - run_at)."""
     time.sleep(settle)
@@ -81,5 +92,9 @@ def idle(session: Any, *, settle: float, cpu_window: float, jobs: int, delayed: 
     now_jobs = trickle(session.submit, jobs, rng)
     later_jobs = trickle(session.submit, delayed, rng, delay=(0.2, 0.5))
     done = finish(session, jobs + delayed)
-    return {"cpu_pct": cpu, "cpu_window_s": cpu_window, "start": lags(now_jobs, done),
-            "delayed": lags(later_jobs, done)}
+    return {
+        "cpu_pct": cpu,
+        "cpu_window_s": cpu_window,
+        "start": lags(now_jobs, done),
+        "delayed": lags(later_jobs, done),
+    }

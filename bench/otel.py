@@ -22,6 +22,7 @@ so the SDK's whole cost per span is paid, its export thread included, and no I/O
 The template process the workers are forked from must start no thread (jobq refuses to fork
 it), and a BatchSpanProcessor starts one: the template sets the provider, and the processor is
 made by the first span a worker ends, as docs/tracing.md tells applications to do."""
+
 from __future__ import annotations
 
 import argparse
@@ -44,6 +45,7 @@ def setup(mode: str = "sdk") -> None:
     if mode in ("", "off"):
         return
     from opentelemetry import trace
+
     if mode == "api":
         return
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -55,6 +57,7 @@ def setup(mode: str = "sdk") -> None:
 
     class LazyBatch(SpanProcessor):
         """A BatchSpanProcessor of the process that ends spans (docs/tracing.md's set-up)."""
+
         inner, pid = None, 0
 
         def on_end(self, span):  # noqa: ANN001
@@ -68,6 +71,7 @@ def setup(mode: str = "sdk") -> None:
     provider = TracerProvider()
     if mode == "simple":  # not a mode of the comparison: a SimpleSpanProcessor, to compare by hand
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
         provider.add_span_processor(SimpleSpanProcessor(Drop()))
     else:
         provider.add_span_processor(LazyBatch())
@@ -80,15 +84,20 @@ def burn(folder: str, mode: str, workers: int, n: int) -> dict[str, Any]:
     queue paused until every worker is up, so start-up is not counted)."""
     from . import jobq_runs
     from .procs import wait_for
+
     db = jobq_runs.as_db(folder)
     with jobq_runs.queue(db) as q:
         jobq_runs.fill(q, n)
         q.store.set_paused(True)
-        with jobq_runs.start(db, "normal", workers, env={"JOBQ_BENCH_OTEL": "" if mode == "off" else mode}) as tree:
+        with jobq_runs.start(
+            db, "normal", workers, env={"JOBQ_BENCH_OTEL": "" if mode == "off" else mode}
+        ) as tree:
             cpu0 = sum(tree.cpu_seconds().values())
             q.store.set_paused(False)
             q.store.wake_idle()
-            wait_for(lambda: jobq_runs.unfinished(db) == 0, 60 + n / 100, "the burn-down", interval=0.05)
+            wait_for(
+                lambda: jobq_runs.unfinished(db) == 0, 60 + n / 100, "the burn-down", interval=0.05
+            )
             cpu = sum(tree.cpu_seconds().values()) - cpu0
     out = jobq_runs.burn_window(db)
     out["cpu_us_per_job"] = round(cpu / n * 1e6, 1)
@@ -101,21 +110,36 @@ def burns(root: str, rounds: int, workers: int, n: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     load = [round(x, 2) for x in os.getloadavg()]
     for r in range(rounds):
-        for mode in MODES[r % len(MODES):] + MODES[:r % len(MODES)]:
+        for mode in MODES[r % len(MODES) :] + MODES[: r % len(MODES)]:
             with tempfile.TemporaryDirectory(dir=root) as folder:
                 runs[mode].append(burn(folder, mode, workers, n))
-    out: dict[str, Any] = {"workers": workers, "jobs": n, "rounds": rounds, "loadavg_start": load,
-                           "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
+    out: dict[str, Any] = {
+        "workers": workers,
+        "jobs": n,
+        "rounds": rounds,
+        "loadavg_start": load,
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+    }
     for mode, rs in runs.items():
-        out[mode] = {"per_s": median(r["per_s"] for r in rs), "runs": [r["per_s"] for r in rs],
-                     "cpu_us_per_job": median(r["cpu_us_per_job"] for r in rs),
-                     "cpu_runs": [r["cpu_us_per_job"] for r in rs]}
+        out[mode] = {
+            "per_s": median(r["per_s"] for r in rs),
+            "runs": [r["per_s"] for r in rs],
+            "cpu_us_per_job": median(r["cpu_us_per_job"] for r in rs),
+            "cpu_runs": [r["cpu_us_per_job"] for r in rs],
+        }
     for mode in ("api", "sdk"):
         # Each round's loss against the off run of the same round, then the median of those
         losses = [100 * (1 - a["per_s"] / b["per_s"]) for a, b in zip(runs[mode], runs["off"])]
-        cpu = [100 * (1 - b["cpu_us_per_job"] / a["cpu_us_per_job"]) for a, b in zip(runs[mode], runs["off"])]
-        out[mode].update(loss_pct=round(median(losses), 1), losses=[round(x, 1) for x in losses],
-                         cpu_loss_pct=round(median(cpu), 1), cpu_losses=[round(x, 1) for x in cpu])
+        cpu = [
+            100 * (1 - b["cpu_us_per_job"] / a["cpu_us_per_job"])
+            for a, b in zip(runs[mode], runs["off"])
+        ]
+        out[mode].update(
+            loss_pct=round(median(losses), 1),
+            losses=[round(x, 1) for x in losses],
+            cpu_loss_pct=round(median(cpu), 1),
+            cpu_losses=[round(x, 1) for x in cpu],
+        )
     return out
 
 
@@ -127,12 +151,29 @@ def micro(mode: str, n: int = 20_000, rounds: int = 5) -> dict[str, float]:
     from shared.model.job import Job
     from shared.execution.runner import JobContext, execute
     from shared.telemetry.tracing import Tracing
+
     noop = handler("bench:noop")(lambda payload, job: None)
     registry, tracing = Registry([getattr(noop, ATTR)]), Tracing()
     stamp = "2026-01-01T00:00:00.000000Z"
-    jobs = [Job(id=f"{i:032x}", type="bench:noop", status="running", payload=None, result=None, error=None,
-                attempts=1, max_attempts=3, priority=0, run_at=stamp, started_at=stamp, completed_at=None,
-                created_at=stamp, updated_at=stamp) for i in range(n)]
+    jobs = [
+        Job(
+            id=f"{i:032x}",
+            type="bench:noop",
+            status="running",
+            payload=None,
+            result=None,
+            error=None,
+            attempts=1,
+            max_attempts=3,
+            priority=0,
+            run_at=stamp,
+            started_at=stamp,
+            completed_at=None,
+            created_at=stamp,
+            updated_at=stamp,
+        )
+        for i in range(n)
+    ]
     ctx = JobContext("x", "bench:noop", 1, 3)
     out = {"run_us": _best(lambda: [execute(registry, j, ctx, tracing) for j in jobs], n, rounds)}
     if mode == "sdk":
@@ -150,9 +191,12 @@ def _metered(registry: Any, jobs: list[Any], ctx: Any) -> Any:
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from shared.execution.runner import execute
     from shared.telemetry.tracing import worker_tracing
+
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
     tracing = worker_tracing(None, None)
-    settle = getattr(tracing, "settle", lambda: None)  # (a tree from before runs were counted per batch)
+    settle = getattr(
+        tracing, "settle", lambda: None
+    )  # (a tree from before runs were counted per batch)
 
     def go() -> None:
         for i, j in enumerate(jobs):
@@ -160,6 +204,7 @@ def _metered(registry: Any, jobs: list[Any], ctx: Any) -> Any:
             if i % 64 == 63:
                 settle()
         settle()
+
     return go
 
 
@@ -168,12 +213,22 @@ def _bare_spans(jobs: list[Any]) -> None:
     set the outcome, end it (the exporter drops it)."""
     from opentelemetry import trace
     from opentelemetry.context import Context
+
     tracer = trace.get_tracer_provider().get_tracer("bench")
     for j in jobs:
-        span = tracer.start_span("process bench:noop", context=Context(), kind=trace.SpanKind.CONSUMER,
-                                 attributes={"messaging.system": "jobq", "messaging.operation": "process",
-                                             "messaging.destination.name": "default", "messaging.message.id": j.id,
-                                             "jobq.job.type": j.type, "jobq.attempt": 1})
+        span = tracer.start_span(
+            "process bench:noop",
+            context=Context(),
+            kind=trace.SpanKind.CONSUMER,
+            attributes={
+                "messaging.system": "jobq",
+                "messaging.operation": "process",
+                "messaging.destination.name": "default",
+                "messaging.message.id": j.id,
+                "jobq.job.type": j.type,
+                "jobq.attempt": 1,
+            },
+        )
         span.set_attribute("jobq.outcome", "completed")
         span.end()
 
@@ -192,10 +247,18 @@ def _best(fn: Any, n: int, rounds: int) -> float:
 def micros(n: int = 20_000) -> dict[str, dict[str, float]]:
     """:func:`micro` of each mode, each in a fresh child process (nothing imported carries over)."""
     from .procs import REPO, child_env
+
     out = {}
     for mode in MODES:
-        r = subprocess.run([sys.executable, "-m", "bench.otel", "--micro", mode, "--jobs", str(n)], capture_output=True,
-                           text=True, cwd=REPO, env=child_env(JOBQ_BENCH_OTEL=""), timeout=300, check=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "bench.otel", "--micro", mode, "--jobs", str(n)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=child_env(JOBQ_BENCH_OTEL=""),
+            timeout=300,
+            check=True,
+        )
         out[mode] = json.loads(r.stdout)
     return out
 
@@ -214,34 +277,46 @@ def run(root: str, rounds: int, workers: int, n: int, micro_jobs: int = 20_000) 
 
 def report(r: dict[str, Any]) -> str:
     from .targets import sdk_floor
+
     b, m = r["burn"], r["micro"]
-    lines = [f"Tracing cost: burn-down of {b['jobs']:,} no-op jobs, modes alternated {b['rounds']} times, order "
-             f"rotated (medians; a loss is against tracing off in the same round); load average "
-             f"{b['loadavg_start'][0]} at start, {r.get('burn1', b)['loadavg_end'][0]} at end"]
+    lines = [
+        f"Tracing cost: burn-down of {b['jobs']:,} no-op jobs, modes alternated {b['rounds']} times, order "
+        f"rotated (medians; a loss is against tracing off in the same round); load average "
+        f"{b['loadavg_start'][0]} at start, {r.get('burn1', b)['loadavg_end'][0]} at end"
+    ]
     for burn in (b, r.get("burn1")):
         if burn is None:
             continue
         lines.append(f"{burn['workers']} worker(s):")
         for mode in MODES:
-            loss = (f", loss {burn[mode]['loss_pct']}% (rounds {burn[mode].get('losses', [])}; from CPU per job: "
-                    f"{burn[mode]['cpu_loss_pct']}%, rounds {burn[mode].get('cpu_losses', [])})"
-                    if "loss_pct" in burn[mode] else "")
-            lines.append(f"- {mode}: {burn[mode]['per_s']:,.0f} jobs/s (runs {burn[mode]['runs']}), "
-                         f"{burn[mode]['cpu_us_per_job']} us CPU/job{loss}")
-    lines.append("CPU per job in one process (best of 5): jobq's run path " +
-                 ", ".join(f"{mode} {m[mode]['run_us']} us" for mode in MODES) +
-                 f"; the SDK's bare span alone {m['sdk']['bare_span_us']} us = "
-                 f"{100 * m['sdk']['bare_span_us'] / b['off']['cpu_us_per_job']:.1f}% of jobq's "
-                 f"{b['off']['cpu_us_per_job']} us CPU per job (tracing off), so a CPU-bound burn-down "
-                 f"loses at least {sdk_floor({'otel': r}):.0f}% to the SDK whatever jobq does; with the "
-                 f"SDK's meters too, jobq's run path {m['sdk'].get('metered_run_us', '?')} us")
+            loss = (
+                f", loss {burn[mode]['loss_pct']}% (rounds {burn[mode].get('losses', [])}; from CPU per job: "
+                f"{burn[mode]['cpu_loss_pct']}%, rounds {burn[mode].get('cpu_losses', [])})"
+                if "loss_pct" in burn[mode]
+                else ""
+            )
+            lines.append(
+                f"- {mode}: {burn[mode]['per_s']:,.0f} jobs/s (runs {burn[mode]['runs']}), "
+                f"{burn[mode]['cpu_us_per_job']} us CPU/job{loss}"
+            )
+    lines.append(
+        "CPU per job in one process (best of 5): jobq's run path "
+        + ", ".join(f"{mode} {m[mode]['run_us']} us" for mode in MODES)
+        + f"; the SDK's bare span alone {m['sdk']['bare_span_us']} us = "
+        f"{100 * m['sdk']['bare_span_us'] / b['off']['cpu_us_per_job']:.1f}% of jobq's "
+        f"{b['off']['cpu_us_per_job']} us CPU per job (tracing off), so a CPU-bound burn-down "
+        f"loses at least {sdk_floor({'otel': r}):.0f}% to the SDK whatever jobq does; with the "
+        f"SDK's meters too, jobq's run path {m['sdk'].get('metered_run_us', '?')} us"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.otel", description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--jobs", type=int, default=10_000, help="jobs per burn-down (with --micro: per round)")
+    p.add_argument(
+        "--jobs", type=int, default=10_000, help="jobs per burn-down (with --micro: per round)"
+    )
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--micro", choices=MODES, help=argparse.SUPPRESS)  # one mode's micro, as JSON
     args = p.parse_args(argv)
@@ -249,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(micro(args.micro, args.jobs)))
         return 0
     from . import targets
+
     with tempfile.TemporaryDirectory(prefix="jobq-otel-") as root:
         r = run(root, args.rounds, args.workers, args.jobs)
     print(report(r))

@@ -5,6 +5,7 @@ Every system measured gets a schema of its own (:func:`fresh_schema`), dropped a
 process tree under test runs with ``PGAPPNAME`` set to a tag of its own, so its backends can be
 told apart from other sessions' in ``pg_stat_activity`` (libpq reads ``PGAPPNAME``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,8 +18,14 @@ import psycopg
 from .procs import Tree, _schedstat_seconds
 
 
-def connect(url: str, schema: str | None = None, *, autocommit: bool = True, appname: str | None = None,
-            **kwargs: Any) -> psycopg.Connection:
+def connect(
+    url: str,
+    schema: str | None = None,
+    *,
+    autocommit: bool = True,
+    appname: str | None = None,
+    **kwargs: Any,
+) -> psycopg.Connection:
     """A connection with ``schema`` first on its search path (and ``public`` after it)."""
     opts = {}
     if schema:
@@ -70,7 +77,9 @@ def new_appname(system: str) -> str:
 def backends(url: str, appname: str) -> list[int]:
     """Pids of the server backends whose client set ``application_name`` = ``appname``."""
     with connect(url) as c:
-        rows = c.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (appname,)).fetchall()
+        rows = c.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (appname,)
+        ).fetchall()
     return [r[0] for r in rows]
 
 

@@ -5,6 +5,7 @@ the planner and the claim index's dead entries). One process claims and complete
 (:mod:`bench.raw_pg`), each on tables of its own filled in the server (``generate_series``).
 Rounds as in :mod:`bench.depth`: depths and systems take turns, tables reset after each round,
 the median round kept."""
+
 from __future__ import annotations
 
 import contextlib
@@ -33,13 +34,19 @@ SELECT lpad(to_hex(%(ms)s::bigint + i), 12, '0') || substr(md5(i::text), 1, 20),
        CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN %(stamp)s END
 FROM generate_series(0, %(n)s - 1) AS i
 """
-_JOBQ_RESET = ("UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, owner_pid = NULL, started_at = NULL, "
-               "completed_at = NULL, heartbeat_at = NULL, result = NULL WHERE status IN ('running', 'completed') "
-               "AND type = 'bench:noop'")
-_RAW_RESET = ("UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, started_at = NULL, "
-              "completed_at = NULL WHERE status IN ('running', 'completed') AND type = 'bench:noop'")
-_RAW_FINISHED = ("UPDATE jobs SET status = 'completed', type = 'bench:old', completed_at = now() - interval '1 day' "
-                 "WHERE id %% 10 < %s")
+_JOBQ_RESET = (
+    "UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, owner_pid = NULL, started_at = NULL, "
+    "completed_at = NULL, heartbeat_at = NULL, result = NULL WHERE status IN ('running', 'completed') "
+    "AND type = 'bench:noop'"
+)
+_RAW_RESET = (
+    "UPDATE jobs SET status = 'pending', attempts = 0, owner = NULL, started_at = NULL, "
+    "completed_at = NULL WHERE status IN ('running', 'completed') AND type = 'bench:noop'"
+)
+_RAW_FINISHED = (
+    "UPDATE jobs SET status = 'completed', type = 'bench:old', completed_at = now() - interval '1 day' "
+    "WHERE id %% 10 < %s"
+)
 
 
 def build_jobq(db: Db, n: int, future: float, finished: float = 0.0) -> None:
@@ -48,9 +55,18 @@ def build_jobq(db: Db, n: int, future: float, finished: float = 0.0) -> None:
     open_store(db.config()).close()
     now = time.time()
     with pg.connect(db.database, db.schema) as c:
-        c.execute(_JOBQ_FILL, {"ms": int(now * 1000) - n, "cut": round((finished or future) * 10),
-                               "done": bool(finished), "later": iso(now + 86400),
-                               "due": iso(now - 1), "stamp": iso(now - 1), "n": n})
+        c.execute(
+            _JOBQ_FILL,
+            {
+                "ms": int(now * 1000) - n,
+                "cut": round((finished or future) * 10),
+                "done": bool(finished),
+                "later": iso(now + 86400),
+                "due": iso(now - 1),
+                "stamp": iso(now - 1),
+                "n": n,
+            },
+        )
         c.execute("ANALYZE jobs")
 
 
@@ -75,9 +91,12 @@ def jobq_loop(db: Db) -> Loop:
             claiming += time.perf_counter() - t0
             if not jobs:
                 break
-            store.finish(Finish("completed", jobs[0].id, jobs[0].attempts, None), owner, time.time())
+            store.finish(
+                Finish("completed", jobs[0].id, jobs[0].attempts, None), owner, time.time()
+            )
             done += 1
         return done, claiming
+
     run.close = store.close  # type: ignore[attr-defined]
     return run
 
@@ -97,6 +116,7 @@ def raw_loop(url: str, schema: str) -> Loop:
             raw_pg.complete(conn, owner, jobs, time.time())
             done += 1
         return done, claiming
+
     run.close = conn.close  # type: ignore[attr-defined]
     return run
 
@@ -106,8 +126,16 @@ def reset(url: str, schema: str, system: str) -> None:
         c.execute(_JOBQ_RESET if system == "jobq" else _RAW_RESET)
 
 
-def run_depth(url: str, folder: str, depths: list[int], future: float, claims: int, systems: list[str],
-              log: Callable[[str], None], finished: float = 0.0) -> dict[str, dict[str, Any]]:
+def run_depth(
+    url: str,
+    folder: str,
+    depths: list[int],
+    future: float,
+    claims: int,
+    systems: list[str],
+    log: Callable[[str], None],
+    finished: float = 0.0,
+) -> dict[str, dict[str, Any]]:
     """{depth: {system: {per_s, claim_ms, ...}}} for one kind (``future`` share scheduled ahead,
     or ``finished`` share completed)."""
     with contextlib.ExitStack() as stack:
@@ -116,18 +144,26 @@ def run_depth(url: str, folder: str, depths: list[int], future: float, claims: i
         for d in depths:
             t0 = time.monotonic()
             for system in systems:
-                schema = stack.enter_context(pg.fresh_schema(url, f"depth_{system}", create=system != "jobq"))
+                schema = stack.enter_context(
+                    pg.fresh_schema(url, f"depth_{system}", create=system != "jobq")
+                )
                 if system == "jobq":
                     build_jobq(Db.postgres(folder, url, schema), d, future, finished)
                 else:
                     build_raw(url, schema, d, future, finished)
                 targets[(str(d), system)] = schema
-            due_counts[str(d)] = d - sum(1 for i in range(d) if i % 10 < round((finished or future) * 10))
-            log(f"depth pg: built {d:,} jobs (future {future:g}, finished {finished:g}) "
-                f"in {time.monotonic() - t0:.1f}s")
+            due_counts[str(d)] = d - sum(
+                1 for i in range(d) if i % 10 < round((finished or future) * 10)
+            )
+            log(
+                f"depth pg: built {d:,} jobs (future {future:g}, finished {finished:g}) "
+                f"in {time.monotonic() - t0:.1f}s"
+            )
         size = max(1, min(min(due_counts.values()), claims // ROUNDS))
-        loops = {k: (jobq_loop(Db.postgres(folder, url, s)) if k[1] == "jobq" else raw_loop(url, s))
-                 for k, s in targets.items()}
+        loops = {
+            k: (jobq_loop(Db.postgres(folder, url, s)) if k[1] == "jobq" else raw_loop(url, s))
+            for k, s in targets.items()
+        }
         rounds: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in loops}
         try:
             for k, run in loops.items():

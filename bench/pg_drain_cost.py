@@ -10,6 +10,7 @@ Reports wall time, the client's CPU and its server backend's CPU per job (the ba
 ``/proc/<pid>/stat``: the server must run on this machine). CPU per job is steadier than wall
 time on a loaded machine; compare trees by alternating runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,12 +36,26 @@ def _backend_cpu(conn: Any) -> float:
 
 def _fill_jobq(url: str, schema: str, n: int) -> None:
     from shared.model.job import NewJob
+
     store = _open(url, schema)
     try:
         t = time.time() - 1
         for start in range(0, n, 1000):
-            store.enqueue([NewJob(id=uuid.uuid4().hex, type="bench:noop", payload="null", priority=0, run_at=t,
-                                  max_attempts=None, key=None) for _ in range(start, min(n, start + 1000))], t)
+            store.enqueue(
+                [
+                    NewJob(
+                        id=uuid.uuid4().hex,
+                        type="bench:noop",
+                        payload="null",
+                        priority=0,
+                        run_at=t,
+                        max_attempts=None,
+                        key=None,
+                    )
+                    for _ in range(start, min(n, start + 1000))
+                ],
+                t,
+            )
         store.conn.execute("ANALYZE jobs")
     finally:
         store.close()
@@ -50,6 +65,7 @@ def _open(url: str, schema: str) -> Any:
     import dataclasses
     from shared.settings.config import Config
     from shared.engines import open_store
+
     cfg = Config().replace(database=url)
     return open_store(cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=schema)))
 
@@ -57,6 +73,7 @@ def _open(url: str, schema: str) -> Any:
 def _drain_jobq(url: str, schema: str, batch: int, out: Any) -> None:
     from shared.model.job import Finish
     from shared.engines.postgres.store import WORKER_SESSION
+
     store = _open(url, schema)
     store.conn.execute(WORKER_SESSION)
     owner = f"bench:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -67,7 +84,9 @@ def _drain_jobq(url: str, schema: str, batch: int, out: Any) -> None:
         now = time.time()
         done = [Finish("completed", j.id, j.attempts, None, started=now, ended=now) for j in jobs]
         _, jobs = store.finish_and_claim(done, owner, os.getpid(), now, batch)
-    out.put((n, time.perf_counter() - t0, time.process_time() - cpu0, _backend_cpu(store.conn) - srv0))
+    out.put(
+        (n, time.perf_counter() - t0, time.process_time() - cpu0, _backend_cpu(store.conn) - srv0)
+    )
     store.close()
 
 
@@ -91,8 +110,10 @@ def one_round(url: str, jobs: int, batch: int, procs: int, raw: bool) -> dict[st
             _fill_jobq(url, schema, jobs)
         ctx = multiprocessing.get_context("fork")
         out = ctx.Queue()
-        ps = [ctx.Process(target=_drain_raw if raw else _drain_jobq, args=(url, schema, batch, out))
-              for _ in range(procs)]
+        ps = [
+            ctx.Process(target=_drain_raw if raw else _drain_jobq, args=(url, schema, batch, out))
+            for _ in range(procs)
+        ]
         t0 = time.perf_counter()
         for p in ps:
             p.start()
@@ -101,12 +122,18 @@ def one_round(url: str, jobs: int, batch: int, procs: int, raw: bool) -> dict[st
         for p in ps:
             p.join()
     n = sum(g[0] for g in got)
-    return {"jobs": n, "jobs_per_s": n / wall, "client_us": 1e6 * sum(g[2] for g in got) / n,
-            "server_us": 1e6 * sum(g[3] for g in got) / n}
+    return {
+        "jobs": n,
+        "jobs_per_s": n / wall,
+        "client_us": 1e6 * sum(g[2] for g in got) / n,
+        "server_us": 1e6 * sum(g[3] for g in got) / n,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.pg_drain_cost", description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.pg_drain_cost", description=__doc__.split("\n\n")[1]
+    )
     p.add_argument("--database", required=True)
     p.add_argument("--jobs", type=int, default=20000)
     p.add_argument("--batch", type=int, default=100)
@@ -114,10 +141,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--raw", action="store_true", help="bench.raw_pg's loop instead of jobq's store")
     args = p.parse_args(argv)
-    rounds = [one_round(args.database, args.jobs, args.batch, args.procs, args.raw) for _ in range(args.rounds)]
+    rounds = [
+        one_round(args.database, args.jobs, args.batch, args.procs, args.raw)
+        for _ in range(args.rounds)
+    ]
     med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-    print(json.dumps({"system": "raw" if args.raw else "jobq", "batch": args.batch, "procs": args.procs,
-                      "load": os.getloadavg(), "median": med, "rounds": rounds}))
+    print(
+        json.dumps(
+            {
+                "system": "raw" if args.raw else "jobq",
+                "batch": args.batch,
+                "procs": args.procs,
+                "load": os.getloadavg(),
+                "median": med,
+                "rounds": rounds,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

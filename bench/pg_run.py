@@ -7,6 +7,7 @@ and "raw"; variants "pg" (jobq, Huey, raw enqueue and idle), "1xW"/"Wx1" (Procra
 process of concurrency W, W processes of one) and "1"/"10"/"100" (raw burn-down: claims per
 transaction).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,8 +21,10 @@ from .run import Ctx, attempt, folder, measure, median_run, put
 
 SYSTEMS = ("jobq", "huey", "procrastinate", "raw")
 RAW_BATCHES = ("1", "10", "100")
-PEER_SINGLE = 1000       # one-by-one enqueues of the slow peers (Huey, Procrastinate: ~300-400/s)
-PROCRASTINATE_BURN = 5000  # its burn-down at ~300/s: a rate from 5,000 jobs is as good as from 20,000
+PEER_SINGLE = 1000  # one-by-one enqueues of the slow peers (Huey, Procrastinate: ~300-400/s)
+PROCRASTINATE_BURN = (
+    5000  # its burn-down at ~300/s: a rate from 5,000 jobs is as good as from 20,000
+)
 
 
 @contextlib.contextmanager
@@ -38,39 +41,67 @@ def jobq_db(ctx: Ctx, f: str) -> Iterator[Db]:
 def run_enqueue(ctx: Ctx, results: dict) -> None:
     s, url = ctx.scale, ctx.url
     if "jobq" in ctx.systems:
+
         def jobq(f: str) -> Any:
             with jobq_db(ctx, f) as db:
                 return jobq_runs.enqueue(db, "", s.enqueue_single, s.enqueue_batched)
+
         measure(ctx, results, ("enqueue", "jobq", "pg"), jobq)
     if "raw" in ctx.systems:
-        measure(ctx, results, ("enqueue", "raw", "pg"),
-                lambda f: raw_pg_runs.enqueue(url, s.enqueue_single, s.enqueue_batched))
+        measure(
+            ctx,
+            results,
+            ("enqueue", "raw", "pg"),
+            lambda f: raw_pg_runs.enqueue(url, s.enqueue_single, s.enqueue_batched),
+        )
     single = min(s.enqueue_single, PEER_SINGLE)
     if "huey" in ctx.systems:
-        measure(ctx, results, ("enqueue", "huey", "pg"),
-                lambda f: huey_pg_runs.enqueue(url, single, min(s.enqueue_batched, 20_000)))
+        measure(
+            ctx,
+            results,
+            ("enqueue", "huey", "pg"),
+            lambda f: huey_pg_runs.enqueue(url, single, min(s.enqueue_batched, 20_000)),
+        )
     if "procrastinate" in ctx.systems:
-        measure(ctx, results, ("enqueue", "procrastinate", "pg"),
-                lambda f: procrastinate_runs.enqueue(url, single, min(s.enqueue_batched, 20_000)))
+        measure(
+            ctx,
+            results,
+            ("enqueue", "procrastinate", "pg"),
+            lambda f: procrastinate_runs.enqueue(url, single, min(s.enqueue_batched, 20_000)),
+        )
 
 
 def burn_plan(ctx: Ctx, w: int) -> list[tuple[tuple[str, ...], Callable[[str], Any]]]:
     n, url, plan = ctx.scale.burn_jobs, ctx.url, []
     if "jobq" in ctx.systems:
+
         def jobq(f: str) -> Any:
             with jobq_db(ctx, f) as db:
                 return jobq_runs.burn(db, "", w, n)
+
         plan.append((("burn", "jobq", "pg", str(w)), jobq))
     if "huey" in ctx.systems:
-        plan.append((("burn", "huey", "pg", str(w)), lambda f: huey_pg_runs.burn(f, url, w, n, ctx.huey_quiet)))
+        plan.append(
+            (
+                ("burn", "huey", "pg", str(w)),
+                lambda f: huey_pg_runs.burn(f, url, w, n, ctx.huey_quiet),
+            )
+        )
     if "procrastinate" in ctx.systems:
         for layout in procrastinate_runs.LAYOUTS:
-            plan.append((("burn", "procrastinate", layout, str(w)),
-                         lambda f, layout=layout: procrastinate_runs.burn(f, url, w, min(n, PROCRASTINATE_BURN),
-                                                                          layout)))
+            plan.append(
+                (
+                    ("burn", "procrastinate", layout, str(w)),
+                    lambda f, layout=layout: procrastinate_runs.burn(
+                        f, url, w, min(n, PROCRASTINATE_BURN), layout
+                    ),
+                )
+            )
     if "raw" in ctx.systems:
         for b in RAW_BATCHES:
-            plan.append((("burn", "raw", b, str(w)), lambda f, b=b: raw_pg_runs.burn(url, w, n, int(b))))
+            plan.append(
+                (("burn", "raw", b, str(w)), lambda f, b=b: raw_pg_runs.burn(url, w, n, int(b)))
+            )
     return plan
 
 
@@ -132,23 +163,56 @@ def run_latency(ctx: Ctx, results: dict, workloads: list[str]) -> None:
                 continue
             with session:
                 if "steady" in workloads:
-                    measure(ctx, results, ("steady", system, variant),
-                            lambda _f: {**latency.steady(session, s.rate, s.steady_seconds),
-                                        "workers": ctx.latency_workers})
+                    measure(
+                        ctx,
+                        results,
+                        ("steady", system, variant),
+                        lambda _f: {
+                            **latency.steady(session, s.rate, s.steady_seconds),
+                            "workers": ctx.latency_workers,
+                        },
+                    )
                 if "idle" in workloads:
-                    measure(ctx, results, ("idle", system, variant),
-                            lambda _f: {**latency.idle(session, settle=s.settle, cpu_window=s.cpu_window,
-                                                       jobs=s.idle_jobs, delayed=s.delayed_jobs,
-                                                       rng=random.Random(ctx.seed)),
-                                        "workers": ctx.latency_workers, "cpu_includes": "tree and its backends"})
+                    measure(
+                        ctx,
+                        results,
+                        ("idle", system, variant),
+                        lambda _f: {
+                            **latency.idle(
+                                session,
+                                settle=s.settle,
+                                cpu_window=s.cpu_window,
+                                jobs=s.idle_jobs,
+                                delayed=s.delayed_jobs,
+                                rng=random.Random(ctx.seed),
+                            ),
+                            "workers": ctx.latency_workers,
+                            "cpu_includes": "tree and its backends",
+                        },
+                    )
 
 
 def run_depth(ctx: Ctx, results: dict) -> None:
     systems = [x for x in ("jobq", "raw") if x in ctx.systems]
-    for kind, future, finished in (("due", 0.0, 0.0), ("future90", 0.9, 0.0), ("finished90", 0.0, 0.9)):
-        out = attempt(ctx, ("depth", "pg", kind),
-                      lambda f: pg_depth.run_depth(ctx.url, f, list(ctx.scale.depths), future,
-                                                   ctx.scale.depth_claims, systems, ctx.log, finished))
+    for kind, future, finished in (
+        ("due", 0.0, 0.0),
+        ("future90", 0.9, 0.0),
+        ("finished90", 0.0, 0.9),
+    ):
+        out = attempt(
+            ctx,
+            ("depth", "pg", kind),
+            lambda f: pg_depth.run_depth(
+                ctx.url,
+                f,
+                list(ctx.scale.depths),
+                future,
+                ctx.scale.depth_claims,
+                systems,
+                ctx.log,
+                finished,
+            ),
+        )
         for d in map(str, ctx.scale.depths):
             for system in systems:
                 put(results, ("depth", system, "pg", d, kind), out.get(d, {}).get(system, out))
@@ -156,7 +220,10 @@ def run_depth(ctx: Ctx, results: dict) -> None:
 
 def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
     from .run import WORKLOADS, run_features, run_waits
-    chosen = [w for w in WORKLOADS if w in workloads and w not in ("startup", "otel")]  # both SQLite only
+
+    chosen = [
+        w for w in WORKLOADS if w in workloads and w not in ("startup", "otel")
+    ]  # both SQLite only
     for name in chosen:
         if name == "idle" and "steady" in chosen:
             continue
@@ -164,5 +231,10 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
         if name in ("steady", "idle"):
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
-            {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
-             "waits": run_waits, "features": run_features}[name](ctx, results)
+            {
+                "enqueue": run_enqueue,
+                "burn": run_burn,
+                "depth": run_depth,
+                "waits": run_waits,
+                "features": run_features,
+            }[name](ctx, results)

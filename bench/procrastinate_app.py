@@ -5,6 +5,7 @@ worker (``App.run_worker``, LISTEN/NOTIFY on, its defaults otherwise) until SIGT
 with ``--until-empty`` until the queue is empty (``wait=False``). With ``--out`` every task
 appends ``k start end`` to ``DIR/<pid>.txt`` (the latency runs read it while the worker runs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,9 @@ from typing import Any
 from .huey_app import read_records  # the same record format as Huey's  # noqa: F401
 
 
-def make_app(url: str, schema: str, out_dir: str | None = None, *, sync: bool = False) -> tuple[Any, Any]:
+def make_app(
+    url: str, schema: str, out_dir: str | None = None, *, sync: bool = False
+) -> tuple[Any, Any]:
     """An App whose connections have ``schema`` first on the search path, and its
     ``bench_noop(k)`` task. ``sync``: a synchronous connector (for a producer outside asyncio)."""
     import procrastinate
@@ -39,6 +42,7 @@ def make_app(url: str, schema: str, out_dir: str | None = None, *, sync: bool = 
     @app.task(name="bench_aio_sleep")
     async def bench_aio_sleep(ms: float) -> None:
         import asyncio
+
         await asyncio.sleep(ms / 1000.0)
 
     app.bench_aio_sleep = bench_aio_sleep  # bench.asyncbench's task

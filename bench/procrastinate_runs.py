@@ -1,6 +1,7 @@
 """Procrastinate 3.10 (its worker, LISTEN/NOTIFY on) under jobq's workloads, in a schema of its
 own. Concurrency matched two ways: one worker process with ``concurrency=W`` ("1xW") and W
 processes of concurrency 1 ("Wx1")."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,8 +24,18 @@ LAYOUTS = ("1xW", "Wx1")
 def _argv(url: str, schema: str, workers: int, layout: str, *extra: str) -> list[str]:
     """The worker command line: one process of concurrency W, or W processes of 1 (fanned out)."""
     procs, conc = (1, workers) if layout == "1xW" else (workers, 1)
-    worker = [python(), "-m", "bench.procrastinate_app", "--url", url, "--schema", schema,
-              "--concurrency", str(conc), *extra]
+    worker = [
+        python(),
+        "-m",
+        "bench.procrastinate_app",
+        "--url",
+        url,
+        "--schema",
+        schema,
+        "--concurrency",
+        str(conc),
+        *extra,
+    ]
     return worker if procs == 1 else [python(), "-m", "bench.fanout", str(procs), "--", *worker]
 
 
@@ -42,8 +53,13 @@ def burn(folder: str, url: str, workers: int, n: int, layout: str) -> dict[str, 
         with app.open():
             _fill(task, n)
         log = open(os.path.join(folder, "procrastinate.log"), "wb")
-        proc = subprocess.Popen(_argv(url, schema, workers, layout, "--until-empty"), cwd=REPO, env=child_env(),
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            _argv(url, schema, workers, layout, "--until-empty"),
+            cwd=REPO,
+            env=child_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             proc.wait(60 + n / 50)
         finally:
@@ -52,11 +68,14 @@ def burn(folder: str, url: str, workers: int, n: int, layout: str) -> dict[str, 
                 proc.wait(10)
             log.close()
         with pg.connect(url, schema) as conn:
-            left = conn.execute("SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'").fetchone()[0]
+            left = conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"
+            ).fetchone()[0]
             done, secs = conn.execute(
                 "SELECT count(*) FILTER (WHERE type = 'succeeded'), extract(epoch FROM "
                 "max(at) FILTER (WHERE type = 'succeeded') - min(at) FILTER (WHERE type = 'started')) "
-                "FROM procrastinate_events").fetchone()
+                "FROM procrastinate_events"
+            ).fetchone()
     if proc.returncode != 0 or left:
         raise RuntimeError(f"procrastinate worker exited with {proc.returncode}; {left} jobs left")
     return {**rate(done, float(secs)), "workers": workers, "layout": layout}
@@ -92,8 +111,11 @@ class Session:
             self.app.open()
             self.keys = itertools.count()
             self.appname = pg.new_appname("procrastinate")
-            self.proc_tree = Tree(_argv(url, self.schema, workers, layout, "--out", self.out),
-                                  os.path.join(folder, "procrastinate.log"), env=pg.child_env(self.appname))
+            self.proc_tree = Tree(
+                _argv(url, self.schema, workers, layout, "--out", self.out),
+                os.path.join(folder, "procrastinate.log"),
+                env=pg.child_env(self.appname),
+            )
             self.tree = pg.WithBackends(self.proc_tree, url, self.appname)
             procs = 1 if layout == "1xW" else workers
             self.conn = pg.connect(url, self.schema)
@@ -117,8 +139,12 @@ class Session:
         return k
 
     def drained(self) -> bool:
-        return self.conn.execute("SELECT count(*) FROM procrastinate_jobs "
-                                 "WHERE status IN ('todo', 'doing')").fetchone()[0] == 0
+        return (
+            self.conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+            ).fetchone()[0]
+            == 0
+        )
 
     def collect(self) -> dict[int, tuple[float, float]]:
         return read_records(self.out)
@@ -137,4 +163,3 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

@@ -1,5 +1,6 @@
 """Child process trees for the benchmark: started in their own session, measured with psutil,
 and always cleaned up (graceful signal, then SIGKILL of every process ever seen in the tree)."""
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,9 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
+def wait_for(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
+) -> object:
     """Poll ``predicate`` until truthy; raise TimeoutError naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:
@@ -38,14 +41,28 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, interva
 class Tree:
     """A process (``argv``) and its descendants. ``close()`` leaves none of them running."""
 
-    def __init__(self, argv: list[str], log_path: str, *, stop_signal: int = signal.SIGTERM,
-                 stop_timeout: float = 30.0, env: dict[str, str] | None = None, cwd: str = REPO) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        log_path: str,
+        *,
+        stop_signal: int = signal.SIGTERM,
+        stop_timeout: float = 30.0,
+        env: dict[str, str] | None = None,
+        cwd: str = REPO,
+    ) -> None:
         self.stop_signal = stop_signal
         self.stop_timeout = stop_timeout
         self.log = open(log_path, "wb")
         self.log_path = log_path
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, cwd=cwd,
-                                     env=child_env(**(env or {})), start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=child_env(**(env or {})),
+            start_new_session=True,
+        )
         self.seen: dict[int, psutil.Process] = {}
 
     def members(self) -> list[psutil.Process]:

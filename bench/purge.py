@@ -11,6 +11,7 @@ longest ``enqueue`` call and its p99 (a writer's wait for the lock), and enqueue
 running meanwhile (a loaded machine). ``--database postgresql://...``: the same on a fresh
 schema of that server (dropped after), else a SQLite file. One JSON object on stdout.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,14 @@ OLD = 30 * 86400.0
 
 
 # Completed jobs that finished 30 days ago, ids sorting before any new job's, on both engines:
-_OLD_JOBS = ("INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, "
-             "created_at, updated_at) SELECT {id}, 'bench:old', 'completed', 'null', 1, ?, ?, ?, ?, ? FROM {n}")
-_OLD_ATTEMPTS = ("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
-                 "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs")
+_OLD_JOBS = (
+    "INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, "
+    "created_at, updated_at) SELECT {id}, 'bench:old', 'completed', 'null', 1, ?, ?, ?, ?, ? FROM {n}"
+)
+_OLD_ATTEMPTS = (
+    "INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
+    "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs"
+)
 
 
 def fill_old(db: Db, rows: int) -> None:
@@ -51,16 +56,24 @@ def fill_old(db: Db, rows: int) -> None:
     stamp = (iso(time.time() - OLD),) * 5
     if db.engine == "postgresql":
         from .pg import connect
+
         with connect(db.database, db.schema, autocommit=False) as c:
-            c.execute(_OLD_JOBS.format(id="lpad(to_hex(i), 32, '0')", n="generate_series(1, %s) i")
-                      .replace("?", "%s"), (*stamp, rows))
+            c.execute(
+                _OLD_JOBS.format(
+                    id="lpad(to_hex(i), 32, '0')", n="generate_series(1, %s) i"
+                ).replace("?", "%s"),
+                (*stamp, rows),
+            )
             c.execute(_OLD_ATTEMPTS)
         return
     c = sqlite3.connect(db.database, isolation_level=None)
     try:
         c.execute("BEGIN IMMEDIATE")
-        c.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
-                  + _OLD_JOBS.format(id="printf('0000%028x', i)", n="n"), (rows, *stamp))
+        c.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+            + _OLD_JOBS.format(id="printf('0000%028x', i)", n="n"),
+            (rows, *stamp),
+        )
         c.execute(_OLD_ATTEMPTS)
         c.execute("COMMIT")
     finally:
@@ -106,14 +119,27 @@ def run_purge(db: Db, what: str, cfg: str) -> tuple[float, float, str]:
     """Run the purge; (wall start, wall end, its output)."""
     t0 = time.time()
     if what == "cli":
-        out = subprocess.run([python(), "-m", "supervisor", "purge", "--config", cfg, "--older-than", "7d"],
-                             cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=1800)
+        out = subprocess.run(
+            [python(), "-m", "supervisor", "purge", "--config", cfg, "--older-than", "7d"],
+            cwd=REPO,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         text = out.stdout + out.stderr
     else:
         with queue(db) as q:
             jid = q.enqueue("cleanup:old-data", None)
-        wait_for(lambda: query(db, f"SELECT status FROM jobs WHERE id = '{jid}'")[0][0] in
-                 ("completed", "failed"), 1800, "the cleanup job", interval=0.1)
+        wait_for(
+            lambda: (
+                query(db, f"SELECT status FROM jobs WHERE id = '{jid}'")[0][0]
+                in ("completed", "failed")
+            ),
+            1800,
+            "the cleanup job",
+            interval=0.1,
+        )
         text = query(db, f"SELECT status, result, error FROM jobs WHERE id = '{jid}'")[0]
         text = json.dumps(text)
     return t0, time.time(), text
@@ -121,10 +147,17 @@ def run_purge(db: Db, what: str, cfg: str) -> tuple[float, float, str]:
 
 def summary(latencies: list[float], calls: list[float], errors: int) -> dict[str, Any]:
     ms = [x * 1000 for x in latencies]
-    return {"jobs": len(ms), "p50_ms": round(percentile(ms, 50), 1), "p99_ms": round(percentile(ms, 99), 1),
-            "max_ms": round(max(ms), 1) if ms else None,
-            "enqueue_call_p99_ms": round(percentile([c * 1000 for c in calls], 99), 1) if calls else None,
-            "enqueue_call_max_ms": round(max(calls) * 1000, 1) if calls else None, "enqueue_errors": errors}
+    return {
+        "jobs": len(ms),
+        "p50_ms": round(percentile(ms, 50), 1),
+        "p99_ms": round(percentile(ms, 99), 1),
+        "max_ms": round(max(ms), 1) if ms else None,
+        "enqueue_call_p99_ms": round(percentile([c * 1000 for c in calls], 99), 1)
+        if calls
+        else None,
+        "enqueue_call_max_ms": round(max(calls) * 1000, 1) if calls else None,
+        "enqueue_errors": errors,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,10 +168,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--what", choices=("cli", "cleanup"), default="cli")
     p.add_argument("--baseline", type=float, default=3.0, help="seconds before the purge")
     p.add_argument("--load", type=int, default=0, help="busy CPU loops running meanwhile")
-    p.add_argument("--database", help="postgresql://... : a fresh schema on this server (default: SQLite)")
+    p.add_argument(
+        "--database", help="postgresql://... : a fresh schema on this server (default: SQLite)"
+    )
     args = p.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="jobq-bench-purge-") as folder, \
-            place(folder, args.database, "purge") as db:
+    with (
+        tempfile.TemporaryDirectory(prefix="jobq-bench-purge-") as folder,
+        place(folder, args.database, "purge") as db,
+    ):
         fill_old(db, args.rows)
         with start(db, "normal", args.workers), cpu_load(args.load):
             prod = Producer(db, args.rate)
@@ -155,10 +192,24 @@ def main(argv: list[str] | None = None) -> int:
         calls = [c for c in prod.calls if keep(c[0])]
         lat = [parse_iso(done[jid]) - w for w, _, jid, _ in calls if jid in done]
         phases[name] = summary(lat, [c[1] for c in calls], sum(1 for c in calls if c[3]))
-    print(json.dumps({"engine": "postgresql" if args.database else "sqlite", "what": args.what, "rows": args.rows, "workers": args.workers, "rate": args.rate,
-                      "load": args.load, "loadavg": [round(x, 2) for x in os.getloadavg()],
-                      "purge_s": round(t1 - t0, 2), "old_rows_left": left, "purge_output": text.strip()[-300:],
-                      **phases}, indent=1))
+    print(
+        json.dumps(
+            {
+                "engine": "postgresql" if args.database else "sqlite",
+                "what": args.what,
+                "rows": args.rows,
+                "workers": args.workers,
+                "rate": args.rate,
+                "load": args.load,
+                "loadavg": [round(x, 2) for x in os.getloadavg()],
+                "purge_s": round(t1 - t0, 2),
+                "old_rows_left": left,
+                "purge_output": text.strip()[-300:],
+                **phases,
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ are enqueued one at a time, 20-100 ms apart, and their enqueue-to-start (the job
 with no report backlog on a fresh database, so the two figures come from one sitting; the
 ratio is what to read (the target: p99 under 50 ms with the backlog).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,13 @@ from .stats import latency_ms
 
 def write_config(db: Db) -> str:
     path = os.path.join(db.folder, "jobq.toml")
-    data = {**db.toml(), "handlers": ["bench.handlers"], "log_level": "warning", "supervisor": {"workers": 8},
-            "queues": {"emails": {"workers": 2}, "reports": {"workers": 6}}}
+    data = {
+        **db.toml(),
+        "handlers": ["bench.handlers"],
+        "log_level": "warning",
+        "supervisor": {"workers": 8},
+        "queues": {"emails": {"workers": 2}, "reports": {"workers": 6}},
+    }
     with open(path, "wb") as f:
         tomli_w.dump(data, f)
     return path
@@ -37,7 +43,9 @@ def write_config(db: Db) -> str:
 
 def running(db: Db, queue: str) -> int:
     try:
-        return db.query("SELECT count(*) FROM jobs WHERE queue = ? AND status = 'running'", (queue,))[0][0]
+        return db.query(
+            "SELECT count(*) FROM jobs WHERE queue = ? AND status = 'running'", (queue,)
+        )[0][0]
     except Missing:
         return 0
 
@@ -51,15 +59,24 @@ def workers_up(db: Db, tree: Tree) -> int:
         return 0
 
 
-def one_run(db: Db, backlog: int, emails: int, report_ms: int, rng: random.Random) -> dict[str, Any]:
+def one_run(
+    db: Db, backlog: int, emails: int, report_ms: int, rng: random.Random
+) -> dict[str, Any]:
     """Emails' enqueue-to-start behind ``backlog`` report jobs (see the module doc)."""
     cfg = write_config(db)
     with JobQueue(config=db.config()) as q:
         for i in range(0, backlog, 1000):
-            q.enqueue_many([("bench:sleep", {"ms": report_ms}, {"queue": "reports"})
-                            for _ in range(min(1000, backlog - i))])
-        with Tree([python(), "-m", "supervisor", "run", "--config", cfg],
-                  os.path.join(db.folder, "supervisor.log"), stop_timeout=30) as tree:
+            q.enqueue_many(
+                [
+                    ("bench:sleep", {"ms": report_ms}, {"queue": "reports"})
+                    for _ in range(min(1000, backlog - i))
+                ]
+            )
+        with Tree(
+            [python(), "-m", "supervisor", "run", "--config", cfg],
+            os.path.join(db.folder, "supervisor.log"),
+            stop_timeout=30,
+        ) as tree:
             wait_for(lambda: workers_up(db, tree) >= 8, 60, "8 workers")
             if backlog:
                 wait_for(lambda: running(db, "reports") >= 6, 30, "six report workers busy")
@@ -67,7 +84,9 @@ def one_run(db: Db, backlog: int, emails: int, report_ms: int, rng: random.Rando
             for _ in range(emails):
                 time.sleep(rng.uniform(0.02, 0.1))
                 ids.append(q.enqueue("bench:stamp", {}, queue="emails"))
-            wait_for(lambda: all(q.get(i).status == "completed" for i in ids), 30, "every email done")
+            wait_for(
+                lambda: all(q.get(i).status == "completed" for i in ids), 30, "every email done"
+            )
             lags = []
             for i in ids:
                 j = q.get(i)
@@ -80,7 +99,11 @@ def one_run(db: Db, backlog: int, emails: int, report_ms: int, rng: random.Rando
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.queues", description=__doc__.split("\n\n")[0])
-    p.add_argument("--database", default=None, help="postgresql://... (default: a SQLite file in a temp folder)")
+    p.add_argument(
+        "--database",
+        default=None,
+        help="postgresql://... (default: a SQLite file in a temp folder)",
+    )
     p.add_argument("--backlog", type=int, default=10_000)
     p.add_argument("--emails", type=int, default=200)
     p.add_argument("--report-ms", type=int, default=500)
@@ -93,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[label] = one_run(Db.sqlite(tmp), backlog, a.emails, a.report_ms, rng)
                 continue
             from bench import pg
+
             with pg.fresh_schema(a.database, "queues", create=False) as schema:
                 db = Db.postgres(tmp, a.database, schema)
                 try:
@@ -101,12 +125,16 @@ def main(argv: list[str] | None = None) -> int:
                     db.close()
     engine = "postgresql" if a.database else "sqlite"
     for label, r in results.items():
-        print(f"[{engine}] emails enqueue-to-start, {label}: p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
-              f"max {r['max']:.1f} ms (n={r['n']}, missing {r['missing']}; reports running at the end: "
-              f"{r['reports_running_at_end']})")
+        print(
+            f"[{engine}] emails enqueue-to-start, {label}: p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, "
+            f"max {r['max']:.1f} ms (n={r['n']}, missing {r['missing']}; reports running at the end: "
+            f"{r['reports_running_at_end']})"
+        )
     base, loaded = results["no backlog"], results["behind the backlog"]
-    print(f"[{engine}] ratio behind/no backlog: p50 {loaded['p50'] / base['p50']:.2f}x, "
-          f"p99 {loaded['p99'] / base['p99']:.2f}x; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"[{engine}] ratio behind/no backlog: p50 {loaded['p50'] / base['p50']:.2f}x, "
+        f"p99 {loaded['p99'] / base['p99']:.2f}x; load average {os.getloadavg()[0]:.2f}"
+    )
     return 0
 
 

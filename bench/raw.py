@@ -7,6 +7,7 @@ queue is empty. Modes:
 - ``fold``: the completion of the previous job and the next claim share one transaction.
 - ``batch10``: ten claims per transaction, their completions folded into the next claim.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,12 +32,16 @@ WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' AND run_at <= :now
 RETURNING id, attempts
 """
 
-COMPLETE = ("UPDATE jobs SET status = 'completed', completed_at = :now, updated_at = :now, "
-            "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
-            "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner")
+COMPLETE = (
+    "UPDATE jobs SET status = 'completed', completed_at = :now, updated_at = :now, "
+    "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "
+    "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
+)
 
-INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
-          "created_at, updated_at, key) VALUES (?, ?, 'pending', ?, 0, NULL, 0, ?, ?, ?, NULL)")
+INSERT = (
+    "INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
+    "created_at, updated_at, key) VALUES (?, ?, 'pending', ?, 0, NULL, 0, ?, ?, ?, NULL)"
+)
 
 
 def connect(path: str, sync: str, *, create: bool = False) -> sqlite3.Connection:
@@ -56,7 +61,9 @@ def claim(conn: sqlite3.Connection, owner: str, limit: int = 1) -> list[tuple[st
 
 def complete(conn: sqlite3.Connection, owner: str, jobs: list[tuple[str, int]]) -> None:
     now = iso(time.time())
-    conn.executemany(COMPLETE, [{"id": i, "attempt": a, "owner": owner, "now": now} for i, a in jobs])
+    conn.executemany(
+        COMPLETE, [{"id": i, "attempt": a, "owner": owner, "now": now} for i, a in jobs]
+    )
 
 
 def retrying(fn, *args, attempts: int = 100):
@@ -89,8 +96,9 @@ def in_tx(conn: sqlite3.Connection, fn, *args):
     return retrying(_tx, conn, fn, *args)
 
 
-def complete_then_claim(conn: sqlite3.Connection, owner: str, done: list[tuple[str, int]],
-                        limit: int) -> list[tuple[str, int]]:
+def complete_then_claim(
+    conn: sqlite3.Connection, owner: str, done: list[tuple[str, int]], limit: int
+) -> list[tuple[str, int]]:
     complete(conn, owner, done)
     return claim(conn, owner, limit)
 
@@ -111,7 +119,9 @@ def work(conn: sqlite3.Connection, owner: str, mode: str) -> int:
     return n
 
 
-def insert_params(n: int, now: float, run_at: float | None = None, type_: str = "bench:noop") -> list[tuple]:
+def insert_params(
+    n: int, now: float, run_at: float | None = None, type_: str = "bench:noop"
+) -> list[tuple]:
     """Rows for :data:`INSERT`, like jobq's (time-ordered ids, ISO times)."""
     stamp, due = iso(now), iso(now if run_at is None else run_at)
     return [(new_id(), type_, "null", due, stamp, stamp) for _ in range(n)]
@@ -131,7 +141,9 @@ def enqueue_batched(conn: sqlite3.Connection, n: int, batch: int = 1000) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.raw", description="One raw claim/complete worker.")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.raw", description="One raw claim/complete worker."
+    )
     p.add_argument("--db", required=True)
     p.add_argument("--sync", choices=("normal", "full"), default="normal")
     p.add_argument("--mode", choices=MODES, default="one")

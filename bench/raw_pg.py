@@ -18,6 +18,7 @@ Enqueue: one autocommit ``INSERT`` with its ``pg_notify`` in the same statement;
 ``INSERT`` and ``BEGIN; INSERT; NOTIFY; COMMIT`` for reference; ``executemany`` of 1,000 rows
 per transaction with one NOTIFY.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,10 +64,14 @@ WHERE jobs.id = d.id AND jobs.status = 'running' AND jobs.attempts = d.attempt A
 """
 
 INSERT = "INSERT INTO jobs (type, payload) VALUES (%s, %s)"
-INSERT_DELAYED = (f"WITH j AS (INSERT INTO jobs (type, payload, run_at) VALUES (%s, %s, to_timestamp(%s)) "
-                  f"RETURNING id) SELECT id, pg_notify('{CHANNEL}', '') FROM j")
-INSERT_NOTIFY = (f"WITH j AS (INSERT INTO jobs (type, payload) VALUES (%s, %s) RETURNING id) "
-                 f"SELECT id, pg_notify('{CHANNEL}', '') FROM j")
+INSERT_DELAYED = (
+    f"WITH j AS (INSERT INTO jobs (type, payload, run_at) VALUES (%s, %s, to_timestamp(%s)) "
+    f"RETURNING id) SELECT id, pg_notify('{CHANNEL}', '') FROM j"
+)
+INSERT_NOTIFY = (
+    f"WITH j AS (INSERT INTO jobs (type, payload) VALUES (%s, %s) RETURNING id) "
+    f"SELECT id, pg_notify('{CHANNEL}', '') FROM j"
+)
 
 
 def create(conn: psycopg.Connection) -> None:
@@ -78,12 +83,20 @@ def claim(conn: psycopg.Connection, owner: str, limit: int) -> list[tuple[int, i
 
 
 def complete(conn: psycopg.Connection, owner: str, jobs: list[tuple[int, int]], t: float) -> None:
-    conn.execute(COMPLETE, {"ids": [j[0] for j in jobs], "attempts": [j[1] for j in jobs],
-                            "ts": [t] * len(jobs), "owner": owner})
+    conn.execute(
+        COMPLETE,
+        {
+            "ids": [j[0] for j in jobs],
+            "attempts": [j[1] for j in jobs],
+            "ts": [t] * len(jobs),
+            "owner": owner,
+        },
+    )
 
 
-def complete_then_claim(conn: psycopg.Connection, owner: str, done: list[tuple[int, int]], t: float,
-                        limit: int) -> list[tuple[int, int]]:
+def complete_then_claim(
+    conn: psycopg.Connection, owner: str, done: list[tuple[int, int]], t: float, limit: int
+) -> list[tuple[int, int]]:
     with conn.transaction():
         complete(conn, owner, done, t)
         return claim(conn, owner, limit)
@@ -114,8 +127,9 @@ def listen(conn: psycopg.Connection, owner: str, batch: int) -> None:
         if jobs:
             complete(conn, owner, jobs, time.time())
             continue
-        row = conn.execute("SELECT extract(epoch FROM min(run_at) - now()) FROM jobs "
-                           "WHERE status = 'pending'").fetchone()
+        row = conn.execute(
+            "SELECT extract(epoch FROM min(run_at) - now()) FROM jobs WHERE status = 'pending'"
+        ).fetchone()
         wait = 1.0 if row[0] is None else max(0.0, min(1.0, float(row[0])))
         for _ in conn.notifies(timeout=wait, stop_after=1):
             pass
@@ -149,14 +163,19 @@ def fill(conn: psycopg.Connection, n: int, future: float = 0.0) -> None:
     """``n`` pending jobs generated in the server; a share ``future`` of them (every i with
     i % 10 < future*10) due a day from now, the rest due a second ago."""
     cut = round(future * 10)
-    conn.execute("INSERT INTO jobs (type, run_at) SELECT 'bench:noop', "
-                 "CASE WHEN i %% 10 < %s THEN now() + interval '1 day' ELSE now() - interval '1 second' END "
-                 "FROM generate_series(0, %s - 1) AS i", (cut, n))
+    conn.execute(
+        "INSERT INTO jobs (type, run_at) SELECT 'bench:noop', "
+        "CASE WHEN i %% 10 < %s THEN now() + interval '1 day' ELSE now() - interval '1 second' END "
+        "FROM generate_series(0, %s - 1) AS i",
+        (cut, n),
+    )
     conn.execute("ANALYZE jobs")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.raw_pg", description="One raw PostgreSQL worker.")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.raw_pg", description="One raw PostgreSQL worker."
+    )
     p.add_argument("mode", choices=("work", "listen"))
     p.add_argument("--url", required=True)
     p.add_argument("--schema", required=True)

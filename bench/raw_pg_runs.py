@@ -1,4 +1,5 @@
 """Running the raw PostgreSQL ceiling (:mod:`bench.raw_pg`) in a schema of its own."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,10 @@ from .stats import rate
 
 
 def _window(conn) -> dict[str, Any]:
-    n, secs = conn.execute("SELECT count(*), extract(epoch FROM max(completed_at) - min(started_at)) "
-                           "FROM jobs WHERE status = 'completed'").fetchone()
+    n, secs = conn.execute(
+        "SELECT count(*), extract(epoch FROM max(completed_at) - min(started_at)) "
+        "FROM jobs WHERE status = 'completed'"
+    ).fetchone()
     if not n:
         raise RuntimeError("no raw job completed")
     return rate(n, float(secs))
@@ -25,7 +28,18 @@ def burn(url: str, workers: int, n: int, batch: int) -> dict[str, Any]:
     with pg.fresh_schema(url, "raw") as schema, pg.connect(url, schema) as conn:
         raw_pg.create(conn)
         raw_pg.fill(conn, n)
-        argv = [python(), "-m", "bench.raw_pg", "work", "--url", url, "--schema", schema, "--batch", str(batch)]
+        argv = [
+            python(),
+            "-m",
+            "bench.raw_pg",
+            "work",
+            "--url",
+            url,
+            "--schema",
+            schema,
+            "--batch",
+            str(batch),
+        ]
         procs = [subprocess.Popen(argv, cwd=REPO, env=child_env()) for _ in range(workers)]
         try:
             deadline = time.monotonic() + 60 + n / 100
@@ -51,8 +65,9 @@ def enqueue(url: str, single: int, batched: int) -> dict[str, Any]:
         for how in ("notify", "insert", "tx"):
             t0 = time.perf_counter()
             raw_pg.enqueue_single(conn, single, how)
-            out[{"notify": "single", "insert": "single_insert", "tx": "single_tx"}[how]] = \
-                rate(single, time.perf_counter() - t0)
+            out[{"notify": "single", "insert": "single_insert", "tx": "single_tx"}[how]] = rate(
+                single, time.perf_counter() - t0
+            )
         t0 = time.perf_counter()
         raw_pg.enqueue_batched(conn, batched)
         out["batched"] = rate(batched, time.perf_counter() - t0)
@@ -70,9 +85,24 @@ class Session:
             self.conn = pg.connect(url, self.schema)
             raw_pg.create(self.conn)
             self.appname = pg.new_appname("raw")
-            argv = [python(), "-m", "bench.fanout", str(workers), "--", python(), "-m", "bench.raw_pg", "listen",
-                    "--url", url, "--schema", self.schema]
-            self.proc_tree = Tree(argv, os.path.join(folder, "raw.log"), env=pg.child_env(self.appname))
+            argv = [
+                python(),
+                "-m",
+                "bench.fanout",
+                str(workers),
+                "--",
+                python(),
+                "-m",
+                "bench.raw_pg",
+                "listen",
+                "--url",
+                url,
+                "--schema",
+                self.schema,
+            ]
+            self.proc_tree = Tree(
+                argv, os.path.join(folder, "raw.log"), env=pg.child_env(self.appname)
+            )
             self.tree = pg.WithBackends(self.proc_tree, url, self.appname)
             wait_for(lambda: self._listening() >= workers, 60, f"{workers} raw listeners")
         except BaseException:
@@ -90,11 +120,16 @@ class Session:
         return self.conn.execute(raw_pg.INSERT_DELAYED, ("bench:noop", "null", due)).fetchone()[0]
 
     def drained(self) -> bool:
-        return self.conn.execute("SELECT count(*) FROM jobs WHERE status <> 'completed'").fetchone()[0] == 0
+        return (
+            self.conn.execute("SELECT count(*) FROM jobs WHERE status <> 'completed'").fetchone()[0]
+            == 0
+        )
 
     def collect(self) -> dict[int, tuple[float, float | None]]:
-        rows = self.conn.execute("SELECT id, t_start, extract(epoch FROM completed_at)::float8 FROM jobs "
-                                 "WHERE status = 'completed'").fetchall()
+        rows = self.conn.execute(
+            "SELECT id, t_start, extract(epoch FROM completed_at)::float8 FROM jobs "
+            "WHERE status = 'completed'"
+        ).fetchall()
         return {i: (t, done) for i, t, done in rows}
 
     def close(self) -> None:

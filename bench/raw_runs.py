@@ -1,4 +1,5 @@
 """Running the raw ceiling (:mod:`bench.raw`): W worker processes over a pre-filled table."""
+
 from __future__ import annotations
 
 import os

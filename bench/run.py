@@ -1,5 +1,6 @@
 """The workloads, run one after another on fresh temporary folders; every measurement lands in
 ``results[workload][system][variant]...`` (a failure is recorded as ``{"error": ...}``)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,8 @@ class Ctx:
     systems: set[str]
     huey_variants: list[str]
     huey_quiet: bool = False  # Huey's -q: WARNING logging instead of its default INFO
-    url: str | None = None    # PostgreSQL: the server every system runs on (bench.pg_run)
-    size: str = "full"        # "full", "quick" or "smoke": the sizes of bench.features
+    url: str | None = None  # PostgreSQL: the server every system runs on (bench.pg_run)
+    size: str = "full"  # "full", "quick" or "smoke": the sizes of bench.features
     seed: int = 7
     started: float = field(default_factory=time.monotonic)
 
@@ -94,13 +95,26 @@ def run_enqueue(ctx: Ctx, results: dict) -> None:
     s = ctx.scale
     for sync in ctx.syncs:
         if "jobq" in ctx.systems:
-            measure(ctx, results, ("enqueue", "jobq", sync),
-                    lambda f: jobq_runs.enqueue(f, sync, s.enqueue_single, s.enqueue_batched))
+            measure(
+                ctx,
+                results,
+                ("enqueue", "jobq", sync),
+                lambda f: jobq_runs.enqueue(f, sync, s.enqueue_single, s.enqueue_batched),
+            )
         if "raw" in ctx.systems:
-            measure(ctx, results, ("enqueue", "raw", sync),
-                    lambda f: raw_runs.enqueue(f, sync, s.enqueue_single, s.enqueue_batched))
+            measure(
+                ctx,
+                results,
+                ("enqueue", "raw", sync),
+                lambda f: raw_runs.enqueue(f, sync, s.enqueue_single, s.enqueue_batched),
+            )
     for fsync in ctx.huey_variants:
-        measure(ctx, results, ("enqueue", "huey", fsync), lambda f: huey_runs.enqueue(f, fsync, s.enqueue_single))
+        measure(
+            ctx,
+            results,
+            ("enqueue", "huey", fsync),
+            lambda f: huey_runs.enqueue(f, fsync, s.enqueue_single),
+        )
 
 
 def burn_plan(ctx: Ctx, w: int) -> list[tuple[tuple[str, ...], Callable[[str], Any]]]:
@@ -108,23 +122,44 @@ def burn_plan(ctx: Ctx, w: int) -> list[tuple[tuple[str, ...], Callable[[str], A
     n, plan = ctx.scale.burn_jobs, []
     for sync in ctx.syncs:
         if "jobq" in ctx.systems:
-            plan.append((("burn", "jobq", sync, str(w)), lambda f, sync=sync: jobq_runs.burn(f, sync, w, n)))
+            plan.append(
+                (("burn", "jobq", sync, str(w)), lambda f, sync=sync: jobq_runs.burn(f, sync, w, n))
+            )
         if "raw" in ctx.systems:
-            plan.append((("burn", "raw", sync, str(w)), lambda f, sync=sync: raw_runs.burn(f, sync, w, n)))
+            plan.append(
+                (("burn", "raw", sync, str(w)), lambda f, sync=sync: raw_runs.burn(f, sync, w, n))
+            )
             if w in ctx.scale.raw_modes_workers:
-                plan += [(("burn", f"raw_{mode}", sync, str(w)),
-                          lambda f, sync=sync, mode=mode: raw_runs.burn(f, sync, w, n, mode))
-                         for mode in ("fold", "batch10")]
+                plan += [
+                    (
+                        ("burn", f"raw_{mode}", sync, str(w)),
+                        lambda f, sync=sync, mode=mode: raw_runs.burn(f, sync, w, n, mode),
+                    )
+                    for mode in ("fold", "batch10")
+                ]
     for fsync in ctx.huey_variants:
-        plan.append((("burn", "huey", fsync, str(w)),
-                     lambda f, fsync=fsync: huey_runs.burn(f, fsync, w, n, ctx.huey_quiet)))
+        plan.append(
+            (
+                ("burn", "huey", fsync, str(w)),
+                lambda f, fsync=fsync: huey_runs.burn(f, fsync, w, n, ctx.huey_quiet),
+            )
+        )
     if w == max(ctx.scale.workers) and "jobq" in ctx.systems and "default" in ctx.huey_variants:
         # Both at their default logging (jobq "info": a line per job; Huey INFO), as the targets'
         # "Huey's defaults" figure was taken.
-        plan += [(("burn", "jobq_info", sync, str(w)),
-                  lambda f, sync=sync: jobq_runs.burn(f, sync, w, n, log_level="info")) for sync in ctx.syncs]
-        plan.append((("burn", "huey_info", "default", str(w)),
-                     lambda f: huey_runs.burn(f, "default", w, n, quiet=False)))
+        plan += [
+            (
+                ("burn", "jobq_info", sync, str(w)),
+                lambda f, sync=sync: jobq_runs.burn(f, sync, w, n, log_level="info"),
+            )
+            for sync in ctx.syncs
+        ]
+        plan.append(
+            (
+                ("burn", "huey_info", "default", str(w)),
+                lambda f: huey_runs.burn(f, "default", w, n, quiet=False),
+            )
+        )
     return plan
 
 
@@ -165,15 +200,32 @@ def run_latency(ctx: Ctx, results: dict, workloads: list[str]) -> None:
                 continue
             with session:
                 if "steady" in workloads:
-                    measure(ctx, results, ("steady", system, variant),
-                            lambda _f: {**latency.steady(session, s.rate, s.steady_seconds),
-                                        "workers": ctx.latency_workers})
+                    measure(
+                        ctx,
+                        results,
+                        ("steady", system, variant),
+                        lambda _f: {
+                            **latency.steady(session, s.rate, s.steady_seconds),
+                            "workers": ctx.latency_workers,
+                        },
+                    )
                 if "idle" in workloads:
-                    measure(ctx, results, ("idle", system, variant),
-                            lambda _f: {**latency.idle(session, settle=s.settle, cpu_window=s.cpu_window,
-                                                       jobs=s.idle_jobs, delayed=s.delayed_jobs,
-                                                       rng=random.Random(ctx.seed)),
-                                        "workers": ctx.latency_workers})
+                    measure(
+                        ctx,
+                        results,
+                        ("idle", system, variant),
+                        lambda _f: {
+                            **latency.idle(
+                                session,
+                                settle=s.settle,
+                                cpu_window=s.cpu_window,
+                                jobs=s.idle_jobs,
+                                delayed=s.delayed_jobs,
+                                rng=random.Random(ctx.seed),
+                            ),
+                            "workers": ctx.latency_workers,
+                        },
+                    )
 
 
 def run_depth(ctx: Ctx, results: dict) -> None:
@@ -187,36 +239,77 @@ def run_depth(ctx: Ctx, results: dict) -> None:
                 files[str(d)] = (path, depth.build(path, d, future))
                 ctx.log(f"depth: built {d:,} jobs ({kind}) in {time.monotonic() - t0:.1f}s")
             for sync in ctx.syncs:
-                out = attempt(ctx, ("depth", sync, kind),
-                              lambda _f: depth.measure(files, sync, ctx.scale.depth_claims, systems))
+                out = attempt(
+                    ctx,
+                    ("depth", sync, kind),
+                    lambda _f: depth.measure(files, sync, ctx.scale.depth_claims, systems),
+                )
                 for d in files:
                     for system in systems:
-                        put(results, ("depth", system, sync, d, kind), out.get(d, {}).get(system, out))
+                        put(
+                            results,
+                            ("depth", system, sync, d, kind),
+                            out.get(d, {}).get(system, out),
+                        )
 
 
 def run_startup(ctx: Ctx, results: dict) -> None:
     """Cold start (template and exec side by side, Huey end to end), respawn after a
     SIGKILL, throughput under faults at the shipped defaults (bench.startup), 8 workers."""
     n, w = ctx.scale.burn_jobs, max(8, max(ctx.scale.workers))
-    here = startup.Side("this", startup.REPO, None)  # this checkout, the environment's bytecode cache
-    measure(ctx, results, ("startup", "cold", "template"), lambda f: startup.cold(Db.sqlite(f), here, w, n, True))
-    measure(ctx, results, ("startup", "cold", "exec"), lambda f: startup.cold(Db.sqlite(f), here, w, n, False))
+    here = startup.Side(
+        "this", startup.REPO, None
+    )  # this checkout, the environment's bytecode cache
+    measure(
+        ctx,
+        results,
+        ("startup", "cold", "template"),
+        lambda f: startup.cold(Db.sqlite(f), here, w, n, True),
+    )
+    measure(
+        ctx,
+        results,
+        ("startup", "cold", "exec"),
+        lambda f: startup.cold(Db.sqlite(f), here, w, n, False),
+    )
     for variant, fsync, quiet in (("quiet", "off", True), ("default", "default", False)):
         if ctx.huey_variants:
-            measure(ctx, results, ("startup", "huey", variant), lambda f: startup.huey_cold(f, fsync, w, n, quiet))
+            measure(
+                ctx,
+                results,
+                ("startup", "huey", variant),
+                lambda f: startup.huey_cold(f, fsync, w, n, quiet),
+            )
     kills = 10 if n >= 20_000 else 3
-    measure(ctx, results, ("startup", "respawn"),
-            lambda f: startup.respawn(Db.sqlite(f), here, kills, min(100_000, 5 * n)))
+    measure(
+        ctx,
+        results,
+        ("startup", "respawn"),
+        lambda f: startup.respawn(Db.sqlite(f), here, kills, min(100_000, 5 * n)),
+    )
     faults = min(2000, n)
-    measure(ctx, results, ("startup", "faults", "none"),
-            lambda f: startup.faults(Db.sqlite(f), here, w, faults, None))
-    measure(ctx, results, ("startup", "faults", "kill_every_0.1s"),
-            lambda f: startup.faults(Db.sqlite(f), here, w, faults, 0.1))
+    measure(
+        ctx,
+        results,
+        ("startup", "faults", "none"),
+        lambda f: startup.faults(Db.sqlite(f), here, w, faults, None),
+    )
+    measure(
+        ctx,
+        results,
+        ("startup", "faults", "kill_every_0.1s"),
+        lambda f: startup.faults(Db.sqlite(f), here, w, faults, 0.1),
+    )
     r = results["startup"]
-    flat = {"cold_template": r["cold"].get("template"), "cold_exec": r["cold"].get("exec"),
-            "huey_quiet": r.get("huey", {}).get("quiet"), "huey_default": r.get("huey", {}).get("default"),
-            "respawn": r.get("respawn"), "faults_none": r["faults"].get("none"),
-            "faults_kill": r["faults"].get("kill_every_0.1s")}
+    flat = {
+        "cold_template": r["cold"].get("template"),
+        "cold_exec": r["cold"].get("exec"),
+        "huey_quiet": r.get("huey", {}).get("quiet"),
+        "huey_default": r.get("huey", {}).get("default"),
+        "respawn": r.get("respawn"),
+        "faults_none": r["faults"].get("none"),
+        "faults_kill": r["faults"].get("kill_every_0.1s"),
+    }
     try:
         r["verdicts"] = startup.verdicts({k: v for k, v in flat.items() if v and "error" not in v})
     except (KeyError, TypeError, ZeroDivisionError) as exc:
@@ -229,6 +322,7 @@ def run_waits(ctx: Ctx, results: dict) -> None:
     (:mod:`bench.waits`), on this run's engine."""
     from . import waits
     from .scale import SMOKE
+
     results["waits"] = waits.run(ctx.url, smoke=ctx.scale is SMOKE)
 
 
@@ -236,9 +330,12 @@ def run_features(ctx: Ctx, results: dict) -> None:
     """The features (tasks, workflows, keys, async) beside their baselines (:mod:`bench.features`),
     on this run's engine, with the largest worker count."""
     from . import features
+
     sizes = {"smoke": features.SMOKE, "quick": features.QUICK}.get(ctx.size, features.FULL)
     sizes = dataclasses.replace(sizes, workers=max(ctx.scale.workers))
-    results["features"] = attempt(ctx, ("features",), lambda _f: features.run(ctx.url, sizes, log=ctx.log))
+    results["features"] = attempt(
+        ctx, ("features",), lambda _f: features.run(ctx.url, sizes, log=ctx.log)
+    )
 
 
 def run_otel(ctx: Ctx, results: dict) -> None:
@@ -247,9 +344,12 @@ def run_otel(ctx: Ctx, results: dict) -> None:
     ``--smoke``)."""
     from . import otel
     from .scale import SMOKE
+
     smoke = ctx.scale is SMOKE
     n = ctx.scale.burn_jobs if smoke else max(ctx.scale.burn_jobs, 5000)
-    results["otel"] = otel.run(ctx.root, 1 if smoke else 5, max(ctx.scale.workers), n, 2000 if smoke else 20_000)
+    results["otel"] = otel.run(
+        ctx.root, 1 if smoke else 5, max(ctx.scale.workers), n, 2000 if smoke else 20_000
+    )
     ctx.log(otel.report(results["otel"]))
 
 
@@ -263,6 +363,12 @@ def run(ctx: Ctx, results: dict, workloads: list[str]) -> None:
         if name in ("steady", "idle"):
             run_latency(ctx, results, [w for w in chosen if w in ("steady", "idle")])
         else:
-            {"enqueue": run_enqueue, "burn": run_burn, "depth": run_depth,
-             "startup": run_startup, "waits": run_waits, "features": run_features,
-             "otel": run_otel}[name](ctx, results)
+            {
+                "enqueue": run_enqueue,
+                "burn": run_burn,
+                "depth": run_depth,
+                "startup": run_startup,
+                "waits": run_waits,
+                "features": run_features,
+                "otel": run_otel,
+            }[name](ctx, results)

@@ -23,6 +23,7 @@ one untimed launch, even where ``PYTHONDONTWRITEBYTECODE`` is set: an installed 
 ``.pyc`` files, and compiling every module at each launch would be measured instead of jobq.
 ``--no-pycache`` keeps the environment as it is.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,15 +58,20 @@ TARGETS = {"first_job_s": 0.2, "all_workers_first_job_s": 0.3, "respawn_after_ki
 @dataclass
 class Side:
     """One checkout under test, and the environment its processes get."""
+
     name: str
     tree: str
     pycache: str | None
 
     def env(self, **extra: str) -> dict[str, str]:
         env = child_env(**extra)
-        env["PYTHONPATH"] = os.pathsep.join([self.tree, *env["PYTHONPATH"].split(os.pathsep)[1:]]).rstrip(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [self.tree, *env["PYTHONPATH"].split(os.pathsep)[1:]]
+        ).rstrip(os.pathsep)
         if self.pycache:
-            env["PYTHONDONTWRITEBYTECODE"] = ""  # empty: unset (Tree adds this environment to os.environ)
+            env["PYTHONDONTWRITEBYTECODE"] = (
+                ""  # empty: unset (Tree adds this environment to os.environ)
+            )
             env["PYTHONPYCACHEPREFIX"] = self.pycache
         return env
 
@@ -75,8 +81,16 @@ def _config(db: Db, workers: int, log_level: str) -> str:
     path = os.path.join(db.folder, "jobq.toml")
     where = db.toml() if db.engine == "postgresql" else {"database": db.database}
     with open(path, "wb") as f:
-        tomli_w.dump({**where, "handlers": ["bench.handlers"], "log_level": log_level,
-                      "log_format": "json", "supervisor": {"workers": workers}}, f)
+        tomli_w.dump(
+            {
+                **where,
+                "handlers": ["bench.handlers"],
+                "log_level": log_level,
+                "log_format": "json",
+                "supervisor": {"workers": workers},
+            },
+            f,
+        )
     return path
 
 
@@ -97,15 +111,28 @@ def _fill(db: Db, side: Side, items: list[tuple[str, Any]]) -> None:
     by the first jobq to open it) is then the version that side runs (an older checkout refuses
     a newer schema)."""
     schema = db.schema if db.engine == "postgresql" else None
-    subprocess.run([python(), "-c", _FILL], input=json.dumps([db.database, schema, items]), text=True,
-                   check=True, cwd=side.tree, env={**os.environ, **side.env()}, timeout=600)
+    subprocess.run(
+        [python(), "-c", _FILL],
+        input=json.dumps([db.database, schema, items]),
+        text=True,
+        check=True,
+        cwd=side.tree,
+        env={**os.environ, **side.env()},
+        timeout=600,
+    )
 
 
-def _launch(db: Db, side: Side, workers: int, fork_server: bool, log_level: str = "warning") -> Tree:
+def _launch(
+    db: Db, side: Side, workers: int, fork_server: bool, log_level: str = "warning"
+) -> Tree:
     cfg = _config(db, workers, log_level)
-    return Tree([python(), "-m", "supervisor", "run", "--config", cfg, "--workers", str(workers)],
-                os.path.join(db.folder, "supervisor.log"), stop_timeout=30, cwd=side.tree,
-                env=side.env(JOBQ_FORK_SERVER="1" if fork_server else "0"))
+    return Tree(
+        [python(), "-m", "supervisor", "run", "--config", cfg, "--workers", str(workers)],
+        os.path.join(db.folder, "supervisor.log"),
+        stop_timeout=30,
+        cwd=side.tree,
+        env=side.env(JOBQ_FORK_SERVER="1" if fork_server else "0"),
+    )
 
 
 def _workers(tree: Tree) -> list[psutil.Process]:
@@ -138,8 +165,10 @@ def memory(tree: Tree) -> dict[str, float]:
     return {k: round(v, 1) for k, v in tot.items()}
 
 
-LEFT = ("SELECT (SELECT count(*) FROM jobs WHERE status = 'pending') "
-        "+ (SELECT count(*) FROM jobs WHERE status = 'running')")
+LEFT = (
+    "SELECT (SELECT count(*) FROM jobs WHERE status = 'pending') "
+    "+ (SELECT count(*) FROM jobs WHERE status = 'running')"
+)
 
 
 def cold(db: Db, side: Side, workers: int, n: int, fork_server: bool) -> dict[str, Any]:
@@ -150,18 +179,28 @@ def cold(db: Db, side: Side, workers: int, n: int, fork_server: bool) -> dict[st
         # Polled as Huey's side is (its pending count): on the partial indexes of the jobs left,
         # not a scan of every row, which at 20,000 rows took ~24% of a core from the run measured.
         wait_for(lambda: db.query(LEFT)[0][0] == 0, 120 + n / 500, "the burn-down", interval=0.01)
-        firsts = sorted(parse_iso(t) for (t,) in db.query(
-            "SELECT min(started_at) FROM job_attempts GROUP BY owner"))
+        firsts = sorted(
+            parse_iso(t)
+            for (t,) in db.query("SELECT min(started_at) FROM job_attempts GROUP BY owner")
+        )
         last = parse_iso(db.query("SELECT max(completed_at) FROM jobs")[0][0])
         wait_for(lambda: len(_workers(tree)) >= workers, 30, "workers")
         mem = memory(tree)
     finally:
         tree.close()
-    return {"fork_server": fork_server, "jobs": n, "workers": workers,
-            "first_job_s": round(firsts[0] - t0, 3),
-            "all_workers_first_job_s": round(firsts[workers - 1] - t0, 3) if len(firsts) >= workers else None,
-            "workers_that_ran": len(firsts), "end_to_end_s": round(last - t0, 3),
-            "end_to_end_jobs_s": round(n / (last - t0)), "memory_idle": mem}
+    return {
+        "fork_server": fork_server,
+        "jobs": n,
+        "workers": workers,
+        "first_job_s": round(firsts[0] - t0, 3),
+        "all_workers_first_job_s": round(firsts[workers - 1] - t0, 3)
+        if len(firsts) >= workers
+        else None,
+        "workers_that_ran": len(firsts),
+        "end_to_end_s": round(last - t0, 3),
+        "end_to_end_jobs_s": round(n / (last - t0)),
+        "memory_idle": mem,
+    }
 
 
 def cpu(db: Db, side: Side, workers: int) -> dict[str, Any]:
@@ -172,8 +211,12 @@ def cpu(db: Db, side: Side, workers: int) -> dict[str, Any]:
     t0 = time.time()
     tree = _launch(db, side, workers, True)
     try:
-        wait_for(lambda: db.query("SELECT count(*) FROM jobs WHERE status = 'running'")[0][0] >= workers,
-                 60, f"{workers} jobs running", interval=0.005)
+        wait_for(
+            lambda: db.query("SELECT count(*) FROM jobs WHERE status = 'running'")[0][0] >= workers,
+            60,
+            f"{workers} jobs running",
+            interval=0.005,
+        )
         spent = tree.cpu_seconds()
         template = [p.pid for p in tree.members() if _name(p) == TEMPLATE]
         starts = sorted(parse_iso(t) for (t,) in db.query("SELECT started_at FROM jobs"))
@@ -181,9 +224,14 @@ def cpu(db: Db, side: Side, workers: int) -> dict[str, Any]:
         tree.close()
     sup = spent.pop(tree.proc.pid, 0.0)
     tpl = sum(spent.pop(pid, 0.0) for pid in template)
-    return {"total_s": round(sup + tpl + sum(spent.values()), 3), "supervisor_s": round(sup, 3),
-            "template_s": round(tpl, 3), "workers_s": round(sum(spent.values()), 3),
-            "first_job_s": round(starts[0] - t0, 3), "all_running_s": round(starts[-1] - t0, 3)}
+    return {
+        "total_s": round(sup + tpl + sum(spent.values()), 3),
+        "supervisor_s": round(sup, 3),
+        "template_s": round(tpl, 3),
+        "workers_s": round(sum(spent.values()), 3),
+        "first_job_s": round(starts[0] - t0, 3),
+        "all_running_s": round(starts[-1] - t0, 3),
+    }
 
 
 def _name(p: psutil.Process) -> str:
@@ -201,18 +249,40 @@ def huey_cold(folder: str, fsync: str, workers: int, n: int, quiet: bool) -> dic
     filler.storage.close()
     huey, _ = make_huey(db, fsync)
     t0 = time.time()
-    argv = [python(), "-m", "bench.huey_consumer", "--db", db, "--fsync", fsync, "--out", out,
-            "-w", str(workers), *(["-q"] if quiet else [])]
-    with Tree(argv, os.path.join(folder, "consumer.log"), stop_signal=signal.SIGINT, stop_timeout=30) as tree:
-        wait_for(lambda: huey.pending_count() == 0, 120 + n / 100, "the Huey burn-down", interval=0.01)
+    argv = [
+        python(),
+        "-m",
+        "bench.huey_consumer",
+        "--db",
+        db,
+        "--fsync",
+        fsync,
+        "--out",
+        out,
+        "-w",
+        str(workers),
+        *(["-q"] if quiet else []),
+    ]
+    with Tree(
+        argv, os.path.join(folder, "consumer.log"), stop_signal=signal.SIGINT, stop_timeout=30
+    ) as tree:
+        wait_for(
+            lambda: huey.pending_count() == 0, 120 + n / 100, "the Huey burn-down", interval=0.01
+        )
         time.sleep(0.2)  # the last tasks finish after they leave the queue
         tree.close()
     huey.storage.close()
     records = read_records(out)
     first = min(a for a, _ in records.values())
     last = max(b for _, b in records.values())
-    return {"fsync": fsync, "quiet": quiet, "jobs": len(records), "first_job_s": round(first - t0, 3),
-            "end_to_end_s": round(last - t0, 3), "end_to_end_jobs_s": round(len(records) / (last - t0))}
+    return {
+        "fsync": fsync,
+        "quiet": quiet,
+        "jobs": len(records),
+        "first_job_s": round(first - t0, 3),
+        "end_to_end_s": round(last - t0, 3),
+        "end_to_end_jobs_s": round(len(records) / (last - t0)),
+    }
 
 
 def _log_events(folder: str, name: str) -> list[dict]:
@@ -238,18 +308,29 @@ def respawn(db: Db, side: Side, kills: int, jobs: int) -> dict[str, Any]:
             wait_for(lambda: _first_start(db, victim), 30, "its first job")
             t_kill = time.time()
             os.kill(victim, signal.SIGKILL)
-            new = wait_for(lambda: [p.pid for p in _workers(tree) if p.pid != victim], 30, "a replacement")[0]
+            new = wait_for(
+                lambda: [p.pid for p in _workers(tree) if p.pid != victim], 30, "a replacement"
+            )[0]
             started = wait_for(lambda: _first_start(db, new), 30, "the replacement's first job")
-            logged = wait_for(lambda: [e for e in _log_events(db.folder, "worker.exited") if e["pid"] == victim],
-                              30, "worker.exited")
+            logged = wait_for(
+                lambda: [e for e in _log_events(db.folder, "worker.exited") if e["pid"] == victim],
+                30,
+                "worker.exited",
+            )
             after_log.append(started - parse_iso(logged[0]["ts"]))
             after_kill.append(started - t_kill)
     except TimeoutError as exc:
-        raise TimeoutError(f"{side.name}: {exc}; workers {[p.pid for p in _workers(tree)]}; the supervisor's "
-                           f"log ends:\n{tree.output()[-3000:]}") from None
+        raise TimeoutError(
+            f"{side.name}: {exc}; workers {[p.pid for p in _workers(tree)]}; the supervisor's "
+            f"log ends:\n{tree.output()[-3000:]}"
+        ) from None
     finally:
         tree.close()
-    return {"kills": kills, "after_exit_logged_ms": _summary(after_log), "after_kill_ms": _summary(after_kill)}
+    return {
+        "kills": kills,
+        "after_exit_logged_ms": _summary(after_log),
+        "after_kill_ms": _summary(after_kill),
+    }
 
 
 def _first_start(db: Db, pid: int) -> float | None:
@@ -266,7 +347,9 @@ def _summary(xs: list[float]) -> dict[str, float]:
     return {"median": round(xs[len(xs) // 2], 1), "max": round(xs[-1], 1), "min": round(xs[0], 1)}
 
 
-def faults(db: Db, side: Side, workers: int, n: int, kill_every: float | None, seed: int = 16) -> dict[str, Any]:
+def faults(
+    db: Db, side: Side, workers: int, n: int, kill_every: float | None, seed: int = 16
+) -> dict[str, Any]:
     rng = random.Random(seed)
     _fill(db, side, [("bench:sleep", {"ms": rng.uniform(5, 20)}) for _ in range(n)])
     t0 = time.time()
@@ -275,7 +358,9 @@ def faults(db: Db, side: Side, workers: int, n: int, kill_every: float | None, s
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            done = db.query("SELECT count(*) FROM jobs WHERE status IN ('completed', 'failed')")[0][0]
+            done = db.query("SELECT count(*) FROM jobs WHERE status IN ('completed', 'failed')")[0][
+                0
+            ]
             if done >= n:
                 break
             time.sleep(0.05 if kill_every is None else kill_every)
@@ -290,8 +375,14 @@ def faults(db: Db, side: Side, workers: int, n: int, kill_every: float | None, s
         states = dict(db.query("SELECT status, count(*) FROM jobs GROUP BY status"))
     finally:
         tree.close()
-    return {"kill_every_s": kill_every, "kills": kills, "jobs": n, "states": states,
-            "elapsed_s": round(last - t0, 2), "jobs_s": round(states.get("completed", 0) / (last - t0), 1)}
+    return {
+        "kill_every_s": kill_every,
+        "kills": kills,
+        "jobs": n,
+        "states": states,
+        "elapsed_s": round(last - t0, 2),
+        "jobs_s": round(states.get("completed", 0) / (last - t0), 1),
+    }
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float | None:
@@ -299,7 +390,9 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     return round(statistics.median(xs), 3) if xs else None
 
 
-def engine_runs(args: argparse.Namespace, url: str | None, sides: list[Side], sub: Any) -> dict[str, Any]:
+def engine_runs(
+    args: argparse.Namespace, url: str | None, sides: list[Side], sub: Any
+) -> dict[str, Any]:
     """Every measurement asked for on one engine, each side's cold runs alternating."""
     only = set(args.only.split(","))
     out: dict[str, Any] = {s.name: {} for s in sides}
@@ -307,24 +400,42 @@ def engine_runs(args: argparse.Namespace, url: str | None, sides: list[Side], su
     def run(fn: Any, side: Side, *a: Any) -> Any:
         with place(sub(fn.__name__), url, "startup") as db:
             return fn(db, side, *a)
+
     for side in sides:  # untimed: fills the bytecode cache
         run(cold, side, args.workers, 200, True)
     if "cold" in only:
         for k in range(args.rounds):
-            for side in (sides if k % 2 == 0 else sides[::-1]):
-                out[side.name].setdefault("cold_runs", []).append(run(cold, side, args.workers, args.jobs, True))
+            for side in sides if k % 2 == 0 else sides[::-1]:
+                out[side.name].setdefault("cold_runs", []).append(
+                    run(cold, side, args.workers, args.jobs, True)
+                )
         for side in sides:
             runs = out[side.name]["cold_runs"]
-            out[side.name]["cold"] = {key: _median(runs, key) for key in
-                                      ("first_job_s", "all_workers_first_job_s", "end_to_end_s", "end_to_end_jobs_s")}
+            out[side.name]["cold"] = {
+                key: _median(runs, key)
+                for key in (
+                    "first_job_s",
+                    "all_workers_first_job_s",
+                    "end_to_end_s",
+                    "end_to_end_jobs_s",
+                )
+            }
     if "cpu" in only:
         for k in range(args.rounds):
-            for side in (sides if k % 2 == 0 else sides[::-1]):
+            for side in sides if k % 2 == 0 else sides[::-1]:
                 out[side.name].setdefault("cpu_runs", []).append(run(cpu, side, args.workers))
         for side in sides:
-            out[side.name]["cpu"] = {key: _median(out[side.name]["cpu_runs"], key)
-                                     for key in ("total_s", "supervisor_s", "template_s", "workers_s",
-                                                 "first_job_s", "all_running_s")}
+            out[side.name]["cpu"] = {
+                key: _median(out[side.name]["cpu_runs"], key)
+                for key in (
+                    "total_s",
+                    "supervisor_s",
+                    "template_s",
+                    "workers_s",
+                    "first_job_s",
+                    "all_running_s",
+                )
+            }
     for side in sides:
         if "exec" in only:
             out[side.name]["cold_exec"] = run(cold, side, args.workers, args.jobs, False)
@@ -340,7 +451,9 @@ def engine_runs(args: argparse.Namespace, url: str | None, sides: list[Side], su
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.startup", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("--jobs", type=int, default=20_000)
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--rounds", type=int, default=3, help="cold runs of each checkout (alternating)")
@@ -348,11 +461,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--respawn-jobs", type=int, default=100_000)
     p.add_argument("--fault-jobs", type=int, default=2000)
     p.add_argument("--only", default="cold,cpu,exec,huey,respawn,faults")
-    p.add_argument("--database", default=None, help="postgresql://... : measure PostgreSQL too (fresh schemas)")
-    p.add_argument("--engines", default=None, help="sqlite,postgresql (default: sqlite, and postgresql "
-                   "if --database is given)")
+    p.add_argument(
+        "--database", default=None, help="postgresql://... : measure PostgreSQL too (fresh schemas)"
+    )
+    p.add_argument(
+        "--engines",
+        default=None,
+        help="sqlite,postgresql (default: sqlite, and postgresql if --database is given)",
+    )
     p.add_argument("--base", default=None, help="another checkout measured in the same sitting")
-    p.add_argument("--no-pycache", action="store_true", help="children keep PYTHONDONTWRITEBYTECODE")
+    p.add_argument(
+        "--no-pycache", action="store_true", help="children keep PYTHONDONTWRITEBYTECODE"
+    )
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     engines = (args.engines or ("sqlite,postgresql" if args.database else "sqlite")).split(",")
@@ -363,14 +483,20 @@ def main(argv: list[str] | None = None) -> int:
     sides = [Side("this", REPO, cache and cache + "-this")]
     if args.base:
         sides.append(Side("base", os.path.abspath(args.base), cache and cache + "-base"))
-    out: dict[str, Any] = {"loadavg_start": os.getloadavg(), "trees": {s.name: s.tree for s in sides},
-                           "bytecode_cache": cache is not None}
+    out: dict[str, Any] = {
+        "loadavg_start": os.getloadavg(),
+        "trees": {s.name: s.tree for s in sides},
+        "bytecode_cache": cache is not None,
+    }
 
     def sub(name: str) -> str:
         return tempfile.mkdtemp(prefix=name + "-", dir=root)
+
     try:
         for engine in engines:
-            out[engine] = engine_runs(args, args.database if engine == "postgresql" else None, sides, sub)
+            out[engine] = engine_runs(
+                args, args.database if engine == "postgresql" else None, sides, sub
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     out["loadavg_end"] = os.getloadavg()
@@ -391,7 +517,10 @@ def verdicts(r: dict[str, Any], sides: list[str]) -> dict[str, Any]:
     for name in sides:
         mine = r.get(name, {})
         c, e, resp = mine.get("cold"), mine.get("cold_exec"), mine.get("respawn")
-        figures = {**(c or {}), **({"respawn_after_kill_ms": resp["after_kill_ms"]["median"]} if resp else {})}
+        figures = {
+            **(c or {}),
+            **({"respawn_after_kill_ms": resp["after_kill_ms"]["median"]} if resp else {}),
+        }
         for key, limit in TARGETS.items():
             if figures.get(key) is not None:
                 v[f"{name}.{key}_le_{limit:g}"] = (figures[key], figures[key] <= limit)
@@ -407,7 +536,12 @@ def verdicts(r: dict[str, Any], sides: list[str]) -> dict[str, Any]:
             lost = mine["faults_kill"]["states"].get("completed", 0) != mine["faults_kill"]["jobs"]
             v[f"{name}.faults_ge_50pct"] = (round(ratio, 3), ratio >= 0.5 and not lost)
     if "base" in sides:
-        for key in ("first_job_s", "all_workers_first_job_s", "respawn_after_kill_ms", "cpu_total_s"):
+        for key in (
+            "first_job_s",
+            "all_workers_first_job_s",
+            "respawn_after_kill_ms",
+            "cpu_total_s",
+        ):
             a, b = _figure(r, "this", key), _figure(r, "base", key)
             if a is not None and b:
                 v[f"this_over_base.{key}"] = round(a / b, 3)

@@ -1,4 +1,5 @@
 """Small statistics helpers: percentiles and latency summaries in milliseconds."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -23,12 +24,19 @@ def latency_ms(seconds: Iterable[float], expected: int | None = None) -> dict[st
     if expected is not None:
         out["missing"] = expected - len(xs)
     if xs:
-        out.update(p50=round(percentile(xs, 50), 3), p99=round(percentile(xs, 99), 3),
-                   max=round(max(xs), 3), mean=round(sum(xs) / len(xs), 3))
+        out.update(
+            p50=round(percentile(xs, 50), 3),
+            p99=round(percentile(xs, 99), 3),
+            max=round(max(xs), 3),
+            mean=round(sum(xs) / len(xs), 3),
+        )
     return out
 
 
 def rate(count: int, seconds: float) -> dict[str, float | int]:
     """A throughput figure: ``count`` things in ``seconds``."""
-    return {"count": count, "seconds": round(seconds, 4),
-            "per_s": round(count / seconds, 1) if seconds > 0 else None}
+    return {
+        "count": count,
+        "seconds": round(seconds, 4),
+        "per_s": round(count / seconds, 1) if seconds > 0 else None,
+    }

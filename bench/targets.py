@@ -1,5 +1,6 @@
 """The throughput targets, checked against one run's results (8 workers, no-op jobs), and the
 cost of tracing (``otel_targets``)."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,10 @@ def verdict(target: str, measured: str, met: bool | None) -> dict[str, Any]:
 
 
 def burn_targets(results: dict, syncs: list[str]) -> list[dict[str, Any]]:
-    wanted = {"normal": (("off", 2.0, "Huey fsync=False"), ("default", 8.0, "Huey defaults")),
-              "full": (("default", 3.0, "Huey defaults"),)}
+    wanted = {
+        "normal": (("off", 2.0, "Huey fsync=False"), ("default", 8.0, "Huey defaults")),
+        "full": (("default", 3.0, "Huey defaults"),),
+    }
     out = []
     for sync in syncs:
         j = _num(dig(results, "burn", "jobq", sync, "8", "per_s"))
@@ -27,40 +30,70 @@ def burn_targets(results: dict, syncs: list[str]) -> list[dict[str, Any]]:
             h = _num(dig(results, "burn", "huey", variant, "8", "per_s"))
             if j is None or h is None:
                 continue
-            out.append(verdict(f"synchronous={sync}: burn-down (W=8) >= {factor:g}x {name}",
-                               f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x", j >= factor * h))
+            out.append(
+                verdict(
+                    f"synchronous={sync}: burn-down (W=8) >= {factor:g}x {name}",
+                    f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x",
+                    j >= factor * h,
+                )
+            )
         # The same, both systems at their default logging (jobq info, Huey INFO)
         j = _num(dig(results, "burn", "jobq_info", sync, "8", "per_s"))
         h = _num(dig(results, "burn", "huey_info", "default", "8", "per_s"))
         factor = 8.0 if sync == "normal" else 3.0
         if j is not None and h is not None:
-            out.append(verdict(f"synchronous={sync}: burn-down (W=8) >= {factor:g}x Huey's defaults, both at "
-                               f"default logging", f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x", j >= factor * h))
+            out.append(
+                verdict(
+                    f"synchronous={sync}: burn-down (W=8) >= {factor:g}x Huey's defaults, both at "
+                    f"default logging",
+                    f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x",
+                    j >= factor * h,
+                )
+            )
     return out
 
 
 def idle_targets(results: dict, syncs: list[str]) -> list[dict[str, Any]]:
-    checks = (("start", "p50", 2.0, "idle enqueue-to-start p50"), ("start", "p99", 10.0, "idle enqueue-to-start p99"),
-              ("cpu_pct", None, 1.0, "idle CPU of the whole tree (% of a core)"),
-              ("delayed", "p99", 10.0, "delayed jobs start - run_at p99"))
+    checks = (
+        ("start", "p50", 2.0, "idle enqueue-to-start p50"),
+        ("start", "p99", 10.0, "idle enqueue-to-start p99"),
+        ("cpu_pct", None, 1.0, "idle CPU of the whole tree (% of a core)"),
+        ("delayed", "p99", 10.0, "delayed jobs start - run_at p99"),
+    )
     out = []
     for sync in syncs:
         for key, q, limit, name in checks:
             v = _num(dig(results, "idle", "jobq", sync, *((key, q) if q else (key,))))
             if v is not None:
                 unit = "%" if q is None else " ms"
-                out.append(verdict(f"synchronous={sync}: {name} <= {limit:g}{unit}", f"{v:.2f}{unit}", v <= limit))
+                out.append(
+                    verdict(
+                        f"synchronous={sync}: {name} <= {limit:g}{unit}",
+                        f"{v:.2f}{unit}",
+                        v <= limit,
+                    )
+                )
     return out
 
 
 def enqueue_targets(results: dict, syncs: list[str]) -> list[dict[str, Any]]:
     out = []
     for sync in syncs:
-        limits = (("single", 15_000.0), ("batched", 100_000.0)) if sync == "normal" else (("batched", 100_000.0),)
+        limits = (
+            (("single", 15_000.0), ("batched", 100_000.0))
+            if sync == "normal"
+            else (("batched", 100_000.0),)
+        )
         for kind, limit in limits:
             v = _num(dig(results, "enqueue", "jobq", sync, kind, "per_s"))
             if v is not None:
-                out.append(verdict(f"synchronous={sync}: enqueue {kind} >= {limit:,.0f}/s", f"{v:,.0f}/s", v >= limit))
+                out.append(
+                    verdict(
+                        f"synchronous={sync}: enqueue {kind} >= {limit:,.0f}/s",
+                        f"{v:,.0f}/s",
+                        v >= limit,
+                    )
+                )
     return out
 
 
@@ -73,8 +106,13 @@ def depth_targets(results: dict, syncs: list[str], depths: list[int]) -> list[di
             b = _num(dig(results, "depth", "jobq", sync, hi, kind, "per_s"))
             if a is None or b is None or lo == hi:
                 continue
-            out.append(verdict(f"synchronous={sync}: claims/s at {int(hi):,} pending >= 90% of {int(lo):,} ({name})",
-                               f"{b:,.0f} vs {a:,.0f}/s = {100 * b / a:.1f}%", b >= 0.9 * a))
+            out.append(
+                verdict(
+                    f"synchronous={sync}: claims/s at {int(hi):,} pending >= 90% of {int(lo):,} ({name})",
+                    f"{b:,.0f} vs {a:,.0f}/s = {100 * b / a:.1f}%",
+                    b >= 0.9 * a,
+                )
+            )
     return out
 
 
@@ -90,8 +128,13 @@ def otel_targets(results: dict) -> list[dict[str, Any]]:
         if loss is not None:
             floor = sdk_floor(results) if mode == "sdk" else None
             why = f" (the SDK's own span alone: at least {floor:.0f}%)" if floor is not None else ""
-            out.append(verdict(f"tracing on ({name}): burn-down loses < {OTEL_LOSS:g}% of its throughput",
-                               f"{loss:.1f}% lost{why}", loss < OTEL_LOSS))
+            out.append(
+                verdict(
+                    f"tracing on ({name}): burn-down loses < {OTEL_LOSS:g}% of its throughput",
+                    f"{loss:.1f}% lost{why}",
+                    loss < OTEL_LOSS,
+                )
+            )
     return out
 
 
@@ -107,16 +150,23 @@ def sdk_floor(results: dict) -> float | None:
 
 
 def check(results: dict, syncs: list[str], depths: list[int]) -> list[dict[str, Any]]:
-    return (burn_targets(results, syncs) + idle_targets(results, syncs) + enqueue_targets(results, syncs)
-            + depth_targets(results, syncs, depths) + otel_targets(results))
+    return (
+        burn_targets(results, syncs)
+        + idle_targets(results, syncs)
+        + enqueue_targets(results, syncs)
+        + depth_targets(results, syncs, depths)
+        + otel_targets(results)
+    )
 
 
 def markdown(verdicts: list[dict[str, Any]]) -> str:
     mark = {True: "met", False: "MISSED", None: "n/a"}
-    return "\n".join(f"- {mark[v['met']]}: {v['target']} (measured {v['measured']})"
-                     if not v["measured"].startswith("not measured") else
-                     f"- not measured in this run: {v['target']} ({v['measured'][len('not measured in this run; '):]})"
-                     for v in verdicts)
+    return "\n".join(
+        f"- {mark[v['met']]}: {v['target']} (measured {v['measured']})"
+        if not v["measured"].startswith("not measured")
+        else f"- not measured in this run: {v['target']} ({v['measured'][len('not measured in this run; ') :]})"
+        for v in verdicts
+    )
 
 
 # ---- The performance targets: every target stated once, as data ----------------------------------
@@ -125,16 +175,18 @@ def markdown(verdicts: list[dict[str, Any]]) -> str:
 # ``[(variant, measured text, met)]`` (one per SQLite ``synchronous`` mode where that matters),
 # or ``[]`` when this run did not measure it: never a figure written down here.
 
+
 @dataclass(frozen=True)
 class Inputs:
     """What one ``python -m bench`` run has to judge by: its own results and engine, and the
     JSON of ``bench.startup`` / ``bench.purge`` when given (``--startup-json``, ``--purge-json``)."""
+
     results: dict
-    engine: str                      # "sqlite" or "postgresql": this run's
+    engine: str  # "sqlite" or "postgresql": this run's
     syncs: list[str]
-    startup: dict | None = None      # as ``python -m bench.startup --json`` writes it (or flat)
+    startup: dict | None = None  # as ``python -m bench.startup --json`` writes it (or flat)
     startup_source: str = ""
-    purge: dict | None = None        # as ``python -m bench.purge`` prints it
+    purge: dict | None = None  # as ``python -m bench.purge`` prints it
     purge_source: str = ""
 
 
@@ -144,9 +196,9 @@ Figure = Callable[[Inputs], list[tuple[str, str, bool]]]
 @dataclass(frozen=True)
 class Target:
     name: str
-    engine: str   # "sqlite", "postgresql" or "both"
+    engine: str  # "sqlite", "postgresql" or "both"
     bound: str
-    how: str      # how it is measured, where a reader can rerun it
+    how: str  # how it is measured, where a reader can rerun it
     figure: Figure
 
 
@@ -155,8 +207,13 @@ def startup_flat(results: dict) -> dict | None:
     r = results.get("startup")
     if not isinstance(r, dict):
         return None
-    return {"cold_template": dig(r, "cold", "template"), "huey_quiet": dig(r, "huey", "quiet"),
-            "huey_default": dig(r, "huey", "default"), "respawn": r.get("respawn"), "engine": "sqlite"}
+    return {
+        "cold_template": dig(r, "cold", "template"),
+        "huey_quiet": dig(r, "huey", "quiet"),
+        "huey_default": dig(r, "huey", "default"),
+        "respawn": r.get("respawn"),
+        "engine": "sqlite",
+    }
 
 
 def startup_views(doc: dict) -> list[dict]:
@@ -171,15 +228,33 @@ def startup_views(doc: dict) -> list[dict]:
         mine = dig(doc, engine, "this")
         if not isinstance(mine, dict):
             continue
-        cold, runs = mine.get("cold"), [r for r in mine.get("cold_runs") or [] if isinstance(r, dict)]
+        cold, runs = (
+            mine.get("cold"),
+            [r for r in mine.get("cold_runs") or [] if isinstance(r, dict)],
+        )
         if isinstance(cold, dict) and runs:
-            busy = sorted(float("inf") if r.get("all_workers_first_job_s") is None else r["all_workers_first_job_s"]
-                          for r in runs)[(len(runs) - 1) // 2]
-            cold = {**cold, "all_workers_first_job_s": None if busy == float("inf") else busy,
-                    "workers_that_ran": min(r.get("workers_that_ran", 0) for r in runs),
-                    "workers": runs[0].get("workers"), "jobs": runs[0].get("jobs")}
-        views.append({"cold_template": cold, "respawn": mine.get("respawn"), "engine": engine,
-                      "huey_quiet": dig(doc, engine, "huey_quiet"), "huey_default": dig(doc, engine, "huey_default")})
+            busy = sorted(
+                float("inf")
+                if r.get("all_workers_first_job_s") is None
+                else r["all_workers_first_job_s"]
+                for r in runs
+            )[(len(runs) - 1) // 2]
+            cold = {
+                **cold,
+                "all_workers_first_job_s": None if busy == float("inf") else busy,
+                "workers_that_ran": min(r.get("workers_that_ran", 0) for r in runs),
+                "workers": runs[0].get("workers"),
+                "jobs": runs[0].get("jobs"),
+            }
+        views.append(
+            {
+                "cold_template": cold,
+                "respawn": mine.get("respawn"),
+                "engine": engine,
+                "huey_quiet": dig(doc, engine, "huey_quiet"),
+                "huey_default": dig(doc, engine, "huey_default"),
+            }
+        )
     return views
 
 
@@ -199,6 +274,7 @@ def _from_startup(path: tuple[str, ...], limit: float, unit: str) -> Figure:
             if v is not None:
                 out.append((got.get("engine", "sqlite"), f"{v:g} {unit} ({source})", v <= limit))
         return out
+
     return figure
 
 
@@ -214,8 +290,14 @@ def _all_busy(i: Inputs) -> list[tuple[str, str, bool]]:
         if v is not None:
             out.append((engine, f"{v:g} s ({source})", v <= 0.3))
         elif ran is not None and end is not None:
-            out.append((engine, f"only {ran} of {c.get('workers', '?')} workers ran a job before the "
-                        f"{c.get('jobs', '?')} jobs were done, {end:g} s after launch ({source})", end <= 0.3))
+            out.append(
+                (
+                    engine,
+                    f"only {ran} of {c.get('workers', '?')} workers ran a job before the "
+                    f"{c.get('jobs', '?')} jobs were done, {end:g} s after launch ({source})",
+                    end <= 0.3,
+                )
+            )
     return out
 
 
@@ -226,8 +308,15 @@ def _from_launch_vs_huey(variant: str, factor: float) -> Figure:
             j = _num(dig(got, "cold_template", "end_to_end_jobs_s"))
             h = _num(dig(got, variant, "end_to_end_jobs_s"))
             if j is not None and h is not None:
-                out.append(("sqlite", f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x ({source})", j >= factor * h))
+                out.append(
+                    (
+                        "sqlite",
+                        f"{j:,.0f} vs {h:,.0f} jobs/s = {j / h:.2f}x ({source})",
+                        j >= factor * h,
+                    )
+                )
         return out
+
     return figure
 
 
@@ -237,12 +326,16 @@ def _pg_ratio(workload: str, a: tuple[str, ...], b: tuple[str, ...], factor: flo
         if i.engine != "postgresql" or x is None or y is None or not y:
             return []
         return [("postgresql", f"{x:,.0f} vs {y:,.0f}/s = {x / y:.2f}x", x >= factor * y)]
+
     return figure
 
 
 def _pg_vs_procrastinate(i: Inputs) -> list[tuple[str, str, bool]]:
     """jobq's drain against Procrastinate's faster layout (1 process x W, or W x 1)."""
-    rates = [_num(dig(i.results, "burn", "procrastinate", layout, "8", "per_s")) for layout in ("1xW", "Wx1")]
+    rates = [
+        _num(dig(i.results, "burn", "procrastinate", layout, "8", "per_s"))
+        for layout in ("1xW", "Wx1")
+    ]
     best = max((r for r in rates if r), default=None)
     j = _num(dig(i.results, "burn", "jobq", "pg", "8", "per_s"))
     if i.engine != "postgresql" or j is None or best is None:
@@ -252,7 +345,9 @@ def _pg_vs_procrastinate(i: Inputs) -> list[tuple[str, str, bool]]:
 
 def _pg_idle_p50(i: Inputs) -> list[tuple[str, str, bool]]:
     v = _num(dig(i.results, "idle", "jobq", "pg", "start", "p50"))
-    return [] if i.engine != "postgresql" or v is None else [("postgresql", f"{v:.2f} ms", v <= 4.0)]
+    return (
+        [] if i.engine != "postgresql" or v is None else [("postgresql", f"{v:.2f} ms", v <= 4.0)]
+    )
 
 
 def _sqlite_batched(i: Inputs) -> list[tuple[str, str, bool]]:
@@ -261,89 +356,228 @@ def _sqlite_batched(i: Inputs) -> list[tuple[str, str, bool]]:
         j = _num(dig(i.results, "enqueue", "jobq", sync, "batched", "per_s"))
         r = _num(dig(i.results, "enqueue", "raw", sync, "batched", "per_s"))
         if j is not None and r:
-            out.append((f"synchronous={sync}", f"{j:,.0f} vs {r:,.0f}/s = {j / r:.2f}x", j >= 1.4 * r))
+            out.append(
+                (f"synchronous={sync}", f"{j:,.0f} vs {r:,.0f}/s = {j / r:.2f}x", j >= 1.4 * r)
+            )
     return out
 
 
 def _purge(key: str) -> Figure:
     def figure(i: Inputs) -> list[tuple[str, str, bool]]:
         p = i.purge or {}
-        rows, v = p.get("rows"), _num(p.get("purge_s") if key == "purge_s" else
-                                      dig(p, "during", "enqueue_call_p99_ms") or dig(p, "during", "p99_ms"))
+        rows, v = (
+            p.get("rows"),
+            _num(
+                p.get("purge_s")
+                if key == "purge_s"
+                else dig(p, "during", "enqueue_call_p99_ms") or dig(p, "during", "p99_ms")
+            ),
+        )
         if v is None:
             return []
-        what = ("purge" if key == "purge_s" else "enqueue call" if dig(p, "during", "enqueue_call_p99_ms")
-                else "enqueue-to-completion")
+        what = (
+            "purge"
+            if key == "purge_s"
+            else "enqueue call"
+            if dig(p, "during", "enqueue_call_p99_ms")
+            else "enqueue-to-completion"
+        )
         full = isinstance(rows, int) and rows >= 500_000
         unit, limit = ("s", 30.0) if key == "purge_s" else ("ms", 100.0)
-        text = f"{what} {v:g} {unit} with {rows:,} rows ({i.purge_source})" if isinstance(rows, int) else f"{v:g}"
-        return [(p.get("engine", "sqlite"), text + ("" if full else ": fewer rows than the target's"),
-                 (v <= limit) if full else None)]
+        text = (
+            f"{what} {v:g} {unit} with {rows:,} rows ({i.purge_source})"
+            if isinstance(rows, int)
+            else f"{v:g}"
+        )
+        return [
+            (
+                p.get("engine", "sqlite"),
+                text + ("" if full else ": fewer rows than the target's"),
+                (v <= limit) if full else None,
+            )
+        ]
+
     return figure
 
 
-def _feature(path: tuple[str, ...], ok: Callable[[float], bool], text: Callable[[dict], str]) -> Figure:
+def _feature(
+    path: tuple[str, ...], ok: Callable[[float], bool], text: Callable[[dict], str]
+) -> Figure:
     def figure(i: Inputs) -> list[tuple[str, str, bool]]:
         f = i.results.get("features") or {}
         v = _num(dig(f, *path))
         return [] if v is None else [(i.engine, text(f), ok(v))]
+
     return figure
 
 
 PERFORMANCE: tuple[Target, ...] = (
-    Target("launch to first job", "both", "<= 0.2 s", "bench.startup cold (template), --only startup "
-           "or --startup-json", _from_startup(("cold_template", "first_job_s"), 0.2, "s")),
-    Target("launch to 8 busy workers", "both", "<= 0.3 s", "bench.startup cold: all 8 workers ran a job",
-           _all_busy),
-    Target("respawn of a SIGKILLed worker", "both", "<= 50 ms", "bench.startup respawn: from the SIGKILL to "
-           "the replacement's first job, median", _from_startup(("respawn", "after_kill_ms", "median"), 50, "ms")),
-    Target("drain (burn-down W=8) vs the raw 100-per-transaction loop", "postgresql", ">= 0.7x",
-           "--database: burn jobq vs raw/100", _pg_ratio("burn", ("jobq", "pg", "8", "per_s"),
-                                                        ("raw", "100", "8", "per_s"), 0.7)),
-    Target("drain (burn-down W=8) vs Huey PG", "postgresql", ">= 8x", "--database: burn jobq vs huey",
-           _pg_ratio("burn", ("jobq", "pg", "8", "per_s"), ("huey", "pg", "8", "per_s"), 8)),
-    Target("drain (burn-down W=8) vs Procrastinate (its better layout)", "postgresql", ">= 30x",
-           "--database: burn jobq vs procrastinate 1xW and Wx1", _pg_vs_procrastinate),
-    Target("single enqueue vs raw one-statement INSERT + pg_notify", "postgresql", ">= 0.9x",
-           "--database: enqueue single", _pg_ratio("enqueue", ("jobq", "pg", "single", "per_s"),
-                                                   ("raw", "pg", "single", "per_s"), 0.9)),
+    Target(
+        "launch to first job",
+        "both",
+        "<= 0.2 s",
+        "bench.startup cold (template), --only startup or --startup-json",
+        _from_startup(("cold_template", "first_job_s"), 0.2, "s"),
+    ),
+    Target(
+        "launch to 8 busy workers",
+        "both",
+        "<= 0.3 s",
+        "bench.startup cold: all 8 workers ran a job",
+        _all_busy,
+    ),
+    Target(
+        "respawn of a SIGKILLed worker",
+        "both",
+        "<= 50 ms",
+        "bench.startup respawn: from the SIGKILL to the replacement's first job, median",
+        _from_startup(("respawn", "after_kill_ms", "median"), 50, "ms"),
+    ),
+    Target(
+        "drain (burn-down W=8) vs the raw 100-per-transaction loop",
+        "postgresql",
+        ">= 0.7x",
+        "--database: burn jobq vs raw/100",
+        _pg_ratio("burn", ("jobq", "pg", "8", "per_s"), ("raw", "100", "8", "per_s"), 0.7),
+    ),
+    Target(
+        "drain (burn-down W=8) vs Huey PG",
+        "postgresql",
+        ">= 8x",
+        "--database: burn jobq vs huey",
+        _pg_ratio("burn", ("jobq", "pg", "8", "per_s"), ("huey", "pg", "8", "per_s"), 8),
+    ),
+    Target(
+        "drain (burn-down W=8) vs Procrastinate (its better layout)",
+        "postgresql",
+        ">= 30x",
+        "--database: burn jobq vs procrastinate 1xW and Wx1",
+        _pg_vs_procrastinate,
+    ),
+    Target(
+        "single enqueue vs raw one-statement INSERT + pg_notify",
+        "postgresql",
+        ">= 0.9x",
+        "--database: enqueue single",
+        _pg_ratio(
+            "enqueue", ("jobq", "pg", "single", "per_s"), ("raw", "pg", "single", "per_s"), 0.9
+        ),
+    ),
     Target("idle enqueue-to-start p50", "postgresql", "<= 4 ms", "--database: idle", _pg_idle_p50),
-    Target("burn-down from launch vs Huey fsync=False -q", "sqlite", ">= 2x",
-           "bench.startup: end to end from launch", _from_launch_vs_huey("huey_quiet", 2)),
-    Target("burn-down from launch vs Huey's defaults", "sqlite", ">= 8x",
-           "bench.startup: end to end from launch", _from_launch_vs_huey("huey_default", 8)),
-    Target("batched enqueue vs the raw insert", "sqlite", ">= 1.4x", "enqueue batched, 1,000 per transaction",
-           _sqlite_batched),
-    Target("purge of 500,000 rows on a loaded machine", "both", "<= 30 s", "bench.purge --rows 500000, "
-           "--purge-json", _purge("purge_s")),
-    Target("writers' p99 wait during that purge", "both", "<= 100 ms", "bench.purge: jobs enqueued during it",
-           _purge("p99")),
+    Target(
+        "burn-down from launch vs Huey fsync=False -q",
+        "sqlite",
+        ">= 2x",
+        "bench.startup: end to end from launch",
+        _from_launch_vs_huey("huey_quiet", 2),
+    ),
+    Target(
+        "burn-down from launch vs Huey's defaults",
+        "sqlite",
+        ">= 8x",
+        "bench.startup: end to end from launch",
+        _from_launch_vs_huey("huey_default", 8),
+    ),
+    Target(
+        "batched enqueue vs the raw insert",
+        "sqlite",
+        ">= 1.4x",
+        "enqueue batched, 1,000 per transaction",
+        _sqlite_batched,
+    ),
+    Target(
+        "purge of 500,000 rows on a loaded machine",
+        "both",
+        "<= 30 s",
+        "bench.purge --rows 500000, --purge-json",
+        _purge("purge_s"),
+    ),
+    Target(
+        "writers' p99 wait during that purge",
+        "both",
+        "<= 100 ms",
+        "bench.purge: jobs enqueued during it",
+        _purge("p99"),
+    ),
 )
 
 # Feature targets chosen here to guard the features (tasks, workflows, keys, async) against
 # regressions; each is a ratio to a plain baseline measured in the same run (bench.features).
 FEATURES: tuple[Target, ...] = (
-    Target("typed task .enqueue() vs q.enqueue() (calls/s)", "both", ">= 0.9x", "features: enqueue",
-           _feature(("enqueue", "extra_percent"), lambda v: 100 / (100 + v) >= 0.9,
-                    lambda f: f"{100 / (100 + f['enqueue']['extra_percent']):.2f}x "
-                              f"({f['enqueue']['us_per_call']['task.enqueue']} vs "
-                              f"{f['enqueue']['us_per_call']['q.enqueue']} us)")),
-    Target("what wait() adds to enqueue-to-finish, p50", "both", "<= 2 ms", "features: wait",
-           _feature(("wait", "added_ms", "p50"), lambda v: v <= 2.0,
-                    lambda f: f"{f['wait']['added_ms']['p50']:.2f} ms (result in hand p50 "
-                              f"{f['wait']['in_hand_ms']['p50']:.2f} ms)")),
-    Target("a job of a fan-in graph vs an independent job (jobs/s)", "both", ">= 0.67x (<= 1.5x the cost)",
-           "features: deps", _feature(("deps", "fanin", "vs_independent"), lambda v: v >= 1 / 1.5,
-                                      lambda f: f"{f['deps']['fanin']['vs_independent']:.2f}x")),
-    Target("a job of a chain vs an independent job (jobs/s)", "both", ">= 0.67x (<= 1.5x the cost)",
-           "features: deps", _feature(("deps", "chain", "vs_independent"), lambda v: v >= 1 / 1.5,
-                                      lambda f: f"{f['deps']['chain']['vs_independent']:.2f}x")),
-    Target("fair keyed claim + complete vs a plain one (/s)", "both", ">= 0.5x", "features: fair",
-           _feature(("fair", "vs_plain"), lambda v: v >= 0.5, lambda f: f"{f['fair']['vs_plain']:.2f}x")),
-    Target("async sleeps drained vs the ideal N*t/(W*c)", "both", "<= 1.5x the ideal", "features: async",
-           _feature(("async", "vs_ideal"), lambda v: v <= 1.5,
-                    lambda f: f"{f['async']['seconds']:.3f} s vs {f['async']['ideal_seconds']:.3f} s = "
-                              f"{f['async']['vs_ideal']:.2f}x")),
+    Target(
+        "typed task .enqueue() vs q.enqueue() (calls/s)",
+        "both",
+        ">= 0.9x",
+        "features: enqueue",
+        _feature(
+            ("enqueue", "extra_percent"),
+            lambda v: 100 / (100 + v) >= 0.9,
+            lambda f: (
+                f"{100 / (100 + f['enqueue']['extra_percent']):.2f}x "
+                f"({f['enqueue']['us_per_call']['task.enqueue']} vs "
+                f"{f['enqueue']['us_per_call']['q.enqueue']} us)"
+            ),
+        ),
+    ),
+    Target(
+        "what wait() adds to enqueue-to-finish, p50",
+        "both",
+        "<= 2 ms",
+        "features: wait",
+        _feature(
+            ("wait", "added_ms", "p50"),
+            lambda v: v <= 2.0,
+            lambda f: (
+                f"{f['wait']['added_ms']['p50']:.2f} ms (result in hand p50 "
+                f"{f['wait']['in_hand_ms']['p50']:.2f} ms)"
+            ),
+        ),
+    ),
+    Target(
+        "a job of a fan-in graph vs an independent job (jobs/s)",
+        "both",
+        ">= 0.67x (<= 1.5x the cost)",
+        "features: deps",
+        _feature(
+            ("deps", "fanin", "vs_independent"),
+            lambda v: v >= 1 / 1.5,
+            lambda f: f"{f['deps']['fanin']['vs_independent']:.2f}x",
+        ),
+    ),
+    Target(
+        "a job of a chain vs an independent job (jobs/s)",
+        "both",
+        ">= 0.67x (<= 1.5x the cost)",
+        "features: deps",
+        _feature(
+            ("deps", "chain", "vs_independent"),
+            lambda v: v >= 1 / 1.5,
+            lambda f: f"{f['deps']['chain']['vs_independent']:.2f}x",
+        ),
+    ),
+    Target(
+        "fair keyed claim + complete vs a plain one (/s)",
+        "both",
+        ">= 0.5x",
+        "features: fair",
+        _feature(
+            ("fair", "vs_plain"), lambda v: v >= 0.5, lambda f: f"{f['fair']['vs_plain']:.2f}x"
+        ),
+    ),
+    Target(
+        "async sleeps drained vs the ideal N*t/(W*c)",
+        "both",
+        "<= 1.5x the ideal",
+        "features: async",
+        _feature(
+            ("async", "vs_ideal"),
+            lambda v: v <= 1.5,
+            lambda f: (
+                f"{f['async']['seconds']:.3f} s vs {f['async']['ideal_seconds']:.3f} s = "
+                f"{f['async']['vs_ideal']:.2f}x"
+            ),
+        ),
+    ),
 )
 
 
@@ -356,11 +590,27 @@ def judge(i: Inputs, targets: tuple[Target, ...] = PERFORMANCE + FEATURES) -> li
         except (KeyError, TypeError, ZeroDivisionError) as exc:  # a layout this code does not know
             got = [("", f"unreadable figure: {exc!r}", None)]
         if not got:
-            out.append({**verdict(f"[{t.engine}] {t.name} {t.bound}", f"not measured in this run; {t.how}", None),
-                        "engine": t.engine, "bound": t.bound, "how": t.how})
+            out.append(
+                {
+                    **verdict(
+                        f"[{t.engine}] {t.name} {t.bound}",
+                        f"not measured in this run; {t.how}",
+                        None,
+                    ),
+                    "engine": t.engine,
+                    "bound": t.bound,
+                    "how": t.how,
+                }
+            )
         for variant, measured, met in got:
-            out.append({**verdict(f"[{variant or t.engine}] {t.name} {t.bound}", measured, met),
-                        "engine": t.engine, "bound": t.bound, "how": t.how})
+            out.append(
+                {
+                    **verdict(f"[{variant or t.engine}] {t.name} {t.bound}", measured, met),
+                    "engine": t.engine,
+                    "bound": t.bound,
+                    "how": t.how,
+                }
+            )
     return out
 
 

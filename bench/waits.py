@@ -13,6 +13,7 @@
 This module is also the supervisor's handler module (``handlers = ["bench.waits"]``) and the
 waiter child (``--waiters``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,11 @@ def run(url: str | None, *, smoke: bool = False) -> dict[str, Any]:
     """All three measurements on one fresh database; the figures as a dict."""
     with fresh_db(url) as db:
         cfg = write_config(db)
-        with Tree([python(), "-m", "supervisor", "run", "--config", cfg], os.path.join(db.folder, "sup.log"),
-                  stop_timeout=30):
+        with Tree(
+            [python(), "-m", "supervisor", "run", "--config", cfg],
+            os.path.join(db.folder, "sup.log"),
+            stop_timeout=30,
+        ):
             q = JobQueue(config=db.config())
             try:
                 stamp.using(queue=q).enqueue().wait(timeout=60)  # the workers are up
@@ -76,7 +80,12 @@ def run(url: str | None, *, smoke: bool = False) -> dict[str, Any]:
             finally:
                 q.close()
         overhead = enqueue_overhead(db, 200 if smoke else 5000)
-    return {"engine": db.engine, "wait_latency_ms": latency, "idle_waiters": idle, "enqueue": overhead}
+    return {
+        "engine": db.engine,
+        "wait_latency_ms": latency,
+        "idle_waiters": idle,
+        "enqueue": overhead,
+    }
 
 
 @contextlib.contextmanager
@@ -86,6 +95,7 @@ def fresh_db(url: str | None) -> Iterator[Db]:
             yield Db.sqlite(folder)
             return
         from .pg import fresh_schema
+
         with fresh_schema(url, "waits", create=False) as schema:
             yield Db.postgres(folder, url, schema)
 
@@ -93,8 +103,15 @@ def fresh_db(url: str | None) -> Iterator[Db]:
 def write_config(db: Db) -> str:
     path = os.path.join(db.folder, "jobq.toml")
     with open(path, "wb") as f:
-        tomli_w.dump({**db.toml(), "handlers": ["bench.waits"], "log_level": "warning",
-                      "supervisor": {"workers": 2}}, f)
+        tomli_w.dump(
+            {
+                **db.toml(),
+                "handlers": ["bench.waits"],
+                "log_level": "warning",
+                "supervisor": {"workers": 2},
+            },
+            f,
+        )
     return path
 
 
@@ -110,13 +127,20 @@ def wait_latency(q: JobQueue, n: int) -> dict[str, Any]:
 def idle_waiters(cfg: str, folder: str, n: int, seconds: float) -> dict[str, Any]:
     """CPU of a process whose ``n`` threads each wait on a job due in an hour."""
     ready = os.path.join(folder, "waiters-ready")
-    with Tree([python(), "-m", "bench.waits", "--waiters", str(n), "--config", cfg],
-              os.path.join(folder, "waiters.log"), stop_timeout=5) as child:
+    with Tree(
+        [python(), "-m", "bench.waits", "--waiters", str(n), "--config", cfg],
+        os.path.join(folder, "waiters.log"),
+        stop_timeout=5,
+    ) as child:
         wait_for(lambda: os.path.exists(ready) or not child.alive(), 60, f"{n} waiters")
         if not child.alive():
             raise RuntimeError(f"the waiter child exited: {child.output()}")
         time.sleep(seconds)  # their back-off grows to its cap first (about 8 s): the idle state
-        return {"waiters": n, "seconds": seconds, "cpu_percent_of_core": cpu_percent_of_core(child, seconds)}
+        return {
+            "waiters": n,
+            "seconds": seconds,
+            "cpu_percent_of_core": cpu_percent_of_core(child, seconds),
+        }
 
 
 def waiter_child(cfg: str, n: int) -> int:
@@ -133,6 +157,7 @@ def waiter_child(cfg: str, n: int) -> int:
                 await asyncio.sleep(0)  # each made its first read
                 open(ready, "w").close()
                 await asyncio.gather(*waits)
+
             asyncio.run(all_wait())
             return 0
     started = threading.Barrier(n + 1, timeout=120)
@@ -143,6 +168,7 @@ def waiter_child(cfg: str, n: int) -> int:
             started.wait()
             with contextlib.suppress(TimeoutError):
                 handle.wait(timeout=3600)
+
     for _ in range(n):
         threading.Thread(target=wait_one, daemon=True).start()
     started.wait()
@@ -167,21 +193,48 @@ def enqueue_overhead(db: Db, n: int) -> dict[str, Any]:
             spent["q.enqueue"] += t1 - t0
     per = {k: v / n * 1e6 for k, v in spent.items()}
     extra = 100.0 * (per["task.enqueue"] / per["q.enqueue"] - 1)
-    return {"us_per_call": {k: round(v, 1) for k, v in per.items()}, "extra_percent": round(extra, 1)}
+    return {
+        "us_per_call": {k: round(v, 1) for k, v in per.items()},
+        "extra_percent": round(extra, 1),
+    }
 
 
 def report(out: dict[str, Any]) -> str:
     """The figures beside the targets, as a markdown table."""
     lat, idle, enq = out["wait_latency_ms"], out["idle_waiters"], out["enqueue"]
     goal = 5.0 if out["engine"] == "sqlite" else 10.0
-    rows = [("wait latency p50 (ms)", lat.get("p50"), f"<= {goal:g}", lat.get("p50", 1e9) <= goal),
-            ("wait latency p99 (ms)", lat.get("p99"), "", None),
-            ("100 idle waiters (% of a core)", idle["cpu_percent_of_core"], "< 1", idle["cpu_percent_of_core"] < 1),
-            ("task.enqueue() extra cost (%)", enq["extra_percent"], "<= 15", enq["extra_percent"] <= 15),
-            ("q.enqueue() / task.enqueue() (us)",
-             f"{enq['us_per_call']['q.enqueue']} / {enq['us_per_call']['task.enqueue']}", "", None)]
-    lines = [f"tasks on {out['engine']}", "", "| measure | value | target | met |", "|---|---|---|---|"]
-    lines += [f"| {m} | {v} | {t} | {'' if ok is None else ('yes' if ok else 'NO')} |" for m, v, t, ok in rows]
+    rows = [
+        ("wait latency p50 (ms)", lat.get("p50"), f"<= {goal:g}", lat.get("p50", 1e9) <= goal),
+        ("wait latency p99 (ms)", lat.get("p99"), "", None),
+        (
+            "100 idle waiters (% of a core)",
+            idle["cpu_percent_of_core"],
+            "< 1",
+            idle["cpu_percent_of_core"] < 1,
+        ),
+        (
+            "task.enqueue() extra cost (%)",
+            enq["extra_percent"],
+            "<= 15",
+            enq["extra_percent"] <= 15,
+        ),
+        (
+            "q.enqueue() / task.enqueue() (us)",
+            f"{enq['us_per_call']['q.enqueue']} / {enq['us_per_call']['task.enqueue']}",
+            "",
+            None,
+        ),
+    ]
+    lines = [
+        f"tasks on {out['engine']}",
+        "",
+        "| measure | value | target | met |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m} | {v} | {t} | {'' if ok is None else ('yes' if ok else 'NO')} |"
+        for m, v, t, ok in rows
+    ]
     return "\n".join(lines)
 
 

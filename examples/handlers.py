@@ -6,6 +6,7 @@
 - ``exploration:run`` ``{sessionId, config}``: runs a tiny deterministic "exploration" (a random
   walk seeded by the session id) and returns a summary.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,13 @@ def generate_report(payload, job):
     out_dir = Path(os.environ.get(REPORT_DIR_ENV, "reports"))
     out_dir.mkdir(parents=True, exist_ok=True)
     filters = payload.get("filters") or {}
-    body = {"reportId": report_id, "format": fmt, "filters": filters, "attempt": job.attempt, "job": job.id}
+    body = {
+        "reportId": report_id,
+        "format": fmt,
+        "filters": filters,
+        "attempt": job.attempt,
+        "job": job.id,
+    }
     path = out_dir / f"{report_id}.{fmt}"
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(render(fmt, body))

@@ -1,5 +1,6 @@
 """The example report in each format, as a file of that format (standard library only): a
 one-page PDF, CSV, JSON or plain text, each listing the report's fields."""
+
 from __future__ import annotations
 
 import csv
@@ -12,7 +13,9 @@ def render(fmt: str, fields: dict[str, Any]) -> bytes:
     """The report file's bytes in ``fmt`` (pdf, csv, json or txt)."""
     if fmt == "json":
         return (json.dumps(fields, indent=2) + "\n").encode()
-    rows = [(k, v if isinstance(v, (str, int, float)) else json.dumps(v)) for k, v in fields.items()]
+    rows = [
+        (k, v if isinstance(v, (str, int, float)) else json.dumps(v)) for k, v in fields.items()
+    ]
     if fmt == "csv":
         out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerows([("field", "value"), *rows])
@@ -44,10 +47,19 @@ def pdf(lines: list[str]) -> bytes:
     xref = len(out)
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % off for off in offsets)  # each entry exactly 20 bytes
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
     return bytes(out)
 
 
 def _pdf_text(s: str) -> str:
     s = s.encode("latin-1", "replace").decode("latin-1")
-    return s.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)").replace("\r", " ").replace("\n", " ")
+    return (
+        s.replace("\\", "\\\\")
+        .replace("(", "\\(")
+        .replace(")", "\\)")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )

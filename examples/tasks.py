@@ -5,6 +5,7 @@ List this module in ``jobq.toml`` (``handlers = ["examples.tasks"]``) and enqueu
     from examples.tasks import send_invoice
     receipt = send_invoice.enqueue(42, email="a@b.c").wait(timeout=30)
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -5,6 +5,7 @@ runs whatever is due when the test says so. Both run the real handler through jo
 retry and outcome code and store the outcome in the database, so the test reads it back with
 ``q.get(job_id)``. Run with: ``pytest examples/test_handlers_example.py``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,6 +26,7 @@ def report_dir(tmp_path, monkeypatch):
 
 # -- immediate mode: the job runs inside enqueue() ------------------------------------------------
 
+
 def test_report_is_written_at_enqueue(tmp_path, report_dir):
     with JobQueue(str(tmp_path / "q.db"), handlers=[my_handlers], immediate=True) as q:
         job_id = q.enqueue("report:generate", {"reportId": "r1", "format": "csv"})
@@ -38,32 +40,42 @@ def test_each_format_writes_a_file_of_that_format(tmp_path, report_dir):
     """The README promises reports/r1.pdf: a PDF (it was JSON under a .pdf name)."""
     with JobQueue(str(tmp_path / "q.db"), handlers=[my_handlers], immediate=True) as q:
         for fmt in ("pdf", "json", "txt"):
-            assert q.get(q.enqueue("report:generate", {"reportId": "r1", "format": fmt})).status == "completed"
+            assert (
+                q.get(q.enqueue("report:generate", {"reportId": "r1", "format": fmt})).status
+                == "completed"
+            )
     assert json.loads((report_dir / "r1.json").read_text())["reportId"] == "r1"
     assert "reportId: r1\n" in (report_dir / "r1.txt").read_text()
     data = (report_dir / "r1.pdf").read_bytes()
-    assert data.startswith(b"%PDF-1.4\n") and data.rstrip().endswith(b"%%EOF") and b"(reportId: r1) Tj" in data
+    assert (
+        data.startswith(b"%PDF-1.4\n")
+        and data.rstrip().endswith(b"%%EOF")
+        and b"(reportId: r1) Tj" in data
+    )
     xref = int(data.rsplit(b"startxref\n", 1)[1].split()[0])
     table = data[xref:].split(b"trailer")[0].split(b"\n")
     assert table[:2] == [b"xref", b"0 6"]
-    for n, entry in enumerate(table[3:8], 1):  # every object where the table says, as readers seek it
-        assert data[int(entry[:10]):].startswith(b"%d 0 obj\n" % n)
+    for n, entry in enumerate(
+        table[3:8], 1
+    ):  # every object where the table says, as readers seek it
+        assert data[int(entry[:10]) :].startswith(b"%d 0 obj\n" % n)
 
 
 def test_bad_payload_fails_at_once_without_retries(tmp_path, report_dir):
     with JobQueue(str(tmp_path / "q.db"), handlers=[my_handlers], immediate=True) as q:
         job = q.get(q.enqueue("report:generate", {"reportId": "r1", "format": "docx"}))
-    assert job.status == "failed" and job.attempts == 1      # PermanentError: no retry
+    assert job.status == "failed" and job.attempts == 1  # PermanentError: no retry
     assert "unknown format 'docx'" in job.error
 
 
 # -- drain: the test decides when jobs run ----------------------------------------------------------
 
+
 def test_drain_runs_everything_due(tmp_path, report_dir):
     with JobQueue(str(tmp_path / "q.db"), handlers=["examples.handlers"]) as q:
         ids = [q.enqueue("report:generate", {"reportId": f"r{i}"}) for i in range(3)]
         q.enqueue("exploration:run", {"sessionId": "s1", "config": {"steps": 10}})
-        assert q.get(ids[0]).status == "pending"             # nothing runs until we drain
+        assert q.get(ids[0]).status == "pending"  # nothing runs until we drain
         assert q.drain(types=["report:generate"]) == {"completed": 3, "retried": 0, "failed": 0}
         assert q.counts() == {"completed": 3, "pending": 1}
         assert q.drain() == {"completed": 1, "retried": 0, "failed": 0}
@@ -87,7 +99,7 @@ def test_retries_follow_the_backoff_on_a_fake_clock(tmp_path):
     with JobQueue(str(tmp_path / "q.db"), handlers=[capture], clock=clock) as q:
         job_id = q.enqueue("payment:capture", {"amount": 42})
         assert q.drain() == {"completed": 0, "retried": 1, "failed": 0}
-        assert q.drain() == {"completed": 0, "retried": 0, "failed": 0}   # back-off not over yet
+        assert q.drain() == {"completed": 0, "retried": 0, "failed": 0}  # back-off not over yet
         clock.advance(60)
         assert q.drain() == {"completed": 0, "retried": 1, "failed": 0}
         clock.advance(60)

@@ -1,6 +1,7 @@
 """How a jobq user tests their tasks (docs/tasks.md, docs/testing.md): immediate mode runs a
 task inside ``.enqueue()``, ``drain()`` when the test says so; handles return the results.
 Run with: ``pytest examples/test_tasks_example.py``."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,13 +13,17 @@ from examples.tasks import fetch_rate, send_invoice
 @pytest.fixture
 def q(tmp_path):
     with JobQueue(str(tmp_path / "q.db"), handlers=["examples.tasks"], immediate=True) as queue:
-        configure(queue)           # the default queue of .enqueue()
+        configure(queue)  # the default queue of .enqueue()
         yield queue
         configure(None)
 
 
 def test_an_invoice_is_sent(q):
-    assert send_invoice.enqueue(42, email="a@b.c").wait() == {"invoice": 42, "sent_to": "a@b.c", "lines": 0}
+    assert send_invoice.enqueue(42, email="a@b.c").wait() == {
+        "invoice": 42,
+        "sent_to": "a@b.c",
+        "lines": 0,
+    }
 
 
 def test_a_bad_address_fails_with_the_reason(q):

@@ -17,14 +17,22 @@ this package), each name on first use: ``import jobq`` loads nothing else, and
 ``from jobq import handler`` only what a handler needs. ``python -m jobq`` is the ``jobq``
 command.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.execution.handlers import (PermanentError, RetryAfter, handler, on_cancelled,
-                                           on_completed, on_failed, on_retry)
+    from shared.execution.handlers import (
+        PermanentError,
+        RetryAfter,
+        handler,
+        on_cancelled,
+        on_completed,
+        on_failed,
+        on_retry,
+    )
     from shared.execution.runner import JobContext
     from shared.execution.stopping import JobTimeout
     from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
@@ -36,8 +44,7 @@ if TYPE_CHECKING:
     from shared.producer.cancels import CancelResult
     from shared.producer.canvas import Flow, Signature, chain, chord, group
     from shared.producer.handles import JobCancelled, JobFailed, JobHandle, JobNotFound
-    from shared.producer.tasks import (AsyncTask, BaseTask, Task, configure, default_queue,
-                                       task)
+    from shared.producer.tasks import AsyncTask, BaseTask, Task, configure, default_queue, task
     from shared.producer.typecheck import UnservedTypeWarning
     from shared.runtime.clock import FakeClock, SystemClock
     from shared.settings.config import Config, ConfigError, RetryConfig
@@ -46,45 +53,92 @@ if TYPE_CHECKING:
 
 __all__ = [
     # the queue, its jobs and their handles
-    "CancelResult", "Job", "JobCancelled", "JobFailed", "JobHandle", "JobNotFound", "JobQueue",
+    "CancelResult",
+    "Job",
+    "JobCancelled",
+    "JobFailed",
+    "JobHandle",
+    "JobNotFound",
+    "JobQueue",
     # tasks
-    "AsyncTask", "BaseTask", "Task", "configure", "default_queue", "task",
+    "AsyncTask",
+    "BaseTask",
+    "Task",
+    "configure",
+    "default_queue",
+    "task",
     # handlers, their hooks, and what a handler raises or is given
-    "JobContext", "JobTimeout", "PermanentError", "RetryAfter", "handler", "on_cancelled",
-    "on_completed", "on_failed", "on_retry",
+    "JobContext",
+    "JobTimeout",
+    "PermanentError",
+    "RetryAfter",
+    "handler",
+    "on_cancelled",
+    "on_completed",
+    "on_failed",
+    "on_retry",
     # workflows
-    "Flow", "FlowError", "Signature", "chain", "chord", "group",
+    "Flow",
+    "FlowError",
+    "Signature",
+    "chain",
+    "chord",
+    "group",
     # configuration and time
-    "Config", "ConfigError", "FakeClock", "RetryConfig", "SystemClock", "load_config",
+    "Config",
+    "ConfigError",
+    "FakeClock",
+    "RetryConfig",
+    "SystemClock",
+    "load_config",
     # errors and warnings
-    "StoreBusy", "StoreError", "StoreQueryError", "StoreUnavailable", "UnservedQueueWarning",
+    "StoreBusy",
+    "StoreError",
+    "StoreQueryError",
+    "StoreUnavailable",
+    "UnservedQueueWarning",
     "UnservedTypeWarning",
     # embedding the supervisor, and its exit codes
-    "ExitCode", "Supervisor",
+    "ExitCode",
+    "Supervisor",
 ]
 
 
 # where each name lives (module, and its name there when it differs)
 _WHERE: dict[str, tuple[str, str]] = {
-    **{n: ("shared.execution.handlers", n) for n in (
-        "PermanentError", "RetryAfter", "handler", "on_cancelled", "on_completed", "on_failed",
-        "on_retry")},
+    **{
+        n: ("shared.execution.handlers", n)
+        for n in (
+            "PermanentError",
+            "RetryAfter",
+            "handler",
+            "on_cancelled",
+            "on_completed",
+            "on_failed",
+            "on_retry",
+        )
+    },
     "JobContext": ("shared.execution.runner", "JobContext"),
     "JobTimeout": ("shared.execution.stopping", "JobTimeout"),
-    **{n: ("shared.model.errors", n) for n in (
-        "StoreBusy", "StoreError", "StoreQueryError", "StoreUnavailable")},
+    **{
+        n: ("shared.model.errors", n)
+        for n in ("StoreBusy", "StoreError", "StoreQueryError", "StoreUnavailable")
+    },
     "ExitCode": ("shared.model.exitcodes", "ExitCode"),
     "FlowError": ("shared.model.flows", "FlowError"),
     "Job": ("shared.model.job", "Job"),
     "UnservedQueueWarning": ("shared.model.unserved", "UnservedQueueWarning"),
     "JobQueue": ("shared.producer.api", "JobQueue"),
     "CancelResult": ("shared.producer.cancels", "CancelResult"),
-    **{n: ("shared.producer.canvas", n) for n in (
-        "Flow", "Signature", "chain", "chord", "group")},
-    **{n: ("shared.producer.handles", n) for n in (
-        "JobCancelled", "JobFailed", "JobHandle", "JobNotFound")},
-    **{n: ("shared.producer.tasks", n) for n in (
-        "AsyncTask", "BaseTask", "Task", "configure", "default_queue", "task")},
+    **{n: ("shared.producer.canvas", n) for n in ("Flow", "Signature", "chain", "chord", "group")},
+    **{
+        n: ("shared.producer.handles", n)
+        for n in ("JobCancelled", "JobFailed", "JobHandle", "JobNotFound")
+    },
+    **{
+        n: ("shared.producer.tasks", n)
+        for n in ("AsyncTask", "BaseTask", "Task", "configure", "default_queue", "task")
+    },
     "UnservedTypeWarning": ("shared.producer.typecheck", "UnservedTypeWarning"),
     **{n: ("shared.runtime.clock", n) for n in ("FakeClock", "SystemClock")},
     **{n: ("shared.settings.config", n) for n in ("Config", "ConfigError", "RetryConfig")},

@@ -1,4 +1,5 @@
 """``python -m jobq [SUBCOMMAND]``: the ``jobq`` command (``supervisor.__main__:main``)."""
+
 from __future__ import annotations
 
 import sys
@@ -6,6 +7,7 @@ import sys
 
 def main() -> int:
     from supervisor.cli import main as cli_main  # here: only the command needs the supervisor
+
     return cli_main()
 
 

@@ -4,6 +4,7 @@ Imports neither ``supervisor`` nor ``worker``. The names below are imported on f
 (PEP 562): every ``shared`` import runs this file first, and the supervisor's and workers'
 start-up must not pay for the producer API (``JobQueue`` pulls in asyncio and more).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -22,17 +23,40 @@ if TYPE_CHECKING:
     from shared.execution.handlers import PermanentError, RetryAfter, handler
     from shared.model.job import Job
 
-__all__ = ["JobQueue", "Job", "Config", "ConfigError", "ExitCode", "FakeClock", "SystemClock",
-           "SqliteStore", "StoreError", "StoreBusy", "StoreUnavailable", "StoreQueryError",
-           "PermanentError", "RetryAfter", "handler"]
+__all__ = [
+    "JobQueue",
+    "Job",
+    "Config",
+    "ConfigError",
+    "ExitCode",
+    "FakeClock",
+    "SystemClock",
+    "SqliteStore",
+    "StoreError",
+    "StoreBusy",
+    "StoreUnavailable",
+    "StoreQueryError",
+    "PermanentError",
+    "RetryAfter",
+    "handler",
+]
 
-_WHERE = {"JobQueue": "producer.api", "FakeClock": "runtime.clock",
-          "SystemClock": "runtime.clock", "Config": "settings.config",
-          "ConfigError": "settings.config", "StoreBusy": "model.errors",
-          "StoreError": "model.errors",
-          "StoreUnavailable": "model.errors", "StoreQueryError": "model.errors",
-          "ExitCode": "model.exitcodes", "PermanentError": "execution.handlers",
-          "RetryAfter": "execution.handlers", "handler": "execution.handlers", "Job": "model.job"}
+_WHERE = {
+    "JobQueue": "producer.api",
+    "FakeClock": "runtime.clock",
+    "SystemClock": "runtime.clock",
+    "Config": "settings.config",
+    "ConfigError": "settings.config",
+    "StoreBusy": "model.errors",
+    "StoreError": "model.errors",
+    "StoreUnavailable": "model.errors",
+    "StoreQueryError": "model.errors",
+    "ExitCode": "model.exitcodes",
+    "PermanentError": "execution.handlers",
+    "RetryAfter": "execution.handlers",
+    "handler": "execution.handlers",
+    "Job": "model.job",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -40,6 +64,7 @@ def __getattr__(name: str) -> object:
     engine's store class, through the engine factory."""
     if name == "SqliteStore":
         from shared.engines import store_class
+
         return store_class("sqlite")
     if name in _WHERE:
         return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)

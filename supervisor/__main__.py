@@ -7,6 +7,7 @@ reference, the dashboard's launcher), which the first job does not wait for.
 Anything else (another command, ``--help``, an argument or value this reader does not take)
 goes to the full CLI (``supervisor.cli``), which gives the same result and the same messages.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,9 +22,13 @@ def main(argv: list[str] | None = None) -> int:
     opts = run_options(argv)
     if opts is None:
         from .cli.main import main as cli_main  # here: only other commands need the CLI
+
         return cli_main(argv)
     from .launch import run
-    return run(opts.get("--config"), opts.get("--workers"), opts.get("--queues"), opts.get("--ready-fd"))
+
+    return run(
+        opts.get("--config"), opts.get("--workers"), opts.get("--queues"), opts.get("--ready-fd")
+    )
 
 
 def run_options(argv: list[str]) -> dict | None:
@@ -55,7 +60,6 @@ def run_options(argv: list[str]) -> dict | None:
             return None
         k += 1
     return opts
-
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 caller: the caller's threads and database connections must never cross a fork. ``run()`` runs
 the supervisor in the calling process and blocks (it is what ``python -m supervisor`` calls).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,10 +33,13 @@ from .arbiter import Arbiter
 
 
 class Supervisor:
-    def __init__(self, config: Config | str | os.PathLike[str] | None = None, *,
-                 workers: int | None = None) -> None:
+    def __init__(
+        self, config: Config | str | os.PathLike[str] | None = None, *, workers: int | None = None
+    ) -> None:
         if config is None or isinstance(config, (str, os.PathLike)):
-            config = config_mod.load(config_mod.resolve_path(None if config is None else str(config)))
+            config = config_mod.load(
+                config_mod.resolve_path(None if config is None else str(config))
+            )
         self.config = config
         self.workers = workers
         self.process: subprocess.Popen[bytes] | None = None
@@ -51,7 +55,16 @@ class Supervisor:
             raise RuntimeError("supervisor already started")
         cfg = self._with_path()
         r, w = os.pipe()
-        argv = [sys.executable, "-m", "supervisor", "run", "--config", cfg.path, "--ready-fd", str(w)]
+        argv = [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "run",
+            "--config",
+            cfg.path,
+            "--ready-fd",
+            str(w),
+        ]
         if self.workers is not None:
             argv += ["--workers", str(self.workers)]
         self.process = subprocess.Popen(argv, pass_fds=(w,), start_new_session=True)

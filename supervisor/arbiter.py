@@ -14,6 +14,7 @@ Signal handlers only record signals (shared.runtime.signals); everything happens
 database connection is opened when needed and closed before every fork. Workers are forked by
 the template (supervisor.spawner, supervisor.forkserver) and reaped here as our own children.
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,7 +54,7 @@ from .upkeep import Upkeep
 
 log = get_logger("supervisor")
 
-DB_BACKOFF_MAX = 5.0      # seconds: the longest wait between tries to reach an unavailable database
+DB_BACKOFF_MAX = 5.0  # seconds: the longest wait between tries to reach an unavailable database
 
 RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
 COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
@@ -63,15 +64,26 @@ class Arbiter:
     """One supervisor process: ``run()`` boots, loops until stopped and every worker is gone,
     shuts down, and returns the process exit code (``shared.model.exitcodes``)."""
 
-    def __init__(self, config: Config, *, workers: int | None = None, clock: Any = None,
-                 ready_fd: int | None = None, queues: tuple[str, ...] | None = None,
-                 spawner: Spawner | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        workers: int | None = None,
+        clock: Any = None,
+        ready_fd: int | None = None,
+        queues: tuple[str, ...] | None = None,
+        spawner: Spawner | None = None,
+    ) -> None:
         if not config.path:
-            raise ValueError("the supervisor needs a config file (workers read it); Config.path is None")
-        self.file_config = config                 # the file as last read (see reload)
-        self.override = workers                   # --workers or scaling, while the file keeps its count
-        self.queues = queues                      # --queues: kept over reloads
-        self.config = with_queues(config if workers is None else config.with_workers(workers), queues)
+            raise ValueError(
+                "the supervisor needs a config file (workers read it); Config.path is None"
+            )
+        self.file_config = config  # the file as last read (see reload)
+        self.override = workers  # --workers or scaling, while the file keeps its count
+        self.queues = queues  # --queues: kept over reloads
+        self.config = with_queues(
+            config if workers is None else config.with_workers(workers), queues
+        )
         self.clock = clock or SystemClock()
         self.ready_fd = ready_fd
         self.signals = SignalQueue(HANDLED)
@@ -91,9 +103,13 @@ class Arbiter:
         self.deaths = Deaths(self)
         self.watch = reload_mod.ConfigWatch(config.path)
         self.snapshot_dir = ""
-        self.counters = dict.fromkeys(COUNTERS, 0)  # published for `jobq status`, exported as metrics
+        self.counters = dict.fromkeys(
+            COUNTERS, 0
+        )  # published for `jobq status`, exported as metrics
         self.metrics = MetricsServer()
-        self.spawner = spawner or Spawner()  # one whose template was forked already (supervisor.launch)
+        self.spawner = (
+            spawner or Spawner()
+        )  # one whose template was forked already (supervisor.launch)
 
     @property
     def snapshot(self) -> str:
@@ -133,8 +149,12 @@ class Arbiter:
         Returns an exit code (OK to go on, unless nothing was started: see ``supervisor.boot``)."""
         logs.setup(self.config.log_level, self.config.log_format)
         if not self.spawner.begun:  # before the database is opened and before any thread starts:
-            self.spawner.begin(tuple(self.config.handlers), self.config.database, self.config.path,
-                               async_types=config_async(self.config))
+            self.spawner.begin(
+                tuple(self.config.handlers),
+                self.config.database,
+                self.config.path,
+                async_types=config_async(self.config),
+            )
         self.signals.install()
         return boot_mod.boot(self)
 
@@ -158,8 +178,13 @@ class Arbiter:
         self.state = STOPPING
         self.stop_deadline = self.clock.monotonic() + self.config.supervisor.shutdown_timeout
         self.slots.signal_live(signal.SIGTERM)
-        event(log, "supervisor.stopping", signal=why, timeout=self.config.supervisor.shutdown_timeout,
-              workers=len(self.live()))
+        event(
+            log,
+            "supervisor.stopping",
+            signal=why,
+            timeout=self.config.supervisor.shutdown_timeout,
+            workers=len(self.live()),
+        )
 
     def begin_halt(self, why: str) -> None:
         """Immediate: kill every worker and its process group now."""
@@ -188,7 +213,11 @@ class Arbiter:
         new = reload_mod.reread(self.config, self.file_config, self.override, why)
         if new is None:
             return
-        self.config, self.file_config, self.override = with_queues(new.config, self.queues), new.file_config, new.override
+        self.config, self.file_config, self.override = (
+            with_queues(new.config, self.queues),
+            new.file_config,
+            new.override,
+        )
         self.registry = new.registry or self.registry
         self.policy = JobPolicy(self.config, self.registry)
         logs.setup(self.config.log_level, self.config.log_format)
@@ -196,8 +225,14 @@ class Arbiter:
         if new.registry is not None:
             self.spawner.renew()  # a new template; workers roll onto it once it is ready (respawn)
         self.slots.signal_live(signal.SIGHUP)
-        event(log, "config.reloaded", reason=why, changed=",".join(new.changed) or "nothing",
-              workers=self.target, pools=describe_pools(self.config))
+        event(
+            log,
+            "config.reloaded",
+            reason=why,
+            changed=",".join(new.changed) or "nothing",
+            workers=self.target,
+            pools=describe_pools(self.config),
+        )
 
     # -- children -------------------------------------------------------------------------------
 
@@ -219,7 +254,14 @@ class Arbiter:
         try:
             self.spawner.check(wait)
         except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
-            event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc), where="template", traceback=exc.traceback)
+            event(
+                log,
+                "supervisor.boot_failed",
+                logging.CRITICAL,
+                error=str(exc),
+                where="template",
+                traceback=exc.traceback,
+            )
             self.exit_code = ExitCode.BOOT_FAILED
             self.begin_halt("boot failed")
             return
@@ -235,8 +277,14 @@ class Arbiter:
             # here, and nothing crosses fork(): the connection is closed before that.
             self.spawner.start(due, self.token, now_m, HANDLED, before_exec=self.close_db)
             for slot in due:
-                event(log, "worker.spawned", slot=slot.index, pid=slot.pid, restarts=slot.failures,
-                      forked=slot.forked)
+                event(
+                    log,
+                    "worker.spawned",
+                    slot=slot.index,
+                    pid=slot.pid,
+                    restarts=slot.failures,
+                    forked=slot.forked,
+                )
         if ready:
             self.notify_ready()
 
@@ -258,7 +306,10 @@ class Arbiter:
         now_m = self.clock.monotonic()
         deadline = self.stop_deadline if self.state == STOPPING else None
         self.slots.escalate(now_m, self.snapshot, self.config.supervisor.kill_grace, deadline)
-        if self.watch.due(now_m, self.config.supervisor.config_poll_interval) and self.state == RUNNING:
+        if (
+            self.watch.due(now_m, self.config.supervisor.config_poll_interval)
+            and self.state == RUNNING
+        ):
             self.reload("file changed")
         if now_m < self.next_maintain:
             return
@@ -281,11 +332,17 @@ class Arbiter:
         """The server is restarting or out of reach: skip this round, never crash on it (the workers
         keep their connections and leases). A try to connect may block for connect_timeout: back
         off (up to DB_BACKOFF_MAX) to keep reaping in between."""
-        self.db_backoff = min(max(2 * self.db_backoff, self.config.supervisor.maintenance_interval),
-                              DB_BACKOFF_MAX)
+        self.db_backoff = min(
+            max(2 * self.db_backoff, self.config.supervisor.maintenance_interval), DB_BACKOFF_MAX
+        )
         self.next_maintain = now_m + self.db_backoff
-        event(log, "supervisor.database_unavailable", logging.WARNING, error=str(exc),
-              retry_in=round(self.db_backoff, 2))
+        event(
+            log,
+            "supervisor.database_unavailable",
+            logging.WARNING,
+            error=str(exc),
+            retry_in=round(self.db_backoff, 2),
+        )
 
     def upkeep_tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (``supervisor.duties``; ``supervisor.upkeep`` runs it)."""
@@ -300,8 +357,13 @@ class Arbiter:
         DATABASE_UNAVAILABLE. True once that is under way."""
         problem = self.dbref.replaced()  # (from now on db() refuses)
         if problem is not None:
-            event(log, "supervisor.database_replaced", logging.CRITICAL, database=database_mod.redacted(self.config.database),
-                  error=problem)
+            event(
+                log,
+                "supervisor.database_replaced",
+                logging.CRITICAL,
+                database=database_mod.redacted(self.config.database),
+                error=problem,
+            )
             self.exit_code = ExitCode.DATABASE_UNAVAILABLE
             if self.state == RUNNING:
                 self.begin_stop("database replaced")
@@ -320,7 +382,9 @@ class Arbiter:
             wake.append(self.stop_deadline)
         extra = [*self.metrics.fds(self.config), *self.spawner.fds()]
         ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=extra)
-        self.metrics.serve(ready, self.db, self.counters, workers=len(self.live()), workers_target=self.target)
+        self.metrics.serve(
+            ready, self.db, self.counters, workers=len(self.live()), workers_target=self.target
+        )
 
     def finished(self) -> bool:
         return self.state != RUNNING and not self.live()

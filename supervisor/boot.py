@@ -18,6 +18,7 @@ run the first recovery (``Arbiter.boot`` calls :func:`boot`).
 The other signals that come while the database is out of reach are acted on once the workers
 have started, in the order they came.
 """
+
 from __future__ import annotations
 
 import logging
@@ -71,8 +72,13 @@ def load(arb: "Arbiter") -> int:
         arb.registry = load_registry(arb.config.handlers, arb.config.path)
         async_limits(arb.config, arb.registry)  # async_concurrency only for async handlers
     except HandlerImportError as exc:
-        event(log, "supervisor.boot_failed", logging.CRITICAL, error=exc.summary,
-              traceback=exc.traceback)
+        event(
+            log,
+            "supervisor.boot_failed",
+            logging.CRITICAL,
+            error=exc.summary,
+            traceback=exc.traceback,
+        )
         return ExitCode.BOOT_FAILED
     except AsyncConfigError as exc:
         event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
@@ -92,8 +98,15 @@ def load(arb: "Arbiter") -> int:
             arb.reap_blocking()
         return ExitCode.DATABASE_UNAVAILABLE
     first_recovery(arb)
-    event(log, "supervisor.started", pid=os.getpid(), workers=arb.target, config=arb.config.path,
-          database=database_mod.redacted(arb.config.database), types=len(arb.registry))
+    event(
+        log,
+        "supervisor.started",
+        pid=os.getpid(),
+        workers=arb.target,
+        config=arb.config.path,
+        database=database_mod.redacted(arb.config.database),
+        types=len(arb.registry),
+    )
     dispatch(deferred, arb)
     return ExitCode.OK
 

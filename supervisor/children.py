@@ -5,6 +5,7 @@ started with ``fork()`` then, in the child, ``setpgid`` and ``exec`` of ``python
 Either way nothing of the supervisor (connections, threads, locks, signal handlers) survives
 into the worker, which opens its own database connection.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,31 +24,45 @@ from shared.execution.progress import counts as progress_counts
 @dataclass
 class Slot:
     """One worker position. ``pid`` is None while no process fills it."""
+
     index: int
     pid: int | None = None
     owner: str | None = None
-    started: float = 0.0          # monotonic time of the last spawn
-    failures: int = 0             # consecutive abnormal exits, for the restart back-off
-    early_kills: int = 0          # consecutive SIGKILLs before the worker was ready
-    next_start: float = 0.0       # monotonic time before which it is not respawned
-    retiring: bool = False        # asked to exit (scale-down); not respawned
+    started: float = 0.0  # monotonic time of the last spawn
+    failures: int = 0  # consecutive abnormal exits, for the restart back-off
+    early_kills: int = 0  # consecutive SIGKILLs before the worker was ready
+    next_start: float = 0.0  # monotonic time before which it is not respawned
+    retiring: bool = False  # asked to exit (scale-down); not respawned
     kill_reason: str | None = None  # why the supervisor is stopping this worker
-    count_attempt: bool = True    # does the interrupted job lose an attempt?
-    killed: bool = False          # SIGKILL sent by the supervisor
-    exit_by: float | None = None  # monotonic time by which a worker that said it stopped must be gone
-    generation: int = 0           # the handler generation (template) it was started with
-    forked: bool = False          # forked by the template (else exec'd)
-    rolling: bool = False         # asked to exit for a new handler generation; replaced at once
+    count_attempt: bool = True  # does the interrupted job lose an attempt?
+    killed: bool = False  # SIGKILL sent by the supervisor
+    exit_by: float | None = (
+        None  # monotonic time by which a worker that said it stopped must be gone
+    )
+    generation: int = 0  # the handler generation (template) it was started with
+    forked: bool = False  # forked by the template (else exec'd)
+    rolling: bool = False  # asked to exit for a new handler generation; replaced at once
 
 
 def worker_args(slot: Slot, snapshot: str, supervisor_token: str) -> list[str]:
     """The ``python -m worker`` arguments of the worker of ``slot``."""
-    return ["--snapshot", snapshot, "--slot", str(slot.index), "--parent-pid", str(os.getpid()),
-            "--supervisor", supervisor_token, "--progress", progress_path(snapshot, slot)]
+    return [
+        "--snapshot",
+        snapshot,
+        "--slot",
+        str(slot.index),
+        "--parent-pid",
+        str(os.getpid()),
+        "--supervisor",
+        supervisor_token,
+        "--progress",
+        progress_path(snapshot, slot),
+    ]
 
 
-def spawn(slot: Slot, snapshot: str, supervisor_token: str, now: float,
-          reset_signals: tuple[int, ...]) -> None:
+def spawn(
+    slot: Slot, snapshot: str, supervisor_token: str, now: float, reset_signals: tuple[int, ...]
+) -> None:
     """Fork and exec a worker into ``slot``, configured by the ``snapshot`` file.
     The caller must hold no open database connection."""
     argv = [sys.executable, "-m", "worker", *worker_args(slot, snapshot, supervisor_token)]
@@ -104,7 +119,11 @@ def describe_status(status: int) -> tuple[str, int | None, int | None]:
     """(human description, exit code, signal number) of a ``waitpid`` status."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        name = (
+            signal.Signals(sig).name
+            if sig in signal.Signals._value2member_map_
+            else f"signal {sig}"
+        )
         return f"killed by {name}", None, sig
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
     return f"exited with {code} ({ExitCode.describe(code)})", code, None

@@ -6,6 +6,7 @@ The replacement is asked for before the re-queue (a respawn within 50 ms), which
 old rule "re-queue a dead child's jobs before respawning it" forbade; what that rule protected
 holds by the owner ids instead: see :meth:`Deaths.on_exit`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,6 +32,7 @@ log = get_logger("supervisor")
 
 class Supervisor(Protocol):
     """What reaping reads and calls of the supervisor (the arbiter)."""
+
     config: Any
     policy: JobPolicy
     clock: Any
@@ -91,11 +93,24 @@ class Deaths:
             how += ": perhaps out of memory"
         if slot.kill_reason:
             how += f" (supervisor: {slot.kill_reason})"
-        dead = Dead(slot.index, slot.pid, slot.owner, slot.count_attempt, round(now_m - slot.started, 3),
-                    slot.kill_reason or f"worker {slot.pid} {how} while running the job",
-                    not_in_hand(progress_path(sup.snapshot, slot)))
-        if sup.slots.settle(slot, code, sig, now_m, sup.snapshot,
-                            sup.config.supervisor.restart_backoff_max, sup.target):
+        dead = Dead(
+            slot.index,
+            slot.pid,
+            slot.owner,
+            slot.count_attempt,
+            round(now_m - slot.started, 3),
+            slot.kill_reason or f"worker {slot.pid} {how} while running the job",
+            not_in_hand(progress_path(sup.snapshot, slot)),
+        )
+        if sup.slots.settle(
+            slot,
+            code,
+            sig,
+            now_m,
+            sup.snapshot,
+            sup.config.supervisor.restart_backoff_max,
+            sup.target,
+        ):
             sup.counters["worker_crashes"] += 1
         forget_progress(sup.snapshot, slot)
         if code == ExitCode.RECYCLED and sup.running() and sup.watch.changed():
@@ -105,8 +120,16 @@ class Deaths:
         sup.respawn()
         released = self.release(dead)
         level = logging.INFO if code in CLEAN_EXITS and not released else logging.WARNING
-        event(log, "worker.exited", level, slot=dead.slot, pid=dead.pid, how=how, lived=dead.lived,
-              jobs_requeued=len(released))
+        event(
+            log,
+            "worker.exited",
+            level,
+            slot=dead.slot,
+            pid=dead.pid,
+            how=how,
+            lived=dead.lived,
+            jobs_requeued=len(released),
+        )
         _log_reaped(released, dead)
         if dead.owner:
             self.unsettled[dead.owner] = dead
@@ -137,12 +160,24 @@ class Deaths:
         if sup.check_health():
             return released  # the jobs are in the database that is gone
         try:
-            released = sup.db().release_owner(dead.owner, dead.reason, sup.clock.now(),
-                                              max_attempts_for=sup.policy.max_attempts,
-                                              count_attempt=dead.count_attempt, unstarted=dead.unstarted)
+            released = sup.db().release_owner(
+                dead.owner,
+                dead.reason,
+                sup.clock.now(),
+                max_attempts_for=sup.policy.max_attempts,
+                count_attempt=dead.count_attempt,
+                unstarted=dead.unstarted,
+            )
             sup.db().remove_process(dead.owner)  # a dead worker cannot delete its own row
         except Exception as exc:  # noqa: BLE001
-            event(log, "worker.release_failed", logging.ERROR, slot=dead.slot, pid=dead.pid, error=repr(exc))
+            event(
+                log,
+                "worker.release_failed",
+                logging.ERROR,
+                slot=dead.slot,
+                pid=dead.pid,
+                error=repr(exc),
+            )
             sup.close_db()
         sup.counters["jobs_reaped"] += len(released)
         return released
@@ -150,13 +185,22 @@ class Deaths:
 
 def _log_reaped(released: list[Released], dead: "Dead") -> None:
     for r in released:
-        event(log, "job.reaped", logging.WARNING, id=r.id, type=r.type, attempt=r.attempts,
-              status=r.status, reason=dead.reason)
+        event(
+            log,
+            "job.reaped",
+            logging.WARNING,
+            id=r.id,
+            type=r.type,
+            attempt=r.attempts,
+            status=r.status,
+            reason=dead.reason,
+        )
 
 
 @dataclass(frozen=True)
 class Dead:
     """What the re-queue needs of a dead worker once its slot is emptied (and maybe refilled)."""
+
     slot: int
     pid: int | None
     owner: str | None

@@ -9,13 +9,22 @@
 
 SIGTSTP and SIGCONT keep their defaults (the terminal stops and continues the supervisor).
 """
+
 from __future__ import annotations
 
 import signal
 from typing import Iterable, Protocol
 
-HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
-           signal.SIGTTIN, signal.SIGTTOU, signal.SIGCHLD)
+HANDLED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGCHLD,
+)
 
 
 class Controls(Protocol):

@@ -10,6 +10,7 @@
 
 ``supervisor.maintenance`` decides (pure functions over what the store says); these act on it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,6 +33,7 @@ log = get_logger("supervisor")
 class Supervisor(Protocol):
     """What the task bodies read of the supervisor (the arbiter); read at each call, since a
     reload replaces ``config`` and ``policy``."""
+
     config: Any
     policy: JobPolicy
     host: str
@@ -53,20 +55,24 @@ class Duties:
     def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
         self.timeout_log = maintenance.TimeoutLog()  # job.timeout once per attempt
-        self.published: dict[str, int] = {}          # the counters as last saved
-        self.unserved = UnservedLog()                # the config whose unserved queues were logged
-        self.recorded: Any = None                    # the registry whose types were last recorded
+        self.published: dict[str, int] = {}  # the counters as last saved
+        self.unserved = UnservedLog()  # the config whose unserved queues were logged
+        self.recorded: Any = None  # the registry whose types were last recorded
 
     def tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
         that raises is logged and tried again next round, and never stops the others."""
-        return [UpkeepTask("timeouts", 0.0, self.timeouts),
-                UpkeepTask("recovery", 0.0, self.recovery),
-                UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
-                *upkeep_tasks(self.sup.config),
-                UpkeepTask("schedules", 0.0, lambda r: scheduler.run_due(r.store, self.sup.config, r.now)),
-                UpkeepTask("ops_requests", 0.0, self.ops_requests),
-                UpkeepTask("unserved", 0.0, self.log_unserved)]
+        return [
+            UpkeepTask("timeouts", 0.0, self.timeouts),
+            UpkeepTask("recovery", 0.0, self.recovery),
+            UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
+            *upkeep_tasks(self.sup.config),
+            UpkeepTask(
+                "schedules", 0.0, lambda r: scheduler.run_due(r.store, self.sup.config, r.now)
+            ),
+            UpkeepTask("ops_requests", 0.0, self.ops_requests),
+            UpkeepTask("unserved", 0.0, self.log_unserved),
+        ]
 
     def timeouts(self, rnd: Round) -> None:
         """Police our children's running jobs: hard timeouts and expired leases. Leaves the
@@ -90,7 +96,8 @@ class Duties:
         dying = sup.deaths.release_again(rnd.running)
         mine = {s.owner for s in sup.slots.live()} | dying  # (the dead we know are not strangers)
         sup.counters["jobs_reaped"] += maintenance.recover_foreign(
-            rnd.store, rnd.running, mine, sup.policy, rnd.now, rnd.expired, sup.host)
+            rnd.store, rnd.running, mine, sup.policy, rnd.now, rnd.expired, sup.host
+        )
 
     def police(self, running: list[Job], ages: dict[str, float], now: float) -> set[str]:
         """Act on our children's timeouts and expired leases (``ages``: the store's
@@ -105,14 +112,30 @@ class Duties:
                 continue
             if v.action in ("timeout", "cancel", "blocked"):
                 if v in unlogged:
-                    event(log, "job.cancel_killed" if v.action == "cancel" else "job.timeout", logging.WARNING,
-                          id=v.job.id, type=v.job.type, attempt=v.job.attempts, slot=slot.index, pid=slot.pid,
-                          reason=v.reason, note="the handler did not stop: its worker is killed")
+                    event(
+                        log,
+                        "job.cancel_killed" if v.action == "cancel" else "job.timeout",
+                        logging.WARNING,
+                        id=v.job.id,
+                        type=v.job.type,
+                        attempt=v.job.attempts,
+                        slot=slot.index,
+                        pid=slot.pid,
+                        reason=v.reason,
+                        note="the handler did not stop: its worker is killed",
+                    )
                 if not slot.killed:
                     sup.slots.kill(slot, v.reason, count_attempt=True)
             elif not slot.killed:
-                event(log, "worker.lease_expired", logging.WARNING, id=v.job.id, slot=slot.index,
-                      pid=slot.pid, reason=v.reason)
+                event(
+                    log,
+                    "worker.lease_expired",
+                    logging.WARNING,
+                    id=v.job.id,
+                    slot=slot.index,
+                    pid=slot.pid,
+                    reason=v.reason,
+                )
                 sup.slots.kill(slot, v.reason, count_attempt=True)
         lease = sup.config.worker.lease_timeout
         return maintenance.expired_owners(running, ages, lease) - set(by_owner)
@@ -129,6 +152,7 @@ class Duties:
         producers' type check (``shared.ops.served``): at boot (the first ``processes`` round),
         and at the next round after a reload that imported new modules."""
         from shared.ops.served import record_served
+
         registry = self.sup.registry
         if registry is self.recorded:
             return
@@ -145,6 +169,7 @@ class Duties:
         """Take a `jobq scale N` request; publish our counters for `jobq status` when they changed;
         record the types we serve after a reload that imported new handler modules."""
         from shared import ops  # here: the ops layer is not needed before the first workers start
+
         sup, store = self.sup, self.sup.db()
         wanted = ops.take_scale_request(store, sup.token)
         if wanted is not None:
@@ -161,14 +186,19 @@ def warn_unserved(store: EngineStore) -> None:
     supervisor's counterpart of the producers' warning. Reads the kept counts, no jobs."""
     from shared import ops
     from shared.ops.served import served_types
+
     served = served_types(store)
     waiting: dict[str, int] = {}
     for row in ops.counts_by_type(store):
         if row["status"] in ("pending", "waiting") and served and row["type"] not in served.queues:
             waiting[row["type"]] = waiting.get(row["type"], 0) + row["n"]
     if waiting:
-        event(log, "supervisor.unserved_types", logging.WARNING,
-              types=",".join(f"{t}:{n}" for t, n in sorted(waiting.items())),
-              modules=",".join(served.modules) if served else "",
-              note="no running supervisor's handler modules serve these types: a worker fails "
-                   "each of their jobs it takes")
+        event(
+            log,
+            "supervisor.unserved_types",
+            logging.WARNING,
+            types=",".join(f"{t}:{n}" for t, n in sorted(waiting.items())),
+            modules=",".join(served.modules) if served else "",
+            note="no running supervisor's handler modules serve these types: a worker fails "
+            "each of their jobs it takes",
+        )

@@ -16,6 +16,7 @@ safely) the supervisor starts each worker with exec of ``python -m worker`` (chi
 ``TemplateFailed`` means the handler modules failed to import in the template (the supervisor
 halts with BOOT_FAILED at boot); ``TemplateGone`` that the template died, hung or refused.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -30,8 +31,8 @@ import time
 from shared.model.exitcodes import ExitCode
 from shared.runtime.processes import set_process_name
 
-READY_TIMEOUT = 60.0   # seconds the template may take to import the handler modules
-REPLY_TIMEOUT = 5.0    # seconds for one worker's fork once the template is ready
+READY_TIMEOUT = 60.0  # seconds the template may take to import the handler modules
+REPLY_TIMEOUT = 5.0  # seconds for one worker's fork once the template is ready
 STARTING, READY, DEAD = "starting", "ready", "dead"
 ENV_SWITCH = "JOBQ_FORK_SERVER"  # "0": no template; every worker is a fresh `python -m worker`
 
@@ -62,21 +63,26 @@ class ForkServer:
 
     def __init__(self, pid: int, req: int, resp: int, how: str) -> None:
         self.pid = pid
-        self.req = req            # we write requests here
-        self.resp = resp          # and read replies here
-        self.how = how            # "fork" or "exec"
+        self.req = req  # we write requests here
+        self.resp = resp  # and read replies here
+        self.how = how  # "fork" or "exec"
         self.state = STARTING
         self.started = time.monotonic()
         self.types = 0
         self._buf = b""
         self._next = 0
-        self.reaped: str | None = None   # how it ended, once the supervisor reaped it
+        self.reaped: str | None = None  # how it ended, once the supervisor reaped it
 
     # -- starting -------------------------------------------------------------------------------
 
     @classmethod
-    def fork(cls, handlers: tuple[str, ...], database: str, source: str | None = None,
-             async_types: bool | None = None) -> "ForkServer":
+    def fork(
+        cls,
+        handlers: tuple[str, ...],
+        database: str,
+        source: str | None = None,
+        async_types: bool | None = None,
+    ) -> "ForkServer":
         """Fork the template from this process (``source``: the config file naming ``handlers``).
         Call before opening the database or starting a thread (raises RuntimeError if a thread
         runs: it would not cross, but its locks would)."""
@@ -91,8 +97,9 @@ class ForkServer:
                 set_process_name("jobq-template")  # at once: `ps` shows which child it is
                 os.setpgid(0, 0)  # Ctrl-C and kills of the supervisor's group are not for it
                 _close_all_but(0, 1, 2, req_r, resp_w)
-                importlib.import_module("worker.forkserver").serve(req_r, resp_w, tuple(handlers),
-                                                                    database, parent, source, async_types)
+                importlib.import_module("worker.forkserver").serve(
+                    req_r, resp_w, tuple(handlers), database, parent, source, async_types
+                )
             finally:
                 os._exit(ExitCode.ERROR)
         os.close(req_r)
@@ -105,7 +112,15 @@ class ForkServer:
         handler modules and the database from the config ``snapshot``."""
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        argv = [sys.executable, "-m", "worker", "--fork-server", f"{req_r},{resp_w}", "--snapshot", snapshot]
+        argv = [
+            sys.executable,
+            "-m",
+            "worker",
+            "--fork-server",
+            f"{req_r},{resp_w}",
+            "--snapshot",
+            snapshot,
+        ]
         pid = os.fork()
         if pid == 0:
             try:
@@ -165,7 +180,7 @@ class ForkServer:
         try:
             try:
                 while data:
-                    data = data[os.write(self.req, data):]
+                    data = data[os.write(self.req, data) :]
             except OSError as exc:  # EPIPE: it died
                 self.close()
                 raise TemplateGone(f"the template is gone ({exc})") from None
@@ -174,7 +189,9 @@ class ForkServer:
                 msg = self._read(max(deadline - time.monotonic(), 0.0))
                 if msg is None:
                     self.close()
-                    raise TemplateGone(f"the template did not fork a worker within {REPLY_TIMEOUT:g} s")
+                    raise TemplateGone(
+                        f"the template did not fork a worker within {REPLY_TIMEOUT:g} s"
+                    )
                 if "unsafe" in msg:
                     self.close()
                     raise TemplateUnsafe(msg["unsafe"])

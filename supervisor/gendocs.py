@@ -1,5 +1,6 @@
 """``python -m supervisor.gendocs [--check]``: the command's kept name (the docs and the generated
 files name it); the tool is :mod:`supervisor.cli.gendocs`."""
+
 from __future__ import annotations
 
 import sys

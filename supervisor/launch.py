@@ -8,6 +8,7 @@ handler modules while the supervisor imports those and opens the database, inste
 (a faster start). What both processes need (the config, the engine and its driver) is imported
 before the fork, once.
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,13 +33,24 @@ def run(config: str | None, workers: int | None, queues: str | None, ready_fd: i
     names = None
     if queues is not None:
         names = tuple(q.strip() for q in queues.split(",") if q.strip())
-        bad = next((why for q in names if (why := queue_name_error(q))), None) if names else "no queue named"
+        bad = (
+            next((why for q in names if (why := queue_name_error(q))), None)
+            if names
+            else "no queue named"
+        )
         if bad:
             print(f"jobq: --queues {queues!r}: {bad}", file=sys.stderr)
             return ExitCode.USAGE
     from . import spawner
+
     early = spawner.Spawner()
-    early.begin(tuple(cfg.handlers), cfg.database, cfg.path, log=(cfg.log_level, cfg.log_format),
-                async_types=config_async(cfg))
+    early.begin(
+        tuple(cfg.handlers),
+        cfg.database,
+        cfg.path,
+        log=(cfg.log_level, cfg.log_format),
+        async_types=config_async(cfg),
+    )
     from .arbiter import Arbiter  # here: imported while the template starts (see above)
+
     return Arbiter(cfg, workers=workers, queues=names, ready_fd=ready_fd, spawner=early).run()

@@ -7,6 +7,7 @@ first, and its jobs re-queued only once it is gone, so two runs never overlap. O
 hosts (another ``host_id``) are judged by their lease alone, measured on the database's clock,
 and never signalled: a worker that cannot renew its lease stops itself first (``worker.fence``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,20 +24,24 @@ from shared.runtime.processes import host_id, parse_token, token_alive, token_ho
 from shared.engines.contract import UpkeepStore
 
 log = get_logger("supervisor")
-KILL_GRACE = 0.05  # seconds the loop waits for a SIGKILLed silent owner to go; later rounds look again
+KILL_GRACE = (
+    0.05  # seconds the loop waits for a SIGKILLed silent owner to go; later rounds look again
+)
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What should happen to the worker running ``job``."""
+
     owner: str
     job: Job
-    action: str   # 'timeout', 'cancel', 'blocked' (an async job's loop) or 'lease'
+    action: str  # 'timeout', 'cancel', 'blocked' (an async job's loop) or 'lease'
     reason: str
 
 
-def worth_a_look(groups: list[RunningGroup], mine: set[str], policy: JobPolicy, now: float,
-                 here: str) -> bool:
+def worth_a_look(
+    groups: list[RunningGroup], mine: set[str], policy: JobPolicy, now: float, here: str
+) -> bool:
     """Could :func:`judge_running` or :func:`recover_foreign` find anything among the running
     jobs these groups (``UpkeepStore.running_groups``) sum up? True when a group has a lease
     older than ``lease_timeout`` (or unreadable), or is of this host (``here``) and has a cancel
@@ -61,8 +66,9 @@ def worth_a_look(groups: list[RunningGroup], mine: set[str], policy: JobPolicy, 
     return False
 
 
-def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, now: float,
-                  here: str) -> list[Verdict]:
+def judge_running(
+    jobs: list[Job], ages: dict[str, float], policy: JobPolicy, now: float, here: str
+) -> list[Verdict]:
     """Running jobs to stop by force (:func:`stop_verdict`) or with an expired lease.
 
     ``ages``: the store's ``lease_ages`` (seconds since each lease was renewed, on the database's
@@ -74,16 +80,33 @@ def judge_running(jobs: list[Job], ages: dict[str, float], policy: JobPolicy, no
     lease = policy.config.worker.lease_timeout
     for job in jobs:
         try:
-            verdict = stop_verdict(job, policy, now) if token_host(job.owner or "") == here else None
+            verdict = (
+                stop_verdict(job, policy, now) if token_host(job.owner or "") == here else None
+            )
             if verdict is not None:
                 out.append(verdict)
-        except (ValueError, TypeError) as exc:  # a row written around jobq: the others are still policed
-            event(log, "supervisor.maintenance_failed", logging.ERROR, task="timeouts", id=job.id,
-                  error=repr(exc))
+        except (
+            ValueError,
+            TypeError,
+        ) as exc:  # a row written around jobq: the others are still policed
+            event(
+                log,
+                "supervisor.maintenance_failed",
+                logging.ERROR,
+                task="timeouts",
+                id=job.id,
+                error=repr(exc),
+            )
         silent = ages.get(job.id)
         if silent is not None and silent > lease:
-            out.append(Verdict(job.owner, job, "lease",
-                               f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)"))
+            out.append(
+                Verdict(
+                    job.owner,
+                    job,
+                    "lease",
+                    f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)",
+                )
+            )
     return out
 
 
@@ -95,14 +118,23 @@ def stop_verdict(job: Job, policy: JobPolicy, now: float) -> Verdict | None:
     if job.cancel_requested_at is not None:
         grace = policy.config.worker.cancel_grace
         if now - parse_iso(job.cancel_requested_at) > grace:
-            return Verdict(job.owner, job, "cancel", f"cancelled: the handler did not stop within "
-                                                     f"cancel_grace ({grace:g} s)")
+            return Verdict(
+                job.owner,
+                job,
+                "cancel",
+                f"cancelled: the handler did not stop within cancel_grace ({grace:g} s)",
+            )
     timeout, grace = policy.timeout(job.type), policy.config.supervisor.kill_grace
     if not job.started_at or now - parse_iso(job.started_at) <= timeout + grace:
         return None
     if policy.async_concurrency(job.type):  # its worker cancelled its task at the timeout
-        return Verdict(job.owner, job, "blocked", f"timed out after {timeout:g} s and blocked its worker's "
-                                                  f"event loop for kill_grace ({grace:g} s) more")
+        return Verdict(
+            job.owner,
+            job,
+            "blocked",
+            f"timed out after {timeout:g} s and blocked its worker's "
+            f"event loop for kill_grace ({grace:g} s) more",
+        )
     return Verdict(job.owner, job, "timeout", f"timed out after {timeout:g} s")
 
 
@@ -118,8 +150,12 @@ class TimeoutLog:
         """The timeout and cancel verdicts not logged before (remembered as logged from now on);
         attempts no longer ``running`` are forgotten."""
         self.logged &= {(j.id, j.attempts) for j in running}
-        new = [v for v in verdicts
-               if v.action in ("timeout", "cancel", "blocked") and (v.job.id, v.job.attempts) not in self.logged]
+        new = [
+            v
+            for v in verdicts
+            if v.action in ("timeout", "cancel", "blocked")
+            and (v.job.id, v.job.attempts) not in self.logged
+        ]
         self.logged |= {(v.job.id, v.job.attempts) for v in new}
         return new
 
@@ -137,8 +173,15 @@ def expired_owners(jobs: list[Job], ages: dict[str, float], lease: float) -> set
     return stale - fresh
 
 
-def recover_foreign(store: UpkeepStore, jobs: list[Job], mine: set[str], policy: JobPolicy,
-                    now: float, expired: set[str], here: str) -> int:
+def recover_foreign(
+    store: UpkeepStore,
+    jobs: list[Job],
+    mine: set[str],
+    policy: JobPolicy,
+    now: float,
+    expired: set[str],
+    here: str,
+) -> int:
     """Re-queue the jobs of owners that are not our children, and returns how many were
     released:
 
@@ -163,8 +206,17 @@ def recover_foreign(store: UpkeepStore, jobs: list[Job], mine: set[str], policy:
             reason = f"worker {owner} is gone (found by the supervisor)"
         for r in store.release_owner(owner, reason, now, max_attempts_for=policy.max_attempts):
             released += 1
-            event(log, "job.reaped", logging.WARNING, id=r.id, type=r.type, attempt=r.attempts,
-                  status=r.status, owner=owner, reason=reason)
+            event(
+                log,
+                "job.reaped",
+                logging.WARNING,
+                id=r.id,
+                type=r.type,
+                attempt=r.attempts,
+                status=r.status,
+                owner=owner,
+                reason=reason,
+            )
     return released
 
 

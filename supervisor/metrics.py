@@ -16,6 +16,7 @@ What is exported (``text/plain; version=0.0.4``):
   failed, retried, per type, and wait / run-time histograms, folded from ``job_attempts``;
 - the supervisor's own counters: worker starts, restarts, crashes, jobs reaped.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,9 +39,9 @@ log = get_logger("supervisor")
 
 MAX_CLIENTS = 16
 MAX_REQUEST = 16 * 1024
-CLIENT_TIMEOUT = 5.0   # seconds a client has to send its request
-SEND_TIMEOUT = 10.0    # ... and to read the answer
-FOLD_EVERY = 5.0      # seconds between folds of the attempt feed when nobody scrapes
+CLIENT_TIMEOUT = 5.0  # seconds a client has to send its request
+SEND_TIMEOUT = 10.0  # ... and to read the answer
+FOLD_EVERY = 5.0  # seconds between folds of the attempt feed when nobody scrapes
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 DOCS = {
@@ -63,7 +64,7 @@ class _Client:
     def __init__(self, sock: socket.socket, deadline: float) -> None:
         self.sock = sock
         self.request = bytearray()
-        self.deadline = deadline           # monotonic: dropped then, however far it got
+        self.deadline = deadline  # monotonic: dropped then, however far it got
         self.out: memoryview | None = None  # set once answered: what is still to send
 
 
@@ -71,8 +72,8 @@ class MetricsServer:
     """The endpoint's sockets and the counters it accumulates. Inert while ``metrics_port`` is 0."""
 
     def __init__(self) -> None:
-        self.address: tuple[str, int] | None = None   # what the config asks for
-        self.config: Config | None = None               # the config as of the last fds()
+        self.address: tuple[str, int] | None = None  # what the config asks for
+        self.config: Config | None = None  # the config as of the last fds()
         self.listener: socket.socket | None = None
         self.clients: dict[int, _Client] = {}
         # Answers are sent without blocking: a client that does not read keeps its rest here and
@@ -121,8 +122,13 @@ class MetricsServer:
 
     # -- the loop's part ------------------------------------------------------------------------
 
-    def serve(self, ready: Iterable[int], store: Callable[[], OpsStore], counters: dict[str, int],
-              **gauges: float) -> None:
+    def serve(
+        self,
+        ready: Iterable[int],
+        store: Callable[[], OpsStore],
+        counters: dict[str, int],
+        **gauges: float,
+    ) -> None:
         """Handle what ``ready`` says is readable; answer complete requests with the metrics
         (``store()`` gives the supervisor's connection; ``gauges`` are extra values such as the
         live and wanted worker counts); send what answers clients can take now. Never blocks,
@@ -139,6 +145,7 @@ class MetricsServer:
             if not scraped:
                 scraped.append(self._scrape(store, counters, gauges))
             return scraped[0]
+
         for fd in [fd for fd, c in self.clients.items() if fd in ready and c.out is None]:
             self._read(fd, scrape, now_m)
         for fd in [fd for fd, c in self.clients.items() if c.out is not None]:
@@ -180,7 +187,9 @@ class MetricsServer:
         buf += data
         if b"\r\n\r\n" not in buf and b"\n\n" not in buf:
             if len(buf) > MAX_REQUEST:
-                self._answer(fd, "431 Request Header Fields Too Large", "request too large\n", now_m)
+                self._answer(
+                    fd, "431 Request Header Fields Too Large", "request too large\n", now_m
+                )
             return
         method, path = _request_line(bytes(buf))
         if method != "GET":
@@ -190,13 +199,15 @@ class MetricsServer:
         else:
             self._answer(fd, *scrape(), now_m)
 
-    def _scrape(self, store: Callable[[], OpsStore], counters: dict[str, int],
-                gauges: dict[str, float]) -> tuple[str, str]:
+    def _scrape(
+        self, store: Callable[[], OpsStore], counters: dict[str, int], gauges: dict[str, float]
+    ) -> tuple[str, str]:
         try:
             s = store()
             self._fold(store)
-            return "200 OK", exposition(s, time.time(), self.feed, counters, gauges, self.started,
-                                        self.config)
+            return "200 OK", exposition(
+                s, time.time(), self.feed, counters, gauges, self.started, self.config
+            )
         except Exception as exc:  # noqa: BLE001 - a scrape must never take the supervisor down
             event(log, "metrics.scrape_failed", logging.ERROR, error=repr(exc))
             return "500 Internal Server Error", f"scrape failed: {exc}\n"
@@ -206,6 +217,7 @@ class MetricsServer:
             s = store()
             if self.feed is None:
                 from shared.ops.stats import AttemptFeed  # here: see the imports
+
                 self.feed = AttemptFeed(s)
             else:
                 self.feed.poll(s)
@@ -217,8 +229,10 @@ class MetricsServer:
         reads, until ``SEND_TIMEOUT`` (a client that never reads holds nothing up)."""
         client = self.clients[fd]
         data = body.encode()
-        head = (f"HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len(data)}\r\n"
-                f"Connection: close\r\n\r\n").encode()
+        head = (
+            f"HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {len(data)}\r\n"
+            f"Connection: close\r\n\r\n"
+        ).encode()
         client.out = memoryview(head + data)
         client.deadline = now_m + SEND_TIMEOUT
         if self.writable is not None:
@@ -231,7 +245,7 @@ class MetricsServer:
         out = client.out
         try:
             while out:
-                out = out[client.sock.send(out):]
+                out = out[client.sock.send(out) :]
         except (BlockingIOError, InterruptedError):
             client.out = out
             return
@@ -262,8 +276,15 @@ def _listen(address: tuple[str, int]) -> socket.socket | None:
         sock.listen(MAX_CLIENTS)
         sock.setblocking(False)
     except OSError as exc:
-        event(log, "metrics.unavailable", logging.ERROR, host=host, port=port, error=str(exc),
-              note="no metrics endpoint until metrics_port or metrics_host changes")
+        event(
+            log,
+            "metrics.unavailable",
+            logging.ERROR,
+            host=host,
+            port=port,
+            error=str(exc),
+            note="no metrics endpoint until metrics_port or metrics_host changes",
+        )
         return None
     event(log, "metrics.listening", host=host, port=sock.getsockname()[1], path="/metrics")
     return sock
@@ -277,11 +298,19 @@ def _request_line(raw: bytes) -> tuple[str, str]:
 # -- the text format ------------------------------------------------------------------------------
 
 
-def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: dict[str, int],
-               gauges: dict[str, float], started: float, config: Config | None = None) -> str:
+def exposition(
+    store: OpsStore,
+    now: float,
+    feed: AttemptFeed | None,
+    counters: dict[str, int],
+    gauges: dict[str, float],
+    started: float,
+    config: Config | None = None,
+) -> str:
     """The Prometheus text (format 0.0.4) of the queue as of ``now``; with the supervisor's
     ``config``, which named queues none of its pools serves."""
     from shared import ops  # here: see the imports
+
     out = Exposition()
     out.family("jobq_jobs", "gauge", "Jobs in the database by status and type.")
     for r in ops.counts_by_type(store):
@@ -291,14 +320,18 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
         out.sample("jobq_jobs_scheduled", n, type=job_type)
     oldest = ops.oldest_due(store, now)
     age = max(now - parse_iso(max(oldest["run_at"], oldest["created_at"])), 0.0) if oldest else 0.0
-    out.gauge("jobq_oldest_pending_age_seconds", "How long the longest-waiting due job has waited.", age)
+    out.gauge(
+        "jobq_oldest_pending_age_seconds", "How long the longest-waiting due job has waited.", age
+    )
     out.gauge("jobq_paused", "1 while the queue is paused.", int(store.is_paused()))
     queue_gauges(out, store, now, config)
     for g in ops.gauges.read(store):  # the engine's own, as it names them (none: no family)
         out.gauge(f"jobq_{g['key']}", g["help"], g["value"])
     for name, value in sorted(gauges.items()):
         out.gauge(f"jobq_{name}", DOCS.get(name, f"Supervisor gauge {name}."), value)
-    out.gauge("jobq_metrics_start_time_seconds", "When these counters started (Unix time).", started)
+    out.gauge(
+        "jobq_metrics_start_time_seconds", "When these counters started (Unix time).", started
+    )
     _attempt_counters(out, feed)
     for name, value in sorted(counters.items()):
         out.family(f"jobq_{name}_total", "counter", DOCS.get(name, f"Supervisor counter {name}."))
@@ -307,19 +340,26 @@ def exposition(store: OpsStore, now: float, feed: AttemptFeed | None, counters: 
     return out.text()
 
 
-def queue_gauges(out: "Exposition", store: OpsStore, now: float,
-                 config: Config | None = None) -> None:
+def queue_gauges(
+    out: "Exposition", store: OpsStore, now: float, config: Config | None = None
+) -> None:
     """Per named queue: due jobs waiting, running jobs, paused, and the pending jobs of a queue no
     pool of ``config`` serves (shared.ops.queues, shared.model.unserved)."""
     from shared.ops import queues  # here: see the imports
+
     rows = queues.by_queue(store, now, config, sample=0)
     for r in rows:
         r["unserved_pending"] = r["pending"] if r["unserved"] else 0
-    for name, key, doc in (("jobq_queue_due", "due", "Due pending jobs by named queue."),
-                           ("jobq_queue_running", "running", "Running jobs by named queue."),
-                           ("jobq_queue_paused", "paused", "1 while the named queue is paused."),
-                           ("jobq_queue_unserved_pending", "unserved_pending",
-                            "Pending jobs of a named queue no worker serves (0 while one does).")):
+    for name, key, doc in (
+        ("jobq_queue_due", "due", "Due pending jobs by named queue."),
+        ("jobq_queue_running", "running", "Running jobs by named queue."),
+        ("jobq_queue_paused", "paused", "1 while the named queue is paused."),
+        (
+            "jobq_queue_unserved_pending",
+            "unserved_pending",
+            "Pending jobs of a named queue no worker serves (0 while one does).",
+        ),
+    ):
         out.family(name, "gauge", doc)
         for r in rows:
             out.sample(name, int(r[key]), queue=r["queue"])
@@ -333,14 +373,21 @@ def _attempt_counters(out: "Exposition", feed: AttemptFeed | None) -> None:
         metric = f"jobq_jobs_{name}_total"
         out.family(metric, "counter", DOCS[name])
         for t in types:
-            n = sum(v for (tt, o), v in attempts.items() if tt == t and (outcome is None or o == outcome))
+            n = sum(
+                v
+                for (tt, o), v in attempts.items()
+                if tt == t and (outcome is None or o == outcome)
+            )
             out.sample(metric, n, type=t)
 
 
 def _histograms(out: "Exposition", feed: AttemptFeed | None) -> None:
     from shared.ops.stats import BOUNDS  # here: see the imports
-    for metric, attr, doc in (("jobq_job_wait_seconds", "wait", "From due (enqueued, or run_at) to start."),
-                              ("jobq_job_run_seconds", "run", "From start to end of an attempt.")):
+
+    for metric, attr, doc in (
+        ("jobq_job_wait_seconds", "wait", "From due (enqueued, or run_at) to start."),
+        ("jobq_job_run_seconds", "run", "From start to end of an attempt."),
+    ):
         out.family(metric, "histogram", doc)
         hists: dict[str, Histogram] = getattr(feed.totals, attr) if feed else {}
         for t, h in sorted(hists.items()):
@@ -372,7 +419,7 @@ class Exposition:
 
 
 def _escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _num(v: float) -> str:

@@ -6,6 +6,7 @@ from the snapshot themselves, so resizing a pool is a reload: the arbiter's targ
 :func:`total_workers`, surplus slots retire, new ones start, and each worker moved to another
 pool by the new layout switches queues at its next claim.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -6,6 +6,7 @@ SIGHUP to each worker). An invalid file, or handler modules that fail to import,
 the running values kept. ``database`` never changes without a restart. ``ConfigWatch`` notices
 edits of the file by its modification time and size.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,6 +26,7 @@ class Reloaded:
     """The outcome of a re-read: the config to run (workers resolved), the file as read, the
     ``--workers``/scaling override still in force, a new handler registry (None: the modules
     did not change) and the keys that changed."""
+
     config: Config
     file_config: Config
     override: int | None
@@ -39,8 +41,14 @@ def reread(running: Config, file_config: Config, override: int | None, why: str)
     try:
         new = config_mod.load(running.path)
     except ConfigError as exc:
-        event(log, "config.rejected", logging.ERROR, reason=why, error=str(exc),
-              note="keeping the running config")
+        event(
+            log,
+            "config.rejected",
+            logging.ERROR,
+            reason=why,
+            error=str(exc),
+            note="keeping the running config",
+        )
         return None
     if new.database != running.database:
         event(log, "config.ignored", logging.WARNING, key="database", note="needs a restart")
@@ -50,8 +58,16 @@ def reread(running: Config, file_config: Config, override: int | None, why: str)
         try:
             registry = load_registry(new.handlers, new.path)
         except HandlerImportError as exc:
-            event(log, "config.rejected", logging.ERROR, reason=why, key="handlers", error=exc.summary,
-                  note="keeping the running handler modules", traceback=exc.traceback)
+            event(
+                log,
+                "config.rejected",
+                logging.ERROR,
+                reason=why,
+                key="handlers",
+                error=exc.summary,
+                note="keeping the running handler modules",
+                traceback=exc.traceback,
+            )
             new = new.replace(handlers=running.handlers)
     workers = new.supervisor.workers
     if override is not None and workers == file_config.supervisor.workers:

@@ -7,6 +7,7 @@ has an idempotency key on top. It reads the config it is given each round, so an
 removed entry takes effect at the first round after a reload. ``shared.settings.schedule`` decides
 which ticks are due; the store's ``run_schedule`` reads, enqueues and advances in one transaction.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -26,8 +27,11 @@ def run_due(store: Any, config: Any, now: float) -> int:
     enqueued = 0
     for spec in config.schedules:
         mark = marks.get(spec.name)
-        if (mark is not None and mark.fingerprint == schedule.fingerprint(spec)
-                and not schedule.is_due(spec, mark.last_tick, now)):
+        if (
+            mark is not None
+            and mark.fingerprint == schedule.fingerprint(spec)
+            and not schedule.is_due(spec, mark.last_tick, now)
+        ):
             continue
         enqueued += _run_one(store, config, spec, now)
     return enqueued
@@ -35,12 +39,27 @@ def run_due(store: Any, config: Any, now: float) -> int:
 
 def _run_one(store: Any, config: Any, spec: Any, now: float) -> int:
     priority = config.for_type(spec.type).priority or 0
-    ids = store.run_schedule(spec.name, schedule.fingerprint(spec), now, schedule.plan(spec, now, priority))
+    ids = store.run_schedule(
+        spec.name, schedule.fingerprint(spec), now, schedule.plan(spec, now, priority)
+    )
     if ids is None:
         nxt = cron.next_after(spec.cron, spec.timezone, now)
-        event(log, "schedule.anchored", schedule=spec.name, cron=spec.cron, timezone=spec.timezone,
-              next=iso(nxt) if nxt is not None else "never")
+        event(
+            log,
+            "schedule.anchored",
+            schedule=spec.name,
+            cron=spec.cron,
+            timezone=spec.timezone,
+            next=iso(nxt) if nxt is not None else "never",
+        )
         return 0
     if ids:
-        event(log, "schedule.enqueued", schedule=spec.name, type=spec.type, jobs=len(ids), ids=",".join(ids))
+        event(
+            log,
+            "schedule.enqueued",
+            schedule=spec.name,
+            type=spec.type,
+            jobs=len(ids),
+            ids=",".join(ids),
+        )
     return len(ids)

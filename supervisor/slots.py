@@ -6,6 +6,7 @@ Everything here acts on our own children and their ``Slot`` records only: no dat
 config file. The arbiter decides when (its loop), the spawner how a slot is filled
 (``supervisor.spawner``), and ``supervisor.children`` holds the per-process helpers.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,8 @@ from .children import Slot, kill_group, lingering, restart_delay, worker_got_goi
 
 log = get_logger("supervisor")
 
-HEALTHY_AFTER = 10.0      # a worker that lived this long (or ran jobs) resets its slot's back-off
-EARLY_KILLS = 3           # SIGKILLs before ready in a row that are not yet a crash loop
+HEALTHY_AFTER = 10.0  # a worker that lived this long (or ran jobs) resets its slot's back-off
+EARLY_KILLS = 3  # SIGKILLs before ready in a row that are not yet a crash loop
 CLEAN_EXITS = (ExitCode.OK, ExitCode.RECYCLED)
 
 
@@ -68,13 +69,21 @@ class Slots:
         or everyone past the shutdown ``deadline`` (None: not stopping)."""
         for slot in self.live():
             if lingering(slot, snapshot, now, grace):
-                event(log, "worker.exit_timeout", logging.WARNING, slot=slot.index, pid=slot.pid,
-                      kill_grace=grace)
+                event(
+                    log,
+                    "worker.exit_timeout",
+                    logging.WARNING,
+                    slot=slot.index,
+                    pid=slot.pid,
+                    kill_grace=grace,
+                )
                 self.kill(slot, "stopped but did not exit within kill_grace", count_attempt=False)
         if deadline is not None and now >= deadline:
             for slot in self.live():
                 if not slot.killed:
-                    event(log, "worker.drain_timeout", logging.WARNING, slot=slot.index, pid=slot.pid)
+                    event(
+                        log, "worker.drain_timeout", logging.WARNING, slot=slot.index, pid=slot.pid
+                    )
                     self.kill(slot, "shutdown_timeout passed", count_attempt=False)
 
     def roll(self, generation: int) -> None:
@@ -106,8 +115,16 @@ class Slots:
                 due.append(slot)
         return due
 
-    def settle(self, slot: Slot, code: int | None, sig: int | None, now: float, snapshot: str,
-               backoff_max: float, target: int) -> bool:
+    def settle(
+        self,
+        slot: Slot,
+        code: int | None,
+        sig: int | None,
+        now: float,
+        snapshot: str,
+        backoff_max: float,
+        target: int,
+    ) -> bool:
         """The worker of ``slot`` was reaped (``code``/``sig``: its end): set the slot's back-off,
         empty it (drop it if it was retiring or is beyond ``target``). True if it crashed."""
         crashed = code not in CLEAN_EXITS and slot.kill_reason is None

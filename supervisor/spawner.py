@@ -12,6 +12,7 @@ modules change.
 - A reload changes ``handlers``: ``renew`` starts a new template (a new *generation*); the
   arbiter rolls the workers of older generations onto it (SIGTERM: each finishes its job).
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,7 +34,7 @@ from .forkserver import READY, STARTING, ForkServer, TemplateFailed, TemplateGon
 
 log = get_logger("supervisor")
 
-RESTART_LIMIT = 3       # template deaths within RESTART_WINDOW before falling back to exec
+RESTART_LIMIT = 3  # template deaths within RESTART_WINDOW before falling back to exec
 RESTART_WINDOW = 60.0
 
 
@@ -43,17 +44,23 @@ class Spawner:
     def __init__(self) -> None:
         self.server: ForkServer | None = None
         self.generation = 0
-        self.off_reason: str | None = None   # why workers are exec'd (None: template in use)
+        self.off_reason: str | None = None  # why workers are exec'd (None: template in use)
         self.deaths: deque[float] = deque()
         self.retired: dict[int, ForkServer] = {}  # old templates, until reaped
-        self.booting = True                       # no template was ever ready yet
-        self.begun = False                        # begin() was called
+        self.booting = True  # no template was ever ready yet
+        self.begun = False  # begin() was called
         self.snapshot = ""
 
     # -- boot -----------------------------------------------------------------------------------
 
-    def begin(self, handlers: tuple[str, ...], database: str, source: str | None = None,
-              log: tuple[str, str] | None = None, async_types: bool | None = None) -> None:
+    def begin(
+        self,
+        handlers: tuple[str, ...],
+        database: str,
+        source: str | None = None,
+        log: tuple[str, str] | None = None,
+        async_types: bool | None = None,
+    ) -> None:
         """Fork the first template (``source``: the config file naming ``handlers``). Call before
         opening the database or starting a thread. The engine's modules (jobq's own and its
         driver, which start nothing at import) are imported first: this process needs them
@@ -76,7 +83,13 @@ class Spawner:
             try:
                 self.server = ForkServer.fork(handlers, database, source, async_types)
             except (RuntimeError, OSError) as exc:
-                event(log, "template.fork_skipped", logging.INFO, reason=str(exc), note="starting it by exec")
+                event(
+                    log,
+                    "template.fork_skipped",
+                    logging.INFO,
+                    reason=str(exc),
+                    note="starting it by exec",
+                )
 
     def after_boot(self, snapshot: str) -> None:
         """The config snapshot exists: start the template by exec if it was not forked."""
@@ -94,8 +107,14 @@ class Spawner:
         try:
             if server.poll_ready(wait):
                 self.booting = False
-                event(log, "template.ready", pid=server.pid, how=server.how, types=server.types,
-                      generation=self.generation)
+                event(
+                    log,
+                    "template.ready",
+                    pid=server.pid,
+                    how=server.how,
+                    types=server.types,
+                    generation=self.generation,
+                )
         except TemplateFailed as exc:
             if self.booting:
                 self.server = None
@@ -116,8 +135,14 @@ class Spawner:
         """File descriptors the supervisor loop waits on (a starting template's reply)."""
         return [self.server.fileno()] if self.waiting() else []
 
-    def start(self, slots: list[Slot], token: str, now: float, reset_signals: tuple[int, ...],
-              before_exec: Callable[[], None] = lambda: None) -> None:
+    def start(
+        self,
+        slots: list[Slot],
+        token: str,
+        now: float,
+        reset_signals: tuple[int, ...],
+        before_exec: Callable[[], None] = lambda: None,
+    ) -> None:
         """Fill ``slots`` with new workers: forked by the template (all requested at once), or
         exec'd where there is no usable template (``before_exec`` is called first: this process
         forks then, and must hold no database connection)."""
@@ -137,8 +162,14 @@ class Spawner:
                 slot.forked = True
             else:
                 if isinstance(pid, str):
-                    event(log, "template.spawn_failed", logging.WARNING, slot=slot.index, error=pid,
-                          note="starting this worker by exec")
+                    event(
+                        log,
+                        "template.spawn_failed",
+                        logging.WARNING,
+                        slot=slot.index,
+                        error=pid,
+                        note="starting this worker by exec",
+                    )
                 before_exec()
                 spawn(slot, self.snapshot, token, now, reset_signals)
             slot.generation = self.generation
@@ -187,11 +218,20 @@ class Spawner:
         while self.deaths and now - self.deaths[0] > RESTART_WINDOW:
             self.deaths.popleft()
         if restart and len(self.deaths) < RESTART_LIMIT:
-            event(log, "template.died", logging.WARNING, pid=server.pid, error=why, action="restart")
+            event(
+                log, "template.died", logging.WARNING, pid=server.pid, error=why, action="restart"
+            )
             self._start_exec()
         else:
-            event(log, "template.died", logging.ERROR, pid=server.pid, error=why, action="fallback",
-                  note="workers are started by exec of python -m worker from now on")
+            event(
+                log,
+                "template.died",
+                logging.ERROR,
+                pid=server.pid,
+                error=why,
+                action="fallback",
+                note="workers are started by exec of python -m worker from now on",
+            )
             self.off(why)
 
     def off(self, reason: str) -> None:

@@ -7,6 +7,7 @@ whose supervisor is gone (the same pid *and* start time check as the database's 
 so a reused pid does not keep a folder alive). Folders in the old format
 (``jobq-supervisor-<random>``) name no owner and are left alone.
 """
+
 from __future__ import annotations
 
 import os

@@ -3,6 +3,7 @@ crosses fork()) and after a failed round (the next one opens a fresh connection)
 for good once the engine's health check finds the database is no longer the one opened at
 boot (reopening would use, or create, whatever the configured place holds now).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,7 +20,7 @@ class StoreRef:
     def __init__(self) -> None:
         self.store: EngineStore | None = None
         self.health: HealthCheck | None = None  # made at boot, once the database is open
-        self.problem: str | None = None         # why the database is refused (see replaced)
+        self.problem: str | None = None  # why the database is refused (see replaced)
 
     def get(self, config: Any) -> EngineStore:
         """The open store on ``config.database``. Raises StoreError once the database was

@@ -9,6 +9,7 @@ after it logs one ``queue.unserved`` warning per such queue that has pending job
 
 The pending counts are read from the claim index (``shared.ops.queues``), once per config.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,15 @@ class UnservedLog:
         if config is self.seen:
             return
         from shared.ops import queues  # here: the ops layer is not needed before the first workers
+
         for row in queues.by_queue(store, now, config, sample=0):
             if row["unserved"] and (row["pending"] or row["queue"] in config.queues):
-                event(log, "queue.unserved", logging.WARNING, queue=row["queue"],
-                      pending=row["pending"], note=sentence(row["queue"], row["pending"]))
+                event(
+                    log,
+                    "queue.unserved",
+                    logging.WARNING,
+                    queue=row["queue"],
+                    pending=row["pending"],
+                    note=sentence(row["queue"], row["pending"]),
+                )
         self.seen = config

@@ -11,6 +11,7 @@
 A task that raises is reported (``run`` returns it) and tried again next round; it never stops
 the tasks after it. ``run_now`` (at boot) lets the error through.
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -18,10 +19,10 @@ from typing import Iterable
 from shared.engines.contract import Round, UpkeepTask
 
 PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often: rarely,
-                            # since every write wakes every idle worker (they watch for commits)
+# since every write wakes every idle worker (they watch for commits)
 PROCESS_STALE_AFTER = 3 * PROCESS_TOUCH_EVERY  # a row of another host is pruned once older than
-                            # this or lease_timeout, whichever is longer: rows are refreshed every
-                            # 15 s (supervisors here, idle workers' beats), so a live one never is
+# this or lease_timeout, whichever is longer: rows are refreshed every
+# 15 s (supervisors here, idle workers' beats), so a live one never is
 
 
 class Upkeep:

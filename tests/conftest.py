@@ -5,6 +5,7 @@ A module marked ``pytestmark = pytest.mark.engines`` (the behaviour suites) runs
 asks for ``database`` (or for ``make_config``, ``config_path``, ``queue``, ``sup_factory``, which ask
 for it) on SQLite and on PostgreSQL; ``@pytest.mark.engine_only("sqlite", reason=...)`` keeps a
 test to one engine and says why. Elsewhere ``database`` is SQLite: a file under tmp_path."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,14 +23,21 @@ ENGINE_NAMES = ("sqlite", "postgresql")  # the database fixture's engines (tests
 
 
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "engines: run each test that uses the database fixture on every engine")
-    config.addinivalue_line("markers", "engine_only(name, reason): in an engines module, this test runs "
-                                       "on that engine only, for the reason given")
+    config.addinivalue_line(
+        "markers", "engines: run each test that uses the database fixture on every engine"
+    )
+    config.addinivalue_line(
+        "markers",
+        "engine_only(name, reason): in an engines module, this test runs "
+        "on that engine only, for the reason given",
+    )
 
 
 def pytest_generate_tests(metafunc) -> None:
     """Parametrise ``engine_name`` by engine in the modules (or classes, tests) marked ``engines``."""
-    if "engine_name" not in metafunc.fixturenames or not metafunc.definition.get_closest_marker("engines"):
+    if "engine_name" not in metafunc.fixturenames or not metafunc.definition.get_closest_marker(
+        "engines"
+    ):
         return
     only = metafunc.definition.get_closest_marker("engine_only")
     if only is not None and not only.kwargs.get("reason"):
@@ -102,12 +110,14 @@ def sup_factory(database):
     """Start real supervisors (``tests.proc.Running``) for a test; all are stopped, with every
     process they started, when it ends."""
     from tests.proc import Running
+
     started: list = []
 
     def start(config: Path, *args: str):
         r = Running(config, *args)
         started.append(r)
         return r
+
     yield start
     for r in started:
         r.close()
@@ -118,6 +128,7 @@ def engine(request, tmp_path: Path):
     """One engine of ``tests.engines.ENGINES`` (the contract suite runs on each; PostgreSQL
     skips without a server unless JOBQ_REQUIRE_POSTGRES=1). Its database is dropped after."""
     from tests.engines import ENGINES
+
     made = next(e for e in ENGINES if e.name == request.param)(tmp_path)
     yield made
     if hasattr(made, "drop"):

@@ -1,4 +1,5 @@
 """Helpers for tests that run real supervisor and worker processes."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,12 @@ def fresh_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
-               interval: float = 0.02) -> Any:
+def wait_until(
+    predicate: Callable[[], Any],
+    timeout: float = 15.0,
+    what: str = "condition",
+    interval: float = 0.02,
+) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -52,8 +57,13 @@ def write_config(folder: Path, **sections: Any) -> Path:
         "database": "q.db",
         "handlers": ["testjobs"],
         "log_level": "info",
-        "supervisor": {"workers": 2, "shutdown_timeout": 10, "kill_grace": 1,
-                       "maintenance_interval": 0.1, "config_poll_interval": 0.2},
+        "supervisor": {
+            "workers": 2,
+            "shutdown_timeout": 10,
+            "kill_grace": 1,
+            "maintenance_interval": 0.1,
+            "config_poll_interval": 0.2,
+        },
         "worker": {"poll_interval": 0.05, "heartbeat_interval": 0.2, "lease_timeout": 5},
         "retry": {"backoff_base": 0, "backoff_max": 0},
     }
@@ -77,9 +87,13 @@ class Running:
         self.config = config
         self.log_path = config.parent / f"supervisor-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "supervisor", "run", "--config", str(config), *args],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env(),
-                                     cwd=str(config.parent))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "run", "--config", str(config), *args],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env(),
+            cwd=str(config.parent),
+        )
         self.pid = self.proc.pid
 
     def output(self) -> str:
@@ -123,8 +137,10 @@ def kill_tree(proc: subprocess.Popen) -> None:
     psutil.wait_procs(descendants, timeout=5)
 
 
-TEMPLATE_NAME = "jobq-template"  # worker.forkserver.NAME (not imported: tests see processes from outside)
-WORKER_NAME = "jobq-worker"      # worker.forkserver.WORKER_NAME
+TEMPLATE_NAME = (
+    "jobq-template"  # worker.forkserver.NAME (not imported: tests see processes from outside)
+)
+WORKER_NAME = "jobq-worker"  # worker.forkserver.WORKER_NAME
 
 
 def is_template(p: psutil.Process) -> bool:
@@ -137,7 +153,9 @@ def is_template(p: psutil.Process) -> bool:
 
 def is_worker(p: psutil.Process) -> bool:
     try:
-        return p.name() == WORKER_NAME or (p.name() != TEMPLATE_NAME and "worker" in p.cmdline()[1:3])
+        return p.name() == WORKER_NAME or (
+            p.name() != TEMPLATE_NAME and "worker" in p.cmdline()[1:3]
+        )
     except psutil.Error:
         return False
 
@@ -184,7 +202,9 @@ def worker_rows(config: Path) -> list[sqlite3.Row]:
     """Registered worker processes ([] before the supervisor has created the schema)."""
     with db(config) as c:
         try:
-            return c.execute("SELECT * FROM processes WHERE kind = 'worker' ORDER BY slot").fetchall()
+            return c.execute(
+                "SELECT * FROM processes WHERE kind = 'worker' ORDER BY slot"
+            ).fetchall()
         except Exception as exc:
             if missing_table(exc):
                 return []

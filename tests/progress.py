@@ -9,6 +9,7 @@ pyproject.toml's addopts), counting each test once it has torn down. Loaded by t
 conftest.py; ``-v`` gives pytest's own line per test instead, and ``-p no:tests.progress``
 turns it off.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,12 +27,12 @@ class FileProgress:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.start = time.monotonic()
-        self.total: Counter[str] = Counter()            # collected tests per file
-        self.first: dict[str, float] = {}               # when a file's first test started
-        self.outcome: dict[str, str] = {}               # nodeid -> its worst outcome so far
+        self.total: Counter[str] = Counter()  # collected tests per file
+        self.first: dict[str, float] = {}  # when a file's first test started
+        self.outcome: dict[str, str] = {}  # nodeid -> its worst outcome so far
         self.done: dict[str, Counter[str]] = defaultdict(Counter)
         self.finished = 0
-        self.letters = False                            # a failure's letter is on the line
+        self.letters = False  # a failure's letter is on the line
 
     @property
     def reporter(self) -> Any:
@@ -74,16 +75,20 @@ class FileProgress:
             self.line(path)
 
     def line(self, path: str) -> None:
-        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(self.done[path].items(),
-                                                                key=lambda kv: WORST.index(kv[0])))
+        counts = ", ".join(
+            f"{n} {kind}"
+            for kind, n in sorted(self.done[path].items(), key=lambda kv: WORST.index(kv[0]))
+        )
         took = time.monotonic() - self.first[path]
         so_far = int(time.monotonic() - self.start)
         share = 100 * self.finished // max(sum(self.total.values()), 1)
         if self.letters:  # end the line of letters first
             self.reporter.write("\n")
             self.letters = False
-        self.reporter.write_line(f"[{share:3d}%] {path}: {counts} in {took:.1f} s  "
-                                 f"({so_far // 60}:{so_far % 60:02d} so far)")
+        self.reporter.write_line(
+            f"[{share:3d}%] {path}: {counts} in {took:.1f} s  "
+            f"({so_far // 60}:{so_far % 60:02d} so far)"
+        )
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter is there

@@ -30,6 +30,7 @@ test owns, so the test can cut it off:
 
 Everything here polls with deadlines (:func:`tests.proc.wait_until`), never sleeps blindly.
 """
+
 from __future__ import annotations
 
 import os
@@ -54,7 +55,7 @@ from tests.proc import FIXTURES, is_worker, live_children, wait_until, write_con
 
 DEFAULT_URL = "postgresql:///test?host=/var/run/postgresql"
 NETNS_PREFIX = "jobq-twohost-"
-VETH_PREFIX = "jqt"            # + pid + r|n + index: at most 15 characters (IFNAMSIZ)
+VETH_PREFIX = "jqt"  # + pid + r|n + index: at most 15 characters (IFNAMSIZ)
 _NETNS_NAME = re.compile(re.escape(NETNS_PREFIX) + r"(\d+)-(\d+)$")
 _ids = iter(range(1, 1 << 30))
 
@@ -91,6 +92,7 @@ def missing() -> tuple[str, bool] | None:
 def connect(url: str | None = None, **kw: Any):
     """A plain psycopg connection (autocommit) to the server, or through a proxy (``url``)."""
     import psycopg
+
     kw.setdefault("connect_timeout", 5)
     return psycopg.connect(url or server_url(), autocommit=True, **kw)
 
@@ -99,6 +101,7 @@ def upstream(url: str | None = None) -> tuple[int, Any]:
     """Where a proxy forwards to: (family, address) of the server at ``url`` (default
     ``server_url()``): a TCP address or the server's Unix socket."""
     from psycopg.conninfo import conninfo_to_dict
+
     info = conninfo_to_dict(url or server_url())
     host, port = info.get("host") or "/var/run/postgresql", int(info.get("port") or 5432)
     if host.startswith("/"):
@@ -109,6 +112,7 @@ def upstream(url: str | None = None) -> tuple[int, Any]:
 def host_url(proxy: "Proxy") -> str:
     """The server's URL as a host sees it: the same database and user, through ``proxy``."""
     from psycopg.conninfo import conninfo_to_dict
+
     info = conninfo_to_dict(proxy.url)
     user = info.get("user") or os.environ.get("PGUSER") or "root"
     db = info.get("dbname") or "test"
@@ -125,6 +129,7 @@ def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 
 # -- network ---------------------------------------------------------------------------------
 
+
 def _used_subnets() -> set[str]:
     out = run("ip", "-4", "-o", "addr", "show", check=False).stdout
     return set(re.findall(r"inet (10\.231\.\d+\.\d+)/", out))
@@ -140,7 +145,10 @@ class Netns:
         used = _used_subnets()
         while True:  # a free /30 (other test runs may hold some)
             third, fourth = random.randrange(256), random.randrange(0, 256, 4)
-            self.root_addr, self.ns_addr = f"10.231.{third}.{fourth + 1}", f"10.231.{third}.{fourth + 2}"
+            self.root_addr, self.ns_addr = (
+                f"10.231.{third}.{fourth + 1}",
+                f"10.231.{third}.{fourth + 2}",
+            )
             if self.root_addr not in used and self.ns_addr not in used:
                 break
         try:
@@ -208,10 +216,12 @@ class Proxy:
         self.family, self.target = upstream(self.url)
         self.mode = "open"
         self.accepted = 0
-        self.events: list[tuple[float, str, bool]] = []  # (monotonic, why a pair closed, from the host's side)
+        self.events: list[
+            tuple[float, str, bool]
+        ] = []  # (monotonic, why a pair closed, from the host's side)
         self._sel = selectors.DefaultSelector()
-        self._pairs: dict[socket.socket, socket.socket] = {}   # each side -> the other side
-        self._frozen: list[socket.socket] = []                 # accepted while blackholed
+        self._pairs: dict[socket.socket, socket.socket] = {}  # each side -> the other side
+        self._frozen: list[socket.socket] = []  # accepted while blackholed
         self._calls: list[tuple[Any, threading.Event]] = []
         self._wake_r, self._wake_w = socket.socketpair()
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -303,7 +313,7 @@ class Proxy:
         server.settimeout(3)
         try:
             server.connect(self.target)
-        except OSError:   # the server is down (a restart): the client sees its connection close
+        except OSError:  # the server is down (a restart): the client sees its connection close
             server.close()
             _reset(client)
             return
@@ -319,7 +329,11 @@ class Proxy:
         try:
             data = sock.recv(65536)
             if data:
-                if self._trigger is not None and self._trigger in data and not self._from_host(sock):
+                if (
+                    self._trigger is not None
+                    and self._trigger in data
+                    and not self._from_host(sock)
+                ):
                     self._trigger, self.tripped = None, time.monotonic()
                     self._cut("blackhole")
                     return
@@ -347,7 +361,7 @@ class Proxy:
 
     def _cut(self, mode: str) -> None:
         if mode == "blackhole":
-            for s in self._pairs:          # frozen: no longer read, still open
+            for s in self._pairs:  # frozen: no longer read, still open
                 try:
                     self._sel.unregister(s)
                 except (KeyError, ValueError):
@@ -356,7 +370,7 @@ class Proxy:
             self._reset_all()
             if self._listener is not None:
                 self._sel.unregister(self._listener)
-                self._listener.close()     # new connections: refused by the kernel
+                self._listener.close()  # new connections: refused by the kernel
                 self._listener = None
         self.mode = mode
 
@@ -367,7 +381,7 @@ class Proxy:
                     self._sel.register(s, selectors.EVENT_READ, "pair")
                 frozen, self._frozen = self._frozen, []
                 self.mode = "open"
-                for client in frozen:      # as if their handshake got through only now
+                for client in frozen:  # as if their handshake got through only now
                     self._pair(client)
             else:
                 self._reset_all()
@@ -394,6 +408,7 @@ class Proxy:
 
 # -- hosts -----------------------------------------------------------------------------------
 
+
 def nspid(pid: int) -> int | None:
     """The pid of root-namespace process ``pid`` inside its own (innermost) pid namespace."""
     try:
@@ -413,8 +428,9 @@ class Host:
     SIGKILLs its whole pid namespace, ``close()`` leaves nothing behind (processes, namespace,
     proxy)."""
 
-    def __init__(self, name: str, folder: Path, schema: str, url: str | None = None,
-                 **sections: Any) -> None:
+    def __init__(
+        self, name: str, folder: Path, schema: str, url: str | None = None, **sections: Any
+    ) -> None:
         self.name = name
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
@@ -434,9 +450,23 @@ class Host:
 
     def command(self, *argv: str) -> list[str]:
         """``argv`` run inside this host's namespaces (a new pid namespace each time)."""
-        return ["setpriv", "--pdeathsig", "KILL", *self.netns.exec_prefix(),
-                "unshare", "--pid", "--fork", "--mount-proc", "--uts", "--kill-child",
-                "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname, *argv]
+        return [
+            "setpriv",
+            "--pdeathsig",
+            "KILL",
+            *self.netns.exec_prefix(),
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--uts",
+            "--kill-child",
+            "sh",
+            "-c",
+            'hostname "$0" && exec "$@"',
+            self.hostname,
+            *argv,
+        ]
 
     def env(self) -> dict[str, str]:
         e = dict(os.environ)
@@ -451,8 +481,13 @@ class Host:
         """Run the supervisor on the host's config (or ``argv`` instead, for the harness's tests)."""
         argv = argv or (sys.executable, "-m", "supervisor", "run", "--config", str(self.config))
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(*argv), stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=self.env(), cwd=str(self.folder))
+        self.proc = subprocess.Popen(
+            self.command(*argv),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self.env(),
+            cwd=str(self.folder),
+        )
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -547,8 +582,13 @@ def wait_for(predicate: Any, timeout: float, what: str) -> Any:
 HOST_SETTINGS: dict[str, Any] = {
     "handlers": ["twohostjobs"],
     "log_format": "json",
-    "supervisor": {"workers": 2, "maintenance_interval": 0.2, "shutdown_timeout": 5, "kill_grace": 1,
-                   "config_poll_interval": 0},
+    "supervisor": {
+        "workers": 2,
+        "maintenance_interval": 0.2,
+        "shutdown_timeout": 5,
+        "kill_grace": 1,
+        "config_poll_interval": 0,
+    },
     # short leases for speed; poll_interval only matters if LISTEN wake-ups are lost
     "worker": {"lease_timeout": 3, "heartbeat_interval": 0.5, "poll_interval": 0.5},
     "retry": {"backoff_base": 0, "backoff_max": 0},
@@ -560,8 +600,13 @@ class Cluster:
     log and lock folder of the ``twohost:work`` handler, and a queue opened on the server
     directly (not through a proxy: the test's own view stays up whatever the hosts see)."""
 
-    def __init__(self, folder: Path, names: tuple[str, ...] = ("a", "b"), url: str | None = None,
-                 **settings: Any) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        names: tuple[str, ...] = ("a", "b"),
+        url: str | None = None,
+        **settings: Any,
+    ) -> None:
         self.url = url or server_url()
         self.schema = f"jobq_twohost_{os.getpid()}_{next(_ids)}"
         self.log = folder / "exec.log"
@@ -577,6 +622,7 @@ class Cluster:
                 self.hosts[name] = Host(name, folder / name, self.schema, self.url, **sections)
             from shared.producer.api import JobQueue
             from shared.settings.config import load
+
             cfg = load(next(iter(self.hosts.values())).config).replace(database=self.url)
             self.queue = JobQueue(config=cfg)
         except BaseException:
@@ -603,30 +649,40 @@ class Cluster:
         if not self.log.exists():
             return []
         import json
+
         return [json.loads(x) for x in self.log.read_text().splitlines() if x.strip()]
 
     def statuses(self, ids: list[str]) -> dict[str, int]:
         """{status: how many of ``ids``}, in one query (the test polls this)."""
         with connect(self.url) as c:
-            rows = c.execute(f'SELECT status, count(*) FROM "{self.schema}".jobs WHERE id = ANY(%s) '
-                             "GROUP BY status", (list(ids),)).fetchall()
+            rows = c.execute(
+                f'SELECT status, count(*) FROM "{self.schema}".jobs WHERE id = ANY(%s) '
+                "GROUP BY status",
+                (list(ids),),
+            ).fetchall()
         return dict(rows)
 
     def jobs(self, ids: list[str]) -> list[dict[str, Any]]:
         """The rows of ``ids`` that are not completed (for failure messages)."""
         from psycopg.rows import dict_row
+
         with connect(self.url, row_factory=dict_row) as c:
-            return c.execute(f'SELECT id, status, attempts, owner, heartbeat_at FROM "{self.schema}".jobs '
-                             "WHERE id = ANY(%s) AND status <> 'completed'", (list(ids),)).fetchall()
+            return c.execute(
+                f'SELECT id, status, attempts, owner, heartbeat_at FROM "{self.schema}".jobs '
+                "WHERE id = ANY(%s) AND status <> 'completed'",
+                (list(ids),),
+            ).fetchall()
 
     def wait_completed(self, ids: list[str], timeout: float) -> None:
         def done() -> bool:
             return self.statuses(ids).get("completed", 0) == len(ids)
+
         try:
             wait_until(done, timeout=timeout, what=f"{len(ids)} jobs completed", interval=0.1)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; statuses {self.statuses(ids)}; not completed: "
-                                 f"{self.jobs(ids)[:5]}") from None
+            raise AssertionError(
+                f"{exc}; statuses {self.statuses(ids)}; not completed: {self.jobs(ids)[:5]}"
+            ) from None
 
     def close(self) -> None:
         try:
@@ -665,10 +721,14 @@ def overlaps(lines: list[dict[str, Any]]) -> list[str]:
     for job, rs in runs(lines).items():
         for prev, cur in zip(rs, rs[1:]):
             if cur["overlap"]:
-                found.append(f"job {job}: run on {cur['host']} pid {cur['pid']} found the lock taken")
+                found.append(
+                    f"job {job}: run on {cur['host']} pid {cur['pid']} found the lock taken"
+                )
             elif prev["end"] is not None and cur["mono"] < prev["end"]:
-                found.append(f"job {job}: run on {cur['host']} started {prev['end'] - cur['mono']:.3f} s "
-                             f"before the run on {prev['host']} ended")
+                found.append(
+                    f"job {job}: run on {cur['host']} started {prev['end'] - cur['mono']:.3f} s "
+                    f"before the run on {prev['host']} ended"
+                )
         if rs and rs[0]["overlap"]:
             found.append(f"job {job}: first run found the lock taken")
     return found
@@ -676,10 +736,18 @@ def overlaps(lines: list[dict[str, Any]]) -> list[str]:
 
 # -- a server of the test's own (restarted by scenario (c)) -----------------------------------
 
+
 def pg_bindir() -> str | None:
     """The folder of PostgreSQL's server programs (initdb, pg_ctl), newest version first."""
-    for version in sorted(os.listdir("/usr/lib/postgresql"), key=lambda v: int(v) if v.isdigit() else 0,
-                          reverse=True) if os.path.isdir("/usr/lib/postgresql") else []:
+    for version in (
+        sorted(
+            os.listdir("/usr/lib/postgresql"),
+            key=lambda v: int(v) if v.isdigit() else 0,
+            reverse=True,
+        )
+        if os.path.isdir("/usr/lib/postgresql")
+        else []
+    ):
         path = f"/usr/lib/postgresql/{version}/bin"
         if os.path.exists(f"{path}/pg_ctl") and os.path.exists(f"{path}/initdb"):
             return path
@@ -703,30 +771,93 @@ class PrivateServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.url = f"postgresql://root@127.0.0.1:{self.port}/postgres"
-        self._as_owner(f"{bindir}/initdb", "-D", str(self.data), "-A", "trust", "-U", "root",
-                       "--no-sync", "-E", "UTF8", "--locale=C")
-        self._as_owner(f"{bindir}/pg_ctl", "-D", str(self.data), "-l", str(folder / "server.log"),
-                       "-o", self._options(), "-w", "-t", "30", "start")
+        self._as_owner(
+            f"{bindir}/initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "root",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        )
+        self._as_owner(
+            f"{bindir}/pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(folder / "server.log"),
+            "-o",
+            self._options(),
+            "-w",
+            "-t",
+            "30",
+            "start",
+        )
 
     def _options(self) -> str:
-        return (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.folder}"
-                " -c fsync=off -c max_connections=60 -c shared_buffers=16MB")
+        return (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.folder}"
+            " -c fsync=off -c max_connections=60 -c shared_buffers=16MB"
+        )
 
     def _as_owner(self, *argv: str) -> None:
-        done = subprocess.run(["runuser", "-u", self.user, "--", *argv], capture_output=True, text=True,
-                              timeout=60, cwd=str(self.folder))
+        done = subprocess.run(
+            ["runuser", "-u", self.user, "--", *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=str(self.folder),
+        )
         if done.returncode != 0:
-            log = (self.folder / "server.log")
+            log = self.folder / "server.log"
             tail = log.read_text()[-2000:] if log.exists() else ""
-            raise RuntimeError(f"{' '.join(argv[:2])} failed ({done.returncode}): {done.stderr.strip()} {tail}")
+            raise RuntimeError(
+                f"{' '.join(argv[:2])} failed ({done.returncode}): {done.stderr.strip()} {tail}"
+            )
 
     def restart(self) -> None:
-        self._as_owner(f"{self.bindir}/pg_ctl", "-D", str(self.data), "-l", str(self.folder / "server.log"),
-                       "-m", "fast", "-w", "-t", "30", "-o", self._options(), "restart")
+        self._as_owner(
+            f"{self.bindir}/pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.folder / "server.log"),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "30",
+            "-o",
+            self._options(),
+            "restart",
+        )
 
     def close(self) -> None:
         if (self.data / "postmaster.pid").exists():
-            subprocess.run(["runuser", "-u", self.user, "--", f"{self.bindir}/pg_ctl", "-D", str(self.data),
-                            "-m", "immediate", "-w", "stop"], capture_output=True, timeout=60)
-        shutil.rmtree(self.folder.parent if self.folder.parent.name.startswith("jobq-twohost-pg-") else self.folder,
-                      ignore_errors=True)
+            subprocess.run(
+                [
+                    "runuser",
+                    "-u",
+                    self.user,
+                    "--",
+                    f"{self.bindir}/pg_ctl",
+                    "-D",
+                    str(self.data),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ],
+                capture_output=True,
+                timeout=60,
+            )
+        shutil.rmtree(
+            self.folder.parent
+            if self.folder.parent.name.startswith("jobq-twohost-pg-")
+            else self.folder,
+            ignore_errors=True,
+        )

@@ -8,8 +8,25 @@ Handler modules use::
     def generate(payload, job):
         return {"url": "..."}
 """
-from shared.execution.handlers import (HandlerSpec, PermanentError, RetryAfter, handler,
-                                       on_cancelled, on_completed, on_failed, on_retry)
 
-__all__ = ["handler", "PermanentError", "RetryAfter", "HandlerSpec", "on_completed", "on_failed", "on_retry",
-           "on_cancelled"]
+from shared.execution.handlers import (
+    HandlerSpec,
+    PermanentError,
+    RetryAfter,
+    handler,
+    on_cancelled,
+    on_completed,
+    on_failed,
+    on_retry,
+)
+
+__all__ = [
+    "handler",
+    "PermanentError",
+    "RetryAfter",
+    "HandlerSpec",
+    "on_completed",
+    "on_failed",
+    "on_retry",
+    "on_cancelled",
+]

@@ -11,6 +11,7 @@ ended (not a daemon) would otherwise keep the interpreter waiting for it for goo
 or retired worker would never be replaced. So ``atexit`` hooks of handler modules do
 not run in a worker.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,9 +44,12 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None, registry: Registry | None = None,
-         command_line: argparse.ArgumentParser | None = None,
-         settle: Callable[[], None] | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    registry: Registry | None = None,
+    command_line: argparse.ArgumentParser | None = None,
+    settle: Callable[[], None] | None = None,
+) -> int:
     """Run a worker; returns its exit code. ``registry``: the handlers already imported (by the
     template this worker was forked from); None imports the config's handler modules.
     ``command_line``: the template's :func:`parser` (None: a new one). ``settle``: called once
@@ -53,6 +57,7 @@ def main(argv: list[str] | None = None, registry: Registry | None = None,
     args = (command_line or parser()).parse_args(argv)
     if args.fork_server:
         from .forkserver import serve_exec
+
         return serve_exec(args.fork_server, args.snapshot)
     try:
         if args.snapshot:
@@ -69,9 +74,16 @@ def main(argv: list[str] | None = None, registry: Registry | None = None,
         except HandlerImportError as exc:
             print(f"jobq worker: {exc}", file=sys.stderr)
             return ExitCode.WORKER_BOOT_FAILED
-    return Worker(cfg, registry, slot=args.slot, parent_pid=args.parent_pid,
-                  supervisor=args.supervisor, snapshot=args.snapshot, progress=args.progress,
-                  settle=settle).run()
+    return Worker(
+        cfg,
+        registry,
+        slot=args.slot,
+        parent_pid=args.parent_pid,
+        supervisor=args.supervisor,
+        snapshot=args.snapshot,
+        progress=args.progress,
+        settle=settle,
+    ).run()
 
 
 def exit_now(code: int) -> None:
@@ -91,6 +103,7 @@ if __name__ == "__main__":
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
         import traceback
+
         traceback.print_exc()
         status = ExitCode.ERROR
     exit_now(int(status))

@@ -27,6 +27,7 @@ its timeout plus ``kill_grace``, charging that job only: the others go back with
 (so too for a job that runs on after its cancel, killed at ``cancel_grace``). Any other death of
 the worker charges every job in flight (``worker.inflight``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -52,7 +53,7 @@ from .looplag import LoopWatch
 
 log = get_logger("worker")
 
-POLL = 0.2         # seconds: with room left and nothing due at the last claim, claim again this often
+POLL = 0.2  # seconds: with room left and nothing due at the last claim, claim again this often
 
 
 class AsyncRunner:
@@ -147,7 +148,9 @@ class AsyncRunner:
         however its job was claimed."""
         self.watch.active(True)
         try:
-            return await run_async(self.w.registry, job, ctx, self.w.policy.timeout(job.type), self.flight)
+            return await run_async(
+                self.w.registry, job, ctx, self.w.policy.timeout(job.type), self.flight
+            )
         finally:
             self.watch.active(False)
 
@@ -177,8 +180,9 @@ class AsyncRunner:
                 return
             else:
                 wait = POLL - (time.monotonic() - last) if room else POLL
-                await asyncio.wait(list(self.tasks), timeout=max(wait, 0.001),
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    list(self.tasks), timeout=max(wait, 0.001), return_when=asyncio.FIRST_COMPLETED
+                )
 
     def _recycle(self) -> None:
         w = self.w
@@ -192,8 +196,15 @@ class AsyncRunner:
         try:
             ok, jobs = await self.loop.run_in_executor(self.db, self._db_commit, dones, room)
         except StoreError as exc:
-            event(log, "worker.write_failed", logging.ERROR, slot=w.slot, pid=w.pid,
-                  outcomes=len(dones), error=str(exc))
+            event(
+                log,
+                "worker.write_failed",
+                logging.ERROR,
+                slot=w.slot,
+                pid=w.pid,
+                outcomes=len(dones),
+                error=str(exc),
+            )
             self.finished[:0] = dones
             await asyncio.sleep(RETRY_WRITE)
             return None
@@ -213,11 +224,21 @@ class AsyncRunner:
         w = self.w
         ctx = JobContext(job.id, job.type, job.attempts, w.policy.max_attempts(job), job.queue)
         ctx.config = w.config
-        event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
-              slot=w.slot, pid=w.pid)
+        event(
+            log,
+            "job.started",
+            logging.DEBUG,
+            id=job.id,
+            type=job.type,
+            attempt=job.attempts,
+            slot=w.slot,
+            pid=w.pid,
+        )
         t0 = time.perf_counter()
         outcome = await run_async(w.registry, job, ctx, w.policy.timeout(job.type), self.flight)
-        self.finished.append(decide(job, ctx, outcome, w.policy, w.clock.now(), time.perf_counter() - t0))
+        self.finished.append(
+            decide(job, ctx, outcome, w.policy, w.clock.now(), time.perf_counter() - t0)
+        )
         w.jobs_done += 1
 
     # -- the database thread (and the main thread's first claim) ----------------------------------
@@ -227,8 +248,9 @@ class AsyncRunner:
             self.store = self.w.store.for_thread()
         return self._commit_claim(self.store, dones, room)
 
-    def _commit_claim(self, store: Any, dones: list[Done], room: dict[str, int],
-                      first: bool = False) -> tuple[list[bool], list[Job]]:
+    def _commit_claim(
+        self, store: Any, dones: list[Done], room: dict[str, int], first: bool = False
+    ) -> tuple[list[bool], list[Job]]:
         """Record ``dones`` and claim jobs of the types with ``room``, in one transaction; the
         claimed jobs now count as held (renewed by the heartbeat). Jobs past their type's room
         (the claim's limit is the largest room) go back at once, their attempt returned. Only
@@ -239,8 +261,15 @@ class AsyncRunner:
         slow = w.heartbeat.beat_soon if w.heartbeat is not None else None
         with w.held.claiming(slow):  # a beat meanwhile renews every job of ours, gives none back
             sent = w.clock.monotonic()
-            ok, jobs = store.finish_and_claim([d.finish for d in dones], w.owner, w.pid, w.clock.now,
-                                              limit, type_limits(w.config), types=list(room) or None)
+            ok, jobs = store.finish_and_claim(
+                [d.finish for d in dones],
+                w.owner,
+                w.pid,
+                w.clock.now,
+                limit,
+                type_limits(w.config),
+                types=list(room) or None,
+            )
             kept, extra, left = [], [], dict(room)
             for job in jobs:
                 (kept if left.get(job.type, 0) > 0 else extra).append(job)

@@ -15,6 +15,7 @@ A handler that catches the cancellation and awaits on is killed with its worker 
 ``cancel_grace``: from ``DEFIANT_AFTER`` after its task was cancelled, the progress file names
 it alone as in hand (``worker.inflight``), so its siblings go back to the queue uncharged.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,11 @@ class Flight:
     """The jobs running on ``loop`` now: id -> (context, task). Added and removed on the loop
     (``run_async``), read and cancelled from the heartbeat thread, under one lock."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop,
-                 on_defiant: Callable[[str | None], bool] | None = None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_defiant: Callable[[str | None], bool] | None = None,
+    ) -> None:
         self.loop = loop
         self.lock = threading.Lock()
         self.running: dict[str, tuple[JobContext, asyncio.Task]] = {}

@@ -7,6 +7,7 @@ outcome is the ordinary failure ``timed out after N s`` (retried or failed by it
 the text the supervisor gives a one-at-a-time job it kills for its timeout. A cancel request
 cancels its task too (``worker.aiocancel``): the job ends ``cancelled``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +23,9 @@ from shared.execution.stopping import JobCancelled, cancel_text
 from .aiocancel import Flight, cancelled_by_request
 
 
-async def run_async(registry: Registry, job: Job, ctx: JobContext, timeout: float,
-                    flight: Flight | None = None) -> Outcome:
+async def run_async(
+    registry: Registry, job: Job, ctx: JobContext, timeout: float, flight: Flight | None = None
+) -> Outcome:
     """Await ``job``'s handler, at most ``timeout`` seconds, its task in ``flight`` meanwhile
     (the check-in cancels it on a cancel request: the outcome is then ``cancelled``); its
     :class:`Outcome`. Never raises (a handler's ``SystemExit`` or ``KeyboardInterrupt`` is its
@@ -54,4 +56,5 @@ async def run_async(registry: Registry, job: Job, ctx: JobContext, timeout: floa
         if raised is not None:
             raise raised
         return value
+
     return execute(Registry([replace(spec, fn=replay, is_async=False)]), job, ctx)

@@ -18,6 +18,7 @@ is read under the batch lock, and a claim starts and ends under it too (:meth:`B
 - otherwise the heartbeat keeps the lock until its statement is done, so no claim can commit
   jobs between the reading of the list and the statement that would take them for strangers.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,13 +32,13 @@ from shared.model.job import Job
 from shared.execution.outcomes import Done
 
 SLOW_CLAIM = 0.5  # seconds: a claim this slow may have failed and been retried (answer lost?):
-                  # the heartbeat looks for strangers at once rather than at its next beat (so
-                  # it does after a claim that raised, until a beat gets through)
-FAST_JOB = 0.005     # seconds: jobs faster than this on average let the batch grow
-BATCH_BUDGET = 0.025 # seconds: a batch grows only while it would still run in about this long, so
-                     # a job of higher priority enqueued meanwhile waits little for a free worker
+# the heartbeat looks for strangers at once rather than at its next beat (so
+# it does after a claim that raised, until a beat gets through)
+FAST_JOB = 0.005  # seconds: jobs faster than this on average let the batch grow
+BATCH_BUDGET = 0.025  # seconds: a batch grows only while it would still run in about this long, so
+# a job of higher priority enqueued meanwhile waits little for a free worker
 BATCH_WALL = 4 * BATCH_BUDGET  # seconds: a batch whose wall time passes this shrinks, whatever
-                     # its own time (see Batch.resize)
+# its own time (see Batch.resize)
 SCHEDSTAT = "/proc/thread-self/schedstat"  # Linux: ns on a CPU, ns runnable waiting for one, slices
 
 
@@ -62,22 +63,22 @@ class Batch:
     (while a job runs: ``job_t0`` is set)."""
 
     def __init__(self) -> None:
-        self.queue: deque[Job] = deque()   # claimed, not started
-        self.lock = threading.Lock()       # the heartbeat thread may take the queue's rest (shed)
-        self.current: Job | None = None    # the job in hand, or the last one run
-        self.in_flight = False             # a claim was sent and its answer is not in the queue yet
-        self.job_t0: float | None = None   # perf_counter() when the job in hand started
-        self.done: list[Done] = []         # outcomes not committed yet
+        self.queue: deque[Job] = deque()  # claimed, not started
+        self.lock = threading.Lock()  # the heartbeat thread may take the queue's rest (shed)
+        self.current: Job | None = None  # the job in hand, or the last one run
+        self.in_flight = False  # a claim was sent and its answer is not in the queue yet
+        self.job_t0: float | None = None  # perf_counter() when the job in hand started
+        self.done: list[Done] = []  # outcomes not committed yet
         # The heartbeat thread commits outcomes that would wait behind a slow job (FLUSH_AFTER):
         # it takes ``done`` under this lock while the main thread runs a job, and leaves what it
         # committed in ``flushed`` for the main thread to log and pass to hooks.
         self.done_lock = threading.Lock()
         self.flushed: list[tuple[list[Done], list[bool]]] = []
-        self.size = 1                 # jobs to claim next
-        self.claimed = 0              # size of the current batch
-        self.started = 0.0            # perf_counter() when it was claimed
-        self.waited = 0.0             # cpu_wait() then
-        self.done_since = 0.0         # perf_counter() when the oldest uncommitted outcome began
+        self.size = 1  # jobs to claim next
+        self.claimed = 0  # size of the current batch
+        self.started = 0.0  # perf_counter() when it was claimed
+        self.waited = 0.0  # cpu_wait() then
+        self.done_since = 0.0  # perf_counter() when the oldest uncommitted outcome began
         # The async runner's jobs (worker.aio): in flight on its event loop, or their outcome not
         # committed yet. Changed under ``lock``; held like the rest (renewed, never given back).
         self.running: set[str] = set()

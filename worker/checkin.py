@@ -8,6 +8,7 @@ task is cancelled). The supervisor kills the worker when the handler has not sto
 The running jobs are the one in hand (``InHand.ctx``, one at a time) and those of the async
 runner's event loop (``InHand.flight``: ``worker.aiocancel``), all in one check-in.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,7 +31,9 @@ class CheckIn:
         self.owner = owner
         self.in_hand = in_hand
         self.next_at = 0.0
-        self.written: dict[tuple[str, int], int] = {}  # (job id, attempt) -> report count last stored
+        self.written: dict[
+            tuple[str, int], int
+        ] = {}  # (job id, attempt) -> report count last stored
 
     def running(self) -> dict[str, JobContext]:
         """Job id -> context of every job the worker runs now (an async job run one at a time is
@@ -73,8 +76,16 @@ class CheckIn:
         flight = self.in_hand.flight
         if flight is not None:
             flight.cancel(ctx)
-        event(log, "job.cancel_requested", logging.INFO, id=ctx.id, type=ctx.type, attempt=ctx.attempt,
-              slot=self.in_hand.slot, pid=self.in_hand.pid)
+        event(
+            log,
+            "job.cancel_requested",
+            logging.INFO,
+            id=ctx.id,
+            type=ctx.type,
+            attempt=ctx.attempt,
+            slot=self.in_hand.slot,
+            pid=self.in_hand.pid,
+        )
 
     @staticmethod
     def interval(busy: bool) -> float | None:

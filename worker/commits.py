@@ -2,6 +2,7 @@
 when the job in hand runs long (``flush_outcomes``), and waiting out a database that refuses
 (``retry_write``). A mixin of :class:`worker.loop.Worker`, whose state (``held``, ``store``,
 ``heartbeat``, ``signals``) it uses."""
+
 from __future__ import annotations
 
 import logging
@@ -16,7 +17,7 @@ from shared.execution.outcomes import Done, after_commit_all, unrecordable
 
 log = get_logger("worker")
 
-RETRY_WRITE = 0.5    # seconds between attempts to commit outcomes when the database refuses
+RETRY_WRITE = 0.5  # seconds between attempts to commit outcomes when the database refuses
 
 
 class Commits:
@@ -27,10 +28,13 @@ class Commits:
         waiting while the main thread runs a job, on the heartbeat's own connection: a job that
         turns out slow (or is killed for its timeout) never holds back the outcomes of the jobs
         before it. Raises on a database error (the outcomes then stay for the main thread)."""
+
         def commit(dones: list[Done]) -> list[bool]:
-            ok, _ = store.finish_and_claim([d.finish for d in dones], self.owner, self.pid,
-                                           self.clock.now(), 0)
+            ok, _ = store.finish_and_claim(
+                [d.finish for d in dones], self.owner, self.pid, self.clock.now(), 0
+            )
             return ok
+
         self.held.flush(commit)
 
     def after_flushed(self) -> bool:
@@ -54,20 +58,40 @@ class Commits:
             try:
                 sent = self.clock.monotonic()
                 # the clock itself: a limited claim reads it once it holds its lock
-                ok, jobs = self.store.finish_and_claim([d.finish for d in held.done], self.owner,
-                                                       self.pid, self.clock.now, limit, type_limits(self.config))
+                ok, jobs = self.store.finish_and_claim(
+                    [d.finish for d in held.done],
+                    self.owner,
+                    self.pid,
+                    self.clock.now,
+                    limit,
+                    type_limits(self.config),
+                )
                 self.renewed(sent, jobs)
                 break
             except StoreError as exc:
-                event(log, "worker.write_failed", logging.ERROR, slot=self.slot, pid=self.pid,
-                      outcomes=len(held.done), error=str(exc))
+                event(
+                    log,
+                    "worker.write_failed",
+                    logging.ERROR,
+                    slot=self.slot,
+                    pid=self.pid,
+                    outcomes=len(held.done),
+                    error=str(exc),
+                )
                 if not self.retry_write(must):
                     return []
             except Exception as exc:  # noqa: BLE001 - see the docstring
                 if salvaged or not held.done:
                     raise
-                event(log, "worker.commit_failed", logging.ERROR, slot=self.slot, pid=self.pid,
-                      outcomes=len(held.done), error=safe_text(repr(exc)))
+                event(
+                    log,
+                    "worker.commit_failed",
+                    logging.ERROR,
+                    slot=self.slot,
+                    pid=self.pid,
+                    outcomes=len(held.done),
+                    error=safe_text(repr(exc)),
+                )
                 held.done = [unrecordable(d, exc) for d in held.done]
                 salvaged = True
         after_commit_all(held.done, ok, self.registry, self.slot, self.pid)
@@ -81,4 +105,6 @@ class Commits:
         self.handle_signals()
         if self.stopping and not must:
             return False
-        return not (self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set())
+        return not (
+            self.stopping and self.heartbeat is not None and self.heartbeat.orphaned.is_set()
+        )

@@ -4,6 +4,7 @@ signals (stop, reload), the supervisor's death, recycling, and a handler set gon
 Everything here runs on the worker's main thread between two jobs, except ``_orphaned`` (the
 heartbeat thread), which only records and wakes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -48,11 +49,18 @@ class Control:
             os._exit(ExitCode.ERROR)
         if self.signals.intact(both=job is not None):
             return
-        event(log, "worker.descriptors_closed", logging.ERROR, slot=self.slot, pid=self.pid,
-              id=job.id if job else None, type=job.type if job else None,
-              attempt=job.attempts if job else None,
-              note="a handler closed the worker's file descriptors; exiting without touching the "
-                   "database; the job runs again as for a dead worker")
+        event(
+            log,
+            "worker.descriptors_closed",
+            logging.ERROR,
+            slot=self.slot,
+            pid=self.pid,
+            id=job.id if job else None,
+            type=job.type if job else None,
+            attempt=job.attempts if job else None,
+            note="a handler closed the worker's file descriptors; exiting without touching the "
+            "database; the job runs again as for a dead worker",
+        )
         try:
             logging.shutdown()
             sys.stderr.flush()
@@ -85,9 +93,17 @@ class Control:
             return False
         self.held.give_back(job)  # wind_down gives back the whole unstarted rest
         if not self.stopping:
-            event(log, "worker.handlers_changed", logging.WARNING, slot=self.slot, pid=self.pid,
-                  id=job.id, type=job.type, handlers=",".join(self.config.handlers),
-                  note="job given back; replacing this worker")
+            event(
+                log,
+                "worker.handlers_changed",
+                logging.WARNING,
+                slot=self.slot,
+                pid=self.pid,
+                id=job.id,
+                type=job.type,
+                handlers=",".join(self.config.handlers),
+                note="job given back; replacing this worker",
+            )
         self.stopping = True
         self.exit_code = ExitCode.RECYCLED
         return True
@@ -102,6 +118,7 @@ class Control:
             # Still busy after the grace period: abandon the job. It stays 'running' under this
             # dead owner and the next supervisor re-queues it.
             os._exit(ExitCode.ORPHANED)
+
         t = threading.Timer(grace, abandon)
         t.daemon = True
         t.start()
@@ -110,8 +127,13 @@ class Control:
         for signum in self.signals.drain():
             if signum in (signal.SIGTERM, signal.SIGINT):
                 if not self.stopping:
-                    event(log, "worker.stopping", slot=self.slot, pid=self.pid,
-                          signal=signal.Signals(signum).name)
+                    event(
+                        log,
+                        "worker.stopping",
+                        slot=self.slot,
+                        pid=self.pid,
+                        signal=signal.Signals(signum).name,
+                    )
                 self.stopping = True
             elif signum == signal.SIGHUP:
                 self.reload()
@@ -123,9 +145,15 @@ class Control:
         if not self.snapshot and not self.config.path:
             return
         try:
-            new = config_mod.load_snapshot(self.snapshot) if self.snapshot else config_mod.load(self.config.path)
+            new = (
+                config_mod.load_snapshot(self.snapshot)
+                if self.snapshot
+                else config_mod.load(self.config.path)
+            )
         except ConfigError as exc:
-            event(log, "config.rejected", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
+            event(
+                log, "config.rejected", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc)
+            )
             return
         if new.database != self.config.database:
             event(log, "config.ignored", logging.WARNING, key="database", reason="needs a restart")
@@ -142,12 +170,25 @@ class Control:
     def should_recycle(self) -> bool:
         w = self.config.worker
         if w.max_jobs and self.jobs_done >= w.max_jobs:
-            event(log, "worker.recycle", slot=self.slot, pid=self.pid, reason="max_jobs", jobs=self.jobs_done)
+            event(
+                log,
+                "worker.recycle",
+                slot=self.slot,
+                pid=self.pid,
+                reason="max_jobs",
+                jobs=self.jobs_done,
+            )
             return True
         if w.max_memory_mb:
             rss = rss_mb(self.pid)
             if rss > w.max_memory_mb:
-                event(log, "worker.recycle", slot=self.slot, pid=self.pid, reason="max_memory_mb",
-                      rss_mb=round(rss, 1))
+                event(
+                    log,
+                    "worker.recycle",
+                    slot=self.slot,
+                    pid=self.pid,
+                    reason="max_memory_mb",
+                    rss_mb=round(rss, 1),
+                )
                 return True
         return False

@@ -13,6 +13,7 @@ the exception, or blocks in C code): the backstop.
 The worker's own signals (SIGTERM: finish the job in hand, then exit) are unchanged: SIGALRM is
 not one of them, and its number, written to the worker's wake-up pipe, is ignored there.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,7 +41,7 @@ class InHand:
     def __init__(self, slot: int | None, pid: int) -> None:
         self.slot, self.pid = slot, pid
         self.ctx: JobContext | None = None
-        self.main: bool | None = None      # in the main thread, with our SIGALRM handler installed
+        self.main: bool | None = None  # in the main thread, with our SIGALRM handler installed
         self.alarm_at: float | None = None  # monotonic time the pending alarm fires (None: none)
         self.flight: Any = None  # the async runner's jobs (worker.aiocancel.Flight), checked in too
 
@@ -60,8 +61,17 @@ class InHand:
         finally:
             self.ctx = None
             if ctx.timed_out:
-                event(log, "job.timeout", logging.WARNING, id=ctx.id, type=ctx.type, attempt=ctx.attempt,
-                      slot=self.slot, pid=self.pid, reason=f"timed out after {timeout:g} s")
+                event(
+                    log,
+                    "job.timeout",
+                    logging.WARNING,
+                    id=ctx.id,
+                    type=ctx.type,
+                    attempt=ctx.attempt,
+                    slot=self.slot,
+                    pid=self.pid,
+                    reason=f"timed out after {timeout:g} s",
+                )
 
     def install(self) -> bool:
         """Install the SIGALRM handler, once (main thread only); whether the timer can be used."""

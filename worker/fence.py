@@ -11,6 +11,7 @@ handler, and nothing it could still commit would be guarded by a live lease). Th
 reaps the exit as a crash and re-queues the job; a supervisor elsewhere re-queues it once the
 lease expired on the database's clock. Times are the worker clock's monotonic readings.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,9 @@ def _exit_fenced() -> None:
 
 
 class Fence(threading.Thread):
-    def __init__(self, config: Config, owner: str, clock: Any,
-                 on_fenced: Callable[[], None] = _exit_fenced) -> None:
+    def __init__(
+        self, config: Config, owner: str, clock: Any, on_fenced: Callable[[], None] = _exit_fenced
+    ) -> None:
         super().__init__(name="jobq-fence", daemon=True)
         self.config = config  # replaced on reload
         self.owner = owner
@@ -111,8 +113,15 @@ class Fence(threading.Thread):
     def fire(self, silent: float) -> None:
         w = self.config.worker
         self.fenced = True
-        event(log, "worker.fenced", logging.CRITICAL, owner=self.owner, pid=os.getpid(),
-              silent_s=round(silent, 3), lease_timeout=w.lease_timeout,
-              margin=fencing.margin(w.heartbeat_interval, w.lease_timeout),
-              note="could not renew the lease in time: stopping before it can expire")
+        event(
+            log,
+            "worker.fenced",
+            logging.CRITICAL,
+            owner=self.owner,
+            pid=os.getpid(),
+            silent_s=round(silent, 3),
+            lease_timeout=w.lease_timeout,
+            margin=fencing.margin(w.heartbeat_interval, w.lease_timeout),
+            note="could not renew the lease in time: stopping before it can expire",
+        )
         self.on_fenced()

@@ -22,6 +22,7 @@ the worker is re-parented to the supervisor, a child subreaper, which reaps it a
 exit code as if it had forked it, and signals it by pid with no risk of pid reuse (an unreaped
 child keeps its pid). The template exits when the supervisor closes its pipe or dies.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,9 @@ from shared.model.exitcodes import ExitCode
 from shared.execution.handlers import HandlerImportError, Registry, load_registry
 from shared.runtime.processes import host_id, set_parent_death_signal, set_process_name
 
-NAME = "jobq-template"       # what `ps -o comm` and psutil's name() show for the template
+NAME = "jobq-template"  # what `ps -o comm` and psutil's name() show for the template
 WORKER_NAME = "jobq-worker"  # ... and for the workers it forks
-REPARENT_WAIT = 2.0          # seconds a new worker waits for its go-between to exit
+REPARENT_WAIT = 2.0  # seconds a new worker waits for its go-between to exit
 EARLY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -59,12 +60,20 @@ EARLY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 class Prepared:
     """What the template made once for the workers it forks: the handler registry (its modules
     imported) and the worker's command-line parser."""
+
     registry: Registry
     command_line: argparse.ArgumentParser
 
 
-def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
-          parent: int, source: str | None = None, async_types: bool | None = None) -> NoReturn:
+def serve(
+    req_fd: int,
+    resp_fd: int,
+    handlers: tuple[str, ...],
+    database: str,
+    parent: int,
+    source: str | None = None,
+    async_types: bool | None = None,
+) -> NoReturn:
     """The template's whole life: import ``handlers`` (from ``source``'s folder too, the config
     file naming them), say ready (or why not), then fork a worker for each request until the
     request pipe closes. ``database`` is resolved once, by the engine registry; ``async_types``:
@@ -75,7 +84,7 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
         set_parent_death_signal(signal.SIGKILL)
         if os.getppid() != parent:  # the supervisor died before the line above took effect
             os._exit(ExitCode.ORPHANED)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the supervisor's to handle
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         where = _target(database)
         try:
@@ -93,7 +102,10 @@ def serve(req_fd: int, resp_fd: int, handlers: tuple[str, ...], database: str,
             os._exit(ExitCode.BOOT_FAILED)
         gc.freeze()  # keep the imported objects' pages shared: the collector would touch them
         problem = unsafe_reason(where)
-        _send(resp_fd, {"unsafe": problem} if problem else {"ready": len(registry), "pid": os.getpid()})
+        _send(
+            resp_fd,
+            {"unsafe": problem} if problem else {"ready": len(registry), "pid": os.getpid()},
+        )
         if problem:
             os._exit(ExitCode.WORKER_BOOT_FAILED)
         _loop(req_fd, resp_fd, Prepared(registry, command_line), where)
@@ -111,8 +123,11 @@ def _preload_async_runner(registry: Registry, async_types: bool | None) -> bool:
     ``async_types``: the config gives some type an ``async_concurrency``; None (not known): any
     ``async def`` handler may have one."""
     specs = [registry.get(t) for t in registry.types()]
-    needed = any(s.is_async for s in specs) if async_types is None else \
-        (async_types or any(s.async_concurrency for s in specs))
+    needed = (
+        any(s.is_async for s in specs)
+        if async_types is None
+        else (async_types or any(s.async_concurrency for s in specs))
+    )
     if needed:
         importlib.import_module("worker.aio")
     return needed
@@ -126,8 +141,20 @@ def _warm_caches(command_line: argparse.ArgumentParser) -> None:
     patterns on the first parse, and the config's checks theirs on the first snapshot read."""
     tempfile.gettempdir()
     host_id()
-    command_line.parse_args(["--slot", "0", "--parent-pid", "0", "--supervisor", "-", "--snapshot", "-",
-                             "--progress", "-"])
+    command_line.parse_args(
+        [
+            "--slot",
+            "0",
+            "--parent-pid",
+            "0",
+            "--supervisor",
+            "-",
+            "--snapshot",
+            "-",
+            "--progress",
+            "-",
+        ]
+    )
     config_mod.from_dict(config_mod.Config().to_dict())
 
 
@@ -144,8 +171,15 @@ def serve_exec(fds: str, snapshot: str | None) -> int:
         print("jobq template: --fork-server needs --snapshot", file=sys.stderr)
         return ExitCode.USAGE
     logs.setup(cfg.log_level, cfg.log_format)
-    serve(req_fd, resp_fd, tuple(cfg.handlers), cfg.database, os.getppid(), cfg.path or None,
-          config_async(cfg))
+    serve(
+        req_fd,
+        resp_fd,
+        tuple(cfg.handlers),
+        cfg.database,
+        os.getppid(),
+        cfg.path or None,
+        config_async(cfg),
+    )
 
 
 def _target(database: str) -> Target | str:
@@ -160,11 +194,17 @@ def unsafe_reason(database: str | Target) -> str | None:
     """Why forking now would let something cross the fork (a thread, an open database file, a
     socket to the database server), or None. ``database``: a value or its resolved target."""
     if threading.active_count() > 1:
-        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
-        return f"the template has threads running ({names}); a handler module started them at import"
+        names = ", ".join(
+            t.name for t in threading.enumerate() if t is not threading.current_thread()
+        )
+        return (
+            f"the template has threads running ({names}); a handler module started them at import"
+        )
     found = open_connections(database)
     if found:
-        return f"the template has the database open ({found[0]}); a handler module opened it at import"
+        return (
+            f"the template has the database open ({found[0]}); a handler module opened it at import"
+        )
     return None
 
 
@@ -185,7 +225,7 @@ def _loop(req_fd: int, resp_fd: int, prepared: Prepared, database: str | Target)
             return
         buf += chunk
         gate = os.pipe()  # the batch's first worker starts at once, the rest once all are forked
-        waits = False     # (see _pass_gate)
+        waits = False  # (see _pass_gate)
         try:
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
@@ -194,15 +234,18 @@ def _loop(req_fd: int, resp_fd: int, prepared: Prepared, database: str | Target)
                 if problem:
                     _send(resp_fd, {"id": request.get("id"), "unsafe": problem})
                 else:
-                    betweens[_fork_worker(req_fd, resp_fd, request, prepared, gate, waits)] = request.get("id")
+                    betweens[_fork_worker(req_fd, resp_fd, request, prepared, gate, waits)] = (
+                        request.get("id")
+                    )
                     waits = True
         finally:
             os.close(gate[0])
             os.close(gate[1])
 
 
-def _fork_worker(req_fd: int, resp_fd: int, request: dict, prepared: Prepared,
-                 gate: tuple[int, int], waits: bool) -> int:
+def _fork_worker(
+    req_fd: int, resp_fd: int, request: dict, prepared: Prepared, gate: tuple[int, int], waits: bool
+) -> int:
     """Fork the go-between, which forks the worker, reports its pid and exits; returns the
     go-between's pid. ``gate``, ``waits``: the batch's pipe, whether the worker waits at it
     (see :func:`_pass_gate`)."""
@@ -242,8 +285,14 @@ def _reap(betweens: dict[int, Any], resp_fd: int, block: bool = False) -> None:
             return
 
 
-def _become_worker(req_fd: int, resp_fd: int, argv: list[str], prepared: Prepared,
-                   between: int, gate: tuple[tuple[int, int], bool]) -> NoReturn:
+def _become_worker(
+    req_fd: int,
+    resp_fd: int,
+    argv: list[str],
+    prepared: Prepared,
+    between: int,
+    gate: tuple[tuple[int, int], bool],
+) -> NoReturn:
     code = ExitCode.WORKER_BOOT_FAILED
     try:
         os.setpgid(0, 0)
@@ -259,8 +308,13 @@ def _become_worker(req_fd: int, resp_fd: int, argv: list[str], prepared: Prepare
         _pass_gate(*gate)
         sys.argv = [sys.executable, "-m", "worker", *argv]
         from .__main__ import main  # here: __main__ imports this module for --fork-server
-        code = main(argv, registry=prepared.registry, command_line=prepared.command_line,
-                    settle=lambda: _reparented(between))
+
+        code = main(
+            argv,
+            registry=prepared.registry,
+            command_line=prepared.command_line,
+            settle=lambda: _reparented(between),
+        )
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else ExitCode.ERROR
     except BaseException:  # noqa: BLE001 - like an uncaught exception in `python -m worker`
@@ -310,7 +364,7 @@ def _send(fd: int, message: dict) -> None:
     longer, but only the template writes then)."""
     data = (json.dumps(message) + "\n").encode()
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def _describe(status: int) -> str:

@@ -7,6 +7,7 @@ worker's main thread is busy running that job).
 
 It opens its own store (a connection is not shared between threads).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,14 +25,15 @@ from .checkin import CHECK_EVERY
 
 log = get_logger("worker")
 
-ORPHAN_CHECK = 0.5   # seconds between checks that the parent is alive
-RETRY_FLUSH = 0.5    # seconds before trying again to commit outcomes the database refused
-IDLE_BEAT = 15.0     # seconds between beats while no job runs: only the process row is refreshed,
-                     # and every write wakes every idle worker (they watch the WAL)
+ORPHAN_CHECK = 0.5  # seconds between checks that the parent is alive
+RETRY_FLUSH = 0.5  # seconds before trying again to commit outcomes the database refused
+IDLE_BEAT = 15.0  # seconds between beats while no job runs: only the process row is refreshed,
+# and every write wakes every idle worker (they watch the WAL)
 
 
-def after_claim(store: WorkerStore, owner: str, clock: Any, sent: float, running: int,
-                every: float) -> float | None:
+def after_claim(
+    store: WorkerStore, owner: str, clock: Any, sent: float, running: int, every: float
+) -> float | None:
     """The monotonic time the fence may count the leases of a claim from, sent at ``sent`` and
     answered with jobs (``running``: how many of the worker's jobs are running now, those
     included). A claim answered within ``every`` (the heartbeat interval): ``sent``. A slower one
@@ -53,13 +55,20 @@ def after_claim(store: WorkerStore, owner: str, clock: Any, sent: float, running
 
 
 class Heartbeat(threading.Thread):
-    def __init__(self, config: Config, owner: str, clock: Any, parent_pid: int | None,
-                 on_orphaned: Callable[[], None], shed: Callable[[], Sequence[Any]] | None = None,
-                 flush: Callable[[WorkerStore], None] | None = None,
-                 store: Callable[[], WorkerStore] | None = None,
-                 renewed: Callable[[float], None] | None = None,
-                 held: Callable[[], ContextManager[Sequence[str] | None]] | None = None,
-                 checkin: Callable[[WorkerStore], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        owner: str,
+        clock: Any,
+        parent_pid: int | None,
+        on_orphaned: Callable[[], None],
+        shed: Callable[[], Sequence[Any]] | None = None,
+        flush: Callable[[WorkerStore], None] | None = None,
+        store: Callable[[], WorkerStore] | None = None,
+        renewed: Callable[[float], None] | None = None,
+        held: Callable[[], ContextManager[Sequence[str] | None]] | None = None,
+        checkin: Callable[[WorkerStore], None] | None = None,
+    ) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
         self.owner = owner
@@ -69,9 +78,11 @@ class Heartbeat(threading.Thread):
         self._halt = threading.Event()
         self.orphaned = threading.Event()
         self.busy = False  # set by the worker while it holds claimed jobs
-        self.shed = shed   # returns the jobs of the batch to give back (see Worker.shed)
+        self.shed = shed  # returns the jobs of the batch to give back (see Worker.shed)
         self.unreleased: list[str] = []  # shed jobs whose release failed; retried every tick
-        self.flush = flush   # commits the outcomes waiting while a job runs (see Worker.flush_outcomes)
+        self.flush = (
+            flush  # commits the outcomes waiting while a job runs (see Worker.flush_outcomes)
+        )
         self.flush_at: float | None = None  # perf_counter() time to call it
         self._wake = threading.Event()
         # how this thread gets its store (the worker's for_thread); by default a new one
@@ -108,8 +119,11 @@ class Heartbeat(threading.Thread):
         last_beat = self.clock.monotonic()
         try:
             while not self._halt.is_set():
-                if self.parent_pid is not None and not self.orphaned.is_set() \
-                        and os.getppid() != self.parent_pid:
+                if (
+                    self.parent_pid is not None
+                    and not self.orphaned.is_set()
+                    and os.getppid() != self.parent_pid
+                ):
                     self.orphaned.set()
                     self.on_orphaned()
                 now = self.clock.monotonic()
@@ -187,14 +201,25 @@ class Heartbeat(threading.Thread):
                 store = self.open_store()
             n = store.release_unstarted(self.owner, ids, self.clock.now())
         except Exception as exc:  # noqa: BLE001 - retried at the next tick
-            event(log, "worker.release_failed", logging.ERROR, owner=self.owner, jobs=len(ids),
-                  error=str(exc))
+            event(
+                log,
+                "worker.release_failed",
+                logging.ERROR,
+                owner=self.owner,
+                jobs=len(ids),
+                error=str(exc),
+            )
             if store is not None:
                 store.close()
             return None
         self.unreleased = []
-        event(log, "worker.batch_released", owner=self.owner, jobs=n,
-              batch_wait=self.config.worker.batch_wait)
+        event(
+            log,
+            "worker.batch_released",
+            owner=self.owner,
+            jobs=n,
+            batch_wait=self.config.worker.batch_wait,
+        )
         return store
 
     def _beat(self, store: WorkerStore | None) -> WorkerStore | None:
@@ -211,7 +236,11 @@ class Heartbeat(threading.Thread):
             else:
                 with self.held() as ids:  # no claim can start before the statement is done
                     # shed jobs are still held: _release gives them back (and counts them)
-                    store.heartbeat(self.owner, self.clock.now, None if ids is None else [*ids, *self.unreleased])
+                    store.heartbeat(
+                        self.owner,
+                        self.clock.now,
+                        None if ids is None else [*ids, *self.unreleased],
+                    )
                     self.looked = ids is not None
             if self.renewed is not None:
                 self.renewed(sent)

@@ -17,6 +17,7 @@ Written from the loop thread (after each commit: the count of jobs completed, wh
 supervisor the worker was not crash-looping) and the loop watch's thread (a block), under one
 lock.
 """
+
 from __future__ import annotations
 
 import threading
@@ -29,13 +30,17 @@ class InflightProgress:
     """``ids()``: the runner's jobs now (in flight, or their outcome not committed);
     ``completed()``: the jobs the worker completed so far."""
 
-    def __init__(self, writer: ProgressWriter | None, ids: Callable[[], Iterable[str]],
-                 completed: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        writer: ProgressWriter | None,
+        ids: Callable[[], Iterable[str]],
+        completed: Callable[[], int],
+    ) -> None:
         self.writer = writer
         self.ids = ids
         self.completed = completed
         self.lock = threading.Lock()
-        self.blamed: str | None = None   # the job that blocks the loop
+        self.blamed: str | None = None  # the job that blocks the loop
         self.defiant: str | None = None  # the job that runs on after its task was cancelled
 
     def committed(self) -> None:

@@ -20,6 +20,7 @@ as soon as each handler returns, it checks that it is still the worker's own pro
 descriptors (``Control.check_process``, in worker.control with signals, reloads and recycling).
 Async types run many at once in ``worker.aio``, entered whenever the loop holds nothing claimed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,16 +64,25 @@ from .heartbeat import Heartbeat, after_claim
 
 log = get_logger("worker")
 
-FLUSH_AFTER = 0.05   # seconds: outcomes never wait longer than this for their commit
+FLUSH_AFTER = 0.05  # seconds: outcomes never wait longer than this for their commit
 
 
 class Worker(Control, Commits):
     """One worker process's loop; ``run()`` returns its exit code. What it holds: ``held``."""
 
-    def __init__(self, config: Config, registry: Registry, *, slot: int | None = None,
-                 parent_pid: int | None = None, clock: Any = None, supervisor: str | None = None,
-                 snapshot: str | None = None, progress: str | None = None,
-                 settle: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        registry: Registry,
+        *,
+        slot: int | None = None,
+        parent_pid: int | None = None,
+        clock: Any = None,
+        supervisor: str | None = None,
+        snapshot: str | None = None,
+        progress: str | None = None,
+        settle: Callable[[], None] | None = None,
+    ) -> None:
         self.config = config
         self.registry = registry
         self.slot = slot
@@ -98,13 +108,18 @@ class Worker(Control, Commits):
         self.stopping = False
         self.jobs_done = 0
         self.exit_code = ExitCode.OK
-        self.held = Batch()                 # claimed jobs, the job in hand, uncommitted outcomes
-        self.read_first = False             # see claim()
-        self.store_down = False             # the idle/claim path's last statement failed (guarded)
+        self.held = Batch()  # claimed jobs, the job in hand, uncommitted outcomes
+        self.read_first = False  # see claim()
+        self.store_down = False  # the idle/claim path's last statement failed (guarded)
         self.aio: AsyncRunner | None = None  # the async runner, when it serves async types
-        self.tracing: Tracing = worker_tracing(config, slot)  # spans and meters of runs (docs/tracing.md)
+        self.tracing: Tracing = worker_tracing(
+            config, slot
+        )  # spans and meters of runs (docs/tracing.md)
         self.in_hand = InHand(slot, self.pid)  # the running job's deadline, cancel flag, progress
-        self.per_type: tuple[JobPolicy, dict[str, tuple[int, float]]] = (self.policy, {})  # see settings()
+        self.per_type: tuple[JobPolicy, dict[str, tuple[int, float]]] = (
+            self.policy,
+            {},
+        )  # see settings()
 
     # -- views of the batch state (``held``), for tests that drive a worker step by step -------
 
@@ -146,8 +161,14 @@ class Worker(Control, Commits):
             self.tracing.flush()  # the SDK's queued spans: os._exit at the end runs no atexit flush
         if self.progress_path:
             mark_stopped(self.progress_path)  # the supervisor kills us if we linger after this
-        event(log, "worker.stopped", slot=self.slot, pid=self.pid, jobs=self.jobs_done,
-              code=ExitCode.describe(self.exit_code))
+        event(
+            log,
+            "worker.stopped",
+            slot=self.slot,
+            pid=self.pid,
+            jobs=self.jobs_done,
+            code=ExitCode.describe(self.exit_code),
+        )
         return int(self.exit_code)
 
     def open(self) -> int:
@@ -158,10 +179,24 @@ class Worker(Control, Commits):
                 # The supervisor created it at boot: it was deleted since; never make a new one.
                 raise StoreError(missing)
             self.store = open_store(self.config, migrate=True)
-            self.store.register_process(self.owner, "worker", self.pid, self.host,
-                                        self.clock.now(), slot=self.slot, parent=self.supervisor)
+            self.store.register_process(
+                self.owner,
+                "worker",
+                self.pid,
+                self.host,
+                self.clock.now(),
+                slot=self.slot,
+                parent=self.supervisor,
+            )
         except StoreError as exc:
-            event(log, "worker.boot_failed", logging.ERROR, slot=self.slot, pid=self.pid, error=str(exc))
+            event(
+                log,
+                "worker.boot_failed",
+                logging.ERROR,
+                slot=self.slot,
+                pid=self.pid,
+                error=str(exc),
+            )
             if self.store is not None:
                 self.store.close()
             self.signals.close()
@@ -177,15 +212,25 @@ class Worker(Control, Commits):
         assert self.store is not None
         self.fence = Fence(self.config, self.owner, self.clock)
         self.fence.start()
-        self.heartbeat = Heartbeat(self.config, self.owner, self.clock, self.parent_pid, self._orphaned,
-                                   shed=self.shed, flush=self.flush_outcomes, store=self.store.for_thread,
-                                   renewed=self.fence.renewed, held=self.held.held_ids,
-                                   checkin=CheckIn(self.owner, self.in_hand).tick)
+        self.heartbeat = Heartbeat(
+            self.config,
+            self.owner,
+            self.clock,
+            self.parent_pid,
+            self._orphaned,
+            shed=self.shed,
+            flush=self.flush_outcomes,
+            store=self.store.for_thread,
+            renewed=self.fence.renewed,
+            held=self.held.held_ids,
+            checkin=CheckIn(self.owner, self.in_hand).tick,
+        )
         self.heartbeat.start()
         if async_limits_of(self.config, self.registry):
             # here: the runner and asyncio are half of this module's imports, which the template
             # makes before the first job; it preloads them only when a type is async
             from .aio import AsyncRunner
+
             self.aio = AsyncRunner(self)
 
     def close(self) -> None:
@@ -250,6 +295,7 @@ class Worker(Control, Commits):
             if self.should_recycle():
                 self.stopping = True
                 self.exit_code = ExitCode.RECYCLED
+
     def guarded(self, step: Callable[[], bool | None], proves: bool = True) -> bool | None:
         """Run ``step`` of the idle/claim/wake-up path (``claim``, ``idle_wait``). The database
         failing there (a dropped connection, a server's ``idle_session_timeout``, a file locked
@@ -261,8 +307,15 @@ class Worker(Control, Commits):
             result = step()
         except StoreError as exc:
             if not self.store_down:
-                event(log, "worker.database_unavailable", logging.WARNING, slot=self.slot, pid=self.pid,
-                      error=str(exc), note=f"waiting; retrying every {RETRY_WRITE:g} s")
+                event(
+                    log,
+                    "worker.database_unavailable",
+                    logging.WARNING,
+                    slot=self.slot,
+                    pid=self.pid,
+                    error=str(exc),
+                    note=f"waiting; retrying every {RETRY_WRITE:g} s",
+                )
             self.store_down = True
             self.signals.wait(RETRY_WRITE)
             return False
@@ -277,14 +330,24 @@ class Worker(Control, Commits):
         if self.fence is not None:
             self.fence.hold(busy)
 
-    def renewed(self, sent: float, jobs: list[Job], store: WorkerStore | None = None,
-                running: int | None = None) -> None:
+    def renewed(
+        self,
+        sent: float,
+        jobs: list[Job],
+        store: WorkerStore | None = None,
+        running: int | None = None,
+    ) -> None:
         """A claim sent at monotonic ``sent`` on ``store`` returned ``jobs``, all the leases we
         hold (see aio; ``running``: with those it gives back); a slow one is renewed at once."""
         if jobs and self.fence is not None:
-            at = after_claim(store or self.store, self.owner, self.clock, sent,
-                             len(jobs) if running is None else running,
-                             self.config.worker.heartbeat_interval)
+            at = after_claim(
+                store or self.store,
+                self.owner,
+                self.clock,
+                sent,
+                len(jobs) if running is None else running,
+                self.config.worker.heartbeat_interval,
+            )
             if at is not None:
                 self.fence.renewed(at)
             else:
@@ -350,14 +413,27 @@ class Worker(Control, Commits):
         max_attempts, timeout = self.settings(job)
         ctx = JobContext(job.id, job.type, job.attempts, max_attempts, job.queue)
         ctx.config, ctx.store = self.config, self.store
-        if log.isEnabledFor(logging.DEBUG):  # (the fields' dict is built only then: every job's path)
-            event(log, "job.started", logging.DEBUG, id=job.id, type=job.type, attempt=job.attempts,
-                  slot=self.slot, pid=self.pid)
+        if log.isEnabledFor(
+            logging.DEBUG
+        ):  # (the fields' dict is built only then: every job's path)
+            event(
+                log,
+                "job.started",
+                logging.DEBUG,
+                id=job.id,
+                type=job.type,
+                attempt=job.attempts,
+                slot=self.slot,
+                pid=self.pid,
+            )
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        run = ((lambda: execute(self.registry, job, ctx, self.tracing)) if self.aio is None
-               else (lambda: self.aio.run_one(job, ctx)))
+        run = (
+            (lambda: execute(self.registry, job, ctx, self.tracing))
+            if self.aio is None
+            else (lambda: self.aio.run_one(job, ctx))
+        )
         outcome = self.in_hand.run(ctx, timeout, run)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
@@ -371,8 +447,10 @@ class Worker(Control, Commits):
             policy, known = self.per_type = (self.policy, {})
         got = known.get(job.type)
         if got is None:
-            got = known[job.type] = (policy.max_attempts(dataclasses.replace(job, max_attempts=None)),
-                                     policy.timeout(job.type))
+            got = known[job.type] = (
+                policy.max_attempts(dataclasses.replace(job, max_attempts=None)),
+                policy.timeout(job.type),
+            )
         return (got[0] if job.max_attempts is None else job.max_attempts), got[1]
 
     def resize(self) -> None:
@@ -387,7 +465,14 @@ class Worker(Control, Commits):
         check: SQLite's file deleted or replaced)."""
         problem = self.health.problem() if self.health is not None else None
         if problem is not None:
-            event(log, "worker.database_replaced", logging.ERROR, slot=self.slot, pid=self.pid, error=problem)
+            event(
+                log,
+                "worker.database_replaced",
+                logging.ERROR,
+                slot=self.slot,
+                pid=self.pid,
+                error=problem,
+            )
             self.stopping = True
             self.exit_code = ExitCode.DATABASE_UNAVAILABLE
             return

@@ -12,6 +12,7 @@ progress file as the job in hand, so that if the supervisor kills the worker for
 plus ``kill_grace``) only that job is charged an attempt. ``worker.loop_unblocked`` says how
 long the block lasted.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,8 @@ from shared.telemetry.tracing import observe_gauge
 
 log = get_logger("worker")
 
-TICK = 0.1       # seconds between the loop's lag measures (and the watch thread's looks)
-BLOCKED = 1.0    # seconds without a measure: the loop is blocked (warned within about 1.1 s)
+TICK = 0.1  # seconds between the loop's lag measures (and the watch thread's looks)
+BLOCKED = 1.0  # seconds without a measure: the loop is blocked (warned within about 1.1 s)
 
 
 class LoopWatch:
@@ -37,28 +38,39 @@ class LoopWatch:
     job a task runs (None: not a job's task); ``on_block(job)``: the job blocking the loop
     (called from the watch thread), then ``on_block(None)`` when the block ends (loop thread)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, job_of: Callable[[Any], Job | None],
-                 on_block: Callable[[Job | None], None], owner: str) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        job_of: Callable[[Any], Job | None],
+        on_block: Callable[[Job | None], None],
+        owner: str,
+    ) -> None:
         self.loop = loop
         self.job_of = job_of
         self.on_block = on_block  # the job blocking the loop; None: the block ended
         self.owner = owner
         self.lag = 0.0
         self.worst = 0.0
-        self.beat = time.monotonic()     # when the loop last ran the callback
-        self.due = self.beat + TICK      # when it should run it next
-        self.running = False             # the loop is driven (between runs nothing is late)
+        self.beat = time.monotonic()  # when the loop last ran the callback
+        self.due = self.beat + TICK  # when it should run it next
+        self.running = False  # the loop is driven (between runs nothing is late)
         self.blocked_by: Job | None = None
         self.blocked_since = 0.0
         self.thread: int | None = None  # the loop's thread (set as it starts being driven)
-        self.timer: asyncio.Handle | None = None  # the next tick: one chain of ticks, however many drives
+        self.timer: asyncio.Handle | None = (
+            None  # the next tick: one chain of ticks, however many drives
+        )
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="jobq-loop-watch", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
-        observe_gauge("jobq.worker.loop_lag", "s", "How late the worker's event loop ran a timer.",
-                      self.read_worst)
+        observe_gauge(
+            "jobq.worker.loop_lag",
+            "s",
+            "How late the worker's event loop ran a timer.",
+            self.read_worst,
+        )
 
     def stop(self) -> None:
         self._halt.set()
@@ -97,9 +109,15 @@ class LoopWatch:
         job, self.blocked_by = self.blocked_by, None
         if job is not None:
             self.on_block(None)
-        event(log, "worker.loop_unblocked", logging.WARNING, owner=self.owner,
-              id=job.id if job else None, type=job.type if job else None,
-              blocked_for=round(now - self.blocked_since, 3))
+        event(
+            log,
+            "worker.loop_unblocked",
+            logging.WARNING,
+            owner=self.owner,
+            id=job.id if job else None,
+            type=job.type if job else None,
+            blocked_for=round(now - self.blocked_since, 3),
+        )
         self.blocked_since = 0.0
 
     def _watch(self) -> None:
@@ -114,12 +132,19 @@ class LoopWatch:
             if not self.running or self.beat != since:
                 continue  # it moved on meanwhile
             self.blocked_since, self.blocked_by = since, job
-            event(log, "worker.loop_blocked", logging.WARNING, owner=self.owner,
-                  id=job.id if job else None, type=job.type if job else None,
-                  handler=_handler_name(self.thread), blocked_for=round(time.monotonic() - since, 3),
-                  note="a handler blocks the event loop (time.sleep? CPU work without await?): "
-                       "every job of this worker waits; past its timeout + kill_grace the "
-                       "supervisor kills the worker")
+            event(
+                log,
+                "worker.loop_blocked",
+                logging.WARNING,
+                owner=self.owner,
+                id=job.id if job else None,
+                type=job.type if job else None,
+                handler=_handler_name(self.thread),
+                blocked_for=round(time.monotonic() - since, 3),
+                note="a handler blocks the event loop (time.sleep? CPU work without await?): "
+                "every job of this worker waits; past its timeout + kill_grace the "
+                "supervisor kills the worker",
+            )
             if job is not None:
                 self.on_block(job)
 

@@ -6,6 +6,7 @@ or a queue moved in ``jobq.toml`` reaches running workers without a restart: the
 finishes, the next claim takes the new queues. Idle workers of one pool share their own idle
 lead, so a new job of a queue wakes a worker that may claim it.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,5 +31,10 @@ def serve_queues(worker: Any) -> None:
     if worker.wakeup is not None:
         worker.wakeup.close()
         worker.wakeup = store.wakeup()
-    event(log, "worker.queues", slot=worker.slot, pid=worker.pid,
-          queues="*" if queues is None else ",".join(n for n, _ in queues) or "-")
+    event(
+        log,
+        "worker.queues",
+        slot=worker.slot,
+        pid=worker.pid,
+        queues="*" if queues is None else ",".join(n for n, _ in queues) or "-",
+    )

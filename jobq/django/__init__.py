@@ -6,6 +6,7 @@
 ``jobq.django.worker``       the first module of the workers' ``handlers``: sets Django up
 ``manage.py jobq run|status|web``  the supervisor, status and dashboard with the project's settings
 """
+
 from .backend import JobqBackend
 
 __all__ = ["JobqBackend"]

@@ -1,5 +1,6 @@
 """The ``jobq.django`` app (``INSTALLED_APPS``): the backends' checks, the ``jobq`` management
 command, and the opening of each thread's queue when it connects to the jobq database."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +16,7 @@ class JobqConfig(AppConfig):
 
     def ready(self) -> None:
         from . import compat
+
         compat.load_checks()
         connection_created.connect(prepare_backends, dispatch_uid="jobq.django.prepare_backends")
 
@@ -29,6 +31,7 @@ def prepare_backends(sender: Any, connection: Any, **kwargs: Any) -> None:
 
     from . import compat
     from .backend import JobqBackend
+
     for name, params in getattr(settings, "TASKS", {}).items():
         if str(params.get("BACKEND", "")) != "jobq.django.JobqBackend":
             continue

@@ -21,6 +21,7 @@ it; Django keeps a backend per thread, but an async context can carry one into a
 opened on first use, or as soon as the thread connects to the jobq database through Django
 (:meth:`prepare`), so that it is never opened inside the caller's transaction.
 """
+
 from __future__ import annotations
 
 import threading
@@ -45,8 +46,17 @@ from .task import JobqTask
 
 WORKER_MODULE = "jobq.django.worker"
 # what enqueue's result takes from the stored row (all but the arguments, as given)
-_RESULT_FIELDS = ("task", "id", "status", "enqueued_at", "started_at", "last_attempted_at",
-                  "finished_at", "errors", "worker_ids")
+_RESULT_FIELDS = (
+    "task",
+    "id",
+    "status",
+    "enqueued_at",
+    "started_at",
+    "last_attempted_at",
+    "finished_at",
+    "errors",
+    "worker_ids",
+)
 
 
 class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
@@ -129,14 +139,25 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         priority = None if task.priority == compat.DEFAULT_TASK_PRIORITY else task.priority
         queue = None if task.queue_name == compat.DEFAULT_TASK_QUEUE_NAME else task.queue_name
         result = compat.TaskResult(
-            task=task, id="", status=compat.TaskResultStatus.READY, enqueued_at=None, started_at=None,
-            last_attempted_at=None, finished_at=None, args=args, kwargs=kwargs, backend=self.alias,
-            errors=[], worker_ids=[])
+            task=task,
+            id="",
+            status=compat.TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
 
         def write(conn: Any = None) -> None:
             jobs = self.queue()
-            job_id = jobs.enqueue(task.module_path, payload, run_at=run_at, priority=priority,
-                                  queue=queue, conn=conn)
+            job_id = jobs.enqueue(
+                task.module_path, payload, run_at=run_at, priority=priority, queue=queue, conn=conn
+            )
             job = jobs.get(job_id, conn=conn)
             if job is not None:  # (None: a retention purge in between, outside a transaction)
                 stored = task_result(task, job, [], self.alias)
@@ -170,8 +191,9 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         except ImportError:
             task = None
         if not isinstance(task, compat.Task) or job.status not in STATUS:
-            raise compat.TaskResultDoesNotExist(f"{result_id} is a jobq job of type {job.type!r}, "
-                                                f"not a Django task")
+            raise compat.TaskResultDoesNotExist(
+                f"{result_id} is a jobq job of type {job.type!r}, not a Django task"
+            )
         attempts = history(queue.store, job.id) if job.attempts else []  # none before a first try
         return task_result(task, job, attempts, self.alias)
 
@@ -189,6 +211,7 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
 
     def check(self, **kwargs: Any) -> list[Any]:
         from .checks import backend_messages
+
         return list(super().check(**kwargs)) + backend_messages(self)
 
 
@@ -202,4 +225,3 @@ def _aware(moment: datetime | None) -> datetime | None:
 def location(backend: JobqBackend) -> str:
     """The jobq database as shown to people (a URL's password hidden)."""
     return redacted(backend.config.database)
-

@@ -8,6 +8,7 @@ jobq.E003  a name of ``QUEUES`` that jobq cannot name a queue with (each name is
 jobq.W003  the config's ``handlers`` do not start with jobq.django.worker: workers cannot set
            Django up before importing the task modules
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,35 +23,61 @@ from shared.model.queuenames import queue_name_error
 
 def backend_messages(backend: Any) -> list[checks.CheckMessage]:
     from .backend import WORKER_MODULE, location
+
     where = f"TASKS[{backend.alias!r}]"
     if backend.using not in settings.DATABASES:
-        return [checks.Error(f"{where}: OPTIONS 'using' = {backend.using!r} is not a database in DATABASES",
-                             id="jobq.E001")]
+        return [
+            checks.Error(
+                f"{where}: OPTIONS 'using' = {backend.using!r} is not a database in DATABASES",
+                id="jobq.E001",
+            )
+        ]
     try:
         config = backend.config
         same = backend.in_transaction_writes()
     except (ConfigError, ValueError) as exc:
-        return [checks.Error(f"{where}: the jobq config cannot be read: {exc}", id="jobq.E001",
-                             hint="set OPTIONS 'config' to your jobq.toml, or 'database'")]
+        return [
+            checks.Error(
+                f"{where}: the jobq config cannot be read: {exc}",
+                id="jobq.E001",
+                hint="set OPTIONS 'config' to your jobq.toml, or 'database'",
+            )
+        ]
     out: list[checks.CheckMessage] = []
     if same and not apps.is_installed("jobq.django"):
-        out.append(checks.Error(f"{where}: 'jobq.django' is not in INSTALLED_APPS", id="jobq.E002",
-                                hint="add it: it opens each thread's queue before its first transaction"))
+        out.append(
+            checks.Error(
+                f"{where}: 'jobq.django' is not in INSTALLED_APPS",
+                id="jobq.E002",
+                hint="add it: it opens each thread's queue before its first transaction",
+            )
+        )
     if not same:
-        out.append(checks.Warning(
-            f"{where}: Django database {backend.using!r} is not the jobq database ({location(backend)}): "
-            "tasks are enqueued when the transaction commits, not inside it",
-            hint="point DATABASES and jobq's database at the same file or PostgreSQL database",
-            id="jobq.W001"))
+        out.append(
+            checks.Warning(
+                f"{where}: Django database {backend.using!r} is not the jobq database ({location(backend)}): "
+                "tasks are enqueued when the transaction commits, not inside it",
+                hint="point DATABASES and jobq's database at the same file or PostgreSQL database",
+                id="jobq.W001",
+            )
+        )
     for name in sorted(backend.queues, key=repr):
         why = queue_name_error(name)
         if why is not None:
-            out.append(checks.Error(f"{where}: QUEUES: {why}", id="jobq.E003",
-                                    hint="each name of QUEUES is a jobq queue (docs/queues.md)"))
+            out.append(
+                checks.Error(
+                    f"{where}: QUEUES: {why}",
+                    id="jobq.E003",
+                    hint="each name of QUEUES is a jobq queue (docs/queues.md)",
+                )
+            )
     if config.handlers and config.handlers[0] != WORKER_MODULE:
-        out.append(checks.Warning(
-            f"{where}: jobq's handlers {list(config.handlers)} do not start with {WORKER_MODULE!r}: "
-            "its workers would import the task modules before Django is set up",
-            hint=f'handlers = ["{WORKER_MODULE}", "<your app>.tasks"] in {config.path or "jobq.toml"}',
-            id="jobq.W003"))
+        out.append(
+            checks.Warning(
+                f"{where}: jobq's handlers {list(config.handlers)} do not start with {WORKER_MODULE!r}: "
+                "its workers would import the task modules before Django is set up",
+                hint=f'handlers = ["{WORKER_MODULE}", "<your app>.tasks"] in {config.path or "jobq.toml"}',
+                id="jobq.W003",
+            )
+        )
     return out

@@ -4,6 +4,7 @@ from the ``django-tasks`` backport (Django 5.2, the same API under ``django_task
 Every other module of ``jobq.django`` imports these names from here, so which of the two is in
 use is decided in one place.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,8 +18,10 @@ def _first(*names: str) -> Any:
             return importlib.import_module(name)
         except ImportError:
             continue
-    raise ImportError("jobq.django needs Django 6's django.tasks or the django-tasks backport: "
-                      "pip install 'jobq[django]'")
+    raise ImportError(
+        "jobq.django needs Django 6's django.tasks or the django-tasks backport: "
+        "pip install 'jobq[django]'"
+    )
 
 
 _ROOT = _first("django.tasks", "django_tasks").__name__

@@ -6,6 +6,7 @@ file (both resolved), or the same server, port and database name. jobq's tables 
 schema of their own: its statements name their tables, so a connection of the same database
 reaches them. Nothing here connects.
 """
+
 from __future__ import annotations
 
 import os

@@ -10,6 +10,7 @@ The result's ``task`` is the task rebuilt with the job's own options (:func:`tas
 ``TaskError.traceback`` is what Django's contract says, ``"".join(format_exception(exc))``,
 while jobq's error field keeps jobq's own text (:func:`django_traceback`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -25,8 +26,14 @@ from shared.model.job import Job
 
 from . import compat
 
-STATUS = {"waiting": "READY", "pending": "READY", "running": "RUNNING", "completed": "SUCCESSFUL", "failed": "FAILED",
-          "cancelled": "FAILED"}  # Django has no "cancelled": a cancelled task never ran, it failed
+STATUS = {
+    "waiting": "READY",
+    "pending": "READY",
+    "running": "RUNNING",
+    "completed": "SUCCESSFUL",
+    "failed": "FAILED",
+    "cancelled": "FAILED",
+}  # Django has no "cancelled": a cancelled task never ran, it failed
 _EXCEPTION = re.compile(r"[A-Za-z_][\w.]*")
 UNKNOWN_EXCEPTION = "builtins.Exception"  # an error jobq wrote itself (a timeout, a lost worker)
 # The sentence jobq's runner (shared.execution.runner) puts before the traceback of a handler that
@@ -65,14 +72,15 @@ def django_traceback(error: str) -> str:
     after a sentence of its own for a ``sys.exit()``); any other error (a timeout, a lost
     worker: jobq's words) as stored."""
     note = _SYS_EXIT_NOTE.match(error)
-    text = error[note.end():] if note and error[note.end():].startswith(_TRACEBACK) else error
+    text = error[note.end() :] if note and error[note.end() :].startswith(_TRACEBACK) else error
     return text + "\n" if text.startswith(_TRACEBACK) else text
 
 
 def task_error(error: str) -> Any:
     """The Django ``TaskError`` of one stored error."""
-    return compat.TaskError(exception_class_path=exception_path(error),
-                            traceback=django_traceback(error))
+    return compat.TaskError(
+        exception_class_path=exception_path(error), traceback=django_traceback(error)
+    )
 
 
 def errors_of(job: Job, attempts: list[dict[str, Any]]) -> list[Any]:
@@ -95,8 +103,12 @@ def task_of(task: Any, job: Job, backend: str) -> Any:
         moment = timezone.make_naive(moment)
     low, high = compat.TASK_MIN_PRIORITY, compat.TASK_MAX_PRIORITY
     rebuilt = copy.copy(task)
-    for name, value in (("priority", min(max(job.priority, low), high)), ("queue_name", job.queue),
-                        ("run_after", moment), ("backend", backend)):
+    for name, value in (
+        ("priority", min(max(job.priority, low), high)),
+        ("queue_name", job.queue),
+        ("run_after", moment),
+        ("backend", backend),
+    ):
         object.__setattr__(rebuilt, name, value)
     return rebuilt
 
@@ -104,8 +116,11 @@ def task_of(task: Any, job: Job, backend: str) -> Any:
 def arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
     """A task's ``(args, kwargs)`` from its payload ``{"args": [...], "kwargs": {...}}``;
     ValueError for anything else."""
-    if not isinstance(payload, dict) or not isinstance(payload.get("args", []), list) \
-            or not isinstance(payload.get("kwargs", {}), dict):
+    if (
+        not isinstance(payload, dict)
+        or not isinstance(payload.get("args", []), list)
+        or not isinstance(payload.get("kwargs", {}), dict)
+    ):
         raise ValueError(f"not a task payload ({{'args': [...], 'kwargs': {{...}}}}): {payload!r}")
     return list(payload.get("args", [])), dict(payload.get("kwargs", {}))
 
@@ -119,11 +134,21 @@ def task_result(task: Any, job: Job, attempts: list[dict[str, Any]], backend: st
         workers.append(job.owner or "")
     first = attempts[0]["started_at"] if attempts else job.started_at
     result = compat.TaskResult(
-        task=task_of(task, job, backend), id=job.id,
+        task=task_of(task, job, backend),
+        id=job.id,
         status=compat.TaskResultStatus[STATUS[job.status]],
-        enqueued_at=when(job.created_at), started_at=when(first), last_attempted_at=when(job.started_at),
-        finished_at=when(job.completed_at) if job.status in ("completed", "failed", "cancelled") else None,
-        args=args, kwargs=kwargs, backend=backend, errors=errors_of(job, attempts), worker_ids=workers)
+        enqueued_at=when(job.created_at),
+        started_at=when(first),
+        last_attempted_at=when(job.started_at),
+        finished_at=when(job.completed_at)
+        if job.status in ("completed", "failed", "cancelled")
+        else None,
+        args=args,
+        kwargs=kwargs,
+        backend=backend,
+        errors=errors_of(job, attempts),
+        worker_ids=workers,
+    )
     if job.status == "completed":
         object.__setattr__(result, "_return_value", job.result)
     return result

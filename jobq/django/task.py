@@ -11,6 +11,7 @@ Around each call the worker sends ``task_started`` and, once the task has finish
 workers do; a failed attempt that will be retried sends no ``task_finished``. Django's database
 connections are closed before and after a run when unusable or too old, as after a request.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,6 +61,7 @@ def _runner(task: Any) -> Callable[[Any, Any], Any]:
         except ValueError as exc:
             raise PermanentError(f"job {job.id}: {exc}") from None
         return run_task(task, job, args, kwargs)
+
     run.__name__ = run.__qualname__ = task.func.__qualname__
     run.__module__ = task.func.__module__
     return run
@@ -70,9 +72,19 @@ def run_task(task: Any, job: Any, args: list[Any], kwargs: dict[str, Any]) -> An
     returns the JSON-ready return value, or raises what the task raised."""
     now = timezone.now()
     result = compat.TaskResult(
-        task=task, id=job.id, status=compat.TaskResultStatus.RUNNING, enqueued_at=None, started_at=now,
-        last_attempted_at=now, finished_at=None, args=args, kwargs=kwargs, backend=task.backend, errors=[],
-        worker_ids=[""] * (job.attempt - 1) + [worker_id()])  # earlier attempts' workers: get_result has them
+        task=task,
+        id=job.id,
+        status=compat.TaskResultStatus.RUNNING,
+        enqueued_at=None,
+        started_at=now,
+        last_attempted_at=now,
+        finished_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend=task.backend,
+        errors=[],
+        worker_ids=[""] * (job.attempt - 1) + [worker_id()],
+    )  # earlier attempts' workers: get_result has them
     sender = type(task.get_backend())
     close_old_connections()
     compat.task_started.send(sender=sender, task_result=result)
@@ -81,7 +93,9 @@ def run_task(task: Any, job: Any, args: list[Any], kwargs: dict[str, Any]) -> An
     try:
         value = compat.normalize_json(_call(task.func, args, kwargs))
     except BaseException as exc:
-        _failed(result, exc, final=isinstance(exc, PermanentError) or job.attempt >= job.max_attempts)
+        _failed(
+            result, exc, final=isinstance(exc, PermanentError) or job.attempt >= job.max_attempts
+        )
         if result.status == compat.TaskResultStatus.FAILED:
             compat.task_finished.send(sender=sender, task_result=result)
         raise
@@ -107,6 +121,8 @@ def _failed(result: Any, exc: BaseException, final: bool) -> None:
     path = f"{type(exc).__module__}.{type(exc).__qualname__}"
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     result.errors.append(compat.TaskError(exception_class_path=path, traceback=text))
-    object.__setattr__(result, "status", compat.TaskResultStatus.FAILED if final else compat.TaskResultStatus.READY)
+    object.__setattr__(
+        result, "status", compat.TaskResultStatus.FAILED if final else compat.TaskResultStatus.READY
+    )
     if final:
         object.__setattr__(result, "finished_at", timezone.now())

@@ -8,6 +8,7 @@ up, in milliseconds. Django's database connections are closed here and again bef
 of this process (``os.register_at_fork``): a connection must never be shared by two processes.
 It defines no handler: the tasks' modules do (``jobq.django.task``).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,10 @@ def close_connections() -> None:
 
 if not apps.ready:
     if not os.environ.get("DJANGO_SETTINGS_MODULE"):
-        raise RuntimeError("jobq.django.worker: DJANGO_SETTINGS_MODULE is not set; run the supervisor "
-                           "with `python manage.py jobq run`, or set it in its environment")
+        raise RuntimeError(
+            "jobq.django.worker: DJANGO_SETTINGS_MODULE is not set; run the supervisor "
+            "with `python manage.py jobq run`, or set it in its environment"
+        )
     django.setup()
 close_connections()
 os.register_at_fork(before=close_connections)

@@ -9,6 +9,7 @@ the functions below are thin calls of the target's engine, so that callers name 
 :mod:`shared.engines.contract`, ``upkeep_tasks(config)`` is the engine's own periodic work for the
 supervisor, and so on. Adding an engine is one line in :data:`ENGINES` and a package.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,16 +22,32 @@ from shared.model.errors import StoreRefused, StoreUnavailable
 from .engine import Engine, Target
 from .health import HealthCheck
 
-ENGINES: Mapping[str, str] = MappingProxyType({
-    "sqlite": "shared.engines.sqlite",
-    "postgresql": "shared.engines.postgres",
-    "postgres": "shared.engines.postgres",
-})
+ENGINES: Mapping[str, str] = MappingProxyType(
+    {
+        "sqlite": "shared.engines.sqlite",
+        "postgresql": "shared.engines.postgres",
+        "postgres": "shared.engines.postgres",
+    }
+)
 DEFAULT = "sqlite"  # the engine of a plain file path
 
-__all__ = ["ENGINES", "DEFAULT", "Engine", "Target", "engine_for", "engines", "target", "open_store",
-           "upkeep_tasks", "preload", "engine_name", "store_class", "driver_errors", "database_file",
-           "commit_watch"]
+__all__ = [
+    "ENGINES",
+    "DEFAULT",
+    "Engine",
+    "Target",
+    "engine_for",
+    "engines",
+    "target",
+    "open_store",
+    "upkeep_tasks",
+    "preload",
+    "engine_name",
+    "store_class",
+    "driver_errors",
+    "database_file",
+    "commit_watch",
+]
 
 
 def engine_for(scheme: str | None) -> Engine:
@@ -66,6 +83,7 @@ def target(database: str | Target) -> Target:
         return database
     # here: shared.engines.location asks this module for engines
     from shared.engines import location as database_mod
+
     try:
         return database_mod.target(database)
     except ValueError as exc:
@@ -113,6 +131,7 @@ def engine_name(database: str) -> str:
     """The engine's name for a ``database`` value ('sqlite', 'postgresql'; ValueError for a
     scheme no engine takes)."""
     from shared.engines import location as database_mod
+
     return database_mod.target(database).engine
 
 
@@ -156,6 +175,7 @@ def __getattr__(name: str) -> Any:
 
 # -- the engine health check ---------------------------------------------------------------------
 
+
 def health_check(config: Any) -> HealthCheck | None:
     """A check, made just after ``config.database`` was opened, that it is still the database
     this process opened (:class:`shared.engines.health.HealthCheck`); None where the engine has
@@ -165,6 +185,7 @@ def health_check(config: Any) -> HealthCheck | None:
     if path is None:
         return None
     from .sqlite.health import DatabaseFile
+
     return DatabaseFile(path)
 
 

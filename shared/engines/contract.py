@@ -26,6 +26,7 @@ rules every engine keeps:
 The tests in ``tests/engines/test_store_contract.py`` and ``tests/engines/test_store_stateful.py`` run against
 every engine fixture in ``tests/engines/__init__.py``: a new engine gets them by adding one fixture.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
@@ -33,8 +34,10 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from shared.engines.opsaccess import OpsAccess
 from shared.engines.reads import Reads
 from shared.model.job import Finish, Job, NewJob, Released, RunningGroup
+
 # the rows jobq copy moves
 from shared.engines.transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported
+
 # the supervisor's upkeep: what engines add to it
 from shared.engines.upkeep import Round, UpkeepTask
 
@@ -43,6 +46,7 @@ Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
 
 class Connection(Protocol):
     """What every store has: where it points, and closing."""
+
     location: str  # the file or server, for messages and ``jobq status``
 
     def close(self) -> None:
@@ -111,9 +115,16 @@ class WorkerTransitions(Connection, Protocol):
         None: of every queue. A paused queue's jobs are never claimed."""
         ...
 
-    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: float | Callable[[], float],
-                         limit: int, limits: Mapping[str, Any] | None = None,
-                         types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
+    def finish_and_claim(
+        self,
+        finishes: Sequence[Finish],
+        owner: str,
+        owner_pid: int,
+        now: float | Callable[[], float],
+        limit: int,
+        limits: Mapping[str, Any] | None = None,
+        types: Sequence[str] | None = None,
+    ) -> tuple[list[bool], list[Job]]:
         """Record outcomes (each guarded by id, ``running``, attempt and owner; an outcome
         re-sent after an unknown commit is recognised, never applied twice) and claim up to
         ``limit`` more; per finish whether it is recorded (False: the lease was lost and the
@@ -128,8 +139,9 @@ class WorkerTransitions(Connection, Protocol):
         owner): pending, due now, their attempt returned; how many."""
         ...
 
-    def heartbeat(self, owner: str, now: float | Callable[[], float],
-                  holding: Sequence[str] | None = None) -> int:
+    def heartbeat(
+        self, owner: str, now: float | Callable[[], float], holding: Sequence[str] | None = None
+    ) -> int:
         """Refresh the leases of ``owner``'s running jobs that it holds (``holding``: their ids;
         None: every one) and its process row; the renewed job count. With ``holding``, the
         owner's running jobs not in it (claimed, but the claim's answer never reached the
@@ -144,8 +156,17 @@ class WorkerTransitions(Connection, Protocol):
         was requested."""
         ...
 
-    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
-                         slot: int | None = None, parent: str | None = None) -> None:
+    def register_process(
+        self,
+        token: str,
+        kind: str,
+        pid: int,
+        host: str,
+        now: float,
+        *,
+        slot: int | None = None,
+        parent: str | None = None,
+    ) -> None:
         """Insert or replace process ``token``'s row (one statement), its lease begun."""
         ...
 
@@ -184,9 +205,16 @@ class UpkeepTransitions(Connection, Protocol):
         engine's clock as :meth:`lease_ages` (rows of other hosts are judged by this)."""
         ...
 
-    def release_owner(self, owner: str, reason: str, now: float, *,
-                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
-                      unstarted: Iterable[str] = ()) -> list[Released]:
+    def release_owner(
+        self,
+        owner: str,
+        reason: str,
+        now: float,
+        *,
+        max_attempts_for: Callable[[Job], int],
+        count_attempt: bool = True,
+        unstarted: Iterable[str] = (),
+    ) -> list[Released]:
         """Re-queue the running jobs of a dead or killed ``owner`` in one transaction, each
         update guarded by ``running`` and the owner: with ``count_attempt`` the run counts (its
         attempts used up: ``failed`` with ``reason``; else pending, due now); without it, and
@@ -194,8 +222,17 @@ class UpkeepTransitions(Connection, Protocol):
         another session holds locked may be left for a later call."""
         ...
 
-    def register_process(self, token: str, kind: str, pid: int, host: str, now: float, *,
-                         slot: int | None = None, parent: str | None = None) -> None:
+    def register_process(
+        self,
+        token: str,
+        kind: str,
+        pid: int,
+        host: str,
+        now: float,
+        *,
+        slot: int | None = None,
+        parent: str | None = None,
+    ) -> None:
         """As :meth:`WorkerTransitions.register_process` (the supervisor's own row)."""
         ...
 
@@ -214,8 +251,9 @@ class UpkeepTransitions(Connection, Protocol):
         and the new last tick (None: nothing due, ``[]`` returned): the jobs' ids."""
         ...
 
-    def purge_finished(self, cutoffs: Mapping[str, float | None], chunk: int = 500,
-                       pacer: Any = None) -> dict[str, int]:
+    def purge_finished(
+        self, cutoffs: Mapping[str, float | None], chunk: int = 500, pacer: Any = None
+    ) -> dict[str, int]:
         """Delete the finished jobs (with their attempt history) older than their status's
         cutoff (``cutoffs``: 'completed', 'cancelled', 'failed' -> Unix time, or None: keep):
         the number deleted per status of ``cutoffs``. Short transactions over primary-key
@@ -224,9 +262,17 @@ class UpkeepTransitions(Connection, Protocol):
         no running or pending job is touched. No cutoff at all: nothing is read."""
         ...
 
-    def claim_limited(self, owner: str, owner_pid: int, now: float | Callable[[], float], limits: Mapping[str, Any],
-                      limit: int = 1, *, types: Sequence[str] | None = None,
-                      ids: Sequence[str] | None = None) -> list[Job]:
+    def claim_limited(
+        self,
+        owner: str,
+        owner_pid: int,
+        now: float | Callable[[], float],
+        limits: Mapping[str, Any],
+        limit: int = 1,
+        *,
+        types: Sequence[str] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[Job]:
         """A claim that keeps ``[types]`` limits, in one transaction: never past a type's
         ``concurrency`` or ``rate`` across every process and host; a type with no room is
         skipped, not waited for. Also ``JobQueue.drain``'s (filtered by type or id). ``now``: a
@@ -243,8 +289,12 @@ class TransferTransitions(Connection, Protocol):
     edges into a store (read out of the other by :class:`Reads`' ``export_*``), idempotent by
     job id (dicts keyed by the ``*_FIELDS``); and the copied jobs deleted from the source."""
 
-    def import_jobs(self, rows: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = (),
-                    edges: Sequence[Mapping[str, Any]] = ()) -> Imported:
+    def import_jobs(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        attempts: Sequence[Mapping[str, Any]] = (),
+        edges: Sequence[Mapping[str, Any]] = (),
+    ) -> Imported:
         """Insert ``rows`` (every column; a few hundred a call) in one transaction, with the ``attempts``
         and ``edges`` of the jobs inserted now. Nothing here is overwritten: a job whose id is here is
         ``present`` or ``differing``, one whose key a job here holds ``key_taken``, an edge here kept.
@@ -261,8 +311,9 @@ class TransferTransitions(Connection, Protocol):
         ...
 
 
-class Store(ProducerTransitions, WorkerTransitions, UpkeepTransitions, TransferTransitions,
-            Protocol):
+class Store(
+    ProducerTransitions, WorkerTransitions, UpkeepTransitions, TransferTransitions, Protocol
+):
     """The contract: every transition an engine implements, each with its guarantee."""
 
 
@@ -308,7 +359,9 @@ class Wakeup(Protocol):
 
     def before_claim(self) -> None: ...
 
-    def fast_claim(self, owner: str, owner_pid: int, now: Callable[[], float], limit: int) -> list[Job] | None: ...
+    def fast_claim(
+        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
+    ) -> list[Job] | None: ...
 
     def claimed(self) -> None: ...
 

@@ -6,6 +6,7 @@ objects; nothing else in jobq imports an engine. An engine package must stay imp
 its driver (psycopg may be missing): its ``ENGINE`` imports the driver only inside ``open`` and
 the other calls, so that a missing driver is a clear error when the database is opened.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ class Target:
     watched for replacement (None for a server or an in-memory database); ``server``: the
     database is reached over sockets to a server (what the worker template checks before a fork).
     """
+
     engine: str
     location: str
     file: str | None = None
@@ -51,6 +53,7 @@ class Engine:
     - ``preload``: its modules (full names) the worker template imports once, so forked
       workers do not each import them
     """
+
     name: str
     section: str
     forms: str

@@ -22,6 +22,7 @@ of its connection (its ``_after_fork`` method) and connect again on first use:
 a handler module holds any connection to the database (each engine names its own: a database
 file's descriptors, a socket to a server); :func:`file_handles` and :func:`socket_handles` find them.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,12 +73,14 @@ def disown_socket(fd: int) -> None:
 
 # -- what the worker template checks before it forks ----------------------------------------------
 
+
 def open_connections(database: Any) -> list[str]:
     """The descriptors of this process connected to ``database`` (a ``database`` value or its
     resolved :class:`~shared.engines.engine.Target`): ``"fd N: what"`` for each, as the target's
     engine finds them. Empty where ``/proc`` is missing, or for a value no engine takes."""
     from . import by_name, target  # here: the registry imports the engines, which import us
     from shared.model.errors import StoreUnavailable
+
     try:
         where = target(database)
         engine = by_name(where.engine)

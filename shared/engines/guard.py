@@ -1,4 +1,5 @@
 """The class decorator both engines use to turn their driver's errors into jobq's own."""
+
 from __future__ import annotations
 
 import inspect
@@ -19,13 +20,18 @@ def unguarded(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def guard_public_methods(cls: type, guarded: Callable[[Callable[..., Any]], Callable[..., Any]]) -> type:
+def guard_public_methods(
+    cls: type, guarded: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> type:
     """Replace every public function of ``cls`` (and its bases) by ``guarded(fn)``: the engine's
     wrapper that translates its driver's exceptions. Costs one call frame per store call."""
     for name in dir(cls):
         fn = inspect.getattr_static(cls, name)
-        if (name.startswith("_") and name not in GUARDED_PRIVATE) or not inspect.isfunction(fn) \
-                or getattr(fn, "__jobq_unguarded__", False):
+        if (
+            (name.startswith("_") and name not in GUARDED_PRIVATE)
+            or not inspect.isfunction(fn)
+            or getattr(fn, "__jobq_unguarded__", False)
+        ):
             continue
         setattr(cls, name, guarded(fn))
     return cls

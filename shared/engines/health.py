@@ -7,6 +7,7 @@ the process asks it now and then and, on a problem, says so and stops rather tha
 database nobody else sees. An engine with nothing to check (PostgreSQL: the server is the
 database; a lost connection is reconnected) gives none.
 """
+
 from __future__ import annotations
 
 from typing import Protocol

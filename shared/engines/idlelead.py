@@ -30,6 +30,7 @@ This only decides who waits. It never gates SQLite: claims, heartbeats, the supe
 producers never touch this lock, so nothing can wedge on it. Where the file cannot be opened (a
 read-only folder) or locks are refused, every idle worker leads, as before.
 """
+
 from __future__ import annotations
 
 import errno
@@ -50,7 +51,7 @@ class IdleLead:
         self.state = FREE
         self.cancelled = False  # resigned while queued: the helper gives the lock straight back
         self.closed = False
-        self.blocking = False   # the helper is inside lockf(): it owns the file until it returns
+        self.blocking = False  # the helper is inside lockf(): it owns the file until it returns
         self.mutex = threading.Lock()
         self.wanted = threading.Event()
         self.thread: threading.Thread | None = None

@@ -12,6 +12,7 @@ value's scheme in the registry and lets that engine say what the value means (th
 database if any, whether it is a server). No engine's modules are imported to do so beyond
 its light package (the driver is imported when the database is opened).
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,9 @@ def target(value: str, base_dir: str | None = None) -> Target:
     try:
         engine = engine_for(scheme)
     except KeyError:
-        raise ValueError(f"database {redacted(value)!r}: unknown engine {scheme!r} "
-                         f"(expected {expected()})") from None
+        raise ValueError(
+            f"database {redacted(value)!r}: unknown engine {scheme!r} (expected {expected()})"
+        ) from None
     return engine.locate(value, rest, base_dir)
 
 
@@ -99,20 +101,21 @@ def _split_auth(rest: str) -> tuple[str | None, str]:
     at = rest.rfind("@")
     if at < 0:
         return None, rest
-    if "?" in rest[:at] and "=" in rest[rest.index("?"):at]:
+    if "?" in rest[:at] and "=" in rest[rest.index("?") : at]:
         at = rest.rfind("@", 0, rest.index("?"))  # that @ was in the query (application_name=a@b)
         if at < 0:
             return None, rest
-    return rest[:at], rest[at + 1:]
+    return rest[:at], rest[at + 1 :]
 
 
 def _secrets(value: str) -> set[str]:
     """The passwords a database URL holds, as written and percent-decoded."""
     from urllib.parse import unquote
+
     _, _, rest = value.partition("://")
     cred, _ = _split_auth(rest)
     found = [cred.partition(":")[2]] if cred and ":" in cred else []
-    found += [m.group(0)[len(m.group(1)):] for m in _QUERY_SECRET.finditer(rest)]
+    found += [m.group(0)[len(m.group(1)) :] for m in _QUERY_SECRET.finditer(rest)]
     # a driver that misreads a password holding an unencoded / or @ quotes a piece of it
     pieces = [p for f in found for p in re.split(r"[/@?#:]", f)]
     return {s for f in found + pieces for s in (f, unquote(f)) if len(s) >= _MIN_SECRET}

@@ -9,6 +9,7 @@ statement run here changes, the read layer answers for. Only :mod:`shared.ops` a
 import this module (``tests/unit/test_layering.py``). Rows are plain dicts; driver errors come
 out as :mod:`shared.model.errors` exceptions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ class Gauge:
     its name in ``jobq status --json`` and, as ``jobq_<key>``, in the metrics; ``label`` what
     ``status``, ``top`` and the dashboard print before it; ``help`` the metric's help text;
     ``unit`` how it is printed (``bytes``: a size; else the number)."""
+
     key: str
     label: str
     help: str
@@ -47,8 +49,13 @@ class OpsAccess(Protocol):
         statement's rows."""
         ...
 
-    def batches(self, sql: str, params: Mapping[str, Any], rows: int = 1000,
-                progress: Callable[[int], None] | None = None) -> int:
+    def batches(
+        self,
+        sql: str,
+        params: Mapping[str, Any],
+        rows: int = 1000,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """A batched ``... RETURNING id`` write (``:after``, ``:batch``) in short transactions
         paced by the engine, until a batch comes back short; how many rows it touched.
         ``progress`` is called with the count so far after each batch commits."""

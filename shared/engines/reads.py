@@ -8,6 +8,7 @@ shared SQL layer has them all. Each answers as committed now; none opens a trans
 leaves open. The reads whose answer depends on the engine's own clock (lease and process ages)
 are in the contract, since each engine judges them its own way.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
@@ -65,8 +66,9 @@ class Reads(Protocol):
         """Every schedule's mark, by name."""
         ...
 
-    def export_jobs(self, after: str, limit: int,
-                    statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def export_jobs(
+        self, after: str, limit: int, statuses: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
         """Up to ``limit`` jobs with ``id > after``, in id order, every column
         (:data:`shared.engines.transfer.JOB_FIELDS`); only those of ``statuses`` when given.
         Paging by the last id resumes anywhere."""

@@ -1,6 +1,7 @@
 """The supervisor's upkeep as the store contract names it (re-exported by
 ``shared.engines.contract``): a :class:`Round` of upkeep handed to each :class:`UpkeepTask`, the
 engines' own among them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,11 +14,12 @@ if TYPE_CHECKING:
 @dataclass
 class Round:
     """What one round of the supervisor's upkeep knows, handed to every task in turn."""
+
     store: UpkeepStore
-    config: Any       # the supervisor's current shared.settings.config.Config
-    now: float        # wall clock, Unix seconds
+    config: Any  # the supervisor's current shared.settings.config.Config
+    now: float  # wall clock, Unix seconds
     monotonic: float  # the clock's monotonic reading
-    busy: bool = True   # jobs are running (set by the timeouts task, which runs first)
+    busy: bool = True  # jobs are running (set by the timeouts task, which runs first)
     running: Any = None  # the running jobs the timeouts task read (None: it could not)
     expired: set = field(default_factory=set)  # foreign owners whose lease expired
 
@@ -27,6 +29,7 @@ class UpkeepTask:
     """Periodic work the supervisor runs: ``run(round)`` at most every ``every`` seconds
     (0: every maintenance round), in the order of the list. Engines add their own
     (:func:`shared.engines.upkeep_tasks`)."""
+
     name: str
     every: float
     run: Callable[[Round], None]

@@ -8,6 +8,7 @@ The worker (``worker.aio``) runs these types' jobs as tasks of one event loop, e
 cancelling its task only; the supervisor (``supervisor.maintenance``) gives such a worker the
 job's timeout plus ``kill_grace`` before it kills it: past that the loop itself is blocked.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,8 +48,12 @@ def async_limits(config: Any, registry: Registry) -> dict[str, int]:
     for name in out:
         spec = registry.get(name)
         if spec is not None and not spec.is_async:
-            where = f"{getattr(spec.fn, '__module__', '?')}.{getattr(spec.fn, '__qualname__', spec.fn)}"
-            raise AsyncConfigError(f'[types."{name}"] async_concurrency = {out[name]}: the handler of job '
-                                   f"type {name!r} ({where}) is not an async def function; only async "
-                                   f"handlers can run many at once on a worker's event loop")
+            where = (
+                f"{getattr(spec.fn, '__module__', '?')}.{getattr(spec.fn, '__qualname__', spec.fn)}"
+            )
+            raise AsyncConfigError(
+                f'[types."{name}"] async_concurrency = {out[name]}: the handler of job '
+                f"type {name!r} ({where}) is not an async def function; only async "
+                f"handlers can run many at once on a worker's event loop"
+            )
     return out

@@ -5,6 +5,7 @@ with no module to list in ``handlers``. A handler module may define the same typ
   ``[retention]`` settings (``retentionDays`` overrides ``completed_after``), in batches. The
   shipped ``jobq.toml`` schedules it daily.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,7 +38,9 @@ def retention_days(payload: Any) -> float | None:
     if payload is None:
         return None
     if not isinstance(payload, dict):
-        raise PermanentError(f"{CLEANUP} payload must be an object like {{\"retentionDays\": 30}}, got {payload!r}")
+        raise PermanentError(
+            f'{CLEANUP} payload must be an object like {{"retentionDays": 30}}, got {payload!r}'
+        )
     days = payload.get("retentionDays")
     if days is None:
         return None

@@ -5,6 +5,7 @@ their timeouts and attempt limits to police and re-queue jobs).
 :class:`HandlerSpec`. :func:`load_registry` imports the configured modules and collects the
 marked functions, so two registries in one process never leak into each other.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -42,8 +43,10 @@ class RetryAfter(Exception):
 
     def __init__(self, seconds: float, message: str = "") -> None:
         if not 0 <= seconds <= self.MAX_DELAY:  # NaN, inf, 1e300 cannot become a run_at
-            raise ValueError(f"RetryAfter seconds must be a finite number from 0 to {self.MAX_DELAY:g} "
-                             f"(due by {MAX_TIME_TEXT} at the latest), got {seconds!r}")
+            raise ValueError(
+                f"RetryAfter seconds must be a finite number from 0 to {self.MAX_DELAY:g} "
+                f"(due by {MAX_TIME_TEXT} at the latest), got {seconds!r}"
+            )
         super().__init__(message or f"retry requested after {seconds:g} s")
         self.seconds = float(seconds)
 
@@ -64,9 +67,14 @@ class HandlerSpec:
     queue: str | None = None  # the queue its jobs go to when enqueued without one
 
 
-def handler(job_type: str, *, max_attempts: int | None = None, timeout: float | None = None,
-            async_concurrency: int | None = None,
-            queue: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def handler(
+    job_type: str,
+    *,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    async_concurrency: int | None = None,
+    queue: str | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(payload, job)`` as the handler of ``job_type``.
 
     ``max_attempts`` and ``timeout`` (seconds) override the config for this type;
@@ -80,27 +88,43 @@ def handler(job_type: str, *, max_attempts: int | None = None, timeout: float | 
     if not isinstance(job_type, str) or not job_type:
         raise ValueError(f"handler type must be a non-empty string, got {job_type!r}")
     if max_attempts is not None and (not isinstance(max_attempts, int) or max_attempts < 1):
-        raise ValueError(f"handler {job_type!r}: max_attempts must be an integer >= 1, got {max_attempts!r}")
+        raise ValueError(
+            f"handler {job_type!r}: max_attempts must be an integer >= 1, got {max_attempts!r}"
+        )
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise ValueError(f"handler {job_type!r}: timeout must be a number > 0, got {timeout!r}")
     check_async_concurrency(job_type, async_concurrency)
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-        spec = HandlerSpec(job_type, fn, max_attempts, None if timeout is None else float(timeout),
-                           inspect.iscoroutinefunction(fn), async_concurrency, queue)
+        spec = HandlerSpec(
+            job_type,
+            fn,
+            max_attempts,
+            None if timeout is None else float(timeout),
+            inspect.iscoroutinefunction(fn),
+            async_concurrency,
+            queue,
+        )
         if async_concurrency is not None and not spec.is_async:
-            raise ValueError(f"handler {job_type!r}: async_concurrency={async_concurrency!r} needs an "
-                             f"async def handler, and {_where(fn)} is not one")
+            raise ValueError(
+                f"handler {job_type!r}: async_concurrency={async_concurrency!r} needs an "
+                f"async def handler, and {_where(fn)} is not one"
+            )
         setattr(fn, ATTR, spec)
         return fn
+
     return mark
 
 
 def check_async_concurrency(job_type: str, value: Any) -> None:
     """ValueError naming ``job_type`` unless ``value`` is None or an integer from 1 to 10,000."""
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000):
-        raise ValueError(f"handler {job_type!r}: async_concurrency must be an integer from 1 to 10000, "
-                         f"got {value!r}")
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10_000
+    ):
+        raise ValueError(
+            f"handler {job_type!r}: async_concurrency must be an integer from 1 to 10000, "
+            f"got {value!r}"
+        )
 
 
 HOOK_ATTR = "__jobq_hook__"
@@ -111,18 +135,23 @@ def _hook(event: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         setattr(fn, HOOK_ATTR, event)
         return fn
+
     return mark
 
 
 on_completed = _hook("completed")
-on_completed.__doc__ = "Mark ``fn(job, result)`` to run in the worker after a job's success commits."
+on_completed.__doc__ = (
+    "Mark ``fn(job, result)`` to run in the worker after a job's success commits."
+)
 on_failed = _hook("failed")
 on_failed.__doc__ = "Mark ``fn(job, error)`` to run after a job is failed for good (committed)."
 on_retry = _hook("retry")
 on_retry.__doc__ = "Mark ``fn(job, error)`` to run after a failed attempt is re-queued (committed)."
 on_cancelled = _hook("cancelled")
-on_cancelled.__doc__ = ("Mark ``fn(job, error)`` to run in the worker after its running job ended "
-                        "``cancelled`` (committed; ``error``: why, as stored).")
+on_cancelled.__doc__ = (
+    "Mark ``fn(job, error)`` to run in the worker after its running job ended "
+    "``cancelled`` (committed; ``error``: why, as stored)."
+)
 
 
 class HandlerImportError(RuntimeError):
@@ -135,13 +164,19 @@ class HandlerImportError(RuntimeError):
         self.module, self.summary, self.traceback = module, summary, tb
 
 
-def import_failure(module: str, exc: BaseException, source: str | None = None) -> HandlerImportError:
+def import_failure(
+    module: str, exc: BaseException, source: str | None = None
+) -> HandlerImportError:
     """The :class:`HandlerImportError` for ``module`` failing with ``exc``; ``source``: the
     config file whose ``handlers`` key names the module."""
     where = f"handlers in {source}" if source else "handlers"
-    what = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line, even for a multi-line message
+    what = " ".join(
+        f"{type(exc).__name__}: {exc}".split()
+    )  # one line, even for a multi-line message
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return HandlerImportError(module, f"handler module {module!r} ({where}) failed to import: {what}", tb)
+    return HandlerImportError(
+        module, f"handler module {module!r} ({where}) failed to import: {what}", tb
+    )
 
 
 class Registry:
@@ -158,8 +193,9 @@ class Registry:
     def add(self, spec: HandlerSpec) -> None:
         old = self._specs.get(spec.type)
         if old is not None and old.fn is not spec.fn:
-            raise ValueError(f"job type {spec.type!r} has two handlers: "
-                             f"{_where(old.fn)} and {_where(spec.fn)}")
+            raise ValueError(
+                f"job type {spec.type!r} has two handlers: {_where(old.fn)} and {_where(spec.fn)}"
+            )
         self._specs[spec.type] = spec
 
     def get(self, job_type: str) -> HandlerSpec | None:
@@ -210,10 +246,13 @@ def load_registry(modules: Iterable[str], source: str | None = None) -> Registry
     for name in modules:
         try:
             mod = importlib.import_module(name)
-        except BaseException as exc:  # SyntaxError, SystemExit from a module... all are boot failures
+        except (
+            BaseException
+        ) as exc:  # SyntaxError, SystemExit from a module... all are boot failures
             raise import_failure(name, exc, source) from exc
         registry.add_module(mod)
     from shared.execution import builtin_jobs  # here, not at the top: it imports this module
+
     for spec in builtin_jobs.specs():
         if registry.get(spec.type) is None:
             registry.add(spec)

@@ -1,5 +1,6 @@
 """From a handler's :class:`Outcome` to the guarded write that records it, and what follows
 the commit: the log line and the on_completed/on_failed/on_retry hooks."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,13 +18,18 @@ from shared.execution.runner import JobContext, Outcome
 from shared.telemetry.tracing import span_ids
 
 log = get_logger("worker")
-_EVENTS = {"completed": ("job.completed", logging.INFO), "failed": ("job.failed", logging.WARNING),
-           "retry": ("job.retry", logging.INFO), "cancelled": ("job.cancelled", logging.INFO)}
+_EVENTS = {
+    "completed": ("job.completed", logging.INFO),
+    "failed": ("job.failed", logging.WARNING),
+    "retry": ("job.retry", logging.INFO),
+    "cancelled": ("job.cancelled", logging.INFO),
+}
 
 
 @dataclass
 class Done:
     """A finished run waiting to be committed."""
+
     job: Job
     ctx: JobContext
     outcome: Outcome
@@ -32,8 +38,9 @@ class Done:
     delay: float | None = None
 
 
-def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: float,
-           duration: float) -> Done:
+def decide(
+    job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: float, duration: float
+) -> Done:
     """Completed, retried (after RetryAfter's delay or the backoff) or failed for good; cancelled
     when the handler raised JobCancelled or failed after a cancel was requested.
 
@@ -45,21 +52,57 @@ def decide(job: Job, ctx: JobContext, outcome: Outcome, policy: JobPolicy, now: 
     ordinary failure."""
     outcome = storable(job, outcome, policy.config.max_result_bytes, now)
     # the run's own times, and its last progress report (the check-in's may be older)
-    times: dict[str, Any] = {"started": now - max(duration, 0.0), "ended": now,
-                             "progress": getattr(ctx, "reported", None)}
+    times: dict[str, Any] = {
+        "started": now - max(duration, 0.0),
+        "ended": now,
+        "progress": getattr(ctx, "reported", None),
+    }
     if outcome.kind == "completed":
-        return Done(job, ctx, outcome, Finish("completed", job.id, job.attempts, outcome.result, **times),
-                    duration)
+        return Done(
+            job,
+            ctx,
+            outcome,
+            Finish("completed", job.id, job.attempts, outcome.result, **times),
+            duration,
+        )
     if outcome.kind == "cancelled" or getattr(ctx, "cancel_requested", False):
         # asked to stop: whatever else went wrong meanwhile, never retried
-        return Done(job, ctx, outcome, Finish("cancelled", job.id, job.attempts, outcome.error or "cancelled",
-                                              **times), duration)
+        return Done(
+            job,
+            ctx,
+            outcome,
+            Finish("cancelled", job.id, job.attempts, outcome.error or "cancelled", **times),
+            duration,
+        )
     if outcome.kind == "failed" or job.attempts >= ctx.max_attempts:
-        return Done(job, ctx, outcome, Finish("failed", job.id, job.attempts, outcome.error or "",
-                                              0.0, ctx.max_attempts, **times), duration)
-    delay = outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
-    return Done(job, ctx, outcome, Finish("retry", job.id, job.attempts, outcome.error or "",
-                                          now + delay, ctx.max_attempts, **times), duration, delay)
+        return Done(
+            job,
+            ctx,
+            outcome,
+            Finish(
+                "failed", job.id, job.attempts, outcome.error or "", 0.0, ctx.max_attempts, **times
+            ),
+            duration,
+        )
+    delay = (
+        outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
+    )
+    return Done(
+        job,
+        ctx,
+        outcome,
+        Finish(
+            "retry",
+            job.id,
+            job.attempts,
+            outcome.error or "",
+            now + delay,
+            ctx.max_attempts,
+            **times,
+        ),
+        duration,
+        delay,
+    )
 
 
 def storable(job: Job, outcome: Outcome, max_result_bytes: int, now: float) -> Outcome:
@@ -69,14 +112,23 @@ def storable(job: Job, outcome: Outcome, max_result_bytes: int, now: float) -> O
         if text is not None and len(text) * 4 > max_result_bytes:  # else it fits: <= 4 bytes a char
             size = len(text.encode("utf-8"))
             if size > max_result_bytes:
-                return Outcome("failed", error=f"job {job.id} ({job.type!r}): result of {size} bytes exceeds "
-                                               f"max_result_bytes={max_result_bytes}")
+                return Outcome(
+                    "failed",
+                    error=f"job {job.id} ({job.type!r}): result of {size} bytes exceeds "
+                    f"max_result_bytes={max_result_bytes}",
+                )
         return outcome
     error = bounds.safe_text(outcome.error or "")
-    if outcome.kind == "retry_after" and bounds.time_error(now + (outcome.delay or 0.0)) is not None:
-        return Outcome("error", error=f"RetryAfter({outcome.delay:g} s) would make job {job.id} due after "
-                                      f"{bounds.MAX_TIME_TEXT}, the latest time jobq stores: treated as an "
-                                      f"ordinary failure\n{error}")
+    if (
+        outcome.kind == "retry_after"
+        and bounds.time_error(now + (outcome.delay or 0.0)) is not None
+    ):
+        return Outcome(
+            "error",
+            error=f"RetryAfter({outcome.delay:g} s) would make job {job.id} due after "
+            f"{bounds.MAX_TIME_TEXT}, the latest time jobq stores: treated as an "
+            f"ordinary failure\n{error}",
+        )
     return outcome if error == outcome.error else dataclasses.replace(outcome, error=error)
 
 
@@ -84,37 +136,73 @@ def unrecordable(done: Done, exc: BaseException) -> Done:
     """``done`` turned into a failure that can be recorded, after recording it raised ``exc``
     (a last resort: :func:`storable` should have made every outcome recordable)."""
     f = done.finish
-    error = bounds.safe_text(f"the outcome {f.kind!r} of job {f.job_id} could not be recorded "
-                             f"({type(exc).__name__}: {exc}); the job failed instead")
-    return Done(done.job, done.ctx, Outcome("failed", error=error),
-                Finish("failed", f.job_id, f.attempt, error, 0.0, done.ctx.max_attempts, f.started,
-                       f.ended, f.progress),
-                done.duration)
+    error = bounds.safe_text(
+        f"the outcome {f.kind!r} of job {f.job_id} could not be recorded "
+        f"({type(exc).__name__}: {exc}); the job failed instead"
+    )
+    return Done(
+        done.job,
+        done.ctx,
+        Outcome("failed", error=error),
+        Finish(
+            "failed",
+            f.job_id,
+            f.attempt,
+            error,
+            0.0,
+            done.ctx.max_attempts,
+            f.started,
+            f.ended,
+            f.progress,
+        ),
+        done.duration,
+    )
 
 
-def after_commit_all(dones: list[Done], committed: list[bool], registry: Registry, slot: int | None,
-                     pid: int) -> None:
+def after_commit_all(
+    dones: list[Done], committed: list[bool], registry: Registry, slot: int | None, pid: int
+) -> None:
     """What follows one commit: the completions' log lines (one record for the whole batch),
     then, job by job, the other outcomes' lines and every hook."""
     name, level = _EVENTS["completed"]
     if log.isEnabledFor(level):
-        events(log, name, level, [_fields(d, slot, pid) for d, ok in zip(dones, committed)
-                                  if ok and d.finish.kind == "completed"])
+        events(
+            log,
+            name,
+            level,
+            [
+                _fields(d, slot, pid)
+                for d, ok in zip(dones, committed)
+                if ok and d.finish.kind == "completed"
+            ],
+        )
     for d, ok in zip(dones, committed):
         after_commit(d, ok, registry, slot, pid, logged=ok and d.finish.kind == "completed")
 
 
 def _fields(done: Done, slot: int | None, pid: int) -> dict[str, Any]:
     job = done.job
-    fields = dict(id=job.id, type=job.type, attempt=job.attempts, duration=round(done.duration, 6),
-                  slot=slot, pid=pid)
+    fields = dict(
+        id=job.id,
+        type=job.type,
+        attempt=job.attempts,
+        duration=round(done.duration, 6),
+        slot=slot,
+        pid=pid,
+    )
     if done.outcome.span is not None:  # logged after the commit, outside the run's span: its ids
         fields["trace_id"], fields["span_id"] = span_ids(done.outcome.span)
     return fields
 
 
-def after_commit(done: Done, committed: bool, registry: Registry, slot: int | None, pid: int,
-                 logged: bool = False) -> None:
+def after_commit(
+    done: Done,
+    committed: bool,
+    registry: Registry,
+    slot: int | None,
+    pid: int,
+    logged: bool = False,
+) -> None:
     """Log the recorded outcome (unless ``logged`` already) and run its hooks; a lost lease is
     logged and nothing else."""
     kind = done.finish.kind
@@ -137,5 +225,11 @@ def after_commit(done: Done, committed: bool, registry: Registry, slot: int | No
         try:
             hook(done.ctx, arg)
         except Exception as exc:  # noqa: BLE001 - a failing hook never fails the job
-            event(log, "hook.failed", logging.ERROR, hook=getattr(hook, "__qualname__", repr(hook)),
-                  error=f"{type(exc).__name__}: {exc}", **fields)
+            event(
+                log,
+                "hook.failed",
+                logging.ERROR,
+                hook=getattr(hook, "__qualname__", repr(hook)),
+                error=f"{type(exc).__name__}: {exc}",
+                **fields,
+            )

@@ -3,6 +3,7 @@
 Order of precedence: the job's own value (set at enqueue) > the handler decorator >
 ``[types."<job type>"]`` > the global config (``[retry]``, ``[worker] job_timeout``).
 """
+
 from __future__ import annotations
 
 import random
@@ -14,10 +15,14 @@ from shared.model.retry import RetryPolicy
 
 
 class JobPolicy:
-    def __init__(self, config: Config, registry: Registry, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, config: Config, registry: Registry, rng: random.Random | None = None
+    ) -> None:
         self.config = config
         self.registry = registry
-        self.retry = RetryPolicy(config.retry.max_attempts, config.retry.backoff_base, config.retry.backoff_max)
+        self.retry = RetryPolicy(
+            config.retry.max_attempts, config.retry.backoff_base, config.retry.backoff_max
+        )
         self._rng = rng
 
     def max_attempts(self, job: Job) -> int:

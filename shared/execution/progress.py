@@ -19,6 +19,7 @@ closed the database, just before it exits: a worker that said so and is still al
 ``kill_grace`` is stuck on its way out (a handler's thread, an exit hook) and its supervisor
 kills it.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -35,7 +36,9 @@ class ProgressWriter:
 
     def batch(self, job_ids: Sequence[str], completed: int = 0) -> None:
         """A new batch was claimed; none of it started yet; ``completed`` jobs ran before it."""
-        data = (f"{0:0{WIDTH}d} {completed:0{WIDTH}d}\n" + "".join(f"{j}\n" for j in job_ids)).encode()
+        data = (
+            f"{0:0{WIDTH}d} {completed:0{WIDTH}d}\n" + "".join(f"{j}\n" for j in job_ids)
+        ).encode()
         os.pwrite(self.fd, data, 0)
         os.ftruncate(self.fd, len(data))
         if self.head is None:
@@ -67,7 +70,7 @@ def not_in_hand(path: str) -> list[str]:
     jobs its death is not to blame on. Those before it had returned (their outcomes may not have
     been committed yet), those after it never started. [] if unknown."""
     ids, count = _read(path)
-    return ids[:count - 1] + ids[count:] if count >= 1 else ids
+    return ids[: count - 1] + ids[count:] if count >= 1 else ids
 
 
 def _read(path: str) -> tuple[list[str], int]:

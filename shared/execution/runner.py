@@ -3,6 +3,7 @@
 No database access here: the worker loop (or, in a user's tests, :mod:`shared.producer.inline`)
 records the outcome.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -21,7 +22,9 @@ from shared.telemetry.tracing import Tracing
 from shared.execution.stopping import JobCancelled, check_cancelled, progress_json, run_awaitable
 
 log = get_logger("job")
-_PLAIN = frozenset({type(None), dict, list, str, int, float, bool})  # a handler's usual values: never awaitable
+_PLAIN = frozenset(
+    {type(None), dict, list, str, int, float, bool}
+)  # a handler's usual values: never awaitable
 
 
 class JobLogger(logging.LoggerAdapter):
@@ -39,10 +42,28 @@ class JobContext:
     ``cancel_requested`` (true once a cancel of the running job was asked), ``check_cancelled()``
     and ``progress(...)`` (see :mod:`shared.execution.stopping`)."""
 
-    __slots__ = ("id", "type", "attempt", "max_attempts", "queue", "_logger", "config", "store", "_parents",
-                 "cancel_requested", "timeout", "deadline", "in_handler", "timed_out", "reported", "reports")
+    __slots__ = (
+        "id",
+        "type",
+        "attempt",
+        "max_attempts",
+        "queue",
+        "_logger",
+        "config",
+        "store",
+        "_parents",
+        "cancel_requested",
+        "timeout",
+        "deadline",
+        "in_handler",
+        "timed_out",
+        "reported",
+        "reports",
+    )
 
-    def __init__(self, id: str, type: str, attempt: int, max_attempts: int, queue: str = "default") -> None:
+    def __init__(
+        self, id: str, type: str, attempt: int, max_attempts: int, queue: str = "default"
+    ) -> None:
         self.id, self.type, self.attempt, self.max_attempts = id, type, attempt, max_attempts
         self.queue = queue
         self._logger: logging.LoggerAdapter | None = None
@@ -50,7 +71,7 @@ class JobContext:
         self.store: Any = None  # the runner's store: where parent_results are read from
         self._parents: list[dict[str, Any]] | None = None
         self.cancel_requested = False  # set by the worker's heartbeat thread
-        self.timeout: float | None = None   # seconds, and the monotonic deadline, when armed
+        self.timeout: float | None = None  # seconds, and the monotonic deadline, when armed
         self.deadline: float | None = None
         self.in_handler = False  # the handler's own code runs (a timeout may raise into it)
         self.timed_out = False
@@ -62,7 +83,9 @@ class JobContext:
         ``JobQueue.cancel``, the dashboard): the job then ends ``cancelled``, never retried."""
         check_cancelled(self)
 
-    def progress(self, fraction: float | None = None, note: str | None = None, **fields: Any) -> None:
+    def progress(
+        self, fraction: float | None = None, note: str | None = None, **fields: Any
+    ) -> None:
         """Report progress: ``fraction`` (0 to 1), a ``note`` and JSON ``fields``. Kept in memory;
         the worker writes the latest one a few times a second at most (``JobQueue.get(id).progress``,
         ``jobq show``). Bad input raises ValueError/TypeError and keeps the previous one."""
@@ -72,8 +95,10 @@ class JobContext:
     @property
     def logger(self) -> logging.LoggerAdapter:
         if self._logger is None:  # built on first use: most handlers never log
-            self._logger = JobLogger(logging.getLogger("jobq.job"),
-                                     {"id": self.id, "type": self.type, "attempt": self.attempt})
+            self._logger = JobLogger(
+                logging.getLogger("jobq.job"),
+                {"id": self.id, "type": self.type, "attempt": self.attempt},
+            )
         return self._logger
 
     @property
@@ -86,8 +111,11 @@ class JobContext:
     def parent_errors(self) -> dict[str, str]:
         """The parents that failed or were cancelled (a child with ``after_failure="run"`` runs
         anyway): parent id -> their error text."""
-        return {p["id"]: p["error"] or p["status"] or "deleted" for p in self._read_parents()
-                if p["status"] != "completed"}
+        return {
+            p["id"]: p["error"] or p["status"] or "deleted"
+            for p in self._read_parents()
+            if p["status"] != "completed"
+        }
 
     def _read_parents(self) -> list[dict[str, Any]]:
         if self._parents is None:
@@ -105,6 +133,7 @@ class Outcome:
     'error' (retry or fail by attempts) or 'retry_after' (retry after ``delay``); ``exc``: the
     exception the handler raised (for the trace span), if any; ``span``: the run's trace span
     context (OpenTelemetry's SpanContext), when it ran in one (its log line carries the ids)."""
+
     kind: str
     result: str | None = None
     error: str | None = None
@@ -124,23 +153,32 @@ def _format(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
 
 
-def execute(registry: Registry, job: Job, ctx: JobContext, tracing: Tracing | None = None) -> Outcome:
+def execute(
+    registry: Registry, job: Job, ctx: JobContext, tracing: Tracing | None = None
+) -> Outcome:
     """Call the job's handler and classify the result, in the job's trace span where the
     application traces (:mod:`shared.telemetry.tracing`; ``tracing``: the caller's, kept per
     process; None for spans only, no meters). Never raises."""
     out = (tracing or Tracing(metered=False)).consume(job, lambda: _execute(registry, job, ctx))
-    return out if out.exc is None else replace(out, exc=None)  # keep no handler frames past the span
+    return (
+        out if out.exc is None else replace(out, exc=None)
+    )  # keep no handler frames past the span
 
 
 def _execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
     spec = registry.get(job.type)
     if spec is None:
         known = ", ".join(registry.types()) or "none"
-        return Outcome("failed", error=f"no handler for job type {job.type!r} (job {job.id}); "
-                                       f"registered types: {known}")
+        return Outcome(
+            "failed",
+            error=f"no handler for job type {job.type!r} (job {job.id}); registered types: {known}",
+        )
     if job.payload_error is not None:
-        return Outcome("failed", error=f"payload of job {job.id} (type {job.type!r}) cannot be decoded, "
-                                       f"so the job failed without running: {job.payload_error}")
+        return Outcome(
+            "failed",
+            error=f"payload of job {job.id} (type {job.type!r}) cannot be decoded, "
+            f"so the job failed without running: {job.payload_error}",
+        )
     try:
         value = _own_call(spec, job, ctx)
     except PermanentError as exc:
@@ -150,14 +188,20 @@ def _execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
     except RetryAfter as exc:
         return Outcome("retry_after", error=_format(exc), delay=exc.seconds, exc=exc)
     except SystemExit as exc:
-        return Outcome("error", error=f"handler of job {job.id} called sys.exit({exc.code!r}): "
-                                      f"treated as a failure\n{_format(exc)}", exc=exc)
+        return Outcome(
+            "error",
+            error=f"handler of job {job.id} called sys.exit({exc.code!r}): "
+            f"treated as a failure\n{_format(exc)}",
+            exc=exc,
+        )
     except BaseException as exc:  # noqa: BLE001 - any handler failure is the job's, not the worker's
         return Outcome("error", error=_format(exc), exc=exc)
     if value is None:
         return Outcome("completed")
     try:
-        return Outcome("completed", result=encode_json(value, f"result of job {job.id} ({job.type!r})"))
+        return Outcome(
+            "completed", result=encode_json(value, f"result of job {job.id} ({job.type!r})")
+        )
     except (TypeError, ValueError) as exc:
         return Outcome("failed", error=str(exc))
 
@@ -173,7 +217,9 @@ def _own_call(spec: HandlerSpec, job: Job, ctx: JobContext) -> Any:
         value = _call(spec, job.payload, ctx)
     except SystemExit as exc:
         if os.getpid() != pid:
-            _end_stray(job, pid, exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+            _end_stray(
+                job, pid, exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            )
         raise
     except BaseException as exc:
         if os.getpid() != pid:
@@ -190,10 +236,19 @@ def _end_stray(job: Job, parent: int, code: int, exc: BaseException | None = Non
     ``os._exit``: other buffers may hold the parent's output, and no cleanup the parent owns
     runs here."""
     try:
-        event(log, "job.stray_process", logging.WARNING, id=job.id, type=job.type, pid=os.getpid(),
-              parent=parent, code=code, error=_format(exc) if exc is not None else None,
-              note="a process the handler forked returned or raised instead of ending with "
-                   "os._exit; it ends here")
+        event(
+            log,
+            "job.stray_process",
+            logging.WARNING,
+            id=job.id,
+            type=job.type,
+            pid=os.getpid(),
+            parent=parent,
+            code=code,
+            error=_format(exc) if exc is not None else None,
+            note="a process the handler forked returned or raised instead of ending with "
+            "os._exit; it ends here",
+        )
         for handler in logging.getLogger("jobq").handlers + logging.getLogger().handlers:
             handler.flush()
         sys.stderr.flush()
@@ -209,6 +264,8 @@ def _call(spec: HandlerSpec, payload: Any, ctx: JobContext) -> Any:
         value = spec.fn(payload, ctx)
     finally:
         ctx.in_handler = False
-    if type(value) in _PLAIN or not inspect.isawaitable(value):  # (the ABC checks cost more: every job's path)
+    if type(value) in _PLAIN or not inspect.isawaitable(
+        value
+    ):  # (the ABC checks cost more: every job's path)
         return value
     return run_awaitable(value, ctx)

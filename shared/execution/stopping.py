@@ -8,6 +8,7 @@ Who sets what: the worker arms the deadline around the handler call (``worker.de
 its heartbeat thread sets ``cancel_requested`` when the job's row carries a cancel request and
 writes the progress the handler reported (``worker.checkin``). Nothing here touches a database.
 """
+
 from __future__ import annotations
 
 import time
@@ -17,7 +18,7 @@ from shared.model.bounds import MAX_DEPTH
 from shared.model.job import encode_json
 
 MAX_PROGRESS_BYTES = 4096  # a progress is a small JSON object: a bar and a line, not a result
-WATCH_EVERY = 0.05         # seconds: how often an async handler's watcher looks at the flags
+WATCH_EVERY = 0.05  # seconds: how often an async handler's watcher looks at the flags
 
 
 class JobTimeout(Exception):
@@ -37,7 +38,9 @@ class JobCancelled(Exception):
             job, message = None, job
         self.job = job
         if message is None:
-            message = f"job {job.id} ({job.type}) was cancelled" if job is not None else "job cancelled"
+            message = (
+                f"job {job.id} ({job.type}) was cancelled" if job is not None else "job cancelled"
+            )
         super().__init__(message)
 
 
@@ -64,7 +67,11 @@ def progress_json(ctx: Any, fraction: Any, note: Any, fields: dict[str, Any]) ->
     where = f"progress of job {ctx.id} ({ctx.type!r})"
     value: dict[str, Any] = {}
     if fraction is not None:
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, (int, float))
+            or not 0 <= fraction <= 1
+        ):
             raise ValueError(f"{where}: fraction must be a number from 0 to 1, got {fraction!r}")
         value["fraction"] = float(fraction)
     if note is not None:
@@ -74,8 +81,10 @@ def progress_json(ctx: Any, fraction: Any, note: Any, fields: dict[str, Any]) ->
     value.update(fields)
     text = encode_json(value, where)
     if len(text.encode("utf-8")) > MAX_PROGRESS_BYTES:
-        raise ValueError(f"{where}: {len(text.encode('utf-8'))} bytes of JSON exceeds the "
-                         f"{MAX_PROGRESS_BYTES}-byte limit (at most {MAX_DEPTH} levels deep)")
+        raise ValueError(
+            f"{where}: {len(text.encode('utf-8'))} bytes of JSON exceeds the "
+            f"{MAX_PROGRESS_BYTES}-byte limit (at most {MAX_DEPTH} levels deep)"
+        )
     return text
 
 
@@ -110,4 +119,5 @@ def run_awaitable(value: Any, ctx: Any) -> Any:
             if why == "cancel":
                 raise JobCancelled(cancel_text(ctx)) from None
             raise
+
     return asyncio.run(main())

@@ -11,6 +11,7 @@
 - Times: every stored time (``run_at``, a delay, ``RetryAfter``) lies in the years 1 to 9999
   (``MIN_TIME`` .. ``MAX_TIME``): stored times are fixed-width text, ordered as text.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,8 @@ import re
 
 MAX_DEPTH = 100
 MAX_TYPE_LEN = 200
-MIN_TIME = -62_135_596_800.0   # 0001-01-01T00:00:00Z
-MAX_TIME = 253_402_300_799.0   # 9999-12-31T23:59:59Z
+MIN_TIME = -62_135_596_800.0  # 0001-01-01T00:00:00Z
+MAX_TIME = 253_402_300_799.0  # 9999-12-31T23:59:59Z
 MAX_TIME_TEXT = "9999-12-31T23:59:59Z"
 
 # Strings (brackets inside them do not count) and everything else but brackets, for too_deep

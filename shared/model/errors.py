@@ -13,13 +13,16 @@ Two kinds, apart, so that a caller can tell waiting from fixing:
   does not find, a constraint, a value or a privilege the database refuses). Waiting does not
   heal it: the same call fails the same way, so retrying on outages must not catch it.
 """
+
 from __future__ import annotations
 
 
 class StoreError(RuntimeError):
     """A store call failed; the message names the file or server and the cause."""
 
-    def __init__(self, message: str, *, database: str = "", cause: BaseException | None = None) -> None:
+    def __init__(
+        self, message: str, *, database: str = "", cause: BaseException | None = None
+    ) -> None:
         super().__init__(message)
         self.database = database
         self.cause = cause

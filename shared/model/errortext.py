@@ -14,6 +14,7 @@ own line. The end of a traceback without its header (the dashboard's listing rea
 last 2,000 characters) is read from its last frame on. Text that is no traceback (``no handler
 for job type ...``, ``parent job ... failed``): its first non-blank line.
 """
+
 from __future__ import annotations
 
 _HEADER = "Traceback (most recent call last):"
@@ -31,9 +32,9 @@ def headline(text: str | None) -> str:
         start = max((i for i, ln in enumerate(lines) if ln.startswith(_FRAME)), default=None)
     if start is not None:
         group = lines[start] == _GROUP_HEADER
-        for ln in lines[start + 1:]:
-            if group and ln.startswith(_GROUP_LINE) and ln[len(_GROUP_LINE):][:1].strip():
-                return ln[len(_GROUP_LINE):].strip()
+        for ln in lines[start + 1 :]:
+            if group and ln.startswith(_GROUP_LINE) and ln[len(_GROUP_LINE) :][:1].strip():
+                return ln[len(_GROUP_LINE) :].strip()
             if not group and ln[:1].strip():
                 return ln.strip()
     return next((ln.strip() for ln in lines if ln.strip()), "")

@@ -17,6 +17,7 @@
 itself before the lease could expire (shared.runtime.fencing); its job runs again |
 | 12   | DESCRIPTORS_CLOSED  | worker    | a handler closed the worker's own file descriptors (``os.closerange``): it exited at once without touching the database; its job runs again |
 """
+
 from __future__ import annotations
 
 import enum

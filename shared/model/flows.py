@@ -14,6 +14,7 @@ its parents' results as ``job.parent_results``; a task receives them in a parame
 ``parent_results``. The names are Celery's canvas (``chain``, ``group``, ``chord``, ``.s()``):
 the vocabulary most Python users of job queues already know. See docs/workflows.md.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
@@ -37,8 +38,10 @@ def parent_ids(after: Any, ids: Sequence[str] = (), index: int | None = None) ->
     for p in after:
         if isinstance(p, int) and not isinstance(p, bool) and index is not None:
             if not 0 <= p < index:
-                raise FlowError(f"after={p}: an item can wait only for an earlier item of the same call "
-                                f"(0 to {index - 1}); a later one or itself would be a cycle")
+                raise FlowError(
+                    f"after={p}: an item can wait only for an earlier item of the same call "
+                    f"(0 to {index - 1}); a later one or itself would be a cycle"
+                )
             out[ids[p]] = None
             continue
         pid = getattr(p, "id", p)
@@ -51,5 +54,7 @@ def parent_ids(after: Any, ids: Sequence[str] = (), index: int | None = None) ->
 def policy(after_failure: Any) -> str | None:
     """``after_failure`` checked: one of :data:`POLICIES` or None (the default, cancel)."""
     if after_failure is not None and after_failure not in POLICIES:
-        raise ValueError(f"after_failure must be one of {', '.join(POLICIES)}, got {after_failure!r}")
+        raise ValueError(
+            f"after_failure must be one of {', '.join(POLICIES)}, got {after_failure!r}"
+        )
     return after_failure

@@ -4,6 +4,7 @@ Times cross the store boundary as Unix seconds (``now``, ``run_at``, marks); a :
 shows its times as ISO-8601 UTC text (``2026-01-01T00:00:00.123Z``), which is part of the public
 ``JobQueue.get`` and ``jobq show`` output. How an engine stores them is its own business.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def new_ids(n: int) -> list[str]:
     """``n`` ids as :func:`new_id` makes them, from one clock reading and one random read."""
     prefix = "%012x" % (int(time.time() * 1000) & 0xFFFFFFFFFFFF)
     rand = os.urandom(10 * n).hex()
-    return [prefix + rand[i:i + 20] for i in range(0, 20 * n, 20)]
+    return [prefix + rand[i : i + 20] for i in range(0, 20 * n, 20)]
 
 
 def _decode(text: str | None) -> tuple[Any, str | None]:
@@ -46,8 +47,10 @@ def _decode(text: str | None) -> tuple[Any, str | None]:
     except (ValueError, TypeError) as exc:
         return text, f"not valid JSON ({type(exc).__name__}: {exc})"
     except RecursionError:
-        return text, (f"nested too deep to decode (RecursionError; enqueue accepts at most "
-                      f"{MAX_DEPTH} levels)")
+        return text, (
+            f"nested too deep to decode (RecursionError; enqueue accepts at most "
+            f"{MAX_DEPTH} levels)"
+        )
 
 
 def decoded(text: str | None) -> Any:
@@ -62,6 +65,7 @@ class Job:
     If the stored payload is not valid JSON, ``payload`` holds the raw text and ``payload_error``
     says why; a worker fails such a job at once instead of retrying it.
     """
+
     id: str
     type: str
     status: str
@@ -86,7 +90,9 @@ class Job:
     queue: str = "default"  # the named queue it was enqueued on (docs/queues.md)
     cancel_requested_at: str | None = None  # when a cancel of the running job was asked
     progress: Any = None  # the last progress its handler reported (decoded JSON), or None
-    limit_key: str | None = None  # the key its per-key limits count it under (read with the row; None on the fast claim)
+    limit_key: str | None = (
+        None  # the key its per-key limits count it under (read with the row; None on the fast claim)
+    )
 
     @classmethod
     def from_row(cls, row: Any) -> "Job":
@@ -95,8 +101,13 @@ class Job:
         payload, perr = _decode(d.pop("payload"))
         result, _ = _decode(d.pop("result"))
         progress, _ = _decode(d.pop("progress", None))
-        return cls(payload=payload, result=result, payload_error=perr, progress=progress,
-                   **{k: v for k, v in d.items() if k in _FIELDS})
+        return cls(
+            payload=payload,
+            result=result,
+            payload_error=perr,
+            progress=progress,
+            **{k: v for k, v in d.items() if k in _FIELDS},
+        )
 
     @classmethod
     def from_values(cls, r: Sequence[Any]) -> "Job":
@@ -105,8 +116,17 @@ class Job:
         hot path: no dict per row)."""
         payload, perr = _decode(r[3])
         result = _decode(r[4])[0] if r[4] is not None else None
-        return cls(r[0], r[1], r[2], payload, result, *r[5:18], payload_error=perr,
-                   trace=r[18] if len(r) > 18 else None, queue=r[19] if len(r) > 19 else "default")
+        return cls(
+            r[0],
+            r[1],
+            r[2],
+            payload,
+            result,
+            *r[5:18],
+            payload_error=perr,
+            trace=r[18] if len(r) > 18 else None,
+            queue=r[19] if len(r) > 19 else "default",
+        )
 
     @property
     def attempt(self) -> int:
@@ -125,15 +145,18 @@ _FIELDS = frozenset(Job.__dataclass_fields__)
 class NewJob:
     """A validated job ready to insert (see :meth:`shared.producer.api.JobQueue.enqueue`).
     ``run_at``: Unix seconds."""
+
     id: str
     type: str
     payload: str
     priority: int
     run_at: float
     max_attempts: int | None
-    # 
+    #
     key: str | None
-    trace: str | None = None  # the W3C trace context to store (shared.telemetry.tracing.context), or None
+    trace: str | None = (
+        None  # the W3C trace context to store (shared.telemetry.tracing.context), or None
+    )
     queue: str = "default"  # the named queue (shared.model.queues)
     limit_key: str | None = None  # the key per-key limits count it under (shared.model.keys)
     after: tuple[str, ...] = ()  # the parents' ids, in order (workflows: shared.model.flows)
@@ -143,6 +166,7 @@ class NewJob:
 @dataclass(frozen=True)
 class Released:
     """What a store's ``release_owner`` did to one job."""
+
     id: str
     type: str
     status: str  # 'pending' (re-queued) or 'failed' (attempts used up)
@@ -152,12 +176,13 @@ class Released:
 @dataclass(frozen=True)
 class RunningGroup:
     """The running jobs of one owner and type, summed up by ``UpkeepStore.running_groups``."""
+
     owner: str | None
     type: str
     jobs: int
-    first_start: str | None      # the earliest started_at (ISO text as stored)
-    oldest_lease: float | None   # seconds since the least recently renewed lease (inf: unreadable)
-    cancels: int                 # jobs whose cancel was requested
+    first_start: str | None  # the earliest started_at (ISO text as stored)
+    oldest_lease: float | None  # seconds since the least recently renewed lease (inf: unreadable)
+    cancels: int  # jobs whose cancel was requested
 
 
 def release_outcome(job: Job, limit: int, counts: bool) -> tuple[str, int]:
@@ -187,6 +212,7 @@ class Finish:
     ``progress``: the last progress its handler reported (JSON text), written with the outcome,
     so a report made just before the handler returned is kept; None keeps the stored one.
     """
+
     kind: str
     job_id: str
     attempt: int
@@ -198,12 +224,17 @@ class Finish:
     progress: str | None = None
 
 
-def finish_times(f: Finish, stamp: str, text: Callable[[float], str] = iso) -> tuple[str | None, str]:
+def finish_times(
+    f: Finish, stamp: str, text: Callable[[float], str] = iso
+) -> tuple[str | None, str]:
     """The (started, ended) times an engine writes for ``f`` committed at ``stamp`` (ISO text):
     the run's own, else None (the claim time stays) and the commit time. ``text``: how a time
     is written (:func:`shared.runtime.clock.iso`, or a batch's
     :class:`shared.runtime.clock.IsoTimes`)."""
-    return (None if f.started is None else text(f.started), stamp if f.ended is None else text(f.ended))
+    return (
+        None if f.started is None else text(f.started),
+        stamp if f.ended is None else text(f.ended),
+    )
 
 
 def history_row(f: Finish, owner: str, text: str | None) -> tuple | None:
@@ -215,12 +246,23 @@ def history_row(f: Finish, owner: str, text: str | None) -> tuple | None:
     the same attempt writes its own reason and time, never this row."""
     if f.ended is None:
         return None
-    return (f.job_id, f.attempt, f.kind, owner, iso(f.ended), None if f.kind == "completed" else text)
+    return (
+        f.job_id,
+        f.attempt,
+        f.kind,
+        owner,
+        iso(f.ended),
+        None if f.kind == "completed" else text,
+    )
 
 
-def recognised(finishes: Sequence[Finish], done: list[bool], owner: str,
-               history: Callable[[list[str]], Iterable[tuple]],
-               text: Callable[[str | None], str | None] = lambda t: t) -> list[bool]:
+def recognised(
+    finishes: Sequence[Finish],
+    done: list[bool],
+    owner: str,
+    history: Callable[[list[str]], Iterable[tuple]],
+    text: Callable[[str | None], str | None] = lambda t: t,
+) -> list[bool]:
     """``done`` (per finish: did its guarded update match), with True also for each outcome of
     ``owner`` whose update missed because it had committed before: ``history(job_ids)`` returns
     those jobs' history rows of ``owner`` as :func:`history_row` tuples (``text``: how the
@@ -235,6 +277,7 @@ def recognised(finishes: Sequence[Finish], done: list[bool], owner: str,
 @dataclass(frozen=True)
 class ScheduleMark:
     """What the database remembers of one schedule (``last_tick``: Unix seconds)."""
+
     fingerprint: str
     last_tick: float
 
@@ -257,12 +300,15 @@ def encode_json(value: Any, what: str) -> str:
     except TypeError as exc:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
     except RecursionError:
-        raise ValueError(f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects "
-                         f"(the limit)") from None
+        raise ValueError(
+            f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects (the limit)"
+        ) from None
     except ValueError as exc:
         raise ValueError(f"{what} is not valid JSON: {exc}") from None
     if bounds.too_deep(text):
-        raise ValueError(f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects (the limit)")
+        raise ValueError(
+            f"{what} nests deeper than {bounds.MAX_DEPTH} levels of arrays/objects (the limit)"
+        )
     if not bounds.is_unicode(text):
         text = _ENCODE_ASCII(value)
     return text

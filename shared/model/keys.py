@@ -2,6 +2,7 @@
 count by. A job's key is ``limit_key=`` at enqueue, else what ``[types.X] key`` (a dotted path
 into the payload) finds there, else none (the job counts toward no key).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ def limit_key_of(jtype: str, payload: Any, given: Any, path: str | None) -> str 
     stores (:func:`unstorable`); nothing is written."""
     if given is not None:
         if not isinstance(given, str) or not given or len(given) > MAX_KEY_LEN:
-            raise ValueError(f"job {jtype!r}: limit_key must be a non-empty string of at most {MAX_KEY_LEN} "
-                             f"characters, got {given!r:.80}")
+            raise ValueError(
+                f"job {jtype!r}: limit_key must be a non-empty string of at most {MAX_KEY_LEN} "
+                f"characters, got {given!r:.80}"
+            )
         why = unstorable(given)
         if why is not None:
             raise ValueError(f"job {jtype!r}: limit_key {given!r:.80} has {why}")
@@ -30,18 +33,23 @@ def limit_key_of(jtype: str, payload: Any, given: Any, path: str | None) -> str 
     value = payload
     for part in path.split(".")[1:]:
         if not isinstance(value, dict) or part not in value:
-            raise ValueError(f"job {jtype!r}: [types.\"{jtype}\"] key = {path!r}, but its payload has no {path}")
+            raise ValueError(
+                f'job {jtype!r}: [types."{jtype}"] key = {path!r}, but its payload has no {path}'
+            )
         value = value[part]
     if isinstance(value, str) and value and len(value) <= MAX_KEY_LEN:
         why = unstorable(value)
         if why is not None:
-            raise ValueError(f"job {jtype!r}: {path} = {value!r:.80} cannot be a limit key: "
-                             f"it has {why}")
+            raise ValueError(
+                f"job {jtype!r}: {path} = {value!r:.80} cannot be a limit key: it has {why}"
+            )
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return json.dumps(value)
-    raise ValueError(f"job {jtype!r}: {path} = {value!r:.80} cannot be a limit key: expected a non-empty "
-                     f"string of at most {MAX_KEY_LEN} characters or a number")
+    raise ValueError(
+        f"job {jtype!r}: {path} = {value!r:.80} cannot be a limit key: expected a non-empty "
+        f"string of at most {MAX_KEY_LEN} characters or a number"
+    )
 
 
 def unstorable(text: str) -> str | None:

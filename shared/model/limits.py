@@ -3,6 +3,7 @@
 The worker chooses how to claim from :func:`type_limits`: the store's fast unlimited
 ``claim`` while no type has a limit, ``claim_limited`` once one does.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from shared.settings.durations import parse_rate
 class TypeLimit:
     """One type's limits: at most ``concurrency`` running at once, at most ``rate[0]`` claims
     in any ``rate[1]`` seconds. None: no such limit."""
+
     type: str
     concurrency: int | None = None
     rate: tuple[int, float] | None = None
@@ -32,16 +34,26 @@ def type_limits(config: Any) -> dict[str, TypeLimit]:
     are fair (empty: none has)."""
     out = {}
     for name, t in config.types.items():
-        lim = TypeLimit(name, t.concurrency, parse_rate(t.rate) if t.rate else None, t.concurrency_per_key,
-                        parse_rate(t.rate_per_key) if t.rate_per_key else None, bool(t.fair))
+        lim = TypeLimit(
+            name,
+            t.concurrency,
+            parse_rate(t.rate) if t.rate else None,
+            t.concurrency_per_key,
+            parse_rate(t.rate_per_key) if t.rate_per_key else None,
+            bool(t.fair),
+        )
         if lim.concurrency is not None or lim.rate is not None or lim.keyed:
             out[name] = lim
     return out
 
 
-
-def pick_claims(candidates: list[tuple[str, str]], room: dict[str, float], rated: set[str],
-                limit: int, key_room: dict[tuple[str, str], float] | None = None) -> list[str]:
+def pick_claims(
+    candidates: list[tuple[str, str]],
+    room: dict[str, float],
+    rated: set[str],
+    limit: int,
+    key_room: dict[tuple[str, str], float] | None = None,
+) -> list[str]:
     """Which of ``candidates`` ((id, type) in claim order) a limited claim takes: at most
     ``limit``, within each type's ``room`` (decremented here), and a job of a rate-limited type
     (``rated``) only first in a batch, ending it (so it starts at once: its start is counted
@@ -53,7 +65,11 @@ def pick_claims(candidates: list[tuple[str, str]], room: dict[str, float], rated
         if len(out) == limit:
             break
         kr = (job_type, key[0]) if key and key[0] is not None else None
-        if room.get(job_type, 1) <= 0 or (out and job_type in rated) or (kr and key_room.get(kr, 1) <= 0):
+        if (
+            room.get(job_type, 1) <= 0
+            or (out and job_type in rated)
+            or (kr and key_room.get(kr, 1) <= 0)
+        ):
             continue
         out.append(job_id)
         if kr in key_room:

@@ -1,5 +1,6 @@
 """Queue names: what a named queue may be called, checked alike at enqueue, in
 ``jobq.toml`` and on the command line. A leaf module: the config imports it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,9 @@ def queue_name_error(name: Any) -> str | None:
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name) or "," in name or name != name.strip():
         return f"queue name {name!r} has a control character, a comma or surrounding blanks"
     if not is_unicode(name):
-        return f"queue name {name!r} has a lone surrogate (not valid Unicode), which jobq cannot " \
-            "store"
+        return (
+            f"queue name {name!r} has a lone surrogate (not valid Unicode), which jobq cannot store"
+        )
     return None
 
 
@@ -35,18 +37,29 @@ def check_queue(name: Any) -> str:
     return name
 
 
-QUEUE_NAME = Key((str,), f"a queue name: a non-empty string of at most {MAX_QUEUE_LEN} characters, "
-                 "no control characters or commas", lambda v: queue_name_error(v) is None)
-QUEUE_LIST = Key((list, tuple), "a list of queue names",
-                 lambda v: all(queue_name_error(x) is None for x in v))
+QUEUE_NAME = Key(
+    (str,),
+    f"a queue name: a non-empty string of at most {MAX_QUEUE_LEN} characters, "
+    "no control characters or commas",
+    lambda v: queue_name_error(v) is None,
+)
+QUEUE_LIST = Key(
+    (list, tuple), "a list of queue names", lambda v: all(queue_name_error(x) is None for x in v)
+)
 
 
 def key_path_error(path: Any) -> str | None:
     """Why ``path`` is not a ``[types.X] key`` path ("payload.a.b"), or None."""
     parts = path.split(".") if isinstance(path, str) else []
     if len(parts) < 2 or parts[0] != "payload" or not all(parts):
-        return f"expected a dotted path into the payload such as \"payload.customer_id\", got {path!r}"
+        return (
+            f'expected a dotted path into the payload such as "payload.customer_id", got {path!r}'
+        )
     return None
 
 
-KEY_PATH = Key((str,), 'a dotted path into the payload, "payload.customer_id"', lambda v: key_path_error(v) is None)
+KEY_PATH = Key(
+    (str,),
+    'a dotted path into the payload, "payload.customer_id"',
+    lambda v: key_path_error(v) is None,
+)

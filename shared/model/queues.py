@@ -11,6 +11,7 @@ A supervisor's slots are laid out pool after pool (:func:`plan`); a worker finds
 its slot number and the config snapshot (:func:`slot_queues`), so a reload that resizes pools
 needs nothing but the new snapshot and a SIGHUP: each worker looks its slot up again.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,6 +27,7 @@ Weighted = tuple[tuple[str, int], ...]  # (queue name, weight) pairs
 class Pool:
     """``workers`` slots serving ``queues`` (None: every queue, unfiltered); ``name``: the queue
     whose own pool this is, or ``""`` for the shared pool."""
+
     name: str
     workers: int
     queues: Weighted | None
@@ -40,10 +42,15 @@ def plan(config: Any) -> list[Pool]:
         served = None if not only else tuple((q, 1) for q in only)
         return [Pool("", config.supervisor.workers, served)]
     wanted = [n for n in config.queues if not only or n in only]
-    own = [Pool(n, config.queues[n].workers, _live(config, ((n, 1),)))
-           for n in wanted if config.queues[n].workers is not None]
-    rest: dict[str, int] = {n: config.queues[n].weight or 1 for n in wanted if config.queues[n].workers is None}
-    for n in (only or (DEFAULT_QUEUE,)):
+    own = [
+        Pool(n, config.queues[n].workers, _live(config, ((n, 1),)))
+        for n in wanted
+        if config.queues[n].workers is not None
+    ]
+    rest: dict[str, int] = {
+        n: config.queues[n].weight or 1 for n in wanted if config.queues[n].workers is None
+    }
+    for n in only or (DEFAULT_QUEUE,):
         if n not in config.queues:
             rest.setdefault(n, 1)
     left = max(0, config.supervisor.workers - sum(p.workers for p in own))

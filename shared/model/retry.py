@@ -1,4 +1,5 @@
 """Retry policy: exponential backoff with jitter, and the decision retry-or-fail."""
+
 from __future__ import annotations
 
 import random

@@ -15,6 +15,7 @@ Two things do not make a queue unserved here: a pause (``paused = true`` or ``jo
 state of its own, shown as such), and ``[supervisor] queues`` (``--queues``), which narrows one
 host to a part of the work that other hosts may serve. No handler module is imported.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,11 @@ def _pools(config: Any) -> list[Any]:
     tables = getattr(config, "queues", None) or {}
     whole = SimpleNamespace(
         supervisor=SimpleNamespace(queues=(), workers=config.supervisor.workers),
-        queues={n: SimpleNamespace(workers=q.workers, weight=q.weight, paused=False)
-                for n, q in tables.items()})
+        queues={
+            n: SimpleNamespace(workers=q.workers, weight=q.weight, paused=False)
+            for n, q in tables.items()
+        },
+    )
     return [p for p in plan(whole) if p.workers > 0]
 
 
@@ -73,11 +77,20 @@ def warn_unserved(config: Any, queue: str) -> str:
     if not unserved(config, (queue,)):
         return queue
     where = getattr(config, "path", None) or "the config"
-    pools = "; ".join(f"{p.name or 'shared'}={p.workers} ({', '.join(n for n, _ in p.queues or ())})"
-                      for p in _pools(config)) or "none with workers"
-    warnings.warn(f"no worker serves queue {queue!r}: no pool of {where} takes jobs from it "
-                  f"(its pools: {pools}); its jobs stay pending until a pool with workers "
-                  f"serves it", UnservedQueueWarning, stacklevel=_caller_level())
+    pools = (
+        "; ".join(
+            f"{p.name or 'shared'}={p.workers} ({', '.join(n for n, _ in p.queues or ())})"
+            for p in _pools(config)
+        )
+        or "none with workers"
+    )
+    warnings.warn(
+        f"no worker serves queue {queue!r}: no pool of {where} takes jobs from it "
+        f"(its pools: {pools}); its jobs stay pending until a pool with workers "
+        f"serves it",
+        UnservedQueueWarning,
+        stacklevel=_caller_level(),
+    )
     return queue
 
 

@@ -15,24 +15,76 @@ are plain dicts, their times ISO-8601 UTC text as ``jobq`` prints them. Modules:
 (the dashboard's pages), :mod:`.bulk` (retry, cancel, purge), :mod:`.scale` (control rows),
 :mod:`.served` (the job types supervisors serve), :mod:`.gauges` (the engine's own).
 """
+
 from __future__ import annotations
 
 from . import activity, browse, gauges
-from .bulk import (BATCH, RETRYABLE, cancel_each, cancel_jobs, cancel_pending, count_failed,
-                   count_unstarted, kept_parents, purge, purge_jobs, retry_failed, retry_jobs)
+from .bulk import (
+    BATCH,
+    RETRYABLE,
+    cancel_each,
+    cancel_jobs,
+    cancel_pending,
+    count_failed,
+    count_unstarted,
+    kept_parents,
+    purge,
+    purge_jobs,
+    retry_failed,
+    retry_jobs,
+)
 from .history import attempt_aggregates, last_attempt_seq, recent_attempts
 from .jobs import attempt_history, find_ids, job_texts, list_jobs, statuses
-from .queue import counts_by_type, finished_per_minute, oldest_due, recent_failures, scheduled_by_type
-from .scale import pending_scale, request_scale, save_counters, supervisor_counters, take_scale_request
+from .queue import (
+    counts_by_type,
+    finished_per_minute,
+    oldest_due,
+    recent_failures,
+    scheduled_by_type,
+)
+from .scale import (
+    pending_scale,
+    request_scale,
+    save_counters,
+    supervisor_counters,
+    take_scale_request,
+)
 from .workers import running_without_worker, worker_rows
 
 __all__ = [
-    "BATCH", "RETRYABLE", "activity", "attempt_aggregates", "attempt_history", "browse",
-    "cancel_each", "cancel_jobs", "cancel_pending", "count_failed", "count_unstarted",
+    "BATCH",
+    "RETRYABLE",
+    "activity",
+    "attempt_aggregates",
+    "attempt_history",
+    "browse",
+    "cancel_each",
+    "cancel_jobs",
+    "cancel_pending",
+    "count_failed",
+    "count_unstarted",
     "kept_parents",
-    "counts_by_type", "find_ids", "finished_per_minute", "gauges", "job_texts", "last_attempt_seq",
-    "list_jobs", "oldest_due", "pending_scale", "purge", "purge_jobs", "recent_attempts",
-    "recent_failures", "request_scale", "retry_failed", "retry_jobs", "running_without_worker",
-    "save_counters", "scheduled_by_type", "statuses", "supervisor_counters", "take_scale_request",
+    "counts_by_type",
+    "find_ids",
+    "finished_per_minute",
+    "gauges",
+    "job_texts",
+    "last_attempt_seq",
+    "list_jobs",
+    "oldest_due",
+    "pending_scale",
+    "purge",
+    "purge_jobs",
+    "recent_attempts",
+    "recent_failures",
+    "request_scale",
+    "retry_failed",
+    "retry_jobs",
+    "running_without_worker",
+    "save_counters",
+    "scheduled_by_type",
+    "statuses",
+    "supervisor_counters",
+    "take_scale_request",
     "worker_rows",
 ]

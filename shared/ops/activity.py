@@ -5,6 +5,7 @@ Each follows an index (the attempt sequence, ``type_starts_by_type``), so its co
 window's rows, not the table's: reads only, ``now`` and times from the caller. The search for a
 window's first attempt is a binary search over two indexed probes.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,9 +13,11 @@ from typing import Any
 from shared.runtime.clock import iso
 from shared.engines.contract import OpsStore
 
-_PER_MINUTE = ("SELECT substr(ended_at, 1, 16) AS minute, "
-               "CASE outcome WHEN 'retry' THEN 'retried' ELSE outcome END AS status, count(*) AS n "
-               "FROM job_attempts WHERE seq > :after")
+_PER_MINUTE = (
+    "SELECT substr(ended_at, 1, 16) AS minute, "
+    "CASE outcome WHEN 'retry' THEN 'retried' ELSE outcome END AS status, count(*) AS n "
+    "FROM job_attempts WHERE seq > :after"
+)
 
 
 def finished_per_minute(store: OpsStore, since: float) -> list[dict[str, Any]]:
@@ -33,16 +36,22 @@ def attempts_by_minute(store: OpsStore, after: int, upto: int) -> list[dict[str,
     return attempts_per_minute(store, after, upto)
 
 
-def attempts_per_minute(store: OpsStore, after: int, upto: int | None = None,
-                        since: float | None = None) -> list[dict[str, Any]]:
+def attempts_per_minute(
+    store: OpsStore, after: int, upto: int | None = None, since: float | None = None
+) -> list[dict[str, Any]]:
     """Rows ``{minute, status, n}`` (``minute``: ``YYYY-MM-DDTHH:MM`` of ``ended_at``; ``status``:
     ``completed``, ``failed``, ``cancelled`` or ``retried``) counting the attempts with
     ``after < seq`` (``seq <= upto`` when given) that ended at or after ``since`` (when given);
     ordered by minute, then status. A range of ``job_attempts``' primary key."""
-    sql = (_PER_MINUTE + ("" if upto is None else " AND seq <= :upto")
-           + ("" if since is None else " AND ended_at >= :since"))
-    return store.read(sql + " GROUP BY minute, status ORDER BY minute, status",
-                      {"after": after, "upto": upto, "since": None if since is None else iso(since)})
+    sql = (
+        _PER_MINUTE
+        + ("" if upto is None else " AND seq <= :upto")
+        + ("" if since is None else " AND ended_at >= :since")
+    )
+    return store.read(
+        sql + " GROUP BY minute, status ORDER BY minute, status",
+        {"after": after, "upto": upto, "since": None if since is None else iso(since)},
+    )
 
 
 def first_attempt_since(store: OpsStore, since: float) -> int:
@@ -72,12 +81,19 @@ def attempt_seq_bounds(store: OpsStore) -> tuple[int, int]:
 
 def attempt_from(store: OpsStore, seq: int) -> dict[str, Any] | None:
     """``{seq, ended_at}`` of the attempt with the lowest ``seq`` at or above ``seq``, or None."""
-    rows = store.read("SELECT seq, ended_at FROM job_attempts WHERE seq >= :seq ORDER BY seq LIMIT 1", {"seq": seq})
+    rows = store.read(
+        "SELECT seq, ended_at FROM job_attempts WHERE seq >= :seq ORDER BY seq LIMIT 1",
+        {"seq": seq},
+    )
     return rows[0] if rows else None
 
 
 def rate_window_use(store: OpsStore, job_type: str, since: float) -> int:
     """Claims of ``job_type`` recorded in its rate window (``type_starts``) after ``since``
     (index ``type_starts_by_type``)."""
-    return int(store.read("SELECT count(*) AS n FROM type_starts WHERE type = :type AND started_at > :since",
-                          {"type": job_type, "since": iso(since)})[0]["n"])
+    return int(
+        store.read(
+            "SELECT count(*) AS n FROM type_starts WHERE type = :type AND started_at > :since",
+            {"type": job_type, "since": iso(since)},
+        )[0]["n"]
+    )

@@ -23,6 +23,7 @@ the error (case-sensitive). Id and key hits are found through their indexes and 
 when the text looks like an id (hex) and finds jobs that way, payloads and errors are searched
 only on request (``text=1``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,7 +36,7 @@ from shared.engines.contract import OpsStore
 from shared.model.job import STATUSES
 from .fragments import DEAD, TOP
 
-WINDOW = 10_000     # index entries examined per page at most, when a filter needs a look
+WINDOW = 10_000  # index entries examined per page at most, when a filter needs a look
 PAGE = 50
 MAX_QUERY = 200
 
@@ -45,11 +46,12 @@ _HEX = re.compile(r"[0-9a-fA-F]{4,32}")
 @dataclass(frozen=True)
 class JobFilter:
     """What the jobs page lists. Build it with :func:`parse_filter`."""
+
     status: str | None = None
     type: str | None = None
     q: str | None = None
     after: tuple[Any, ...] | None = None  # the keyset cursor: the last row of the previous page
-    text: bool = False          # search payloads and errors even when ``q`` found a job by id or key
+    text: bool = False  # search payloads and errors even when ``q`` found a job by id or key
 
     def claim_order(self) -> bool:
         return self.status == "pending"
@@ -58,10 +60,12 @@ class JobFilter:
 @dataclass
 class Page:
     rows: list[dict[str, Any]]
-    next: str | None            # cursor of the next page (None: this is the last)
-    partial: bool = False       # the window ended before the page filled: more may match further on
+    next: str | None  # cursor of the next page (None: this is the last)
+    partial: bool = False  # the window ended before the page filled: more may match further on
     exact: list[dict[str, Any]] = field(default_factory=list)  # id-prefix and key hits (page 1)
-    text_skipped: bool = False  # ``q`` found jobs by id or key; payloads and errors were not searched
+    text_skipped: bool = (
+        False  # ``q`` found jobs by id or key; payloads and errors were not searched
+    )
 
 
 def parse_filter(params: Any) -> JobFilter:
@@ -73,10 +77,17 @@ def parse_filter(params: Any) -> JobFilter:
     job_type = (params.get("type") or "").strip() or None
     q = (params.get("q") or "").strip() or None
     if q is not None and len(q) > MAX_QUERY:
-        raise ValueError(f"search text is {len(q)} characters long; at most {MAX_QUERY} are accepted")
+        raise ValueError(
+            f"search text is {len(q)} characters long; at most {MAX_QUERY} are accepted"
+        )
     after = params.get("after") or None
-    return JobFilter(status, job_type, q, _decode_cursor(after, status == "pending") if after else None,
-                     text=params.get("text") == "1")
+    return JobFilter(
+        status,
+        job_type,
+        q,
+        _decode_cursor(after, status == "pending") if after else None,
+        text=params.get("text") == "1",
+    )
 
 
 def encode_cursor(key: tuple[Any, ...]) -> str:
@@ -90,8 +101,11 @@ def _decode_cursor(text: str, claim: bool) -> tuple[Any, ...]:
         raise ValueError(f"after {text!r} is not a page cursor of this list") from None
     # claim order: (priority, run_at, created_at, the engine's tiebreak: a rowid or an id)
     shape: tuple[Any, ...] = (int, str, str, (int, str)) if claim else (str,)
-    if not (isinstance(key, list) and len(key) == len(shape)
-            and all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape))):
+    if not (
+        isinstance(key, list)
+        and len(key) == len(shape)
+        and all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(key, shape))
+    ):
         raise ValueError(f"after {text!r} is not a page cursor of this list")
     return tuple(key)
 
@@ -126,18 +140,26 @@ def exact_hits(store: OpsStore, f: JobFilter, limit: int = 10) -> list[dict[str,
 
 # -- the SQL: one index walk in listing order, then the window's jobs ----------------------------
 
-_COLUMNS = ("j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
-            "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
-            # the error's tail (its final exception, shared.model.errortext): its last 2,000 characters
-            "CASE WHEN j.status <> 'completed' "
-            "THEN substr(j.error, length(j.error) - 1999) END AS error")
+_COLUMNS = (
+    "j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
+    "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
+    # the error's tail (its final exception, shared.model.errortext): its last 2,000 characters
+    "CASE WHEN j.status <> 'completed' "
+    "THEN substr(j.error, length(j.error) - 1999) END AS error"
+)
 _CLAIM_ORDER = "k1 DESC, k2, k3, rid"
 _ID_ORDER = "k1 DESC"
 
 
-def browse_jobs(store: OpsStore, status: str | None, job_type: str | None, q: str | None,
-                after: Sequence[Any] | None, limit: int,
-                window: int) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
+def browse_jobs(
+    store: OpsStore,
+    status: str | None,
+    job_type: str | None,
+    q: str | None,
+    after: Sequence[Any] | None,
+    limit: int,
+    window: int,
+) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
     """One page of the job listing: ``(rows, window_end)``.
 
     Order, by ``status``: ``pending`` in claim order (``priority`` descending, ``run_at``,
@@ -158,30 +180,49 @@ def browse_jobs(store: OpsStore, status: str | None, job_type: str | None, q: st
     where = f"WHERE {' AND '.join(filters)} " if filters else ""
     # Where a CROSS JOIN keeps the window as the outer loop (``window_sorted``), rows come out in the walk's
     # order and the query stops at the page's last row; elsewhere the page sorts the window's matches.
-    join, order = ("CROSS JOIN", "") if d.window_sorted else ("JOIN", "ORDER BY " + _order(claim, "w."))
-    rows = store.read(f"SELECT {_COLUMNS}, w.k1, w.k2, w.k3, w.rid FROM ({walk}) AS w {join} jobs j "
-                      f"ON j.{d.rowid} = w.rid {where}{order} LIMIT :page", params)
+    join, order = (
+        ("CROSS JOIN", "") if d.window_sorted else ("JOIN", "ORDER BY " + _order(claim, "w."))
+    )
+    rows = store.read(
+        f"SELECT {_COLUMNS}, w.k1, w.k2, w.k3, w.rid FROM ({walk}) AS w {join} jobs j "
+        f"ON j.{d.rowid} = w.rid {where}{order} LIMIT :page",
+        params,
+    )
     out = [_with_cursor(r, claim) for r in rows]
     end = None
     if len(rows) < limit and filters:
-        last = store.read(f"SELECT * FROM ({walk}) AS w {'' if d.window_sorted else 'ORDER BY ' + _order(claim)} "
-                          "LIMIT 1 OFFSET :wlast", params)
+        last = store.read(
+            f"SELECT * FROM ({walk}) AS w {'' if d.window_sorted else 'ORDER BY ' + _order(claim)} "
+            "LIMIT 1 OFFSET :wlast",
+            params,
+        )
         end = _with_cursor(last[0], claim)["cursor"] if last else None
     return out, end
 
 
-def find_jobs(store: OpsStore, q: str, status: str | None = None, job_type: str | None = None,
-              limit: int = 10) -> list[dict[str, Any]]:
+def find_jobs(
+    store: OpsStore, q: str, status: str | None = None, job_type: str | None = None, limit: int = 10
+) -> list[dict[str, Any]]:
     """Jobs whose id starts with ``q`` lowercased (the first ``limit`` ids of that range) or whose
     idempotency key is ``q``, that also have ``status`` and ``job_type`` when given; newest id
     first. Row keys: those of :func:`browse_jobs` without ``cursor``. Found through the primary
     key and the key's index."""
-    extra = ("" if status is None else " AND j.status = :status") + ("" if job_type is None else " AND j.type = :type")
+    extra = ("" if status is None else " AND j.status = :status") + (
+        "" if job_type is None else " AND j.type = :type"
+    )
     return store.read(
         f"SELECT {_COLUMNS} FROM jobs j WHERE j.id IN (SELECT id FROM (SELECT id FROM jobs "
         f"WHERE id >= :qlo AND id < :qhi ORDER BY id LIMIT :limit) AS p UNION SELECT id FROM jobs WHERE key = :q)"
         f"{extra} ORDER BY j.id DESC",
-        {"qlo": q.lower(), "qhi": q.lower() + TOP, "q": q, "limit": limit, "status": status, "type": job_type})
+        {
+            "qlo": q.lower(),
+            "qhi": q.lower() + TOP,
+            "q": q,
+            "limit": limit,
+            "status": status,
+            "type": job_type,
+        },
+    )
 
 
 def _order(claim: bool, prefix: str = "") -> str:
@@ -196,37 +237,53 @@ def _with_cursor(row: dict[str, Any], claim: bool) -> dict[str, Any]:
     return out
 
 
-def _walk(store: OpsStore, status: str | None, after: Sequence[Any] | None) -> tuple[str, dict[str, Any]]:
+def _walk(
+    store: OpsStore, status: str | None, after: Sequence[Any] | None
+) -> tuple[str, dict[str, Any]]:
     """The index walk of ``status``'s order as SQL yielding ``rid, k1, k2, k3`` in listing order,
     at most the window's ``:w`` entries, starting after ``after``."""
     rowid = store.dialect.rowid
     if status == "pending":
-        cols = (f"SELECT {rowid} AS rid, priority AS k1, run_at AS k2, created_at AS k3 FROM jobs "
-                "WHERE status = 'pending'")
+        cols = (
+            f"SELECT {rowid} AS rid, priority AS k1, run_at AS k2, created_at AS k3 FROM jobs "
+            "WHERE status = 'pending'"
+        )
         order = f"ORDER BY priority DESC, run_at, created_at, {rowid} LIMIT :w"
         if after is None:
             return f"SELECT * FROM ({cols} {order}) AS c", {}
         p, r, c, tie = after
         # Two ordered parts: the rest of the cursor's priority (a row-value seek on the index's
         # columns, the tiebreak among equals), then lower priorities; the union in that order.
-        same = (f"{cols} AND priority = :p AND (run_at, created_at) >= (:r, :c) "
-                f"AND (run_at, created_at, {rowid}) > (:r, :c, :tie) {order}")
+        same = (
+            f"{cols} AND priority = :p AND (run_at, created_at) >= (:r, :c) "
+            f"AND (run_at, created_at, {rowid}) > (:r, :c, :tie) {order}"
+        )
         lower = f"{cols} AND priority < :p {order}"
         resort = "" if store.dialect.window_sorted else f" ORDER BY {_CLAIM_ORDER}"
-        return (f"SELECT * FROM (SELECT * FROM ({same}) AS s UNION ALL SELECT * FROM ({lower}) AS l) AS u"
-                f"{resort} LIMIT :w", {"p": p, "r": r, "c": c, "tie": str(tie) if rowid == "id" else tie})
+        return (
+            f"SELECT * FROM (SELECT * FROM ({same}) AS s UNION ALL SELECT * FROM ({lower}) AS l) AS u"
+            f"{resort} LIMIT :w",
+            {"p": p, "r": r, "c": c, "tie": str(tie) if rowid == "id" else tie},
+        )
     cond = " AND id < :after" if after is not None else ""
     params = {"status": status, "after": after[0] if after is not None else None}
-    base = {"failed": f"{DEAD} AND status = :status", "cancelled": f"{DEAD} AND status = :status",
-            "running": "status = 'running'"}.get(status or "", "1 = 1")
+    base = {
+        "failed": f"{DEAD} AND status = :status",
+        "cancelled": f"{DEAD} AND status = :status",
+        "running": "status = 'running'",
+    }.get(status or "", "1 = 1")
     # running jobs are few: their partial index, then a sort (an expression, not the primary key's walk)
     key = "id || ''" if status == "running" else "id"
-    return (f"SELECT {rowid} AS rid, id AS k1, NULL AS k2, NULL AS k3 FROM jobs WHERE {base}{cond} "
-            f"ORDER BY {key} DESC LIMIT :w", params)
+    return (
+        f"SELECT {rowid} AS rid, id AS k1, NULL AS k2, NULL AS k3 FROM jobs WHERE {base}{cond} "
+        f"ORDER BY {key} DESC LIMIT :w",
+        params,
+    )
 
 
-def _filters(store: OpsStore, status: str | None, job_type: str | None,
-             q: str | None) -> tuple[list[str], dict[str, Any]]:
+def _filters(
+    store: OpsStore, status: str | None, job_type: str | None, q: str | None
+) -> tuple[list[str], dict[str, Any]]:
     """Conditions on the window's jobs ``j`` that the walked index does not guarantee."""
     out: list[str] = []
     params: dict[str, Any] = {}
@@ -237,7 +294,9 @@ def _filters(store: OpsStore, status: str | None, job_type: str | None,
         params["type"] = job_type
     if q is not None:
         find = store.dialect.instr
-        out.append(f"({find}(j.payload, :q) > 0 OR {find}(coalesce(j.error, ''), :q) > 0 OR j.key = :q "
-                   "OR (j.id >= :qlo AND j.id < :qhi))")
+        out.append(
+            f"({find}(j.payload, :q) > 0 OR {find}(coalesce(j.error, ''), :q) > 0 OR j.key = :q "
+            "OR (j.id >= :qlo AND j.id < :qhi))"
+        )
         params.update(q=q, qlo=q.lower(), qhi=q.lower() + TOP)
     return out, params

@@ -11,6 +11,7 @@ take ``progress``, called with the count so far after each batch (``jobq``'s pro
 No delete takes a finished job that a job waiting on it still needs (``UNNEEDED``: the child
 reads its parents' results when it runs), as retention keeps them; ``kept_parents`` counts them.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -24,25 +25,36 @@ BATCH = 1000  # rows per statement of a bulk write, to start with
 Progress = Callable[[int], None]  # called with how many rows were done so far
 RETRYABLE = ("failed", "cancelled")
 
-_RETRY = ("UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, completed_at = NULL, updated_at = :now, "
-          "cancel_requested_at = NULL, progress = NULL ")
+_RETRY = (
+    "UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, completed_at = NULL, updated_at = :now, "
+    "cancel_requested_at = NULL, progress = NULL "
+)
 
 
 def retry_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
     """Put failed or cancelled jobs back to pending, due now, with their attempts reset. One
     statement; the ids retried, in the order given (others were missing or in another state)."""
-    done = _by_ids(store, _RETRY + "WHERE {ids} AND status IN ('failed', 'cancelled') RETURNING id",
-                   {"now": iso(now)}, ids)
+    done = _by_ids(
+        store,
+        _RETRY + "WHERE {ids} AND status IN ('failed', 'cancelled') RETURNING id",
+        {"now": iso(now)},
+        ids,
+    )
     if done:
         store.wake_idle()
     return done
 
 
-def retry_failed(store: OpsStore, now: float, job_type: str | None = None,
-                 progress: Progress | None = None) -> int:
+def retry_failed(
+    store: OpsStore, now: float, job_type: str | None = None, progress: Progress | None = None
+) -> int:
     """Retry every failed job (of ``job_type``), ``BATCH`` per transaction. Returns how many."""
-    n = store.batches(_RETRY + f"WHERE {_next(store, _failed(job_type))} RETURNING id",
-                      {"now": iso(now), "type": job_type}, BATCH, progress)
+    n = store.batches(
+        _RETRY + f"WHERE {_next(store, _failed(job_type))} RETURNING id",
+        {"now": iso(now), "type": job_type},
+        BATCH,
+        progress,
+    )
     if n:
         store.wake_idle()
     return n
@@ -57,12 +69,16 @@ def _failed(job_type: str | None) -> str:
     return f"{FINISHED} AND status = 'failed'" + ("" if job_type is None else " AND type = :type")
 
 
-_CANCEL = ("UPDATE jobs SET status = 'cancelled', completed_at = :now, updated_at = :now "
-           "WHERE {ids} AND status IN ('pending', 'waiting') RETURNING id")
+_CANCEL = (
+    "UPDATE jobs SET status = 'cancelled', completed_at = :now, updated_at = :now "
+    "WHERE {ids} AND status IN ('pending', 'waiting') RETURNING id"
+)
 # A running job: the request is marked; its worker sees it at its next check-in (a few times a
 # second) and stops the handler, the supervisor kills it after cancel_grace.
-_REQUEST = ("UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, :now) "
-            "WHERE {ids} AND status = 'running' RETURNING id")
+_REQUEST = (
+    "UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, :now) "
+    "WHERE {ids} AND status = 'running' RETURNING id"
+)
 
 
 def cancel_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
@@ -70,8 +86,9 @@ def cancel_jobs(store: OpsStore, ids: Sequence[str], now: float) -> list[str]:
     return list(cancel_each(store, ids, now))
 
 
-def cancel_each(store: OpsStore, ids: Sequence[str], now: float,
-                progress: Progress | None = None) -> dict[str, str]:
+def cancel_each(
+    store: OpsStore, ids: Sequence[str], now: float, progress: Progress | None = None
+) -> dict[str, str]:
     """Cancel the named jobs: a pending or waiting one ends ``cancelled`` at once (its waiting
     dependants settled in the same statement by the schema's trigger), a running one gets a
     cancel request (it ends ``cancelled`` when its worker stops it, unless it completes first:
@@ -79,21 +96,23 @@ def cancel_each(store: OpsStore, ids: Sequence[str], now: float,
     or "requested"}`` for the ids acted on, in the order given."""
     wanted, done = storable(store, dict.fromkeys(ids)), {}
     for at in range(0, len(wanted), BATCH):
-        cond, more = one_of(store, "id", wanted[at:at + BATCH])
+        cond, more = one_of(store, "id", wanted[at : at + BATCH])
         params = {"now": iso(now), **more}
 
         def tx(run: Any) -> dict[str, str]:
             ended = {r["id"]: "cancelled" for r in run(_CANCEL.format(ids=cond), params)}
             asked = {r["id"]: "requested" for r in run(_REQUEST.format(ids=cond), params)}
             return {**ended, **asked}
+
         done.update(store.transaction(tx))
         if progress is not None:
             progress(min(at + BATCH, len(wanted)))
     return {i: done[i] for i in wanted if i in done}
 
 
-def cancel_pending(store: OpsStore, now: float, job_type: str | None = None,
-                   progress: Progress | None = None) -> int:
+def cancel_pending(
+    store: OpsStore, now: float, job_type: str | None = None, progress: Progress | None = None
+) -> int:
     """Cancel every pending or waiting job (of ``job_type``), ``BATCH`` per transaction, each
     with its waiting dependants (the schema's trigger). Running jobs are left alone (cancel
     them by id: they are asked to stop). Returns how many ended ``cancelled``."""
@@ -118,8 +137,14 @@ def purge_jobs(store: OpsStore, ids: Sequence[str]) -> list[str]:
     return _by_ids(store, sql, {}, ids)
 
 
-def purge(store: OpsStore, status: str, before: float, *, dry_run: bool = False,
-          progress: Progress | None = None) -> int:
+def purge(
+    store: OpsStore,
+    status: str,
+    before: float,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> int:
     """Delete jobs of a terminal ``status`` that finished before ``before`` (a job without
     ``completed_at`` counts from ``updated_at``), ``BATCH`` per transaction; their attempt history
     goes with them (trigger). A job a waiting job still needs is kept (:func:`kept_parents`).

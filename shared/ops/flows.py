@@ -1,5 +1,6 @@
 """A job's place in its workflow, for ``jobq show`` and the dashboard's job page: its
 parents (in the order given), its children, and the graph's progress (its jobs by status)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -2,6 +2,7 @@
 status, what waits, what failed. Each read follows an index or the counts the triggers keep, so
 its cost does not grow with the queue.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,8 +15,10 @@ from .fragments import FINISHED
 def counts_by_type(store: OpsStore) -> list[dict[str, Any]]:
     """Rows ``{type, status, n}`` for every (type, status) that has jobs, from the counts the
     triggers keep (the engine's ``counts`` source: on PostgreSQL with the deltas not folded yet)."""
-    return store.read(f"SELECT type, status, n FROM {store.dialect.counts} c WHERE n > 0 AND status <> 'delayed' "
-                      "ORDER BY type, status")
+    return store.read(
+        f"SELECT type, status, n FROM {store.dialect.counts} c WHERE n > 0 AND status <> 'delayed' "
+        "ORDER BY type, status"
+    )
 
 
 def scheduled_by_type(store: OpsStore, now: float) -> dict[str, int]:
@@ -25,12 +28,19 @@ def scheduled_by_type(store: OpsStore, now: float) -> dict[str, int]:
     them already due are counted from the ``jobs_delayed`` index alone, up to ``now``: few,
     unless workers fall behind. Jobs far in the future are never read.
     """
-    delayed = {r["type"]: r["n"] for r in store.read(
-        f"SELECT type, n FROM {store.dialect.counts} c WHERE status = 'delayed' AND n > 0")}
+    delayed = {
+        r["type"]: r["n"]
+        for r in store.read(
+            f"SELECT type, n FROM {store.dialect.counts} c WHERE status = 'delayed' AND n > 0"
+        )
+    }
     if not delayed:
         return {}
-    for r in store.read("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
-                        "AND run_at > created_at AND run_at <= :now GROUP BY type", {"now": iso(now)}):
+    for r in store.read(
+        "SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
+        "AND run_at > created_at AND run_at <= :now GROUP BY type",
+        {"now": iso(now)},
+    ):
         delayed[r["type"]] = delayed.get(r["type"], 0) - r["n"]
     return {t: n for t, n in delayed.items() if n > 0}
 
@@ -43,15 +53,20 @@ def oldest_due(store: OpsStore, now: float) -> dict[str, Any] | None:
     """
     stamp, best, below = iso(now), None, None
     while True:
-        rows = store.read("SELECT priority FROM jobs WHERE status = 'pending' "
-                          + ("" if below is None else "AND priority < :below ")
-                          + "ORDER BY priority DESC LIMIT 1", {"below": below})
+        rows = store.read(
+            "SELECT priority FROM jobs WHERE status = 'pending' "
+            + ("" if below is None else "AND priority < :below ")
+            + "ORDER BY priority DESC LIMIT 1",
+            {"below": below},
+        )
         if not rows:
             return best
         below = rows[0]["priority"]
-        top = store.read("SELECT id, type, run_at, created_at FROM jobs WHERE status = 'pending' "
-                         "AND priority = :p AND run_at <= :now ORDER BY run_at, created_at LIMIT 1",
-                         {"p": below, "now": stamp})
+        top = store.read(
+            "SELECT id, type, run_at, created_at FROM jobs WHERE status = 'pending' "
+            "AND priority = :p AND run_at <= :now ORDER BY run_at, created_at LIMIT 1",
+            {"p": below, "now": stamp},
+        )
         if top and (best is None or top[0]["run_at"] < best["run_at"]):
             best = top[0]
 
@@ -62,7 +77,9 @@ def finished_per_minute(store: OpsStore, since: float) -> list[dict[str, Any]]:
     return store.read(
         f"SELECT substr(completed_at, 1, 16) AS minute, status, count(*) AS n FROM jobs "
         f"WHERE {FINISHED} AND status IN ('completed', 'failed') AND completed_at >= :since "
-        f"GROUP BY minute, status ORDER BY minute, status", {"since": iso(since)})
+        f"GROUP BY minute, status ORDER BY minute, status",
+        {"since": iso(since)},
+    )
 
 
 def recent_failures(store: OpsStore, limit: int = 10) -> list[dict[str, Any]]:
@@ -72,7 +89,9 @@ def recent_failures(store: OpsStore, limit: int = 10) -> list[dict[str, Any]]:
     ordered by failure time here: no index orders jobs by ``completed_at``, and a sort of every
     failed job would cost a scan of the table each refresh of ``top``.
     """
-    rows = store.read("SELECT id, type, attempts, completed_at, error FROM jobs "
-                      "WHERE status IN ('failed', 'cancelled') AND status = 'failed' ORDER BY id DESC LIMIT :n",
-                      {"n": limit * 20})
+    rows = store.read(
+        "SELECT id, type, attempts, completed_at, error FROM jobs "
+        "WHERE status IN ('failed', 'cancelled') AND status = 'failed' ORDER BY id DESC LIMIT :n",
+        {"n": limit * 20},
+    )
     return sorted(rows, key=lambda r: r["completed_at"] or "", reverse=True)[:limit]

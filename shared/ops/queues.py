@@ -6,6 +6,7 @@ index alone, no table rows) and from the running rows; throughput and latency fr
 attempts (the sample ``status`` reads), matched to their jobs' queues by id. With the config,
 each row says whether any pool of it serves the queue (``shared.model.unserved``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,26 +17,43 @@ from shared.model.queuenames import DEFAULT_QUEUE
 from shared.model.unserved import unserved
 from shared.ops import stats
 
-_DEPTH = ("SELECT queue, count(*) AS n, sum(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due "
-          "FROM jobs WHERE status = 'pending' GROUP BY queue")
+_DEPTH = (
+    "SELECT queue, count(*) AS n, sum(CASE WHEN run_at <= :now THEN 1 ELSE 0 END) AS due "
+    "FROM jobs WHERE status = 'pending' GROUP BY queue"
+)
 _RUNNING = "SELECT queue, count(*) AS n FROM jobs WHERE status = 'running' GROUP BY queue"
-_RECENT = ("SELECT j.queue, a.outcome, a.due_at, a.started_at, a.ended_at FROM job_attempts a "
-           "JOIN jobs j ON j.id = a.job_id "
-           "WHERE a.seq > (SELECT coalesce(max(seq), 0) FROM job_attempts) - :limit AND a.ended_at >= :since")
+_RECENT = (
+    "SELECT j.queue, a.outcome, a.due_at, a.started_at, a.ended_at FROM job_attempts a "
+    "JOIN jobs j ON j.id = a.job_id "
+    "WHERE a.seq > (SELECT coalesce(max(seq), 0) FROM job_attempts) - :limit AND a.ended_at >= :since"
+)
 
 
-def by_queue(store: OpsStore, now: float, config: Any = None, window: float = 300.0,
-             sample: int = 20_000) -> list[dict[str, Any]]:
+def by_queue(
+    store: OpsStore, now: float, config: Any = None, window: float = 300.0, sample: int = 20_000
+) -> list[dict[str, Any]]:
     """One row per queue that has jobs, a ``[queues]`` table or a pause: ``{queue, pending, due,
     running, paused, unserved, completed_per_min, failed_per_min, wait_s: {p50, p90, p99, max}}``,
     by name. ``unserved``: no pool of ``config`` takes jobs from the queue (False without one)."""
     rows: dict[str, dict[str, Any]] = {}
 
     def row(name: str) -> dict[str, Any]:
-        return rows.setdefault(name, {"queue": name, "pending": 0, "due": 0, "running": 0, "paused": False,
-                                      "unserved": False, "completed_per_min": 0.0,
-                                      "failed_per_min": 0.0, "waits": []})
-    for name in (getattr(config, "queues", None) or {}):
+        return rows.setdefault(
+            name,
+            {
+                "queue": name,
+                "pending": 0,
+                "due": 0,
+                "running": 0,
+                "paused": False,
+                "unserved": False,
+                "completed_per_min": 0.0,
+                "failed_per_min": 0.0,
+                "waits": [],
+            },
+        )
+
+    for name in getattr(config, "queues", None) or {}:
         row(name).update(paused=bool(config.queues[name].paused))
     for r in store.read(_DEPTH, {"now": iso(now)}):
         row(r["queue"]).update(pending=int(r["n"]), due=int(r["due"] or 0))

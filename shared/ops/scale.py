@@ -1,6 +1,7 @@
 """The control rows operators and supervisors exchange: scale requests (``jobq scale``) and each
 supervisor's published counters (for ``status``). Small rows in the ``control`` table.
 """
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,10 @@ from typing import Any
 
 from shared.engines.contract import OpsStore
 
-_UPSERT = ("INSERT INTO control (name, value) VALUES (:name, :value) "
-           "ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+_UPSERT = (
+    "INSERT INTO control (name, value) VALUES (:name, :value) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
 _COUNTERS = "counters:"
 
 
@@ -20,7 +23,9 @@ def request_scale(store: OpsStore, supervisor: str, workers: int) -> None:
 
 def pending_scale(store: OpsStore, supervisor: str) -> int | None:
     """The scale request not yet taken by ``supervisor``, or None."""
-    rows = store.read("SELECT value FROM control WHERE name = :name", {"name": _scale_key(supervisor)})
+    rows = store.read(
+        "SELECT value FROM control WHERE name = :name", {"name": _scale_key(supervisor)}
+    )
     return int(rows[0]["value"]) if rows else None
 
 
@@ -30,17 +35,25 @@ def take_scale_request(store: OpsStore, supervisor: str) -> int | None:
     takers never both get it)."""
     if pending_scale(store, supervisor) is None:
         return None
-    rows = store.write("DELETE FROM control WHERE name = :name RETURNING value", {"name": _scale_key(supervisor)})
+    rows = store.write(
+        "DELETE FROM control WHERE name = :name RETURNING value", {"name": _scale_key(supervisor)}
+    )
     return int(rows[0]["value"]) if rows else None
 
 
 def save_counters(store: OpsStore, supervisor: str, counters: dict[str, int]) -> None:
     """Publish a supervisor's own counters (restarts, reaped jobs ...) for ``status``; drops the
     rows of supervisors that no longer have a process row. One transaction."""
+
     def tx(run: Any) -> None:
-        run(_UPSERT, {"name": _COUNTERS + supervisor, "value": json.dumps(counters, sort_keys=True)})
-        run(f"DELETE FROM control WHERE name LIKE '{_COUNTERS}%' "
-            f"AND substr(name, {len(_COUNTERS) + 1}) NOT IN (SELECT id FROM processes)")
+        run(
+            _UPSERT, {"name": _COUNTERS + supervisor, "value": json.dumps(counters, sort_keys=True)}
+        )
+        run(
+            f"DELETE FROM control WHERE name LIKE '{_COUNTERS}%' "
+            f"AND substr(name, {len(_COUNTERS) + 1}) NOT IN (SELECT id FROM processes)"
+        )
+
     store.transaction(tx)
 
 
@@ -49,7 +62,7 @@ def supervisor_counters(store: OpsStore) -> dict[str, dict[str, int]]:
     out = {}
     for r in store.read(f"SELECT name, value FROM control WHERE name LIKE '{_COUNTERS}%'"):
         try:
-            out[r["name"][len(_COUNTERS):]] = json.loads(r["value"])
+            out[r["name"][len(_COUNTERS) :]] = json.loads(r["value"])
         except ValueError:
             continue
     return out

@@ -8,6 +8,7 @@ these rows to check the types it enqueues without importing any handler module i
 a supervisor that stopped or died serves nothing. Each row is replaced whole by its supervisor;
 the rows of supervisors that are gone are dropped at the next record.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,13 +18,19 @@ from typing import Any, Mapping
 from shared.engines.contract import OpsStore
 
 PREFIX = "served:"  # control row of a supervisor's served types: PREFIX + its owner token
-_UPSERT = ("INSERT INTO control (name, value) VALUES (:name, :value) "
-           "ON CONFLICT (name) DO UPDATE SET value = excluded.value")
-_LIVE = (f"SELECT c.value FROM control c "
-         f"JOIN processes p ON p.id = substr(c.name, {len(PREFIX) + 1}) "
-         f"WHERE c.name LIKE '{PREFIX}%' AND p.kind = 'supervisor' ORDER BY c.name")
-_GONE = (f"DELETE FROM control WHERE name LIKE '{PREFIX}%' "
-         f"AND substr(name, {len(PREFIX) + 1}) NOT IN (SELECT id FROM processes)")
+_UPSERT = (
+    "INSERT INTO control (name, value) VALUES (:name, :value) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
+_LIVE = (
+    f"SELECT c.value FROM control c "
+    f"JOIN processes p ON p.id = substr(c.name, {len(PREFIX) + 1}) "
+    f"WHERE c.name LIKE '{PREFIX}%' AND p.kind = 'supervisor' ORDER BY c.name"
+)
+_GONE = (
+    f"DELETE FROM control WHERE name LIKE '{PREFIX}%' "
+    f"AND substr(name, {len(PREFIX) + 1}) NOT IN (SELECT id FROM processes)"
+)
 
 
 @dataclass
@@ -35,8 +42,12 @@ class Served:
     queues: dict[str, str | None] = field(default_factory=dict)
 
 
-def record_served(store: OpsStore, supervisor: str, modules: list[str] | tuple[str, ...],
-                  queues: Mapping[str, str | None]) -> None:
+def record_served(
+    store: OpsStore,
+    supervisor: str,
+    modules: list[str] | tuple[str, ...],
+    queues: Mapping[str, str | None],
+) -> None:
     """Record what supervisor ``supervisor`` (its owner token) serves: its handler ``modules``
     and ``queues`` (job type -> its handler's queue or None). One short transaction, which also
     drops the rows of supervisors that no longer have a process row."""
@@ -45,6 +56,7 @@ def record_served(store: OpsStore, supervisor: str, modules: list[str] | tuple[s
     def tx(run: Any) -> None:
         run(_UPSERT, {"name": PREFIX + supervisor, "value": value})
         run(_GONE)
+
     store.transaction(tx)
 
 

@@ -4,6 +4,7 @@ Pure computation on what ``shared.ops`` reads; used by ``status``, ``top`` and t
 wait: from when an attempt became due (enqueue, or its ``run_at`` if later) to its start;
 run: from its start to its end.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,22 @@ from shared.runtime.clock import parse_iso
 from shared.engines.contract import OpsStore
 
 # Histogram bucket upper bounds, in seconds (Prometheus style: cumulative, plus +Inf).
-BOUNDS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+BOUNDS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+)
 OUTCOMES = ("completed", "failed", "retry")
 FEED_CHUNK = 200_000  # attempts aggregated per query when catching up
 
@@ -31,8 +47,12 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
 def summary(values: Iterable[float]) -> dict[str, float | None]:
     """``{p50, p90, p99, max}`` of ``values`` (None each when there are none)."""
     v = sorted(round(x, 6) for x in values)
-    return {"p50": percentile(v, 50), "p90": percentile(v, 90), "p99": percentile(v, 99),
-            "max": v[-1] if v else None}
+    return {
+        "p50": percentile(v, 50),
+        "p90": percentile(v, 90),
+        "p99": percentile(v, 99),
+        "max": v[-1] if v else None,
+    }
 
 
 def cumulative(values: Iterable[float], bounds: Sequence[float] = BOUNDS) -> list[int]:
@@ -63,6 +83,7 @@ def durations(rows: Iterable[dict[str, Any]]) -> tuple[list[float], list[float]]
 @dataclass
 class Histogram:
     """A cumulative histogram: bucket counts per ``BOUNDS`` (+Inf last), sum and count."""
+
     buckets: list[int] = field(default_factory=lambda: [0] * (len(BOUNDS) + 1))
     sum: float = 0.0
     count: int = 0
@@ -79,8 +100,9 @@ class Histogram:
 @dataclass
 class Totals:
     """Counters and histograms per job type, accumulated from the attempt feed."""
-    attempts: dict[tuple[str, str], int] = field(default_factory=dict)   # (type, outcome) -> n
-    wait: dict[str, Histogram] = field(default_factory=dict)             # type -> histogram
+
+    attempts: dict[tuple[str, str], int] = field(default_factory=dict)  # (type, outcome) -> n
+    wait: dict[str, Histogram] = field(default_factory=dict)  # type -> histogram
     run: dict[str, Histogram] = field(default_factory=dict)
 
     def add(self, row: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
 """The workers the process table knows, and running jobs no registered process owns."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,11 +16,13 @@ def worker_rows(store: OpsStore) -> list[dict[str, Any]]:
         "j.progress AS job_progress, j.cancel_requested_at AS job_cancel_requested_at "
         "FROM processes p LEFT JOIN jobs j ON j.status = 'running' AND j.owner = p.id "
         "WHERE p.kind = 'worker' "
-        "ORDER BY p.slot NULLS FIRST, p.pid, j.started_at NULLS FIRST, j.id NULLS FIRST")
+        "ORDER BY p.slot NULLS FIRST, p.pid, j.started_at NULLS FIRST, j.id NULLS FIRST"
+    )
 
 
 def running_without_worker(store: OpsStore) -> list[dict[str, Any]]:
     """Running jobs whose owner has no process row (a worker run alone, or one that died)."""
     return store.read(
         "SELECT id, type, attempts, owner, owner_pid, started_at FROM jobs j "
-        "WHERE status = 'running' AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.id = j.owner)")
+        "WHERE status = 'running' AND NOT EXISTS (SELECT 1 FROM processes p WHERE p.id = j.owner)"
+    )

@@ -8,6 +8,7 @@
 For tests: ``JobQueue(path, immediate=True)`` runs each job at enqueue, ``q.drain()`` runs every
 due job, both in the calling process (:mod:`shared.producer.inline`; docs/testing.md).
 """
+
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -39,8 +40,15 @@ _FLOW_OPTIONS = ("after", "after_failure")  # workflows (shared.model.flows)
 class JobQueue:
     """Enqueue and inspect jobs. One instance holds one connection: use it from one thread."""
 
-    def __init__(self, database: str | None = None, *, config: Config | None = None,
-                 clock: Any = None, immediate: bool = False, handlers: Handlers | None = None) -> None:
+    def __init__(
+        self,
+        database: str | None = None,
+        *,
+        config: Config | None = None,
+        clock: Any = None,
+        immediate: bool = False,
+        handlers: Handlers | None = None,
+    ) -> None:
         """``immediate=True`` (for tests) runs each due job inline when it is enqueued, retries
         that are due at once included, and stores its outcome. ``handlers`` (module names,
         modules or ``@handler`` functions) are what ``drain()`` and immediate mode run;
@@ -62,13 +70,23 @@ class JobQueue:
         self._plain_config = self.config
 
     @classmethod
-    def from_config(cls, path: str | None = None, *, clock: Any = None, immediate: bool = False,
-                    handlers: Handlers | None = None) -> "JobQueue":
+    def from_config(
+        cls,
+        path: str | None = None,
+        *,
+        clock: Any = None,
+        immediate: bool = False,
+        handlers: Handlers | None = None,
+    ) -> "JobQueue":
         """A queue on the config file's database that checks each job type it enqueues against
         what the running supervisors serve, importing no handler module
         (:meth:`check_types` with ``imports=False``)."""
-        return cls(config=config_mod.load(config_mod.resolve_path(path)), clock=clock,
-                   immediate=immediate, handlers=handlers).check_types(imports=False)
+        return cls(
+            config=config_mod.load(config_mod.resolve_path(path)),
+            clock=clock,
+            immediate=immediate,
+            handlers=handlers,
+        ).check_types(imports=False)
 
     def check_types(self, *, imports: bool = True) -> "JobQueue":
         """From now on, a job type no handler serves is refused with ValueError when the config
@@ -93,11 +111,23 @@ class JobQueue:
 
     # -- enqueue --------------------------------------------------------------------------------
 
-    def enqueue(self, type: str, payload: Any = None, *, run_at: datetime | float | str | None = None,
-                delay: float | None = None, priority: int | None = None, max_attempts: int | None = None,
-                key: str | None = None, conn: Any = None, traceparent: str | None = None,
-                queue: str | None = None, limit_key: str | None = None,
-                after: Iterable[Any] | None = None, after_failure: str | None = None) -> str:
+    def enqueue(
+        self,
+        type: str,
+        payload: Any = None,
+        *,
+        run_at: datetime | float | str | None = None,
+        delay: float | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        key: str | None = None,
+        conn: Any = None,
+        traceparent: str | None = None,
+        queue: str | None = None,
+        limit_key: str | None = None,
+        after: Iterable[Any] | None = None,
+        after_failure: str | None = None,
+    ) -> str:
         """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
@@ -114,15 +144,42 @@ class JobQueue:
         ``after`` (job ids or handles): the job waits until they have ended (docs/workflows.md);
         ``after_failure``: what it does when one fails: "cancel" (default), "run" or "hold".
         """
-        plain = run_at is delay is priority is max_attempts is key is conn is traceparent is queue is \
-            limit_key is after is after_failure is None
-        known = self._plain.get(type) if plain and type.__class__ is str and self._plain_config is self.config \
+        plain = (
+            run_at
+            is delay
+            is priority
+            is max_attempts
+            is key
+            is conn
+            is traceparent
+            is queue
+            is limit_key
+            is after
+            is after_failure
+            is None
+        )
+        known = (
+            self._plain.get(type)
+            if plain and type.__class__ is str and self._plain_config is self.config
             else None
+        )
         if known is not None and not tracing_active():
             return self._enqueue_plain(type, payload, known)
         now = self.clock.now()
-        job = self._build(type, payload, run_at, delay, priority, max_attempts, key, now, queue=queue,
-                          limit_key=limit_key, after=flows.parent_ids(after), after_failure=after_failure)
+        job = self._build(
+            type,
+            payload,
+            run_at,
+            delay,
+            priority,
+            max_attempts,
+            key,
+            now,
+            queue=queue,
+            limit_key=limit_key,
+            after=flows.parent_ids(after),
+            after_failure=after_failure,
+        )
         if traceparent is not None or tracing_active():
             return self._traced([job], now, conn, traceparent)[0]
         ids = self._ran(self._write([job], now, conn), conn)
@@ -146,11 +203,22 @@ class JobQueue:
         """``enqueue(jtype, payload)`` of a type checked before (see :meth:`_know`): the same job
         as :meth:`_build` makes, without the checks that depend on the type or options alone."""
         now = self.clock.now()
-        if bounds.time_error(now) is not None:  # (an injected clock's time outside the years 1-9999)
+        if (
+            bounds.time_error(now) is not None
+        ):  # (an injected clock's time outside the years 1-9999)
             return self.enqueue(jtype, payload, run_at=now)  # raises as the full path does
         limit_key = None if known[2] is None else limit_key_of(jtype, payload, None, known[2])
-        job = NewJob(new_id(), jtype, self._payload_text(jtype, payload), known[0], now, None, None,
-                     queue=known[1], limit_key=limit_key)
+        job = NewJob(
+            new_id(),
+            jtype,
+            self._payload_text(jtype, payload),
+            known[0],
+            now,
+            None,
+            None,
+            queue=known[1],
+            limit_key=limit_key,
+        )
         return self._ran(self.store.enqueue([job], now), None)[0]
 
     def _write(self, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
@@ -159,17 +227,29 @@ class JobQueue:
             return self.store.enqueue_flow(jobs, now, conn=conn)
         return self.store.enqueue(jobs, now, conn=conn)
 
-    def _traced(self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None) -> list[str]:
+    def _traced(
+        self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None
+    ) -> list[str]:
         """Enqueue ``jobs`` with a trace context: ``traceparent``, else that of a PRODUCER span
         opened under the active span (shared.telemetry.tracing)."""
-        with nullcontext() if traceparent is not None else self._tracing.producer([j.type for j in jobs]):
+        with (
+            nullcontext()
+            if traceparent is not None
+            else self._tracing.producer([j.type for j in jobs])
+        ):
             trace = trace_context(traceparent)
             for j in jobs:
                 j.trace = trace
             return self._ran(self._write(jobs, now, conn), conn)
 
-    def enqueue_many(self, items: Iterable[Any], *, conn: Any = None, batch_size: int | None = None,
-                     traceparent: str | None = None) -> list[str]:
+    def enqueue_many(
+        self,
+        items: Iterable[Any],
+        *,
+        conn: Any = None,
+        batch_size: int | None = None,
+        traceparent: str | None = None,
+    ) -> list[str]:
         """Add many jobs in one transaction. Each item is ``(type, payload)``,
         ``(type, payload, {options})`` or a mapping with ``type``, ``payload`` and options.
         All are validated before anything is written. With ``batch_size`` (and no ``conn``) they
@@ -204,12 +284,20 @@ class JobQueue:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         for j in jobs if trace is not None else ():
             j.trace = trace
-        return self._ran([job_id for i in range(0, len(jobs), batch_size)
-                          for job_id in self.store.enqueue(jobs[i:i + batch_size], self.clock.now())], None)
+        return self._ran(
+            [
+                job_id
+                for i in range(0, len(jobs), batch_size)
+                for job_id in self.store.enqueue(jobs[i : i + batch_size], self.clock.now())
+            ],
+            None,
+        )
 
     # -- running in this process (tests) ----------------------------------------------------------
 
-    def drain(self, types: Iterable[str] | str | None = None, max_jobs: int | None = None) -> dict[str, int]:
+    def drain(
+        self, types: Iterable[str] | str | None = None, max_jobs: int | None = None
+    ) -> dict[str, int]:
         """Run every due job (of ``types``, if given) in this process until none is due, or
         ``max_jobs`` have run, as a worker would: retries, back-off, permanent errors, hooks and
         ``[types]`` limits apply; no supervisor is needed. A retry whose back-off has not passed
@@ -217,13 +305,16 @@ class JobQueue:
         Returns counts by outcome: ``{"completed": n, "retried": n, "failed": n}``, and
         ``"cancelled"`` when a handler raised JobCancelled.
         """
-        return self._inline().drain(types=None if types is None else list(
-            [types] if isinstance(types, str) else types), max_jobs=max_jobs)
+        return self._inline().drain(
+            types=None if types is None else list([types] if isinstance(types, str) else types),
+            max_jobs=max_jobs,
+        )
 
     def _inline(self) -> InlineRunner:
         if self._runner is None:
-            self._runner = InlineRunner(self.store, self.config, load_handlers(self._handlers, self.config),
-                                        self.clock)
+            self._runner = InlineRunner(
+                self.store, self.config, load_handlers(self._handlers, self.config), self.clock
+            )
         return self._runner
 
     def _ran(self, ids: list[str], conn: Any) -> list[str]:
@@ -233,8 +324,14 @@ class JobQueue:
             self._inline().drain(ids=ids)
         return ids
 
-    def _build_item(self, index: int, item: Any, now: float, ids: list[str],
-                    seen: dict[str, tuple[int, str, str | None]]) -> NewJob:
+    def _build_item(
+        self,
+        index: int,
+        item: Any,
+        now: float,
+        ids: list[str],
+        seen: dict[str, tuple[int, str, str | None]],
+    ) -> NewJob:
         job_id = ids[index]
         if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
             jtype, payload = item
@@ -244,9 +341,19 @@ class JobQueue:
                     self._type_priority(jtype)  # (checks the type)
                     known = seen[jtype] = self._known(jtype)
                     warn_unserved(self.config, known[1])
-                return NewJob(job_id, jtype, self._payload_text(jtype, payload), known[0], now, None, None,
-                              queue=known[1],
-                              limit_key=None if known[2] is None else limit_key_of(jtype, payload, None, known[2]))
+                return NewJob(
+                    job_id,
+                    jtype,
+                    self._payload_text(jtype, payload),
+                    known[0],
+                    now,
+                    None,
+                    None,
+                    queue=known[1],
+                    limit_key=None
+                    if known[2] is None
+                    else limit_key_of(jtype, payload, None, known[2]),
+                )
             except (TypeError, ValueError) as exc:
                 raise type(exc)(f"enqueue_many item {index}: {exc}") from None
         if isinstance(item, Mapping):
@@ -257,16 +364,24 @@ class JobQueue:
             payload = item[1] if len(item) > 1 else None
             opts = dict(item[2]) if len(item) > 2 else {}
         else:
-            raise TypeError(f"enqueue_many item {index}: expected (type, payload[, options]) or a mapping, "
-                            f"got {item!r}")
+            raise TypeError(
+                f"enqueue_many item {index}: expected (type, payload[, options]) or a mapping, "
+                f"got {item!r}"
+            )
         unknown = set(opts) - set(_OPTIONS) - set(_FLOW_OPTIONS)
         if unknown:
             raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
         try:
-            return self._build(jtype, payload, **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
-                               priority=opts.get("priority"), now=now, job_id=job_id,
-                               after=flows.parent_ids(opts.get("after"), ids, index),
-                               after_failure=opts.get("after_failure"))
+            return self._build(
+                jtype,
+                payload,
+                **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
+                priority=opts.get("priority"),
+                now=now,
+                job_id=job_id,
+                after=flows.parent_ids(opts.get("after"), ids, index),
+                after_failure=opts.get("after_failure"),
+            )
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"enqueue_many item {index}: {exc}") from None
 
@@ -297,15 +412,34 @@ class JobQueue:
         """The payload as JSON text, within ``max_payload_bytes``."""
         text = encode_json(payload, f"payload of job type {jtype!r}")
         # a character is at most 4 bytes of UTF-8: short payloads skip the encoding
-        size = len(text) if len(text) * 4 <= self.config.max_payload_bytes else len(text.encode("utf-8"))
+        size = (
+            len(text)
+            if len(text) * 4 <= self.config.max_payload_bytes
+            else len(text.encode("utf-8"))
+        )
         if size > self.config.max_payload_bytes:
-            raise ValueError(f"payload of job type {jtype!r} is {size} bytes, above the limit of "
-                             f"{self.config.max_payload_bytes} (max_payload_bytes)")
+            raise ValueError(
+                f"payload of job type {jtype!r} is {size} bytes, above the limit of "
+                f"{self.config.max_payload_bytes} (max_payload_bytes)"
+            )
         return text
 
-    def _build(self, jtype: Any, payload: Any, run_at: Any, delay: Any, priority: Any,
-               max_attempts: Any, key: Any, now: float, job_id: str | None = None, queue: Any = None,
-               limit_key: Any = None, after: tuple[str, ...] = (), after_failure: Any = None) -> NewJob:
+    def _build(
+        self,
+        jtype: Any,
+        payload: Any,
+        run_at: Any,
+        delay: Any,
+        priority: Any,
+        max_attempts: Any,
+        key: Any,
+        now: float,
+        job_id: str | None = None,
+        queue: Any = None,
+        limit_key: Any = None,
+        after: tuple[str, ...] = (),
+        after_failure: Any = None,
+    ) -> NewJob:
         default_priority = self._type_priority(jtype)
         limit_key = self._limit_key(jtype, payload, limit_key)
         queue = warn_unserved(self.config, self._type_queue(jtype, queue))  # (if no pool serves it)
@@ -317,13 +451,22 @@ class JobQueue:
         # 32 bits: what every engine stores (PostgreSQL's integer columns), so that a job that
         # one engine takes another takes too (jobq copy, a move to a server).
         if not -(1 << 31) <= priority < (1 << 31):
-            raise ValueError(f"job {jtype!r}: priority must fit in 32 bits (-2**31 to 2**31 - 1), got {priority!r}")
-        if max_attempts is not None and (not isinstance(max_attempts, int) or isinstance(max_attempts, bool)
-                                         or not 1 <= max_attempts < (1 << 31)):
-            raise ValueError(f"job {jtype!r}: max_attempts must be an integer from 1 to 2**31 - 1, "
-                             f"got {max_attempts!r}")
+            raise ValueError(
+                f"job {jtype!r}: priority must fit in 32 bits (-2**31 to 2**31 - 1), got {priority!r}"
+            )
+        if max_attempts is not None and (
+            not isinstance(max_attempts, int)
+            or isinstance(max_attempts, bool)
+            or not 1 <= max_attempts < (1 << 31)
+        ):
+            raise ValueError(
+                f"job {jtype!r}: max_attempts must be an integer from 1 to 2**31 - 1, "
+                f"got {max_attempts!r}"
+            )
         if key is not None and (not isinstance(key, str) or not key or not bounds.is_unicode(key)):
-            raise ValueError(f"key must be a non-empty string of valid Unicode, got {bounds.safe_text(repr(key))}")
+            raise ValueError(
+                f"key must be a non-empty string of valid Unicode, got {bounds.safe_text(repr(key))}"
+            )
         if run_at is not None and delay is not None:
             raise ValueError("give run_at or delay, not both")
         if delay is not None:
@@ -339,10 +482,23 @@ class JobQueue:
             when = now
         if bounds.time_error(when) is not None:
             # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
-            raise ValueError(f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
-                             f"got {when!r} (run_at={run_at!r}, delay={delay!r})")
-        return NewJob(job_id or new_id(), jtype, text, priority, when, max_attempts, key, queue=queue,
-                      limit_key=limit_key, after=after, after_failure=flows.policy(after_failure))
+            raise ValueError(
+                f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
+                f"got {when!r} (run_at={run_at!r}, delay={delay!r})"
+            )
+        return NewJob(
+            job_id or new_id(),
+            jtype,
+            text,
+            priority,
+            when,
+            max_attempts,
+            key,
+            queue=queue,
+            limit_key=limit_key,
+            after=after,
+            after_failure=flows.policy(after_failure),
+        )
 
     # -- inspect --------------------------------------------------------------------------------
 
@@ -357,15 +513,18 @@ class JobQueue:
         API."""
         return JobHandle(self, job_id)
 
-    def wait_many(self, ids: Iterable[str | JobHandle[Any]], timeout: float | None = None) -> list[Any]:
+    def wait_many(
+        self, ids: Iterable[str | JobHandle[Any]], timeout: float | None = None
+    ) -> list[Any]:
         """Wait until every job of ``ids`` (ids or handles) has ended; their decoded results in
         order. Then the first of them (in order) that failed or was cancelled raises JobFailed /
         JobCancelled; JobNotFound for an unknown id; TimeoutError after ``timeout`` seconds
         (None: no limit), leaving the jobs as they are (see :mod:`shared.producer.handles`)."""
         return wait_jobs(self, ids, timeout)
 
-    def cancel(self, job_id: str, *, wait: bool = False,
-               timeout: float | None = None) -> cancels.CancelResult:
+    def cancel(
+        self, job_id: str, *, wait: bool = False, timeout: float | None = None
+    ) -> cancels.CancelResult:
         """Cancel a job: a pending or waiting one ends ``cancelled`` now (``CANCELLED``); a
         running one is asked to stop (``REQUESTED``: its handler sees ``job.cancel_requested``,
         ``check_cancelled()`` raises JobCancelled, an async handler's task is cancelled; after
@@ -396,4 +555,8 @@ class JobQueue:
 
     def is_paused(self, queue: str | None = None) -> bool:
         """Is the whole queue paused (or, with ``queue``, that named queue)?"""
-        return self.store.is_paused() if queue is None else self.store.is_queue_paused(check_queue(queue))
+        return (
+            self.store.is_paused()
+            if queue is None
+            else self.store.is_queue_paused(check_queue(queue))
+        )

@@ -8,6 +8,7 @@ are told apart; the result is truthy exactly when the cancel was applied (ended 
 the ``True``/``False`` that ``cancel()`` used to return, so ``if q.cancel(job_id):`` keeps its
 meaning. ``wait=True`` waits for the asked job's outcome (docs/cancellation.md).
 """
+
 from __future__ import annotations
 
 import enum
@@ -28,6 +29,7 @@ class CancelResult(str, enum.Enum):
       returned or failed before it saw the request): see its status.
     - ``UNCHANGED``: nothing was done: no such job, or it had ended already.
     """
+
     CANCELLED = "cancelled"
     REQUESTED = "requested"
     FINISHED_FIRST = "finished_first"
@@ -40,8 +42,9 @@ class CancelResult(str, enum.Enum):
         return self.value
 
 
-def cancel(queue: Any, job_id: str, *, wait: bool = False,
-           timeout: float | None = None) -> CancelResult:
+def cancel(
+    queue: Any, job_id: str, *, wait: bool = False, timeout: float | None = None
+) -> CancelResult:
     """Cancel ``job_id`` on ``queue`` (a ``JobQueue``); with ``wait``, a running job's outcome
     is waited for, at most ``timeout`` seconds (None: no limit; then ``REQUESTED``)."""
     how = cancel_each(queue.store, [job_id], queue.clock.now()).get(job_id)

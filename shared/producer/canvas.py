@@ -12,6 +12,7 @@ named ``parent_results`` (parent id -> result, in the order given), so the same 
 inside and outside a flow. A flow is written by one ``enqueue_many``: one transaction, whole or
 not at all (``conn=`` joins the application's own).
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
@@ -38,6 +39,7 @@ class Flow:
             queue = next((i.pop("_queue") for i in items if i.get("_queue") is not None), None)
         if queue is None:
             from shared.producer.tasks import default_queue
+
             queue = default_queue()
         for i in items:
             i.pop("_queue", None)
@@ -74,8 +76,15 @@ class Signature(Flow):
         opts.pop("conn", None)
         if self.task.priority is not None:
             opts.setdefault("priority", self.task.priority)
-        items.append({"type": self.task.name, "payload": self.payload, "_queue": opts.pop("queue", None),
-                      "after": list(after) + list(extra), **opts})
+        items.append(
+            {
+                "type": self.task.name,
+                "payload": self.payload,
+                "_queue": opts.pop("queue", None),
+                "after": list(after) + list(extra),
+                **opts,
+            }
+        )
         return [len(items) - 1]
 
 

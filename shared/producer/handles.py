@@ -11,6 +11,7 @@ Nothing here writes: a wait that times out leaves the job alone. A waiter in ano
 or after the producer restarted, works the same way: the job's row holds the result until
 retention deletes it (then :class:`JobNotFound`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 from shared.model.errortext import headline
 from shared.model.job import TERMINAL, Job
 from shared.ops.jobs import statuses
+
 # raised by wait; one class with the handler's
 from shared.execution.stopping import JobCancelled  # noqa: F401
 
@@ -40,7 +42,9 @@ class JobFailed(Exception):
         self.job = job
         self.traceback = job.error or ""
         self.error = headline(self.traceback)
-        super().__init__(f"job {job.id} ({job.type}) failed after {job.attempts} attempt(s): {self.error}")
+        super().__init__(
+            f"job {job.id} ({job.type}) failed after {job.attempts} attempt(s): {self.error}"
+        )
 
 
 class JobNotFound(LookupError):
@@ -49,8 +53,10 @@ class JobNotFound(LookupError):
 
     def __init__(self, job_id: str, location: str) -> None:
         self.job_id = job_id
-        super().__init__(f"job {job_id} not found on {location}: never enqueued there, not committed "
-                         f"yet, or deleted by retention after it ended")
+        super().__init__(
+            f"job {job_id} not found on {location}: never enqueued there, not committed "
+            f"yet, or deleted by retention after it ended"
+        )
 
 
 def outcome(job: Job) -> Any:
@@ -153,8 +159,10 @@ def _left(deadline: float | None, timeout: float | None, open_ids: list[str]) ->
         return None
     left = deadline - time.monotonic()
     if left <= 0:
-        raise TimeoutError(f"job{'s' if len(open_ids) > 1 else ''} {', '.join(open_ids)} still not ended "
-                           f"after {timeout:g} s")
+        raise TimeoutError(
+            f"job{'s' if len(open_ids) > 1 else ''} {', '.join(open_ids)} still not ended "
+            f"after {timeout:g} s"
+        )
     return left
 
 

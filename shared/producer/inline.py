@@ -9,6 +9,7 @@ by :func:`shared.execution.outcomes.decide` (retries, back-off, ``PermanentError
 commit. What a worker process adds is not here: the hard timeout (the supervisor kills a worker
 that overruns; a handler run inline is never interrupted), heartbeats, batching and recycling.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,7 +49,9 @@ def registry_of(items: Handlers) -> Registry:
         elif isinstance(getattr(item, ATTR, None), HandlerSpec) or getattr(item, HOOK_ATTR, None):
             registry.add_module(_Holder(item))  # type: ignore[arg-type]
         else:
-            raise TypeError(f"handlers: expected module names, modules or @handler functions, got {item!r}")
+            raise TypeError(
+                f"handlers: expected module names, modules or @handler functions, got {item!r}"
+            )
     return registry
 
 
@@ -69,8 +72,12 @@ class InlineRunner:
         self.owner = owner_token(self.pid)
         self.tracing = Tracing()  # this runner's tracer and instruments (shared.telemetry.tracing)
 
-    def drain(self, types: Sequence[str] | None = None, max_jobs: int | None = None,
-              ids: Sequence[str] | None = None) -> dict[str, int]:
+    def drain(
+        self,
+        types: Sequence[str] | None = None,
+        max_jobs: int | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> dict[str, int]:
         """Run due jobs (of ``types``, or with ``ids``, if given) until none is due or
         ``max_jobs`` have run; counts by outcome: completed, retried, failed (and cancelled if a
         handler raised JobCancelled, lease_lost if a supervisor took a job back meanwhile)."""
@@ -81,8 +88,9 @@ class InlineRunner:
         counts = dict.fromkeys(OUTCOMES, 0)
         limits = type_limits(self.config)
         while max_jobs is None or sum(counts.values()) < max_jobs:
-            jobs = self.store.claim_limited(self.owner, self.pid, self.clock.now, limits, 1,
-                                            types=types, ids=ids)
+            jobs = self.store.claim_limited(
+                self.owner, self.pid, self.clock.now, limits, 1, types=types, ids=ids
+            )
             if not jobs:
                 break
             kind = self.run(jobs[0])
@@ -96,7 +104,9 @@ class InlineRunner:
         t0 = time.perf_counter()
         outcome = execute(self.registry, job, ctx, self.tracing)
         done = decide(job, ctx, outcome, self.policy, self.clock.now(), time.perf_counter() - t0)
-        [ok], _ = self.store.finish_and_claim([done.finish], self.owner, self.pid, self.clock.now(), 0)
+        [ok], _ = self.store.finish_and_claim(
+            [done.finish], self.owner, self.pid, self.clock.now(), 0
+        )
         after_commit(done, ok, self.registry, None, self.pid)
         return _KIND[done.finish.kind] if ok else "lease_lost"
 
@@ -106,4 +116,3 @@ def load(handlers: Handlers | None, config: Config) -> Registry:
     if handlers is None:
         return load_registry(config.handlers, config.path or None)
     return registry_of(handlers)
-

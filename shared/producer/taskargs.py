@@ -4,6 +4,7 @@ The producer binds the arguments to the function's signature and checks that eac
 JSON unchanged, so what the worker passes the function equals what the caller gave; the worker
 binds the stored payload again (it may come from the CLI, SQL or another language).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -31,7 +32,9 @@ class Binder:
         positional = [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         self.index = {n: (positional.index(n) if n in positional else _LAST) for n in self.order}
         self.npos = len(positional)
-        self.required = tuple((self.index[p.name], p.name) for p in params if p.default is inspect.Parameter.empty)
+        self.required = tuple(
+            (self.index[p.name], p.name) for p in params if p.default is inspect.Parameter.empty
+        )
         self.labels = {n: f"argument {n!r}" for n in self.order}
 
     def fits(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
@@ -62,8 +65,9 @@ class Binder:
         return {"args": list(args), "kwargs": dict(kwargs)}
 
 
-def payload_of(name: str, signature: inspect.Signature, args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> dict[str, Any]:
+def payload_of(
+    name: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
     """The payload of a call of task ``name``; TypeError for arguments that do not bind, or a
     value JSON would change; ValueError for a float JSON cannot hold. Both name the task and
     the argument."""
@@ -99,23 +103,33 @@ def check_json(value: Any, name: str, label: str, path: str = "") -> None:
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:
-                raise TypeError(f"task {name!r}: {label}{path} has the key {key!r}; JSON keys are "
-                                f"strings (it would come back as {str(key)!r})")
+                raise TypeError(
+                    f"task {name!r}: {label}{path} has the key {key!r}; JSON keys are "
+                    f"strings (it would come back as {str(key)!r})"
+                )
             check_json(item, name, label, f"{path}[{key!r}]")
         return
     hint = _HINTS.get(kind.__name__, "pass str, int, float, bool, None, list or dict")
-    raise TypeError(f"task {name!r}: {label}{path} is a {kind.__name__} value, which JSON does not "
-                    f"give back unchanged: {hint}")
+    raise TypeError(
+        f"task {name!r}: {label}{path} is a {kind.__name__} value, which JSON does not "
+        f"give back unchanged: {hint}"
+    )
 
 
-_HINTS = {"tuple": "it would come back as a list: pass a list", "set": "pass a list",
-          "frozenset": "pass a list", "bytes": "pass text (base64, say)",
-          "datetime": "pass ISO text with a zone (.isoformat())", "date": "pass ISO text (.isoformat())",
-          "Decimal": "pass text or a float"}
+_HINTS = {
+    "tuple": "it would come back as a list: pass a list",
+    "set": "pass a list",
+    "frozenset": "pass a list",
+    "bytes": "pass text (base64, say)",
+    "datetime": "pass ISO text with a zone (.isoformat())",
+    "date": "pass ISO text (.isoformat())",
+    "Decimal": "pass text or a float",
+}
 
 
-def unpack(name: str, signature: inspect.Signature, payload: Any,
-           binder: Binder | None = None) -> tuple[list[Any], dict[str, Any]]:
+def unpack(
+    name: str, signature: inspect.Signature, payload: Any, binder: Binder | None = None
+) -> tuple[list[Any], dict[str, Any]]:
     """The ``(args, kwargs)`` of a stored payload, bound to the signature: TypeError/ValueError
     naming the task when the payload is not ``{"args": list, "kwargs": object}`` (either may be
     left out) or does not fit the function (``binder``: the signature's, to skip ``bind`` when
@@ -123,18 +137,24 @@ def unpack(name: str, signature: inspect.Signature, payload: Any,
     if payload is None:
         payload = {}
     if not isinstance(payload, dict) or set(payload) - {"args", "kwargs"}:
-        raise ValueError(f"task {name!r}: the payload must be an object with \"args\" (a list) and "
-                         f"\"kwargs\" (an object), got {_short(payload)}")
+        raise ValueError(
+            f'task {name!r}: the payload must be an object with "args" (a list) and '
+            f'"kwargs" (an object), got {_short(payload)}'
+        )
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
-        raise ValueError(f"task {name!r}: the payload's \"args\" must be a list and \"kwargs\" an "
-                         f"object, got {_short(payload)}")
+        raise ValueError(
+            f'task {name!r}: the payload\'s "args" must be a list and "kwargs" an '
+            f"object, got {_short(payload)}"
+        )
     if binder is not None and binder.fits(args, kwargs):
         return args, kwargs
     try:
         signature.bind(*args, **kwargs)
     except TypeError as exc:
-        raise TypeError(f"task {name!r}: payload {_short(payload)} does not fit {name}{signature}: {exc}") from None
+        raise TypeError(
+            f"task {name!r}: payload {_short(payload)} does not fit {name}{signature}: {exc}"
+        ) from None
     return args, kwargs
 
 

@@ -11,6 +11,7 @@ The default queue of ``.enqueue()`` is the one given to :func:`configure`, else 
 ``$JOBQ_CONFIG`` or ``./jobq.toml`` per thread and process (a ``JobQueue`` holds one connection,
 which belongs to one thread and never crosses a fork).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +20,13 @@ import os
 import threading
 from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
 
-from shared.execution.handlers import (ATTR, HandlerSpec, PermanentError, check_async_concurrency,
-                                       handler)
+from shared.execution.handlers import (
+    ATTR,
+    HandlerSpec,
+    PermanentError,
+    check_async_concurrency,
+    handler,
+)
 from shared.producer.canvas import Signature
 from shared.producer.handles import JobHandle
 from shared.model.queuenames import check_queue
@@ -29,7 +35,17 @@ from shared.producer.taskargs import Binder, unpack
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_USING = ("queue", "delay", "run_at", "priority", "key", "max_attempts", "conn", "after", "after_failure")
+_USING = (
+    "queue",
+    "delay",
+    "run_at",
+    "priority",
+    "key",
+    "max_attempts",
+    "conn",
+    "after",
+    "after_failure",
+)
 PARENT_RESULTS = "parent_results"  # a task parameter of this name receives its parents' results
 
 
@@ -57,11 +73,14 @@ def default_queue() -> Any:
     if _opened.queue is None or _opened.pid != os.getpid():  # a parent's connection is not ours
         from shared.producer.api import JobQueue
         from shared.settings.config import ConfigError
+
         try:
             _opened.queue, _opened.pid = JobQueue.from_config(), os.getpid()
         except ConfigError as exc:
-            raise ConfigError(f"no default queue for tasks: jobq.configure(JobQueue(...)) was not called, "
-                              f"and the config file cannot be used: {exc}") from None
+            raise ConfigError(
+                f"no default queue for tasks: jobq.configure(JobQueue(...)) was not called, "
+                f"and the config file cannot be used: {exc}"
+            ) from None
     return _opened.queue
 
 
@@ -69,7 +88,9 @@ class BaseTask(Generic[P, R]):
     """What ``@task`` makes of a function: ``name`` (the job type), ``fn``, and the ways to
     enqueue it. Options set with :meth:`using` apply to the enqueues of the copy it returns."""
 
-    def __init__(self, fn: Callable[..., Any], name: str, spec: HandlerSpec, priority: int | None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], name: str, spec: HandlerSpec, priority: int | None
+    ) -> None:
         self.fn = fn
         self.name = name
         self.priority = priority
@@ -83,9 +104,19 @@ class BaseTask(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<task {self.name}>"
 
-    def using(self, *, queue: Any = None, delay: float | None = None, run_at: Any = None,
-              priority: int | None = None, key: str | None = None, max_attempts: int | None = None,
-              conn: Any = None, after: Any = None, after_failure: str | None = None) -> Self:
+    def using(
+        self,
+        *,
+        queue: Any = None,
+        delay: float | None = None,
+        run_at: Any = None,
+        priority: int | None = None,
+        key: str | None = None,
+        max_attempts: int | None = None,
+        conn: Any = None,
+        after: Any = None,
+        after_failure: str | None = None,
+    ) -> Self:
         """A copy whose enqueues use these options (those given here replace this task's):
         ``queue``: a named queue (a string: docs/queues.md), or the ``JobQueue`` to enqueue on
         (default :func:`default_queue`); ``delay``/``run_at``,
@@ -113,7 +144,9 @@ class BaseTask(Generic[P, R]):
         payload = self.binder.payload(args, kwargs)
         return JobHandle(queue, queue.enqueue(self.name, payload, **opts))
 
-    def enqueue_many(self, calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[JobHandle[R]]:
+    def enqueue_many(
+        self, calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]
+    ) -> list[JobHandle[R]]:
         """Enqueue one run per ``(args, kwargs)`` in one transaction (every call is checked
         first: nothing is written if one is wrong); their handles in order."""
         queue, opts = self._target()
@@ -121,7 +154,9 @@ class BaseTask(Generic[P, R]):
         items = []
         for i, call in enumerate(calls):
             if not (isinstance(call, tuple) and len(call) == 2):
-                raise TypeError(f"task {self.name!r}: enqueue_many item {i} must be (args, kwargs), got {call!r}")
+                raise TypeError(
+                    f"task {self.name!r}: enqueue_many item {i} must be (args, kwargs), got {call!r}"
+                )
             args, kwargs = call
             items.append((self.name, self.binder.payload(tuple(args), dict(kwargs)), opts))
         return [JobHandle(queue, job_id) for job_id in queue.enqueue_many(items, conn=conn)]
@@ -176,15 +211,28 @@ def task(fn: Callable[P, R], /) -> Task[P, R]: ...
 
 
 @overload
-def task(*, name: str | None = None, max_attempts: int | None = None, timeout: float | None = None,
-         priority: int | None = None, async_concurrency: int | None = None,
-         queue: str | None = None) -> _Decorator: ...
+def task(
+    *,
+    name: str | None = None,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    priority: int | None = None,
+    async_concurrency: int | None = None,
+    queue: str | None = None,
+) -> _Decorator: ...
 
 
-def task(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
-         max_attempts: int | None = None, timeout: float | None = None,
-         priority: int | None = None, async_concurrency: int | None = None,
-         queue: str | None = None) -> Any:
+def task(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    priority: int | None = None,
+    async_concurrency: int | None = None,
+    queue: str | None = None,
+) -> Any:
     """Declare a function (plain or ``async def``) as a task: ``@task`` or ``@task(...)``.
 
     ``name``: its job type (default ``"<module>.<qualname>"``); ``max_attempts`` and
@@ -194,33 +242,53 @@ def task(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
     the named queue of its enqueues (None: the type's ``[types]`` queue, else "default"). Calling
     the task calls the function; ``.enqueue(...)`` queues a run (see :class:`BaseTask`).
     """
-    options: dict[str, Any] = {"name": name, "max_attempts": max_attempts, "timeout": timeout,
-                               "priority": priority, "async_concurrency": async_concurrency,
-                               "queue": queue}
+    options: dict[str, Any] = {
+        "name": name,
+        "max_attempts": max_attempts,
+        "timeout": timeout,
+        "priority": priority,
+        "async_concurrency": async_concurrency,
+        "queue": queue,
+    }
     if fn is None:
         return _Decorator(options)
     return _make(fn, **options)
 
 
-def _make(fn: Callable[..., Any], name: str | None, max_attempts: int | None, timeout: float | None,
-          priority: int | None, async_concurrency: int | None = None,
-          queue: str | None = None) -> BaseTask[Any, Any]:
+def _make(
+    fn: Callable[..., Any],
+    name: str | None,
+    max_attempts: int | None,
+    timeout: float | None,
+    priority: int | None,
+    async_concurrency: int | None = None,
+    queue: str | None = None,
+) -> BaseTask[Any, Any]:
     if isinstance(fn, BaseTask) or not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")
     if name is None:
         name = f"{fn.__module__}.{fn.__qualname__}"
         if "<locals>" in name:
-            raise ValueError(f"@task on {name}: a function defined inside another one has no stable "
-                             f"import path; define it at module level or give it a name=")
+            raise ValueError(
+                f"@task on {name}: a function defined inside another one has no stable "
+                f"import path; define it at module level or give it a name="
+            )
     if priority is not None and (not isinstance(priority, int) or isinstance(priority, bool)):
         raise TypeError(f"task {name!r}: priority must be an integer, got {priority!r}")
     is_async = inspect.iscoroutinefunction(fn)
     check_async_concurrency(name, async_concurrency)
     if async_concurrency is not None and not is_async:
-        raise ValueError(f"task {name!r}: async_concurrency={async_concurrency!r} needs an async def function")
-    run = handler(name, max_attempts=max_attempts, timeout=timeout, queue=queue)(_runner(fn, name, inspect.signature(fn)))
-    spec = dataclasses.replace(getattr(run, ATTR), is_async=is_async,  # checked by @handler
-                               async_concurrency=async_concurrency)
+        raise ValueError(
+            f"task {name!r}: async_concurrency={async_concurrency!r} needs an async def function"
+        )
+    run = handler(name, max_attempts=max_attempts, timeout=timeout, queue=queue)(
+        _runner(fn, name, inspect.signature(fn))
+    )
+    spec = dataclasses.replace(
+        getattr(run, ATTR),
+        is_async=is_async,  # checked by @handler
+        async_concurrency=async_concurrency,
+    )
     cls = AsyncTask if is_async else Task
     return cls(fn, name, spec, priority)
 
@@ -230,10 +298,14 @@ def own_signature(signature: inspect.Signature) -> inspect.Signature:
     which the worker fills with the results of the jobs the task's job waited for."""
     if PARENT_RESULTS not in signature.parameters:
         return signature
-    return signature.replace(parameters=[p for p in signature.parameters.values() if p.name != PARENT_RESULTS])
+    return signature.replace(
+        parameters=[p for p in signature.parameters.values() if p.name != PARENT_RESULTS]
+    )
 
 
-def _runner(fn: Callable[..., Any], name: str, signature: inspect.Signature) -> Callable[[Any, Any], Any]:
+def _runner(
+    fn: Callable[..., Any], name: str, signature: inspect.Signature
+) -> Callable[[Any, Any], Any]:
     """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)``.
     A payload that does not fit the signature fails the job at once (PermanentError: no retry
     would fix it), naming the job and the task."""
@@ -249,6 +321,7 @@ def _runner(fn: Callable[..., Any], name: str, signature: inspect.Signature) -> 
         if wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
             kwargs[PARENT_RESULTS] = job.parent_results
         return fn(*args, **kwargs)
+
     run.__name__ = run.__qualname__ = getattr(fn, "__qualname__", name)
     run.__module__ = getattr(fn, "__module__", "?")
     return run

@@ -18,6 +18,7 @@ A type none serves is refused with ValueError when ``strict_types = true``, else
 once (:class:`UnservedTypeWarning`), so a typo in a type name is not found only when the first
 worker fails the job. Each type is checked once per producer.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -63,7 +64,9 @@ class TypeCheck:
             raise ValueError(f"{why}; strict_types = true refuses it")
         self.checked.add(jtype)
         if why is not None:
-            warnings.warn(f"{why}; a worker would fail it", UnservedTypeWarning, stacklevel=STACKLEVEL)
+            warnings.warn(
+                f"{why}; a worker would fail it", UnservedTypeWarning, stacklevel=STACKLEVEL
+            )
 
     def _know(self, jtype: str) -> None:
         """Load what is served, if it is not known yet; with a record that does not name
@@ -105,7 +108,9 @@ class TypeCheck:
             self.broken = exc.summary
             return
         self.served = frozenset(registry.types())
-        self.queues = {t: spec.queue for t in registry.types() if (spec := registry.get(t)) and spec.queue}
+        self.queues = {
+            t: spec.queue for t in registry.types() if (spec := registry.get(t)) and spec.queue
+        }
 
     def queue_of(self, jtype: str) -> str | None:
         """The queue ``@handler(queue=)`` gives ``jtype`` in the loaded handlers or in the

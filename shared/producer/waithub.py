@@ -24,6 +24,7 @@ Nothing crosses ``fork()``: a hub belongs to the process that made it (:class:`H
 forked child the queue makes a new one on first use and leaves the parent's alone (its thread did
 not cross, and its lock and connection are the parent's).
 """
+
 from __future__ import annotations
 
 import os
@@ -36,15 +37,15 @@ from shared.engines import commit_watch, open_store
 from shared.model.job import TERMINAL
 from shared.ops.jobs import statuses
 
-FIRST = 0.001       # seconds: the back-off's first pause (and after a new waiter came)
-SETTLE = 0.001      # the pause after a wake by a commit (this read may have come just too early)
-WATCHED_CAP = 5.0   # longest pause while the commit watch works (every commit wakes the hub; the
-                    # same as idle workers' shared.engines.sqlite.wakeup.WATCHED_SLEEP)
-POLL_CAP = 0.25     # longest pause without a watch (PostgreSQL): bounds latency and idle reads
-POLL_GROWTH = 1.5   # each quiet pause without a watch is this much longer than the last (gentler
-                    # than doubling: a job's end is seen within a third of its run time)
-LINGER = 10.0       # seconds the hub keeps its store and watch after the last waiter left
-ERROR_PAUSE = 0.5   # after a failed read (the database down): before the next attempt
+FIRST = 0.001  # seconds: the back-off's first pause (and after a new waiter came)
+SETTLE = 0.001  # the pause after a wake by a commit (this read may have come just too early)
+WATCHED_CAP = 5.0  # longest pause while the commit watch works (every commit wakes the hub; the
+# same as idle workers' shared.engines.sqlite.wakeup.WATCHED_SLEEP)
+POLL_CAP = 0.25  # longest pause without a watch (PostgreSQL): bounds latency and idle reads
+POLL_GROWTH = 1.5  # each quiet pause without a watch is this much longer than the last (gentler
+# than doubling: a job's end is seen within a third of its run time)
+LINGER = 10.0  # seconds the hub keeps its store and watch after the last waiter left
+ERROR_PAUSE = 0.5  # after a failed read (the database down): before the next attempt
 
 
 class Ticket:
@@ -105,7 +106,9 @@ class Hub:
                     # nobody waits: no reads; after LINGER, no connection and no watch either (a
                     # producer that waits for one job after another keeps them: opening them is
                     # most of a wait's latency on PostgreSQL)
-                    if not self.closed and not self.cond.wait_for(lambda: self.tickets or self.closed, LINGER):
+                    if not self.closed and not self.cond.wait_for(
+                        lambda: self.tickets or self.closed, LINGER
+                    ):
                         store, watch = _close(store, watch)
                     while not self.tickets and not self.closed:
                         self.cond.wait()

@@ -4,6 +4,7 @@ Everything in jobq that needs "now" takes a clock object, so tests drive backoff
 schedules without sleeping. Timestamps stored in the database are ISO-8601 UTC text with
 milliseconds (``2026-11-30T14:01:29.123Z``): fixed width, so ordering by text is ordering by time.
 """
+
 from __future__ import annotations
 
 import time
@@ -53,7 +54,14 @@ def iso(ts: float) -> str:
     secs, milli = divmod(ms, 1000)
     t = time.gmtime(secs)
     return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (
-        t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, milli)
+        t.tm_year,
+        t.tm_mon,
+        t.tm_mday,
+        t.tm_hour,
+        t.tm_min,
+        t.tm_sec,
+        milli,
+    )
 
 
 class IsoTimes:
@@ -97,4 +105,6 @@ def to_timestamp(value: datetime | float | int | str) -> float:
             return float(value)
         except OverflowError:
             raise ValueError(f"run_at {value!r} is outside the years 1 to 9999") from None
-    raise TypeError(f"run_at must be a datetime, ISO-8601 text or Unix timestamp, not {type(value).__name__}")
+    raise TypeError(
+        f"run_at must be a datetime, ISO-8601 text or Unix timestamp, not {type(value).__name__}"
+    )

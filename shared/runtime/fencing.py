@@ -23,6 +23,7 @@ For normal beats never to fence, :func:`check` asks for room for two beats befor
 ``2 * heartbeat_interval <= lease_timeout - margin`` (it works out as ``heartbeat_interval <=
 lease_timeout / 4``).
 """
+
 from __future__ import annotations
 
 
@@ -41,7 +42,9 @@ def check(heartbeat_interval: float, lease_timeout: float) -> str | None:
     after = fence_after(heartbeat_interval, lease_timeout)
     if 2 * heartbeat_interval <= after + 1e-9:
         return None
-    return (f"expected at most a quarter of worker.lease_timeout ({lease_timeout!r}): a worker that "
-            f"has not renewed its lease for lease_timeout - margin = {after:g} s stops itself "
-            f"(fencing; margin {margin(heartbeat_interval, lease_timeout):g} s), and two beats must "
-            f"fit in that time")
+    return (
+        f"expected at most a quarter of worker.lease_timeout ({lease_timeout!r}): a worker that "
+        f"has not renewed its lease for lease_timeout - margin = {after:g} s stops itself "
+        f"(fencing; margin {margin(heartbeat_interval, lease_timeout):g} s), and two beats must "
+        f"fit in that time"
+    )

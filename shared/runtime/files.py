@@ -1,5 +1,6 @@
 """Writing a file atomically: readers see the old text or the new, never a half-written file;
 reading a text file as written (its line ends and byte-order mark kept apart) to write it back."""
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ def read_as_written(path: str | os.PathLike[str]) -> tuple[str, str, str]:
     ``bom + text`` back in the file's own form. Raises OSError, UnicodeDecodeError."""
     text = Path(path).read_bytes().decode("utf-8")
     bom = BOM if text.startswith(BOM) else ""
-    text = text[len(bom):]
+    text = text[len(bom) :]
     first = text.find("\n")
     return text, bom, "\r\n" if first > 0 and text[first - 1] == "\r" else "\n"
 

@@ -9,6 +9,7 @@ A ``traceback`` field is the exception: in the text format its lines follow the 
 While an OpenTelemetry span is active (shared.telemetry.tracing), each line also carries
 ``trace_id`` and ``span_id``.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,12 +53,18 @@ def _rows(record: logging.LogRecord) -> list[dict[str, Any]]:
     span = trace_ids()
     if span is None:
         return rows
-    return [fields if "trace_id" in fields else {**fields, "trace_id": span[0], "span_id": span[1]}
-            for fields in rows]
+    return [
+        fields if "trace_id" in fields else {**fields, "trace_id": span[0], "span_id": span[1]}
+        for fields in rows
+    ]
 
 
 def _text_value(v: Any) -> str:
-    s = v if isinstance(v, str) else (f"{v:.4f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v))
+    s = (
+        v
+        if isinstance(v, str)
+        else (f"{v:.4f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v))
+    )
     return json.dumps(s) if (" " in s or "\n" in s or '"' in s or s == "") else s
 
 
@@ -75,15 +82,28 @@ class TextFormatter(logging.Formatter):
 
 def _text_line(head: str, fields: dict[str, Any]) -> str:
     """``head k=v ...``; a ``traceback`` field follows on lines of its own, readable as Python prints it."""
-    line = " ".join([head, *(f"{k}={_text_value(v)}" for k, v in fields.items() if v is not None and k != TRACEBACK)])
+    line = " ".join(
+        [
+            head,
+            *(
+                f"{k}={_text_value(v)}"
+                for k, v in fields.items()
+                if v is not None and k != TRACEBACK
+            ),
+        ]
+    )
     tb = fields.get(TRACEBACK)
     return f"{line}\n{str(tb).rstrip()}" if tb else line
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        base: dict[str, Any] = {"ts": iso(record.created), "level": record.levelname.lower(),
-                                "event": record.getMessage(), "logger": record.name}
+        base: dict[str, Any] = {
+            "ts": iso(record.created),
+            "level": record.levelname.lower(),
+            "event": record.getMessage(),
+            "logger": record.name,
+        }
         lines = []
         for fields in _rows(record):
             obj = {**base, **{k: v for k, v in fields.items() if v is not None}}

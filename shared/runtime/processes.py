@@ -1,4 +1,5 @@
 """Process identity: owner tokens that survive pid reuse, and liveness checks (psutil)."""
+
 from __future__ import annotations
 
 import os
@@ -139,6 +140,7 @@ def _prctl(option: int, arg: int | bytes) -> bool:
     """Call prctl(2); False where there is none (not Linux) or it refused."""
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(option, arg, 0, 0, 0) == 0
     except (OSError, AttributeError):

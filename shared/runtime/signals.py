@@ -4,6 +4,7 @@ The handlers installed here do nothing; ``signal.set_wakeup_fd`` makes the inter
 signal's number into a pipe. The owner's loop waits on that pipe (``wait``) and reads the numbers
 (``drain``) when it is ready to act, so no work ever happens inside a signal handler.
 """
+
 from __future__ import annotations
 
 import os

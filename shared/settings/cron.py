@@ -13,6 +13,7 @@ Debian cron's behaviour across daylight-saving changes, which is what cron users
 Every function here is pure: times come in and go out as Unix timestamps (floats); ticks are
 whole seconds.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-CRON_EXPECTED = ('a 5-field cron expression like "0 8 * * *" '
-                 "(minute hour day-of-month month day-of-week)")
+CRON_EXPECTED = (
+    'a 5-field cron expression like "0 8 * * *" (minute hour day-of-month month day-of-week)'
+)
 ZONE_EXPECTED = 'an IANA time zone name like "America/New_York" or "UTC"'
 
 # Around a fall-back change cronsim may yield a local time that is, in real time, before the
@@ -104,7 +106,7 @@ def ticks_between(expr: str, tz: str, after: float, until: float, keep: int) -> 
         if ts <= after:
             break
         seen += 1
-        if seen >= keep + 1:   # one more than needed: the forward walk starts after it
+        if seen >= keep + 1:  # one more than needed: the forward walk starts after it
             start = ts
             break
     out: list[float] = []

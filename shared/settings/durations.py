@@ -8,6 +8,7 @@ The duration grammar: a bare number of seconds (``"90"``, ``"2.5"``), or one or 
 ``"250ms"``, ``"1.5h"``); case and surrounding spaces are ignored. Config keys that may be
 ``"never"`` accept that word too (``parse_duration``).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,13 +19,30 @@ NEVER = "never"
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
-_RATE_UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
-               "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "d": 86400.0, "day": 86400.0}
+_RATE_UNITS = {
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hour": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*$")
 
-SECONDS_EXPECTED = 'a duration like "30s", "5m", "1h30m", "7d", "2w" or "250ms" (a bare number is seconds)'
-DURATION_EXPECTED = 'a duration like "7d", "12h", "1h30m", "45s" or "2w" (a bare number is seconds), or "never"'
-RATE_EXPECTED = 'a rate like "10/min": a count per s, min, hour or day (also "5/s", "100/hour", "3/10s")'
+SECONDS_EXPECTED = (
+    'a duration like "30s", "5m", "1h30m", "7d", "2w" or "250ms" (a bare number is seconds)'
+)
+DURATION_EXPECTED = (
+    'a duration like "7d", "12h", "1h30m", "45s" or "2w" (a bare number is seconds), or "never"'
+)
+RATE_EXPECTED = (
+    'a rate like "10/min": a count per s, min, hour or day (also "5/s", "100/hour", "3/10s")'
+)
 
 
 def parse_seconds(text: str) -> float:

@@ -11,6 +11,7 @@ if two supervisors (or a restart) evaluate it twice.
 at most :data:`MISSED_GRACE` seconds late; ``"all"`` enqueues every missed tick (the most recent
 :data:`MAX_CATCH_UP`), each due at its own tick time.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ MAX_CATCH_UP = 1000
 class Due:
     """The ticks to enqueue now, and the tick the schedule's mark advances to (None: no tick
     fell due, nothing changes). Skipped ticks advance the mark too."""
+
     ticks: list[float]
     advance_to: float | None
 
@@ -38,6 +40,7 @@ class NextRun:
     """One schedule as ``jobs``/``status`` shows it. ``next_at``: the first tick after now (None
     if the expression never fires again); ``last_tick``: the last tick handled, or when the
     schedule was first seen or last changed (None: not seen by a supervisor yet)."""
+
     name: str
     type: str
     cron: str
@@ -71,14 +74,21 @@ def due_ticks(spec: Any, last: float, now: float) -> Due:
 def tick_jobs(spec: Any, ticks: list[float], priority: int = 0) -> list[NewJob]:
     """One job per tick, due at the tick, keyed by schedule and tick."""
     payload = encode_json(spec.payload, f"payload of schedule {spec.name!r}")
-    return [NewJob(new_id(), spec.type, payload, priority, t, None, tick_key(spec.name, t)) for t in ticks]
+    return [
+        NewJob(new_id(), spec.type, payload, priority, t, None, tick_key(spec.name, t))
+        for t in ticks
+    ]
 
 
-def plan(spec: Any, now: float, priority: int = 0) -> Callable[[float], tuple[list[NewJob], float | None]]:
+def plan(
+    spec: Any, now: float, priority: int = 0
+) -> Callable[[float], tuple[list[NewJob], float | None]]:
     """The ``plan`` argument of the store's ``run_schedule`` for ``spec`` at ``now``."""
+
     def decide(last: float) -> tuple[list[NewJob], float | None]:
         due = due_ticks(spec, last, now)
         return tick_jobs(spec, due.ticks, priority), due.advance_to
+
     return decide
 
 
@@ -99,6 +109,15 @@ def next_runs(config: Any, now: float, store: Any = None) -> list[NextRun]:
     for s in config.schedules:
         mark = marks.get(s.name)
         last = mark.last_tick if mark is not None and mark.fingerprint == fingerprint(s) else None
-        out.append(NextRun(s.name, s.type, s.cron, s.timezone, s.catch_up,
-                           cron.next_after(s.cron, s.timezone, now), last))
+        out.append(
+            NextRun(
+                s.name,
+                s.type,
+                s.cron,
+                s.timezone,
+                s.catch_up,
+                cron.next_after(s.cron, s.timezone, now),
+                last,
+            )
+        )
     return out

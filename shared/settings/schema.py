@@ -9,6 +9,7 @@ Validation, ``jobq config init``'s commented file, the shipped ``jobq.toml`` and
 ``docs/configuration.md`` are all derived from those fields (:func:`keys_of`), so adding a key
 is a one-line change there.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,10 +19,10 @@ from typing import Any, Callable
 
 from shared.model.bounds import MAX_TYPE_LEN, type_name_error
 
-KEY = "jobq.key"          # field metadata: the field's Key
+KEY = "jobq.key"  # field metadata: the field's Key
 SECTION = "jobq.section"  # field metadata: the section's dataclass
-DOC = "jobq.doc"          # field metadata: the section's description
-REQUIRED = object()       # default of a key that must be given (a [[schedule]]'s name, type, cron)
+DOC = "jobq.doc"  # field metadata: the section's description
+REQUIRED = object()  # default of a key that must be given (a [[schedule]]'s name, type, cron)
 
 
 class ConfigError(ValueError):
@@ -35,6 +36,7 @@ class Key:
     ``expected`` is the phrase errors and the reference use ("an integer >= 0 and <= 256");
     ``doc`` says what the key does (one paragraph, plain text, may contain `code`).
     """
+
     types: tuple[type, ...]
     expected: str
     check: Callable[[Any], bool] = lambda v: True
@@ -43,13 +45,24 @@ class Key:
     @property
     def type_name(self) -> str:
         """The TOML type a reader should write: integer, number, string, array or table."""
-        names = {int: "integer", float: "number", str: "string", list: "array of strings",
-                 dict: "table", bool: "boolean"}
+        names = {
+            int: "integer",
+            float: "number",
+            str: "string",
+            list: "array of strings",
+            dict: "table",
+            bool: "boolean",
+        }
         return names[float] if float in self.types else names[self.types[0]]
 
 
-def number(lo: float | None = None, hi: float | None = None, *, integer: bool = False,
-           open_lo: bool = False) -> Key:
+def number(
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    integer: bool = False,
+    open_lo: bool = False,
+) -> Key:
     """An integer (``integer=True``) or a number in ``[lo, hi]`` (``(lo, hi]`` if ``open_lo``)."""
     types: tuple[type, ...] = (int,) if integer else (int, float)
     words = "an integer" if integer else "a number"
@@ -66,6 +79,7 @@ def number(lo: float | None = None, hi: float | None = None, *, integer: bool = 
         if lo is not None and (v <= lo if open_lo else v < lo):
             return False
         return hi is None or v <= hi
+
     return Key(types, expected, check)
 
 
@@ -78,15 +92,21 @@ def choice(*options: str) -> Key:
 
 
 def list_of_str() -> Key:
-    return Key((list,), "a list of module names (strings)",
-               lambda v: all(isinstance(x, str) and x for x in v))
+    return Key(
+        (list,),
+        "a list of module names (strings)",
+        lambda v: all(isinstance(x, str) and x for x in v),
+    )
 
 
 NONEMPTY_STR = Key((str,), "a non-empty string", lambda v: bool(v))
 BOOLEAN = Key((bool,), "true or false")
-JOB_TYPE = Key((str,), f"a job type name, as enqueue takes it: a non-empty string of at most {MAX_TYPE_LEN} "
-               "characters, no control characters",
-               lambda v: type_name_error(v) is None)
+JOB_TYPE = Key(
+    (str,),
+    f"a job type name, as enqueue takes it: a non-empty string of at most {MAX_TYPE_LEN} "
+    "characters, no control characters",
+    lambda v: type_name_error(v) is None,
+)
 
 
 def check_value(source: str, dotted: str, key: Key, value: Any) -> Any:
@@ -98,7 +118,9 @@ def check_value(source: str, dotted: str, key: Key, value: Any) -> Any:
     return value
 
 
-def check_table(source: str, prefix: str, keys: dict[str, Key], value: Any, what: str) -> dict[str, Any]:
+def check_table(
+    source: str, prefix: str, keys: dict[str, Key], value: Any, what: str
+) -> dict[str, Any]:
     """Check one table (``prefix`` names it in errors) against ``keys``."""
     if not isinstance(value, dict):
         raise ConfigError(f"{source}: '{prefix}' must be a table ({what}), got {value!r}")
@@ -106,35 +128,52 @@ def check_table(source: str, prefix: str, keys: dict[str, Key], value: Any, what
     for k, v in value.items():
         spec = keys.get(k)
         if spec is None:
-            raise ConfigError(f"{source}: unknown key '{prefix}.{k}' = {v!r} (known: {', '.join(sorted(keys))})")
+            raise ConfigError(
+                f"{source}: unknown key '{prefix}.{k}' = {v!r} (known: {', '.join(sorted(keys))})"
+            )
         out[k] = check_value(source, f"{prefix}.{k}", spec, v)
     return out
 
 
-def named_tables(name: str, cls: type, keys: dict[str, Key], example: str,
-                 name_error: Callable[[str], str | None] | None = None) -> Callable[[str, Any], dict[str, Any]]:
+def named_tables(
+    name: str,
+    cls: type,
+    keys: dict[str, Key],
+    example: str,
+    name_error: Callable[[str], str | None] | None = None,
+) -> Callable[[str, Any], dict[str, Any]]:
     """The parser of ``[name."<entry>"]`` tables: entry name -> ``cls`` of its checked keys
     (``name_error``: why an entry's name is refused, or None)."""
+
     def parse(source: str, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
-            raise ConfigError(f"{source}: '{name}' must be tables like [{name}.{example}], got {value!r}")
+            raise ConfigError(
+                f"{source}: '{name}' must be tables like [{name}.{example}], got {value!r}"
+            )
         for entry in value:
             why = name_error(entry) if name_error else None
             if why is not None:
                 raise ConfigError(f"{source}: table [{name}.{entry!r}]: {why}")
-        return {entry: cls(**check_table(source, f'{name}."{entry}"', keys, v, f'[{name}."{entry}"]'))
-                for entry, v in value.items()}
+        return {
+            entry: cls(**check_table(source, f'{name}."{entry}"', keys, v, f'[{name}."{entry}"]'))
+            for entry, v in value.items()
+        }
+
     return parse
 
 
-def named_entries(name: str, cls: Any, keys: dict[str, Key]) -> Callable[[str, Any], tuple[Any, ...]]:
+def named_entries(
+    name: str, cls: Any, keys: dict[str, Key]
+) -> Callable[[str, Any], tuple[Any, ...]]:
     """The parser of ``[[name]]`` entries: each checked, the required keys present, their
     ``name`` keys unique; a tuple of ``cls``."""
     required = required_of(cls)
 
     def parse(source: str, value: Any) -> tuple[Any, ...]:
         if not isinstance(value, list):
-            raise ConfigError(f"{source}: '{name}' must be an array of tables ([[{name}]]), got {value!r}")
+            raise ConfigError(
+                f"{source}: '{name}' must be an array of tables ([[{name}]]), got {value!r}"
+            )
         out: list[Any] = []
         for i, entry in enumerate(value):
             prefix = f"{name}[{i}]"
@@ -142,15 +181,24 @@ def named_entries(name: str, cls: Any, keys: dict[str, Key]) -> Callable[[str, A
                 checked = check_table(source, prefix, keys, entry, f"[[{name}]]")
             except ConfigError as exc:
                 named = entry.get("name") if isinstance(entry, dict) else None
-                raise ConfigError(f"{exc} (in the [[{name}]] named {named!r})" if isinstance(named, str) else str(exc)) from None
+                raise ConfigError(
+                    f"{exc} (in the [[{name}]] named {named!r})"
+                    if isinstance(named, str)
+                    else str(exc)
+                ) from None
             for k in required:
                 if k not in checked:
-                    raise ConfigError(f"{source}: key '{prefix}.{k}' is missing: expected {keys[k].expected}")
+                    raise ConfigError(
+                        f"{source}: key '{prefix}.{k}' is missing: expected {keys[k].expected}"
+                    )
             if any(s.name == checked["name"] for s in out):
-                raise ConfigError(f"{source}: key '{prefix}.name' = {checked['name']!r}: "
-                                  f"expected a name no other [[{name}]] entry uses")
+                raise ConfigError(
+                    f"{source}: key '{prefix}.name' = {checked['name']!r}: "
+                    f"expected a name no other [[{name}]] entry uses"
+                )
             out.append(cls(**checked))
         return tuple(out)
+
     return parse
 
 
@@ -176,12 +224,19 @@ def keys_of(cls: type) -> dict[str, Key]:
 
 def sections_of(cls: type) -> dict[str, tuple[type, str]]:
     """The tables of ``cls``: name -> (its dataclass, its description)."""
-    return {f.name: (f.metadata[SECTION], f.metadata[DOC])
-            for f in dataclasses.fields(cls) if SECTION in f.metadata}
+    return {
+        f.name: (f.metadata[SECTION], f.metadata[DOC])
+        for f in dataclasses.fields(cls)
+        if SECTION in f.metadata
+    }
 
 
 def required_of(cls: type) -> tuple[str, ...]:
     """The keys of ``cls`` that have no default."""
-    return tuple(f.name for f in dataclasses.fields(cls)
-                 if KEY in f.metadata and f.default is dataclasses.MISSING
-                 and f.default_factory is dataclasses.MISSING)
+    return tuple(
+        f.name
+        for f in dataclasses.fields(cls)
+        if KEY in f.metadata
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    )

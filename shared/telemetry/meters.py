@@ -13,6 +13,7 @@
   ``jobq.job.type`` (Prometheus' ``jobq_jobs``), read at each collection from the counts the
   database keeps, where the owner gives a source (a worker: the one of slot 0).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,21 +33,36 @@ class Meters:
     for the queue-depth gauge, or None; ``provider``: a MeterProvider to use instead of the
     global one."""
 
-    def __init__(self, metrics: Any, depth: Callable[[], list[dict[str, Any]]] | None = None,
-                 provider: Any = None, batched: bool = False) -> None:
+    def __init__(
+        self,
+        metrics: Any,
+        depth: Callable[[], list[dict[str, Any]]] | None = None,
+        provider: Any = None,
+        batched: bool = False,
+    ) -> None:
         self.metrics, self.provider = metrics, provider
         self.batched = batched
         self.tally: dict[tuple[str, str], int] = {}  # runs not added yet, by (type, outcome)
-        self.since = 0.0                             # perf_counter() of the first of them
+        self.since = 0.0  # perf_counter() of the first of them
         meter = metrics.get_meter(SCOPE, meter_provider=provider)
-        self.runs = meter.create_counter("jobq.jobs", unit="{job}", description="Job runs by type and outcome.")
-        self.duration = meter.create_histogram("jobq.job.duration", unit="s", description="Run time of jobs.")
-        self.lag = meter.create_histogram("jobq.job.lag", unit="s", description="Due to started, per job.")
+        self.runs = meter.create_counter(
+            "jobq.jobs", unit="{job}", description="Job runs by type and outcome."
+        )
+        self.duration = meter.create_histogram(
+            "jobq.job.duration", unit="s", description="Run time of jobs."
+        )
+        self.lag = meter.create_histogram(
+            "jobq.job.lag", unit="s", description="Due to started, per job."
+        )
         self.depth = depth
         self.sdk = False
         if depth is not None:
-            meter.create_observable_gauge("jobq.queue.depth", [self._observe_depth], unit="{job}",
-                                          description="Jobs in the database by status and type.")
+            meter.create_observable_gauge(
+                "jobq.queue.depth",
+                [self._observe_depth],
+                unit="{job}",
+                description="Jobs in the database by status and type.",
+            )
 
     def record(self, job: Any, outcome: str, seconds: float) -> None:
         """Count a run, record its run time and its lag. Called once :meth:`live` said an SDK
@@ -66,7 +82,9 @@ class Meters:
         self.duration.record(seconds, labels)
         if job.started_at:  # ISO texts of one width order as times do: parse only the later one
             due = max(job.run_at, job.created_at)
-            self.lag.record(max(parse_iso(job.started_at) - parse_iso(due), 0.0), {"jobq.job.type": job.type})
+            self.lag.record(
+                max(parse_iso(job.started_at) - parse_iso(due), 0.0), {"jobq.job.type": job.type}
+            )
 
     def settle(self) -> None:
         """Add the runs tallied since the last call to the counter (one ``add`` per type and
@@ -88,20 +106,29 @@ class Meters:
     def _observe_depth(self, options: Any) -> Iterator[Any]:
         assert self.depth is not None
         for row in self.depth():
-            yield self.metrics.Observation(row["n"], {"jobq.job.status": row["status"], "jobq.job.type": row["type"],
-                                                      "messaging.destination.name": QUEUE})
+            yield self.metrics.Observation(
+                row["n"],
+                {
+                    "jobq.job.status": row["status"],
+                    "jobq.job.type": row["type"],
+                    "messaging.destination.name": QUEUE,
+                },
+            )
 
 
 def depth_reader(config: Any) -> Callable[[], list[dict[str, Any]]]:
     """The queue-depth gauge's source on ``config``'s database: each call (one per collection,
     in the SDK's thread) opens a store of its own, reads the counts per type and status the
     database keeps (no table scan), and closes it, so it shares no connection across threads."""
+
     def read() -> list[dict[str, Any]]:
         from shared import ops
         from shared.engines import open_store
+
         store = open_store(config)
         try:
             return ops.counts_by_type(store)
         finally:
             store.close()
+
     return read

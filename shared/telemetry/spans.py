@@ -8,6 +8,7 @@ context manager), one attribute for the outcome, and the exception and ERROR sta
 run that did not complete. Everything looked up in OpenTelemetry's modules is looked up once,
 in the constructor, never per job. Never imports OpenTelemetry (it is in ``sys.modules`` once a
 :class:`Consumer` is made)."""
+
 from __future__ import annotations
 
 import json
@@ -42,15 +43,27 @@ class Consumer:
         frozen dataclass with ``kind``, ``error``, ``exc`` and ``span``) that only this call holds."""
         parent, links = self._parent(job)
         span = self._start(
-            f"process {job.type}", context=parent, kind=self._kind, links=links,
-            attributes={"messaging.system": SCOPE, "messaging.operation": "process",
-                        "messaging.destination.name": job.queue or QUEUE, "messaging.message.id": job.id,
-                        "jobq.job.type": job.type, "jobq.attempt": job.attempts},
-            record_exception=False, set_status_on_exception=False)
+            f"process {job.type}",
+            context=parent,
+            kind=self._kind,
+            links=links,
+            attributes={
+                "messaging.system": SCOPE,
+                "messaging.operation": "process",
+                "messaging.destination.name": job.queue or QUEUE,
+                "messaging.message.id": job.id,
+                "jobq.job.type": job.type,
+                "jobq.attempt": job.attempts,
+            },
+            record_exception=False,
+            set_status_on_exception=False,
+        )
         token = self._attach(self._current(span))
         try:
             outcome = run()
-        except BaseException:  # run() classifies every handler failure: this is jobq's own, or an interrupt
+        except (
+            BaseException
+        ):  # run() classifies every handler failure: this is jobq's own, or an interrupt
             span.end()
             raise
         finally:
@@ -98,10 +111,15 @@ class Consumer:
             carrier = json.loads(text)
             version, trace_id, span_id, flags = carrier["traceparent"].split("-")
             state = carrier.get("tracestate")
-            ctx = api.SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
-                                  trace_flags=api.TraceFlags(int(flags, 16)),
-                                  trace_state=api.TraceState.from_header([state])
-                                  if isinstance(state, str) and state else None)
+            ctx = api.SpanContext(
+                int(trace_id, 16),
+                int(span_id, 16),
+                is_remote=True,
+                trace_flags=api.TraceFlags(int(flags, 16)),
+                trace_state=api.TraceState.from_header([state])
+                if isinstance(state, str) and state
+                else None,
+            )
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
         if not ctx.is_valid or version == "ff":

@@ -20,6 +20,7 @@ look-up and does nothing, so the enqueue path stores NULL and runs no extra stat
 - :func:`ids` (logs): the active span's ``trace_id`` and ``span_id`` as hex, or None;
   :func:`span_ids` those of a finished run's span (its ``job.completed`` line).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -79,12 +80,19 @@ def context(traceparent: str | None = None, tracestate: str | None = None) -> st
 
 def _explicit(traceparent: str, tracestate: str | None) -> str:
     parts = traceparent.strip().split("-")
-    ok = (len(parts) == 4 and [len(p) for p in parts] == [2, 32, 16, 2]
-          and all(c in "0123456789abcdef" for c in "".join(parts)) and parts[0] != "ff"
-          and set(parts[1]) != {"0"} and set(parts[2]) != {"0"})
+    ok = (
+        len(parts) == 4
+        and [len(p) for p in parts] == [2, 32, 16, 2]
+        and all(c in "0123456789abcdef" for c in "".join(parts))
+        and parts[0] != "ff"
+        and set(parts[1]) != {"0"}
+        and set(parts[2]) != {"0"}
+    )
     if not ok:
-        raise ValueError(f"traceparent must be W3C trace context text "
-                         f"(00-<32 hex>-<16 hex>-<2 hex>), got {traceparent!r}")
+        raise ValueError(
+            f"traceparent must be W3C trace context text "
+            f"(00-<32 hex>-<16 hex>-<2 hex>), got {traceparent!r}"
+        )
     carrier = {"traceparent": traceparent.strip()}
     if tracestate:
         carrier["tracestate"] = tracestate
@@ -92,8 +100,10 @@ def _explicit(traceparent: str, tracestate: str | None) -> str:
 
 
 def _encode(carrier: dict[str, str]) -> str:
-    return json.dumps({k: carrier[k] for k in ("traceparent", "tracestate") if k in carrier},
-                      separators=(",", ":"))
+    return json.dumps(
+        {k: carrier[k] for k in ("traceparent", "tracestate") if k in carrier},
+        separators=(",", ":"),
+    )
 
 
 class Tracing:
@@ -109,16 +119,21 @@ class Tracing:
     no instruments (a one-off caller); ``meter_provider``: the instruments' MeterProvider instead
     of the global one."""
 
-    def __init__(self, depth: Callable[[], list[dict[str, Any]]] | None = None, metered: bool = True,
-                 meter_provider: Any = None, batched: bool = False) -> None:
-        self._tracer: Any = None             # jobq's tracer of the global provider, once there is one
-        self._recheck = 0.0                  # monotonic time of the next look for a tracer provider
+    def __init__(
+        self,
+        depth: Callable[[], list[dict[str, Any]]] | None = None,
+        metered: bool = True,
+        meter_provider: Any = None,
+        batched: bool = False,
+    ) -> None:
+        self._tracer: Any = None  # jobq's tracer of the global provider, once there is one
+        self._recheck = 0.0  # monotonic time of the next look for a tracer provider
         self._consumer: Consumer | None = None  # the runs' spans, once an SDK tracer records
-        self._recorder: Meters | None = None    # the instruments, once an SDK MeterProvider records
-        self._looking = True                 # until both are found (or all that is wanted)
-        self._next_look = 0.0                # monotonic time of the next look for them
+        self._recorder: Meters | None = None  # the instruments, once an SDK MeterProvider records
+        self._looking = True  # until both are found (or all that is wanted)
+        self._next_look = 0.0  # monotonic time of the next look for them
         self._depth = depth
-        self.meters: Meters | None = None    # made once the application imported the metrics API
+        self.meters: Meters | None = None  # made once the application imported the metrics API
         self._metered = metered
         self._meter_provider = meter_provider
         self._batched = batched  # runs counted per batch: the owner calls settle() (a worker)
@@ -151,11 +166,17 @@ class Tracing:
             yield
             return
         name = types[0] if len(set(types)) == 1 else "batch"
-        attrs = {"messaging.system": SCOPE, "messaging.operation": "publish",
-                 "messaging.destination.name": QUEUE, "jobq.job.type": name,
-                 "messaging.batch.message_count": len(types)}
+        attrs = {
+            "messaging.system": SCOPE,
+            "messaging.operation": "publish",
+            "messaging.destination.name": QUEUE,
+            "jobq.job.type": name,
+            "messaging.batch.message_count": len(types),
+        }
         span = tracer.start_span(f"enqueue {name}", kind=api.SpanKind.PRODUCER, attributes=attrs)
-        if not span.get_span_context().is_valid:  # a provider that records nothing: store the active one
+        if (
+            not span.get_span_context().is_valid
+        ):  # a provider that records nothing: store the active one
             yield
             return
         with api.use_span(span, end_on_exit=True):
@@ -190,7 +211,11 @@ class Tracing:
             tracer = self.tracer(api)
             if tracer is not None:
                 self._consumer = Consumer(api, tracer)
-        if self._metered and self._recorder is None and (self.meters is not None or METRICS_MODULE in sys.modules):
+        if (
+            self._metered
+            and self._recorder is None
+            and (self.meters is not None or METRICS_MODULE in sys.modules)
+        ):
             meters = self._meters()
             if meters.live():
                 self._recorder = meters
@@ -224,7 +249,9 @@ class Tracing:
 
     def _meters(self) -> "Meters":
         if self.meters is None:
-            self.meters = Meters(sys.modules[METRICS_MODULE], self._depth, self._meter_provider, self._batched)
+            self.meters = Meters(
+                sys.modules[METRICS_MODULE], self._depth, self._meter_provider, self._batched
+            )
         return self.meters
 
 
@@ -237,8 +264,11 @@ def worker_tracing(config: Any, slot: int | None, meter_provider: Any = None) ->
     """A worker's :class:`Tracing`: the worker of slot 0 also reports the queue-depth gauge (one
     worker per supervisor, so the figure is not repeated by every worker). Runs are counted per
     batch: the worker calls :meth:`Tracing.settle` as a batch ends and before it waits idle."""
-    return Tracing(depth=depth_reader(config) if slot == 0 else None, meter_provider=meter_provider,
-                   batched=True)
+    return Tracing(
+        depth=depth_reader(config) if slot == 0 else None,
+        meter_provider=meter_provider,
+        batched=True,
+    )
 
 
 def observe_gauge(name: str, unit: str, description: str, read: Callable[[], float]) -> bool:
@@ -250,6 +280,8 @@ def observe_gauge(name: str, unit: str, description: str, read: Callable[[], flo
 
     def observe(_options: Any) -> Any:
         return [metrics.Observation(read())]
-    metrics.get_meter(SCOPE).create_observable_gauge(name, callbacks=[observe], unit=unit,
-                                                     description=description)
+
+    metrics.get_meter(SCOPE).create_observable_gauge(
+        name, callbacks=[observe], unit=unit, description=description
+    )
     return True

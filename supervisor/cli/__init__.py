@@ -5,6 +5,7 @@ It reads and acts through the ops layer (:mod:`shared.ops`); it imports the supe
 modules only inside ``run`` and the dashboard only inside ``web``, so ``jobq status`` loads
 neither (``tests/unit/test_layering.py`` checks both).
 """
+
 from __future__ import annotations
 
 from .main import build_parser, main

@@ -10,6 +10,7 @@ run`` would). A running supervisor notices the new file by itself (``config_poll
 ``config check`` validates the file and imports its handler modules: exit 0, 3 (invalid file)
 or 4 (a handler module failed to import: what ``jobq run`` would exit with).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ from .tomledit import EditError, parse_value, set_key, toml_value
 
 
 def cmd_config(ctx: Ctx, args: argparse.Namespace) -> int:
-    return {"show": _show, "init": _init, "set": _set, "check": _check,
-            "reference": _reference}[args.config_command](ctx, args)
+    return {"show": _show, "init": _init, "set": _set, "check": _check, "reference": _reference}[
+        args.config_command
+    ](ctx, args)
 
 
 def _check(ctx: Ctx, args: argparse.Namespace) -> int:
@@ -46,17 +48,28 @@ def _check(ctx: Ctx, args: argparse.Namespace) -> int:
         code = ctx.fail(exc.summary, ExitCode.BOOT_FAILED)  # the one line first, then the traceback
         print(exc.traceback, end="", file=ctx.err)
         return code
-    ctx.emit({"path": cfg.path, "handlers": list(cfg.handlers), "types": types},
-             f"{cfg.path}: valid; handler modules {', '.join(cfg.handlers) or '(none)'} import and serve "
-             f"{len(types)} job types: {', '.join(types)}")
+    ctx.emit(
+        {"path": cfg.path, "handlers": list(cfg.handlers), "types": types},
+        f"{cfg.path}: valid; handler modules {', '.join(cfg.handlers) or '(none)'} import and serve "
+        f"{len(types)} job types: {', '.join(types)}",
+    )
     return ExitCode.OK
 
 
 def _reference(ctx: Ctx, args: argparse.Namespace) -> int:
     """Every key: type, default, accepted values, meaning (``docs/configuration.md``)."""
     if ctx.json:
-        ctx.emit({(f"{s}.{k}" if s else k): {"type": spec.type_name, "expected": spec.expected, "doc": spec.doc}
-                  for s, keys in SCHEMA.items() for k, spec in keys.items()})
+        ctx.emit(
+            {
+                (f"{s}.{k}" if s else k): {
+                    "type": spec.type_name,
+                    "expected": spec.expected,
+                    "doc": spec.doc,
+                }
+                for s, keys in SCHEMA.items()
+                for k, spec in keys.items()
+            }
+        )
     else:
         print(reference_markdown(), end="", file=ctx.out)
     return ExitCode.OK
@@ -68,13 +81,18 @@ def _show(ctx: Ctx, args: argparse.Namespace) -> int:
         cfg = ctx.config
         data = cfg.to_dict()
         data["database"] = database_mod.redacted(cfg.database)  # a secret is for the engine only
-        ctx.emit({"path": cfg.path, "config": data},
-                 f"# effective configuration: {cfg.path} with every default filled in\n" + tomli_w.dumps(data))
+        ctx.emit(
+            {"path": cfg.path, "config": data},
+            f"# effective configuration: {cfg.path} with every default filled in\n"
+            + tomli_w.dumps(data),
+        )
         return ExitCode.OK
     try:
         text = path.read_text(encoding="utf-8-sig")  # (a byte-order mark is not shown)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
+        raise ConfigError(
+            f"{path}: config file not found (create one with: jobq config init --config {path})"
+        )
     _ = ctx.config  # validate: an invalid file is reported with exit 3, not printed as if fine
     text = database_mod.scrub(text, ctx.config.database)  # the file as written, less its password
     if ctx.json:
@@ -87,11 +105,15 @@ def _show(ctx: Ctx, args: argparse.Namespace) -> int:
 def _init(ctx: Ctx, args: argparse.Namespace) -> int:
     path = Path(ctx.config_path)
     if path.exists() and not args.force:
-        return ctx.fail(f"config init: {path} already exists (--force overwrites it)", ExitCode.USAGE)
+        return ctx.fail(
+            f"config init: {path} already exists (--force overwrites it)", ExitCode.USAGE
+        )
     text = default_toml()
     write_atomic(path, text)
     config_mod.load(path)  # what we wrote must load
-    ctx.emit({"path": str(path.resolve())}, f"wrote {path} (every key at its default; set handlers next)")
+    ctx.emit(
+        {"path": str(path.resolve())}, f"wrote {path} (every key at its default; set handlers next)"
+    )
     return ExitCode.OK
 
 
@@ -99,34 +121,52 @@ def _set(ctx: Ctx, args: argparse.Namespace) -> int:
     path = Path(ctx.config_path)
     section, key = _split(args.key)
     if section not in SCHEMA or key not in SCHEMA[section]:
-        known = ", ".join(sorted(f"{s}.{k}" if s else k for s, keys in SCHEMA.items() for k in keys))
-        return ctx.fail(f"config set: unknown key '{args.key}' (known: {known})", ExitCode.CONFIG_INVALID)
+        known = ", ".join(
+            sorted(f"{s}.{k}" if s else k for s, keys in SCHEMA.items() for k in keys)
+        )
+        return ctx.fail(
+            f"config set: unknown key '{args.key}' (known: {known})", ExitCode.CONFIG_INVALID
+        )
     try:
         text, bom, eol = read_as_written(path)  # written back in the file's own form
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found (create one with: jobq config init --config {path})")
+        raise ConfigError(
+            f"{path}: config file not found (create one with: jobq config init --config {path})"
+        )
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     value = parse_value(args.value)
     try:
         new_text = set_key(text, section, key, value, eol)
-        cfg = config_mod.from_dict(tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent))
+        cfg = config_mod.from_dict(
+            tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent)
+        )
         if key == "handlers" and not section:
-            load_registry(cfg.handlers, str(path.resolve()))  # a typo in a module name is refused now, not at start-up
+            load_registry(
+                cfg.handlers, str(path.resolve())
+            )  # a typo in a module name is refused now, not at start-up
     except HandlerImportError as exc:
-        return ctx.fail(f"config set {args.key}: refused: {exc.summary}; {path} is unchanged", ExitCode.CONFIG_INVALID)
+        return ctx.fail(
+            f"config set {args.key}: refused: {exc.summary}; {path} is unchanged",
+            ExitCode.CONFIG_INVALID,
+        )
     except EditError as exc:
-        return ctx.fail(f"config set {args.key}: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
+        return ctx.fail(
+            f"config set {args.key}: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID
+        )
     except ConfigError as exc:
-        return ctx.fail(f"config set {args.key}: refused: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID)
+        return ctx.fail(
+            f"config set {args.key}: refused: {exc}; {path} is unchanged", ExitCode.CONFIG_INVALID
+        )
     write_atomic(path, bom + new_text)
-    ctx.emit({"path": str(path.resolve()), "key": args.key, "value": value},
-             f"{path}: {args.key} = {toml_value(value)} (a running supervisor applies it within "
-             f"config_poll_interval, or now with: jobq reload)")
+    ctx.emit(
+        {"path": str(path.resolve()), "key": args.key, "value": value},
+        f"{path}: {args.key} = {toml_value(value)} (a running supervisor applies it within "
+        f"config_poll_interval, or now with: jobq reload)",
+    )
     return ExitCode.OK
 
 
 def _split(dotted: str) -> tuple[str, str]:
     section, _, key = dotted.rpartition(".")
     return section, key
-

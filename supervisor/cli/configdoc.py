@@ -1,6 +1,7 @@
 """``docs/configuration.md``: the configuration reference, generated from the key table in
 :mod:`shared.settings.config` (``jobq config reference`` prints it; ``python -m supervisor.gendocs``
 writes it)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,14 +42,23 @@ def reference_markdown() -> str:
     out = [INTRO, "\n## Top level\n\n", _rows(Config, defaults)]
     for name, (cls, doc) in sections_of(Config).items():
         out += [f"\n## `[{name}]`\n\n{_plain(doc)}\n\n", _rows(cls, getattr(defaults, name))]
-    out += [f"\n## `[[schedule]]`\n\n{_plain(ScheduleConfig.__doc__)} `name`, `type` and `cron` "
-            "are required; names must be unique.\n\n", _rows(ScheduleConfig, None),
-            '\n```toml\n[[schedule]]\nname = "cleanup-old-data"\ntype = "cleanup:old-data"\n'
-            'cron = "15 3 * * *"\n```\n']
-    out += [f'\n## `[types."<job type>"]`\n\n{_plain(TypeConfig.__doc__)}\n\n', _rows(TypeConfig, TypeConfig()),
-            '\n```toml\n[types."report:generate"]\nconcurrency = 2\nrate = "10/min"\n```\n']
-    out += [f'\n## `[queues."<name>"]`\n\n{_plain(QueueConfig.__doc__)}\n\n', _rows(QueueConfig, QueueConfig()),
-            '\n```toml\n[queues.emails]\nworkers = 2\n\n[queues.reports]\nweight = 1\n```\n']
+    out += [
+        f"\n## `[[schedule]]`\n\n{_plain(ScheduleConfig.__doc__)} `name`, `type` and `cron` "
+        "are required; names must be unique.\n\n",
+        _rows(ScheduleConfig, None),
+        '\n```toml\n[[schedule]]\nname = "cleanup-old-data"\ntype = "cleanup:old-data"\n'
+        'cron = "15 3 * * *"\n```\n',
+    ]
+    out += [
+        f'\n## `[types."<job type>"]`\n\n{_plain(TypeConfig.__doc__)}\n\n',
+        _rows(TypeConfig, TypeConfig()),
+        '\n```toml\n[types."report:generate"]\nconcurrency = 2\nrate = "10/min"\n```\n',
+    ]
+    out += [
+        f'\n## `[queues."<name>"]`\n\n{_plain(QueueConfig.__doc__)}\n\n',
+        _rows(QueueConfig, QueueConfig()),
+        "\n```toml\n[queues.emails]\nworkers = 2\n\n[queues.reports]\nweight = 1\n```\n",
+    ]
     return "".join(out)
 
 
@@ -58,15 +68,27 @@ def _rows(cls: type, defaults: Any) -> str:
     for key, spec in keys_of(cls).items():
         if defaults is None:
             f = fields[key]
-            has = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if has else None)
+            has = (
+                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            )
+            default = (
+                f.default
+                if f.default is not dataclasses.MISSING
+                else (f.default_factory() if has else None)
+            )
             shown = f"`{_value(default)}`" if has else "required"
         else:
             value = getattr(defaults, key)
-            shown = "unset" if value is None else f"`{_value(list(value) if isinstance(value, tuple) else value)}`"
-        lines.append(" | ".join(["", f"`{key}`", spec.type_name, shown, _cell(spec.expected),
-                                 _cell(spec.doc), ""]).strip())
+            shown = (
+                "unset"
+                if value is None
+                else f"`{_value(list(value) if isinstance(value, tuple) else value)}`"
+            )
+        lines.append(
+            " | ".join(
+                ["", f"`{key}`", spec.type_name, shown, _cell(spec.expected), _cell(spec.doc), ""]
+            ).strip()
+        )
     return "\n".join(lines) + "\n"
 
 

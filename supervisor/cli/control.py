@@ -5,6 +5,7 @@ A supervisor is found through its ``processes`` row (kind 'supervisor') and chec
 is never signalled. ``scale`` writes the wanted worker count into the ``control`` table, where the
 supervisor takes it at its next maintenance round; stop and reload are signals (SIGTERM, SIGHUP).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,10 +31,16 @@ def running_here(ctx: Ctx, store: OpsStore) -> list[dict[str, Any]] | int:
         return local
     if found:
         where = ", ".join(f"pid {s['pid']} on {s['host']}" for s in found)
-        return ctx.fail(f"the supervisor of {store.location} runs on another host ({where}); "
-                        f"run this command there", ExitCode.NOT_RUNNING)
-    return ctx.fail(f"no supervisor is running on {store.location} (start one with: "
-                    f"jobq run --config {ctx.config_path})", ExitCode.NOT_RUNNING)
+        return ctx.fail(
+            f"the supervisor of {store.location} runs on another host ({where}); "
+            f"run this command there",
+            ExitCode.NOT_RUNNING,
+        )
+    return ctx.fail(
+        f"no supervisor is running on {store.location} (start one with: "
+        f"jobq run --config {ctx.config_path})",
+        ExitCode.NOT_RUNNING,
+    )
 
 
 def _signal_here(ctx: Ctx, sig: int) -> list[dict[str, Any]] | int:
@@ -63,18 +70,26 @@ def cmd_stop(ctx: Ctx, args: argparse.Namespace) -> int:
     if isinstance(found, int):
         return found
     if args.no_wait:
-        ctx.emit({"signalled": [s["pid"] for s in found]},
-                 "\n".join(f"asked supervisor pid {s['pid']} to stop (SIGTERM)" for s in found))
+        ctx.emit(
+            {"signalled": [s["pid"] for s in found]},
+            "\n".join(f"asked supervisor pid {s['pid']} to stop (SIGTERM)" for s in found),
+        )
         return ExitCode.OK
     sup = ctx.config.supervisor
-    timeout = args.timeout if args.timeout is not None else sup.shutdown_timeout + sup.kill_grace + 10
+    timeout = (
+        args.timeout if args.timeout is not None else sup.shutdown_timeout + sup.kill_grace + 10
+    )
     waiting = _wait_while(list(found), lambda s: token_alive(s["token"]), timeout)
     if waiting:
-        return ctx.fail(f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} still stopping after "
-                        f"{timeout:g} s (running jobs finish first; `jobq stop` again stops at once)",
-                        ExitCode.ERROR)
-    ctx.emit({"stopped": [s["pid"] for s in found]},
-             "\n".join(f"stopped supervisor pid {s['pid']}" for s in found))
+        return ctx.fail(
+            f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} still stopping after "
+            f"{timeout:g} s (running jobs finish first; `jobq stop` again stops at once)",
+            ExitCode.ERROR,
+        )
+    ctx.emit(
+        {"stopped": [s["pid"] for s in found]},
+        "\n".join(f"stopped supervisor pid {s['pid']}" for s in found),
+    )
     return ExitCode.OK
 
 
@@ -83,9 +98,14 @@ def cmd_reload(ctx: Ctx, args: argparse.Namespace) -> int:
     found = _signal_here(ctx, signal.SIGHUP)
     if isinstance(found, int):
         return found
-    ctx.emit({"signalled": [s["pid"] for s in found]},
-             "\n".join(f"asked supervisor pid {s['pid']} to reload {ctx.config.path} (SIGHUP); "
-                       f"its log says what changed" for s in found))
+    ctx.emit(
+        {"signalled": [s["pid"] for s in found]},
+        "\n".join(
+            f"asked supervisor pid {s['pid']} to reload {ctx.config.path} (SIGHUP); "
+            f"its log says what changed"
+            for s in found
+        ),
+    )
     return ExitCode.OK
 
 
@@ -100,14 +120,27 @@ def cmd_scale(ctx: Ctx, args: argparse.Namespace) -> int:
             return found
         for s in found:
             ops.request_scale(store, s["token"], args.workers)
-        waiting = _wait_while(list(found), lambda s: ops.pending_scale(store, s["token"]) is not None,
-                              max(5.0, 3 * interval + 2))
+        waiting = _wait_while(
+            list(found),
+            lambda s: ops.pending_scale(store, s["token"]) is not None,
+            max(5.0, 3 * interval + 2),
+        )
         for s in waiting:
-            ops.take_scale_request(store, s["token"])  # withdraw it: never apply it by surprise later
+            ops.take_scale_request(
+                store, s["token"]
+            )  # withdraw it: never apply it by surprise later
     if waiting:
-        return ctx.fail(f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} did not take the scale "
-                        f"request; withdrawn (send SIGTTIN/SIGTTOU for one worker more/fewer)", ExitCode.ERROR)
-    ctx.emit({"scaled": [s["pid"] for s in found], "workers": args.workers},
-             "\n".join(f"supervisor pid {s['pid']}: scaling to {args.workers} workers (busy workers finish "
-                       f"their job first)" for s in found))
+        return ctx.fail(
+            f"supervisor pid {', '.join(str(s['pid']) for s in waiting)} did not take the scale "
+            f"request; withdrawn (send SIGTTIN/SIGTTOU for one worker more/fewer)",
+            ExitCode.ERROR,
+        )
+    ctx.emit(
+        {"scaled": [s["pid"] for s in found], "workers": args.workers},
+        "\n".join(
+            f"supervisor pid {s['pid']}: scaling to {args.workers} workers (busy workers finish "
+            f"their job first)"
+            for s in found
+        ),
+    )
     return ExitCode.OK

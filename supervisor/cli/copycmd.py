@@ -30,6 +30,7 @@ piped or with ``--json``, only the result is written.
 Exit codes: 0 done; 2 bad arguments; 3 invalid config; 5 a database cannot be opened or used
 (one line naming it, password hidden); 130 interrupted (run the same command again to resume).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,18 +57,42 @@ def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
     help = "copy jobs to another database (e.g. SQLite to PostgreSQL), idempotent and resumable"
     p = sub.add_parser("copy", help=help, description=help + "; see docs/scaling-out.md")
     common(p, False)
-    p.add_argument("--from", dest="source", required=True, metavar="DB",
-                   help="source database, as in jobq.toml: a path, sqlite:///abs/path.db or postgresql://...")
-    p.add_argument("--to", dest="target", required=True, metavar="DB", help="target database (created if new)")
-    p.add_argument("--status", action="append", default=None, metavar="S[,S...]",
-                   help=f"statuses to copy ({', '.join(STATUSES)} or all; repeatable; "
-                        f"default {','.join(DEFAULT_STATUSES)})")
-    p.add_argument("--delete", action="store_true",
-                   help="move: delete each copied job from the source if it did not change meanwhile")
-    p.add_argument("--after", default="", metavar="ID", help="start after this job id (default: the first)")
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="read at most N jobs of the source")
-    p.add_argument("--chunk", type=int, default=CHUNK, metavar="N",
-                   help=f"jobs per transaction of the target (default {CHUNK})")
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="DB",
+        help="source database, as in jobq.toml: a path, sqlite:///abs/path.db or postgresql://...",
+    )
+    p.add_argument(
+        "--to", dest="target", required=True, metavar="DB", help="target database (created if new)"
+    )
+    p.add_argument(
+        "--status",
+        action="append",
+        default=None,
+        metavar="S[,S...]",
+        help=f"statuses to copy ({', '.join(STATUSES)} or all; repeatable; "
+        f"default {','.join(DEFAULT_STATUSES)})",
+    )
+    p.add_argument(
+        "--delete",
+        action="store_true",
+        help="move: delete each copied job from the source if it did not change meanwhile",
+    )
+    p.add_argument(
+        "--after", default="", metavar="ID", help="start after this job id (default: the first)"
+    )
+    p.add_argument(
+        "--limit", type=int, default=None, metavar="N", help="read at most N jobs of the source"
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=CHUNK,
+        metavar="N",
+        help=f"jobs per transaction of the target (default {CHUNK})",
+    )
     p.set_defaults(func=wrap(cmd_copy))
 
 
@@ -81,8 +106,10 @@ def parse_statuses(values: Sequence[str] | None) -> tuple[str, ...]:
         return STATUSES
     unknown = [n for n in names if n not in STATUSES]
     if unknown or not names:
-        raise ValueError(f"copy: unknown --status {', '.join(unknown) or '(empty)'} "
-                         f"(expected {', '.join(STATUSES)} or all)")
+        raise ValueError(
+            f"copy: unknown --status {', '.join(unknown) or '(empty)'} "
+            f"(expected {', '.join(STATUSES)} or all)"
+        )
     return tuple(dict.fromkeys(names))
 
 
@@ -99,13 +126,21 @@ def cmd_copy(ctx: Ctx, args: argparse.Namespace) -> int:
         try:
             cfgs[flag] = base.replace(database=database_mod.resolve(value, os.getcwd()))
         except ValueError as exc:
-            return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {database_mod.scrub(str(exc), value)}",
-                            ExitCode.DATABASE_UNAVAILABLE)
+            return ctx.fail(
+                f"copy {flag} {database_mod.redacted(value)}: {database_mod.scrub(str(exc), value)}",
+                ExitCode.DATABASE_UNAVAILABLE,
+            )
     if cfgs["--from"].database == cfgs["--to"].database:
-        return ctx.fail(f"copy: --from and --to name the same database ({database_mod.redacted(args.source)})", ExitCode.USAGE)
+        return ctx.fail(
+            f"copy: --from and --to name the same database ({database_mod.redacted(args.source)})",
+            ExitCode.USAGE,
+        )
     source_file = database_file(cfgs["--from"])
     if source_file is not None and not os.path.exists(source_file):
-        return ctx.fail(f"copy --from {database_mod.redacted(args.source)}: no such database file", ExitCode.DATABASE_UNAVAILABLE)
+        return ctx.fail(
+            f"copy --from {database_mod.redacted(args.source)}: no such database file",
+            ExitCode.DATABASE_UNAVAILABLE,
+        )
     with _open(ctx, "--from", args.source, cfgs["--from"], migrate=False) as src:
         if isinstance(src, int):
             return src
@@ -138,7 +173,9 @@ class _open:
 def unavailable(ctx: Ctx, flag: str, value: str, exc: StoreError) -> int:
     """One line: which side, which database (password hidden), what went wrong."""
     text = " ".join(database_mod.scrub(str(exc), value).split())
-    return ctx.fail(f"copy {flag} {database_mod.redacted(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE)
+    return ctx.fail(
+        f"copy {flag} {database_mod.redacted(value)}: {text}", ExitCode.DATABASE_UNAVAILABLE
+    )
 
 
 def _n(n: int, what: str) -> str:
@@ -148,8 +185,14 @@ def _n(n: int, what: str) -> str:
 class Copy:
     """One run of the copy: chunk after chunk until the source has no more (or ``--limit``)."""
 
-    def __init__(self, ctx: Ctx, args: argparse.Namespace, statuses: Sequence[str],
-                 src: EngineStore, dst: EngineStore) -> None:
+    def __init__(
+        self,
+        ctx: Ctx,
+        args: argparse.Namespace,
+        statuses: Sequence[str],
+        src: EngineStore,
+        dst: EngineStore,
+    ) -> None:
         self.ctx, self.args, self.statuses, self.src, self.dst = ctx, args, statuses, src, dst
         self.after = args.after
         self.read = self.attempts = 0
@@ -164,7 +207,11 @@ class Copy:
     def steps(self, progress: Progress) -> int:
         try:
             while self.args.limit is None or self.read < self.args.limit:
-                want = self.args.chunk if self.args.limit is None else min(self.args.chunk, self.args.limit - self.read)
+                want = (
+                    self.args.chunk
+                    if self.args.limit is None
+                    else min(self.args.chunk, self.args.limit - self.read)
+                )
                 if not self.chunk(want):
                     break
                 copied = len(self.total.inserted)
@@ -178,8 +225,11 @@ class Copy:
         except KeyboardInterrupt:
             progress.close()
             self.summary(done=False)
-            return self.ctx.fail(f"copy interrupted after job {self.after or '(none)'}: run the same "
-                                 "command again to resume (copied jobs are skipped)", 130)
+            return self.ctx.fail(
+                f"copy interrupted after job {self.after or '(none)'}: run the same "
+                "command again to resume (copied jobs are skipped)",
+                130,
+            )
         self.summary(done=True)
         return ExitCode.OK
 
@@ -223,16 +273,28 @@ class Copy:
 
     def summary(self, *, done: bool) -> None:
         t = self.total
-        data = {"done": done, "read": self.read, "copied": len(t.inserted), "attempts": self.attempts, "edges": t.edges,
-                "already_there": len(t.present), "differing": t.differing, "key_taken": t.key_taken,
-                "deleted": len(self.deleted), "last_id": self.after or None,
-                "statuses": list(self.statuses), "rejected": t.rejected}
+        data = {
+            "done": done,
+            "read": self.read,
+            "copied": len(t.inserted),
+            "attempts": self.attempts,
+            "edges": t.edges,
+            "already_there": len(t.present),
+            "differing": t.differing,
+            "key_taken": t.key_taken,
+            "deleted": len(self.deleted),
+            "last_id": self.after or None,
+            "statuses": list(self.statuses),
+            "rejected": t.rejected,
+        }
         if not self.ctx.json:
             self._explain_skips()
         skipped = len(t.present) + len(t.differing) + len(t.key_taken)
         edges = f", {_n(t.edges, 'workflow edge')}" if t.edges else ""
-        text = (f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}{edges}) to "
-                f"{database_mod.redacted(self.args.target)}, skipped {skipped} already there")
+        text = (
+            f"copied {_n(len(t.inserted), 'job')} ({_n(self.attempts, 'attempt')}{edges}) to "
+            f"{database_mod.redacted(self.args.target)}, skipped {skipped} already there"
+        )
         if t.differing or t.key_taken:
             text += f" ({len(t.differing)} in another state there, {len(t.key_taken)} with a key taken there)"
         if t.rejected:
@@ -244,15 +306,28 @@ class Copy:
         self.ctx.emit(data, text)
 
     def _explain_skips(self) -> None:
-        for ids, why in ((self.total.differing, "is in the target already, in another state: the target's "
-                          "row is kept (the job changed in the source after an earlier copy)"),
-                         (self.total.key_taken, "was not copied: another job in the target holds its "
-                          "idempotency key")):
+        for ids, why in (
+            (
+                self.total.differing,
+                "is in the target already, in another state: the target's "
+                "row is kept (the job changed in the source after an earlier copy)",
+            ),
+            (
+                self.total.key_taken,
+                "was not copied: another job in the target holds its idempotency key",
+            ),
+        ):
             for i in ids[:SHOW_IDS]:
                 print(f"jobq copy: job {i} {why}", file=self.ctx.err)
             if len(ids) > SHOW_IDS:
                 print(f"jobq copy: ... and {len(ids) - SHOW_IDS} more like that", file=self.ctx.err)
         for i, why in list(self.total.rejected.items())[:SHOW_IDS]:
-            print(f"jobq copy: job {i} was not copied: the target cannot store it: {why}", file=self.ctx.err)
+            print(
+                f"jobq copy: job {i} was not copied: the target cannot store it: {why}",
+                file=self.ctx.err,
+            )
         if len(self.total.rejected) > SHOW_IDS:
-            print(f"jobq copy: ... and {len(self.total.rejected) - SHOW_IDS} more like that", file=self.ctx.err)
+            print(
+                f"jobq copy: ... and {len(self.total.rejected) - SHOW_IDS} more like that",
+                file=self.ctx.err,
+            )

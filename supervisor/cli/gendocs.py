@@ -1,6 +1,7 @@
 """``python -m supervisor.gendocs [--check]``: regenerate the files derived from the config's
 key table: the shipped ``jobq.toml`` and ``docs/configuration.md`` (at the repository top, beside
 the ``supervisor`` package). ``--check`` writes nothing and exits 1 naming each stale file."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,10 @@ from .configdoc import reference_markdown
 from .template import shipped_toml
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATED: dict[str, Callable[[], str]] = {"jobq.toml": shipped_toml,
-                                           "docs/configuration.md": reference_markdown}
+GENERATED: dict[str, Callable[[], str]] = {
+    "jobq.toml": shipped_toml,
+    "docs/configuration.md": reference_markdown,
+}
 
 
 def stale(root: Path = ROOT) -> list[str]:

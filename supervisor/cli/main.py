@@ -6,6 +6,7 @@
 ``--config`` and ``--json`` may stand before or after the subcommand. Every ops command turns an
 invalid config into exit 3 and an unusable database into exit 5, with a message naming it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,15 @@ from .args import arg_type
 
 def _common(p: argparse.ArgumentParser, top: bool) -> None:
     default = None if top else argparse.SUPPRESS
-    p.add_argument("--config", default=default,
-                   help="config file (default: $JOBQ_CONFIG, else ./jobq.toml)")
-    p.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS,
-                   help="machine-readable output")
+    p.add_argument(
+        "--config", default=default, help="config file (default: $JOBQ_CONFIG, else ./jobq.toml)"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="machine-readable output",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     run = sub.add_parser("run", help="run the supervisor and its workers (the default)")
     _common(run, False)
-    run.add_argument("--workers", type=int, default=None, help="number of workers (overrides the file)")
-    run.add_argument("--queues", default=None, metavar="A,B",
-                     help="serve only these named queues (overrides [supervisor] queues)")
+    run.add_argument(
+        "--workers", type=int, default=None, help="number of workers (overrides the file)"
+    )
+    run.add_argument(
+        "--queues",
+        default=None,
+        metavar="A,B",
+        help="serve only these named queues (overrides [supervisor] queues)",
+    )
     run.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
     _job_commands(sub)
@@ -54,8 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add(sub: argparse._SubParsersAction, name: str, fn: Callable[[Ctx, argparse.Namespace], int],
-         help: str) -> argparse.ArgumentParser:
+def _add(
+    sub: argparse._SubParsersAction,
+    name: str,
+    fn: Callable[[Ctx, argparse.Namespace], int],
+    help: str,
+) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description=help)
     _common(p, False)
     p.set_defaults(func=_ops(fn))
@@ -69,26 +85,55 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("payload", nargs="?", help="payload as JSON (default null)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--delay", type=duration, help=f"run after {DURATION_HELP}")
-    when.add_argument("--run-at", help="run at this ISO-8601 time with a zone, e.g. 2026-01-01T08:00:00Z")
+    when.add_argument(
+        "--run-at", help="run at this ISO-8601 time with a zone, e.g. 2026-01-01T08:00:00Z"
+    )
     p.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
-    p.add_argument("--max-attempts", type=int, default=None, help="attempts before the job fails for good")
-    p.add_argument("--key", default=None, help="idempotency key: a kept job with this key is not duplicated")
-    p.add_argument("--queue", default=None, help="the named queue (default: the type's, else \"default\")")
-    p.add_argument("--traceparent", default=None, help="W3C trace context (00-<trace id>-<span id>-<flags>) "
-                   "the job's run continues, also each job of --file (docs/tracing.md)")
-    p.add_argument("--after", action="append", default=None, metavar="ID",
-                   help="wait until job ID (or unique prefix) has ended (repeatable; docs/workflows.md)")
-    p.add_argument("--after-failure", choices=("cancel", "run", "hold"), default=None,
-                   help="when a parent fails: cancel this job (default), run it anyway, or hold it")
-    p.add_argument("--file", default=None, help="JSON lines, one job object each ({\"type\", \"payload\", "
-                   "\"delay\", ...}); - reads stdin; validated first, written in batches of 1000")
+    p.add_argument(
+        "--max-attempts", type=int, default=None, help="attempts before the job fails for good"
+    )
+    p.add_argument(
+        "--key", default=None, help="idempotency key: a kept job with this key is not duplicated"
+    )
+    p.add_argument(
+        "--queue", default=None, help='the named queue (default: the type\'s, else "default")'
+    )
+    p.add_argument(
+        "--traceparent",
+        default=None,
+        help="W3C trace context (00-<trace id>-<span id>-<flags>) "
+        "the job's run continues, also each job of --file (docs/tracing.md)",
+    )
+    p.add_argument(
+        "--after",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="wait until job ID (or unique prefix) has ended (repeatable; docs/workflows.md)",
+    )
+    p.add_argument(
+        "--after-failure",
+        choices=("cancel", "run", "hold"),
+        default=None,
+        help="when a parent fails: cancel this job (default), run it anyway, or hold it",
+    )
+    p.add_argument(
+        "--file",
+        default=None,
+        help='JSON lines, one job object each ({"type", "payload", '
+        '"delay", ...}); - reads stdin; validated first, written in batches of 1000',
+    )
     p = _add(sub, "jobs", ops.cmd_jobs, "list jobs (pending in claim order, finished newest first)")
     p.add_argument("--status", choices=STATUSES)
     p.add_argument("--type", default=None)
     p.add_argument("--limit", type=int, default=50)
-    p = _add(sub, "show", ops.cmd_show, "one job: payload, result, error with traceback, attempt history")
+    p = _add(
+        sub, "show", ops.cmd_show, "one job: payload, result, error with traceback, attempt history"
+    )
     p.add_argument("id", help="job id (or a unique prefix of it)")
-    p = _add(sub, "retry", ops.cmd_retry, "put failed or cancelled jobs back to pending, attempts reset")
+    p = _add(
+        sub, "retry", ops.cmd_retry, "put failed or cancelled jobs back to pending, attempts reset"
+    )
     p.add_argument("ids", nargs="*", metavar="ID")
     p.add_argument("--failed", action="store_true", help="every failed job (of --type)")
     p.add_argument("--type", default=None)
@@ -96,42 +141,78 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _bulk_commands(sub: argparse._SubParsersAction, duration: Callable[[str], float]) -> None:
-    p = _add(sub, "cancel", ops.cmd_cancel, "cancel jobs: pending or waiting ones end cancelled at "
-             "once (with their waiting dependants); running ones are asked to stop (--wait: until "
-             "they end)")
+    p = _add(
+        sub,
+        "cancel",
+        ops.cmd_cancel,
+        "cancel jobs: pending or waiting ones end cancelled at "
+        "once (with their waiting dependants); running ones are asked to stop (--wait: until "
+        "they end)",
+    )
     p.add_argument("ids", nargs="*", metavar="ID")
-    p.add_argument("--pending", action="store_true",
-                   help="every pending or waiting job (of --type)")
+    p.add_argument(
+        "--pending", action="store_true", help="every pending or waiting job (of --type)"
+    )
     p.add_argument("--type", default=None)
-    p.add_argument("--wait", action="store_true",
-                   help="wait until each running job asked to stop has ended, and say how "
-                   "(exit 1 on timeout)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds --wait waits at most (default: cancel_grace + kill_grace + 10)")
-    p = _add(sub, "purge", ops.cmd_purge, "delete finished jobs older than a duration (keeping "
-             "those that waiting jobs still need)")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until each running job asked to stop has ended, and say how (exit 1 on timeout)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds --wait waits at most (default: cancel_grace + kill_grace + 10)",
+    )
+    p = _add(
+        sub,
+        "purge",
+        ops.cmd_purge,
+        "delete finished jobs older than a duration (keeping those that waiting jobs still need)",
+    )
     p.add_argument("--status", choices=TERMINAL, default="completed")
     p.add_argument("--older-than", type=duration, required=True, help=DURATION_HELP)
     p.add_argument("--dry-run", action="store_true", help="count, delete nothing")
 
 
 def _view_commands(sub: argparse._SubParsersAction) -> None:
-    p = _add(sub, "status", status.cmd_status, "queue counts, throughput, latency, workers, paused, WAL")
+    p = _add(
+        sub, "status", status.cmd_status, "queue counts, throughput, latency, workers, paused, WAL"
+    )
     p.add_argument("--watch", action="store_true", help="refresh until Ctrl-C")
-    p.add_argument("--types", action="store_true", help="limits per type: busiest keys, jobs waiting on a limit")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
+    p.add_argument(
+        "--types",
+        action="store_true",
+        help="limits per type: busiest keys, jobs waiting on a limit",
+    )
+    p.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between refreshes (default 2)"
+    )
     p = _add(sub, "top", top.cmd_top, "full-screen live view (q or Ctrl-C quits)")
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+    p.add_argument(
+        "--interval", type=float, default=1.0, help="seconds between refreshes (default 1)"
+    )
 
 
 def _control_commands(sub: argparse._SubParsersAction) -> None:
-    p = _add(sub, "pause", ops.cmd_pause, "workers finish the job in hand and claim nothing until resume")
+    p = _add(
+        sub, "pause", ops.cmd_pause, "workers finish the job in hand and claim nothing until resume"
+    )
     p.add_argument("--queue", default=None, help="pause only this named queue")
     p = _add(sub, "resume", ops.cmd_resume, "workers claim jobs again")
     p.add_argument("--queue", default=None, help="resume only this named queue")
-    p = _add(sub, "stop", control.cmd_stop, "stop the running supervisor gracefully (again: at once)")
+    p = _add(
+        sub, "stop", control.cmd_stop, "stop the running supervisor gracefully (again: at once)"
+    )
     p.add_argument("--no-wait", action="store_true", help="return after signalling")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait (default: shutdown_timeout + 15)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds to wait (default: shutdown_timeout + 15)",
+    )
     _add(sub, "reload", control.cmd_reload, "make the running supervisor re-read its config file")
     p = _add(sub, "scale", control.cmd_scale, "set the running supervisor's number of workers")
     p.add_argument("workers", type=int, metavar="N")
@@ -139,7 +220,9 @@ def _control_commands(sub: argparse._SubParsersAction) -> None:
 
 def _config_commands(sub: argparse._SubParsersAction) -> None:
     p = _add(sub, "config", configcmd.cmd_config, "show, create or edit jobq.toml")
-    csub = p.add_subparsers(dest="config_command", metavar="show|init|set|check|reference", required=True)
+    csub = p.add_subparsers(
+        dest="config_command", metavar="show|init|set|check|reference", required=True
+    )
     show = csub.add_parser("show", help="print the config file (--effective: with every default)")
     show.add_argument("--effective", action="store_true")
     init = csub.add_parser("init", help="write a commented jobq.toml with every default")
@@ -147,7 +230,9 @@ def _config_commands(sub: argparse._SubParsersAction) -> None:
     cset = csub.add_parser("set", help="set one key (dotted: supervisor.workers), keeping comments")
     cset.add_argument("key", metavar="KEY")
     cset.add_argument("value", metavar="VALUE", help="TOML value; bare text is a string")
-    check = csub.add_parser("check", help="validate the file and import its handler modules (exit 3 or 4 if not)")
+    check = csub.add_parser(
+        "check", help="validate the file and import its handler modules (exit 3 or 4 if not)"
+    )
     ref = csub.add_parser("reference", help="print the reference of every key (Markdown)")
     for c in (show, init, cset, check, ref):
         _common(c, False)
@@ -155,6 +240,7 @@ def _config_commands(sub: argparse._SubParsersAction) -> None:
 
 def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Run an ops command with its context; map config and database errors to exit codes."""
+
     def run(args: argparse.Namespace) -> int:
         ctx = Ctx(config_mod.resolve_path(args.config), json=args.json)
         try:
@@ -167,11 +253,13 @@ def _ops(fn: Callable[[Ctx, argparse.Namespace], int]) -> Callable[[argparse.Nam
         except BrokenPipeError:  # `jobq jobs | head`: the reader left; not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return ExitCode.OK
+
     return run
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..launch import run  # the same as `python -m supervisor run` without this parser
+
     return run(args.config, args.workers, args.queues, args.ready_fd)
 
 
@@ -182,8 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv in (["-h"], ["--help"]):  # the list of commands, not the help of the default `run`
         parser.print_help()
         return ExitCode.OK
-    if not any(a in commands for a in argv if not a.startswith("-")) or \
-            (argv and argv[0].startswith("-") and _first_positional(argv) not in commands):
+    if not any(a in commands for a in argv if not a.startswith("-")) or (
+        argv and argv[0].startswith("-") and _first_positional(argv) not in commands
+    ):
         argv = ["run", *argv]
     args = parser.parse_args(argv)
     _printable_output()

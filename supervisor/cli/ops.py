@@ -7,6 +7,7 @@ are still acted on; for ``cancel --wait``, also a job that completed or failed b
 stopped); 1 when ``cancel --wait`` timed out with a job still running. The bulk writes show a
 progress line on a terminal (:mod:`.progress`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,15 @@ from shared.model.job import TERMINAL
 from shared.ops import flows
 from supervisor.views import render
 from shared.ops.fragments import KEPT_WHY
-from supervisor.views.actions import (Outcome, cancel_ids, ran_s, resolve_id, retry_ids, set_paused,
-                                    unresolved)
+from supervisor.views.actions import (
+    Outcome,
+    cancel_ids,
+    ran_s,
+    resolve_id,
+    retry_ids,
+    set_paused,
+    unresolved,
+)
 from supervisor.views.context import Ctx
 from shared.model.queuenames import queue_name_error
 from shared.producer.typecheck import UnservedTypeWarning
@@ -51,21 +59,38 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
             return ctx.fail("enqueue: give TYPE [JSON] or --file, not both", ExitCode.USAGE)
         return _enqueue_file(ctx, args.file, args.traceparent)
     if args.type is None:
-        return ctx.fail("enqueue: give a job TYPE (and a JSON payload), or --file jobs.jsonl", ExitCode.USAGE)
+        return ctx.fail(
+            "enqueue: give a job TYPE (and a JSON payload), or --file jobs.jsonl", ExitCode.USAGE
+        )
     try:
         payload = None if args.payload is None else json.loads(args.payload)
     except RecursionError:
-        return ctx.fail(f"enqueue {args.type}: the payload nests too deep to decode (the limit is "
-                        f"{MAX_DEPTH} levels)", ExitCode.USAGE)
+        return ctx.fail(
+            f"enqueue {args.type}: the payload nests too deep to decode (the limit is "
+            f"{MAX_DEPTH} levels)",
+            ExitCode.USAGE,
+        )
     except ValueError as exc:
-        return ctx.fail(f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
-                        ExitCode.USAGE)
+        return ctx.fail(
+            f"enqueue {args.type}: the payload is not valid JSON ({exc}): {args.payload!r}",
+            ExitCode.USAGE,
+        )
     with _queue(ctx) as (q, caught):
         try:
             after = [_parent_id(q.store, a) for a in args.after or ()]
-            job_id = q.enqueue(args.type, payload, run_at=args.run_at, delay=args.delay, priority=args.priority,
-                               max_attempts=args.max_attempts, key=args.key, traceparent=args.traceparent,
-                               queue=args.queue, after=after, after_failure=args.after_failure)
+            job_id = q.enqueue(
+                args.type,
+                payload,
+                run_at=args.run_at,
+                delay=args.delay,
+                priority=args.priority,
+                max_attempts=args.max_attempts,
+                key=args.key,
+                traceparent=args.traceparent,
+                queue=args.queue,
+                after=after,
+                after_failure=args.after_failure,
+            )
         except (TypeError, ValueError) as exc:
             return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
     _warn(ctx, caught)
@@ -99,7 +124,9 @@ def _enqueue_file(ctx: Ctx, path: str, traceparent: str | None = None) -> int:
             ids = q.enqueue_many(items, batch_size=ENQUEUE_BATCH, traceparent=traceparent)
         except (TypeError, ValueError) as exc:
             m = re.match(r"enqueue_many item (\d+): (.*)", str(exc), re.S)
-            where = f"{name}: line {lines[int(m.group(1))]}: {m.group(2)}" if m else f"{name}: {exc}"
+            where = (
+                f"{name}: line {lines[int(m.group(1))]}: {m.group(2)}" if m else f"{name}: {exc}"
+            )
             return ctx.fail(f"enqueue --file {where} (nothing was written)", ExitCode.USAGE)
     _warn(ctx, caught)
     ctx.emit({"ids": ids}, "\n".join(ids) if ids else None)
@@ -112,8 +139,10 @@ def _queue(ctx: Ctx) -> Iterator[tuple[JobQueue, list[warnings.WarningMessage]]]
     """A queue that checks each job type against the config's handler modules: a type none
     serves is refused (``strict_types``: ValueError, exit 2) or warned about; the warnings are
     collected for :func:`_warn`, so that a refused enqueue prints its one error line alone."""
-    with JobQueue(config=ctx.config, clock=ctx.clock).check_types() as q, \
-            warnings.catch_warnings(record=True) as caught:
+    with (
+        JobQueue(config=ctx.config, clock=ctx.clock).check_types() as q,
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always", UnservedTypeWarning)
         yield q, caught
 
@@ -134,14 +163,20 @@ def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int
         try:
             obj = json.loads(line)
         except RecursionError:
-            raise ValueError(f"{name}: line {n}: nests too deep to decode (the limit is {MAX_DEPTH} levels)") from None
+            raise ValueError(
+                f"{name}: line {n}: nests too deep to decode (the limit is {MAX_DEPTH} levels)"
+            ) from None
         except ValueError as exc:
             raise ValueError(f"{name}: line {n}: not valid JSON ({exc})") from None
         if not isinstance(obj, dict) or "type" not in obj:
-            raise ValueError(f"{name}: line {n}: expected a JSON object with a \"type\", got {line.strip()[:80]!r}")
+            raise ValueError(
+                f'{name}: line {n}: expected a JSON object with a "type", got {line.strip()[:80]!r}'
+            )
         unknown = sorted(set(obj) - set(LINE_KEYS))
         if unknown:
-            raise ValueError(f"{name}: line {n}: unknown keys {unknown} (known: {', '.join(LINE_KEYS)})")
+            raise ValueError(
+                f"{name}: line {n}: unknown keys {unknown} (known: {', '.join(LINE_KEYS)})"
+            )
         if isinstance(obj.get("delay"), str):
             try:
                 obj["delay"] = parse_seconds(obj["delay"])
@@ -157,7 +192,9 @@ def read_job_lines(f: TextIO, name: str) -> tuple[list[dict[str, Any]], list[int
 
 def cmd_jobs(ctx: Ctx, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_LIST:
-        return ctx.fail(f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE)
+        return ctx.fail(
+            f"jobs: --limit must be from 1 to {MAX_LIST}, got {args.limit}", ExitCode.USAGE
+        )
     with ctx.store() as store:
         rows = ops.list_jobs(store, args.status, args.type, args.limit)
     ctx.emit(rows, render.jobs_text(with_max(ctx, rows)))
@@ -168,13 +205,17 @@ def cmd_show(ctx: Ctx, args: argparse.Namespace) -> int:
     with ctx.store() as store:
         job_id = resolve_id(store, args.id)
         if not isinstance(job_id, str):
-            return ctx.fail(f"show {args.id}: {unresolved(job_id, 'no job has that id')}", ExitCode.NOT_FOUND)
+            return ctx.fail(
+                f"show {args.id}: {unresolved(job_id, 'no job has that id')}", ExitCode.NOT_FOUND
+            )
         job = store.get(job_id)
         history = [dict(h, run_s=ran_s(h)) for h in ops.attempt_history(store, job_id)]
         rel = flows.relatives(store, job_id)
     data = dataclasses.asdict(job)
-    ctx.emit({"job": data, "attempts": history, **rel},
-             render.job_text(with_max(ctx, [data])[0], history) + flows.relatives_text(rel))
+    ctx.emit(
+        {"job": data, "attempts": history, **rel},
+        render.job_text(with_max(ctx, [data])[0], history) + flows.relatives_text(rel),
+    )
     return ExitCode.OK
 
 
@@ -183,8 +224,12 @@ def with_max(ctx: Ctx, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     config's (``[types]``, else ``retry.max_attempts``): ``1/5``, not ``1/-``. A handler's own
     ``@handler(max_attempts=...)`` is not seen: listing jobs imports no handler module."""
     cfg = ctx.config
-    return [r if r["max_attempts"] else
-            dict(r, max_attempts=cfg.for_type(r["type"]).max_attempts or cfg.retry.max_attempts) for r in rows]
+    return [
+        r
+        if r["max_attempts"]
+        else dict(r, max_attempts=cfg.for_type(r["type"]).max_attempts or cfg.retry.max_attempts)
+        for r in rows
+    ]
 
 
 # -- act on jobs ----------------------------------------------------------------------------------
@@ -235,15 +280,18 @@ def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
 def _cancel_pending(ctx: Ctx, job_type: str | None, wait: bool) -> int:
     """``cancel --pending``: every pending or waiting job (of ``job_type``), in short batches."""
     if wait:
-        return ctx.fail("cancel: --wait goes with job IDs (--pending cancels no running job)",
-                        ExitCode.USAGE)
+        return ctx.fail(
+            "cancel: --wait goes with job IDs (--pending cancels no running job)", ExitCode.USAGE
+        )
     with ctx.store() as store:
         total = ops.count_unstarted(store, job_type) if wanted(ctx) else None
         with Progress(ctx, "jobq cancel", "jobs cancelled", total) as p:
             n = ops.cancel_pending(store, ctx.clock.now(), job_type, p.update)
     of = f" of type {job_type}" if job_type else ""
-    ctx.emit({"cancelled": n},
-             f"cancelled {n} pending or waiting jobs{of} (and their waiting dependants)")
+    ctx.emit(
+        {"cancelled": n},
+        f"cancelled {n} pending or waiting jobs{of} (and their waiting dependants)",
+    )
     return ExitCode.OK
 
 
@@ -268,17 +316,28 @@ def _report_cancel(ctx: Ctx, outcome: Outcome, ended: dict[str, str], waited: fl
     first = {i: s for i, s in ended.items() if s != "cancelled"}
     still = [i for i in outcome.requested if i not in ended]
     shown = Outcome(outcome.verb, done, outcome.skipped, still)
-    lines = shown.lines() + [f"job {i}: {s} before it stopped (asked to stop, its handler "
-                             "finished first)" for i, s in first.items()]
-    ctx.emit({"cancelled": done, "requested": still, "finished_first": first,
-              "skipped": outcome.skipped}, "\n".join(lines))
+    lines = shown.lines() + [
+        f"job {i}: {s} before it stopped (asked to stop, its handler finished first)"
+        for i, s in first.items()
+    ]
+    ctx.emit(
+        {
+            "cancelled": done,
+            "requested": still,
+            "finished_first": first,
+            "skipped": outcome.skipped,
+        },
+        "\n".join(lines),
+    )
     if not ctx.json and (outcome.skipped or first):
         every = len(done) + len(still) + len(first) + len(outcome.skipped)
-        print(f"jobq: {len(outcome.skipped) + len(first)} of {every} jobs not cancelled",
-              file=ctx.err)
+        print(
+            f"jobq: {len(outcome.skipped) + len(first)} of {every} jobs not cancelled", file=ctx.err
+        )
     if waited is not None and still:
-        return ctx.fail(f"{len(still)} jobs still running after {waited:g} s (asked to stop)",
-                        ExitCode.ERROR)
+        return ctx.fail(
+            f"{len(still)} jobs still running after {waited:g} s (asked to stop)", ExitCode.ERROR
+        )
     return ExitCode.NOT_FOUND if outcome.skipped or first else ExitCode.OK
 
 
@@ -303,8 +362,17 @@ def cmd_purge(ctx: Ctx, args: argparse.Namespace) -> int:
     text = f"{verb} {n} {args.status} jobs that finished before {iso(before)}"
     if kept:
         text += f"; {'would keep' if args.dry_run else 'kept'} {kept}: {KEPT_WHY}"
-    ctx.emit({"status": args.status, "before": iso(before), "dry_run": args.dry_run, "deleted": n,
-              "kept": kept, "kept_why": KEPT_WHY if kept else None}, text)
+    ctx.emit(
+        {
+            "status": args.status,
+            "before": iso(before),
+            "dry_run": args.dry_run,
+            "deleted": n,
+            "kept": kept,
+            "kept_why": KEPT_WHY if kept else None,
+        },
+        text,
+    )
     return ExitCode.OK
 
 

@@ -6,6 +6,7 @@ at the end so the command's result stands alone.
 Shown only to a person: on a terminal (stderr is a tty) and without ``--json``; piped or
 redirected, nothing extra is written. The caller counts the total only when :attr:`shown`.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,16 @@ class Progress:
     ``total`` (None: unknown) gives the percentage and the time left. ``clock`` is injected
     (``time.monotonic``) so tests can give the times."""
 
-    def __init__(self, ctx: Any, what: str, unit: str, total: int | None = None, *,
-                 clock: Callable[[], float] = time.monotonic, every: float = EVERY) -> None:
+    def __init__(
+        self,
+        ctx: Any,
+        what: str,
+        unit: str,
+        total: int | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        every: float = EVERY,
+    ) -> None:
         self.ctx, self.what, self.unit, self.total = ctx, what, unit, total
         self.clock, self.every = clock, every
         self.shown = wanted(ctx)

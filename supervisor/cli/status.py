@@ -1,6 +1,7 @@
 """``jobq status``: the snapshot of :func:`supervisor.views.snapshot.collect`, as text or JSON;
 ``--watch`` prints it again every ``--interval`` seconds until Ctrl-C.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,11 @@ def _snap(ctx: Ctx, store: Any, args: argparse.Namespace) -> dict[str, Any]:
 def _show(ctx: Ctx, snap: dict[str, Any], clear: bool) -> None:
     if ctx.json:
         # one object per line while watching, so a script can read it line by line
-        print(json.dumps(snap, default=str) if clear else json.dumps(snap, indent=2, default=str),
-              file=ctx.out, flush=True)
+        print(
+            json.dumps(snap, default=str) if clear else json.dumps(snap, indent=2, default=str),
+            file=ctx.out,
+            flush=True,
+        )
         return
     prefix = "\x1b[H\x1b[2J" if clear else ""
     extra = "\n\n" + keys_text(snap["types"]) if "types" in snap else ""

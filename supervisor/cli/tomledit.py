@@ -6,6 +6,7 @@ table. The caller re-parses the result: :func:`set_key` itself checks that the n
 exactly the old data with that one key changed, and raises :class:`EditError` otherwise (an
 unusual layout: dotted keys, inline tables), so a file is never written wrong.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,7 +28,7 @@ def toml_value(value: Any) -> str:
     """``value`` as TOML on one line (arrays too)."""
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return tomli_w.dumps({"v": value})[len("v = "):].rstrip("\n")
+    return tomli_w.dumps({"v": value})[len("v = ") :].rstrip("\n")
 
 
 def parse_value(text: str) -> Any:
@@ -60,10 +61,14 @@ def set_key(text: str, section: str, key: str, value: Any, eol: str = "\n") -> s
     try:
         after = tomllib.loads(out)
     except tomllib.TOMLDecodeError as exc:
-        raise EditError(f"editing '{key}' in place would break the file ({exc}); edit it by hand") from None
+        raise EditError(
+            f"editing '{key}' in place would break the file ({exc}); edit it by hand"
+        ) from None
     if after != expected:
-        raise EditError(f"could not edit '{key}' in place (an unusual layout: dotted keys or an inline "
-                        f"table?); edit the file by hand")
+        raise EditError(
+            f"could not edit '{key}' in place (an unusual layout: dotted keys or an inline "
+            f"table?); edit the file by hand"
+        )
     return out
 
 
@@ -98,8 +103,9 @@ def _continues_value(lines: list[str], i: int) -> bool:
     return False
 
 
-def _replace_or_insert(lines: list[str], bounds: tuple[int, int], key: str, rendered: str,
-                       eol: str) -> list[str]:
+def _replace_or_insert(
+    lines: list[str], bounds: tuple[int, int], key: str, rendered: str, eol: str
+) -> list[str]:
     start, end = bounds
     last_key_end = None
     i = start
@@ -110,11 +116,11 @@ def _replace_or_insert(lines: list[str], bounds: tuple[int, int], key: str, rend
             continue
         j, value_text, comment = _value_extent(lines, i, m.group(4))
         if _unquote(m.group(2)) == key:
-            gap = value_text[len(value_text.rstrip()):] if comment.strip() else ""
+            gap = value_text[len(value_text.rstrip()) :] if comment.strip() else ""
             newline = "\r\n" if lines[j].endswith("\r\n") else "\n"
             tail = comment.rstrip("\r\n") + newline if comment.strip() else newline
             line = f"{m.group(1)}{m.group(2)}{m.group(3)}{rendered}{gap}{tail}"
-            return lines[:i] + [line] + lines[j + 1:]
+            return lines[:i] + [line] + lines[j + 1 :]
         last_key_end = j
         i = j + 1
     at = start if last_key_end is None else last_key_end + 1

@@ -8,6 +8,7 @@ Sparklines come from following ``job_attempts``: at each refresh the attempts th
 the last one are aggregated in SQL (count, mean wait, mean run time); the rest is the same
 snapshot ``status`` prints (without its percentiles).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,8 @@ from shared.ops import stats
 from supervisor.views.context import Ctx
 from supervisor.views.snapshot import collect
 
-HISTORY = 240   # refreshes kept for the sparklines
-FAILURES = 8    # recent failures shown
+HISTORY = 240  # refreshes kept for the sparklines
+FAILURES = 8  # recent failures shown
 QUIT_KEYS = {ord("q"), ord("Q"), 27}
 
 
@@ -34,11 +35,19 @@ def cmd_top(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.interval <= 0:
         return ctx.fail(f"top: --interval must be > 0, got {args.interval:g}", ExitCode.USAGE)
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return ctx.fail("top needs a terminal; for scripts use `jobq status --json` (or --watch)", ExitCode.USAGE)
+        return ctx.fail(
+            "top needs a terminal; for scripts use `jobq status --json` (or --watch)",
+            ExitCode.USAGE,
+        )
     locale.setlocale(locale.LC_ALL, "")
     with ctx.store() as store:
-        view = TopView(store, ctx.clock, args.interval, ascii_only="utf" not in locale.getpreferredencoding().lower(),
-                       config=ctx.config)
+        view = TopView(
+            store,
+            ctx.clock,
+            args.interval,
+            ascii_only="utf" not in locale.getpreferredencoding().lower(),
+            config=ctx.config,
+        )
         try:
             curses.wrapper(view.run)
         except KeyboardInterrupt:
@@ -49,8 +58,14 @@ def cmd_top(ctx: Ctx, args: argparse.Namespace) -> int:
 class TopView:
     """The view's state (sparkline history) and its draw loop."""
 
-    def __init__(self, store: OpsStore, clock: Any, interval: float, ascii_only: bool = False,
-                 config: Any = None) -> None:
+    def __init__(
+        self,
+        store: OpsStore,
+        clock: Any,
+        interval: float,
+        ascii_only: bool = False,
+        config: Any = None,
+    ) -> None:
         """``config``: the one the command read (its pools say which queues no worker serves)."""
         self.store = store
         self.config = config
@@ -119,22 +134,34 @@ class TopView:
         bold, rev = curses.A_BOLD, curses.A_REVERSE
         out = [(self._title(), rev), ("", 0)]
         spark = max(width - 34, 10)
-        for label, series, fmt in (("jobs/s", self.rate, lambda v: f"{v:.1f}/s"),
-                                   ("wait (mean)", self.wait, render.duration),
-                                   ("run (mean)", self.run_t, render.duration)):
+        for label, series, fmt in (
+            ("jobs/s", self.rate, lambda v: f"{v:.1f}/s"),
+            ("wait (mean)", self.wait, render.duration),
+            ("run (mean)", self.run_t, render.duration),
+        ):
             recent = list(series)[-spark:]
             now = recent[-1] if recent else None
             shown = fmt(now) if now is not None else "-"
             line = f"{label:<12} {render.sparkline(recent, self.ascii_only):>{spark}} {shown:>10}"
             out.append((line, 0))
-        out += [("", 0)] + self._queue(bold) + [("", 0)] + self._workers(bold) + [("", 0)] + self._failures(bold)
+        out += (
+            [("", 0)]
+            + self._queue(bold)
+            + [("", 0)]
+            + self._workers(bold)
+            + [("", 0)]
+            + self._failures(bold)
+        )
         return out
 
     def _title(self) -> str:
         s = self.snap
         live = [x for x in s["supervisors"] if x["alive"]]
-        sup = (f"supervisor pid {live[0]['pid']} up {render.duration(live[0]['up_s'])}" if live
-               else "supervisor NOT RUNNING")
+        sup = (
+            f"supervisor pid {live[0]['pid']} up {render.duration(live[0]['up_s'])}"
+            if live
+            else "supervisor NOT RUNNING"
+        )
         state = "PAUSED" if s["paused"] else "active"
         gauges = "".join(f"{render.gauge_text(g)}  " for g in s.get("gauges", ()))
         return f" jobq top  {s['database']}  {s['now'][11:19]}Z  {sup}  queue {state}  {gauges}(q quits)"
@@ -143,15 +170,22 @@ class TopView:
         s = self.snap
         j = s["jobs"]
         oldest = s["oldest_due"]
-        head = (f"waiting {j['waiting']}  pending {j['pending']} ({j['scheduled']} scheduled)  running {j['running']}  "
-                f"completed {j['completed']}  failed {j['failed']}  cancelled {j['cancelled']}  "
-                f"oldest due {render.duration(oldest['age_s']) if oldest else '-'}")
+        head = (
+            f"waiting {j['waiting']}  pending {j['pending']} ({j['scheduled']} scheduled)  running {j['running']}  "
+            f"completed {j['completed']}  failed {j['failed']}  cancelled {j['cancelled']}  "
+            f"oldest due {render.duration(oldest['age_s']) if oldest else '-'}"
+        )
         cols = ["pending", "scheduled", "running", "completed", "failed"]
         rows = [[t] + [c.get(k, 0) for k in cols] for t, c in sorted(s["by_type"].items())]
         body = render.table(["QUEUE BY TYPE"] + [c.upper() for c in cols], rows).splitlines()
-        named = render.queues_text(s.get("queues") or []).splitlines()  # named queues, when there are
-        return ([(head, 0), (body[0], bold)] + [(ln, 0) for ln in body[1:]]
-                + ([("", 0), (named[0], bold)] + [(ln, 0) for ln in named[1:]] if named else []))
+        named = render.queues_text(
+            s.get("queues") or []
+        ).splitlines()  # named queues, when there are
+        return (
+            [(head, 0), (body[0], bold)]
+            + [(ln, 0) for ln in body[1:]]
+            + ([("", 0), (named[0], bold)] + [(ln, 0) for ln in named[1:]] if named else [])
+        )
 
     def _workers(self, bold: int) -> list[tuple[str, int]]:
         text = render.workers_text(self.snap["workers"]).splitlines()
@@ -160,8 +194,17 @@ class TopView:
     def _failures(self, bold: int) -> list[tuple[str, int]]:
         if not self.failures:
             return [("RECENT FAILURES  none", bold)]
-        rows = [[f["completed_at"][11:19], f["id"], f["type"], f["attempts"],
-                 render.error_line(f["error"], 70)]
-                for f in self.failures]
-        body = render.table(["RECENT FAILURES", "ID", "TYPE", "ATTEMPTS", "ERROR"], rows).splitlines()
+        rows = [
+            [
+                f["completed_at"][11:19],
+                f["id"],
+                f["type"],
+                f["attempts"],
+                render.error_line(f["error"], 70),
+            ]
+            for f in self.failures
+        ]
+        body = render.table(
+            ["RECENT FAILURES", "ID", "TYPE", "ATTEMPTS", "ERROR"], rows
+        ).splitlines()
         return [(body[0], bold)] + [(ln, 0) for ln in body[1:]]

@@ -5,6 +5,7 @@ one, and retry, cancel, purge or pause with the same rules and messages in both 
 Exit-code and output policy stays with the callers; these functions only act and say what
 happened. Each action is one call of the read layer's writes (one short transaction).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -73,6 +74,7 @@ class Outcome:
     """What an action on named jobs did: the ids acted on (``done``), the running jobs only asked
     to stop (``requested``: a cancel's; they end ``cancelled`` when their handler stops, unless
     they complete first), and why each other id was not acted on (``skipped``)."""
+
     verb: str
     done: list[str]
     skipped: dict[str, str]
@@ -80,9 +82,11 @@ class Outcome:
 
     def lines(self) -> list[str]:
         """The report, one line per job, as the CLI prints it and the dashboard shows it."""
-        return ([f"{self.verb} {i}" for i in self.done]
-                + [f"{ASKED} {i} ({ASKED_WHY})" for i in self.requested]
-                + [f"job {i}: {why}" for i, why in self.skipped.items()])
+        return (
+            [f"{self.verb} {i}" for i in self.done]
+            + [f"{ASKED} {i} ({ASKED_WHY})" for i in self.requested]
+            + [f"job {i}: {why}" for i, why in self.skipped.items()]
+        )
 
     def summary(self) -> str | None:
         """``N of M jobs not <verb>`` when some were skipped (how many were kept for the jobs
@@ -111,8 +115,9 @@ def retry_ids(store: Any, ids: Iterable[str], now: float) -> Outcome:
     return _act(store, ids, "retried", lambda found: ops.retry_jobs(store, found, now), RETRY_RULE)
 
 
-def cancel_ids(store: Any, ids: Iterable[str], now: float,
-               progress: Callable[[int], None] | None = None) -> Outcome:
+def cancel_ids(
+    store: Any, ids: Iterable[str], now: float, progress: Callable[[int], None] | None = None
+) -> Outcome:
     """Cancel the named jobs, by id or unique prefix (the rules and messages of ``jobq cancel
     ID...``): the pending and waiting ones ended ``cancelled`` (``done``) apart from the running
     ones only asked to stop (``requested``)."""
@@ -128,12 +133,22 @@ def cancel_ids(store: Any, ids: Iterable[str], now: float,
 def purge_ids(store: Any, ids: Iterable[str]) -> Outcome:
     """Delete the named finished jobs and their attempt history (the dashboard's purge of a
     selection; ``jobq purge`` deletes by status and age)."""
-    return _act(store, ids, "purged", lambda found: ops.purge_jobs(store, found),
-                lambda status: KEPT if status in TERMINAL else f"is {status}: {PURGE_RULE}")
+    return _act(
+        store,
+        ids,
+        "purged",
+        lambda found: ops.purge_jobs(store, found),
+        lambda status: KEPT if status in TERMINAL else f"is {status}: {PURGE_RULE}",
+    )
 
 
-def _act(store: Any, texts: Iterable[str], verb: str, act: Callable[[list[str]], list[str]],
-         rule: str | Callable[[str], str]) -> Outcome:
+def _act(
+    store: Any,
+    texts: Iterable[str],
+    verb: str,
+    act: Callable[[list[str]], list[str]],
+    rule: str | Callable[[str], str],
+) -> Outcome:
     """Resolve ``texts`` (:func:`resolve_ids`), act on the jobs found; an id that did not resolve
     is skipped with the reason, one the action did not apply to with ``rule`` (or ``rule(its
     status)``)."""
@@ -149,14 +164,19 @@ def set_paused(store: Any, paused: bool, queue: str | None = None) -> str:
     prints."""
     if queue is not None:
         store.set_queue_paused(queue, paused)
-        return (f"queue {queue!r} paused: workers finish the job in hand and claim none of its jobs until "
-                f"`jobq resume --queue {queue}`" if paused else f"queue {queue!r} resumed")
+        return (
+            f"queue {queue!r} paused: workers finish the job in hand and claim none of its jobs until "
+            f"`jobq resume --queue {queue}`"
+            if paused
+            else f"queue {queue!r} resumed"
+        )
     store.set_paused(paused)
     return PAUSED_TEXT if paused else RESUMED_TEXT
 
 
-def _why_not(store: Any, ids: Iterable[str], done: list[str],
-             why: Callable[[str], str]) -> dict[str, str]:
+def _why_not(
+    store: Any, ids: Iterable[str], done: list[str], why: Callable[[str], str]
+) -> dict[str, str]:
     """Why each of ``ids`` not in ``done`` was not acted on: ``why(its status)``, or missing."""
     rest = [i for i in dict.fromkeys(ids) if i not in set(done)]
     found = ops.statuses(store, rest)

@@ -5,6 +5,7 @@ A command is ``fn(ctx, args) -> exit code``. It raises ``ConfigError`` (exit 3) 
 ``StoreError`` (exit 5) to the dispatcher, or returns ``ctx.fail(...)`` with a
 message that says what to do.
 """
+
 from __future__ import annotations
 
 import json

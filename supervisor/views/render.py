@@ -2,6 +2,7 @@
 
 Pure functions from data (the dicts that ``--json`` prints) to text.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "
     numeric = [bool(rows) and all(_is_num(row[i]) for row in rows) for i in range(len(headers))]
 
     def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if numeric[i] else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths))]
+        parts = [
+            v.rjust(w) if numeric[i] else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths))
+        ]
         return (indent + "  ".join(parts)).rstrip()
+
     return "\n".join([line(list(headers))] + [line(r) for r in cells])
 
 
@@ -85,8 +89,10 @@ def sparkline(values: Sequence[float | None], ascii_only: bool = False) -> str:
     """One character per value, scaled from 0 to the largest; None (no data) is a space."""
     chars = ASCII_SPARKS if ascii_only else SPARKS
     top = max((v for v in values if v is not None), default=0) or 1
-    return "".join(" " if v is None else chars[min(int(v / top * (len(chars) - 1) + 0.5), len(chars) - 1)]
-                   for v in values)
+    return "".join(
+        " " if v is None else chars[min(int(v / top * (len(chars) - 1) + 0.5), len(chars) - 1)]
+        for v in values
+    )
 
 
 def error_line(text: str | None, width: int = 60) -> str:
@@ -100,26 +106,44 @@ def error_line(text: str | None, width: int = 60) -> str:
 
 def status_text(snap: dict[str, Any]) -> str:
     """The human ``status`` report of a :func:`supervisor.views.snapshot.collect` snapshot."""
-    parts = [_header(snap), _jobs(snap), queues_text(snap.get("queues") or []), _throughput(snap), _latency(snap),
-             workers_text(snap["workers"]), _schedules(snap)]
+    parts = [
+        _header(snap),
+        _jobs(snap),
+        queues_text(snap.get("queues") or []),
+        _throughput(snap),
+        _latency(snap),
+        workers_text(snap["workers"]),
+        _schedules(snap),
+    ]
     return "\n\n".join(p for p in parts if p)
 
 
 def _header(snap: dict[str, Any]) -> str:
     live = [s for s in snap["supervisors"] if s["alive"]]
     if live:
-        sup = "; ".join(f"running, pid {s['pid']} on {s['host']}, up {duration(s['up_s'])}{_counters(s)}"
-                        for s in live)
+        sup = "; ".join(
+            f"running, pid {s['pid']} on {s['host']}, up {duration(s['up_s'])}{_counters(s)}"
+            for s in live
+        )
     else:
         sup = "not running"
     paused = "PAUSED (workers claim nothing; `jobq resume`)" if snap["paused"] else "active"
     oldest = snap["oldest_due"]
-    old = (f"{duration(oldest['age_s'])} (job {oldest['id']}, {oldest['type']})" if oldest else "-")
-    rows = [("database", f"{snap['database']}{gauges_note(snap)}"), ("supervisor", sup),
-            ("queue", paused), ("oldest due", old)]
+    old = f"{duration(oldest['age_s'])} (job {oldest['id']}, {oldest['type']})" if oldest else "-"
+    rows = [
+        ("database", f"{snap['database']}{gauges_note(snap)}"),
+        ("supervisor", sup),
+        ("queue", paused),
+        ("oldest due", old),
+    ]
     if snap.get("unowned"):
-        rows.append(("unowned", f"{len(snap['unowned'])} running jobs have no registered worker (a worker "
-                                f"run alone, or one that died: a supervisor re-queues those)"))
+        rows.append(
+            (
+                "unowned",
+                f"{len(snap['unowned'])} running jobs have no registered worker (a worker "
+                f"run alone, or one that died: a supervisor re-queues those)",
+            )
+        )
     return "\n".join(f"{k:<11} {v}" for k, v in rows)
 
 
@@ -128,8 +152,19 @@ def queues_text(queues: Sequence[dict[str, Any]]) -> str:
     them, a line per queue no worker serves (``shared.model.unserved``)."""
     if not any(q["queue"] != "default" or q["paused"] or q.get("unserved") for q in queues):
         return ""
-    rows = [[q["queue"], q["pending"], q["due"], q["running"], "PAUSED" if q["paused"] else "-",
-             q["completed_per_min"], duration(q["wait_s"]["p50"]), duration(q["wait_s"]["p99"])] for q in queues]
+    rows = [
+        [
+            q["queue"],
+            q["pending"],
+            q["due"],
+            q["running"],
+            "PAUSED" if q["paused"] else "-",
+            q["completed_per_min"],
+            duration(q["wait_s"]["p50"]),
+            duration(q["wait_s"]["p99"]),
+        ]
+        for q in queues
+    ]
     head = ["QUEUE", "PENDING", "DUE", "RUNNING", "PAUSED", "DONE/MIN", "WAIT P50", "WAIT P99"]
     return "\n".join([table(head, rows)] + unserved_lines(queues))
 
@@ -140,8 +175,16 @@ def unserved_lines(queues: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _schedules(snap: dict[str, Any]) -> str:
-    rows = [[r["name"], r["type"], f"{r['cron']} ({r['timezone']})", r["next_at"] or "never", r["last_tick"] or "-"]
-            for r in snap.get("schedules") or []]
+    rows = [
+        [
+            r["name"],
+            r["type"],
+            f"{r['cron']} ({r['timezone']})",
+            r["next_at"] or "never",
+            r["last_tick"] or "-",
+        ]
+        for r in snap.get("schedules") or []
+    ]
     return table(["SCHEDULE", "TYPE", "CRON", "NEXT RUN", "LAST TICK"], rows) if rows else ""
 
 
@@ -149,8 +192,10 @@ def _counters(sup: dict[str, Any]) -> str:
     c = sup.get("counters") or {}
     if not c:
         return ""
-    return (f" (worker restarts {c.get('worker_restarts', 0)}, crashes {c.get('worker_crashes', 0)}, "
-            f"jobs reaped {c.get('jobs_reaped', 0)})")
+    return (
+        f" (worker restarts {c.get('worker_restarts', 0)}, crashes {c.get('worker_crashes', 0)}, "
+        f"jobs reaped {c.get('jobs_reaped', 0)})"
+    )
 
 
 def _jobs(snap: dict[str, Any]) -> str:
@@ -164,16 +209,20 @@ def _throughput(snap: dict[str, Any]) -> str:
     t = snap["throughput"]
     minutes = t["per_minute"]
     headers = ["PER MINUTE"] + [m["minute"][11:] for m in minutes] + ["AVG/MIN"]
-    rows = [[name] + [m[name] for m in minutes] + [round(t[f"{name}_per_min"], 1)]
-            for name in ("completed", "failed", "retried")]
+    rows = [
+        [name] + [m[name] for m in minutes] + [round(t[f"{name}_per_min"], 1)]
+        for name in ("completed", "failed", "retried")
+    ]
     return table(headers, rows)
 
 
 def _latency(snap: dict[str, Any]) -> str:
     lat = snap["latency"]
     title = f"LAST {duration(lat['window_s'])} ({lat['attempts']} attempts)"
-    rows = [[name] + [duration(lat[key][q]) for q in ("p50", "p90", "p99", "max")]
-            for name, key in (("wait (due to start)", "wait_s"), ("run time", "run_s"))]
+    rows = [
+        [name] + [duration(lat[key][q]) for q in ("p50", "p90", "p99", "max")]
+        for name, key in (("wait (due to start)", "wait_s"), ("run time", "run_s"))
+    ]
     return table([title, "P50", "P90", "P99", "MAX"], rows)
 
 
@@ -186,12 +235,26 @@ def workers_text(workers: Sequence[dict[str, Any]]) -> str:
         jobs = w["jobs"]
         first = jobs[0] if jobs else None
         more = f" (+{len(jobs) - 1} claimed)" if len(jobs) > 1 else ""
-        rows.append([w["slot"], w["pid"], rss, uss, pss, "alive" if w["alive"] else "GONE",
-                     (first["id"] + more) if first else "idle", first["type"] if first else "",
-                     duration(first["running_s"]) if first else "", _doing(first)])
+        rows.append(
+            [
+                w["slot"],
+                w["pid"],
+                rss,
+                uss,
+                pss,
+                "alive" if w["alive"] else "GONE",
+                (first["id"] + more) if first else "idle",
+                first["type"] if first else "",
+                duration(first["running_s"]) if first else "",
+                _doing(first),
+            ]
+        )
     if not rows:
         return "WORKERS  none registered"
-    return table(["SLOT", "PID", "RSS", "USS", "PSS", "STATE", "JOB", "TYPE", "RUNNING FOR", "PROGRESS"], rows)
+    return table(
+        ["SLOT", "PID", "RSS", "USS", "PSS", "STATE", "JOB", "TYPE", "RUNNING FOR", "PROGRESS"],
+        rows,
+    )
 
 
 def _doing(job: dict[str, Any] | None) -> str:
@@ -212,11 +275,22 @@ def _mib(value: float | None) -> str:
 def jobs_text(rows: Sequence[dict[str, Any]]) -> str:
     if not rows:
         return "no jobs"
-    out = [[r["id"], r["type"], r["status"], f"{r['attempts']}/{r['max_attempts'] or '-'}", r["priority"],
-            r["created_at"], _when(r),
-            error_line(r["error"], 50) if r["status"] != "completed" else ""]
-           for r in rows]
-    return table(["ID", "TYPE", "STATUS", "ATTEMPTS", "PRIO", "CREATED", "RUN/DONE AT", "LAST ERROR"], out)
+    out = [
+        [
+            r["id"],
+            r["type"],
+            r["status"],
+            f"{r['attempts']}/{r['max_attempts'] or '-'}",
+            r["priority"],
+            r["created_at"],
+            _when(r),
+            error_line(r["error"], 50) if r["status"] != "completed" else "",
+        ]
+        for r in rows
+    ]
+    return table(
+        ["ID", "TYPE", "STATUS", "ATTEMPTS", "PRIO", "CREATED", "RUN/DONE AT", "LAST ERROR"], out
+    )
 
 
 def _when(r: dict[str, Any]) -> str:
@@ -229,11 +303,28 @@ def _when(r: dict[str, Any]) -> str:
 
 def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
     """``show``: the job's fields, payload, result, error with traceback, attempt history."""
-    keys = ("id", "type", "status", "queue", "limit_key", "attempts", "max_attempts", "priority", "key",
-            "created_at", "run_at", "started_at", "completed_at", "updated_at", "owner")
+    keys = (
+        "id",
+        "type",
+        "status",
+        "queue",
+        "limit_key",
+        "attempts",
+        "max_attempts",
+        "priority",
+        "key",
+        "created_at",
+        "run_at",
+        "started_at",
+        "completed_at",
+        "updated_at",
+        "owner",
+    )
     lines = [f"{k:<13} {job.get(k) if job.get(k) is not None else '-'}" for k in keys]
     if job.get("cancel_requested_at") and job["status"] == "running":
-        lines.append(f"{'cancel asked':<13} {job['cancel_requested_at']} (the handler is being stopped)")
+        lines.append(
+            f"{'cancel asked':<13} {job['cancel_requested_at']} (the handler is being stopped)"
+        )
     if job.get("progress") is not None:
         lines.append(f"{'progress':<13} {progress_text(job['progress'])}")
     lines += ["", "payload:", _indent(_pretty(job["payload"]))]
@@ -243,10 +334,21 @@ def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
         lines += ["", "error:", _indent(job["error"].rstrip())]
     lines += ["", "attempts:"]
     if history:
-        rows = [[h["attempt"], h["outcome"], h["started_at"], h["ended_at"], duration(h["run_s"]),
-                 h["owner"] or "-", error_line(h["error"], 60) if h["error"] else ""]
-                for h in history]
-        lines.append(table(["#", "OUTCOME", "STARTED", "ENDED", "RAN", "WORKER", "ERROR"], rows, indent="  "))
+        rows = [
+            [
+                h["attempt"],
+                h["outcome"],
+                h["started_at"],
+                h["ended_at"],
+                duration(h["run_s"]),
+                h["owner"] or "-",
+                error_line(h["error"], 60) if h["error"] else "",
+            ]
+            for h in history
+        ]
+        lines.append(
+            table(["#", "OUTCOME", "STARTED", "ENDED", "RAN", "WORKER", "ERROR"], rows, indent="  ")
+        )
     else:
         lines.append("  none ended yet")
     return "\n".join(lines)
@@ -263,7 +365,11 @@ def progress_text(progress: Any, width: int = 200) -> str:
     if progress.get("note"):
         parts.append(str(progress["note"]))
     if rest:
-        parts.append("(" + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in rest.items()) + ")")
+        parts.append(
+            "("
+            + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in rest.items())
+            + ")"
+        )
     return " ".join(parts)[:width] or "-"
 
 
@@ -277,9 +383,16 @@ def _indent(text: str) -> str:
 
 def keys_text(rows: list[dict[str, Any]]) -> str:
     """The ``status --types`` table."""
-    body = [[r["type"], r["running"], r["due"], r["waiting"],
-             ", ".join(f"{k['key']} ({k['running']} running, {k['due']} due)"
-                       for k in r["busiest"]) or "-"]
-            for r in rows]
+    body = [
+        [
+            r["type"],
+            r["running"],
+            r["due"],
+            r["waiting"],
+            ", ".join(f"{k['key']} ({k['running']} running, {k['due']} due)" for k in r["busiest"])
+            or "-",
+        ]
+        for r in rows
+    ]
     headers = ["TYPE", "RUNNING", "DUE", "WAITING ON A LIMIT", "BUSIEST KEYS"]
     return table(headers, body) if body else "TYPES  no type has a limit"

@@ -4,6 +4,7 @@
 draws and the dashboard's overview shows (the CLI's ``status`` command is
 ``supervisor/cli/status.py``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,7 +24,9 @@ WINDOW_MINUTES = 5
 SAMPLE = 20_000  # most recent attempts looked at for latency percentiles
 
 
-def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = None) -> dict[str, Any]:
+def collect(
+    store: OpsStore, now: float, *, detail: bool = True, config: Any = None
+) -> dict[str, Any]:
     """Everything ``status`` reports, as of ``now``; without ``detail``, no throughput and
     latency (``top`` draws its own from the attempt feed); with ``config``, the next run of each
     ``[[schedule]]`` entry."""
@@ -39,20 +42,35 @@ def collect(store: OpsStore, now: float, *, detail: bool = True, config: Any = N
     for s in sups:
         s["counters"] = counters.get(s["token"], {})
         s["up_s"] = round(s["up_s"], 3)
-    gauges = ops.gauges.read(store)  # the engine's own: each under its key, and described for display
+    gauges = ops.gauges.read(
+        store
+    )  # the engine's own: each under its key, and described for display
     snap = {
-        "now": iso(now), "database": redacted(store.location), **{g["key"]: g["value"] for g in gauges},
-        "paused": store.is_paused(), "gauges": [{k: g[k] for k in ("key", "label", "unit", "value")} for g in gauges],
-        "supervisors": sups, "jobs": jobs, "by_type": _with_scheduled(by_type, scheduled),
-        "oldest_due": _oldest(store, now), "workers": workers(store, now),
+        "now": iso(now),
+        "database": redacted(store.location),
+        **{g["key"]: g["value"] for g in gauges},
+        "paused": store.is_paused(),
+        "gauges": [{k: g[k] for k in ("key", "label", "unit", "value")} for g in gauges],
+        "supervisors": sups,
+        "jobs": jobs,
+        "by_type": _with_scheduled(by_type, scheduled),
+        "oldest_due": _oldest(store, now),
+        "workers": workers(store, now),
         "unowned": ops.running_without_worker(store),
         "queues": queues.by_queue(store, now, config),
     }
     if config is not None:
-        snap["schedules"] = [{"name": r.name, "type": r.type, "cron": r.cron, "timezone": r.timezone,
-                              "next_at": iso(r.next_at) if r.next_at is not None else None,
-                              "last_tick": _iso(enqueued_tick(r))}
-                             for r in schedule.next_runs(config, now, store)]
+        snap["schedules"] = [
+            {
+                "name": r.name,
+                "type": r.type,
+                "cron": r.cron,
+                "timezone": r.timezone,
+                "next_at": iso(r.next_at) if r.next_at is not None else None,
+                "last_tick": _iso(enqueued_tick(r)),
+            }
+            for r in schedule.next_runs(config, now, store)
+        ]
     if detail:
         snap["throughput"] = throughput(store, now)
         snap["latency"] = latency(store, now)
@@ -64,9 +82,17 @@ def supervisors(store: OpsStore, now: float) -> list[dict[str, Any]]:
     here = host_id()
     out = []
     for row in store.processes("supervisor"):
-        out.append({"token": row["id"], "pid": row["pid"], "host": row["host"], "started_at": row["started_at"],
-                    "up_s": max(now - parse_iso(row["started_at"]), 0.0), "alive": token_alive(row["id"], here),
-                    "local": row["host"] == here})
+        out.append(
+            {
+                "token": row["id"],
+                "pid": row["pid"],
+                "host": row["host"],
+                "started_at": row["started_at"],
+                "up_s": max(now - parse_iso(row["started_at"]), 0.0),
+                "alive": token_alive(row["id"], here),
+                "local": row["host"] == here,
+            }
+        )
     return out
 
 
@@ -82,7 +108,9 @@ def _iso(t: float | None) -> str | None:
     return iso(t) if t is not None else None
 
 
-def _with_scheduled(by_type: dict[str, dict[str, int]], scheduled: dict[str, int]) -> dict[str, Any]:
+def _with_scheduled(
+    by_type: dict[str, dict[str, int]], scheduled: dict[str, int]
+) -> dict[str, Any]:
     for job_type, counts in by_type.items():
         counts["scheduled"] = scheduled.get(job_type, 0)
     return by_type
@@ -93,7 +121,12 @@ def _oldest(store: OpsStore, now: float) -> dict[str, Any] | None:
     if row is None:
         return None
     due = max(row["run_at"], row["created_at"])
-    return {"id": row["id"], "type": row["type"], "due_at": due, "age_s": round(max(now - parse_iso(due), 0.0), 3)}
+    return {
+        "id": row["id"],
+        "type": row["type"],
+        "due_at": due,
+        "age_s": round(max(now - parse_iso(due), 0.0), 3),
+    }
 
 
 def throughput(store: OpsStore, now: float) -> dict[str, Any]:
@@ -115,10 +148,16 @@ def latency(store: OpsStore, now: float, window: float = WINDOW_MINUTES * 60.0) 
     """Wait and run-time percentiles and histograms of the attempts that ended in ``window``."""
     rows = ops.recent_attempts(store, now - window, SAMPLE)
     waits, runs = stats.durations(rows)
-    return {"window_s": window, "attempts": len(rows), "sampled": len(rows) >= SAMPLE,
-            "wait_s": stats.summary(waits), "run_s": stats.summary(runs),
-            "buckets_le_s": list(stats.BOUNDS) + ["+Inf"],
-            "wait_hist": stats.cumulative(waits), "run_hist": stats.cumulative(runs)}
+    return {
+        "window_s": window,
+        "attempts": len(rows),
+        "sampled": len(rows) >= SAMPLE,
+        "wait_s": stats.summary(waits),
+        "run_s": stats.summary(runs),
+        "buckets_le_s": list(stats.BOUNDS) + ["+Inf"],
+        "wait_hist": stats.cumulative(waits),
+        "run_hist": stats.cumulative(runs),
+    }
 
 
 def workers(store: OpsStore, now: float) -> list[dict[str, Any]]:
@@ -131,15 +170,27 @@ def workers(store: OpsStore, now: float) -> list[dict[str, Any]]:
         if w is None:
             alive = token_alive(r["token"], here)
             w = out[r["token"]] = {
-                "slot": r["slot"], "pid": r["pid"], "host": r["host"], "alive": alive,
-                "started_at": r["started_at"], "heartbeat_at": r["heartbeat_at"],
-                **_memory(r["pid"] if alive and r["host"] == here else None), "jobs": []}
+                "slot": r["slot"],
+                "pid": r["pid"],
+                "host": r["host"],
+                "alive": alive,
+                "started_at": r["started_at"],
+                "heartbeat_at": r["heartbeat_at"],
+                **_memory(r["pid"] if alive and r["host"] == here else None),
+                "jobs": [],
+            }
         if r["job_id"]:
-            w["jobs"].append({"id": r["job_id"], "type": r["job_type"], "attempt": r["job_attempt"],
-                              "started_at": r["job_started_at"],
-                              "running_s": round(max(now - parse_iso(r["job_started_at"]), 0.0), 3),
-                              "progress": decoded(r["job_progress"]),
-                              "cancel_requested_at": r["job_cancel_requested_at"]})
+            w["jobs"].append(
+                {
+                    "id": r["job_id"],
+                    "type": r["job_type"],
+                    "attempt": r["job_attempt"],
+                    "started_at": r["job_started_at"],
+                    "running_s": round(max(now - parse_iso(r["job_started_at"]), 0.0), 3),
+                    "progress": decoded(r["job_progress"]),
+                    "cancel_requested_at": r["job_cancel_requested_at"],
+                }
+            )
     return list(out.values())
 
 

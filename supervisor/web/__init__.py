@@ -12,6 +12,7 @@ The dashboard is a program of its own: the CLI (``supervisor/cli/webcmd.py``) pa
 arguments and calls :func:`cmd_web`; the dashboard imports nothing from the CLI, only the ops
 layer (:mod:`shared.ops`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,30 +33,56 @@ def cmd_web(ctx: Ctx, args: argparse.Namespace) -> int:
         import starlette  # noqa: F401
         import uvicorn
     except ImportError as exc:
-        return ctx.fail(f"web: the dashboard needs the web extra ({exc.name} is missing): "
-                        f"pip install -e \".[web]\"", ExitCode.USAGE)
+        return ctx.fail(
+            f"web: the dashboard needs the web extra ({exc.name} is missing): "
+            f'pip install -e ".[web]"',
+            ExitCode.USAGE,
+        )
     from .app import Settings, create_app
     from .security import is_loopback
+
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if not is_loopback(args.host) and not token:
-        return ctx.fail(f"web: --host {args.host} is reachable from other machines: give --token TOKEN "
-                        f"(or set {TOKEN_ENV}); without one the dashboard binds 127.0.0.1 only", ExitCode.USAGE)
+        return ctx.fail(
+            f"web: --host {args.host} is reachable from other machines: give --token TOKEN "
+            f"(or set {TOKEN_ENV}); without one the dashboard binds 127.0.0.1 only",
+            ExitCode.USAGE,
+        )
     if not 0 <= args.port <= 65535:
         return ctx.fail(f"web: --port must be 0-65535, got {args.port}", ExitCode.USAGE)
     root = args.root_path.rstrip("/")
     if root and not root.startswith("/"):
-        return ctx.fail(f"web: --root-path must start with /, got {args.root_path!r}", ExitCode.USAGE)
+        return ctx.fail(
+            f"web: --root-path must start with /, got {args.root_path!r}", ExitCode.USAGE
+        )
     allowed = _allowed_hosts(args.allow_host)
     if isinstance(allowed, str):
         return ctx.fail(allowed, ExitCode.USAGE)
-    settings = Settings(ctx.config, ctx.config_path, token=token, read_only=args.read_only, root_path=root,
-                        host=args.host, allow_hosts=allowed)
+    settings = Settings(
+        ctx.config,
+        ctx.config_path,
+        token=token,
+        read_only=args.read_only,
+        root_path=root,
+        host=args.host,
+        allow_hosts=allowed,
+    )
     app = create_app(settings, ctx.clock)
-    print(f"jobq web: serving {redacted(ctx.config.database)} on http://{args.host}:{args.port}{root}/"
-          f"{' (read-only)' if args.read_only else ''}{' (token required)' if token else ''}",
-          file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, root_path=root, log_level="warning",
-                proxy_headers=bool(root), access_log=False)
+    print(
+        f"jobq web: serving {redacted(ctx.config.database)} on http://{args.host}:{args.port}{root}/"
+        f"{' (read-only)' if args.read_only else ''}{' (token required)' if token else ''}",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        root_path=root,
+        log_level="warning",
+        proxy_headers=bool(root),
+        access_log=False,
+    )
     app.state.backend.close()
     return ExitCode.OK
 

@@ -4,6 +4,7 @@ They call the functions the CLI commands call (``supervisor.views.actions``), so
 messages are the CLI's. Each checks the CSRF token and ``--read-only`` first, then redirects
 (303) back to the page it came from with the outcome to show there.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,7 +26,9 @@ MAX_BODY = 256 * 1024
 async def _form(request: Request) -> dict[str, list[str]]:
     """The url-encoded form (no multipart: the pages send none), after the read-only and CSRF checks."""
     if request.app.state.settings.read_only:
-        raise HTTPException(403, "this dashboard is read-only (started with --read-only): actions are refused")
+        raise HTTPException(
+            403, "this dashboard is read-only (started with --read-only): actions are refused"
+        )
     body = await request.body()
     if len(body) > MAX_BODY:
         raise HTTPException(400, f"form too large ({len(body)} bytes, at most {MAX_BODY})")
@@ -36,7 +39,9 @@ async def _form(request: Request) -> dict[str, list[str]]:
     return form
 
 
-def _back(request: Request, form: dict[str, list[str]], default: str, flash: dict[str, Any]) -> Response:
+def _back(
+    request: Request, form: dict[str, list[str]], default: str, flash: dict[str, Any]
+) -> Response:
     """Redirect to the form's ``back`` page (a path of this dashboard only) showing ``flash``."""
     base = request.app.state.settings.root_path
     back = (form.get("back") or [default])[0]
@@ -54,8 +59,11 @@ async def jobs(request: Request) -> Response:
     ids = [i.strip() for i in form.get("ids", []) if i.strip()]
     for i in ids:
         pages.no_nul("job id", i)
-    fns = {"retry": lambda s, now: ops.retry_ids(s, ids, now), "cancel": lambda s, now: ops.cancel_ids(s, ids, now),
-           "purge": lambda s, now: ops.purge_ids(s, ids)}
+    fns = {
+        "retry": lambda s, now: ops.retry_ids(s, ids, now),
+        "cancel": lambda s, now: ops.cancel_ids(s, ids, now),
+        "purge": lambda s, now: ops.purge_ids(s, ids),
+    }
     if action not in fns:
         raise HTTPException(400, f"action {action!r} is not one of retry, cancel, purge")
     if not ids:

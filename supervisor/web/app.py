@@ -4,6 +4,7 @@ One :class:`Backend` per server holds one SQLite connection, used only from the 
 thread (the views are ``async`` and their queries short), opened on first use: a database that
 cannot be opened gives an error page and is tried again on the next request.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,13 +41,14 @@ log = logging.getLogger("jobq.web")
 @dataclass
 class Settings:
     """How the dashboard was started (see ``jobq web --help``)."""
+
     config: Config
     config_path: str
     token: str | None = None
     read_only: bool = False
     root_path: str = ""
-    host: str = "127.0.0.1"              # the bind address: a Host the dashboard answers to
-    allow_hosts: tuple[str, ...] = ()    # --allow-host: more names it answers to
+    host: str = "127.0.0.1"  # the bind address: a Host the dashboard answers to
+    allow_hosts: tuple[str, ...] = ()  # --allow-host: more names it answers to
     secret: str = field(default_factory=lambda: secrets.token_hex(32))  # signs CSRF tokens
 
 
@@ -96,8 +98,12 @@ class Backend:
 def templates() -> Environment:
     """Autoescaping Jinja environment over the package's templates: payloads and errors are
     always text in the page, never markup."""
-    env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=True,
-                      trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(str(HERE / "templates")),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     filters.install(env)
     return env
 
@@ -105,20 +111,36 @@ def templates() -> Environment:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     titles = {400: "Bad request", 403: "Forbidden", 404: "Not found", 405: "Method not allowed"}
-    return error_page(request, exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail))
+    return error_page(
+        request, exc.status_code, titles.get(exc.status_code, "Error"), str(exc.detail)
+    )
 
 
 async def _db_error(request: Request, exc: Exception) -> Response:
     request.app.state.backend.drop()
     s = request.app.state.settings
     if isinstance(exc, StoreQueryError):  # the database answered: it refused the statement
-        return error_page(request, 500, "Database error", scrub(
-            f"{exc}. The database is reachable but refused the statement: is it jobq's schema, "
-            f"as this version of jobq made it?", s.config.database))
-    what = ("the database URL in {} and that the server is up" if target(s.config.database).server
-            else "the database path in {} and that this user can read and write it")
-    return error_page(request, 503, "Database unavailable",
-                      scrub(f"{exc}. Check {what.format(s.config_path)}.", s.config.database))
+        return error_page(
+            request,
+            500,
+            "Database error",
+            scrub(
+                f"{exc}. The database is reachable but refused the statement: is it jobq's schema, "
+                f"as this version of jobq made it?",
+                s.config.database,
+            ),
+        )
+    what = (
+        "the database URL in {} and that the server is up"
+        if target(s.config.database).server
+        else "the database path in {} and that this user can read and write it"
+    )
+    return error_page(
+        request,
+        503,
+        "Database unavailable",
+        scrub(f"{exc}. Check {what.format(s.config_path)}.", s.config.database),
+    )
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
@@ -138,19 +160,29 @@ async def healthz(request: Request) -> Response:
 def create_app(settings: Settings, clock: Any = None) -> Starlette:
     """The dashboard application for ``settings``."""
     routes = [
-        Route("/", pages.overview), Route("/live/overview", pages.overview_live),
-        Route("/jobs", pages.jobs), Route("/jobs/{job_id}", pages.job),
+        Route("/", pages.overview),
+        Route("/live/overview", pages.overview_live),
+        Route("/jobs", pages.jobs),
+        Route("/jobs/{job_id}", pages.job),
         Route("/live/jobs/{job_id}", pages.job_live),
-        Route("/schedules", pages.schedules), Route("/types", pages.types),
+        Route("/schedules", pages.schedules),
+        Route("/types", pages.types),
         Route("/actions/jobs", actions.jobs, methods=["POST"]),
         Route("/actions/pause", actions.pause, methods=["POST"]),
         Route("/actions/resume", actions.resume, methods=["POST"]),
         Route("/healthz", healthz),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={
-        HTTPException: _http_error, DatabaseUnavailable: _db_error, StoreError: _db_error,
-        **{e: _db_error for e in driver_errors()}, Exception: _internal})
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            HTTPException: _http_error,
+            DatabaseUnavailable: _db_error,
+            StoreError: _db_error,
+            **{e: _db_error for e in driver_errors()},
+            Exception: _internal,
+        },
+    )
     app.state.settings = settings
     app.state.backend = Backend(settings, clock)
     app.state.env = templates()

@@ -1,4 +1,5 @@
 """Jinja filters: durations, sizes, times, pretty JSON (all return text; autoescape applies)."""
+
 from __future__ import annotations
 
 import json
@@ -47,5 +48,12 @@ def short_id(job_id: str) -> str:
 
 
 def install(env: Any) -> None:
-    env.filters.update(duration=render.duration, size=render.size, ago=ago, pretty=pretty, hms=hms,
-                       first_line=first_line, short_id=short_id)
+    env.filters.update(
+        duration=render.duration,
+        size=render.size,
+        ago=ago,
+        pretty=pretty,
+        hms=hms,
+        first_line=first_line,
+        short_id=short_id,
+    )

@@ -5,6 +5,7 @@ The chart follows ``job_attempts`` incrementally (like ``top``): the first refre
 hour's attempts, later ones only the attempts that ended since, so a live update costs the new
 attempts, not the hour. One :class:`Chart` lives with the app (one per server, one thread).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,24 +37,38 @@ class Chart:
         if last > self.seq:
             for r in activity.attempts_by_minute(store, self.seq, last):
                 if r["status"] in SERIES:  # a running job's cancelled attempt is not charted
-                    self.per.setdefault(r["minute"], dict.fromkeys(SERIES, 0))[r["status"]] += r["n"]
+                    self.per.setdefault(r["minute"], dict.fromkeys(SERIES, 0))[r["status"]] += r[
+                        "n"
+                    ]
             self.seq = last
         minutes = [iso(start + 60 * i)[:16] for i in range(MINUTES)]
         self.per = {m: c for m, c in self.per.items() if m >= minutes[0]}
         return [{"minute": m, **self.per.get(m, dict.fromkeys(SERIES, 0))} for m in minutes]
 
 
-def svg_chart(per_minute: list[dict[str, Any]], width: int = 1000, height: int = 170) -> dict[str, Any]:
+def svg_chart(
+    per_minute: list[dict[str, Any]], width: int = 1000, height: int = 170
+) -> dict[str, Any]:
     """Polyline points for each series of ``per_minute``, scaled into ``width`` x ``height``
     (the template draws them; no script needed)."""
     top = max([max(p[s] for s in SERIES) for p in per_minute] + [1])
     step = width / max(len(per_minute) - 1, 1)
-    lines = {s: " ".join(f"{i * step:.1f},{height - p[s] * height / top:.1f}" for i, p in enumerate(per_minute))
-             for s in SERIES}
+    lines = {
+        s: " ".join(
+            f"{i * step:.1f},{height - p[s] * height / top:.1f}" for i, p in enumerate(per_minute)
+        )
+        for s in SERIES
+    }
     totals = {s: sum(p[s] for p in per_minute) for s in SERIES}
-    return {"lines": lines, "max": top, "width": width, "height": height, "totals": totals,
-            "first": per_minute[0]["minute"][11:] if per_minute else "", "last": per_minute[-1]["minute"][11:]
-            if per_minute else ""}
+    return {
+        "lines": lines,
+        "max": top,
+        "width": width,
+        "height": height,
+        "totals": totals,
+        "first": per_minute[0]["minute"][11:] if per_minute else "",
+        "last": per_minute[-1]["minute"][11:] if per_minute else "",
+    }
 
 
 def snapshot(store: Any, now: float, config: Any, chart: Chart) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """The dashboard's pages (GET). Each reads the database through ``shared`` functions (the same
 ones the CLI uses) and renders a template; nothing here writes."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,7 +39,9 @@ def _flash(request: Request) -> dict[str, Any] | None:
 
 
 async def overview(request: Request) -> Response:
-    return render(request, "overview.html", {**_overview_context(request), "flash": _flash(request)})
+    return render(
+        request, "overview.html", {**_overview_context(request), "flash": _flash(request)}
+    )
 
 
 async def overview_live(request: Request) -> Response:
@@ -50,8 +53,19 @@ def _overview_context(request: Request) -> dict[str, Any]:
     b = _backend(request)
     now = b.clock.now()
     snap = overview_mod.snapshot(b.store(), now, b.settings.config, b.chart)
-    return {"s": snap, "now": now, "statuses": ("waiting", "pending", "scheduled", "running", "completed", "failed",
-                                                "cancelled")}
+    return {
+        "s": snap,
+        "now": now,
+        "statuses": (
+            "waiting",
+            "pending",
+            "scheduled",
+            "running",
+            "completed",
+            "failed",
+            "cancelled",
+        ),
+    }
 
 
 def no_nul(what: str, value: str) -> None:
@@ -71,17 +85,39 @@ async def jobs(request: Request) -> Response:
     store = b.store()
     page = browse.page_jobs(store, f)
     types = sorted({r["type"] for r in shared_ops.counts_by_type(store)})
-    return render(request, "jobs.html", {"page": page, "f": f, "types": types, "tabs": STATUS_TABS,
-                                         "now": b.clock.now(), "flash": _flash(request),
-                                         "query": _query(f), "window": browse.WINDOW, "back": route_path(request) + (
-                                             f"?{request.url.query}" if request.url.query else "")})
+    return render(
+        request,
+        "jobs.html",
+        {
+            "page": page,
+            "f": f,
+            "types": types,
+            "tabs": STATUS_TABS,
+            "now": b.clock.now(),
+            "flash": _flash(request),
+            "query": _query(f),
+            "window": browse.WINDOW,
+            "back": route_path(request) + (f"?{request.url.query}" if request.url.query else ""),
+        },
+    )
 
 
 def _query(f: browse.JobFilter) -> str:
     """The filter as URL parameters (without the cursor), for the next-page link."""
     from urllib.parse import urlencode
-    return urlencode({k: v for k, v in (("status", f.status), ("type", f.type), ("q", f.q),
-                                        ("text", "1" if f.text else None)) if v})
+
+    return urlencode(
+        {
+            k: v
+            for k, v in (
+                ("status", f.status),
+                ("type", f.type),
+                ("q", f.q),
+                ("text", "1" if f.text else None),
+            )
+            if v
+        }
+    )
 
 
 async def job(request: Request) -> Response:
@@ -89,16 +125,27 @@ async def job(request: Request) -> Response:
     store = b.store()
     row = _job_row(store, request.path_params["job_id"])
     history = [dict(h, run_s=ops.ran_s(h)) for h in shared_ops.attempt_history(store, row.id)]
-    return render(request, "job.html", {"job": dataclasses.asdict(row), "raw": _raw(store, row.id),
-                                        "progress_text": _progress(row), "history": history,
-                                        "now": b.clock.now(), "flash": _flash(request),
-                                        "flow": flows.relatives(store, row.id)})
+    return render(
+        request,
+        "job.html",
+        {
+            "job": dataclasses.asdict(row),
+            "raw": _raw(store, row.id),
+            "progress_text": _progress(row),
+            "history": history,
+            "now": b.clock.now(),
+            "flash": _flash(request),
+            "flow": flows.relatives(store, row.id),
+        },
+    )
 
 
 async def job_live(request: Request) -> Response:
     """The live part of a running job's page (progress, cancel request): app.js swaps it in."""
     row = _job_row(_backend(request).store(), request.path_params["job_id"])
-    return render(request, "job_live.html", {"job": dataclasses.asdict(row), "progress_text": _progress(row)})
+    return render(
+        request, "job_live.html", {"job": dataclasses.asdict(row), "progress_text": _progress(row)}
+    )
 
 
 def _job_row(store: Any, job_id: str) -> Any:
@@ -134,9 +181,19 @@ async def schedules(request: Request) -> Response:
                 break
             runs.append(_local(nxt, r.timezone))
             t = nxt
-        rows.append({"name": r.name, "type": r.type, "cron": r.cron, "timezone": r.timezone,
-                     "catch_up": r.catch_up, "runs": runs, "next_at": r.next_at,
-                     "seen": r.last_tick is not None, "last_tick": _local(last, r.timezone) if last else None})
+        rows.append(
+            {
+                "name": r.name,
+                "type": r.type,
+                "cron": r.cron,
+                "timezone": r.timezone,
+                "catch_up": r.catch_up,
+                "runs": runs,
+                "next_at": r.next_at,
+                "seen": r.last_tick is not None,
+                "last_tick": _local(last, r.timezone) if last else None,
+            }
+        )
     return render(request, "schedules.html", {"rows": rows, "now": now})
 
 
@@ -151,16 +208,34 @@ async def types(request: Request) -> Response:
     for r in shared_ops.counts_by_type(store):
         counts.setdefault(r["type"], dict.fromkeys(STATUSES, 0))[r["status"]] = r["n"]
     rows = []
-    keyed = {r["type"]: r for r in type_keys(store, cfg, now)}  # busiest keys, jobs waiting on a limit
+    keyed = {
+        r["type"]: r for r in type_keys(store, cfg, now)
+    }  # busiest keys, jobs waiting on a limit
     for name in sorted(set(counts) | set(cfg.types)):
         t = cfg.for_type(name)
         c = counts.get(name, dict.fromkeys(STATUSES, 0))
         rate = parse_rate(t.rate) if t.rate else None
         used = activity.rate_window_use(store, name, now - rate[1]) if rate else None
-        rows.append({"type": name, "counts": c, "concurrency": t.concurrency, "running": c["running"],
-                     "rate": t.rate, "rate_used": used, "rate_limit": rate[0] if rate else None,
-                     "rate_period": rate[1] if rate else None, "keys": keyed.get(name), "settings": {
-                         k: v for k, v in dataclasses.asdict(t).items() if v is not None
-                         and k not in ("concurrency", "rate")}})
-    return render(request, "types.html", {"rows": rows, "now": now,
-                                          "utc": datetime.fromtimestamp(now, timezone.utc)})
+        rows.append(
+            {
+                "type": name,
+                "counts": c,
+                "concurrency": t.concurrency,
+                "running": c["running"],
+                "rate": t.rate,
+                "rate_used": used,
+                "rate_limit": rate[0] if rate else None,
+                "rate_period": rate[1] if rate else None,
+                "keys": keyed.get(name),
+                "settings": {
+                    k: v
+                    for k, v in dataclasses.asdict(t).items()
+                    if v is not None and k not in ("concurrency", "rate")
+                },
+            }
+        )
+    return render(
+        request,
+        "types.html",
+        {"rows": rows, "now": now, "utc": datetime.fromtimestamp(now, timezone.utc)},
+    )

@@ -18,6 +18,7 @@
   not, is a match or a refusal, never an error.
 - Every answer forbids framing and scripts or styles from elsewhere (Content-Security-Policy).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,20 +34,34 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 TOKEN_COOKIE = "jobq_token"
 CSRF_COOKIE = "jobq_csrf"
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+)
 
 
 WILDCARDS = ("0.0.0.0", "::", "")
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-           "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
-PAGE = ("<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>jobq: {title}</title>"
-        "<h1>{status}: {title}</h1><p>{text}</p></html>")
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+PAGE = (
+    '<!doctype html><html lang="en"><meta charset="utf-8"><title>jobq: {title}</title>'
+    "<h1>{status}: {title}</h1><p>{text}</p></html>"
+)
 REFUSALS = {
-    400: ("unknown host", "This dashboard answers only to the names it was started for (its address, "
-          "localhost, and each <code>--allow-host</code>)."),
-    401: ("token required", "This dashboard needs its access token: open it once with <code>?token=...</code> "
-          "or send <code>Authorization: Bearer ...</code>."),
+    400: (
+        "unknown host",
+        "This dashboard answers only to the names it was started for (its address, "
+        "localhost, and each <code>--allow-host</code>).",
+    ),
+    401: (
+        "token required",
+        "This dashboard needs its access token: open it once with <code>?token=...</code> "
+        "or send <code>Authorization: Bearer ...</code>.",
+    ),
     500: ("internal error", "The dashboard hit an error; its log has the details."),
 }
 
@@ -54,8 +69,9 @@ REFUSALS = {
 def refusal(status: int) -> Response:
     """A fixed page (nothing of the request or the database in it) with the security headers."""
     title, text = REFUSALS[status]
-    response = HTMLResponse(PAGE.format(status=status, title=title, text=text), status_code=status,
-                            headers=HEADERS)
+    response = HTMLResponse(
+        PAGE.format(status=status, title=title, text=text), status_code=status, headers=HEADERS
+    )
     if status == 401:
         response.headers["WWW-Authenticate"] = "Bearer"
     return response
@@ -63,8 +79,9 @@ def refusal(status: int) -> Response:
 
 def same(given: str | None, expected: str) -> bool:
     """``given == expected`` in constant time, for any text (compared as UTF-8 bytes)."""
-    return given is not None and hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
-                                                     expected.encode("utf-8", "surrogatepass"))
+    return given is not None and hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
 
 
 def hostname(netloc: str) -> str | None:
@@ -143,7 +160,11 @@ def _origin_ok(request: Request, origin: str) -> bool:
         return False
     if not host_allowed(name, s.host, s.allow_hosts):
         return False
-    return s.host.strip("[]") not in WILDCARDS or bool(s.allow_hosts) or parts.netloc == request.headers.get("host")
+    return (
+        s.host.strip("[]") not in WILDCARDS
+        or bool(s.allow_hosts)
+        or parts.netloc == request.headers.get("host")
+    )
 
 
 class Guard(BaseHTTPMiddleware):
@@ -155,8 +176,12 @@ class Guard(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request, call_next: Any) -> Response:
         host = request.headers.get("host")
-        if host is not None and not host_allowed(hostname(host), self.settings.host, self.settings.allow_hosts):
-            return refusal(400)  # DNS rebinding: a page of another site that resolved to this server
+        if host is not None and not host_allowed(
+            hostname(host), self.settings.host, self.settings.allow_hosts
+        ):
+            return refusal(
+                400
+            )  # DNS rebinding: a page of another site that resolved to this server
         token = self.settings.token
         if token:
             if same(request.query_params.get("token"), token):
@@ -179,15 +204,22 @@ class Guard(BaseHTTPMiddleware):
         # request.url.path is the path the browser asked for (with any --root-path prefix)
         url = request.url.path + (f"?{urlencode(rest)}" if rest else "")
         response = RedirectResponse(url, status_code=303)
-        response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path=self._cookie_path())
+        response.set_cookie(
+            TOKEN_COOKIE, token, httponly=True, samesite="strict", path=self._cookie_path()
+        )
         self._headers(request, response)
         return response
 
     def _headers(self, request: Request, response: Response) -> None:
         response.headers.update(HEADERS)
         if CSRF_COOKIE not in request.cookies and getattr(request.state, "csrf_cookie", None):
-            response.set_cookie(CSRF_COOKIE, request.state.csrf_cookie, httponly=True, samesite="strict",
-                                path=self._cookie_path())
+            response.set_cookie(
+                CSRF_COOKIE,
+                request.state.csrf_cookie,
+                httponly=True,
+                samesite="strict",
+                path=self._cookie_path(),
+            )
 
     def _cookie_path(self) -> str:
         return self.settings.root_path or "/"

@@ -1,5 +1,6 @@
 """The producer API (shared.producer.api.JobQueue): enqueue, get, idempotency keys, transactional
 enqueue, input validation."""
+
 from __future__ import annotations
 
 import os
@@ -21,7 +22,9 @@ from shared.ops.served import served_types
 from tests.engines import raw
 from tests.proc import wait_until, write_config
 
-pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
+pytestmark = (
+    pytest.mark.engines
+)  # the tests that use database (or make_config, queue) run on each engine
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
@@ -32,10 +35,16 @@ def row_count(config: Config) -> int:
 
 # -- enqueue / get -------------------------------------------------------------------------------
 
+
 def test_enqueue_get_round_trip_all_fields(queue, clock):
     clock.advance(0.1234)  # a non-round "now": created_at keeps milliseconds
     when = datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=timezone.utc)
-    payload = {"reportId": "r1", "filters": {"from": "2026-01-01"}, "n": [1, 2.5, None, True], "s": "é✓"}
+    payload = {
+        "reportId": "r1",
+        "filters": {"from": "2026-01-01"},
+        "n": [1, 2.5, None, True],
+        "s": "é✓",
+    }
     job_id = queue.enqueue("report:generate", payload, priority=7, run_at=when)
 
     job = queue.get(job_id)
@@ -55,7 +64,9 @@ def test_enqueue_get_round_trip_all_fields(queue, clock):
     assert job.updated_at == job.created_at
     assert job.result is None and job.error is None
     assert job.started_at is None and job.completed_at is None
-    assert job.key is None and job.owner is None and job.owner_pid is None and job.heartbeat_at is None
+    assert (
+        job.key is None and job.owner is None and job.owner_pid is None and job.heartbeat_at is None
+    )
 
 
 def test_enqueue_defaults(queue, clock):
@@ -72,12 +83,15 @@ def test_enqueue_max_attempts_and_delay(queue, clock):
     assert parse_iso(job.run_at) == pytest.approx(clock.now() + 30, abs=0.001)
 
 
-@pytest.mark.parametrize("run_at", [
-    datetime(2026, 5, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
-    "2026-05-01T12:00:00Z",
-    "2026-05-01T14:00:00+02:00",
-    datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc).timestamp(),
-])
+@pytest.mark.parametrize(
+    "run_at",
+    [
+        datetime(2026, 5, 1, 14, 0, tzinfo=timezone(timedelta(hours=2))),
+        "2026-05-01T12:00:00Z",
+        "2026-05-01T14:00:00+02:00",
+        datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc).timestamp(),
+    ],
+)
 def test_run_at_forms_are_normalised_to_utc(queue, run_at):
     assert queue.get(queue.enqueue("t", run_at=run_at)).run_at == "2026-05-01T12:00:00.000Z"
 
@@ -121,6 +135,7 @@ def test_pause_resume(queue):
 
 # -- idempotency keys ----------------------------------------------------------------------------
 
+
 def test_same_key_twice_returns_same_id_and_one_row(queue):
     first = queue.enqueue("report:generate", {"v": 1}, key="report-r1")
     second = queue.enqueue("report:generate", {"v": 2}, key="report-r1")
@@ -135,14 +150,16 @@ def test_same_key_twice_returns_same_id_and_one_row(queue):
 
 def test_enqueue_many_with_duplicate_keys(queue):
     existing = queue.enqueue("t", {"n": 0}, key="k0")
-    ids = queue.enqueue_many([
-        ("t", {"n": 1}, {"key": "k1"}),
-        ("t", {"n": 2}),
-        {"type": "t", "payload": {"n": 3}, "key": "k1"},
-        ("t", {"n": 4}, {"key": "k0"}),
-        ("t", {"n": 5}),
-        ("t", {"n": 6}, {"key": "k2"}),
-    ])
+    ids = queue.enqueue_many(
+        [
+            ("t", {"n": 1}, {"key": "k1"}),
+            ("t", {"n": 2}),
+            {"type": "t", "payload": {"n": 3}, "key": "k1"},
+            ("t", {"n": 4}, {"key": "k0"}),
+            ("t", {"n": 5}),
+            ("t", {"n": 6}, {"key": "k2"}),
+        ]
+    )
     assert len(ids) == 6
     assert ids[0] == ids[2]
     assert ids[3] == existing
@@ -152,12 +169,14 @@ def test_enqueue_many_with_duplicate_keys(queue):
 
 
 def test_enqueue_many_order_and_options(queue, clock):
-    ids = queue.enqueue_many([
-        ("a", {"i": 0}),
-        ("b", {"i": 1}, {"priority": 3, "delay": 10, "max_attempts": 2}),
-        {"type": "c", "payload": {"i": 2}, "run_at": "2026-06-01T00:00:00Z"},
-        ("d",),
-    ])
+    ids = queue.enqueue_many(
+        [
+            ("a", {"i": 0}),
+            ("b", {"i": 1}, {"priority": 3, "delay": 10, "max_attempts": 2}),
+            {"type": "c", "payload": {"i": 2}, "run_at": "2026-06-01T00:00:00Z"},
+            ("d",),
+        ]
+    )
     jobs = [queue.get(i) for i in ids]
     assert [j.type for j in jobs] == ["a", "b", "c", "d"]
     assert jobs[1].priority == 3 and jobs[1].max_attempts == 2
@@ -180,7 +199,8 @@ def test_enqueue_many_validates_everything_before_writing(queue):
 
 
 def test_a_booted_supervisor_records_what_it_serves_and_from_config_checks_against_it(
-        tmp_path, sup_factory, monkeypatch):
+    tmp_path, sup_factory, monkeypatch
+):
     """The supervisor imports the handler modules at boot and records their types (and their
     handlers' queues) in the database; a producer checks against that record, importing none of
     them (``importmark`` writes each importing process's pid); the supervisor logs the types
@@ -194,7 +214,9 @@ def test_a_booted_supervisor_records_what_it_serves_and_from_config_checks_again
         sup = sup_factory(path)
         wait_until(lambda: served_types(q.store), timeout=60, what="the supervisor's record")
         wait_until(lambda: "supervisor.unserved_types" in sup.output(), what="the boot's warning")
-        assert re.search(r"supervisor.unserved_types .*types=ops:gone:2", sup.output()), sup.output()
+        assert re.search(r"supervisor.unserved_types .*types=ops:gone:2", sup.output()), (
+            sup.output()
+        )
         unserved = r"'ops:okk' is served by none of the handler modules the running supervisors"
         with pytest.warns(UnservedTypeWarning, match=unserved + r" loaded \(opsjobs, importmark\)"):
             q.enqueue("ops:okk", {})
@@ -208,6 +230,7 @@ def test_a_booted_supervisor_records_what_it_serves_and_from_config_checks_again
 
 
 # -- transactional enqueue -----------------------------------------------------------------------
+
 
 @pytest.fixture
 def app_conn(queue):
@@ -271,6 +294,7 @@ def own_conn(queue):
     server's default search_path (jobq's schema is not on it), on SQLite to the same file."""
     if queue.config.database.startswith("postgres"):
         import psycopg
+
         conn = psycopg.connect(queue.config.database, autocommit=True)
     else:
         conn = sqlite3.connect(queue.config.database, isolation_level=None, timeout=10)
@@ -283,19 +307,36 @@ def _every_enqueue(q: JobQueue, conn) -> dict[str, str]:
     """Every way to enqueue, each option, through ``conn``; the ids by what made them."""
     from jobq import chain, chord, group
     from tests.fixtures import flowjobs
+
     tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     ids = {"plain": q.enqueue("t", {"a": 1}, conn=conn)}
-    ids["options"] = q.enqueue("t", {"a": 2}, delay=60, priority=5, max_attempts=3, key="k-opts",
-                               queue="reports", limit_key="acme", traceparent=tp, conn=conn)
+    ids["options"] = q.enqueue(
+        "t",
+        {"a": 2},
+        delay=60,
+        priority=5,
+        max_attempts=3,
+        key="k-opts",
+        queue="reports",
+        limit_key="acme",
+        traceparent=tp,
+        conn=conn,
+    )
     ids["run_at"] = q.enqueue("t", run_at=2e9, conn=conn)
-    ids["after"] = q.enqueue("t", after=[ids["plain"]], after_failure="run", queue="reports",
-                             limit_key="acme", conn=conn)
+    ids["after"] = q.enqueue(
+        "t", after=[ids["plain"]], after_failure="run", queue="reports", limit_key="acme", conn=conn
+    )
     ids["after_key"] = q.enqueue("t", after=[ids["plain"]], key="k-after", priority=2, conn=conn)
     ids["after_taken"] = q.enqueue("t", after=[ids["plain"]], key="k-taken", conn=conn)
-    many = q.enqueue_many([("t", 1), ("t", 2, {"key": "k-many", "queue": "reports"}),
-                           {"type": "t", "payload": 3, "after": [0, ids["plain"]],
-                            "limit_key": "x"},
-                           ("t", 4, {"after": [2], "key": "k-many-after", "delay": 5})], conn=conn)
+    many = q.enqueue_many(
+        [
+            ("t", 1),
+            ("t", 2, {"key": "k-many", "queue": "reports"}),
+            {"type": "t", "payload": 3, "after": [0, ids["plain"]], "limit_key": "x"},
+            ("t", 4, {"after": [2], "key": "k-many-after", "delay": 5}),
+        ],
+        conn=conn,
+    )
     ids.update({f"many{i}": m for i, m in enumerate(many)})
     ids["batched"] = q.enqueue_many([("t", 5)], batch_size=1, traceparent=tp, conn=conn)[0]
     ext = flowjobs.extract.using(queue=q, conn=conn, after=[ids["plain"]], key="k-task", priority=4)
@@ -303,15 +344,17 @@ def _every_enqueue(q: JobQueue, conn) -> dict[str, str]:
     ids["task_many"] = flowjobs.extract.using(queue=q, conn=conn).enqueue_many([((2,), {})])[0].id
     run = chain(flowjobs.extract.s(3), flowjobs.load.s(3)).enqueue(q, conn=conn)
     ids.update({f"chain{i}": h.id for i, h in enumerate(run.handles)})
-    run = chord(group(flowjobs.extract.s(4), flowjobs.extract.s(5)),
-                flowjobs.load.s(4)).enqueue(q, conn=conn)
+    run = chord(group(flowjobs.extract.s(4), flowjobs.extract.s(5)), flowjobs.load.s(4)).enqueue(
+        q, conn=conn
+    )
     ids.update({f"chord{i}": h.id for i, h in enumerate(run.handles)})
     return ids
 
 
 @pytest.mark.parametrize("end", ["ROLLBACK", "COMMIT"])
 def test_every_enqueue_joins_the_transaction_of_a_connection_with_its_own_search_path(
-        queue, own_conn, end):
+    queue, own_conn, end
+):
     taken = queue.enqueue("t", key="k-taken")
     own_conn.execute("BEGIN")
     own_conn.execute("INSERT INTO orders (id) VALUES (1)")
@@ -329,10 +372,17 @@ def test_every_enqueue_joins_the_transaction_of_a_connection_with_its_own_search
     assert row_count(queue.config) == 1 + len(new)
     opts = queue.get(ids["options"])
     assert (opts.priority, opts.max_attempts, opts.key, opts.queue, opts.limit_key) == (
-        5, 3, "k-opts", "reports", "acme")
+        5,
+        3,
+        "k-opts",
+        "reports",
+        "acme",
+    )
     assert opts.trace is not None
-    waiting = {k: queue.get(ids[k])
-               for k in ("after", "after_key", "many2", "many3", "task", "chain1", "chord2")}
+    waiting = {
+        k: queue.get(ids[k])
+        for k in ("after", "after_key", "many2", "many3", "task", "chain1", "chord2")
+    }
     assert {k: j.status for k, j in waiting.items()} == dict.fromkeys(waiting, "waiting")
     assert (waiting["after"].queue, waiting["after"].limit_key) == ("reports", "acme")
     assert (waiting["after_key"].key, waiting["after_key"].priority) == ("k-after", 2)
@@ -355,9 +405,11 @@ def test_a_failed_statement_through_conn_is_a_query_error_not_an_outage(queue, o
     else:
         conn = sqlite3.connect(str(tmp_path / "other.db"), isolation_level=None)
         cause = "no such table"
-    for call in (lambda: queue.enqueue("t", conn=conn),
-                 lambda: queue.enqueue("t", key="k", conn=conn),
-                 lambda: queue.enqueue_many([("t", 1), ("t", 2, {"after": [0]})], conn=conn)):
+    for call in (
+        lambda: queue.enqueue("t", conn=conn),
+        lambda: queue.enqueue("t", key="k", conn=conn),
+        lambda: queue.enqueue_many([("t", 1), ("t", 2, {"after": [0]})], conn=conn),
+    ):
         with pytest.raises(StoreQueryError, match=cause) as err:
             call()
         assert not isinstance(err.value, StoreUnavailable)
@@ -367,36 +419,40 @@ def test_a_failed_statement_through_conn_is_a_query_error_not_an_outage(queue, o
 
 # -- bad input writes nothing ---------------------------------------------------------------------
 
+
 class Widget:
     pass
 
 
-@pytest.mark.parametrize("kwargs, exc, pattern", [
-    (dict(type="t", payload={"w": Widget()}), TypeError, "Widget"),
-    (dict(type="t", payload={1, 2}), TypeError, "set"),
-    (dict(type="t", payload=float("nan")), ValueError, "JSON"),
-    (dict(type="t", payload="x" * 200), ValueError, "max_payload_bytes"),
-    (dict(type="t", payload="é" * 60), ValueError, "max_payload_bytes"),  # 122 bytes, 62 chars
-    (dict(type="", payload={}), ValueError, "type"),
-    (dict(type="   ", payload={}), ValueError, "type"),
-    (dict(type=None, payload={}), ValueError, "type"),
-    (dict(type="t", payload={}, run_at=datetime(2026, 5, 1, 12, 0)), ValueError, "timezone"),
-    (dict(type="t", payload={}, run_at="2026-05-01T12:00:00"), ValueError, "timezone"),
-    (dict(type="t", payload={}, run_at=[1]), TypeError, "run_at"),
-    (dict(type="t", payload={}, run_at=1.0, delay=1), ValueError, "not both"),
-    (dict(type="t", payload={}, delay=-1), ValueError, "delay"),
-    (dict(type="t", payload={}, delay=float("nan")), ValueError, "run_at"),
-    (dict(type="t", payload={}, delay=float("inf")), ValueError, "run_at"),
-    (dict(type="t", payload={}, delay=3.2e11), ValueError, "years 1 to 9999"),  # year 12110
-    (dict(type="t", payload={}, run_at=float("inf")), ValueError, "run_at"),
-    (dict(type="t", payload={}, run_at=1e12), ValueError, "years 1 to 9999"),
-    (dict(type="t", payload={}, max_attempts=0), ValueError, "max_attempts"),
-    (dict(type="t", payload={}, max_attempts=-3), ValueError, "max_attempts"),
-    (dict(type="t", payload={}, max_attempts=True), ValueError, "max_attempts"),
-    (dict(type="t", payload={}, max_attempts=2.0), ValueError, "max_attempts"),
-    (dict(type="t", payload={}, priority="high"), TypeError, "priority"),
-    (dict(type="t", payload={}, key=""), ValueError, "key"),
-])
+@pytest.mark.parametrize(
+    "kwargs, exc, pattern",
+    [
+        (dict(type="t", payload={"w": Widget()}), TypeError, "Widget"),
+        (dict(type="t", payload={1, 2}), TypeError, "set"),
+        (dict(type="t", payload=float("nan")), ValueError, "JSON"),
+        (dict(type="t", payload="x" * 200), ValueError, "max_payload_bytes"),
+        (dict(type="t", payload="é" * 60), ValueError, "max_payload_bytes"),  # 122 bytes, 62 chars
+        (dict(type="", payload={}), ValueError, "type"),
+        (dict(type="   ", payload={}), ValueError, "type"),
+        (dict(type=None, payload={}), ValueError, "type"),
+        (dict(type="t", payload={}, run_at=datetime(2026, 5, 1, 12, 0)), ValueError, "timezone"),
+        (dict(type="t", payload={}, run_at="2026-05-01T12:00:00"), ValueError, "timezone"),
+        (dict(type="t", payload={}, run_at=[1]), TypeError, "run_at"),
+        (dict(type="t", payload={}, run_at=1.0, delay=1), ValueError, "not both"),
+        (dict(type="t", payload={}, delay=-1), ValueError, "delay"),
+        (dict(type="t", payload={}, delay=float("nan")), ValueError, "run_at"),
+        (dict(type="t", payload={}, delay=float("inf")), ValueError, "run_at"),
+        (dict(type="t", payload={}, delay=3.2e11), ValueError, "years 1 to 9999"),  # year 12110
+        (dict(type="t", payload={}, run_at=float("inf")), ValueError, "run_at"),
+        (dict(type="t", payload={}, run_at=1e12), ValueError, "years 1 to 9999"),
+        (dict(type="t", payload={}, max_attempts=0), ValueError, "max_attempts"),
+        (dict(type="t", payload={}, max_attempts=-3), ValueError, "max_attempts"),
+        (dict(type="t", payload={}, max_attempts=True), ValueError, "max_attempts"),
+        (dict(type="t", payload={}, max_attempts=2.0), ValueError, "max_attempts"),
+        (dict(type="t", payload={}, priority="high"), TypeError, "priority"),
+        (dict(type="t", payload={}, key=""), ValueError, "key"),
+    ],
+)
 def test_bad_input_raises_and_writes_nothing(tmp_path, make_config, clock, kwargs, exc, pattern):
     cfg = load(make_config(tmp_path, max_payload_bytes=100))
     kwargs = dict(kwargs)  # the parameter's own dict serves the next engine too
@@ -438,9 +494,17 @@ def test_enqueue_many_round_trips_awkward_types_and_payloads(database, tmp_path)
     """enqueue_many sends its rows to the database as one JSON document: every type and payload
     must come back exactly. (Type names may not hold control characters: test_bad_type_names.)"""
     from shared.producer.api import JobQueue
-    items = [("t:x", {"a": "\x00", "\x00": "\n\t"}), ('é😀"\\ x', {"k": "😀\ud7ff\ue000 \u2028 \x7f \x1f"}),
-             ("t", "\\u0000"), ("t", [1, 2.5, None, True, {"x": -0.0}]), ("t", 1e308), ("t", "a'b"),
-             ("t", None), ("t", None, {"priority": -(1 << 31), "max_attempts": (1 << 31) - 1})]
+
+    items = [
+        ("t:x", {"a": "\x00", "\x00": "\n\t"}),
+        ('é😀"\\ x', {"k": "😀\ud7ff\ue000 \u2028 \x7f \x1f"}),
+        ("t", "\\u0000"),
+        ("t", [1, 2.5, None, True, {"x": -0.0}]),
+        ("t", 1e308),
+        ("t", "a'b"),
+        ("t", None),
+        ("t", None, {"priority": -(1 << 31), "max_attempts": (1 << 31) - 1}),
+    ]
     with JobQueue(config=database.config(tmp_path)) as q:
         ids = q.enqueue_many(items)
         assert len(set(ids)) == len(items)
@@ -451,10 +515,16 @@ def test_enqueue_many_round_trips_awkward_types_and_payloads(database, tmp_path)
         assert q.get(ids[0]).priority == 0 and q.get(ids[0]).max_attempts is None
 
 
-@pytest.mark.parametrize("opts, message", [({"priority": 1 << 31}, "priority must fit in 32 bits"),
-                                           ({"max_attempts": 1 << 31}, "max_attempts must be")])
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        ({"priority": 1 << 31}, "priority must fit in 32 bits"),
+        ({"max_attempts": 1 << 31}, "max_attempts must be"),
+    ],
+)
 def test_enqueue_many_refuses_integers_beyond_32_bits(database, tmp_path, opts, message):
     from shared.producer.api import JobQueue
+
     with JobQueue(config=database.config(tmp_path)) as q:
         with pytest.raises(ValueError, match=f"item 1: .*{message}"):
             q.enqueue_many([("t", None), ("t", None, opts)])
@@ -463,17 +533,27 @@ def test_enqueue_many_refuses_integers_beyond_32_bits(database, tmp_path, opts, 
 
 def test_new_ids_are_unique_time_ordered_hex():
     from shared.model.job import new_id, new_ids
+
     ids = new_ids(1000)
     assert len(set(ids)) == 1000 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert new_id()[:12] >= ids[0][:12]
 
 
-@pytest.mark.parametrize("option, value", [("priority", 1 << 31), ("priority", -(1 << 31) - 1),
-                                           ("max_attempts", 1 << 31), ("max_attempts", 0)])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("priority", 1 << 31),
+        ("priority", -(1 << 31) - 1),
+        ("max_attempts", 1 << 31),
+        ("max_attempts", 0),
+    ],
+)
 def test_priority_and_max_attempts_beyond_32_bits_are_refused_naming_the_job(queue, option, value):
     """Every engine stores 32-bit integers: a value beyond is refused before anything is written,
     the same on each engine, naming the job's type and the value."""
     with pytest.raises(ValueError) as err:
         queue.enqueue("report:big", {}, **{option: value})
-    assert "report:big" in str(err.value) and option in str(err.value) and str(value) in str(err.value)
+    assert (
+        "report:big" in str(err.value) and option in str(err.value) and str(value) in str(err.value)
+    )
     assert queue.counts() == {}

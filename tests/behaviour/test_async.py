@@ -4,6 +4,7 @@ The handlers are tests/fixtures/asyncjobs.py. One-at-a-time, each test here woul
 (a second per job per worker); the bounds below are generous for a loaded machine, never timings
 (those are bench/asyncbench.py's).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,13 @@ pytestmark = pytest.mark.engines
 
 
 def _start(tmp_path, sup_factory, workers=1, **sections):
-    cfg = write_config(tmp_path, handlers=["asyncjobs", "testjobs"], supervisor={"workers": workers},
-                       log_format="json", **sections)
+    cfg = write_config(
+        tmp_path,
+        handlers=["asyncjobs", "testjobs"],
+        supervisor={"workers": workers},
+        log_format="json",
+        **sections,
+    )
     q = JobQueue(config=load(cfg))
     sup = sup_factory(cfg)
     wait_until(lambda: len(sup.workers()) == workers, what="workers up")
@@ -44,12 +50,19 @@ def test_a_thousand_one_second_jobs_on_two_workers(tmp_path, sup_factory):
     is only generous."""
     q, sup = _start(tmp_path, sup_factory, workers=2)
     ids = q.enqueue_many([("aio:sleep", {"s": 1}, {}) for _ in range(1000)])
-    wait_until(lambda: q.counts().get("completed", 0) == 1000, timeout=60, interval=0.1, what="1,000 jobs done")
+    wait_until(
+        lambda: q.counts().get("completed", 0) == 1000,
+        timeout=60,
+        interval=0.1,
+        what="1,000 jobs done",
+    )
     assert {q.get(i).result for i in ids[::50]} <= set(sup.workers())
     assert {q.get(i).attempts for i in ids[::50]} == {1}
 
 
-def test_config_gives_a_type_async_concurrency_and_sync_jobs_share_the_worker(tmp_path, sup_factory):
+def test_config_gives_a_type_async_concurrency_and_sync_jobs_share_the_worker(
+    tmp_path, sup_factory
+):
     q, sup = _start(tmp_path, sup_factory, types={"aio:typed": {"async_concurrency": 50}})
     ids = q.enqueue_many([("aio:typed", {"s": 1}, {}) for _ in range(50)])
     sync = [q.enqueue("test:noop", {}) for _ in range(3)]
@@ -64,14 +77,21 @@ def test_a_timeout_or_an_error_is_its_jobs_own(tmp_path, sup_factory):
     hang = q.enqueue("aio:hang", {}, max_attempts=1)
     boom = q.enqueue_many([("aio:boom", {"n": n}, {"max_attempts": 2}) for n in range(10)])
     ids = q.enqueue_many([("aio:sleep", {"s": 1.5}, {}) for _ in range(20)])
-    wait_until(lambda: _done(q, ids) and _done(q, boom + [hang], "failed"), timeout=30, what="jobs settled")
+    wait_until(
+        lambda: _done(q, ids) and _done(q, boom + [hang], "failed"), timeout=30, what="jobs settled"
+    )
     assert q.get(hang).error == "timed out after 0.5 s"
-    assert all(q.get(i).attempts == 2 and f"ValueError: boom {n}" in q.get(i).error for n, i in enumerate(boom))
+    assert all(
+        q.get(i).attempts == 2 and f"ValueError: boom {n}" in q.get(i).error
+        for n, i in enumerate(boom)
+    )
     assert sup.workers() == before
     assert not log_events(sup, "worker.exited")
 
 
-def test_a_handler_that_blocks_the_loop_is_named_and_only_its_worker_replaced(tmp_path, sup_factory):
+def test_a_handler_that_blocks_the_loop_is_named_and_only_its_worker_replaced(
+    tmp_path, sup_factory
+):
     """aio:block calls time.sleep(60) (timeout 2 s, kill_grace 1 s): a warning names it within
     2 s; past 3 s its worker is killed; the jobs in flight beside it run again on a worker, their
     attempts not charged; the blocking job is charged (and fails: one attempt)."""
@@ -79,7 +99,9 @@ def test_a_handler_that_blocks_the_loop_is_named_and_only_its_worker_replaced(tm
     first = sup.workers()
     ids = q.enqueue_many([("aio:sleep", {"s": 3}, {}) for _ in range(40)])
     block = q.enqueue("aio:block", {"s": 60})
-    wait_until(lambda: q.get(block).status == "failed" and _done(q, ids), timeout=40, what="jobs settled")
+    wait_until(
+        lambda: q.get(block).status == "failed" and _done(q, ids), timeout=40, what="jobs settled"
+    )
     warned = log_events(sup, "worker.loop_blocked")
     assert len(warned) == 1 and warned[0]["id"] == block
     assert warned[0]["handler"] == "asyncjobs.block" and float(warned[0]["blocked_for"]) <= 2
@@ -92,7 +114,9 @@ def test_a_handler_that_blocks_the_loop_is_named_and_only_its_worker_replaced(tm
 
 
 def test_async_concurrency_on_a_plain_handler_stops_the_boot(tmp_path, sup_factory):
-    cfg = write_config(tmp_path, handlers=["testjobs"], types={"test:noop": {"async_concurrency": 5}})
+    cfg = write_config(
+        tmp_path, handlers=["testjobs"], types={"test:noop": {"async_concurrency": 5}}
+    )
     sup = sup_factory(cfg)
     assert sup.wait() == ExitCode.CONFIG_INVALID
     assert "'test:noop'" in sup.output() and "is not an async def function" in sup.output()
@@ -135,7 +159,9 @@ async def stall(payload, job):
     time.sleep(payload)  # blocks the loop
 
 
-def test_a_job_claimed_one_at_a_time_that_blocks_the_loop_is_named_too(tmp_path, make_config, queue, caplog):
+def test_a_job_claimed_one_at_a_time_that_blocks_the_loop_is_named_too(
+    tmp_path, make_config, queue, caplog
+):
     """A job of an async type that the worker's loop claimed with others, one at a time (its
     runner found nothing due a moment before: the race that made the block test above flaky),
     is watched on the runner's loop as a task is: the warning names it and its handler. The
@@ -153,7 +179,9 @@ def test_a_job_claimed_one_at_a_time_that_blocks_the_loop_is_named_too(tmp_path,
             for n, job in enumerate(jobs, 1):
                 w.progress.started(n)
                 w.done.append(w.process(job))
-        assert not_in_hand(str(tmp_path / "progress")) == [ids[0]]  # not rewritten by the block's end
+        assert not_in_hand(str(tmp_path / "progress")) == [
+            ids[0]
+        ]  # not rewritten by the block's end
         w.commit(limit=0, must=True)
     finally:
         w.aio.close()

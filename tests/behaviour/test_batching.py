@@ -1,5 +1,6 @@
 """Batched claims: jobs claimed together but never started go back without losing an attempt,
 whether the worker stops gracefully or is SIGKILLed (the supervisor reads its progress file)."""
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,12 @@ def _fill(cfg, log, gate):
 def _start(tmp_path, batch_wait, fresh):
     """A supervisor with one worker that will claim a batch of 8 whose first job blocks, on the
     fresh database ``fresh`` names (config keys)."""
-    cfg = write_config(tmp_path, supervisor={"workers": 1}, worker={"max_batch": 8, "batch_wait": batch_wait},
-                       **fresh)
+    cfg = write_config(
+        tmp_path,
+        supervisor={"workers": 1},
+        worker={"max_batch": 8, "batch_wait": batch_wait},
+        **fresh,
+    )
     log, gate = tmp_path / "events.log", tmp_path / "gate"
     JobQueue(config=load(cfg)).close()
     blocker, rest = _fill(cfg, log, gate)
@@ -56,7 +61,7 @@ def _start(tmp_path, batch_wait, fresh):
 
 
 TRIES = 4  # the batch doubles only while the fast jobs stay under FAST_JOB: a loaded machine may
-           # need another go at the set-up (each on a fresh database), never at the assertions
+# need another go at the set-up (each on a fresh database), never at the assertions
 
 
 def _batch_of_8(database, tmp_path, batch_wait, formed):
@@ -64,7 +69,9 @@ def _batch_of_8(database, tmp_path, batch_wait, formed):
     for n in range(TRIES):
         folder = tmp_path / f"try{n}"
         folder.mkdir()
-        cfg, log, gate, blocker, rest, sup = _start(folder, batch_wait, database.another() if n else {})
+        cfg, log, gate, blocker, rest, sup = _start(
+            folder, batch_wait, database.another() if n else {}
+        )
         try:
             if formed(cfg, blocker, rest, sup):
                 return cfg, log, gate, blocker, rest, sup
@@ -73,7 +80,9 @@ def _batch_of_8(database, tmp_path, batch_wait, formed):
             sup.close()
             raise
         sup.close()
-    pytest.fail(f"no batch of 8 formed in {TRIES} tries (fast jobs ran slower than FAST_JOB each time)")
+    pytest.fail(
+        f"no batch of 8 formed in {TRIES} tries (fast jobs ran slower than FAST_JOB each time)"
+    )
 
 
 def _claimed_together(cfg, blocker, rest, sup) -> bool:
@@ -94,8 +103,10 @@ def test_sigkill_mid_batch_gives_unstarted_jobs_their_attempt_back(database, tmp
         os.kill(victim, signal.SIGKILL)
         wait_until(lambda: job_row(cfg, blocker)["attempts"] == 2, what="blocker claimed again")
         gate.touch()
-        wait_until(lambda: all(job_row(cfg, j)["status"] == "completed" for j in [blocker, *rest]),
-                   what="all completed")
+        wait_until(
+            lambda: all(job_row(cfg, j)["status"] == "completed" for j in [blocker, *rest]),
+            what="all completed",
+        )
         assert [job_row(cfg, j)["attempts"] for j in rest] == [1] * 7
         starts = [e for e in events(log) if e["event"] == "start" and e["job"] in rest]
         assert len(starts) == 7  # none of them ran before the kill
@@ -172,7 +183,9 @@ def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path,
     assert ("failed", b, "RuntimeError: boom", 2) in seen
 
 
-def test_the_loop_checks_its_process_after_user_code_not_between_its_own_jobs(tmp_path, make_config):
+def test_the_loop_checks_its_process_after_user_code_not_between_its_own_jobs(
+    tmp_path, make_config
+):
     """``Worker.check_process`` runs as each handler returns (its job given), and at the top of
     a turn after anything but the worker's own code may have run (a claim, a batch's end, a
     hook); between two jobs of a batch with nothing else between them, that top-of-turn check
@@ -200,11 +213,14 @@ def test_the_loop_checks_its_process_after_user_code_not_between_its_own_jobs(tm
     def check(job=None):
         trail.append("check job" if job is not None else "check")
         real(job)
+
     def writes(step):
         def write(*args, **kwargs):
             trail.append("write")
             return step(*args, **kwargs)
+
         return write
+
     w.check_process, w.commit, w.fast_claim = check, writes(w.commit), writes(w.fast_claim)
     signals = w.handle_signals  # the top of each turn, right after its check (if any)
     w.handle_signals = lambda: trail.append("turn") or signals()
@@ -216,7 +232,7 @@ def test_the_loop_checks_its_process_after_user_code_not_between_its_own_jobs(tm
     assert len(runs) == len(ids) and all(trail[k + 1] == "check job" for k in runs)
     for k, what in enumerate(trail):  # user code, then a check before the next write
         if what in ("run", "hook") and "write" in trail[k:]:
-            assert {"check", "check job"} & set(trail[k:trail.index("write", k)]), (k, trail)
+            assert {"check", "check job"} & set(trail[k : trail.index("write", k)]), (k, trail)
     turns = [k for k, what in enumerate(trail) if what == "turn"]
     for p, t in zip(turns, turns[1:]):  # a turn checks unless the last one ended on a checked job
         since = trail[p:t]
@@ -229,19 +245,29 @@ def test_the_loop_checks_its_process_after_user_code_not_between_its_own_jobs(tm
 def test_unstarted_jobs_do_not_wait_behind_a_slow_job_past_batch_wait(database, tmp_path):
     """The heartbeat thread gives back the rest of a batch once the job ahead has run
     ``batch_wait`` seconds: pending again, no attempt lost, while the slow job still runs."""
+
     def released_7(cfg, blocker, rest, sup) -> bool:
         try:  # a batch that did not reach 8 (slow fast jobs) may hold the blocker alone: nothing to give back
-            wait_until(lambda: "worker.batch_released" in sup.output(), what="the batch's rest given back")
+            wait_until(
+                lambda: "worker.batch_released" in sup.output(), what="the batch's rest given back"
+            )
         except AssertionError:
             return False  # another try; all of them failing fails the test
-        return "jobs=7" in next(x for x in sup.output().splitlines() if "worker.batch_released" in x)
+        return "jobs=7" in next(
+            x for x in sup.output().splitlines() if "worker.batch_released" in x
+        )
+
     cfg, log, gate, blocker, rest, sup = _batch_of_8(database, tmp_path, 0.2, released_7)
     try:
         assert job_row(cfg, blocker)["status"] == "running"
-        assert [(job_row(cfg, j)["status"], job_row(cfg, j)["attempts"]) for j in rest] == [("pending", 0)] * 7
+        assert [(job_row(cfg, j)["status"], job_row(cfg, j)["attempts"]) for j in rest] == [
+            ("pending", 0)
+        ] * 7
         gate.touch()
-        wait_until(lambda: all(job_row(cfg, j)["status"] == "completed" for j in [blocker, *rest]),
-                   what="all completed")
+        wait_until(
+            lambda: all(job_row(cfg, j)["status"] == "completed" for j in [blocker, *rest]),
+            what="all completed",
+        )
         assert [job_row(cfg, j)["attempts"] for j in rest] == [1] * 7
         sup.signal(signal.SIGTERM)
         assert sup.wait(20) == 0
@@ -254,9 +280,9 @@ def test_shed_takes_only_what_waits_behind_a_job_past_batch_wait(tmp_path):
     w = Worker(cfg, Registry())
     try:
         w.batch.extend(["a", "b"])
-        assert w.shed() == []            # no job in hand
+        assert w.shed() == []  # no job in hand
         w.held.job_t0 = time.perf_counter()
-        assert w.shed() == []            # the job in hand has only just started
+        assert w.shed() == []  # the job in hand has only just started
         w.held.job_t0 -= 0.06
         assert w.shed() == ["a", "b"] and not w.batch
         assert w.take() is None
@@ -266,6 +292,7 @@ def test_shed_takes_only_what_waits_behind_a_job_past_batch_wait(tmp_path):
 
 def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
     from worker.loop import BATCH_BUDGET, FAST_JOB
+
     cfg = load(write_config(tmp_path, worker={"max_batch": 64}))
     w = Worker(cfg, Registry())
 
@@ -274,15 +301,16 @@ def test_batch_grows_while_fast_and_within_its_time_budget(tmp_path):
         unless ``wall`` says more: the rest waiting for a CPU)."""
         w.held.size, w.held.claimed = size, claimed
         return w.held.sized(w.config.worker.max_batch, seconds, seconds if wall is None else wall)
+
     try:
-        assert after(8, 8, 0.001) == 16                          # fast, well inside the budget
-        assert after(64, 64, 0.001) == 64                        # capped at max_batch
-        assert after(32, 32, BATCH_BUDGET * 0.75) == 32          # twice would overrun: stays
-        assert after(32, 32, BATCH_BUDGET * 1.5) == 16           # overran: halves
-        assert after(8, 8, 8 * FAST_JOB) == 1                    # slow jobs: back to 1
-        assert after(8, 3, 0.0001) == 3                          # a short claim: what it got
-        assert after(64, 1, 0.0001) == 1                         # a lone trickled job: 1
-        assert after(64, 40, BATCH_BUDGET * 1.5) == 20           # short and overran: half of it
+        assert after(8, 8, 0.001) == 16  # fast, well inside the budget
+        assert after(64, 64, 0.001) == 64  # capped at max_batch
+        assert after(32, 32, BATCH_BUDGET * 0.75) == 32  # twice would overrun: stays
+        assert after(32, 32, BATCH_BUDGET * 1.5) == 16  # overran: halves
+        assert after(8, 8, 8 * FAST_JOB) == 1  # slow jobs: back to 1
+        assert after(8, 3, 0.0001) == 3  # a short claim: what it got
+        assert after(64, 1, 0.0001) == 1  # a lone trickled job: 1
+        assert after(64, 40, BATCH_BUDGET * 1.5) == 20  # short and overran: half of it
     finally:
         w.signals.close()
 
@@ -292,16 +320,20 @@ def test_batch_size_follows_its_own_time_not_the_wait_for_a_cpu(tmp_path):
     jobs whose wall time is mostly that wait still grows (sized by wall time it halved, and
     batches stayed at about a dozen jobs), while a batch past BATCH_WALL of wall time shrinks."""
     from worker.batch import BATCH_BUDGET, BATCH_WALL
+
     cfg = load(write_config(tmp_path, worker={"max_batch": 512}))
     w = Worker(cfg, Registry())
 
     def after(size, own, wall):
         w.held.size = w.held.claimed = size
         return w.held.sized(512, own, wall)
+
     try:
-        assert after(32, BATCH_BUDGET / 4, BATCH_BUDGET * 1.5) == 64   # own time small: grows
-        assert after(32, BATCH_BUDGET / 4, BATCH_WALL * 0.75) == 32    # twice would pass the wall bound
-        assert after(32, BATCH_BUDGET / 4, BATCH_WALL * 1.5) == 16     # past it: halves
+        assert after(32, BATCH_BUDGET / 4, BATCH_BUDGET * 1.5) == 64  # own time small: grows
+        assert (
+            after(32, BATCH_BUDGET / 4, BATCH_WALL * 0.75) == 32
+        )  # twice would pass the wall bound
+        assert after(32, BATCH_BUDGET / 4, BATCH_WALL * 1.5) == 16  # past it: halves
         assert after(32, BATCH_BUDGET * 1.5, BATCH_BUDGET * 1.5) == 16  # its own time overran
     finally:
         w.signals.close()
@@ -311,6 +343,7 @@ def test_a_sleeping_thread_is_not_waiting_for_a_cpu():
     """A handler that sleeps (or waits for I/O) spends its own time: only a runnable thread's
     wait for a CPU is taken off a batch's wall time."""
     from worker.batch import cpu_wait
+
     before = cpu_wait()
     time.sleep(0.2)
     waited = cpu_wait() - before
@@ -321,6 +354,7 @@ def test_a_timer_wake_reads_before_it_takes_the_write_lock(tmp_path):
     """After an idle wait that no commit ended, a worker claims only if a job is due: with
     nothing due it never queues for the write lock (here held by another connection)."""
     import sqlite3
+
     cfg = load(write_config(tmp_path, sqlite={"busy_timeout": 5}))
     with JobQueue(config=cfg) as q:
         later = q.enqueue("test:fast", {}, delay=3600)
@@ -351,8 +385,10 @@ def test_graphs_drain_in_batches_not_one_job_per_claim(tmp_path, make_config, mo
     by doubling: chains drained at a few jobs per claim). Jobs count as fast whatever the load
     (the time rules are the unit test's above)."""
     import worker.batch
+
     monkeypatch.setattr(worker.batch, "FAST_JOB", 1.0)
     monkeypatch.setattr(worker.batch, "BATCH_BUDGET", 60.0)
+
     @handler("g:noop")
     def noop(payload, job):
         return None
@@ -364,8 +400,12 @@ def test_graphs_drain_in_batches_not_one_job_per_claim(tmp_path, make_config, mo
     cfg = load(make_config(tmp_path, worker={"max_batch": 64}))
     chains, length = 16, 15
     with JobQueue(config=cfg) as q:
-        q.enqueue_many([("g:noop", None, {"after": [i - 1]}) if i % length else ("g:noop", None)
-                        for i in range(chains * length)])
+        q.enqueue_many(
+            [
+                ("g:noop", None, {"after": [i - 1]}) if i % length else ("g:noop", None)
+                for i in range(chains * length)
+            ]
+        )
     w = Worker(cfg, reg)
     w.store = open_store(cfg)
     claims = ran = idle = 0

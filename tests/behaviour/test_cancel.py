@@ -4,6 +4,7 @@ that swallows it is killed ``kill_grace`` later; ``jobq cancel`` of a running jo
 ``cancelled`` through ``check_cancelled()`` or, after ``cancel_grace``, by killing its worker's
 process group; a cancel racing a completion leaves exactly one of the two; progress reported by
 a handler is seen by ``jobq show``."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,14 @@ def config(folder: Path, **sections) -> Path:
 
 
 def jobq(cfg: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobq", "--config", str(cfg), *args], capture_output=True,
-                          text=True, env=env(), cwd=str(cfg.parent), timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "jobq", "--config", str(cfg), *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=str(cfg.parent),
+        timeout=60,
+    )
 
 
 def seen(log: Path, jid: str, what: str) -> list[dict]:
@@ -51,7 +58,11 @@ def test_a_timeout_raises_in_the_handler_and_its_finally_runs(tmp_path, sup_fact
     with JobQueue(config=load(cfg)) as q:
         jid = q.enqueue("cancel:slow", {"log": str(log)})
         aid = q.enqueue("cancel:slow_async", {"log": str(log)})
-        wait_until(lambda: q.get(jid).status == q.get(aid).status == "failed", timeout=20, what="the jobs timed out")
+        wait_until(
+            lambda: q.get(jid).status == q.get(aid).status == "failed",
+            timeout=20,
+            what="the jobs timed out",
+        )
         job, ajob = q.get(jid), q.get(aid)
     start, timeout = seen(log, jid, "start")[0], seen(log, jid, "timeout")[0]
     assert timeout["t"] - start["t"] < 2.5
@@ -77,10 +88,14 @@ def test_a_handler_that_swallows_its_timeout_is_killed_after_kill_grace(tmp_path
     assert seen(log, jid, "swallowed")
     wait_until(lambda: pid_gone(worker), timeout=5, what="the worker killed")
     assert len([e for e in log_events(sup, "job.timeout") if e["id"] == jid]) == 1
-    wait_until(lambda: [p for p in sup.workers() if p != worker], timeout=10, what="the worker replaced")
+    wait_until(
+        lambda: [p for p in sup.workers() if p != worker], timeout=10, what="the worker replaced"
+    )
 
 
-def test_cancel_of_a_running_job_that_checks_ends_it_cancelled_within_a_second(tmp_path, sup_factory, monkeypatch):
+def test_cancel_of_a_running_job_that_checks_ends_it_cancelled_within_a_second(
+    tmp_path, sup_factory, monkeypatch
+):
     hooks = tmp_path / "hooks.log"
     monkeypatch.setenv("JOBQ_TEST_HOOK_LOG", str(hooks))
     cfg = config(tmp_path, supervisor={"workers": 1})
@@ -100,7 +115,9 @@ def test_cancel_of_a_running_job_that_checks_ends_it_cancelled_within_a_second(t
         assert [r["outcome"] for r in ops.attempt_history(q.store, jid)] == ["cancelled"]
         assert not q.cancel(jid)  # ended: nothing to cancel
     assert seen(log, jid, "finally")
-    wait_until(lambda: hooks.exists() and jid in hooks.read_text(), timeout=5, what="the on_cancelled hook")
+    wait_until(
+        lambda: hooks.exists() and jid in hooks.read_text(), timeout=5, what="the on_cancelled hook"
+    )
     assert len(seen(log, jid, "start")) == 1  # never retried
     assert [e["id"] for e in log_events(sup, "job.cancelled")] == [jid]
 
@@ -121,8 +138,14 @@ def test_a_handler_that_never_checks_is_killed_after_cancel_grace(tmp_path, sup_
         took = time.monotonic() - asked
         assert took < 1 + 1.0, f"cancelled {took:.2f} s after the request (cancel_grace 1 s)"
         assert "cancel_grace" in q.get(jid).error
-        wait_until(lambda: pid_gone(worker) and pid_gone(child), timeout=5, what="worker and child killed")
-        wait_until(lambda: [p for p in sup.workers() if p != worker], timeout=10, what="the worker replaced")
+        wait_until(
+            lambda: pid_gone(worker) and pid_gone(child), timeout=5, what="worker and child killed"
+        )
+        wait_until(
+            lambda: [p for p in sup.workers() if p != worker],
+            timeout=10,
+            what="the worker replaced",
+        )
         assert q.get(jid).status == "cancelled" and len(seen(log, jid, "child")) == 1
         assert [r["outcome"] for r in ops.attempt_history(q.store, jid)] == ["cancelled"]
 
@@ -147,7 +170,11 @@ def test_progress_reported_by_a_handler_is_seen_by_jobq_show_within_a_second(tmp
         assert got["note"] == f"step {got['step']}"
         wait_until(lambda: seen(log, other.id, "start"), what="the async job running")
         assert handle.cancel() and other.cancel()
-        wait_until(lambda: handle.status() == other.status() == "cancelled", timeout=5, what="the jobs cancelled")
+        wait_until(
+            lambda: handle.status() == other.status() == "cancelled",
+            timeout=5,
+            what="the jobs cancelled",
+        )
     assert seen(log, other.id, "finally")
 
 
@@ -157,14 +184,21 @@ def test_the_last_progress_report_before_a_handler_ends_stays_with_the_job(tmp_p
     cfg = config(tmp_path, supervisor={"workers": 1})
     sup_factory(cfg)
     with JobQueue(config=load(cfg)) as q:
-        ids = {f"{kind} {n}": q.enqueue(kind, f"{kind} {n}") for n in range(12)
-               for kind in ("cancel:report", "cancel:report_async", "cancel:report_aio")}
+        ids = {
+            f"{kind} {n}": q.enqueue(kind, f"{kind} {n}")
+            for n in range(12)
+            for kind in ("cancel:report", "cancel:report_async", "cancel:report_aio")
+        }
         ids["raise"] = q.enqueue("cancel:report", "raise")
-        wait_until(lambda: all(q.get(i).status in ("completed", "failed") for i in ids.values()),
-                   timeout=30, what="the jobs ended")
+        wait_until(
+            lambda: all(q.get(i).status in ("completed", "failed") for i in ids.values()),
+            timeout=30,
+            what="the jobs ended",
+        )
         notes = {p: (q.get(i).progress or {}).get("note") for p, i in ids.items()}
         assert notes == {p: f"last of {p}" for p in ids}
         assert q.get(ids["raise"]).status == "failed"
+
 
 def race(tmp_path: Path, sup_factory, n: int) -> None:
     """Cancel ``n`` jobs of 0-300 ms each at random moments of their run: each ends exactly one
@@ -174,7 +208,9 @@ def race(tmp_path: Path, sup_factory, n: int) -> None:
     rng = random.Random(27)
     sup_factory(cfg)
     with JobQueue(config=load(cfg)) as q:
-        ids = q.enqueue_many([("cancel:quick", {"log": str(log), "ms": rng.uniform(0, 300)}) for _ in range(n)])
+        ids = q.enqueue_many(
+            [("cancel:quick", {"log": str(log), "ms": rng.uniform(0, 300)}) for _ in range(n)]
+        )
         asked: set[str] = set()
 
         def cancel_running() -> None:
@@ -186,12 +222,19 @@ def race(tmp_path: Path, sup_factory, n: int) -> None:
                         mine.cancel(jid)
                         asked.add(jid)
                     time.sleep(0.005)
+
         stop = threading.Event()
         canceller = threading.Thread(target=cancel_running)
         canceller.start()
         try:
-            wait_until(lambda: all(s in ("completed", "cancelled") for s in ops.statuses(q.store, ids).values()),
-                       timeout=30 + n * 0.1, what="every job ended", interval=0.2)
+            wait_until(
+                lambda: all(
+                    s in ("completed", "cancelled") for s in ops.statuses(q.store, ids).values()
+                ),
+                timeout=30 + n * 0.1,
+                what="every job ended",
+                interval=0.2,
+            )
         finally:
             stop.set()
             canceller.join()
@@ -230,20 +273,24 @@ def _running(q: JobQueue, n: int) -> list[str]:
 def _finish_once_asked(cfg: Path, outcomes: dict[str, str]) -> threading.Thread:
     """A thread that ends each job of ``outcomes`` (``completed`` or ``cancelled``) as its worker
     would, once the job has a cancel request (so the cancel under test has run first)."""
+
     def run() -> None:
         with JobQueue(config=load(cfg)) as mine:
             for jid, how in outcomes.items():
-                wait_until(lambda: mine.get(jid).cancel_requested_at, timeout=30,
-                           what="the cancel request")
+                wait_until(
+                    lambda: mine.get(jid).cancel_requested_at, timeout=30, what="the cancel request"
+                )
                 result = '"done"' if how == "completed" else "stopped"
                 assert mine.store.finish(Finish(how, jid, 1, result), FAKE_OWNER, time.time())
+
     t = threading.Thread(target=run)
     t.start()
     return t
 
 
-def test_cancel_returns_cancelled_requested_or_unchanged_and_waits_for_the_outcome(tmp_path,
-                                                                                   database):
+def test_cancel_returns_cancelled_requested_or_unchanged_and_waits_for_the_outcome(
+    tmp_path, database
+):
     """``q.cancel``: a pending job CANCELLED, a running one only REQUESTED (both truthy, as the
     True they replace), a missing or ended one UNCHANGED (falsy); ``wait=True`` gives the
     running job's outcome: CANCELLED, FINISHED_FIRST when it completed first, REQUESTED when the
@@ -284,18 +331,27 @@ def test_jobq_cancel_says_asked_to_stop_for_a_running_job_and_waits_with_wait(tm
         assert r.stdout.splitlines() == [
             f"cancelled {pending}",
             f"asked to stop {running} (running: it ends cancelled when its handler stops, "
-            "unless it completes first)"]
+            "unless it completes first)",
+        ]
         data = json.loads(jobq(cfg, "cancel", running, "--json").stdout)
-        assert data == {"cancelled": [], "requested": [running], "finished_first": {},
-                        "skipped": {}}
+        assert data == {
+            "cancelled": [],
+            "requested": [running],
+            "finished_first": {},
+            "skipped": {},
+        }
         finisher = _finish_once_asked(cfg, {completes: "completed", stops: "cancelled"})
         try:
             r = jobq(cfg, "cancel", completes, stops, "--wait", "--timeout", "60", "--json")
         finally:
             finisher.join()
         assert r.returncode == ExitCode.NOT_FOUND, r.stderr
-        assert json.loads(r.stdout) == {"cancelled": [stops], "requested": [],
-                                        "finished_first": {completes: "completed"}, "skipped": {}}
+        assert json.loads(r.stdout) == {
+            "cancelled": [stops],
+            "requested": [],
+            "finished_first": {completes: "completed"},
+            "skipped": {},
+        }
         r = jobq(cfg, "cancel", deaf, "--wait", "--timeout", "0.2")
         assert r.returncode == ExitCode.ERROR and "1 jobs still running after 0.2 s" in r.stderr
         assert f"asked to stop {deaf}" in r.stdout

@@ -5,6 +5,7 @@ the PostgreSQL test server); every wait is a poll on a condition with a timeout.
 misbehave live in tests/fixtures/faultjobs.py. The cases of a database file (unusable, full, its
 WAL and write-lock discipline) are SQLite's: they take no database fixture, or say so.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,20 +36,33 @@ from shared.engines.sqlite.store import NewJob, SqliteStore
 from shared.model.errors import StoreUnavailable
 from supervisor.children import restart_delay
 from tests.engines import Database
-from tests.proc import log_events, Running, db, env, write_lock_free, events, job_row, pid_gone, wait_until, worker_rows, write_config
+from tests.proc import (
+    log_events,
+    Running,
+    db,
+    env,
+    write_lock_free,
+    events,
+    job_row,
+    pid_gone,
+    wait_until,
+    worker_rows,
+    write_config,
+)
 
-pytestmark = pytest.mark.engines  # the tests that use database (or sup_factory, shared_sup) run on each engine
+pytestmark = (
+    pytest.mark.engines
+)  # the tests that use database (or sup_factory, shared_sup) run on each engine
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
 
 def config(folder: Path, **sections) -> Path:
     """A test config with the fault handlers and JSON logs (parsed by the tests)."""
     sections.setdefault("handlers", ["faultjobs"])
     sections.setdefault("log_format", "json")
     return write_config(folder, **sections)
-
-
 
 
 def enqueue(cfg: Path, jtype: str, payload: dict | None = None, **kw) -> str:
@@ -70,8 +84,8 @@ def integrity(path: Path) -> str:
         return c.execute("PRAGMA integrity_check").fetchone()[0]
 
 
-
 # -- misbehaving handlers, on one shared supervisor ---------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def shared_sup(tmp_path_factory, engine_name):
@@ -80,8 +94,12 @@ def shared_sup(tmp_path_factory, engine_name):
     below what fault:leak keeps."""
     folder = tmp_path_factory.mktemp("shared")
     database = Database(engine_name)
-    cfg = config(folder, **database.sections(), supervisor={"workers": 2, "kill_grace": 0.5,
-                 "restart_backoff_max": 0.5}, worker={"max_memory_mb": 250})
+    cfg = config(
+        folder,
+        **database.sections(),
+        supervisor={"workers": 2, "kill_grace": 0.5, "restart_backoff_max": 0.5},
+        worker={"max_memory_mb": 250},
+    )
     sup = Running(cfg)
     try:
         wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="2 workers registered")
@@ -111,14 +129,15 @@ def test_segfault_in_handler_kills_only_the_worker_and_counts_attempts(shared_su
     assert "SIGSEGV" in row["error"]
     runs = starts(log, jid)
     assert [e["attempt"] for e in runs] == [1, 2]
-    assert runs[0]["pid"] != runs[1]["pid"]            # each crash took its worker with it
+    assert runs[0]["pid"] != runs[1]["pid"]  # each crash took its worker with it
     assert all(pid_gone(e["pid"]) for e in runs)
     assert not [e for e in events(log) if e["job"] == jid and e["event"] == "survived"]
     wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers replaced")
 
 
-@pytest.mark.parametrize("jtype, expect", [("fault:exit0", "exited with 0"),
-                                           ("fault:sysexit", "called sys.exit(None)")])
+@pytest.mark.parametrize(
+    "jtype, expect", [("fault:exit0", "exited with 0"), ("fault:sysexit", "called sys.exit(None)")]
+)
 def test_exiting_handler_is_a_failure_never_a_success(shared_sup, jtype, expect):
     cfg, sup, log = shared_sup
     jid = enqueue(cfg, jtype, {"log": str(log)})  # max_attempts=1
@@ -144,9 +163,14 @@ def test_leaking_handler_gets_its_worker_recycled(shared_sup):
     assert row["status"] == "completed"  # the job itself is fine: its worker is replaced after it
     pid = json.loads(row["result"])["pid"]
     wait_until(lambda: pid_gone(pid), what="leaky worker exits")
-    wait_until(lambda: [e for e in log_events(sup, "worker.exited")
-                        if e["pid"] == pid and "exited with 7 (recycled)" in e["how"]],
-               what="exit logged as recycled")
+    wait_until(
+        lambda: [
+            e
+            for e in log_events(sup, "worker.exited")
+            if e["pid"] == pid and "exited with 7 (recycled)" in e["how"]
+        ],
+        what="exit logged as recycled",
+    )
     recycle = [e for e in log_events(sup, "worker.recycle") if e["pid"] == pid]
     assert recycle and recycle[0]["reason"] == "max_memory_mb" and recycle[0]["rss_mb"] > 250
     wait_until(lambda: len(worker_rows(cfg)) == 2, what="worker replaced")
@@ -179,7 +203,9 @@ def test_unknown_job_type_fails_at_once_naming_the_known_types(shared_sup):
 def test_oversized_payload_is_refused_and_nothing_is_written(database, tmp_path):
     cfg = config(tmp_path, max_payload_bytes=1000)
     with JobQueue(config=load(cfg)) as q:
-        with pytest.raises(ValueError, match=r"1002 bytes, above the limit of 1000 \(max_payload_bytes\)"):
+        with pytest.raises(
+            ValueError, match=r"1002 bytes, above the limit of 1000 \(max_payload_bytes\)"
+        ):
             q.enqueue("fault:ok", "x" * 1000)  # 1000 characters + 2 quotes of JSON
         with pytest.raises(ValueError, match="max_payload_bytes"):
             q.enqueue_many([("fault:ok", {}), ("fault:ok", "y" * 5000)])  # all or nothing
@@ -189,7 +215,10 @@ def test_oversized_payload_is_refused_and_nothing_is_written(database, tmp_path)
 
 # -- shutdown of misbehaving jobs -----------------------------------------------------------------
 
-def test_a_killed_workers_job_locked_at_its_death_is_released_later_with_the_kills_reason(tmp_path, sup_factory):
+
+def test_a_killed_workers_job_locked_at_its_death_is_released_later_with_the_kills_reason(
+    tmp_path, sup_factory
+):
     """The cause of a rare failure of test_blocking_handler_is_killed_at_its_timeout on
     PostgreSQL (the job released as "gone"): a dead worker's release skips a row another
     session holds at that moment (SKIP LOCKED; the dead worker's own session can still be ending
@@ -197,7 +226,9 @@ def test_a_killed_workers_job_locked_at_its_death_is_released_later_with_the_kil
     lock past ``busy_timeout``. The job then stayed ``running`` until maintenance found its
     owner gone and released it as a stranger's. Now the supervisor remembers the dead worker:
     the job is released on a later round with the kill's reason and attempt accounting."""
-    cfg = config(tmp_path, supervisor={"workers": 1, "kill_grace": 0.5}, sqlite={"busy_timeout": 0.05})
+    cfg = config(
+        tmp_path, supervisor={"workers": 1, "kill_grace": 0.5}, sqlite={"busy_timeout": 0.05}
+    )
     log = tmp_path / "events.log"
     sup = sup_factory(cfg)
     jid = enqueue(cfg, "fault:block", {"log": str(log)})  # timeout=1, max_attempts=1
@@ -208,20 +239,31 @@ def test_a_killed_workers_job_locked_at_its_death_is_released_later_with_the_kil
         try:
             if not sqlite:
                 c.execute("SELECT id FROM jobs WHERE id = ? FOR UPDATE", (jid,))
-            [exited] = wait_until(lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == run["pid"]],
-                                  timeout=30, what="the timed-out worker killed and reaped")
+            [exited] = wait_until(
+                lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == run["pid"]],
+                timeout=30,
+                what="the timed-out worker killed and reaped",
+            )
             assert exited["jobs_requeued"] == 0  # the release could not take the job
-            assert c.execute("SELECT status FROM jobs WHERE id = ?", (jid,)).fetchone()[0] == "running"
+            assert (
+                c.execute("SELECT status FROM jobs WHERE id = ?", (jid,)).fetchone()[0] == "running"
+            )
         finally:
             c.execute("ROLLBACK")
     row = wait_until(lambda: terminal(cfg, jid), timeout=30, what="job terminal")
     # Killed at its timeout; or, on SQLite, fenced first: the write lock stops its heartbeat too,
     # and stalls the supervisor's own writes. Either way the dead worker's reason, not "gone".
-    reason = {"timed out after 1 s", f"worker {run['pid']} exited with 11 (fenced) while running the job"}
+    reason = {
+        "timed out after 1 s",
+        f"worker {run['pid']} exited with 11 (fenced) while running the job",
+    }
     assert row["status"] == "failed" and row["error"] in reason, row["error"]
     # the supervisor logs the release after its commit: the line may come a moment after the row
-    reaped = wait_until(lambda: [e["reason"] for e in log_events(sup, "job.reaped")
-                                 if e["id"] == jid], timeout=10, what="the job.reaped line")
+    reaped = wait_until(
+        lambda: [e["reason"] for e in log_events(sup, "job.reaped") if e["id"] == jid],
+        timeout=10,
+        what="the job.reaped line",
+    )
     assert reaped == [row["error"]]
 
 
@@ -254,13 +296,18 @@ def test_handler_ignoring_sigterm_is_killed_at_the_drain_timeout(tmp_path, sup_f
     timeouts = log_events(sup, "worker.drain_timeout")
     assert [e["pid"] for e in timeouts] == [worker]
     exited = [e for e in log_events(sup, "worker.exited") if e["pid"] == worker]
-    assert exited and "killed by SIGKILL" in exited[0]["how"] and "shutdown_timeout passed" in exited[0]["how"]
+    assert (
+        exited
+        and "killed by SIGKILL" in exited[0]["how"]
+        and "shutdown_timeout passed" in exited[0]["how"]
+    )
     row = job_row(cfg, jid)
     assert row["status"] == "pending" and row["attempts"] == 0  # re-queued, the attempt given back
 
 
 def test_a_run_killed_at_shutdown_is_in_its_history_and_its_next_run_shows_no_stale_error(
-        tmp_path, sup_factory):
+    tmp_path, sup_factory
+):
     """The run killed when shutdown_timeout passed is an ``interrupted`` attempt with that
     reason; run again by the next supervisor, the job shows no error while it runs."""
     cfg = config(tmp_path, supervisor={"workers": 1, "shutdown_timeout": 1.5})
@@ -274,30 +321,48 @@ def test_a_run_killed_at_shutdown_is_in_its_history_and_its_next_run_shows_no_st
         assert (q.get(jid).status, q.get(jid).error) == ("pending", "shutdown_timeout passed")
         history = ops.attempt_history(q.store, jid)
         assert [(h["attempt"], h["outcome"], h["error"]) for h in history] == [
-            (1, "interrupted", "shutdown_timeout passed")]
+            (1, "interrupted", "shutdown_timeout passed")
+        ]
         sup_factory(cfg)
         wait_until(lambda: len(starts(log, jid)) == 2, what="the job running again")
         job = q.get(jid)
         assert (job.status, job.attempts, job.error) == ("running", 1, None)
-        shown = subprocess.run([sys.executable, "-m", "jobq", "--config", str(cfg), "show", jid],
-                               capture_output=True, text=True, env=env(), timeout=60).stdout
+        shown = subprocess.run(
+            [sys.executable, "-m", "jobq", "--config", str(cfg), "show", jid],
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=60,
+        ).stdout
         assert "error:" not in shown
         assert "interrupted" in shown and "shutdown_timeout passed" in shown
 
 
 # -- a worker that cannot boot ---------------------------------------------------------------------
 
-@pytest.mark.engine_only("sqlite", reason="the supervisor's back-off, no database in it; its gaps are "
-                         "read from log stamps, and on PostgreSQL 'worker.exited' is logged after the "
-                         "re-queue's round trip (~15 ms after the death the back-off counts from)")
-def test_worker_crashing_at_boot_backs_off_with_a_cap_and_the_supervisor_idles(tmp_path, sup_factory):
+
+@pytest.mark.engine_only(
+    "sqlite",
+    reason="the supervisor's back-off, no database in it; its gaps are "
+    "read from log stamps, and on PostgreSQL 'worker.exited' is logged after the "
+    "re-queue's round trip (~15 ms after the death the back-off counts from)",
+)
+def test_worker_crashing_at_boot_backs_off_with_a_cap_and_the_supervisor_idles(
+    tmp_path, sup_factory
+):
     cap = 0.5
-    cfg = config(tmp_path, handlers=["bootcrash"],
-                 supervisor={"workers": 1, "restart_backoff_max": cap, "maintenance_interval": 0.5})
+    cfg = config(
+        tmp_path,
+        handlers=["bootcrash"],
+        supervisor={"workers": 1, "restart_backoff_max": cap, "maintenance_interval": 0.5},
+    )
     sup = sup_factory(cfg)
     # spawns 1..8: delays 0, 0.5 (the cap), 0.5 ... (restart_delay of 1, 2, 3, ... failures)
-    spawned = wait_until(lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 8 and s,
-                         timeout=60, what="8 spawns")
+    spawned = wait_until(
+        lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 8 and s,
+        timeout=60,
+        what="8 spawns",
+    )
     cpu = psutil.Process(sup.pid).cpu_times()
     t0 = time.monotonic()
     exited = log_events(sup, "worker.exited")
@@ -313,14 +378,18 @@ def test_worker_crashing_at_boot_backs_off_with_a_cap_and_the_supervisor_idles(t
         # short by that much; the gap from the previous spawn plus the worker's life (``lived``,
         # on the supervisor's monotonic clock) reads off by the two spawns' own logging delays
         # instead. A respawn sooner than its back-off is sooner by both.
-        gap = max(_ts(nxt["ts"]) - _ts(death["ts"]), _ts(nxt["ts"]) - _ts(prev["ts"]) - death["lived"])
+        gap = max(
+            _ts(nxt["ts"]) - _ts(death["ts"]), _ts(nxt["ts"]) - _ts(prev["ts"]) - death["lived"]
+        )
         gaps.append((nxt["restarts"], gap))
         # never sooner than the back-off (log timestamps have millisecond resolution)
         assert gap >= restart_delay(nxt["restarts"], cap) - 0.002, (nxt, death, gap)
     restarts = [r for r, _ in gaps]
-    assert restarts == list(range(1, 1 + len(gaps)))     # consecutive failures keep counting
-    assert restart_delay(restarts[-1], cap) == cap         # ... and the delay is capped:
-    assert all(gap < 4.0 for r, gap in gaps if r >= 5)  # uncapped: 4, 8, 16 s after 5, 6, 7 failures
+    assert restarts == list(range(1, 1 + len(gaps)))  # consecutive failures keep counting
+    assert restart_delay(restarts[-1], cap) == cap  # ... and the delay is capped:
+    assert all(
+        gap < 4.0 for r, gap in gaps if r >= 5
+    )  # uncapped: 4, 8, 16 s after 5, 6, 7 failures
     # idle while backing off: no busy loop (a spinning supervisor would use ~1 s of CPU per s)
     wait_until(lambda: time.monotonic() - t0 >= 3 * cap, what="an observation window")
     used = sum(psutil.Process(sup.pid).cpu_times()[:2]) - sum(cpu[:2])
@@ -335,6 +404,7 @@ def _ts(text: str) -> float:
 
 # -- a database that cannot be used ------------------------------------------------------------------
 
+
 @contextmanager
 def bind_mount_readonly(target: Path, source: Path | None = None):
     """Bind-mount ``source`` (default: ``target`` itself) read-only over ``target``."""
@@ -344,7 +414,9 @@ def bind_mount_readonly(target: Path, source: Path | None = None):
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"needs root and mount(8) for a read-only bind mount: {exc}")
     try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True, capture_output=True)
+        subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(target)], check=True, capture_output=True
+        )
         yield
     finally:
         subprocess.run(["umount", "-l", str(target)], check=False, capture_output=True)
@@ -360,8 +432,14 @@ def bind_mount(target: Path, source: Path):
 
 
 def run_supervisor(cfg: Path, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "supervisor", "--config", str(cfg)], env=env(),
-                          capture_output=True, text=True, timeout=timeout, cwd=str(cfg.parent))
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", "--config", str(cfg)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(cfg.parent),
+    )
 
 
 def make_database(path: Path) -> None:
@@ -395,7 +473,9 @@ def test_read_only_database_folder_is_a_clear_startup_error(tmp_path):
     with bind_mount_readonly(folder):
         p = run_supervisor(cfg)
     # SQLite cannot create the -shm file: "unable to open database file (... no permission?)"
-    assert_clean_database_error(p, str(folder / "q.db"), "unable to open database file", "permission")
+    assert_clean_database_error(
+        p, str(folder / "q.db"), "unable to open database file", "permission"
+    )
 
 
 def test_unwritable_folder_of_a_writable_database_is_a_clear_startup_error(tmp_path):
@@ -407,7 +487,9 @@ def test_unwritable_folder_of_a_writable_database_is_a_clear_startup_error(tmp_p
     cfg = config(tmp_path, database="data/q.db")
     with bind_mount_readonly(folder), bind_mount(folder / "q.db", elsewhere / "q.db"):
         p = run_supervisor(cfg)
-    assert_clean_database_error(p, str(folder / "q.db"), "unable to open database file", "permission")
+    assert_clean_database_error(
+        p, str(folder / "q.db"), "unable to open database file", "permission"
+    )
 
 
 def test_missing_database_folder_is_a_clear_startup_error(tmp_path):
@@ -436,6 +518,7 @@ def test_file_that_is_not_a_database_is_a_clear_startup_error(tmp_path):
 
 # -- a database failing while the supervisor boots ------------------------------------------------
 
+
 @contextmanager
 def failing_at_boot(database: Database, folder: Path, app: str):
     """Make every try of a supervisor to reach the database fail, until the block ends: on
@@ -453,13 +536,18 @@ def failing_at_boot(database: Database, folder: Path, app: str):
         return
     import psycopg
     from tests.engines import postgres_url
+
     stop = threading.Event()
 
     def terminate() -> None:
         with psycopg.connect(postgres_url(), autocommit=True) as admin:
             while not stop.wait(0.005):
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                              "WHERE application_name = %s", (app,))
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = %s",
+                    (app,),
+                )
+
     killer = threading.Thread(target=terminate, daemon=True)
     killer.start()
     try:
@@ -470,7 +558,8 @@ def failing_at_boot(database: Database, folder: Path, app: str):
 
 
 def test_a_database_failing_while_the_supervisor_boots_is_waited_for_then_it_runs_jobs(
-        tmp_path, database, sup_factory):
+    tmp_path, database, sup_factory
+):
     """A failure that may heal by waiting (PostgreSQL's sessions terminated over and over during
     start-up, as in a failover during a deploy; SQLite's write lock held by another program) is
     logged and tried again with the loop's back-off, never the end of the supervisor; once the
@@ -479,19 +568,26 @@ def test_a_database_failing_while_the_supervisor_boots_is_waited_for_then_it_run
     sections: dict = {"supervisor": {"workers": 1}, "worker": {"lease_timeout": 4}}
     if database.name == "postgresql":
         from tests.engines import postgres_url
+
         url = postgres_url()
         sections["database"] = f"{url}{'&' if '?' in url else '?'}application_name={app}"
     cfg = config(tmp_path, **sections)
     jid = enqueue(cfg, "fault:ok")
     with failing_at_boot(database, tmp_path, app):
         sup = sup_factory(cfg)
-        wait_until(lambda: sup.proc.poll() is not None
-                   or len(log_events(sup, "supervisor.database_unavailable")) >= 2,
-                   timeout=60, what="two tries to reach the database failed")
+        wait_until(
+            lambda: (
+                sup.proc.poll() is not None
+                or len(log_events(sup, "supervisor.database_unavailable")) >= 2
+            ),
+            timeout=60,
+            what="two tries to reach the database failed",
+        )
         assert sup.proc.poll() is None, sup.output()
         assert not log_events(sup, "supervisor.boot_failed"), sup.output()
-    row = wait_until(lambda: terminal(cfg, jid), timeout=60,
-                     what="the job run once the database is back")
+    row = wait_until(
+        lambda: terminal(cfg, jid), timeout=60, what="the job run once the database is back"
+    )
     assert row["status"] == "completed" and row["attempts"] == 1, dict(row)
     # (its workers may run the job before the boot's first recovery ends and it logs 'started')
     wait_until(lambda: log_events(sup, "supervisor.started"), timeout=30, what="supervisor.started")
@@ -519,9 +615,13 @@ def test_a_stop_signal_ends_a_boot_waiting_for_the_database(tmp_path, database, 
         unreachable = failing_at_boot(database, tmp_path, "")
     with unreachable:
         sup = sup_factory(cfg)
-        wait_until(lambda: sup.proc.poll() is not None
-                   or log_events(sup, "supervisor.database_unavailable"),
-                   timeout=60, what="a try to reach the database failed")
+        wait_until(
+            lambda: (
+                sup.proc.poll() is not None or log_events(sup, "supervisor.database_unavailable")
+            ),
+            timeout=60,
+            what="a try to reach the database failed",
+        )
         sup.signal(signal.SIGTERM)
         assert sup.wait(30) == ExitCode.OK, sup.output()
     assert "worker.spawned" not in sup.output() and "boot_failed" not in sup.output(), sup.output()
@@ -535,14 +635,20 @@ def _closed_port() -> int:
 
 
 @pytest.mark.engine_only("postgresql", reason="a server's refusals (SQLite's: the cases above)")
-@pytest.mark.parametrize("refusal, says", [
-    ("role", "does not exist"), ("database", "does not exist"), ("schema", "is newer than"),
-])
+@pytest.mark.parametrize(
+    "refusal, says",
+    [
+        ("role", "does not exist"),
+        ("database", "does not exist"),
+        ("schema", "is newer than"),
+    ],
+)
 def test_a_refusal_no_wait_heals_ends_the_boot_at_once(tmp_path, database, refusal, says):
     """A role or database that does not exist, or a schema newer than this code: exit 5 at
     once, said once, no retry and no worker."""
     import psycopg
     from tests.engines import postgres_url
+
     url = postgres_url()
     if refusal == "role":
         url = url.replace("postgresql://", "postgresql://jobq_no_such_role@", 1)
@@ -557,7 +663,9 @@ def test_a_refusal_no_wait_heals_ends_the_boot_at_once(tmp_path, database, refus
     assert "database_unavailable" not in p.stderr, p.stderr
 
 
-@pytest.mark.engine_only("sqlite", reason="SQLite's write lock (PostgreSQL's upkeep lock_timeout: test_postgres)")
+@pytest.mark.engine_only(
+    "sqlite", reason="SQLite's write lock (PostgreSQL's upkeep lock_timeout: test_postgres)"
+)
 def test_a_held_write_lock_never_stalls_the_supervisors_loop_for_long(tmp_path, sup_factory):
     """SQLite: another program holds the write lock. The supervisor's store waits for it once,
     a quarter of the lease (here 1 s), never a worker's busy_timeout and its retries (5 s, 7
@@ -574,22 +682,33 @@ def test_a_held_write_lock_never_stalls_the_supervisors_loop_for_long(tmp_path, 
         locker.execute("BEGIN IMMEDIATE")
         killed = time.monotonic()
         os.kill(run["pid"], signal.SIGKILL)
-        wait_until(lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == run["pid"]],
-                   timeout=15, what="the killed worker reaped while the lock is held")
+        wait_until(
+            lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == run["pid"]],
+            timeout=15,
+            what="the killed worker reaped while the lock is held",
+        )
         reaped_in = time.monotonic() - killed
-        assert locker.execute("SELECT status FROM jobs WHERE id = ?", (jid,)).fetchone()[0] == "running"
+        assert (
+            locker.execute("SELECT status FROM jobs WHERE id = ?", (jid,)).fetchone()[0]
+            == "running"
+        )
     finally:
         locker.execute("ROLLBACK")
         locker.close()
-    assert log_events(sup, "worker.release_failed")  # it gave up on the lock: a later round re-queued
-    row = wait_until(lambda: terminal(cfg, jid), timeout=30, what="the job released (max_attempts=1)")
+    assert log_events(
+        sup, "worker.release_failed"
+    )  # it gave up on the lock: a later round re-queued
+    row = wait_until(
+        lambda: terminal(cfg, jid), timeout=30, what="the job released (max_attempts=1)"
+    )
     assert row["status"] == "failed" and "SIGKILL" in row["error"], row["error"]
     print(f"reaped {reaped_in:.2f} s after the kill, the write lock held")
 
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's write lock (PostgreSQL's: test_postgres)")
-def test_a_claim_that_waited_for_the_write_lock_runs_its_job_on_the_first_attempt(tmp_path,
-                                                                                 sup_factory):
+def test_a_claim_that_waited_for_the_write_lock_runs_its_job_on_the_first_attempt(
+    tmp_path, sup_factory
+):
     """Another program holds the write lock longer than the fence (3.2 s of a 4 s lease) while
     a worker's claim of a job that fell due waits for it: the claim goes through on release,
     the worker renews at once and runs the job on its first attempt, never fencing itself
@@ -613,16 +732,29 @@ def test_a_claim_that_waited_for_the_write_lock_runs_its_job_on_the_first_attemp
 
 # -- config mistakes --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sections, named", [
-    ({"worker": {"pol_interval": 0.5}}, "unknown key 'worker.pol_interval'"),   # typo
-    ({"databse": "q.db"}, "unknown key 'databse'"),                            # typo, top level
-    ({"supervisor": {"workers": "4"}}, "'supervisor.workers' = '4': expected an integer"),
-    ({"sqlite": {"synchronous": "sometimes"}}, "'sqlite.synchronous' = 'sometimes': expected one of"),
-    ({"supervisor": {"shutdown_timeout": -1}}, "'supervisor.shutdown_timeout' = -1: expected a number >= 0"),
-    ({"worker": {"lease_timeout": -5}}, "'worker.lease_timeout' = -5"),
-    ({"retention": {"completed_after": "-3d"}}, "'retention.completed_after' = '-3d': expected a duration"),
-    ({"nosuchsection": {"x": 1}}, "unknown key 'nosuchsection'"),
-])
+
+@pytest.mark.parametrize(
+    "sections, named",
+    [
+        ({"worker": {"pol_interval": 0.5}}, "unknown key 'worker.pol_interval'"),  # typo
+        ({"databse": "q.db"}, "unknown key 'databse'"),  # typo, top level
+        ({"supervisor": {"workers": "4"}}, "'supervisor.workers' = '4': expected an integer"),
+        (
+            {"sqlite": {"synchronous": "sometimes"}},
+            "'sqlite.synchronous' = 'sometimes': expected one of",
+        ),
+        (
+            {"supervisor": {"shutdown_timeout": -1}},
+            "'supervisor.shutdown_timeout' = -1: expected a number >= 0",
+        ),
+        ({"worker": {"lease_timeout": -5}}, "'worker.lease_timeout' = -5"),
+        (
+            {"retention": {"completed_after": "-3d"}},
+            "'retention.completed_after' = '-3d': expected a duration",
+        ),
+        ({"nosuchsection": {"x": 1}}, "unknown key 'nosuchsection'"),
+    ],
+)
 def test_config_mistakes_stop_startup_with_the_key_named(tmp_path, sections, named):
     cfg = config(tmp_path, **sections)
     p = run_supervisor(cfg)
@@ -633,12 +765,16 @@ def test_config_mistakes_stop_startup_with_the_key_named(tmp_path, sections, nam
 
 # -- disk full --------------------------------------------------------------------------------------
 
+
 @contextmanager
 def small_tmpfs(folder: Path, size: str):
     folder.mkdir()
     try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+            check=True,
+            capture_output=True,
+        )
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"needs root to mount a small tmpfs (the RLIMIT_FSIZE test still runs): {exc}")
     try:
@@ -662,10 +798,17 @@ def fill_disk(folder: Path) -> Path:
 
 
 @pytest.mark.engine_only("sqlite", reason="a full disk under SQLite's file")
-def test_disk_full_is_a_clear_error_nothing_uncommitted_is_done_and_work_resumes(tmp_path, sup_factory):
+def test_disk_full_is_a_clear_error_nothing_uncommitted_is_done_and_work_resumes(
+    tmp_path, sup_factory
+):
     with small_tmpfs(tmp_path / "disk", "4m") as disk:
-        cfg = config(tmp_path, database="disk/q.db", log_level="debug",
-                     supervisor={"workers": 2}, worker={"lease_timeout": 60})
+        cfg = config(
+            tmp_path,
+            database="disk/q.db",
+            log_level="debug",
+            supervisor={"workers": 2},
+            worker={"lease_timeout": 60},
+        )
         dbfile, log, gate = disk / "q.db", tmp_path / "events.log", tmp_path / "gate"
 
         def put(jtype: str, payload: dict) -> str:
@@ -676,12 +819,20 @@ def test_disk_full_is_a_clear_error_nothing_uncommitted_is_done_and_work_resumes
             with sqlite3.connect(str(dbfile)) as c:
                 c.row_factory = sqlite3.Row
                 return c.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+
         sup = sup_factory(cfg)
         warm = put("fault:blob", {"log": str(log), "kb": 20})
         wait_until(lambda: row(warm)["status"] == "completed", what="a job before the disk fills")
-        held = [put("fault:blob", {"log": str(log), "gate": str(gate), "kb": 300}) for _ in range(2)]
-        wait_until(lambda: all(row(j)["status"] == "running" for j in held)
-                   and any(starts(log, j) for j in held), what="held jobs claimed and started")
+        held = [
+            put("fault:blob", {"log": str(log), "gate": str(gate), "kb": 300}) for _ in range(2)
+        ]
+        wait_until(
+            lambda: (
+                all(row(j)["status"] == "running" for j in held)
+                and any(starts(log, j) for j in held)
+            ),
+            what="held jobs claimed and started",
+        )
 
         filler = fill_disk(disk)
         # a producer gets a clear error, and nothing is written
@@ -689,28 +840,45 @@ def test_disk_full_is_a_clear_error_nothing_uncommitted_is_done_and_work_resumes
             put("fault:ok", {"pad": "p" * 200_000})
         # the handlers finish, but their outcomes (300 KiB each) cannot be committed
         gate.touch()
-        wait_until(lambda: all([e for e in events(log) if e["job"] == j and e["event"] == "end"] for j in held
-                               if starts(log, j)), what="handlers returned")
-        wait_until(lambda: log_events(sup, "worker.write_failed"), what="the failed commit is reported")
+        wait_until(
+            lambda: all(
+                [e for e in events(log) if e["job"] == j and e["event"] == "end"]
+                for j in held
+                if starts(log, j)
+            ),
+            what="handlers returned",
+        )
+        wait_until(
+            lambda: log_events(sup, "worker.write_failed"), what="the failed commit is reported"
+        )
         failed = log_events(sup, "worker.write_failed")
         assert "database or disk is full" in failed[0]["error"]
         with sqlite3.connect(str(dbfile)) as c:
             assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == 3
-            assert [r[0] for r in c.execute("SELECT status FROM jobs WHERE id IN (?, ?)", held)] == ["running"] * 2
+            assert [
+                r[0] for r in c.execute("SELECT status FROM jobs WHERE id IN (?, ?)", held)
+            ] == ["running"] * 2
         done = {e["id"] for e in log_events(sup, "job.completed")}
         assert done == {warm}, "nothing is reported done before it is committed"
         assert integrity(dbfile) == "ok"
         assert sup.proc.poll() is None  # the supervisor rides it out
 
         filler.unlink()  # space returns: the kept outcomes commit, new work flows
-        wait_until(lambda: all(row(j)["status"] == "completed" for j in held), timeout=30,
-                   what="held jobs completed once space returned")
+        wait_until(
+            lambda: all(row(j)["status"] == "completed" for j in held),
+            timeout=30,
+            what="held jobs completed once space returned",
+        )
         after = put("fault:blob", {"log": str(log), "kb": 20})
         wait_until(lambda: row(after)["status"] == "completed", what="new work after the disk full")
         for j in held:
             r = row(j)
             runs = starts(log, j)
-            assert r["attempts"] == 1 and len(runs) == 1 and json.loads(r["result"])["pid"] == runs[0]["pid"]
+            assert (
+                r["attempts"] == 1
+                and len(runs) == 1
+                and json.loads(r["result"])["pid"] == runs[0]["pid"]
+            )
         completed = [e["id"] for e in log_events(sup, "job.completed")]
         assert sorted(completed) == sorted([warm, after, *held])  # each outcome recorded once
         sup.signal(signal.SIGTERM)
@@ -741,12 +909,20 @@ def test_file_size_limit_is_a_clear_error_and_leaves_the_database_intact(tmp_pat
 
     def limit_size() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
-    p = subprocess.run([sys.executable, "-c", script], preexec_fn=limit_size, capture_output=True,
-                       text=True, timeout=60, env=env())
+
+    p = subprocess.run(
+        [sys.executable, "-c", script],
+        preexec_fn=limit_size,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env(),
+    )
     lines = p.stdout.splitlines()
     # jobq's own error, naming the file and SQLite's cause
-    assert p.returncode == 0 and lines[-1] == f"ERROR StoreUnavailable database {path}: disk I/O error", \
-        (p.stdout, p.stderr)
+    assert (
+        p.returncode == 0 and lines[-1] == f"ERROR StoreUnavailable database {path}: disk I/O error"
+    ), (p.stdout, p.stderr)
     committed = [line.split()[1] for line in lines if line.startswith("OK")]
     assert committed  # some fitted before the limit
     assert integrity(path) == "ok"
@@ -783,7 +959,9 @@ class StatementLog:
             self.in_tx = True
         elif head == "SAVEPOINT" and not self.in_tx:
             self.violations.append(f"SAVEPOINT opens a deferred transaction: {sql!r}")
-        elif head in ("COMMIT", "END", "ROLLBACK") and not (head == "ROLLBACK" and "TO" in sql.upper()):
+        elif head in ("COMMIT", "END", "ROLLBACK") and not (
+            head == "ROLLBACK" and "TO" in sql.upper()
+        ):
             self.in_tx = False
 
     def writes(self) -> list[str]:
@@ -802,8 +980,10 @@ def no_snapshot_held(path: str) -> bool:
     snapshot."""
     c = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:
-        c.execute("INSERT INTO control (name, value) VALUES ('probe', '1') "
-                  "ON CONFLICT (name) DO UPDATE SET value = value + 1")
+        c.execute(
+            "INSERT INTO control (name, value) VALUES ('probe', '1') "
+            "ON CONFLICT (name) DO UPDATE SET value = value + 1"
+        )
         return c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
     finally:
         c.close()
@@ -829,8 +1009,16 @@ def store_cycle(store: SqliteStore):
 
     def finish_and_claim():
         a, b = state["claimed"]
-        ok, got = store.finish_and_claim([Finish("completed", a.id, a.attempts, None),
-                                          Finish("retry", b.id, b.attempts, "e", now + 60, 3)], owner, 1, now, 3)
+        ok, got = store.finish_and_claim(
+            [
+                Finish("completed", a.id, a.attempts, None),
+                Finish("retry", b.id, b.attempts, "e", now + 60, 3),
+            ],
+            owner,
+            1,
+            now,
+            3,
+        )
         assert ok == [True, True] and len(got) == 3
         state["claimed"] = got
 
@@ -839,7 +1027,9 @@ def store_cycle(store: SqliteStore):
         assert store.finish(Finish("completed", a.id, a.attempts, '{"r":1}'), owner, now)
         assert store.finish(Finish("failed", b.id, b.attempts, "boom", 0.0, 3), owner, now)
         assert store.finish(Finish("retry", c.id, c.attempts, "again", now, 3), owner, now)
-        assert not store.finish(Finish("completed", a.id, a.attempts, None), other, now)  # a stale owner
+        assert not store.finish(
+            Finish("completed", a.id, a.attempts, None), other, now
+        )  # a stale owner
 
     def release_unstarted():
         state["claimed"] = store.claim(owner, 1, now, 2)
@@ -848,86 +1038,202 @@ def store_cycle(store: SqliteStore):
     def release_owner():
         store.claim(other, 2, now, 1)
         released = store.release_owner(other, "gone", now, max_attempts_for=lambda j: 3)
-        released += store.release_owner(owner, "gone", now, max_attempts_for=lambda j: 3, count_attempt=False,
-                                        unstarted=[])
+        released += store.release_owner(
+            owner, "gone", now, max_attempts_for=lambda j: 3, count_attempt=False, unstarted=[]
+        )
         assert len(released) == 2
 
     def run_schedule():
         assert store.run_schedule("s", "fp", now, lambda last: ([], None)) is None  # anchors
-        store.run_schedule("s", "fp", now + 60, lambda last: ([NewJob("e" * 32, "t", "{}", 0, now, None, "tick")],
-                                                               now + 60))
+        store.run_schedule(
+            "s",
+            "fp",
+            now + 60,
+            lambda last: ([NewJob("e" * 32, "t", "{}", 0, now, None, "tick")], now + 60),
+        )
 
     yield "enqueue", lambda: store.enqueue(jobs[:1], now)
     yield "enqueue (many)", lambda: store.enqueue(jobs[1:], now)
-    yield "enqueue (keyed, twice)", lambda: (store.enqueue([keyed], now), store.enqueue([keyed], now))
+    yield (
+        "enqueue (keyed, twice)",
+        lambda: (store.enqueue([keyed], now), store.enqueue([keyed], now)),
+    )
     yield "claim", claim
     yield "heartbeat", lambda: store.heartbeat(owner, now)
-    yield "check_in", lambda: (store.check_in(owner), store.check_in(owner, [(state["claimed"][0].id, 1, "{}")]))
+    yield (
+        "check_in",
+        lambda: (store.check_in(owner), store.check_in(owner, [(state["claimed"][0].id, 1, "{}")])),
+    )
     yield "finish_and_claim", finish_and_claim
     yield "finish (completed, failed, retry)", finishes
     yield "release_unstarted", release_unstarted
     yield "release_owner", release_owner
     yield "try_claim", lambda: store.try_claim(owner, 1, now, 1)
-    yield "claim_limited", lambda: store.claim_limited(owner, 1, now, {"t": TypeLimit("t", 5, (10, 60.0))}, 2)
+    yield (
+        "claim_limited",
+        lambda: store.claim_limited(owner, 1, now, {"t": TypeLimit("t", 5, (10, 60.0))}, 2),
+    )
     yield "set_paused", lambda: (store.set_paused(True), store.is_paused(), store.set_paused(False))
-    yield "serve claim", lambda: (store.serve((("q", 2), ("default", 1))), store.claim(owner, 1, now, 1),
-                                  store.try_claim(owner, 1, now, 1), store.serve(None))
-    yield "set_queue_paused is_queue_paused paused_queues", lambda: (
-        store.set_queue_paused("q", True), store.is_queue_paused("q"), store.paused_queues(),
-        store.claim(owner, 1, now, 1), store.set_queue_paused("q", False))
-    yield "claim_limited (per key, fair)", lambda: (
-        store.enqueue([NewJob("f" * 31 + str(i), "k", "{}", 0, now, None, None, limit_key=f"k{i}") for i in range(3)], now),
-        store.claim_limited(owner, 1, now, {"k": TypeLimit("k", None, None, 1, (5, 60.0), True)}, 2))
-    yield "register_process touch_process", lambda: (store.register_process(owner, "worker", 1, "host", now),
-                                                     store.touch_process(owner, now))
+    yield (
+        "serve claim",
+        lambda: (
+            store.serve((("q", 2), ("default", 1))),
+            store.claim(owner, 1, now, 1),
+            store.try_claim(owner, 1, now, 1),
+            store.serve(None),
+        ),
+    )
+    yield (
+        "set_queue_paused is_queue_paused paused_queues",
+        lambda: (
+            store.set_queue_paused("q", True),
+            store.is_queue_paused("q"),
+            store.paused_queues(),
+            store.claim(owner, 1, now, 1),
+            store.set_queue_paused("q", False),
+        ),
+    )
+    yield (
+        "claim_limited (per key, fair)",
+        lambda: (
+            store.enqueue(
+                [
+                    NewJob("f" * 31 + str(i), "k", "{}", 0, now, None, None, limit_key=f"k{i}")
+                    for i in range(3)
+                ],
+                now,
+            ),
+            store.claim_limited(
+                owner, 1, now, {"k": TypeLimit("k", None, None, 1, (5, 60.0), True)}, 2
+            ),
+        ),
+    )
+    yield (
+        "register_process touch_process",
+        lambda: (
+            store.register_process(owner, "worker", 1, "host", now),
+            store.touch_process(owner, now),
+        ),
+    )
     yield "remove_process", lambda: store.remove_process(owner)
     yield "run_schedule", run_schedule
     yield "purge_finished", lambda: store.purge_finished({"completed": now + 1, "failed": now + 1})
-    yield "reads", lambda: (store.get(jobs[0].id), store.counts(), store.running(),
-                            store.next_due(), store.has_due(now),
-                            store.processes(), store.processes("worker"), store.schedule_marks(),
-                            store.stats(), store.lease_ages(now), store.running_groups(now),
-                            store.process_ages(now))
+    yield (
+        "reads",
+        lambda: (
+            store.get(jobs[0].id),
+            store.counts(),
+            store.running(),
+            store.next_due(),
+            store.has_due(now),
+            store.processes(),
+            store.processes("worker"),
+            store.schedule_marks(),
+            store.stats(),
+            store.lease_ages(now),
+            store.running_groups(now),
+            store.process_ages(now),
+        ),
+    )
     yield "checkpoint", store.checkpoint
     # the read layer's writes (shared.ops): the store's write, transaction, batches, wake_idle
-    yield ("write transaction batches wake_idle",
-           lambda: (ops.retry_jobs(store, [jobs[0].id], now), ops.cancel_jobs(store, [jobs[1].id], now),
-                    ops.retry_failed(store, now), ops.purge(store, "cancelled", now + 1), ops.purge_jobs(store, [jobs[1].id]),
-                    ops.request_scale(store, "sup", 3),
-                    ops.take_scale_request(store, "sup"), ops.save_counters(store, "sup", {"n": 1})))
-    yield "read (the read layer)", lambda: (ops.counts_by_type(store), ops.scheduled_by_type(store, now), ops.oldest_due(store, now),
-                                ops.finished_per_minute(store, now - 60), ops.recent_failures(store),
-                                ops.list_jobs(store), ops.find_ids(store, "e"), ops.statuses(store, [jobs[0].id]),
-                                ops.attempt_history(store, jobs[0].id), ops.worker_rows(store),
-                                ops.running_without_worker(store), ops.last_attempt_seq(store),
-                                ops.recent_attempts(store, now - 60, 10), ops.attempt_aggregates(store, 0, 10, [1.0]),
-                                ops.pending_scale(store, "sup"), ops.supervisor_counters(store))
-    yield "read (browse, activity)", lambda: (ops.browse.browse_jobs(store, None, None, None, None, 10, 100), ops.browse.find_jobs(store, "e"),
-                                   ops.job_texts(store, jobs[0].id), ops.activity.attempts_per_minute(store, 0),
-                                   ops.activity.attempt_seq_bounds(store), ops.activity.attempt_from(store, 1),
-                                   ops.activity.rate_window_use(store, "t", now - 60))
+    yield (
+        "write transaction batches wake_idle",
+        lambda: (
+            ops.retry_jobs(store, [jobs[0].id], now),
+            ops.cancel_jobs(store, [jobs[1].id], now),
+            ops.retry_failed(store, now),
+            ops.purge(store, "cancelled", now + 1),
+            ops.purge_jobs(store, [jobs[1].id]),
+            ops.request_scale(store, "sup", 3),
+            ops.take_scale_request(store, "sup"),
+            ops.save_counters(store, "sup", {"n": 1}),
+        ),
+    )
+    yield (
+        "read (the read layer)",
+        lambda: (
+            ops.counts_by_type(store),
+            ops.scheduled_by_type(store, now),
+            ops.oldest_due(store, now),
+            ops.finished_per_minute(store, now - 60),
+            ops.recent_failures(store),
+            ops.list_jobs(store),
+            ops.find_ids(store, "e"),
+            ops.statuses(store, [jobs[0].id]),
+            ops.attempt_history(store, jobs[0].id),
+            ops.worker_rows(store),
+            ops.running_without_worker(store),
+            ops.last_attempt_seq(store),
+            ops.recent_attempts(store, now - 60, 10),
+            ops.attempt_aggregates(store, 0, 10, [1.0]),
+            ops.pending_scale(store, "sup"),
+            ops.supervisor_counters(store),
+        ),
+    )
+    yield (
+        "read (browse, activity)",
+        lambda: (
+            ops.browse.browse_jobs(store, None, None, None, None, 10, 100),
+            ops.browse.find_jobs(store, "e"),
+            ops.job_texts(store, jobs[0].id),
+            ops.activity.attempts_per_minute(store, 0),
+            ops.activity.attempt_seq_bounds(store),
+            ops.activity.attempt_from(store, 1),
+            ops.activity.rate_window_use(store, "t", now - 60),
+        ),
+    )
 
     def transfer():
         rows = store.export_jobs("", 100)
         store.export_attempts([r["id"] for r in rows])
         edges = store.export_edges([r["id"] for r in rows])
-        assert store.import_jobs(rows, (), edges).inserted == []  # all there already: nothing written
+        assert (
+            store.import_jobs(rows, (), edges).inserted == []
+        )  # all there already: nothing written
         store.delete_copied([r for r in rows if r["status"] == "completed"][:1])
+
     yield "export_jobs export_attempts export_edges import_jobs delete_copied", transfer
     # workflows: a graph in one transaction, a child's parents read back, an operator's view of it
-    root, flow = NewJob("b" * 32, "t", "{}", 0, now, None, None), NewJob("c" * 32, "t", "{}", 0, now, None, None)
+    root, flow = (
+        NewJob("b" * 32, "t", "{}", 0, now, None, None),
+        NewJob("c" * 32, "t", "{}", 0, now, None, None),
+    )
     flow.after = (root.id,)
-    yield "enqueue_flow parents", lambda: (store.enqueue_flow([root, flow], now), store.parents(flow.id),
-                                           ops_flows.relatives(store, flow.id))
+    yield (
+        "enqueue_flow parents",
+        lambda: (
+            store.enqueue_flow([root, flow], now),
+            store.parents(flow.id),
+            ops_flows.relatives(store, flow.id),
+        ),
+    )
 
 
 # Public methods that are not operations on the database (or that the cycle reaches through
 # another name above: is_paused, touch_process and the reads).
-_NOT_OPERATIONS = {"close", "closed", "conn", "from_config", "claim_limited_in", "wakeup",
-                   "delete_finished_in", "pacer", "for_thread",
-                   "dialect", "channel", "schema", "qualifier", "named",  # the shared SQL's attributes
-                   "gauges",
-                   "serving", "claim_order", "serving_names", "serving_tag", "serving_slot"}  # a worker's queues
+_NOT_OPERATIONS = {
+    "close",
+    "closed",
+    "conn",
+    "from_config",
+    "claim_limited_in",
+    "wakeup",
+    "delete_finished_in",
+    "pacer",
+    "for_thread",
+    "dialect",
+    "channel",
+    "schema",
+    "qualifier",
+    "named",  # the shared SQL's attributes
+    "gauges",
+    "serving",
+    "claim_order",
+    "serving_names",
+    "serving_tag",
+    "serving_slot",
+}  # a worker's queues
 
 
 def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(tmp_path):
@@ -941,18 +1247,40 @@ def test_every_store_write_is_autocommit_or_begin_immediate_and_leaves_no_lock(t
         covered.update(name.replace("(", " ").split())
         assert not store.conn.in_transaction, f"{name}: left a transaction open"
         assert not log.in_tx, f"{name}: BEGIN without COMMIT/ROLLBACK: {log.statements[before:]}"
-        assert write_lock_free(path), f"{name}: still holds the write lock (an unread RETURNING cursor?)"
+        assert write_lock_free(path), (
+            f"{name}: still holds the write lock (an unread RETURNING cursor?)"
+        )
         assert no_snapshot_held(path), f"{name}: still pins a read snapshot (a half-read cursor?)"
     assert log.violations == []
     assert log.writes(), "the trace saw no writes: the checker is blind"
     public = {n for n in dir(SqliteStore) if not n.startswith("_")}
-    missing = public - covered - _NOT_OPERATIONS - {"is_paused",
-                                                     "touch_process", "get", "counts", "running",
-                                                     "next_due", "has_due",
-                                                     "processes", "schedule_marks",
-                                                     "wal_bytes", "stats", "lease_ages", "running_groups", "process_ages",
-                                                     "export_jobs", "export_attempts", "export_edges"}
-    assert not missing, f"store methods not exercised by this regression test (add them to store_cycle): {missing}"
+    missing = (
+        public
+        - covered
+        - _NOT_OPERATIONS
+        - {
+            "is_paused",
+            "touch_process",
+            "get",
+            "counts",
+            "running",
+            "next_due",
+            "has_due",
+            "processes",
+            "schedule_marks",
+            "wal_bytes",
+            "stats",
+            "lease_ages",
+            "running_groups",
+            "process_ages",
+            "export_jobs",
+            "export_attempts",
+            "export_edges",
+        }
+    )
+    assert not missing, (
+        f"store methods not exercised by this regression test (add them to store_cycle): {missing}"
+    )
     store.close()
 
 
@@ -970,12 +1298,12 @@ def test_the_discipline_checks_catch_a_deferred_write_and_an_unread_returning_cu
     assert log.violations and "deferred transaction" in log.violations[0]
     cur = store.conn.execute("UPDATE jobs SET priority = 2 RETURNING id")  # never fetched
     assert not store.conn.in_transaction  # what Python reports...
-    assert not write_lock_free(path)      # ...and what is true: the lock is still held
+    assert not write_lock_free(path)  # ...and what is true: the lock is still held
     cur.fetchall()
     assert write_lock_free(path)
     half = store.conn.execute("SELECT id FROM jobs")
     half.fetchone()
-    assert not no_snapshot_held(path)     # a half-read SELECT pins a snapshot
+    assert not no_snapshot_held(path)  # a half-read SELECT pins a snapshot
     half.close()
     assert no_snapshot_held(path)
     store.close()
@@ -985,14 +1313,17 @@ def test_worker_and_supervisor_paths_follow_the_discipline(tmp_path, monkeypatch
     """Every connection any store opens in this process (the state machine's producer,
     supervisor and workers) is traced while the stateful test's machine runs a few examples."""
     import tests.engines.test_store_stateful as stateful
+
     logs: list[StatementLog] = []
     real_open = SqliteStore._open
 
     def open_traced(self, migrate):
         real_open(self, migrate)
         logs.append(traced(self))
+
     monkeypatch.setattr(SqliteStore, "_open", open_traced)
     from tests.engines import SqliteEngine
+
     stateful.run_machine(SqliteEngine(tmp_path), max_examples=15, stateful_step_count=40)
     assert sum(len(lg.writes()) for lg in logs) > 100, "too few writes traced to mean anything"
     assert [v for lg in logs for v in lg.violations] == []
@@ -1027,15 +1358,30 @@ def run_producers_under_load(tmp_path: Path, total: int, sup_factory) -> None:
     cfg = config(tmp_path, supervisor={"workers": 4}, sqlite={"wal_checkpoint_mb": limit_mb})
     sup = sup_factory(cfg)
     wait_until(lambda: len(worker_rows(cfg)) == 4, timeout=30, what="workers up")
-    procs = [subprocess.Popen([sys.executable, "-c", PRODUCER, str(tmp_path / "q.db"), str(total // 4),
-                               str(tmp_path / f"ids-{k}"), str(k)], env=env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for k in range(4)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                PRODUCER,
+                str(tmp_path / "q.db"),
+                str(total // 4),
+                str(tmp_path / f"ids-{k}"),
+                str(k),
+            ],
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for k in range(4)
+    ]
     wal_seen: list[int] = []  # the WAL's size while they write
 
     def produced() -> bool:
         wal_seen.append(os.path.getsize(tmp_path / "q.db-wal"))
         return all(p.poll() is not None for p in procs)
+
     wait_until(produced, timeout=600, interval=0.01, what="the producers done")
     outputs = [p.communicate(timeout=60)[0] for p in procs]
     for p, out in zip(procs, outputs):
@@ -1043,11 +1389,17 @@ def run_producers_under_load(tmp_path: Path, total: int, sup_factory) -> None:
         assert "locked" not in out and "busy" not in out, out
     ids = [line for k in range(4) for line in (tmp_path / f"ids-{k}").read_text().split()]
     assert len(ids) == total and len(set(ids)) == total  # every acknowledged enqueue, exactly once
-    assert max(wal_seen) > limit_mb << 20  # the load outgrew the bound, so the checkpoint below is tested
+    assert (
+        max(wal_seen) > limit_mb << 20
+    )  # the load outgrew the bound, so the checkpoint below is tested
 
     def finished() -> bool:
         with db(cfg) as c:
-            return c.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()[0] == total
+            return (
+                c.execute("SELECT count(*) FROM jobs WHERE status = 'completed'").fetchone()[0]
+                == total
+            )
+
     wait_until(finished, timeout=600, interval=0.05, what=f"{total} jobs completed")
     with db(cfg) as c:
         assert c.execute("SELECT count(*) FROM jobs").fetchone()[0] == total
@@ -1056,8 +1408,11 @@ def run_producers_under_load(tmp_path: Path, total: int, sup_factory) -> None:
     out = sup.output()
     assert "database is locked" not in out and "worker.write_failed" not in out
     # the WAL is bounded afterwards: the supervisor's checkpoint (over the limit, or when idle)
-    wait_until(lambda: os.path.getsize(tmp_path / "q.db-wal") <= limit_mb << 20, timeout=60,
-               what="WAL back under wal_checkpoint_mb")
+    wait_until(
+        lambda: os.path.getsize(tmp_path / "q.db-wal") <= limit_mb << 20,
+        timeout=60,
+        what="WAL back under wal_checkpoint_mb",
+    )
     sup.signal(signal.SIGTERM)
     assert sup.wait(30) == 0
     assert integrity(tmp_path / "q.db") == "ok"
@@ -1088,8 +1443,11 @@ def test_checkpoint_never_waits_for_a_reader(tmp_path):
     out: list = []
 
     def checkpoint() -> None:
-        with SqliteStore(path, busy_timeout=120) as store:  # a long busy timeout makes a wait obvious
+        with SqliteStore(
+            path, busy_timeout=120
+        ) as store:  # a long busy timeout makes a wait obvious
             out.append(store.checkpoint())
+
     t = threading.Thread(target=checkpoint, daemon=True)
     t.start()
     t.join(30)
@@ -1106,7 +1464,9 @@ def test_checkpoint_never_waits_for_a_reader(tmp_path):
 
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's WAL and its checkpoint")
-def test_long_reader_grows_the_wal_and_the_supervisor_checkpoint_shrinks_it_after(tmp_path, sup_factory):
+def test_long_reader_grows_the_wal_and_the_supervisor_checkpoint_shrinks_it_after(
+    tmp_path, sup_factory
+):
     limit_mb = 1
     cfg = config(tmp_path, supervisor={"workers": 2}, sqlite={"wal_checkpoint_mb": limit_mb})
     sup = sup_factory(cfg)
@@ -1122,14 +1482,21 @@ def test_long_reader_grows_the_wal_and_the_supervisor_checkpoint_shrinks_it_afte
 
             def done() -> bool:
                 return q.counts().get("completed", 0) == 3000
-            wait_until(done, timeout=120, interval=0.2, what="3000 jobs completed under the open reader")
+
+            wait_until(
+                done, timeout=120, interval=0.2, what="3000 jobs completed under the open reader"
+            )
         # the checkpoints the supervisor tried could not reset the WAL past the reader's snapshot
         assert wal.stat().st_size > 4 * (limit_mb << 20)
         assert sup.proc.poll() is None
     finally:
         reader.execute("COMMIT")
         reader.close()
-    wait_until(lambda: wal.stat().st_size <= limit_mb << 20, timeout=60, what="WAL checkpointed after release")
+    wait_until(
+        lambda: wal.stat().st_size <= limit_mb << 20,
+        timeout=60,
+        what="WAL checkpointed after release",
+    )
     sup.signal(signal.SIGTERM)
     assert sup.wait(30) == 0
     assert integrity(tmp_path / "q.db") == "ok"

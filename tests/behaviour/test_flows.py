@@ -1,6 +1,7 @@
 """Workflows: jobs that wait for other jobs, their failure policies, results flowing
 to children, the graph written in one transaction, and every path that ends a parent settling
 its children in the same statement."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,11 @@ HANDLERS = ["tests.fixtures.flowjobs"]
 
 @pytest.fixture
 def q(database, tmp_path, clock):
-    queue = JobQueue(config=database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0))),
-                     clock=clock, handlers=HANDLERS)
+    queue = JobQueue(
+        config=database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0))),
+        clock=clock,
+        handlers=HANDLERS,
+    )
     yield queue
     queue.close()
 
@@ -100,7 +104,9 @@ def test_cancel_of_a_parent_cancels_its_waiting_dependants(q, clock):
     runs = q.enqueue("flow:collect", after=[parent], after_failure="run")
     assert ops.cancel_jobs(q.store, [parent], clock.now()) == [parent]
     assert status(q, held, plain, runs) == ["cancelled", "cancelled", "pending"]
-    assert ops.cancel_jobs(q.store, [q.enqueue("flow:ok", after=[runs])], clock.now())  # waiting: cancellable
+    assert ops.cancel_jobs(
+        q.store, [q.enqueue("flow:ok", after=[runs])], clock.now()
+    )  # waiting: cancellable
 
 
 def test_parents_already_ended_at_enqueue(q):
@@ -108,19 +114,36 @@ def test_parents_already_ended_at_enqueue(q):
     q.drain()
     assert status(q, q.enqueue("flow:collect", after=[done])) == ["pending"]
     cancelled = q.get(q.enqueue("flow:collect", after=[done, bad]))
-    assert cancelled.status == "cancelled" and f"parent job {bad} (flow:fail) failed" in cancelled.error
+    assert (
+        cancelled.status == "cancelled"
+        and f"parent job {bad} (flow:fail) failed" in cancelled.error
+    )
     assert status(q, q.enqueue("flow:collect", after=[bad], after_failure="hold")) == ["waiting"]
 
 
 def test_a_graph_in_one_enqueue_many_and_refusals_write_nothing(q):
-    ids = q.enqueue_many([("flow:ok", 1), ("flow:ok", 2), {"type": "flow:collect", "after": [0, 1]},
-                          ("flow:collect", None, {"after": [2], "after_failure": "run"})])
+    ids = q.enqueue_many(
+        [
+            ("flow:ok", 1),
+            ("flow:ok", 2),
+            {"type": "flow:collect", "after": [0, 1]},
+            ("flow:collect", None, {"after": [2], "after_failure": "run"}),
+        ]
+    )
     assert status(q, *ids) == ["pending", "pending", "waiting", "waiting"]
     before = rows(q, "jobs"), rows(q, "job_deps")
     for items, exc, text in [
         ([("flow:ok", 1), {"type": "flow:collect", "after": [1]}], FlowError, "cycle"),
-        ([("flow:ok", 1), {"type": "flow:collect", "after": [0, "0" * 32]}], FlowError, "0" * 32 + " not found"),
-        ([{"type": "flow:collect", "after": [ids[0]], "after_failure": "later"}], ValueError, "after_failure"),
+        (
+            [("flow:ok", 1), {"type": "flow:collect", "after": [0, "0" * 32]}],
+            FlowError,
+            "0" * 32 + " not found",
+        ),
+        (
+            [{"type": "flow:collect", "after": [ids[0]], "after_failure": "later"}],
+            ValueError,
+            "after_failure",
+        ),
         ([{"type": "flow:collect", "after": [3.5]}], TypeError, "job ids or handles"),
     ]:
         with pytest.raises(exc, match=text):
@@ -139,7 +162,9 @@ def test_a_graph_is_written_in_a_fixed_number_of_statements(q, monkeypatch):
     outside = q.enqueue("flow:ok")
     sent: list[str] = []
     run = q.store._run
-    monkeypatch.setattr(q.store, "_run", lambda c, sql, params=None: sent.append(sql) or run(c, sql, params))
+    monkeypatch.setattr(
+        q.store, "_run", lambda c, sql, params=None: sent.append(sql) or run(c, sql, params)
+    )
 
     def graph(n: int) -> list[tuple]:
         items: list[tuple] = [("flow:ok", 0, {"after": [outside]})]
@@ -147,6 +172,7 @@ def test_a_graph_is_written_in_a_fixed_number_of_statements(q, monkeypatch):
             items.append(("flow:ok", i, {"after": [i - 1] if i % 2 else [0]}))
         items.append(("flow:collect", None, {"after": list(range(1, n - 1))}))
         return items
+
     counts = []
     for n in (10, 200):
         sent.clear()
@@ -171,8 +197,10 @@ def test_a_graph_in_a_rolled_back_transaction_leaves_zero_rows(q):
         root = q.enqueue("flow:ok", conn=conn)
         parts = q.enqueue_many([("flow:ok", i, {"after": [root]}) for i in range(100)], conn=conn)
         q.enqueue("flow:collect", after=parts, conn=conn)
-        chord(chain(t["extract"].s(1), group(t["transform"].s(1, i) for i in range(100))), t["load"].s(1)).enqueue(
-            conn=conn)
+        chord(
+            chain(t["extract"].s(1), group(t["transform"].s(1, i) for i in range(100))),
+            t["load"].s(1),
+        ).enqueue(conn=conn)
         conn.execute(end)
         expected = (0, 0) if end == "ROLLBACK" else (204, 400)
         assert (rows(q, "jobs"), rows(q, "job_deps")) == expected
@@ -184,15 +212,18 @@ def test_every_path_that_ends_a_parent_settles_its_children(q, clock):
     a, b = q.enqueue("flow:ok"), q.enqueue("flow:ok")
     child = q.enqueue("flow:collect", after=[a, b])
     claimed = q.store.claim("w:1:1", 1, clock.now(), limit=2)
-    done, _ = q.store.finish_and_claim([Finish("completed", j.id, j.attempts, "1") for j in claimed],
-                                       "w:1:1", 1, clock.now(), 0)
+    done, _ = q.store.finish_and_claim(
+        [Finish("completed", j.id, j.attempts, "1") for j in claimed], "w:1:1", 1, clock.now(), 0
+    )
     assert done == [True, True] and status(q, child) == ["pending"]
     q.drain()
     # the supervisor's release of a dead worker's job whose attempts are used up
     p = q.enqueue("flow:ok", max_attempts=1)
     orphan = q.enqueue("flow:collect", after=[p])
     q.store.claim("w:2:2", 2, clock.now())
-    released = q.store.release_owner("w:2:2", "worker died", clock.now(), max_attempts_for=lambda j: 1)
+    released = q.store.release_owner(
+        "w:2:2", "worker died", clock.now(), max_attempts_for=lambda j: 1
+    )
     assert [r.status for r in released] == ["failed"] and status(q, orphan) == ["cancelled"]
     # an operator's purge keeps a failed parent while its held child waits on it (as retention
     # does); a delete that takes it all the same cancels the child, naming the parent deleted
@@ -252,13 +283,20 @@ def test_every_purge_keeps_a_parent_a_waiting_child_still_needs_and_says_so(q, c
 
 
 def jobq(cfg, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobq", "--config", str(cfg), *args],
-                          capture_output=True, text=True, env=env(), timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "jobq", "--config", str(cfg), *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+    )
 
 
 def test_tasks_chain_group_chord_and_parent_results_parameter(q):
     t = {name: getattr(flowjobs, name).using(queue=q) for name in ("extract", "transform", "load")}
-    run = chord(chain(t["extract"].s(7), group(t["transform"].s(7, i) for i in range(4))), t["load"].s(7)).enqueue()
+    run = chord(
+        chain(t["extract"].s(7), group(t["transform"].s(7, i) for i in range(4))), t["load"].s(7)
+    ).enqueue()
     assert len(run.handles) == 6 and [h.status() for h in run.handles[1:]] == ["waiting"] * 5
     q.drain()
     assert run.last[0].get().result == {"graph": 7, "parts": [0, 1, 2, 3], "n": 4}
@@ -275,14 +313,17 @@ def test_a_deep_chains_errors_keep_the_failed_job_and_count_the_links_between(q,
     counted (``<- N more <-``) and the job that failed still ends the text, at every depth, and
     when the parent is deleted instead."""
     from shared.engines.sql.flows import MAX_FLOW_DEPTH
-    ids = q.enqueue_many([("flow:fail", "x")] + [("flow:ok", None, {"after": [i]})
-                                                  for i in range(MAX_FLOW_DEPTH)])
+
+    ids = q.enqueue_many(
+        [("flow:fail", "x")] + [("flow:ok", None, {"after": [i]}) for i in range(MAX_FLOW_DEPTH)]
+    )
     assert q.drain() == {"completed": 0, "retried": 0, "failed": 1}
 
     def link(i: int) -> str:
         if i == 0:
             return f"parent job {ids[0]} (flow:fail) failed"
         return f"parent job {ids[i]} (flow:ok) cancelled"
+
     elided = 0
     for i in range(1, len(ids)):
         full = " <- ".join(link(j) for j in range(i - 1, -1, -1))
@@ -299,12 +340,16 @@ def test_a_deep_chains_errors_keep_the_failed_job_and_count_the_links_between(q,
         c.execute("DELETE FROM jobs WHERE id = ?", (head,))
     assert q.get(child).error == f"parent job {head} (flow:ok) deleted <- 5 more <- {link(0)}"
 
+
 def test_the_longest_chain_allowed_cancels_all_of_it_and_a_longer_one_is_refused(q, clock):
     """A failure cancels a chain's dependants one nested trigger per link, and the databases bound
     that nesting: chains are bounded at enqueue (MAX_FLOW_DEPTH), and the longest allowed one is
     cancelled whole on both engines."""
     from shared.engines.sql.flows import MAX_FLOW_DEPTH
-    ids = q.enqueue_many([("flow:ok", None)] + [("flow:ok", None, {"after": [i]}) for i in range(MAX_FLOW_DEPTH)])
+
+    ids = q.enqueue_many(
+        [("flow:ok", None)] + [("flow:ok", None, {"after": [i]}) for i in range(MAX_FLOW_DEPTH)]
+    )
     before = rows(q, "jobs"), rows(q, "job_deps")
     with pytest.raises(FlowError, match=f"above the limit of {MAX_FLOW_DEPTH}"):
         q.enqueue("flow:ok", after=[ids[-1]])

@@ -3,6 +3,7 @@ every reader decodes; no handler output crashes a worker; one failing upkeep tas
 the others; a timeout charges only the job that timed out; every time is bounded at the year
 9999. Limits: docs/limits.md. Real supervisors and workers where the defect needs them; every
 wait polls a condition."""
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,21 @@ from shared.model.exitcodes import ExitCode
 from shared.runtime.processes import host_id
 from shared.engines import open_store
 from tests.engines import raw
-from tests.proc import REPO, db, log_events, Running, env, job_row, wait_until, worker_rows, write_config
+from tests.proc import (
+    REPO,
+    db,
+    log_events,
+    Running,
+    env,
+    job_row,
+    wait_until,
+    worker_rows,
+    write_config,
+)
 
-pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
+pytestmark = (
+    pytest.mark.engines
+)  # the tests that use database (or make_config, queue) run on each engine
 
 DEEP = "[" * 5000 + "]" * 5000
 
@@ -43,34 +56,59 @@ def hostile_config(folder: Path, **sections) -> Path:
     return write_config(folder, **sections)
 
 
-
-
 def terminal(cfg: Path, job_id: str):
     row = job_row(cfg, job_id)
     return row if row["status"] in ("completed", "failed", "cancelled") else None
 
 
 def jobq(cfg: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "supervisor", *args, "--config", str(cfg)], capture_output=True,
-                          text=True, input=stdin, env=env(), timeout=60, cwd=str(cfg.parent))
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args, "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env=env(),
+        timeout=60,
+        cwd=str(cfg.parent),
+    )
 
 
-def insert_raw(cfg: Path, job_id: str, jtype: str, payload: str, status: str = "pending", **cols) -> None:
+def insert_raw(
+    cfg: Path, job_id: str, jtype: str, payload: str, status: str = "pending", **cols
+) -> None:
     """A row written around jobq (another program, an old version, a hand edit)."""
     now = iso(time.time())
-    row = {**dict(id=job_id, type=jtype, status=status, payload=payload, attempts=0, priority=0, run_at=now,
-                  created_at=now, updated_at=now), **cols}
+    row = {
+        **dict(
+            id=job_id,
+            type=jtype,
+            status=status,
+            payload=payload,
+            attempts=0,
+            priority=0,
+            run_at=now,
+            created_at=now,
+            updated_at=now,
+        ),
+        **cols,
+    }
     with db(cfg) as c:
-        c.execute(f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        c.execute(
+            f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+            list(row.values()),
+        )
 
 
 def one_line_error(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == ExitCode.USAGE, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    assert r.returncode == ExitCode.USAGE, (
+        f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    )
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     return r.stderr
 
 
 # -- case 1: a deep payload; isolated upkeep ----------------------------------------------------
+
 
 def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(database, tmp_path):
     """A row nested 5,000 deep (written around enqueue) used to crash its worker while decoding
@@ -81,20 +119,38 @@ def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(database, tmp_pa
     try:
         wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="2 workers registered")
         insert_raw(cfg, "d" * 32, "hostile:do", DEEP)
-        insert_raw(cfg, "e" * 32, "hostile:do", "{}", status="running", attempts=1, started_at="garbage",
-                   heartbeat_at="garbage", owner=f"{host_id()}:999999:1", owner_pid=999999)
+        insert_raw(
+            cfg,
+            "e" * 32,
+            "hostile:do",
+            "{}",
+            status="running",
+            attempts=1,
+            started_at="garbage",
+            heartbeat_at="garbage",
+            owner=f"{host_id()}:999999:1",
+            owner_pid=999999,
+        )
         slow = JobQueue(config=load(cfg)).enqueue("hostile:slow", {"sleep": 20})
         deep = wait_until(lambda: terminal(cfg, "d" * 32), timeout=10, what="the deep job to end")
         assert deep["status"] == "failed" and deep["attempts"] == 1
         assert "cannot be decoded" in deep["error"] and "nested too deep" in deep["error"]
-        row = wait_until(lambda: terminal(cfg, slow), timeout=12, what="the 2 s timeout to be enforced")
+        row = wait_until(
+            lambda: terminal(cfg, slow), timeout=12, what="the 2 s timeout to be enforced"
+        )
         assert row["status"] == "failed" and "timed out after 2 s" in row["error"]
         assert parse_iso(row["completed_at"]) - parse_iso(row["started_at"]) < 12
         # the row with garbage times: recovered from its dead owner, then failed for want of a handler
-        wait_until(lambda: terminal(cfg, "e" * 32), timeout=10, what="the garbage row to be recovered")
+        wait_until(
+            lambda: terminal(cfg, "e" * 32), timeout=10, what="the garbage row to be recovered"
+        )
         r = jobq(cfg, "show", "d" * 32)
         assert r.returncode == 0 and "Traceback" not in r.stderr and "[[[[" in r.stdout
-        assert not [e for e in log_events(sup, "supervisor.maintenance_failed") if e.get("task") != "timeouts"]
+        assert not [
+            e
+            for e in log_events(sup, "supervisor.maintenance_failed")
+            if e.get("task") != "timeouts"
+        ]
         sup.signal(signal.SIGTERM)
         assert sup.wait(30) == 0
     finally:
@@ -104,16 +160,20 @@ def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(database, tmp_pa
 def test_one_failing_upkeep_task_does_not_stop_the_others(database, tmp_path, monkeypatch):
     from supervisor import arbiter as arbiter_mod
     from supervisor import maintenance
+
     cfg = load(hostile_config(tmp_path))
     calls = []
 
     def broken(*a, **k):
         calls.append("timeouts")
         raise RuntimeError("judge broke")
+
     monkeypatch.setattr(maintenance, "worth_a_look", lambda *a, **k: True)  # read the running jobs
     monkeypatch.setattr(maintenance, "judge_running", broken)
     monkeypatch.setattr(arbiter_mod.scheduler, "run_due", lambda *a, **k: calls.append("schedules"))
-    monkeypatch.setattr(arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0)
+    monkeypatch.setattr(
+        arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+    )
     arb = arbiter_mod.Arbiter(cfg)
     arb.upkeep = arbiter_mod.Upkeep(arb.upkeep_tasks())  # what load() sets up
     try:
@@ -140,15 +200,19 @@ def test_every_reader_decodes_a_deep_row(database, tmp_path):
     """Job.from_row/from_tuple never raise: the raw text is kept and payload_error says why."""
     config = database.config(tmp_path)
     with open_store(config) as s, raw(config) as c:
-        c.execute("INSERT INTO jobs (id, type, status, payload, result, attempts, priority, run_at, owner, "
-                       "created_at, updated_at) VALUES ('x', 't', 'running', ?, ?, 1, 0, '2026-01-01T00:00:00.000Z', 'o', "
-                       "'2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')", (DEEP, DEEP))
+        c.execute(
+            "INSERT INTO jobs (id, type, status, payload, result, attempts, priority, run_at, owner, "
+            "created_at, updated_at) VALUES ('x', 't', 'running', ?, ?, 1, 0, '2026-01-01T00:00:00.000Z', 'o', "
+            "'2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+            (DEEP, DEEP),
+        )
         (job,) = s.running()
         assert job.payload == DEEP and job.result == DEEP and "nested too deep" in job.payload_error
         assert s.get("x").payload_error == job.payload_error
 
 
 # -- case 2: lone surrogates from a handler -----------------------------------------------------
+
 
 def test_lone_surrogates_from_handlers_never_crash_the_worker(database, tmp_path):
     cfg = hostile_config(tmp_path, supervisor={"workers": 1})
@@ -160,17 +224,34 @@ def test_lone_surrogates_from_handlers_never_crash_the_worker(database, tmp_path
             ret = q.enqueue("hostile:do", {"act": "return", "value": "file-", "surrogate": True})
             err = q.enqueue("hostile:do", {"act": "raise", "value": "bad name ", "surrogate": True})
             logged = q.enqueue("hostile:do", {"act": "log", "value": "name ", "surrogate": True})
-            later = q.enqueue("hostile:do", {"act": "retry_after", "value": 3600, "message": "m ",
-                                             "surrogate": True}, max_attempts=2)
-            wait_until(lambda: all(terminal(cfg, j) for j in (ret, err, logged))
-                       and job_row(cfg, later)["attempts"] == 1, timeout=20, what="the jobs to end")
-            assert q.get(ret).status == "completed" and q.get(ret).result == "file-\udc80"  # kept exactly
-            in_payload = q.enqueue("hostile:do", {"act": "return", "value": "p\udc80q"})  # a file name, say
+            later = q.enqueue(
+                "hostile:do",
+                {"act": "retry_after", "value": 3600, "message": "m ", "surrogate": True},
+                max_attempts=2,
+            )
+            wait_until(
+                lambda: (
+                    all(terminal(cfg, j) for j in (ret, err, logged))
+                    and job_row(cfg, later)["attempts"] == 1
+                ),
+                timeout=20,
+                what="the jobs to end",
+            )
+            assert (
+                q.get(ret).status == "completed" and q.get(ret).result == "file-\udc80"
+            )  # kept exactly
+            in_payload = q.enqueue(
+                "hostile:do", {"act": "return", "value": "p\udc80q"}
+            )  # a file name, say
             assert wait_until(lambda: terminal(cfg, in_payload))["status"] == "completed"
             assert q.get(in_payload).result == q.get(in_payload).payload["value"] == "p\udc80q"
             assert q.get(logged).status == "completed"
             e = q.get(err)
-            assert e.status == "failed" and "ValueError: bad name \\udc80" in e.error and e.attempts == 1
+            assert (
+                e.status == "failed"
+                and "ValueError: bad name \\udc80" in e.error
+                and e.attempts == 1
+            )
             r = q.get(later)
             assert r.status == "pending" and "m \\udc80" in r.error
         assert [w["pid"] for w in worker_rows(cfg)] == [pid]
@@ -186,23 +267,33 @@ def test_lone_surrogates_from_handlers_never_crash_the_worker(database, tmp_path
 
 # -- case 3: a batch with a job that times out --------------------------------------------------
 
+
 def test_a_timeout_charges_only_the_job_that_timed_out(database, tmp_path):
     """Fast jobs claimed in one batch with a slow one: their outcomes are committed within
     about 50 ms (the heartbeat thread does it while the slow job runs), so the slow job's
     timeout kill neither re-runs nor charges them."""
-    cfg = hostile_config(tmp_path, supervisor={"workers": 1, "kill_grace": 0.5},
-                         worker={"max_batch": 8, "batch_wait": 30})
+    cfg = hostile_config(
+        tmp_path,
+        supervisor={"workers": 1, "kill_grace": 0.5},
+        worker={"max_batch": 8, "batch_wait": 30},
+    )
     with JobQueue(config=load(cfg)) as q:
         q.pause()
-        first = q.enqueue_many([("hostile:fast", {"i": i}, {"priority": 2, "max_attempts": 2}) for i in range(20)])
+        first = q.enqueue_many(
+            [("hostile:fast", {"i": i}, {"priority": 2, "max_attempts": 2}) for i in range(20)]
+        )
         slow = q.enqueue("hostile:slow", {"sleep": 20}, priority=1)
-        rest = q.enqueue_many([("hostile:fast", {"i": i}, {"priority": 0, "max_attempts": 2}) for i in range(20)])
+        rest = q.enqueue_many(
+            [("hostile:fast", {"i": i}, {"priority": 0, "max_attempts": 2}) for i in range(20)]
+        )
         q.resume()
     sup = Running(cfg)
     try:
         row = wait_until(lambda: terminal(cfg, slow), timeout=30, what="the slow job to time out")
         assert row["status"] == "failed" and "timed out after 2 s" in row["error"]
-        wait_until(lambda: all(terminal(cfg, j) for j in first + rest), timeout=30, what="the fast jobs")
+        wait_until(
+            lambda: all(terminal(cfg, j) for j in first + rest), timeout=30, what="the fast jobs"
+        )
         killed_at = parse_iso(row["completed_at"])
         for j in first + rest:
             r = job_row(cfg, j)
@@ -217,6 +308,7 @@ def test_a_timeout_charges_only_the_job_that_timed_out(database, tmp_path):
 
 def test_a_death_is_charged_to_the_job_in_hand_only(tmp_path):
     from shared.execution.progress import ProgressWriter, not_in_hand, unstarted
+
     path = str(tmp_path / "slot.progress")
     assert not_in_hand(path) == []  # no file: unknown, the supervisor charges every running job
     w = ProgressWriter(path)
@@ -229,6 +321,7 @@ def test_a_death_is_charged_to_the_job_in_hand_only(tmp_path):
 
 # -- case 6: enqueue --file ---------------------------------------------------------------------
 
+
 def test_enqueue_file_validates_every_line_first(database, tmp_path):
     cfg = hostile_config(tmp_path)
     good = [json.dumps({"type": "hostile:fast", "payload": {"i": i}}) for i in range(1500)]
@@ -237,20 +330,24 @@ def test_enqueue_file_validates_every_line_first(database, tmp_path):
         with JobQueue(config=load(cfg)) as q:
             return sum(q.counts().values())
 
-    for bad, why in [('{"type": "hostile:fast", "key": "\\ud800"}', "valid Unicode"),
-                     ('{"type": "a\\u0000b"}', "control character"),
-                     (json.dumps({"type": "x" * 1000}), f"above the limit of {MAX_TYPE_LEN}"),
-                     ('{"type": "t", "payload": ' + DEEP + "}", "nests too deep"),
-                     ('{"type": "t", "payload": ' + json.dumps(nested(150)) + "}", "nests deeper than 100"),
-                     ('{"type": "t", "delay": 3.2e12}', "years 1 to 9999"),
-                     ('{"type": "t", "priority": 99999999999999999999}', "32 bits")]:
+    for bad, why in [
+        ('{"type": "hostile:fast", "key": "\\ud800"}', "valid Unicode"),
+        ('{"type": "a\\u0000b"}', "control character"),
+        (json.dumps({"type": "x" * 1000}), f"above the limit of {MAX_TYPE_LEN}"),
+        ('{"type": "t", "payload": ' + DEEP + "}", "nests too deep"),
+        ('{"type": "t", "payload": ' + json.dumps(nested(150)) + "}", "nests deeper than 100"),
+        ('{"type": "t", "delay": 3.2e12}', "years 1 to 9999"),
+        ('{"type": "t", "priority": 99999999999999999999}', "32 bits"),
+    ]:
         path = tmp_path / "jobs.jsonl"
         path.write_text("\n".join(good[:1200] + [bad] + good[1200:]) + "\n")
         err = one_line_error(jobq(cfg, "enqueue", "--file", str(path)))
         assert "line 1201" in err and why in err and "nothing was written" in err, err
         assert count() == 0, bad
     # a lone surrogate in a payload is valid JSON: kept exactly, like any other text
-    path.write_text("\n".join(good[:1200] + ['{"type": "hostile:fast", "payload": "\\udc80"}'] + good[1200:]))
+    path.write_text(
+        "\n".join(good[:1200] + ['{"type": "hostile:fast", "payload": "\\udc80"}'] + good[1200:])
+    )
     r = jobq(cfg, "enqueue", "--file", str(path), "--json")
     assert r.returncode == 0, r.stderr
     ids = json.loads(r.stdout)["ids"]
@@ -272,14 +369,26 @@ def test_cli_prints_one_line_for_hostile_arguments(database, tmp_path):
 
 # -- case 8 and the time bound ------------------------------------------------------------------
 
-@pytest.mark.parametrize("seconds", [1e300, 3.2e12, float("inf"), float("nan"), -1, 10 ** 400])
+
+@pytest.mark.parametrize("seconds", [1e300, 3.2e12, float("inf"), float("nan"), -1, 10**400])
 def test_retry_after_out_of_range_is_refused_naming_the_limit(seconds):
-    with pytest.raises(ValueError, match="RetryAfter seconds must be a finite number from 0 to .*9999-12-31"):
+    with pytest.raises(
+        ValueError, match="RetryAfter seconds must be a finite number from 0 to .*9999-12-31"
+    ):
         RetryAfter(seconds)
 
 
-@pytest.mark.parametrize("kw", [dict(delay=3.2e12), dict(delay=1e300), dict(delay=10 ** 400),
-                                dict(run_at=3.2e12), dict(run_at=10 ** 400), dict(run_at=float("inf"))])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(delay=3.2e12),
+        dict(delay=1e300),
+        dict(delay=10**400),
+        dict(run_at=3.2e12),
+        dict(run_at=10**400),
+        dict(run_at=float("inf")),
+    ],
+)
 def test_enqueue_times_are_bounded_at_year_9999(queue, kw):
     with pytest.raises(ValueError, match="years 1 to 9999"):
         queue.enqueue("t", None, **kw)
@@ -303,18 +412,29 @@ def test_retry_after_past_the_latest_time_through_a_real_worker(database, tmp_pa
         wait_until(lambda: len(worker_rows(cfg)) == 1, timeout=30, what="the worker registered")
         pid = worker_rows(cfg)[0]["pid"]
         with JobQueue(config=load(cfg)) as q:
-            ids = {s: q.enqueue("hostile:do", {"act": "retry_after", "value": s}, max_attempts=2)
-                   for s in (1e300, 3.2e12, 2.53e11)}
+            ids = {
+                s: q.enqueue("hostile:do", {"act": "retry_after", "value": s}, max_attempts=2)
+                for s in (1e300, 3.2e12, 2.53e11)
+            }
             ok = q.enqueue("hostile:do", {"act": "retry_after", "value": 7200}, max_attempts=2)
-            wait_until(lambda: all(terminal(cfg, j) for j in ids.values()) and job_row(cfg, ok)["attempts"] == 1,
-                       timeout=20, what="the jobs to end")
+            wait_until(
+                lambda: (
+                    all(terminal(cfg, j) for j in ids.values())
+                    and job_row(cfg, ok)["attempts"] == 1
+                ),
+                timeout=20,
+                what="the jobs to end",
+            )
             for s, j in ids.items():
                 job = q.get(j)
                 assert job.status == "failed" and job.attempts == 2, (s, job)
                 assert "9999-12-31T23:59:59Z" in job.error
             assert "would make job" in q.get(ids[2.53e11]).error
             job = q.get(ok)
-            assert job.status == "pending" and abs(parse_iso(job.run_at) - parse_iso(job.updated_at) - 7200) < 1
+            assert (
+                job.status == "pending"
+                and abs(parse_iso(job.run_at) - parse_iso(job.updated_at) - 7200) < 1
+            )
         assert [w["pid"] for w in worker_rows(cfg)] == [pid]
         sup.signal(signal.SIGTERM)
         assert sup.wait(30) == 0
@@ -324,9 +444,19 @@ def test_retry_after_past_the_latest_time_through_a_real_worker(database, tmp_pa
 
 # -- Low: type names, max_result_bytes ----------------------------------------------------------
 
-@pytest.mark.parametrize("jtype, why", [("a\x00b", "control character"), ("x" * 1_000_000, "above the limit of 200"),
-                                        ("a\nb", "control character"), ("a\udc80", "valid Unicode"),
-                                        ("", "non-empty"), ("  ", "non-empty"), (5, "non-empty string")])
+
+@pytest.mark.parametrize(
+    "jtype, why",
+    [
+        ("a\x00b", "control character"),
+        ("x" * 1_000_000, "above the limit of 200"),
+        ("a\nb", "control character"),
+        ("a\udc80", "valid Unicode"),
+        ("", "non-empty"),
+        ("  ", "non-empty"),
+        (5, "non-empty string"),
+    ],
+)
 def test_bad_type_names(queue, jtype, why):
     with pytest.raises(ValueError, match=why):
         queue.enqueue(jtype)
@@ -336,31 +466,45 @@ def test_bad_type_names(queue, jtype, why):
     assert queue.get(queue.enqueue("x" * MAX_TYPE_LEN)).type == "x" * MAX_TYPE_LEN
 
 
-@pytest.mark.parametrize("field, bad, why", [
-    ("limit_key", "a\x00b", "NUL"), ("limit_key", "\udc80", "lone surrogate"),
-    ("payload", "a\x00b", "NUL"), ("payload", "k\udc80", "lone surrogate"),
-    ("queue", "a\x00b", "control character"), ("queue", "q\udc80", "lone surrogate")])
-def test_hostile_limit_keys_and_queue_names_are_refused_naming_them(tmp_path, make_config, clock,
-                                                                   field, bad, why):
+@pytest.mark.parametrize(
+    "field, bad, why",
+    [
+        ("limit_key", "a\x00b", "NUL"),
+        ("limit_key", "\udc80", "lone surrogate"),
+        ("payload", "a\x00b", "NUL"),
+        ("payload", "k\udc80", "lone surrogate"),
+        ("queue", "a\x00b", "control character"),
+        ("queue", "q\udc80", "lone surrogate"),
+    ],
+)
+def test_hostile_limit_keys_and_queue_names_are_refused_naming_them(
+    tmp_path, make_config, clock, field, bad, why
+):
     """A limit key (given, or found by the type's key path in the payload) or a queue name
     with a NUL or a lone surrogate: a ValueError naming the field and the value, on every
     path in, and nothing written (not an outage, not a bare UnicodeEncodeError)."""
     cfg = load(make_config(tmp_path, types={"keyed": {"key": "payload.k"}}))
     named = {"limit_key": "limit_key", "payload": "payload.k", "queue": "queue name"}[field]
-    pattern = f"{named} {re.escape(repr(bad))}.*{why}" if field != "payload" else \
-        f"payload.k = {re.escape(repr(bad))} cannot be a limit key.*{why}"
+    pattern = (
+        f"{named} {re.escape(repr(bad))}.*{why}"
+        if field != "payload"
+        else f"payload.k = {re.escape(repr(bad))} cannot be a limit key.*{why}"
+    )
     if field == "payload":
         args, opts = ({"k": bad},), {}
     else:
         args, opts = ({"k": "fine"},), {field: bad}
     with JobQueue(config=cfg, clock=clock) as q:
         app = raw(cfg)
-        calls = [lambda: q.enqueue("keyed", *args, **opts),
-                 lambda: q.enqueue("keyed", *args, **opts, key="k1"),
-                 lambda: q.enqueue("keyed", *args, **opts, conn=getattr(app, "conn", app)),
-                 lambda: q.enqueue_many([("keyed", *args, opts)]),
-                 lambda: q.enqueue_many([("keyed", {"k": "ok"}),
-                                         ("keyed", *args, {**opts, "after": [0]})])]
+        calls = [
+            lambda: q.enqueue("keyed", *args, **opts),
+            lambda: q.enqueue("keyed", *args, **opts, key="k1"),
+            lambda: q.enqueue("keyed", *args, **opts, conn=getattr(app, "conn", app)),
+            lambda: q.enqueue_many([("keyed", *args, opts)]),
+            lambda: q.enqueue_many(
+                [("keyed", {"k": "ok"}), ("keyed", *args, {**opts, "after": [0]})]
+            ),
+        ]
         if field == "payload":
             calls.append(lambda: q.enqueue_many([("keyed", *args)]))
         for call in calls:
@@ -380,7 +524,11 @@ def test_max_result_bytes_fails_a_larger_result(database, tmp_path):
             big = q.enqueue("hostile:do", {"act": "return", "size": 20_000})
             fits = q.enqueue("hostile:do", {"act": "return", "size": 9_990})
             deep = q.enqueue("hostile:do", {"act": "return", "nest": 150})
-            wait_until(lambda: all(terminal(cfg, j) for j in (big, fits, deep)), timeout=20, what="jobs to end")
+            wait_until(
+                lambda: all(terminal(cfg, j) for j in (big, fits, deep)),
+                timeout=20,
+                what="jobs to end",
+            )
             assert q.get(fits).status == "completed" and q.get(fits).result == "r" * 9_990
             b = q.get(big)
             assert b.status == "failed" and b.result is None
@@ -395,6 +543,7 @@ def test_max_result_bytes_fails_a_larger_result(database, tmp_path):
 
 def test_max_result_bytes_is_a_config_key_beside_max_payload_bytes():
     from supervisor.cli.template import default_toml
+
     assert Config().max_result_bytes == Config().max_payload_bytes == 1 << 20
     text = default_toml()
     assert "max_result_bytes = 1048576" in text
@@ -403,7 +552,9 @@ def test_max_result_bytes_is_a_config_key_beside_max_payload_bytes():
     assert "max_result_bytes = 1048576" in shipped
 
 
-def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(tmp_path, make_config, monkeypatch):
+def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(
+    tmp_path, make_config, monkeypatch
+):
     """The last resort on the commit path: anything but a database error raised while recording
     outcomes fails those jobs with the error (the worker lives on)."""
     from shared.execution.handlers import Registry, handler
@@ -412,6 +563,7 @@ def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(tmp_path, make
     @handler("t:ok")
     def ok(payload, job):
         return 1
+
     cfg = load(make_config(tmp_path))
     w = Worker(cfg, Registry([ok.__jobq_handler__]))
     w.store = open_store(cfg)
@@ -427,11 +579,14 @@ def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(tmp_path, make
                 if len(calls) == 1:
                     raise UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed")
                 return real(finishes, *a, **k)
+
             monkeypatch.setattr(w.store, "finish_and_claim", first_call_raises)
             w.commit(limit=0, must=True)
             assert calls == [["completed"], ["failed"]]
             job = q.get(jid)
-            assert job.status == "failed" and "could not be recorded (UnicodeEncodeError" in job.error
+            assert (
+                job.status == "failed" and "could not be recorded (UnicodeEncodeError" in job.error
+            )
     finally:
         w.store.close()
         w.signals.close()

@@ -1,5 +1,6 @@
 """Per-key limits and fairness: ``concurrency_per_key``, ``rate_per_key`` and
 ``fair = true`` held by the limited claim on each engine, and by real workers."""
+
 from __future__ import annotations
 
 import time
@@ -37,7 +38,9 @@ def drive(q, clock, steps: int, tick: float = 0.0):
             most[key] = max(most.get(key, 0), sum(k == key for _, k in running))
         if not got and running:
             j, _ = running.pop(0)
-            q.store.finish_and_claim([Finish("completed", j.id, j.attempts, None)], OWNER, PID, clock.now(), 0)
+            q.store.finish_and_claim(
+                [Finish("completed", j.id, j.attempts, None)], OWNER, PID, clock.now(), 0
+            )
     return started, most
 
 
@@ -99,8 +102,14 @@ def test_the_fair_walk_steps_over_full_keys_and_wraps_round_from_its_turn(databa
             return q.store.claim_limited(OWNER, PID, clock.now(), limits, n)
 
         def finish(*jobs) -> None:
-            q.store.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in jobs],
-                                     OWNER, PID, clock.now(), 0)
+            q.store.finish_and_claim(
+                [Finish("completed", j.id, j.attempts, None) for j in jobs],
+                OWNER,
+                PID,
+                clock.now(),
+                0,
+            )
+
         running = {j.payload["customer"]: j for j in claim(5)}  # one walk serves five keys
         assert sorted(running) == keys[:5]
         for _ in range(7):
@@ -124,7 +133,9 @@ def test_a_dead_workers_job_requeued_frees_its_keys_slot_at_once(database, tmp_p
         limits = type_limits(q.config)
         (held,) = q.store.claim_limited("dead:1:1", 1, clock.now(), limits, 1)
         assert q.store.claim_limited(OWNER, PID, clock.now(), limits, 1) == []  # A at its limit
-        released = q.store.release_owner("dead:1:1", "worker died", clock.now(), max_attempts_for=lambda j: 5)
+        released = q.store.release_owner(
+            "dead:1:1", "worker died", clock.now(), max_attempts_for=lambda j: 5
+        )
         assert [(r.id, r.status) for r in released] == [(held.id, "pending")]
         got = q.store.claim_limited(OWNER, PID, clock.now(), limits, 2)
         assert len(got) == 1 and got[0].payload == {"customer": "A"}  # one slot, free again
@@ -133,17 +144,31 @@ def test_a_dead_workers_job_requeued_frees_its_keys_slot_at_once(database, tmp_p
 
 
 @pytest.mark.engine_only("sqlite", reason="SQLite's query plan")
-@pytest.mark.parametrize("after", ["turn", "given"])  # the first pass reads the turn; a wrap is given ""
+@pytest.mark.parametrize(
+    "after", ["turn", "given"]
+)  # the first pass reads the turn; a wrap is given ""
 def test_the_fair_walk_seeks_the_key_index_and_scans_no_jobs(database, tmp_path, after):
     from shared.engines.sql.keys import FROM_TURN, WALK
+
     q = keyed_queue(database, tmp_path, FakeClock(1_800_000_000), concurrency_per_key=1, fair=True)
     try:
         d = q.store.dialect
         room = f"NOT ({d.any_of.format(col='walk.k', param=':wfull')})"
         start = FROM_TURN if after == "turn" else ":after"
-        plan = " | ".join(r["detail"] for r in q.store.conn.execute(
-            "EXPLAIN QUERY PLAN " + WALK.format(after=start, upto="", extra="", room=room),
-            {"wfull": d.list_param(["a"]), "type": "key:job", "after": "", "now": "2026", "want": 1, "probes": 64}))
+        plan = " | ".join(
+            r["detail"]
+            for r in q.store.conn.execute(
+                "EXPLAIN QUERY PLAN " + WALK.format(after=start, upto="", extra="", room=room),
+                {
+                    "wfull": d.list_param(["a"]),
+                    "type": "key:job",
+                    "after": "",
+                    "now": "2026",
+                    "want": 1,
+                    "probes": 64,
+                },
+            )
+        )
         assert "USING INDEX jobs_key_claim (type=? AND limit_key>?)" in plan, plan
         assert "USING INDEX jobs_key_claim (type=? AND limit_key=?)" in plan, plan
         assert "SCAN jobs" not in plan, plan
@@ -157,15 +182,22 @@ def test_immediate_mode_runs_a_fair_types_keyed_job_at_enqueue(database, tmp_pat
     @handler("key:job")
     def keyed(payload, job):
         return payload["customer"]
-    cfg = load(write_config(tmp_path, types={"key:job": {"key": "payload.customer", "concurrency_per_key": 1,
-                                                        "fair": True}}))
+
+    cfg = load(
+        write_config(
+            tmp_path,
+            types={"key:job": {"key": "payload.customer", "concurrency_per_key": 1, "fair": True}},
+        )
+    )
     with JobQueue(config=cfg, immediate=True, handlers=[keyed]) as q:
         job = q.get(q.enqueue("key:job", {"customer": "A"}))  # taken by its id: no turn of keys
         assert (job.status, job.result) == ("completed", "A")
 
 
 def test_a_missing_key_path_names_the_type_and_path_and_writes_nothing(tmp_path):
-    cfg = from_dict({"database": str(tmp_path / "x.db"), "types": {"key:job": {"key": "payload.customer.id"}}})
+    cfg = from_dict(
+        {"database": str(tmp_path / "x.db"), "types": {"key:job": {"key": "payload.customer.id"}}}
+    )
     with JobQueue(config=cfg) as q:
         with pytest.raises(ValueError, match=r"'key:job'.*payload\.customer\.id"):
             q.enqueue("key:job", {"customer": {"name": "x"}})
@@ -174,14 +206,19 @@ def test_a_missing_key_path_names_the_type_and_path_and_writes_nothing(tmp_path)
         with pytest.raises(ValueError, match="limit_key"):
             q.enqueue("key:job", {}, limit_key="")
         assert q.counts() == {}
-        assert q.get(q.enqueue("key:job", {"customer": {"id": 7}})).payload == {"customer": {"id": 7}}
+        assert q.get(q.enqueue("key:job", {"customer": {"id": 7}})).payload == {
+            "customer": {"id": 7}
+        }
         assert q.get(q.enqueue("key:job", {}, limit_key="tenant-9")) is not None
 
 
 def test_eight_workers_hold_two_runs_per_key_and_serve_b_fairly(database, tmp_path, sup_factory):
-    config_path = write_config(tmp_path, handlers=["keyjobs"], supervisor={"workers": 8},
-                               types={"key:job": {"key": "payload.customer", "concurrency_per_key": 2,
-                                                  "fair": True}})
+    config_path = write_config(
+        tmp_path,
+        handlers=["keyjobs"],
+        supervisor={"workers": 8},
+        types={"key:job": {"key": "payload.customer", "concurrency_per_key": 2, "fair": True}},
+    )
     with JobQueue(config=load(config_path)) as q:
         q.enqueue_many([("key:job", {"customer": "A"}) for _ in range(10_000)], batch_size=5000)
         sup_factory(config_path)
@@ -194,11 +231,18 @@ def test_eight_workers_hold_two_runs_per_key_and_serve_b_fairly(database, tmp_pa
         # taken before the write lock, and A jobs started while the enqueue waited for it
         # (64 in a loaded CI run) are not the fair turn's to answer for
         b_enqueued = time.time()
-        wait_until(lambda: all(q.get(i).status == "completed" for i in b_ids), timeout=60,
-                   what="every B job done")
+        wait_until(
+            lambda: all(q.get(i).status == "completed" for i in b_ids),
+            timeout=60,
+            what="every B job done",
+        )
     with db(config_path) as c:
-        runs = [(r[0], parse_iso(r[1]), parse_iso(r[2])) for r in c.execute(
-            "SELECT j.limit_key, a.started_at, a.ended_at FROM job_attempts a JOIN jobs j ON j.id = a.job_id")]
+        runs = [
+            (r[0], parse_iso(r[1]), parse_iso(r[2]))
+            for r in c.execute(
+                "SELECT j.limit_key, a.started_at, a.ended_at FROM job_attempts a JOIN jobs j ON j.id = a.job_id"
+            )
+        ]
     assert max_overlap_per_key(runs) <= 2
     last_b = max(s for k, s, _ in runs if k == "B")
     a_between = sum(1 for k, s, _ in runs if k == "A" and b_enqueued <= s <= last_b)
@@ -210,7 +254,9 @@ def max_overlap_per_key(runs: list[tuple[str, float, float]]) -> int:
     """The most runs of one key at once, from (key, start, end) (an end before a start at the same time)."""
     most = 0
     for key in {k for k, _, _ in runs}:
-        events = sorted([(s, 1) for k, s, _ in runs if k == key] + [(e, -1) for k, _, e in runs if k == key])
+        events = sorted(
+            [(s, 1) for k, s, _ in runs if k == key] + [(e, -1) for k, _, e in runs if k == key]
+        )
         now = 0
         for _, d in events:
             now += d
@@ -220,28 +266,43 @@ def max_overlap_per_key(runs: list[tuple[str, float, float]]) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_rate_per_key_holds_in_real_time_over_5_minutes_under_eight_workers(database, tmp_path, sup_factory):
+def test_rate_per_key_holds_in_real_time_over_5_minutes_under_eight_workers(
+    database, tmp_path, sup_factory
+):
     """Per-key rates in real time: 51 starts of each key take five windows of 60 s, at most 10 in
     each. Starts are the handlers' own (the attempt history), a few ms after their claims, so a
     window is checked 0.25 s shorter than 60 s to leave room for that lag."""
-    config_path = write_config(tmp_path, handlers=["keyjobs"], supervisor={"workers": 8},
-                               types={"key:job": {"key": "payload.customer", "rate_per_key": "10/min"}})
+    config_path = write_config(
+        tmp_path,
+        handlers=["keyjobs"],
+        supervisor={"workers": 8},
+        types={"key:job": {"key": "payload.customer", "rate_per_key": "10/min"}},
+    )
     with JobQueue(config=load(config_path)) as q:
         q.enqueue_many([("key:job", {"customer": c}) for c in "AB" for _ in range(60)])
         sup_factory(config_path)
 
         def starts() -> dict[str, list[float]]:
             with db(config_path) as c:
-                rows = c.execute("SELECT j.limit_key, a.started_at FROM job_attempts a "
-                                 "JOIN jobs j ON j.id = a.job_id").fetchall()
+                rows = c.execute(
+                    "SELECT j.limit_key, a.started_at FROM job_attempts a "
+                    "JOIN jobs j ON j.id = a.job_id"
+                ).fetchall()
             out: dict[str, list[float]] = {"A": [], "B": []}
             for r in rows:
                 out[r[0]].append(parse_iso(r[1]))
             return {k: sorted(v) for k, v in out.items()}
-        got = wait_until(lambda: (s := starts()) and all(len(v) >= 51 for v in s.values()) and s,
-                         timeout=400, what="51 starts of each key", interval=1.0)
+
+        got = wait_until(
+            lambda: (s := starts()) and all(len(v) >= 51 for v in s.values()) and s,
+            timeout=400,
+            what="51 starts of each key",
+            interval=1.0,
+        )
     for key, ts in got.items():
         most = max(sum(s - 59.75 < t <= s for t in ts) for s in ts)
-        print(f"\n[{database.name}] key {key}: {len(ts)} starts over {ts[-1] - ts[0]:.1f} s, "
-              f"at most {most} in any 60 s")
+        print(
+            f"\n[{database.name}] key {key}: {len(ts)} starts over {ts[-1] - ts[0]:.1f} s, "
+            f"at most {most} in any 60 s"
+        )
         assert most <= 10 and ts[50] - ts[0] >= 295, (key, most, ts[50] - ts[0])

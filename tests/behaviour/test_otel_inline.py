@@ -2,6 +2,7 @@
 Prometheus metrics, trace ids on text log lines, the stored context of ``enqueue_many`` with
 ``batch_size`` and of ``conn=``, and the checks of an explicit ``traceparent``. (The trace across
 a real supervisor's workers: tests/process/test_otel.py.)"""
+
 from __future__ import annotations
 
 import io
@@ -57,20 +58,31 @@ def points(reader: InMemoryMetricReader) -> dict[str, list]:
     data = reader.get_metrics_data()
     if data is None:  # nothing recorded yet
         return {}
-    return {m.name: list(m.data.data_points) for rm in data.resource_metrics
-            for sm in rm.scope_metrics if sm.scope.name == "jobq" for m in sm.metrics}
+    return {
+        m.name: list(m.data.data_points)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        if sm.scope.name == "jobq"
+        for m in sm.metrics
+    }
 
 
 def test_runs_are_counted_by_outcome_with_run_time_and_lag(q, reader, clock):
-    before = {p.attributes["jobq.outcome"]: p.value for p in points(reader).get("jobq.jobs", [])
-              if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")}
+    before = {
+        p.attributes["jobq.outcome"]: p.value
+        for p in points(reader).get("jobq.jobs", [])
+        if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")
+    }
     q.enqueue("m:ok", {})
     q.enqueue("m:bad", {})
     clock.advance(3)  # both have waited 3 s (the fake clock) when they start
     assert q.drain() == {"completed": 1, "retried": 0, "failed": 1}
     got = points(reader)
-    counts = {p.attributes["jobq.outcome"]: p.value for p in got["jobq.jobs"]
-              if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")}
+    counts = {
+        p.attributes["jobq.outcome"]: p.value
+        for p in got["jobq.jobs"]
+        if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")
+    }
     assert counts["completed"] - before.get("completed", 0) == 1
     assert counts["error"] - before.get("error", 0) == 1
     ran = [p for p in got["jobq.job.duration"] if p.attributes["jobq.job.type"] == "m:ok"]
@@ -106,8 +118,13 @@ def test_batches_and_conn_store_the_context(q, reader, database):
 def test_an_explicit_traceparent_is_checked(q):
     job_id = q.enqueue("m:ok", {}, traceparent=PARENT)
     assert json.loads(q.get(job_id).trace) == {"traceparent": PARENT}
-    for bad_text in ("", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", PARENT.upper(),
-                     "00-" + "0" * 32 + "-b7ad6b7169203331-01", "ff" + PARENT[2:]):
+    for bad_text in (
+        "",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+        PARENT.upper(),
+        "00-" + "0" * 32 + "-b7ad6b7169203331-01",
+        "ff" + PARENT[2:],
+    ):
         with pytest.raises(ValueError, match="traceparent must be W3C trace context"):
             q.enqueue("m:ok", {}, traceparent=bad_text)
     assert q.counts() == {"pending": 1}
@@ -123,22 +140,31 @@ def depth(memory: InMemoryMetricReader) -> dict[tuple[str, str], int]:
                 if m.name == "jobq.queue.depth":
                     for p in m.data.data_points:
                         assert p.attributes["messaging.destination.name"] == "default"
-                        found[(p.attributes["jobq.job.status"], p.attributes["jobq.job.type"])] = p.value
+                        found[(p.attributes["jobq.job.status"], p.attributes["jobq.job.type"])] = (
+                            p.value
+                        )
     return found
 
 
 def test_the_queue_depth_gauge_reads_jobs_by_status_and_type_at_each_collection(q, config_path):
     memory = InMemoryMetricReader()
     cfg = load(config_path)
-    worker_tracing(cfg, 0, MeterProvider(metric_readers=[memory]))  # slot 0 reports it, before any job
+    worker_tracing(
+        cfg, 0, MeterProvider(metric_readers=[memory])
+    )  # slot 0 reports it, before any job
     q.enqueue("m:ok", {})
     q.enqueue("m:ok", {})
     q.enqueue("m:bad", {})
     assert depth(memory) == {("pending", "m:ok"): 2, ("pending", "m:bad"): 1}
     assert q.drain() == {"completed": 2, "retried": 0, "failed": 1}
-    assert {k: v for k, v in depth(memory).items() if v} == {("completed", "m:ok"): 2, ("failed", "m:bad"): 1}
+    assert {k: v for k, v in depth(memory).items() if v} == {
+        ("completed", "m:ok"): 2,
+        ("failed", "m:bad"): 1,
+    }
     other = InMemoryMetricReader()
-    worker_tracing(cfg, 1, MeterProvider(metric_readers=[other]))  # the other workers do not repeat it
+    worker_tracing(
+        cfg, 1, MeterProvider(metric_readers=[other])
+    )  # the other workers do not repeat it
     assert depth(other) == {}
 
 
@@ -147,6 +173,7 @@ def spans(reader):
     """The spans this process's global TracerProvider ends from now on (an in-memory exporter)."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
     memory = InMemorySpanExporter()
     processor = SimpleSpanProcessor(memory)
     trace.get_tracer_provider().add_span_processor(processor)
@@ -160,23 +187,53 @@ def test_a_stored_context_is_read_whole_and_an_unreadable_one_gives_a_root_span(
     by another program) gives the run a root span instead of failing it."""
     good = q.enqueue("m:ok", {}, traceparent=PARENT)
     store = q.store
-    bad_texts = ["not json", '{"traceparent": 5}', '{"traceparent": "00-zz-yy-01"}', "[]",
-                 '{"traceparent": "00-' + "0" * 32 + '-b7ad6b7169203331-01"}']
-    bad = [store.enqueue([NewJob(new_id(), "m:ok", "{}", 0, q.clock.now(), None, None, text)], q.clock.now())[0]
-           for text in bad_texts]
+    bad_texts = [
+        "not json",
+        '{"traceparent": 5}',
+        '{"traceparent": "00-zz-yy-01"}',
+        "[]",
+        '{"traceparent": "00-' + "0" * 32 + '-b7ad6b7169203331-01"}',
+    ]
+    bad = [
+        store.enqueue(
+            [NewJob(new_id(), "m:ok", "{}", 0, q.clock.now(), None, None, text)], q.clock.now()
+        )[0]
+        for text in bad_texts
+    ]
     stated = q.enqueue_many([("m:ok", {})], traceparent=PARENT.replace("-01", "-00"))[0]
-    with_state = store.enqueue([NewJob(new_id(), "m:ok", "{}", 0, q.clock.now(), None, None,
-                                       json.dumps({"traceparent": PARENT, "tracestate": "v=1,w=2"}))],
-                               q.clock.now())[0]
+    with_state = store.enqueue(
+        [
+            NewJob(
+                new_id(),
+                "m:ok",
+                "{}",
+                0,
+                q.clock.now(),
+                None,
+                None,
+                json.dumps({"traceparent": PARENT, "tracestate": "v=1,w=2"}),
+            )
+        ],
+        q.clock.now(),
+    )[0]
     assert q.drain() == {"completed": 8, "retried": 0, "failed": 0}
-    by_job = {s.attributes["messaging.message.id"]: s for s in spans.get_finished_spans() if s.name == "process m:ok"}
-    assert by_job[good].context.trace_id == 0x0af7651916cd43dd8448eb211c80319c
-    assert by_job[good].parent.span_id == 0xb7ad6b7169203331 and by_job[good].parent.is_remote
+    by_job = {
+        s.attributes["messaging.message.id"]: s
+        for s in spans.get_finished_spans()
+        if s.name == "process m:ok"
+    }
+    assert by_job[good].context.trace_id == 0x0AF7651916CD43DD8448EB211C80319C
+    assert by_job[good].parent.span_id == 0xB7AD6B7169203331 and by_job[good].parent.is_remote
     assert by_job[good].context.trace_flags.sampled
     assert by_job[with_state].context.trace_state.to_header() == "v=1,w=2"
-    assert stated not in by_job  # its producer said "not sampled": the SDK's default sampler follows it
+    assert (
+        stated not in by_job
+    )  # its producer said "not sampled": the SDK's default sampler follows it
     for job_id in bad:
-        assert by_job[job_id].parent is None and by_job[job_id].attributes["jobq.outcome"] == "completed"
+        assert (
+            by_job[job_id].parent is None
+            and by_job[job_id].attributes["jobq.outcome"] == "completed"
+        )
 
 
 def test_one_tracer_per_runner_however_many_jobs(q, spans, monkeypatch):
@@ -199,6 +256,7 @@ def test_a_worker_counts_its_runs_per_batch_with_the_same_totals(reader, config_
     from shared.engines import open_store
     from shared.execution.handlers import Registry
     from worker.loop import Worker
+
     # only batch ends settle here
     monkeypatch.setattr(shared.telemetry.meters, "SETTLE_AFTER", 60.0)
     cfg = load(config_path)
@@ -208,8 +266,12 @@ def test_a_worker_counts_its_runs_per_batch_with_the_same_totals(reader, config_
     reg.add_module(mod)
 
     def counted() -> dict[str, int]:
-        return {p.attributes["jobq.outcome"]: p.value for p in points(reader).get("jobq.jobs", [])
-                if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")}
+        return {
+            p.attributes["jobq.outcome"]: p.value
+            for p in points(reader).get("jobq.jobs", [])
+            if p.attributes["jobq.job.type"] in ("m:ok", "m:bad")
+        }
+
     before = counted()
     with JobQueue(config=cfg) as q:
         q.enqueue_many([("m:ok", {})] * 7 + [("m:bad", {})] * 2)

@@ -3,6 +3,7 @@ handles and waiting, in the calling process (drain, immediate mode) on both engi
 
 The tasks are tests/fixtures/taskjobs.py, imported as ``taskjobs`` (as a supervisor's workers
 import it), so their default names match."""
+
 from __future__ import annotations
 
 import asyncio
@@ -44,6 +45,7 @@ def queue_of(engine):
         q = JobQueue(config=engine.config(NO_BACKOFF), handlers=["taskjobs"], immediate=immediate)
         made.append(q)
         return q
+
     yield make
     for q in made:
         q.close()
@@ -69,22 +71,28 @@ def test_a_task_called_directly_is_the_function_and_its_type_is_its_import_path(
 
 def test_a_task_defined_in_a_function_needs_a_name():
     with pytest.raises(ValueError, match="name="):
+
         @task
         def local(x: int) -> int:
             return x
+
     named = task(name="t:local")(lambda x: x)
     assert named.name == "t:local" and named(3) == 3
 
 
-@pytest.mark.parametrize("options, error, named", [
-    ({"max_attempts": 0}, ValueError, "max_attempts"),
-    ({"timeout": -1}, ValueError, "timeout"),
-    ({"priority": "high"}, TypeError, "priority"),
-    ({"name": ""}, ValueError, "non-empty"),
-])
+@pytest.mark.parametrize(
+    "options, error, named",
+    [
+        ({"max_attempts": 0}, ValueError, "max_attempts"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"priority": "high"}, TypeError, "priority"),
+        ({"name": ""}, ValueError, "non-empty"),
+    ],
+)
 def test_bad_task_options_raise_naming_the_task(options, error, named):
     def send(x: int) -> int:
         return x
+
     with pytest.raises(error, match=named) as info:
         task(**{"name": "t:bad", **options})(send)
     assert "t:bad" in str(info.value) or not options.get("name", "t:bad")
@@ -99,18 +107,23 @@ def test_enqueue_stores_the_arguments_as_args_and_kwargs(queue_of):
     assert job.payload == {"args": [7], "kwargs": {"email": "x@y", "lines": ["a"]}}
 
 
-@pytest.mark.parametrize("args, kwargs, error, named", [
-    ((), {"email": "x"}, TypeError, "'invoice_id'"),                      # missing
-    ((1,), {"email": "x", "mail": "y"}, TypeError, "'mail'"),              # unknown
-    ((1, "x"), {}, TypeError, "positional"),                               # keyword-only given by position
-    ((1,), {"email": "x", "lines": ("a", "b")}, TypeError, "'lines' is a tuple"),
-    ((1,), {"email": "x", "lines": {"a"}}, TypeError, "'lines' is a set"),
-    ((1,), {"email": b"x"}, TypeError, "'email' is a bytes"),
-    ((datetime.datetime(2026, 1, 1),), {"email": "x"}, TypeError, "'invoice_id' is a datetime"),
-    ((1,), {"email": "x", "lines": [{1: "a"}]}, TypeError, "'lines'[0] has the key 1"),
-    ((float("nan"),), {"email": "x"}, ValueError, "'invoice_id' is nan"),
-])
-def test_arguments_that_do_not_bind_or_survive_json_raise_and_write_nothing(queue_of, args, kwargs, error, named):
+@pytest.mark.parametrize(
+    "args, kwargs, error, named",
+    [
+        ((), {"email": "x"}, TypeError, "'invoice_id'"),  # missing
+        ((1,), {"email": "x", "mail": "y"}, TypeError, "'mail'"),  # unknown
+        ((1, "x"), {}, TypeError, "positional"),  # keyword-only given by position
+        ((1,), {"email": "x", "lines": ("a", "b")}, TypeError, "'lines' is a tuple"),
+        ((1,), {"email": "x", "lines": {"a"}}, TypeError, "'lines' is a set"),
+        ((1,), {"email": b"x"}, TypeError, "'email' is a bytes"),
+        ((datetime.datetime(2026, 1, 1),), {"email": "x"}, TypeError, "'invoice_id' is a datetime"),
+        ((1,), {"email": "x", "lines": [{1: "a"}]}, TypeError, "'lines'[0] has the key 1"),
+        ((float("nan"),), {"email": "x"}, ValueError, "'invoice_id' is nan"),
+    ],
+)
+def test_arguments_that_do_not_bind_or_survive_json_raise_and_write_nothing(
+    queue_of, args, kwargs, error, named
+):
     q = queue_of()
     with pytest.raises(error) as info:
         taskjobs.send_invoice.using(queue=q).enqueue(*args, **kwargs)
@@ -125,17 +138,23 @@ def test_drain_runs_tasks_and_their_handles_return_the_results(queue_of):
     jobq.configure(q)
     h1 = taskjobs.add.enqueue(2, b=5)
     h2 = taskjobs.double.enqueue(21)
-    many = taskjobs.send_invoice.enqueue_many([((1,), {"email": "a"}), ((2,), {"email": "b", "lines": ["l"]})])
+    many = taskjobs.send_invoice.enqueue_many(
+        [((1,), {"email": "a"}), ((2,), {"email": "b", "lines": ["l"]})]
+    )
     assert q.drain()["completed"] == 4
     assert h1.wait() == 7 and h2.wait(timeout=5) == 42
-    assert q.wait_many(many) == [{"invoice": 1, "email": "a", "lines": []},
-                                 {"invoice": 2, "email": "b", "lines": ["l"]}]
+    assert q.wait_many(many) == [
+        {"invoice": 1, "email": "a", "lines": []},
+        {"invoice": 2, "email": "b", "lines": ["l"]},
+    ]
     assert q.wait_many([h1.id, h2.id, h1.id]) == [7, 42, 7]
     assert asyncio.run(h2.wait_async(timeout=5)) == 42
     assert q.handle(h1.id).get().result == 7 and q.handle(h1.id) == h1
 
 
-def test_immediate_mode_runs_at_enqueue_and_a_failure_raises_job_failed_with_the_traceback(queue_of):
+def test_immediate_mode_runs_at_enqueue_and_a_failure_raises_job_failed_with_the_traceback(
+    queue_of,
+):
     q = queue_of(immediate=True)
     jobq.configure(q)
     assert taskjobs.add.enqueue(1, 2).wait() == 3
@@ -146,7 +165,10 @@ def test_immediate_mode_runs_at_enqueue_and_a_failure_raises_job_failed_with_the
     failed = info.value
     assert failed.job.id == handle.id and failed.job.status == "failed"
     assert failed.error == "ValueError: cannot send: no address"
-    assert "Traceback" in failed.traceback and 'raise ValueError(f"cannot send: {message}")' in failed.traceback
+    assert (
+        "Traceback" in failed.traceback
+        and 'raise ValueError(f"cannot send: {message}")' in failed.traceback
+    )
     assert failed.traceback == failed.job.error
     with pytest.raises(JobFailed):
         q.wait_many([taskjobs.add.enqueue(1), handle])
@@ -237,16 +259,27 @@ def test_enqueue_through_conn_joins_the_callers_transaction(tmp_path):
 
 
 def test_a_threads_first_enqueue_inside_the_applications_transaction_does_not_wait_on_it(
-        engine, tmp_path, monkeypatch):
+    engine, tmp_path, monkeypatch
+):
     """A thread's default queue opens at its first enqueue; when that comes through ``conn=``
     inside the application's transaction (which holds SQLite's write lock), opening the queue
     must not need that lock: a schema already current is only read."""
     config = engine.config()
-    JobQueue(config=config).close()  # the schema is made (and current) before the application's turn
+    JobQueue(
+        config=config
+    ).close()  # the schema is made (and current) before the application's turn
     extra = {"postgres": {"schema": config.postgres.schema}} if engine.name == "postgresql" else {}
     path = tmp_path / "jobq.toml"
-    path.write_text(tomli_w.dumps({"database": config.database, "handlers": ["taskjobs"],
-                                   "sqlite": {"busy_timeout": 1}, **extra}))
+    path.write_text(
+        tomli_w.dumps(
+            {
+                "database": config.database,
+                "handlers": ["taskjobs"],
+                "sqlite": {"busy_timeout": 1},
+                **extra,
+            }
+        )
+    )
     monkeypatch.setenv("JOBQ_CONFIG", str(path))
     done: list = []
 
@@ -266,10 +299,13 @@ def test_a_threads_first_enqueue_inside_the_applications_transaction_does_not_wa
             done.append(exc)
         finally:
             app.close()
+
     t = threading.Thread(target=request, daemon=True)
     t.start()
     t.join(30)
-    assert done and all(isinstance(i, str) for i in done), done or "the enqueue still waits after 30 s"
+    assert done and all(isinstance(i, str) for i in done), (
+        done or "the enqueue still waits after 30 s"
+    )
     with JobQueue(config=config, handlers=["taskjobs"]) as q:
         assert [q.get(i).status for i in done] == ["pending"] * 3
         assert q.drain()["completed"] == 3 and q.wait_many(done, timeout=5) == [3, 3, 4]
@@ -286,6 +322,7 @@ def test_the_default_queue_comes_from_the_config_file(tmp_path, monkeypatch, mak
     def in_a_thread() -> None:
         other.append(shared.producer.tasks.default_queue())
         other[0].close()
+
     t = threading.Thread(target=in_a_thread)
     t.start()
     t.join()
@@ -309,6 +346,7 @@ def test_a_waiter_is_woken_by_the_commit_not_the_fallback(engine, monkeypatch):
             get = q.store.get
             q.store.get = lambda i: (reads.append(i), get(i))[1]
             got.append(q.handle(job_id).wait(timeout=120))
+
     t = threading.Thread(target=waiter, daemon=True)
     t.start()
     wait_until(lambda: reads, what="the waiter's first read")
@@ -334,26 +372,60 @@ def test_an_async_waiter_is_woken_by_the_commit(tmp_path, monkeypatch):
             await asyncio.sleep(0)  # the waiter makes its first read and pauses
             await asyncio.to_thread(run_it)
             return await asyncio.wait_for(waiting, 60)
+
     assert asyncio.run(main()) == 42
 
 
 def test_the_jobq_package_is_the_user_api_and_the_layout_names_keep_working(tmp_path):
     import shared
     import worker
-    for name in ("JobQueue", "handler", "PermanentError", "RetryAfter", "task", "JobHandle", "JobFailed",
-                 "JobCancelled", "JobNotFound", "configure", "Job", "FakeClock", "on_completed"):
+
+    for name in (
+        "JobQueue",
+        "handler",
+        "PermanentError",
+        "RetryAfter",
+        "task",
+        "JobHandle",
+        "JobFailed",
+        "JobCancelled",
+        "JobNotFound",
+        "configure",
+        "Job",
+        "FakeClock",
+        "on_completed",
+    ):
         assert hasattr(jobq, name) and name in jobq.__all__, name
     assert jobq.JobQueue is shared.JobQueue and jobq.handler is worker.handler
     assert (Path(jobq.__file__).parent / "py.typed").exists()
     from tests.proc import env
-    out = subprocess.run([sys.executable, "-m", "jobq", "--config", str(tmp_path / "none.toml"), "status"],
-                         capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=60)
-    same = subprocess.run([sys.executable, "-m", "supervisor", "--config", str(tmp_path / "none.toml"), "status"],
-                          capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=60)
+
+    out = subprocess.run(
+        [sys.executable, "-m", "jobq", "--config", str(tmp_path / "none.toml"), "status"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    same = subprocess.run(
+        [sys.executable, "-m", "supervisor", "--config", str(tmp_path / "none.toml"), "status"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert (out.returncode, out.stdout, out.stderr) == (same.returncode, same.stdout, same.stderr)
     assert out.returncode != 0 and "none.toml" in out.stderr
-    helped = subprocess.run([sys.executable, "-m", "jobq", "--help"], capture_output=True, text=True,
-                            env=env(), cwd=tmp_path, timeout=60)
+    helped = subprocess.run(
+        [sys.executable, "-m", "jobq", "--help"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert helped.returncode == 0 and "usage: jobq" in helped.stdout
 
 
@@ -366,22 +438,25 @@ def test_a_forked_child_waits_with_its_own_watcher(tmp_path):
         pending = taskjobs.add.using(queue=q, delay=3600).enqueue(2)
         q.drain()
         with pytest.raises(TimeoutError):
-            pending.wait(timeout=0.05)   # the parent's watcher exists now
+            pending.wait(timeout=0.05)  # the parent's watcher exists now
         parent_hub = q.hubs.current
         assert parent_hub is not None
         pid = os.fork()
         if pid == 0:  # the child: exit 0 only if all holds
             code = 1
             try:
-                assert q.handle(done.id).wait(timeout=5) == 1   # the parent's queue, in the child
+                assert q.handle(done.id).wait(timeout=5) == 1  # the parent's queue, in the child
                 try:
                     q.handle(pending.id).wait(timeout=0.2)
                 except TimeoutError:
                     mine = q.hubs.current
-                    code = 0 if mine is not None and mine is not parent_hub and mine.pid == os.getpid() else 3
+                    code = (
+                        0
+                        if mine is not None and mine is not parent_hub and mine.pid == os.getpid()
+                        else 3
+                    )
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert done.wait(timeout=5) == 1
-

@@ -1,6 +1,7 @@
 """Tasks end to end, on each engine: a real supervisor serves tests/fixtures/taskjobs.py
 (``handlers = ["taskjobs"]``); this test process enqueues with ``.enqueue()`` and waits for the
 results as a user's test file would (docs/tasks.md)."""
+
 from __future__ import annotations
 
 import sys
@@ -25,6 +26,7 @@ def server(request, tmp_path_factory):
     extra = {}
     if request.param == "postgresql":
         from tests.engines import PostgresEngine
+
         pg = PostgresEngine(folder)
         request.addfinalizer(pg.drop)
         extra = {"database": pg.database, "postgres": {"schema": pg.schema}}
@@ -72,9 +74,23 @@ def test_a_task_enqueued_from_the_command_line_runs_the_same_function(served):
     import subprocess
 
     from tests.proc import env
-    out = subprocess.run([sys.executable, "-m", "jobq", "--config", str(served), "enqueue", "taskjobs.add",
-                          '{"args": [7], "kwargs": {"b": 1}}'], capture_output=True, text=True, env=env(),
-                         timeout=60)
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jobq",
+            "--config",
+            str(served),
+            "enqueue",
+            "taskjobs.add",
+            '{"args": [7], "kwargs": {"b": 1}}',
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     job_id = out.stdout.strip().split()[-1]
     with JobQueue.from_config(str(served)) as q:
@@ -97,14 +113,25 @@ def test_the_wait_bench_prints_the_wait_latency_and_the_waiters_cpu(engine):
 
     from tests.engines import postgres_url, require_postgres
     from tests.proc import env
+
     args = []
     if engine == "postgresql":
         require_postgres()
         args = ["--database", postgres_url()]
-    out = subprocess.run([sys.executable, "-m", "bench.waits", "--smoke", *args], capture_output=True,
-                         text=True, env=env(), cwd=str(REPO), timeout=240)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.waits", "--smoke", *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=str(REPO),
+        timeout=240,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    for row in ("wait latency p50 (ms)", "100 idle waiters (% of a core)", "task.enqueue() extra cost (%)"):
+    for row in (
+        "wait latency p50 (ms)",
+        "100 idle waiters (% of a core)",
+        "task.enqueue() extra cost (%)",
+    ):
         assert row in out.stdout
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     assert figures["engine"] == engine and figures["wait_latency_ms"]["missing"] == 0

@@ -1,5 +1,6 @@
 """The worker (worker.loop.Worker and ``python -m worker``): running handlers, retries with
 backoff, failure classification, guarded recording, and a graceful stop."""
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,9 @@ from shared.engines import open_store
 from tests.engines import raw
 from worker.loop import Worker
 
-pytestmark = pytest.mark.engines  # the tests that use database (or make_config, queue) run on each engine
+pytestmark = (
+    pytest.mark.engines
+)  # the tests that use database (or make_config, queue) run on each engine
 
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
@@ -59,6 +62,7 @@ def make_worker(tmp_path, make_config, clock):
         w.store = open_store(cfg)
         made.append(w)
         return w
+
     yield build
     for w in made:
         w.store.close()
@@ -95,6 +99,7 @@ def boom(payload, job):
 
 # -- processing ------------------------------------------------------------------------------------
 
+
 def test_processes_all_jobs(make_worker, queue):
     calls = []
 
@@ -103,8 +108,9 @@ def test_processes_all_jobs(make_worker, queue):
         calls.append(payload)
 
     w = make_worker(echo, count)
-    ids = [queue.enqueue("t:echo", {"i": i}) for i in range(5)] + \
-          [queue.enqueue("t:count", i) for i in range(5)]
+    ids = [queue.enqueue("t:echo", {"i": i}) for i in range(5)] + [
+        queue.enqueue("t:count", i) for i in range(5)
+    ]
     while step(w):
         pass
     assert queue.counts() == {"completed": 10}
@@ -169,6 +175,7 @@ def test_async_handler(make_worker, queue):
 
 # -- retries and backoff ----------------------------------------------------------------------------
 
+
 def test_flaky_job_succeeds_on_third_attempt(make_worker, queue, clock):
     failures = {"left": 2}
 
@@ -198,13 +205,15 @@ def test_flaky_job_succeeds_on_third_attempt(make_worker, queue, clock):
 
 def test_backoff_schedule_then_failed_with_traceback(make_worker, queue, clock):
     base, cap, attempts = 1.0, 8.0, 6
-    w = make_worker(boom, retry={"max_attempts": attempts, "backoff_base": base, "backoff_max": cap})
+    w = make_worker(
+        boom, retry={"max_attempts": attempts, "backoff_base": base, "backoff_max": cap}
+    )
     job_id = queue.enqueue("t:boom", 42)
     for n in range(1, attempts):
         assert step(w).attempts == n
         job = queue.get(job_id)
         assert job.status == "pending" and job.attempts == n
-        d = min(base * 2 ** n, cap)
+        d = min(base * 2**n, cap)
         delay = parse_iso(job.run_at) - clock.now()
         assert 0.75 * d - 0.001 <= delay <= d + 0.001, (n, delay, d)
         assert step(w) is None
@@ -217,7 +226,7 @@ def test_backoff_schedule_then_failed_with_traceback(make_worker, queue, clock):
     assert job.owner is None
     assert "Traceback (most recent call last)" in job.error
     assert "ValueError: boom 42" in job.error
-    assert 'in boom' in job.error  # the frame of the handler
+    assert "in boom" in job.error  # the frame of the handler
     assert step(w) is None
 
 
@@ -248,6 +257,7 @@ def test_max_attempts_precedence(make_worker, queue, clock):
 
 
 # -- failure classification ------------------------------------------------------------------------------
+
 
 def test_permanent_error_fails_at_once(make_worker, queue):
     @handler("t:perm")
@@ -334,8 +344,9 @@ def test_sys_exit_in_handler_is_a_failure(make_worker, queue, code):
     assert job.result is None
 
 
-@pytest.mark.parametrize("result, word", [({"when": object()}, "object"), ({1, 2}, "set"),
-                                          ({"x": float("nan")}, "JSON")])
+@pytest.mark.parametrize(
+    "result, word", [({"when": object()}, "object"), ({1, 2}, "set"), ({"x": float("nan")}, "JSON")]
+)
 def test_result_not_json_serialisable_fails(make_worker, queue, result, word):
     @handler("t:badresult")
     def bad(payload, job):
@@ -354,6 +365,7 @@ def test_result_not_json_serialisable_fails(make_worker, queue, result, word):
 @pytest.mark.parametrize("seconds", [-1, float("nan"), float("inf")])
 def test_retry_after_with_a_bad_delay_is_an_ordinary_failure(make_worker, queue, clock, seconds):
     """RetryAfter(nan/inf) used to reach store.retry() and crash the worker in record()."""
+
     @handler("t:weird")
     def weird(payload, job):
         raise RetryAfter(seconds)
@@ -401,7 +413,7 @@ def test_lost_lease_outcome_is_dropped(make_worker, queue, clock):
 
 # -- python -m worker ------------------------------------------------------------------------------
 
-HANDLERS_MODULE = '''
+HANDLERS_MODULE = """
 import os, time
 from pathlib import Path
 from worker import handler
@@ -421,15 +433,14 @@ def wait(payload, job):
             raise RuntimeError("the release file never appeared")
         time.sleep(0.01)
     return {"released": True}
-'''
+"""
 
 
 @pytest.fixture
 def worker_proc(tmp_path, make_config):
     """Start ``python -m worker --config ...`` with a handlers module written into tmp_path."""
     (tmp_path / "jobq_sub_handlers.py").write_text(textwrap.dedent(HANDLERS_MODULE))
-    cfg_path = make_config(tmp_path, handlers=["jobq_sub_handlers"],
-                           worker={"poll_interval": 0.05})
+    cfg_path = make_config(tmp_path, handlers=["jobq_sub_handlers"], worker={"poll_interval": 0.05})
     procs = []
 
     def start():
@@ -437,12 +448,18 @@ def worker_proc(tmp_path, make_config):
         env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO), env.get("PYTHONPATH", "")])
         env.pop("JOBQ_CONFIG", None)
         log = open(tmp_path / f"worker{len(procs)}.log", "wb")
-        p = subprocess.Popen([sys.executable, "-m", "worker", "--config", str(cfg_path)],
-                             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "worker", "--config", str(cfg_path)],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         p.log_path = log.name
         log.close()
         procs.append(p)
         return p
+
     start.config = cfg_path
     yield start
     for p in procs:
@@ -460,6 +477,7 @@ def real_queue(worker_proc):
     """A producer on the real clock (the worker subprocess uses the real clock too), on the
     worker's database."""
     from shared.producer.api import JobQueue
+
     q = JobQueue(config=load(worker_proc.config))
     yield q
     q.close()
@@ -468,8 +486,14 @@ def real_queue(worker_proc):
 def test_worker_process_runs_all_jobs_and_stops_on_sigterm(worker_proc, real_queue):
     ids = [real_queue.enqueue("sub:echo", {"i": i}) for i in range(20)]
     p = worker_proc()
-    wait_for(lambda: "pending" not in real_queue.counts() and "running" not in real_queue.counts()
-             or p.poll() is not None, what="all jobs to finish")
+    wait_for(
+        lambda: (
+            "pending" not in real_queue.counts()
+            and "running" not in real_queue.counts()
+            or p.poll() is not None
+        ),
+        what="all jobs to finish",
+    )
     assert p.poll() is None, _log(p)
     assert real_queue.counts() == {"completed": 20}
     assert real_queue.get(ids[7]).result == {"echo": {"i": 7}, "pid": p.pid}
@@ -480,7 +504,9 @@ def test_worker_process_runs_all_jobs_and_stops_on_sigterm(worker_proc, real_que
 
 def test_sigterm_lets_the_current_job_finish(worker_proc, real_queue, tmp_path):
     started, release = tmp_path / "started", tmp_path / "release"
-    slow = real_queue.enqueue("sub:wait", {"started": str(started), "release": str(release)}, priority=10)
+    slow = real_queue.enqueue(
+        "sub:wait", {"started": str(started), "release": str(release)}, priority=10
+    )
     waiting = real_queue.enqueue("sub:echo", {"i": 1}, priority=0)
     p = worker_proc()
     wait_for(lambda: started.exists() or p.poll() is not None, what="the job to start")
@@ -501,8 +527,13 @@ def test_sigterm_lets_the_current_job_finish(worker_proc, real_queue, tmp_path):
 def test_worker_exits_with_config_invalid(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('[worker]\npoll_interval = "fast"\n')
-    r = subprocess.run([sys.executable, "-m", "worker", "--config", str(bad)], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "worker", "--config", str(bad)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == ExitCode.CONFIG_INVALID
     assert "worker.poll_interval" in r.stderr
 
@@ -511,7 +542,13 @@ def test_worker_exits_with_boot_failed_on_handler_import_error(tmp_path, make_co
     (tmp_path / "broken_handlers.py").write_text("raise ImportError('missing dependency xyz')\n")
     cfg = make_config(tmp_path, handlers=["broken_handlers"])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
-    r = subprocess.run([sys.executable, "-m", "worker", "--config", str(cfg)], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "worker", "--config", str(cfg)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == ExitCode.WORKER_BOOT_FAILED
     assert "broken_handlers" in r.stderr and "missing dependency xyz" in r.stderr

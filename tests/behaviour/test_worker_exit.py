@@ -1,6 +1,7 @@
 """A worker that is done must end: a handler that leaks a non-daemon thread
 must not keep a recycled, retired or stopping worker alive, and a worker that said it stopped
 but lingers is killed by its supervisor after ``kill_grace``. Real supervisor and workers."""
+
 from __future__ import annotations
 
 import signal
@@ -25,7 +26,11 @@ def run(cfg: Path, jtype: str, log: Path, timeout: float = 15.0) -> str:
     """Enqueue one job and wait for it to complete; returns its id."""
     with JobQueue(config=load(cfg)) as q:
         jid = q.enqueue(jtype, {"log": str(log)})
-    wait_until(lambda: job_row(cfg, jid)["status"] == "completed", timeout=timeout, what=f"{jtype} {jid} completed")
+    wait_until(
+        lambda: job_row(cfg, jid)["status"] == "completed",
+        timeout=timeout,
+        what=f"{jtype} {jid} completed",
+    )
     return jid
 
 
@@ -58,7 +63,9 @@ def test_a_retired_worker_with_a_leaked_thread_exits_on_scale_down(tmp_path, sup
     assert sup.wait(20) == 0
 
 
-def test_shutdown_with_a_leaked_thread_ends_with_exit_code_0_well_before_shutdown_timeout(tmp_path, sup_factory):
+def test_shutdown_with_a_leaked_thread_ends_with_exit_code_0_well_before_shutdown_timeout(
+    tmp_path, sup_factory
+):
     cfg = config(tmp_path, supervisor={"workers": 1, "shutdown_timeout": 120})
     log = tmp_path / "events.log"
     sup = sup_factory(cfg)
@@ -67,7 +74,9 @@ def test_shutdown_with_a_leaked_thread_ends_with_exit_code_0_well_before_shutdow
     assert sup.wait(20) == 0  # before the fix: only the 120 s shutdown_timeout ended it
 
 
-def test_a_worker_that_said_it_stopped_but_lingers_is_killed_after_kill_grace(tmp_path, sup_factory):
+def test_a_worker_that_said_it_stopped_but_lingers_is_killed_after_kill_grace(
+    tmp_path, sup_factory
+):
     """The supervisor's half: the handler makes the worker's own exit block (os._exit replaced),
     so the worker writes its last outcome, says it stopped, and stays. The supervisor SIGKILLs
     it after kill_grace, without counting it as a crash, and the next job runs."""
@@ -86,6 +95,7 @@ def test_a_worker_that_said_it_stopped_but_lingers_is_killed_after_kill_grace(tm
 
 def _json(line: str) -> dict | None:
     import json
+
     try:
         return json.loads(line)
     except ValueError:

@@ -3,6 +3,7 @@ on the idle/claim/wake-up path is guarded; a StoreError there is waited out and 
 fatal (exit 1 is a bug). In process on both engines, and with a real supervisor on PostgreSQL
 whose workers' connections are terminated (``pg_terminate_backend``) or ended by the server's
 ``idle_session_timeout``."""
+
 from __future__ import annotations
 
 import threading
@@ -39,15 +40,20 @@ def test_an_idle_worker_waits_out_a_failing_database(engine, tmp_path):
     def failing(*args, **kwargs):
         calls.append(args)
         raise StoreUnavailable(f"{engine.name}: the server closed the connection (test)")
+
     try:
         wait_until(lambda: w.wakeup is not None, what="the worker to start")
         w.store.has_due = w.store.next_due = failing
-        wait_until(lambda: len(calls) >= 3 or not t.is_alive(), what="the failing reads to be retried")
+        wait_until(
+            lambda: len(calls) >= 3 or not t.is_alive(), what="the failing reads to be retried"
+        )
         assert t.is_alive(), f"the worker ended: {out}"
         del w.store.has_due, w.store.next_due
         with JobQueue(config=cfg) as q:
             job = q.enqueue("t:after")
-            wait_until(lambda: q.get(job).status == "completed", what="a job enqueued afterwards to run")
+            wait_until(
+                lambda: q.get(job).status == "completed", what="a job enqueued afterwards to run"
+            )
     finally:
         w.stopping = True
         w.signals.wake()
@@ -57,10 +63,12 @@ def test_an_idle_worker_waits_out_a_failing_database(engine, tmp_path):
 
 # -- a real supervisor on PostgreSQL -----------------------------------------------------------
 
+
 def worker_backends(pg_url: str, pids: list[int]) -> dict[int, int]:
     """The server backend pid of each worker's connection (over TCP: matched by the client port;
     a worker between connections has none)."""
     import psycopg
+
     ports = {}
     for pid in pids:
         try:
@@ -70,13 +78,16 @@ def worker_backends(pg_url: str, pids: list[int]) -> dict[int, int]:
         except psutil.Error:
             pass
     with psycopg.connect(pg_url, autocommit=True) as c:
-        rows = c.execute("SELECT pid, client_port FROM pg_stat_activity WHERE client_port = ANY(%s)",
-                         (list(ports),)).fetchall()
+        rows = c.execute(
+            "SELECT pid, client_port FROM pg_stat_activity WHERE client_port = ANY(%s)",
+            (list(ports),),
+        ).fetchall()
     return {ports[port]: backend for backend, port in rows}
 
 
 def terminate(pg_url: str, backends: list[int]) -> None:
     import psycopg
+
     with psycopg.connect(pg_url, autocommit=True) as c:
         for b in backends:
             c.execute("SELECT pg_terminate_backend(%s)", (b,))
@@ -88,33 +99,55 @@ def test_idle_workers_survive_losing_their_postgresql_connection(tmp_path, how):
     before), each connects again, and a job enqueued afterwards runs."""
     from tests.engines import PostgresEngine
     from tests.process.test_fork_safety import over_tcp
+
     pg = PostgresEngine(tmp_path)
     over_tcp(pg)
     url = pg.database
     if how == "idle_session_timeout":  # every session idle for 500 ms is ended by the server
         url += "?options=-c%20idle_session_timeout%3D500"
-    cfg = write_config(tmp_path, database=url, postgres={"schema": pg.schema}, log_format="json",
-                       handlers=[], supervisor={"workers": 4})
+    cfg = write_config(
+        tmp_path,
+        database=url,
+        postgres={"schema": pg.schema},
+        log_format="json",
+        handlers=[],
+        supervisor={"workers": 4},
+    )
     sup = Running(cfg)
     try:
-        wait_until(lambda: len(log_events(sup, "worker.started")) == 4, timeout=30, what="4 workers started")
+        wait_until(
+            lambda: len(log_events(sup, "worker.started")) == 4,
+            timeout=30,
+            what="4 workers started",
+        )
         workers = [e["pid"] for e in log_events(sup, "worker.started")]
         # Connections are seen one poll at a time, not all four at once: under idle_session_timeout
         # a worker holds one only from a use until the server ends it 500 ms later.
         first: dict[int, int] = {}
-        wait_until(lambda: first.update({**worker_backends(pg.database, workers), **first}) or len(first) == 4,
-                   what="the 4 workers' connections")
+        wait_until(
+            lambda: (
+                first.update({**worker_backends(pg.database, workers), **first}) or len(first) == 4
+            ),
+            what="the 4 workers' connections",
+        )
         if how == "pg_terminate_backend":
             terminate(pg.database, list(first.values()))
         again: dict[int, int] = {}
 
         def reconnected():
-            again.update({p: b for p, b in worker_backends(pg.database, workers).items() if b != first[p]})
+            again.update(
+                {p: b for p, b in worker_backends(pg.database, workers).items() if b != first[p]}
+            )
             return log_events(sup, "worker.exited") or len(again) == 4
+
         wait_until(reconnected, timeout=30, what="every worker to connect again (or one to exit)")
         with JobQueue(config=load(cfg).replace(database=pg.database)) as q:
-            job = q.enqueue("t:after")  # no handler: it fails at once, but only once a worker runs it
-            wait_until(lambda: q.get(job).status == "failed", what="a job enqueued afterwards to run")
+            job = q.enqueue(
+                "t:after"
+            )  # no handler: it fails at once, but only once a worker runs it
+            wait_until(
+                lambda: q.get(job).status == "failed", what="a job enqueued afterwards to run"
+            )
             assert "no handler" in q.get(job).error
         assert log_events(sup, "worker.exited") == []
         assert sorted(sup.workers()) == sorted(workers)

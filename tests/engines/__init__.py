@@ -8,6 +8,7 @@ factory, ``shared.engines.open_store``). A second engine gets the whole suite by
 to ``ENGINES``: how to name a fresh database, and how to empty it between examples (the one
 thing the protocols do not offer).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,10 +33,12 @@ class SqliteEngine:
 
     def config(self, base: Config | None = None) -> Config:
         from shared.engines.location import resolve
+
         return (base or Config()).replace(database=resolve(self.database, None))
 
-    def open(self, base: Config | None = None, *, impatient: bool = False,
-             **kw: Any) -> EngineStore:
+    def open(
+        self, base: Config | None = None, *, impatient: bool = False, **kw: Any
+    ) -> EngineStore:
         """A store through the factory; ``impatient``: one that gives up on a lock at once."""
         cfg = self.config(base)
         if impatient:
@@ -57,11 +60,17 @@ class SqliteEngine:
         """Empty every table (a new example on the same file)."""
         with sqlite3.connect(self.config().database, isolation_level=None) as c:
             c.execute("BEGIN IMMEDIATE")
-            for table in ("jobs", "control", "processes", "schedule_marks", "type_starts", "job_attempts"):
+            for table in (
+                "jobs",
+                "control",
+                "processes",
+                "schedule_marks",
+                "type_starts",
+                "job_attempts",
+            ):
                 c.execute(f"DELETE FROM {table}")
             c.execute("COMMIT")
         c.close()
-
 
 
 POSTGRES_DEFAULT = "postgresql:///test?host=/var/run/postgresql"
@@ -89,6 +98,7 @@ def postgres_problem() -> str | None:
 def require_postgres() -> None:
     """Skip the calling test without a server, or fail under ``JOBQ_REQUIRE_POSTGRES=1``."""
     import pytest
+
     problem = postgres_problem()
     if problem is None:
         return
@@ -99,10 +109,21 @@ def require_postgres() -> None:
 
 class PostgresEngine:
     """A schema of its own on the test server (dropped by :meth:`drop`)."""
+
     name = "postgresql"
-    server_clock = True  # leases are written and aged on the server's clock (a FakeClock cannot move it)
-    TABLES = ("jobs", "control", "processes", "schedule_marks", "type_starts", "job_attempts",
-              "job_counts", "job_count_deltas")
+    server_clock = (
+        True  # leases are written and aged on the server's clock (a FakeClock cannot move it)
+    )
+    TABLES = (
+        "jobs",
+        "control",
+        "processes",
+        "schedule_marks",
+        "type_starts",
+        "job_attempts",
+        "job_counts",
+        "job_count_deltas",
+    )
 
     def __init__(self, folder: Path) -> None:
         require_postgres()
@@ -113,8 +134,9 @@ class PostgresEngine:
         cfg = (base or Config()).replace(database=self.database)
         return cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema))
 
-    def open(self, base: Config | None = None, *, impatient: bool = False,
-             **kw: Any) -> EngineStore:
+    def open(
+        self, base: Config | None = None, *, impatient: bool = False, **kw: Any
+    ) -> EngineStore:
         cfg = self.config(base)
         if impatient:
             sep = "&" if "?" in self.database else "?"
@@ -123,6 +145,7 @@ class PostgresEngine:
 
     def _admin(self) -> Any:
         import psycopg
+
         return psycopg.connect(self.database, autocommit=True)
 
     @contextmanager
@@ -155,7 +178,7 @@ ENGINES = [SqliteEngine, PostgresEngine]
 # server and a fresh schema. Processes started by the test read the same file, so they follow.
 
 DATABASE_VAR = "JOBQ_TEST_DATABASE"  # set while a test runs on PostgreSQL: the server's URL
-SCHEMA_VAR = "JOBQ_TEST_SCHEMA"      # ... and the schema of its own, dropped after it
+SCHEMA_VAR = "JOBQ_TEST_SCHEMA"  # ... and the schema of its own, dropped after it
 
 
 def under_test() -> dict[str, Any]:
@@ -196,7 +219,10 @@ class Database:
     def sections(self) -> dict[str, Any]:
         """The config keys that name this engine in a test config (``{}`` on SQLite: the
         helper's own file name stays)."""
-        return merge({}, self.env and {"database": self.env[DATABASE_VAR], "postgres": {"schema": self.schema}})
+        return merge(
+            {},
+            self.env and {"database": self.env[DATABASE_VAR], "postgres": {"schema": self.schema}},
+        )
 
     def config(self, folder: Path, base: Config | None = None, file: str = "q.db") -> Config:
         """``base`` (default: the defaults) on this engine: the SQLite file ``folder/file``, or
@@ -204,8 +230,9 @@ class Database:
         base = base or Config()
         if self.schema is None:
             return base.replace(database=str(Path(folder) / file))
-        return base.replace(database=postgres_url(),
-                            postgres=dataclasses.replace(base.postgres, schema=self.schema))
+        return base.replace(
+            database=postgres_url(), postgres=dataclasses.replace(base.postgres, schema=self.schema)
+        )
 
     def another(self) -> dict[str, Any]:
         """Config keys for one more fresh database of this engine (a set-up tried again): ``{}``
@@ -221,6 +248,7 @@ class Database:
         if not self.schemas:
             return
         import psycopg
+
         with psycopg.connect(postgres_url(), autocommit=True) as c:
             c.execute("SET lock_timeout = '20s'")
             for schema in self.schemas:
@@ -252,6 +280,7 @@ class RawPostgres:
 
     def __init__(self, config: Config) -> None:
         import psycopg
+
         self.conn = psycopg.connect(config.database, autocommit=True, row_factory=_row_factory)
         self.conn.execute(f'SET search_path TO "{config.postgres.schema}"')
 

@@ -1,4 +1,5 @@
 """Fixtures of the engine tests."""
+
 from __future__ import annotations
 
 from typing import Iterator

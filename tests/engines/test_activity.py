@@ -1,6 +1,7 @@
 """Attempts per minute from job_attempts (shared.ops.activity): the window starts at the right
 attempt, also across gaps left by purges, and counts completed, failed and retried. On every
 engine (the ``engine`` fixture)."""
+
 from __future__ import annotations
 
 from shared.ops import activity
@@ -14,7 +15,9 @@ def _run(q: JobQueue, clock: FakeClock, outcome: str) -> str:
     job_id = q.enqueue("t", None)
     [job] = q.store.claim("w:1:1", 1, clock.now())
     text = None if outcome == "completed" else "boom"
-    q.store.finish(Finish(outcome, job.id, job.attempts, text, clock.now() + 10_000), job.owner, clock.now())
+    q.store.finish(
+        Finish(outcome, job.id, job.attempts, text, clock.now() + 10_000), job.owner, clock.now()
+    )
     return job_id
 
 
@@ -23,7 +26,9 @@ def test_per_minute_counts_and_window_start(engine):
     start = clock.now()
     with JobQueue(config=engine.config(), clock=clock) as q:
         ids = []
-        for minute, outcomes in enumerate([["completed"], ["failed", "completed"], ["retry", "completed", "completed"]]):
+        for minute, outcomes in enumerate(
+            [["completed"], ["failed", "completed"], ["retry", "completed", "completed"]]
+        ):
             for o in outcomes:
                 ids.append(_run(q, clock, o))
                 clock.advance(5)
@@ -34,4 +39,9 @@ def test_per_minute_counts_and_window_start(engine):
         rows = activity.finished_per_minute(q.store, start + 60)
         got = {(r["minute"], r["status"]): r["n"] for r in rows}
         m1, m2 = iso(start + 60)[:16], iso(start + 120)[:16]
-        assert got == {(m1, "failed"): 1, (m1, "completed"): 1, (m2, "retried"): 1, (m2, "completed"): 2}
+        assert got == {
+            (m1, "failed"): 1,
+            (m1, "completed"): 1,
+            (m2, "retried"): 1,
+            (m2, "completed"): 2,
+        }

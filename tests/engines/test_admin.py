@@ -4,6 +4,7 @@ In-process, on every engine (the ``engine`` fixture), with a fake clock: every p
 attempt records it once, an attempt given back records nothing, and deleting a job deletes its
 history; the read layer's statements, written once, answer the same on each engine.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,8 +25,15 @@ def store(engine):
 
 
 def add(store: EngineStore, clock: FakeClock, job_type: str = "t", **kw) -> str:
-    job = NewJob(new_id(), job_type, "{}", kw.get("priority", 0), kw.get("run_at", clock.now()),
-                 kw.get("max_attempts"), None)
+    job = NewJob(
+        new_id(),
+        job_type,
+        "{}",
+        kw.get("priority", 0),
+        kw.get("run_at", clock.now()),
+        kw.get("max_attempts"),
+        None,
+    )
     return store.enqueue([job], clock.now())[0]
 
 
@@ -39,18 +47,28 @@ def history(store: EngineStore, job_id: str) -> list[tuple]:
 
 def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
     jid = add(store, clock)
-    clock.advance(2)                                   # waited 2 s after becoming due
+    clock.advance(2)  # waited 2 s after becoming due
     job = claim(store, clock)
-    clock.advance(1)                                   # ran 1 s
-    assert store.finish(Finish("retry", jid, job.attempts, "boom", clock.now(), 3), OWNER, clock.now())
+    clock.advance(1)  # ran 1 s
+    assert store.finish(
+        Finish("retry", jid, job.attempts, "boom", clock.now(), 3), OWNER, clock.now()
+    )
     job = claim(store, clock)
     clock.advance(0.5)
-    assert store.finish(Finish("failed", jid, job.attempts, "boom again", 0.0, 3), OWNER, clock.now())
+    assert store.finish(
+        Finish("failed", jid, job.attempts, "boom again", 0.0, 3), OWNER, clock.now()
+    )
     rows = ops.attempt_history(store, jid)
-    assert [(r["attempt"], r["outcome"], r["error"]) for r in rows] == [(1, "retry", "boom"), (2, "failed", "boom again")]
+    assert [(r["attempt"], r["outcome"], r["error"]) for r in rows] == [
+        (1, "retry", "boom"),
+        (2, "failed", "boom again"),
+    ]
     first = rows[0]
     assert (first["due_at"], first["started_at"], first["ended_at"]) == (
-        iso(clock.now() - 3.5), iso(clock.now() - 1.5), iso(clock.now() - 0.5))
+        iso(clock.now() - 3.5),
+        iso(clock.now() - 1.5),
+        iso(clock.now() - 0.5),
+    )
     assert first["owner"] == OWNER
 
     done = add(store, clock)
@@ -59,24 +77,38 @@ def test_every_ending_of_an_attempt_is_recorded_with_its_times(store, clock):
     assert history(store, done) == [(1, "completed", None)]
 
 
-def test_a_dead_workers_job_is_recorded_and_a_given_back_attempt_is_recorded_interrupted(store,
-                                                                                        clock):
+def test_a_dead_workers_job_is_recorded_and_a_given_back_attempt_is_recorded_interrupted(
+    store, clock
+):
     """A run that counts is recorded as its outcome; one given back (a shutdown the supervisor
     ordered) as ``interrupted`` with the reason, its number used again by the next run; a job
     claimed but never started has no row."""
     counted, given_back = add(store, clock), add(store, clock)
     claim(store, clock)
-    store.release_owner(OWNER, "worker 1111 killed by SIGKILL", clock.now(), max_attempts_for=lambda j: 3)
+    store.release_owner(
+        OWNER, "worker 1111 killed by SIGKILL", clock.now(), max_attempts_for=lambda j: 3
+    )
     assert history(store, counted) == [(1, "retry", "worker 1111 killed by SIGKILL")]
     [job] = store.claim(OWNER, 1111, clock.now(), 1)  # the other job, or the re-queued one
-    store.release_owner(OWNER, "shutdown_timeout passed", clock.now(), max_attempts_for=lambda j: 3,
-                        count_attempt=False)
+    store.release_owner(
+        OWNER,
+        "shutdown_timeout passed",
+        clock.now(),
+        max_attempts_for=lambda j: 3,
+        count_attempt=False,
+    )
     assert history(store, job.id)[-1] == (job.attempts, "interrupted", "shutdown_timeout passed")
     assert store.get(job.id).attempts == job.attempts - 1
     [again] = store.claim(OWNER, 1111, clock.now(), 1)
     before = history(store, again.id)
-    store.release_owner(OWNER, "shutdown_timeout passed", clock.now(), max_attempts_for=lambda j: 3,
-                        count_attempt=False, unstarted=[again.id])
+    store.release_owner(
+        OWNER,
+        "shutdown_timeout passed",
+        clock.now(),
+        max_attempts_for=lambda j: 3,
+        count_attempt=False,
+        unstarted=[again.id],
+    )
     assert history(store, again.id) == before
     assert len(history(store, counted)) + len(history(store, given_back)) == 2
 
@@ -105,11 +137,19 @@ def test_retry_and_cancel_act_only_on_the_states_they_apply_to(store, clock):
     failed_job = claim(store, clock)
     assert failed_job.id == failed
     store.finish(Finish("failed", failed, failed_job.attempts, "x", 0.0, 3), OWNER, clock.now())
-    assert ops.cancel_jobs(store, [pending, running, failed, "nope"], clock.now()) == [pending, running]
-    assert store.get(running).status == "running" and store.get(running).cancel_requested_at  # asked
+    assert ops.cancel_jobs(store, [pending, running, failed, "nope"], clock.now()) == [
+        pending,
+        running,
+    ]
+    assert (
+        store.get(running).status == "running" and store.get(running).cancel_requested_at
+    )  # asked
     assert ops.retry_jobs(store, [failed, pending, running], clock.now()) == [failed, pending]
-    assert ops.statuses(store, [failed, pending, running]) == {failed: "pending", pending: "pending",
-                                                                  running: "running"}
+    assert ops.statuses(store, [failed, pending, running]) == {
+        failed: "pending",
+        pending: "pending",
+        running: "running",
+    }
     assert store.get(failed).attempts == 0
 
 
@@ -120,8 +160,10 @@ def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
         job = claim(store, clock)
         store.finish(Finish("failed", job.id, job.attempts, "x", 0.0, 3), OWNER, clock.now())
     assert ops.retry_failed(store, clock.now(), "a") == 4
-    assert ops.counts_by_type(store) == [{"type": "a", "status": "pending", "n": 4},
-                                           {"type": "b", "status": "failed", "n": 4}]
+    assert ops.counts_by_type(store) == [
+        {"type": "a", "status": "pending", "n": 4},
+        {"type": "b", "status": "failed", "n": 4},
+    ]
     clock.advance(10)
     assert ops.purge(store, "failed", clock.now() - 5, dry_run=True) == 4
     assert ops.purge(store, "failed", clock.now() - 20) == 0
@@ -131,16 +173,19 @@ def test_retry_failed_and_purge_go_in_batches(store, clock, monkeypatch):
         ops.purge(store, "pending", clock.now())
 
 
-def test_cancel_each_tells_ended_from_asked_and_cancel_pending_goes_in_batches(store, clock,
-                                                                               monkeypatch):
+def test_cancel_each_tells_ended_from_asked_and_cancel_pending_goes_in_batches(
+    store, clock, monkeypatch
+):
     """A pending job ends ``cancelled``, a running one is only asked to stop; ``cancel_pending``
     cancels every pending or waiting job (of a type) in batches and leaves running ones alone."""
     monkeypatch.setattr(ops.bulk, "BATCH", 3)
     running = add(store, clock, priority=9)
     assert claim(store, clock).id == running
     ids = [add(store, clock, "a" if i % 2 else "b") for i in range(8)]
-    assert ops.cancel_each(store, [running, ids[0], "nope"], clock.now()) == {running: "requested",
-                                                                              ids[0]: "cancelled"}
+    assert ops.cancel_each(store, [running, ids[0], "nope"], clock.now()) == {
+        running: "requested",
+        ids[0]: "cancelled",
+    }
     assert store.get(running).status == "running" and store.get(running).cancel_requested_at
     assert ops.count_unstarted(store, "a") == 4 and ops.count_unstarted(store) == 7
     seen: list[int] = []

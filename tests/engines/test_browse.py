@@ -1,6 +1,7 @@
 """The dashboard's job listing (shared.ops.browse): keyset pages visit every match once, in the
 listing order, also when a filter needs several bounded windows; bad parameters are refused.
 On every engine (the ``engine`` fixture); the expected lists are computed from the jobs in Python."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,15 @@ def q(engine):
         q.ids = []  # every job's id, for the expected lists
         for i in range(60):
             clock.advance(1)
-            q.ids += [q.enqueue("even" if i % 2 == 0 else "odd", {"i": i, "tag": "needle" if i % 17 == 0 else "hay"},
-                                priority=i % 3, delay=(i % 5) * 10, key=f"k{i}")]
+            q.ids += [
+                q.enqueue(
+                    "even" if i % 2 == 0 else "odd",
+                    {"i": i, "tag": "needle" if i % 17 == 0 else "hay"},
+                    priority=i % 3,
+                    delay=(i % 5) * 10,
+                    key=f"k{i}",
+                )
+            ]
         yield q
 
 
@@ -63,11 +71,17 @@ def test_finished_lists_newest_first(q):
     s = q.store
     for j in s.claim("w:1:1", 1, q.clock.now() + 1000, limit=60):
         failed = j.payload["i"] % 4 == 0
-        s.finish(Finish("failed" if failed else "completed", j.id, j.attempts, "boom" if failed else None),
-                 j.owner, q.clock.now())
+        s.finish(
+            Finish(
+                "failed" if failed else "completed", j.id, j.attempts, "boom" if failed else None
+            ),
+            j.owner,
+            q.clock.now(),
+        )
     assert _all_pages(s, {"status": "failed"}) == _expected(q, lambda j: j.status == "failed")
-    assert _all_pages(s, {"status": "completed", "type": "even"}, window=3) == \
-        _expected(q, lambda j: j.status == "completed" and j.type == "even")
+    assert _all_pages(s, {"status": "completed", "type": "even"}, window=3) == _expected(
+        q, lambda j: j.status == "completed" and j.type == "even"
+    )
     assert _all_pages(s, {}) == _expected(q)
 
 
@@ -81,12 +95,15 @@ def test_search_finds_id_prefix_and_key_first(q):
     assert [r["key"] for r in page.exact] == ["k3"]
 
 
-@pytest.mark.parametrize("params, reason", [
-    ({"status": "done"}, "status 'done' is not one of"),
-    ({"after": "!!"}, "is not a page cursor"),
-    ({"status": "pending", "after": browse.encode_cursor(("x",))}, "is not a page cursor"),
-    ({"q": "x" * 500}, "at most 200"),
-])
+@pytest.mark.parametrize(
+    "params, reason",
+    [
+        ({"status": "done"}, "status 'done' is not one of"),
+        ({"after": "!!"}, "is not a page cursor"),
+        ({"status": "pending", "after": browse.encode_cursor(("x",))}, "is not a page cursor"),
+        ({"q": "x" * 500}, "at most 200"),
+    ],
+)
 def test_bad_parameters_name_the_problem(params, reason):
     with pytest.raises(ValueError, match=reason):
         browse.parse_filter(params)

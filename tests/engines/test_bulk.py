@@ -1,5 +1,6 @@
 """Bulk writes let other writers in: shared.engines.sqlite.bulk.Pacer sizes and spaces the
 chunks of a purge; while a big purge runs, a writer with a small busy timeout still writes."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -51,19 +52,26 @@ def fill_old(path: str, rows: int) -> None:
     stamp = iso(NOW - 30 * 86400)
     c = sqlite3.connect(path, isolation_level=None)
     c.execute("BEGIN IMMEDIATE")
-    c.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
-              "INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, "
-              "created_at, updated_at) SELECT printf('0000%028x', i), 'old', 'completed', 'null', 1, "
-              "?2, ?2, ?2, ?2, ?2 FROM n", (rows, stamp))
-    c.execute("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
-              "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs")
+    c.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+        "INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, "
+        "created_at, updated_at) SELECT printf('0000%028x', i), 'old', 'completed', 'null', 1, "
+        "?2, ?2, ?2, ?2, ?2 FROM n",
+        (rows, stamp),
+    )
+    c.execute(
+        "INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
+        "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs"
+    )
     c.execute("COMMIT")
     c.close()
 
 
 PURGES = {
     "jobq purge": lambda store: ops.purge(store, "completed", NOW),
-    "cleanup:old-data": lambda store: retention.purge(store, {"completed": NOW, "cancelled": None, "failed": None}),
+    "cleanup:old-data": lambda store: retention.purge(
+        store, {"completed": NOW, "cancelled": None, "failed": None}
+    ),
 }
 
 
@@ -77,6 +85,7 @@ def _write_during(path: str, which: str, write) -> tuple[object, list[int], list
     def purge() -> None:
         with SqliteStore(path) as store:
             result["deleted"] = PURGES[which](store)
+
     purger = threading.Thread(target=purge)
     passed, waits, failures = [], [], []
     purger.start()
@@ -90,7 +99,9 @@ def _write_during(path: str, which: str, write) -> tuple[object, list[int], list
                 continue
             waits.append(time.perf_counter() - t0)
             passed.append(after - before)
-            time.sleep(0.002)  # the writer's own work between two writes (load, not synchronisation)
+            time.sleep(
+                0.002
+            )  # the writer's own work between two writes (load, not synchronisation)
     finally:
         purger.join()
     return result["deleted"], passed, waits, failures
@@ -112,16 +123,22 @@ def test_a_writer_waits_for_at_most_a_chunk_or_two_of_a_big_purge(tmp_path, whic
 
         def write(k: int) -> tuple[int, int]:
             before = writer.conn.execute(oldest).fetchone()["n"]
-            return before, writer._immediate(lambda c: (
-                c.execute(oldest).fetchone()["n"],
-                c.execute("INSERT INTO control (name, value) VALUES (?, 'x')", (f"w{k}",)))[0])
+            return before, writer._immediate(
+                lambda c: (
+                    c.execute(oldest).fetchone()["n"],
+                    c.execute("INSERT INTO control (name, value) VALUES (?, 'x')", (f"w{k}",)),
+                )[0]
+            )
+
         deleted, passed, waits, failures = _write_during(path, which, write)
     assert (deleted if isinstance(deleted, int) else deleted["completed"]) == 80_000
     assert failures == []
     assert len(passed) >= 10
     worst = sorted(passed)[-3:]
-    assert max(passed) <= 2 * MOST, (f"writes waited while the purge deleted {worst} jobs (its chunks are at "
-                                     f"most {MOST}); longest wait {max(waits):.3f} s")
+    assert max(passed) <= 2 * MOST, (
+        f"writes waited while the purge deleted {worst} jobs (its chunks are at "
+        f"most {MOST}); longest wait {max(waits):.3f} s"
+    )
 
 
 def test_a_writer_around_jobq_still_gets_in_during_a_big_purge(tmp_path):
@@ -139,6 +156,7 @@ def test_a_writer_around_jobq_still_gets_in_during_a_big_purge(tmp_path):
         writer.execute("INSERT INTO control (name, value) VALUES (?, 'x')", (f"w{k}",))
         writer.execute("COMMIT")
         return before, after
+
     try:
         deleted, passed, _, failures = _write_during(path, "jobq purge", write)
     finally:
@@ -162,6 +180,7 @@ def test_a_purge_runs_its_chunks_back_to_back_while_no_writer_waits_and_pauses_f
     def sleep(t: float) -> None:
         pauses.append(t)
         box[0] += t
+
     pacer = Pacer(1000, hold=0.010, sleep=sleep, timer=lambda: box[0])
     store = FakeStore(box, [0.008] * 4)
     store.wants = Signal()
@@ -194,6 +213,10 @@ def test_writers_stamps_are_seen_by_every_connection_on_the_file(tmp_path):
     assert not Wants(None).available and not Wants(str(tmp_path / "missing" / "q.db")).available
     with SqliteStore(path) as store:
         assert store.wants.available and not store.wants.waiting()
-        seen = store._immediate(lambda c: (c.execute("INSERT INTO control (name, value) VALUES ('x', '1')"),
-                                           store.wants.waiting())[1])
+        seen = store._immediate(
+            lambda c: (
+                c.execute("INSERT INTO control (name, value) VALUES ('x', '1')"),
+                store.wants.waiting(),
+            )[1]
+        )
         assert seen and not store.wants.waiting()  # a write through the store stamps both ends

@@ -1,6 +1,7 @@
 """A batch's completions on SQLite: one statement padded to the next power of two rows, so a
 worker's commits use a dozen statement texts (each prepared once, then found in the
 connection's statement cache) instead of one per batch size; the padding matches no job."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,17 +27,26 @@ def test_a_padded_batch_completes_exactly_its_own_jobs(tmp_path):
     they were; the counts move by exactly the 4."""
     clock = FakeClock()
     with SqliteStore(str(tmp_path / "jobq.db")) as store:
-        store.enqueue([NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(9)], clock.now())
+        store.enqueue(
+            [NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(9)], clock.now()
+        )
         jobs = store.claim(OWNER, PID, clock.now(), 9)
         t = clock.advance(1)
-        batch = [Finish("completed", j.id, 1, f'"{k}"', started=t - 0.5, ended=t - 0.25) for k, j in enumerate(jobs[:5])]
+        batch = [
+            Finish("completed", j.id, 1, f'"{k}"', started=t - 0.5, ended=t - 0.25)
+            for k, j in enumerate(jobs[:5])
+        ]
         batch[2] = dataclasses.replace(batch[2], attempt=2)  # not this attempt: the lease was lost
         done, claimed = store.finish_and_claim(batch, OWNER, PID, clock.now(), 0)
         assert (done, claimed) == ([True, True, False, True, True], [])
         after = {j.id: store.get(j.id) for j in jobs}
-        assert [after[j.id].status for j in jobs] == ["completed"] * 2 + ["running"] + ["completed"] * 2 + ["running"] * 4
+        assert [after[j.id].status for j in jobs] == ["completed"] * 2 + ["running"] + [
+            "completed"
+        ] * 2 + ["running"] * 4
         assert after[jobs[0].id].result == "0" and after[jobs[4].id].result == "4"
-        assert after[jobs[1].id].completed_at == iso(t - 0.25) and after[jobs[1].id].started_at == iso(t - 0.5)
+        assert after[jobs[1].id].completed_at == iso(t - 0.25) and after[
+            jobs[1].id
+        ].started_at == iso(t - 0.5)
         assert store.counts() == {"completed": 4, "running": 5}
 
 
@@ -46,15 +56,19 @@ def test_a_batchs_completion_parameters_are_built_before_the_write_lock(tmp_path
     there is the one run in the transaction."""
     import shared.engines.sqlite.finish as finish
     import shared.engines.sqlite.store as store_mod
+
     clock, seen, real = FakeClock(), [], finish.completions
 
     def spied(*args, **kwargs):
         seen.append(store.conn.in_transaction)
         return real(*args, **kwargs)
+
     monkeypatch.setattr(store_mod, "completions", spied)
     monkeypatch.setattr(finish, "completions", spied)
     with SqliteStore(str(tmp_path / "jobq.db")) as store:
-        store.enqueue([NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(6)], clock.now())
+        store.enqueue(
+            [NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(6)], clock.now()
+        )
         jobs = store.claim(OWNER, PID, clock.now(), 3)
         t = clock.advance(1)
         batch = [Finish("completed", j.id, 1, None, started=t - 0.5, ended=t - 0.25) for j in jobs]

@@ -3,6 +3,7 @@ attempt history, idempotent by id, resumable after a stop or a kill, and a move 
 never loses a job that started meanwhile. Run as a user runs it: ``python -m supervisor copy`` in
 a subprocess. SQLite to SQLite always; to and from PostgreSQL when a server is there (skipped
 without one unless JOBQ_REQUIRE_POSTGRES=1)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +28,9 @@ from tests.engines import PostgresEngine
 from tests.proc import env, wait_until
 
 T0 = 1_700_000_000.0
-TRACE = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"k=v"}'
+TRACE = (
+    '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":"k=v"}'
+)
 OWNER = "copyhost:4242:1"
 
 
@@ -42,14 +45,18 @@ class Side:
 
     def open(self, migrate: bool = True) -> EngineStore:
         cfg = Config(database=self.database)
-        return open_store(cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema)),
-                          migrate=migrate)
+        return open_store(
+            cfg.replace(postgres=dataclasses.replace(cfg.postgres, schema=self.schema)),
+            migrate=migrate,
+        )
 
 
 @pytest.fixture
 def pg(tmp_path) -> Iterator[Side]:
     """A PostgreSQL side in a schema of its own (the contract suite's fixture), dropped afterwards."""
-    engine = PostgresEngine(tmp_path)  # skips without a server (fails under JOBQ_REQUIRE_POSTGRES=1)
+    engine = PostgresEngine(
+        tmp_path
+    )  # skips without a server (fails under JOBQ_REQUIRE_POSTGRES=1)
     yield Side(engine.database, engine.schema)
     engine.drop()
 
@@ -69,17 +76,40 @@ def pair(request, lite) -> tuple[Side, Side]:
     return src, dst
 
 
-def copy(tmp_path: Path, src: Side | str, dst: Side | str, *args: str,
-         json_out: bool = True) -> subprocess.CompletedProcess:
+def copy(
+    tmp_path: Path, src: Side | str, dst: Side | str, *args: str, json_out: bool = True
+) -> subprocess.CompletedProcess:
     """``python -m supervisor copy --from SRC --to DST ARGS --json`` with a config naming the
     PostgreSQL side's schema (both sides share the file, as a user's would)."""
-    schemas = {s.schema for s in (src, dst) if isinstance(s, Side) and s.database.startswith("postgresql")}
+    schemas = {
+        s.schema for s in (src, dst) if isinstance(s, Side) and s.database.startswith("postgresql")
+    }
     cfg = tmp_path / "copy.toml"
-    cfg.write_bytes(tomli_w.dumps({"postgres": {"schema": schemas.pop() if schemas else "jobq"}}).encode())
+    cfg.write_bytes(
+        tomli_w.dumps({"postgres": {"schema": schemas.pop() if schemas else "jobq"}}).encode()
+    )
     names = [s.database if isinstance(s, Side) else s for s in (src, dst)]
-    return subprocess.run([sys.executable, "-m", "supervisor", "copy", "--from", names[0], "--to", names[1],
-                           "--config", str(cfg), *args, *(["--json"] if json_out else [])], capture_output=True, text=True, env=env(),
-                          cwd=str(tmp_path), timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "copy",
+            "--from",
+            names[0],
+            "--to",
+            names[1],
+            "--config",
+            str(cfg),
+            *args,
+            *(["--json"] if json_out else []),
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=str(tmp_path),
+        timeout=120,
+    )
 
 
 def summary(r: subprocess.CompletedProcess) -> dict[str, Any]:
@@ -97,26 +127,45 @@ def fill(s: EngineStore) -> dict[str, str]:
         return t[0]
 
     def one(name: str, **kw: Any) -> str:
-        job = NewJob(id=new_id(), type=f"copy:{name}", payload=json.dumps({"name": name, "ü": [1, 2]}),
-                     priority=kw.get("priority", 0), run_at=kw.get("run_at", t[0]),
-                     max_attempts=kw.get("max_attempts"), key=kw.get("key"), trace=kw.get("trace"))
+        job = NewJob(
+            id=new_id(),
+            type=f"copy:{name}",
+            payload=json.dumps({"name": name, "ü": [1, 2]}),
+            priority=kw.get("priority", 0),
+            run_at=kw.get("run_at", t[0]),
+            max_attempts=kw.get("max_attempts"),
+            key=kw.get("key"),
+            trace=kw.get("trace"),
+        )
         return s.enqueue([job], now())[0]
 
     ids = {"done": one("done", trace=TRACE)}
     (j,) = s.claim(OWNER, 4242, now())
     s.check_in(OWNER, [(j.id, j.attempts, '{"done": 3, "total": 4}')])  # its progress travels too
-    s.finish_and_claim([Finish("completed", j.id, j.attempts, json.dumps({"ok": True}))], OWNER, 4242, now(), 0)
+    s.finish_and_claim(
+        [Finish("completed", j.id, j.attempts, json.dumps({"ok": True}))], OWNER, 4242, now(), 0
+    )
     ids["failed"] = one("failed", max_attempts=2)
     (j,) = s.claim(OWNER, 4242, now())
-    s.finish_and_claim([Finish("retry", j.id, j.attempts, "boom 1", run_at=t[0], max_attempts=2)], OWNER, 4242, now(), 0)
+    s.finish_and_claim(
+        [Finish("retry", j.id, j.attempts, "boom 1", run_at=t[0], max_attempts=2)],
+        OWNER,
+        4242,
+        now(),
+        0,
+    )
     (j,) = s.claim(OWNER, 4242, now())
-    s.finish_and_claim([Finish("failed", j.id, j.attempts, "boom 2", max_attempts=2)], OWNER, 4242, now(), 0)
+    s.finish_and_claim(
+        [Finish("failed", j.id, j.attempts, "boom 2", max_attempts=2)], OWNER, 4242, now(), 0
+    )
     ids["cancelled"] = one("cancelled")
     assert ops.cancel_jobs(s, [ids["cancelled"]], now()) == [ids["cancelled"]]
     ids["running"] = one("running")
     (j,) = s.claim(OWNER, 4242, now())
     assert j.id == ids["running"]
-    assert ops.cancel_jobs(s, [j.id], now()) == [j.id]  # running: a cancel is asked of its worker (copied with it)
+    assert ops.cancel_jobs(s, [j.id], now()) == [
+        j.id
+    ]  # running: a cancel is asked of its worker (copied with it)
     ids["keyed"] = one("keyed", key="the-key", priority=5, max_attempts=7)
     ids["scheduled"] = one("scheduled", run_at=T0 + 86400)
     for k in range(4):
@@ -158,10 +207,18 @@ def table_columns(side: Side) -> set[str]:
     """The columns of the ``jobs`` table as the database itself lists them."""
     if side.database.startswith("postgresql"):
         import psycopg
+
         with psycopg.connect(side.database) as c:
-            return {r[0] for r in c.execute("SELECT column_name FROM information_schema.columns "
-                                            "WHERE table_schema = %s AND table_name = 'jobs'", (side.schema,))}
+            return {
+                r[0]
+                for r in c.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = %s AND table_name = 'jobs'",
+                    (side.schema,),
+                )
+            }
     import sqlite3
+
     c = sqlite3.connect(side.database.removeprefix("sqlite://"))
     try:
         return {r[1] for r in c.execute("PRAGMA table_info(jobs)")}
@@ -171,14 +228,28 @@ def table_columns(side: Side) -> set[str]:
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_a_copy_carries_every_column_of_the_jobs_table(request, lite, engine):
-    """"Every column" (docs/scaling-out.md): what an export reads is the whole row, but for the
+    """ "Every column" (docs/scaling-out.md): what an export reads is the whole row, but for the
     engine's own bookkeeping, which the target writes for itself. A migration that adds a column
     to ``jobs`` fails here until ``jobq copy`` carries it."""
     side = lite("cols") if engine == "sqlite" else request.getfixturevalue("pg")
     with side.open() as s:
-        s.enqueue([NewJob(id=new_id(), type="copy:cols", payload="{}", priority=0, run_at=T0, max_attempts=None, key=None)], T0)
+        s.enqueue(
+            [
+                NewJob(
+                    id=new_id(),
+                    type="copy:cols",
+                    payload="{}",
+                    priority=0,
+                    run_at=T0,
+                    max_attempts=None,
+                    key=None,
+                )
+            ],
+            T0,
+        )
         (row,) = s.export_jobs("", 10)
     from shared.engines.transfer import LOCAL_FIELDS
+
     assert set(row) == table_columns(side) - set(LOCAL_FIELDS)
 
 
@@ -256,24 +327,53 @@ def test_a_killed_copy_resumes_and_loses_nothing(tmp_path, lite):
     src, dst = lite("a"), lite("b")
     n = 20_000
     with src.open() as s:
-        jobs = [NewJob(id=i, type="bulk", payload=str(k), priority=0, run_at=T0, max_attempts=None, key=None)
-                for k, i in enumerate(new_ids(n))]
+        jobs = [
+            NewJob(
+                id=i,
+                type="bulk",
+                payload=str(k),
+                priority=0,
+                run_at=T0,
+                max_attempts=None,
+                key=None,
+            )
+            for k, i in enumerate(new_ids(n))
+        ]
         for k in range(0, n, 1000):
-            s.enqueue(jobs[k:k + 1000], T0)
+            s.enqueue(jobs[k : k + 1000], T0)
     cfg = tmp_path / "copy.toml"
     cfg.write_text("")
-    proc = subprocess.Popen([sys.executable, "-m", "supervisor", "copy", "--from", src.database, "--to",
-                             dst.database, "--chunk", "50", "--config", str(cfg)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), cwd=str(tmp_path))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "copy",
+            "--from",
+            src.database,
+            "--to",
+            dst.database,
+            "--chunk",
+            "50",
+            "--config",
+            str(cfg),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(),
+        cwd=str(tmp_path),
+    )
     try:
+
         def some_copied() -> bool:
-            if proc.poll() is not None or not Path(dst.database[len("sqlite://"):]).exists():
+            if proc.poll() is not None or not Path(dst.database[len("sqlite://") :]).exists():
                 return proc.poll() is not None
             try:
                 with dst.open(migrate=False) as d:
                     return bool(d.export_jobs("", 1))
             except StoreError:  # the file is there, its tables not yet
                 return False
+
         wait_until(some_copied, timeout=60, what="the first chunk in the target")
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -282,7 +382,9 @@ def test_a_killed_copy_resumes_and_loses_nothing(tmp_path, lite):
         proc.stderr.close()
     with dst.open() as d:
         part = len(d.export_jobs("", n + 1))
-        assert 0 < part < n and part % 50 == 0  # killed midway; whole chunks: each is one transaction
+        assert (
+            0 < part < n and part % 50 == 0
+        )  # killed midway; whole chunks: each is one transaction
     got = summary(copy(tmp_path, src, dst))
     assert got["copied"] == n - part and got["already_there"] == part
     with src.open() as s, dst.open() as d:
@@ -292,23 +394,43 @@ def test_a_killed_copy_resumes_and_loses_nothing(tmp_path, lite):
 # -- what is not overwritten ---------------------------------------------------------------------
 
 
-def test_a_job_changed_since_the_last_copy_and_a_taken_key_are_reported_not_overwritten(tmp_path, lite):
+def test_a_job_changed_since_the_last_copy_and_a_taken_key_are_reported_not_overwritten(
+    tmp_path, lite
+):
     src, dst = lite("a"), lite("b")
     with src.open() as s:
         ids = fill(s)
     summary(copy(tmp_path, src, dst))
     with src.open() as s:
         assert ops.cancel_jobs(s, [ids["pending0"]], T0 + 500) == [ids["pending0"]]
-        stray = NewJob(id=new_id(), type="copy:stray", payload="1", priority=0, run_at=T0, max_attempts=None,
-                       key="second-key")
+        stray = NewJob(
+            id=new_id(),
+            type="copy:stray",
+            payload="1",
+            priority=0,
+            run_at=T0,
+            max_attempts=None,
+            key="second-key",
+        )
         s.enqueue([stray], T0 + 501)
     with dst.open() as d:
-        other = NewJob(id=new_id(), type="copy:other", payload="2", priority=0, run_at=T0, max_attempts=None,
-                       key="second-key")
+        other = NewJob(
+            id=new_id(),
+            type="copy:other",
+            payload="2",
+            priority=0,
+            run_at=T0,
+            max_attempts=None,
+            key="second-key",
+        )
         d.enqueue([other], T0 + 502)
     r = copy(tmp_path, src, dst, "--delete")
     got = summary(r)
-    assert got["copied"] == 0 and got["differing"] == [ids["pending0"]] and got["key_taken"] == [stray.id]
+    assert (
+        got["copied"] == 0
+        and got["differing"] == [ids["pending0"]]
+        and got["key_taken"] == [stray.id]
+    )
     with dst.open() as d:
         assert d.get(ids["pending0"]).status == "pending"  # the target's row is kept
         assert d.get(stray.id) is None and d.get(other.id).type == "copy:other"
@@ -322,13 +444,18 @@ def test_a_job_changed_since_the_last_copy_and_a_taken_key_are_reported_not_over
 # -- bad input --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("source, target, named", [
-    ("mysql://u:secret@db.example/x", "b.db", "--from mysql://u:***@db.example/x"),
-    ("a.db", "mysql://u:secret@db.example/x", "--to mysql://u:***@db.example/x"),
-    ("missing.db", "b.db", "--from missing.db: no such database file"),
-    ("a.db", "/no/such/folder/b.db", "--to /no/such/folder/b.db"),
-])
-def test_a_database_that_cannot_be_opened_is_exit_5_and_one_line(tmp_path, lite, source, target, named):
+@pytest.mark.parametrize(
+    "source, target, named",
+    [
+        ("mysql://u:secret@db.example/x", "b.db", "--from mysql://u:***@db.example/x"),
+        ("a.db", "mysql://u:secret@db.example/x", "--to mysql://u:***@db.example/x"),
+        ("missing.db", "b.db", "--from missing.db: no such database file"),
+        ("a.db", "/no/such/folder/b.db", "--to /no/such/folder/b.db"),
+    ],
+)
+def test_a_database_that_cannot_be_opened_is_exit_5_and_one_line(
+    tmp_path, lite, source, target, named
+):
     with lite("a").open() as s:
         s.enqueue([NewJob(new_id(), "t", "1", 0, T0, None, None)], T0)
     r = copy(tmp_path, source, target)
@@ -348,10 +475,13 @@ def test_an_unreachable_server_is_exit_5_naming_it_without_the_password(tmp_path
     assert "secret" not in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("args, named", [
-    (["--status", "bogus"], "unknown --status bogus"),
-    (["--chunk", "0"], "--chunk must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--status", "bogus"], "unknown --status bogus"),
+        (["--chunk", "0"], "--chunk must be >= 1"),
+    ],
+)
 def test_bad_arguments_are_exit_2(tmp_path, lite, args, named):
     with lite("a").open():
         pass
@@ -376,8 +506,8 @@ def test_delete_copied_keeps_a_job_that_started_or_changed_meanwhile(side):
         jobs = [NewJob(new_id(), "t", str(k), 0, T0, None, None) for k in range(4)]
         s.enqueue(jobs, T0)
         read = s.export_jobs("", 10, ["pending"])
-        (started,) = s.claim(OWNER, 4242, T0 + 1)           # starts after it was read
-        s.release_unstarted(OWNER, [started.id], T0 + 2)    # and is pending again, changed
+        (started,) = s.claim(OWNER, 4242, T0 + 1)  # starts after it was read
+        s.release_unstarted(OWNER, [started.id], T0 + 2)  # and is pending again, changed
         (running,) = s.claim(OWNER, 4242, T0 + 3)
         assert running.id != started.id  # the released job is due later than the others
         gone = s.delete_copied(read)
@@ -395,19 +525,46 @@ def _nul_source(src: Side) -> dict[str, str]:
     attempt's), a result, a payload; one job with NUL in its key, one with a priority beyond
     PostgreSQL's integer, one plain job. name -> id."""
     import sqlite3
+
     with src.open() as s:
         ids = {}
         for name in ("failed", "done", "payload", "keyed", "huge", "plain"):
-            ids[name] = s.enqueue([NewJob(id=new_id(), type=f"copy:{name}", payload='{"n": 1}', priority=0,
-                                          run_at=T0, max_attempts=1, key=None)], T0)[0]
+            ids[name] = s.enqueue(
+                [
+                    NewJob(
+                        id=new_id(),
+                        type=f"copy:{name}",
+                        payload='{"n": 1}',
+                        priority=0,
+                        run_at=T0,
+                        max_attempts=1,
+                        key=None,
+                    )
+                ],
+                T0,
+            )[0]
         claimed = {j.id: j for j in s.claim(OWNER, 4242, T0 + 1, limit=10)}
-        s.finish_and_claim([Finish("failed", ids["failed"], claimed[ids["failed"]].attempts, "bad\x00byte",
-                                   max_attempts=1),
-                            Finish("completed", ids["done"], claimed[ids["done"]].attempts, '"ok"')],
-                           OWNER, 4242, T0 + 2, 0)
+        s.finish_and_claim(
+            [
+                Finish(
+                    "failed",
+                    ids["failed"],
+                    claimed[ids["failed"]].attempts,
+                    "bad\x00byte",
+                    max_attempts=1,
+                ),
+                Finish("completed", ids["done"], claimed[ids["done"]].attempts, '"ok"'),
+            ],
+            OWNER,
+            4242,
+            T0 + 2,
+            0,
+        )
     c = sqlite3.connect(src.database.removeprefix("sqlite://"), isolation_level=None)
-    c.execute("UPDATE jobs SET status = 'pending', owner = NULL, owner_pid = NULL, heartbeat_at = NULL, "
-              "started_at = NULL WHERE status = 'running'")
+    c.execute(
+        "UPDATE jobs SET status = 'pending', owner = NULL, owner_pid = NULL, heartbeat_at = NULL, "
+        "started_at = NULL WHERE status = 'running'"
+    )
     c.execute("UPDATE jobs SET result = ? WHERE id = ?", ('"a\x00b"', ids["done"]))
     c.execute("UPDATE jobs SET payload = ? WHERE id = ?", ('{"s": "x\x00y"}', ids["payload"]))
     c.execute("UPDATE jobs SET key = ? WHERE id = ?", ("k\x00ey", ids["keyed"]))
@@ -416,7 +573,9 @@ def _nul_source(src: Side) -> dict[str, str]:
     return ids
 
 
-def test_nul_in_texts_is_copied_as_the_target_stores_it_and_a_row_it_cannot_store_is_named(tmp_path, lite, pg):
+def test_nul_in_texts_is_copied_as_the_target_stores_it_and_a_row_it_cannot_store_is_named(
+    tmp_path, lite, pg
+):
     """SQLite to PostgreSQL: NUL in an error and an attempt's error arrive as ``\\x00`` (how the
     engine writes errors), in a result or payload (JSON) as ``\\u0000``, which decodes to the same
     value; the job with NUL in its key and the one whose priority the target cannot hold are not
@@ -429,7 +588,9 @@ def test_nul_in_texts_is_copied_as_the_target_stores_it_and_a_row_it_cannot_stor
     assert "NUL" in got["rejected"][ids["keyed"]] and "key" in got["rejected"][ids["keyed"]]
     assert got["copied"] == 4
     with pg.open() as d:
-        assert d.get(ids["failed"]).error == "bad\\x00byte" and d.get(ids["failed"]).status == "failed"
+        assert (
+            d.get(ids["failed"]).error == "bad\\x00byte" and d.get(ids["failed"]).status == "failed"
+        )
         assert d.get(ids["done"]).status == "completed"
         assert json.loads(rows(d)[ids["done"]]["result"]) == "a\x00b"
         assert json.loads(rows(d)[ids["payload"]]["payload"]) == {"s": "x\x00y"}
@@ -438,7 +599,9 @@ def test_nul_in_texts_is_copied_as_the_target_stores_it_and_a_row_it_cannot_stor
         assert [a["error"] for a in history(d, [ids["failed"]])[ids["failed"]]] == ["bad\\x00byte"]
     text = copy(tmp_path, src, pg, "--status", "all", json_out=False)  # again: named on stderr
     assert text.returncode == 0
-    assert f"job {ids['keyed']} was not copied" in text.stderr and f"job {ids['huge']}" in text.stderr
+    assert (
+        f"job {ids['keyed']} was not copied" in text.stderr and f"job {ids['huge']}" in text.stderr
+    )
 
 
 @pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
@@ -449,13 +612,22 @@ def test_copied_due_jobs_wake_the_targets_idle_workers(tmp_path, lite, request, 
     from shared import JobQueue
     from shared.settings.config import load
     from tests.proc import Running, write_config
+
     log = tmp_path / "events.log"
-    target = request.getfixturevalue("pg") if engine == "postgresql" else Side(f"sqlite://{tmp_path / 'q.db'}")
-    where = {"database": target.database, "postgres": {"schema": target.schema}} if engine == "postgresql" else {}
+    target = (
+        request.getfixturevalue("pg")
+        if engine == "postgresql"
+        else Side(f"sqlite://{tmp_path / 'q.db'}")
+    )
+    where = (
+        {"database": target.database, "postgres": {"schema": target.schema}}
+        if engine == "postgresql"
+        else {}
+    )
     cfg = write_config(tmp_path, worker={"poll_interval": 30}, supervisor={"workers": 1}, **where)
     sup = Running(cfg)
     try:
-        with JobQueue(config=load(str(cfg))) as q:   # the workers have run one: they are idle now
+        with JobQueue(config=load(str(cfg))) as q:  # the workers have run one: they are idle now
             q.enqueue("test:noop", {"log": str(log)})
             wait_until(lambda: q.counts().get("completed") == 1, what="the warm-up job done")
         src = lite("wake")

@@ -3,6 +3,7 @@ ends where the source would have, whatever was copied when: a parent that ends a
 copied, a parent already ended in the target, chunks of one job, parents after their children in
 id order. A move (``--delete``) moves a workflow, never cancels it. Run as a user runs it (the
 CLI in a subprocess), SQLite to SQLite always, to and from PostgreSQL when a server is there."""
+
 from __future__ import annotations
 
 import json
@@ -24,10 +25,25 @@ def pair(request, lite) -> tuple[Side, Side]:  # noqa: F811
     return src, dst
 
 
-def job(name: str, *, after: tuple[str, ...] = (), policy: str | None = None, priority: int = 0,
-        job_id: str | None = None) -> NewJob:
-    return NewJob(id=job_id or new_id(), type=f"flow:{name}", payload=json.dumps({"name": name}), priority=priority,
-                  run_at=T0, max_attempts=1, key=None, after=after, after_failure=policy)
+def job(
+    name: str,
+    *,
+    after: tuple[str, ...] = (),
+    policy: str | None = None,
+    priority: int = 0,
+    job_id: str | None = None,
+) -> NewJob:
+    return NewJob(
+        id=job_id or new_id(),
+        type=f"flow:{name}",
+        payload=json.dumps({"name": name}),
+        priority=priority,
+        run_at=T0,
+        max_attempts=1,
+        key=None,
+        after=after,
+        after_failure=policy,
+    )
 
 
 def diamond(s: EngineStore, *, reverse: bool = False, policy: str = "cancel") -> dict[str, str]:
@@ -55,15 +71,29 @@ def run_all(s: EngineStore, now: float = T0 + 100) -> list[str]:
         (j,) = claimed
         ran.append(j.id)
         now += 1
-        assert s.finish_and_claim([Finish("completed", j.id, j.attempts, json.dumps(j.id))],
-                                  OWNER, 4242, now, 0)[0] == [True]
+        assert s.finish_and_claim(
+            [Finish("completed", j.id, j.attempts, json.dumps(j.id))], OWNER, 4242, now, 0
+        )[0] == [True]
 
 
 def end_running(s: EngineStore, kind: str, now: float) -> str:
     """Start the highest-priority due job (a) and end it as ``kind``: its id."""
     (j,) = s.claim(OWNER, 4242, now)
-    s.finish_and_claim([Finish(kind, j.id, j.attempts, json.dumps("ok") if kind == "completed" else "boom",
-                               max_attempts=1)], OWNER, 4242, now + 1, 0)
+    s.finish_and_claim(
+        [
+            Finish(
+                kind,
+                j.id,
+                j.attempts,
+                json.dumps("ok") if kind == "completed" else "boom",
+                max_attempts=1,
+            )
+        ],
+        OWNER,
+        4242,
+        now + 1,
+        0,
+    )
     return j.id
 
 
@@ -87,10 +117,13 @@ def test_a_paused_workflow_copied_whole_runs_in_order_in_the_target(tmp_path, pa
         assert [p["id"] for p in d.parents(ids["c"])] == [ids["a"], ids["b"]]
 
 
-@pytest.mark.parametrize("reverse, chunk", [(False, "500"), (True, "1")], ids=["parents-first", "children-first-chunk-1"])
+@pytest.mark.parametrize(
+    "reverse, chunk", [(False, "500"), (True, "1")], ids=["parents-first", "children-first-chunk-1"]
+)
 @pytest.mark.parametrize("outcome", ["completed", "failed"])
 def test_a_parent_that_ends_in_the_source_after_its_child_was_copied_settles_it_in_the_target(
-        tmp_path, pair, reverse, chunk, outcome):
+    tmp_path, pair, reverse, chunk, outcome
+):
     """Case b: a runs in the source (not copied); b, c, d are. a then ends there, and the next
     copy brings it over ended: the target's c (and d) end exactly as the source's did (released
     when a completed; when a failed, c and d cancelled with the trigger's errors), edge for
@@ -104,8 +137,21 @@ def test_a_parent_that_ends_in_the_source_after_its_child_was_copied_settles_it_
     first = summary(copy(tmp_path, src, dst, "--chunk", chunk))
     assert first["copied"] == 3 and ids["a"] not in rows_of(dst)
     with src.open() as s:
-        s.finish_and_claim([Finish(outcome, a.id, a.attempts, json.dumps(1) if outcome == "completed" else "boom",
-                                   max_attempts=1)], OWNER, 4242, T0 + 10, 0)
+        s.finish_and_claim(
+            [
+                Finish(
+                    outcome,
+                    a.id,
+                    a.attempts,
+                    json.dumps(1) if outcome == "completed" else "boom",
+                    max_attempts=1,
+                )
+            ],
+            OWNER,
+            4242,
+            T0 + 10,
+            0,
+        )
         want, want_edges, want_counts = rows(s), edges(s), s.counts()
     assert want[ids["c"]]["status"] == ("pending" if outcome == "completed" else "cancelled")
     second = summary(copy(tmp_path, src, dst, "--chunk", chunk))
@@ -125,7 +171,9 @@ def rows_of(side: Side) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("outcome, child", [("completed", "pending"), ("failed", "cancelled")])
-def test_a_child_copied_after_its_parent_ended_in_the_target_is_settled_on_import(tmp_path, pair, outcome, child):
+def test_a_child_copied_after_its_parent_ended_in_the_target_is_settled_on_import(
+    tmp_path, pair, outcome, child
+):
     """Case c: the parent was moved and ended in the target; its child, enqueued in the source
     meanwhile (a producer not yet switched), waits there on an edge not done. Copied, it is
     settled at once, as if it had been enqueued in the target: released, or cancelled."""
@@ -146,9 +194,13 @@ def test_a_child_copied_after_its_parent_ended_in_the_target_is_settled_on_impor
     assert (got["copied"], got["edges"], got["differing"]) == (1, 1, [p.id])
     with dst.open() as d:
         after = rows(d)
-        assert after[c.id]["status"] == child and after[c.id]["waiting_on"] == (0 if outcome == "completed" else 1)
+        assert after[c.id]["status"] == child and after[c.id]["waiting_on"] == (
+            0 if outcome == "completed" else 1
+        )
         assert after[p.id]["has_children"] == 1 and after[p.id]["status"] == outcome
-        assert edges(d) == [{"child": c.id, "parent": p.id, "pos": 0, "done": int(outcome == "completed")}]
+        assert edges(d) == [
+            {"child": c.id, "parent": p.id, "pos": 0, "done": int(outcome == "completed")}
+        ]
         if outcome == "failed":
             assert after[c.id]["error"] == f"parent job {p.id} (flow:p) failed"
         assert d.counts() == {outcome: 1, child: 1}
@@ -196,35 +248,65 @@ def test_a_live_move_follows_a_parent_that_was_running(tmp_path, pair):
 
 
 @pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
-def test_a_child_released_by_an_import_wakes_the_targets_idle_workers(tmp_path, lite, request, engine):  # noqa: F811
+def test_a_child_released_by_an_import_wakes_the_targets_idle_workers(
+    tmp_path, lite, request, engine
+):  # noqa: F811
     """An idle worker on the target (poll_interval 30 s): the child that the arrival of its ended
     parent releases starts at once, as one released by a parent ending there does (PostgreSQL:
     the settle trigger's notification, in the import's transaction)."""
     from shared import JobQueue
     from shared.settings.config import load
     from tests.proc import Running, wait_until, write_config
+
     log = tmp_path / "events.log"
-    target = request.getfixturevalue("pg") if engine == "postgresql" else Side(f"sqlite://{tmp_path / 'q.db'}")
-    where = {"database": target.database, "postgres": {"schema": target.schema}} if engine == "postgresql" else {}
+    target = (
+        request.getfixturevalue("pg")
+        if engine == "postgresql"
+        else Side(f"sqlite://{tmp_path / 'q.db'}")
+    )
+    where = (
+        {"database": target.database, "postgres": {"schema": target.schema}}
+        if engine == "postgresql"
+        else {}
+    )
     cfg = write_config(tmp_path, worker={"poll_interval": 30}, supervisor={"workers": 1}, **where)
     src = lite("wake")
     with src.open() as s:
-        p = NewJob(id=new_id(), type="test:noop", payload=json.dumps({"log": str(log)}), priority=0, run_at=T0,
-                   max_attempts=1, key=None)
-        c = NewJob(id=new_id(), type="test:noop", payload=json.dumps({"log": str(log)}), priority=0, run_at=T0,
-                   max_attempts=1, key=None, after=(p.id,))
+        p = NewJob(
+            id=new_id(),
+            type="test:noop",
+            payload=json.dumps({"log": str(log)}),
+            priority=0,
+            run_at=T0,
+            max_attempts=1,
+            key=None,
+        )
+        c = NewJob(
+            id=new_id(),
+            type="test:noop",
+            payload=json.dumps({"log": str(log)}),
+            priority=0,
+            run_at=T0,
+            max_attempts=1,
+            key=None,
+            after=(p.id,),
+        )
         s.enqueue_flow([p, c], T0)
         (running,) = s.claim(OWNER, 4242, T0 + 1)
     summary(copy(tmp_path, src, target))
     assert rows_of(target)[c.id]["status"] == "waiting"  # so only the import can release it there
     sup = Running(cfg)
     try:
-        with JobQueue(config=load(str(cfg))) as q:   # the workers have run one: they are idle now
+        with JobQueue(config=load(str(cfg))) as q:  # the workers have run one: they are idle now
             q.enqueue("test:noop", {"log": str(log)})
             wait_until(lambda: q.counts().get("completed") == 1, what="the warm-up job done")
         with src.open() as s:
-            s.finish_and_claim([Finish("completed", p.id, running.attempts, "1")], OWNER, 4242, T0 + 2, 0)
-        got = summary(copy(tmp_path, src, target))  # p, completed (no pending job copied): c released
+            s.finish_and_claim(
+                [Finish("completed", p.id, running.attempts, "1")], OWNER, 4242, T0 + 2, 0
+            )
+        got = summary(
+            copy(tmp_path, src, target)
+        )  # p, completed (no pending job copied): c released
         assert got["copied"] == 1
         wait_until(lambda: c.id in log.read_text(), timeout=3, what="the released child to start")
     finally:

@@ -1,5 +1,6 @@
 """The per-(type, status) counters the triggers keep: they always equal a real count,
 whatever path changes a job, and the migration fills them for an existing database."""
+
 from __future__ import annotations
 
 import random
@@ -23,21 +24,30 @@ TYPES = ("a", "b", "c")
 
 
 def _real(store: SqliteStore) -> tuple[dict, dict]:
-    rows = store.conn.execute("SELECT type, status, count(*) AS n FROM jobs GROUP BY type, status").fetchall()
-    delayed = store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
-                                 "AND run_at > created_at GROUP BY type").fetchall()
+    rows = store.conn.execute(
+        "SELECT type, status, count(*) AS n FROM jobs GROUP BY type, status"
+    ).fetchall()
+    delayed = store.conn.execute(
+        "SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' "
+        "AND run_at > created_at GROUP BY type"
+    ).fetchall()
     return {(r["type"], r["status"]): r["n"] for r in rows}, {r["type"]: r["n"] for r in delayed}
 
 
 def _kept(store: SqliteStore) -> tuple[dict, dict]:
     counts = {(r["type"], r["status"]): r["n"] for r in reads.counts_by_type(store)}
-    rows = store.conn.execute("SELECT type, n FROM job_counts WHERE status = 'delayed' AND n <> 0").fetchall()
+    rows = store.conn.execute(
+        "SELECT type, n FROM job_counts WHERE status = 'delayed' AND n <> 0"
+    ).fetchall()
     return counts, {r["type"]: r["n"] for r in rows}
 
 
 def _scheduled(store: SqliteStore, now: float) -> dict[str, int]:
-    rows = store.conn.execute("SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' AND run_at > ? "
-                              "GROUP BY type", (iso(now),)).fetchall()
+    rows = store.conn.execute(
+        "SELECT type, count(*) AS n FROM jobs WHERE status = 'pending' AND run_at > ? "
+        "GROUP BY type",
+        (iso(now),),
+    ).fetchall()
     return {r["type"]: r["n"] for r in rows}
 
 
@@ -47,7 +57,12 @@ def _step(q: JobQueue, clock: FakeClock, rnd: random.Random, op: int) -> None:
     if op == 0:
         q.enqueue(rnd.choice(TYPES), {"n": rnd.random()}, delay=rnd.choice([None, 0, 5, 50]))
     elif op == 1:
-        q.enqueue_many([(rnd.choice(TYPES), None, {"delay": rnd.choice([0, 30])}) for _ in range(rnd.randrange(1, 4))])
+        q.enqueue_many(
+            [
+                (rnd.choice(TYPES), None, {"delay": rnd.choice([0, 30])})
+                for _ in range(rnd.randrange(1, 4))
+            ]
+        )
     elif op == 2:
         s.claim("w:1:1", 1, now, limit=rnd.randrange(1, 4))
     elif op == 3 and running:
@@ -60,22 +75,47 @@ def _step(q: JobQueue, clock: FakeClock, rnd: random.Random, op: int) -> None:
         j = rnd.choice(running)
         s.finish(Finish("failed", j.id, j.attempts, "boom"), j.owner, now)
     elif op == 6:
-        ids = [r["id"] for r in s.conn.execute("SELECT id FROM jobs ORDER BY random() LIMIT 3").fetchall()]
-        rnd.choice([lambda: ops.retry_ids(s, ids, now), lambda: ops.cancel_ids(s, ids, now),
-                    lambda: ops.purge_ids(s, ids)])()
+        ids = [
+            r["id"]
+            for r in s.conn.execute("SELECT id FROM jobs ORDER BY random() LIMIT 3").fetchall()
+        ]
+        rnd.choice(
+            [
+                lambda: ops.retry_ids(s, ids, now),
+                lambda: ops.cancel_ids(s, ids, now),
+                lambda: ops.purge_ids(s, ids),
+            ]
+        )()
     elif op == 7:
         s.release_owner("w:1:1", "test", now, max_attempts_for=lambda j: 2)
     elif op == 8:
         reads.purge(s, rnd.choice(["completed", "failed", "cancelled"]), now + 1)
     elif op == 9:  # a worker's batch: its completions and the next claim counted per statement
-        mine = [j for j in running if j.owner == "w:1:1"][:rnd.randrange(0, 4)]
+        mine = [j for j in running if j.owner == "w:1:1"][: rnd.randrange(0, 4)]
         kinds = ["completed", "completed", "retry", "failed"]
-        s.finish_and_claim([Finish(k, j.id, j.attempts, None if k == "completed" else "boom",
-                                   now + 20 if k == "retry" else None)
-                            for j, k in ((j, rnd.choice(kinds)) for j in mine)], "w:1:1", 1, now,
-                           limit=rnd.randrange(0, 4))
+        s.finish_and_claim(
+            [
+                Finish(
+                    k,
+                    j.id,
+                    j.attempts,
+                    None if k == "completed" else "boom",
+                    now + 20 if k == "retry" else None,
+                )
+                for j, k in ((j, rnd.choice(kinds)) for j in mine)
+            ],
+            "w:1:1",
+            1,
+            now,
+            limit=rnd.randrange(0, 4),
+        )
     elif op == 10:  # a batch past one insert statement's rows (store.CHUNK), some delayed
-        q.enqueue_many([(rnd.choice(TYPES), None, {"delay": rnd.choice([0, 0, 30])}) for _ in range(rnd.randrange(80, 200))])
+        q.enqueue_many(
+            [
+                (rnd.choice(TYPES), None, {"delay": rnd.choice([0, 0, 30])})
+                for _ in range(rnd.randrange(80, 200))
+            ]
+        )
     clock.advance(rnd.choice([0, 1, 10]))
 
 
@@ -119,10 +159,21 @@ def test_migration_fills_the_counters_of_an_existing_database(tmp_path):
         for statement in schema._statements(schema.MIGRATIONS[version]):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {before}")
-    rows = [(f"{i:032x}", TYPES[i % 3], ["pending", "completed", "failed"][i % 3], "null",
-             "2026-01-01T00:00:00.000Z" if i % 2 else "2026-01-01T00:10:00.000Z") for i in range(30)]
-    conn.executemany("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
-                     "VALUES (?, ?, ?, ?, ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')", rows)
+    rows = [
+        (
+            f"{i:032x}",
+            TYPES[i % 3],
+            ["pending", "completed", "failed"][i % 3],
+            "null",
+            "2026-01-01T00:00:00.000Z" if i % 2 else "2026-01-01T00:10:00.000Z",
+        )
+        for i in range(30)
+    ]
+    conn.executemany(
+        "INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+        rows,
+    )
     conn.execute("COMMIT")
     conn.close()
     with SqliteStore(path) as store:
@@ -143,9 +194,13 @@ def test_status_counts_do_not_scan_the_jobs_table(tmp_path):
         for sql in seen:
             if sql.startswith("INSERT"):
                 continue
-            plan = " | ".join(r["detail"] for r in store.conn.execute(
-                "EXPLAIN QUERY PLAN " + sql.replace("'1970-01-01T00:00:00.000Z'", "?"),
-                ("1970",) if "?" in sql.replace("'1970-01-01T00:00:00.000Z'", "?") else ()).fetchall())
+            plan = " | ".join(
+                r["detail"]
+                for r in store.conn.execute(
+                    "EXPLAIN QUERY PLAN " + sql.replace("'1970-01-01T00:00:00.000Z'", "?"),
+                    ("1970",) if "?" in sql.replace("'1970-01-01T00:00:00.000Z'", "?") else (),
+                ).fetchall()
+            )
             assert "SCAN jobs" not in plan, (sql, plan)
 
 
@@ -158,13 +213,21 @@ def test_the_counted_paths_leave_the_triggers_out_and_a_writer_around_jobq_is_co
     with JobQueue(config=Config(database=str(tmp_path / "q.db")), clock=clock) as q:
         s = q.store
         q.enqueue_many([("a", None, {"delay": 30 if i % 4 == 0 else 0}) for i in range(200)])
-        s.conn.execute("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
-                       "VALUES ('0', 'b', 'pending', 'null', ?1, ?1, ?1)", (iso(clock.now()),))
+        s.conn.execute(
+            "INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
+            "VALUES ('0', 'b', 'pending', 'null', ?1, ?1, ?1)",
+            (iso(clock.now()),),
+        )
         statements: list[str] = []
         s.conn.set_trace_callback(statements.append)
         _, got = s.finish_and_claim([], "w:1:1", 1, clock.now(), limit=300)
-        done, more = s.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in got],
-                                        "w:1:1", 1, clock.now(), limit=5)
+        done, more = s.finish_and_claim(
+            [Finish("completed", j.id, j.attempts, None) for j in got],
+            "w:1:1",
+            1,
+            clock.now(),
+            limit=5,
+        )
         s.conn.set_trace_callback(None)
         assert len(got) == 151 and all(done) and not more  # 150 due of type a, and b's
         assert _kept(s) == _real(s)
@@ -173,7 +236,13 @@ def test_the_counted_paths_leave_the_triggers_out_and_a_writer_around_jobq_is_co
         assert 0 < len(upserts) <= 8, upserts  # per (type, status), not per job
         clock.advance(60)
         _, late = s.finish_and_claim([], "w:1:1", 1, clock.now(), limit=100)
-        s.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in late], "w:1:1", 1, clock.now(), limit=0)
+        s.finish_and_claim(
+            [Finish("completed", j.id, j.attempts, None) for j in late],
+            "w:1:1",
+            1,
+            clock.now(),
+            limit=0,
+        )
         assert len(late) == 50 and _kept(s) == _real(s) and _kept(s)[1] == {}
 
 
@@ -189,16 +258,28 @@ def test_migration_to_counts_per_statement_keeps_the_counts_of_an_existing_datab
         for statement in schema._statements(schema.MIGRATIONS[version]):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {before}")
-    conn.executemany("INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
-                     "VALUES (?, ?, 'pending', 'null', ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
-                     [(f"{i:032x}", TYPES[i % 3], "2026-01-01T00:00:00.000Z" if i % 2 else "2026-01-01T00:10:00.000Z")
-                      for i in range(30)])
+    conn.executemany(
+        "INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
+        "VALUES (?, ?, 'pending', 'null', ?, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
+        [
+            (
+                f"{i:032x}",
+                TYPES[i % 3],
+                "2026-01-01T00:00:00.000Z" if i % 2 else "2026-01-01T00:10:00.000Z",
+            )
+            for i in range(30)
+        ],
+    )
     conn.execute("COMMIT")
     conn.close()
     with SqliteStore(path) as store:
-        assert store.conn.execute("PRAGMA user_version").fetchone()["user_version"] == schema.VERSION
+        assert (
+            store.conn.execute("PRAGMA user_version").fetchone()["user_version"] == schema.VERSION
+        )
         assert _kept(store) == _real(store)
         now = 1767226800.0 + 3600  # 2026-01-01T01:00Z: every old job is due
         _, got = store.finish_and_claim([], "w:1:1", 1, now, limit=40)
-        store.finish_and_claim([Finish("completed", j.id, j.attempts, None) for j in got], "w:1:1", 1, now, limit=0)
+        store.finish_and_claim(
+            [Finish("completed", j.id, j.attempts, None) for j in got], "w:1:1", 1, now, limit=0
+        )
         assert len(got) == 30 and _kept(store) == _real(store) and _kept(store)[1] == {}

@@ -6,6 +6,7 @@ module functions others call are thin calls of the target's engine, on both engi
 handler modules are imported from its folder too, by the supervisor, its template and exec'd
 workers, from whatever directory jobq was started.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -23,13 +24,22 @@ from shared.execution.handlers import load_registry
 from tests.proc import env, wait_until, write_config
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("q.db", Target("sqlite", "q.db", file="q.db")),
-    ("sqlite:///srv/q.db", Target("sqlite", "/srv/q.db", file="/srv/q.db")),
-    (":memory:", Target("sqlite", ":memory:")),
-    ("postgresql://u:pw@db/jobq", Target("postgresql", "postgresql://u:pw@db/jobq", server=True)),
-    ("POSTGRES+psycopg://db/jobq", Target("postgresql", "POSTGRES+psycopg://db/jobq", server=True)),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("q.db", Target("sqlite", "q.db", file="q.db")),
+        ("sqlite:///srv/q.db", Target("sqlite", "/srv/q.db", file="/srv/q.db")),
+        (":memory:", Target("sqlite", ":memory:")),
+        (
+            "postgresql://u:pw@db/jobq",
+            Target("postgresql", "postgresql://u:pw@db/jobq", server=True),
+        ),
+        (
+            "POSTGRES+psycopg://db/jobq",
+            Target("postgresql", "POSTGRES+psycopg://db/jobq", server=True),
+        ),
+    ],
+)
 def test_a_database_value_resolves_into_its_engines_target(value, expected):
     assert target(value) == expected
     assert engines.target(value) == expected and engines.target(expected) is expected
@@ -41,7 +51,9 @@ def test_a_relative_file_resolves_against_the_config_folder_only_when_given(tmp_
 
 
 def test_an_unknown_scheme_is_refused_by_the_registry_naming_the_value_not_its_password():
-    with pytest.raises(StoreUnavailable, match=r"mysql://u:\*\*\*@db.*unknown engine 'mysql'") as info:
+    with pytest.raises(
+        StoreUnavailable, match=r"mysql://u:\*\*\*@db.*unknown engine 'mysql'"
+    ) as info:
         engines.open_store(Config(database="mysql://u:hunter2@db/x"))
     assert "hunter2" not in str(info.value)
     with pytest.raises(StoreUnavailable, match="unknown"):
@@ -71,8 +83,10 @@ def test_the_registrys_functions_open_the_targets_engine(engine):
 def test_handler_modules_are_imported_from_the_config_files_folder(tmp_path, monkeypatch):
     folder = tmp_path / "conf"
     folder.mkdir()
-    (folder / "nextto_jobs.py").write_text("from worker import handler\n\n@handler('nextto:ping')\n"
-                                           "def ping(payload, job):\n    return 'pong'\n")
+    (folder / "nextto_jobs.py").write_text(
+        "from worker import handler\n\n@handler('nextto:ping')\n"
+        "def ping(payload, job):\n    return 'pong'\n"
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
     monkeypatch.delitem(sys.modules, "nextto_jobs", raising=False)
@@ -81,21 +95,35 @@ def test_handler_modules_are_imported_from_the_config_files_folder(tmp_path, mon
 
 
 @pytest.mark.parametrize("fork_server", ["1", "0"])
-def test_a_supervisor_started_elsewhere_runs_the_handlers_next_to_its_config(tmp_path, engine, fork_server):
+def test_a_supervisor_started_elsewhere_runs_the_handlers_next_to_its_config(
+    tmp_path, engine, fork_server
+):
     """The template (forked before the supervisor imports a handler) and exec'd workers too."""
     folder = tmp_path / "conf"
     folder.mkdir()
-    (folder / "nextto_jobs.py").write_text("from worker import handler\n\n@handler('nextto:ping')\n"
-                                           "def ping(payload, job):\n    return payload + 1\n")
-    cfg = write_config(folder, handlers=["nextto_jobs"], database=engine.database,
-                       postgres={"schema": getattr(engine, "schema", "jobq")})
+    (folder / "nextto_jobs.py").write_text(
+        "from worker import handler\n\n@handler('nextto:ping')\n"
+        "def ping(payload, job):\n    return payload + 1\n"
+    )
+    cfg = write_config(
+        folder,
+        handlers=["nextto_jobs"],
+        database=engine.database,
+        postgres={"schema": getattr(engine, "schema", "jobq")},
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     log = open(tmp_path / "supervisor.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "supervisor", "run", "--config", str(cfg)], cwd=str(elsewhere),
-                            env={**env(), "JOBQ_FORK_SERVER": fork_server}, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", "--config", str(cfg)],
+        cwd=str(elsewhere),
+        env={**env(), "JOBQ_FORK_SERVER": fork_server},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         from shared import JobQueue
+
         with JobQueue(config=load(cfg)) as q:  # no type check: it would import the module here
             job = q.enqueue("nextto:ping", 41)
             assert q.wait_many([job], timeout=60) == [42], (tmp_path / "supervisor.log").read_text()

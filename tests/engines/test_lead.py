@@ -1,5 +1,6 @@
 """The idle lead (shared.engines.idlelead.py): one idle worker at a time waits for commits; hand-overs and a
 dead lead wake the followers; a burst still reaches every idle worker."""
+
 from __future__ import annotations
 
 import ast
@@ -54,8 +55,14 @@ class LeadProc:
     """An IdleLead in a child process: ``lead("take")`` runs ``take()`` there and returns its value."""
 
     def __init__(self, db: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", DRIVER, db], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env(), cwd=str(REPO))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, db],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env(),
+            cwd=str(REPO),
+        )
 
     def __call__(self, cmd: str):
         self.proc.stdin.write(cmd + "\n")
@@ -77,16 +84,16 @@ def test_one_lead_at_a_time_and_a_resignation_wakes_one_follower(tmp_path):
     a, b, c = LeadProc(db), LeadProc(db), LeadProc(db)
     try:
         assert a("available") and b("available") and c("available")
-        assert a("take") and a("take")           # taking twice keeps it
-        assert not b("take") and not c("take")   # both queue
+        assert a("take") and a("take")  # taking twice keeps it
+        assert not b("take") and not c("take")  # both queue
         assert not b("readable 0") and not c("readable 0")
         a("resign")
         wait_until(lambda: b("readable 0") or c("readable 0"), what="a follower woken")
         first, other = (b, c) if b("readable 0") else (c, b)
-        assert first("take") and not a("take")   # a queues behind
-        assert not other("readable 0.2")         # the kernel handed the lock to one follower
+        assert first("take") and not a("take")  # a queues behind
+        assert not other("readable 0.2")  # the kernel handed the lock to one follower
         first("resign")
-        first("resign")                          # not held: changes nothing
+        first("resign")  # not held: changes nothing
     finally:
         for lead in (a, b, c):
             lead.close()
@@ -97,11 +104,11 @@ def test_a_queued_follower_that_resigns_or_closes_gives_the_lock_back(tmp_path):
     a, b = LeadProc(db), LeadProc(db)
     try:
         assert a("take") and not b("take")
-        b("resign")                              # busy now: cancel the queued request
+        b("resign")  # busy now: cancel the queued request
         a("resign")
         wait_until(lambda: b("state") == "free", what="b's helper to give the lock back")
         assert a("take")
-        assert not b("take")                     # queued again
+        assert not b("take")  # queued again
         b("close")
         a("resign")
         assert b("joined 10")
@@ -115,17 +122,24 @@ def test_a_dead_leads_forked_children_do_not_keep_the_lead(tmp_path):
     """Forked children, the class: children forked without exec by the lead's process, before and
     after it took the lead, still live when it dies; the lead is free at once all the same."""
     db = str(tmp_path / "q.db")
-    code = ("import os, sys, time\n"
-            "from shared.engines.idlelead import IdleLead\n"
-            "def fork():\n"
-            "    pid = os.fork()\n"
-            "    if pid == 0:\n"
-            "        time.sleep(120); os._exit(0)\n"
-            "    return pid\n"
-            "l = IdleLead(sys.argv[1]); before = fork(); assert l.take(); after = fork()\n"
-            "print(before, after, flush=True); time.sleep(120)\n")
-    lead = subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, env=env(),
-                            cwd=str(REPO), text=True)
+    code = (
+        "import os, sys, time\n"
+        "from shared.engines.idlelead import IdleLead\n"
+        "def fork():\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        time.sleep(120); os._exit(0)\n"
+        "    return pid\n"
+        "l = IdleLead(sys.argv[1]); before = fork(); assert l.take(); after = fork()\n"
+        "print(before, after, flush=True); time.sleep(120)\n"
+    )
+    lead = subprocess.Popen(
+        [sys.executable, "-c", code, db],
+        stdout=subprocess.PIPE,
+        env=env(),
+        cwd=str(REPO),
+        text=True,
+    )
     follower = LeadProc(db)
     children: list[int] = []
     try:
@@ -152,10 +166,13 @@ def test_a_dead_leads_forked_children_do_not_keep_the_lead(tmp_path):
 
 def test_a_dead_lead_wakes_the_followers(tmp_path):
     db = str(tmp_path / "q.db")
-    code = ("import sys, time; from shared.engines.idlelead import IdleLead; "
-            "l = IdleLead(sys.argv[1]); assert l.take(); print('lead', flush=True); time.sleep(120)")
-    child = subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, env=env(),
-                             cwd=str(REPO))
+    code = (
+        "import sys, time; from shared.engines.idlelead import IdleLead; "
+        "l = IdleLead(sys.argv[1]); assert l.take(); print('lead', flush=True); time.sleep(120)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, db], stdout=subprocess.PIPE, env=env(), cwd=str(REPO)
+    )
     follower = IdleLead(db)
     try:
         assert child.stdout.readline().strip() == b"lead"
@@ -192,13 +209,21 @@ def test_jobs_enqueued_one_by_one_and_in_a_burst_reach_idle_workers(tmp_path, su
     with JobQueue(str(tmp_path / "q.db")) as q:
         for i in range(20):
             jid = q.enqueue("test:noop", {"log": str(log)})
-            wait_until(lambda: job_row(cfg, jid)["status"] == "completed", what=f"single job {i} done")
+            wait_until(
+                lambda: job_row(cfg, jid)["status"] == "completed", what=f"single job {i} done"
+            )
         ids = q.enqueue_many([("test:gate", {"gate": str(gate), "log": str(log)})] * 4)
     pids = {p["pid"] for p in worker_rows(cfg)}
-    wait_until(lambda: {e["pid"] for e in events(log) if e["job"] in ids and e["event"] == "start"} == pids,
-               what="each of the 4 workers running one job of the burst")
+    wait_until(
+        lambda: (
+            {e["pid"] for e in events(log) if e["job"] in ids and e["event"] == "start"} == pids
+        ),
+        what="each of the 4 workers running one job of the burst",
+    )
     gate.touch()
-    wait_until(lambda: all(job_row(cfg, j)["status"] == "completed" for j in ids), what="burst done")
+    wait_until(
+        lambda: all(job_row(cfg, j)["status"] == "completed" for j in ids), what="burst done"
+    )
     sup.signal(signal.SIGTERM)
     assert sup.wait(20) == 0
 
@@ -224,33 +249,51 @@ def test_try_claim_answers_at_once_while_another_connection_writes(tmp_path):
         store.close()
 
 
-def test_a_lead_worker_killed_while_its_handlers_forked_child_lives_is_replaced_as_lead(tmp_path, sup_factory):
+def test_a_lead_worker_killed_while_its_handlers_forked_child_lives_is_replaced_as_lead(
+    tmp_path, sup_factory
+):
     """Forked children through the real supervisor: the only worker runs a handler that forks a
     sleeping child, leads while idle, and is SIGKILLed (its child lives on). Its replacement must
     lead at once: each job then completes well within the 5 s a follower sleeps (a behaviour
     bound, not a speed target)."""
-    cfg = write_config(tmp_path, handlers=["procjobs"], log_format="json", supervisor={"workers": 1})
+    cfg = write_config(
+        tmp_path, handlers=["procjobs"], log_format="json", supervisor={"workers": 1}
+    )
     log = tmp_path / "events.log"
     sup = sup_factory(cfg)
     child = None
     with JobQueue(str(tmp_path / "q.db")) as q:
         try:
             jid = q.enqueue("proc:fork_sleeper", {"log": str(log), "seconds": 120})
-            wait_until(lambda: job_row(cfg, jid)["status"] == "completed", what="the forking job done")
+            wait_until(
+                lambda: job_row(cfg, jid)["status"] == "completed", what="the forking job done"
+            )
             start = next(e for e in events(log) if e["job"] == jid)
             worker, child = start["pid"], start["child"]
-            wait_until(lambda: os.path.exists(str(tmp_path / "q.db-lead")), what="the lead's lock file")
+            wait_until(
+                lambda: os.path.exists(str(tmp_path / "q.db-lead")), what="the lead's lock file"
+            )
             lock_file = str(tmp_path / "q.db-lead")
-            wait_until(lambda: str(worker) in _lock_holders(lock_file), what="the worker leading while idle")
+            wait_until(
+                lambda: str(worker) in _lock_holders(lock_file),
+                what="the worker leading while idle",
+            )
             os.kill(worker, signal.SIGKILL)
-            wait_until(lambda: [r["pid"] for r in worker_rows(cfg)] not in ([], [worker]),
-                       what="the replacement worker registered")
+            wait_until(
+                lambda: [r["pid"] for r in worker_rows(cfg)] not in ([], [worker]),
+                what="the replacement worker registered",
+            )
             probe = q.enqueue("proc:ok", {})
-            wait_until(lambda: job_row(cfg, probe)["status"] == "completed", what="the probe job done")
+            wait_until(
+                lambda: job_row(cfg, probe)["status"] == "completed", what="the probe job done"
+            )
             for i in range(3):
                 jid = q.enqueue("proc:ok", {})
-                wait_until(lambda: job_row(cfg, jid)["status"] == "completed", timeout=1.5,
-                           what=f"job {i} done within 1.5 s of its enqueue")
+                wait_until(
+                    lambda: job_row(cfg, jid)["status"] == "completed",
+                    timeout=1.5,
+                    what=f"job {i} done within 1.5 s of its enqueue",
+                )
         finally:
             if child is not None:
                 try:

@@ -1,6 +1,7 @@
 """Outcome commits: an outcome re-sent after an error that left its commit unknown
 recognises its own committed row (reported recorded, applied once, its hooks run), on both
 engines; and each attempt records its own run time, also when its job ran in a batch."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,7 +24,9 @@ from worker.loop import Worker
 
 
 def _put(store, clock, n: int) -> list[str]:
-    return store.enqueue([NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(n)], clock.now())
+    return store.enqueue(
+        [NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(n)], clock.now()
+    )
 
 
 def _ran(f: Finish, started: float, ended: float) -> Finish:
@@ -31,8 +34,10 @@ def _ran(f: Finish, started: float, ended: float) -> Finish:
 
 
 def _history(store, job_id: str) -> list[tuple]:
-    return [(h["attempt"], h["outcome"], h["owner"], h["started_at"], h["ended_at"], h["error"])
-            for h in ops.attempt_history(store, job_id)]
+    return [
+        (h["attempt"], h["outcome"], h["owner"], h["started_at"], h["ended_at"], h["error"])
+        for h in ops.attempt_history(store, job_id)
+    ]
 
 
 def test_an_outcome_resent_after_an_unknown_commit_is_recognised_and_applied_once(store, clock):
@@ -41,10 +46,12 @@ def test_an_outcome_resent_after_an_unknown_commit_is_recognised_and_applied_onc
     ids = _put(store, clock, 5)
     a, b, c, d, e = store.claim(OWNER, PID, clock.now(), 5)
     t = clock.now()
-    batch = [_ran(Finish("completed", a.id, 1, '"a"'), t, t + 0.01),
-             _ran(Finish("completed", b.id, 1, '"b"'), t + 0.01, t + 0.02),
-             _ran(Finish("retry", c.id, 1, "again", t + 60, 3), t + 0.02, t + 0.03),
-             _ran(Finish("failed", d.id, 1, "boom", 0.0, 3), t + 0.03, t + 0.04)]
+    batch = [
+        _ran(Finish("completed", a.id, 1, '"a"'), t, t + 0.01),
+        _ran(Finish("completed", b.id, 1, '"b"'), t + 0.01, t + 0.02),
+        _ran(Finish("retry", c.id, 1, "again", t + 60, 3), t + 0.02, t + 0.03),
+        _ran(Finish("failed", d.id, 1, "boom", 0.0, 3), t + 0.03, t + 0.04),
+    ]
     alone = _ran(Finish("completed", e.id, 1, None), t + 0.04, t + 0.05)
     clock.advance(1)
     assert store.finish_and_claim(batch, OWNER, PID, clock.now(), 0)[0] == [True] * 4
@@ -79,7 +86,9 @@ def test_an_outcome_that_never_committed_is_still_refused(store, clock):
     assert store.finish(done, OWNER, clock.now())
     assert not store.finish(done, OTHER, clock.now())
     assert not store.finish(dataclasses.replace(done, attempt=2), OWNER, clock.now())
-    assert not store.finish(_ran(Finish("failed", a.id, 1, "x", 0.0, 3), t, t + 0.01), OWNER, clock.now())
+    assert not store.finish(
+        _ran(Finish("failed", a.id, 1, "x", 0.0, 3), t, t + 0.01), OWNER, clock.now()
+    )
     assert not store.finish(dataclasses.replace(done, ended=t + 0.02), OWNER, clock.now())
     store.release_owner(OWNER, "worker died", clock.now(), max_attempts_for=lambda j: 3)
     retry = _ran(Finish("retry", b.id, 1, "boom", t + 5, 3), t, clock.now())
@@ -94,10 +103,16 @@ def test_each_attempt_records_its_own_run_time(store, clock):
     jobs = store.claim(OWNER, PID, clock.now(), 4)
     t = clock.now() + 0.001
     spans = [(t, t), (t, t + 0.05), (t + 0.05, t + 0.15), (t + 0.15, t + 0.2)]
-    kinds = [Finish("completed", jobs[0].id, 1, None), Finish("completed", jobs[1].id, 1, '"r"'),
-             Finish("retry", jobs[2].id, 1, "again", t + 60, 3), Finish("failed", jobs[3].id, 1, "bad", 0.0, 3)]
+    kinds = [
+        Finish("completed", jobs[0].id, 1, None),
+        Finish("completed", jobs[1].id, 1, '"r"'),
+        Finish("retry", jobs[2].id, 1, "again", t + 60, 3),
+        Finish("failed", jobs[3].id, 1, "bad", 0.0, 3),
+    ]
     clock.advance(1)
-    ok, _ = store.finish_and_claim([_ran(f, *s) for f, s in zip(kinds, spans)], OWNER, PID, clock.now(), 0)
+    ok, _ = store.finish_and_claim(
+        [_ran(f, *s) for f, s in zip(kinds, spans)], OWNER, PID, clock.now(), 0
+    )
     assert ok == [True] * 4
     for job, (start, end) in zip(jobs, spans):
         [h] = ops.attempt_history(store, job.id)
@@ -120,19 +135,23 @@ def test_an_attempt_that_ends_when_the_last_one_ended_keeps_its_own_times(store,
     _put(store, clock, 1)
     [j] = store.claim(OWNER, PID, clock.now(), 1)
     t = clock.now()
-    assert store.finish(_ran(Finish("retry", j.id, 1, "again", t, 3), t, t + 0.01), OWNER, clock.now())
+    assert store.finish(
+        _ran(Finish("retry", j.id, 1, "again", t, 3), t, t + 0.01), OWNER, clock.now()
+    )
     [j] = store.claim(OWNER, PID, clock.now(), 1)
     clock.advance(1)
     second = _ran(Finish("completed", j.id, 2, None), t + 0.005, t + 0.01)
     assert store.finish(second, OWNER, clock.now()) and store.finish(second, OWNER, clock.now())
-    assert [(h["attempt"], h["started_at"], h["ended_at"]) for h in ops.attempt_history(store, j.id)] == [
-        (1, iso(t), iso(t + 0.01)), (2, iso(t + 0.005), iso(t + 0.01))]
+    assert [
+        (h["attempt"], h["started_at"], h["ended_at"]) for h in ops.attempt_history(store, j.id)
+    ] == [(1, iso(t), iso(t + 0.01)), (2, iso(t + 0.005), iso(t + 0.01))]
 
 
 def test_a_batch_of_jobs_of_different_lengths_records_each_ones_run(engine, tmp_path):
     """A worker claims three jobs (0, 0.05 and 0.1 s long) in one batch, runs them one after
     another and commits them together: each attempt's start and end frame its own run, so the
     runs follow each other instead of all spanning the whole batch."""
+
     @handler("sleepy")
     def sleepy(payload, job):
         time.sleep(payload)
@@ -141,8 +160,13 @@ def test_a_batch_of_jobs_of_different_lengths_records_each_ones_run(engine, tmp_
     reg.add_module(types.SimpleNamespace(sleepy=sleepy))
     cfg = engine.config(Config().replace(worker=WorkerConfig(max_batch=8)))
     with engine.open() as s:
-        ids = s.enqueue([NewJob(new_id(), "sleepy", str(p), 3 - i, 0.0, None, None)
-                         for i, p in enumerate((0, 0.05, 0.1))], time.time())
+        ids = s.enqueue(
+            [
+                NewJob(new_id(), "sleepy", str(p), 3 - i, 0.0, None, None)
+                for i, p in enumerate((0, 0.05, 0.1))
+            ],
+            time.time(),
+        )
     w = Worker(cfg, reg)
     w.store = engine.open()
     try:
@@ -169,33 +193,59 @@ def test_dropped_connections_lose_no_hook_and_report_no_lease_lost(tmp_path):
     a drop between them left a committed outcome whose re-send was refused): every job
     completes once, every hook runs once, and no ``job.lease_lost`` is logged."""
     import psycopg
+
     pg = PostgresEngine(tmp_path)
     app = f"jobq_drop_{uuid.uuid4().hex[:8]}"
     sep = "&" if "?" in pg.database else "?"
-    cfg = write_config(tmp_path, database=f"{pg.database}{sep}application_name={app}", handlers=["dropjobs"],
-                       postgres={"schema": pg.schema}, supervisor={"workers": 2},
-                       worker={"max_batch": 1, "lease_timeout": 30}, log_format="json")
+    cfg = write_config(
+        tmp_path,
+        database=f"{pg.database}{sep}application_name={app}",
+        handlers=["dropjobs"],
+        postgres={"schema": pg.schema},
+        supervisor={"workers": 2},
+        worker={"max_batch": 1, "lease_timeout": 30},
+        log_format="json",
+    )
 
     def more(s, n: int = 100) -> list[str]:
-        return s.enqueue([NewJob(new_id(), "drop:short", '{"sleep": 0.002}', 0, 0.0, None, None)
-                          for _ in range(n)], time.time())
+        return s.enqueue(
+            [
+                NewJob(new_id(), "drop:short", '{"sleep": 0.002}', 0, 0.0, None, None)
+                for _ in range(n)
+            ],
+            time.time(),
+        )
+
     sup = Running(cfg)
     try:
         with pg.open() as s, psycopg.connect(pg.database, autocommit=True) as admin:
             ids = more(s)
-            wait_until(lambda: s.counts().get("pending", 0) < len(ids), timeout=30, what="the first claims")
+            wait_until(
+                lambda: s.counts().get("pending", 0) < len(ids), timeout=30, what="the first claims"
+            )
             cuts = 0
             while cuts < 60:
                 if s.counts().get("pending", 0) < 50:  # keep the workers busy until the last cut
                     ids += more(s)
-                cuts += admin.execute("SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity "
-                                      "WHERE application_name = %s", (app,)).fetchone()[0]
+                cuts += admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity "
+                    "WHERE application_name = %s",
+                    (app,),
+                ).fetchone()[0]
                 time.sleep(0.15)  # paces the cuts (not a synchronisation: nothing waits on it)
-            wait_until(lambda: s.counts().get("completed") == len(ids), timeout=120, what="every job completed")
-            history = {i: [(h["attempt"], h["outcome"]) for h in ops.attempt_history(s, i)] for i in ids}
+            wait_until(
+                lambda: s.counts().get("completed") == len(ids),
+                timeout=120,
+                what="every job completed",
+            )
+            history = {
+                i: [(h["attempt"], h["outcome"]) for h in ops.attempt_history(s, i)] for i in ids
+            }
         sup.signal(signal.SIGTERM)  # the workers finish what follows their last commit, and exit
         assert sup.wait(60) == 0
-        hooks = Counter(line.split()[0] for line in (tmp_path / "hooks.log").read_text().splitlines())
+        hooks = Counter(
+            line.split()[0] for line in (tmp_path / "hooks.log").read_text().splitlines()
+        )
         lost = log_events(sup, "job.lease_lost")
     finally:
         sup.close()
@@ -207,10 +257,14 @@ def test_dropped_connections_lose_no_hook_and_report_no_lease_lost(tmp_path):
 
 # The previous jobq's enqueue and claim of one job, in its own columns (later migrations add
 # columns that this jobq's statements write): `?` parameters, turned into `%s` for PostgreSQL.
-OLD_INSERT = ("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
-              "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)")  # as the jobq of schema v1 wrote
-_OLD_CLAIM = ("UPDATE jobs SET status = 'running', attempts = 1, owner = ?, owner_pid = ?, "
-              "started_at = ?, heartbeat_at = ?, updated_at = ? WHERE id = ?")
+OLD_INSERT = (
+    "INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
+    "updated_at) VALUES (?, 't', 'pending', '{}', 0, 0, ?, ?, ?)"
+)  # as the jobq of schema v1 wrote
+_OLD_CLAIM = (
+    "UPDATE jobs SET status = 'running', attempts = 1, owner = ?, owner_pid = ?, "
+    "started_at = ?, heartbeat_at = ?, updated_at = ? WHERE id = ?"
+)
 
 
 def write_old_jobs(old_conn: Any, param: str, stamp: str, *ids: str) -> None:
@@ -244,6 +298,7 @@ def sqlite_before(path: str, migration: str) -> Any:
     import sqlite3
 
     from shared.engines.sqlite import schema
+
     conn = sqlite3.connect(path, isolation_level=None)
     before = schema.MIGRATIONS.index(migration)
     for version in range(before):
@@ -256,10 +311,14 @@ def sqlite_before(path: str, migration: str) -> Any:
 def test_a_sqlite_database_of_the_previous_version_migrates_forward(tmp_path):
     from shared.engines.sqlite import schema
     from shared.engines.sqlite.store import SqliteStore
+
     path = str(tmp_path / "old.db")
     conn = sqlite_before(path, schema.RUN_TIMES)
     [h] = _finish_a_job_claimed_before_the_upgrade(lambda: SqliteStore(path), conn)
-    assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
+    assert (h["started_at"], h["ended_at"]) == (
+        iso(FakeClock().now() + 0.5),
+        iso(FakeClock().now() + 0.75),
+    )
 
 
 def test_an_attempt_ended_around_jobq_ends_at_its_update_on_sqlite(tmp_path):
@@ -268,16 +327,22 @@ def test_an_attempt_ended_around_jobq_ends_at_its_update_on_sqlite(tmp_path):
     import sqlite3
 
     from shared.engines.sqlite.store import SqliteStore
+
     path, clock = str(tmp_path / "q.db"), FakeClock()
     with SqliteStore(path) as s:
         _put(s, clock, 1)
         [j] = s.claim(OWNER, PID, clock.now(), 1)
         t = clock.now()
-        assert s.finish(_ran(Finish("retry", j.id, 1, "again", t, 3), t, t + 0.01), OWNER, clock.now())
+        assert s.finish(
+            _ran(Finish("retry", j.id, 1, "again", t, 3), t, t + 0.01), OWNER, clock.now()
+        )
         s.claim(OWNER, PID, clock.now(), 1)
     c = sqlite3.connect(path, isolation_level=None)
-    c.execute("UPDATE jobs SET status = 'pending', owner = NULL, owner_pid = NULL, heartbeat_at = NULL, "
-              "started_at = NULL, updated_at = ? WHERE status = 'running'", (iso(t + 5),))
+    c.execute(
+        "UPDATE jobs SET status = 'pending', owner = NULL, owner_pid = NULL, heartbeat_at = NULL, "
+        "started_at = NULL, updated_at = ? WHERE status = 'running'",
+        (iso(t + 5),),
+    )
     c.close()
     with SqliteStore(path) as s:
         assert [h["ended_at"] for h in ops.attempt_history(s, j.id)] == [iso(t + 0.01), iso(t + 5)]
@@ -287,6 +352,7 @@ def postgres_before(pg: PostgresEngine, migration: str, monkeypatch) -> Any:
     """A store on ``pg``'s new schema as made by a jobq whose migrations stop just before
     ``migration`` (one of the PostgreSQL engine's MIGRATIONS)."""
     from shared.engines.postgres import schema
+
     with monkeypatch.context() as m:
         before = schema.MIGRATIONS.index(migration)
         m.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:before])
@@ -299,6 +365,7 @@ def upgrade_postgres(tmp_path, migration: str, monkeypatch, check: Callable[...,
     migrations stop just before ``migration`` (a name in the engine's schema module); the schema
     is dropped after. What ``check`` returns."""
     from shared.engines.postgres import schema
+
     pg = PostgresEngine(tmp_path)
     try:
         old = postgres_before(pg, getattr(schema, migration), monkeypatch)
@@ -308,5 +375,10 @@ def upgrade_postgres(tmp_path, migration: str, monkeypatch, check: Callable[...,
 
 
 def test_a_postgres_schema_of_the_previous_version_migrates_forward(tmp_path, monkeypatch):
-    [h] = upgrade_postgres(tmp_path, "RUN_TIMES", monkeypatch, _finish_a_job_claimed_before_the_upgrade)
-    assert (h["started_at"], h["ended_at"]) == (iso(FakeClock().now() + 0.5), iso(FakeClock().now() + 0.75))
+    [h] = upgrade_postgres(
+        tmp_path, "RUN_TIMES", monkeypatch, _finish_a_job_claimed_before_the_upgrade
+    )
+    assert (h["started_at"], h["ended_at"]) == (
+        iso(FakeClock().now() + 0.5),
+        iso(FakeClock().now() + 0.75),
+    )

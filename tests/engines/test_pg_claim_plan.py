@@ -8,6 +8,7 @@ A worker's session also keeps one generic plan per hot statement instead of plan
 execution (0.6-0.7 ms of server CPU per statement): that plan is made once, from whatever the
 statistics said then, and serves every batch size, so it must find rows by key, never scan the
 table or join the batch in a nested loop."""
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,13 @@ def plans(store, now: float) -> dict[str, str]:
     out = {}
     for name, sql in (("claim", _CLAIM), ("queue claim", _CLAIM_QUEUE)):
         params = {"owner": "h:1:1", "pid": 1, "now": iso(now), "limit": 10, "queue": "default"}
-        with store.lock, store.conn.transaction(force_rollback=True):  # (EXPLAIN ANALYZE runs the claim)
-            rows = store.conn.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + sql, params).fetchall()
+        with (
+            store.lock,
+            store.conn.transaction(force_rollback=True),
+        ):  # (EXPLAIN ANALYZE runs the claim)
+            rows = store.conn.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) " + sql, params
+            ).fetchall()
             out[name] = "\n".join(r["QUERY PLAN"] for r in rows)
     return out
 
@@ -63,22 +69,31 @@ def kept_plan(store, sql: str, params: dict) -> tuple[str, int, int]:
     two runs)."""
     numbers: dict[str, str] = {}  # psycopg numbers named parameters in order of appearance
     sent = re.sub(r"%\((\w+)\)s", lambda m: numbers.setdefault(m[1], f"${len(numbers) + 1}"), sql)
-    count = ("SELECT statement, parameter_types::text[] AS types, generic_plans, custom_plans "
-             "FROM pg_prepared_statements WHERE NOT from_sql AND statement = %s")
+    count = (
+        "SELECT statement, parameter_types::text[] AS types, generic_plans, custom_plans "
+        "FROM pg_prepared_statements WHERE NOT from_sql AND statement = %s"
+    )
     with store.lock:
         store.conn.execute(sql, params, prepare=True).fetchall()  # prepared here, if not before
         before = store.conn.execute(count, (sent,)).fetchone()
         store.conn.execute(sql, params, prepare=True).fetchall()
         store.conn.execute(sql, params, prepare=True).fetchall()
         row = store.conn.execute(count, (sent,)).fetchone()
-        store.conn.execute(f"PREPARE jobq_plan_probe ({', '.join(row['types'])}) AS {row['statement']}")
+        store.conn.execute(
+            f"PREPARE jobq_plan_probe ({', '.join(row['types'])}) AS {row['statement']}"
+        )
         try:  # a generic plan does not depend on the values: NULLs will do
             nulls = ", ".join("NULL" for _ in row["types"])
-            rows = store.conn.execute(f"EXPLAIN (COSTS OFF) EXECUTE jobq_plan_probe ({nulls})").fetchall()
+            rows = store.conn.execute(
+                f"EXPLAIN (COSTS OFF) EXECUTE jobq_plan_probe ({nulls})"
+            ).fetchall()
         finally:
             store.conn.execute("DEALLOCATE jobq_plan_probe")
-    return ("\n".join(r["QUERY PLAN"] for r in rows), row["generic_plans"] - before["generic_plans"],
-            row["custom_plans"] - before["custom_plans"])
+    return (
+        "\n".join(r["QUERY PLAN"] for r in rows),
+        row["generic_plans"] - before["generic_plans"],
+        row["custom_plans"] - before["custom_plans"],
+    )
 
 
 def test_a_workers_session_keeps_one_plan_per_hot_statement_that_finds_rows_by_key(pg):
@@ -87,17 +102,33 @@ def test_a_workers_session_keeps_one_plan_per_hot_statement_that_finds_rows_by_k
         owner = "h:1:1"
         running = store.claim(owner, 1, now + 1, 200)
         store.wakeup().close()  # a worker's session (the wake-up sets it up)
-        done = [Finish("completed", j.id, j.attempts, None, started=now, ended=now + 1) for j in running]
-        params = {**completion_params(done, owner, iso(now + 1), "jobq_done_x"),
-                  "pid": 1, "limit": 100, "queue": "default"}
-        for name, sql in (("claim", _CLAIM), ("queue claim", _CLAIM_QUEUE), ("complete many", COMPLETE_MANY),
-                          ("complete and claim", _COMPLETE_AND_CLAIM[False]),
-                          ("complete and claim a queue", _COMPLETE_AND_CLAIM[True])):
+        done = [
+            Finish("completed", j.id, j.attempts, None, started=now, ended=now + 1) for j in running
+        ]
+        params = {
+            **completion_params(done, owner, iso(now + 1), "jobq_done_x"),
+            "pid": 1,
+            "limit": 100,
+            "queue": "default",
+        }
+        for name, sql in (
+            ("claim", _CLAIM),
+            ("queue claim", _CLAIM_QUEUE),
+            ("complete many", COMPLETE_MANY),
+            ("complete and claim", _COMPLETE_AND_CLAIM[False]),
+            ("complete and claim a queue", _COMPLETE_AND_CLAIM[True]),
+        ):
             plan, generic, custom = kept_plan(store, sql, params)
-            assert generic == 2 and custom == 0, f"{name}: planned per execution ({generic=}, {custom=})"
+            assert generic == 2 and custom == 0, (
+                f"{name}: planned per execution ({generic=}, {custom=})"
+            )
             assert "Seq Scan on jobs" not in plan and "Sort" not in plan, f"{name}:\n{plan}"
             assert "Function Scan on unnest" not in plan, f"{name} joins the batch:\n{plan}"
-            assert re.search(r"(Index Scan using|Bitmap Index Scan on) jobs_(pkey|running)\b|Tid Scan on jobs", plan), \
-                f"{name} finds its rows by no key:\n{plan}"
+            assert re.search(
+                r"(Index Scan using|Bitmap Index Scan on) jobs_(pkey|running)\b|Tid Scan on jobs",
+                plan,
+            ), f"{name} finds its rows by no key:\n{plan}"
             if "claim" in name:  # the claimed rows are updated where the claim locked them
-                assert re.search(r"Tid Scan on jobs( \w+)?\s+TID Cond: \(ctid = ANY", plan), f"{name}:\n{plan}"
+                assert re.search(r"Tid Scan on jobs( \w+)?\s+TID Cond: \(ctid = ANY", plan), (
+                    f"{name}:\n{plan}"
+                )

@@ -2,6 +2,7 @@
 (``PgConnection._run_prepared``): what psycopg's own path did for it must still hold,
 on a connection made again, after the server lost the statement, for text libpq would cut at a
 NUL, and for notifications read off the socket while it ran."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,7 +35,9 @@ def test_a_lost_connection_fails_one_enqueue_and_the_next_one_prepares_on_a_new_
             for _ in range(3):  # the first call after the kill may still be answered
                 q.enqueue("t", None)
         job_id = q.enqueue("t", {"after": "reconnect"})
-        assert q.get(job_id).payload == {"after": "reconnect"} and q.store.conn.info.backend_pid != pid
+        assert (
+            q.get(job_id).payload == {"after": "reconnect"} and q.store.conn.info.backend_pid != pid
+        )
     finally:
         q.close()
 
@@ -56,8 +59,12 @@ def test_a_notification_read_during_the_enqueue_reaches_the_connections_handlers
     socket: the race of tests/engines/test_pg_wakeup.py)."""
     with pg.open() as store:
         got: list = []
-        store.on_connect(lambda conn: (conn.add_notify_handler(got.append),
-                                       conn.execute(f'LISTEN "{store.channel}"')))
+        store.on_connect(
+            lambda conn: (
+                conn.add_notify_handler(got.append),
+                conn.execute(f'LISTEN "{store.channel}"'),
+            )
+        )
         q = JobQueue(config=pg.config())
         q.store = store  # enqueue on the listening connection
         try:
@@ -81,7 +88,9 @@ def test_the_short_paths_errors_do_not_show_a_password_of_the_url(pg, caplog):
     try:
         q.enqueue("t", None)  # the type's later calls take the short path
         with psycopg.connect(pg.database, autocommit=True) as admin:
-            admin.execute(f'ALTER TABLE "{pg.schema}".jobs ADD CONSTRAINT no_boom CHECK (payload <> \'"boom"\')')
+            admin.execute(
+                f'ALTER TABLE "{pg.schema}".jobs ADD CONSTRAINT no_boom CHECK (payload <> \'"boom"\')'
+            )
         texts = []
         with pytest.raises(StoreError) as refused:
             q.enqueue("t", "boom")

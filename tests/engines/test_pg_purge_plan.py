@@ -3,6 +3,7 @@
 statistics: with ``job_id IN (SELECT id FROM old_rows)`` the planner hashed them and read the
 whole of ``job_attempts`` for every DELETE on jobs, so each chunk of a purge cost a scan of the
 entire history. Checked by the table's own scan counters, in the deleting transaction."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,11 +15,15 @@ from tests.engines.test_outcome_commit import postgres_before
 psycopg = pytest.importorskip("psycopg")
 
 HISTORY = 20_000
-_FILL = ("INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, created_at, "
-         "updated_at) SELECT lpad(to_hex(i), 32, '0'), 'old', 'completed', 'null', 1, t, t, t, t, t "
-         "FROM generate_series(1, %s) i, (SELECT '2020-01-01T00:00:00.000Z'::text AS t) c")
-_HISTORY = ("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
-            "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs")
+_FILL = (
+    "INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, created_at, "
+    "updated_at) SELECT lpad(to_hex(i), 32, '0'), 'old', 'completed', 'null', 1, t, t, t, t, t "
+    "FROM generate_series(1, %s) i, (SELECT '2020-01-01T00:00:00.000Z'::text AS t) c"
+)
+_HISTORY = (
+    "INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "
+    "SELECT id, type, 1, 'completed', run_at, started_at, completed_at FROM jobs"
+)
 _SCANS = "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relid = %s::regclass"
 
 
@@ -36,7 +41,9 @@ def _scans_of_a_small_purge(conn) -> tuple[int, int, int]:
     with conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL enable_nestloop = off")
         seq0, idx0 = _scans(conn, "job_attempts")
-        conn.execute("DELETE FROM jobs WHERE id = ANY(ARRAY(SELECT id FROM jobs ORDER BY id LIMIT 3))")
+        conn.execute(
+            "DELETE FROM jobs WHERE id = ANY(ARRAY(SELECT id FROM jobs ORDER BY id LIMIT 3))"
+        )
         seq, idx = _scans(conn, "job_attempts")
         left = conn.execute("SELECT count(*) AS n FROM job_attempts").fetchone()["n"]
     return seq - seq0, idx - idx0, left
@@ -58,12 +65,15 @@ def test_a_delete_of_a_few_jobs_does_not_read_the_whole_attempt_history(pg, anal
         _filled(store, analyze)
         seq, idx, left = _scans_of_a_small_purge(store.conn)
         assert (seq, left) == (0, HISTORY - 3) and idx >= 1
-        assert ops.purge(store, "completed", 2e9) == HISTORY  # and a purge takes the history with them
+        assert (
+            ops.purge(store, "completed", 2e9) == HISTORY
+        )  # and a purge takes the history with them
         assert store.conn.execute("SELECT count(*) AS n FROM job_attempts").fetchone()["n"] == 0
 
 
 def test_a_schema_of_the_previous_version_gets_the_indexed_delete(tmp_path, monkeypatch):
     from shared.engines.postgres import schema
+
     pg = PostgresEngine(tmp_path)
     try:
         old = postgres_before(pg, schema.ATTEMPTS_BY_INDEX, monkeypatch)

@@ -4,6 +4,7 @@ socket still ends the lead's wait at once, the wait watches the socket of a conn
 again, and only the lead's connection listens (a follower's does not: every NOTIFY woke every
 idle worker's backend). (SQLite's wait watches the WAL file, with no socket to share: tests/behaviour's
 test_idle_wakeup covers both engines end to end.)"""
+
 from __future__ import annotations
 
 import select
@@ -37,16 +38,24 @@ def waiting(wakeup: Any) -> tuple[int, float]:
 
 
 def listening(store: Any) -> list[str]:
-    return [r["pg_listening_channels"] for r in store.conn.execute("SELECT pg_listening_channels()")]
+    return [
+        r["pg_listening_channels"] for r in store.conn.execute("SELECT pg_listening_channels()")
+    ]
 
 
 @contextmanager
 def lead_held_elsewhere(wakeup: Any) -> Iterator[None]:
     """Another process holds this pool's lead lock (record locks exclude other processes only)."""
-    code = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
-            "fcntl.lockf(fd, fcntl.LOCK_EX, 1, int(sys.argv[2])); print('held', flush=True); sys.stdin.read()")
-    child = subprocess.Popen([sys.executable, "-c", code, wakeup.lead.path, str(wakeup.lead.slot)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    code = (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "fcntl.lockf(fd, fcntl.LOCK_EX, 1, int(sys.argv[2])); print('held', flush=True); sys.stdin.read()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, wakeup.lead.path, str(wakeup.lead.slot)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "held"
         yield
@@ -82,11 +91,17 @@ def test_a_new_lead_finds_what_came_before_its_listen(pg):
             assert not ready(fd, 0.0)
             wakeup.claimed()
             with lead_held_elsewhere(wakeup):
-                assert wakeup.prepare(time.time(), 1.0)[0] == wakeup.lead.fileno()  # a follower: UNLISTEN
+                assert (
+                    wakeup.prepare(time.time(), 1.0)[0] == wakeup.lead.fileno()
+                )  # a follower: UNLISTEN
                 q.enqueue("t", {})  # nobody listens: no notification reaches this worker
             assert ready(wakeup.lead.fileno(), 10.0)  # the lead is this worker's again
-            fd, timeout = wakeup.prepare(time.time() - 1.0, 1.0)  # (after a follower's timeout): LISTEN again
-            assert (fd, timeout) == (None, 0.0) and wakeup.woke(False) is True  # claim now, whatever the time
+            fd, timeout = wakeup.prepare(
+                time.time() - 1.0, 1.0
+            )  # (after a follower's timeout): LISTEN again
+            assert (fd, timeout) == (None, 0.0) and wakeup.woke(
+                False
+            ) is True  # claim now, whatever the time
         finally:
             q.close()
             wakeup.close()
@@ -107,7 +122,9 @@ def test_a_notification_another_thread_read_off_the_socket_ends_the_wait(pg):
             t.start()
             t.join()
             assert not ready(store.conn.fileno(), 0.0)  # the socket has nothing left to say
-            assert ready(fd, 1.0), "the lead's wait did not end: it would sleep on until the next beat or 5 s"
+            assert ready(fd, 1.0), (
+                "the lead's wait did not end: it would sleep on until the next beat or 5 s"
+            )
             assert wakeup.woke(True) is True
             fd, _ = waiting(wakeup)  # nothing more came: the next wait waits
             assert not ready(fd, 0.2) and wakeup.woke(False) is False

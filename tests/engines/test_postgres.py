@@ -2,6 +2,7 @@
 connection, migrations raced by several processes, reconnection after the server drops the
 connection, notifications, and the clear errors of a wrong URL, a refused connection and a
 missing permission. The shared behaviour is the contract suite's (``test_store_contract``)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,13 +48,22 @@ def test_an_enqueue_notifies_listeners_once_per_transaction(pg):
 
 
 def test_processes_racing_to_migrate_a_new_schema_migrate_it_once(pg):
-    code = ("import sys; from shared.settings.config import Config; "
-            "from shared.engines import open_store; "
-            "import dataclasses; c = Config(database=sys.argv[1]); "
-            "c = c.replace(postgres=dataclasses.replace(c.postgres, schema=sys.argv[2])); "
-            "open_store(c).close()")
-    procs = [subprocess.Popen([sys.executable, "-c", code, pg.database, pg.schema], env=env(),
-                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    code = (
+        "import sys; from shared.settings.config import Config; "
+        "from shared.engines import open_store; "
+        "import dataclasses; c = Config(database=sys.argv[1]); "
+        "c = c.replace(postgres=dataclasses.replace(c.postgres, schema=sys.argv[2])); "
+        "open_store(c).close()"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, pg.database, pg.schema],
+            env=env(),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
     errors = [p.communicate(timeout=60)[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, errors
     with pg.open() as store:
@@ -77,12 +87,15 @@ def test_a_dropped_connection_is_reported_then_made_again(pg):
 
 def test_text_the_server_cannot_store_is_kept_visible(pg, tmp_path):
     from shared.model.job import Finish
+
     with pg.open() as store:
         q = JobQueue(config=pg.config())
         job_id = q.enqueue("t", {"nul": "a\x00b"})  # JSON escapes it: stored as-is
         [j] = store.claim("h:1:1", 1, 2e9, 1)
         assert j.payload == {"nul": "a\x00b"}
-        assert store.finish_and_claim([Finish("failed", job_id, 1, "bad \x00 byte")], "h:1:1", 1, 2e9, 0)[0] == [True]
+        assert store.finish_and_claim(
+            [Finish("failed", job_id, 1, "bad \x00 byte")], "h:1:1", 1, 2e9, 0
+        )[0] == [True]
         assert store.get(job_id).error == "bad \\x00 byte"
         q.close()
 
@@ -99,36 +112,54 @@ def test_a_key_the_server_cannot_store_is_refused_naming_it(pg):
 
 def _status(tmp_path: Path, database: str, **extra: str) -> subprocess.CompletedProcess:
     cfg = tmp_path / "jobq.toml"
-    cfg.write_text('handlers = []\n')
+    cfg.write_text("handlers = []\n")
     e = env()
     e["JOBQ_DATABASE"] = database
     e.update(extra)
-    return subprocess.run([sys.executable, "-m", "supervisor", "status", "--config", str(cfg)],
-                          capture_output=True, text=True, env=e, timeout=60, cwd=str(tmp_path))
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=60,
+        cwd=str(tmp_path),
+    )
 
 
-@pytest.mark.parametrize("database, says", [
-    ("postgresql://jobq:secret@127.0.0.1:1/jobq", "refused"),
-    ("postgresql://jobq:secret@db.invalid/jobq", "db.invalid"),
-    ("postgresql://jobq:secret@127.0.0.1:5432/jobq?sslmode=bogus", "sslmode"),
-])
+@pytest.mark.parametrize(
+    "database, says",
+    [
+        ("postgresql://jobq:secret@127.0.0.1:1/jobq", "refused"),
+        ("postgresql://jobq:secret@db.invalid/jobq", "db.invalid"),
+        ("postgresql://jobq:secret@127.0.0.1:5432/jobq?sslmode=bogus", "sslmode"),
+    ],
+)
 def test_a_wrong_url_or_refused_connection_is_one_line_and_exit_5(tmp_path, database, says):
     r = _status(tmp_path, database)
     assert r.returncode == 5, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and says in lines[0] and "secret" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert (
+        len(lines) == 1
+        and says in lines[0]
+        and "secret" not in r.stderr
+        and "Traceback" not in r.stderr
+    ), r.stderr
 
 
 def test_a_missing_permission_is_one_line_and_exit_5(pg, tmp_path):
     role = f"jobq_noperm_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg.database, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")  # no CREATE on the database: cannot make the schema
+        admin.execute(
+            f"CREATE ROLE {role} LOGIN"
+        )  # no CREATE on the database: cannot make the schema
     try:
         url = pg.database.replace("postgresql://", f"postgresql://{role}@", 1)
         r = _status(tmp_path, url)
         assert r.returncode == 5, r.stderr
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and "permission denied" in lines[0] and "Traceback" not in r.stderr, r.stderr
+        assert (
+            len(lines) == 1 and "permission denied" in lines[0] and "Traceback" not in r.stderr
+        ), r.stderr
     finally:
         with psycopg.connect(pg.database, autocommit=True) as admin:
             admin.execute(f"DROP ROLE {role}")
@@ -146,6 +177,7 @@ def test_two_stores_claim_disjoint_jobs_at_once(pg):
             while batch := s.claim(f"h:{n}:1", n, 1e10, 7):
                 got += [j.id for j in batch]
         return got
+
     with ThreadPoolExecutor(4) as pool:
         runs = list(pool.map(drain, range(4)))
     claimed = [i for r in runs for i in r]
@@ -154,10 +186,13 @@ def test_two_stores_claim_disjoint_jobs_at_once(pg):
 
 # -- server-side session limits; upkeep never waits on another session's locks --
 
+
 def _lease(pg, seconds: float, database: str | None = None) -> Config:
     cfg = pg.config()
-    return cfg.replace(database=database or cfg.database,
-                       worker=dataclasses.replace(cfg.worker, lease_timeout=seconds))
+    return cfg.replace(
+        database=database or cfg.database,
+        worker=dataclasses.replace(cfg.worker, lease_timeout=seconds),
+    )
 
 
 def _show(store, name: str) -> str:
@@ -188,28 +223,44 @@ def test_a_session_left_in_a_transaction_is_ended_and_release_owner_never_waits_
     from shared.runtime.clock import SystemClock
     from shared.model.job import NewJob, new_id
     from tests.proc import wait_until
+
     now = SystemClock().now()
     cfg = _lease(pg, 2)
     with open_store(cfg) as cut, open_store(cfg, upkeep=True) as upkeep:
         ids = cut.enqueue([NewJob(new_id(), "t", "{}", 0, now, None, None) for _ in range(2)], now)
         assert {j.id for j in cut.claim("h:1:1", 1, now, 2)} == set(ids)
         cut.conn.execute("BEGIN")
-        cut.conn.execute("UPDATE jobs SET status = 'completed', owner = NULL WHERE id = %s", (ids[0],))
+        cut.conn.execute(
+            "UPDATE jobs SET status = 'completed', owner = NULL WHERE id = %s", (ids[0],)
+        )
         backend = cut.conn.info.backend_pid  # now idle in transaction, holding ids[0]'s row lock
         got: list = []
-        t = threading.Thread(target=lambda: got.append(upkeep.release_owner(
-            "h:1:1", "gone", now, max_attempts_for=lambda j: 3)), daemon=True)
+        t = threading.Thread(
+            target=lambda: got.append(
+                upkeep.release_owner("h:1:1", "gone", now, max_attempts_for=lambda j: 3)
+            ),
+            daemon=True,
+        )
         t0 = time.monotonic()
         t.start()
         t.join(10)
         assert got, "release_owner waited on the row another session locked"
         assert [r.id for r in got[0]] == [ids[1]]
         with psycopg.connect(pg.database, autocommit=True) as admin:
+
             def ended():
-                return admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone() is None
+                return (
+                    admin.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)
+                    ).fetchone()
+                    is None
+                )
+
             wait_until(ended, timeout=10, what="the server ending the idle-in-transaction session")
         assert time.monotonic() - t0 < 2, "not ended within the lease"
-        assert [r.id for r in upkeep.release_owner("h:1:1", "gone", now, max_attempts_for=lambda j: 3)] == [ids[0]]
+        assert [
+            r.id for r in upkeep.release_owner("h:1:1", "gone", now, max_attempts_for=lambda j: 3)
+        ] == [ids[0]]
         assert {upkeep.get(i).status for i in ids} == {"pending"}
 
 
@@ -222,6 +273,7 @@ def test_an_upkeep_call_the_server_never_answers_is_cut_and_fails_clearly(pg):
     import time
     from shared.engines.postgres.connection import CALL_MARGIN
     from tests.twohost import Proxy, host_url
+
     proxy = Proxy("127.0.0.1", pg.database)
     try:
         with open_store(_lease(pg, 2, host_url(proxy)), upkeep=True) as store:
@@ -234,13 +286,16 @@ def test_an_upkeep_call_the_server_never_answers_is_cut_and_fails_clearly(pg):
                     store.counts()
                 except StoreUnavailable as exc:
                     got.append(exc)
+
             t0 = time.monotonic()
             t = threading.Thread(target=call, daemon=True)
             t.start()
             t.join(30)
             took = time.monotonic() - t0
             assert got, "the call was still waiting 30 s later"
-            assert f"no answer within {5 + CALL_MARGIN:g} s" in str(got[0]) and "127.0.0.1" in str(got[0])
+            assert f"no answer within {5 + CALL_MARGIN:g} s" in str(got[0]) and "127.0.0.1" in str(
+                got[0]
+            )
             assert took >= 5, f"cut after {took:.2f} s, before the server's statement_timeout"
             proxy.heal()
             assert store.counts() == {}
@@ -269,24 +324,35 @@ def test_the_schema_version_is_one_statement_at_connect_and_safe_inside_a_transa
     from psycopg.rows import dict_row
     from shared.engines.postgres import schema
     from shared.engines.postgres.connection import _version
+
     pg.open().close()  # the schema, migrated
     missing = f"jobq_none_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg.database, autocommit=True, row_factory=dict_row) as conn:
         rec = _Recorded(conn)
         assert _version(rec, pg.schema) == schema.VERSION and len(rec.sql) == 1
-        assert _version(rec, missing) == 0 and conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+        assert (
+            _version(rec, missing) == 0 and conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+        )
         with conn.transaction():
             rec.sql.clear()
             assert _version(rec, missing) == 0 and _version(rec, pg.schema) == schema.VERSION
-            assert "to_regclass" in rec.sql[0] and conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+            assert (
+                "to_regclass" in rec.sql[0]
+                and conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+            )
 
 
 def waiting_claim(database: str) -> bool:
     """Whether a claim waits on a lock (read on a connection of its own: in a transaction the
     server's activity view keeps the snapshot it first gave)."""
     with psycopg.connect(database, autocommit=True) as c:
-        return c.execute("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                         "AND query LIKE '%attempts = attempts + 1%'").fetchone() is not None
+        return (
+            c.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '%attempts = attempts + 1%'"
+            ).fetchone()
+            is not None
+        )
 
 
 def test_a_claim_that_waited_on_a_locked_table_runs_its_job_on_the_first_attempt(pg, tmp_path):
@@ -300,24 +366,40 @@ def test_a_claim_that_waited_on_a_locked_table_runs_its_job_on_the_first_attempt
     import threading
     from shared.settings.config import load
     from tests.proc import Running, log_events, wait_until, write_config
-    cfg = write_config(tmp_path, database=pg.database, postgres={"schema": pg.schema},
-                       handlers=["faultjobs"], log_format="json", supervisor={"workers": 1},
-                       worker={"lease_timeout": 10, "heartbeat_interval": 0.5})
+
+    cfg = write_config(
+        tmp_path,
+        database=pg.database,
+        postgres={"schema": pg.schema},
+        handlers=["faultjobs"],
+        log_format="json",
+        supervisor={"workers": 1},
+        worker={"lease_timeout": 10, "heartbeat_interval": 0.5},
+    )
     sup = Running(cfg)
     try:
-        [first] = wait_until(lambda: [e["pid"] for e in log_events(sup, "worker.started")],
-                             timeout=60, what="the worker")
+        [first] = wait_until(
+            lambda: [e["pid"] for e in log_events(sup, "worker.started")],
+            timeout=60,
+            what="the worker",
+        )
         admin = psycopg.connect(pg.database, autocommit=True)
         with JobQueue(config=load(cfg)) as q, admin:
             with admin.transaction():
                 admin.execute(f'LOCK TABLE "{pg.schema}".jobs IN ACCESS EXCLUSIVE MODE')
                 jid = q.enqueue("fault:ok", {}, conn=admin)  # visible once the lock is let go
                 os.kill(first, signal.SIGKILL)
-                wait_until(lambda: waiting_claim(pg.database), timeout=60,
-                           what="the replacement's first claim waiting on the lock")
+                wait_until(
+                    lambda: waiting_claim(pg.database),
+                    timeout=60,
+                    what="the replacement's first claim waiting on the lock",
+                )
                 threading.Event().wait(8.8)  # the lock held past the fence, within the lease
-            row = wait_until(lambda: (lambda j: j if j.status == "completed" else None)(q.get(jid)),
-                             timeout=60, what="the job completed")
+            row = wait_until(
+                lambda: (lambda j: j if j.status == "completed" else None)(q.get(jid)),
+                timeout=60,
+                what="the job completed",
+            )
         assert row.attempts == 1, (row, sup.output())
         assert not log_events(sup, "worker.fenced"), sup.output()
     finally:

@@ -1,6 +1,7 @@
 """The ``queue`` and ``limit_key`` columns reach databases made before them: a
 SQLite file and a PostgreSQL schema of the previous version migrate on open; their jobs are on
 queue ``default`` with no key, claimed by the plain claim and by a ``default`` pool."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,8 +18,16 @@ def _old_jobs_are_on_default(open_new, old_conn, param: str = "?") -> None:
     write_old_jobs(old_conn, param, stamp, *old_ids)
     with open_new() as s:
         assert s.get(old_ids[0]).queue == "default"
-        s.enqueue([dataclasses.replace(NewJob(new_id(), "t", "{}", 0, clock.now(), None, None),
-                                       queue="emails", limit_key="k")], clock.now())
+        s.enqueue(
+            [
+                dataclasses.replace(
+                    NewJob(new_id(), "t", "{}", 0, clock.now(), None, None),
+                    queue="emails",
+                    limit_key="k",
+                )
+            ],
+            clock.now(),
+        )
         s.serve((("default", 1),))
         assert sorted(j.id for j in s.claim("o", 1, clock.now(), 5)) == sorted(old_ids)
         s.serve(None)
@@ -28,6 +37,7 @@ def _old_jobs_are_on_default(open_new, old_conn, param: str = "?") -> None:
 def test_a_sqlite_database_of_the_previous_version_gains_queues(tmp_path):
     from shared.engines.sqlite import schema
     from shared.engines.sqlite.store import SqliteStore
+
     path = str(tmp_path / "old.db")
     _old_jobs_are_on_default(lambda: SqliteStore(path), sqlite_before(path, schema.QUEUES))
 

@@ -1,5 +1,6 @@
 """A new SQLite connection's first writes poll for the write lock instead of sleeping in SQLite's
 busy handler (the eighth worker's first claim waited behind busy workers)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -34,6 +35,7 @@ def test_a_first_write_waits_for_a_held_lock_and_gets_it(tmp_path):
         def release() -> None:
             released.wait(5)
             holder.execute("COMMIT")
+
         t = threading.Thread(target=release)
         t.start()
 
@@ -42,6 +44,7 @@ def test_a_first_write_waits_for_a_held_lock_and_gets_it(tmp_path):
             c.execute("BEGIN IMMEDIATE")
             c.execute("COMMIT")
             return busy_timeout(c)
+
         assert conn._write(write) == 0
         t.join()
         assert busy_timeout(conn.conn) == 5000

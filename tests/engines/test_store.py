@@ -1,5 +1,6 @@
 """The store (shared.engines.sqlite.store.SqliteStore): claim order and schedule, guarded transitions, and the
 locking contract (every write is one statement or BEGIN IMMEDIATE; no lock kept after claim)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -35,6 +36,7 @@ def raw_row(path, job_id):
 
 # -- schema / opening -----------------------------------------------------------------------------
 
+
 def test_open_creates_wal_database_with_schema(db_path):
     with SqliteStore(db_path) as s:
         assert s.conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"] == "wal"
@@ -64,6 +66,7 @@ def test_not_a_database_is_a_store_error(tmp_path):
 
 
 # -- claim order and schedule ---------------------------------------------------------------------
+
 
 def test_claim_order_priority_then_run_at_then_created(queue, clock):
     base = clock.now()
@@ -142,11 +145,14 @@ def test_claimed_job_with_invalid_json_payload(queue, clock, db_path):
 
 # -- transitions ------------------------------------------------------------------------------------
 
+
 def test_complete(queue, clock):
     job_id = queue.enqueue("t")
     job = claim_one(queue.store, clock)
     clock.advance(2)
-    assert queue.store.finish(Finish("completed", job_id, job.attempts, '{"ok":true}'), OWNER, clock.now())
+    assert queue.store.finish(
+        Finish("completed", job_id, job.attempts, '{"ok":true}'), OWNER, clock.now()
+    )
     done = queue.get(job_id)
     assert done.status == "completed"
     assert done.result == {"ok": True}
@@ -158,7 +164,9 @@ def test_complete(queue, clock):
 def test_retry(queue, clock):
     job_id = queue.enqueue("t")
     job = claim_one(queue.store, clock)
-    assert queue.store.finish(Finish("retry", job_id, job.attempts, "boom", clock.now() + 30, 3), OWNER, clock.now())
+    assert queue.store.finish(
+        Finish("retry", job_id, job.attempts, "boom", clock.now() + 30, 3), OWNER, clock.now()
+    )
     again = queue.get(job_id)
     assert again.status == "pending"
     assert again.error == "boom"
@@ -173,14 +181,18 @@ def test_retry(queue, clock):
 def test_retry_keeps_a_max_attempts_given_at_enqueue(queue, clock):
     job_id = queue.enqueue("t", max_attempts=7)
     job = claim_one(queue.store, clock)
-    assert queue.store.finish(Finish("retry", job_id, job.attempts, "e", clock.now(), 3), OWNER, clock.now())
+    assert queue.store.finish(
+        Finish("retry", job_id, job.attempts, "e", clock.now(), 3), OWNER, clock.now()
+    )
     assert queue.get(job_id).max_attempts == 7
 
 
 def test_fail(queue, clock):
     job_id = queue.enqueue("t")
     job = claim_one(queue.store, clock)
-    assert queue.store.finish(Finish("failed", job_id, job.attempts, "bad", 0.0, 3), OWNER, clock.now())
+    assert queue.store.finish(
+        Finish("failed", job_id, job.attempts, "bad", 0.0, 3), OWNER, clock.now()
+    )
     failed = queue.get(job_id)
     assert failed.status == "failed"
     assert failed.error == "bad"
@@ -215,6 +227,7 @@ def test_batched_completions_are_guarded_one_by_one(queue, clock, db_path):
     """A worker's batch commits its completions in one statement: each is still matched on id,
     'running', attempt and owner, and only the ones that lost their lease are dropped."""
     from shared.engines.sqlite.store import Finish
+
     ids = [queue.enqueue("t") for _ in range(5)]
     mine = queue.store.claim(OWNER, 1, clock.now(), limit=4)
     theirs = claim_one(queue.store, clock, OTHER)
@@ -223,12 +236,18 @@ def test_batched_completions_are_guarded_one_by_one(queue, clock, db_path):
     before = {i: raw_row(db_path, i) for i in (b.id, c.id, theirs.id)}
     clock.advance(1)
     ok, got = queue.store.finish_and_claim(
-        [Finish("completed", a.id, a.attempts, '{"n":1}'),
-         Finish("completed", b.id, b.attempts + 1, None),           # stale attempt
-         Finish("retry", d.id, d.attempts, "again", clock.now(), 3),
-         Finish("completed", c.id, c.attempts, None),
-         Finish("completed", theirs.id, theirs.attempts, None)],     # another owner's job
-        OWNER, 1, clock.now(), limit=0)
+        [
+            Finish("completed", a.id, a.attempts, '{"n":1}'),
+            Finish("completed", b.id, b.attempts + 1, None),  # stale attempt
+            Finish("retry", d.id, d.attempts, "again", clock.now(), 3),
+            Finish("completed", c.id, c.attempts, None),
+            Finish("completed", theirs.id, theirs.attempts, None),
+        ],  # another owner's job
+        OWNER,
+        1,
+        clock.now(),
+        limit=0,
+    )
     assert ok == [True, False, True, True, False] and got == []
     assert queue.get(a.id).status == "completed" and queue.get(a.id).result == {"n": 1}
     assert queue.get(c.id).status == "completed"
@@ -243,7 +262,9 @@ def test_lease_lost_result_is_dropped(queue, clock, db_path, name):
     worker's late outcome must change nothing."""
     job_id = queue.enqueue("t")
     first = claim_one(queue.store, clock, OWNER)
-    released = queue.store.release_owner(OWNER, "lease expired", clock.now(), max_attempts_for=lambda j: 3)
+    released = queue.store.release_owner(
+        OWNER, "lease expired", clock.now(), max_attempts_for=lambda j: 3
+    )
     assert [(r.id, r.status) for r in released] == [(job_id, "pending")]
     second = claim_one(queue.store, clock, OTHER)
     assert second.id == job_id and second.attempts == 2
@@ -270,8 +291,12 @@ def test_release_owner_counts_the_attempt_or_fails(queue, clock):
     b = queue.enqueue("t", priority=1)
     claim_one(queue.store, clock)
     claim_one(queue.store, clock)
-    out = {r.id: r for r in queue.store.release_owner(OWNER, "worker died", clock.now(),
-                                                      max_attempts_for=lambda j: j.max_attempts or 3)}
+    out = {
+        r.id: r
+        for r in queue.store.release_owner(
+            OWNER, "worker died", clock.now(), max_attempts_for=lambda j: j.max_attempts or 3
+        )
+    }
     assert out[a].status == "failed" and out[b].status == "pending"
     assert queue.get(a).error == "worker died"
     assert queue.get(b).attempts == 1 and queue.get(b).owner is None
@@ -300,6 +325,7 @@ def test_heartbeat_reads_a_clock_function_inside_its_write_transaction(queue, cl
     def now():
         seen.append(queue.store.conn.in_transaction)
         return clock.now() + 7
+
     assert queue.store.heartbeat(OWNER, now) == 1
     assert seen == [True]
     assert queue.get(mine).heartbeat_at == iso(clock.now() + 7)
@@ -317,6 +343,7 @@ def test_process_rows(queue, clock):
 
 
 # -- locking contract -------------------------------------------------------------------------------
+
 
 @contextmanager
 def write_lock_held(path, hold=0.3):
@@ -351,8 +378,15 @@ def write_lock_held(path, hold=0.3):
 
 
 def _new(i, key=None):
-    return NewJob(id=f"{i:032x}", type="t", payload="{}", priority=0, run_at=1_767_225_600.0,
-                  max_attempts=None, key=key)
+    return NewJob(
+        id=f"{i:032x}",
+        type="t",
+        payload="{}",
+        priority=0,
+        run_at=1_767_225_600.0,
+        max_attempts=None,
+        key=key,
+    )
 
 
 WRITES = {
@@ -364,14 +398,17 @@ WRITES = {
     "retry": lambda s, now: s.finish(Finish("retry", "a" * 32, 1, "e", now, 3), OWNER, now),
     "fail": lambda s, now: s.finish(Finish("failed", "a" * 32, 1, "e", 0.0, 3), OWNER, now),
     "heartbeat": lambda s, now: s.heartbeat(OWNER, now),
-    "release_owner": lambda s, now: s.release_owner(OWNER, "gone", now, max_attempts_for=lambda j: 3),
+    "release_owner": lambda s, now: s.release_owner(
+        OWNER, "gone", now, max_attempts_for=lambda j: 3
+    ),
     "set_paused": lambda s, now: s.set_paused(False),
     "register_process": lambda s, now: s.register_process(OTHER, "worker", 2, "h", now),
     "touch_process": lambda s, now: s.touch_process(OWNER, now),
     "remove_process": lambda s, now: s.remove_process(OWNER),
     # Newer write paths, checked when this version of the store has them.
     "finish_and_claim": lambda s, now: s.finish_and_claim(
-        [store_mod.Finish("completed", "a" * 32, 1, None)], OWNER, 1, now, 2),
+        [store_mod.Finish("completed", "a" * 32, 1, None)], OWNER, 1, now, 2
+    ),
     "release_unstarted": lambda s, now: s.release_unstarted(OWNER, ["a" * 32], now),
 }
 

@@ -3,6 +3,7 @@ every protocol in ``shared.engines.contract``, run against each engine fixture o
 through the factory, and nothing engine-specific. ``test_every_protocol_method_is_exercised``
 keeps the suite honest: a method added to a protocol without a test here fails it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,16 @@ def store(engine):
         yield s
 
 
-def job(clock: FakeClock, job_type: str = "t", *, delay: float = 0.0, priority: int = 0,
-        key: str | None = None, max_attempts: int | None = None, payload: str = "{}") -> NewJob:
+def job(
+    clock: FakeClock,
+    job_type: str = "t",
+    *,
+    delay: float = 0.0,
+    priority: int = 0,
+    key: str | None = None,
+    max_attempts: int | None = None,
+    payload: str = "{}",
+) -> NewJob:
     return NewJob(new_id(), job_type, payload, priority, clock.now() + delay, max_attempts, key)
 
 
@@ -55,11 +64,13 @@ def run(store, clock, n: int = 1, owner: str = OWNER):
 
 
 def complete(store, clock, j, owner: str = OWNER, result: str | None = '"ok"') -> bool:
-    return store.finish_and_claim([Finish("completed", j.id, j.attempts, result)], owner, PID,
-                                  clock.now(), 0)[0][0]
+    return store.finish_and_claim(
+        [Finish("completed", j.id, j.attempts, result)], owner, PID, clock.now(), 0
+    )[0][0]
 
 
 # -- connection ---------------------------------------------------------------------------------------
+
 
 def test_a_store_names_its_database_and_closes(engine):
     s = engine.open()
@@ -85,6 +96,7 @@ def test_a_failed_statement_on_a_working_connection_is_not_an_outage(store, cloc
 
 def test_a_store_for_another_thread_works_there_and_closes_alone(store, clock):
     import threading
+
     got: list = []
 
     def borrow() -> None:
@@ -92,6 +104,7 @@ def test_a_store_for_another_thread_works_there_and_closes_alone(store, clock):
         got.append(other.enqueue([job(clock)], clock.now()))
         other.close()
         got.append(other.closed)
+
     t = threading.Thread(target=borrow)
     t.start()
     t.join(10)
@@ -106,16 +119,32 @@ def test_every_path_that_ends_an_attempt_records_it_once(store, clock):
     ids = put(store, clock, *[job(clock) for _ in range(7)])
     a, b = run(store, clock, 2)
     clock.advance(1)
-    ok, _ = store.finish_and_claim([Finish("completed", a.id, 1, None), Finish("completed", b.id, 1, '"r"')],
-                                   OWNER, PID, clock.now(), 0)
+    ok, _ = store.finish_and_claim(
+        [Finish("completed", a.id, 1, None), Finish("completed", b.id, 1, '"r"')],
+        OWNER,
+        PID,
+        clock.now(),
+        0,
+    )
     c, d, e = run(store, clock, 3)
-    ok2, _ = store.finish_and_claim([Finish("retry", c.id, 1, "again", clock.now() + 60, 3),
-                                     Finish("failed", d.id, 1, "boom", 0.0, 3)], OWNER, PID, clock.now(), 0)
+    ok2, _ = store.finish_and_claim(
+        [
+            Finish("retry", c.id, 1, "again", clock.now() + 60, 3),
+            Finish("failed", d.id, 1, "boom", 0.0, 3),
+        ],
+        OWNER,
+        PID,
+        clock.now(),
+        0,
+    )
     assert store.release_unstarted(OWNER, [e.id], clock.now()) == 1
     f = run(store, clock, 1, owner=OTHER)[0]
     store.release_owner(OTHER, "gone", clock.now(), max_attempts_for=lambda j: 3)
     assert ok == [True, True] and ok2 == [True, True]
-    seen = {i: [(h["attempt"], h["outcome"], h["owner"]) for h in ops.attempt_history(store, i)] for i in ids}
+    seen = {
+        i: [(h["attempt"], h["outcome"], h["owner"]) for h in ops.attempt_history(store, i)]
+        for i in ids
+    }
     assert seen[a.id] == seen[b.id] == [(1, "completed", OWNER)]
     assert seen[c.id] == [(1, "retry", OWNER)] and seen[d.id] == [(1, "failed", OWNER)]
     assert seen[e.id] == [] and seen[f.id] == [(1, "retry", OTHER)]
@@ -125,7 +154,9 @@ def test_every_path_that_ends_an_attempt_records_it_once(store, clock):
 
 
 def test_an_unknown_engine_and_an_unreachable_server_are_clear_errors():
-    with pytest.raises(StoreUnavailable, match=r"database postgresql://jobq:\*\*\*@db.invalid/jobq: ") as err:
+    with pytest.raises(
+        StoreUnavailable, match=r"database postgresql://jobq:\*\*\*@db.invalid/jobq: "
+    ) as err:
         open_store(Config(database="postgresql://jobq:secret@db.invalid/jobq"))
     assert "secret" not in str(err.value)
     with pytest.raises(StoreUnavailable, match="refused"):
@@ -142,6 +173,7 @@ def test_a_missing_folder_is_store_unavailable_naming_it(tmp_path: Path):
 
 # -- producer -----------------------------------------------------------------------------------------
 
+
 def test_enqueue_flow_and_parents(store, clock):
     """A graph in one call: a child waits for its parents (existing ones and earlier ones of the
     call), its parents read back in the order given; an unknown parent writes nothing."""
@@ -149,9 +181,15 @@ def test_enqueue_flow_and_parents(store, clock):
     mid = dataclasses.replace(job(clock), after=(root,))
     leaf = dataclasses.replace(job(clock, "u"), after=(mid.id, root), after_failure="run")
     assert store.enqueue_flow([mid, leaf], clock.now()) == [mid.id, leaf.id]
-    assert [store.get(i).status for i in (root, mid.id, leaf.id)] == ["pending", "waiting", "waiting"]
+    assert [store.get(i).status for i in (root, mid.id, leaf.id)] == [
+        "pending",
+        "waiting",
+        "waiting",
+    ]
     assert [(p["id"], p["status"], p["done"]) for p in store.parents(leaf.id)] == [
-        (mid.id, "waiting", 0), (root, "pending", 0)]
+        (mid.id, "waiting", 0),
+        (root, "pending", 0),
+    ]
     assert store.parents(root) == [] and store.counts()["waiting"] == 2
     with pytest.raises(ValueError, match="not found"):
         store.enqueue_flow([dataclasses.replace(job(clock), after=("nope",))], clock.now())
@@ -163,9 +201,17 @@ def test_enqueue_flow_and_parents(store, clock):
 
 
 def test_enqueue_get_and_counts(store, clock):
-    a, b = put(store, clock, job(clock, payload='{"n": 1}'), job(clock, "u", delay=5, max_attempts=2))
+    a, b = put(
+        store, clock, job(clock, payload='{"n": 1}'), job(clock, "u", delay=5, max_attempts=2)
+    )
     got = store.get(a)
-    assert (got.id, got.type, got.status, got.payload, got.attempts) == (a, "t", "pending", {"n": 1}, 0)
+    assert (got.id, got.type, got.status, got.payload, got.attempts) == (
+        a,
+        "t",
+        "pending",
+        {"n": 1},
+        0,
+    )
     assert got.run_at == got.created_at == iso(clock.now())  # a Job shows times as ISO text
     assert store.get(b).run_at == iso(clock.now() + 5) and store.get(b).max_attempts == 2
     assert store.get("missing") is None
@@ -188,6 +234,7 @@ def test_pause_stops_claims_and_resume_restarts_them(store, clock):
 
 # -- worker -------------------------------------------------------------------------------------------
 
+
 def test_claim_order_priority_then_due_then_created(store, clock):
     low, high = put(store, clock, job(clock, priority=0), job(clock, priority=5))
     later = put(store, clock, job(clock, delay=10))[0]
@@ -202,9 +249,13 @@ def test_claim_order_priority_then_due_then_created(store, clock):
 def test_a_claimed_batch_comes_in_claim_order(store, clock):
     """A batch is run front to back: whatever order the engine updated the rows in (SQLite's
     RETURNING follows rowid), the batch lists the highest priority first, on every claim path."""
-    low, high, middle = put(store, clock, job(clock, priority=-50), job(clock, priority=90), job(clock, priority=5))
+    low, high, middle = put(
+        store, clock, job(clock, priority=-50), job(clock, priority=90), job(clock, priority=5)
+    )
     assert [j.id for j in run(store, clock, 3)] == [high, middle, low]
-    more = put(store, clock, job(clock, priority=-50), job(clock, priority=90), job(clock, priority=5))
+    more = put(
+        store, clock, job(clock, priority=-50), job(clock, priority=90), job(clock, priority=5)
+    )
     _, got = store.finish_and_claim([], OWNER, PID, clock.now(), 3)
     assert [j.id for j in got] == [more[1], more[2], more[0]]
 
@@ -212,10 +263,12 @@ def test_a_claimed_batch_comes_in_claim_order(store, clock):
 def test_finish_and_claim_records_outcomes_guarded_and_claims_more(store, clock):
     ids = put(store, clock, job(clock), job(clock), job(clock), job(clock))
     a, b, c = run(store, clock, 3)
-    finishes = [Finish("completed", a.id, a.attempts, '"r"'),
-                Finish("retry", b.id, b.attempts, "boom", clock.now() + 30, 3),
-                Finish("failed", c.id, c.attempts, "bad", 0.0, 3),
-                Finish("completed", c.id, c.attempts + 1, None)]  # a stale attempt: refused
+    finishes = [
+        Finish("completed", a.id, a.attempts, '"r"'),
+        Finish("retry", b.id, b.attempts, "boom", clock.now() + 30, 3),
+        Finish("failed", c.id, c.attempts, "bad", 0.0, 3),
+        Finish("completed", c.id, c.attempts + 1, None),
+    ]  # a stale attempt: refused
     done, more = store.finish_and_claim(finishes, OWNER, PID, clock.now(), 2)
     assert done == [True, True, True, False]
     assert [j.id for j in more] == [ids[3]]
@@ -228,15 +281,33 @@ def test_finish_and_claim_records_outcomes_guarded_and_claims_more(store, clock)
 
 def test_finish_and_claim_with_types_claims_only_those_types(store, clock):
     """The async runner's claim (worker.aio): only jobs of the async types, with its outcomes."""
-    put(store, clock, job(clock, "sync"), job(clock, "a"), job(clock, "sync"), job(clock, "b"), job(clock, "a"))
+    put(
+        store,
+        clock,
+        job(clock, "sync"),
+        job(clock, "a"),
+        job(clock, "sync"),
+        job(clock, "b"),
+        job(clock, "a"),
+    )
     done, got = store.finish_and_claim([], OWNER, PID, clock.now(), 2, {}, types=["a", "b"])
     assert done == [] and [j.type for j in got] == ["a", "b"]
     first = got[0]
-    done, more = store.finish_and_claim([Finish("completed", first.id, first.attempts, None)], OWNER, PID,
-                                        clock.now(), 5, None, types=["a"])
+    done, more = store.finish_and_claim(
+        [Finish("completed", first.id, first.attempts, None)],
+        OWNER,
+        PID,
+        clock.now(),
+        5,
+        None,
+        types=["a"],
+    )
     assert done == [True] and [j.type for j in more] == ["a"]
     assert store.get(first.id).status == "completed"
-    assert store.finish_and_claim([], OWNER, PID, clock.now(), 5, None, types=["a", "b"]) == ([], [])
+    assert store.finish_and_claim([], OWNER, PID, clock.now(), 5, None, types=["a", "b"]) == (
+        [],
+        [],
+    )
     assert sorted(j.type for j in run(store, clock, 5)) == ["sync", "sync"]
 
 
@@ -306,11 +377,16 @@ def test_a_heartbeat_renews_only_the_jobs_held_and_gives_back_the_rest(engine, s
     for held in (a, b):
         renewed = store.get(held.id)
         assert (renewed.status, renewed.attempts, renewed.owner) == ("running", 1, OWNER)
-        assert renewed.heartbeat_at >= before and renewed_at(engine, clock) in (None, renewed.heartbeat_at)
+        assert renewed.heartbeat_at >= before and renewed_at(engine, clock) in (
+            None,
+            renewed.heartbeat_at,
+        )
     assert store.get(theirs.id).status == "running"  # another owner's job is not ours to give back
     again = run(store, clock)[0]
     assert (again.id, again.attempts) == (lost.id, 1)
-    assert store.heartbeat(OWNER, clock.now, holding=[a.id, b.id, again.id]) == 3  # nothing given back
+    assert (
+        store.heartbeat(OWNER, clock.now, holding=[a.id, b.id, again.id]) == 3
+    )  # nothing given back
     assert store.heartbeat(OWNER, clock.now(), holding=[]) == 0  # holding none: all of them back
     assert {store.get(i).status for i in (a.id, b.id, again.id)} == {"pending"}
     assert store.get(theirs.id).status == "running"
@@ -341,7 +417,7 @@ def test_running_groups_sum_up_the_running_jobs_per_owner_and_type(store, clock)
     put(store, clock, job(clock, "a"), job(clock, "a"), job(clock, "b"), job(clock, "a"))
     mine = run(store, clock, 3)
     clock.advance(2)
-    theirs, = run(store, clock, 1, owner=OTHER)
+    (theirs,) = run(store, clock, 1, owner=OTHER)
     ops.cancel_jobs(store, [theirs.id], clock.now())
     clock.advance(3)
     groups = {(g.owner, g.type): g for g in store.running_groups(clock.now())}
@@ -350,7 +426,9 @@ def test_running_groups_sum_up_the_running_jobs_per_owner_and_type(store, clock)
         by_key.setdefault((j.owner, j.type), []).append(j)
     assert {k: g.jobs for k, g in groups.items()} == {k: len(v) for k, v in by_key.items()}
     assert all(g.first_start == min(j.started_at for j in by_key[k]) for k, g in groups.items())
-    assert {k: g.cancels for k, g in groups.items()} == {k: int(k == (OTHER, theirs.type)) for k in by_key}
+    assert {k: g.cancels for k, g in groups.items()} == {
+        k: int(k == (OTHER, theirs.type)) for k in by_key
+    }
     assert all(0 <= g.oldest_lease < 60 for g in groups.values())
     for j in mine:
         assert complete(store, clock, j)
@@ -383,7 +461,10 @@ def test_a_wakeup_reports_commits_and_hands_the_lead_on(engine, store, clock):
     wake = store.wakeup()
     try:
         fd, timeout = wake.prepare(clock.now(), 0.5)
-        if (fd, timeout) == (None, 0.0):  # claim first (PostgreSQL: a new lead LISTENs, then claims once)
+        if (fd, timeout) == (
+            None,
+            0.0,
+        ):  # claim first (PostgreSQL: a new lead LISTENs, then claims once)
             assert wake.woke(False) is True and run(store, clock) == []
             fd, timeout = wake.prepare(clock.now(), 0.5)
         assert timeout > 0
@@ -412,20 +493,32 @@ def test_a_store_locked_past_every_retry_raises_store_busy(engine, clock):
 
 # -- upkeep -------------------------------------------------------------------------------------------
 
+
 def test_running_lists_every_owners_running_jobs(store, clock):
     put(store, clock, job(clock), job(clock), job(clock))
     a = run(store, clock)[0]
     clock.advance(1)
     b = run(store, clock, owner=OTHER)[0]
-    assert [j.id for j in store.running()] == [a.id, b.id]   # the first started first
+    assert [j.id for j in store.running()] == [a.id, b.id]  # the first started first
     assert [j.id for j in store.running() if j.owner == OTHER] == [b.id]
 
 
 def test_release_owner_requeues_or_fails_by_attempts(store, clock):
-    ids = put(store, clock, job(clock, max_attempts=1), job(clock, max_attempts=3), job(clock, max_attempts=3))
+    ids = put(
+        store,
+        clock,
+        job(clock, max_attempts=1),
+        job(clock, max_attempts=3),
+        job(clock, max_attempts=3),
+    )
     jobs = {j.id: j for j in run(store, clock, 3)}
-    out = store.release_owner(OWNER, "worker died", clock.now(), max_attempts_for=lambda j: j.max_attempts,
-                              unstarted=[ids[2]])
+    out = store.release_owner(
+        OWNER,
+        "worker died",
+        clock.now(),
+        max_attempts_for=lambda j: j.max_attempts,
+        unstarted=[ids[2]],
+    )
     by_id = {r.id: r for r in out}
     assert (by_id[ids[0]].status, by_id[ids[0]].attempts) == ("failed", 1)
     assert (by_id[ids[1]].status, by_id[ids[1]].attempts) == ("pending", 1)
@@ -433,8 +526,12 @@ def test_release_owner_requeues_or_fails_by_attempts(store, clock):
     assert store.get(ids[0]).error == "worker died" and len(jobs) == 3
     put(store, clock)
     j = run(store, clock)[0]
-    assert store.release_owner(OWNER, "shutdown", clock.now(), max_attempts_for=lambda j: 3,
-                               count_attempt=False)[0].attempts == j.attempts - 1
+    assert (
+        store.release_owner(
+            OWNER, "shutdown", clock.now(), max_attempts_for=lambda j: 3, count_attempt=False
+        )[0].attempts
+        == j.attempts - 1
+    )
 
 
 def test_schedule_marks_and_run_schedule_enqueue_each_tick_once(store, clock):
@@ -466,7 +563,9 @@ def finished(store, clock, n: int, outcome: str = "completed") -> list[str]:
     ids = put(store, clock, *[job(clock, max_attempts=1) for _ in range(n)])
     for j in run(store, clock, n):
         kind = "failed" if outcome == "failed" else "completed"
-        assert store.finish_and_claim([Finish(kind, j.id, j.attempts, "x")], OWNER, PID, clock.now(), 0)[0] == [True]
+        assert store.finish_and_claim(
+            [Finish(kind, j.id, j.attempts, "x")], OWNER, PID, clock.now(), 0
+        )[0] == [True]
     return ids
 
 
@@ -479,18 +578,25 @@ def test_purge_finished_deletes_what_ended_before_its_cutoff_with_its_history(st
     cuts = {"completed": clock.now() - 50, "failed": None, "cancelled": clock.now() - 50}
     pacer = CountingChunks(3)
     assert store.purge_finished(cuts, pacer=pacer) == {"completed": 5, "failed": 0, "cancelled": 0}
-    assert pacer.chunks == 4   # 12 jobs, 3 looked at per transaction
+    assert pacer.chunks == 4  # 12 jobs, 3 looked at per transaction
     assert all(store.get(i) is None for i in old_done) and store.export_attempts(old_done) == []
-    assert [store.get(i).status for i in old_failed + new_done] == ["failed"] * 2 + ["completed"] * 2
+    assert [store.get(i).status for i in old_failed + new_done] == ["failed"] * 2 + [
+        "completed"
+    ] * 2
     assert store.get(held.id).status == "running" and store.get(waiting[1]).status == "pending"
     assert len(store.export_attempts(old_failed)) == 2
-    assert store.purge_finished({**cuts, "failed": clock.now()}) == {"completed": 0, "failed": 2, "cancelled": 0}
+    assert store.purge_finished({**cuts, "failed": clock.now()}) == {
+        "completed": 0,
+        "failed": 2,
+        "cancelled": 0,
+    }
 
 
 def test_purge_finished_lets_another_thread_of_the_process_in_between_its_chunks(store, clock):
     """The worker's heartbeat thread shares the store (``for_thread``: one connection taking
     turns on some engines): it must get its turn while a long purge runs, not after it."""
     import threading
+
     finished(store, clock, 4)
     clock.advance(10)
     store.register_process(OWNER, "worker", PID, "host", clock.now())
@@ -503,21 +609,26 @@ def test_purge_finished_lets_another_thread_of_the_process_in_between_its_chunks
                 other.touch_process(OWNER, clock.now())
                 other.close()
                 beats.append(True)
+
             t = threading.Thread(target=beat)
             t.start()
-            t.join(20)   # a purge holding the store's turn would keep the beat waiting: deadlock
+            t.join(20)  # a purge holding the store's turn would keep the beat waiting: deadlock
             assert not t.is_alive(), "the other thread waited for the whole purge"
             return super().chunk(s, fn)
+
     t_pacer = BeatBetweenChunks(1)
     assert store.purge_finished({"completed": clock.now()}, pacer=t_pacer) == {"completed": 4}
-    assert beats == [True] * t_pacer.chunks and t_pacer.chunks >= 4   # a job per chunk
+    assert beats == [True] * t_pacer.chunks and t_pacer.chunks >= 4  # a job per chunk
 
 
 def test_purge_finished_without_a_cutoff_reads_nothing(store, clock):
     finished(store, clock, 2)
     clock.advance(10)
     pacer = CountingChunks(1)
-    assert store.purge_finished({"completed": None, "failed": None}, pacer=pacer) == {"completed": 0, "failed": 0}
+    assert store.purge_finished({"completed": None, "failed": None}, pacer=pacer) == {
+        "completed": 0,
+        "failed": 0,
+    }
     assert pacer.chunks == 0 and store.counts() == {"completed": 2}
     assert store.purge_finished({"completed": clock.now()}, chunk=1) == {"completed": 2}
     assert store.counts() == {}
@@ -536,10 +647,13 @@ def test_upkeep_tasks_run_through_a_round(engine, store, clock):
 
 # -- ops and status -----------------------------------------------------------------------------------
 
+
 def test_ops_reads(store, clock):
     a, b, _ = put(store, clock, job(clock, "x"), job(clock, "y"), job(clock, "y", delay=60))
-    assert ops.counts_by_type(store) == [{"type": "x", "status": "pending", "n": 1},
-                                      {"type": "y", "status": "pending", "n": 2}]
+    assert ops.counts_by_type(store) == [
+        {"type": "x", "status": "pending", "n": 1},
+        {"type": "y", "status": "pending", "n": 2},
+    ]
     assert ops.scheduled_by_type(store, clock.now()) == {"y": 1}
     assert ops.oldest_due(store, clock.now())["id"] == a
     assert [r["id"] for r in ops.list_jobs(store, "pending", "y")][0] == b
@@ -547,7 +661,9 @@ def test_ops_reads(store, clock):
     assert ops.find_ids(store, a[:24]) == [a] and ops.find_ids(store, "f" * 32) == []
     assert ops.statuses(store, [a, "missing"]) == {a: "pending"}
     j = run(store, clock)[0]
-    store.finish_and_claim([Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0)
+    store.finish_and_claim(
+        [Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0
+    )
     assert [r["id"] for r in ops.recent_failures(store)] == [j.id]
     assert [r["status"] for r in ops.finished_per_minute(store, clock.now() - 60)] == ["failed"]
     assert [h["outcome"] for h in ops.attempt_history(store, j.id)] == ["failed"]
@@ -560,9 +676,18 @@ def test_ops_reads(store, clock):
 
 def test_browse_and_activity_reads(store, clock):
     """The dashboard's listing and the activity reads (paging itself: tests/engines/test_browse.py)."""
-    ids, made = [], sorted(new_id() for _ in range(3))  # ids in creation order (one millisecond may hold all)
-    for i, j in zip(made, (job(clock, "x", key="ka", payload='{"w": "needle"}'), job(clock, "y", priority=1),
-                           job(clock, "x"))):
+    ids, made = (
+        [],
+        sorted(new_id() for _ in range(3)),
+    )  # ids in creation order (one millisecond may hold all)
+    for i, j in zip(
+        made,
+        (
+            job(clock, "x", key="ka", payload='{"w": "needle"}'),
+            job(clock, "y", priority=1),
+            job(clock, "x"),
+        ),
+    ):
         clock.advance(1)
         ids += put(store, clock, dataclasses.replace(j, id=i, run_at=clock.now()))
     a, b, c = ids
@@ -573,20 +698,37 @@ def test_browse_and_activity_reads(store, clock):
     assert [r["id"] for r in rest] == [a]
     rows, _ = ops.browse.browse_jobs(store, "pending", None, None, None, 5, 10)
     assert [r["id"] for r in rows] == [b, a, c]  # claim order
-    rows, end = ops.browse.browse_jobs(store, "pending", "x", None, None, 5, 2)  # the window ends first
+    rows, end = ops.browse.browse_jobs(
+        store, "pending", "x", None, None, 5, 2
+    )  # the window ends first
     assert [r["id"] for r in rows] == [a] and end is not None
-    assert [r["id"] for r in ops.browse.browse_jobs(store, "pending", "x", None, end, 5, 2)[0]] == [c]
-    assert [r["id"] for r in ops.browse.browse_jobs(store, None, None, "needle", None, 5, 10)[0]] == [a]
+    assert [r["id"] for r in ops.browse.browse_jobs(store, "pending", "x", None, end, 5, 2)[0]] == [
+        c
+    ]
+    assert [
+        r["id"] for r in ops.browse.browse_jobs(store, None, None, "needle", None, 5, 10)[0]
+    ] == [a]
     assert [r["id"] for r in ops.browse.find_jobs(store, "ka")] == [a]
     assert [r["id"] for r in ops.browse.find_jobs(store, b[:20].upper(), "pending", "y")] == [b]
-    assert ops.job_texts(store, a) == {"payload": '{"w": "needle"}', "result": None} and ops.job_texts(store, "no") is None
-    assert ops.activity.attempt_seq_bounds(store) == (1, 0) and ops.activity.attempt_from(store, 1) is None
+    assert (
+        ops.job_texts(store, a) == {"payload": '{"w": "needle"}', "result": None}
+        and ops.job_texts(store, "no") is None
+    )
+    assert (
+        ops.activity.attempt_seq_bounds(store) == (1, 0)
+        and ops.activity.attempt_from(store, 1) is None
+    )
     j = run(store, clock)[0]
     assert complete(store, clock, j)
     seq = ops.activity.attempt_seq_bounds(store)[0]
-    assert ops.activity.attempt_seq_bounds(store) == (seq, seq) and ops.activity.attempt_from(store, 0)["seq"] == seq
+    assert (
+        ops.activity.attempt_seq_bounds(store) == (seq, seq)
+        and ops.activity.attempt_from(store, 0)["seq"] == seq
+    )
     minute = iso(clock.now())[:16]
-    assert ops.activity.attempts_per_minute(store, seq - 1, seq) == [{"minute": minute, "status": "completed", "n": 1}]
+    assert ops.activity.attempts_per_minute(store, seq - 1, seq) == [
+        {"minute": minute, "status": "completed", "n": 1}
+    ]
     assert ops.activity.attempts_per_minute(store, 0, since=clock.now() + 1) == []
     assert ops.activity.rate_window_use(store, "x", clock.now() - 60) == 0
 
@@ -604,7 +746,9 @@ def test_ops_writes(store, clock):
     a, b, c = put(store, clock, job(clock), job(clock), job(clock))
     assert ops.cancel_jobs(store, [a, a, "missing"], clock.now()) == [a]
     j = run(store, clock)[0]
-    store.finish_and_claim([Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0)
+    store.finish_and_claim(
+        [Finish("failed", j.id, j.attempts, "bad", 0.0, 1)], OWNER, PID, clock.now(), 0
+    )
     assert ops.retry_jobs(store, [a], clock.now()) == [a]
     assert ops.retry_failed(store, clock.now()) == 1
     assert store.counts() == {"pending": 3}
@@ -652,20 +796,30 @@ def test_the_read_layer_runs_its_sql_through_the_store(store, clock):
     a, b, c = (job(clock, priority=i) for i in range(3))
     put(store, clock, a, b, c)
     assert store.dialect.name
-    assert store.read("SELECT count(*) AS n FROM jobs WHERE status = :s", {"s": "pending"}) == [{"n": 3}]
-    assert store.write("UPDATE jobs SET priority = :p WHERE id = :id RETURNING id, priority",
-                       {"p": 9, "id": a.id}) == [{"id": a.id, "priority": 9}]
-    assert store.write("DELETE FROM control WHERE name = :n", {"n": "nothing"}) == []  # no rows: none back
+    assert store.read("SELECT count(*) AS n FROM jobs WHERE status = :s", {"s": "pending"}) == [
+        {"n": 3}
+    ]
+    assert store.write(
+        "UPDATE jobs SET priority = :p WHERE id = :id RETURNING id, priority", {"p": 9, "id": a.id}
+    ) == [{"id": a.id, "priority": 9}]
+    assert (
+        store.write("DELETE FROM control WHERE name = :n", {"n": "nothing"}) == []
+    )  # no rows: none back
 
     def fails(run):
         run("INSERT INTO control (name, value) VALUES (:n, '1')", {"n": "half-done"})
         raise RuntimeError("after the first statement")
+
     with pytest.raises(RuntimeError):
         store.transaction(fails)
     assert store.read("SELECT name FROM control WHERE name = 'half-done'") == []  # rolled back
     assert store.transaction(lambda run: run("SELECT count(*) AS n FROM jobs")[0]["n"]) == 3
-    touched = store.batches("UPDATE jobs SET priority = 1 WHERE id IN (SELECT id FROM jobs WHERE id > :after "
-                            f"ORDER BY id LIMIT :batch{store.dialect.lock}) RETURNING id", {}, 1)
+    touched = store.batches(
+        "UPDATE jobs SET priority = 1 WHERE id IN (SELECT id FROM jobs WHERE id > :after "
+        f"ORDER BY id LIMIT :batch{store.dialect.lock}) RETURNING id",
+        {},
+        1,
+    )
     assert touched == 3 and {r["priority"] for r in store.read("SELECT priority FROM jobs")} == {1}
     store.wake_idle()  # idle workers told where the engine's wake-up needs it; harmless otherwise
     with pytest.raises(StoreError):
@@ -682,11 +836,19 @@ def test_jobs_go_out_and_in_whole_once_by_id(store, clock):
     put(store, clock, first)
     (j,) = run(store, clock)
     assert complete(store, clock, j)
-    put(store, clock, job(clock, "u", priority=3), NewJob(new_id(), "k", "1", 0, clock.now(), 4, "key-1"))
+    put(
+        store,
+        clock,
+        job(clock, "u", priority=3),
+        NewJob(new_id(), "k", "1", 0, clock.now(), 4, "key-1"),
+    )
     rows = store.export_jobs("", 10)
-    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows) and set(rows[0]) == set(contract.JOB_FIELDS)
-    assert [r["id"] for r in store.export_jobs(rows[0]["id"], 10, ["pending"])] == \
-        [r["id"] for r in rows[1:] if r["status"] == "pending"]
+    assert [r["id"] for r in rows] == sorted(r["id"] for r in rows) and set(rows[0]) == set(
+        contract.JOB_FIELDS
+    )
+    assert [r["id"] for r in store.export_jobs(rows[0]["id"], 10, ["pending"])] == [
+        r["id"] for r in rows[1:] if r["status"] == "pending"
+    ]
     history = store.export_attempts([first.id])
     assert [(a["attempt"], a["outcome"]) for a in history] == [(1, "completed")]
     again = store.import_jobs(rows, history)
@@ -695,10 +857,16 @@ def test_jobs_go_out_and_in_whole_once_by_id(store, clock):
     assert store.import_jobs([clash]).key_taken == [clash["id"]]
     (started,) = run(store, clock)  # "u", priority 3
     assert store.import_jobs(rows).differing == [started.id]
-    assert store.delete_copied(rows) == [r["id"] for r in rows if r["id"] != started.id]  # it changed since
+    assert store.delete_copied(rows) == [
+        r["id"] for r in rows if r["id"] != started.id
+    ]  # it changed since
     assert store.export_attempts([first.id]) == []
-    assert store.import_jobs([r for r in rows if r["id"] == first.id], history).inserted == [first.id]
-    assert store.get(first.id).status == "completed" and store.export_attempts([first.id]) == history
+    assert store.import_jobs([r for r in rows if r["id"] == first.id], history).inserted == [
+        first.id
+    ]
+    assert (
+        store.get(first.id).status == "completed" and store.export_attempts([first.id]) == history
+    )
     assert store.counts() == {"completed": 1, "running": 1}
 
 
@@ -715,7 +883,9 @@ def test_a_workflow_goes_out_and_in_with_its_edges_and_settles_on_arrival(store,
     rows = {r["id"]: r for r in store.export_jobs("", 10)}
     assert store.delete_copied([rows[root]]) == [root]
     assert store.get(mid.id).status == "waiting"  # moved, not cancelled: its child waits on
-    ended = dict(rows[root], status="completed", attempts=1, result='"r"', completed_at=iso(clock.now()))
+    ended = dict(
+        rows[root], status="completed", attempts=1, result='"r"', completed_at=iso(clock.now())
+    )
     assert store.import_jobs([ended]).inserted == [root]  # it completed where it ran
     assert store.get(mid.id).status == "pending" and store.export_edges([mid.id])[0]["done"] == 1
     now = {r["id"]: r for r in store.export_jobs("", 10)}
@@ -727,6 +897,7 @@ def test_a_workflow_goes_out_and_in_with_its_edges_and_settles_on_arrival(store,
 
 
 # -- named queues ----------------------------------------------------------------------------------
+
 
 def queued(clock: FakeClock, queue: str, priority: int = 0) -> NewJob:
     return dataclasses.replace(job(clock, priority=priority), queue=queue)
@@ -742,7 +913,10 @@ def test_serve_claims_only_the_served_queues_in_claim_order_within_each(store, c
     assert run(store, clock) == []  # b's and default's jobs are not this worker's
     store.serve((("b", 1), ("default", 1)))
     got = run(store, clock, 1) + run(store, clock, 1)
-    assert sorted(j.id for j in got) == sorted([b1.id, d1.id]) and {j.queue for j in got} == {"b", "default"}
+    assert sorted(j.id for j in got) == sorted([b1.id, d1.id]) and {j.queue for j in got} == {
+        "b",
+        "default",
+    }
     store.serve(())
     put(store, clock, queued(clock, "a"))
     assert run(store, clock) == []  # an empty set serves nothing
@@ -775,28 +949,49 @@ def test_the_limited_claim_takes_only_the_served_queues(store, clock):
 def test_a_batch_of_two_fair_types_moves_each_types_turn(store, clock):
     """One limited claim that takes keyed jobs of two fair types moves both turns, each to the
     last key it served (on PostgreSQL in the claim statement, which is the transaction's last)."""
-    put(store, clock, *[dataclasses.replace(job(clock, t), limit_key=k) for t in ("f", "g") for k in ("k1", "k2")])
+    put(
+        store,
+        clock,
+        *[
+            dataclasses.replace(job(clock, t), limit_key=k)
+            for t in ("f", "g")
+            for k in ("k1", "k2")
+        ],
+    )
     limits = {"f": TypeLimit("f", fair=True), "g": TypeLimit("g", fair=True, concurrency_per_key=1)}
     assert len(store.claim_limited(OWNER, PID, clock.now(), limits, 4)) == 4
-    assert {r["type"]: r["last_key"] for r in store.read("SELECT type, last_key FROM key_turns")} == {"f": "k2", "g": "k2"}
+    assert {
+        r["type"]: r["last_key"] for r in store.read("SELECT type, last_key FROM key_turns")
+    } == {"f": "k2", "g": "k2"}
 
 
 # -- stopping a running job ------------------------------------------------------------------------
+
 
 def test_check_in_stores_progress_guarded_and_reports_cancel_requests(store, clock):
     a_id, b_id, c_id = put(store, clock, job(clock), job(clock), job(clock))
     a, b = run(store, clock, 2)
     assert store.check_in(OWNER) == set()
     assert ops.cancel_jobs(store, [a.id, c_id, "nope"], clock.now()) == [a.id, c_id]
-    assert store.get(c_id).status == "cancelled"                      # pending: at once
-    assert store.get(a.id).status == "running" and store.get(a.id).cancel_requested_at == iso(clock.now())
-    assert store.check_in(OWNER, [(b.id, b.attempts, '{"fraction":0.5,"note":"half"}'),
-                                  (a.id, a.attempts + 1, '{"stale":true}')]) == {a.id}
+    assert store.get(c_id).status == "cancelled"  # pending: at once
+    assert store.get(a.id).status == "running" and store.get(a.id).cancel_requested_at == iso(
+        clock.now()
+    )
+    assert store.check_in(
+        OWNER,
+        [
+            (b.id, b.attempts, '{"fraction":0.5,"note":"half"}'),
+            (a.id, a.attempts + 1, '{"stale":true}'),
+        ],
+    ) == {a.id}
     assert store.get(b.id).progress == {"fraction": 0.5, "note": "half"}
-    assert store.get(a.id).progress is None                           # another attempt's: refused
+    assert store.get(a.id).progress is None  # another attempt's: refused
     assert store.check_in(OTHER, [(b.id, b.attempts, '{"x":1}')]) == set()
     assert store.get(b.id).progress == {"fraction": 0.5, "note": "half"}
-    assert {j.id: j.cancel_requested_at is not None for j in store.running()} == {a.id: True, b.id: False}
+    assert {j.id: j.cancel_requested_at is not None for j in store.running()} == {
+        a.id: True,
+        b.id: False,
+    }
 
 
 def test_every_outcome_path_writes_the_handlers_last_progress(store, clock):
@@ -809,23 +1004,42 @@ def test_every_outcome_path_writes_the_handlers_last_progress(store, clock):
 
     def last(n: int) -> str:
         return '{"fraction":1.0,"note":"last %d"}' % n
-    assert store.finish_and_claim([Finish("completed", a.id, a.attempts, None, progress=last(1)),
-                                   Finish("completed", b.id, b.attempts, None)],
-                                  OWNER, PID, clock.now(), 0)[0] == [True, True]
+
+    assert store.finish_and_claim(
+        [
+            Finish("completed", a.id, a.attempts, None, progress=last(1)),
+            Finish("completed", b.id, b.attempts, None),
+        ],
+        OWNER,
+        PID,
+        clock.now(),
+        0,
+    )[0] == [True, True]
     done, more = store.finish_and_claim(
-        [Finish("completed", c.id, c.attempts, None, progress=last(2))], OWNER, PID, clock.now(), 1)
+        [Finish("completed", c.id, c.attempts, None, progress=last(2))], OWNER, PID, clock.now(), 1
+    )
     assert done == [True] and len(more) == 1
     retry = Finish("retry", d.id, d.attempts, "boom", clock.now() + 30, 3, progress=last(3))
     assert store.finish_and_claim([retry], OWNER, PID, clock.now(), 1)[0] == [True]
-    mixed = [Finish("failed", e.id, e.attempts, "bad", 0.0, 3, progress=last(4)),
-             Finish("completed", f.id, f.attempts, None, progress=last(5)),
-             Finish("cancelled", g.id, g.attempts, "stop", progress=last(6))]
+    mixed = [
+        Finish("failed", e.id, e.attempts, "bad", 0.0, 3, progress=last(4)),
+        Finish("completed", f.id, f.attempts, None, progress=last(5)),
+        Finish("cancelled", g.id, g.attempts, "stop", progress=last(6)),
+    ]
     done, _ = store.finish_and_claim(mixed, OWNER, PID, clock.now(), 1, {})
     assert done == [True, True, True]
     notes = {j.id: (store.get(j.id).progress or {}).get("note") for j in (a, b, c, d, e, f, g)}
-    assert notes == {a.id: "last 1", b.id: None, c.id: "last 2", d.id: "last 3", e.id: "last 4",
-                     f.id: "last 5", g.id: "last 6"}
+    assert notes == {
+        a.id: "last 1",
+        b.id: None,
+        c.id: "last 2",
+        d.id: "last 3",
+        e.id: "last 4",
+        f.id: "last 5",
+        g.id: "last 6",
+    }
     assert store.get(b.id).progress == {"fraction": 0.5}
+
 
 def test_every_claim_starts_a_run_without_an_earlier_attempts_error_or_progress(store, clock):
     """A job retried (or given back) keeps its error while it waits; the run that takes it
@@ -833,8 +1047,16 @@ def test_every_claim_starts_a_run_without_an_earlier_attempts_error_or_progress(
     put(store, clock, job(clock), job(clock), job(clock), job(clock))
     first = run(store, clock, 4)
     store.check_in(OWNER, [(j.id, j.attempts, '{"fraction":0.5}') for j in first])
-    assert store.finish_and_claim([Finish("retry", j.id, j.attempts, f"boom {j.id}", clock.now(), 3)
-                                   for j in first], OWNER, PID, clock.now(), 0)[0] == [True] * 4
+    assert (
+        store.finish_and_claim(
+            [Finish("retry", j.id, j.attempts, f"boom {j.id}", clock.now(), 3) for j in first],
+            OWNER,
+            PID,
+            clock.now(),
+            0,
+        )[0]
+        == [True] * 4
+    )
     assert all(store.get(j.id).error == f"boom {j.id}" for j in first)
     again = run(store, clock, 1)
     done_one = Finish("completed", again[0].id, 2, None)
@@ -854,16 +1076,24 @@ def test_a_cancelled_outcome_and_a_released_cancel_request_end_cancelled(store, 
     put(store, clock, job(clock), job(clock), job(clock))
     a, b, c = run(store, clock, 3)
     ops.cancel_jobs(store, [a.id, b.id, c.id], clock.now())
-    done, _ = store.finish_and_claim([Finish("cancelled", a.id, a.attempts, "stopped", ended=clock.now()),
-                                      Finish("completed", b.id, b.attempts, '"won"')], OWNER, PID, clock.now(), 0)
+    done, _ = store.finish_and_claim(
+        [
+            Finish("cancelled", a.id, a.attempts, "stopped", ended=clock.now()),
+            Finish("completed", b.id, b.attempts, '"won"'),
+        ],
+        OWNER,
+        PID,
+        clock.now(),
+        0,
+    )
     assert done == [True, True]
     assert (store.get(a.id).status, store.get(a.id).error) == ("cancelled", "stopped")
-    assert store.get(b.id).status == "completed"                      # completed first: stays
+    assert store.get(b.id).status == "completed"  # completed first: stays
     out = store.release_owner(OWNER, "cancelled: killed", clock.now(), max_attempts_for=lambda j: 5)
-    assert [(r.id, r.status) for r in out] == [(c.id, "cancelled")]   # never re-queued
+    assert [(r.id, r.status) for r in out] == [(c.id, "cancelled")]  # never re-queued
     assert [r["outcome"] for r in ops.attempt_history(store, c.id)] == ["cancelled"]
     assert ops.retry_jobs(store, [c.id], clock.now()) == [c.id]
-    assert store.get(c.id).cancel_requested_at is None                # a retry starts afresh
+    assert store.get(c.id).cancel_requested_at is None  # a retry starts afresh
 
 
 def test_a_claimed_job_given_back_unstarted_after_a_cancel_request_ends_cancelled(store, clock):
@@ -872,15 +1102,22 @@ def test_a_claimed_job_given_back_unstarted_after_a_cancel_request_ends_cancelle
     ops.cancel_jobs(store, [a.id, b.id], clock.now())
     assert store.release_unstarted(OWNER, [a.id, c.id], clock.now()) == 2
     assert (store.get(a.id).status, store.get(c.id).status) == ("cancelled", "pending")
-    store.heartbeat(OWNER, clock.now(), [])                            # b: claimed, not held
+    store.heartbeat(OWNER, clock.now(), [])  # b: claimed, not held
     assert store.get(b.id).status == "cancelled" and store.get(b.id).owner is None
 
 
 # -- the suite covers the contract --------------------------------------------------------------------
 
-PROTOCOLS = (contract.Connection, contract.ProducerTransitions, contract.WorkerTransitions,
-             contract.UpkeepTransitions, contract.TransferTransitions, Reads, OpsAccess,
-             contract.Wakeup)
+PROTOCOLS = (
+    contract.Connection,
+    contract.ProducerTransitions,
+    contract.WorkerTransitions,
+    contract.UpkeepTransitions,
+    contract.TransferTransitions,
+    Reads,
+    OpsAccess,
+    contract.Wakeup,
+)
 CONTRACT_CAP = 30  # the transitions an engine implements, each with its guarantee
 
 
@@ -891,8 +1128,12 @@ def protocol_members(proto: type) -> set[str]:
     for k in proto.__mro__:
         if not getattr(k, "_is_protocol", False) or k.__module__ == "typing":
             continue
-        out |= {n for n, v in vars(k).items() if (n in ("__enter__", "__exit__") or
-                not n.startswith("_")) and (inspect.isfunction(v) or isinstance(v, property))}
+        out |= {
+            n
+            for n, v in vars(k).items()
+            if (n in ("__enter__", "__exit__") or not n.startswith("_"))
+            and (inspect.isfunction(v) or isinstance(v, property))
+        }
         out |= set(getattr(k, "__annotations__", {}))
     return out
 
@@ -904,20 +1145,30 @@ def test_the_contract_stays_small():
     assert len(members) <= CONTRACT_CAP, sorted(members)
     assert not members & (protocol_members(Reads) | protocol_members(OpsAccess))
     assert protocol_members(contract.EngineStore) == (
-        members | protocol_members(Reads) | protocol_members(OpsAccess))
-    undocumented = [n for k in contract.Store.__mro__ if getattr(k, "_is_protocol", False)
-                    and k.__module__ == contract.__name__ for n, v in vars(k).items()
-                    if inspect.isfunction(v) and n in members and not v.__doc__
-                    and not any(inspect.getdoc(getattr(o, n, None)) for o in k.__mro__[1:]
-                                if n in vars(o))]
+        members | protocol_members(Reads) | protocol_members(OpsAccess)
+    )
+    undocumented = [
+        n
+        for k in contract.Store.__mro__
+        if getattr(k, "_is_protocol", False) and k.__module__ == contract.__name__
+        for n, v in vars(k).items()
+        if inspect.isfunction(v)
+        and n in members
+        and not v.__doc__
+        and not any(inspect.getdoc(getattr(o, n, None)) for o in k.__mro__[1:] if n in vars(o))
+    ]
     assert undocumented == []
 
 
 def test_every_protocol_method_is_exercised():
     """A method added to a protocol needs a test here that calls it."""
     source = Path(__file__).read_text(encoding="utf-8")
-    names = {n for p in PROTOCOLS for n, v in vars(p).items()
-             if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, property))}
+    names = {
+        n
+        for p in PROTOCOLS
+        for n, v in vars(p).items()
+        if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, property))
+    }
     names |= {n for p in PROTOCOLS for n in getattr(p, "__annotations__", {})}
     missing = sorted(n for n in names if f".{n}" not in source)
     assert missing == []
@@ -925,11 +1176,15 @@ def test_every_protocol_method_is_exercised():
 
 def test_the_engine_store_implements_every_protocol(store):
     for proto in (*PROTOCOLS[:-1], contract.EngineStore):
-        assert [n for n in sorted(protocol_members(proto)) if not hasattr(store, n)] == [], \
+        assert [n for n in sorted(protocol_members(proto)) if not hasattr(store, n)] == [], (
             proto.__name__
+        )
     wake = store.wakeup()
     try:
-        assert [n for n, v in vars(contract.Wakeup).items()
-                if inspect.isfunction(v) and not n.startswith("_") and not hasattr(wake, n)] == []
+        assert [
+            n
+            for n, v in vars(contract.Wakeup).items()
+            if inspect.isfunction(v) and not n.startswith("_") and not hasattr(wake, n)
+        ] == []
     finally:
         wake.close()

@@ -2,6 +2,7 @@
 brand-new database at the same moment both succeed: switching to WAL does not wait in SQLite's
 busy handler, so the store retries it. Before the retry, about 3% of such pairs failed with
 "database is locked". Opening a current schema writes nothing."""
+
 from __future__ import annotations
 
 import threading
@@ -22,6 +23,7 @@ def test_simultaneous_first_opens_of_a_new_database_all_succeed(tmp_path):
                     s.counts()
             except Exception as exc:  # noqa: BLE001 - collected and asserted below
                 failures.append(repr(exc))
+
         threads = [threading.Thread(target=open_it) for _ in range(2)]
         for t in threads:
             t.start()

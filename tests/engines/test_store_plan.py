@@ -2,6 +2,7 @@
 priorities), so one claim costs the same at any queue depth, also when most pending jobs are
 scheduled in the future. Checked with EXPLAIN QUERY PLAN and by counting SQLite VM steps (a
 deterministic cost measure: no wall-clock timing)."""
+
 from __future__ import annotations
 
 import random
@@ -33,8 +34,13 @@ def assert_on_claim_index(details: list[str]) -> None:
     assert not any(re.match(r"SCAN jobs\b", d) for d in details), text
 
 
-def fill(conn: sqlite3.Connection, n: int, future_fraction: float, seed: int = 1,
-         future_priority: int | None = None) -> None:
+def fill(
+    conn: sqlite3.Connection,
+    n: int,
+    future_fraction: float,
+    seed: int = 1,
+    future_priority: int | None = None,
+) -> None:
     """Insert ``n`` pending jobs; ``future_fraction`` of them have run_at in the future."""
     rng = random.Random(seed)
     rows = []
@@ -48,8 +54,11 @@ def fill(conn: sqlite3.Connection, n: int, future_fraction: float, seed: int = 1
         created = NOW - rng.uniform(0, 7200)
         rows.append((f"{i:032x}", "t", "{}", priority, iso(run_at), iso(created), iso(created)))
     conn.execute("BEGIN IMMEDIATE")
-    conn.executemany("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
-                     "updated_at) VALUES (?, ?, 'pending', ?, 0, ?, ?, ?, ?)", rows)
+    conn.executemany(
+        "INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, "
+        "updated_at) VALUES (?, ?, 'pending', ?, 0, ?, ?, ?, ?)",
+        rows,
+    )
     conn.execute("COMMIT")
 
 
@@ -61,6 +70,7 @@ def vm_steps(conn: sqlite3.Connection) -> int:
         nonlocal steps
         steps += 1
         return 0
+
     conn.set_progress_handler(count, 1)
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -148,6 +158,7 @@ def test_batched_completion_looks_jobs_up_by_id(deep_db):
     """All of a batch's completions are one UPDATE ... FROM (VALUES ...): it must find each job
     through the primary key, never scan the table (also once ANALYZE has real statistics)."""
     from shared.engines.sqlite.finish import _complete_many_sql
+
     sql = _complete_many_sql(16)
     # id, attempt, result, start, end, progress
     row = ["x", 1, None, None, "2026-01-01T00:00:00.000Z", None]
@@ -155,7 +166,9 @@ def test_batched_completion_looks_jobs_up_by_id(deep_db):
     with SqliteStore(deep_db) as s:
         for _ in range(2):
             detail = [r["detail"] for r in s.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
-            assert any("SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)" in d for d in detail), detail
+            assert any(
+                "SEARCH jobs USING INDEX sqlite_autoindex_jobs_1 (id=?)" in d for d in detail
+            ), detail
             assert not any(d.startswith("SCAN jobs") for d in detail), detail
             s.conn.execute("ANALYZE")
 
@@ -170,10 +183,12 @@ def test_claim_cost_does_not_grow_with_waiting_jobs(tmp_path):
             fill(s.conn, 200, 0.5)
             rows = [(f"w{i:031x}", iso(NOW - 60)) for i in range(n)]
             s.conn.execute("BEGIN IMMEDIATE")
-            s.conn.executemany("INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, "
-                               "created_at, updated_at, after_failure, waiting_on) "
-                               "VALUES (?, 't', 'waiting', '{}', 0, 9, ?, ?, ?, 'cancel', 1)",
-                               [(i, t, t, t) for i, t in rows])
+            s.conn.executemany(
+                "INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, "
+                "created_at, updated_at, after_failure, waiting_on) "
+                "VALUES (?, 't', 'waiting', '{}', 0, 9, ?, ?, ?, 'cancel', 1)",
+                [(i, t, t, t) for i, t in rows],
+            )
             s.conn.execute("COMMIT")
             s.conn.execute("ANALYZE")
             assert_on_claim_index(plan(s.conn, _CLAIM))

@@ -19,6 +19,7 @@ success per job, and a completed job is never claimed again; every running job h
 owner holding that attempt; attempts never exceed the effective max_attempts (and a pending job
 always has one left); a stale owner's outcome is refused and changes nothing.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,14 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from shared import ops
 from shared.producer.api import JobQueue
@@ -45,8 +52,10 @@ from shared.model.job import Finish
 from supervisor.maintenance import judge_running
 
 LEASE = 30.0
-CONFIG = Config(worker=WorkerConfig(lease_timeout=LEASE, job_timeout=120.0, heartbeat_interval=2.0),
-                retry=RetryConfig(max_attempts=3, backoff_base=1.0, backoff_max=8.0))
+CONFIG = Config(
+    worker=WorkerConfig(lease_timeout=LEASE, job_timeout=120.0, heartbeat_interval=2.0),
+    retry=RetryConfig(max_attempts=3, backoff_base=1.0, backoff_max=8.0),
+)
 
 
 def _noop(payload, job):  # pragma: no cover - never called: the test records outcomes itself
@@ -55,9 +64,13 @@ def _noop(payload, job):  # pragma: no cover - never called: the test records ou
 
 # "a": few attempts and a short timeout; "b": the config's defaults; "c": many attempts;
 # "zzz" has no handler (policy falls back to the config).
-REGISTRY = Registry([HandlerSpec("a", _noop, max_attempts=2, timeout=10.0),
-                     HandlerSpec("b", _noop),
-                     HandlerSpec("c", _noop, max_attempts=5, timeout=50.0)])
+REGISTRY = Registry(
+    [
+        HandlerSpec("a", _noop, max_attempts=2, timeout=10.0),
+        HandlerSpec("b", _noop),
+        HandlerSpec("c", _noop, max_attempts=5, timeout=50.0),
+    ]
+)
 POLICY = JobPolicy(CONFIG, REGISTRY)
 TYPES = ("a", "b", "c", "zzz")
 N_SLOTS = 3
@@ -68,33 +81,37 @@ class ModelJob:
     id: str
     type: str
     priority: int
-    run_at: str              # iso text, as stored
+    run_at: str  # iso text, as stored
     created_at: str
     max_attempts: int | None  # as stored (None: handler's or config's)
     status: str = "pending"
     attempts: int = 0
-    successes: int = 0       # committed completions
+    successes: int = 0  # committed completions
     owner: str | None = None
     started_at: str | None = None
     heartbeat_at: str | None = None
-    renewed: float | None = None  # time.monotonic() after the lease's last renewal (server-clock engines)
+    renewed: float | None = (
+        None  # time.monotonic() after the lease's last renewal (server-clock engines)
+    )
 
 
 @dataclass
 class Incarnation:
     """One worker process: its owner token and connection. A slot gets a new one after a death."""
+
     slot: int
     owner: str
     pid: int
     store: EngineStore
     inflight: dict[str, int] = field(default_factory=dict)  # job id -> attempt, in claim order
-    started: set[str] = field(default_factory=set)           # in-flight jobs whose handler began
+    started: set[str] = field(default_factory=set)  # in-flight jobs whose handler began
     stalled: bool = False
 
 
 @dataclass
 class Stale:
     """A dead incarnation's view of a job it was running (its result may still arrive)."""
+
     owner: str
     job_id: str
     attempt: int
@@ -110,7 +127,9 @@ def claim_key(j: ModelJob) -> tuple:
 
 
 class StoreMachine(RuleBasedStateMachine):
-    engine = None  # set by the test: a tests.engines fixture; its database is emptied for every example
+    engine = (
+        None  # set by the test: a tests.engines fixture; its database is emptied for every example
+    )
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,7 +137,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.policy = JobPolicy(CONFIG, REGISTRY, random.Random(0))  # deterministic jitter
         self.engine.reset()
         self.queue = JobQueue(config=self.engine.config(CONFIG), clock=self.clock)  # the producer
-        self.sup = self.engine.open(CONFIG)                                          # the supervisor
+        self.sup = self.engine.open(CONFIG)  # the supervisor
         self.pids = itertools.count(1000)
         self.slots: dict[int, Incarnation] = {}
         self.jobs: dict[str, ModelJob] = {}
@@ -131,7 +150,9 @@ class StoreMachine(RuleBasedStateMachine):
 
     def spawn(self, slot: int) -> None:
         pid = next(self.pids)
-        self.slots[slot] = Incarnation(slot, f"test-host:{pid}:{pid * 7}", pid, self.engine.open(CONFIG))
+        self.slots[slot] = Incarnation(
+            slot, f"test-host:{pid}:{pid * 7}", pid, self.engine.open(CONFIG)
+        )
 
     def teardown(self) -> None:
         for inc in self.slots.values():
@@ -162,8 +183,10 @@ class StoreMachine(RuleBasedStateMachine):
         """``got`` is what a claim of up to ``limit`` returned to ``inc``: check it against the
         model (the first due jobs in claim order, nothing while paused) and apply it."""
         now = iso(self.now())
-        due = sorted((j for j in self.jobs.values() if j.status == "pending" and j.run_at <= now),
-                     key=claim_key)
+        due = sorted(
+            (j for j in self.jobs.values() if j.status == "pending" and j.run_at <= now),
+            key=claim_key,
+        )
         if self.paused:
             assert got == [], "a paused queue hands out nothing"
             return
@@ -182,7 +205,9 @@ class StoreMachine(RuleBasedStateMachine):
             assert job.attempts == m.attempts and job.owner == inc.owner and job.status == "running"
             inc.inflight[job.id] = job.attempts
 
-    def outcome(self, inc: Incarnation, job_id: str, kind: str, retry_after: float | None) -> Finish:
+    def outcome(
+        self, inc: Incarnation, job_id: str, kind: str, retry_after: float | None
+    ) -> Finish:
         """The Finish the worker would write for ``kind`` (``shared.execution.outcomes.decide``),
         applied to the model (the caller asserts the store accepted it)."""
         attempt, m = inc.inflight.pop(job_id), self.jobs[job_id]
@@ -209,8 +234,14 @@ class StoreMachine(RuleBasedStateMachine):
         the supervisor does once it has reaped the process, then respawn the slot. In-flight jobs
         it never started (the rest of a batch) get their attempt back."""
         unstarted = [j for j in inc.inflight if j not in inc.started]
-        released = self.sup.release_owner(inc.owner, reason, self.now(), max_attempts_for=POLICY.max_attempts,
-                                          count_attempt=count_attempt, unstarted=unstarted)
+        released = self.sup.release_owner(
+            inc.owner,
+            reason,
+            self.now(),
+            max_attempts_for=POLICY.max_attempts,
+            count_attempt=count_attempt,
+            unstarted=unstarted,
+        )
         expected = {}
         for job_id, attempt in inc.inflight.items():
             m = self.jobs[job_id]
@@ -237,17 +268,37 @@ class StoreMachine(RuleBasedStateMachine):
         for _ in range(n):
             self._enqueue("b", 0, None, None, None, 1)
 
-    @rule(jtype=st.sampled_from(TYPES), priority=st.integers(-2, 2),
-          delay=st.sampled_from([None, 0, 0.5, 5, 40]), max_attempts=st.sampled_from([None, 1, 2, 4]),
-          key=st.sampled_from([None, None, "k1", "k2"]), batch=st.integers(1, 3))
+    @rule(
+        jtype=st.sampled_from(TYPES),
+        priority=st.integers(-2, 2),
+        delay=st.sampled_from([None, 0, 0.5, 5, 40]),
+        max_attempts=st.sampled_from([None, 1, 2, 4]),
+        key=st.sampled_from([None, None, "k1", "k2"]),
+        batch=st.integers(1, 3),
+    )
     def enqueue(self, jtype, priority, delay, max_attempts, key, batch):
         self._enqueue(jtype, priority, delay, max_attempts, key, batch)
 
     def _enqueue(self, jtype, priority, delay, max_attempts, key, batch):
-        items = [(jtype, {"n": i}, {"priority": priority, "delay": delay, "max_attempts": max_attempts,
-                                    "key": key if i == 0 else None}) for i in range(batch)]
+        items = [
+            (
+                jtype,
+                {"n": i},
+                {
+                    "priority": priority,
+                    "delay": delay,
+                    "max_attempts": max_attempts,
+                    "key": key if i == 0 else None,
+                },
+            )
+            for i in range(batch)
+        ]
         if batch == 1 and key is None:
-            ids = [self.queue.enqueue(jtype, {"n": 0}, priority=priority, delay=delay, max_attempts=max_attempts)]
+            ids = [
+                self.queue.enqueue(
+                    jtype, {"n": 0}, priority=priority, delay=delay, max_attempts=max_attempts
+                )
+            ]
         else:
             ids = self.queue.enqueue_many(items)
         assert len(ids) == batch
@@ -260,7 +311,9 @@ class StoreMachine(RuleBasedStateMachine):
             row = self.row(job_id)
             assert row.status == "pending" and row.attempts == 0
             assert row.run_at == iso(self.now() + (delay or 0))
-            self.jobs[job_id] = ModelJob(job_id, jtype, priority, row.run_at, row.created_at, max_attempts)
+            self.jobs[job_id] = ModelJob(
+                job_id, jtype, priority, row.run_at, row.created_at, max_attempts
+            )
             if k is not None:
                 self.keys[k] = job_id
 
@@ -281,8 +334,11 @@ class StoreMachine(RuleBasedStateMachine):
             inc.started.add(nxt)
 
     @precondition(lambda self: self.busy())
-    @rule(index=st.integers(0, 100), kind=st.sampled_from(["complete", "retry", "fail"]),
-          retry_after=st.sampled_from([None, 0, 3]))
+    @rule(
+        index=st.integers(0, 100),
+        kind=st.sampled_from(["complete", "retry", "fail"]),
+        retry_after=st.sampled_from([None, 0, 3]),
+    )
     def finish(self, index, kind, retry_after):
         """One outcome, one guarded update: completed, retried (or failed when attempts are used
         up, as the worker decides) or failed for good (PermanentError)."""
@@ -290,15 +346,20 @@ class StoreMachine(RuleBasedStateMachine):
         f = self.outcome(inc, job_id, kind, retry_after)
         assert self.record(inc.store, f, inc.owner) is True
 
-    @rule(slot=st.integers(0, N_SLOTS - 1), kinds=st.lists(st.sampled_from(["complete", "retry", "fail"]),
-                                                           max_size=3), limit=st.integers(0, 3))
+    @rule(
+        slot=st.integers(0, N_SLOTS - 1),
+        kinds=st.lists(st.sampled_from(["complete", "retry", "fail"]), max_size=3),
+        limit=st.integers(0, 3),
+    )
     def finish_and_claim(self, slot, kinds, limit):
         """The worker's batch commit: the outcomes of its finished jobs and the next claim, in
         one transaction."""
         inc = self.slots[slot]
         if inc.stalled:
             return
-        finishes = [self.outcome(inc, job_id, kind, None) for job_id, kind in zip(list(inc.inflight), kinds)]
+        finishes = [
+            self.outcome(inc, job_id, kind, None) for job_id, kind in zip(list(inc.inflight), kinds)
+        ]
         ok, got = inc.store.finish_and_claim(finishes, inc.owner, inc.pid, self.now(), limit)
         assert ok == [True] * len(finishes)
         self.check_claimed(inc, got, limit)
@@ -313,7 +374,11 @@ class StoreMachine(RuleBasedStateMachine):
         assert inc.store.release_unstarted(inc.owner, ids, self.now()) == len(ids)
         for job_id in ids:
             m = self.jobs[job_id]
-            m.status, m.attempts, m.run_at = "pending", inc.inflight.pop(job_id) - 1, iso(self.now())
+            m.status, m.attempts, m.run_at = (
+                "pending",
+                inc.inflight.pop(job_id) - 1,
+                iso(self.now()),
+            )
             m.owner = m.started_at = m.heartbeat_at = None
 
     @precondition(lambda self: self.busy())
@@ -322,8 +387,11 @@ class StoreMachine(RuleBasedStateMachine):
         """A busy worker dies (crash/SIGKILL: the attempt counts) or is killed by a supervisor
         shutdown (the attempt is given back); its in-flight work is dropped."""
         inc, _, _ = self._pick(index)
-        self.die(inc, count_attempt=not shutdown,
-                 reason="supervisor shutdown" if shutdown else "worker killed by SIGKILL")
+        self.die(
+            inc,
+            count_attempt=not shutdown,
+            reason="supervisor shutdown" if shutdown else "worker killed by SIGKILL",
+        )
 
     @precondition(lambda self: any(not i.stalled for i in self.busy()))
     @rule(index=st.integers(0, 100))
@@ -384,20 +452,27 @@ class StoreMachine(RuleBasedStateMachine):
         assert self.queue.store.is_paused() is paused
 
     @precondition(lambda self: self.stale)
-    @rule(index=st.integers(0, 100), kind=st.sampled_from(["complete", "retry", "fail"]),
-          batched=st.booleans())
+    @rule(
+        index=st.integers(0, 100),
+        kind=st.sampled_from(["complete", "retry", "fail"]),
+        batched=st.booleans(),
+    )
     def stale_owner_reports(self, index, kind, batched):
         """A worker that lost its lease (killed, or its process was declared dead) reports late:
         the guarded update matches nothing and the row is unchanged."""
         s = self.stale[-1 - index % len(self.stale)]  # index 0: the latest
         before = self.row(s.job_id)
-        f = {"complete": Finish("completed", s.job_id, s.attempt, '{"late":true}'),
-             "retry": Finish("retry", s.job_id, s.attempt, "late", self.now(), 3),
-             "fail": Finish("failed", s.job_id, s.attempt, "late", 0.0, 3)}[kind]
+        f = {
+            "complete": Finish("completed", s.job_id, s.attempt, '{"late":true}'),
+            "retry": Finish("retry", s.job_id, s.attempt, "late", self.now(), 3),
+            "fail": Finish("failed", s.job_id, s.attempt, "late", 0.0, 3),
+        }[kind]
         if batched:  # the dead worker's batch commit
             assert self.sup.finish_and_claim([f], s.owner, 1, self.now(), 0) == ([False], [])
         else:
-            assert self.record(self.sup, f, s.owner) is False, "a stale owner's outcome must be refused"
+            assert self.record(self.sup, f, s.owner) is False, (
+                "a stale owner's outcome must be refused"
+            )
         assert self.row(s.job_id) == before
 
     # -- invariants (one snapshot of the table per step) -----------------------------------------
@@ -412,7 +487,9 @@ class StoreMachine(RuleBasedStateMachine):
 
     def every_job_in_exactly_one_status(self, jobs):
         ids = [j.id for j in jobs]
-        assert len(ids) == len(set(ids)) and set(ids) == set(self.jobs), "enqueued and stored jobs differ"
+        assert len(ids) == len(set(ids)) and set(ids) == set(self.jobs), (
+            "enqueued and stored jobs differ"
+        )
         for j in jobs:
             assert j.status in STATUSES
             assert j.status == self.jobs[j.id].status, (j.id, j.status, self.jobs[j.id].status)
@@ -445,13 +522,20 @@ def run_machine(engine, **limits) -> None:
     """Run the machine on one database of ``engine``. Examples reuse it (emptied first) and an
     anchor store stays open, so no example pays for creating a database and for the fsyncs of
     the last connection's close."""
+
     class Machine(StoreMachine):
         pass
+
     Machine.engine = engine
     with engine.open(CONFIG):
-        run_state_machine_as_test(Machine, settings=settings(
-            deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            **limits))
+        run_state_machine_as_test(
+            Machine,
+            settings=settings(
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+                **limits,
+            ),
+        )
 
 
 # The default suite's size. PostgreSQL's steps cost ~6x SQLite's (150 x 50 steps: 63 s vs 10 s,

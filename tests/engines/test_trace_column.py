@@ -1,6 +1,7 @@
 """The ``trace`` column reaches databases made before it: a SQLite file and a
 PostgreSQL schema of the previous version migrate on open, keep their jobs (no context), and
 store a context from then on."""
+
 from __future__ import annotations
 
 from shared.runtime.clock import FakeClock, iso
@@ -8,6 +9,7 @@ from shared.model.job import NewJob, new_id
 from tests.engines.test_outcome_commit import sqlite_before, upgrade_postgres, write_old_jobs
 
 PARENT = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
+
 
 def _old_job_and_a_traced_one(open_new, old_conn, param: str = "?") -> None:
     """A job written by the previous jobq (through ``old_conn``), then the upgraded store: the
@@ -28,6 +30,7 @@ def _old_job_and_a_traced_one(open_new, old_conn, param: str = "?") -> None:
 def test_a_sqlite_database_of_the_previous_version_gains_the_column(tmp_path):
     from shared.engines.sqlite import schema
     from shared.engines.sqlite.store import SqliteStore
+
     path = str(tmp_path / "old.db")
     conn = sqlite_before(path, schema.TRACE)
     _old_job_and_a_traced_one(lambda: SqliteStore(path), conn)

@@ -2,6 +2,7 @@
 
 Benchmarks are not tests: nothing here looks at how fast anything was.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -19,8 +20,24 @@ REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml"
 
 def test_bench_smoke_writes_expected_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "enqueue", "--json", str(out),
-                           "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--only",
+            "enqueue",
+            "--json",
+            str(out),
+            "--tmp",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert {"meta", "results", "table", "targets"} <= set(data)
@@ -35,24 +52,44 @@ def test_bench_smoke_writes_expected_json(tmp_path: Path) -> None:
         assert {"default", "off"} <= set(enqueue["huey"])
     assert data["table"].startswith("| figure | jobq |")
     assert "enqueue single" in proc.stdout
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]  # temp folders removed
+    assert not [
+        p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")
+    ]  # temp folders removed
 
 
 # Run `python -m bench` as if only the test extra were installed: the bench extra's packages
 # (psycopg, Procrastinate, Huey) cannot be imported in the bench process.
-WITHOUT_BENCH_EXTRA = ("import runpy, sys\n"
-                       "for name in ('psycopg', 'procrastinate', 'huey'):\n"
-                       "    sys.modules[name] = None  # import raises ImportError\n"
-                       "sys.argv[0] = 'bench'\n"
-                       "runpy.run_module('bench', run_name='__main__', alter_sys=True)\n")
+WITHOUT_BENCH_EXTRA = (
+    "import runpy, sys\n"
+    "for name in ('psycopg', 'procrastinate', 'huey'):\n"
+    "    sys.modules[name] = None  # import raises ImportError\n"
+    "sys.argv[0] = 'bench'\n"
+    "runpy.run_module('bench', run_name='__main__', alter_sys=True)\n"
+)
 
 
 def test_bench_smoke_on_sqlite_needs_only_the_test_extra(tmp_path: Path) -> None:
     """`python -m bench` imported psycopg even for SQLite. The PostgreSQL modules are
     imported only for a --database run; Huey, when missing, is skipped with a note."""
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-c", WITHOUT_BENCH_EXTRA, "--smoke", "--only", "enqueue", "--json",
-                           str(out), "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITHOUT_BENCH_EXTRA,
+            "--smoke",
+            "--only",
+            "enqueue",
+            "--json",
+            str(out),
+            "--tmp",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "huey is not installed" in proc.stderr
     data = json.loads(out.read_text())
@@ -81,13 +118,16 @@ def own_database() -> Iterator[str]:
 
     import psycopg
     from tests.engines import postgres_url, require_postgres
+
     require_postgres()
     base = postgres_url()
     name = f"bench_smoke_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(base, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
     try:
-        u = urlsplit(base)  # geturl() would drop the "//" of an empty host ("postgresql:///test?host=...")
+        u = urlsplit(
+            base
+        )  # geturl() would drop the "//" of an empty host ("postgresql:///test?host=...")
         yield f"{u.scheme}://{u.netloc}/{name}" + (f"?{u.query}" if u.query else "")
     finally:
         with psycopg.connect(base, autocommit=True) as c:
@@ -96,8 +136,12 @@ def own_database() -> Iterator[str]:
 
 def _bench_schemas(url: str) -> set[str]:
     import psycopg
+
     with psycopg.connect(url, autocommit=True) as c:
-        return {r[0] for r in c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_%'")}
+        return {
+            r[0]
+            for r in c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_%'")
+        }
 
 
 def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path, own_database: str) -> None:
@@ -107,9 +151,26 @@ def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path, own_database:
     require_bench_extra()
     url = own_database
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--database", url, "--only",
-                           "enqueue,burn,idle,depth", "--json", str(out), "--tmp", str(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--database",
+            url,
+            "--only",
+            "enqueue,burn,idle,depth",
+            "--json",
+            str(out),
+            "--tmp",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads(out.read_text())
     assert {"synchronous_commit", "server_version"} <= set(data["meta"]["postgres"])
@@ -119,12 +180,21 @@ def test_bench_postgres_smoke_writes_expected_json(tmp_path: Path, own_database:
         assert {"single", "batched"} <= set(figure), figure
         assert figure["single"]["per_s"] and figure["batched"]["per_s"], figure
     w = str(data["meta"]["scale"]["workers"][-1])
-    burns = [r["burn"]["jobq"]["pg"], r["burn"]["huey"]["pg"], *r["burn"]["procrastinate"].values(),
-             *r["burn"]["raw"].values()]
+    burns = [
+        r["burn"]["jobq"]["pg"],
+        r["burn"]["huey"]["pg"],
+        *r["burn"]["procrastinate"].values(),
+        *r["burn"]["raw"].values(),
+    ]
     assert len(burns) == 7  # jobq, Huey, Procrastinate 1xW and Wx1, raw 1, 10, 100
     for b in burns:
         assert b[w]["per_s"], b
-    for system, variant in (("jobq", "pg"), ("huey", "pg"), ("procrastinate", "1xW"), ("raw", "pg")):
+    for system, variant in (
+        ("jobq", "pg"),
+        ("huey", "pg"),
+        ("procrastinate", "1xW"),
+        ("raw", "pg"),
+    ):
         idle = r["idle"][system][variant]
         assert idle["start"]["missing"] == 0 and idle["delayed"]["missing"] == 0, idle
         assert idle["cpu_pct"] >= 0, idle
@@ -140,9 +210,29 @@ def test_chaos_postgres_smoke(tmp_path: Path, own_database: str) -> None:
     """``python -m bench.chaos --database postgresql://...`` at a tiny size: its oracle reads the
     jobs from the server; nothing lost, nothing overlapping."""
     url = own_database
-    proc = subprocess.run([sys.executable, "-m", "bench.chaos", "--database", url, "--jobs", "40", "--workers", "2",
-                           "--kill-every", "0.3", "--supervisor-kills", "1", "--timeout", "120"],
-                          cwd=REPO, capture_output=True, text=True, timeout=400)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.chaos",
+            "--database",
+            url,
+            "--jobs",
+            "40",
+            "--workers",
+            "2",
+            "--kill-every",
+            "0.3",
+            "--supervisor-kills",
+            "1",
+            "--timeout",
+            "120",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert "chaos: jobs=40 completed=40" in proc.stdout and " lost=0 overlapping=0 " in proc.stdout
     assert _bench_schemas(url) == set()
@@ -152,29 +242,70 @@ def test_bench_otel_smoke_states_the_tracing_target(tmp_path: Path) -> None:
     """The ``otel`` workload (burn-downs with tracing off, the API alone and the SDK
     with a no-op exporter, and the per-job micro-benchmarks) runs and its target is stated."""
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "otel", "--json", str(out),
-                           "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--only",
+            "otel",
+            "--json",
+            str(out),
+            "--tmp",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr
     otel = json.loads(out.read_text())["results"]["otel"]
     for mode in ("off", "api", "sdk"):
         assert {"per_s", "runs", "cpu_us_per_job"} <= set(otel["burn"][mode])
         assert otel["micro"][mode]["run_us"] > 0
-    assert otel["micro"]["sdk"]["bare_span_us"] > 0 and {"loss_pct", "cpu_loss_pct"} <= set(otel["burn"]["sdk"])
+    assert otel["micro"]["sdk"]["bare_span_us"] > 0 and {"loss_pct", "cpu_loss_pct"} <= set(
+        otel["burn"]["sdk"]
+    )
     assert otel["micro"]["sdk"]["metered_run_us"] > 0  # the run path with the SDK's meters too
     assert "tracing on (the SDK and a no-op exporter): burn-down loses < 3%" in proc.stdout
-    assert "the SDK's bare span alone" in proc.stdout and "to the SDK whatever jobq does" in proc.stdout
+    assert (
+        "the SDK's bare span alone" in proc.stdout
+        and "to the SDK whatever jobq does" in proc.stdout
+    )
 
 
-FEATURE_FIGURES = {"enqueue": {"us_per_call", "extra_percent"},
-                   "wait": {"in_hand_ms", "finish_ms", "added_ms", "end_to_hand_ms"},
-                   "deps": {"independent", "fanin", "chain"}, "fair": {"fair", "plain", "vs_plain"},
-                   "async": {"seconds", "ideal_seconds", "vs_ideal"}}
+FEATURE_FIGURES = {
+    "enqueue": {"us_per_call", "extra_percent"},
+    "wait": {"in_hand_ms", "finish_ms", "added_ms", "end_to_hand_ms"},
+    "deps": {"independent", "fanin", "chain"},
+    "fair": {"fair", "plain", "vs_plain"},
+    "async": {"seconds", "ideal_seconds", "vs_ideal"},
+}
 
 
 def _features_run(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "features", "--json", str(out),
-                           "--tmp", str(tmp_path), *extra], cwd=REPO, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--only",
+            "features",
+            "--json",
+            str(out),
+            "--tmp",
+            str(tmp_path),
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc, json.loads(out.read_text())
 
@@ -184,11 +315,15 @@ def _check_features(proc: subprocess.CompletedProcess, data: dict, engine: str) 
     assert f["engine"] == engine
     for name, keys in FEATURE_FIGURES.items():
         assert keys <= set(f[name]), (name, f[name])  # a failed measurement is {"error": ...}
-    assert f["wait"]["in_hand_ms"]["missing"] == 0 and f["deps"]["fanin"]["jobs"] == f["deps"]["independent"]["jobs"]
+    assert (
+        f["wait"]["in_hand_ms"]["missing"] == 0
+        and f["deps"]["fanin"]["jobs"] == f["deps"]["independent"]["jobs"]
+    )
     assert f["fair"]["fair"]["per_s"] > 0 and f["async"]["ideal_seconds"] > 0
     assert f"Features on {engine}, each beside its plain baseline" in proc.stdout
     verdicts = {v["target"]: v for v in data["targets_performance"]}
     from bench.targets import FEATURES, PERFORMANCE
+
     for t in PERFORMANCE + FEATURES:  # every target stated, judged or said to be not measured
         assert any(f"] {t.name} {t.bound}" in name for name in verdicts), t.name
     for t in FEATURES:  # measured by this very run
@@ -202,18 +337,32 @@ def test_bench_features_smoke_on_sqlite_states_every_target(tmp_path: Path) -> N
     performance target is printed met, missed or not measured; start-up and purge figures come from
     the JSON given, never from a figure of the code's own."""
     startup = tmp_path / "startup.json"
-    startup.write_text(json.dumps({"cold_template": {"first_job_s": 0.15, "all_workers_first_job_s": 0.45,
-                                                     "end_to_end_jobs_s": 9000},
-                                   "huey_quiet": {"end_to_end_jobs_s": 3000}, "respawn": {"after_reap_ms":
-                                                                                          {"median": 40.0}}}))
+    startup.write_text(
+        json.dumps(
+            {
+                "cold_template": {
+                    "first_job_s": 0.15,
+                    "all_workers_first_job_s": 0.45,
+                    "end_to_end_jobs_s": 9000,
+                },
+                "huey_quiet": {"end_to_end_jobs_s": 3000},
+                "respawn": {"after_reap_ms": {"median": 40.0}},
+            }
+        )
+    )
     proc, data = _features_run(tmp_path, "--startup-json", str(startup))
     _check_features(proc, data, "sqlite")
     v = {x["target"]: x for x in data["targets_performance"]}
     assert v["[sqlite] launch to first job <= 0.2 s"]["met"] is True
     assert v["[sqlite] launch to 8 busy workers <= 0.3 s"]["met"] is False
-    assert "0.45 s (" + str(startup) + ")" in v["[sqlite] launch to 8 busy workers <= 0.3 s"]["measured"]
+    assert (
+        "0.45 s (" + str(startup) + ")"
+        in v["[sqlite] launch to 8 busy workers <= 0.3 s"]["measured"]
+    )
     assert v["[sqlite] burn-down from launch vs Huey fsync=False -q >= 2x"]["met"] is True  # 3.00x
-    assert v["[sqlite] burn-down from launch vs Huey's defaults >= 8x"]["met"] is None  # not in the file
+    assert (
+        v["[sqlite] burn-down from launch vs Huey's defaults >= 8x"]["met"] is None
+    )  # not in the file
     assert v["[both] purge of 500,000 rows on a loaded machine <= 30 s"]["met"] is None
     assert "not measured in this run: [postgresql] idle enqueue-to-start p50 <= 4 ms" in proc.stdout
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("jobq-bench-")]
@@ -230,12 +379,24 @@ def test_bench_features_smoke_on_postgres(tmp_path: Path, own_database: str) -> 
 def test_bench_refuses_an_unreadable_target_json_before_running(tmp_path: Path) -> None:
     bad = tmp_path / "purge.json"
     bad.write_text("[1, 2]")
-    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "features", "--purge-json", str(bad)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and f"{str(bad)!r} holds a JSON list, not an object" in proc.stderr, proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--only", "features", "--purge-json", str(bad)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        proc.returncode == 2 and f"{str(bad)!r} holds a JSON list, not an object" in proc.stderr
+    ), proc.stderr
     missing = tmp_path / "nope.json"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--startup-json", str(missing)],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--startup-json", str(missing)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and f"cannot read {str(missing)!r}" in proc.stderr, proc.stderr
 
 
@@ -244,9 +405,26 @@ def test_bench_startup_workload_smoke_judges_the_start_up_targets(tmp_path: Path
     faults) with their own signatures, and the start-up targets are judged on what it measured:
     none of its figures may be an error (they once were all TypeErrors, judged "not measured")."""
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--only", "startup", "--systems", "jobq",
-                           "--json", str(out), "--tmp", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--only",
+            "startup",
+            "--systems",
+            "jobq",
+            "--json",
+            str(out),
+            "--tmp",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     s = data["results"]["startup"]
@@ -254,5 +432,10 @@ def test_bench_startup_workload_smoke_judges_the_start_up_targets(tmp_path: Path
         assert "error" not in figure, figure
     assert s["cold"]["template"]["first_job_s"] > 0 and s["respawn"]["after_kill_ms"]["median"] > 0
     judged = {v["target"]: v for v in data["targets_performance"]}
-    for name in ("[sqlite] launch to first job <= 0.2 s", "[sqlite] respawn of a SIGKILLed worker <= 50 ms"):
-        assert judged[name]["met"] is not None and "(this run)" in judged[name]["measured"], judged[name]
+    for name in (
+        "[sqlite] launch to first job <= 0.2 s",
+        "[sqlite] respawn of a SIGKILLed worker <= 50 ms",
+    ):
+        assert judged[name]["met"] is not None and "(this run)" in judged[name]["measured"], judged[
+            name
+        ]

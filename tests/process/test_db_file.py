@@ -1,6 +1,7 @@
 """The database file deleted or replaced under running processes: the path no
 longer names the open file, so the supervisor and its workers say so and exit
 DATABASE_UNAVAILABLE instead of serving a file nobody else sees."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ def test_database_file_notes_deletion_and_replacement(tmp_path):
     watched = DatabaseFile(path)
     assert watched.problem() is None
     os.replace(path, path + ".moved")
-    os.link(path + ".moved", path)           # the same file under the path again: fine
+    os.link(path + ".moved", path)  # the same file under the path again: fine
     assert watched.problem() is None
     os.unlink(path)
     assert "was deleted" in watched.problem() and path in watched.problem()
@@ -31,8 +32,12 @@ def test_database_file_notes_deletion_and_replacement(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["replaced", "deleted"])
-def test_supervisor_exits_database_unavailable_when_its_file_is_replaced(tmp_path, sup_factory, how):
-    cfg = write_config(tmp_path, handlers=["procjobs"], log_format="json", supervisor={"workers": 2})
+def test_supervisor_exits_database_unavailable_when_its_file_is_replaced(
+    tmp_path, sup_factory, how
+):
+    cfg = write_config(
+        tmp_path, handlers=["procjobs"], log_format="json", supervisor={"workers": 2}
+    )
     sup = sup_factory(cfg)
     db = tmp_path / "q.db"
     wait_until(lambda: len(worker_rows(cfg)) == 2, what="2 workers registered")
@@ -50,8 +55,10 @@ def test_supervisor_exits_database_unavailable_when_its_file_is_replaced(tmp_pat
     said = [e for e in lines if e.get("event") == "supervisor.database_replaced"]
     assert len(said) == 1 and str(db) in said[0]["error"], sup.output()[-2000:]
     assert ("was deleted" if how == "deleted" else "was replaced") in said[0]["error"]
-    assert lines[-1]["event"] == "supervisor.stopped" and lines[-1]["code"] == "database_unavailable"
+    assert (
+        lines[-1]["event"] == "supervisor.stopped" and lines[-1]["code"] == "database_unavailable"
+    )
     print(f"exit {took:.2f} s after the file was {how}")
     assert took < 20
     if how == "deleted":
-        assert not db.exists()               # nothing re-created an empty database there
+        assert not db.exists()  # nothing re-created an empty database there

@@ -7,6 +7,7 @@ a process of its own, so every result is read from another process than the one 
 it. Django is never set up in the pytest process (test_django_recipe.py sets it up with
 other settings). The project's signal receivers append to a file: which process sent what.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,6 +30,7 @@ from shared.settings.config import load  # noqa: E402
 from tests.proc import FIXTURES, kill_tree, wait_until, write_config  # noqa: E402
 
 from tests.proc import REPO  # the checkout
+
 FAILS = "djtasks.tasks.always_fails"
 
 
@@ -38,28 +40,48 @@ class Project:
 
     def __init__(self, folder: Path, django_db: str, **config: object) -> None:
         self.folder = folder
-        self.config = write_config(folder, handlers=["jobq.django.worker", "djtasks.tasks"],
-                                   supervisor={"workers": 1},
-                                   types={FAILS: {"max_attempts": 3}}, **config)
+        self.config = write_config(
+            folder,
+            handlers=["jobq.django.worker", "djtasks.tasks"],
+            supervisor={"workers": 1},
+            types={FAILS: {"max_attempts": 3}},
+            **config,
+        )
         self.signals = folder / "signals.jsonl"
-        self.env = dict(os.environ, DJANGO_SETTINGS_MODULE="djtasks.settings", DJTASKS_DB=django_db,
-                        DJTASKS_JOBQ_CONFIG=str(self.config), DJTASKS_SIGNALS=str(self.signals),
-                        PYTHONPATH=os.pathsep.join([FIXTURES, str(REPO)]))
+        self.env = dict(
+            os.environ,
+            DJANGO_SETTINGS_MODULE="djtasks.settings",
+            DJTASKS_DB=django_db,
+            DJTASKS_JOBQ_CONFIG=str(self.config),
+            DJTASKS_SIGNALS=str(self.signals),
+            PYTHONPATH=os.pathsep.join([FIXTURES, str(REPO)]),
+        )
         self.env.pop("JOBQ_CONFIG", None)
         self.env.pop("JOBQ_DATABASE", None)
         self.procs: list[subprocess.Popen] = []
 
     def drive(self, step: str, arg: dict | None = None) -> dict:
-        r = subprocess.run([sys.executable, "-m", "djtasks.drive", step, json.dumps(arg or {})], env=self.env,
-                           cwd=self.folder, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "djtasks.drive", step, json.dumps(arg or {})],
+            env=self.env,
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout.strip().splitlines()[-1])
 
     def manage(self, *args: str, log: str) -> subprocess.Popen:
         """``python -m django ARGS`` (manage.py's command line) in the background."""
         out = open(self.folder / log, "wb")
-        p = subprocess.Popen([sys.executable, "-m", "django", *args], env=self.env, cwd=self.folder,
-                             stdout=out, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "django", *args],
+            env=self.env,
+            cwd=self.folder,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         out.close()
         self.procs.append(p)
         return p
@@ -86,6 +108,7 @@ def project(request, tmp_path_factory):
     pg = None
     if request.param == "postgresql":
         from tests.engines import PostgresEngine
+
         pg = PostgresEngine(folder)
         extra = {"database": pg.database, "postgres": {"schema": pg.schema}}
         django_db = pg.database
@@ -96,7 +119,9 @@ def project(request, tmp_path_factory):
         # the default queue only: a task on Django's queue "emails" waits
         sup = proj.manage("jobq", "run", "--queues", "default", log="supervisor.log")
         with proj.queue() as q:
-            wait_until(lambda: sup.poll() is not None or q.store.processes("worker"), 60, "a worker")
+            wait_until(
+                lambda: sup.poll() is not None or q.store.processes("worker"), 60, "a worker"
+            )
         assert sup.poll() is None, (folder / "supervisor.log").read_text()
         yield proj
     finally:
@@ -111,13 +136,17 @@ def test_a_rolled_back_atomic_leaves_no_job_and_a_committed_one_completes(projec
     with project.queue() as q:
         assert gone["id"] and q.get(gone["id"]) is None
         assert q.get(kept["id"]).type == "djtasks.tasks.add"
-    done = project.drive("wait", {"id": kept["id"]})   # result.refresh() until finished
+    done = project.drive("wait", {"id": kept["id"]})  # result.refresh() until finished
     assert done["status"] == "SUCCESSFUL" and done["return_value"] == 5 and done["args"] == [2, 3]
     assert len(done["worker_ids"]) == 1 and done["errors"] == []
     sent = project.signal_lines(kept["id"])
-    assert [s["signal"] for s in sent] == ["enqueued", "started", "finished"]  # sent in the transaction
+    assert [s["signal"] for s in sent] == [
+        "enqueued",
+        "started",
+        "finished",
+    ]  # sent in the transaction
     assert sent[-1]["status"] == "SUCCESSFUL" and {s["sender"] for s in sent} == {"JobqBackend"}
-    assert sent[0]["pid"] != sent[1]["pid"] == sent[2]["pid"]   # enqueued here, run by a worker
+    assert sent[0]["pid"] != sent[1]["pid"] == sent[2]["pid"]  # enqueued here, run by a worker
     assert project.signal_lines(gone["id"])[0]["signal"] == "enqueued"  # sent, then rolled back
     assert [s["signal"] for s in project.signal_lines(gone["id"])] == ["enqueued"]
 
@@ -142,13 +171,15 @@ def test_get_result_and_aget_result_work_from_other_processes(project):
         got = project.drive(step, {"id": job_id})
         assert got["status"] == "SUCCESSFUL" and got["return_value"] == 42 and got["id"] == job_id
     with project.queue() as q:
-        assert q.get(job_id).result == 42   # the stored result is the return value
+        assert q.get(job_id).result == 42  # the stored result is the return value
 
 
 def test_a_task_30_seconds_ahead_is_not_run_early(project):
     later = project.drive("enqueue", {"task": "add", "args": [1, 1], "delay": 30})
     now = project.drive("enqueue", {"task": "add", "args": [2, 2]})
-    assert project.drive("wait", {"id": now["id"]})["status"] == "SUCCESSFUL"   # the worker is serving
+    assert (
+        project.drive("wait", {"id": now["id"]})["status"] == "SUCCESSFUL"
+    )  # the worker is serving
     assert project.drive("get", {"id": later["id"]})["status"] == "READY"
     with project.queue() as q:
         job = q.get(later["id"])
@@ -160,8 +191,12 @@ def test_priorities_order_the_runs(project, tmp_path):
     with project.queue() as q:
         q.pause()
         try:
-            ids = [project.drive("enqueue", {"task": "record", "args": [str(out), label], "priority": p})["id"]
-                   for label, p in (("low", -50), ("high", 90), ("middle", 5))]
+            ids = [
+                project.drive(
+                    "enqueue", {"task": "record", "args": [str(out), label], "priority": p}
+                )["id"]
+                for label, p in (("low", -50), ("high", 90), ("middle", 5))
+            ]
         finally:
             q.resume()
     for job_id in ids:
@@ -186,7 +221,10 @@ def by_process(sent: list[dict]) -> tuple[list[str], list[dict]]:
     worker may claim the job (and send ``task_started``) before the enqueuing process appends its
     line, so only the order within each process is promised."""
     enqueuer = next(s["pid"] for s in sent if s["signal"] == "enqueued")
-    return ([s["signal"] for s in sent if s["pid"] == enqueuer], [s for s in sent if s["pid"] != enqueuer])
+    return (
+        [s["signal"] for s in sent if s["pid"] == enqueuer],
+        [s for s in sent if s["pid"] != enqueuer],
+    )
 
 
 @pytest.mark.parametrize("kind", ["lambda", "nested"])
@@ -206,8 +244,14 @@ def test_a_task_takes_its_context(project):
 
 
 def test_django_check_passes(project):
-    r = subprocess.run([sys.executable, "-m", "django", "check"], env=project.env, cwd=project.folder,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=project.env,
+        cwd=project.folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "no issues" in r.stdout, r.stdout + r.stderr
 
 
@@ -221,14 +265,27 @@ def test_workers_are_forked_from_a_template_that_set_django_up(project):
 
 def test_manage_py_jobq_status_and_the_tasks_in_jobq_web(project):
     import httpx
+
     job_id = project.drive("enqueue", {"task": "add", "args": [5, 5]})["id"]
     project.drive("wait", {"id": job_id})
-    status = subprocess.run([sys.executable, "-m", "django", "jobq", "status"], env=project.env,
-                            cwd=project.folder, capture_output=True, text=True, timeout=120)
+    status = subprocess.run(
+        [sys.executable, "-m", "django", "jobq", "status"],
+        env=project.env,
+        cwd=project.folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert status.returncode == 0, status.stderr
     assert "djtasks.tasks.add" in status.stdout
-    as_json = subprocess.run([sys.executable, "-m", "django", "jobq", "status", "--json"], env=project.env,
-                             cwd=project.folder, capture_output=True, text=True, timeout=120)
+    as_json = subprocess.run(
+        [sys.executable, "-m", "django", "jobq", "status", "--json"],
+        env=project.env,
+        cwd=project.folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert as_json.returncode == 0 and isinstance(json.loads(as_json.stdout), dict), as_json.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -242,6 +299,7 @@ def test_manage_py_jobq_status_and_the_tasks_in_jobq_web(project):
             return httpx.get(url + "/healthz", timeout=2).status_code == 200
         except httpx.TransportError:
             return False
+
     wait_until(up, 60, "jobq web to answer")
     page = httpx.get(f"{url}/jobs?status=completed", timeout=10).text
     assert "djtasks.tasks.add" in page
@@ -252,14 +310,20 @@ def test_another_database_is_written_on_commit_and_check_says_so(tmp_path):
     """Django on one SQLite file, jobq on another: no write inside the transaction (a warning
     from check); the job is written when the transaction commits, never after a rollback."""
     proj = Project(tmp_path, str(tmp_path / "django.sqlite3"))
-    r = subprocess.run([sys.executable, "-m", "django", "check"], env=proj.env, cwd=tmp_path,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "django", "check"],
+        env=proj.env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "jobq.W001" in r.stderr + r.stdout, r.stdout + r.stderr
     with proj.queue() as q:
         before = q.counts()
         gone = proj.drive("enqueue", {"task": "add", "args": [1, 2], "atomic": "rollback"})
         kept = proj.drive("enqueue", {"task": "add", "args": [2, 3], "atomic": "commit"})
-        assert gone["id"] == "" and kept["id"]   # the id comes with the commit
+        assert gone["id"] == "" and kept["id"]  # the id comes with the commit
         assert q.get(kept["id"]).status == "pending"
         assert sum(q.counts().values()) == sum(before.values()) + 1
 
@@ -273,8 +337,13 @@ def test_the_django_integration_stays_in_its_package():
         if rel.parts[0] not in ("shared", "worker", "supervisor", "jobq"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             for name in names:
                 top = name.split(".")[0]
                 inside = rel.parts[:2] == ("jobq", "django")
@@ -298,16 +367,26 @@ def test_the_example_project_runs_as_documented(tmp_path):
     """examples/django_tasks_app (docs/django.md), from a copy: migrate, check, `manage.py jobq
     run`; a request's order is confirmed by its task, a refused one leaves no task."""
     import shutil
-    app = Path(shutil.copytree(EXAMPLE, tmp_path / "app", ignore=shutil.ignore_patterns("__pycache__")))
+
+    app = Path(
+        shutil.copytree(EXAMPLE, tmp_path / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    )
     db = tmp_path / "shop.sqlite3"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBQ_", "DJANGO_"))}
     env.update(JOBQ_DATABASE=str(db), PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
 
     def manage(*args: str) -> str:
-        r = subprocess.run([sys.executable, "manage.py", *args], cwd=app, env=env, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=app,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         return (r.stdout.strip().splitlines() or [""])[-1]  # `shell` may say what it imported first
+
     manage("migrate", "--verbosity", "0")
     assert "no issues" in manage("check")
     refused = manage("shell", "-c", POST % 11)
@@ -316,14 +395,23 @@ def test_the_example_project_runs_as_documented(tmp_path):
     assert placed.startswith("201")
     task_id = json.loads(placed.split(" ", 1)[1])["task"]
     out = open(tmp_path / "supervisor.log", "wb")
-    sup = subprocess.Popen([sys.executable, "manage.py", "jobq", "run"], cwd=app, env=env, stdout=out,
-                           stderr=subprocess.STDOUT)
+    sup = subprocess.Popen(
+        [sys.executable, "manage.py", "jobq", "run"],
+        cwd=app,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
     try:
         with JobQueue(str(db)) as q:
             assert q.handle(task_id).wait(timeout=60) == {"order": 1, "confirmed": True}
-            assert sum(q.counts().values()) == 1   # the refused order's task was rolled back
-        shown = manage("shell", "-c", "from django.test import Client; "
-                                      f"print(Client().get('/orders/tasks/{task_id}/').content.decode())")
+            assert sum(q.counts().values()) == 1  # the refused order's task was rolled back
+        shown = manage(
+            "shell",
+            "-c",
+            "from django.test import Client; "
+            f"print(Client().get('/orders/tasks/{task_id}/').content.decode())",
+        )
         assert json.loads(shown)["status"] == "SUCCESSFUL"
     finally:
         kill_tree(sup)
@@ -333,27 +421,61 @@ def test_the_example_project_runs_as_documented(tmp_path):
 
 def test_a_test_without_a_supervisor_drains_the_tasks_in_its_own_process(tmp_path):
     proj = Project(tmp_path, str(tmp_path / "q.db"))
-    ids = [proj.drive("enqueue", {"task": "add", "args": [1, 2]})["id"],
-           proj.drive("enqueue", {"task": "async_add", "args": [2, 3]})["id"]]
+    ids = [
+        proj.drive("enqueue", {"task": "add", "args": [1, 2]})["id"],
+        proj.drive("enqueue", {"task": "async_add", "args": [2, 3]})["id"],
+    ]
     assert proj.drive("drain") == {"completed": 2, "retried": 0, "failed": 0}
-    assert [proj.drive("get", {"id": i})["return_value"] for i in ids] == [3, {"sum": 5, "async": True}]
+    assert [proj.drive("get", {"id": i})["return_value"] for i in ids] == [
+        3,
+        {"sum": 5, "async": True},
+    ]
 
 
-@pytest.mark.parametrize("settings_dict, vendor, database, same", [
-    ({"NAME": "{tmp}/a/../db.sqlite3"}, "sqlite", "{tmp}/db.sqlite3", True),
-    ({"NAME": "{tmp}/db.sqlite3"}, "sqlite", "sqlite://{tmp}/db.sqlite3", True),
-    ({"NAME": "{tmp}/other.sqlite3"}, "sqlite", "{tmp}/db.sqlite3", False),
-    ({"NAME": ":memory:"}, "sqlite", ":memory:", False),
-    ({"NAME": "{tmp}/db.sqlite3"}, "postgresql", "{tmp}/db.sqlite3", False),
-    ({"NAME": "test", "HOST": "/var/run/postgresql"}, "postgresql", "postgresql:///test?host=/var/run/postgresql", True),
-    ({"NAME": "test", "HOST": "127.0.0.1", "PORT": 5432}, "postgresql", "postgresql://u:secret@localhost/test", True),
-    ({"NAME": "test", "HOST": "db.example", "PORT": "5433"}, "postgresql", "postgresql://db.example:5433/test", True),
-    ({"NAME": "test", "HOST": "db.example"}, "postgresql", "postgresql://db.example:5433/test", False),
-    ({"NAME": "shop"}, "postgresql", "postgresql:///test", False),
-    ({"NAME": "test", "OPTIONS": {"service": "x"}}, "postgresql", "postgresql:///test", False),
-    ({"NAME": "test"}, "sqlite", "postgresql:///test", False),
-])
-def test_which_django_database_is_the_jobq_database(tmp_path, settings_dict, vendor, database, same):
+@pytest.mark.parametrize(
+    "settings_dict, vendor, database, same",
+    [
+        ({"NAME": "{tmp}/a/../db.sqlite3"}, "sqlite", "{tmp}/db.sqlite3", True),
+        ({"NAME": "{tmp}/db.sqlite3"}, "sqlite", "sqlite://{tmp}/db.sqlite3", True),
+        ({"NAME": "{tmp}/other.sqlite3"}, "sqlite", "{tmp}/db.sqlite3", False),
+        ({"NAME": ":memory:"}, "sqlite", ":memory:", False),
+        ({"NAME": "{tmp}/db.sqlite3"}, "postgresql", "{tmp}/db.sqlite3", False),
+        (
+            {"NAME": "test", "HOST": "/var/run/postgresql"},
+            "postgresql",
+            "postgresql:///test?host=/var/run/postgresql",
+            True,
+        ),
+        (
+            {"NAME": "test", "HOST": "127.0.0.1", "PORT": 5432},
+            "postgresql",
+            "postgresql://u:secret@localhost/test",
+            True,
+        ),
+        (
+            {"NAME": "test", "HOST": "db.example", "PORT": "5433"},
+            "postgresql",
+            "postgresql://db.example:5433/test",
+            True,
+        ),
+        (
+            {"NAME": "test", "HOST": "db.example"},
+            "postgresql",
+            "postgresql://db.example:5433/test",
+            False,
+        ),
+        ({"NAME": "shop"}, "postgresql", "postgresql:///test", False),
+        ({"NAME": "test", "OPTIONS": {"service": "x"}}, "postgresql", "postgresql:///test", False),
+        ({"NAME": "test"}, "sqlite", "postgresql:///test", False),
+    ],
+)
+def test_which_django_database_is_the_jobq_database(
+    tmp_path, settings_dict, vendor, database, same
+):
     from jobq.django.databases import same_database
-    filled = {k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v for k, v in settings_dict.items()}
+
+    filled = {
+        k: v.replace("{tmp}", str(tmp_path)) if isinstance(v, str) else v
+        for k, v in settings_dict.items()
+    }
     assert same_database(filled, vendor, database.replace("{tmp}", str(tmp_path))) is same

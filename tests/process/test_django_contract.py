@@ -43,6 +43,7 @@ Left out, and why:
 - ``metadata``: not in the django-tasks version the backend supports;
 - the example project's views: tests/process/test_django_backend.py runs a project's requests.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -69,18 +70,34 @@ def test_the_backend_keeps_the_django_tasks_contract(tmp_path, engine):
     pg = None
     if engine == "postgresql":
         from tests.engines import PostgresEngine
+
         pg = PostgresEngine(tmp_path)
         extra = {"database": pg.database, "postgres": {"schema": pg.schema}}
         django_db = pg.database
-    config = write_config(tmp_path, handlers=["jobq.django.worker", "djtasks.contract_tasks"],
-                          retry={"max_attempts": 1, "backoff_base": 0, "backoff_max": 0}, **extra)
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="djtasks.settings", DJTASKS_DB=django_db,
-               DJTASKS_JOBQ_CONFIG=str(config), PYTHONPATH=os.pathsep.join([FIXTURES, str(REPO)]))
+    config = write_config(
+        tmp_path,
+        handlers=["jobq.django.worker", "djtasks.contract_tasks"],
+        retry={"max_attempts": 1, "backoff_base": 0, "backoff_max": 0},
+        **extra,
+    )
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE="djtasks.settings",
+        DJTASKS_DB=django_db,
+        DJTASKS_JOBQ_CONFIG=str(config),
+        PYTHONPATH=os.pathsep.join([FIXTURES, str(REPO)]),
+    )
     env.pop("JOBQ_CONFIG", None)
     env.pop("JOBQ_DATABASE", None)
     try:
-        r = subprocess.run([sys.executable, "-m", "djtasks.contract"], env=env, cwd=tmp_path,
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-m", "djtasks.contract"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         if pg is not None:
             pg.drop()

@@ -2,6 +2,7 @@
 job in one transaction through jobq's ``conn=``; a request that fails after the enqueue leaves
 neither the order nor the job. Real Django, real requests (the test client), one SQLite file.
 The recipe runs from a temporary copy: the source tree is left as it was."""
+
 from __future__ import annotations
 
 import os
@@ -13,14 +14,22 @@ from pathlib import Path
 
 import pytest
 
-django = pytest.importorskip("django", reason="Django is in the test extra: pip install -e '.[test]'")
+django = pytest.importorskip(
+    "django", reason="Django is in the test extra: pip install -e '.[test]'"
+)
 
-APP = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()) / "examples" / "django_app"
+APP = (
+    next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
+    / "examples"
+    / "django_app"
+)
 
 
 def copy_of_app(folder: Path) -> Path:
     """The recipe's files, copied to ``folder`` (no byte code): run there, never in the tree."""
-    return Path(shutil.copytree(APP, folder / "django_app", ignore=shutil.ignore_patterns("__pycache__")))
+    return Path(
+        shutil.copytree(APP, folder / "django_app", ignore=shutil.ignore_patterns("__pycache__"))
+    )
 
 
 def tree_files() -> set[Path]:
@@ -31,6 +40,7 @@ def tree_files() -> set[Path]:
 def site(tmp_path_factory):
     """Django set up on a fresh database file, migrated (Django's tables and jobq's)."""
     from django.conf import settings
+
     db = tmp_path_factory.mktemp("django") / "db.sqlite3"
     if settings.configured:
         pytest.skip("Django was already set up in this process with other settings")
@@ -41,14 +51,16 @@ def site(tmp_path_factory):
     try:
         django.setup()
         from django.core.management import call_command
+
         call_command("migrate", verbosity=0)
         from shared import JobQueue
-        JobQueue(str(db)).close()   # jobq's tables, as `python -m supervisor` would create them
+
+        JobQueue(str(db)).close()  # jobq's tables, as `python -m supervisor` would create them
         yield db
     finally:
         sys.path.remove(str(app))
         os.environ.pop("JOBQ_DJANGO_DB", None)
-        os.environ.pop("DJANGO_SETTINGS_MODULE", None)   # not inherited by later tests' processes
+        os.environ.pop("DJANGO_SETTINGS_MODULE", None)  # not inherited by later tests' processes
 
 
 def rows(db: Path, sql: str) -> list[tuple]:
@@ -64,6 +76,7 @@ def post(payload: dict):
     import json
 
     from django.test import Client
+
     return Client().post("/orders/", json.dumps(payload), content_type="application/json")
 
 
@@ -73,16 +86,18 @@ def test_a_committed_request_enqueues_its_job(site):
     assert r.status_code == 201, r.content
     order_id, job_id = r.json()["order"], r.json()["job"]
     assert rows(site, f"SELECT item, quantity, job_id FROM orders_order WHERE id = {order_id}") == [
-        ("teapot", 2, job_id)]
+        ("teapot", 2, job_id)
+    ]
     assert rows(site, f"SELECT type, status, payload FROM jobs WHERE id = '{job_id}'") == [
-        ("order:confirm", "pending", f'{{"order_id":{order_id}}}')]
+        ("order:confirm", "pending", f'{{"order_id":{order_id}}}')
+    ]
     assert rows(site, "SELECT count(*) FROM jobs")[0][0] == before + 1
 
 
 def test_a_rolled_back_request_enqueues_nothing(site):
     orders_before = rows(site, "SELECT count(*) FROM orders_order")[0][0]
     jobs_before = rows(site, "SELECT count(*) FROM jobs")[0][0]
-    r = post({"item": "teapot", "quantity": 11})   # refused after the enqueue: rolled back
+    r = post({"item": "teapot", "quantity": 11})  # refused after the enqueue: rolled back
     assert r.status_code == 400 and "at most 10" in r.json()["error"]
     assert rows(site, "SELECT count(*) FROM orders_order")[0][0] == orders_before
     assert rows(site, "SELECT count(*) FROM jobs")[0][0] == jobs_before
@@ -93,6 +108,7 @@ def test_the_worker_side_handler_confirms_the_order(site):
     from orders import jobs
     from orders.models import Order
     from shared import JobQueue
+
     r = post({"item": "kettle", "quantity": 1})
     order_id = r.json()["order"]
     with JobQueue(str(site), handlers=[jobs]) as q:
@@ -107,18 +123,35 @@ def test_running_the_recipe_as_documented_leaves_its_folder_clean(tmp_path):
     before = tree_files()
     app = copy_of_app(tmp_path)
     db = tmp_path / "elsewhere" / "shop.sqlite3"
-    env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_DJANGO_DB", "DJANGO_SETTINGS_MODULE")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("JOBQ_DJANGO_DB", "DJANGO_SETTINGS_MODULE")
+    }
     env.update(JOBQ_DATABASE=str(db), PYTHONDONTWRITEBYTECODE="1")
-    r = subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=app, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert rows(db, "SELECT count(*) FROM django_migrations")[0][0] > 0
     assert sorted(p.name for p in app.iterdir()) == ["jobq.toml", "manage.py", "orders", "shop"]
     del env["JOBQ_DATABASE"]
     env["DJANGO_SETTINGS_MODULE"] = "shop.settings"
-    r = subprocess.run([sys.executable, "-c", "from django.conf import settings; "
-                        "print(settings.DATABASES['default']['NAME'])"], cwd=app, env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from django.conf import settings; print(settings.DATABASES['default']['NAME'])",
+        ],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
-    assert not Path(r.stdout.strip()).is_relative_to(app)   # the default is outside the tree too
+    assert not Path(r.stdout.strip()).is_relative_to(app)  # the default is outside the tree too
     assert tree_files() == before

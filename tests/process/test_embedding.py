@@ -1,4 +1,5 @@
 """The embedding API: Supervisor(config).start(), pause(), resume(), wait_for_active(), stop()."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,9 @@ from tests.proc import FIXTURES, is_template, wait_until, worker_rows, write_con
 @pytest.fixture(autouse=True)
 def fixture_handlers_importable(monkeypatch):
     """The supervisor process started by ``start()`` inherits this environment."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (FIXTURES, os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(p for p in (FIXTURES, os.environ.get("PYTHONPATH")) if p)
+    )
 
 
 def _workers_of(tree: list[psutil.Process], root: int) -> list[psutil.Process]:
@@ -47,8 +50,11 @@ def test_start_pause_wait_for_active_resume_stop(tmp_path):
         # go-betweens (its children, which exit as soon as they have forked a worker). Polled
         # briefly: a worker re-parented from its go-between to the supervisor while psutil
         # walks the process table can be missed by that one walk.
-        tree = wait_until(lambda: len(_workers_of(t := _children(sup.process.pid), sup.process.pid)) == 2 and t,
-                          timeout=5, what="both workers in the process tree")
+        tree = wait_until(
+            lambda: len(_workers_of(t := _children(sup.process.pid), sup.process.pid)) == 2 and t,
+            timeout=5,
+            what="both workers in the process tree",
+        )
         wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers registered")
         with JobQueue(str(tmp_path / "q.db")) as q:
             busy = q.enqueue("test:gate", {"gate": str(gate), "log": str(log)})
@@ -56,23 +62,25 @@ def test_start_pause_wait_for_active_resume_stop(tmp_path):
             sup.pause()
             later = q.enqueue("test:noop", {"log": str(log)})
             with pytest.raises(TimeoutError):
-                sup.wait_for_active(0.5)          # the gate job is still running
+                sup.wait_for_active(0.5)  # the gate job is still running
             gate.touch()
             sup.wait_for_active(30)
             assert q.get(busy).status == "completed"
-            assert q.get(later).status == "pending"   # paused: nothing claimed
+            assert q.get(later).status == "pending"  # paused: nothing claimed
             sup.resume()
             wait_until(lambda: q.get(later).status == "completed", what="job runs after resume")
     finally:
         code = sup.stop(30)
     assert code == 0
-    wait_until(lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in tree),
-               what="no process left")
+    wait_until(
+        lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in tree),
+        what="no process left",
+    )
 
 
 def test_in_memory_config_is_written_for_the_workers(tmp_path):
     base = config_mod.load(write_config(tmp_path, supervisor={"workers": 1}))
-    cfg = base.replace(path=None)            # as if built in code, not read from a file
+    cfg = base.replace(path=None)  # as if built in code, not read from a file
     with Supervisor(cfg) as sup:
         sup.start(timeout=60)
         assert sup.config.path and os.path.exists(sup.config.path)

@@ -2,6 +2,7 @@
 engine imports ``tests/fixtures/forkqueue.py``, whose module-level ``JobQueue.from_config()``
 holds a database connection in the template. Every job and the follow-up it enqueues through
 that queue run exactly once, with no protocol error and no timeout in the log."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ def database(request, tmp_path):
         yield {}
         return
     from tests.engines import PostgresEngine
+
     pg = PostgresEngine(tmp_path)
     try:
         yield {"database": pg.database, "postgres": {"schema": pg.schema}}
@@ -35,28 +37,42 @@ def _events(log: Path) -> list[dict]:
 
 
 def test_a_queue_made_at_import_works_in_every_worker(tmp_path, database):
-    cfg = write_config(tmp_path, handlers=["forkqueue"], log_format="json",
-                       supervisor={"workers": 3}, **database)
+    cfg = write_config(
+        tmp_path, handlers=["forkqueue"], log_format="json", supervisor={"workers": 3}, **database
+    )
     log = tmp_path / "events.log"
     with JobQueue(config=load(str(cfg))) as q:
         parents = q.enqueue_many([("fork:parent", {"log": str(log)}) for _ in range(JOBS)])
     sup = Running(cfg)
     try:
-        wait_until(lambda: sum(e["event"] == "child" for e in _events(log)) >= JOBS, timeout=30,
-                   what="every follow-up job ran")
+        wait_until(
+            lambda: sum(e["event"] == "child" for e in _events(log)) >= JOBS,
+            timeout=30,
+            what="every follow-up job ran",
+        )
         with JobQueue(config=load(str(cfg))) as q:
             wait_until(lambda: q.counts().get("completed", 0) >= 2 * JOBS, what="all completed")
             counts = q.counts()
         events = _events(log)
         ran = [e["job"] for e in events if e["event"] == "parent"]
-        assert sorted(ran) == sorted(parents)                       # each parent once
+        assert sorted(ran) == sorted(parents)  # each parent once
         children = [e["job"] for e in events if e["event"] == "child"]
-        assert len(children) == len(set(children)) == JOBS          # each follow-up once
-        assert counts.get("completed") == 2 * JOBS and not counts.get("failed") and not counts.get("pending")
+        assert len(children) == len(set(children)) == JOBS  # each follow-up once
+        assert (
+            counts.get("completed") == 2 * JOBS
+            and not counts.get("failed")
+            and not counts.get("pending")
+        )
         assert len({e["pid"] for e in events}) >= 1
         out = sup.output()
-        for bad in ("without prior row description", "already exists", "timed out", "Traceback",
-                    "job.failed", "job.retry"):
+        for bad in (
+            "without prior row description",
+            "already exists",
+            "timed out",
+            "Traceback",
+            "job.failed",
+            "job.retry",
+        ):
             assert bad not in out, f"{bad!r} in the supervisor's log:\n{out[-3000:]}"
     finally:
         sup.close()

@@ -3,6 +3,7 @@ it forks (the template, or a worker by exec), and the template, which forks ever
 opens the database and runs no thread either. And no code but the worker's own reaches the worker
 loop: a process a handler forked that comes back (returns or raises instead of ``os._exit``) ends
 there (tests/process/test_worker_strays.py runs it in real supervisors on both engines)."""
+
 from __future__ import annotations
 
 import json
@@ -63,15 +64,19 @@ def over_tcp(engine) -> None:
     """Point a PostgresEngine at its server over TCP: a unix-socket client's peer is invisible
     to psutil, a TCP one's port is not."""
     from psycopg.conninfo import conninfo_to_dict
+
     info = conninfo_to_dict(engine.database)
     host = info.get("host", "")
     if host.startswith("/") or not host:
         user = info.get("user") or os.environ.get("USER") or "root"
-        engine.database = f"postgresql://{user}@127.0.0.1:{info.get('port') or 5432}/{info.get('dbname', 'test')}"
+        engine.database = (
+            f"postgresql://{user}@127.0.0.1:{info.get('port') or 5432}/{info.get('dbname', 'test')}"
+        )
 
 
 def test_checker_sees_an_open_server_connection(tmp_path):
     from tests.engines import PostgresEngine
+
     engine = PostgresEngine(tmp_path)
     over_tcp(engine)
     try:
@@ -115,12 +120,15 @@ def _checked_fork(db_path: str, record: str):
         with open(record, "a") as f:
             f.write(json.dumps({"pid": os.getpid(), "violations": found}) + "\n")
         return real_fork()
+
     return checked_fork
 
 
-@pytest.mark.parametrize("template, engine", [(True, "sqlite"), (False, "sqlite"), (True, "postgresql"),
-                                              (False, "postgresql")],
-                         ids=["template", "exec", "template-postgresql", "exec-postgresql"])
+@pytest.mark.parametrize(
+    "template, engine",
+    [(True, "sqlite"), (False, "sqlite"), (True, "postgresql"), (False, "postgresql")],
+    ids=["template", "exec", "template-postgresql", "exec-postgresql"],
+)
 def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template, engine):
     """In-process supervisor: every fork it makes (the template, exec'd workers, a respawn after
     a crash) and every fork the template makes (go-betweens and workers) is clean: no database
@@ -129,6 +137,7 @@ def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template, e
     cfg = config_mod.load(write_config(tmp_path, supervisor={"workers": 3}, handlers=[]))
     if engine == "postgresql":
         from tests.engines import PostgresEngine
+
         pg = PostgresEngine(tmp_path)
         over_tcp(pg)
         cfg = pg.config(cfg)
@@ -139,21 +148,29 @@ def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template, e
     assert arb.boot() == 0
     tpl = None
     try:
-        arb.maintain()          # opens the database (recovery, WAL upkeep)
+        arb.maintain()  # opens the database (recovery, WAL upkeep)
         wait_until(lambda: (arb.respawn(), len(arb.live()) == 3)[-1], what="3 workers")
         first = [s.pid for s in arb.live()]
         assert all(s.forked == template for s in arb.live())
         if template:
             tpl = arb.spawner.server.pid
-            assert open_database_fds(cfg.database, tpl) == []     # seen from outside, too
-            assert len(os.listdir(f"/proc/{tpl}/task")) == 1      # one thread
-            wait_until(lambda: {psutil.Process(p).ppid() for p in first} == {os.getpid()},
-                       what="workers re-parented to the supervisor (once their go-between exited)")
+            assert open_database_fds(cfg.database, tpl) == []  # seen from outside, too
+            assert len(os.listdir(f"/proc/{tpl}/task")) == 1  # one thread
+            wait_until(
+                lambda: {psutil.Process(p).ppid() for p in first} == {os.getpid()},
+                what="workers re-parented to the supervisor (once their go-between exited)",
+            )
         # a crash and a respawn go through the same path
         os.kill(first[0], signal.SIGKILL)
-        wait_until(lambda: (arb.reap_children(), arb.maintain(), arb.respawn(),
-                            first[0] not in [s.pid for s in arb.live()] and len(arb.live()) == 3)[-1],
-                   what="respawn after crash")
+        wait_until(
+            lambda: (
+                arb.reap_children(),
+                arb.maintain(),
+                arb.respawn(),
+                first[0] not in [s.pid for s in arb.live()] and len(arb.live()) == 3,
+            )[-1],
+            what="respawn after crash",
+        )
     finally:
         arb.begin_halt("test")
         arb.reap_blocking()
@@ -163,9 +180,9 @@ def test_no_database_fd_or_thread_at_any_fork(tmp_path, monkeypatch, template, e
     seen = [json.loads(line) for line in open(record)]
     assert [v for s in seen for v in s["violations"]] == []
     by = {s["pid"] for s in seen}
-    if template:   # the template fork here, then 4 workers there, each through a go-between
+    if template:  # the template fork here, then 4 workers there, each through a go-between
         assert os.getpid() in by and tpl in by and len(seen) >= 1 + 8
-    else:          # 4 exec'd workers
+    else:  # 4 exec'd workers
         assert by == {os.getpid()} and len(seen) == 4
 
 
@@ -189,6 +206,7 @@ def test_template_of_a_real_supervisor_holds_no_database_and_one_thread(tmp_path
 
 # -- no code but the worker's own reaches the worker loop --------------------------------------
 
+
 @handler("t:fork")
 def forker(payload, job):
     """Forks a child that does ``payload`` instead of ``os._exit``; returns the child's pid."""
@@ -211,10 +229,24 @@ def test_execute_ends_a_forked_child_that_comes_back():
     reg.add_module(mod)
     me = os.getpid()
     for payload, expected in (("raise", 1), ("return", 0), ("exit", 3)):
-        job = Job.from_row({"id": "j" * 32, "type": "t:fork", "status": "running", "payload": json.dumps(payload),
-                            "result": None, "error": None, "attempts": 1, "max_attempts": 1, "priority": 0,
-                            "run_at": "", "started_at": None, "completed_at": None, "created_at": "",
-                            "updated_at": ""})
+        job = Job.from_row(
+            {
+                "id": "j" * 32,
+                "type": "t:fork",
+                "status": "running",
+                "payload": json.dumps(payload),
+                "result": None,
+                "error": None,
+                "attempts": 1,
+                "max_attempts": 1,
+                "priority": 0,
+                "run_at": "",
+                "started_at": None,
+                "completed_at": None,
+                "created_at": "",
+                "updated_at": "",
+            }
+        )
         outcome = execute(reg, job, JobContext(job.id, job.type, 1, 1))
         if os.getpid() != me:
             os._exit(99)  # the child came back here (before the fix): never let it run pytest on
@@ -243,6 +275,7 @@ def test_the_signal_pipe_tells_when_a_handler_closed_it():
     """``SignalQueue.intact``: False once its descriptors are closed, also when their numbers
     were reused since (what ``os.closerange`` in a handler does to a worker)."""
     from shared.runtime.signals import SignalQueue
+
     q = SignalQueue([signal.SIGHUP])
     assert q.intact()
     r, w = q._r, q._w
@@ -257,7 +290,10 @@ def test_the_signal_pipe_tells_when_a_handler_closed_it():
         for fd in again:
             os.close(fd)
         q.close()
+
+
 # -- a queue made before a fork -------------------------------------------------------------------
+
 
 def _backend(q) -> object:
     """What identifies the connection a queue uses: the server's backend pid on PostgreSQL, the
@@ -275,6 +311,7 @@ def test_a_queue_used_in_a_child_after_fork_connects_again_and_spares_the_parent
     import gc
     from shared import JobQueue
     from tests.engines import PostgresEngine, SqliteEngine
+
     engine = PostgresEngine(tmp_path) if kind == "postgresql" else SqliteEngine(tmp_path)
     record = tmp_path / "child.json"
     try:
@@ -295,8 +332,8 @@ def test_a_queue_used_in_a_child_after_fork_connects_again_and_spares_the_parent
                 os._exit(code)
         assert os.waitpid(pid, 0)[1] == 0
         child = json.loads(record.read_text())
-        assert child["backend"] != mine                  # the child had a connection of its own
-        assert _backend(q) == mine                       # the parent's is the same, still alive
+        assert child["backend"] != mine  # the child had a connection of its own
+        assert _backend(q) == mine  # the parent's is the same, still alive
         last = q.enqueue("test:noop")
         assert all(q.get(j).status == "pending" for j in (first, child["job"], last))
         assert q.counts().get("pending") == 3
@@ -310,6 +347,7 @@ def test_the_template_sees_a_connection_to_the_server_over_a_unix_socket(tmp_pat
     """The template's check before each fork sees a socket to the PostgreSQL server, over the
     local unix socket too (it used to compare descriptors with the URL's path)."""
     from tests.engines import PostgresEngine
+
     engine = PostgresEngine(tmp_path)
     try:
         assert template_side.unsafe_reason(engine.database) is None
@@ -325,7 +363,9 @@ def test_the_template_sees_a_connection_to_the_server_over_a_unix_socket(tmp_pat
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_a_template_whose_handlers_open_a_queue_at_import_does_not_fork(tmp_path, monkeypatch, engine):
+def test_a_template_whose_handlers_open_a_queue_at_import_does_not_fork(
+    tmp_path, monkeypatch, engine
+):
     """The handler module makes a module-level JobQueue at import (tests/fixtures/forkqueue.py):
     the template then holds a connection, so it forks nothing and says why; the workers are
     started by exec. (The supervisor imports the handler modules too, after forking the
@@ -337,11 +377,21 @@ def test_a_template_whose_handlers_open_a_queue_at_import_does_not_fork(tmp_path
     sections: dict = {}
     if engine == "postgresql":
         from tests.engines import PostgresEngine
+
         pg = PostgresEngine(tmp_path)
         over_tcp(pg)
         sections = {"database": pg.database, "postgres": {"schema": pg.schema}}
-    cfg = config_mod.load(str(write_config(tmp_path, supervisor={"workers": 2}, handlers=["forkqueue"],
-                                           log_format="json", **sections)))
+    cfg = config_mod.load(
+        str(
+            write_config(
+                tmp_path,
+                supervisor={"workers": 2},
+                handlers=["forkqueue"],
+                log_format="json",
+                **sections,
+            )
+        )
+    )
     record = str(tmp_path / "forks.jsonl")
     monkeypatch.setattr(os, "fork", _checked_fork(cfg.database, record))
     arb = Arbiter(cfg)
@@ -349,7 +399,7 @@ def test_a_template_whose_handlers_open_a_queue_at_import_does_not_fork(tmp_path
     try:
         arb.maintain()
         wait_until(lambda: (arb.respawn(), len(arb.live()) == 2)[-1], what="2 workers")
-        assert not any(s.forked for s in arb.live())      # exec'd: the template refused to fork
+        assert not any(s.forked for s in arb.live())  # exec'd: the template refused to fork
         assert arb.spawner.server is None and "database open" in (arb.spawner.off_reason or "")
     finally:
         arb.begin_halt("test")
@@ -361,4 +411,4 @@ def test_a_template_whose_handlers_open_a_queue_at_import_does_not_fork(tmp_path
         if engine == "postgresql":
             pg.drop()
     seen = [json.loads(line) for line in open(record)]
-    assert {s["pid"] for s in seen} == {os.getpid()}       # the template forked nothing
+    assert {s["pid"] for s in seen} == {os.getpid()}  # the template forked nothing

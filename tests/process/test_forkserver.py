@@ -1,5 +1,6 @@
 """The template process (fork server), the restart back-off rule, handler reloads
 and the state folders supervisors leave behind. Real supervisors, real kills."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,12 @@ from pathlib import Path
 from shared import JobQueue
 from shared.runtime.processes import create_time_ms
 from supervisor import statedir
-from tests.proc import (log_events, Running, env, job_row, wait_until,
-                        worker_rows, write_config)
+from tests.proc import log_events, Running, env, job_row, wait_until, worker_rows, write_config
 
 
 def config(folder: Path, **sections) -> Path:
     sections.setdefault("log_format", "json")
     return write_config(folder, **sections)
-
-
 
 
 def enqueue(cfg: Path, jtype: str, payload: dict | None = None, **kw) -> str:
@@ -38,6 +36,7 @@ def completed(cfg: Path, log: Path) -> int:
 
 # -- the back-off rule --------------------------------------------------------------------------
 
+
 def test_worker_that_ran_jobs_is_replaced_at_once_however_often_it_is_killed(tmp_path, sup_factory):
     """Four SIGKILLs in a row, each after the worker completed jobs: each replacement is started
     with no back-off (its slot's failure count stays 1, restart_delay 0). The old rule counted a
@@ -52,10 +51,14 @@ def test_worker_that_ran_jobs_is_replaced_at_once_however_often_it_is_killed(tmp
             enqueue(cfg, "test:noop", {"log": str(log)})
         wait_until(lambda: completed(cfg, log) >= before + 3, what=f"jobs done (round {round_})")
         os.kill(worker, signal.SIGKILL)
-        wait_until(lambda: any(e["pid"] == worker for e in log_events(sup, "worker.exited")),
-                   what="the death reaped")
-    spawned = wait_until(lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 5 and s,
-                         what="4 replacements")
+        wait_until(
+            lambda: any(e["pid"] == worker for e in log_events(sup, "worker.exited")),
+            what="the death reaped",
+        )
+    spawned = wait_until(
+        lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 5 and s,
+        what="4 replacements",
+    )
     assert [e["restarts"] for e in spawned[1:5]] == [1, 1, 1, 1]
     exited = log_events(sup, "worker.exited")
     assert len(exited) == 4 and all("killed by SIGKILL" in e["how"] for e in exited)  # still logged
@@ -71,10 +74,18 @@ def test_ready_worker_sigkilled_before_any_job_is_replaced_at_once(tmp_path, sup
         row = wait_until(lambda: (r := worker_rows(cfg)) and r[0], what=f"worker {n} registered")
         wait_until(lambda: os.path.exists(_progress_file(sup)), what="worker ready (progress file)")
         os.kill(row["pid"], signal.SIGKILL)
-        wait_until(lambda: any(e["pid"] == row["pid"] for e in log_events(sup, "worker.exited")),
-                   what="death reaped")
-        wait_until(lambda: not worker_rows(cfg) or worker_rows(cfg)[0]["pid"] != row["pid"], what="row gone")
-    spawned = wait_until(lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 4 and s, what="3 replacements")
+        wait_until(
+            lambda: any(e["pid"] == row["pid"] for e in log_events(sup, "worker.exited")),
+            what="death reaped",
+        )
+        wait_until(
+            lambda: not worker_rows(cfg) or worker_rows(cfg)[0]["pid"] != row["pid"],
+            what="row gone",
+        )
+    spawned = wait_until(
+        lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 4 and s,
+        what="3 replacements",
+    )
     assert [e["restarts"] for e in spawned[1:4]] == [1, 1, 1]
 
 
@@ -86,8 +97,13 @@ def _progress_file(sup: Running) -> str:
 
 
 def _counter(cfg: Path, name: str) -> int:
-    out = subprocess.run([sys.executable, "-m", "supervisor", "status", "--json", "--config", str(cfg)],
-                         capture_output=True, text=True, env=env(), cwd=str(cfg.parent))
+    out = subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", "--json", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=str(cfg.parent),
+    )
     if out.returncode != 0:
         return -1
     snap = json.loads(out.stdout)
@@ -98,11 +114,17 @@ def _counter(cfg: Path, name: str) -> int:
 def test_worker_dying_before_it_completes_a_job_still_backs_off(tmp_path, sup_factory):
     """The boot-crash side of the rule, with template-forked workers (bootcrash kills each one
     at fork): consecutive failures count up and the delay grows to the cap."""
-    cfg = config(tmp_path, handlers=["bootcrash"],
-                 supervisor={"workers": 1, "restart_backoff_max": 0.5, "maintenance_interval": 0.5})
+    cfg = config(
+        tmp_path,
+        handlers=["bootcrash"],
+        supervisor={"workers": 1, "restart_backoff_max": 0.5, "maintenance_interval": 0.5},
+    )
     sup = sup_factory(cfg)
-    spawned = wait_until(lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 4 and s,
-                         timeout=30, what="4 spawns")
+    spawned = wait_until(
+        lambda: (s := log_events(sup, "worker.spawned")) and len(s) >= 4 and s,
+        timeout=30,
+        what="4 spawns",
+    )
     assert all(e["forked"] for e in spawned)
     assert [e["restarts"] for e in spawned[:4]] == [0, 1, 2, 3]
     assert all("exited with 8" in e["how"] for e in log_events(sup, "worker.exited"))
@@ -110,10 +132,17 @@ def test_worker_dying_before_it_completes_a_job_still_backs_off(tmp_path, sup_fa
 
 # -- the template's failure modes ---------------------------------------------------------------
 
+
 def test_template_import_failure_halts_startup_with_exit_4_and_its_traceback(tmp_path):
     cfg = config(tmp_path, handlers=["templatecrash"], supervisor={"workers": 2})
-    out = subprocess.run([sys.executable, "-m", "supervisor", "run", "--config", str(cfg)],
-                         capture_output=True, text=True, env=env(), cwd=str(tmp_path), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=str(tmp_path),
+        timeout=60,
+    )
     assert out.returncode == 4, out.stderr
     assert "templatecrash: this module refuses to load in the template" in out.stderr
     assert "Traceback" in out.stderr and "boot_failed" in out.stderr
@@ -128,21 +157,32 @@ def test_template_death_restarts_it_then_falls_back_to_exec(tmp_path, sup_factor
     for n in range(1, 4):
         template = sup.template()
         os.kill(template, signal.SIGKILL)
-        died = wait_until(lambda: [e for e in log_events(sup, "template.died") if e["pid"] == template],
-                          what=f"template death {n} noticed")
+        died = wait_until(
+            lambda: [e for e in log_events(sup, "template.died") if e["pid"] == template],
+            what=f"template death {n} noticed",
+        )
         assert died[0]["action"] == ("restart" if n < 3 else "fallback")
         if n < 3:  # a new template (exec'd) forks the next worker
-            wait_until(lambda: len(log_events(sup, "template.ready")) == n + 1, what="new template ready")
+            wait_until(
+                lambda: len(log_events(sup, "template.ready")) == n + 1, what="new template ready"
+            )
             assert log_events(sup, "template.ready")[-1]["how"] == "exec"
             worker = sup.workers()[0]
             os.kill(worker, signal.SIGKILL)
-            spawned = wait_until(lambda: [e for e in log_events(sup, "worker.spawned")][n:], what="respawn")
+            spawned = wait_until(
+                lambda: [e for e in log_events(sup, "worker.spawned")][n:], what="respawn"
+            )
             assert spawned[0]["forked"] is True
     wait_until(lambda: sup.template() is None, what="no template after the fallback")
     worker = wait_until(lambda: sup.workers(), what="a worker")[0]
     os.kill(worker, signal.SIGKILL)
-    wait_until(lambda: log_events(sup, "worker.spawned")[-1]["forked"] is False
-               and len(log_events(sup, "worker.spawned")) == 4, what="an exec'd replacement")
+    wait_until(
+        lambda: (
+            log_events(sup, "worker.spawned")[-1]["forked"] is False
+            and len(log_events(sup, "worker.spawned")) == 4
+        ),
+        what="an exec'd replacement",
+    )
     jid = enqueue(cfg, "test:noop", {"log": str(log)})
     wait_until(lambda: job_row(cfg, jid)["status"] == "completed", what="jobs still run")
 
@@ -153,7 +193,8 @@ def test_template_that_cannot_fork_safely_says_why_and_workers_are_execd(tmp_pat
     (tmp_path / "threadjobs.py").write_text(
         "import threading\nfrom worker import handler\n"
         "threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
-        "@handler('thr:noop')\ndef noop(payload, job):\n    return 1\n")
+        "@handler('thr:noop')\ndef noop(payload, job):\n    return 1\n"
+    )
     cfg = config(tmp_path, handlers=["testjobs", "threadjobs"], supervisor={"workers": 1})
     sup = sup_factory(cfg)
     died = wait_until(lambda: log_events(sup, "template.died"), what="template refusal logged")
@@ -166,9 +207,11 @@ def test_template_that_cannot_fork_safely_says_why_and_workers_are_execd(tmp_pat
 
 # -- reloads that change the handler modules ------------------------------------------------------
 
-NEW_MODULE = ("from worker import handler\n"
-              "@handler('new:job')\n"
-              "def new_job(payload, job):\n    return {'ran': 'new'}\n")
+NEW_MODULE = (
+    "from worker import handler\n"
+    "@handler('new:job')\n"
+    "def new_job(payload, job):\n    return {'ran': 'new'}\n"
+)
 
 
 def test_reload_adding_a_handler_module_runs_jobs_of_the_new_type(tmp_path, sup_factory):
@@ -183,13 +226,17 @@ def test_reload_adding_a_handler_module_runs_jobs_of_the_new_type(tmp_path, sup_
     config(tmp_path, supervisor={"workers": 2}, handlers=["testjobs", "newjobs"])
     sup.signal(signal.SIGHUP)
     jid = enqueue(cfg, "new:job")
-    row = wait_until(lambda: (r := job_row(cfg, jid))["status"] in ("completed", "failed") and r,
-                     what="new-type job finished")
+    row = wait_until(
+        lambda: (r := job_row(cfg, jid))["status"] in ("completed", "failed") and r,
+        what="new-type job finished",
+    )
     assert row["status"] == "completed", row["error"]
     assert json.loads(row["result"]) == {"ran": "new"}
     wait_until(lambda: sup.template() not in (None, old_template), what="a new template")
-    wait_until(lambda: len(sup.workers()) == 2 and not (set(sup.workers()) & old_workers),
-               what="workers rolled onto the new template")
+    wait_until(
+        lambda: len(sup.workers()) == 2 and not (set(sup.workers()) & old_workers),
+        what="workers rolled onto the new template",
+    )
     rolled = log_events(sup, "worker.exited")
     assert all("exited with 0" in e["how"] or "exited with 7" in e["how"] for e in rolled)
 
@@ -201,11 +248,16 @@ def test_worker_with_old_handlers_gives_back_a_job_of_a_served_type(tmp_path):
     cfg = config(tmp_path, handlers=["testjobs"])
     out_path = tmp_path / "worker.log"
     with open(out_path, "wb") as out_file:
-        proc = subprocess.Popen([sys.executable, "-m", "worker", "--config", str(cfg)], env=env(),
-                                cwd=str(tmp_path), stdout=out_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker", "--config", str(cfg)],
+            env=env(),
+            cwd=str(tmp_path),
+            stdout=out_file,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_until(lambda: len(worker_rows(cfg)) == 1, what="worker up")
-        config(tmp_path, handlers=["testjobs", "newjobs"])   # newjobs need not even exist
+        config(tmp_path, handlers=["testjobs", "newjobs"])  # newjobs need not even exist
         proc.send_signal(signal.SIGHUP)
         wait_until(lambda: "config.reloaded" in out_path.read_text(), what="worker reloaded")
         jid = enqueue(cfg, "new:job")
@@ -222,6 +274,7 @@ def test_worker_with_old_handlers_gives_back_a_job_of_a_served_type(tmp_path):
 
 # -- nothing left behind --------------------------------------------------------------------------
 
+
 def _dead_pid() -> tuple[int, int]:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     created = create_time_ms(p.pid)
@@ -235,9 +288,9 @@ def test_start_removes_the_folders_of_gone_supervisors_only(tmp_path, monkeypatc
     monkeypatch.setenv("TMPDIR", str(tmp))
     dead_pid, dead_ms = _dead_pid()
     dead = tmp / f"jobq-supervisor-{dead_pid}-{dead_ms}-abcd"
-    me = tmp / f"jobq-supervisor-{os.getpid()}-{create_time_ms(os.getpid())}-efgh"   # alive
-    reused = tmp / f"jobq-supervisor-{os.getpid()}-{dead_ms}-ijkl"   # a live pid, another start time
-    old = tmp / "jobq-supervisor-mnop"                                # old format: no owner named
+    me = tmp / f"jobq-supervisor-{os.getpid()}-{create_time_ms(os.getpid())}-efgh"  # alive
+    reused = tmp / f"jobq-supervisor-{os.getpid()}-{dead_ms}-ijkl"  # a live pid, another start time
+    old = tmp / "jobq-supervisor-mnop"  # old format: no owner named
     other = tmp / "unrelated"
     for d in (dead, me, reused, old, other):
         d.mkdir()
@@ -265,5 +318,5 @@ def test_statedir_names_its_owner(tmp_path):
     path = statedir.create(str(tmp_path))
     name = os.path.basename(path)
     assert name.startswith(f"jobq-supervisor-{os.getpid()}-{create_time_ms(os.getpid())}-")
-    assert statedir.remove_leftovers(str(tmp_path)) == []   # we are alive
+    assert statedir.remove_leftovers(str(tmp_path)) == []  # we are alive
     assert os.path.isdir(path)

@@ -1,5 +1,6 @@
 """The Prometheus endpoint, served by the supervisor process itself (no threads): scraped over
 HTTP while real workers run jobs, and its text parsed strictly."""
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,7 @@ import psutil
 from tests.proc import job_row, wait_until, write_config
 from tests.unit.cli.test_cli import jobq, ok
 
-SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
 Series = dict[tuple[str, frozenset], float]
 
@@ -82,23 +83,27 @@ def value(series: Series, name: str, **labels: str) -> float | None:
     return series.get((name, frozenset(labels.items())))
 
 
-
 def test_prometheus_endpoint_served_by_the_supervisor(tmp_path, sup_factory):
     port = free_port()
     cfg = write_config(tmp_path, handlers=["opsjobs"], metrics_port=port)
     sup = sup_factory(cfg)
     wait_until(lambda: _up(port), what="metrics endpoint listening")
     jobs = tmp_path / "jobs.jsonl"
-    jobs.write_text('{"type": "ops:ok"}\n' * 3 + '{"type": "ops:flaky", "payload": {"ok_at": 2}}\n'
-                    '{"type": "ops:fail"}\n')
+    jobs.write_text(
+        '{"type": "ops:ok"}\n' * 3 + '{"type": "ops:flaky", "payload": {"ok_at": 2}}\n'
+        '{"type": "ops:fail"}\n'
+    )
     ok(jobq(cfg, "enqueue", "--file", str(jobs)))
 
     def settled() -> Series | None:
         s = parse(scrape(port)[2])
-        done = value(s, "jobq_jobs_processed_total", type="ops:ok") == 3 and \
-            value(s, "jobq_jobs_processed_total", type="ops:flaky") == 2 and \
-            value(s, "jobq_jobs_failed_total", type="ops:fail") == 1
+        done = (
+            value(s, "jobq_jobs_processed_total", type="ops:ok") == 3
+            and value(s, "jobq_jobs_processed_total", type="ops:flaky") == 2
+            and value(s, "jobq_jobs_failed_total", type="ops:fail") == 1
+        )
         return s if done else None
+
     s = wait_until(settled, what="all attempts counted")
     status, ctype, _ = scrape(port)
     assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
@@ -129,7 +134,10 @@ def test_prometheus_endpoint_served_by_the_supervisor(tmp_path, sup_factory):
     held = ok(jobq(cfg, "enqueue", "ops:gate", f'{{"gate": "{gate}"}}')).strip()
     victim = wait_until(lambda: job_row(cfg, held)["owner_pid"], what="gate job running")
     os.kill(victim, signal.SIGKILL)
-    wait_until(lambda: value(parse(scrape(port)[2]), "jobq_worker_restarts_total") == 1, what="restart counted")
+    wait_until(
+        lambda: value(parse(scrape(port)[2]), "jobq_worker_restarts_total") == 1,
+        what="restart counted",
+    )
     s = parse(scrape(port)[2])
     assert value(s, "jobq_jobs_reaped_total") == 1 and value(s, "jobq_worker_crashes_total") == 1
     gate.touch()
@@ -149,16 +157,19 @@ def _up(port: int) -> bool:
         return False
 
 
-def test_clients_that_never_read_a_big_exposition_do_not_stall_the_supervisor(tmp_path, sup_factory):
+def test_clients_that_never_read_a_big_exposition_do_not_stall_the_supervisor(
+    tmp_path, sup_factory
+):
     """Fifteen thousand job types with long names make the exposition a few
     megabytes, more than a socket's buffers take; a dozen clients send a GET and never read.
     A worker SIGKILLed meanwhile has its job taken back at once (the answers used to be written
     with a blocking sendall, up to 1 s per client), and the endpoint keeps answering."""
     from shared import JobQueue
+
     port = free_port()
     cfg = write_config(tmp_path, handlers=["opsjobs"], metrics_port=port)
-    long = "x" * 190   # the longest a type may be, with "big:" and the number
-    with JobQueue(str(tmp_path / "q.db")) as q:   # scheduled for later: counted, never run
+    long = "x" * 190  # the longest a type may be, with "big:" and the number
+    with JobQueue(str(tmp_path / "q.db")) as q:  # scheduled for later: counted, never run
         q.enqueue_many([(f"big:{long}-{n:05d}", None, {"delay": 3600}) for n in range(15_000)])
     sup = sup_factory(cfg)
     wait_until(lambda: _up(port), what="metrics endpoint listening")
@@ -173,8 +184,11 @@ def test_clients_that_never_read_a_big_exposition_do_not_stall_the_supervisor(tm
             s.sendall(b"GET /metrics HTTP/1.1\r\nHost: jobq\r\n\r\n")
             mute.append(s)
         os.kill(victim, signal.SIGKILL)
-        wait_until(lambda: job_row(cfg, held)["owner_pid"] != victim, timeout=5,
-                   what="the killed worker's job taken back")
+        wait_until(
+            lambda: job_row(cfg, held)["owner_pid"] != victim,
+            timeout=5,
+            what="the killed worker's job taken back",
+        )
         status, _, text = scrape(port)
         assert status == 200 and f'type="big:{long}-14999"' in text
     finally:

@@ -5,6 +5,7 @@ log lines carry the span's ids; and nothing imports OpenTelemetry where the extr
 The worker's SDK is set up by the handlers module tests/fixtures/oteljobs.py (imported by the
 supervisor's template): it exports the worker's spans as JSON lines to ``JOBQ_TEST_SPANS``. This
 test process traces with the SDK's in-memory exporter."""
+
 from __future__ import annotations
 
 import json
@@ -56,14 +57,18 @@ def served(tmp_path, database, sup_factory, monkeypatch, exporter):
 
 def worker_spans(spans: Path, job_id: str, count: int) -> list[dict]:
     """The worker spans of ``job_id`` (waits until ``count`` have been exported)."""
+
     def read() -> list[dict]:
         if not spans.exists():
             return []
         found = [json.loads(line) for line in spans.read_text().splitlines() if line.strip()]
         mine = [s for s in found if s["attributes"].get("messaging.message.id") == job_id]
         return mine if len(mine) >= count else []
-    return sorted(wait_until(read, timeout=60, what=f"{count} spans of job {job_id}"),
-                  key=lambda s: s["attributes"]["jobq.attempt"])
+
+    return sorted(
+        wait_until(read, timeout=60, what=f"{count} spans of job {job_id}"),
+        key=lambda s: s["attributes"]["jobq.attempt"],
+    )
 
 
 def hexid(value: int, digits: int) -> str:
@@ -78,19 +83,31 @@ def test_the_worker_span_is_a_child_of_the_producer_span(served, exporter):
     assert producer.kind == trace.SpanKind.PRODUCER
     assert producer.parent.span_id == request.get_span_context().span_id
     stored = json.loads(q.get(job_id).trace)
-    assert stored["traceparent"].split("-")[1:3] == [f"{producer.context.trace_id:032x}",
-                                                     f"{producer.context.span_id:016x}"]
+    assert stored["traceparent"].split("-")[1:3] == [
+        f"{producer.context.trace_id:032x}",
+        f"{producer.context.span_id:016x}",
+    ]
     [span] = worker_spans(spans, job_id, 1)
     assert span["context"]["trace_id"] == hexid(request.get_span_context().trace_id, 32)
     assert span["parent_id"] == hexid(producer.context.span_id, 16)
     assert span["kind"] == "SpanKind.CONSUMER" and span["name"] == "process otel:work"
     assert span["attributes"] == {
-        "messaging.system": "jobq", "messaging.operation": "process",
-        "messaging.destination.name": "default", "messaging.message.id": job_id,
-        "jobq.job.type": "otel:work", "jobq.attempt": 1, "jobq.outcome": "completed"}
-    for name in ("otel.inside", "job.completed"):  # the handler's line, and the outcome's after the commit
-        line = wait_until(lambda: [e for e in log_events(sup, name) if e.get("id") == job_id],
-                          what=f"the {name} log line")
+        "messaging.system": "jobq",
+        "messaging.operation": "process",
+        "messaging.destination.name": "default",
+        "messaging.message.id": job_id,
+        "jobq.job.type": "otel:work",
+        "jobq.attempt": 1,
+        "jobq.outcome": "completed",
+    }
+    for name in (
+        "otel.inside",
+        "job.completed",
+    ):  # the handler's line, and the outcome's after the commit
+        line = wait_until(
+            lambda: [e for e in log_events(sup, name) if e.get("id") == job_id],
+            what=f"the {name} log line",
+        )
         assert line[0]["trace_id"] == span["context"]["trace_id"][2:]
         assert line[0]["span_id"] == span["context"]["span_id"][2:]
 
@@ -102,7 +119,10 @@ def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
     first, second = worker_spans(spans, job_id, 2)
     request_trace = hexid(request.get_span_context().trace_id, 32)
     assert first["context"]["trace_id"] == request_trace
-    assert first["status"] == {"status_code": "ERROR", "description": "RuntimeError: first attempt fails"}
+    assert first["status"] == {
+        "status_code": "ERROR",
+        "description": "RuntimeError: first attempt fails",
+    }
     assert first["attributes"]["jobq.outcome"] == "error"
     [error] = [e for e in first["events"] if e["name"] == "exception"]
     assert error["attributes"]["exception.type"] == "RuntimeError"
@@ -114,10 +134,14 @@ def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
     assert second["attributes"]["jobq.attempt"] == 2
     assert second["attributes"]["jobq.outcome"] == "completed"
     assert second["status"]["status_code"] == "UNSET"
-    retry = wait_until(lambda: [e for e in log_events(sup, "job.retry") if e.get("id") == job_id],
-                       what="the job.retry log line")
-    assert (retry[0]["trace_id"], retry[0]["span_id"]) == (first["context"]["trace_id"][2:],
-                                                           first["context"]["span_id"][2:])
+    retry = wait_until(
+        lambda: [e for e in log_events(sup, "job.retry") if e.get("id") == job_id],
+        what="the job.retry log line",
+    )
+    assert (retry[0]["trace_id"], retry[0]["span_id"]) == (
+        first["context"]["trace_id"][2:],
+        first["context"]["span_id"][2:],
+    )
 
 
 def test_enqueue_many_and_no_span_store_what_they_should(served, exporter):
@@ -164,23 +188,31 @@ def test_the_cli_stores_a_traceparent_with_each_job_of_a_file(served, tmp_path):
         [span] = worker_spans(spans, job_id, 1)
         assert span["context"]["trace_id"] == "0x0af7651916cd43dd8448eb211c80319c"
         assert span["parent_id"] == "0xb7ad6b7169203331"
-    before = sum(q.counts().values())  # (jobs, whatever their state: the two may still be finishing)
+    before = sum(
+        q.counts().values()
+    )  # (jobs, whatever their state: the two may still be finishing)
     bad = jobq(sup.config, "enqueue", "--file", str(lines), "--traceparent", "00-nonsense")
     assert bad.returncode == 2 and "traceparent must be W3C trace context" in bad.stderr
     assert "nothing was written" in bad.stderr and sum(q.counts().values()) == before
 
 
-def test_a_batch_processor_s_spans_are_exported_as_the_worker_stops(tmp_path, database, sup_factory, monkeypatch):
+def test_a_batch_processor_s_spans_are_exported_as_the_worker_stops(
+    tmp_path, database, sup_factory, monkeypatch
+):
     """A worker ends with os._exit (no atexit flush): it flushes the SDK itself, so spans a
     BatchSpanProcessor still queues (here: all of them, it exports only when flushed) arrive."""
     spans = tmp_path / "spans.jsonl"
     monkeypatch.setenv("JOBQ_TEST_SPANS", str(spans))
     monkeypatch.setenv("JOBQ_TEST_SPANS_BATCH", "1")
-    path = write_config(tmp_path, handlers=["oteljobs"], log_format="json", supervisor={"workers": 1})
+    path = write_config(
+        tmp_path, handlers=["oteljobs"], log_format="json", supervisor={"workers": 1}
+    )
     sup = sup_factory(path)
     with JobQueue(config=load(path)) as q:
         ids = [q.enqueue("otel:work", {}) for _ in range(3)]
-        wait_until(lambda: q.counts() == {"completed": 3}, timeout=60, what="the three jobs completed")
+        wait_until(
+            lambda: q.counts() == {"completed": 3}, timeout=60, what="the three jobs completed"
+        )
     assert not spans.exists()  # queued in the worker, not exported yet
     sup.signal(signal.SIGTERM)
     assert sup.wait(60) == 0
@@ -216,7 +248,12 @@ def test_nothing_imports_opentelemetry_unless_the_application_does(tmp_path, dat
     """With the extra absent (a meta-path finder refuses it) jobq's producer, worker, supervisor
     and CLI import and run; installed, jobq still imports none of it by itself."""
     code = (BLOCK if blocked else "import sys\n") + RUN
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "q.db")], capture_output=True,
-                       text=True, cwd=str(REPO), timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "q.db")],
+        capture_output=True,
+        text=True,
+        cwd=str(REPO),
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]"

@@ -3,6 +3,7 @@ metric: one function renders a database location for people
 (:func:`shared.engines.location.redacted`), :func:`shared.engines.location.scrub` hides the secrets
 of a URL in any other text, and the end-to-end test greps every output of real processes for a
 planted password."""
+
 from __future__ import annotations
 
 import socket
@@ -21,34 +22,62 @@ from tests.proc import Running, env, wait_until, write_config
 PLANTED = "PLANTED-s3cret-9f2"
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("postgresql://root:s3cret@db:5432/jobq", "postgresql://root:***@db:5432/jobq"),
-    ("postgres://root:s3cret@db/jobq?sslmode=require", "postgres://root:***@db/jobq?sslmode=require"),
-    ("postgresql://root:p%40ss%2Fw0rd@db/jobq", "postgresql://root:***@db/jobq"),  # percent-encoded
-    ("postgresql://root:p@ss@db/jobq", "postgresql://root:***@db/jobq"),            # a raw @
-    ("postgresql://root:pa/ss@db/jobq", "postgresql://root:***@db/jobq"),           # a raw /
-    ("postgresql://root@db/jobq?password=s3cret&sslmode=require",
-     "postgresql://root@db/jobq?password=***&sslmode=require"),
-    ("postgresql:///jobq?host=/run/postgresql&PASSWORD=s3cret", "postgresql:///jobq?host=/run/postgresql&PASSWORD=***"),
-    ("postgresql://db/jobq?sslpassword=s3cret", "postgresql://db/jobq?sslpassword=***"),
-    ("postgresql://root:s3cret@db/jobq?options=-c%20lock_timeout%3D50",
-     "postgresql://root:***@db/jobq?options=-c%20lock_timeout%3D50"),               # options kept
-    ("postgresql://root@db/jobq?application_name=me@host", "postgresql://root@db/jobq?application_name=me@host"),
-    ("postgresql://root@db/jobq", "postgresql://root@db/jobq"),
-    ("/var/lib/jobq/jobq.db", "/var/lib/jobq/jobq.db"),
-    ("sqlite:///var/lib/jobq/jobq.db", "sqlite:///var/lib/jobq/jobq.db"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("postgresql://root:s3cret@db:5432/jobq", "postgresql://root:***@db:5432/jobq"),
+        (
+            "postgres://root:s3cret@db/jobq?sslmode=require",
+            "postgres://root:***@db/jobq?sslmode=require",
+        ),
+        (
+            "postgresql://root:p%40ss%2Fw0rd@db/jobq",
+            "postgresql://root:***@db/jobq",
+        ),  # percent-encoded
+        ("postgresql://root:p@ss@db/jobq", "postgresql://root:***@db/jobq"),  # a raw @
+        ("postgresql://root:pa/ss@db/jobq", "postgresql://root:***@db/jobq"),  # a raw /
+        (
+            "postgresql://root@db/jobq?password=s3cret&sslmode=require",
+            "postgresql://root@db/jobq?password=***&sslmode=require",
+        ),
+        (
+            "postgresql:///jobq?host=/run/postgresql&PASSWORD=s3cret",
+            "postgresql:///jobq?host=/run/postgresql&PASSWORD=***",
+        ),
+        ("postgresql://db/jobq?sslpassword=s3cret", "postgresql://db/jobq?sslpassword=***"),
+        (
+            "postgresql://root:s3cret@db/jobq?options=-c%20lock_timeout%3D50",
+            "postgresql://root:***@db/jobq?options=-c%20lock_timeout%3D50",
+        ),  # options kept
+        (
+            "postgresql://root@db/jobq?application_name=me@host",
+            "postgresql://root@db/jobq?application_name=me@host",
+        ),
+        ("postgresql://root@db/jobq", "postgresql://root@db/jobq"),
+        ("/var/lib/jobq/jobq.db", "/var/lib/jobq/jobq.db"),
+        ("sqlite:///var/lib/jobq/jobq.db", "sqlite:///var/lib/jobq/jobq.db"),
+    ],
+)
 def test_a_database_location_is_shown_without_its_password(url, shown):
     assert redacted(url) == shown
     assert redacted(shown) == shown  # rendering twice changes nothing
 
 
-@pytest.mark.parametrize("url, text", [
-    ("postgresql://root:p%40ssw0rd@db/jobq", 'bad password "p@ssw0rd" in postgresql://root:p%40ssw0rd@db/jobq'),
-    ("postgresql://root:p%40ssw0rd@db/jobq", "it said p%40ssw0rd"),
-    ("postgresql://root@db/jobq?password=hunter22", "password=hunter22 is wrong"),
-    ("postgresql://root:hunter22/xyz@db/jobq", 'invalid integer value "hunter22" for connection option "port"'),
-])
+@pytest.mark.parametrize(
+    "url, text",
+    [
+        (
+            "postgresql://root:p%40ssw0rd@db/jobq",
+            'bad password "p@ssw0rd" in postgresql://root:p%40ssw0rd@db/jobq',
+        ),
+        ("postgresql://root:p%40ssw0rd@db/jobq", "it said p%40ssw0rd"),
+        ("postgresql://root@db/jobq?password=hunter22", "password=hunter22 is wrong"),
+        (
+            "postgresql://root:hunter22/xyz@db/jobq",
+            'invalid integer value "hunter22" for connection option "port"',
+        ),
+    ],
+)
 def test_scrub_hides_every_form_of_the_password_in_a_text(url, text):
     out = scrub(text, url)
     assert "ssw0rd" not in out and "hunter22" not in out and "***" in out
@@ -56,6 +85,7 @@ def test_scrub_hides_every_form_of_the_password_in_a_text(url, text):
 
 def test_an_unknown_engine_is_refused_without_showing_the_password(tmp_path):
     from shared.settings.config import ConfigError
+
     config = write_config(tmp_path, database=f"mysql://root:{PLANTED}@db/jobq")
     with pytest.raises(ConfigError) as err:
         load(config)
@@ -72,8 +102,14 @@ def _free_port() -> int:
 
 
 def _jobq(config: Path, *args: str) -> str:
-    r = subprocess.run([sys.executable, "-m", "supervisor", *args, "--config", str(config)], capture_output=True,
-                       text=True, env=env(), timeout=60, cwd=str(config.parent))
+    r = subprocess.run(
+        [sys.executable, "-m", "supervisor", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+        cwd=str(config.parent),
+    )
     return f"$ jobq {' '.join(args)} (exit {r.returncode})\n{r.stdout}{r.stderr}"
 
 
@@ -94,12 +130,24 @@ def _ps() -> str:
 def _web(config: Path, outputs: dict[str, str], label: str, *args: str) -> None:
     """Start ``jobq web`` on ``config``, fetch every kind of page, keep what it printed, stop it."""
     from tests.unit.web.test_web import Web
+
     web = Web(config, *args)
     try:
         web.wait_up()
-        paths = ["/", "/live/overview", "/jobs", "/jobs?status=failed", "/jobs?q=nothing-like-it", "/schedules",
-                 "/types", "/jobs/0123456789abcdef0123", "/nowhere", "/jobs?status=finished", "/jobs?q=%00",
-                 "/static/app.css"]
+        paths = [
+            "/",
+            "/live/overview",
+            "/jobs",
+            "/jobs?status=failed",
+            "/jobs?q=nothing-like-it",
+            "/schedules",
+            "/types",
+            "/jobs/0123456789abcdef0123",
+            "/nowhere",
+            "/jobs?status=finished",
+            "/jobs?q=%00",
+            "/static/app.css",
+        ]
         for path in paths:
             outputs[f"{label} GET {path}"] = _get(web.url + path)
     finally:
@@ -112,11 +160,17 @@ def test_a_planted_password_appears_in_no_output(tmp_path):
     the error pages, ``--read-only``), the metrics and ``ps``: the password is in none of them."""
     from shared.producer.api import JobQueue
     from tests.engines import PostgresEngine
+
     db = PostgresEngine(tmp_path)  # a schema of its own; trust auth accepts any password
     url = f"postgresql://root:{PLANTED}@127.0.0.1:5432/test"
     metrics = _free_port()
-    config = write_config(tmp_path, database=url, postgres={"schema": db.schema}, metrics_port=metrics,
-                          schedule=[{"name": "hourly", "type": "test:noop", "cron": "0 * * * *", "payload": {}}])
+    config = write_config(
+        tmp_path,
+        database=url,
+        postgres={"schema": db.schema},
+        metrics_port=metrics,
+        schedule=[{"name": "hourly", "type": "test:noop", "cron": "0 * * * *", "payload": {}}],
+    )
     outputs: dict[str, str] = {}
     sup = Running(config)
     try:
@@ -128,9 +182,19 @@ def test_a_planted_password_appears_in_no_output(tmp_path):
         for p in [psutil.Process(sup.pid), *psutil.Process(sup.pid).children(recursive=True)]:
             outputs[f"cmdline of {p.pid}"] = " ".join(p.cmdline())
         outputs["metrics"] = _get(f"http://127.0.0.1:{metrics}/metrics")
-        for args in (("status",), ("status", "--json"), ("jobs",), ("jobs", "--status", "failed"), ("show", job),
-                     ("show", "ffffffffffff"), ("no-such-command",), ("cancel", "nope"),
-                     ("config", "show"), ("config", "show", "--effective"), ("config", "show", "--json")):
+        for args in (
+            ("status",),
+            ("status", "--json"),
+            ("jobs",),
+            ("jobs", "--status", "failed"),
+            ("show", job),
+            ("show", "ffffffffffff"),
+            ("no-such-command",),
+            ("cancel", "nope"),
+            ("config", "show"),
+            ("config", "show", "--effective"),
+            ("config", "show", "--json"),
+        ):
             outputs[" ".join(args)] = _jobq(config, *args)
         _web(config, outputs, "web")
         _web(config, outputs, "web --read-only", "--read-only")
@@ -147,14 +211,20 @@ def test_a_planted_password_appears_in_no_output(tmp_path):
     # retries sooner (each of the 13 requests below waits it out: at 2 s the test took twice as
     # long)
     (tmp_path / "down").mkdir()
-    down = write_config(tmp_path / "down", database=f"postgresql://root:{PLANTED}@127.0.0.1:{_free_port()}/test",
-                        postgres={"schema": db.schema, "connect_timeout": 0.3})
+    down = write_config(
+        tmp_path / "down",
+        database=f"postgresql://root:{PLANTED}@127.0.0.1:{_free_port()}/test",
+        postgres={"schema": db.schema, "connect_timeout": 0.3},
+    )
     outputs["status, server down"] = _jobq(down, "status")
     _web(down, outputs, "web, server down")
     leaks = [where for where, text in outputs.items() if PLANTED in text]
     assert not leaks, f"the planted password appears in: {leaks}\n" + "\n".join(
-        f"--- {w}\n{outputs[w][:3000]}" for w in leaks)
+        f"--- {w}\n{outputs[w][:3000]}" for w in leaks
+    )
     # and the outputs are the real ones: the job failed, the location is shown (as user:***@)
     assert "nope" in outputs["supervisor and worker log"] and "jobq_jobs" in outputs["metrics"]
     assert "127.0.0.1:5432/test" in outputs["status"] and "root:***@" in outputs["status"]
-    assert "root:***@" in outputs["web output"] and outputs["web, server down GET /"].startswith("503")
+    assert "root:***@" in outputs["web output"] and outputs["web, server down GET /"].startswith(
+        "503"
+    )

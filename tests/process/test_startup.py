@@ -1,5 +1,6 @@
 """Start-up: the supervisor reaches its first claim without importing what the claim
 does not need, and its forked workers import nothing of jobq after the fork."""
+
 from __future__ import annotations
 
 import json
@@ -44,13 +45,20 @@ runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
 """
 
 
-RUN_TO_FORK = run_until("supervisor.forkserver", "ForkServer", "fork")  # it forks the worker template
+RUN_TO_FORK = run_until(
+    "supervisor.forkserver", "ForkServer", "fork"
+)  # it forks the worker template
 RUN_TO_SPAWN = run_until("supervisor.spawner", "Spawner", "start")  # it asks for its first workers
 
 # Not needed for a claim: the ops CLI and its config reference, the dashboard, tracing, the
 # producer API; on SQLite asyncio too (only async handlers use it; psycopg imports it itself).
-NEVER = ("supervisor.cli", "supervisor.web", "supervisor.gendocs", "opentelemetry",
-         "shared.producer.api")
+NEVER = (
+    "supervisor.cli",
+    "supervisor.web",
+    "supervisor.gendocs",
+    "opentelemetry",
+    "shared.producer.api",
+)
 NEVER_ON_SQLITE = ("asyncio", "psycopg", "psycopg_pool")
 
 
@@ -61,8 +69,13 @@ def supervisor_modules(tmp_path: Path, config: Path, script: str = RUN) -> list[
         job = q.enqueue("test:noop", {})
         out = tmp_path / "modules.json"
         log = open(tmp_path / "supervisor.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-c", script, str(out), "run", "--config", str(config)],
-                                stdout=log, stderr=subprocess.STDOUT, env=env(), cwd=str(REPO))
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, str(out), "run", "--config", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env(),
+            cwd=str(REPO),
+        )
         try:
             wait_until(lambda: q.get(job).status == "completed", 30, "the job to complete")
             proc.send_signal(signal.SIGTERM)
@@ -85,7 +98,9 @@ def test_the_supervisor_imports_only_what_its_claims_need(tmp_path, database, en
         assert "psycopg" in modules
 
 
-def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(tmp_path, database, engine_name):
+def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(
+    tmp_path, database, engine_name
+):
     """The template imports the worker loop while the supervisor imports its arbiter, upkeep,
     ops layer and metrics server: neither waits for the other's imports. What both
     need, the config and the engine with its driver, comes before the fork, once."""
@@ -93,8 +108,15 @@ def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(
     at_fork = supervisor_modules(tmp_path, config, RUN_TO_FORK)
     assert "shared.settings.config" in at_fork and "shared.engines" in at_fork
     assert ("psycopg" in at_fork) is (engine_name != "sqlite")
-    own = ("supervisor.arbiter", "supervisor.metrics", "supervisor.duties", "supervisor.maintenance",
-           "shared.ops", "worker", "testjobs")
+    own = (
+        "supervisor.arbiter",
+        "supervisor.metrics",
+        "supervisor.duties",
+        "supervisor.maintenance",
+        "shared.ops",
+        "worker",
+        "testjobs",
+    )
     assert [m for m in at_fork if any(m == n or m.startswith(n + ".") for n in own)] == []
 
 
@@ -109,7 +131,8 @@ def test_the_ops_layer_waits_until_the_first_workers_are_asked_for(tmp_path, dat
 
 
 def test_a_dead_workers_replacement_forks_before_its_job_is_requeued_and_nothing_runs_twice(
-        tmp_path, database, sup_factory):
+    tmp_path, database, sup_factory
+):
     """SIGKILL of a worker in the middle of a job: its replacement is asked for before the job
     is re-queued (``worker.spawned`` before ``worker.exited``); the job runs again once, in the
     replacement, after the first run's process is dead."""
@@ -121,15 +144,25 @@ def test_a_dead_workers_replacement_forks_before_its_job_is_requeued_and_nothing
         first = wait_until(lambda: _runs(log), 30, "the first run")[0]
         killed_at = time.time()
         os.kill(first["pid"], signal.SIGKILL)
-        exited = wait_until(lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == first["pid"]],
-                            30, "the death reaped")[0]
+        exited = wait_until(
+            lambda: [e for e in log_events(sup, "worker.exited") if e["pid"] == first["pid"]],
+            30,
+            "the death reaped",
+        )[0]
         assert exited["jobs_requeued"] == 1
         second = wait_until(lambda: _runs(log)[1:], 30, "the second run")[0]
         gate.touch()
         wait_until(lambda: q.get(job).status == "completed", 30, "the job to complete")
-    order = [(e["event"], e["pid"]) for e in log_events(sup) if e.get("event") in ("worker.spawned", "worker.exited")]
-    assert order[:3] == [("worker.spawned", first["pid"]), ("worker.spawned", second["pid"]),
-                         ("worker.exited", first["pid"])]
+    order = [
+        (e["event"], e["pid"])
+        for e in log_events(sup)
+        if e.get("event") in ("worker.spawned", "worker.exited")
+    ]
+    assert order[:3] == [
+        ("worker.spawned", first["pid"]),
+        ("worker.spawned", second["pid"]),
+        ("worker.exited", first["pid"]),
+    ]
     assert [r["attempt"] for r in _runs(log)] == [1, 2] and second["pid"] != first["pid"]
     assert second["t"] > killed_at  # never two runs at once
 
@@ -140,13 +173,20 @@ def _runs(log: Path) -> list[dict]:
     return [r for r in map(json.loads, log.read_text().splitlines()) if r["event"] == "start"]
 
 
-
 def test_the_worker_loop_imports_no_async_runner_until_a_type_is_async():
     """The template imports the worker loop before the first job: the async runner and asyncio
     (half of those imports) wait until some handler is async."""
-    code = ("import sys, worker.__main__; "
-            "print(sorted(m for m in sys.modules if m == 'asyncio' or m == 'worker.aio'))")
-    out = subprocess.run([sys.executable, "-c", code], env=env(), cwd=str(REPO), capture_output=True,
-                         text=True, timeout=60)
+    code = (
+        "import sys, worker.__main__; "
+        "print(sorted(m for m in sys.modules if m == 'asyncio' or m == 'worker.aio'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env(),
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -2,6 +2,7 @@
 
 Every wait is a poll on a condition with a timeout; no sleep stands in for synchronisation.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,6 @@ from pathlib import Path
 
 from shared import JobQueue
 from tests.proc import env, events, job_row, pid_gone, wait_until, worker_rows, write_config
-
 
 
 def enqueue(config: Path, jtype: str, payload: dict, **kw) -> str:
@@ -41,8 +41,10 @@ def test_sigkill_worker_mid_job_reruns_it_once_and_replaces_worker(tmp_path, sup
     wait_until(lambda: any(e["pid"] == victim for e in events(log)), what="handler started")
     os.kill(victim, signal.SIGKILL)
     # re-queued with the attempt counted, then claimed again by a live worker
-    wait_until(lambda: job_row(cfg, jid)["attempts"] == 2 and status(cfg, jid) == "running",
-               what="job claimed again")
+    wait_until(
+        lambda: job_row(cfg, jid)["attempts"] == 2 and status(cfg, jid) == "running",
+        what="job claimed again",
+    )
     second = running_pid(cfg, jid)
     assert second != victim
     gate.touch()
@@ -50,8 +52,10 @@ def test_sigkill_worker_mid_job_reruns_it_once_and_replaces_worker(tmp_path, sup
     ev = events(log)
     assert [e["event"] for e in ev].count("end") == 1
     assert [e["pid"] for e in ev if e["event"] == "start"] == [victim, second]
-    wait_until(lambda: len(worker_rows(cfg)) == 2 and victim not in [r["pid"] for r in worker_rows(cfg)],
-               what="worker replaced")
+    wait_until(
+        lambda: len(worker_rows(cfg)) == 2 and victim not in [r["pid"] for r in worker_rows(cfg)],
+        what="worker replaced",
+    )
     assert "killed by SIGKILL: perhaps out of memory" in sup.output()
     sup.signal(signal.SIGTERM)
     assert sup.wait(20) == 0
@@ -89,7 +93,9 @@ def test_second_signal_exits_promptly_and_job_recovers_on_next_start(tmp_path, s
     assert time.monotonic() - t0 < 10
     assert pid_gone(worker)
     row = job_row(cfg, jid)
-    assert row["status"] == "pending" and row["attempts"] == 0  # shutdown kill gives the attempt back
+    assert (
+        row["status"] == "pending" and row["attempts"] == 0
+    )  # shutdown kill gives the attempt back
     gate.touch()
     sup2 = sup_factory(cfg)
     wait_until(lambda: status(cfg, jid) == "completed", what="job recovered and completed")
@@ -121,6 +127,7 @@ def test_pause_and_resume_with_signals(tmp_path, sup_factory):
 def _edit_workers(cfg: Path, n: int) -> None:
     text = cfg.read_text()
     import re
+
     new = re.sub(r"(?m)^workers = \d+", f"workers = {n}", text)
     assert new != text or f"workers = {n}" in text
     tmp = cfg.with_suffix(".tmp")
@@ -136,7 +143,9 @@ def test_sighup_and_file_edit_scale_workers(tmp_path, sup_factory):
     sup.signal(signal.SIGHUP)
     wait_until(lambda: len(worker_rows(cfg)) == 3, what="scaled up to 3 by SIGHUP")
     _edit_workers(cfg, 1)  # no signal: the file watch picks it up
-    wait_until(lambda: len(sup.workers()) == 1 and len(worker_rows(cfg)) == 1, what="scaled down to 1")
+    wait_until(
+        lambda: len(sup.workers()) == 1 and len(worker_rows(cfg)) == 1, what="scaled down to 1"
+    )
     # an invalid edit is rejected and the running config kept
     cfg.write_text(cfg.read_text().replace("workers = 1", "workers = -4"))
     sup.signal(signal.SIGHUP)
@@ -156,8 +165,14 @@ def test_broken_handler_module_halts_startup(tmp_path):
     cfg = write_config(tmp_path, handlers=["brokenjobs"])
     e = env()
     e["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{e['PYTHONPATH']}"
-    p = subprocess.run([sys.executable, "-m", "supervisor", "--config", str(cfg)], env=e,
-                       capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
+    p = subprocess.run(
+        [sys.executable, "-m", "supervisor", "--config", str(cfg)],
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=str(tmp_path),
+    )
     assert p.returncode == 4  # ExitCode.BOOT_FAILED
     assert "brokenjobs" in p.stderr and "boom at import" in p.stderr and "Traceback" in p.stderr
     assert "worker.spawned" not in p.stderr
@@ -165,8 +180,13 @@ def test_broken_handler_module_halts_startup(tmp_path):
 
 def test_invalid_config_stops_startup_with_message(tmp_path):
     cfg = write_config(tmp_path, worker={"poll_interval": -1})
-    p = subprocess.run([sys.executable, "-m", "supervisor", "--config", str(cfg)], env=env(),
-                       capture_output=True, text=True, timeout=30)
+    p = subprocess.run(
+        [sys.executable, "-m", "supervisor", "--config", str(cfg)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert p.returncode == 3
     assert str(cfg) in p.stderr and "worker.poll_interval" in p.stderr and "-1" in p.stderr
 
@@ -186,8 +206,11 @@ def test_a_job_that_ignores_its_timeout_is_killed_kill_grace_after_it(tmp_path, 
 
 
 def test_sigstopped_worker_past_its_lease_is_killed_and_job_rerun_once(tmp_path, sup_factory):
-    cfg = write_config(tmp_path, supervisor={"workers": 2},
-                       worker={"heartbeat_interval": 0.1, "lease_timeout": 1.0})
+    cfg = write_config(
+        tmp_path,
+        supervisor={"workers": 2},
+        worker={"heartbeat_interval": 0.1, "lease_timeout": 1.0},
+    )
     log, gate = tmp_path / "events.log", tmp_path / "gate"
     sup = sup_factory(cfg)
     wait_until(lambda: len(worker_rows(cfg)) == 2, what="workers up")
@@ -197,8 +220,10 @@ def test_sigstopped_worker_past_its_lease_is_killed_and_job_rerun_once(tmp_path,
     os.kill(stopped, signal.SIGSTOP)
     try:
         wait_until(lambda: pid_gone(stopped), timeout=20, what="stopped worker killed")
-        wait_until(lambda: job_row(cfg, jid)["attempts"] == 2 and status(cfg, jid) == "running",
-                   what="job claimed again")
+        wait_until(
+            lambda: job_row(cfg, jid)["attempts"] == 2 and status(cfg, jid) == "running",
+            what="job claimed again",
+        )
         gate.touch()
         wait_until(lambda: status(cfg, jid) == "completed", what="job completed")
     finally:
@@ -230,7 +255,9 @@ def test_sigkill_of_supervisor_leaves_no_process_behind(tmp_path, sup_factory):
     sup.proc.wait(10)
     # idle workers notice within a second; the busy one abandons its job after shutdown_timeout;
     # the template goes at once (its parent-death signal, and EOF on its pipe)
-    wait_until(lambda: all(pid_gone(p) for p in [*workers, template]), timeout=10, what="all workers gone")
+    wait_until(
+        lambda: all(pid_gone(p) for p in [*workers, template]), timeout=10, what="all workers gone"
+    )
     assert status(cfg, jid) == "running"  # abandoned: the next start recovers it
     gate.touch()
     sup2 = sup_factory(cfg)

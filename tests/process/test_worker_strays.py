@@ -4,6 +4,7 @@ a child the handler forked that returns or raises instead of ending with ``os._e
 closes the worker's descriptors makes the worker exit at once (DESCRIPTORS_CLOSED) and its job
 runs again as for a dead worker. And a timed-out job is logged once per attempt. Real
 supervisors and handler modules (tests/fixtures/strayjobs.py), on both engines."""
+
 from __future__ import annotations
 
 import json
@@ -33,9 +34,12 @@ class Setup:
         extra = {}
         if engine == "postgresql":
             from tests.engines import PostgresEngine
+
             self.pg = PostgresEngine(tmp_path)
             extra = {"database": self.pg.database, "postgres": {"schema": self.pg.schema}}
-        self.config = write_config(tmp_path, handlers=["strayjobs"], log_format="json", **extra, **sections)
+        self.config = write_config(
+            tmp_path, handlers=["strayjobs"], log_format="json", **extra, **sections
+        )
         self.side = str(tmp_path / "runs.jsonl")
 
     def queue(self) -> JobQueue:
@@ -55,7 +59,11 @@ class Setup:
         """A supervisor on the config, once its ``workers`` have started; everything is gone after."""
         sup = Running(self.config)
         try:
-            wait_until(lambda: len(worker_pids(sup)) == workers, timeout=30, what=f"{workers} workers started")
+            wait_until(
+                lambda: len(worker_pids(sup)) == workers,
+                timeout=30,
+                what=f"{workers} workers started",
+            )
             yield sup
         finally:
             sup.close()
@@ -82,6 +90,7 @@ def owner_pid(owner: str) -> int:
 
 # -- case 4: a handler's forked child ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine):
     """Children that raise, return or sys.exit() instead of os._exit: each ends where the handler
@@ -89,7 +98,10 @@ def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine)
     worker's, and the workers keep serving."""
     s = Setup(tmp_path, engine, supervisor={"workers": 2})
     with s.running(2) as sup, s.queue() as q:
-        ids = [q.enqueue("stray:fork", {"child": mode, "log": s.side}) for mode in ("raise", "return", "exit")]
+        ids = [
+            q.enqueue("stray:fork", {"child": mode, "log": s.side})
+            for mode in ("raise", "return", "exit")
+        ]
         wait_until(lambda: ended(q, ids), timeout=30, what="the forking jobs to end")
         later = [q.enqueue("stray:ok", {"log": s.side}) for _ in range(4)]
         wait_until(lambda: ended(q, later), timeout=30, what="the jobs enqueued after them")
@@ -112,6 +124,7 @@ def test_a_handlers_forked_child_never_reaches_the_worker_loop(tmp_path, engine)
 
 # -- case 13: a handler that closes the worker's descriptors -------------------------------------
 
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
     """``os.closerange(3, 1000)`` in a handler: the worker notices and exits at once with
@@ -129,7 +142,10 @@ def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
         assert all(q.get(i).status == "completed" for i in later)
         culprit = next(r["pid"] for r in s.runs() if r["job"] == job and r["attempt"] == 1)
         exits = [e for e in log_events(sup, "worker.exited") if e["pid"] == culprit]
-        assert len(exits) == 1 and f"exited with {int(ExitCode.DESCRIPTORS_CLOSED)} " in exits[0]["how"]
+        assert (
+            len(exits) == 1
+            and f"exited with {int(ExitCode.DESCRIPTORS_CLOSED)} " in exits[0]["how"]
+        )
         said = log_events(sup, "worker.descriptors_closed")
         assert len(said) == 1 and said[0]["pid"] == culprit and said[0]["id"] == job
         assert not log_events(sup, "config.reloaded")
@@ -138,6 +154,7 @@ def test_a_handler_that_closes_the_workers_descriptors(tmp_path, engine):
 
 
 # -- a timed-out job is logged once per attempt -------------------------------------------------
+
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_timed_out_job_is_logged_once(tmp_path, engine):

@@ -10,6 +10,7 @@
    ``CHAOS_PLAN='<json>' pytest tests/proofs/test_chaos_property.py -k replay``.
 2. The chaos soak of bench/chaos.py, bounded (500 jobs) for the default run.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,22 +38,30 @@ REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml"
 LEASE = 1.5
 MAX_SUPERVISOR_KILLS = 2
 
-JOB = st.fixed_dictionaries({
-    "priority": st.integers(-1, 2),
-    "delay": st.sampled_from([0.0, 0.0, 0.5, 1.5]),
-    "sleep": st.sampled_from([0.0, 0.02, 0.2, 0.6]),
-    # attempt -> what the handler does on that attempt: raise (retried), os._exit, SIGKILL itself
-    "plan": st.dictionaries(st.sampled_from(["1", "2"]), st.sampled_from(["raise", "exit", "kill"]), max_size=2),
-    "max_attempts": st.integers(3, 6),
-})
-FAULT = st.tuples(st.integers(0, 30).map(lambda d: d / 10),  # seconds after the jobs are enqueued
-                  st.sampled_from(["kill_worker", "kill_worker", "stop_worker", "kill_supervisor"]),
-                  st.integers(0, 7))                           # which worker (busy ones first)
-PLAN = st.fixed_dictionaries({
-    "workers": st.integers(4, 8),
-    "jobs": st.lists(JOB, min_size=4, max_size=24),
-    "faults": st.lists(FAULT, max_size=6).map(sorted),
-})
+JOB = st.fixed_dictionaries(
+    {
+        "priority": st.integers(-1, 2),
+        "delay": st.sampled_from([0.0, 0.0, 0.5, 1.5]),
+        "sleep": st.sampled_from([0.0, 0.02, 0.2, 0.6]),
+        # attempt -> what the handler does on that attempt: raise (retried), os._exit, SIGKILL itself
+        "plan": st.dictionaries(
+            st.sampled_from(["1", "2"]), st.sampled_from(["raise", "exit", "kill"]), max_size=2
+        ),
+        "max_attempts": st.integers(3, 6),
+    }
+)
+FAULT = st.tuples(
+    st.integers(0, 30).map(lambda d: d / 10),  # seconds after the jobs are enqueued
+    st.sampled_from(["kill_worker", "kill_worker", "stop_worker", "kill_supervisor"]),
+    st.integers(0, 7),
+)  # which worker (busy ones first)
+PLAN = st.fixed_dictionaries(
+    {
+        "workers": st.integers(4, 8),
+        "jobs": st.lists(JOB, min_size=4, max_size=24),
+        "faults": st.lists(FAULT, max_size=6).map(sorted),
+    }
+)
 
 
 # Every kind of fault and planned failure at least once: SIGSTOP of a busy worker that its
@@ -60,15 +69,33 @@ PLAN = st.fixed_dictionaries({
 # stopped: the next supervisor finds a silent foreign owner), handlers that raise, exit and die.
 EVERYTHING = {
     "workers": 4,
-    "jobs": [{"priority": p, "delay": d, "sleep": s, "plan": plan, "max_attempts": 4}
-             for p, d, s, plan in [(2, 0.0, 0.6, {}), (2, 0.0, 0.6, {"1": "raise"}), (1, 0.0, 0.6, {"1": "exit"}),
-                                   (1, 0.0, 0.6, {"1": "kill"}), (0, 0.0, 0.6, {}), (0, 0.5, 0.2, {"2": "raise"}),
-                                   (0, 0.5, 0.6, {}), (-1, 1.5, 0.6, {}), (-1, 1.5, 0.02, {"1": "raise", "2": "exit"}),
-                                   (0, 0.0, 0.02, {}), (0, 0.0, 0.0, {}), (1, 1.5, 0.6, {})]],
+    "jobs": [
+        {"priority": p, "delay": d, "sleep": s, "plan": plan, "max_attempts": 4}
+        for p, d, s, plan in [
+            (2, 0.0, 0.6, {}),
+            (2, 0.0, 0.6, {"1": "raise"}),
+            (1, 0.0, 0.6, {"1": "exit"}),
+            (1, 0.0, 0.6, {"1": "kill"}),
+            (0, 0.0, 0.6, {}),
+            (0, 0.5, 0.2, {"2": "raise"}),
+            (0, 0.5, 0.6, {}),
+            (-1, 1.5, 0.6, {}),
+            (-1, 1.5, 0.02, {"1": "raise", "2": "exit"}),
+            (0, 0.0, 0.02, {}),
+            (0, 0.0, 0.0, {}),
+            (1, 1.5, 0.6, {}),
+        ]
+    ],
     # the first stopped worker is killed by its own supervisor (lease), the second by the next one
-    "faults": [(0.2, "stop_worker", 0), (0.5, "kill_worker", 1), (1.2, "kill_worker", 0),
-               (2.4, "kill_supervisor", 0), (2.6, "stop_worker", 1), (2.8, "kill_supervisor", 0),
-               (3.0, "kill_worker", 2)],
+    "faults": [
+        (0.2, "stop_worker", 0),
+        (0.5, "kill_worker", 1),
+        (1.2, "kill_worker", 0),
+        (2.4, "kill_supervisor", 0),
+        (2.6, "stop_worker", 1),
+        (2.8, "kill_supervisor", 0),
+        (3.0, "kill_worker", 2),
+    ],
 }
 
 
@@ -87,11 +114,18 @@ def busy_workers(db_path: Path, cluster: Cluster, busy_only: bool) -> list[int]:
     worker of the current supervisor)."""
     conn = sqlite3.connect(str(db_path), timeout=10)
     try:
-        owners = {r[0] for r in conn.execute("SELECT DISTINCT owner_pid FROM jobs WHERE status = 'running'")}
+        owners = {
+            r[0]
+            for r in conn.execute("SELECT DISTINCT owner_pid FROM jobs WHERE status = 'running'")
+        }
     finally:
         conn.close()
     live = [p for p in cluster.workers() if p not in cluster.stopped]
-    orphans = [p for p in cluster.alive() if p in owners and p not in cluster.stopped and p != cluster.proc.pid]
+    orphans = [
+        p
+        for p in cluster.alive()
+        if p in owners and p not in cluster.stopped and p != cluster.proc.pid
+    ]
     busy = sorted({p for p in live if p in owners} | set(orphans))
     return busy or ([] if busy_only else sorted(live))
 
@@ -113,7 +147,11 @@ def supervisor_kills_from_log(lines: list[dict]) -> list[Fault]:
             # lock) stops itself, taking its runs along; its supervisor may be killed before it
             # reaps and logs that exit, so the worker's own line counts
             out.append(Fault(int(e["pid"]), parse_iso(e["ts"]), "crash"))
-        elif e.get("event") == "job.reaped" and e.get("owner") and "killed by the supervisor" in e.get("reason", ""):
+        elif (
+            e.get("event") == "job.reaped"
+            and e.get("owner")
+            and "killed by the supervisor" in e.get("reason", "")
+        ):
             parsed = parse_token(e["owner"])
             if parsed:
                 out.append(Fault(parsed[1], parse_iso(e["ts"]), "kill"))
@@ -133,8 +171,14 @@ def json_lines(path: Path) -> list[dict]:
 
 def run_plan(folder: Path, plan: dict) -> None:
     """Run one drawn plan against a real supervisor and check the oracle."""
-    cfg = chaos_config(folder, plan["workers"], lease=LEASE, log_level="debug", shutdown_timeout=1.0,
-                       async_concurrency=10 if plan.get("async") else 0)
+    cfg = chaos_config(
+        folder,
+        plan["workers"],
+        lease=LEASE,
+        log_level="debug",
+        shutdown_timeout=1.0,
+        async_concurrency=10 if plan.get("async") else 0,
+    )
     job_type = "chaos:async" if plan.get("async") else "chaos:work"
     db_path, log_path, locks = folder / "q.db", folder / "runs.log", folder / "locks"
     locks.mkdir()
@@ -143,16 +187,23 @@ def run_plan(folder: Path, plan: dict) -> None:
     try:
         cluster.start()
         wait_for(lambda: registered_workers(db_path) == plan["workers"], 60, "workers started")
-        items = [(job_type, {"log": str(log_path), "locks": str(locks), "sleep": j["sleep"], "plan": j["plan"]},
-                  {"priority": j["priority"], "delay": j["delay"], "max_attempts": j["max_attempts"]})
-                 for j in plan["jobs"]]
+        items = [
+            (
+                job_type,
+                {"log": str(log_path), "locks": str(locks), "sleep": j["sleep"], "plan": j["plan"]},
+                {"priority": j["priority"], "delay": j["delay"], "max_attempts": j["max_attempts"]},
+            )
+            for j in plan["jobs"]
+        ]
         with JobQueue(str(db_path)) as q:
             ids = q.enqueue_many(items)
         plans = {i: j["plan"] for i, j in zip(ids, plan["jobs"])}
         limits = {i: j["max_attempts"] for i, j in zip(ids, plan["jobs"])}
         t0, sup_kills = time.monotonic(), 0
         for at, kind, pick in plan["faults"]:
-            time.sleep(max(0.0, t0 + at - time.monotonic()))  # the plan's schedule, not a sync point
+            time.sleep(
+                max(0.0, t0 + at - time.monotonic())
+            )  # the plan's schedule, not a sync point
             if kind == "kill_supervisor":
                 if sup_kills < MAX_SUPERVISOR_KILLS:
                     sup_kills += 1
@@ -176,28 +227,43 @@ def run_plan(folder: Path, plan: dict) -> None:
         def all_terminal() -> bool:
             conn = sqlite3.connect(str(db_path), timeout=10)
             try:
-                return conn.execute("SELECT count(*) FROM jobs WHERE status NOT IN "
-                                    "('completed', 'failed', 'cancelled')").fetchone()[0] == 0
+                return (
+                    conn.execute(
+                        "SELECT count(*) FROM jobs WHERE status NOT IN "
+                        "('completed', 'failed', 'cancelled')"
+                    ).fetchone()[0]
+                    == 0
+                )
             finally:
                 conn.close()
+
         wait_for(all_terminal, 120, "every job terminal")
         assert cluster.stop(60) == 0
         wait_for(lambda: not cluster.alive(), 30, "no process left")
 
         lines = json_lines(folder / "supervisor.log")
         faults += supervisor_kills_from_log(lines)
-        (folder / "faults.json").write_text(json.dumps([f.__dict__ for f in faults]))  # for a post-mortem
+        (folder / "faults.json").write_text(
+            json.dumps([f.__dict__ for f in faults])
+        )  # for a post-mortem
         rep = analyse(db_path, log_path, ids, faults, plans)
-        assert rep.problems == [] and rep.lost == 0 and rep.overlapping == 0 and rep.unexplained == 0, rep.problems
+        assert (
+            rep.problems == [] and rep.lost == 0 and rep.overlapping == 0 and rep.unexplained == 0
+        ), rep.problems
         # one committed outcome per job: at most one outcome line, and it agrees with the row
         outcomes: dict[str, list[str]] = {}
         for e in lines:
-            if e.get("event") in ("job.completed", "job.failed") or \
-                    (e.get("event") == "job.reaped" and e.get("status") == "failed"):
-                outcomes.setdefault(e["id"], []).append("completed" if e["event"] == "job.completed" else "failed")
+            if e.get("event") in ("job.completed", "job.failed") or (
+                e.get("event") == "job.reaped" and e.get("status") == "failed"
+            ):
+                outcomes.setdefault(e["id"], []).append(
+                    "completed" if e["event"] == "job.completed" else "failed"
+                )
         conn = sqlite3.connect(str(db_path))
         try:
-            rows = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, status, attempts FROM jobs")}
+            rows = {
+                r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, status, attempts FROM jobs")
+            }
         finally:
             conn.close()
         for job_id in ids:
@@ -223,9 +289,15 @@ def check(tmp_path: Path, plan: dict) -> None:
         raise
 
 
-CHAOS = settings(deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                        HealthCheck.function_scoped_fixture])
+CHAOS = settings(
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
 @settings(CHAOS, max_examples=3)
@@ -258,7 +330,9 @@ def test_chaos_property_async_many(tmp_path, plan):
     check(tmp_path, plan)
 
 
-@pytest.mark.skipif("CHAOS_PLAN" not in os.environ, reason="replays a printed plan: set CHAOS_PLAN to its JSON")
+@pytest.mark.skipif(
+    "CHAOS_PLAN" not in os.environ, reason="replays a printed plan: set CHAOS_PLAN to its JSON"
+)
 def test_chaos_replay(tmp_path):
     run_plan(tmp_path, json.loads(os.environ["CHAOS_PLAN"]))
 
@@ -271,22 +345,60 @@ def test_chaos_oracle_detects_overlap_loss_and_extra_runs(tmp_path):
         a, b, c = q.enqueue_many([("chaos:work", {}), ("chaos:work", {}), ("chaos:work", {})])
     conn = sqlite3.connect(str(db_path))
     with conn:
-        conn.execute("UPDATE jobs SET status = 'completed', attempts = 1, result = ? WHERE id = ?",
-                     (json.dumps({"pid": 1, "attempt": 1, "start": 10.0}), a))
-        conn.execute("UPDATE jobs SET status = 'completed', attempts = 1, result = ? WHERE id = ?",
-                     (json.dumps({"pid": 9, "attempt": 1, "start": 99.0}), b))
-        conn.execute("UPDATE jobs SET status = 'completed', attempts = 2, result = ? WHERE id = ?",
-                     (json.dumps({"pid": 4, "attempt": 2, "start": 30.0}), c))
+        conn.execute(
+            "UPDATE jobs SET status = 'completed', attempts = 1, result = ? WHERE id = ?",
+            (json.dumps({"pid": 1, "attempt": 1, "start": 10.0}), a),
+        )
+        conn.execute(
+            "UPDATE jobs SET status = 'completed', attempts = 1, result = ? WHERE id = ?",
+            (json.dumps({"pid": 9, "attempt": 1, "start": 99.0}), b),
+        )
+        conn.execute(
+            "UPDATE jobs SET status = 'completed', attempts = 2, result = ? WHERE id = ?",
+            (json.dumps({"pid": 4, "attempt": 2, "start": 30.0}), c),
+        )
     conn.close()
     lines = [
         {"ev": "start", "job": a, "attempt": 1, "pid": 1, "t": 10.0, "overlap": False},
         {"ev": "start", "job": a, "attempt": 1, "pid": 2, "t": 11.0, "overlap": True},
-        {"ev": "end", "job": a, "attempt": 1, "pid": 1, "start": 10.0, "end": 12.0, "outcome": "ok"},
-        {"ev": "end", "job": a, "attempt": 1, "pid": 2, "start": 11.0, "end": 13.0, "outcome": "ok"},
+        {
+            "ev": "end",
+            "job": a,
+            "attempt": 1,
+            "pid": 1,
+            "start": 10.0,
+            "end": 12.0,
+            "outcome": "ok",
+        },
+        {
+            "ev": "end",
+            "job": a,
+            "attempt": 1,
+            "pid": 2,
+            "start": 11.0,
+            "end": 13.0,
+            "outcome": "ok",
+        },
         {"ev": "start", "job": c, "attempt": 1, "pid": 3, "t": 20.0, "overlap": False},
-        {"ev": "end", "job": c, "attempt": 1, "pid": 3, "start": 20.0, "end": 21.0, "outcome": "ok"},
+        {
+            "ev": "end",
+            "job": c,
+            "attempt": 1,
+            "pid": 3,
+            "start": 20.0,
+            "end": 21.0,
+            "outcome": "ok",
+        },
         {"ev": "start", "job": c, "attempt": 2, "pid": 4, "t": 30.0, "overlap": False},
-        {"ev": "end", "job": c, "attempt": 2, "pid": 4, "start": 30.0, "end": 31.0, "outcome": "ok"},
+        {
+            "ev": "end",
+            "job": c,
+            "attempt": 2,
+            "pid": 4,
+            "start": 30.0,
+            "end": 31.0,
+            "outcome": "ok",
+        },
     ]
     log_path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     rep = analyse(db_path, log_path, [a, b, c], [])
@@ -307,9 +419,22 @@ def test_the_cluster_reads_the_fences_from_the_supervisors_log(tmp_path):
     """``Cluster.fences``: each ``worker.fenced`` line of the supervisors' JSON log is a fault of
     its pid at its time; other lines, and lines that are not JSON (a traceback), are not."""
     log = tmp_path / "supervisor.log"
-    fenced = {"ts": "2026-12-04T19:41:45.825Z", "level": "critical", "event": "worker.fenced", "pid": 12672}
-    log.write_text("\n".join([json.dumps({"ts": "2026-12-04T19:41:44.000Z", "event": "worker.exited", "pid": 1}),
-                              'Traceback (most recent call last): "worker.fenced"', json.dumps(fenced)]) + "\n")
+    fenced = {
+        "ts": "2026-12-04T19:41:45.825Z",
+        "level": "critical",
+        "event": "worker.fenced",
+        "pid": 12672,
+    }
+    log.write_text(
+        "\n".join(
+            [
+                json.dumps({"ts": "2026-12-04T19:41:44.000Z", "event": "worker.exited", "pid": 1}),
+                'Traceback (most recent call last): "worker.fenced"',
+                json.dumps(fenced),
+            ]
+        )
+        + "\n"
+    )
     cluster = Cluster(tmp_path / "jobq.toml", log)
     try:
         assert [(f.pid, f.kind) for f in cluster.fences()] == [(12672, "fence")]
@@ -348,9 +473,13 @@ def test_the_soak_kills_only_booted_workers_and_never_far_ahead_of_the_jobs_ende
         booting = cluster.procs[3]
         faults: list[Fault] = []
         with pytest.raises(TimeoutError):  # no job ends here: the soak waits for them in vain
-            inflict(cluster, db, faults, random.Random(1), len(ids), 0.01, 0, timeout=0.5, grace=0.1)
+            inflict(
+                cluster, db, faults, random.Random(1), len(ids), 0.01, 0, timeout=0.5, grace=0.1
+            )
         assert booting.poll() is None
-        assert 1 <= len(faults) <= 2 and all(f.kind == "kill" for f in faults)  # 3 booted, none ended
+        assert 1 <= len(faults) <= 2 and all(
+            f.kind == "kill" for f in faults
+        )  # 3 booted, none ended
     finally:
         cluster.close()
 
@@ -361,10 +490,33 @@ def test_chaos_soak_bounded(tmp_path):
     second of work, so worker kills land during it (with instant jobs a fast run could end
     before the first kill, and the kill assertion failed by timing alone)."""
     out = tmp_path / "report.json"
-    p = subprocess.run([sys.executable, "-m", "bench.chaos", "--jobs", "500", "--workers", "8",
-                        "--kill-every", "0.1", "--supervisor-kills", "2", "--job-ms", "20", "--dir", str(tmp_path / "run"),
-                        "--json", str(out), "--timeout", "240"],
-                       cwd=str(REPO), capture_output=True, text=True, timeout=280)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.chaos",
+            "--jobs",
+            "500",
+            "--workers",
+            "8",
+            "--kill-every",
+            "0.1",
+            "--supervisor-kills",
+            "2",
+            "--job-ms",
+            "20",
+            "--dir",
+            str(tmp_path / "run"),
+            "--json",
+            str(out),
+            "--timeout",
+            "240",
+        ],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
     line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
     assert line.startswith("chaos: jobs=500 "), (p.stdout, p.stderr)
     rep = json.loads(out.read_text())
@@ -376,19 +528,47 @@ def test_chaos_soak_bounded(tmp_path):
     assert not read_log(tmp_path / "run" / "runs.log") == []
 
 
-def _async_soak(tmp_path: Path, engine: str, jobs: int, timeout: float, job_ms: int = 20) -> tuple[str, dict]:
+def _async_soak(
+    tmp_path: Path, engine: str, jobs: int, timeout: float, job_ms: int = 20
+) -> tuple[str, dict]:
     """bench/chaos.py with async jobs (``chaos:async``, 50 at once per worker, ``job_ms`` each) on ``engine``."""
     extra: list[str] = []
     if engine == "postgresql":
         from tests.engines import postgres_url, require_postgres
+
         require_postgres()
         extra = ["--database", postgres_url()]
     out = tmp_path / "report.json"
-    p = subprocess.run([sys.executable, "-m", "bench.chaos", "--jobs", str(jobs), "--workers", "4",
-                        "--kill-every", "0.1", "--supervisor-kills", "2", "--job-ms", str(job_ms),
-                        "--async-concurrency", "50", "--dir", str(tmp_path / "run"), "--json", str(out),
-                        "--timeout", str(timeout), *extra],
-                       cwd=str(REPO), capture_output=True, text=True, timeout=timeout + 40)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.chaos",
+            "--jobs",
+            str(jobs),
+            "--workers",
+            "4",
+            "--kill-every",
+            "0.1",
+            "--supervisor-kills",
+            "2",
+            "--job-ms",
+            str(job_ms),
+            "--async-concurrency",
+            "50",
+            "--dir",
+            str(tmp_path / "run"),
+            "--json",
+            str(out),
+            "--timeout",
+            str(timeout),
+            *extra,
+        ],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=timeout + 40,
+    )
     line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
     assert line.startswith(f"chaos: jobs={jobs} "), (p.stdout, p.stderr)
     assert p.returncode == 0, (line, p.stderr)
@@ -413,5 +593,8 @@ def test_chaos_soak_async_bounded(tmp_path, engine):
 def test_chaos_soak_async_long(tmp_path, engine):
     """The long soak with async jobs: 20,000 jobs."""
     line, rep = _async_soak(tmp_path, engine, 20_000, 1200)
-    assert rep["lost"] == 0 and rep["overlapping"] == 0 and rep["unexplained"] == 0, (line, rep["problems"][:5])
+    assert rep["lost"] == 0 and rep["overlapping"] == 0 and rep["unexplained"] == 0, (
+        line,
+        rep["problems"][:5],
+    )
     assert rep["completed"] == 20_000

@@ -3,6 +3,7 @@
 names) go through ONE real supervisor and its real workers. Every job must end in the state
 docs/limits.md documents, and no worker may crash. Examples share the supervisor: each
 enqueues a few jobs and waits until all of them have ended."""
+
 from __future__ import annotations
 
 import json
@@ -22,18 +23,62 @@ from tests.proc import Running, job_row, wait_until, worker_rows, write_config
 
 MAX_RESULT = 20_000
 
-ODD = ["\udc80", "\ud800", "\udfff", "\x00", "\x1f", "\u2028", "\ufeff", "😀", "é", '"', "\\", "[", "{", "]"]
+ODD = [
+    "\udc80",
+    "\ud800",
+    "\udfff",
+    "\x00",
+    "\x1f",
+    "\u2028",
+    "\ufeff",
+    "😀",
+    "é",
+    '"',
+    "\\",
+    "[",
+    "{",
+    "]",
+]
 texts = st.text(st.one_of(st.characters(), st.sampled_from(ODD)), max_size=12)
-numbers = st.one_of(st.integers(-(1 << 70), 1 << 70), st.sampled_from([10 ** 400, -(10 ** 400), 1e308, -0.0]),
-                    st.floats(allow_nan=False, allow_infinity=False))
-json_values = st.recursive(st.none() | st.booleans() | numbers | texts,
-                           lambda kids: st.lists(kids, max_size=3) | st.dictionaries(texts, kids, max_size=3),
-                           max_leaves=8)
+numbers = st.one_of(
+    st.integers(-(1 << 70), 1 << 70),
+    st.sampled_from([10**400, -(10**400), 1e308, -0.0]),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | numbers | texts,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(texts, kids, max_size=3),
+    max_leaves=8,
+)
 junk = st.one_of(json_values, st.sampled_from([float("nan"), float("inf"), [float("-inf")]]))
-nests = st.sampled_from([0, 0, 1, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 300, 2000])
-delays = st.one_of(st.sampled_from([0, 0.25, 3600, 2.5e11, 2.53e11, 3.2e12, 1e300, float("inf"), float("nan"),
-                                    -1, -0.0, 10 ** 400, RetryAfter.MAX_DELAY, "nan", "inf", "-inf", "1e300"]),
-                   st.floats(min_value=0, max_value=1e13), st.floats())
+nests = st.sampled_from(
+    [0, 0, 1, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 300, 2000]
+)
+delays = st.one_of(
+    st.sampled_from(
+        [
+            0,
+            0.25,
+            3600,
+            2.5e11,
+            2.53e11,
+            3.2e12,
+            1e300,
+            float("inf"),
+            float("nan"),
+            -1,
+            -0.0,
+            10**400,
+            RetryAfter.MAX_DELAY,
+            "nan",
+            "inf",
+            "-inf",
+            "1e300",
+        ]
+    ),
+    st.floats(min_value=0, max_value=1e13),
+    st.floats(),
+)
 types = st.sampled_from(["hostile:do"] * 8 + ["a\x00b", "x" * 201, "no:such:😀", "t\udc80"])
 
 
@@ -90,15 +135,24 @@ def ended(row) -> bool:
     """The documented end states: terminal, or pending again after RetryAfter(s > 2 s)."""
     if row["status"] in ("completed", "failed", "cancelled"):
         return True
-    return row["status"] == "pending" and row["attempts"] == 1 and row["error"] is not None \
+    return (
+        row["status"] == "pending"
+        and row["attempts"] == 1
+        and row["error"] is not None
         and parse_iso(row["run_at"]) - parse_iso(row["updated_at"]) > 2
+    )
 
 
 @pytest.fixture(scope="module")
 def hostile_sup(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile")
-    cfg = write_config(folder, handlers=["hostilejobs"], log_format="json", max_result_bytes=MAX_RESULT,
-                       supervisor={"workers": 2})
+    cfg = write_config(
+        folder,
+        handlers=["hostilejobs"],
+        log_format="json",
+        max_result_bytes=MAX_RESULT,
+        supervisor={"workers": 2},
+    )
     sup = Running(cfg)
     try:
         wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="2 workers registered")
@@ -111,8 +165,12 @@ def hostile_sup(tmp_path_factory):
         sup.close()
 
 
-@settings(max_examples=40, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(batch=st.lists(orders(), min_size=1, max_size=5))
 def test_hostile_handler_output_ends_every_job_in_a_documented_state(hostile_sup, batch):
     cfg, sup, q, pids = hostile_sup
@@ -133,12 +191,17 @@ def test_hostile_handler_output_ends_every_job_in_a_documented_state(hostile_sup
             continue
         assert not bad_type(jtype) and depth(payload) <= MAX_DEPTH and finite(payload)
         jobs.append((job_id, jtype, payload, time.time()))
-    wait_until(lambda: all(ended(job_row(cfg, j)) for j, *_ in jobs), timeout=30, what="every job to end")
+    wait_until(
+        lambda: all(ended(job_row(cfg, j)) for j, *_ in jobs), timeout=30, what="every job to end"
+    )
     for job_id, jtype, payload, t in jobs:
         check(q.get(job_id), jtype, payload, t)
     assert sorted(w["pid"] for w in worker_rows(cfg)) == pids, "a worker was replaced"
-    assert not [line for line in sup.output().splitlines()
-                if '"worker.exited"' in line or '"supervisor.crashed"' in line]
+    assert not [
+        line
+        for line in sup.output().splitlines()
+        if '"worker.exited"' in line or '"supervisor.crashed"' in line
+    ]
 
 
 def check(job, jtype, payload, enqueued_at):
@@ -150,14 +213,19 @@ def check(job, jtype, payload, enqueued_at):
     if act == "raise":
         assert job.status == "failed" and job.attempts == 1
         # the traceback text is rstripped (whitespace such as \x1f and \u2028 included)
-        assert "ValueError" in job.error and safe_text((str(payload["value"]) + tail).rstrip()) in job.error
+        assert (
+            "ValueError" in job.error
+            and safe_text((str(payload["value"]) + tail).rstrip()) in job.error
+        )
     elif act == "log":
         assert job.status == "completed" and job.result == str(payload["value"]) + tail
     elif act == "return":
         if "size" in payload:
             expected = "r" * payload["size"]
         else:
-            expected = str(payload["value"]) + tail if payload.get("surrogate") else payload["value"]
+            expected = (
+                str(payload["value"]) + tail if payload.get("surrogate") else payload["value"]
+            )
             expected = wrap(expected, payload.get("nest", 0))
         if depth(expected) > MAX_DEPTH:
             assert job.status == "failed" and f"nests deeper than {MAX_DEPTH} levels" in job.error
@@ -172,9 +240,15 @@ def check(job, jtype, payload, enqueued_at):
 
 def check_retry_after(job, s):
     s = float(s) if isinstance(s, str) else s
-    valid = isinstance(s, (int, float)) and 0 <= s <= RetryAfter.MAX_DELAY and time.time() + s <= MAX_TIME
+    valid = (
+        isinstance(s, (int, float))
+        and 0 <= s <= RetryAfter.MAX_DELAY
+        and time.time() + s <= MAX_TIME
+    )
     if not valid:  # an ordinary failure naming the limit: retried (backoff 0), then failed
-        assert job.status == "failed" and job.attempts == 2 and MAX_TIME_TEXT in job.error, job.error
+        assert job.status == "failed" and job.attempts == 2 and MAX_TIME_TEXT in job.error, (
+            job.error
+        )
     elif job.status == "pending":  # due again in s seconds
         assert job.attempts == 1 and "RetryAfter" in job.error
         assert s - 5 <= parse_iso(job.run_at) - parse_iso(job.updated_at) <= s + 0.002

@@ -3,6 +3,7 @@ in owner tokens, leases judged on the engine's clock, other hosts' owners judged
 alone (never signalled), and self-fencing (a worker that cannot renew its lease exits FENCED
 before the lease can expire). Unit tests with a FakeClock; real supervisors and workers on a
 SQLite file where it matters."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,14 @@ from shared.model.exitcodes import ExitCode
 from shared.execution.handlers import Registry
 from shared.model.job import Job, NewJob, RunningGroup, new_id
 from shared.execution.policy import JobPolicy
-from shared.runtime.processes import (create_time_ms, host_id, owner_token, parse_token,
-                                      token_alive, token_host)
+from shared.runtime.processes import (
+    create_time_ms,
+    host_id,
+    owner_token,
+    parse_token,
+    token_alive,
+    token_host,
+)
 from supervisor import maintenance
 from tests.proc import events, job_row, log_events, pid_gone, wait_until, worker_rows, write_config
 from worker.fence import Fence
@@ -42,6 +49,7 @@ def foreign_token(pid: int = 4242, created: int = 1) -> str:
 
 
 # -- host identity and tokens ---------------------------------------------------------------------
+
 
 def test_host_id_names_the_host_boot_and_pid_namespace():
     here = host_id()
@@ -57,8 +65,12 @@ def test_another_pid_namespace_is_another_host():
     if shutil.which("unshare") is None:
         pytest.skip("no unshare(1)")
     code = "from shared.runtime.processes import host_id; print(host_id())"
-    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
-                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    r = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot unshare a pid namespace here: {r.stderr.strip()}")
     theirs = r.stdout.strip()
@@ -71,12 +83,13 @@ def test_tokens_carry_the_host_and_parse_back():
     assert (host, pid) == (host_id(), os.getpid()) and created == create_time_ms(os.getpid())
     assert token_host(token) == host_id() and token_host("junk") is None
     assert token_alive(token)
-    assert not token_alive(f"{host_id()}:999999:1")   # this host: by pid and create time
-    assert token_alive(foreign_token(999999))         # another host: alive, its lease decides
+    assert not token_alive(f"{host_id()}:999999:1")  # this host: by pid and create time
+    assert token_alive(foreign_token(999999))  # another host: alive, its lease decides
     assert token_alive(f"{host_id()}:999999:1", here=FOREIGN)  # ``here`` is whose view it is
 
 
 # -- lease ages on SQLite ------------------------------------------------------------------------
+
 
 def _store(tmp_path: Path) -> SqliteStore:
     return SqliteStore(str(tmp_path / "q.db"))
@@ -85,27 +98,43 @@ def _store(tmp_path: Path) -> SqliteStore:
 def test_sqlite_lease_and_process_ages_are_now_minus_heartbeat(tmp_path):
     clock = FakeClock()
     with _store(tmp_path) as store:
-        store.enqueue([NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(2)], clock.now())
+        store.enqueue(
+            [NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(2)], clock.now()
+        )
         store.register_process("w", "worker", 1, "h", clock.now())
-        a, = store.claim("w", 1, clock.now(), 1)
+        (a,) = store.claim("w", 1, clock.now(), 1)
         clock.advance(4)
-        b, = store.claim("w", 1, clock.now(), 1)
+        (b,) = store.claim("w", 1, clock.now(), 1)
         clock.advance(3)
-        assert store.lease_ages(clock.now()) == {a.id: pytest.approx(7, abs=1e-3), b.id: pytest.approx(3, abs=1e-3)}
+        assert store.lease_ages(clock.now()) == {
+            a.id: pytest.approx(7, abs=1e-3),
+            b.id: pytest.approx(3, abs=1e-3),
+        }
         assert store.process_ages(clock.now()) == {"w": pytest.approx(7, abs=1e-3)}
         store.heartbeat("w", clock.now())
-        assert store.lease_ages(clock.now() + 1) == {a.id: pytest.approx(1, abs=1e-3), b.id: pytest.approx(1, abs=1e-3)}
+        assert store.lease_ages(clock.now() + 1) == {
+            a.id: pytest.approx(1, abs=1e-3),
+            b.id: pytest.approx(1, abs=1e-3),
+        }
         [g] = store.running_groups(clock.now() + 1)
-        assert (g.owner, g.jobs, g.first_start, g.oldest_lease) == ("w", 2, a.started_at, pytest.approx(1, abs=1e-3))
+        assert (g.owner, g.jobs, g.first_start, g.oldest_lease) == (
+            "w",
+            2,
+            a.started_at,
+            pytest.approx(1, abs=1e-3),
+        )
         store.conn.execute("UPDATE jobs SET heartbeat_at = 'garbage' WHERE id = ?", (a.id,))
         assert set(store.lease_ages(clock.now())) == {b.id}  # an unreadable lease is left out
-        assert store.running_groups(clock.now())[0].oldest_lease == float("inf")  # ... but looked at
+        assert store.running_groups(clock.now())[0].oldest_lease == float(
+            "inf"
+        )  # ... but looked at
 
 
 def test_postgres_ages_are_on_the_servers_clock_whatever_the_callers_says(tmp_path):
     """The caller's clock is a year off: the ages still come out small, from the server's
     ``statement_timestamp()``; an unreadable lease is left out rather than failing the read."""
     from tests.engines import PostgresEngine
+
     engine = PostgresEngine(tmp_path)
     try:
         with engine.open() as store:
@@ -128,27 +157,50 @@ def test_postgres_ages_are_on_the_servers_clock_whatever_the_callers_says(tmp_pa
 
 # -- judging running jobs ------------------------------------------------------------------------
 
+
 def _policy(lease: float = 10.0, job_timeout: float = 60.0) -> JobPolicy:
-    cfg = Config(worker=WorkerConfig(lease_timeout=lease, heartbeat_interval=0.5, job_timeout=job_timeout))
+    cfg = Config(
+        worker=WorkerConfig(lease_timeout=lease, heartbeat_interval=0.5, job_timeout=job_timeout)
+    )
     return JobPolicy(cfg, Registry())
 
 
 def _running(owner: str, started: float, beat: float) -> Job:
-    return Job(id=new_id(), type="t", status="running", payload=None, result=None, error=None, attempts=1,
-               max_attempts=None, priority=0, run_at=iso(started), started_at=iso(started), completed_at=None,
-               created_at=iso(started), updated_at=iso(started), key=None, owner=owner, owner_pid=4242,
-               heartbeat_at=iso(beat))
+    return Job(
+        id=new_id(),
+        type="t",
+        status="running",
+        payload=None,
+        result=None,
+        error=None,
+        attempts=1,
+        max_attempts=None,
+        priority=0,
+        run_at=iso(started),
+        started_at=iso(started),
+        completed_at=None,
+        created_at=iso(started),
+        updated_at=iso(started),
+        key=None,
+        owner=owner,
+        owner_pid=4242,
+        heartbeat_at=iso(beat),
+    )
 
 
 def test_judge_running_uses_the_engines_ages_not_heartbeat_at():
     clock = FakeClock()
     here = host_id()
-    mine = _running(f"{here}:1:1", clock.now(), clock.now() - 1000)   # heartbeat_at says: long silent
+    mine = _running(
+        f"{here}:1:1", clock.now(), clock.now() - 1000
+    )  # heartbeat_at says: long silent
     verdicts = maintenance.judge_running([mine], {mine.id: 2.0}, _policy(), clock.now(), here)
-    assert verdicts == []   # the engine says 2 s: fresh
+    assert verdicts == []  # the engine says 2 s: fresh
     verdicts = maintenance.judge_running([mine], {mine.id: 10.5}, _policy(), clock.now(), here)
     assert [v.action for v in verdicts] == ["lease"] and "silent for 10.5 s" in verdicts[0].reason
-    assert maintenance.judge_running([mine], {}, _policy(), clock.now(), here) == []  # no age: no verdict
+    assert (
+        maintenance.judge_running([mine], {}, _policy(), clock.now(), here) == []
+    )  # no age: no verdict
 
 
 def test_only_the_owners_host_polices_hard_timeouts():
@@ -157,12 +209,19 @@ def test_only_the_owners_host_polices_hard_timeouts():
     local = _running(f"{here}:1:1", clock.now() - 100, clock.now())
     foreign = _running(foreign_token(), clock.now() - 100, clock.now())
     ages = {local.id: 1.0, foreign.id: 1.0}
-    verdicts = maintenance.judge_running([local, foreign], ages, _policy(job_timeout=60), clock.now(), here)
+    verdicts = maintenance.judge_running(
+        [local, foreign], ages, _policy(job_timeout=60), clock.now(), here
+    )
     assert [(v.job.id, v.action) for v in verdicts] == [(local.id, "timeout")]
     # past its timeout and its lease: the foreign job still gets its lease verdict (it is rescued)
     ages[foreign.id] = 11.0
-    verdicts = maintenance.judge_running([local, foreign], ages, _policy(job_timeout=60), clock.now(), here)
-    assert [(v.job.id, v.action) for v in verdicts] == [(local.id, "timeout"), (foreign.id, "lease")]
+    verdicts = maintenance.judge_running(
+        [local, foreign], ages, _policy(job_timeout=60), clock.now(), here
+    )
+    assert [(v.job.id, v.action) for v in verdicts] == [
+        (local.id, "timeout"),
+        (foreign.id, "lease"),
+    ]
 
 
 def test_an_owner_is_expired_only_when_every_lease_it_holds_is():
@@ -178,26 +237,52 @@ def _groups(jobs: list[Job], ages: dict[str, float]) -> list[RunningGroup]:
     by: dict = {}
     for j in jobs:
         by.setdefault((j.owner, j.type), []).append(j)
-    return [RunningGroup(o, t, len(js), min(j.started_at for j in js),
-                         max((ages[j.id] for j in js if j.id in ages), default=None),
-                         sum(j.cancel_requested_at is not None for j in js)) for (o, t), js in by.items()]
+    return [
+        RunningGroup(
+            o,
+            t,
+            len(js),
+            min(j.started_at for j in js),
+            max((ages[j.id] for j in js if j.id in ages), default=None),
+            sum(j.cancel_requested_at is not None for j in js),
+        )
+        for (o, t), js in by.items()
+    ]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["mine", "stray", "foreign", None]), st.sampled_from(["t", "u"]),
-                          st.floats(0, 200), st.floats(0, 20), st.booleans()), max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["mine", "stray", "foreign", None]),
+            st.sampled_from(["t", "u"]),
+            st.floats(0, 200),
+            st.floats(0, 20),
+            st.booleans(),
+        ),
+        max_size=8,
+    )
+)
 def test_the_supervisor_skips_reading_running_jobs_only_when_it_would_act_on_none(specs):
     """``worth_a_look`` over the groups is true whenever the full read would lead to a verdict
     on one of our children's jobs (a timeout, a cancel, an expired lease), a job of another
     process of this host (``recover_foreign``: gone or silent) or of another host's expired owner."""
     here, now = host_id(), FakeClock().now()
     owners = {"mine": f"{here}:1:1", "stray": f"{here}:2:1", "foreign": foreign_token(), None: None}
-    policy = JobPolicy(Config(worker=WorkerConfig(lease_timeout=10, heartbeat_interval=0.5, job_timeout=60),
-                              types={"u": TypeConfig(timeout=5)}), Registry())
+    policy = JobPolicy(
+        Config(
+            worker=WorkerConfig(lease_timeout=10, heartbeat_interval=0.5, job_timeout=60),
+            types={"u": TypeConfig(timeout=5)},
+        ),
+        Registry(),
+    )
     jobs, ages = [], {}
     for who, kind, started_ago, lease_age, cancel in specs:
-        j = dataclasses.replace(_running(owners[who], now - started_ago, now), type=kind,
-                                cancel_requested_at=iso(now - 100) if cancel else None)
+        j = dataclasses.replace(
+            _running(owners[who], now - started_ago, now),
+            type=kind,
+            cancel_requested_at=iso(now - 100) if cancel else None,
+        )
         jobs.append(j)
         ages[j.id] = lease_age
     mine = {owners["mine"]}
@@ -206,12 +291,18 @@ def test_the_supervisor_skips_reading_running_jobs_only_when_it_would_act_on_non
     rescue = {j.owner for j in jobs if j.owner == owners["stray"] or j.owner in expired}
     if acts or rescue:
         assert maintenance.worth_a_look(_groups(jobs, ages), mine, policy, now, here)
-    if all(who in ("mine", "foreign") and not cancel and lease_age <= 10 and started_ago <= (5 if kind == "u" else 60)
-           for who, kind, started_ago, lease_age, cancel in specs):
+    if all(
+        who in ("mine", "foreign")
+        and not cancel
+        and lease_age <= 10
+        and started_ago <= (5 if kind == "u" else 60)
+        for who, kind, started_ago, lease_age, cancel in specs
+    ):
         assert not maintenance.worth_a_look(_groups(jobs, ages), mine, policy, now, here)
 
 
 # -- recovering other hosts' jobs: by lease, released directly, never killed -------------------
+
 
 class _Recorder:
     """An UpkeepStore stand-in that records release_owner calls."""
@@ -230,14 +321,21 @@ def test_foreign_owner_with_an_expired_lease_is_released_without_a_kill(monkeypa
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         owner = f"{FOREIGN}:{sleeper.pid}:{create_time_ms(sleeper.pid)}"
-        monkeypatch.setattr(maintenance, "_kill_and_wait", lambda o, timeout=5.0: pytest.fail(f"killed {o}"))
+        monkeypatch.setattr(
+            maintenance, "_kill_and_wait", lambda o, timeout=5.0: pytest.fail(f"killed {o}")
+        )
         clock = FakeClock()
         jobs = [_running(owner, clock.now(), clock.now())]
         store = _Recorder()
-        assert maintenance.recover_foreign(store, jobs, set(), _policy(), clock.now(), set(), host_id()) == 0
-        assert store.released == []          # lease not expired: left alone
+        assert (
+            maintenance.recover_foreign(
+                store, jobs, set(), _policy(), clock.now(), set(), host_id()
+            )
+            == 0
+        )
+        assert store.released == []  # lease not expired: left alone
         maintenance.recover_foreign(store, jobs, set(), _policy(), clock.now(), {owner}, host_id())
-        assert store.released == [owner]     # expired: released directly
+        assert store.released == [owner]  # expired: released directly
         assert sleeper.poll() is None
     finally:
         sleeper.kill()
@@ -251,17 +349,22 @@ def test_prune_processes_judges_other_hosts_rows_by_age(tmp_path):
         store.register_process(foreign_token(1), "worker", 1, FOREIGN, clock.now() - 100)
         store.register_process(foreign_token(2), "worker", 2, FOREIGN, clock.now())
         store.register_process(f"{here}:999999:1", "worker", 999999, here, clock.now())
-        store.register_process(owner_token(os.getpid()), "supervisor", os.getpid(), here, clock.now() - 100)
+        store.register_process(
+            owner_token(os.getpid()), "supervisor", os.getpid(), here, clock.now() - 100
+        )
         maintenance.prune_processes(store, clock.now(), 45.0, here)
-        assert sorted(r["id"] for r in store.processes()) == sorted([foreign_token(2), owner_token(os.getpid())])
+        assert sorted(r["id"] for r in store.processes()) == sorted(
+            [foreign_token(2), owner_token(os.getpid())]
+        )
 
 
 # -- fencing: the margin, the config check, the fence's decision ---------------------------------
 
+
 def test_the_fencing_margin():
-    assert fencing.margin(2, 30) == 6 and fencing.fence_after(2, 30) == 24      # 20% of the lease
-    assert fencing.margin(4, 30) == 8                                          # 2 beats
-    assert fencing.margin(10, 30) == 15                                        # at most half
+    assert fencing.margin(2, 30) == 6 and fencing.fence_after(2, 30) == 24  # 20% of the lease
+    assert fencing.margin(4, 30) == 8  # 2 beats
+    assert fencing.margin(10, 30) == 15  # at most half
     assert fencing.check(2, 30) is None and fencing.check(7.5, 30) is None
     assert fencing.check(8, 30) is not None
 
@@ -280,13 +383,15 @@ def test_the_fence_fires_only_while_holding_jobs_past_lease_minus_margin():
     cfg = Config(worker=WorkerConfig(lease_timeout=10.0, heartbeat_interval=0.5))  # margin 2 s
     fence = Fence(cfg, "w", clock, on_fenced=lambda: None)
     clock.advance(100)
-    assert fence.overdue(clock.monotonic()) is None and fence.wait_time(clock.monotonic()) is None  # idle
+    assert (
+        fence.overdue(clock.monotonic()) is None and fence.wait_time(clock.monotonic()) is None
+    )  # idle
     fence.renewed(clock.monotonic())
     fence.hold(True)
     clock.advance(7.9)
     assert fence.overdue(clock.monotonic()) is None
     assert fence.wait_time(clock.monotonic()) == pytest.approx(0.101, abs=1e-6)
-    fence.renewed(clock.monotonic() - 9)   # an older renewal never moves the count back
+    fence.renewed(clock.monotonic() - 9)  # an older renewal never moves the count back
     clock.advance(0.2)
     assert fence.overdue(clock.monotonic()) == pytest.approx(8.1)
     fence.renewed(clock.monotonic())
@@ -314,6 +419,7 @@ def test_a_claim_that_waited_on_a_lock_is_renewed_at_once_and_the_fence_counts_f
     renews every running job at once and the fence counts from the beat's send; a beat that
     fails, or renews fewer than the worker holds, leaves the count at the claim's send."""
     from worker.heartbeat import after_claim
+
     cfg = Config(worker=WorkerConfig(lease_timeout=10.0, heartbeat_interval=0.5))  # fence at 8 s
     clock = FakeClock()
     clock.advance(100)
@@ -345,27 +451,50 @@ def test_a_claim_that_waited_on_a_lock_is_renewed_at_once_and_the_fence_counts_f
 def test_fenced_is_exit_code_11():
     assert ExitCode.FENCED == 11 and ExitCode.describe(11) == "fenced"
     from shared.model import exitcodes
+
     assert "| 11   | FENCED" in exitcodes.__doc__
 
 
 # -- real processes ------------------------------------------------------------------------------
 
+
 def _config(tmp_path: Path, **worker) -> Path:
-    return write_config(tmp_path, log_format="json", supervisor={"workers": 2},
-                        worker={"heartbeat_interval": 0.2, **worker})
+    return write_config(
+        tmp_path,
+        log_format="json",
+        supervisor={"workers": 2},
+        worker={"heartbeat_interval": 0.2, **worker},
+    )
 
 
 def _insert_running(cfg: Path, owner: str, owner_pid: int, started: float, beat: float) -> str:
     job_id = new_id()
-    row = dict(id=job_id, type="test:noop", status="running", payload="{}", attempts=1, priority=0,
-               run_at=iso(started), created_at=iso(started), updated_at=iso(started),
-               started_at=iso(started), heartbeat_at=iso(beat), owner=owner, owner_pid=owner_pid)
+    row = dict(
+        id=job_id,
+        type="test:noop",
+        status="running",
+        payload="{}",
+        attempts=1,
+        priority=0,
+        run_at=iso(started),
+        created_at=iso(started),
+        updated_at=iso(started),
+        started_at=iso(started),
+        heartbeat_at=iso(beat),
+        owner=owner,
+        owner_pid=owner_pid,
+    )
     with sqlite3.connect(str(cfg.parent / "q.db"), isolation_level=None) as c:
-        c.execute(f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        c.execute(
+            f"INSERT INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+            list(row.values()),
+        )
     return job_id
 
 
-def test_a_supervisor_rescues_another_hosts_expired_job_without_touching_its_pid(tmp_path, sup_factory):
+def test_a_supervisor_rescues_another_hosts_expired_job_without_touching_its_pid(
+    tmp_path, sup_factory
+):
     """Another host's worker (its token names a pid that here is some unrelated live process)
     went silent past its lease: this supervisor re-queues its job directly and a worker here
     runs it; that pid is never signalled. Another job of that host, past its hard timeout but
@@ -377,19 +506,28 @@ def test_a_supervisor_rescues_another_hosts_expired_job_without_touching_its_pid
         wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="workers up")
         now = time.time()
         ct = create_time_ms(sleeper.pid)
-        dead = _insert_running(cfg, f"{FOREIGN}:{sleeper.pid}:{ct}", sleeper.pid, now - 1000, now - 100)
+        dead = _insert_running(
+            cfg, f"{FOREIGN}:{sleeper.pid}:{ct}", sleeper.pid, now - 1000, now - 100
+        )
         fresh_owner = f"{FOREIGN}:{sleeper.pid + 1}:{ct}"
         fresh = _insert_running(cfg, fresh_owner, sleeper.pid, now - 1000, now + 3600)
-        wait_until(lambda: job_row(cfg, dead)["status"] == "completed", timeout=20, what="expired job re-run here")
+        wait_until(
+            lambda: job_row(cfg, dead)["status"] == "completed",
+            timeout=20,
+            what="expired job re-run here",
+        )
         row = job_row(cfg, dead)
         assert row["attempts"] == 2 and row["error"] is None  # its re-run shows no stale error
         with sqlite3.connect(str(cfg.parent / "q.db")) as c:
-            lost = c.execute("SELECT outcome, error FROM job_attempts WHERE job_id = ? AND attempt = 1",
-                             (dead,)).fetchone()
+            lost = c.execute(
+                "SELECT outcome, error FROM job_attempts WHERE job_id = ? AND attempt = 1", (dead,)
+            ).fetchone()
         assert lost is not None and "another host" in lost[1], lost  # the history keeps why
         still = job_row(cfg, fresh)
         assert (still["status"], still["owner"]) == ("running", fresh_owner)
-        assert sleeper.poll() is None and psutil.Process(sleeper.pid).status() != psutil.STATUS_ZOMBIE
+        assert (
+            sleeper.poll() is None and psutil.Process(sleeper.pid).status() != psutil.STATUS_ZOMBIE
+        )
         assert not log_events(sup, "worker.kill_failed")
         reaped = log_events(sup, "job.reaped")
         assert [e["id"] for e in reaped] == [dead]
@@ -410,29 +548,41 @@ def test_a_worker_that_cannot_renew_its_lease_exits_fenced_before_it_expires(tmp
     wait_until(lambda: len(worker_rows(cfg)) == 2, timeout=30, what="workers up")
     with JobQueue(str(cfg.parent / "q.db")) as q:
         jid = q.enqueue("test:gate", {"gate": str(gate), "log": str(log), "max_wait": 120})
-    first = wait_until(lambda: [e for e in events(log) if e["event"] == "start"], what="job started")[0]
+    first = wait_until(
+        lambda: [e for e in events(log) if e["event"] == "start"], what="job started"
+    )[0]
     locker = sqlite3.connect(str(cfg.parent / "q.db"), isolation_level=None, timeout=10)
     try:
         locker.execute("BEGIN IMMEDIATE")  # from now on no write (no heartbeat) gets through
-        last_renewal = parse_iso(locker.execute("SELECT heartbeat_at FROM jobs WHERE id = ?",
-                                                (jid,)).fetchone()[0])
-        fenced = wait_until(lambda: log_events(sup, "worker.fenced"), timeout=lease + 10,
-                            what="the worker to fence itself")[0]
+        last_renewal = parse_iso(
+            locker.execute("SELECT heartbeat_at FROM jobs WHERE id = ?", (jid,)).fetchone()[0]
+        )
+        fenced = wait_until(
+            lambda: log_events(sup, "worker.fenced"),
+            timeout=lease + 10,
+            what="the worker to fence itself",
+        )[0]
         wait_until(lambda: pid_gone(first["pid"]), what="fenced worker gone")
-        assert parse_iso(fenced["ts"]) < last_renewal + lease        # before the lease expired
+        assert parse_iso(fenced["ts"]) < last_renewal + lease  # before the lease expired
         assert parse_iso(fenced["ts"]) > last_renewal + fencing.fence_after(0.2, lease) - 0.5
     finally:
         locker.execute("ROLLBACK")
         locker.close()
-    exited = wait_until(lambda: [e for e in log_events(sup, "worker.exited") if e.get("pid") == first["pid"]],
-                        timeout=20, what="the supervisor to reap it")[0]
+    exited = wait_until(
+        lambda: [e for e in log_events(sup, "worker.exited") if e.get("pid") == first["pid"]],
+        timeout=20,
+        what="the supervisor to reap it",
+    )[0]
     assert "fenced" in exited["how"]
-    second = wait_until(lambda: [e for e in events(log) if e["event"] == "start" and e["pid"] != first["pid"]],
-                        timeout=30, what="the job to run again")[0]
+    second = wait_until(
+        lambda: [e for e in events(log) if e["event"] == "start" and e["pid"] != first["pid"]],
+        timeout=30,
+        what="the job to run again",
+    )[0]
     assert second["t"] > parse_iso(fenced["ts"])
     gate.touch()
     wait_until(lambda: job_row(cfg, jid)["status"] == "completed", timeout=20, what="job completed")
     ends = [e for e in events(log) if e["event"] == "end"]
     assert [e["pid"] for e in ends] == [second["pid"]]
     assert job_row(cfg, jid)["attempts"] == 2
-    assert "lease expired" not in sup.output()   # the supervisor never had to take it
+    assert "lease expired" not in sup.output()  # the supervisor never had to take it

@@ -9,6 +9,7 @@ reason but "not root" fails instead: the variable promises a server and the tool
 machine kind; root is a privilege of the account that runs the suite, and a developer running
 it unprivileged on a machine with a server should still get a green run that says what it skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,19 +57,26 @@ def proxy(netns):
 
 
 def _ns_python(ns: Netns, code: str, timeout: float = 20) -> subprocess.CompletedProcess:
-    return subprocess.run([*ns.exec_prefix(), sys.executable, "-c", code], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [*ns.exec_prefix(), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # -- the harness -----------------------------------------------------------------------------
 
+
 def test_namespace_reaches_the_server_only_through_its_proxy(netns, proxy):
     url = twohost.host_url(proxy)
-    code = ("import psycopg, socket\n"
-            f"print(psycopg.connect({url!r}, connect_timeout=5).execute('SELECT 41 + 1').fetchone()[0])\n"
-            "s = socket.socket()\n"
-            "try:\n    s.connect(('127.0.0.1', 5432)); print('reached')\n"
-            "except OSError as e:\n    print('refused', e.errno)\n")
+    code = (
+        "import psycopg, socket\n"
+        f"print(psycopg.connect({url!r}, connect_timeout=5).execute('SELECT 41 + 1').fetchone()[0])\n"
+        "s = socket.socket()\n"
+        "try:\n    s.connect(('127.0.0.1', 5432)); print('reached')\n"
+        "except OSError as e:\n    print('refused', e.errno)\n"
+    )
     done = _ns_python(netns, code)
     assert done.returncode == 0, done.stderr
     answer, direct = done.stdout.split("\n")[:2]
@@ -85,6 +93,7 @@ def _query_in_thread(conn, sql: str):
             box["rows"] = conn.execute(sql).fetchall()
         except Exception as exc:  # noqa: BLE001 - the test looks at what came out
             box["error"] = exc
+
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t, box
@@ -92,6 +101,7 @@ def _query_in_thread(conn, sql: str):
 
 def test_blackhole_freezes_connections_and_heal_resets_them(proxy):
     import psycopg
+
     url = twohost.host_url(proxy)
     c = connect(url)
     assert c.execute("SELECT 1").fetchone() == (1,)
@@ -126,6 +136,7 @@ def test_blackhole_heal_with_resume_delivers_what_was_held(proxy):
 
 def test_refuse_resets_connections_and_refuses_new_ones(proxy):
     import psycopg
+
     url = twohost.host_url(proxy)
     c = connect(url)
     c.execute("SELECT 1")
@@ -145,17 +156,22 @@ def test_host_namespaces_kill_and_cleanup(tmp_path):
     name, dev = host.netns.name, host.netns.root_dev
     try:
         out = tmp_path / "a" / "ids.json"
-        code = ("import json, os, socket, time\n"
-                "kids = []\n"
-                "for _ in range(2):\n"
-                "    kid = os.fork()\n"
-                "    if kid == 0:\n        time.sleep(120)\n        os._exit(0)\n"
-                "    kids.append(kid)\n"
-                f"open({str(out)!r}, 'w').write(json.dumps([os.getpid(), socket.gethostname(), kids]))\n"
-                "time.sleep(120)\n")
+        code = (
+            "import json, os, socket, time\n"
+            "kids = []\n"
+            "for _ in range(2):\n"
+            "    kid = os.fork()\n"
+            "    if kid == 0:\n        time.sleep(120)\n        os._exit(0)\n"
+            "    kids.append(kid)\n"
+            f"open({str(out)!r}, 'w').write(json.dumps([os.getpid(), socket.gethostname(), kids]))\n"
+            "time.sleep(120)\n"
+        )
         host.start(sys.executable, "-c", code)
-        pid1, hostname, kids = wait_for(lambda: out.exists() and out.read_text() and json.loads(out.read_text()),
-                                        10, "the host's first process")
+        pid1, hostname, kids = wait_for(
+            lambda: out.exists() and out.read_text() and json.loads(out.read_text()),
+            10,
+            "the host's first process",
+        )
         assert pid1 == 1 and hostname == host.hostname
         tree = host.tree()
         assert sorted(twohost.nspid(p.pid) for p in tree) == [1, *sorted(kids)]
@@ -182,18 +198,25 @@ def make_cluster(tmp_path, request):
         c = twohost.Cluster(tmp_path / f"c{len(made)}", **kw)
         made.append(c)
         return c
+
     yield make
     for c in made:
         for h in c.hosts.values():  # for the failure report (pytest -rA shows them)
-            print(f"--- host {h.name} ({h.hostname}) processes ---\n{h.describe()}\n"
-                  f"--- log tail ---\n{h.output()[-4000:]}")
+            print(
+                f"--- host {h.name} ({h.hostname}) processes ---\n{h.describe()}\n"
+                f"--- log tail ---\n{h.output()[-4000:]}"
+            )
         c.close()
 
 
 def _last_error(host: Host) -> str:
     """The host's last error or critical log line (its tail if it is a traceback)."""
     for line in reversed(host.output().splitlines()):
-        if line.startswith("{") and ('"critical"' in line or '"error"' in line) and "maintenance_failed" not in line:
+        if (
+            line.startswith("{")
+            and ('"critical"' in line or '"error"' in line)
+            and "maintenance_failed" not in line
+        ):
             try:
                 e = json.loads(line)
             except ValueError:
@@ -207,7 +230,12 @@ def _ends(lines) -> int:
 
 
 def _open_on(lines, host: Host):
-    return [r for rs in twohost.runs(lines).values() for r in rs if r["host"] == host.hostname and r["end"] is None]
+    return [
+        r
+        for rs in twohost.runs(lines).values()
+        for r in rs
+        if r["host"] == host.hostname and r["end"] is None
+    ]
 
 
 def test_a_sigkill_of_one_host_the_other_finishes_its_jobs(make_cluster):
@@ -215,24 +243,35 @@ def test_a_sigkill_of_one_host_the_other_finishes_its_jobs(make_cluster):
     a, b = cluster["a"], cluster["b"]
     cluster.start(workers=2)
     ids = cluster.enqueue(120, sleep=0.1)
-    wait_for(lambda: _ends(cluster.lines()) >= 20 and _open_on(cluster.lines(), a), 60,
-             "host a running jobs, 20 jobs done")
+    wait_for(
+        lambda: _ends(cluster.lines()) >= 20 and _open_on(cluster.lines(), a),
+        60,
+        "host a running jobs, 20 jobs done",
+    )
     a.kill()
     killed = time.monotonic()
     cluster.wait_completed(ids, 90)
     lines = cluster.lines()
     rs = twohost.runs(lines)
-    cut_short = {job: r for job, r in rs.items() if any(x["host"] == a.hostname and x["end"] is None for x in r)}
+    cut_short = {
+        job: r
+        for job, r in rs.items()
+        if any(x["host"] == a.hostname and x["end"] is None for x in r)
+    }
     assert cut_short, "host a was killed with no job in hand"
     for job, r in cut_short.items():
         later = [x for x in r if x["mono"] > killed]
         assert later and later[-1]["host"] == b.hostname and later[-1]["end"] is not None, r
         # the lease is honoured: the job's last heartbeat was at most one interval before the kill
         waited = later[0]["mono"] - killed
-        assert waited >= LEASE - HEARTBEAT - CLOCKS, f"job {job} taken {waited:.2f} s after the kill"
+        assert waited >= LEASE - HEARTBEAT - CLOCKS, (
+            f"job {job} taken {waited:.2f} s after the kill"
+        )
     assert twohost.overlaps(lines) == []
-    print(f"killed with {len(cut_short)} jobs in hand; re-run after "
-          f"{min(x['mono'] for r in cut_short.values() for x in r if x['mono'] > killed) - killed:.2f} s")
+    print(
+        f"killed with {len(cut_short)} jobs in hand; re-run after "
+        f"{min(x['mono'] for r in cut_short.values() for x in r if x['mono'] > killed) - killed:.2f} s"
+    )
 
 
 class Gone:
@@ -261,8 +300,11 @@ def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluste
     cluster = make_cluster()
     cluster.start(workers=2)
     ids = cluster.enqueue(2, sleep=60, rerun_sleep=0.2)
-    starts = wait_for(lambda: len([x for x in cluster.lines() if x["ev"] == "start"]) >= 2 and cluster.lines(),
-                      30, "both jobs started")
+    starts = wait_for(
+        lambda: len([x for x in cluster.lines() if x["ev"] == "start"]) >= 2 and cluster.lines(),
+        30,
+        "both jobs started",
+    )
     by_host = {h.hostname: h for h in cluster.hosts.values()}
     counts = {name: sum(1 for x in starts if x["host"] == name) for name in by_host}
     victim = by_host[max(counts, key=counts.get)]
@@ -275,10 +317,14 @@ def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluste
     victim.proxy.cut("blackhole")
     cut_at = time.monotonic()
     try:
+
         def rerun_done():
             rs = twohost.runs(cluster.lines())
-            return all(any(x["host"] == other.hostname and x["end"] is not None for x in rs[j])
-                       for j in watched.values())
+            return all(
+                any(x["host"] == other.hostname and x["end"] is not None for x in rs[j])
+                for j in watched.values()
+            )
+
         wait_for(rerun_done, 40, f"host {other.name} re-running host {victim.name}'s jobs")
     finally:
         gone.close()
@@ -287,26 +333,38 @@ def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluste
     report = []
     for pid, job in watched.items():
         rerun = next(x for x in rs[job] if x["host"] == other.hostname)
-        assert pid in gone.at, f"worker {pid} of host {victim.name} still running job {job} after its re-run began"
-        report.append(f"job {job[:8]}: worker gone {gone.at[pid] - cut_at:.2f} s after the cut, "
-                      f"re-run {rerun['mono'] - cut_at:.2f} s after")
+        assert pid in gone.at, (
+            f"worker {pid} of host {victim.name} still running job {job} after its re-run began"
+        )
+        report.append(
+            f"job {job[:8]}: worker gone {gone.at[pid] - cut_at:.2f} s after the cut, "
+            f"re-run {rerun['mono'] - cut_at:.2f} s after"
+        )
         assert gone.at[pid] < rerun["mono"], report[-1]
         # and not by luck of the rescuer's delay: before the lease could expire anywhere
-        assert gone.at[pid] - cut_at < LEASE, f"{report[-1]}: not fenced within the lease ({LEASE} s)"
+        assert gone.at[pid] - cut_at < LEASE, (
+            f"{report[-1]}: not fenced within the lease ({LEASE} s)"
+        )
     assert twohost.overlaps(lines) == []
     print("; ".join(report))
-    assert victim.alive(), f"host {victim.name}'s supervisor exited during the cut: {_last_error(victim)}"
+    assert victim.alive(), (
+        f"host {victim.name}'s supervisor exited during the cut: {_last_error(victim)}"
+    )
     # healed, the victim works again: nothing lost, its workers claim jobs (fed until one does)
     victim.proxy.heal()
     healed = time.monotonic()
     more = cluster.enqueue(20, sleep=0.05)
 
     def victim_ran():
-        if any(x["ev"] == "end" and x["host"] == victim.hostname and x["mono"] > healed for x in cluster.lines()):
+        if any(
+            x["ev"] == "end" and x["host"] == victim.hostname and x["mono"] > healed
+            for x in cluster.lines()
+        ):
             return True
         if cluster.statuses(more[-4:]).get("pending", 0) == 0:
             more.extend(cluster.enqueue(4, sleep=0.05))
         return False
+
     wait_for(victim_ran, 30, f"host {victim.name} running jobs again after the heal")
     cluster.wait_completed(ids + more, 60)
     assert twohost.overlaps(cluster.lines()) == []
@@ -317,7 +375,9 @@ def private_server():
     bindir = twohost.pg_bindir()
     if bindir is None:
         if twohost.required():
-            pytest.fail("JOBQ_REQUIRE_POSTGRES=1: no initdb/pg_ctl to run a server of the test's own")
+            pytest.fail(
+                "JOBQ_REQUIRE_POSTGRES=1: no initdb/pg_ctl to run a server of the test's own"
+            )
         pytest.skip("no initdb/pg_ctl to run a server of the test's own")
     # not under tmp_path: pytest's folders are 0700, and the server runs as the postgres user
     folder = Path(tempfile.mkdtemp(prefix="jobq-twohost-pg-"))
@@ -344,11 +404,14 @@ def test_c_server_restart_mid_burn(private_server, make_cluster):  # the server 
             if x["ev"] == "end" and x["mono"] > up:
                 pids[x["host"]].add(x["pid"])
         return all(len(p) >= 2 for p in pids.values())
+
     try:
         wait_for(back, 30, "every worker running jobs again")
     finally:
-        print(f"restart took {up - before:.2f} s; workers back: "
-              f"{ {h: len(p) for h, p in pids.items()} } at {time.monotonic() - up:.2f} s after")
+        print(
+            f"restart took {up - before:.2f} s; workers back: "
+            f"{ {h: len(p) for h, p in pids.items()} } at {time.monotonic() - up:.2f} s after"
+        )
     took = time.monotonic() - up
     cluster.wait_completed(ids, 120)
     for h in cluster.hosts.values():
@@ -393,8 +456,13 @@ store.finish_and_claim([Finish("completed", first[0].id, first[0].attempts, None
 def _lease_ages(cluster, ids: list[str]) -> dict[str, float]:
     """Lease ages of those of ``ids`` still running, on the server's clock."""
     with connect(cluster.url) as c:
-        return dict(c.execute(f'SELECT id, extract(epoch FROM statement_timestamp() - heartbeat_at::timestamptz) '
-                              f'FROM "{cluster.schema}".jobs WHERE id = ANY(%s) AND status = %s', (ids, "running")).fetchall())
+        return dict(
+            c.execute(
+                f"SELECT id, extract(epoch FROM statement_timestamp() - heartbeat_at::timestamptz) "
+                f'FROM "{cluster.schema}".jobs WHERE id = ANY(%s) AND status = %s',
+                (ids, "running"),
+            ).fetchall()
+        )
 
 
 def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster):
@@ -407,8 +475,13 @@ def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster)
     a, b = cluster["a"], cluster["b"]
     cluster.start(workers=2)
     ids = cluster.enqueue(80, sleep=0.5)  # enough for the stuck worker to claim some
-    stuck = subprocess.Popen(b.command(sys.executable, "-c", STUCK_WORKER, str(b.config)), env=b.env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stuck = subprocess.Popen(
+        b.command(sys.executable, "-c", STUCK_WORKER, str(b.config)),
+        env=b.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = stuck.stdout.readline()
         assert line, f"the stuck worker did not start: {stuck.stderr.read()[-2000:]}"
@@ -418,27 +491,41 @@ def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster)
         held = info["first"] + info["claimed"]
         assert len(info["first"]) == 4 and info["claimed"], info
         with connect(cluster.url) as c:
-            wait_for(lambda: c.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
-                                       (info["backend"],)).fetchone() is None,
-                     LEASE + 10, "the server ending the cut session")
+            wait_for(
+                lambda: (
+                    c.execute(
+                        "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (info["backend"],)
+                    ).fetchone()
+                    is None
+                ),
+                LEASE + 10,
+                "the server ending the cut session",
+            )
         ended = time.monotonic() - cut_at
         assert ended < LEASE, f"the cut session lived {ended:.2f} s (lease {LEASE} s)"
         # the stuck jobs' leases have expired (or a has released them already): a must not be
         # blocked in upkeep now
-        wait_for(lambda: all(age > LEASE + 0.5 for age in _lease_ages(cluster, held).values()),
-                 LEASE + 20, "the stuck jobs' leases expired")
+        wait_for(
+            lambda: all(age > LEASE + 0.5 for age in _lease_ages(cluster, held).values()),
+            LEASE + 20,
+            "the stuck jobs' leases expired",
+        )
         before = set(a.workers().values())  # pids in the root namespace
         victim = next(iter(before))
         psutil.Process(victim).kill()
         killed_at = time.monotonic()
-        wait_for(lambda: len(set(a.workers().values()) - before) >= 1 and len(a.workers()) >= 2, 15,
-                 f"host {a.name} replacing its killed worker")
+        wait_for(
+            lambda: len(set(a.workers().values()) - before) >= 1 and len(a.workers()) >= 2,
+            15,
+            f"host {a.name} replacing its killed worker",
+        )
         replaced = time.monotonic() - killed_at
         cluster.wait_completed(ids, 90)
         rs = twohost.runs(cluster.lines())
         for job in held:
-            assert any(x["host"] == a.hostname and x["end"] is not None for x in rs.get(job, [])), \
+            assert any(x["host"] == a.hostname and x["end"] is not None for x in rs.get(job, [])), (
                 f"job {job} held by the cut session was not re-run on host {a.name}: {rs.get(job)}"
+            )
         assert twohost.overlaps(cluster.lines()) == []
         init = a.init()
         t0 = time.monotonic()
@@ -446,8 +533,10 @@ def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster)
         a.proc.wait(15)
         stopped = time.monotonic() - t0
         assert a.proc.returncode == 0, f"host {a.name} exited {a.proc.returncode}: {_last_error(a)}"
-        print(f"cut session ended {ended:.2f} s after the cut; worker replaced in {replaced:.2f} s; "
-              f"host a stopped {stopped:.2f} s after SIGTERM")
+        print(
+            f"cut session ended {ended:.2f} s after the cut; worker replaced in {replaced:.2f} s; "
+            f"host a stopped {stopped:.2f} s after SIGTERM"
+        )
     finally:
         stuck.kill()
         stuck.wait(10)
@@ -461,14 +550,20 @@ def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
     from shared.producer.api import JobQueue
     from shared.settings.config import load
     from tests.proc import Running, log_events, write_config
+
     proxy = Proxy("127.0.0.1")
     schema = f"jobq_lostclaim_{uuid.uuid4().hex[:10]}"
     log, locks = tmp_path / "exec.log", tmp_path / "locks"
     locks.mkdir()
-    config = write_config(tmp_path, database=twohost.host_url(proxy), handlers=["twohostjobs"], log_format="json",
-                          supervisor={"workers": 1, "maintenance_interval": 0.2},
-                          worker={"lease_timeout": 10, "heartbeat_interval": 0.5, "job_timeout": 120},
-                          postgres={"schema": schema, "connect_timeout": 1})
+    config = write_config(
+        tmp_path,
+        database=twohost.host_url(proxy),
+        handlers=["twohostjobs"],
+        log_format="json",
+        supervisor={"workers": 1, "maintenance_interval": 0.2},
+        worker={"lease_timeout": 10, "heartbeat_interval": 0.5, "job_timeout": 120},
+        postgres={"schema": schema, "connect_timeout": 1},
+    )
     queue = JobQueue(config=load(str(config)).replace(database=twohost.server_url()))
     sup = None
     try:
@@ -479,18 +574,29 @@ def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
         wait_for(lambda: log_events(sup, "supervisor.started"), 30, "the supervisor booted")
         marker = uuid.uuid4().hex
         proxy.lose_answer(marker.encode())
-        [job] = queue.enqueue_many([("twohost:work", {"log": str(log), "locks": str(locks), "sleep": 0.1,
-                                                      "marker": marker})])
+        [job] = queue.enqueue_many(
+            [
+                (
+                    "twohost:work",
+                    {"log": str(log), "locks": str(locks), "sleep": 0.1, "marker": marker},
+                )
+            ]
+        )
         wait_for(lambda: proxy.tripped is not None, 30, "the worker's claim answered")
         wait_for(lambda: queue.get(job).status == "running", 10, "the server committing the claim")
         proxy.heal()  # resets the held connections: the worker never gets the claim's answer
         healed = time.monotonic()
-        wait_for(lambda: queue.get(job).status == "completed", 30,
-                 "the job given back and run (it stayed running under the worker before the fix)")
+        wait_for(
+            lambda: queue.get(job).status == "completed",
+            30,
+            "the job given back and run (it stayed running under the worker before the fix)",
+        )
         took = time.monotonic() - healed
         done = queue.get(job)
         assert (done.attempts, done.error) == (1, None), done
-        runs = [x for x in (json.loads(s) for s in log.read_text().splitlines()) if x["ev"] == "start"]
+        runs = [
+            x for x in (json.loads(s) for s in log.read_text().splitlines()) if x["ev"] == "start"
+        ]
         assert len(runs) == 1, runs
         assert "worker.write_failed" in sup.output()  # the worker did see its claim fail
         print(f"job given back and run {took:.2f} s after the heal")

@@ -1,5 +1,6 @@
 """The manual (docs/, mkdocs.yml) builds with ``mkdocs build --strict``; the README is the short
 front door with the two commands first and links that resolve."""
+
 from __future__ import annotations
 
 import re
@@ -10,21 +11,43 @@ from pathlib import Path
 import pytest
 
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
-COMMANDS = ('pip install -e . && python -m supervisor --workers 8',
-            'pip install -e ".[dev]" && pytest')
+COMMANDS = (
+    "pip install -e . && python -m supervisor --workers 8",
+    'pip install -e ".[dev]" && pytest',
+)
 
 
 def test_manual_builds_strict(tmp_path):
     for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
-        pytest.importorskip(module, reason=f"{module} is in the docs extra: pip install -e '.[docs]'")
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f",
-                        str(REPO / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                       cwd=REPO, capture_output=True, text=True, timeout=300,
-                       env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin",
-                            "PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
+        pytest.importorskip(
+            module, reason=f"{module} is in the docs extra: pip install -e '.[docs]'"
+        )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(REPO / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            "NO_MKDOCS_2_WARNING": "1",
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(REPO),
+            "HOME": str(tmp_path),
+        },
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     page = (tmp_path / "site" / "reference" / "index.html").read_text()
-    assert "drain" in page and "enqueue_many" in page   # the API reference came from the docstrings
+    assert "drain" in page and "enqueue_many" in page  # the API reference came from the docstrings
     assert (tmp_path / "site" / "configuration" / "index.html").exists()
 
 
@@ -34,7 +57,7 @@ def test_readme_is_the_front_door():
     assert len(lines) <= 250, f"README.md has {len(lines)} lines; move detail into docs/"
     first_code = text.split("```bash\n", 1)[1].split("```", 1)[0]
     assert [ln.split("  ")[0].strip() for ln in first_code.splitlines()] == list(COMMANDS)
-    assert text.index("```bash") < text.index("\n## ")          # before anything else
+    assert text.index("```bash") < text.index("\n## ")  # before anything else
     for target in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (REPO / target).exists(), f"README links to missing {target}"
 

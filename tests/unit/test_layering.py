@@ -26,6 +26,7 @@ An AST walk over the source (every ``import`` statement, also inside functions, 
 resolved), so a lazy import inside a function counts too. Tests may use ``sqlite3`` directly to
 inspect a database; the rules are for the runtime packages.
 """
+
 from __future__ import annotations
 
 import ast
@@ -74,7 +75,7 @@ def imports(name: str, path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             out.append((node.lineno, base))
             out += [(node.lineno, f"{base}.{a.name}") for a in node.names]
@@ -91,7 +92,11 @@ def sql_uses(path: Path) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "conn":
             out.append((node.lineno, "reads a store's connection (.conn)"))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in SQL_CALLS
+        ):
             out.append((node.lineno, f"runs SQL (.{node.func.attr})"))
     return out
 
@@ -101,7 +106,7 @@ def engine_of(module: str, engines: set[str]) -> str | None:
     engine (``shared.engines.open_store`` is the factory's function, not an engine)."""
     if not module.startswith(ENGINES):
         return None
-    first = module[len(ENGINES):].split(".")[0]
+    first = module[len(ENGINES) :].split(".")[0]
     return ENGINES + first if first in engines else None
 
 
@@ -115,62 +120,98 @@ def violations(root: Path) -> list[str]:
         for line, target in imports(name, path):
             other = target.split(".")[0]
             if {top, other} == {"supervisor", "worker"}:
-                out.setdefault((where, line, "cross"), f"{where}:{line}: {top} imports {target} "
-                               f"({top} and {other} never import each other)")
+                out.setdefault(
+                    (where, line, "cross"),
+                    f"{where}:{line}: {top} imports {target} "
+                    f"({top} and {other} never import each other)",
+                )
             eng = engine_of(target, engines)
             if eng is not None and name != FACTORY and eng != mine:
-                out.setdefault((where, line, "engine"), f"{where}:{line}: imports {target}: only the "
-                               f"engine factory ({FACTORY}) imports an engine")
+                out.setdefault(
+                    (where, line, "engine"),
+                    f"{where}:{line}: imports {target}: only the "
+                    f"engine factory ({FACTORY}) imports an engine",
+                )
             if other == "sqlite3" and mine != ENGINES + "sqlite":
-                out.setdefault((where, line, "sqlite3"), f"{where}:{line}: imports sqlite3 outside the SQLite engine")
+                out.setdefault(
+                    (where, line, "sqlite3"),
+                    f"{where}:{line}: imports sqlite3 outside the SQLite engine",
+                )
             if other == "psycopg" and _within(name, SHARED_SQL):
-                out.setdefault((where, line, "psycopg"), f"{where}:{line}: imports psycopg: the shared SQL layer "
-                               f"names no driver")
+                out.setdefault(
+                    (where, line, "psycopg"),
+                    f"{where}:{line}: imports psycopg: the shared SQL layer names no driver",
+                )
             if _within(target, OPS_ACCESS) and not _within(name, *SQL_USERS):
-                out.setdefault((where, line, "ops access"), f"{where}:{line}: imports {target}: "
-                               f"only the engines and shared.ops run the read layer's SQL")
+                out.setdefault(
+                    (where, line, "ops access"),
+                    f"{where}:{line}: imports {target}: "
+                    f"only the engines and shared.ops run the read layer's SQL",
+                )
             if _within(target, SHARED_SQL) and not _within(name, *SQL_USERS):
-                out.setdefault((where, line, "shared sql"), f"{where}:{line}: imports {target}: only the engines "
-                               f"and shared.ops use the shared SQL layer")
+                out.setdefault(
+                    (where, line, "shared sql"),
+                    f"{where}:{line}: imports {target}: only the engines "
+                    f"and shared.ops use the shared SQL layer",
+                )
         if mine is None and name != FACTORY and not _within(name, SHARED_SQL):
             for line, what in sql_uses(path):
-                out.setdefault((where, line, "sql"), f"{where}:{line}: {what} outside the engines: "
-                               f"add a method to the store contract (shared.engines.contract)")
+                out.setdefault(
+                    (where, line, "sql"),
+                    f"{where}:{line}: {what} outside the engines: "
+                    f"add a method to the store contract (shared.engines.contract)",
+                )
         if mine is None:
             for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if "PRAGMA" in text.upper():
-                    out.setdefault((where, no, "pragma"), f"{where}:{no}: names a PRAGMA outside the SQLite engine")
+                    out.setdefault(
+                        (where, no, "pragma"),
+                        f"{where}:{no}: names a PRAGMA outside the SQLite engine",
+                    )
         if neutral(name):
             for no, word in engine_words(path):
-                out.setdefault((where, no, "word"), f"{where}:{no}: names an engine ({word!r}) where the "
-                               f"engine's own gauges and spellings come from the engine")
+                out.setdefault(
+                    (where, no, "word"),
+                    f"{where}:{no}: names an engine ({word!r}) where the "
+                    f"engine's own gauges and spellings come from the engine",
+                )
     for path in sorted((root / "supervisor" / "web").rglob("*.html")):
         for no, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if m := ENGINE_WORDS.search(text):
                 where = f"{path.relative_to(root)}"
-                out.setdefault((where, no, "word"), f"{where}:{no}: names an engine ({m.group(0)!r})")
+                out.setdefault(
+                    (where, no, "word"), f"{where}:{no}: names an engine ({m.group(0)!r})"
+                )
     return list(out.values())
 
 
 def _within(module: str, *packages: str) -> bool:
     """Is ``module`` one of ``packages`` or inside one? (a prefix ending in "." means inside)"""
-    return any(module == p or module.startswith(p if p.endswith(".") else p + ".") for p in packages)
+    return any(
+        module == p or module.startswith(p if p.endswith(".") else p + ".") for p in packages
+    )
 
 
 def neutral(module: str) -> bool:
     """Whether ``module`` is one that names no engine (see the module's docstring)."""
     parts = module.split(".")
-    return (any(module == p or module.startswith(p + ".") for p in NEUTRAL_PREFIXES)
-            or (parts[0] == "supervisor" and parts[-1] in NEUTRAL_SCREENS))
+    return any(module == p or module.startswith(p + ".") for p in NEUTRAL_PREFIXES) or (
+        parts[0] == "supervisor" and parts[-1] in NEUTRAL_SCREENS
+    )
 
 
 def engine_words(path: Path) -> list[tuple[int, str]]:
     """(line, word) of every engine word in the code of ``path``: its strings (not docstrings)
     and names (identifiers, attributes, arguments)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docs = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
     out = []
     for node in ast.walk(tree):
         texts: list[str] = []
@@ -205,19 +246,27 @@ def jobq_violations(root: Path) -> list[str]:
         top_level = {n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
         for line, target in imports(name, path):
             if target.startswith(ENGINES) and not _engines_module(root, target):
-                out.setdefault((where, line), f"{where}:{line}: imports {target}: only the engine factory "
-                               f"imports an engine")
+                out.setdefault(
+                    (where, line),
+                    f"{where}:{line}: imports {target}: only the engine factory imports an engine",
+                )
             elif target.split(".")[0] == "supervisor" and not _lazy_supervisor(
-                    where, target, line in top_level):
-                out.setdefault((where, line), f"{where}:{line}: imports {target}: jobq imports "
-                               f"supervisor only lazily, in jobq/__main__.py (and supervisor.api "
-                               f"in jobq/__init__.py)")
+                where, target, line in top_level
+            ):
+                out.setdefault(
+                    (where, line),
+                    f"{where}:{line}: imports {target}: jobq imports "
+                    f"supervisor only lazily, in jobq/__main__.py (and supervisor.api "
+                    f"in jobq/__init__.py)",
+                )
     for name, path in modules(root).items():
         for line, target in imports(name, path):
             if target.split(".")[0] == "jobq":
                 where = str(path.relative_to(root))
-                out.setdefault((where, line), f"{where}:{line}: imports {target}: the runtime packages "
-                               f"never import jobq")
+                out.setdefault(
+                    (where, line),
+                    f"{where}:{line}: imports {target}: the runtime packages never import jobq",
+                )
     return list(out.values())
 
 
@@ -232,7 +281,7 @@ def _lazy_supervisor(where: str, target: str, top_level: bool) -> bool:
 def _engines_module(root: Path, target: str) -> bool:
     """Is ``target`` one of the engines room's own modules (``shared.engines.contract``,
     ``shared.engines.location``, ...), which every layer may import, rather than an engine?"""
-    return (root / "shared" / "engines" / f"{target[len(ENGINES):].split('.')[0]}.py").exists()
+    return (root / "shared" / "engines" / f"{target[len(ENGINES) :].split('.')[0]}.py").exists()
 
 
 def empty_packages(root: Path, names: tuple[str, ...]) -> None:
@@ -247,21 +296,25 @@ def test_jobq_imports_shared_and_worker_and_supervisor_only_for_its_command():
     assert jobq_violations(REPO) == []
 
 
-@pytest.mark.parametrize("path, text, named", [
-    ("jobq/x.py", "from supervisor.cli import main\n", "only lazily"),
-    ("jobq/__main__.py", "from supervisor.cli import main\n", "only lazily"),
-    ("jobq/x.py", "def f():\n    import supervisor\n", "only lazily"),
-    ("jobq/__init__.py", "from supervisor.api import Supervisor\n", "only lazily"),
-    ("jobq/__init__.py", "def f():\n    from supervisor.cli import main\n", "only lazily"),
-    ("jobq/x.py", "from shared.engines.sqlite import store\n", "only the engine factory"),
-    ("shared/x.py", "def f():\n    import jobq\n", "never import jobq"),
-    ("worker/x.py", "from jobq import task\n", "never import jobq"),
-])
+@pytest.mark.parametrize(
+    "path, text, named",
+    [
+        ("jobq/x.py", "from supervisor.cli import main\n", "only lazily"),
+        ("jobq/__main__.py", "from supervisor.cli import main\n", "only lazily"),
+        ("jobq/x.py", "def f():\n    import supervisor\n", "only lazily"),
+        ("jobq/__init__.py", "from supervisor.api import Supervisor\n", "only lazily"),
+        ("jobq/__init__.py", "def f():\n    from supervisor.cli import main\n", "only lazily"),
+        ("jobq/x.py", "from shared.engines.sqlite import store\n", "only the engine factory"),
+        ("shared/x.py", "def f():\n    import jobq\n", "never import jobq"),
+        ("worker/x.py", "from jobq import task\n", "never import jobq"),
+    ],
+)
 def test_the_jobq_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, (*PACKAGES, "jobq"))
     (tmp_path / "jobq/__init__.py").write_text(
         "from shared.producer.api import JobQueue\nfrom worker import handler\n"
-        "if TYPE_CHECKING:\n    from supervisor.api import Supervisor\n")
+        "if TYPE_CHECKING:\n    from supervisor.api import Supervisor\n"
+    )
     (tmp_path / "jobq/__main__.py").write_text("def main():\n    from supervisor.cli import main\n")
     assert jobq_violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
@@ -280,12 +333,17 @@ def test_the_registry_maps_each_scheme_to_an_engine_package_that_exports_its_eng
     """Every engine package under shared/engines is in the registry, and exports one ENGINE."""
     from shared import engines
     from shared.engines.engine import Engine
-    packages = {ENGINES + p.parent.name for p in (REPO / "shared" / "engines").glob("*/__init__.py")
-                if (p.parent / "store.py").exists()}
+
+    packages = {
+        ENGINES + p.parent.name
+        for p in (REPO / "shared" / "engines").glob("*/__init__.py")
+        if (p.parent / "store.py").exists()
+    }
     assert set(engines.ENGINES.values()) == packages
     for scheme in engines.ENGINES:
         assert isinstance(engines.engine_for(scheme), Engine)
     from shared.settings.config import Config
+
     for engine in engines.engines():  # each engine's settings are a table of the config
         assert dataclasses.is_dataclass(engine.settings(Config())), engine.section
 
@@ -331,11 +389,18 @@ def registry_violations(root: Path) -> list[str]:
         where = str(path.relative_to(root))
         mine = engine_of(name, engines)
         if name != FACTORY:
-            out += [f"{where}:{line}: names the engine module {eng}: only the registry ({FACTORY}) "
-                    f"imports an engine" for line, eng in engine_names(path, engines) if eng != mine]
+            out += [
+                f"{where}:{line}: names the engine module {eng}: only the registry ({FACTORY}) "
+                f"imports an engine"
+                for line, eng in engine_names(path, engines)
+                if eng != mine
+            ]
         if mine is None:
-            out += [f"{where}:{line}: {text}: an engine is chosen by the registry ({FACTORY}), "
-                    f"not by comparing names" for line, text in engine_branches(path, names)]
+            out += [
+                f"{where}:{line}: {text}: an engine is chosen by the registry ({FACTORY}), "
+                f"not by comparing names"
+                for line, text in engine_branches(path, names)
+            ]
     return out
 
 
@@ -343,66 +408,130 @@ def test_only_the_registry_chooses_an_engine():
     assert registry_violations(REPO) == []
 
 
-@pytest.mark.parametrize("path, text, named", [
-    ("supervisor/x.py", "import importlib\nE = importlib.import_module('shared.engines.sqlite.store')\n",
-     "names the engine module"),
-    ("shared/x.py", "def f(t):\n    return 1 if t.engine == 'postgresql' else 2\n", "not by comparing names"),
-    ("worker/x.py", "def f(t):\n    return t.engine != 'sqlite'\n", "not by comparing names"),
-    ("shared/engines/forkaware.py", "def f(s):\n    return s in ('postgres', 'x')\n", "not by comparing names"),
-])
+@pytest.mark.parametrize(
+    "path, text, named",
+    [
+        (
+            "supervisor/x.py",
+            "import importlib\nE = importlib.import_module('shared.engines.sqlite.store')\n",
+            "names the engine module",
+        ),
+        (
+            "shared/x.py",
+            "def f(t):\n    return 1 if t.engine == 'postgresql' else 2\n",
+            "not by comparing names",
+        ),
+        ("worker/x.py", "def f(t):\n    return t.engine != 'sqlite'\n", "not by comparing names"),
+        (
+            "shared/engines/forkaware.py",
+            "def f(s):\n    return s in ('postgres', 'x')\n",
+            "not by comparing names",
+        ),
+    ],
+)
 def test_the_registry_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, PACKAGES)
     for sub in ("shared/engines", "shared/engines/sqlite"):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "__init__.py").write_text("")
-    (tmp_path / "shared/engines/__init__.py").write_text("ENGINES = {'sqlite': 'shared.engines.sqlite'}\n")
+    (tmp_path / "shared/engines/__init__.py").write_text(
+        "ENGINES = {'sqlite': 'shared.engines.sqlite'}\n"
+    )
     (tmp_path / "shared/engines/sqlite/__init__.py").write_text(
-        "E = 'shared.engines.sqlite.store'\ndef f(v):\n    return v == 'sqlite'\n")
+        "E = 'shared.engines.sqlite.store'\ndef f(v):\n    return v == 'sqlite'\n"
+    )
     assert registry_violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
     found = registry_violations(tmp_path)
     assert len(found) == 1 and named in found[0] and path in found[0], found
 
 
-@pytest.mark.parametrize("path, text, named", [
-    ("supervisor/x.py", "from worker.loop import Worker\n", "never import each other"),
-    ("worker/x.py", "def f():\n    import supervisor.arbiter\n", "never import each other"),
-    ("supervisor/x.py", "from shared.engines.sqlite import SqliteStore\n", "only the engine factory"),
-    ("shared/x.py", "from .engines.sqlite.store import SqliteStore\n", "only the engine factory"),
-    ("shared/engines/other/x.py", "from ..sqlite import wakeup\n", "only the engine factory"),
-    ("worker/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
-    ("shared/x.py", "from sqlite3 import Connection\n", "sqlite3 outside the SQLite engine"),
-    ("supervisor/x.py", "SQL = 'PRAGMA wal_checkpoint(TRUNCATE)'\n", "names a PRAGMA"),
-    ("shared/x.py", "def f(store):\n    return store.conn.execute('SELECT 1')\n", "outside the engines"),
-    ("supervisor/x.py", "def f(store):\n    c = store.conn\n", "reads a store's connection"),
-    ("supervisor/x.py", "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n", "runs SQL (.executemany)"),
-    ("supervisor/x.py", "from shared.engines.sql import Dialect\n", "use the shared SQL layer"),
-    ("worker/x.py", "def f():\n    from shared.engines.sql.jobs import JOB_COLUMNS\n", "use the shared SQL layer"),
-    ("supervisor/x.py", "from shared.engines.opsaccess import OpsAccess\n", "read layer's SQL"),
-    ("worker/x.py", "from shared.engines import opsaccess\n", "read layer's SQL"),
-    ("shared/engines/sql/x.py", "from ..sqlite import store\n", "only the engine factory"),
-    ("shared/engines/sql/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
-    ("shared/engines/sql/x.py", "from psycopg.rows import dict_row\n", "names no driver"),
-    ("shared/ops/x.py", "LABEL = 'WAL'\n", "names an engine ('WAL')"),
-    ("supervisor/status.py", "def f(store):\n    return store.wal_bytes()\n", "names an engine ('wal_bytes')"),
-    ("supervisor/cli/top.py", "def f(snap):\n    return snap['wal_bytes']\n", "names an engine"),
-    ("supervisor/web/x.py", "import psycopg\n", "names an engine ('psycopg')"),
-    ("supervisor/web/templates/x.html", "<span>WAL</span>\n", "names an engine ('WAL')"),
-])
+@pytest.mark.parametrize(
+    "path, text, named",
+    [
+        ("supervisor/x.py", "from worker.loop import Worker\n", "never import each other"),
+        ("worker/x.py", "def f():\n    import supervisor.arbiter\n", "never import each other"),
+        (
+            "supervisor/x.py",
+            "from shared.engines.sqlite import SqliteStore\n",
+            "only the engine factory",
+        ),
+        (
+            "shared/x.py",
+            "from .engines.sqlite.store import SqliteStore\n",
+            "only the engine factory",
+        ),
+        ("shared/engines/other/x.py", "from ..sqlite import wakeup\n", "only the engine factory"),
+        ("worker/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
+        ("shared/x.py", "from sqlite3 import Connection\n", "sqlite3 outside the SQLite engine"),
+        ("supervisor/x.py", "SQL = 'PRAGMA wal_checkpoint(TRUNCATE)'\n", "names a PRAGMA"),
+        (
+            "shared/x.py",
+            "def f(store):\n    return store.conn.execute('SELECT 1')\n",
+            "outside the engines",
+        ),
+        ("supervisor/x.py", "def f(store):\n    c = store.conn\n", "reads a store's connection"),
+        (
+            "supervisor/x.py",
+            "def f(c):\n    c.executemany('DELETE FROM jobs', [])\n",
+            "runs SQL (.executemany)",
+        ),
+        ("supervisor/x.py", "from shared.engines.sql import Dialect\n", "use the shared SQL layer"),
+        (
+            "worker/x.py",
+            "def f():\n    from shared.engines.sql.jobs import JOB_COLUMNS\n",
+            "use the shared SQL layer",
+        ),
+        ("supervisor/x.py", "from shared.engines.opsaccess import OpsAccess\n", "read layer's SQL"),
+        ("worker/x.py", "from shared.engines import opsaccess\n", "read layer's SQL"),
+        ("shared/engines/sql/x.py", "from ..sqlite import store\n", "only the engine factory"),
+        ("shared/engines/sql/x.py", "import sqlite3\n", "sqlite3 outside the SQLite engine"),
+        ("shared/engines/sql/x.py", "from psycopg.rows import dict_row\n", "names no driver"),
+        ("shared/ops/x.py", "LABEL = 'WAL'\n", "names an engine ('WAL')"),
+        (
+            "supervisor/status.py",
+            "def f(store):\n    return store.wal_bytes()\n",
+            "names an engine ('wal_bytes')",
+        ),
+        (
+            "supervisor/cli/top.py",
+            "def f(snap):\n    return snap['wal_bytes']\n",
+            "names an engine",
+        ),
+        ("supervisor/web/x.py", "import psycopg\n", "names an engine ('psycopg')"),
+        ("supervisor/web/templates/x.html", "<span>WAL</span>\n", "names an engine ('WAL')"),
+    ],
+)
 def test_the_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, PACKAGES)
-    for sub in ("shared/engines", "shared/engines/sqlite", "shared/engines/other", "shared/engines/sql",
-                "shared/ops", "supervisor/cli", "supervisor/web", "supervisor/web/templates"):
+    for sub in (
+        "shared/engines",
+        "shared/engines/sqlite",
+        "shared/engines/other",
+        "shared/engines/sql",
+        "shared/ops",
+        "supervisor/cli",
+        "supervisor/web",
+        "supervisor/web/templates",
+    ):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "__init__.py").write_text("")
     (tmp_path / "shared/engines/__init__.py").write_text("from .sqlite import store\n")
-    (tmp_path / "shared/engines/sqlite/store.py").write_text("import sqlite3\nfrom . import lead\n"
-                                                             "from ..sql import SqlBase\n"
-                                                             "X = 'PRAGMA busy_timeout = 0'\n")
-    (tmp_path / "shared/engines/other/store.py").write_text("from ..sql import base\n")  # the shared SQL: no engine
-    (tmp_path / "shared/engines/sql/base.py").write_text("def run(self, c):\n    return c.execute(self.conn)\n")
+    (tmp_path / "shared/engines/sqlite/store.py").write_text(
+        "import sqlite3\nfrom . import lead\n"
+        "from ..sql import SqlBase\n"
+        "X = 'PRAGMA busy_timeout = 0'\n"
+    )
+    (tmp_path / "shared/engines/other/store.py").write_text(
+        "from ..sql import base\n"
+    )  # the shared SQL: no engine
+    (tmp_path / "shared/engines/sql/base.py").write_text(
+        "def run(self, c):\n    return c.execute(self.conn)\n"
+    )
     (tmp_path / "shared/ops/x.py").write_text("from ..engines.sql import Dialect\n")
-    (tmp_path / "shared/ops/queue.py").write_text('"""Explains SQLite\'s WAL."""\n# and psycopg here\nX = 1\n')
+    (tmp_path / "shared/ops/queue.py").write_text(
+        '"""Explains SQLite\'s WAL."""\n# and psycopg here\nX = 1\n'
+    )
     assert violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
     found = violations(tmp_path)
@@ -422,8 +551,16 @@ CLI, WEB, OPS, VIEWS = "supervisor.cli", "supervisor.web", "shared.ops", "superv
 # (supervisor.__main__:main), ``python -m supervisor.gendocs``
 ENTRY_POINTS = {"supervisor.__main__", "supervisor.gendocs"}
 LAZY = {(CLI, "process"): "cmd_run", (CLI, "web"): "cmd_web"}  # the one function each may do it in
-NEVER = {("web", "cli"), ("web", "process"), ("process", "cli"), ("process", "web"),
-         ("views", "cli"), ("views", "web"), ("views", "process"), ("process", "views")}
+NEVER = {
+    ("web", "cli"),
+    ("web", "process"),
+    ("process", "cli"),
+    ("process", "web"),
+    ("views", "cli"),
+    ("views", "web"),
+    ("views", "process"),
+    ("process", "views"),
+}
 
 
 def program_of(module: str) -> str | None:
@@ -443,7 +580,13 @@ def enclosing_functions(path: Path) -> dict[int, str]:
     out = {}
     for fn in ast.walk(tree):  # breadth first: an inner function's name overwrites the outer one's
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out.update({n.lineno: fn.name for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))})
+            out.update(
+                {
+                    n.lineno: fn.name
+                    for n in ast.walk(fn)
+                    if isinstance(n, (ast.Import, ast.ImportFrom))
+                }
+            )
     return out
 
 
@@ -456,16 +599,25 @@ def program_violations(root: Path) -> list[str]:
         for line, target in imports(name, path):
             theirs = program_of(target)
             if mine == "shared" and target.split(".")[0] in ("supervisor", "worker"):
-                out.setdefault((where, line), f"{where}:{line}: imports {target}: shared (the ops layer "
-                               f"{OPS} included) imports neither supervisor nor worker")
+                out.setdefault(
+                    (where, line),
+                    f"{where}:{line}: imports {target}: shared (the ops layer "
+                    f"{OPS} included) imports neither supervisor nor worker",
+                )
             elif (mine, theirs) in NEVER:
-                out.setdefault((where, line), f"{where}:{line}: imports {target}: the {mine} program never "
-                               f"imports the {theirs} program")
+                out.setdefault(
+                    (where, line),
+                    f"{where}:{line}: imports {target}: the {mine} program never "
+                    f"imports the {theirs} program",
+                )
             elif mine == "cli" and theirs in ("process", "web"):
                 allowed = LAZY[(CLI, theirs)]
                 if inside.get(line) != allowed:
-                    out.setdefault((where, line), f"{where}:{line}: imports {target}: the CLI loads the "
-                                   f"{theirs} program only inside {allowed}()")
+                    out.setdefault(
+                        (where, line),
+                        f"{where}:{line}: imports {target}: the CLI loads the "
+                        f"{theirs} program only inside {allowed}()",
+                    )
     return list(out.values())
 
 
@@ -475,28 +627,82 @@ def test_the_three_programs_stay_apart():
     assert program_violations(REPO) == []
 
 
-@pytest.mark.parametrize("path, text, named", [
-    ("supervisor/cli/x.py", "from supervisor.web import app\n", "only inside cmd_web()"),
-    ("supervisor/cli/x.py", "from .. import web\n", "only inside cmd_web()"),
-    ("supervisor/cli/x.py", "def cmd_run(a):\n    from ..web import app\n", "only inside cmd_web()"),
-    ("supervisor/cli/x.py", "from ..arbiter import Arbiter\n", "only inside cmd_run()"),
-    ("supervisor/cli/x.py", "def cmd_status(a):\n    from supervisor import arbiter\n", "only inside cmd_run()"),
-    ("supervisor/cli/x.py", "def cmd_run(a):\n    def inner():\n        import supervisor.arbiter\n",
-     "only inside cmd_run()"),
-    ("supervisor/web/x.py", "from ..cli import ops\n", "the web program never imports the cli program"),
-    ("supervisor/web/x.py", "def f():\n    from supervisor.cli.main import main\n", "never imports the cli"),
-    ("supervisor/web/x.py", "from supervisor.arbiter import Arbiter\n", "never imports the process"),
-    ("supervisor/arbiter.py", "from .cli import status\n", "the process program never imports the cli"),
-    ("supervisor/arbiter.py", "from .web import app\n", "the process program never imports the web"),
-    ("shared/ops/x.py", "from supervisor.cli import ops\n", "imports neither supervisor nor"),
-    ("shared/ops/x.py", "def f():\n    import supervisor.metrics\n", "imports neither supervisor"),
-    ("shared/ops/x.py", "from supervisor.views import render\n", "imports neither supervisor nor"),
-    ("supervisor/views/x.py", "from supervisor.cli import ops\n", "the views program never imports"),
-    ("supervisor/views/x.py", "from ..web import app\n", "the views program never imports the web"),
-    ("supervisor/views/x.py", "from ..arbiter import Arbiter\n", "never imports the process"),
-    ("supervisor/metrics.py", "from .views import render\n", "the process program never imports the"),
-    ("shared/x.py", "from worker import handler\n", "imports neither supervisor nor worker"),
-])
+@pytest.mark.parametrize(
+    "path, text, named",
+    [
+        ("supervisor/cli/x.py", "from supervisor.web import app\n", "only inside cmd_web()"),
+        ("supervisor/cli/x.py", "from .. import web\n", "only inside cmd_web()"),
+        (
+            "supervisor/cli/x.py",
+            "def cmd_run(a):\n    from ..web import app\n",
+            "only inside cmd_web()",
+        ),
+        ("supervisor/cli/x.py", "from ..arbiter import Arbiter\n", "only inside cmd_run()"),
+        (
+            "supervisor/cli/x.py",
+            "def cmd_status(a):\n    from supervisor import arbiter\n",
+            "only inside cmd_run()",
+        ),
+        (
+            "supervisor/cli/x.py",
+            "def cmd_run(a):\n    def inner():\n        import supervisor.arbiter\n",
+            "only inside cmd_run()",
+        ),
+        (
+            "supervisor/web/x.py",
+            "from ..cli import ops\n",
+            "the web program never imports the cli program",
+        ),
+        (
+            "supervisor/web/x.py",
+            "def f():\n    from supervisor.cli.main import main\n",
+            "never imports the cli",
+        ),
+        (
+            "supervisor/web/x.py",
+            "from supervisor.arbiter import Arbiter\n",
+            "never imports the process",
+        ),
+        (
+            "supervisor/arbiter.py",
+            "from .cli import status\n",
+            "the process program never imports the cli",
+        ),
+        (
+            "supervisor/arbiter.py",
+            "from .web import app\n",
+            "the process program never imports the web",
+        ),
+        ("shared/ops/x.py", "from supervisor.cli import ops\n", "imports neither supervisor nor"),
+        (
+            "shared/ops/x.py",
+            "def f():\n    import supervisor.metrics\n",
+            "imports neither supervisor",
+        ),
+        (
+            "shared/ops/x.py",
+            "from supervisor.views import render\n",
+            "imports neither supervisor nor",
+        ),
+        (
+            "supervisor/views/x.py",
+            "from supervisor.cli import ops\n",
+            "the views program never imports",
+        ),
+        (
+            "supervisor/views/x.py",
+            "from ..web import app\n",
+            "the views program never imports the web",
+        ),
+        ("supervisor/views/x.py", "from ..arbiter import Arbiter\n", "never imports the process"),
+        (
+            "supervisor/metrics.py",
+            "from .views import render\n",
+            "the process program never imports the",
+        ),
+        ("shared/x.py", "from worker import handler\n", "imports neither supervisor nor worker"),
+    ],
+)
 def test_the_programs_check_finds_each_kind_of_breach(tmp_path, path, text, named):
     empty_packages(tmp_path, PACKAGES)
     for sub in ("supervisor/cli", "supervisor/web", "supervisor/views", "shared/ops"):
@@ -506,12 +712,17 @@ def test_the_programs_check_finds_each_kind_of_breach(tmp_path, path, text, name
     (tmp_path / "supervisor/metrics.py").write_text("from shared.ops.stats import BOUNDS\n")
     (tmp_path / "supervisor/cli/main.py").write_text(
         "from supervisor.views.context import Ctx\nfrom . import webcmd\n"
-        "def cmd_run(args):\n    from ..arbiter import Arbiter\n")
-    (tmp_path / "supervisor/cli/webcmd.py").write_text("def cmd_web(ctx, args):\n    from .. import web\n")
+        "def cmd_run(args):\n    from ..arbiter import Arbiter\n"
+    )
+    (tmp_path / "supervisor/cli/webcmd.py").write_text(
+        "def cmd_web(ctx, args):\n    from .. import web\n"
+    )
     (tmp_path / "supervisor/web/pages.py").write_text(
-        "from supervisor.views import snapshot\nfrom . import html\n")
+        "from supervisor.views import snapshot\nfrom . import html\n"
+    )
     (tmp_path / "supervisor/views/snapshot.py").write_text(
-        "from shared.ops import stats\nfrom . import render\n")
+        "from shared.ops import stats\nfrom . import render\n"
+    )
     assert program_violations(tmp_path) == []  # the allowed shapes pass
     (tmp_path / path).write_text(text)
     found = program_violations(tmp_path)
@@ -538,6 +749,7 @@ def loaded_programs(modules_loaded: list[str]) -> dict[str, list[str]]:
 def probe_config(tmp_path: Path, engine: Any) -> str:
     """A test config on ``engine``'s database (its own schema on PostgreSQL)."""
     from tests.proc import write_config
+
     extra = {"postgres": {"schema": engine.schema}} if engine.name == "postgresql" else {}
     return str(write_config(tmp_path, database=engine.database, **extra))
 
@@ -549,12 +761,25 @@ def test_the_ops_commands_load_neither_the_supervisor_process_nor_the_dashboard(
     import subprocess
     import sys
     from tests.proc import env
+
     cfg = probe_config(tmp_path, engine)
-    argvs = [["enqueue", "--config", cfg, "report:make", "{}"], ["status", "--config", cfg],
-             ["status", "--json", "--config", cfg], ["jobs", "--config", cfg], ["pause", "--config", cfg],
-             ["resume", "--config", cfg], ["config", "show", "--config", cfg]]
-    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argvs)], capture_output=True, text=True,
-                       env=env(), cwd=tmp_path, timeout=120)
+    argvs = [
+        ["enqueue", "--config", cfg, "report:make", "{}"],
+        ["status", "--config", cfg],
+        ["status", "--json", "--config", cfg],
+        ["jobs", "--config", cfg],
+        ["pause", "--config", cfg],
+        ["resume", "--config", cfg],
+        ["config", "show", "--config", cfg],
+    ]
+    p = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     probe = json.loads(p.stdout.splitlines()[-1])
     assert probe["codes"] == [0] * len(argvs), p.stderr
@@ -568,16 +793,26 @@ def test_the_dashboard_loads_neither_the_cli_nor_the_supervisor_process(tmp_path
     import json
     import subprocess
     import sys
+
     pytest.importorskip("starlette")
     from tests.proc import env
+
     cfg = probe_config(tmp_path, engine)
-    script = ("import json, sys\nfrom shared.settings import config\n"
-              "from supervisor.web.app import Settings, create_app\n"
-              f"app = create_app(Settings(config.load({cfg!r}), {cfg!r}))\n"
-              "app.state.backend.store().is_paused()\n"
-              "app.state.backend.close()\nprint(json.dumps(sorted(sys.modules)))\n")
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(), cwd=tmp_path,
-                       timeout=120)
+    script = (
+        "import json, sys\nfrom shared.settings import config\n"
+        "from supervisor.web.app import Settings, create_app\n"
+        f"app = create_app(Settings(config.load({cfg!r}), {cfg!r}))\n"
+        "app.state.backend.store().is_paused()\n"
+        "app.state.backend.close()\nprint(json.dumps(sorted(sys.modules)))\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     loaded = loaded_programs(json.loads(p.stdout.splitlines()[-1]))
     assert "supervisor.web.pages" in loaded["web"]
@@ -600,8 +835,10 @@ def file_watch_violations(root: Path) -> list[str]:
             continue
         for line, target in imports(name, path):
             if target in FILE_NAMERS:
-                out.append(f"{path.relative_to(root)}:{line}: imports {target}: ask the engine's "
-                           f"health check (shared.engines.health_check) instead")
+                out.append(
+                    f"{path.relative_to(root)}:{line}: imports {target}: ask the engine's "
+                    f"health check (shared.engines.health_check) instead"
+                )
     return out
 
 
@@ -609,14 +846,24 @@ def test_the_supervisor_and_the_worker_name_no_database_file():
     assert file_watch_violations(REPO) == []
 
 
-@pytest.mark.parametrize("path, text", [
-    ("supervisor/x.py", "from shared.engines import database_file, open_store\n"),
-    ("worker/x.py", "def f():\n    from shared import dbfile\n"),
-])
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("supervisor/x.py", "from shared.engines import database_file, open_store\n"),
+        ("worker/x.py", "def f():\n    from shared import dbfile\n"),
+    ],
+)
 def test_the_file_watch_check_finds_a_file_named(tmp_path, path, text):
-    finds_one_breach(tmp_path, file_watch_violations, {
-        "supervisor/copycmd.py": "from shared.engines import database_file\n",
-        "worker/ok.py": "from shared.engines import health_check\n"}, path, text)
+    finds_one_breach(
+        tmp_path,
+        file_watch_violations,
+        {
+            "supervisor/copycmd.py": "from shared.engines import database_file\n",
+            "worker/ok.py": "from shared.engines import health_check\n",
+        },
+        path,
+        text,
+    )
 
 
 def finds_one_breach(root: Path, check: Any, allowed: dict[str, str], path: str, text: str) -> None:
@@ -641,16 +888,21 @@ def otel_violations(root: Path) -> list[str]:
     (run where the application already traces), so jobq's import graph has none of it."""
     out = []
     for name, path in modules(root).items():
-        top = {n.lineno for n in ast.parse(path.read_text(encoding="utf-8")).body
-               if isinstance(n, (ast.Import, ast.ImportFrom))}
+        top = {
+            n.lineno
+            for n in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+        }
         for line, target in sorted(set((ln, t.split(".")[0]) for ln, t in imports(name, path))):
             if target != "opentelemetry":
                 continue
             if name != TRACING:
                 out.append(f"{path.relative_to(root)}:{line}: imports {target}: only {TRACING} may")
             elif line in top:
-                out.append(f"{path.relative_to(root)}:{line}: imports {target} at module level: "
-                           f"import it inside the function that needs it")
+                out.append(
+                    f"{path.relative_to(root)}:{line}: imports {target} at module level: "
+                    f"import it inside the function that needs it"
+                )
     return out
 
 
@@ -658,15 +910,22 @@ def test_only_the_tracing_module_uses_opentelemetry_and_lazily():
     assert otel_violations(REPO) == []
 
 
-@pytest.mark.parametrize("path, text", [
-    ("worker/x.py", "def f():\n    from opentelemetry import trace\n"),
-    ("shared/telemetry/tracing.py", "import opentelemetry.trace\n"),
-    ("supervisor/x.py", "from opentelemetry.sdk.trace import TracerProvider\n"),
-])
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("worker/x.py", "def f():\n    from opentelemetry import trace\n"),
+        ("shared/telemetry/tracing.py", "import opentelemetry.trace\n"),
+        ("supervisor/x.py", "from opentelemetry.sdk.trace import TracerProvider\n"),
+    ],
+)
 def test_the_otel_check_finds_each_kind_of_breach(tmp_path, path, text):
-    finds_one_breach(tmp_path, otel_violations,
-                     {"shared/telemetry/tracing.py": "def f():\n    from opentelemetry import trace\n"},
-                     path, text)
+    finds_one_breach(
+        tmp_path,
+        otel_violations,
+        {"shared/telemetry/tracing.py": "def f():\n    from opentelemetry import trace\n"},
+        path,
+        text,
+    )
 
 
 # -- the rooms of shared ---------------------------------------------------------------------------
@@ -685,8 +944,11 @@ def room_violations(root: Path) -> list[str]:
         if top == "worker":
             for line, target in imports(name, path):
                 if _within(target, PRODUCER):
-                    out.setdefault((where, line), f"{where}:{line}: imports {target}: a worker "
-                                   f"never imports the producer side ({PRODUCER})")
+                    out.setdefault(
+                        (where, line),
+                        f"{where}:{line}: imports {target}: a worker "
+                        f"never imports the producer side ({PRODUCER})",
+                    )
         if top == "shared" and name.rpartition(".")[2].startswith(("view", "render")):
             out.setdefault((where, 0), f"{where}: renders in shared: the views live in {VIEWS}")
     return list(out.values())
@@ -698,14 +960,24 @@ def test_the_worker_never_imports_the_producer_and_shared_never_renders():
     assert room_violations(REPO) == []
 
 
-@pytest.mark.parametrize("path, text", [
-    ("worker/x.py", "from shared.producer.api import JobQueue\n"),
-    ("worker/x.py", "def f():\n    from shared import producer\n"),
-    ("worker/x.py", "import shared.producer.tasks\n"),
-    ("shared/ops/viewx.py", "X = 1\n"),
-    ("shared/model/render.py", "X = 1\n"),
-])
+@pytest.mark.parametrize(
+    "path, text",
+    [
+        ("worker/x.py", "from shared.producer.api import JobQueue\n"),
+        ("worker/x.py", "def f():\n    from shared import producer\n"),
+        ("worker/x.py", "import shared.producer.tasks\n"),
+        ("shared/ops/viewx.py", "X = 1\n"),
+        ("shared/model/render.py", "X = 1\n"),
+    ],
+)
 def test_the_rooms_check_finds_each_kind_of_breach(tmp_path, path, text):
-    finds_one_breach(tmp_path, room_violations,
-                     {"worker/ok.py": "from shared.execution import runner\n",
-                      "supervisor/views/render.py": "from shared.ops import stats\n"}, path, text)
+    finds_one_breach(
+        tmp_path,
+        room_violations,
+        {
+            "worker/ok.py": "from shared.execution import runner\n",
+            "supervisor/views/render.py": "from shared.ops import stats\n",
+        },
+        path,
+        text,
+    )

@@ -19,6 +19,7 @@ needs a running supervisor, a web request or another service) says so on the lin
 fence, with the reason: ``<!-- not run: needs a running supervisor -->``. It is still compiled.
 docs/internals.md (Tests) describes the same convention.
 """
+
 from __future__ import annotations
 
 import ast
@@ -39,16 +40,16 @@ FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 NOT_RUN = re.compile(r"^\s*<!-- not run: (.+?) -->\s*$")
 MODULE = re.compile(r"^# ([A-Za-z_][\w/]*\.py)\b")
 SHIPPED = ["examples.handlers", "examples.tasks"]
-INTERNAL = {"shared", "worker", "supervisor"}   # importable, but the manual teaches only jobq
+INTERNAL = {"shared", "worker", "supervisor"}  # importable, but the manual teaches only jobq
 EXAMPLES = sorted((REPO / "examples").rglob("*.py"))
 
 
 @dataclass
 class Block:
     page: Path
-    line: int             # of the opening fence, 1-based
+    line: int  # of the opening fence, 1-based
     code: str
-    not_run: str | None   # the reason given by the marker, if any
+    not_run: str | None  # the reason given by the marker, if any
 
     @property
     def where(self) -> str:
@@ -76,7 +77,7 @@ def blocks(page: Path) -> list[Block]:
             i += 1
         if lang == "python":
             marker = NOT_RUN.match(lines[start - 1]) if start else None
-            code = "\n".join(ln[indent:] for ln in lines[start + 1:i]) + "\n"
+            code = "\n".join(ln[indent:] for ln in lines[start + 1 : i]) + "\n"
             found.append(Block(page, start + 1, code, marker.group(1) if marker else None))
         i += 1
     return found
@@ -103,8 +104,9 @@ def test_a_marker_names_its_reason_and_sits_on_a_python_block():
             if line.lstrip().startswith("<!-- not run"):
                 assert NOT_RUN.match(line), f"{page.name}:{n + 1}: write <!-- not run: REASON -->"
                 nxt = lines[n + 1] if n + 1 < len(lines) else ""
-                assert FENCE.match(nxt) and FENCE.match(nxt).group(2) == "python", \
+                assert FENCE.match(nxt) and FENCE.match(nxt).group(2) == "python", (
                     f"{page.name}:{n + 1}: the marker must be right before a ```python fence"
+                )
 
 
 def internal_imports(code: str, where: str) -> list[str]:
@@ -131,9 +133,11 @@ def test_every_block_imports_only_from_jobq():
 def test_the_examples_import_only_from_jobq():
     """The shipped examples (and their tests) are what users copy: they import only ``jobq``."""
     assert len(EXAMPLES) >= 5
-    found = [hit for path in EXAMPLES
-             for hit in internal_imports(path.read_text(encoding="utf-8"),
-                                         str(path.relative_to(REPO)))]
+    found = [
+        hit
+        for path in EXAMPLES
+        for hit in internal_imports(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
+    ]
     assert found == [], "import these from jobq instead:\n" + "\n".join(found)
 
 
@@ -153,6 +157,7 @@ def folder(tmp_path, monkeypatch):
 def test_page_runs(page: Path, folder: Path, tmp_path_factory, monkeypatch):
     import jobq
     from shared.producer import tasks
+
     page_blocks = [b for b in blocks(page) if b.not_run is None]
     modules = [b for b in page_blocks if b.module]
     for b in modules:
@@ -170,6 +175,7 @@ def test_page_runs(page: Path, folder: Path, tmp_path_factory, monkeypatch):
     def open_queue(**kwargs):
         opened.append(jobq.JobQueue.from_config(str(config), **kwargs))
         return opened[-1]
+
     namespace.q = open_queue()
     try:
         for b in modules:

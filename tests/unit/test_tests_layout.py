@@ -2,13 +2,15 @@
 and every behaviour suite runs on each engine (``pytestmark = pytest.mark.engines``, see
 tests/conftest.py); a test of one engine only there says why (``engine_only(..., reason=...)``,
 checked when the tests are collected)."""
+
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-TESTS = next(p for p in Path(__file__).resolve().parents
-             if (p / "pyproject.toml").exists()) / "tests"
+TESTS = (
+    next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()) / "tests"
+)
 FOLDERS = ("unit", "engines", "behaviour", "process", "proofs")
 
 
@@ -17,12 +19,16 @@ def on_each_engine(path: Path) -> bool:
     ``database`` fixture), or the ``engine`` fixture (tests/engines/__init__.py's engines)?"""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "pytestmark" for t in node.targets
+        ):
             if "mark.engines" in ast.unparse(node.value):
                 return True
-    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-               and any(a.arg == "engine" for a in n.args.args) for n in ast.walk(tree))
+    return any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(a.arg == "engine" for a in n.args.args)
+        for n in ast.walk(tree)
+    )
 
 
 def test_every_behaviour_suite_runs_on_each_engine():
@@ -33,8 +39,11 @@ def test_every_behaviour_suite_runs_on_each_engine():
 
 def test_test_modules_live_in_the_folders_by_what_they_test():
     """New test files may land at the top of tests/ from branches of their time: this names them."""
-    stray = [str(p.relative_to(TESTS)) for p in TESTS.rglob("test_*.py")
-             if p.relative_to(TESTS).parts[0] not in FOLDERS]
+    stray = [
+        str(p.relative_to(TESTS))
+        for p in TESTS.rglob("test_*.py")
+        if p.relative_to(TESTS).parts[0] not in FOLDERS
+    ]
     assert stray == [], f"move these into one of {FOLDERS} (docs/internals.md, Tests)"
 
 
@@ -190,10 +199,15 @@ def unit_module_of(rel: str, modules: dict[str, Path]) -> Path | None:
 def test_every_core_module_with_logic_has_a_unit_module():
     modules = core_modules()
     excused = set(UNIT_ELSEWHERE) | set(COVERED_ELSEWHERE) | NOT_YET
-    missing = [rel for rel, path in modules.items()
-               if has_logic(path) and rel not in excused and unit_module_of(rel, modules) is None]
-    assert missing == [], ("write a unit module for each (tests/unit/<package>/test_<module>.py), "
-                           "or say where it is covered and why in UNIT_ELSEWHERE/COVERED_ELSEWHERE")
+    missing = [
+        rel
+        for rel, path in modules.items()
+        if has_logic(path) and rel not in excused and unit_module_of(rel, modules) is None
+    ]
+    assert missing == [], (
+        "write a unit module for each (tests/unit/<package>/test_<module>.py), "
+        "or say where it is covered and why in UNIT_ELSEWHERE/COVERED_ELSEWHERE"
+    )
 
 
 def test_the_exceptions_to_the_mirror_are_current():
@@ -201,8 +215,11 @@ def test_the_exceptions_to_the_mirror_are_current():
     lists = (UNIT_ELSEWHERE, COVERED_ELSEWHERE, NOT_YET)
     named = [rel for names in lists for rel in names]
     assert len(named) == len(set(named)), "a module is named in two of the lists"
-    stale = [rel for rel in named if rel not in modules or not has_logic(modules[rel])
-             or unit_module_of(rel, modules)]
+    stale = [
+        rel
+        for rel in named
+        if rel not in modules or not has_logic(modules[rel]) or unit_module_of(rel, modules)
+    ]
     assert stale == [], "these have a unit module of their own now, no logic, or no longer exist"
     gone = [test for test in UNIT_ELSEWHERE.values() if not (TESTS.parent / test).exists()]
     assert gone == []

@@ -2,6 +2,7 @@
 is not in the repository) in code, comments, tests or docs, and every dotted module name that a
 docstring, a comment or a docs page gives (``shared.…``, ``supervisor.…``, ``worker.…``,
 ``jobq.…``) names a module or attribute that exists."""
+
 from __future__ import annotations
 
 import ast
@@ -20,35 +21,68 @@ RUNTIME = ("shared", "supervisor", "worker", "jobq")
 KINDS = (".py", ".md", ".toml", ".html", ".cfg", ".yml", ".yaml", ".js", ".css", ".txt")
 ISSUE_NUMBER = re.compile(r"(?<![a-z])issues?[\s_#-]*#?\d", re.IGNORECASE)
 DOTTED = re.compile(r"(?<![\w./-])(?:shared|supervisor|worker|jobq)(?:\.[A-Za-z_]\w*)+")
-FILE_SUFFIXES = {"py", "toml", "db", "sqlite", "sqlite3", "log", "json", "md", "pid", "sock",
-                 "lock", "txt", "html", "css", "js", "yml", "yaml", "cfg", "ini", "service"}
+FILE_SUFFIXES = {
+    "py",
+    "toml",
+    "db",
+    "sqlite",
+    "sqlite3",
+    "log",
+    "json",
+    "md",
+    "pid",
+    "sock",
+    "lock",
+    "txt",
+    "html",
+    "css",
+    "js",
+    "yml",
+    "yaml",
+    "cfg",
+    "ini",
+    "service",
+}
 
 
 def shipped_files(root: Path = REPO) -> list[Path]:
     """The tracked text files of the kinds above (``git ls-files``; every file under ``root``
     outside hidden folders, ``site`` and ``build`` when there is no git checkout)."""
     try:
-        out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True,
-                             timeout=60).stdout.decode()
+        out = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, timeout=60
+        ).stdout.decode()
         paths = [root / p for p in out.split("\0") if p]
     except (OSError, subprocess.SubprocessError):
-        paths = [p for p in root.rglob("*")
-                 if not any(part.startswith(".") or part in ("site", "build")
-                            for part in p.relative_to(root).parts)]
+        paths = [
+            p
+            for p in root.rglob("*")
+            if not any(
+                part.startswith(".") or part in ("site", "build")
+                for part in p.relative_to(root).parts
+            )
+        ]
     return [p for p in paths if p.suffix in KINDS and p.is_file()]
 
 
 def issue_numbers(text: str) -> list[tuple[int, str]]:
     """``(line, match)`` for each issue-number reference in ``text``, across line breaks too."""
-    return [(text.count("\n", 0, m.start()) + 1, " ".join(m.group().split()))
-            for m in ISSUE_NUMBER.finditer(text)]
+    return [
+        (text.count("\n", 0, m.start()) + 1, " ".join(m.group().split()))
+        for m in ISSUE_NUMBER.finditer(text)
+    ]
 
 
 def test_no_issue_numbers_in_shipped_files():
-    found = [f"{p.relative_to(REPO)}:{line}: {what}" for p in shipped_files()
-             for line, what in issue_numbers(p.read_text(encoding="utf-8"))]
-    assert found == [], ("references to an issue tracker that is not in the repository; say "
-                         "what is meant instead:\n" + "\n".join(found))
+    found = [
+        f"{p.relative_to(REPO)}:{line}: {what}"
+        for p in shipped_files()
+        for line, what in issue_numbers(p.read_text(encoding="utf-8"))
+    ]
+    assert found == [], (
+        "references to an issue tracker that is not in the repository; say "
+        "what is meant instead:\n" + "\n".join(found)
+    )
 
 
 def prose(path: Path, text: str) -> list[tuple[int, str]]:
@@ -61,8 +95,11 @@ def prose(path: Path, text: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             first = node.body[0] if node.body else None
-            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-                    and isinstance(first.value.value, str)):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 parts.append((first.lineno, first.value.value))
     return sorted(parts)
 
@@ -72,8 +109,10 @@ def has_attribute(owner: object, name: str) -> bool:
     if hasattr(owner, name):
         return True
     if isinstance(owner, type):
-        return any(name in getattr(k, "__annotations__", {}) or name in getattr(k, "__slots__", ())
-                   for k in owner.__mro__)
+        return any(
+            name in getattr(k, "__annotations__", {}) or name in getattr(k, "__slots__", ())
+            for k in owner.__mro__
+        )
     return False
 
 
@@ -101,11 +140,13 @@ def program_names(root: Path = REPO) -> set[str]:
     jobq.toml's, ``supervisor.workers``), the event, metric, span attribute and check names
     written as string literals in the runtime packages (``worker.fenced``, ``jobq.job.type``),
     and the loggers (``get_logger("worker")`` is ``jobq.worker``)."""
+
     def keys(table: dict, prefix: str) -> set[str]:
         out = set()
         for k, v in table.items():
             out |= {f"{prefix}{k}"} | (keys(v, f"{prefix}{k}.") if isinstance(v, dict) else set())
         return out
+
     with open(root / "jobq.toml", "rb") as f:
         names = keys(tomllib.load(f), "")
     for pkg in RUNTIME:
@@ -113,8 +154,12 @@ def program_names(root: Path = REPO) -> set[str]:
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
                     names |= {node.value} if DOTTED.fullmatch(node.value) else set()
-                elif (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "get_logger"
-                      and node.args and isinstance(node.args[0], ast.Constant)):
+                elif (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", None) == "get_logger"
+                    and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                ):
                     names.add(f"jobq.{node.args[0].value}")
     return names
 
@@ -122,40 +167,55 @@ def program_names(root: Path = REPO) -> set[str]:
 def dotted_names(path: Path, text: str) -> list[tuple[int, str]]:
     """``(line, name)`` for each dotted ``shared.``/``supervisor.``/``worker.``/``jobq.`` name in
     the prose of a file, file names (``jobq.toml``) left out."""
-    return [(first + chunk.count("\n", 0, m.start()), m.group())
-            for first, chunk in prose(path, text) for m in DOTTED.finditer(chunk)
-            if m.group().rsplit(".", 1)[1] not in FILE_SUFFIXES]
+    return [
+        (first + chunk.count("\n", 0, m.start()), m.group())
+        for first, chunk in prose(path, text)
+        for m in DOTTED.finditer(chunk)
+        if m.group().rsplit(".", 1)[1] not in FILE_SUFFIXES
+    ]
 
 
 def test_docstrings_comments_and_docs_name_modules_that_exist():
     used = program_names()
-    missing = [f"{p.relative_to(REPO)}:{line}: {name}" for p in shipped_files()
-               for line, name in dotted_names(p, p.read_text(encoding="utf-8"))
-               if name not in used and not resolves(name)]
+    missing = [
+        f"{p.relative_to(REPO)}:{line}: {name}"
+        for p in shipped_files()
+        for line, name in dotted_names(p, p.read_text(encoding="utf-8"))
+        if name not in used and not resolves(name)
+    ]
     assert missing == [], "names of modules or attributes that do not exist:\n" + "\n".join(missing)
 
 
 ISSUE = "iss" + "ue"  # spelt apart, so that this file passes its own check
 
 
-@pytest.mark.parametrize("text, found", [
-    (f"see {ISSUE} 30's table", [(1, f"{ISSUE} 3")]),
-    (f"({ISSUE.title()} #14)\nand then", [(1, f"{ISSUE.title()} #1")]),
-    (f"as the {ISSUE}\n\n7 asks", [(1, f"{ISSUE} 7")]),
-    (f"x = 1\ntargets_{ISSUE}30 = 1", [(2, f"{ISSUE}3")]),
-    ("the issue's target; tissues; issue tracker", []),
-])
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        (f"see {ISSUE} 30's table", [(1, f"{ISSUE} 3")]),
+        (f"({ISSUE.title()} #14)\nand then", [(1, f"{ISSUE.title()} #1")]),
+        (f"as the {ISSUE}\n\n7 asks", [(1, f"{ISSUE} 7")]),
+        (f"x = 1\ntargets_{ISSUE}30 = 1", [(2, f"{ISSUE}3")]),
+        ("the issue's target; tissues; issue tracker", []),
+    ],
+)
 def test_the_issue_check_finds_each_form(text, found):
     assert issue_numbers(text) == found
 
 
 def test_the_name_check_finds_dead_names_and_leaves_files_alone(tmp_path):
     page = tmp_path / "page.md"
-    text = ("`shared.nosuchmodule` and `supervisor.gendocs.nosuch`; `worker.__main__`, "
-            "`shared.settings.config`, jobq.toml, docs/jobq.md, self.worker.pid\n")
+    text = (
+        "`shared.nosuchmodule` and `supervisor.gendocs.nosuch`; `worker.__main__`, "
+        "`shared.settings.config`, jobq.toml, docs/jobq.md, self.worker.pid\n"
+    )
     names = [name for _, name in dotted_names(page, text)]
-    assert names == ["shared.nosuchmodule", "supervisor.gendocs.nosuch", "worker.__main__",
-                     "shared.settings.config"]
+    assert names == [
+        "shared.nosuchmodule",
+        "supervisor.gendocs.nosuch",
+        "worker.__main__",
+        "shared.settings.config",
+    ]
     assert [resolves(n) for n in names] == [False, False, True, True]
     code = tmp_path / "m.py"
     source = '"""Uses shared.gone."""\nx = "shared.ignored"  # and worker.gone\n'

@@ -3,6 +3,7 @@
 A worker process is not a Django process: importing this module sets Django up first, so the
 handler can use the ORM.
 """
+
 import os
 
 import django

@@ -1,5 +1,6 @@
 """The request side's JobQueue: one per thread (a JobQueue holds one sqlite3 connection, which
 belongs to the thread that opened it), on Django's own database file."""
+
 import threading
 
 from django.conf import settings

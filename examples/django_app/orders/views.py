@@ -1,6 +1,7 @@
 """``POST /orders/ {"item": ..., "quantity": n}``: save the order and enqueue its confirmation
 job in ONE transaction. If anything in the block raises, both roll back: no order without its
 job, no job for an order that was never saved."""
+
 import json
 
 from django.db import connection, transaction
@@ -30,8 +31,9 @@ def place_order(request: HttpRequest) -> JsonResponse:
             order = Order.objects.create(item=data["item"], quantity=int(data["quantity"]))
             # conn=: the job row goes through Django's own sqlite3 connection, inside this
             # transaction; it commits or rolls back with the order.
-            order.job_id = queue.enqueue("order:confirm", {"order_id": order.id},
-                                         conn=connection.connection)
+            order.job_id = queue.enqueue(
+                "order:confirm", {"order_id": order.id}, conn=connection.connection
+            )
             order.save(update_fields=["job_id"])
             if order.quantity > MAX_QUANTITY:  # a check that fails after the enqueue
                 raise OrderRefused(f"at most {MAX_QUANTITY} per order, got {order.quantity}")

@@ -5,13 +5,16 @@ The database is the file jobq uses: the ``database`` of ``examples/django_app/jo
 and enqueues a job in one transaction. It lies outside the source tree, which running the
 recipe leaves clean. ``JOBQ_DJANGO_DB`` moves it (the tests do).
 """
+
 import os
 from pathlib import Path
 
 from jobq import load_config as load_jobq_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATABASE_FILE = Path(os.environ.get("JOBQ_DJANGO_DB") or load_jobq_config(BASE_DIR / "jobq.toml").database)
+DATABASE_FILE = Path(
+    os.environ.get("JOBQ_DJANGO_DB") or load_jobq_config(BASE_DIR / "jobq.toml").database
+)
 DATABASE_FILE.parent.mkdir(parents=True, exist_ok=True)
 SECRET_KEY = "recipe-only-not-secret"
 DEBUG = False

@@ -1,5 +1,6 @@
 """The example's task. jobq's workers import this module (``handlers`` in jobq.toml, after
 ``jobq.django.worker``); its job type is ``orders.tasks.confirm_order``."""
+
 try:
     from django.tasks import task  # Django 6
 except ImportError:

@@ -1,5 +1,6 @@
 """``POST /orders/ {"item": ..., "quantity": n}``: save the order and enqueue its confirmation
 in ONE transaction; ``GET /orders/tasks/<id>/``: how the confirmation went."""
+
 import json
 
 from django.db import transaction

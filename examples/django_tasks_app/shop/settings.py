@@ -4,6 +4,7 @@ Django's database is jobq's (the ``database`` of jobq.toml, or ``$JOBQ_DATABASE`
 ``confirm_order.enqueue(...)`` in a view writes the job in the view's own transaction.
 ``JOBQ_DJANGO_DB`` moves it (the tests do).
 """
+
 import os
 from pathlib import Path
 
@@ -18,6 +19,7 @@ DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
 try:
     import django.tasks  # noqa: F401  Django 6 has the tasks framework built in
+
     TASKS_APP = []
 except ImportError:
     TASKS_APP = ["django_tasks"]  # Django 5.2: the django-tasks backport

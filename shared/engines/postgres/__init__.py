@@ -14,6 +14,7 @@ The only psycopg imports of jobq's runtime are in this package's modules:
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
 - :mod:`.peers`: which sockets lead to the server (the worker template's check)
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,8 +26,10 @@ from shared.model.errors import StoreRefused, StoreUnavailable
 from ..engine import Engine, Target
 from .refusals import refused
 
-MISSING = ("the PostgreSQL engine needs psycopg 3, which is not installed: run "
-           'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"')
+MISSING = (
+    "the PostgreSQL engine needs psycopg 3, which is not installed: run "
+    'pip install -e ".[postgres]" in the jobq checkout, or pip install "psycopg[binary]>=3.2"'
+)
 
 
 def _load(module: str) -> ModuleType:
@@ -44,13 +47,19 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
     return Target("postgresql", value, server=True)
 
 
-def _open(target: Target, config: Any, *, migrate: bool = True,
-          upkeep: bool = False) -> EngineStore:
+def _open(
+    target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False
+) -> EngineStore:
     p = ENGINE.settings(config)
     try:
         store: EngineStore = _load("store").PgStore(
-            target.location, schema=p.schema, connect_timeout=p.connect_timeout, migrate=migrate,
-            lease_timeout=config.worker.lease_timeout, upkeep=upkeep)
+            target.location,
+            schema=p.schema,
+            connect_timeout=p.connect_timeout,
+            migrate=migrate,
+            lease_timeout=config.worker.lease_timeout,
+            upkeep=upkeep,
+        )
     except StoreUnavailable as exc:  # a refusal no wait heals is told apart (supervisor.boot)
         better = refused(exc)
         if better is exc:
@@ -80,18 +89,28 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 def _commit_watch(target: Target, config: Any) -> Any | None:
     """A notification on the schema's done channel for each transaction that ended jobs."""
     p = ENGINE.settings(config)
-    return _load("donewatch").PgDoneWatch(target.location, schema=p.schema, connect_timeout=p.connect_timeout)
+    return _load("donewatch").PgDoneWatch(
+        target.location, schema=p.schema, connect_timeout=p.connect_timeout
+    )
 
 
 def _connections(target: Target) -> list[str]:
     from .peers import connections
+
     return connections(target.location)
 
 
 ENGINE = Engine(
-    name="postgresql", section="postgres", forms="postgresql://...", locate=locate, open=_open,
-    store_class=_store_class, upkeep_tasks=_upkeep_tasks, driver_errors=_driver_errors,
-    commit_watch=_commit_watch, connections=_connections,
+    name="postgresql",
+    section="postgres",
+    forms="postgresql://...",
+    locate=locate,
+    open=_open,
+    store_class=_store_class,
+    upkeep_tasks=_upkeep_tasks,
+    driver_errors=_driver_errors,
+    commit_watch=_commit_watch,
+    connections=_connections,
     preload=(f"{__name__}.store", f"{__name__}.wakeup"),  # psycopg takes ~0.3 s to import
 )
 

@@ -21,6 +21,7 @@ helpers the store's SQL uses and reconnection (driver errors become jobq's own, 
   then (the server or the path to it hangs) has its socket shut down and fails at once, so the
   supervisor's loop gets back to reaping and signals.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,7 +51,7 @@ TX_RETRIES = 8  # serialization failures and deadlocks: the transaction is simpl
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (psycopg.Error,)
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 DEFAULT_LEASE = 30.0  # worker.lease_timeout's default, for stores opened without a config
-CALL_MARGIN = 2.0     # seconds past an upkeep session's statement_timeout before a call is cut
+CALL_MARGIN = 2.0  # seconds past an upkeep session's statement_timeout before a call is cut
 
 
 def session_limits(lease_timeout: float, upkeep: bool = False) -> dict[str, str]:
@@ -70,9 +71,13 @@ def session_limits(lease_timeout: float, upkeep: bool = False) -> dict[str, str]
     A URL's own ``options`` (``?options=-c%20lock_timeout%3D...``) win over these.
     """
     half_ms = max(1000, int(lease_timeout * 500))
-    limits = {"idle_in_transaction_session_timeout": str(half_ms),
-              "tcp_keepalives_idle": str(max(1, half_ms // 1000 - 3)), "tcp_keepalives_interval": "1",
-              "tcp_keepalives_count": "3", "tcp_user_timeout": str(half_ms)}
+    limits = {
+        "idle_in_transaction_session_timeout": str(half_ms),
+        "tcp_keepalives_idle": str(max(1, half_ms // 1000 - 3)),
+        "tcp_keepalives_interval": "1",
+        "tcp_keepalives_count": "3",
+        "tcp_user_timeout": str(half_ms),
+    }
     if upkeep:
         limits["lock_timeout"] = str(int(min(5000, max(500, lease_timeout * 250))))
         limits["statement_timeout"] = str(max(5000, half_ms))
@@ -88,12 +93,22 @@ def done_channel(schema: str) -> str:
 class PgConnection(ConnectionBase):
     """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
 
-    def __init__(self, url: str, *, schema: str = "jobq", connect_timeout: float = 5.0,
-                 migrate: bool = True, lease_timeout: float = DEFAULT_LEASE, upkeep: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "jobq",
+        connect_timeout: float = 5.0,
+        migrate: bool = True,
+        lease_timeout: float = DEFAULT_LEASE,
+        upkeep: bool = False,
+    ) -> None:
         self.url = url
         self.limits = session_limits(lease_timeout, upkeep)
         # upkeep: a call not answered by then is cut on the client side (see _bounded)
-        self.call_limit = int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
+        self.call_limit = (
+            int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
+        )
         self._watch: threading.Timer | None = None
         self.severed = False  # the last call was cut by the bound
         self.location = redacted(url)
@@ -113,28 +128,46 @@ class PgConnection(ConnectionBase):
         # Held by every public call (translate_errors): the worker's threads share this one
         # connection (see for_thread), and a transaction must not interleave with another call.
         self.lock = threading.RLock()
-        self._conn = set_up(self._connect(), lambda c: migrate_schema(c, schema) if migrate else None,
-                            (psycopg.Error,), lambda exc: error_for(self.location, exc))
+        self._conn = set_up(
+            self._connect(),
+            lambda c: migrate_schema(c, schema) if migrate else None,
+            (psycopg.Error,),
+            lambda exc: error_for(self.location, exc),
+        )
         forkaware.track(self)
 
     def _connect(self) -> psycopg.Connection:
         try:
             given = conninfo_to_dict(self.url)
             # ours first: a setting the URL's own options give wins (the server keeps the last)
-            options = " ".join([*(f"-c {k}={v}" for k, v in self.limits.items()), given.get("options") or ""])
+            options = " ".join(
+                [*(f"-c {k}={v}" for k, v in self.limits.items()), given.get("options") or ""]
+            )
             # what pg_stat_activity shows: the URL's, libpq's PGAPPNAME, or jobq
             name = given.get("application_name") or os.environ.get("PGAPPNAME") or "jobq"
             # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
             # fails within about connect_timeout instead of hanging for the kernel's minutes.
             wait = max(1, math.ceil(self.connect_timeout))
-            conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row, connect_timeout=wait,
-                                   keepalives=1, keepalives_idle=wait, keepalives_interval=1,
-                                   keepalives_count=3, tcp_user_timeout=wait * 1000, application_name=name,
-                                   options=f"{options} -c search_path={self.schema}".strip())
+            conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=wait,
+                keepalives=1,
+                keepalives_idle=wait,
+                keepalives_interval=1,
+                keepalives_count=3,
+                tcp_user_timeout=wait * 1000,
+                application_name=name,
+                options=f"{options} -c search_path={self.schema}".strip(),
+            )
         except psycopg.ProgrammingError as exc:  # the URL itself did not parse
-            raise StoreUnavailable(f"database {self.location}: {scrub(' '.join(str(exc).split()), self.url)} (is the URL "
-                                   "well formed? postgresql://user[:password]@host[:port]/database)",
-                                   database=self.location, cause=exc) from exc
+            raise StoreUnavailable(
+                f"database {self.location}: {scrub(' '.join(str(exc).split()), self.url)} (is the URL "
+                "well formed? postgresql://user[:password]@host[:port]/database)",
+                database=self.location,
+                cause=exc,
+            ) from exc
         except psycopg.Error as exc:  # libpq may quote the URL (or a piece of it) in its message
             raise error_for(self.location, exc, url=self.url) from exc
         for hook in self._on_connect:
@@ -145,7 +178,9 @@ class PgConnection(ConnectionBase):
     def conn(self) -> psycopg.Connection:
         """The live connection, connecting again if the last one was lost."""
         if self._closed:
-            raise StoreUnavailable(f"database {self.location}: store is closed", database=self.location)
+            raise StoreUnavailable(
+                f"database {self.location}: store is closed", database=self.location
+            )
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop()
             self._conn = self._connect()
@@ -275,7 +310,9 @@ class PgConnection(ConnectionBase):
         ``_run_prepared`` (no cursor). A connection made again does not listen until told."""
         conn = self.conn
         with conn.lock:  # psycopg's own: the heartbeat thread may be running a statement on it
-            res = conn.pgconn.exec_(f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding))
+            res = conn.pgconn.exec_(
+                f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding)
+            )
             _dispatch_notifies(conn.pgconn)
         _check(conn, res)
 
@@ -290,8 +327,9 @@ class Borrowed(ConnectionBase):
 
     def __getattr__(self, name: str) -> Any:
         if self._closed:
-            raise StoreUnavailable(f"database {self._owner.location}: store is closed",
-                                   database=self._owner.location)
+            raise StoreUnavailable(
+                f"database {self._owner.location}: store is closed", database=self._owner.location
+            )
         return getattr(self._owner, name)
 
     def _drop(self) -> None:
@@ -333,7 +371,9 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
         return found
     with conn.transaction():
         # a migration may wait for another process's and may take long: no session limit applies
-        conn.execute("SELECT set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)")
+        conn.execute(
+            "SELECT set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)"
+        )
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         found = _version(conn, schema)

@@ -1,4 +1,5 @@
 """How PostgreSQL spells what shared statements (:mod:`shared.engines.sql`) ask of an engine."""
+
 from __future__ import annotations
 
 from ..sql import Dialect
@@ -12,10 +13,10 @@ def pg_text(text: str | None) -> str | None:
 
 DIALECT = Dialect(
     name="postgresql",
-    named=False,                    # psycopg: %(name)s
-    counts=f"({COUNTS})",           # job_counts plus the deltas upkeep has not folded yet
+    named=False,  # psycopg: %(name)s
+    counts=f"({COUNTS})",  # job_counts plus the deltas upkeep has not folded yet
     seconds="(extract(epoch FROM ({end})::timestamptz - ({start})::timestamptz)::float8)",
-    lock=" FOR UPDATE",             # a batch's rows, locked and checked again (READ COMMITTED)
+    lock=" FOR UPDATE",  # a batch's rows, locked and checked again (READ COMMITTED)
     skip_locked=" FOR UPDATE SKIP LOCKED",
     lease_now="db_now()",  # leases on the server's clock: one clock for every host
     arrays=True,
@@ -26,8 +27,10 @@ DIALECT = Dialect(
     # and sequential scans off and keeps generic plans, see store.WORKER_SESSION): the fair
     # walk's plans need sorts, and without them a claim among 10,000 jobs of one key took
     # seconds, fencing the workers
-    limits_lock=("SELECT set_config('enable_sort', 'on', true), set_config('enable_seqscan', 'on', true), "
-                 "set_config('plan_cache_mode', 'auto', true), pg_advisory_xact_lock(hashtext(:key))"),
+    limits_lock=(
+        "SELECT set_config('enable_sort', 'on', true), set_config('enable_seqscan', 'on', true), "
+        "set_config('plan_cache_mode', 'auto', true), pg_advisory_xact_lock(hashtext(:key))"
+    ),
     release_history=True,  # no trigger records the attempt a release ends
     text=pg_text,
     dml_in_with=True,  # a data-modifying WITH runs whether read or not

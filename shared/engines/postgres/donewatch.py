@@ -6,6 +6,7 @@ connection of its own. ``fileno()`` is that connection's socket, ``drain()`` rea
 and says whether anything did. A lost connection counts as a wake (the waiter re-reads, which
 meets the error or the truth) and the next ``fileno()`` connects and LISTENs again.
 """
+
 from __future__ import annotations
 
 from shared.model.errors import StoreError
@@ -44,4 +45,3 @@ class PgDoneWatch:
 
     def close(self) -> None:
         self.conn.close()
-

@@ -10,6 +10,7 @@
 - Opening a store (:func:`error_for`, its own connection and schema) reports everything as
   ``StoreUnavailable``: the database cannot be used, whatever the reason.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,18 +31,28 @@ def error_for(location: str, exc: BaseException, url: str = "") -> StoreError:
     """jobq's error for a psycopg error on the server ``location`` while opening a store or
     without a working connection; with ``url``, any secret of that URL the driver's message
     quotes is hidden."""
-    kind = StoreBusy if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)) \
+    kind = (
+        StoreBusy
+        if isinstance(exc, (pg_errors.LockNotAvailable, pg_errors.QueryCanceled))
         else StoreUnavailable
-    return kind(f"database {location}: {scrub(_explain(exc), url) if url else _explain(exc)}",
-                database=location, cause=exc)
+    )
+    return kind(
+        f"database {location}: {scrub(_explain(exc), url) if url else _explain(exc)}",
+        database=location,
+        cause=exc,
+    )
 
 
 def call_error(location: str, exc: BaseException, lost: bool) -> StoreError:
     """jobq's error for a psycopg error of a store call; ``lost``: the connection it ran on is
     gone (then it is an outage, whatever the error)."""
     sqlstate = getattr(exc, "sqlstate", None) or ""
-    if lost or isinstance(exc, LOST) or not isinstance(exc, psycopg.Error) \
-            or sqlstate.startswith("XX"):
+    if (
+        lost
+        or isinstance(exc, LOST)
+        or not isinstance(exc, psycopg.Error)
+        or sqlstate.startswith("XX")
+    ):
         return error_for(location, exc)
     return StoreQueryError(f"database {location}: {_explain(exc)}", database=location, cause=exc)
 
@@ -71,9 +82,13 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
                 with self.lock:
                     self._drop()
             if self.severed:
-                cut = f"no answer within {self.call_limit:g} s (call cut; the next one connects " \
+                cut = (
+                    f"no answer within {self.call_limit:g} s (call cut; the next one connects "
                     "again)"
-                raise StoreUnavailable(f"database {self.location}: {cut}", database=self.location,
-                                       cause=exc) from exc
+                )
+                raise StoreUnavailable(
+                    f"database {self.location}: {cut}", database=self.location, cause=exc
+                ) from exc
             raise call_error(self.location, exc, broken) from exc
+
     return method

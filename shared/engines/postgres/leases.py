@@ -7,6 +7,7 @@ so its age is the server's statement time minus it: one clock for every host, wh
 own clocks say. The caller's ``now`` is not used. A value that is not such a time (a row
 written around jobq) is left out instead of failing the cast for every row.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -18,35 +19,41 @@ from ..sql import GIVEN_BACK, RELEASE
 # One statement: the process row and the held jobs' leases renewed on the server's clock; the
 # owner's other running jobs (claimed, answer lost: never started) pending again, due now,
 # their attempt given back, idle workers notified. ``held`` NULL: renew every running job.
-_BEAT = ("WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s), "
-         "r AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
-         "updated_at = %(now)s, " + RELEASE + "WHERE status = 'running' AND owner = %(o)s "
-         "AND id <> ALL(%(held)s::text[]) RETURNING 1), "
-         "u AS (UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "
-         "AND (%(held)s::text[] IS NULL OR id = ANY(%(held)s::text[])) RETURNING 1) "
-         "SELECT (SELECT count(*) FROM u) AS renewed, "
-         "(SELECT count(*) FROM (SELECT pg_notify(%(channel)s, '') FROM r LIMIT 1) n) AS notified")
+_BEAT = (
+    "WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s), "
+    "r AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
+    "updated_at = %(now)s, " + RELEASE + "WHERE status = 'running' AND owner = %(o)s "
+    "AND id <> ALL(%(held)s::text[]) RETURNING 1), "
+    "u AS (UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "
+    "AND (%(held)s::text[] IS NULL OR id = ANY(%(held)s::text[])) RETURNING 1) "
+    "SELECT (SELECT count(*) FROM u) AS renewed, "
+    "(SELECT count(*) FROM (SELECT pg_notify(%(channel)s, '') FROM r LIMIT 1) n) AS notified"
+)
 
 # ISO-8601 UTC as db_now() and shared.runtime.clock.iso write it; anything else is not cast
 _ISO = r"'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$'"
 
-_AGE = ("extract(epoch FROM statement_timestamp() - heartbeat_at::timestamptz)::float8")
+_AGE = "extract(epoch FROM statement_timestamp() - heartbeat_at::timestamptz)::float8"
 
 
 def _ages_sql(table: str, where: str) -> str:
-    return (f"SELECT id, age FROM (SELECT id, CASE WHEN heartbeat_at ~ {_ISO} THEN {_AGE} END AS age "
-            f"FROM {table} {where}) a WHERE age IS NOT NULL")
+    return (
+        f"SELECT id, age FROM (SELECT id, CASE WHEN heartbeat_at ~ {_ISO} THEN {_AGE} END AS age "
+        f"FROM {table} {where}) a WHERE age IS NOT NULL"
+    )
 
 
 _LEASE_AGES = _ages_sql("jobs", "WHERE status = 'running'")
 _PROCESS_AGES = _ages_sql("processes", "")
 # The oldest lease is the least heartbeat_at (fixed-width ISO text: its order is time's), cast
 # once per group, not per row; the group's least and greatest must both read as times.
-_GROUPS = ("SELECT owner, type, jobs, first_start, cancels, CASE WHEN heartbeat_at IS NULL THEN NULL "
-           f"WHEN heartbeat_at ~ {_ISO} AND newest ~ {_ISO} THEN {_AGE} ELSE 'infinity' END AS oldest "
-           "FROM (SELECT owner, type, count(*) AS jobs, min(started_at) AS first_start, "
-           "min(heartbeat_at) AS heartbeat_at, max(heartbeat_at) AS newest, count(cancel_requested_at) AS cancels "
-           "FROM jobs WHERE status = 'running' GROUP BY owner, type) g")
+_GROUPS = (
+    "SELECT owner, type, jobs, first_start, cancels, CASE WHEN heartbeat_at IS NULL THEN NULL "
+    f"WHEN heartbeat_at ~ {_ISO} AND newest ~ {_ISO} THEN {_AGE} ELSE 'infinity' END AS oldest "
+    "FROM (SELECT owner, type, count(*) AS jobs, min(started_at) AS first_start, "
+    "min(heartbeat_at) AS heartbeat_at, max(heartbeat_at) AS newest, count(cancel_requested_at) AS cancels "
+    "FROM jobs WHERE status = 'running' GROUP BY owner, type) g"
+)
 
 
 class PgLeases:
@@ -55,14 +62,17 @@ class PgLeases:
     conn: Any
     channel: str
 
-    def heartbeat(self, owner: str, now: float | Callable[[], float],
-                  holding: Sequence[str] | None = None) -> int:
+    def heartbeat(
+        self, owner: str, now: float | Callable[[], float], holding: Sequence[str] | None = None
+    ) -> int:
         """Renew the leases of the running jobs of ``owner`` in ``holding`` and its process row,
         on the server's clock (hosts' clocks may disagree), in one statement; with ``holding``
         the owner's other running jobs are given back (see the contract). Renewed job count."""
         stamp = iso(now() if callable(now) else now)
         held = None if holding is None else list(holding)
-        row = self.conn.execute(_BEAT, {"o": owner, "now": stamp, "held": held, "channel": self.channel})
+        row = self.conn.execute(
+            _BEAT, {"o": owner, "now": stamp, "held": held, "channel": self.channel}
+        )
         return row.fetchone()["renewed"]
 
     def lease_ages(self, now: float) -> dict[str, float]:
@@ -72,8 +82,12 @@ class PgLeases:
     def running_groups(self, now: float) -> list[RunningGroup]:
         """The running jobs per owner and type, lease ages on the server's clock (a lease time
         that is not a time: ``inf``, the supervisor looks)."""
-        return [RunningGroup(r["owner"], r["type"], r["jobs"], r["first_start"], r["oldest"], r["cancels"])
-                for r in self.conn.execute(_GROUPS).fetchall()]
+        return [
+            RunningGroup(
+                r["owner"], r["type"], r["jobs"], r["first_start"], r["oldest"], r["cancels"]
+            )
+            for r in self.conn.execute(_GROUPS).fetchall()
+        ]
 
     def process_ages(self, now: float) -> dict[str, float]:
         """Process token -> seconds since its row was refreshed, on the server's clock."""

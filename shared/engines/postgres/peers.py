@@ -1,5 +1,6 @@
 """Which sockets of this process lead to the PostgreSQL server: what the worker template checks
 before it forks (a handler module must not have connected at import; see shared.engines.forkaware)."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,9 @@ def connections(url: str) -> list[str]:
     """``"fd N: a connection to the database server at PEER"`` for each socket of this process
     whose peer is a server ``url`` may connect to (by port: the host may be a name)."""
     ports = server_ports(url)
-    return forkaware.socket_handles(lambda peer: is_server(peer, ports), "a connection to the database server at")
+    return forkaware.socket_handles(
+        lambda peer: is_server(peer, ports), "a connection to the database server at"
+    )
 
 
 def server_ports(url: str) -> set[int]:
@@ -22,6 +25,7 @@ def server_ports(url: str) -> set[int]:
     ports: set[int] = set()
     try:
         from psycopg.conninfo import conninfo_to_dict
+
         given = str(conninfo_to_dict(url).get("port") or "")
     except Exception:  # noqa: BLE001 - no driver, or a URL it refuses: the default port
         given = ""

@@ -8,6 +8,7 @@ privilege needs a person. psycopg gives no SQLSTATE for what the server says whi
 is being made, so those are known by libpq's and the server's words (in English, as the server's
 ``lc_messages`` defaults).
 """
+
 from __future__ import annotations
 
 import re
@@ -19,7 +20,9 @@ _LASTING_STATES = ("28", "3D000", "42501")
 _LASTING_AT_CONNECT = re.compile(
     r"authentication failed|no pg_hba\.conf entry|role \S+ does not exist|"
     r"database \S+ does not exist|permission denied for database|no password supplied|"
-    r"password is required|SSL was required|does not support SSL", re.IGNORECASE)
+    r"password is required|SSL was required|does not support SSL",
+    re.IGNORECASE,
+)
 
 
 def lasting(exc: BaseException | None) -> bool:
@@ -28,6 +31,7 @@ def lasting(exc: BaseException | None) -> bool:
     if exc is None:
         return False
     import psycopg  # here: this package imports without it (a store failed: it is there)
+
     if isinstance(exc, psycopg.ProgrammingError) and not getattr(exc, "sqlstate", None):
         return True
     state = getattr(exc, "sqlstate", None)

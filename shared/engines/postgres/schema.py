@@ -15,6 +15,7 @@ end them (the store's SQL), deletions' history by a statement trigger.
 Migrations run in one transaction under an advisory lock on the schema's name, so two
 supervisors starting at once migrate once; ``meta.version`` records the step reached.
 """
+
 from __future__ import annotations
 
 # The database's clock as jobq's time text (statement time: stable within one statement).
@@ -206,8 +207,10 @@ _HEAD = "'parent job ' || p.id || ' (' || p.type || ') ' || word"
 # The error as FLOWS wrote it: the chain cut at 2,000 characters (its far end, the failed job,
 # was lost at depth).
 _INDENT = "\n" + " " * 26
-_FIRST_LINKS = ("substr(" + _HEAD + _INDENT + "|| CASE WHEN p.error LIKE 'parent job %' "
-                "THEN ' <- ' || p.error ELSE '' END," + _INDENT + "1, 2000)")
+_FIRST_LINKS = (
+    "substr(" + _HEAD + _INDENT + "|| CASE WHEN p.error LIKE 'parent job %' "
+    "THEN ' <- ' || p.error ELSE '' END," + _INDENT + "1, 2000)"
+)
 # The error since FLOW_CHAINS, as the SQLite engine's (shared.engines.sqlite.flowschema): no
 # chain below, the link alone; an elided chain (``<nearest> <- N more <- <root>``), this link,
 # N + 1 and the same root; a chain that fits, this link before it; else this link, how many are
@@ -264,7 +267,8 @@ def _settle_function(or_replace: str, error: str) -> str:
     return _SETTLE_FUNCTION.replace("{or_replace}", or_replace).replace("{error}", error)
 
 
-FLOWS = """
+FLOWS = (
+    """
 ALTER TABLE jobs DROP CONSTRAINT jobs_status_check;
 ALTER TABLE jobs ADD CONSTRAINT jobs_status_check
     CHECK (status IN ('pending', 'running', 'completed', 'failed', 'cancelled', 'waiting'));
@@ -281,7 +285,9 @@ CREATE TABLE job_deps (
 );
 CREATE INDEX job_deps_parent ON job_deps (parent, done);
 
-""" + _settle_function("", _FIRST_LINKS) + """
+"""
+    + _settle_function("", _FIRST_LINKS)
+    + """
 CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs FOR EACH ROW
 WHEN (NEW.has_children <> 0 AND OLD.status IS DISTINCT FROM NEW.status
       AND NEW.status IN ('completed', 'failed', 'cancelled'))
@@ -297,6 +303,7 @@ END $$;
 CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON jobs FOR EACH ROW
 WHEN (OLD.after_failure IS NOT NULL) EXECUTE FUNCTION jobs_deps_deleted();
 """
+)
 
 # Stopping a running job (see the SQLite engine's CANCEL_AND_PROGRESS).
 CANCEL_AND_PROGRESS = """
@@ -340,8 +347,18 @@ END $$;
 # function again, with the bounded chain.
 FLOW_CHAINS = _settle_function("OR REPLACE ", _CHAIN_LINKS)
 
-MIGRATIONS: list[str] = [V1, RUN_TIMES, TRACE, QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS, COUNTED_INSERTS,
-                         ATTEMPTS_BY_INDEX, FLOW_CHAINS]
+MIGRATIONS: list[str] = [
+    V1,
+    RUN_TIMES,
+    TRACE,
+    QUEUES,
+    KEYS,
+    FLOWS,
+    CANCEL_AND_PROGRESS,
+    COUNTED_INSERTS,
+    ATTEMPTS_BY_INDEX,
+    FLOW_CHAINS,
+]
 VERSION = len(MIGRATIONS)
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read

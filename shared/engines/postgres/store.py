@@ -18,6 +18,7 @@ How this engine keeps the contract across many hosts:
 - One job per call is one autocommit statement; a batch's outcomes and the next claim share
   one transaction (round trips, not commits, set the cost here).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,8 +38,14 @@ from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .connection import _RETRYABLE as RETRYABLE, TX_RETRIES, PgConnection
 from .errors import translate_errors
 from .dialect import DIALECT
-from .finish import (COMPLETE_MANY, complete_and_claim_sql, completion_params, finish_one, record_finishes,
-                     recognised_after)
+from .finish import (
+    COMPLETE_MANY,
+    complete_and_claim_sql,
+    completion_params,
+    finish_one,
+    record_finishes,
+    recognised_after,
+)
 from .leases import PgLeases
 from .schema import FOLD_COUNTS
 from .transfer import PgTransfer
@@ -46,6 +53,7 @@ from .transfer import PgTransfer
 T = TypeVar("T")
 
 _PAUSED = "EXISTS (SELECT 1 FROM control WHERE name = 'paused' AND value = '1')"
+
 
 def _claim_sql(which: str) -> str:
     """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``).
@@ -73,7 +81,10 @@ RETURNING {JOB_COLUMNS}
 
 _CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
 _CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q="%(queue)s"))  # one queue's, on its own index
-_COMPLETE_AND_CLAIM = {False: complete_and_claim_sql(_CLAIM), True: complete_and_claim_sql(_CLAIM_QUEUE)}
+_COMPLETE_AND_CLAIM = {
+    False: complete_and_claim_sql(_CLAIM),
+    True: complete_and_claim_sql(_CLAIM_QUEUE),
+}
 
 # A worker's sessions plan without sorts or sequential scans where another plan exists, and
 # keep one (generic) plan per prepared statement instead of planning every execution. The claim
@@ -89,33 +100,44 @@ _COMPLETE_AND_CLAIM = {False: complete_and_claim_sql(_CLAIM), True: complete_and
 # text: tests/proofs/test_two_hosts.py's lost claim is cut on the answer). A limited claim turns all three
 # settings back to the defaults for its own transaction (dialect.limits_lock): its fair walk
 # over keys needs sorts.
-WORKER_SESSION = ("SELECT set_config('enable_sort', 'off', false), set_config('enable_seqscan', 'off', false), "
-                  "set_config('plan_cache_mode', 'force_generic_plan', false)")
+WORKER_SESSION = (
+    "SELECT set_config('enable_sort', 'off', false), set_config('enable_seqscan', 'off', false), "
+    "set_config('plan_cache_mode', 'force_generic_plan', false)"
+)
 
-_UNCLAIM = ("WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
-            "updated_at = %(now)s, " + _RELEASE +
-            "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(owner)s RETURNING 1) "
-            "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u")
+_UNCLAIM = (
+    "WITH u AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
+    "updated_at = %(now)s, "
+    + _RELEASE
+    + "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(owner)s RETURNING 1) "
+    "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u"
+)
 
-_INSERT_COLUMNS = ("(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
-                   "updated_at, key, trace, queue, limit_key, tally)")
+_INSERT_COLUMNS = (
+    "(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
+    "updated_at, key, trace, queue, limit_key, tally)"
+)
 
 
 def _count_inserted(table: str) -> str:
     """The inserted rows' count deltas, written by the insert's own statement (its rows are
     marked tally = 1: the insert trigger skips them; see schema.COUNTED_INSERTS). Qualified like
     ``table``: the statement may run on the application's connection."""
-    deltas = table[:-len("jobs")] + "job_count_deltas"
-    return (f"counted AS (INSERT INTO {deltas} (type, status, n) "
-            "SELECT type, 'pending', count(*) FROM ins GROUP BY type "
-            "UNION ALL SELECT type, 'delayed', count(*) FROM ins WHERE later GROUP BY type)")
+    deltas = table[: -len("jobs")] + "job_count_deltas"
+    return (
+        f"counted AS (INSERT INTO {deltas} (type, status, n) "
+        "SELECT type, 'pending', count(*) FROM ins GROUP BY type "
+        "UNION ALL SELECT type, 'delayed', count(*) FROM ins WHERE later GROUP BY type)"
+    )
 
 
 # Many rows as arrays: one statement, one round trip, whatever the batch size.
-_INSERT_ROWS = ("SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
-                "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
-                "%(queues)s::text[], %(limit_keys)s::text[]) "
-                "AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue, limit_key)")
+_INSERT_ROWS = (
+    "SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
+    "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
+    "%(queues)s::text[], %(limit_keys)s::text[]) "
+    "AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue, limit_key)"
+)
 
 
 def _insert_sql(table: str) -> str:
@@ -123,12 +145,14 @@ def _insert_sql(table: str) -> str:
     commit; PostgreSQL folds identical ones within a transaction). Rows whose key a kept job
     already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
     NULL row from the notify)."""
-    return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
-            f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key, 1 "
-            f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING "
-            f"RETURNING id, type, run_at > created_at AS later), {_count_inserted(table)}, "
-            "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
-            "SELECT id FROM ins UNION ALL SELECT NULL FROM n")
+    return (
+        f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
+        f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key, 1 "
+        f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING "
+        f"RETURNING id, type, run_at > created_at AS later), {_count_inserted(table)}, "
+        "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
+        "SELECT id FROM ins UNION ALL SELECT NULL FROM n"
+    )
 
 
 def _insert_one_sql(table: str, later: bool) -> str:
@@ -138,12 +162,14 @@ def _insert_one_sql(table: str, later: bool) -> str:
     ``_run_prepared``). Without a key the row is always inserted (or the statement fails), so
     nothing is read back: a RETURNING row set and its per-type aggregates cost a quarter of
     the statement's server time (EXPLAIN ANALYZE: 132 against 99 us)."""
-    deltas = table[:-len("jobs")] + "job_count_deltas"
+    deltas = table[: -len("jobs")] + "job_count_deltas"
     counts = "($2, 'pending', 1), ($2, 'delayed', 1)" if later else "($2, 'pending', 1)"
-    return (f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
-            "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1)), "
-            f"counted AS (INSERT INTO {deltas} (type, status, n) VALUES {counts}) "
-            "SELECT pg_notify($11, '')")
+    return (
+        f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
+        "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1)), "
+        f"counted AS (INSERT INTO {deltas} (type, status, n) VALUES {counts}) "
+        "SELECT pg_notify($11, '')"
+    )
 
 
 def _storable(j: NewJob) -> bool:
@@ -160,7 +186,9 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
 
     dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
     _open_pipeline: Any = None  # (connection, its pipeline) of the limited claim under way, if any
-    _reads_pipelined = True  # a limited claim's candidate reads may go with its state read (pipelined)
+    _reads_pipelined = (
+        True  # a limited claim's candidate reads may go with its state read (pipelined)
+    )
 
     def wake_idle(self) -> None:
         """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""
@@ -181,7 +209,10 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
     def wakeup(self) -> Any:
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
         from .wakeup import PgWakeup
-        self.on_connect(lambda conn: conn.execute(WORKER_SESSION))  # (only workers wait: see WORKER_SESSION)
+
+        self.on_connect(
+            lambda conn: conn.execute(WORKER_SESSION)
+        )  # (only workers wait: see WORKER_SESSION)
         return PgWakeup(self)
 
     # -- producers ------------------------------------------------------------------------------
@@ -195,25 +226,50 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             return []
         for j in jobs:  # the one text PostgreSQL cannot store that the API lets through
             if j.key is not None and "\x00" in j.key:
-                raise ValueError(f"job {j.id}: idempotency key {j.key!r} contains NUL, which "
-                                 "PostgreSQL text cannot hold")
+                raise ValueError(
+                    f"job {j.id}: idempotency key {j.key!r} contains NUL, which "
+                    "PostgreSQL text cannot hold"
+                )
         stamp = iso(now)
         if conn is None and len(jobs) == 1 and jobs[0].key is None and _storable(jobs[0]):
             j = jobs[0]  # the commonest call: one prepared statement, no arrays, no cursor
             run_at = stamp if j.run_at == now else iso(j.run_at)
-            later = run_at > stamp  # (as the server compares the texts: fixed-width ISO, "C" collation)
-            self._run_prepared(b"jobq_enqueue_later" if later else b"jobq_enqueue_one",
-                               self._insert_one_later if later else self._insert_one, [
-                j.id, j.type, j.payload, None if j.max_attempts is None else str(j.max_attempts),
-                str(j.priority), run_at, stamp, j.trace, j.queue, j.limit_key, self.channel])
+            later = (
+                run_at > stamp
+            )  # (as the server compares the texts: fixed-width ISO, "C" collation)
+            self._run_prepared(
+                b"jobq_enqueue_later" if later else b"jobq_enqueue_one",
+                self._insert_one_later if later else self._insert_one,
+                [
+                    j.id,
+                    j.type,
+                    j.payload,
+                    None if j.max_attempts is None else str(j.max_attempts),
+                    str(j.priority),
+                    run_at,
+                    stamp,
+                    j.trace,
+                    j.queue,
+                    j.limit_key,
+                    self.channel,
+                ],
+            )
             return [j.id]
         c = self.conn if conn is None else conn
-        params = {"now": stamp, "channel": self.channel, "ids": [j.id for j in jobs],
-                  "types": [j.type for j in jobs], "payloads": [j.payload for j in jobs],
-                  "max": [j.max_attempts for j in jobs], "priority": [j.priority for j in jobs],
-                  "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
-                  "keys": [j.key for j in jobs], "traces": [j.trace for j in jobs],
-                  "queues": [j.queue for j in jobs], "limit_keys": [j.limit_key for j in jobs]}
+        params = {
+            "now": stamp,
+            "channel": self.channel,
+            "ids": [j.id for j in jobs],
+            "types": [j.type for j in jobs],
+            "payloads": [j.payload for j in jobs],
+            "max": [j.max_attempts for j in jobs],
+            "priority": [j.priority for j in jobs],
+            "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
+            "keys": [j.key for j in jobs],
+            "traces": [j.trace for j in jobs],
+            "queues": [j.queue for j in jobs],
+            "limit_keys": [j.limit_key for j in jobs],
+        }
         sql = self._insert_many
         if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
             return self._tx(lambda tx: self._insert(tx, sql, params, jobs))
@@ -225,8 +281,11 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             missing = [j.key for j in jobs if j.id not in inserted and j.key is not None]
             if not missing:
                 return [j.id for j in jobs]
-            found = dict(cur.execute(f"SELECT key, id FROM {self.table} WHERE key = ANY(%s)",
-                                     (missing,)).fetchall())
+            found = dict(
+                cur.execute(
+                    f"SELECT key, id FROM {self.table} WHERE key = ANY(%s)", (missing,)
+                ).fetchall()
+            )
         return [j.id if j.id in inserted else found.get(j.key, j.id) for j in jobs]
 
     # -- workers --------------------------------------------------------------------------------
@@ -242,8 +301,13 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
     def _claim_rows(self, c: Any, params: dict[str, Any]) -> list[Any]:
         """The claim statement on ``c``, for each queue served until one gives jobs."""
         with c.cursor(row_factory=tuple_row) as cur:
-            return first_claimed(self.claim_order(), lambda q: cur.execute(
-                _CLAIM if q is None else _CLAIM_QUEUE, params if q is None else {**params, "queue": q}).fetchall())
+            return first_claimed(
+                self.claim_order(),
+                lambda q: cur.execute(
+                    _CLAIM if q is None else _CLAIM_QUEUE,
+                    params if q is None else {**params, "queue": q},
+                ).fetchall(),
+            )
 
     def finish(self, f: Finish, owner: str, now: float) -> bool:
         """Record one outcome with one guarded autocommit update; False: the lease was lost
@@ -251,9 +315,16 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         by its history row and reported True, not applied again)."""
         return finish_one(self.conn, f, owner, iso(now), (self.channel, self.done_channel))
 
-    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: Now,
-                         limit: int, limits: Any = None,
-                         types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
+    def finish_and_claim(
+        self,
+        finishes: Sequence[Finish],
+        owner: str,
+        owner_pid: int,
+        now: Now,
+        limit: int,
+        limits: Any = None,
+        types: Sequence[str] | None = None,
+    ) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more. A single outcome with a single
         claim is two autocommit statements (cheaper here than one transaction: round trips set
         the cost); a batch is one transaction. Per finish whether it matched, and the jobs.
@@ -275,14 +346,18 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
 
         def tx(c: Any) -> tuple[list[bool], list[Any]]:
             # a limited claim reads a clock's ``now`` itself, once it holds the advisory lock
-            done = record_finishes(c, finishes, owner, stamp or iso(read_now(now)),
-                                   (self.channel, self.done_channel))
+            done = record_finishes(
+                c, finishes, owner, stamp or iso(read_now(now)), (self.channel, self.done_channel)
+            )
             if limit < 1:
                 return done, []
             if limits is not None:
-                return done, self.claim_limited_in(c, owner, owner_pid, now, limits, limit, types=types)
+                return done, self.claim_limited_in(
+                    c, owner, owner_pid, now, limits, limit, types=types
+                )
             params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
             return done, self._claim_rows(c, params)
+
         done, got = self._limited_tx(tx) if limits is not None else self._tx(tx)
         return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
 
@@ -327,8 +402,9 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             c.execute("COMMIT")
             pipeline.close()
 
-    def _complete_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, stamp: str,
-                            limit: int) -> tuple[list[bool], list[Job]]:
+    def _complete_and_claim(
+        self, finishes: Sequence[Finish], owner: str, owner_pid: int, stamp: str, limit: int
+    ) -> tuple[list[bool], list[Job]]:
         """Completions only, no limits: one autocommit statement with the claim from the first
         queue of the claim order (:func:`.finish.complete_and_claim_sql`); the other queues, if
         that one had nothing, one statement each, as :meth:`claim`."""
@@ -345,8 +421,13 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         if not got and len(order) > 1:
             claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
             with self.conn.cursor(row_factory=tuple_row) as cur:
-                got = first_claimed(order[1:], lambda q: cur.execute(
-                    _CLAIM if q is None else _CLAIM_QUEUE, claim if q is None else {**claim, "queue": q}).fetchall())
+                got = first_claimed(
+                    order[1:],
+                    lambda q: cur.execute(
+                        _CLAIM if q is None else _CLAIM_QUEUE,
+                        claim if q is None else {**claim, "queue": q},
+                    ).fetchall(),
+                )
         done = recognised_after(self.conn, finishes, matched, owner)
         return done, in_claim_order(Job.from_values(r) for r in got)
 
@@ -354,15 +435,20 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         """Give back claimed, never started jobs: pending, due now, their attempt returned."""
         if not job_ids:
             return 0
-        return self.conn.execute(_UNCLAIM, {"now": iso(now), "ids": list(job_ids), "owner": owner,
-                                            "channel": self.channel}).fetchone()["n"]
+        return self.conn.execute(
+            _UNCLAIM,
+            {"now": iso(now), "ids": list(job_ids), "owner": owner, "channel": self.channel},
+        ).fetchone()["n"]
 
     def analyze_if_stale(self, fraction: float = 0.1, floor: int = 500) -> bool:
         """``ANALYZE jobs`` when more than ``fraction`` of it (and ``floor`` rows) changed since
         the last analysis (see :mod:`.upkeep`); whether it ran. ANALYZE blocks no reader or
         writer."""
-        row = self.conn.execute("SELECT n_mod_since_analyze AS m, n_live_tup AS n FROM pg_stat_user_tables "
-                                "WHERE relid = %s::regclass", (self.table,)).fetchone()
+        row = self.conn.execute(
+            "SELECT n_mod_since_analyze AS m, n_live_tup AS n FROM pg_stat_user_tables "
+            "WHERE relid = %s::regclass",
+            (self.table,),
+        ).fetchone()
         if row is None or row["m"] <= max(floor, fraction * row["n"]):
             return False
         self.conn.execute("ANALYZE jobs")

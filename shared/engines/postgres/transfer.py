@@ -9,6 +9,7 @@ copy: :meth:`ExportSql._import_flows`), sort out the ones skipped, insert the hi
 ones, all in one transaction. Inserts fire the row triggers (count deltas) like any enqueue
 of a flow; the attempt history is copied as rows (its trigger fires on updates only).
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
@@ -18,21 +19,28 @@ from psycopg.types.json import Jsonb
 
 from shared.engines.contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
 from ..sql.transfer import ATTEMPT_COLUMNS as _ATTEMPT_COLUMNS, COLUMNS as _COLUMNS
+
 # ON CONFLICT without a target: a taken id and a taken key (the partial unique index) both skip.
-_INSERT = (f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "
-           "ON CONFLICT DO NOTHING RETURNING id")
+_INSERT = (
+    f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "
+    "ON CONFLICT DO NOTHING RETURNING id"
+)
 # seq is left to its sequence; ordinality keeps the exported order (oldest first per job).
-_INSERT_ATTEMPTS = (f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} "
-                    "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
-                    "ORDER BY a.ordinality")
+_INSERT_ATTEMPTS = (
+    f"INSERT INTO job_attempts ({_ATTEMPT_COLUMNS}) SELECT {_ATTEMPT_COLUMNS} "
+    "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
+    "ORDER BY a.ordinality"
+)
 # Texts that may hold a NUL, written so that PostgreSQL text can: an error as the engine writes
 # one (store._text: the NUL visible as the four characters \x00); a payload, result or progress, JSON, with
 # the NUL escaped the JSON way (\u0000), so it decodes to the same value (a raw NUL in a JSON
 # string is not valid JSON either). Attempts: every text as an error.
 _FREE_TEXT = {"payload": "\\u0000", "result": "\\u0000", "progress": "\\u0000", "error": "\\x00"}
 _REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refuses a row's values
-_UNCHANGED = ("jsonb_populate_recordset(NULL::jobs, %s) AS r WHERE j.id = r.id AND j.status = r.status "
-              "AND j.attempts = r.attempts AND j.updated_at = r.updated_at AND j.status <> 'running'")
+_UNCHANGED = (
+    "jsonb_populate_recordset(NULL::jobs, %s) AS r WHERE j.id = r.id AND j.status = r.status "
+    "AND j.attempts = r.attempts AND j.updated_at = r.updated_at AND j.status <> 'running'"
+)
 _DELETE_UNCHANGED = f"DELETE FROM jobs j USING {_UNCHANGED} RETURNING j.id"
 # A parent moved away is not a cancelled one: unmarked first (its row locked until the delete),
 # its delete settles no child here.
@@ -43,44 +51,72 @@ class PgTransfer:
     """Import of whole job rows and the delete of copied ones (the exports are
     :mod:`shared.engines.sql.transfer`'s)."""
 
-    def import_jobs(self, rows: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]] = (),
-                    edges: Sequence[Mapping[str, Any]] = ()) -> Imported:
+    def import_jobs(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        attempts: Sequence[Mapping[str, Any]] = (),
+        edges: Sequence[Mapping[str, Any]] = (),
+    ) -> Imported:
         if not rows:
             return Imported()
         done = Imported()
         jobs = [job for job in (_storable(r, done.rejected) for r in rows) if job is not None]
         wanted = {j["id"] for j in jobs}
-        history = [{f: a[f].replace("\x00", "\\x00") if isinstance(a[f], str) else a[f] for f in ATTEMPT_FIELDS}
-                   for a in attempts if a["job_id"] in wanted]
+        history = [
+            {
+                f: a[f].replace("\x00", "\\x00") if isinstance(a[f], str) else a[f]
+                for f in ATTEMPT_FIELDS
+            }
+            for a in attempts
+            if a["job_id"] in wanted
+        ]
 
         def tx(c: psycopg.Connection) -> Imported:
             out = Imported(rejected=dict(done.rejected))
             try:
                 with c.transaction():  # a savepoint: a row the server refuses spoils only this
-                    new = {h["id"] for h in c.execute(_INSERT, (Jsonb(jobs),)).fetchall()} if jobs else set()
+                    new = (
+                        {h["id"] for h in c.execute(_INSERT, (Jsonb(jobs),)).fetchall()}
+                        if jobs
+                        else set()
+                    )
             except _REFUSED:
                 new = _insert_one_by_one(c, jobs, out.rejected)
             out.inserted = [j["id"] for j in jobs if j["id"] in new]
             out.edges = self._import_flows(c, out.inserted, edges)  # type: ignore[attr-defined]
-            self._classify(c, [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected],  # type: ignore[attr-defined]
-                           out)
+            self._classify(
+                c,
+                [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected],  # type: ignore[attr-defined]
+                out,
+            )
             mine = [a for a in history if a["job_id"] in new]
             if mine:
                 c.execute(_INSERT_ATTEMPTS, (Jsonb(mine),))
             if any(j["status"] == "pending" for j in jobs if j["id"] in new):
                 c.execute("SELECT pg_notify(%s, '')", (self.channel,))  # type: ignore[attr-defined]
             return out
+
         return self._tx(tx)  # type: ignore[attr-defined]
 
     def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if not rows:
             return []
-        keys = Jsonb([{"id": r["id"], "status": r["status"], "attempts": r["attempts"],
-                       "updated_at": r["updated_at"]} for r in rows])
+        keys = Jsonb(
+            [
+                {
+                    "id": r["id"],
+                    "status": r["status"],
+                    "attempts": r["attempts"],
+                    "updated_at": r["updated_at"],
+                }
+                for r in rows
+            ]
+        )
 
         def tx(c: Any) -> set[str]:  # psycopg.Connection, its rows dicts (the store's row factory)
             c.execute(_UNMARK_UNCHANGED, (keys,))
             return {h["id"] for h in c.execute(_DELETE_UNCHANGED, (keys,)).fetchall()}
+
         gone = self._tx(tx)  # type: ignore[attr-defined]
         return [r["id"] for r in rows if r["id"] in gone]
 
@@ -94,15 +130,18 @@ def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any
         value = row[f]
         if isinstance(value, str) and "\x00" in value:
             if f not in _FREE_TEXT:
-                rejected[row["id"]] = f"its {f} {value!r} contains NUL, which PostgreSQL text cannot hold"
+                rejected[row["id"]] = (
+                    f"its {f} {value!r} contains NUL, which PostgreSQL text cannot hold"
+                )
                 return None
             value = value.replace("\x00", _FREE_TEXT[f])
         out[f] = value
     return out
 
 
-def _insert_one_by_one(c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]],
-                       rejected: dict[str, str]) -> set[str]:
+def _insert_one_by_one(
+    c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]], rejected: dict[str, str]
+) -> set[str]:
     """The chunk again, a row at a time, each in a savepoint: the ids inserted; the rows the
     server refuses (a number out of range, a broken constraint) go to ``rejected`` with why."""
     new: set[str] = set()

@@ -9,11 +9,12 @@ fresh planner statistics for the jobs table.
   autovacuum's next look, up to a minute later) gets a plan that reads and sorts every pending
   row per claim instead; ``ANALYZE`` as soon as a tenth of the table changed prevents that.
 """
+
 from __future__ import annotations
 
 from shared.engines.contract import Round, UpkeepTask
 
-FOLD_EVERY = 2.0     # seconds: the deltas of a busy queue stay a few thousand rows
+FOLD_EVERY = 2.0  # seconds: the deltas of a busy queue stay a few thousand rows
 ANALYZE_EVERY = 2.0  # seconds between looks at how much of the table changed
 
 
@@ -26,4 +27,7 @@ def _analyze(rnd: Round) -> None:
 
 
 def upkeep_tasks() -> list[UpkeepTask]:
-    return [UpkeepTask("fold_counts", FOLD_EVERY, _fold), UpkeepTask("analyze", ANALYZE_EVERY, _analyze)]
+    return [
+        UpkeepTask("fold_counts", FOLD_EVERY, _fold),
+        UpkeepTask("analyze", ANALYZE_EVERY, _analyze),
+    ]

@@ -29,6 +29,7 @@ whichever thread runs it. The next delayed job's due time bounds the lead's wait
 is made again by the store; a lead's ``LISTEN`` is repeated on the new one, and the lead claims
 at once (what was notified to the lost one is not lost).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +44,8 @@ from shared.model.job import Job
 from shared.runtime.processes import host_id
 from ..idlelead import IdleLead
 
-WATCHED_SLEEP = 5.0   # longest idle wait while LISTEN works (notifications wake us anyway)
-DOWN_RETRY = 1.0      # wait between attempts while the server cannot be reached
+WATCHED_SLEEP = 5.0  # longest idle wait while LISTEN works (notifications wake us anyway)
+DOWN_RETRY = 1.0  # wait between attempts while the server cannot be reached
 
 
 class PgWakeup:
@@ -54,7 +55,9 @@ class PgWakeup:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.notified = False
-        self.lead = IdleLead(lead_base(store.url), lead_slot(store.schema + store.serving_tag()))  # a lead per pool
+        self.lead = IdleLead(
+            lead_base(store.url), lead_slot(store.schema + store.serving_tag())
+        )  # a lead per pool
         self.following = False  # the last prepare() waits for the lead, not for notifications
         self.listening = False  # the connection LISTENs (set by a lead, cleared by a follower)
         self.waker = Waker()
@@ -94,7 +97,9 @@ class PgWakeup:
         try:
             if self.following:
                 with contextlib.suppress(StoreError):
-                    self._listen(False)  # (failed: UNLISTEN again next time; a new connection does not listen)
+                    self._listen(
+                        False
+                    )  # (failed: UNLISTEN again next time; a new connection does not listen)
                 return self.lead.fileno(), WATCHED_SLEEP
             if not self.listening:
                 self._listen(True)
@@ -104,7 +109,9 @@ class PgWakeup:
                 self.notified = True
             if self.notified:
                 return None, 0.0
-            fd = self.store.fileno()  # (connects again if need be: _connected watches the new socket)
+            fd = (
+                self.store.fileno()
+            )  # (connects again if need be: _connected watches the new socket)
             due = self.store.next_due()
         except StoreError:
             return None, min(poll_interval, DOWN_RETRY)
@@ -120,13 +127,17 @@ class PgWakeup:
         if self.following:
             if not (ready and self.lead.take()):
                 return False
-            with contextlib.suppress(StoreError):  # (the claim meets the error; a new connection LISTENs)
+            with contextlib.suppress(
+                StoreError
+            ):  # (the claim meets the error; a new connection LISTENs)
                 self._listen(True)
             # notifications read before the claim (UNLISTEN's, the lead lost before): it sees their jobs
             self.notified = False
             self.waker.drain()
             return True
-        poked = self.waker.drain()  # (also a poke left by a statement of our own: no wait needed it)
+        poked = (
+            self.waker.drain()
+        )  # (also a poke left by a statement of our own: no wait needed it)
         if ready:
             self._drain()
         got, self.notified = self.notified or poked, False
@@ -147,7 +158,9 @@ class PgWakeup:
     def before_claim(self) -> None:
         pass
 
-    def fast_claim(self, owner: str, owner_pid: int, now: Callable[[], float], limit: int) -> list[Job] | None:
+    def fast_claim(
+        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
+    ) -> list[Job] | None:
         return None
 
     def claimed(self) -> None:
@@ -167,7 +180,9 @@ class Waker:
     def __init__(self) -> None:
         self.epoll: Any = select.epoll() if hasattr(select, "epoll") else None  # (CLOEXEC)
         self.sock = -1
-        self.r, self.w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC) if self.epoll is not None else (-1, -1)
+        self.r, self.w = (
+            os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC) if self.epoll is not None else (-1, -1)
+        )
         if self.epoll is not None:
             self.epoll.register(self.r, select.EPOLLIN)
 

@@ -12,6 +12,7 @@ By transition: :mod:`.jobs` (a job's row, counts, due times, the pause flag), :m
 (``jobq copy``'s reads), :mod:`.flows` (workflows: jobs that wait for others), :mod:`.stopping` (a busy worker's check-in: progress, cancel
 requests), :mod:`.connection` (what every connection class does alike).
 """
+
 from .base import SqlBase
 from .connection import ConnectionBase
 from .dialect import Dialect
@@ -27,11 +28,30 @@ from .stopping import StoppingSql
 from .transfer import ExportSql
 
 
-class TransitionsSql(JobsSql, ProcessesSql, SchedulesSql, OwnersSql, LimitsSql, RetentionSql, ExportSql,
-                     QueueServing, FlowsSql, StoppingSql):
+class TransitionsSql(
+    JobsSql,
+    ProcessesSql,
+    SchedulesSql,
+    OwnersSql,
+    LimitsSql,
+    RetentionSql,
+    ExportSql,
+    QueueServing,
+    FlowsSql,
+    StoppingSql,
+):
     """Every transition written once: an engine's store class inherits this (before its
     connection class) and adds its hot path, its wake-up and its imports."""
 
 
-__all__ = ["CLAIM_ORDER", "GIVEN_BACK", "JOB_COLUMNS", "RELEASE", "Chunks", "ConnectionBase", "Dialect", "SqlBase",
-           "TransitionsSql"]
+__all__ = [
+    "CLAIM_ORDER",
+    "GIVEN_BACK",
+    "JOB_COLUMNS",
+    "RELEASE",
+    "Chunks",
+    "ConnectionBase",
+    "Dialect",
+    "SqlBase",
+    "TransitionsSql",
+]

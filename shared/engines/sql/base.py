@@ -10,6 +10,7 @@ The public methods (:meth:`read`, :meth:`write`, :meth:`transaction`, :meth:`bat
 code outside the engine (the read layer, :mod:`shared.ops`) runs shared SQL: being public, the
 store class's error translation wraps them (jobq's errors, PostgreSQL's per-call lock and bound).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
@@ -28,13 +29,14 @@ class SqlBase:
     dialect: Dialect
     conn: Any
     channel: str = ""  # where the engine notifies idle workers (``dialect.notify``), if it does
-    schema: str = ""   # the engine's namespace for its locks' keys, if it has one
+    schema: str = ""  # the engine's namespace for its locks' keys, if it has one
     # What a statement that may run on an application's connection (``conn=``: the enqueue
     # path, plain and workflows) puts before jobq's table names: ``'"jobq".'`` where that
     # connection's own search path may not find them (PostgreSQL), "" where it names the
     # same database's tables (SQLite).
     qualifier: str = ""
     if TYPE_CHECKING:  # the engine's connection class defines them (after this in the MRO)
+
         def _write(self, fn: Callable[[Any], T]) -> T: ...
 
         def _tx(self, fn: Callable[[Any], T]) -> T: ...
@@ -91,19 +93,36 @@ class SqlBase:
         """``fn(run)`` in one short write transaction (the engine's: ``BEGIN IMMEDIATE`` on SQLite,
         retried on serialization failures on PostgreSQL, so ``fn`` must only run SQL);
         ``run(sql, params)`` executes a statement in it and returns its rows."""
-        out: T = self._tx(lambda c: fn(lambda sql, params=None: _fetched(self._run(c, sql, params))))
+        out: T = self._tx(
+            lambda c: fn(lambda sql, params=None: _fetched(self._run(c, sql, params)))
+        )
         return out
 
-    def batches(self, sql: str, params: Params, rows: int = BATCH,
-                progress: Callable[[int], None] | None = None) -> int:
+    def batches(
+        self,
+        sql: str,
+        params: Params,
+        rows: int = BATCH,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Run a batched ``... RETURNING id`` write (``:after``: the last id done, ``:batch``: rows
         to take, in id order) in short transactions paced by the engine's :attr:`pacer`, until a
         batch touches fewer rows than asked; the total. No transaction grows with the table.
         ``progress(total so far)`` is called after each batch's commit."""
         pacer, total, after = self.pacer(rows), 0, ""
         while True:
-            ids, asked = pacer.chunk(self, lambda c, n: (
-                [r["id"] for r in self._run(c, sql, {**params, "after": after, "batch": n}).fetchall()], n))
+            ids, asked = pacer.chunk(
+                self,
+                lambda c, n: (
+                    [
+                        r["id"]
+                        for r in self._run(
+                            c, sql, {**params, "after": after, "batch": n}
+                        ).fetchall()
+                    ],
+                    n,
+                ),
+            )
             total += len(ids)
             if progress is not None:
                 progress(total)

@@ -1,12 +1,17 @@
 """What every engine's connection class does alike: the closed flag and the context manager
 (``shared.engines.contract.Connection``). Opening, reconnecting and errors are each engine's own."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
 
 
-def set_up(conn: Any, setup: Callable[[Any], Any], driver_errors: tuple[type[BaseException], ...],
-           error_for: Callable[[BaseException], BaseException]) -> Any:
+def set_up(
+    conn: Any,
+    setup: Callable[[Any], Any],
+    driver_errors: tuple[type[BaseException], ...],
+    error_for: Callable[[BaseException], BaseException],
+) -> Any:
     """``conn`` (just opened) once ``setup(conn)`` ran; if it fails the connection is closed
     first (no half set-up connection is ever kept), a driver error raised as jobq's
     (``error_for(exc)``, the driver's as its cause), anything else as it is."""

@@ -4,6 +4,7 @@ A statement is written once with ``:name`` parameters; :meth:`Dialect.sql` turns
 driver's style (``sqlite3``: ``:name`` as written; psycopg: ``%(name)s``, with a literal ``%``
 doubled). The other fields are fragments a statement formats in where engines differ.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,6 +65,7 @@ class Dialect:
     - ``window_sorted``: True when a join over an ordered window keeps the window's order
       (SQLite's ``CROSS JOIN``, no sort); False when a listing must order its page itself.
     """
+
     name: str
     named: bool
     counts: str
@@ -107,17 +109,23 @@ class Dialect:
         """The :attr:`seconds` expression for two column names or expressions."""
         return self.seconds.format(end=end, start=start)
 
-
-    def member(self, expr: str, name: str, values: Sequence[Any], negate: bool = False) -> tuple[str, dict[str, Any]]:
+    def member(
+        self, expr: str, name: str, values: Sequence[Any], negate: bool = False
+    ) -> tuple[str, dict[str, Any]]:
         """``expr`` is (``negate``: is not) one of ``values``: the fragment and its parameters
         (named ``name`` or ``name0``, ``name1``...). An empty list matches nothing (``negate``:
         everything)."""
         if self.arrays:
-            return (f"{expr} <> ALL(:{name})" if negate else f"{expr} = ANY(:{name})"), {name: list(values)}
+            return (f"{expr} <> ALL(:{name})" if negate else f"{expr} = ANY(:{name})"), {
+                name: list(values)
+            }
         if not values:
             return ("1 = 1" if negate else "1 = 0"), {}
         params = {f"{name}{i}": v for i, v in enumerate(values)}
-        return f"{expr} {'NOT IN' if negate else 'IN'} ({', '.join(':' + k for k in params)})", params
+        return (
+            f"{expr} {'NOT IN' if negate else 'IN'} ({', '.join(':' + k for k in params)})",
+            params,
+        )
 
     def row_set(self, name: str, columns: Sequence[tuple[str, str]]) -> str:
         """A FROM source, aliased ``name``, of the rows :meth:`row_params` binds for it: one
@@ -127,10 +135,14 @@ class Dialect:
         if self.arrays:
             args = ", ".join(f":{name}_{col}::{kind}[]" for col, kind in columns)
             return f"unnest({args}) AS {name}({', '.join(col for col, _ in columns)})"
-        cols = ", ".join(f"json_extract(value, '$[{i}]') AS {col}" for i, (col, _) in enumerate(columns))
+        cols = ", ".join(
+            f"json_extract(value, '$[{i}]') AS {col}" for i, (col, _) in enumerate(columns)
+        )
         return f"(SELECT {cols} FROM json_each(:{name}) ORDER BY key) AS {name}"
 
-    def row_params(self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    def row_params(
+        self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]
+    ) -> dict[str, Any]:
         """The parameters of :meth:`row_set` ``name`` holding ``rows`` (tuples in column order)."""
         if self.arrays:
             return {f"{name}_{col}": [r[i] for r in rows] for i, (col, _) in enumerate(columns)}

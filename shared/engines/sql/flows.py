@@ -8,6 +8,7 @@ rows, so a parent that ends concurrently either sees the child's edges or is see
 one failed or was cancelled and its policy says so. Once written, the schema's triggers settle
 it in the very statement that ends each parent (see the engines' ``FLOWS`` migrations).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -35,11 +36,24 @@ MAX_FLOW_DEPTH = 200
 MARK_PARENTS = "UPDATE {s}jobs SET has_children = 1 WHERE {ids} AND has_children = 0"
 # A graph without idempotency keys in a fixed number of statements (arrays or a JSON text of rows,
 # see Dialect.row_set), not one or two per job: every row's state is known before it is written.
-_JOB_COLUMNS = (("id", "text"), ("type", "text"), ("status", "text"), ("payload", "text"),
-                ("max_attempts", "integer"), ("priority", "integer"), ("run_at", "text"), ("trace", "text"),
-                ("after_failure", "text"), ("waiting_on", "integer"), ("error", "text"),
-                ("completed_at", "text"), ("flow_depth", "integer"), ("queue", "text"),
-                ("limit_key", "text"), ("has_children", "integer"))
+_JOB_COLUMNS = (
+    ("id", "text"),
+    ("type", "text"),
+    ("status", "text"),
+    ("payload", "text"),
+    ("max_attempts", "integer"),
+    ("priority", "integer"),
+    ("run_at", "text"),
+    ("trace", "text"),
+    ("after_failure", "text"),
+    ("waiting_on", "integer"),
+    ("error", "text"),
+    ("completed_at", "text"),
+    ("flow_depth", "integer"),
+    ("queue", "text"),
+    ("limit_key", "text"),
+    ("has_children", "integer"),
+)
 EDGE_COLUMNS = (("child", "text"), ("parent", "text"), ("pos", "integer"), ("done", "integer"))
 _INSERT_ROWS = """
 INSERT INTO {s}jobs (id, type, status, payload, attempts, max_attempts, priority, run_at,
@@ -51,9 +65,11 @@ SELECT r.id, r.type, r.status, r.payload, 0, r.max_attempts, r.priority, r.run_a
 FROM {rows}
 """
 # Also how jobq copy writes edges and marks parents (shared.engines.sql.transfer).
-INSERT_EDGES = ("INSERT INTO {s}job_deps (child, parent, pos, done) "
-                "SELECT e.child, e.parent, e.pos, e.done "
-                "FROM {rows} WHERE true ON CONFLICT (child, parent) DO NOTHING")  # (WHERE: SQLite's parse)
+INSERT_EDGES = (
+    "INSERT INTO {s}job_deps (child, parent, pos, done) "
+    "SELECT e.child, e.parent, e.pos, e.done "
+    "FROM {rows} WHERE true ON CONFLICT (child, parent) DO NOTHING"
+)  # (WHERE: SQLite's parse)
 _PARENTS = """
 SELECT d.parent AS id, j.type, j.status, j.result, j.error, d.done
 FROM job_deps d LEFT JOIN jobs j ON j.id = d.parent WHERE d.child = :id ORDER BY d.pos
@@ -71,7 +87,11 @@ def child_state(job: NewJob, parents: Sequence[tuple]) -> tuple[str, int, list[i
     policy, done, why = job.after_failure or "cancel", [], None
     for pid, ptype, status, *_ in parents:
         ended_badly = status in ("failed", "cancelled")
-        if ended_badly and why is None and (policy == "cancel" or (policy == "hold" and status == "cancelled")):
+        if (
+            ended_badly
+            and why is None
+            and (policy == "cancel" or (policy == "hold" and status == "cancelled"))
+        ):
             why = f"parent job {pid} ({ptype}) {status}"
         done.append(1 if status == "completed" or (ended_badly and policy == "run") else 0)
     if why is not None:
@@ -87,9 +107,11 @@ def _depths(jobs: Sequence[NewJob], known: dict[str, tuple]) -> dict[str, int]:
     for j in jobs:
         depth = 1 + max((depths[p] if p in depths else known[p][3] for p in j.after), default=-1)
         if depth > MAX_FLOW_DEPTH:
-            raise FlowError(f"job {j.id} ({j.type}): its chain of parents would be {depth} jobs long, above "
-                            f"the limit of {MAX_FLOW_DEPTH} (a failure cancels a chain's dependants one "
-                            f"nested trigger per link)")
+            raise FlowError(
+                f"job {j.id} ({j.type}): its chain of parents would be {depth} jobs long, above "
+                f"the limit of {MAX_FLOW_DEPTH} (a failure cancels a chain's dependants one "
+                f"nested trigger per link)"
+            )
         depths[j.id] = depth
     return depths
 
@@ -124,10 +146,26 @@ class FlowsSql(SqlBase):
             inside.update(p for p in j.after if p in ids)
             edges += [(j.id, p[0], pos, d) for pos, (p, d) in enumerate(zip(parents, done))]
             woke = woke or status == "pending"
-            rows.append([j.id, j.type, status, j.payload, j.max_attempts, j.priority,
-                         stamp if j.run_at == now else iso(j.run_at), j.trace,
-                         (j.after_failure or "cancel") if j.after else None, waiting, why,
-                         stamp if status == "cancelled" else None, depths[j.id], j.queue, j.limit_key, 0])
+            rows.append(
+                [
+                    j.id,
+                    j.type,
+                    status,
+                    j.payload,
+                    j.max_attempts,
+                    j.priority,
+                    stamp if j.run_at == now else iso(j.run_at),
+                    j.trace,
+                    (j.after_failure or "cancel") if j.after else None,
+                    waiting,
+                    why,
+                    stamp if status == "cancelled" else None,
+                    depths[j.id],
+                    j.queue,
+                    j.limit_key,
+                    0,
+                ]
+            )
         for row in rows:
             row[-1] = 1 if row[0] in inside else 0
         insert = _INSERT_ROWS.format(s=self.qualifier, rows=self.dialect.row_set("r", _JOB_COLUMNS))
@@ -137,8 +175,11 @@ class FlowsSql(SqlBase):
         self._run(c, insert, params)
         if edges:
             edge_rows = self.dialect.row_set("e", EDGE_COLUMNS)
-            self._run(c, INSERT_EDGES.format(s=self.qualifier, rows=edge_rows),
-                      self.dialect.row_params("e", EDGE_COLUMNS, edges))
+            self._run(
+                c,
+                INSERT_EDGES.format(s=self.qualifier, rows=edge_rows),
+                self.dialect.row_params("e", EDGE_COLUMNS, edges),
+            )
         outside = sorted({p for j in jobs for p in j.after} - inside)
         if outside:
             cond, params = self.dialect.member("id", "ids", outside)
@@ -180,32 +221,54 @@ class FlowsSql(SqlBase):
         for j in jobs:
             for p in j.after:
                 if p == j.id or (p in later and p not in seen):
-                    raise FlowError(f"job {j.id} ({j.type}): parent {p} is not written before it "
-                                    f"(a job cannot wait for itself or a later job: that is a cycle)")
+                    raise FlowError(
+                        f"job {j.id} ({j.type}): parent {p} is not written before it "
+                        f"(a job cannot wait for itself or a later job: that is a cycle)"
+                    )
                 if p not in seen:
                     outside.add(p)
             seen.add(j.id)
         if not outside:
             return {}
         cond, params = self.dialect.member("id", "ids", sorted(outside))
-        rows = self._run(c, f"SELECT id, type, status, flow_depth FROM {self.qualifier}jobs "
-                            f"WHERE {cond} "
-                         f"ORDER BY id{self.dialect.lock}", params).fetchall()
+        rows = self._run(
+            c,
+            f"SELECT id, type, status, flow_depth FROM {self.qualifier}jobs "
+            f"WHERE {cond} "
+            f"ORDER BY id{self.dialect.lock}",
+            params,
+        ).fetchall()
         found = {r[0]: r for r in map(_values, rows)}
         for j in jobs:
             for p in j.after:
                 if p in outside and p not in found:
-                    raise FlowError(f"job {j.id} ({j.type}): parent job {p} not found (it must exist, or "
-                                    f"be enqueued in the same call or transaction)")
+                    raise FlowError(
+                        f"job {j.id} ({j.type}): parent job {p} not found (it must exist, or "
+                        f"be enqueued in the same call or transaction)"
+                    )
         return found
 
     def _insert_flow_job(self, c: Any, j: NewJob, stamp: str, now: float, state: tuple) -> str:
         status, waiting, why, depth = state
-        params = {"flow_depth": depth, "id": j.id, "type": j.type, "status": status, "payload": j.payload,
-                  "max_attempts": j.max_attempts, "priority": j.priority,
-                  "run_at": stamp if j.run_at == now else iso(j.run_at), "now": stamp, "key": j.key,
-                  "trace": j.trace, "queue": j.queue, "limit_key": j.limit_key, "after_failure": (j.after_failure or "cancel") if j.after else None,
-                  "waiting_on": waiting, "error": why, "completed_at": stamp if status == "cancelled" else None}
+        params = {
+            "flow_depth": depth,
+            "id": j.id,
+            "type": j.type,
+            "status": status,
+            "payload": j.payload,
+            "max_attempts": j.max_attempts,
+            "priority": j.priority,
+            "run_at": stamp if j.run_at == now else iso(j.run_at),
+            "now": stamp,
+            "key": j.key,
+            "trace": j.trace,
+            "queue": j.queue,
+            "limit_key": j.limit_key,
+            "after_failure": (j.after_failure or "cancel") if j.after else None,
+            "waiting_on": waiting,
+            "error": why,
+            "completed_at": stamp if status == "cancelled" else None,
+        }
         row = self._run(c, _INSERT.format(s=self.qualifier), params).fetchone()
         if row is not None:
             return str(_values(row)[0])
@@ -215,14 +278,18 @@ class FlowsSql(SqlBase):
     def _insert_edges(self, c: Any, child: str, parents: list[str], done: list[int]) -> None:
         rows = list(zip(parents, range(len(parents)), done))
         for i in range(0, len(rows), _EDGE_ROWS):
-            chunk, params = rows[i:i + _EDGE_ROWS], {"child": child}
+            chunk, params = rows[i : i + _EDGE_ROWS], {"child": child}
             values = []
             for k, (parent, pos, d) in enumerate(chunk):
                 params.update({f"p{k}": parent, f"n{k}": pos, f"d{k}": d})
                 values.append(f"(:child, :p{k}, :n{k}, :d{k})")
-            self._run(c, f"INSERT INTO {self.qualifier}job_deps (child, parent, pos, done) VALUES "
-                      + ", ".join(values)
-                      + " ON CONFLICT (child, parent) DO NOTHING", params)
+            self._run(
+                c,
+                f"INSERT INTO {self.qualifier}job_deps (child, parent, pos, done) VALUES "
+                + ", ".join(values)
+                + " ON CONFLICT (child, parent) DO NOTHING",
+                params,
+            )
 
     # -- reads ------------------------------------------------------------------------------------
 

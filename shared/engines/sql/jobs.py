@@ -5,6 +5,7 @@ parts).
 :class:`JobsSql` is a mixin of an engine's store (with :class:`~.base.SqlBase`). The hot path
 (claim, outcomes, heartbeat, release of unstarted jobs) stays in each engine: its SQL differs.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -13,8 +14,10 @@ from shared.runtime.clock import iso, parse_iso
 from shared.model.job import Job
 from .base import SqlBase
 
-JOB_COLUMNS = ("id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
-               "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at, trace, queue")
+JOB_COLUMNS = (
+    "id, type, status, payload, result, error, attempts, max_attempts, priority, run_at, "
+    "started_at, completed_at, created_at, updated_at, key, owner, owner_pid, heartbeat_at, trace, queue"
+)
 RELEASE = "owner = NULL, owner_pid = NULL, heartbeat_at = NULL "  # a job no worker holds
 # A claimed job given back unstarted is pending again, unless a cancel was asked meanwhile.
 GIVEN_BACK = "status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END, "
@@ -27,15 +30,20 @@ def in_claim_order(jobs: Iterable[Job]) -> list[Job]:
     locked rows came), not the subquery's, and a worker runs a batch front to back."""
     return sorted(jobs, key=lambda j: (-j.priority, j.run_at, j.created_at))
 
+
 _STOPPING = ", cancel_requested_at, progress, limit_key"  # read with a row, not claimed with it
 _GET = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE id = :id"
 _GET_ON = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM {{jobs}} WHERE id = :id"  # through conn=
 _RUNNING = f"SELECT {JOB_COLUMNS}{_STOPPING} FROM jobs WHERE status = 'running' ORDER BY started_at"
 # A delayed or retried job (due later than it was created): the small jobs_delayed index.
 _NEXT_DUE = "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending' AND run_at > created_at"
-_HAS_DUE = f"SELECT 1 AS due FROM jobs WHERE status = 'pending' AND run_at <= :now {CLAIM_ORDER} LIMIT 1"
-_SET_PAUSED = ("INSERT INTO control (name, value) VALUES ('paused', :value) "
-               "ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+_HAS_DUE = (
+    f"SELECT 1 AS due FROM jobs WHERE status = 'pending' AND run_at <= :now {CLAIM_ORDER} LIMIT 1"
+)
+_SET_PAUSED = (
+    "INSERT INTO control (name, value) VALUES ('paused', :value) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
 _IS_PAUSED = "SELECT value FROM control WHERE name = 'paused'"
 
 
@@ -56,8 +64,10 @@ class JobsSql(SqlBase):
     def counts(self) -> dict[str, int]:
         """Jobs per status, from the engine's counters (``dialect.counts``: no table scan);
         statuses with no job are left out."""
-        rows = self._rows(f"SELECT status, sum(n) AS n FROM {self.dialect.counts} c "
-                          "WHERE status <> 'delayed' GROUP BY status HAVING sum(n) > 0")
+        rows = self._rows(
+            f"SELECT status, sum(n) AS n FROM {self.dialect.counts} c "
+            "WHERE status <> 'delayed' GROUP BY status HAVING sum(n) > 0"
+        )
         return {r["status"]: int(r["n"]) for r in rows}
 
     def running(self) -> list[Job]:

@@ -15,6 +15,7 @@ for each type with ``concurrency_per_key``, ``rate_per_key`` or ``fair``:
   such key's first job in claim order is its candidate. A key with 10,000 due jobs gets one turn
   per round, like a key with one.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,12 +35,16 @@ ROW = "id, type, limit_key, priority, run_at, created_at"
 _FORGET = "DELETE FROM key_starts WHERE type = :type AND started_at <= :since"
 _USED = "SELECT limit_key, count(*) AS n FROM key_starts WHERE type = :type GROUP BY limit_key"
 _START = "INSERT INTO key_starts (type, limit_key, started_at) VALUES (:type, :key, :now)"
-SET_TURN = ("INSERT INTO key_turns (type, last_key) VALUES (:turn_type, :turn_key) "
-            "ON CONFLICT (type) DO UPDATE SET last_key = excluded.last_key")
+SET_TURN = (
+    "INSERT INTO key_turns (type, last_key) VALUES (:turn_type, :turn_key) "
+    "ON CONFLICT (type) DO UPDATE SET last_key = excluded.last_key"
+)
 # The next key of the type after {after} (bounded by {upto}) with a due job this claim may take.
-_NEXT = (f"SELECT limit_key FROM jobs WHERE type = :type AND status = 'pending' AND limit_key IS NOT NULL "
-         f"AND limit_key > {{after}} {{upto}}AND run_at <= :now AND {QUEUE_FREE} {{extra}}"
-         f"ORDER BY limit_key LIMIT 1")
+_NEXT = (
+    f"SELECT limit_key FROM jobs WHERE type = :type AND status = 'pending' AND limit_key IS NOT NULL "
+    f"AND limit_key > {{after}} {{upto}}AND run_at <= :now AND {QUEUE_FREE} {{extra}}"
+    f"ORDER BY limit_key LIMIT 1"
+)
 # The first pass of a fair walk starts after the type's turn as the statement reads it: its reads
 # need nothing the claim's state read answers, so they may be sent with it (limits._early_reads).
 FROM_TURN = "coalesce((SELECT last_key FROM key_turns WHERE type = :type), '')"
@@ -48,22 +53,26 @@ FROM_TURN = "coalesce((SELECT last_key FROM key_turns WHERE type = :type), '')"
 # order. ``{room}``: walk.k may start one more (it is not one of the keys at their limit). A last
 # row with k NULL: the keys ran out.
 _HAS_ROOM = "CASE WHEN {room} THEN 1 ELSE 0 END"
-WALK = (f"WITH RECURSIVE walk(k, n, got) AS ("
-        f"SELECT ({_NEXT.format(after='{after}', upto='{upto}', extra='{extra}')}), 1, 0 "
-        f"UNION ALL "
-        f"SELECT ({_NEXT.format(after='walk.k', upto='{upto}', extra='{extra}')}), walk.n + 1, "
-        f"walk.got + {_HAS_ROOM} FROM walk "
-        f"WHERE walk.k IS NOT NULL AND walk.n < :probes AND walk.got + {_HAS_ROOM} < :want) "
-        f"SELECT walk.k AS walk_key, j.id, j.type, j.limit_key, j.priority, j.run_at, j.created_at FROM walk "
-        f"LEFT JOIN jobs j ON walk.k IS NOT NULL AND {{room}} AND j.id = ("
-        f"SELECT id FROM jobs WHERE type = :type AND limit_key = walk.k AND status = 'pending' "
-        f"AND run_at <= :now AND {QUEUE_FREE} {{extra}}{CLAIM_ORDER} LIMIT 1) ORDER BY walk.n")
+WALK = (
+    f"WITH RECURSIVE walk(k, n, got) AS ("
+    f"SELECT ({_NEXT.format(after='{after}', upto='{upto}', extra='{extra}')}), 1, 0 "
+    f"UNION ALL "
+    f"SELECT ({_NEXT.format(after='walk.k', upto='{upto}', extra='{extra}')}), walk.n + 1, "
+    f"walk.got + {_HAS_ROOM} FROM walk "
+    f"WHERE walk.k IS NOT NULL AND walk.n < :probes AND walk.got + {_HAS_ROOM} < :want) "
+    f"SELECT walk.k AS walk_key, j.id, j.type, j.limit_key, j.priority, j.run_at, j.created_at FROM walk "
+    f"LEFT JOIN jobs j ON walk.k IS NOT NULL AND {{room}} AND j.id = ("
+    f"SELECT id FROM jobs WHERE type = :type AND limit_key = walk.k AND status = 'pending' "
+    f"AND run_at <= :now AND {QUEUE_FREE} {{extra}}{CLAIM_ORDER} LIMIT 1) ORDER BY walk.n"
+)
 
 
 class KeyCounts:
     """Running jobs and recent starts per (type, key), as of one limited claim."""
 
-    def __init__(self, running: dict[tuple[str, str], int], used: dict[tuple[str, str], int]) -> None:
+    def __init__(
+        self, running: dict[tuple[str, str], int], used: dict[tuple[str, str], int]
+    ) -> None:
         self.running, self.used = running, used
         self._full: dict[str, list[str]] = {}  # per type, as first worked out (one claim's counts)
 
@@ -89,8 +98,13 @@ class KeyCounts:
 class KeysSql(SqlBase):
     """The per-key counts, the fair walk over keys, and the bookkeeping of a claim's starts."""
 
-    def _key_counts(self, c: Any, limits: Mapping[str, "TypeLimit"], running: dict[tuple[str, str], int],
-                    stamp_since: Any) -> KeyCounts:
+    def _key_counts(
+        self,
+        c: Any,
+        limits: Mapping[str, "TypeLimit"],
+        running: dict[tuple[str, str], int],
+        stamp_since: Any,
+    ) -> KeyCounts:
         """Per-key counts for the keyed types of ``limits``: ``running`` as read, and the starts
         within each rate's period (forgetting older ones: ``stamp_since(period)`` gives the
         cut-off text)."""
@@ -98,11 +112,24 @@ class KeysSql(SqlBase):
         for t, lim in limits.items():
             if lim.rate_per_key is not None:
                 self._run(c, _FORGET, {"type": t, "since": stamp_since(lim.rate_per_key[1])})
-                used.update({(t, r["limit_key"]): r["n"] for r in self._run(c, _USED, {"type": t}).fetchall()})
+                used.update(
+                    {
+                        (t, r["limit_key"]): r["n"]
+                        for r in self._run(c, _USED, {"type": t}).fetchall()
+                    }
+                )
         return KeyCounts(running, used)
 
-    def _fair_candidates(self, c: Any, lim: "TypeLimit", full: list[str], stamp: str, want: int,
-                         extra: str, params: dict[str, Any]) -> Callable[[Mapping[str, str]], list[dict[str, Any]]]:
+    def _fair_candidates(
+        self,
+        c: Any,
+        lim: "TypeLimit",
+        full: list[str],
+        stamp: str,
+        want: int,
+        extra: str,
+        params: dict[str, Any],
+    ) -> Callable[[Mapping[str, str]], list[dict[str, Any]]]:
         """Up to ``want`` due jobs of a fair type, one per key with room (not in ``full``), in turn
         from the key after the last one served, wrapping round once: one statement per pass. The
         first pass is sent now; the returned function, given the turns the claim read, reads its
@@ -113,33 +140,81 @@ class KeysSql(SqlBase):
             out, seen, ran_out = first()
             start = turns.get(lim.type, "")
             if ran_out and start and len(out) < want and seen < MAX_PROBES:
-                more, _, _ = self._walk(c, lim.type, full, stamp, want - len(out), MAX_PROBES - seen, extra,
-                                        params, "", start)()
+                more, _, _ = self._walk(
+                    c,
+                    lim.type,
+                    full,
+                    stamp,
+                    want - len(out),
+                    MAX_PROBES - seen,
+                    extra,
+                    params,
+                    "",
+                    start,
+                )()
                 out += more
             return out
+
         return result
 
-    def _walk(self, c: Any, jtype: str, full: list[str], stamp: str, want: int, probes: int, extra: str,
-              params: dict[str, Any], after: str | None, upto: str | None) -> Callable[[], Walked]:
+    def _walk(
+        self,
+        c: Any,
+        jtype: str,
+        full: list[str],
+        stamp: str,
+        want: int,
+        probes: int,
+        extra: str,
+        params: dict[str, Any],
+        after: str | None,
+        upto: str | None,
+    ) -> Callable[[], Walked]:
         """Send one pass of :data:`WALK` over the keys after ``after`` (None: the type's turn,
         read by the statement) up to ``upto`` (included); the returned function reads its
         candidates, how many keys it looked at, and whether the keys ran out."""
         # the full keys as one list parameter: one statement text, however many keys are full
         room = f"NOT ({self.dialect.any_of.format(col='walk.k', param=':wfull')})"
-        sql = WALK.format(after=FROM_TURN if after is None else ":after", extra=extra, room=room,
-                          upto="AND limit_key <= :upto " if upto is not None else "")
-        cur = self._run(c, sql, {**params, "wfull": self.dialect.list_param(full), "type": jtype, "after": after,
-                                 "upto": upto, "now": stamp, "want": want, "probes": probes})
+        sql = WALK.format(
+            after=FROM_TURN if after is None else ":after",
+            extra=extra,
+            room=room,
+            upto="AND limit_key <= :upto " if upto is not None else "",
+        )
+        cur = self._run(
+            c,
+            sql,
+            {
+                **params,
+                "wfull": self.dialect.list_param(full),
+                "type": jtype,
+                "after": after,
+                "upto": upto,
+                "now": stamp,
+                "want": want,
+                "probes": probes,
+            },
+        )
 
         def result() -> Walked:
             rows = cur.fetchall()
             seen = sum(1 for r in rows if r["walk_key"] is not None)
             ran_out = bool(rows) and rows[-1]["walk_key"] is None
-            return [{k: r[k] for k in ROW.split(", ")} for r in rows if r["id"] is not None], seen, ran_out
+            return (
+                [{k: r[k] for k in ROW.split(", ")} for r in rows if r["id"] is not None],
+                seen,
+                ran_out,
+            )
+
         return result
 
-    def _record_keys(self, c: Any, taken: list[tuple[str, str | None]], limits: Mapping[str, "TypeLimit"],
-                     stamp: str) -> None:
+    def _record_keys(
+        self,
+        c: Any,
+        taken: list[tuple[str, str | None]],
+        limits: Mapping[str, "TypeLimit"],
+        stamp: str,
+    ) -> None:
         """After a claim took ``taken`` ((type, key) in claim order): count the starts of keys
         with a rate, and move each fair type's turn to the last key it served (an engine whose
         writes ride in a ``WITH`` does both in the claim statement instead: ``limits._claim_with``)."""

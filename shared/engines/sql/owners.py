@@ -6,6 +6,7 @@ One transaction: the owner's running rows are read (``dialect.skip_locked``: nev
 rows another session holds, such as a host cut off mid-transaction; what is skipped stays
 running for the next round), and each is updated under the guard of ``running`` and the owner.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
@@ -16,23 +17,35 @@ from .base import SqlBase
 from .jobs import RELEASE
 
 _OWNED = "SELECT * FROM jobs WHERE status = 'running' AND owner = :owner"
-_REQUEUE = ("UPDATE jobs SET status = :status, attempts = :attempts, error = :reason, "
-            "run_at = CASE WHEN :status = 'pending' THEN :now ELSE run_at END, "
-            "completed_at = CASE WHEN :status IN ('failed', 'cancelled') THEN :now END, "
-            "max_attempts = coalesce(max_attempts, :limit), updated_at = :now, " + RELEASE +
-            "WHERE id = :id AND status = 'running' AND owner = :owner")
+_REQUEUE = (
+    "UPDATE jobs SET status = :status, attempts = :attempts, error = :reason, "
+    "run_at = CASE WHEN :status = 'pending' THEN :now ELSE run_at END, "
+    "completed_at = CASE WHEN :status IN ('failed', 'cancelled') THEN :now END, "
+    "max_attempts = coalesce(max_attempts, :limit), updated_at = :now, "
+    + RELEASE
+    + "WHERE id = :id AND status = 'running' AND owner = :owner"
+)
 # The attempt a release ends, where no trigger records it (``dialect.release_history``), and on
 # every engine a run interrupted and given back (``interrupted``, the reason its error).
-_ENDED = ("INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, "
-          "error) VALUES (:id, :type, :attempt, :outcome, :due, :started, :now, :owner, :reason)")
+_ENDED = (
+    "INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner, "
+    "error) VALUES (:id, :type, :attempt, :outcome, :due, :started, :now, :owner, :reason)"
+)
 
 
 class OwnersSql(SqlBase):
     """``release_owner``."""
 
-    def release_owner(self, owner: str, reason: str, now: float, *,
-                      max_attempts_for: Callable[[Job], int], count_attempt: bool = True,
-                      unstarted: Iterable[str] = ()) -> list[Released]:
+    def release_owner(
+        self,
+        owner: str,
+        reason: str,
+        now: float,
+        *,
+        max_attempts_for: Callable[[Job], int],
+        count_attempt: bool = True,
+        unstarted: Iterable[str] = (),
+    ) -> list[Released]:
         """Re-queue the running jobs of a dead or killed ``owner``, in one transaction.
 
         With ``count_attempt`` the interrupted run counts: a job whose attempts are used up is
@@ -54,18 +67,37 @@ class OwnersSql(SqlBase):
             for row in self._run(c, _OWNED + self.dialect.skip_locked, base).fetchall():
                 job = Job.from_row(row)
                 limit = max_attempts_for(job)
-                status, attempts = release_outcome(job, limit, count_attempt and job.id not in unstarted)
-                params = {**base, "status": status, "attempts": attempts, "limit": limit, "id": job.id}
+                status, attempts = release_outcome(
+                    job, limit, count_attempt and job.id not in unstarted
+                )
+                params = {
+                    **base,
+                    "status": status,
+                    "attempts": attempts,
+                    "limit": limit,
+                    "id": job.id,
+                }
                 done = self._run(c, _REQUEUE, params).rowcount
                 counted, ran = attempts >= job.attempts, job.id not in unstarted
                 if done and ((counted and self.dialect.release_history) or (ran and not counted)):
-                    outcome = ("interrupted" if not counted else "retry" if status == "pending"
-                               else status)
-                    self._run(c, _ENDED, {**params, "type": job.type, "attempt": job.attempts,
-                                          "outcome": outcome, "started": job.started_at,
-                                          "due": max(job.run_at, job.created_at)})
+                    outcome = (
+                        "interrupted" if not counted else "retry" if status == "pending" else status
+                    )
+                    self._run(
+                        c,
+                        _ENDED,
+                        {
+                            **params,
+                            "type": job.type,
+                            "attempt": job.attempts,
+                            "outcome": outcome,
+                            "started": job.started_at,
+                            "due": max(job.run_at, job.created_at),
+                        },
+                    )
                 out.append(Released(job.id, job.type, status, attempts))
             if self.dialect.notify and any(r.status == "pending" for r in out):
                 self._run(c, self.dialect.notify, {"channel": self.channel})
             return out
+
         return self._tx(tx)

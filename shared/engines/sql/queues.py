@@ -7,6 +7,7 @@ jobs. A worker that serves every queue keeps the plain claim, which skips jobs o
 queue. A queue is paused by a ``control`` row ``paused:<queue>`` = ``'1'``, read inside the claim
 statement itself, so a pause holds from the next claim on, on every host.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,13 +21,17 @@ T = TypeVar("T")
 PAUSE_PREFIX = "paused:"  # control row of a paused queue: PAUSE_PREFIX + its name
 # The plain claim's filter: not a job of a paused queue. The uncorrelated test comes first: while
 # no queue is paused (the usual case) the row's queue is never read.
-QUEUE_FREE = ("(NOT EXISTS (SELECT 1 FROM control WHERE name > 'paused:' AND name < 'paused;' AND value = '1') "
-              "OR NOT EXISTS (SELECT 1 FROM control WHERE name = 'paused:' || jobs.queue AND value = '1'))")
+QUEUE_FREE = (
+    "(NOT EXISTS (SELECT 1 FROM control WHERE name > 'paused:' AND name < 'paused;' AND value = '1') "
+    "OR NOT EXISTS (SELECT 1 FROM control WHERE name = 'paused:' || jobs.queue AND value = '1'))"
+)
 # One queue's claim filter; ``{q}``: the engine's spelling of the ``queue`` parameter.
 IN_QUEUE = "queue = {q} AND NOT EXISTS (SELECT 1 FROM control WHERE name = 'paused:' || {q} AND value = '1')"
 
-_SET = ("INSERT INTO control (name, value) VALUES (:name, :value) "
-        "ON CONFLICT (name) DO UPDATE SET value = excluded.value")
+_SET = (
+    "INSERT INTO control (name, value) VALUES (:name, :value) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
 _GET = "SELECT value FROM control WHERE name = :name"
 _PAUSED = "SELECT name FROM control WHERE name > 'paused:' AND name < 'paused;' AND value = '1' ORDER BY name"
 
@@ -72,7 +77,11 @@ class QueueServing(SqlBase):
     def set_queue_paused(self, queue: str, paused: bool) -> None:
         """Pause or resume one queue (one statement; it wakes idle workers where the engine
         notifies)."""
-        params = {"name": PAUSE_PREFIX + queue, "value": "1" if paused else "0", "channel": self.channel}
+        params = {
+            "name": PAUSE_PREFIX + queue,
+            "value": "1" if paused else "0",
+            "channel": self.channel,
+        }
         self._write(lambda c: self._run(c, self.dialect.waking(_SET), params))
 
     def is_queue_paused(self, queue: str) -> bool:
@@ -80,4 +89,4 @@ class QueueServing(SqlBase):
 
     def paused_queues(self) -> list[str]:
         """The queues paused now (by ``jobq pause --queue``, the API or the dashboard)."""
-        return [r["name"][len(PAUSE_PREFIX):] for r in self._rows(_PAUSED)]
+        return [r["name"][len(PAUSE_PREFIX) :] for r in self._rows(_PAUSED)]

@@ -6,6 +6,7 @@ holds its locks long. The chunks run through the engine's pacer (``pacer``): an 
 one write lock pauses after each (its own pacer) so other writers get the single
 write lock; elsewhere (:class:`Chunks`) row locks let other writers work meanwhile.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,14 +23,16 @@ CHUNK_HOLD = 0.050  # seconds: the longest one chunk of Chunks should take (its 
 
 _CHUNK_END = "SELECT id FROM jobs WHERE id > :after ORDER BY id LIMIT 1 OFFSET :skip"
 _LAST_ID = "SELECT max(id) AS id FROM jobs WHERE id > :after"
-_DELETE_FINISHED = ("DELETE FROM jobs WHERE id > :after AND id <= :upto AND ("
-                    "(status = 'completed' AND coalesce(completed_at, updated_at) < :completed) OR "
-                    "(status = 'cancelled' AND coalesce(completed_at, updated_at) < :cancelled) OR "
-                    "(status = 'failed' AND coalesce(completed_at, updated_at) < :failed)) "
-                    # a parent stays while a child of it has yet to run (workflows: its results)
-                    "AND (has_children = 0 OR NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child "
-                    "WHERE d.parent = jobs.id AND c.status IN ('waiting', 'pending', 'running'))) "
-                    "RETURNING status")
+_DELETE_FINISHED = (
+    "DELETE FROM jobs WHERE id > :after AND id <= :upto AND ("
+    "(status = 'completed' AND coalesce(completed_at, updated_at) < :completed) OR "
+    "(status = 'cancelled' AND coalesce(completed_at, updated_at) < :cancelled) OR "
+    "(status = 'failed' AND coalesce(completed_at, updated_at) < :failed)) "
+    # a parent stays while a child of it has yet to run (workflows: its results)
+    "AND (has_children = 0 OR NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.id = d.child "
+    "WHERE d.parent = jobs.id AND c.status IN ('waiting', 'pending', 'running'))) "
+    "RETURNING status"
+)
 
 
 class Chunks:
@@ -42,8 +45,15 @@ class Chunks:
     rows per chunk stalled an enqueue for 3.7 s once). ``timer`` is injected (``time.perf_counter``
     by default) so tests can give the times."""
 
-    def __init__(self, rows: int = BATCH, *, hold: float = CHUNK_HOLD, least: int = 50, most: int = 2_000,
-                 timer: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        rows: int = BATCH,
+        *,
+        hold: float = CHUNK_HOLD,
+        least: int = 50,
+        most: int = 2_000,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.least, self.most = min(least, most), max(least, most)
         self.rows = max(self.least, min(int(rows), self.most))
         self.hold, self.timer = hold, timer
@@ -75,8 +85,9 @@ class RetentionSql(SqlBase):
         return self._tx(fn)
 
     @unguarded
-    def purge_finished(self, cutoffs: Mapping[str, float | None], chunk: int = BATCH,
-                       pacer: Any = None) -> dict[str, int]:
+    def purge_finished(
+        self, cutoffs: Mapping[str, float | None], chunk: int = BATCH, pacer: Any = None
+    ) -> dict[str, int]:
         """Delete every finished job older than its status's cutoff (``cutoffs``: 'completed',
         'cancelled', 'failed' -> Unix time, or None to keep them all); the number deleted per
         status of ``cutoffs``. Short transactions, one primary-key range each (about ``chunk``
@@ -89,13 +100,16 @@ class RetentionSql(SqlBase):
         after: str | None = ""
         while after is not None:
             start = after
-            batch, after = pacer.chunk(self, lambda c, rows: self.delete_finished_in(c, cutoffs, start, rows))
+            batch, after = pacer.chunk(
+                self, lambda c, rows: self.delete_finished_in(c, cutoffs, start, rows)
+            )
             for status, n in batch.items():
                 deleted[status] = deleted.get(status, 0) + n
         return deleted
 
-    def delete_finished_in(self, c: Any, cutoffs: Mapping[str, float | None],
-                           after: str = "", chunk: int = BATCH) -> tuple[dict[str, int], str | None]:
+    def delete_finished_in(
+        self, c: Any, cutoffs: Mapping[str, float | None], after: str = "", chunk: int = BATCH
+    ) -> tuple[dict[str, int], str | None]:
         """Look at the next ``chunk`` jobs by id after ``after`` ("" = the first) and delete those
         whose terminal status has a cutoff and that finished before it (no ``completed_at``:
         ``updated_at``), on ``c`` inside the caller's transaction: one statement over one
@@ -105,7 +119,11 @@ class RetentionSql(SqlBase):
         upto = row["id"] if row else self._run(c, _LAST_ID, {"after": after}).fetchone()["id"]
         if upto is None:
             return {}, None
-        params = {"after": after, "upto": upto, **{s: _iso_or_none(cutoffs.get(s)) for s in TERMINAL}}
+        params = {
+            "after": after,
+            "upto": upto,
+            **{s: _iso_or_none(cutoffs.get(s)) for s in TERMINAL},
+        }
         deleted: dict[str, int] = {}
         for r in self._run(c, _DELETE_FINISHED, params).fetchall():
             deleted[r["status"]] = deleted.get(r["status"], 0) + 1

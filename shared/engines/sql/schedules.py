@@ -7,6 +7,7 @@ anchored at ``now``), reads it locked (``dialect.lock``: ``FOR UPDATE`` where ro
 an engine's single write lock holds the whole database), enqueues the due ticks and advances the mark:
 a second supervisor waits for the first one's commit and then sees its tick.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -19,8 +20,10 @@ Plan = Callable[[float], "tuple[list[NewJob], float | None]"]  # see shared.engi
 
 _MARKS = "SELECT name, fingerprint, last_tick FROM schedule_marks"
 _MARK = "SELECT fingerprint, last_tick FROM schedule_marks WHERE name = :name"
-_NEW_MARK = ("INSERT INTO schedule_marks (name, fingerprint, last_tick, updated_at) "
-             "VALUES (:name, :fp, :now, :now) ON CONFLICT (name) DO NOTHING RETURNING name")
+_NEW_MARK = (
+    "INSERT INTO schedule_marks (name, fingerprint, last_tick, updated_at) "
+    "VALUES (:name, :fp, :now, :now) ON CONFLICT (name) DO NOTHING RETURNING name"
+)
 _ANCHOR = "UPDATE schedule_marks SET fingerprint = :fp, last_tick = :now, updated_at = :now WHERE name = :name"
 _ADVANCE = "UPDATE schedule_marks SET last_tick = :tick, updated_at = :now WHERE name = :name"
 
@@ -32,7 +35,10 @@ class SchedulesSql(SqlBase):
 
     def schedule_marks(self) -> dict[str, ScheduleMark]:
         """Every schedule's mark, by name (a plain read)."""
-        return {r["name"]: ScheduleMark(r["fingerprint"], parse_iso(r["last_tick"])) for r in self._rows(_MARKS)}
+        return {
+            r["name"]: ScheduleMark(r["fingerprint"], parse_iso(r["last_tick"]))
+            for r in self._rows(_MARKS)
+        }
 
     def run_schedule(self, name: str, fingerprint: str, now: float, plan: Plan) -> list[str] | None:
         """Enqueue a schedule's due ticks exactly once, in one transaction.
@@ -48,7 +54,7 @@ class SchedulesSql(SqlBase):
 
         def tx(c: Any) -> list[str] | None:
             if self._run(c, _NEW_MARK, params).fetchall():
-                return None   # a new mark, anchored at now
+                return None  # a new mark, anchored at now
             row = self._run(c, _MARK + self.dialect.lock, params).fetchone()
             if row["fingerprint"] != fingerprint:
                 self._run(c, _ANCHOR, params)
@@ -59,4 +65,5 @@ class SchedulesSql(SqlBase):
             ids = self.enqueue(jobs, now, conn=c) if jobs else []
             self._run(c, _ADVANCE, {**params, "tick": iso(advance_to)})
             return ids
+
         return self._tx(tx)

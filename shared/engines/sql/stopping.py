@@ -6,14 +6,17 @@ The worker's heartbeat thread checks in a few times a second while a job runs: a
 owner's running rows (the ``jobs_running`` index), and a short write transaction only when there
 is new progress to store.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from .base import SqlBase
 
-_PROGRESS = ("UPDATE jobs SET progress = :progress WHERE id = :id AND status = 'running' "
-             "AND attempts = :attempt AND owner = :owner")
+_PROGRESS = (
+    "UPDATE jobs SET progress = :progress WHERE id = :id AND status = 'running' "
+    "AND attempts = :attempt AND owner = :owner"
+)
 _ASKED = "SELECT id FROM jobs WHERE status = 'running' AND owner = :owner AND cancel_requested_at IS NOT NULL"
 
 
@@ -29,7 +32,16 @@ class StoppingSql(SqlBase):
 
         def tx(c: Any) -> set[str]:
             for job_id, attempt, text in progress:
-                self._run(c, _PROGRESS, {"id": job_id, "attempt": attempt, "owner": owner,
-                                         "progress": self.dialect.text(text)})
+                self._run(
+                    c,
+                    _PROGRESS,
+                    {
+                        "id": job_id,
+                        "attempt": attempt,
+                        "owner": owner,
+                        "progress": self.dialect.text(text),
+                    },
+                )
             return {r["id"] for r in self._run(c, _ASKED, {"owner": owner}).fetchall()}
+
         return self._tx(tx)

@@ -12,6 +12,7 @@ time; the count triggers see -1 and +1 (nothing in all), nothing else fires on `
 no other session sees it (the row is locked, the transaction not committed). On PostgreSQL the
 trigger notifies idle workers of released children, on the channel an import of pending jobs
 notifies anyway (one notification per transaction reaches listeners)."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
@@ -44,7 +45,9 @@ class ExportSql(SqlBase):
     """``export_jobs`` and ``export_attempts`` (plain reads), and what an import does after
     its inserts (:meth:`_classify`)."""
 
-    def export_jobs(self, after: str, limit: int, statuses: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    def export_jobs(
+        self, after: str, limit: int, statuses: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
         """Up to ``limit`` jobs with ``id > after``, in id order, every column; only those of
         ``statuses`` when given."""
         if statuses is not None and not statuses:
@@ -53,25 +56,31 @@ class ExportSql(SqlBase):
         if statuses is not None:
             where, more = self.dialect.member("status", "statuses", list(statuses))
             where, params = f"AND {where} ", {**params, **more}
-        return self._rows(f"SELECT {COLUMNS} FROM jobs WHERE id > :after {where}ORDER BY id LIMIT :limit", params)
+        return self._rows(
+            f"SELECT {COLUMNS} FROM jobs WHERE id > :after {where}ORDER BY id LIMIT :limit", params
+        )
 
     def export_attempts(self, job_ids: Sequence[str]) -> list[dict[str, Any]]:
         """The attempt history of these jobs, oldest first per job (lists of :data:`IN_CHUNK`)."""
         out: list[dict[str, Any]] = []
         for k in range(0, len(job_ids), IN_CHUNK):
-            where, params = self.dialect.member("job_id", "ids", list(job_ids[k:k + IN_CHUNK]))
-            out += self._rows(f"SELECT {ATTEMPT_COLUMNS} FROM job_attempts WHERE {where} ORDER BY seq", params)
+            where, params = self.dialect.member("job_id", "ids", list(job_ids[k : k + IN_CHUNK]))
+            out += self._rows(
+                f"SELECT {ATTEMPT_COLUMNS} FROM job_attempts WHERE {where} ORDER BY seq", params
+            )
         return out
 
     def export_edges(self, child_ids: Sequence[str]) -> list[dict[str, Any]]:
         """The ``job_deps`` rows of these jobs as children, by child and position."""
         out: list[dict[str, Any]] = []
         for k in range(0, len(child_ids), IN_CHUNK):
-            where, params = self.dialect.member("child", "ids", list(child_ids[k:k + IN_CHUNK]))
+            where, params = self.dialect.member("child", "ids", list(child_ids[k : k + IN_CHUNK]))
             out += self._rows(_EDGES.format(ids=where), params)
         return out
 
-    def _import_flows(self, c: Any, inserted: Sequence[str], edges: Sequence[Mapping[str, Any]]) -> int:
+    def _import_flows(
+        self, c: Any, inserted: Sequence[str], edges: Sequence[Mapping[str, Any]]
+    ) -> int:
         """In an import's transaction on ``c``, after its inserts: the edges of the jobs
         ``inserted`` (an edge here is kept), their parents here marked, then every ended parent
         with an edge not done to a waiting child, either of them inserted now, settled by the
@@ -84,16 +93,21 @@ class ExportSql(SqlBase):
         if mine:
             rows = self.dialect.row_set("e", EDGE_COLUMNS)
             insert = INSERT_EDGES.format(s=self.qualifier, rows=rows)
-            written = self._run(c, insert,
-                                self.dialect.row_params("e", EDGE_COLUMNS, mine)).rowcount
+            written = self._run(
+                c, insert, self.dialect.row_params("e", EDGE_COLUMNS, mine)
+            ).rowcount
             parents = sorted({e[1] for e in mine})
             for k in range(0, len(parents), IN_CHUNK):
-                where, params = self.dialect.member("id", "ids", parents[k:k + IN_CHUNK])
+                where, params = self.dialect.member("id", "ids", parents[k : k + IN_CHUNK])
                 self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=where), params)
         ids = self.dialect.row_params("n", _IDS, [(i,) for i in inserted])
-        for p in self._run(c, _UNSETTLED.format(new=self.dialect.row_set("n", _IDS)), ids).fetchall():
+        for p in self._run(
+            c, _UNSETTLED.format(new=self.dialect.row_set("n", _IDS)), ids
+        ).fetchall():
             self._run(c, _STATUS, {"id": p["id"], "status": "waiting"})  # not an end: no trigger
-            self._run(c, _STATUS, {"id": p["id"], "status": p["status"]})  # the end again: the trigger
+            self._run(
+                c, _STATUS, {"id": p["id"], "status": p["status"]}
+            )  # the end again: the trigger
         return written
 
     def _classify(self, c: Any, skipped: Sequence[Mapping[str, Any]], done: Imported) -> None:
@@ -101,6 +115,10 @@ class ExportSql(SqlBase):
         (the same state or not), or kept out by a key another job here holds."""
         here: dict[str, Any] = {}
         for k in range(0, len(skipped), IN_CHUNK):
-            where, params = self.dialect.member("id", "ids", [r["id"] for r in skipped[k:k + IN_CHUNK]])
-            here.update((h["id"], h) for h in self._run(c, _HERE.format(ids=where), params).fetchall())
+            where, params = self.dialect.member(
+                "id", "ids", [r["id"] for r in skipped[k : k + IN_CHUNK]]
+            )
+            here.update(
+                (h["id"], h) for h in self._run(c, _HERE.format(ids=where), params).fetchall()
+            )
         done.sort_skipped(skipped, here)

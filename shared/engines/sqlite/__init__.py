@@ -11,6 +11,7 @@ The only ``sqlite3`` imports of jobq's runtime are in this package's modules:
 - :mod:`.wakeup`, :mod:`.walwatch` (and :mod:`shared.engines.idlelead`): how idle workers learn of new jobs
 - :mod:`.upkeep`: the WAL checkpoint task the supervisor runs
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,45 +36,63 @@ def locate(value: str, rest: str | None, base_dir: str | None) -> Target:
 
 def _url_path(value: str, rest: str) -> str:
     from shared.engines.location import redacted
+
     path = rest[2:] if rest.startswith("//") else rest  # sqlite:///abs -> /abs; sqlite:rel -> rel
     if rest.startswith("//") and not path.startswith("/"):
-        raise ValueError(f"database {redacted(value)!r}: a sqlite:// URL needs an absolute path "
-                         "(sqlite:///abs/path.db) or use sqlite:relative/path.db")
+        raise ValueError(
+            f"database {redacted(value)!r}: a sqlite:// URL needs an absolute path "
+            "(sqlite:///abs/path.db) or use sqlite:relative/path.db"
+        )
     if not path:
-        raise ValueError(f"database {redacted(value)!r}: no file path after 'sqlite:' (expected "
-                         f"{_expected()})")
+        raise ValueError(
+            f"database {redacted(value)!r}: no file path after 'sqlite:' (expected {_expected()})"
+        )
     return path
 
 
 def _expected() -> str:
     from shared.engines.location import expected
+
     return expected()
 
 
-def _open(target: Target, config: Any, *, migrate: bool = True,
-          upkeep: bool = False) -> EngineStore:
+def _open(
+    target: Target, config: Any, *, migrate: bool = True, upkeep: bool = False
+) -> EngineStore:
     from .connection import BUSY_RETRIES, upkeep_busy
     from .store import SqliteStore
+
     s = ENGINE.settings(config)
     # the supervisor's store: never a long wait for the write lock
-    busy, retries = ((upkeep_busy(s.busy_timeout, config.worker.lease_timeout), 0) if upkeep
-                     else (s.busy_timeout, BUSY_RETRIES))
-    return SqliteStore(target.location, synchronous=s.synchronous, busy_timeout=busy, busy_retries=retries,
-                       migrate=migrate)
+    busy, retries = (
+        (upkeep_busy(s.busy_timeout, config.worker.lease_timeout), 0)
+        if upkeep
+        else (s.busy_timeout, BUSY_RETRIES)
+    )
+    return SqliteStore(
+        target.location,
+        synchronous=s.synchronous,
+        busy_timeout=busy,
+        busy_retries=retries,
+        migrate=migrate,
+    )
 
 
 def _store_class() -> type:
     from .store import SqliteStore
+
     return SqliteStore
 
 
 def _upkeep_tasks(config: Any) -> list[UpkeepTask]:
     from .upkeep import checkpoint_task
+
     return [checkpoint_task()]
 
 
 def _driver_errors() -> tuple[type[BaseException], ...]:
     from .connection import DRIVER_ERRORS
+
     return DRIVER_ERRORS
 
 
@@ -82,6 +101,7 @@ def _commit_watch(target: Target, config: Any) -> Any | None:
     if target.file is None:
         return None
     from .walwatch import WalWatch
+
     watch = WalWatch(target.file)
     return watch if watch.available else None
 
@@ -92,9 +112,16 @@ def _connections(target: Target) -> list[str]:
 
 
 ENGINE = Engine(
-    name="sqlite", section="sqlite", forms=FORMS, locate=locate, open=_open,
-    store_class=_store_class, upkeep_tasks=_upkeep_tasks, driver_errors=_driver_errors,
-    commit_watch=_commit_watch, connections=_connections,
+    name="sqlite",
+    section="sqlite",
+    forms=FORMS,
+    locate=locate,
+    open=_open,
+    store_class=_store_class,
+    upkeep_tasks=_upkeep_tasks,
+    driver_errors=_driver_errors,
+    commit_watch=_commit_watch,
+    connections=_connections,
     # a worker's wake-up and health check too: imported after each fork, they (ctypes.util,
     # subprocess) took 80-110 ms per worker on a loaded machine
     preload=(f"{__name__}.store", f"{__name__}.wakeup", f"{__name__}.health"),

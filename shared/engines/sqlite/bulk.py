@@ -18,6 +18,7 @@ comes during a chunk waits about that long. Between chunks:
 - without the signal (the ``-wants`` file cannot be made) it leaves the lock free after each
   chunk for at least as long as it held it (and at least ``hold``): about half speed.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -26,10 +27,10 @@ from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
-HOLD = 0.010             # seconds: the longest one chunk should hold the write lock
-LEAST, MOST = 50, 2000   # rows per chunk, whatever the timing says
-STEP = 0.0005            # seconds between two looks at the writers while paused for them
-MOST_PAUSE = 0.050       # seconds: the longest pause for writers that said they wait
+HOLD = 0.010  # seconds: the longest one chunk should hold the write lock
+LEAST, MOST = 50, 2000  # rows per chunk, whatever the timing says
+STEP = 0.0005  # seconds between two looks at the writers while paused for them
+MOST_PAUSE = 0.050  # seconds: the longest pause for writers that said they wait
 PROBE_EVERY, PROBE = 0.250, 0.020  # seconds: a pause for writers that cannot say so
 
 
@@ -37,16 +38,23 @@ class Pacer:
     """Sizes and spaces the chunks of one bulk write. ``sleep`` and ``timer`` are injected
     (``time.sleep`` and ``time.perf_counter`` by default) so tests can watch the pauses."""
 
-    def __init__(self, rows: int = 500, *, hold: float = HOLD, least: int = LEAST, most: int = MOST,
-                 sleep: Callable[[float], Any] = time.sleep,
-                 timer: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        rows: int = 500,
+        *,
+        hold: float = HOLD,
+        least: int = LEAST,
+        most: int = MOST,
+        sleep: Callable[[float], Any] = time.sleep,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.least, self.most = min(least, most), max(least, most)
         self.rows = max(self.least, min(rows, self.most))
         self.hold = hold
         self.sleep, self.timer = sleep, timer
-        self.held: list[float] = []   # seconds each chunk held the write lock (for tests, benches)
+        self.held: list[float] = []  # seconds each chunk held the write lock (for tests, benches)
         self.paused: list[float] = []  # seconds of each pause after a chunk (for tests, benches)
-        self.unpaused = 0.0           # seconds of chunks since the last pause (probe_every)
+        self.unpaused = 0.0  # seconds of chunks since the last pause (probe_every)
 
     def chunk(self, store: Any, fn: Callable[[sqlite3.Connection, int], T]) -> T:
         """Run ``fn(conn, rows)`` in one ``BEGIN IMMEDIATE`` transaction of ``store`` (its ``_paced``, waiting for
@@ -59,6 +67,7 @@ class Pacer:
         def timed(conn: sqlite3.Connection) -> T:
             began.append(self.timer())  # the lock is ours from here (BEGIN IMMEDIATE returned)
             return fn(conn, rows)
+
         out = store._paced(timed)  # one BEGIN IMMEDIATE, its errors translated
         held = self.timer() - began[-1]
         self.held.append(held)

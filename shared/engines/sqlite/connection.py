@@ -7,6 +7,7 @@ that failed on a working connection: :func:`call_error`), ``StoreRefused`` (no w
 it: see :func:`error_for`) or ``StoreUnavailable`` (anything else SQLite refuses) naming the
 file and the cause, with the ``sqlite3`` error as ``__cause__``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,8 +21,13 @@ from typing import Any, Callable, Iterator, TypeVar
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
 from ..guard import guard_public_methods
-from shared.model.errors import (StoreBusy, StoreError, StoreQueryError, StoreRefused,
-                                 StoreUnavailable)
+from shared.model.errors import (
+    StoreBusy,
+    StoreError,
+    StoreQueryError,
+    StoreRefused,
+    StoreUnavailable,
+)
 from . import schema
 from .wants import Wants
 
@@ -56,8 +62,15 @@ def upkeep_busy(busy_timeout: float, lease_timeout: float) -> float:
 class SqliteConnection(ConnectionBase):
     """The connection of a store: opening, closing, and the write helpers its SQL uses."""
 
-    def __init__(self, path: str, *, synchronous: str = "normal", busy_timeout: float = 5.0,
-                 migrate: bool = True, busy_retries: int = BUSY_RETRIES) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "normal",
+        busy_timeout: float = 5.0,
+        migrate: bool = True,
+        busy_retries: int = BUSY_RETRIES,
+    ) -> None:
         self.path = path
         self.location = path
         self.synchronous = synchronous
@@ -73,16 +86,23 @@ class SqliteConnection(ConnectionBase):
     def _open(self, migrate: bool) -> None:
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
-            raise StoreRefused(f"database {self.path}: folder {folder} does not exist",
-                               database=self.path)
+            raise StoreRefused(
+                f"database {self.path}: folder {folder} does not exist", database=self.path
+            )
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_timeout,
-                                   check_same_thread=True)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=True
+            )
         except sqlite3.Error as exc:
-            raise StoreRefused(f"database {self.path}: cannot open: {exc}", database=self.path,
-                               cause=exc) from exc
-        self._conn = set_up(conn, lambda c: (self._setup(c, migrate), setattr(c, "row_factory", _row_factory)),
-                            (sqlite3.Error,), lambda exc: error_for(self.path, exc))  # type: ignore[arg-type]
+            raise StoreRefused(
+                f"database {self.path}: cannot open: {exc}", database=self.path, cause=exc
+            ) from exc
+        self._conn = set_up(
+            conn,
+            lambda c: (self._setup(c, migrate), setattr(c, "row_factory", _row_factory)),
+            (sqlite3.Error,),
+            lambda exc: error_for(self.path, exc),
+        )  # type: ignore[arg-type]
         self.wants = Wants(None if self.path in ("", ":memory:") else self.path)
 
     def _setup(self, conn: sqlite3.Connection, migrate: bool) -> None:
@@ -99,8 +119,10 @@ class SqliteConnection(ConnectionBase):
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode != "wal":
-                    raise StoreRefused(f"database {self.path}: cannot switch to WAL mode "
-                                       f"(got {mode!r})", database=self.path)
+                    raise StoreRefused(
+                        f"database {self.path}: cannot switch to WAL mode (got {mode!r})",
+                        database=self.path,
+                    )
                 conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
                 # A job cancelled because its parent failed ends its own dependants through the
@@ -112,8 +134,11 @@ class SqliteConnection(ConnectionBase):
                 return
             except sqlite3.OperationalError as exc:
                 # the supervisor's store waits for the lock once (upkeep_busy), never 41 times
-                if not is_busy(exc) or attempt == OPEN_RETRIES or (
-                        waited and not self.busy_retries):
+                if (
+                    not is_busy(exc)
+                    or attempt == OPEN_RETRIES
+                    or (waited and not self.busy_retries)
+                ):
                     raise
                 time.sleep(random.uniform(0.01, 0.05))
 
@@ -138,8 +163,13 @@ class SqliteConnection(ConnectionBase):
     def for_thread(self) -> Any:
         """A store for another thread of this process: a connection of its own on the same
         file (SQLite connections belong to one thread); the caller closes it."""
-        return type(self)(self.path, synchronous=self.synchronous, busy_timeout=self.busy_timeout,
-                          migrate=False, busy_retries=self.busy_retries)
+        return type(self)(
+            self.path,
+            synchronous=self.synchronous,
+            busy_timeout=self.busy_timeout,
+            migrate=False,
+            busy_retries=self.busy_retries,
+        )
 
     def _drop(self) -> None:
         if self._conn is not None:
@@ -174,13 +204,15 @@ class SqliteConnection(ConnectionBase):
                 except sqlite3.OperationalError as exc:
                     if not is_busy(exc) or attempt == self.busy_retries:
                         raise
-                    time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2 ** attempt, 0.5))
+                    time.sleep(random.uniform(0.5, 1.0) * min(0.01 * 2**attempt, 0.5))
             raise AssertionError("unreachable")
         finally:
             if stamp:
                 self.wants.done()
 
-    def _eager(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+    def _eager(
+        self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]
+    ) -> tuple[bool, T | None]:
         """One of a new connection's first writes (a worker's registration and first claims):
         ``fn`` tried without SQLite's busy handler, sleeping EAGER_POLL between tries, for up to
         the busy timeout; (True, its result), or (False, None) if the lock stayed busy that long.
@@ -206,6 +238,7 @@ class SqliteConnection(ConnectionBase):
 
     def _immediate(self, fn: Callable[[sqlite3.Connection], T], stamp: bool = True) -> T:
         """Run ``fn`` inside ``BEGIN IMMEDIATE``...``COMMIT`` (with busy retries)."""
+
         def tx(conn: sqlite3.Connection) -> T:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -215,6 +248,7 @@ class SqliteConnection(ConnectionBase):
                 raise
             conn.execute("COMMIT")
             return out
+
         return self._write(tx, stamp)
 
     _tx = _immediate  # the shared SQL's name for a write transaction
@@ -249,8 +283,9 @@ class SqliteConnection(ConnectionBase):
 def error_for(path: str, exc: sqlite3.Error) -> StoreError:
     """jobq's error for a ``sqlite3`` error on ``path`` (StoreRefused: a read-only file, a
     folder it cannot open or write in, a file that is not a sound database: no wait heals those)."""
-    lasting = any(w in str(exc)
-                  for w in ("readonly", "not a database", "malformed", "unable to open"))
+    lasting = any(
+        w in str(exc) for w in ("readonly", "not a database", "malformed", "unable to open")
+    )
     kind = StoreBusy if is_busy(exc) else StoreRefused if lasting else StoreUnavailable
     return kind(f"database {path}: {_explain(exc)}", database=path, cause=exc)
 
@@ -267,8 +302,11 @@ def call_error(path: str, exc: sqlite3.Error) -> StoreError:
     of the call itself: a parameter the module cannot bind, a closed connection), else
     :func:`error_for`'s (locked, I/O, full, read-only, corrupt: the database)."""
     code = getattr(exc, "sqlite_errorcode", None)
-    if is_busy(exc) or (code is None and isinstance(exc, sqlite3.OperationalError)) or (
-            code is not None and code & 0xFF not in _STATEMENT_CODES):
+    if (
+        is_busy(exc)
+        or (code is None and isinstance(exc, sqlite3.OperationalError))
+        or (code is not None and code & 0xFF not in _STATEMENT_CODES)
+    ):
         return error_for(path, exc)
     return StoreQueryError(f"database {path}: {_explain(exc)}", database=path, cause=exc)
 
@@ -286,6 +324,7 @@ def _guarded(fn: Callable[..., T]) -> Callable[..., T]:
             return fn(self, *args, **kwargs)
         except sqlite3.Error as exc:
             raise call_error(self.path, exc) from exc
+
     return method
 
 
@@ -298,4 +337,6 @@ def _explain(exc: sqlite3.Error) -> str:
     if "unable to open" in msg:
         return f"{msg} (missing folder or no permission?)"
     return msg
+
+
 DRIVER_ERRORS = (sqlite3.Error,)

@@ -8,6 +8,7 @@ When the guard matches nothing, the outcome's own history row is looked for: an 
 after an error that left its commit unknown finds the row it wrote, and is reported recorded
 instead of lost, never applied twice.
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,36 +27,59 @@ _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owne
 # An outcome writes its run's own start and end (``started_at`` kept when it has none; the
 # attempt history's trigger reads them, see the schema) and, for a finished job, ends it then;
 # and the handler's last progress report (the check-in's may be older; none: the stored one).
-_RAN = ("started_at = coalesce(:started, started_at), ended_at = :ended, "
-        "progress = coalesce(:progress, progress), ")
+_RAN = (
+    "started_at = coalesce(:started, started_at), ended_at = :ended, "
+    "progress = coalesce(:progress, progress), "
+)
 _FINISH_SQL = {
-    "completed": "UPDATE jobs SET status = 'completed', result = :text, " + _RAN + "completed_at = :ended, "
-                 "updated_at = :now, " + RELEASE + _GUARD,
-    "retry": "UPDATE jobs SET status = 'pending', error = :text, run_at = :run_at, " + _RAN +
-             "max_attempts = coalesce(max_attempts, :max), updated_at = :now, " + RELEASE + _GUARD,
-    "failed": "UPDATE jobs SET status = 'failed', error = :text, " + _RAN + "completed_at = :ended, "
-              "updated_at = :now, max_attempts = coalesce(max_attempts, :max), " + RELEASE + _GUARD,
-    "cancelled": "UPDATE jobs SET status = 'cancelled', error = :text, " + _RAN + "completed_at = :ended, "
-                 "updated_at = :now, " + RELEASE + _GUARD,
+    "completed": "UPDATE jobs SET status = 'completed', result = :text, "
+    + _RAN
+    + "completed_at = :ended, "
+    "updated_at = :now, " + RELEASE + _GUARD,
+    "retry": "UPDATE jobs SET status = 'pending', error = :text, run_at = :run_at, "
+    + _RAN
+    + "max_attempts = coalesce(max_attempts, :max), updated_at = :now, "
+    + RELEASE
+    + _GUARD,
+    "failed": "UPDATE jobs SET status = 'failed', error = :text, "
+    + _RAN
+    + "completed_at = :ended, "
+    "updated_at = :now, max_attempts = coalesce(max_attempts, :max), " + RELEASE + _GUARD,
+    "cancelled": "UPDATE jobs SET status = 'cancelled', error = :text, "
+    + _RAN
+    + "completed_at = :ended, "
+    "updated_at = :now, " + RELEASE + _GUARD,
 }
 
 # All of a batch's completions in one guarded statement (the hot path: one statement per commit
 # instead of one per job). RETURNING names the jobs whose guard matched; the others lost their
 # lease. ?1 is the time, ?2 the owner, then (id, attempt, result, started, ended, progress)
 # per job.
-_COMPLETE_MANY = ("UPDATE jobs SET status = 'completed', result = f.column3, "
-                  "started_at = coalesce(f.column4, jobs.started_at), ended_at = f.column5, "
-                  "progress = coalesce(f.column6, jobs.progress), "
-                  "completed_at = f.column5, updated_at = ?1, " + RELEASE + "FROM (VALUES {rows}) AS f "
-                  "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
-                  "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type")
+_COMPLETE_MANY = (
+    "UPDATE jobs SET status = 'completed', result = f.column3, "
+    "started_at = coalesce(f.column4, jobs.started_at), ended_at = f.column5, "
+    "progress = coalesce(f.column6, jobs.progress), "
+    "completed_at = f.column5, updated_at = ?1, " + RELEASE + "FROM (VALUES {rows}) AS f "
+    "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
+    "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type"
+)
 
 
 @functools.lru_cache(maxsize=32)  # a pure function's memo: the dozen padded sizes' texts
 def _complete_many_sql(n: int, counted: bool = False) -> str:
-    sql = _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + "status") if counted else _COMPLETE_MANY
-    return sql.format(rows=", ".join([f"(?{i}, ?{i + 1}, ?{i + 2}, ?{i + 3}, ?{i + 4}, ?{i + 5})"
-                                      for i in range(3, 6 * n + 3, 6)]))
+    sql = (
+        _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + "status")
+        if counted
+        else _COMPLETE_MANY
+    )
+    return sql.format(
+        rows=", ".join(
+            [
+                f"(?{i}, ?{i + 1}, ?{i + 2}, ?{i + 3}, ?{i + 4}, ?{i + 5})"
+                for i in range(3, 6 * n + 3, 6)
+            ]
+        )
+    )
 
 
 _PAD = (None,) * 6  # a row of padding: its NULL id matches no job
@@ -76,7 +100,9 @@ def fetch_rows(c: sqlite3.Connection, sql: str, params: Any) -> list[tuple]:
     return cur.execute(sql, params).fetchall()
 
 
-def completions(finishes: Sequence[Finish], owner: str, stamp: str, counted: bool = False) -> tuple[str, list] | None:
+def completions(
+    finishes: Sequence[Finish], owner: str, stamp: str, counted: bool = False
+) -> tuple[str, list] | None:
     """The statement completing the completions of ``finishes`` at ``stamp``, and its parameters
     (None: there are none). Built before ``BEGIN IMMEDIATE`` where the caller can: 8 workers on
     2 cores held the write lock about 90% of a drain, and the per-job Python of these
@@ -93,8 +119,14 @@ def completions(finishes: Sequence[Finish], owner: str, stamp: str, counted: boo
     return sql, params
 
 
-def record_finishes(c: sqlite3.Connection, finishes: Sequence[Finish], owner: str, stamp: str,
-                    counted: bool = False, prepared: tuple[str, list] | None = None) -> list[bool]:
+def record_finishes(
+    c: sqlite3.Connection,
+    finishes: Sequence[Finish],
+    owner: str,
+    stamp: str,
+    counted: bool = False,
+    prepared: tuple[str, list] | None = None,
+) -> list[bool]:
     """Run the guarded updates of ``finishes`` (completions together) at ``stamp``; per finish,
     is it recorded: did it match, or had it committed before. ``counted`` (inside a transaction
     only): the completions' counts are added here, per statement (``.tally``). ``prepared``:
@@ -106,8 +138,11 @@ def record_finishes(c: sqlite3.Connection, finishes: Sequence[Finish], owner: st
         matched = {r[0] for r in rows}
         if counted:
             tally.add(c, tally.moved((r[1] for r in rows), "running", "completed"))
-    done = [f.job_id in matched if f.kind == "completed" else
-            c.execute(_FINISH_SQL[f.kind], outcome_params(f, owner, stamp)).rowcount == 1
-            for f in finishes]
+    done = [
+        f.job_id in matched
+        if f.kind == "completed"
+        else c.execute(_FINISH_SQL[f.kind], outcome_params(f, owner, stamp)).rowcount == 1
+        for f in finishes
+    ]
     # an outcome re-sent after an unknown commit finds its own history row
     return recognise(DIALECT, c, finishes, done, owner)

@@ -11,6 +11,7 @@ links between are counted (``parent job <id> (t) cancelled <- 180 more <- parent
 the parent's own error alone (a trigger cannot loop): the form of an elided chain, ``<nearest>
 <- N more <- <root>``, is recognised and its count taken up by the next link.
 """
+
 from __future__ import annotations
 
 _DB_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
@@ -18,10 +19,14 @@ _HEAD = "'parent job ' || {row}.id || ' (' || {row}.type || ') ' || {word}"
 
 # The error as FLOWS wrote it: the chain cut at 2,000 characters (its far end, the failed job,
 # was lost at depth).
-_FIRST_LINKS = """substr(""" + _HEAD + """
+_FIRST_LINKS = (
+    """substr("""
+    + _HEAD
+    + """
                           || CASE WHEN {row}.error LIKE 'parent job %'
                                   THEN ' <- ' || {row}.error ELSE '' END,
                           1, 2000)"""
+)
 
 # The error since FLOW_CHAINS (see the module's docstring; ``e`` is the parent's error):
 # - no chain below: the link alone;
@@ -31,8 +36,10 @@ _FIRST_LINKS = """substr(""" + _HEAD + """
 #   (the text after the last ' <- ': the trimmed set is every other character, so rtrim stops at
 #   the last separator, made a single control character for it).
 _REST = "substr({e}, instr({e}, ' <- ') + 4)"
-_LAST = ("substr(replace({e}, ' <- ', char(31)), length(rtrim(replace({e}, ' <- ', char(31)), "
-         "replace({e}, ' <- ', ''))) + 1)")
+_LAST = (
+    "substr(replace({e}, ' <- ', char(31)), length(rtrim(replace({e}, ' <- ', char(31)), "
+    "replace({e}, ' <- ', ''))) + 1)"
+)
 _CHAIN = """substr(CASE
                WHEN {e} IS NULL OR {e} NOT LIKE 'parent job %' THEN {head}
                WHEN {rest} GLOB '[0-9]*' AND ltrim({rest}, '0123456789') LIKE ' more <- %'
@@ -42,14 +49,19 @@ _CHAIN = """substr(CASE
                ELSE {head} || ' <- ' || ((length({e}) - length(replace({e}, ' <- ', ''))) / 4)
                     || ' more <- ' || {last}
            END, 1, 2000)"""
-_CHAIN_LINKS = _CHAIN.replace("{rest}", _REST).replace("{last}", _LAST).replace(
-    "{head}", _HEAD).replace("{e}", "{row}.error")
+_CHAIN_LINKS = (
+    _CHAIN.replace("{rest}", _REST)
+    .replace("{last}", _LAST)
+    .replace("{head}", _HEAD)
+    .replace("{e}", "{row}.error")
+)
 
 
 def _settle(row: str, ended: str, word: str, stamp: str, error: str) -> str:
     """The body of a settle trigger for the parent ``row`` (NEW or OLD) that ended ``ended``."""
-    return _SETTLE.format(row=row, ended=ended, word=word, stamp=stamp,
-                          error=error.format(row=row, word=word))
+    return _SETTLE.format(
+        row=row, ended=ended, word=word, stamp=stamp, error=error.format(row=row, word=word)
+    )
 
 
 # Workflows: jobs that wait for other jobs. A child names its parents in job_deps (in
@@ -80,7 +92,8 @@ _SETTLE = """
            OR EXISTS (SELECT 1 FROM jobs c
                       WHERE c.id = job_deps.child AND c.after_failure = 'run'));"""
 
-FLOWS = """
+FLOWS = (
+    """
 PRAGMA writable_schema = ON;
 UPDATE sqlite_schema SET sql = replace(sql, '''cancelled''))', '''cancelled'', ''waiting''))')
 WHERE type = 'table' AND name = 'jobs';
@@ -102,14 +115,18 @@ CREATE INDEX job_deps_parent ON job_deps (parent, done);
 CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs
 WHEN NEW.has_children <> 0 AND OLD.status <> NEW.status
      AND NEW.status IN ('completed', 'failed', 'cancelled')
-BEGIN""" + _settle("NEW", "NEW.status", "NEW.status", "NEW.updated_at", _FIRST_LINKS) + """
+BEGIN"""
+    + _settle("NEW", "NEW.status", "NEW.status", "NEW.updated_at", _FIRST_LINKS)
+    + """
 END;
 -- A parent deleted before it completed (an operator's purge) is a cancelled one for its children;
 -- retention keeps a parent while a child waits for it. Time: the database's, as no caller
 -- gives one.
 CREATE TRIGGER jobs_settle_deleted AFTER DELETE ON jobs
 WHEN OLD.has_children <> 0 AND OLD.status <> 'completed'
-BEGIN""" + _settle("OLD", "'cancelled'", "'deleted'", _DB_NOW, _FIRST_LINKS) + """
+BEGIN"""
+    + _settle("OLD", "'cancelled'", "'deleted'", _DB_NOW, _FIRST_LINKS)
+    + """
 END;
 CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON jobs
 WHEN OLD.after_failure IS NOT NULL
@@ -117,19 +134,26 @@ BEGIN
     DELETE FROM job_deps WHERE child = OLD.id;
 END;
 """
+)
 
 # Errors that keep the failed job at any depth (see the module's docstring): the two settle
 # triggers again, with the bounded chain.
-FLOW_CHAINS = """
+FLOW_CHAINS = (
+    """
 DROP TRIGGER jobs_settle_children;
 CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs
 WHEN NEW.has_children <> 0 AND OLD.status <> NEW.status
      AND NEW.status IN ('completed', 'failed', 'cancelled')
-BEGIN""" + _settle("NEW", "NEW.status", "NEW.status", "NEW.updated_at", _CHAIN_LINKS) + """
+BEGIN"""
+    + _settle("NEW", "NEW.status", "NEW.status", "NEW.updated_at", _CHAIN_LINKS)
+    + """
 END;
 DROP TRIGGER jobs_settle_deleted;
 CREATE TRIGGER jobs_settle_deleted AFTER DELETE ON jobs
 WHEN OLD.has_children <> 0 AND OLD.status <> 'completed'
-BEGIN""" + _settle("OLD", "'cancelled'", "'deleted'", _DB_NOW, _CHAIN_LINKS) + """
+BEGIN"""
+    + _settle("OLD", "'cancelled'", "'deleted'", _DB_NOW, _CHAIN_LINKS)
+    + """
 END;
 """
+)

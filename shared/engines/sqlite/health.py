@@ -9,6 +9,7 @@ notes the file's identity (device and inode) when it opens the database and comp
 loop). A ``stat`` only: opening and closing the database file ourselves would drop SQLite's POSIX
 locks on it.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,12 @@ class DatabaseFile:
         now = _identity(self.path)
         if now == self.identity:
             return None
-        what = "was deleted" if now is None else \
-            f"was replaced by another file (inode {self.identity[1]} -> {now[1]})"
-        return (f"database {self.path} {what} while this process had it open; "
-                "it stops rather than serve a file nobody else sees: restart jobq on the right file")
+        what = (
+            "was deleted"
+            if now is None
+            else f"was replaced by another file (inode {self.identity[1]} -> {now[1]})"
+        )
+        return (
+            f"database {self.path} {what} while this process had it open; "
+            "it stops rather than serve a file nobody else sees: restart jobq on the right file"
+        )

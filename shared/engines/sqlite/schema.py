@@ -6,6 +6,7 @@ for pending rows, and the ``sqlite_stat1`` row written with it makes the planner
 over the few distinct priorities, so one claim costs the same at 1,000 or 1,000,000 pending jobs,
 also when most of them are scheduled in the future (see tests/engines/test_store_plan.py).
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -107,7 +108,8 @@ END;"""
 # Attempt history (`jobq show ID`, metrics). Triggers write it, so every path that ends an
 # attempt records it in the same statement: complete/retry/fail, a batched finish, the
 # supervisor's release of a dead worker's jobs, and any later one.
-ATTEMPT_HISTORY = """
+ATTEMPT_HISTORY = (
+    """
 -- One row per attempt that ended. outcome: 'completed', 'failed' or 'retry' (pending again, the
 -- attempt counted: a handler error, RetryAfter, or a dead worker's job re-queued). An attempt
 -- given back (attempts decreased: a shutdown the supervisor ordered, a claimed job never started)
@@ -128,13 +130,16 @@ CREATE TABLE job_attempts (
     error       TEXT
 );
 CREATE INDEX job_attempts_job ON job_attempts (job_id);
-""" + _ATTEMPT_ENDED.format(started="OLD.started_at", ended="NEW.updated_at") + """
+"""
+    + _ATTEMPT_ENDED.format(started="OLD.started_at", ended="NEW.updated_at")
+    + """
 -- Deleting a job (purge, retention) deletes its history.
 CREATE TRIGGER jobs_deleted AFTER DELETE ON jobs
 BEGIN
     DELETE FROM job_attempts WHERE job_id = OLD.id;
 END;
 """
+)
 
 # Job counts by (type, status), kept by triggers: `status`, `top` and the dashboard read
 # a few rows instead of counting a million. Each status change costs one upsert of a row that
@@ -205,9 +210,13 @@ CREATE INDEX jobs_delayed ON jobs (run_at, type, status, created_at) WHERE statu
 RUN_TIMES = """
 ALTER TABLE jobs ADD COLUMN ended_at TEXT;
 DROP TRIGGER jobs_attempt_ended;
-""" + _ATTEMPT_ENDED.format(started="NEW.started_at", ended=(
-    "coalesce(CASE WHEN NEW.ended_at IS NOT OLD.ended_at OR (NEW.started_at IS NOT OLD.started_at "
-    "AND NEW.ended_at >= NEW.started_at) THEN NEW.ended_at END, NEW.updated_at)"))
+""" + _ATTEMPT_ENDED.format(
+    started="NEW.started_at",
+    ended=(
+        "coalesce(CASE WHEN NEW.ended_at IS NOT OLD.ended_at OR (NEW.started_at IS NOT OLD.started_at "
+        "AND NEW.ended_at >= NEW.started_at) THEN NEW.ended_at END, NEW.updated_at)"
+    ),
+)
 
 # The W3C trace context of the request that enqueued a job (OpenTelemetry), as compact
 # JSON ({"traceparent": ..., "tracestate": ...}); NULL when no span was active.
@@ -295,8 +304,20 @@ BEGIN
 END;
 """
 
-MIGRATIONS: list[str] = [V1, SCHEDULES_AND_LIMITS, ATTEMPT_HISTORY, JOB_COUNTS, RUN_TIMES, TRACE,
-                         QUEUES, KEYS, FLOWS, CANCEL_AND_PROGRESS, TALLY, FLOW_CHAINS]
+MIGRATIONS: list[str] = [
+    V1,
+    SCHEDULES_AND_LIMITS,
+    ATTEMPT_HISTORY,
+    JOB_COUNTS,
+    RUN_TIMES,
+    TRACE,
+    QUEUES,
+    KEYS,
+    FLOWS,
+    CANCEL_AND_PROGRESS,
+    TALLY,
+    FLOW_CHAINS,
+]
 VERSION = len(MIGRATIONS)
 
 
@@ -310,8 +331,9 @@ def migrate(conn: sqlite3.Connection) -> int:
     try:
         found = conn.execute("PRAGMA user_version").fetchone()[0]
         if found > VERSION:
-            raise StoreRefused(f"database schema version {found} is newer than this jobq "
-                               f"({VERSION})")
+            raise StoreRefused(
+                f"database schema version {found} is newer than this jobq ({VERSION})"
+            )
         for version in range(found, VERSION):
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)

@@ -17,6 +17,7 @@ How this engine keeps the contract:
   stored as fixed-width ISO-8601 UTC text (``shared.runtime.clock.iso``), which sorts as time does.
 - A connection belongs to the process (and thread) that opened it: open after ``fork()``.
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -38,9 +39,13 @@ from .finish import completions, fetch_rows as _fetch_rows, record_finishes
 from .leases import SqliteLeases
 from .transfer import SqliteTransfer
 
-_INSERT_INTO = ("INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
-                "created_at, updated_at, key, trace, queue, limit_key) VALUES ")
-_INSERT_ROW = "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
+_INSERT_INTO = (
+    "INSERT INTO jobs (id, type, status, payload, attempts, max_attempts, priority, run_at, "
+    "created_at, updated_at, key, trace, queue, limit_key) VALUES "
+)
+_INSERT_ROW = (
+    "(?, ?, 'pending', ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"  # the parameters of _insert_params
+)
 _INSERT = _INSERT_INTO + _INSERT_ROW
 # A batch's plain jobs: marked (tally = 1), the transaction adds their counts itself (``.tally``).
 _COUNTED_INTO = _INSERT_INTO.replace(") VALUES ", ", tally) VALUES ")
@@ -51,6 +56,7 @@ _INSERT_COUNTED = _COUNTED_INTO + _COUNTED_ROW
 # 12 parameters a row keeps a chunk below every SQLite's limit on parameters (999 before 3.32).
 CHUNK = 83
 _INSERT_CHUNK = _COUNTED_INTO + ", ".join([_COUNTED_ROW] * CHUNK)
+
 
 def _claim_sql(which: str, mark: str = "") -> str:
     """The claim of the due pending jobs that ``which`` admits (see ``shared.engines.sql.queues``);
@@ -71,11 +77,18 @@ RETURNING {_JOB_COLUMNS}
 
 _CLAIM = _claim_sql(QUEUE_FREE)  # every queue's jobs (a paused queue's skipped)
 _CLAIM_QUEUE = _claim_sql(IN_QUEUE.format(q=":queue"))  # one queue's, on its own index
-_CLAIMS = {False: (_CLAIM, _CLAIM_QUEUE),  # counted by the triggers (a claim on its own)
-           True: (_claim_sql(QUEUE_FREE, tally.MARK), _claim_sql(IN_QUEUE.format(q=":queue"), tally.MARK))}
+_CLAIMS = {
+    False: (_CLAIM, _CLAIM_QUEUE),  # counted by the triggers (a claim on its own)
+    True: (_claim_sql(QUEUE_FREE, tally.MARK), _claim_sql(IN_QUEUE.format(q=":queue"), tally.MARK)),
+}
 
-_UNCLAIM = ("UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = ?, updated_at = ?, "
-            + _RELEASE + "WHERE id = ? AND status = 'running' AND owner = ?")
+_UNCLAIM = (
+    "UPDATE jobs SET "
+    + GIVEN_BACK
+    + "attempts = attempts - 1, run_at = ?, updated_at = ?, "
+    + _RELEASE
+    + "WHERE id = ? AND status = 'running' AND owner = ?"
+)
 
 
 @translate_errors
@@ -84,7 +97,9 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
     written once in :mod:`shared.engines.sql`; here the hot path, which is this engine's own)."""
 
     dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
-    gauges: tuple[Gauge, ...] = (Gauge("wal_bytes", "WAL", "Size of the SQLite write-ahead log.", "bytes"),)
+    gauges: tuple[Gauge, ...] = (
+        Gauge("wal_bytes", "WAL", "Size of the SQLite write-ahead log.", "bytes"),
+    )
 
     def stats(self) -> dict[str, Any]:
         """The write-ahead log's size (``wal_bytes``), which upkeep's checkpoints keep down."""
@@ -104,17 +119,21 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
     def from_config(cls, config: Any, *, migrate: bool = True) -> "SqliteStore":
         """A store on ``config.database`` (a plain path; see ``shared.engines.open_store``)."""
         s = config.sqlite
-        return cls(config.database, synchronous=s.synchronous, busy_timeout=s.busy_timeout, migrate=migrate)
+        return cls(
+            config.database, synchronous=s.synchronous, busy_timeout=s.busy_timeout, migrate=migrate
+        )
 
     def wakeup(self) -> Any:
         """The idle wait of a worker on this file (the WAL watch and the idle lead)."""
         from .wakeup import SqliteWakeup
+
         return SqliteWakeup(self)
 
     # -- producers ----------------------------------------------------------------------------
 
-    def enqueue(self, jobs: Sequence[NewJob], now: float,
-                conn: sqlite3.Connection | None = None) -> list[str]:
+    def enqueue(
+        self, jobs: Sequence[NewJob], now: float, conn: sqlite3.Connection | None = None
+    ) -> list[str]:
         """Insert jobs; return their ids in order. A job whose ``key`` a kept job already has
         is not inserted: the existing job's id is returned instead.
 
@@ -134,6 +153,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
             _insert_plain(c, [j for j in jobs if j.key is None], stamp, now)
             keyed = {j.id: self._insert_one(c, j, stamp, now) for j in jobs if j.key is not None}
             return [keyed.get(j.id, j.id) for j in jobs]
+
         return self._immediate(many)
 
     @staticmethod
@@ -141,8 +161,10 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         if j.key is None:
             c.execute(_INSERT, _insert_params(j, stamp, now))
             return j.id
-        rows = c.execute(_INSERT + " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
-                         _insert_params(j, stamp, now)).fetchall()
+        rows = c.execute(
+            _INSERT + " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
+            _insert_params(j, stamp, now),
+        ).fetchall()
         if rows:
             return rows[0]["id"] if isinstance(rows[0], dict) else rows[0][0]
         found = c.execute("SELECT id FROM jobs WHERE key = ?", (j.key,)).fetchone()
@@ -155,14 +177,22 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         then first created). Returns nothing while the queue is paused."""
         stamp = iso(now)
         params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
-        return in_claim_order(Job.from_values(r) for r in self._write(lambda c: self._claim_rows(c, params)))
+        return in_claim_order(
+            Job.from_values(r) for r in self._write(lambda c: self._claim_rows(c, params))
+        )
 
-    def _claim_rows(self, c: sqlite3.Connection, params: dict[str, Any], counted: bool = False) -> list[Any]:
+    def _claim_rows(
+        self, c: sqlite3.Connection, params: dict[str, Any], counted: bool = False
+    ) -> list[Any]:
         """The claim statement on ``c``, for each queue served until one gives jobs. ``counted``
         (inside a transaction only): the claimed rows' counts are added here, per statement."""
         every, one = _CLAIMS[counted]
-        rows = first_claimed(self.claim_order(), lambda q: _fetch_rows(
-            c, every if q is None else one, params if q is None else {**params, "queue": q}))
+        rows = first_claimed(
+            self.claim_order(),
+            lambda q: _fetch_rows(
+                c, every if q is None else one, params if q is None else {**params, "queue": q}
+            ),
+        )
         if counted:
             tally.add(c, tally.claimed(rows))
         return rows
@@ -192,9 +222,16 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         stamp = iso(now)
         return self._write(lambda c: record_finishes(c, [f], owner, stamp))[0]
 
-    def finish_and_claim(self, finishes: Sequence[Finish], owner: str, owner_pid: int, now: Now,
-                         limit: int, limits: dict | None = None,
-                         types: Sequence[str] | None = None) -> tuple[list[bool], list[Job]]:
+    def finish_and_claim(
+        self,
+        finishes: Sequence[Finish],
+        owner: str,
+        owner_pid: int,
+        now: Now,
+        limit: int,
+        limits: dict | None = None,
+        types: Sequence[str] | None = None,
+    ) -> tuple[list[bool], list[Job]]:
         """Record outcomes and claim up to ``limit`` more jobs in one ``BEGIN IMMEDIATE``
         transaction: one commit (one fsync under synchronous=full) for a whole batch.
 
@@ -211,15 +248,20 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
             now = read_now(now)
         stamp = iso(now) if limits is None else ""
         claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
-        ready = completions(finishes, owner, stamp, counted=True) if limits is None else None  # lock-free
+        ready = (
+            completions(finishes, owner, stamp, counted=True) if limits is None else None
+        )  # lock-free
 
         def tx(c: sqlite3.Connection) -> tuple[list[bool], list[Any]]:
             if limits is not None:
                 t = read_now(now)  # with the write lock held
                 done = record_finishes(c, finishes, owner, iso(t), counted=True)
-                return done, self.claim_limited_in(c, owner, owner_pid, t, limits, limit, types=types)
+                return done, self.claim_limited_in(
+                    c, owner, owner_pid, t, limits, limit, types=types
+                )
             done = record_finishes(c, finishes, owner, stamp, counted=True, prepared=ready)
             return done, (self._claim_rows(c, claim, counted=True) if limit > 0 else [])
+
         if not finishes:
             if limit <= 0:
                 return [], []
@@ -238,7 +280,10 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         stamp = iso(now)
 
         def tx(c: sqlite3.Connection) -> int:
-            return sum(c.execute(_UNCLAIM, (stamp, stamp, job_id, owner)).rowcount for job_id in job_ids)
+            return sum(
+                c.execute(_UNCLAIM, (stamp, stamp, job_id, owner)).rowcount for job_id in job_ids
+            )
+
         return self._immediate(tx)
 
 
@@ -248,7 +293,10 @@ def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now
     params = [_insert_params(j, stamp, now) for j in jobs]
     full = len(params) - len(params) % CHUNK
     if full:
-        c.executemany(_INSERT_CHUNK, [list(chain.from_iterable(params[k:k + CHUNK])) for k in range(0, full, CHUNK)])
+        c.executemany(
+            _INSERT_CHUNK,
+            [list(chain.from_iterable(params[k : k + CHUNK])) for k in range(0, full, CHUNK)],
+        )
     if full < len(params):
         c.executemany(_INSERT_COUNTED, params[full:])
     tally.add(c, tally.inserted(params))
@@ -257,4 +305,17 @@ def _insert_plain(c: sqlite3.Connection, jobs: Sequence[NewJob], stamp: str, now
 def _insert_params(j: NewJob, stamp: str, now: float) -> tuple:
     # ``now`` is what most jobs are due at: reuse its text instead of formatting it again
     run_at = stamp if j.run_at == now else iso(j.run_at)
-    return (j.id, j.type, j.payload, j.max_attempts, j.priority, run_at, stamp, stamp, j.key, j.trace, j.queue, j.limit_key)
+    return (
+        j.id,
+        j.type,
+        j.payload,
+        j.max_attempts,
+        j.priority,
+        run_at,
+        stamp,
+        stamp,
+        j.key,
+        j.trace,
+        j.queue,
+        j.limit_key,
+    )

@@ -9,14 +9,17 @@ transaction that then calls :func:`add` with its deltas, so the counts are never
 The pseudo-status ``delayed`` (pending and ``run_at > created_at``, compared as the stored text)
 is kept the same way.
 """
+
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
 MARK = "tally = 1 - tally, "  # in an UPDATE's SET: this statement counts its rows itself
-_ADD = ("INSERT INTO job_counts (type, status, n) VALUES (?, ?, ?) "
-        "ON CONFLICT (type, status) DO UPDATE SET n = n + excluded.n")
+_ADD = (
+    "INSERT INTO job_counts (type, status, n) VALUES (?, ?, ?) "
+    "ON CONFLICT (type, status) DO UPDATE SET n = n + excluded.n"
+)
 
 # Positions in a claimed row (shared.engines.sql.JOB_COLUMNS): type, run_at, created_at.
 _TYPE, _RUN_AT, _CREATED = 1, 9, 12
@@ -35,8 +38,10 @@ def inserted(params: Sequence[Sequence[Any]]) -> Counter:
     created_at at 6: ``store._insert_params``). (Counted by ``Counter``'s own loop: a batch of
     1,000 rows is on a producer's hot path.)"""
     out: Counter = Counter()
-    for status, types in (("pending", [p[_NEW_TYPE] for p in params]),
-                          ("delayed", [p[_NEW_TYPE] for p in params if p[_NEW_RUN_AT] > p[_NEW_CREATED]])):
+    for status, types in (
+        ("pending", [p[_NEW_TYPE] for p in params]),
+        ("delayed", [p[_NEW_TYPE] for p in params if p[_NEW_RUN_AT] > p[_NEW_CREATED]]),
+    ):
         for t, n in Counter(types).items():
             out[t, status] += n
     return out

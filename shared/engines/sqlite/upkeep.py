@@ -5,6 +5,7 @@ queue is idle (no running jobs, none checkpointed for IDLE_CHECKPOINT_EVERY seco
 one, which copies the WAL into the database but keeps the file's length (commits then overwrite
 it instead of growing it, and a growing file makes each fsync costlier).
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,7 +39,14 @@ class Checkpointer:
         if mode:
             busy, _, _ = store.checkpoint(mode)
             self.last = rnd.monotonic
-            event(log, "wal.checkpoint", logging.DEBUG, before=before, after=store.wal_bytes(), busy=busy)
+            event(
+                log,
+                "wal.checkpoint",
+                logging.DEBUG,
+                before=before,
+                after=store.wal_bytes(),
+                busy=busy,
+            )
 
 
 def checkpoint_task() -> UpkeepTask:

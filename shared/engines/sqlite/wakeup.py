@@ -7,6 +7,7 @@ another connection holds the write lock it waits for that commit or ``LEAD_POLL`
 sleep of 1, 2, then 5 ms in the handler is the whole latency budget of an idle job's start.
 Where inotify is missing every worker polls every ``poll_interval``.
 """
+
 from __future__ import annotations
 
 import select
@@ -17,10 +18,10 @@ from shared.model.job import Job
 from ..idlelead import IdleLead
 from .walwatch import WalWatch
 
-LEAD_POLL = 0.0005   # seconds: how often the idle lead retries a busy write lock (see fast_claim)
+LEAD_POLL = 0.0005  # seconds: how often the idle lead retries a busy write lock (see fast_claim)
 WATCHED_SLEEP = 5.0  # longest idle sleep while the WAL watch works: every commit wakes us anyway,
-                     # and the next delayed job's due time bounds the sleep; this only catches
-                     # what changes with time alone (a rate-limit window passing)
+# and the next delayed job's due time bounds the sleep; this only catches
+# what changes with time alone (a rate-limit window passing)
 
 
 class SqliteWakeup:
@@ -29,7 +30,9 @@ class SqliteWakeup:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.watch = WalWatch(store.path)
-        self.lead = IdleLead(store.path, store.serving_slot()) if self.watch.available else None  # a lead per pool
+        self.lead = (
+            IdleLead(store.path, store.serving_slot()) if self.watch.available else None
+        )  # a lead per pool
         self.following = False  # the last prepare() waits for the lead, not for commits
 
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
@@ -59,7 +62,9 @@ class SqliteWakeup:
         jobs, and the next idle wait sleeps until a newer commit."""
         self.watch.drain()
 
-    def fast_claim(self, owner: str, owner_pid: int, now: Callable[[], float], limit: int) -> list[Job] | None:
+    def fast_claim(
+        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
+    ) -> list[Job] | None:
         """The lead's claim (None if this worker does not lead): while another connection holds
         the write lock, wait for its commit (the WAL watch) or LEAD_POLL, not in SQLite's busy
         handler. Gives up (None) after ``busy_timeout`` or on an error, for the ordinary claim

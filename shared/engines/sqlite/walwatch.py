@@ -8,6 +8,7 @@ woken worker claims (which waits for the write lock, so it sees the commit) rath
 Where inotify is missing the worker falls back to polling every ``poll_interval``. Only the idle
 lead waits on this watch (:mod:`.lead`, :mod:`.wakeup`).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -62,7 +63,7 @@ class WalWatch:
             offset = 0
             while offset + _EVENT.size <= len(data):
                 _, _, _, length = _EVENT.unpack_from(data, offset)
-                name = data[offset + _EVENT.size: offset + _EVENT.size + length].rstrip(b"\0")
+                name = data[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
                 hit = hit or name.decode(errors="replace") == self.name
                 offset += _EVENT.size + length
 

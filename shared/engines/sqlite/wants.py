@@ -17,6 +17,7 @@ paces itself blindly (see ``bulk``). Racing stamps are harmless: a lost one dela
 chunk, or a stale one (a writer killed while waiting) makes a bulk write's pauses run to their
 cap until that slot's next write.
 """
+
 from __future__ import annotations
 
 import mmap

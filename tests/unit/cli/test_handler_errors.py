@@ -2,6 +2,7 @@
 ``jobq`` CLI: ``jobq run`` says it in one line naming the module, the ``handlers`` key and the
 config file, then prints the traceback as lines; ``config set handlers`` refuses the module and
 ``config check`` reports it."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,10 @@ TYPO = "myapp.jbo"
 
 
 def one_line(cfg: Path) -> str:
-    return (f"handler module '{TYPO}' (handlers in {cfg.resolve()}) failed to import: "
-            f"ModuleNotFoundError: No module named 'myapp'")
+    return (
+        f"handler module '{TYPO}' (handlers in {cfg.resolve()}) failed to import: "
+        f"ModuleNotFoundError: No module named 'myapp'"
+    )
 
 
 def test_run_says_which_module_key_and_file_in_one_line_then_the_traceback(tmp_path):
@@ -37,7 +40,9 @@ def test_run_in_json_format_keeps_the_traceback_in_its_own_field(tmp_path):
     cfg = write_config(tmp_path, handlers=[TYPO], log_format="json")
     r = jobq(cfg, "run")
     assert r.returncode == ExitCode.BOOT_FAILED, r.stderr
-    (rec,) = [json.loads(line) for line in r.stderr.splitlines() if "supervisor.boot_failed" in line]
+    (rec,) = [
+        json.loads(line) for line in r.stderr.splitlines() if "supervisor.boot_failed" in line
+    ]
     assert rec["error"] == one_line(cfg)
     assert rec["traceback"].startswith("Traceback (most recent call last):")
 
@@ -53,7 +58,9 @@ def test_config_set_handlers_refuses_a_module_that_does_not_import(tmp_path):
     assert '"testjobs"' in cfg.read_text()
 
 
-@pytest.mark.parametrize("handlers,code", [(["opsjobs"], ExitCode.OK), ([TYPO], ExitCode.BOOT_FAILED)])
+@pytest.mark.parametrize(
+    "handlers,code", [(["opsjobs"], ExitCode.OK), ([TYPO], ExitCode.BOOT_FAILED)]
+)
 def test_config_check_imports_the_handler_modules(tmp_path, handlers, code):
     cfg = write_config(tmp_path, handlers=handlers)
     r = jobq(cfg, "config", "check")

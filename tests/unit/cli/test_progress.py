@@ -1,6 +1,7 @@
 """The progress line of the long commands (``purge``, ``retry --failed``, ``cancel`` of many
 jobs or ``--pending``, ``copy``): drawn on a terminal (a real pty here), rows done, rate and
 time left, erased at the end; nothing extra when piped or with ``--json``."""
+
 from __future__ import annotations
 
 import io
@@ -67,8 +68,10 @@ def _jobs(cfg: Path, status: str) -> list[str]:
     with JobQueue(config=load(cfg)) as q:
         ids = q.enqueue_many([("ops:ok", {"n": i}) for i in range(N)])
         if status != "pending":
-            q.store.write("UPDATE jobs SET status = :s, completed_at = '2020-01-01T00:00:00.000Z'",
-                          {"s": status})
+            q.store.write(
+                "UPDATE jobs SET status = :s, completed_at = '2020-01-01T00:00:00.000Z'",
+                {"s": status},
+            )
     return ids
 
 
@@ -84,8 +87,10 @@ def test_the_line_gives_rows_rate_and_time_left_and_is_shown_only_on_a_terminal(
     assert err.getvalue().count("\r") == 1
     p.close()
     assert err.getvalue().endswith("\r\x1b[K")
-    assert Progress(Ctx(err), "jobq copy", "jobs read").line(9000, 3.0, "last id x") == \
-        "jobq copy: 9000 jobs read, 3000/s, last id x"
+    assert (
+        Progress(Ctx(err), "jobq copy", "jobs read").line(9000, 3.0, "last id x")
+        == "jobq copy: 9000 jobs read, 3000/s, last id x"
+    )
     assert p.line(0, 200.0).endswith("0/s") and "left" not in p.line(0, 200.0)
     assert Progress(Ctx(err), "x", "y", 10).line(5, 1.0, "") == "x: 5 of 10 y (50%), 5/s, 1 s left"
     for quiet in (Ctx(io.StringIO()), Ctx(Tty(), json=True)):

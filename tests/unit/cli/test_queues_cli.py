@@ -1,5 +1,6 @@
 """The command line of named queues and per-key limits: enqueue --queue, pause and
 resume --queue, status per queue and status --types."""
+
 from __future__ import annotations
 
 from shared.model.exitcodes import ExitCode
@@ -18,7 +19,10 @@ def test_enqueue_pause_and_status_per_queue(tmp_path):
     assert not queues["emails"]["paused"]
     text = ok(jobq(cfg, "status"))
     assert "QUEUE" in text and "reports" in text and "PAUSED" in text
-    assert as_json(jobq(cfg, "resume", "--queue", "reports", "--json")) == {"paused": False, "queue": "reports"}
+    assert as_json(jobq(cfg, "resume", "--queue", "reports", "--json")) == {
+        "paused": False,
+        "queue": "reports",
+    }
     bad = jobq(cfg, "pause", "--queue", "a,b")
     assert bad.returncode == ExitCode.USAGE and "queue name" in bad.stderr
     bad = jobq(cfg, "enqueue", "ops:ok", "{}", "--queue", "")
@@ -26,13 +30,23 @@ def test_enqueue_pause_and_status_per_queue(tmp_path):
 
 
 def test_status_types_shows_the_busiest_keys_and_jobs_waiting_on_a_limit(tmp_path):
-    cfg = write_config(tmp_path, handlers=["opsjobs"],
-                       types={"ops:ok": {"key": "payload.c", "concurrency_per_key": 1}})
+    cfg = write_config(
+        tmp_path,
+        handlers=["opsjobs"],
+        types={"ops:ok": {"key": "payload.c", "concurrency_per_key": 1}},
+    )
     for c in "AAB":
         ok(jobq(cfg, "enqueue", "ops:ok", f'{{"c": "{c}"}}'))
     rows = as_json(jobq(cfg, "status", "--types", "--json"))["types"]
-    assert rows == [{"type": "ops:ok", "running": 0, "due": 3, "waiting": 0,
-                     "busiest": [{"key": "A", "running": 0, "due": 2}, {"key": "B", "running": 0, "due": 1}]}]
+    assert rows == [
+        {
+            "type": "ops:ok",
+            "running": 0,
+            "due": 3,
+            "waiting": 0,
+            "busiest": [{"key": "A", "running": 0, "due": 2}, {"key": "B", "running": 0, "due": 1}],
+        }
+    ]
     assert "BUSIEST KEYS" in ok(jobq(cfg, "status", "--types"))
     bad = jobq(cfg, "enqueue", "ops:ok", "{}")
     assert bad.returncode == ExitCode.USAGE and "payload.c" in bad.stderr

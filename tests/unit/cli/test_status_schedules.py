@@ -1,4 +1,5 @@
 """`jobq status` shows the next run of each [[schedule]] entry, with the supervisor down."""
+
 from __future__ import annotations
 
 import json
@@ -12,18 +13,44 @@ from tests.proc import env
 
 def test_status_lists_each_schedule_with_its_next_run(tmp_path):
     cfg = tmp_path / "jobq.toml"
-    cfg.write_text(tomli_w.dumps({
-        "database": "q.db", "handlers": [],
-        "schedule": [{"name": "daily-revenue-report", "type": "report:generate", "cron": "0 8 * * *",
-                      "timezone": "America/New_York", "payload": {"format": "pdf"}}],
-    }))
-    out = subprocess.run([sys.executable, "-m", "supervisor", "status", "--json", "--config", str(cfg)],
-                         capture_output=True, text=True, env=env(), timeout=60)
+    cfg.write_text(
+        tomli_w.dumps(
+            {
+                "database": "q.db",
+                "handlers": [],
+                "schedule": [
+                    {
+                        "name": "daily-revenue-report",
+                        "type": "report:generate",
+                        "cron": "0 8 * * *",
+                        "timezone": "America/New_York",
+                        "payload": {"format": "pdf"},
+                    }
+                ],
+            }
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", "--json", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     (entry,) = json.loads(out.stdout)["schedules"]
     assert entry["name"] == "daily-revenue-report" and entry["type"] == "report:generate"
     # 08:00 in New York is 12:00 or 13:00 UTC, depending on daylight saving time
     assert entry["next_at"][11:] in ("12:00:00.000Z", "13:00:00.000Z")
-    text = subprocess.run([sys.executable, "-m", "supervisor", "status", "--config", str(cfg)],
-                          capture_output=True, text=True, env=env(), timeout=60)
-    assert text.returncode == 0 and "daily-revenue-report" in text.stdout and "0 8 * * *" in text.stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=60,
+    )
+    assert (
+        text.returncode == 0
+        and "daily-revenue-report" in text.stdout
+        and "0 8 * * *" in text.stdout
+    )

@@ -2,6 +2,7 @@
 ``JobQueue.from_config`` against what the running supervisors recorded, importing no handler
 module; ``jobq enqueue`` and ``strict_types = true`` against the imported handler modules; a
 type none serves is warned about once, or refused when strict, on both engines."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,14 @@ def config_of(engine, tmp_path, monkeypatch):
     db = engine.config()
 
     def write(**keys):
-        extra = {"postgres": {"schema": db.postgres.schema}} if db.database.startswith("postgres") else {}
+        extra = (
+            {"postgres": {"schema": db.postgres.schema}}
+            if db.database.startswith("postgres")
+            else {}
+        )
         keys = {"database": db.database, "handlers": ["opsjobs"], **extra, **keys}
         return write_config(tmp_path, **keys)
+
     return write
 
 
@@ -54,7 +60,8 @@ def record_supervisor(q, token, queues, modules=("opsjobs", "importmark")):
 
 
 def test_from_config_imports_no_handler_module_and_says_nothing_while_no_supervisor_runs(
-        config_of, marks):
+    config_of, marks
+):
     path = config_of(handlers=["opsjobs", "importmark"])
     with JobQueue.from_config(str(path)) as q:
         with warnings.catch_warnings():
@@ -70,19 +77,21 @@ def test_from_config_warns_once_per_type_the_running_supervisors_do_not_serve(co
     with JobQueue.from_config(str(path)) as q:
         record_served(q.store, "gone:1:2", ["old"], {"ops:okk": None})  # no process row: ignored
         record_supervisor(q, "h:1:1", {"ops:ok": None, "ops:fail": None, "mark:ok": "marked"})
-        unserved = (r"job type 'ops:okk' is served by none of the handler modules the running "
-                    r"supervisors loaded \(opsjobs, importmark\) \(did you mean 'ops:ok'\?\)")
+        unserved = (
+            r"job type 'ops:okk' is served by none of the handler modules the running "
+            r"supervisors loaded \(opsjobs, importmark\) \(did you mean 'ops:ok'\?\)"
+        )
         with pytest.warns(UnservedTypeWarning, match=unserved):
             first = q.enqueue("ops:okk", {})
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            q.enqueue("ops:okk", {})                       # once per type
-            q.enqueue("ops:ok", {})                        # served: silent
+            q.enqueue("ops:okk", {})  # once per type
+            q.enqueue("ops:ok", {})  # served: silent
             q.enqueue_many([("ops:fail", {})])
-            marked = q.enqueue("mark:ok", {})              # its handler's queue, from the record
+            marked = q.enqueue("mark:ok", {})  # its handler's queue, from the record
         assert q.get(first).status == "pending" and sum(q.counts().values()) == 5
         assert q.get(marked).queue == "marked"
-        record_supervisor(q, "h:2:2", {"ops:new": None})   # a supervisor started since: read again
+        record_supervisor(q, "h:2:2", {"ops:new": None})  # a supervisor started since: read again
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             q.enqueue("ops:new", {})
@@ -92,7 +101,10 @@ def test_from_config_warns_once_per_type_the_running_supervisors_do_not_serve(co
 def test_from_config_with_strict_types_refuses_the_type_and_writes_nothing(config_of):
     path = config_of(strict_types=True)
     with JobQueue.from_config(str(path)) as q:
-        with pytest.raises(ValueError, match=r"job type 'ops:nope' is served by none of .*\(opsjobs\).*strict_types"):
+        with pytest.raises(
+            ValueError,
+            match=r"job type 'ops:nope' is served by none of .*\(opsjobs\).*strict_types",
+        ):
             q.enqueue("ops:nope", {})
         with pytest.raises(ValueError, match=r"enqueue_many item 1: job type 'ops:nope'"):
             q.enqueue_many([("ops:ok", {}), ("ops:nope", {})])
@@ -111,14 +123,24 @@ def test_jobq_enqueue_warns_on_stderr_and_refuses_with_strict_types(tmp_path):
     cfg = write_config(tmp_path, handlers=["opsjobs"])
     r = jobq(cfg, "enqueue", "ops:okk", "{}")
     job_id = ok(r).strip()
-    assert "jobq: warning: job type 'ops:okk' is served by none of" in r.stderr and "did you mean 'ops:ok'" in r.stderr
+    assert (
+        "jobq: warning: job type 'ops:okk' is served by none of" in r.stderr
+        and "did you mean 'ops:ok'" in r.stderr
+    )
     assert r.stderr.count("\n") == 1
     assert "warning" not in jobq(cfg, "enqueue", "ops:ok").stderr
     ok(jobq(cfg, "config", "set", "strict_types", "true"))
     r = jobq(cfg, "enqueue", "ops:okk", "{}")
     assert r.returncode == ExitCode.USAGE, r.stderr
-    assert "job type 'ops:okk'" in r.stderr and "handlers key" in r.stderr and "strict_types = true" in r.stderr
+    assert (
+        "job type 'ops:okk'" in r.stderr
+        and "handlers key" in r.stderr
+        and "strict_types = true" in r.stderr
+    )
     r = jobq(cfg, "enqueue", "--file", "-", stdin='{"type": "ops:ok"}\n{"type": "ops:okk"}\n')
     assert r.returncode == ExitCode.USAGE and "line 2: job type 'ops:okk'" in r.stderr
-    assert sorted(j["type"] for j in json.loads(ok(jobq(cfg, "jobs", "--json")))) == ["ops:ok", "ops:okk"]
+    assert sorted(j["type"] for j in json.loads(ok(jobq(cfg, "jobs", "--json")))) == [
+        "ops:ok",
+        "ops:okk",
+    ]
     assert job_id

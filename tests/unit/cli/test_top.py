@@ -1,5 +1,6 @@
 """``jobq top`` in a pseudo-terminal: it draws, refreshes, and quits cleanly on q and on Ctrl-C,
 leaving the terminal's normal screen restored."""
+
 from __future__ import annotations
 
 import fcntl
@@ -34,8 +35,20 @@ class PtyTop:
                 e["TERM"] = "xterm-256color"
                 e.pop("LINES", None)
                 e.pop("COLUMNS", None)
-                os.execve(sys.executable, [sys.executable, "-m", "supervisor", "top", "--interval", "0.2",
-                                           "--config", str(cfg)], e)
+                os.execve(
+                    sys.executable,
+                    [
+                        sys.executable,
+                        "-m",
+                        "supervisor",
+                        "top",
+                        "--interval",
+                        "0.2",
+                        "--config",
+                        str(cfg),
+                    ],
+                    e,
+                )
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd
@@ -102,12 +115,19 @@ def test_top_draws_refreshes_and_quits(cfg, quit_key):
     top = PtyTop(cfg)
     try:
         top.wait_for("jobq top", "the first frame")
-        for heading in ("jobs/s", "QUEUE BY TYPE", "WORKERS  none registered", "RECENT FAILURES  none",
-                        "supervisor NOT RUNNING"):  # a frame can arrive in several reads
+        for heading in (
+            "jobs/s",
+            "QUEUE BY TYPE",
+            "WORKERS  none registered",
+            "RECENT FAILURES  none",
+            "supervisor NOT RUNNING",
+        ):  # a frame can arrive in several reads
             top.wait_for(heading, f"{heading!r} on the first frame")
         ok(jobq(cfg, "enqueue", "kq7:visible"))  # new data shows up without a key press
         top.wait_for("kq7:visible", "a refreshed frame with the new job type")
-        ok(jobq(cfg, "enqueue", "kq7:visible", "--queue", "kq7-reports"))  # named queues get their table
+        ok(
+            jobq(cfg, "enqueue", "kq7:visible", "--queue", "kq7-reports")
+        )  # named queues get their table
         top.wait_for("kq7-reports", "a refreshed frame with the named queue")
         drawn = len(top.raw)
         top.send(quit_key)
@@ -119,12 +139,18 @@ def test_top_draws_refreshes_and_quits(cfg, quit_key):
 
 
 def test_top_names_a_queue_no_worker_serves(tmp_path):
-    cfg = write_config(tmp_path, handlers=["opsjobs"], supervisor={"workers": 2},
-                       queues={"reports": {"workers": 1}})
+    cfg = write_config(
+        tmp_path,
+        handlers=["opsjobs"],
+        supervisor={"workers": 2},
+        queues={"reports": {"workers": 1}},
+    )
     ok(jobq(cfg, "enqueue", "kq7:visible", "--queue", "newsletters"))
     top = PtyTop(cfg)
     try:
-        top.wait_for("no worker serves queue newsletters: 1 pending", "the unserved queue on the screen")
+        top.wait_for(
+            "no worker serves queue newsletters: 1 pending", "the unserved queue on the screen"
+        )
         assert "serves queue reports" not in top.screen_text()
         top.send(b"q")
         wait_until(lambda: top.exited() is not None, timeout=10, what="top to exit")

@@ -1,4 +1,5 @@
 """``async_concurrency``: where it is declared, and that only async handlers get one."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,6 +26,7 @@ def test_handler_and_task_take_async_concurrency():
     @task(name="t.async", async_concurrency=7)
     async def fetch(url: str) -> str:
         return url
+
     assert getattr(fetch, ATTR).async_concurrency == 7 and getattr(fetch, ATTR).is_async
 
 
@@ -42,10 +44,20 @@ def test_async_concurrency_must_be_a_sensible_integer(bad):
 
 
 def test_limits_come_from_the_handler_then_the_config():
-    reg = Registry([getattr(handler("h", async_concurrency=3)(_async), ATTR),
-                    getattr(handler("c")(_async), ATTR), getattr(handler("s")(_sync), ATTR)])
-    config = Config(types={"c": TypeConfig(async_concurrency=9), "h": TypeConfig(async_concurrency=1),
-                           "elsewhere": TypeConfig(async_concurrency=4)})
+    reg = Registry(
+        [
+            getattr(handler("h", async_concurrency=3)(_async), ATTR),
+            getattr(handler("c")(_async), ATTR),
+            getattr(handler("s")(_sync), ATTR),
+        ]
+    )
+    config = Config(
+        types={
+            "c": TypeConfig(async_concurrency=9),
+            "h": TypeConfig(async_concurrency=1),
+            "elsewhere": TypeConfig(async_concurrency=4),
+        }
+    )
     assert async_limits(config, reg) == {"h": 3, "c": 9, "elsewhere": 4}
     policy = JobPolicy(config, reg)
     assert [policy.async_concurrency(t) for t in ("h", "c", "s", "elsewhere")] == [3, 9, None, 4]
@@ -53,6 +65,9 @@ def test_limits_come_from_the_handler_then_the_config():
 
 def test_the_config_cannot_give_a_plain_handler_async_concurrency():
     reg = Registry([getattr(handler("s")(_sync), ATTR)])
-    with pytest.raises(AsyncConfigError, match=r'\[types."s"\] async_concurrency = 2: the handler of job type '
-                                               r"'s' \(.*_sync\) is not an async def"):
+    with pytest.raises(
+        AsyncConfigError,
+        match=r'\[types."s"\] async_concurrency = 2: the handler of job type '
+        r"'s' \(.*_sync\) is not an async def",
+    ):
         async_limits(Config(types={"s": TypeConfig(async_concurrency=2)}), reg)

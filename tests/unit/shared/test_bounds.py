@@ -1,4 +1,5 @@
 """shared.model.bounds: the limits on what jobq accepts (nesting, Unicode, type names, times)."""
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,18 @@ def test_safe_text_escapes_only_lone_surrogates():
     assert bounds.safe_text(lone) == "name\\udc80.txt"
 
 
-@pytest.mark.parametrize("jtype, words", [
-    ("", "non-empty"), ("   ", "non-empty"), (7, "non-empty"),
-    ("x" * (bounds.MAX_TYPE_LEN + 1), "above the limit"),
-    ("a\x00b", "control character"), ("a\x85b", "control character"),
-    ("a\udc80", "not valid Unicode"),
-])
+@pytest.mark.parametrize(
+    "jtype, words",
+    [
+        ("", "non-empty"),
+        ("   ", "non-empty"),
+        (7, "non-empty"),
+        ("x" * (bounds.MAX_TYPE_LEN + 1), "above the limit"),
+        ("a\x00b", "control character"),
+        ("a\x85b", "control character"),
+        ("a\udc80", "not valid Unicode"),
+    ],
+)
 def test_type_name_error_says_why(jtype, words):
     why = bounds.type_name_error(jtype)
     assert why is not None and words in why
@@ -54,8 +61,9 @@ def test_time_error_accepts_years_1_to_9999(ts):
     assert bounds.time_error(ts) is None
 
 
-@pytest.mark.parametrize("ts", [bounds.MAX_TIME + 1, bounds.MIN_TIME - 1, float("nan"),
-                                float("inf"), True, "0", None])
+@pytest.mark.parametrize(
+    "ts", [bounds.MAX_TIME + 1, bounds.MIN_TIME - 1, float("nan"), float("inf"), True, "0", None]
+)
 def test_time_error_names_the_value(ts):
     why = bounds.time_error(ts)
     assert why is not None and repr(ts) in why

@@ -1,5 +1,6 @@
 """shared.producer.canvas: the items a flow writes in its one ``enqueue_many``, and which
 steps wait for which (end to end on both engines: tests/behaviour/test_flows.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -65,12 +66,15 @@ def test_the_first_tasks_queue_is_the_flows_and_options_carry_over():
     assert all("_queue" not in i and "conn" not in i for i in q.items)
 
 
-@pytest.mark.parametrize("make, words", [
-    (lambda: chain(), "chain: needs at least one step"),
-    (lambda: group([]), "group: needs at least one step"),
-    (lambda: chain(sig("a"), "b"), "chain: expected signatures .* got 'b'"),
-    (lambda: group(sig("a"), 3), "group: expected signatures .* got 3"),
-])
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: chain(), "chain: needs at least one step"),
+        (lambda: group([]), "group: needs at least one step"),
+        (lambda: chain(sig("a"), "b"), "chain: expected signatures .* got 'b'"),
+        (lambda: group(sig("a"), 3), "group: expected signatures .* got 3"),
+    ],
+)
 def test_bad_steps_are_refused_before_anything_is_written(make, words):
     with pytest.raises((TypeError, ValueError), match=words):
         make()

@@ -1,4 +1,5 @@
 """shared.runtime.clock: the injected clocks and the fixed-width time text."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -17,11 +18,17 @@ def test_fake_clock_moves_only_when_told_and_both_readings_together():
     assert c.now() == 5.0
 
 
-@pytest.mark.parametrize("ts, text", [
-    (0, "1970-01-01T00:00:00.000Z"), (1.2345, "1970-01-01T00:00:01.234Z"),
-    (1.9996, "1970-01-01T00:00:02.000Z"), (-0.5, "1969-12-31T23:59:59.500Z"),
-    (MIN_TIME, "0001-01-01T00:00:00.000Z"), (MAX_TIME, "9999-12-31T23:59:59.000Z"),
-])
+@pytest.mark.parametrize(
+    "ts, text",
+    [
+        (0, "1970-01-01T00:00:00.000Z"),
+        (1.2345, "1970-01-01T00:00:01.234Z"),
+        (1.9996, "1970-01-01T00:00:02.000Z"),
+        (-0.5, "1969-12-31T23:59:59.500Z"),
+        (MIN_TIME, "0001-01-01T00:00:00.000Z"),
+        (MAX_TIME, "9999-12-31T23:59:59.000Z"),
+    ],
+)
 def test_iso_is_fixed_width_with_milliseconds(ts, text):
     assert iso(ts) == text and len(text) == 24
 
@@ -64,4 +71,4 @@ def test_to_timestamp_refuses_naive_bools_and_huge_ints():
     with pytest.raises(TypeError, match="not bool"):
         to_timestamp(True)
     with pytest.raises(ValueError, match="outside the years 1 to 9999"):
-        to_timestamp(10 ** 400)
+        to_timestamp(10**400)

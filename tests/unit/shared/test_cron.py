@@ -1,4 +1,5 @@
 """shared.settings.cron: cron ticks in a time zone, across daylight-saving changes."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -59,10 +60,12 @@ def test_repeated_hour_runs_once_at_the_first_occurrence():
 
 
 def test_hourly_follows_real_time_across_changes():
-    spring = cron.ticks_between("0 * * * *", BERLIN, utc(2025, 3, 29, 22, 30),
-                                utc(2025, 3, 30, 21, 30), 100)
-    fall = cron.ticks_between("0 * * * *", BERLIN, utc(2025, 10, 25, 21, 30),
-                              utc(2025, 10, 26, 22, 30), 100)
+    spring = cron.ticks_between(
+        "0 * * * *", BERLIN, utc(2025, 3, 29, 22, 30), utc(2025, 3, 30, 21, 30), 100
+    )
+    fall = cron.ticks_between(
+        "0 * * * *", BERLIN, utc(2025, 10, 25, 21, 30), utc(2025, 10, 26, 22, 30), 100
+    )
     assert len(spring) == 23 and len(fall) == 25
     assert all(b - a == 3600 for a, b in zip(fall, fall[1:]))
 

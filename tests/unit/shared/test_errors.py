@@ -1,10 +1,15 @@
 """shared.model.errors: the store errors callers tell apart (waiting heals, or it does not)."""
+
 from __future__ import annotations
 
 import pytest
 
 from shared.model.errors import (
-    StoreBusy, StoreError, StoreQueryError, StoreRefused, StoreUnavailable,
+    StoreBusy,
+    StoreError,
+    StoreQueryError,
+    StoreRefused,
+    StoreUnavailable,
 )
 
 

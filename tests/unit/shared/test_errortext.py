@@ -1,5 +1,6 @@
 """The line that stands for a stored error (shared.model.errortext): the final exception's type and the
 first line of its message, from the tracebacks Python writes."""
+
 from __future__ import annotations
 
 import traceback
@@ -20,8 +21,10 @@ def formatted(fn) -> str:
 
 
 def _http():
-    raise HTTPStatusError("Server error '503 Service Unavailable' for url 'https://x'\n"
-                          "For more information check: https://developer.mozilla.org/503")
+    raise HTTPStatusError(
+        "Server error '503 Service Unavailable' for url 'https://x'\n"
+        "For more information check: https://developer.mozilla.org/503"
+    )
 
 
 def _chained():
@@ -42,14 +45,20 @@ def _group():
 
 
 def test_a_traceback_is_its_final_exception_and_the_first_line_of_its_message():
-    assert headline(formatted(_http)) == (f"{__name__}.HTTPStatusError: Server error '503 Service "
-                                          "Unavailable' for url 'https://x'")
+    assert headline(formatted(_http)) == (
+        f"{__name__}.HTTPStatusError: Server error '503 Service Unavailable' for url 'https://x'"
+    )
     assert headline(formatted(_chained)) == "RuntimeError: sending failed"
     assert headline(formatted(_noted)) == "ValueError: bad address"
     assert headline(formatted(_group)) == "ExceptionGroup: 2 sends failed (2 sub-exceptions)"
     assert headline(formatted(lambda: compile("x = (", "f.py", "exec"))).startswith("SyntaxError: ")
-    assert headline("handler of job 1 called sys.exit('bye'): treated as a failure\n"
-                    + formatted(lambda: exit("bye"))) == "SystemExit: bye"
+    assert (
+        headline(
+            "handler of job 1 called sys.exit('bye'): treated as a failure\n"
+            + formatted(lambda: exit("bye"))
+        )
+        == "SystemExit: bye"
+    )
 
 
 def test_a_tracebacks_end_without_its_header_is_read_from_its_last_frame():
@@ -59,7 +68,8 @@ def test_a_tracebacks_end_without_its_header_is_read_from_its_last_frame():
 
 def test_other_text_is_its_first_line():
     assert headline("no handler for job type 'x' (job 1); registered types: none") == (
-        "no handler for job type 'x' (job 1); registered types: none")
+        "no handler for job type 'x' (job 1); registered types: none"
+    )
     assert headline("\n  parent job 1 (t) failed\nsecond") == "parent job 1 (t) failed"
     assert headline(None) == headline("") == ""
     assert cut("abcdef", 4) == "abc…" and cut("abc", 4) == "abc"

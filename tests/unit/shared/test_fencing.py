@@ -1,4 +1,5 @@
 """shared.runtime.fencing: when a worker that cannot renew its lease stops itself."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,11 +7,14 @@ import pytest
 from shared.runtime.fencing import check, fence_after, margin
 
 
-@pytest.mark.parametrize("beat, lease, want", [
-    (1.0, 30.0, 6.0),     # a fifth of the lease beats two beats
-    (5.0, 30.0, 10.0),    # two beats beat a fifth
-    (10.0, 30.0, 15.0),   # never more than half the lease
-])
+@pytest.mark.parametrize(
+    "beat, lease, want",
+    [
+        (1.0, 30.0, 6.0),  # a fifth of the lease beats two beats
+        (5.0, 30.0, 10.0),  # two beats beat a fifth
+        (10.0, 30.0, 15.0),  # never more than half the lease
+    ],
+)
 def test_margin(beat, lease, want):
     assert margin(beat, lease) == pytest.approx(want)
     assert fence_after(beat, lease) == pytest.approx(lease - want)

@@ -1,4 +1,5 @@
 """shared.runtime.files: atomic writes and reading a file as written."""
+
 from __future__ import annotations
 
 import os

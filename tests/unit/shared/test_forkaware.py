@@ -1,5 +1,6 @@
 """shared.engines.forkaware: what a store does in a forked child, and finding this process's
 connections to a database before the worker template forks."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,8 @@ from shared.engines import forkaware
 
 
 def test_every_live_store_lets_go_in_the_child_and_a_failing_one_does_not_stop_the_others(
-        monkeypatch):
+    monkeypatch,
+):
     monkeypatch.setattr(forkaware, "_STORES", weakref.WeakSet())  # not this process's real ones
     calls = []
 
@@ -24,6 +26,7 @@ def test_every_live_store_lets_go_in_the_child_and_a_failing_one_does_not_stop_t
             calls.append(self.name)
             if self.fail:
                 raise RuntimeError("cannot")
+
     a, b = Store("a", fail=True), Store("b")
     forkaware.track(a)
     forkaware.track(b)

@@ -1,4 +1,5 @@
 """shared.ops.fragments: the pieces of SQL the read layer shares, as each dialect spells them."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,8 +8,11 @@ from shared.ops.fragments import one_of, storable
 
 
 def store(nul_text: bool):
-    return SimpleNamespace(dialect=SimpleNamespace(
-        nul_text=nul_text, any_of="{col} = ANY({param})", list_param=lambda items: list(items)))
+    return SimpleNamespace(
+        dialect=SimpleNamespace(
+            nul_text=nul_text, any_of="{col} = ANY({param})", list_param=lambda items: list(items)
+        )
+    )
 
 
 def test_storable_drops_what_an_engines_text_cannot_hold():
@@ -19,4 +23,6 @@ def test_storable_drops_what_an_engines_text_cannot_hold():
 def test_one_of_is_an_equality_for_one_item_and_the_dialects_list_for_more():
     assert one_of(store(True), "id", ["x"]) == ("id = :ids", {"ids": "x"})
     assert one_of(store(True), "j.type", ("a", "b"), name="types") == (
-        "j.type = ANY(:types)", {"types": ["a", "b"]})
+        "j.type = ANY(:types)",
+        {"types": ["a", "b"]},
+    )

@@ -1,4 +1,5 @@
 """shared.engines.guard: which of a store's methods an engine's error translation wraps."""
+
 from __future__ import annotations
 
 from shared.engines.guard import guard_public_methods, unguarded
@@ -38,11 +39,14 @@ def test_public_methods_and_the_listed_private_steps_are_wrapped():
     def guarded(fn):
         wrapped.append(fn.__name__)
         return lambda *a, **k: f"guarded {fn(*a, **k)}"
+
     cls = guard_public_methods(Store, guarded)
     assert cls is Store
     assert sorted(wrapped) == ["_paced", "claim", "inherited"]
     s = Store()
-    assert (s.claim(), s.inherited(), s._paced()) == ("guarded claim", "guarded inherited",
-                                                      "guarded paced")
-    assert (s._helper(), s.purge(), Store.static(), s.name) == ("helper", "purge", "static",
-                                                                "name")
+    assert (s.claim(), s.inherited(), s._paced()) == (
+        "guarded claim",
+        "guarded inherited",
+        "guarded paced",
+    )
+    assert (s._helper(), s.purge(), Store.static(), s.name) == ("helper", "purge", "static", "name")

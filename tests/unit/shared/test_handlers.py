@@ -1,5 +1,6 @@
 """shared.execution.handlers: declaring handlers and hooks, the registry, and loading handler
 modules (each failure naming the job type, module or config file)."""
+
 from __future__ import annotations
 
 import sys
@@ -17,15 +18,18 @@ async def afn(payload, job):
     return None
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"max_attempts": 0}, "'t': max_attempts must be an integer >= 1, got 0"),
-    ({"max_attempts": 1.5}, "max_attempts must be an integer >= 1, got 1.5"),
-    ({"timeout": 0}, "'t': timeout must be a number > 0, got 0"),
-    ({"timeout": "5"}, "timeout must be a number > 0, got '5'"),
-    ({"async_concurrency": 0}, "async_concurrency must be an integer from 1 to 10000, got 0"),
-    ({"async_concurrency": True}, "got True"),
-    ({"queue": "a,b"}, "comma"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"max_attempts": 0}, "'t': max_attempts must be an integer >= 1, got 0"),
+        ({"max_attempts": 1.5}, "max_attempts must be an integer >= 1, got 1.5"),
+        ({"timeout": 0}, "'t': timeout must be a number > 0, got 0"),
+        ({"timeout": "5"}, "timeout must be a number > 0, got '5'"),
+        ({"async_concurrency": 0}, "async_concurrency must be an integer from 1 to 10000, got 0"),
+        ({"async_concurrency": True}, "got True"),
+        ({"queue": "a,b"}, "comma"),
+    ],
+)
 def test_bad_declarations_are_refused_naming_the_type(kwargs, words):
     with pytest.raises(ValueError, match=words):
         h.handler("t", **kwargs)
@@ -65,7 +69,8 @@ def test_add_module_collects_handlers_and_hooks_once(tmp_path, monkeypatch):
         "from shared.execution.handlers import handler, on_failed\n"
         "@handler('send')\ndef send(p, j): pass\n"
         "@on_failed\ndef alert(job, error): pass\n"
-        "also = alert\n")
+        "also = alert\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = h.load_registry(["jobs_mod_a"])
     assert "send" in reg.types() and reg.modules == ("jobs_mod_a",)
@@ -80,8 +85,10 @@ def test_a_module_that_fails_to_import_is_named_with_its_config(tmp_path, monkey
         h.load_registry(["jobs_mod_b"], source=str(tmp_path / "jobq.toml"))
     e = err.value
     assert e.module == "jobs_mod_b"
-    assert e.summary == (f"handler module 'jobs_mod_b' (handlers in {tmp_path / 'jobq.toml'}) "
-                         "failed to import: SystemExit: bad thing")
+    assert e.summary == (
+        f"handler module 'jobs_mod_b' (handlers in {tmp_path / 'jobq.toml'}) "
+        "failed to import: SystemExit: bad thing"
+    )
     assert "Traceback" in e.traceback and str(e).startswith(e.summary)
     sys.modules.pop("jobs_mod_b", None)
 

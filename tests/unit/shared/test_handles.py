@@ -1,5 +1,6 @@
 """shared.producer.handles: handles, what an ended job's wait returns or raises, and the wait's
 deadline, with a store of the test's own (waiting on real jobs: tests/behaviour/test_tasks.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -11,8 +12,9 @@ from shared.producer.handles import JobFailed, JobHandle, JobNotFound, outcome, 
 
 
 def job(jid="a" * 32, status="completed", result=None, error=None, attempts=1):
-    return SimpleNamespace(id=jid, type="send", status=status, result=result, error=error,
-                           attempts=attempts)
+    return SimpleNamespace(
+        id=jid, type="send", status=status, result=result, error=error, attempts=attempts
+    )
 
 
 class Store:
@@ -40,13 +42,17 @@ def test_handles_are_equal_by_id_and_queue():
 
 def test_outcome_of_each_ending():
     assert outcome(job(result={"n": 1})) == {"n": 1}
-    failed = job(status="failed", attempts=3,
-                 error="Traceback (most recent call last):\n  ...\nValueError: bad address")
+    failed = job(
+        status="failed",
+        attempts=3,
+        error="Traceback (most recent call last):\n  ...\nValueError: bad address",
+    )
     with pytest.raises(JobFailed) as err:
         outcome(failed)
     assert err.value.error == "ValueError: bad address" and err.value.job is failed
-    assert str(err.value) == (f"job {'a' * 32} (send) failed after 3 attempt(s): "
-                              "ValueError: bad address")
+    assert str(err.value) == (
+        f"job {'a' * 32} (send) failed after 3 attempt(s): ValueError: bad address"
+    )
     with pytest.raises(handles.JobCancelled):
         outcome(job(status="cancelled"))
 
@@ -61,8 +67,7 @@ def test_an_ended_job_is_read_once_and_results_keep_the_order_given(monkeypatch)
     q = queue(a, b)
     assert wait_jobs(q, ["a"], timeout=0) == [1]
     assert q.store.gets == ["a"]
-    monkeypatch.setattr(handles, "statuses", lambda store, ids: {"a": "completed",
-                                                                 "b": "failed"})
+    monkeypatch.setattr(handles, "statuses", lambda store, ids: {"a": "completed", "b": "failed"})
     b.status = "completed"  # as read whole after the statuses
     assert wait_jobs(q, ["b", JobHandle(q, "a"), "b"], timeout=0) == [2, 1, 2]
     monkeypatch.setattr(handles, "statuses", lambda store, ids: {"a": "completed"})

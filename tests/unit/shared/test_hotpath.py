@@ -1,5 +1,6 @@
 """The per-job path's cheap forms say what their plain forms said: a batch's
 time texts, the progress file's count written through a mapping, the signal pipe's check."""
+
 from __future__ import annotations
 
 import os
@@ -24,9 +25,20 @@ def _text(fmt, ts):
 def test_iso_times_write_what_iso_writes():
     rnd, text = random.Random(30), IsoTimes()
     now = 1_767_225_600.0
-    times = [now + rnd.uniform(-3, 3) for _ in range(5000)] + [rnd.uniform(MIN_TIME, MAX_TIME) for _ in range(2000)]
-    times += [MIN_TIME, MIN_TIME - 0.0004, MAX_TIME + 0.9994, MAX_TIME + 0.9995, 1.9995, 59.9996, now + 0.9995,
-              float("nan"), float("inf")]
+    times = [now + rnd.uniform(-3, 3) for _ in range(5000)] + [
+        rnd.uniform(MIN_TIME, MAX_TIME) for _ in range(2000)
+    ]
+    times += [
+        MIN_TIME,
+        MIN_TIME - 0.0004,
+        MAX_TIME + 0.9994,
+        MAX_TIME + 0.9995,
+        1.9995,
+        59.9996,
+        now + 0.9995,
+        float("nan"),
+        float("inf"),
+    ]
     for ts in times:
         assert _text(text, ts) == _text(iso, ts), ts
 

@@ -1,5 +1,6 @@
 """shared.model.job: ids, decoding stored JSON, JSON as every reader can decode it, releasing
 a dead owner's job, and recognising an outcome that committed before."""
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,23 @@ def test_ids_are_32_hex_digits_unique_and_ordered_by_time(monkeypatch):
 
 
 def row(**over):
-    base = dict(id="j", type="t", status="pending", payload='{"a":1}', result=None, error=None,
-                attempts=0, max_attempts=3, priority=0, run_at="x", started_at=None,
-                completed_at=None, created_at="x", updated_at="x", unknown="ignored")
+    base = dict(
+        id="j",
+        type="t",
+        status="pending",
+        payload='{"a":1}',
+        result=None,
+        error=None,
+        attempts=0,
+        max_attempts=3,
+        priority=0,
+        run_at="x",
+        started_at=None,
+        completed_at=None,
+        created_at="x",
+        updated_at="x",
+        unknown="ignored",
+    )
     return {**base, **over}
 
 
@@ -66,13 +81,16 @@ def running(attempts, cancel=None):
     return SimpleNamespace(attempts=attempts, cancel_requested_at=cancel)
 
 
-@pytest.mark.parametrize("attempts, limit, counts, want", [
-    (1, 3, False, ("pending", 0)),   # attempt given back
-    (1, 3, True, ("pending", 1)),
-    (3, 3, True, ("failed", 3)),     # the last attempt counted
-    (3, 3, False, ("pending", 2)),
-    (0, 3, False, ("pending", 0)),
-])
+@pytest.mark.parametrize(
+    "attempts, limit, counts, want",
+    [
+        (1, 3, False, ("pending", 0)),  # attempt given back
+        (1, 3, True, ("pending", 1)),
+        (3, 3, True, ("failed", 3)),  # the last attempt counted
+        (3, 3, False, ("pending", 2)),
+        (0, 3, False, ("pending", 0)),
+    ],
+)
 def test_release_outcome(attempts, limit, counts, want):
     assert release_outcome(running(attempts), limit, counts) == want
 
@@ -93,6 +111,7 @@ def test_history_rows_and_recognising_a_committed_outcome():
     def history(ids):
         asked.append(ids)
         return [history_row(failed, "o", "boom"), ("a", 1, "completed", "o", iso(10.0), None)]
+
     got = recognised([done, failed, anon], [False, False, False], "o", history)
     assert got == [False, True, False] and asked == [["a", "b"]]
     assert recognised([done], [True], "o", lambda ids: pytest.fail("read")) == [True]

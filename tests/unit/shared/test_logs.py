@@ -1,5 +1,6 @@
 """Structured log lines: one record per event, or one record for a batch of them (``events``)
 that jobq's formatters still write as one line per entry."""
+
 from __future__ import annotations
 
 import io
@@ -17,6 +18,7 @@ def capture():
         buf = io.StringIO()
         logs.setup("info", fmt, buf)
         return buf
+
     yield make
     logs.setup("info", "text")
 
@@ -25,7 +27,9 @@ def test_text_event_and_batch_of_events(capture):
     buf = capture("text")
     log = logs.get_logger("worker")
     logs.event(log, "job.retry", logging.INFO, id="a", error="two words", delay=1.5)
-    logs.events(log, "job.completed", logging.INFO, [{"id": "b", "attempt": 1}, {"id": "c", "attempt": 2}])
+    logs.events(
+        log, "job.completed", logging.INFO, [{"id": "b", "attempt": 1}, {"id": "c", "attempt": 2}]
+    )
     logs.events(log, "job.completed", logging.INFO, [])  # nothing to say: no line
     lines = buf.getvalue().splitlines()
     assert len(lines) == 3
@@ -38,10 +42,14 @@ def test_text_event_and_batch_of_events(capture):
 def test_json_batch_of_events_is_one_object_per_line(capture):
     buf = capture("json")
     log = logs.get_logger("worker")
-    logs.events(log, "job.completed", logging.INFO, [{"id": "b", "slot": None}, {"id": "c", "slot": 3}])
+    logs.events(
+        log, "job.completed", logging.INFO, [{"id": "b", "slot": None}, {"id": "c", "slot": 3}]
+    )
     objs = [json.loads(x) for x in buf.getvalue().splitlines()]
-    assert [(o["event"], o["level"], o["id"], o.get("slot")) for o in objs] == \
-        [("job.completed", "info", "b", None), ("job.completed", "info", "c", 3)]
+    assert [(o["event"], o["level"], o["id"], o.get("slot")) for o in objs] == [
+        ("job.completed", "info", "b", None),
+        ("job.completed", "info", "c", 3),
+    ]
 
 
 def test_batch_below_the_level_builds_nothing(capture):

@@ -1,5 +1,6 @@
 """shared.telemetry.meters: jobq's instruments, on a metrics module of the test's own that
 records what the instruments are given."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -51,8 +52,11 @@ class Metrics:
         return (value, attributes)
 
 
-def job(started_at="2026-01-01T00:00:05.000Z", run_at="2026-01-01T00:00:02.000Z",
-        created_at="2026-01-01T00:00:01.000Z"):
+def job(
+    started_at="2026-01-01T00:00:05.000Z",
+    run_at="2026-01-01T00:00:02.000Z",
+    created_at="2026-01-01T00:00:01.000Z",
+):
     return SimpleNamespace(type="send", started_at=started_at, run_at=run_at, created_at=created_at)
 
 
@@ -66,8 +70,9 @@ def test_unbatched_runs_are_counted_at_once_with_duration_and_lag():
 
 def test_lag_counts_from_creation_when_that_was_later_and_is_never_negative():
     m = Meters(Metrics())
-    m.record(job(run_at="2026-01-01T00:00:00.000Z", created_at="2026-01-01T00:00:04.000Z"),
-             "failed", 1)
+    m.record(
+        job(run_at="2026-01-01T00:00:00.000Z", created_at="2026-01-01T00:00:04.000Z"), "failed", 1
+    )
     m.record(job(started_at="2026-01-01T00:00:00.000Z"), "failed", 1)
     m.record(job(started_at=None), "failed", 1)
     assert [v for v, _ in m.lag.calls] == [1.0, 0.0]
@@ -81,7 +86,9 @@ def test_batched_runs_are_tallied_and_settled_per_type_and_outcome(monkeypatch):
     assert m.runs.calls == [] and len(m.duration.calls) == 3
     m.settle()
     assert sorted((n, labels["jobq.outcome"]) for n, labels in m.runs.calls) == [
-        (1, "failed"), (2, "completed")]
+        (1, "failed"),
+        (2, "completed"),
+    ]
     m.settle()
     assert len(m.runs.calls) == 2
 
@@ -109,8 +116,16 @@ def test_the_depth_gauge_reads_its_source_at_each_collection():
     rows = [{"type": "send", "status": "pending", "n": 4}]
     Meters(metrics, depth=lambda: rows)
     observe = metrics.meter.gauges["jobq.queue.depth"]
-    assert list(observe(None)) == [(4, {"jobq.job.status": "pending", "jobq.job.type": "send",
-                                        "messaging.destination.name": "default"})]
+    assert list(observe(None)) == [
+        (
+            4,
+            {
+                "jobq.job.status": "pending",
+                "jobq.job.type": "send",
+                "messaging.destination.name": "default",
+            },
+        )
+    ]
     bare = Metrics()
     Meters(bare)  # no source: no gauge
     assert bare.meter.gauges == {}

@@ -1,4 +1,5 @@
 """shared.model.flows: ``after=`` as parent ids, and the ``after_failure`` policy."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace

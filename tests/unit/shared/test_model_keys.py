@@ -1,4 +1,5 @@
 """shared.model.keys: a job's limit key, given or found in its payload."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,9 +22,14 @@ def test_path_reads_nested_strings_and_numbers_as_json():
     assert limit_key_of("t", payload, None, "payload.f") == "1.5"
 
 
-@pytest.mark.parametrize("payload, path", [
-    ({}, "payload.c"), ({"a": "text"}, "payload.a.b"), ([1], "payload.c"),
-])
+@pytest.mark.parametrize(
+    "payload, path",
+    [
+        ({}, "payload.c"),
+        ({"a": "text"}, "payload.a.b"),
+        ([1], "payload.c"),
+    ],
+)
 def test_missing_path_names_the_type_and_path(payload, path):
     with pytest.raises(ValueError, match=r"'send'.*payload has no " + path.replace(".", r"\.")):
         limit_key_of("send", payload, None, path)

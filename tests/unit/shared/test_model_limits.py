@@ -1,4 +1,5 @@
 """shared.model.limits: which types are limited, and which candidates a limited claim takes."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -9,15 +10,25 @@ from shared.model.limits import TypeLimit, pick_claims, type_limits
 
 
 def typ(concurrency=None, rate=None, concurrency_per_key=None, rate_per_key=None, fair=False):
-    return SimpleNamespace(concurrency=concurrency, rate=rate, fair=fair,
-                           concurrency_per_key=concurrency_per_key, rate_per_key=rate_per_key)
+    return SimpleNamespace(
+        concurrency=concurrency,
+        rate=rate,
+        fair=fair,
+        concurrency_per_key=concurrency_per_key,
+        rate_per_key=rate_per_key,
+    )
 
 
 def test_type_limits_keeps_only_limited_types():
-    config = SimpleNamespace(types={
-        "free": typ(), "c": typ(concurrency=2), "r": typ(rate="10/min"),
-        "k": typ(rate_per_key="3/10s"), "f": typ(fair=True),
-    })
+    config = SimpleNamespace(
+        types={
+            "free": typ(),
+            "c": typ(concurrency=2),
+            "r": typ(rate="10/min"),
+            "k": typ(rate_per_key="3/10s"),
+            "f": typ(fair=True),
+        }
+    )
     got = type_limits(config)
     assert sorted(got) == ["c", "f", "k", "r"]
     assert got["r"].rate == (10, 60.0) and not got["r"].keyed

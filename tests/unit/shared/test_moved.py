@@ -1,6 +1,7 @@
 """The old module paths of ``shared`` (before its rooms) still import: each old dotted name is
 the very module it moved to (shared/_moved.py), so a monkeypatch through either name patches one
 module; ``from shared import ...`` gives what it always gave."""
+
 from __future__ import annotations
 
 import importlib
@@ -33,6 +34,7 @@ def test_the_old_forms_of_import_work_and_patch_one_module(monkeypatch):
     from shared.config import load
     from shared.tasks import task
     from shared import config as old_config
+
     assert shared.api is shared.producer.api and old_config is shared.settings.config
     assert load is shared.settings.config.load and task.__module__ == "shared.producer.tasks"
     monkeypatch.setattr("shared.config._SECONDS", "(patched)")
@@ -48,11 +50,13 @@ def test_the_package_exports_are_unchanged():
 def test_an_old_name_imports_first_in_a_fresh_interpreter():
     """Importing an old name before anything else of shared (the alias is installed by the
     package itself, which every import of a module of shared runs first)."""
-    code = ("import shared.handlers as old, shared.execution.handlers as new, sys\n"
-            "assert old is new and sys.modules['shared.handlers'] is new\n"
-            "from shared.procs import owner_token\n"
-            "from shared.runtime.processes import owner_token as t\n"
-            "assert owner_token is t\n")
+    code = (
+        "import shared.handlers as old, shared.execution.handlers as new, sys\n"
+        "assert old is new and sys.modules['shared.handlers'] is new\n"
+        "from shared.procs import owner_token\n"
+        "from shared.runtime.processes import owner_token as t\n"
+        "assert owner_token is t\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=120)
 
 
@@ -60,6 +64,7 @@ def test_jobq_s_own_errors_keep_the_name_their_error_text_shows():
     """A failed job's error text names ``shared.handlers.PermanentError`` as it always has; the
     name still resolves (to the moved module), so such an error pickles and comes back."""
     from shared.execution.handlers import PermanentError, RetryAfter
+
     name = f"{PermanentError.__module__}.{PermanentError.__qualname__}"
     assert name == "shared.handlers.PermanentError"
     assert RetryAfter.__module__ == "shared.handlers"

@@ -1,5 +1,6 @@
 """shared.ops.flows: a job's place in its workflow, read from a real SQLite file, and the
 lines ``jobq show`` prints of it."""
+
 from __future__ import annotations
 
 from shared.engines import open_store
@@ -33,6 +34,9 @@ def test_parents_children_and_the_whole_graph(tmp_path):
 
 
 def test_a_deleted_parent_shows_as_deleted():
-    rel = {"parents": [{"id": "p1", "type": None, "status": None}], "children": [],
-           "graph": {"waiting": 1}}
+    rel = {
+        "parents": [{"id": "p1", "type": None, "status": None}],
+        "children": [],
+        "graph": {"waiting": 1},
+    }
     assert relatives_text(rel) == "\nworkflow: 1 waiting\nparents:\n  p1  -  deleted"

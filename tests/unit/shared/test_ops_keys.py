@@ -1,5 +1,6 @@
 """shared.ops.keys: per limited type, its busiest keys and the due jobs a limit holds back, read
 from a real SQLite file."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,9 +15,16 @@ from shared.ops.keys import type_keys
 @pytest.fixture
 def setup(tmp_path):
     clock = FakeClock()
-    cfg = from_dict({"database": str(tmp_path / "jobs.db"), "types": {
-        "k": {"key": "payload.c", "concurrency_per_key": 1},
-        "t": {"concurrency": 1}, "free": {}}})
+    cfg = from_dict(
+        {
+            "database": str(tmp_path / "jobs.db"),
+            "types": {
+                "k": {"key": "payload.c", "concurrency_per_key": 1},
+                "t": {"concurrency": 1},
+                "free": {},
+            },
+        }
+    )
     q = JobQueue(config=cfg, clock=clock)
     store = open_store(cfg)
     yield q, store, clock
@@ -36,8 +44,10 @@ def test_a_full_key_holds_back_its_due_jobs_and_the_busiest_come_first(setup):
     assert [r["type"] for r in rows] == ["k", "t"]  # limited types only, by name
     k = rows[0]
     assert (k["running"], k["due"], k["waiting"]) == (1, 3, 2)
-    assert k["busiest"] == [{"key": "A", "running": 1, "due": 2},
-                            {"key": "B", "running": 0, "due": 1}]
+    assert k["busiest"] == [
+        {"key": "A", "running": 1, "due": 2},
+        {"key": "B", "running": 0, "due": 1},
+    ]
     assert type_keys(store, q.config, clock.now(), top=1)[0]["busiest"][0]["key"] == "A"
 
 

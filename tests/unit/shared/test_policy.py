@@ -1,4 +1,5 @@
 """shared.execution.policy: a job's settings, its own > its handler's > its type's > global."""
+
 from __future__ import annotations
 
 import random
@@ -14,8 +15,13 @@ def fn(payload, job):
 
 
 def policy(types=None, specs=(), rng=None):
-    config = from_dict({"retry": {"max_attempts": 4, "backoff_base": 2, "backoff_max": 100},
-                        "worker": {"job_timeout": 30}, "types": types or {}})
+    config = from_dict(
+        {
+            "retry": {"max_attempts": 4, "backoff_base": 2, "backoff_max": 100},
+            "worker": {"job_timeout": 30},
+            "types": types or {},
+        }
+    )
     return JobPolicy(config, Registry(specs), rng)
 
 
@@ -51,11 +57,12 @@ class NoJitter(random.Random):
 
 
 def test_backoff_uses_the_types_base_and_cap_over_retrys():
-    p = policy({"t": {"backoff_base": 10, "backoff_max": 15}, "b": {"backoff_base": 1}},
-               rng=NoJitter())
-    assert p.backoff(1) == 4.0          # [retry]: 2 * 2**1
-    assert p.backoff(3, "t") == 15.0    # type's cap
-    assert p.backoff(1, "t") == 15.0    # 10 * 2 = 20, capped at 15
-    assert p.backoff(2, "b") == 4.0     # type's base, [retry]'s cap
+    p = policy(
+        {"t": {"backoff_base": 10, "backoff_max": 15}, "b": {"backoff_base": 1}}, rng=NoJitter()
+    )
+    assert p.backoff(1) == 4.0  # [retry]: 2 * 2**1
+    assert p.backoff(3, "t") == 15.0  # type's cap
+    assert p.backoff(1, "t") == 15.0  # 10 * 2 = 20, capped at 15
+    assert p.backoff(2, "b") == 4.0  # type's base, [retry]'s cap
     assert p.backoff(9, "b") == 100.0
     assert p.backoff(1, "other") == 4.0

@@ -1,5 +1,6 @@
 """shared.runtime.processes: owner tokens (which survive pid reuse) and liveness, on real
 processes of this host."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,9 @@ from shared.runtime import processes as procs
 def exited():
     """A child's token taken while it ran, and the child exited but not reaped yet (a
     zombie); reaped after the test."""
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
     token = procs.owner_token(child.pid)
     assert procs.token_alive(token)
     child.stdin.close()
@@ -25,11 +27,16 @@ def exited():
     child.wait()
 
 
-@pytest.mark.parametrize("token, parsed", [
-    ("web-1/0123456789ab/4026531836:42:1700000000123", ("web-1/0123456789ab/4026531836", 42,
-                                                       1700000000123)),
-    ("a:b:1:2", ("a:b", 1, 2)),  # the host is what is left of the last two fields
-])
+@pytest.mark.parametrize(
+    "token, parsed",
+    [
+        (
+            "web-1/0123456789ab/4026531836:42:1700000000123",
+            ("web-1/0123456789ab/4026531836", 42, 1700000000123),
+        ),
+        ("a:b:1:2", ("a:b", 1, 2)),  # the host is what is left of the last two fields
+    ],
+)
 def test_parse_token(token, parsed):
     assert procs.parse_token(token) == parsed
     assert procs.token_host(token) == parsed[0]

@@ -1,10 +1,17 @@
 """shared.model.queuenames: what a queue may be called, and ``[types.X] key`` paths."""
+
 from __future__ import annotations
 
 import pytest
 
 from shared.model.queuenames import (
-    KEY_PATH, MAX_QUEUE_LEN, QUEUE_LIST, QUEUE_NAME, check_queue, key_path_error, queue_name_error,
+    KEY_PATH,
+    MAX_QUEUE_LEN,
+    QUEUE_LIST,
+    QUEUE_NAME,
+    check_queue,
+    key_path_error,
+    queue_name_error,
 )
 
 
@@ -14,12 +21,21 @@ def test_valid_names(name):
     assert check_queue(name) == name
 
 
-@pytest.mark.parametrize("name, words", [
-    ("", "non-empty"), (None, "non-empty"), (3, "non-empty"),
-    ("q" * (MAX_QUEUE_LEN + 1), f"above {MAX_QUEUE_LEN}"),
-    ("a,b", "comma"), ("a\tb", "control"), ("a\x7f", "control"), (" a", "blanks"), ("a ", "blanks"),
-    ("a\udc80", "lone surrogate"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("", "non-empty"),
+        (None, "non-empty"),
+        (3, "non-empty"),
+        ("q" * (MAX_QUEUE_LEN + 1), f"above {MAX_QUEUE_LEN}"),
+        ("a,b", "comma"),
+        ("a\tb", "control"),
+        ("a\x7f", "control"),
+        (" a", "blanks"),
+        ("a ", "blanks"),
+        ("a\udc80", "lone surrogate"),
+    ],
+)
 def test_invalid_names_say_why(name, words):
     why = queue_name_error(name)
     assert why is not None and words in why
@@ -33,10 +49,18 @@ def test_config_keys_check_names_and_lists():
     assert QUEUE_LIST.check([])
 
 
-@pytest.mark.parametrize("path, ok", [
-    ("payload.customer", True), ("payload.a.b", True), ("payload", False), ("payload.", False),
-    ("payload..a", False), ("body.a", False), (7, False),
-])
+@pytest.mark.parametrize(
+    "path, ok",
+    [
+        ("payload.customer", True),
+        ("payload.a.b", True),
+        ("payload", False),
+        ("payload.", False),
+        ("payload..a", False),
+        ("body.a", False),
+        (7, False),
+    ],
+)
 def test_key_paths(path, ok):
     assert (key_path_error(path) is None) is ok
     assert KEY_PATH.check(path) is ok

@@ -1,5 +1,6 @@
 """The pacer of an engine with row locks (``shared.engines.sql.Chunks``): no pauses, and a chunk
 size that follows the time chunks take, so a big purge is not mostly round trips and commits."""
+
 from __future__ import annotations
 
 from shared.engines.sql import Chunks

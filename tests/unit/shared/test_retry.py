@@ -1,4 +1,5 @@
 """shared.model.retry: exponential backoff with downward jitter, and when attempts run out."""
+
 from __future__ import annotations
 
 import random

@@ -1,5 +1,6 @@
 """shared.execution.runner: what a handler's run becomes, for every way it can end, in this
 process (whole runs on a worker: tests/behaviour/test_worker.py)."""
+
 from __future__ import annotations
 
 import sys
@@ -13,9 +14,24 @@ from shared.model.job import Job
 
 
 def job(jtype="t", payload='{"n": 2}'):
-    return Job.from_row(dict(id="j1", type=jtype, status="running", payload=payload, result=None,
-                             error=None, attempts=1, max_attempts=3, priority=0, run_at="x",
-                             started_at=None, completed_at=None, created_at="x", updated_at="x"))
+    return Job.from_row(
+        dict(
+            id="j1",
+            type=jtype,
+            status="running",
+            payload=payload,
+            result=None,
+            error=None,
+            attempts=1,
+            max_attempts=3,
+            priority=0,
+            run_at="x",
+            started_at=None,
+            completed_at=None,
+            created_at="x",
+            updated_at="x",
+        )
+    )
 
 
 def run(fn, j=None, is_async=False):
@@ -27,6 +43,7 @@ def run(fn, j=None, is_async=False):
 def raising(exc):
     def handler(payload, ctx):
         raise exc
+
     return handler
 
 
@@ -36,10 +53,15 @@ def test_a_result_is_stored_as_json_and_none_as_nothing():
     assert run(lambda p, ctx: None)[0].result is None
 
 
-@pytest.mark.parametrize("exc, kind", [
-    (PermanentError("bad input"), "failed"), (JobCancelled("asked"), "cancelled"),
-    (ValueError("bad address"), "error"), (KeyboardInterrupt(), "error"),
-])
+@pytest.mark.parametrize(
+    "exc, kind",
+    [
+        (PermanentError("bad input"), "failed"),
+        (JobCancelled("asked"), "cancelled"),
+        (ValueError("bad address"), "error"),
+        (KeyboardInterrupt(), "error"),
+    ],
+)
 def test_each_ending_of_a_handler(exc, kind):
     out, ctx = run(raising(exc))
     assert out.kind == kind and type(exc).__name__ in out.error
@@ -73,5 +95,6 @@ def test_no_handler_and_an_undecodable_payload_fail_without_running():
 def test_an_async_handlers_awaitable_runs_to_its_end():
     async def handler(payload, ctx):
         return payload["n"] + 1
+
     out, _ = run(handler, is_async=True)
     assert (out.kind, out.result) == ("completed", "3")

@@ -1,4 +1,5 @@
 """shared.settings.schedule: which ticks of a schedule are due and the jobs they become."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -10,8 +11,14 @@ T0 = 1_735_689_600.0  # 2025-01-01T00:00:00Z, on the hour
 
 
 def spec(catch_up="latest", cron="0 * * * *", tz="UTC", payload=None):
-    return SimpleNamespace(name="hourly", type="report", cron=cron, timezone=tz,
-                           catch_up=catch_up, payload=payload or {"k": 1})
+    return SimpleNamespace(
+        name="hourly",
+        type="report",
+        cron=cron,
+        timezone=tz,
+        catch_up=catch_up,
+        payload=payload or {"k": 1},
+    )
 
 
 def test_nothing_due_leaves_the_mark():
@@ -46,7 +53,9 @@ def test_none_skips_late_ticks_but_still_advances():
 def test_tick_jobs_are_keyed_by_schedule_and_tick():
     jobs = schedule.tick_jobs(spec(), [T0, T0 + HOUR], priority=3)
     assert [j.key for j in jobs] == [
-        "schedule:hourly:2025-01-01T00:00:00.000Z", "schedule:hourly:2025-01-01T01:00:00.000Z"]
+        "schedule:hourly:2025-01-01T00:00:00.000Z",
+        "schedule:hourly:2025-01-01T01:00:00.000Z",
+    ]
     assert [j.run_at for j in jobs] == [T0, T0 + HOUR]
     assert {j.type for j in jobs} == {"report"} and {j.priority for j in jobs} == {3}
     assert len({j.id for j in jobs}) == 2

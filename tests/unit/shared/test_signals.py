@@ -1,5 +1,6 @@
 """shared.runtime.signals: signals recorded through a self-pipe, read when the owner is ready
 (a supervisor's and a worker's own signals on real processes: tests/process)."""
+
 from __future__ import annotations
 
 import os

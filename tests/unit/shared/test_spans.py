@@ -1,5 +1,6 @@
 """shared.telemetry.spans: a run's CONSUMER span, its parent or link from the stored context,
 and its outcome; with OpenTelemetry's API only (a recording tracer of the test's own)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,9 +68,13 @@ def test_a_completed_run_is_one_span_with_every_attribute_and_its_context_on_the
     [span] = tracer.spans
     assert span.name == "process send" and span.kwargs["kind"] == trace.SpanKind.CONSUMER
     assert span.kwargs["attributes"] == {
-        "messaging.system": "jobq", "messaging.operation": "process",
-        "messaging.destination.name": "emails", "messaging.message.id": "j1",
-        "jobq.job.type": "send", "jobq.attempt": 1}
+        "messaging.system": "jobq",
+        "messaging.operation": "process",
+        "messaging.destination.name": "emails",
+        "messaging.message.id": "j1",
+        "jobq.job.type": "send",
+        "jobq.attempt": 1,
+    }
     assert span.attributes == {"jobq.outcome": "completed"} and span.ended
     assert span.status is None and out.span == span.context
 
@@ -89,6 +94,7 @@ def test_an_interrupt_ends_the_span_and_propagates():
 
     def interrupted():
         raise KeyboardInterrupt
+
     with pytest.raises(KeyboardInterrupt):
         Consumer(trace, tracer).run(job(), interrupted)
     assert tracer.spans[0].ended and "jobq.outcome" not in tracer.spans[0].attributes
@@ -113,8 +119,16 @@ def test_a_retry_is_a_new_trace_linked_to_the_stored_context():
     assert dict(link.attributes) == {"jobq.link": "retry_of"}
 
 
-@pytest.mark.parametrize("text", ["not json", json.dumps({}), stored(version="ff"),
-                                  stored(trace_id="0" * 32), json.dumps({"traceparent": "a-b"})])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        json.dumps({}),
+        stored(version="ff"),
+        stored(trace_id="0" * 32),
+        json.dumps({"traceparent": "a-b"}),
+    ],
+)
 def test_an_unreadable_or_invalid_stored_context_makes_a_root(text):
     tracer = Tracer()
     c = Consumer(trace, tracer)

@@ -2,6 +2,7 @@
 a cancelled or timed-out run (``shared.execution.outcomes.decide``), the async handler's task
 cancelled at its deadline or on a request (``shared.execution.stopping.run_awaitable``), and the
 worker's alarm (``worker.deadline``) raising only into the handler's own code."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,16 +31,37 @@ def ctx(**kw) -> JobContext:
 
 
 def job(jtype: str = "t") -> Job:
-    return Job("j1", jtype, "running", {}, None, None, 1, 3, 0, "2026-01-01T00:00:00.000Z", None, None,
-               "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z")
+    return Job(
+        "j1",
+        jtype,
+        "running",
+        {},
+        None,
+        None,
+        1,
+        3,
+        0,
+        "2026-01-01T00:00:00.000Z",
+        None,
+        None,
+        "2026-01-01T00:00:00.000Z",
+        "2026-01-01T00:00:00.000Z",
+    )
 
 
 def test_progress_keeps_small_json_and_refuses_bad_input_naming_the_job():
     c = ctx()
     c.progress(0.25, note="a quarter", rows=10)
-    assert json.loads(c.reported) == {"fraction": 0.25, "note": "a quarter", "rows": 10} and c.reports == 1
-    for bad, error in (((1.5,), ValueError), ((True,), ValueError), (("half",), ValueError),
-                       ((None, 3), TypeError)):
+    assert (
+        json.loads(c.reported) == {"fraction": 0.25, "note": "a quarter", "rows": 10}
+        and c.reports == 1
+    )
+    for bad, error in (
+        ((1.5,), ValueError),
+        ((True,), ValueError),
+        (("half",), ValueError),
+        ((None, 3), TypeError),
+    ):
         with pytest.raises(error, match="progress of job j1"):
             c.progress(*bad)
     with pytest.raises(TypeError, match="progress of job j1"):
@@ -65,10 +87,16 @@ def policy() -> JobPolicy:
 
 def test_a_cancelled_run_ends_cancelled_and_never_retries():
     now = FakeClock().now()
-    assert decide(job(), ctx(), Outcome("cancelled", error="stop"), policy(), now, 1.0).finish.kind == "cancelled"
+    assert (
+        decide(job(), ctx(), Outcome("cancelled", error="stop"), policy(), now, 1.0).finish.kind
+        == "cancelled"
+    )
     asked = ctx(cancel_requested=True)
-    for outcome in (Outcome("error", error="boom"), Outcome("retry_after", error="x", delay=5.0),
-                    Outcome("failed", error="bad")):
+    for outcome in (
+        Outcome("error", error="boom"),
+        Outcome("retry_after", error="x", delay=5.0),
+        Outcome("failed", error="bad"),
+    ):
         assert decide(job(), asked, outcome, policy(), now, 1.0).finish.kind == "cancelled"
     assert decide(job(), asked, Outcome("completed"), policy(), now, 1.0).finish.kind == "completed"
     timed_out = Outcome("error", error="jobq.JobTimeout: job j1 ('t') timed out after 2 s")
@@ -78,6 +106,7 @@ def test_a_cancelled_run_ends_cancelled_and_never_retries():
 def test_a_handler_raising_jobcancelled_is_a_cancelled_outcome():
     def handler(payload, c):
         raise JobCancelled("stopped on request")
+
     out = execute(Registry([HandlerSpec("t", handler)]), job(), ctx())
     assert out.kind == "cancelled" and "stopped on request" in out.error
 
@@ -90,6 +119,7 @@ def test_an_async_handlers_task_is_cancelled_at_its_deadline_and_on_a_request():
             await asyncio.sleep(30)
         finally:
             ran.append("finally")
+
     c = ctx(timeout=0.2, deadline=time.monotonic() + 0.2)
     with pytest.raises(JobTimeout, match="timed out after 0.2 s"):
         run_awaitable(sleeper(), c)
@@ -102,6 +132,7 @@ def test_an_async_handlers_task_is_cancelled_at_its_deadline_and_on_a_request():
 
     async def quick():
         return 42
+
     assert run_awaitable(quick(), ctx(timeout=5, deadline=time.monotonic() + 5)) == 42
 
 
@@ -113,9 +144,12 @@ def test_the_alarm_raises_jobtimeout_into_the_handler_and_its_finally_runs():
             time.sleep(5)
         finally:
             seen.append("finally")
+
     c = ctx()
     t0 = time.monotonic()
-    out = InHand(None, 0).run(c, 0.2, lambda: execute(Registry([HandlerSpec("t", handler)]), job(), c))
+    out = InHand(None, 0).run(
+        c, 0.2, lambda: execute(Registry([HandlerSpec("t", handler)]), job(), c)
+    )
     assert time.monotonic() - t0 < 2 and seen == ["finally"]
     assert out.kind == "error" and "JobTimeout: job j1 ('t') timed out after 0.2 s" in out.error
 
@@ -123,9 +157,11 @@ def test_the_alarm_raises_jobtimeout_into_the_handler_and_its_finally_runs():
 def test_the_alarm_never_raises_outside_the_handlers_own_code():
     """A timer that fires after the handler returned (the worker's own code) raises nothing."""
     c = ctx()
+
     def then_wait():
         out = execute(Registry([HandlerSpec("t", lambda p, j: "quick")]), job(), c)
         time.sleep(0.2)  # the alarm fires here, outside the handler
         return out
+
     out = InHand(None, 0).run(c, 0.05, then_wait)
     assert out.kind == "completed" and not c.timed_out

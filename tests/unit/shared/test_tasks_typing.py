@@ -3,6 +3,7 @@ fit the function's signature, and accepts the right ones; the handle carries the
 
 Runs mypy in a subprocess on a small user file (mypy is in the ``test`` extra). Only the user
 file's errors count (``--follow-imports=silent``): jobq's own modules are not on trial here."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ import pytest
 
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
-USER_FILE = '''\
+USER_FILE = """\
 from jobq import JobHandle, JobQueue, task
 
 
@@ -42,7 +43,7 @@ def wrong() -> None:
     send_invoice.using(delay=5).enqueue(42, mail="a@b.c")  # wrong: unknown keyword
     ping.enqueue()  # wrong: n missing
     text: str = send_invoice.enqueue(1, "x").wait()  # wrong: the result is a dict
-'''
+"""
 
 
 def test_mypy_strict_rejects_wrong_enqueue_calls_and_accepts_right_ones(tmp_path):
@@ -52,10 +53,27 @@ def test_mypy_strict_rejects_wrong_enqueue_calls_and_accepts_right_ones(tmp_path
         pytest.fail("mypy is not installed: pip install -e '.[test]'")
     user = tmp_path / "user_tasks.py"
     user.write_text(USER_FILE)
-    env = dict(os.environ, MYPYPATH=str(REPO))  # an editable install's import hook is invisible to mypy
-    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent",
-                          "--no-error-summary", "--cache-dir", str(tmp_path / "cache"), str(user)],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240)
+    env = dict(
+        os.environ, MYPYPATH=str(REPO)
+    )  # an editable install's import hook is invisible to mypy
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--follow-imports=silent",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(user),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=240,
+    )
     assert "error: Cannot find implementation or library stub" not in out.stdout, out.stdout
     lines = USER_FILE.splitlines()
     flagged = {int(m.group(1)) for m in re.finditer(r"user_tasks\.py:(\d+): error:", out.stdout)}

@@ -1,6 +1,7 @@
 """shared.telemetry.tracing: the trace context an enqueue stores, from the active span or given
 explicitly, with OpenTelemetry's API only (spans of real jobs with the SDK:
 tests/behaviour/test_otel_inline.py)."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,15 @@ PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 def span(state=None):
-    return trace.NonRecordingSpan(trace.SpanContext(
-        TRACE_ID, SPAN_ID, is_remote=False, trace_flags=trace.TraceFlags(1),
-        trace_state=trace.TraceState(state or [])))
+    return trace.NonRecordingSpan(
+        trace.SpanContext(
+            TRACE_ID,
+            SPAN_ID,
+            is_remote=False,
+            trace_flags=trace.TraceFlags(1),
+            trace_state=trace.TraceState(state or []),
+        )
+    )
 
 
 def test_nothing_is_stored_without_an_active_span():
@@ -37,12 +44,18 @@ def test_the_active_spans_context_and_ids():
 def test_an_explicit_traceparent_wins_and_is_checked():
     with trace.use_span(span()):
         given = "00-" + "1" * 32 + "-" + "2" * 16 + "-00"
-        assert json.loads(tracing.context(f" {given} ", "a=b")) == {"traceparent": given,
-                                                                    "tracestate": "a=b"}
-    for bad in ("", "00-abc-def-01", "ff-" + "1" * 32 + "-" + "2" * 16 + "-01",
-                "00-" + "0" * 32 + "-" + "2" * 16 + "-01",
-                "00-" + "1" * 32 + "-" + "0" * 16 + "-01",
-                "00-" + "G" * 32 + "-" + "2" * 16 + "-01"):
+        assert json.loads(tracing.context(f" {given} ", "a=b")) == {
+            "traceparent": given,
+            "tracestate": "a=b",
+        }
+    for bad in (
+        "",
+        "00-abc-def-01",
+        "ff-" + "1" * 32 + "-" + "2" * 16 + "-01",
+        "00-" + "0" * 32 + "-" + "2" * 16 + "-01",
+        "00-" + "1" * 32 + "-" + "0" * 16 + "-01",
+        "00-" + "G" * 32 + "-" + "2" * 16 + "-01",
+    ):
         with pytest.raises(ValueError, match=f"must be W3C trace context text.*{bad!r}"):
             tracing.context(bad)
 
@@ -56,7 +69,9 @@ def test_without_the_api_imported_nothing_is_looked_up(monkeypatch):
 
 def test_span_ids_of_a_finished_run():
     assert tracing.span_ids(span().get_span_context()) == (
-        "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
+        "0af7651916cd43dd8448eb211c80319c",
+        "b7ad6b7169203331",
+    )
 
 
 def test_observe_gauge_only_where_the_metrics_api_is_imported(monkeypatch):

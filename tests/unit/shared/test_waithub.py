@@ -1,6 +1,7 @@
 """shared.producer.waithub: the hub's one read for every waiter, which tickets it fires, and its
 back-off (on a hub without its thread); the process a hub belongs to. Waiting on real jobs, on
 both engines: tests/behaviour/test_tasks.py and test_inline.py."""
+
 from __future__ import annotations
 
 import os
@@ -38,6 +39,7 @@ def test_one_read_fires_the_tickets_whose_jobs_all_ended_or_are_gone(hub, monkey
     def statuses(store, ids):
         reads.append(sorted(ids))
         return {"a": "completed", "b": "running", "c": "failed"}
+
     monkeypatch.setattr(waithub, "statuses", statuses)
     done, fired_done = ticket(hub, "a", "c")
     gone, fired_gone = ticket(hub, "a", "deleted")

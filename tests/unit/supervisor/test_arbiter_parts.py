@@ -2,6 +2,7 @@
 a slot's back-off after its worker ends (``supervisor.slots``), reading jobq.toml again
 (``supervisor.reload``) and the engine health check (``shared.engines.health_check``). The
 processes around them: test_supervisor.py, test_db_file.py."""
+
 from __future__ import annotations
 
 import os
@@ -43,11 +44,28 @@ class Recorder:
 
 def test_each_signal_asks_for_its_action_in_order():
     rec = Recorder(target=0)
-    dispatch([signal.SIGUSR1, signal.SIGCHLD, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU,
-              signal.SIGUSR2, signal.SIGINT, signal.SIGTERM], rec)
-    assert rec.calls == [("paused", True), ("reload", "SIGHUP"), ("scale", 1, "SIGTTIN"),
-                         ("scale", 0, "SIGTTOU"),  # never below 0 workers
-                         ("paused", False), ("stop", "SIGINT"), ("stop", "SIGTERM")]
+    dispatch(
+        [
+            signal.SIGUSR1,
+            signal.SIGCHLD,
+            signal.SIGHUP,
+            signal.SIGTTIN,
+            signal.SIGTTOU,
+            signal.SIGUSR2,
+            signal.SIGINT,
+            signal.SIGTERM,
+        ],
+        rec,
+    )
+    assert rec.calls == [
+        ("paused", True),
+        ("reload", "SIGHUP"),
+        ("scale", 1, "SIGTTIN"),
+        ("scale", 0, "SIGTTOU"),  # never below 0 workers
+        ("paused", False),
+        ("stop", "SIGINT"),
+        ("stop", "SIGTERM"),
+    ]
 
 
 def ended(slots: Slots, slot: Slot, code, sig, now, snapshot, target=4) -> bool:
@@ -106,7 +124,7 @@ def test_reread_keeps_the_database_and_the_worker_override(tmp_path):
     assert "other.db" in path.read_text() and "kill_grace = 3" in path.read_text()
     new = reload.reread(running.with_workers(5), running, 5, "SIGHUP")
     assert new is not None and new.registry is None
-    assert new.config.database == running.database          # needs a restart
+    assert new.config.database == running.database  # needs a restart
     assert new.config.supervisor.workers == 5 and new.override == 5  # the file kept its count
     assert new.changed == ["supervisor.kill_grace"]
     path.write_text(path.read_text().replace("workers = 2", "workers = 3"))
@@ -133,7 +151,7 @@ def test_the_config_watch_sees_an_edit_only_when_due(tmp_path):
     assert not watch.changed()
     path.write_text(path.read_text() + "\n# edited\n")
     assert watch.changed()
-    assert not watch.due(0.0, 0)                   # polling off
+    assert not watch.due(0.0, 0)  # polling off
     assert watch.due(0.0, 1.0) and not watch.due(0.5, 1.0)  # then not again before 1 s
     watch.seen()
     assert not watch.due(1.0, 1.0)
@@ -169,6 +187,7 @@ def test_the_loop_sleeps_while_the_template_starts(tmp_path, monkeypatch):
     starts (the supervisor spun ~1,700 turns in 3 s, taking the template's CPU);
     once the template is ready they do."""
     from supervisor.arbiter import Arbiter
+
     arb = Arbiter(config_mod.load(write_config(tmp_path)))
     arb.slots.fill(2)  # due at once (next_start 0)
     arb.next_maintain = arb.clock.monotonic() + 60
@@ -219,14 +238,20 @@ class _SlowTemplate(_ReadyTemplate):
 
 
 def test_a_starting_template_is_waited_for_before_the_first_recovery_and_the_full_round_after(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """A template not ready when the database is open is waited for (up to BOOT_WAIT)
     and the first workers asked for before the boot's recovery, not after it; the first full
     upkeep round (the engine's tasks, schedules, ops requests) comes one interval after boot."""
     from supervisor import arbiter as arbiter_mod, boot as boot_mod
+
     calls: list[str] = []
-    monkeypatch.setattr(arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0)
-    cfg = config_mod.load(write_config(tmp_path, handlers=[], supervisor={"maintenance_interval": 30}))
+    monkeypatch.setattr(
+        arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+    )
+    cfg = config_mod.load(
+        write_config(tmp_path, handlers=[], supervisor={"maintenance_interval": 30})
+    )
     arb = arbiter_mod.Arbiter(cfg, spawner=_SlowTemplate(calls))
     try:
         assert arb.load() == ExitCode.OK
@@ -246,11 +271,17 @@ def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path
     and the supervisor registered, not after its first recovery (dead owners' jobs re-queued),
     which they need not wait for; ``--ready-fd`` is still written only after that recovery."""
     from supervisor import arbiter as arbiter_mod
+
     calls: list[str] = []
-    monkeypatch.setattr(arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0)
+    monkeypatch.setattr(
+        arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+    )
     r, w = os.pipe()
-    arb = arbiter_mod.Arbiter(config_mod.load(write_config(tmp_path, handlers=[])), ready_fd=w,
-                              spawner=_ReadyTemplate(calls))
+    arb = arbiter_mod.Arbiter(
+        config_mod.load(write_config(tmp_path, handlers=[])),
+        ready_fd=w,
+        spawner=_ReadyTemplate(calls),
+    )
     try:
         monkeypatch.setattr(arb, "notify_ready", lambda: calls.append("ready"))
         assert arb.load() == ExitCode.OK
@@ -264,11 +295,13 @@ def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path
         os.close(w)
         if arb.snapshot_dir:
             import shutil
+
             shutil.rmtree(arb.snapshot_dir, ignore_errors=True)
 
 
 def test_the_served_types_are_recorded_at_boot_and_again_only_after_a_reload_imports_new_ones(
-        tmp_path, caplog):
+    tmp_path, caplog
+):
     """``Duties.record_served`` (the processes round at boot, every ops round after): one
     record per registry, what its modules serve with their handlers' queues; a reload's new
     registry is recorded at the next round, and the waiting jobs of a type nothing serves are
@@ -283,8 +316,12 @@ def test_the_served_types_are_recorded_at_boot_and_again_only_after_a_reload_imp
         q.store.register_process("h:1:1", "supervisor", os.getpid(), "h", 0.0)
         q.enqueue_many([("b:new", {}), ("c:none", {})])
         spec = HandlerSpec("a:old", lambda payload, job: None, queue="qa")
-        sup = SimpleNamespace(registry=Registry([spec]), token="h:1:1", db=lambda: q.store,
-                              config=Config(handlers=("mod_a",)))
+        sup = SimpleNamespace(
+            registry=Registry([spec]),
+            token="h:1:1",
+            db=lambda: q.store,
+            config=Config(handlers=("mod_a",)),
+        )
         duties = Duties(sup)  # type: ignore[arg-type]
         writes = []
         record = q.store.transaction
@@ -293,8 +330,9 @@ def test_the_served_types_are_recorded_at_boot_and_again_only_after_a_reload_imp
         duties.record_served(q.store)  # the same registry: nothing written again
         assert len(writes) == 1
         assert served_types(q.store).queues == {"a:old": "qa"}
-        logged = [r.jobq_fields for r in caplog.records
-                  if r.getMessage() == "supervisor.unserved_types"]
+        logged = [
+            r.jobq_fields for r in caplog.records if r.getMessage() == "supervisor.unserved_types"
+        ]
         assert [f["types"] for f in logged] == ["b:new:1,c:none:1"]
         sup.registry = Registry([HandlerSpec("b:new", lambda payload, job: None)])
         sup.config = Config(handlers=("mod_b",))

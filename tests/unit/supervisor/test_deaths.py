@@ -1,6 +1,7 @@
 """supervisor.deaths: re-queueing a dead worker's jobs, charging only the job it was running,
 and again while some of them are left (reaping real children: tests/behaviour/test_faults.py
 and tests/process)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -17,16 +18,22 @@ class Db:
         self.calls.append((owner, reason, count_attempt, tuple(unstarted)))
         if self.fail:
             raise ConnectionError("down")
-        return [SimpleNamespace(id=f"r{i}", type="t", attempts=1, status="pending")
-                for i in range(self.released)]
+        return [
+            SimpleNamespace(id=f"r{i}", type="t", attempts=1, status="pending")
+            for i in range(self.released)
+        ]
 
     def remove_process(self, owner):
         self.removed.append(owner)
 
 
 def sup(db, gone=False):
-    s = SimpleNamespace(clock=FakeClock(), counters={"jobs_reaped": 0},
-                        policy=SimpleNamespace(max_attempts=lambda job: 3), closed=[])
+    s = SimpleNamespace(
+        clock=FakeClock(),
+        counters={"jobs_reaped": 0},
+        policy=SimpleNamespace(max_attempts=lambda job: 3),
+        closed=[],
+    )
     s.db = lambda: db
     s.check_health = lambda: gone
     s.close_db = lambda: s.closed.append(True)
@@ -34,8 +41,9 @@ def sup(db, gone=False):
 
 
 def dead(owner="w:1:1"):
-    return Dead(0, 1, owner, True, 2.5, "worker 1 killed by SIGKILL while running the job",
-                ["u1", "u2"])
+    return Dead(
+        0, 1, owner, True, 2.5, "worker 1 killed by SIGKILL while running the job", ["u1", "u2"]
+    )
 
 
 def test_release_charges_as_the_dead_worker_says_and_drops_its_process_row():
@@ -43,8 +51,9 @@ def test_release_charges_as_the_dead_worker_says_and_drops_its_process_row():
     s = sup(db)
     released = Deaths(s).release(dead())
     assert len(released) == 2 and s.counters["jobs_reaped"] == 2
-    assert db.calls == [("w:1:1", "worker 1 killed by SIGKILL while running the job", True,
-                         ("u1", "u2"))]
+    assert db.calls == [
+        ("w:1:1", "worker 1 killed by SIGKILL while running the job", True, ("u1", "u2"))
+    ]
     assert db.removed == ["w:1:1"]
 
 

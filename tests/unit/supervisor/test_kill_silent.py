@@ -2,6 +2,7 @@
 for long: a silent owner on this host whose parent does not reap it (the parent is stopped)
 stays a zombie after SIGKILL, and the kill must come back at once, counting the zombie as gone
 (it can run no more code), instead of waiting seconds for the pid to vanish."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """supervisor.maintenance: the supervisor's verdicts on running jobs and owners (who is
 judged on which clock: tests/proofs/test_multihost.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -20,16 +21,26 @@ async def coro(payload, job):
 
 
 def policy():
-    config = from_dict({"worker": {"job_timeout": 10, "cancel_grace": 3, "lease_timeout": 20},
-                        "supervisor": {"kill_grace": 2}})
-    return JobPolicy(config, Registry([HandlerSpec("aio", coro, is_async=True,
-                                                   async_concurrency=4)]))
+    config = from_dict(
+        {
+            "worker": {"job_timeout": 10, "cancel_grace": 3, "lease_timeout": 20},
+            "supervisor": {"kill_grace": 2},
+        }
+    )
+    return JobPolicy(
+        config, Registry([HandlerSpec("aio", coro, is_async=True, async_concurrency=4)])
+    )
 
 
 def job(jid="j1", owner=f"{HERE}:1:1", type="t", started=None, cancel=None, attempts=1):
-    return SimpleNamespace(id=jid, owner=owner, type=type, attempts=attempts,
-                           started_at=None if started is None else iso(NOW - started),
-                           cancel_requested_at=None if cancel is None else iso(NOW - cancel))
+    return SimpleNamespace(
+        id=jid,
+        owner=owner,
+        type=type,
+        attempts=attempts,
+        started_at=None if started is None else iso(NOW - started),
+        cancel_requested_at=None if cancel is None else iso(NOW - cancel),
+    )
 
 
 def test_stop_verdict_waits_for_timeout_plus_kill_grace():
@@ -55,8 +66,11 @@ def test_a_cancel_not_obeyed_within_cancel_grace_comes_first():
 def test_timeout_log_logs_each_attempt_once_and_forgets_ended_ones():
     log, p = m.TimeoutLog(), policy()
     a1, b = job("a", started=20), job("b", started=20)
-    verdicts = [m.stop_verdict(a1, p, NOW), m.stop_verdict(b, p, NOW),
-                m.Verdict(b.owner, b, "lease", "lease expired")]
+    verdicts = [
+        m.stop_verdict(a1, p, NOW),
+        m.stop_verdict(b, p, NOW),
+        m.Verdict(b.owner, b, "lease", "lease expired"),
+    ]
     assert [v.job.id for v in log.unlogged(verdicts, [a1, b])] == ["a", "b"]
     assert log.unlogged(verdicts, [a1, b]) == []
     a2 = job("a", started=20, attempts=2)  # a's next attempt timed out too
@@ -93,8 +107,9 @@ class Store:
 def test_prune_removes_dead_local_rows_and_stale_foreign_ones():
     here = host_id()
     alive, dead = owner_token(1, here), f"{here}:1:0"  # pid 1's start time is not 0
-    store = Store([alive, dead, "far:1:1", "near:2:2", "not a token"],
-                  {"far:1:1": 100.0, "near:2:2": 5.0})
+    store = Store(
+        [alive, dead, "far:1:1", "near:2:2", "not a token"], {"far:1:1": 100.0, "near:2:2": 5.0}
+    )
     m.prune_processes(store, NOW, 60.0, here)
     assert store.removed == [dead, "far:1:1", "not a token"]
 

@@ -1,4 +1,5 @@
 """supervisor.pools: ``--queues`` over the file's config, and the pools as a log line."""
+
 from __future__ import annotations
 
 from shared.settings.config import from_dict
@@ -6,8 +7,9 @@ from supervisor.pools import describe, total_workers, with_queues
 
 
 def config():
-    return from_dict({"supervisor": {"workers": 8},
-                      "queues": {"emails": {"workers": 2}, "bulk": {"weight": 3}}})
+    return from_dict(
+        {"supervisor": {"workers": 8}, "queues": {"emails": {"workers": 2}, "bulk": {"weight": 3}}}
+    )
 
 
 def test_describe_names_own_pools_then_the_shared_one():

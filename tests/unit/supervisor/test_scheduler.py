@@ -1,5 +1,6 @@
 """supervisor.scheduler: a round reads the marks once and writes only for a schedule that is
 due, new or changed (what is due: tests/unit/shared/test_settings_schedule.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -13,9 +14,15 @@ T0 = 1_735_689_600.0  # on the hour
 
 
 def config():
-    return from_dict({"types": {"report": {"priority": 7}}, "schedule": [
-        {"name": "hourly", "type": "report", "cron": "0 * * * *"},
-        {"name": "daily", "type": "other", "cron": "0 8 * * *"}]})
+    return from_dict(
+        {
+            "types": {"report": {"priority": 7}},
+            "schedule": [
+                {"name": "hourly", "type": "report", "cron": "0 * * * *"},
+                {"name": "daily", "type": "other", "cron": "0 8 * * *"},
+            ],
+        }
+    )
 
 
 class Store:

@@ -1,5 +1,6 @@
 """supervisor.storeref: the supervisor's store, opened on demand and refused for good once the
 database is no longer the one opened at boot."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,9 @@ class Health:
 @pytest.fixture
 def ref(monkeypatch):
     opened = []
-    monkeypatch.setattr(storeref, "open_store", lambda config, upkeep: opened.append(upkeep)
-                        or Store())
+    monkeypatch.setattr(
+        storeref, "open_store", lambda config, upkeep: opened.append(upkeep) or Store()
+    )
     r = StoreRef()
     r.opened = opened
     return r

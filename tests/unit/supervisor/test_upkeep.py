@@ -1,5 +1,6 @@
 """The supervisor's upkeep as a task list: each task on its interval, in list order,
 the engine's own tasks between the supervisor's; the SQLite checkpoint task's decisions."""
+
 from __future__ import annotations
 
 
@@ -16,11 +17,23 @@ def rnd(t: float, busy: bool = False, store=None, config=None) -> Round:
 
 def test_tasks_run_in_order_each_on_its_interval():
     ran = []
-    up = Upkeep([UpkeepTask("a", 0.0, lambda r: ran.append(("a", r.monotonic))),
-                 UpkeepTask("b", 10.0, lambda r: ran.append(("b", r.monotonic)))])
+    up = Upkeep(
+        [
+            UpkeepTask("a", 0.0, lambda r: ran.append(("a", r.monotonic))),
+            UpkeepTask("b", 10.0, lambda r: ran.append(("b", r.monotonic))),
+        ]
+    )
     for t in (0.0, 1.0, 9.0, 10.0, 11.0):
         up.run(rnd(t))
-    assert ran == [("a", 0.0), ("b", 0.0), ("a", 1.0), ("a", 9.0), ("a", 10.0), ("b", 10.0), ("a", 11.0)]
+    assert ran == [
+        ("a", 0.0),
+        ("b", 0.0),
+        ("a", 1.0),
+        ("a", 9.0),
+        ("a", 10.0),
+        ("b", 10.0),
+        ("a", 11.0),
+    ]
     up.run_now("b", rnd(12.0))
     up.run(rnd(20.0))
     assert ran[-2:] == [("b", 12.0), ("a", 20.0)]  # run_now restarted b's interval
@@ -29,8 +42,12 @@ def test_tasks_run_in_order_each_on_its_interval():
 
 def test_a_task_sees_what_an_earlier_one_set():
     seen = []
-    up = Upkeep([UpkeepTask("recover", 0.0, lambda r: setattr(r, "busy", True)),
-                 UpkeepTask("after", 0.0, lambda r: seen.append(r.busy))])
+    up = Upkeep(
+        [
+            UpkeepTask("recover", 0.0, lambda r: setattr(r, "busy", True)),
+            UpkeepTask("after", 0.0, lambda r: seen.append(r.busy)),
+        ]
+    )
     up.run(rnd(0.0))
     assert seen == [True]
 
@@ -66,7 +83,9 @@ def test_the_checkpointer_truncates_a_big_wal_and_waits_for_idle_otherwise():
     task(rnd(0.0, busy=True, store=big, config=cfg))
     assert big.modes == ["TRUNCATE"]
     task(rnd(1.0, busy=False, store=small, config=cfg))  # idle, but checkpointed 1 s ago
-    task(rnd(IDLE_CHECKPOINT_EVERY + 0.5, busy=True, store=small, config=cfg))  # long enough, but busy
+    task(
+        rnd(IDLE_CHECKPOINT_EVERY + 0.5, busy=True, store=small, config=cfg)
+    )  # long enough, but busy
     assert small.modes == []
     task(rnd(IDLE_CHECKPOINT_EVERY + 1.0, busy=False, store=small, config=cfg))
     assert small.modes == ["PASSIVE"]

@@ -5,6 +5,7 @@ Without /usr/bin/chromium (or Playwright) the browser tests skip, saying so; wit
 JOBQ_REQUIRE_BROWSER=1 (CI) that is a failure. Screenshots of each page go to the test's tmp
 folder; with JOBQ_DOCS_IMG=1 they are copied to docs/img/ too (the README's pictures).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,11 @@ from tests.proc import Running, env, wait_until, write_config
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 CHROMIUM = "/usr/bin/chromium"
-DOCS_IMG = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists()) / "docs" / "img"
+DOCS_IMG = (
+    next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
+    / "docs"
+    / "img"
+)
 
 
 def _browser_missing() -> str | None:
@@ -60,17 +65,36 @@ class Web:
         self.url = f"http://{host}:{self.port}"
         self.log_path = config.parent / f"web-{self.port}.log"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "supervisor", "web", "--config", str(config),
-                                      "--host", host, "--port", str(self.port), *args],
-                                     stdout=self.log, stderr=subprocess.STDOUT, env=env(), cwd=str(config.parent))
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "supervisor",
+                "web",
+                "--config",
+                str(config),
+                "--host",
+                host,
+                "--port",
+                str(self.port),
+                *args,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env(),
+            cwd=str(config.parent),
+        )
 
     def wait_up(self, headers: dict[str, str] | None = None) -> "Web":
         def up() -> bool:
             assert self.proc.poll() is None, self.log_path.read_text()
             try:
-                return httpx.get(self.url + "/healthz", headers=headers or {}, timeout=2).status_code in (200, 401)
+                return httpx.get(
+                    self.url + "/healthz", headers=headers or {}, timeout=2
+                ).status_code in (200, 401)
             except httpx.TransportError:
                 return False
+
         wait_until(up, 30, "jobq web to answer")
         return self
 
@@ -89,10 +113,21 @@ class Web:
 def site(tmp_path_factory):
     """A database with a running supervisor and a dashboard on it."""
     folder = tmp_path_factory.mktemp("web")
-    config = write_config(folder, handlers=["webjobs"], supervisor={"workers": 1},
-                          types={"web:ok": {"concurrency": 2, "rate": "100/min"}},
-                          schedule=[{"name": "nightly-report", "type": "web:ok", "cron": "0 8 * * *",
-                                     "timezone": "America/New_York", "payload": {}}])
+    config = write_config(
+        folder,
+        handlers=["webjobs"],
+        supervisor={"workers": 1},
+        types={"web:ok": {"concurrency": 2, "rate": "100/min"}},
+        schedule=[
+            {
+                "name": "nightly-report",
+                "type": "web:ok",
+                "cron": "0 8 * * *",
+                "timezone": "America/New_York",
+                "payload": {},
+            }
+        ],
+    )
     sup = Running(config)
     web = Web(config)
     try:
@@ -110,8 +145,11 @@ def site(tmp_path_factory):
 def browser():
     _need_browser()
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        b = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
         yield b
         b.close()
 
@@ -152,14 +190,18 @@ def test_overview_shows_a_job_go_from_pending_to_completed_without_reload(site, 
         pending_before = int(page.inner_text("#count-pending").replace(",", ""))
         completed_before = int(page.inner_text("#count-completed").replace(",", ""))
         job_id = q.enqueue("web:ok", {"hello": "dashboard"})
-        page.wait_for_function(f"document.querySelector('#count-pending').textContent.replace(/,/g, '') == "
-                               f"'{pending_before + 1}'")
+        page.wait_for_function(
+            f"document.querySelector('#count-pending').textContent.replace(/,/g, '') == "
+            f"'{pending_before + 1}'"
+        )
         assert page.inner_text("#paused") == "PAUSED"
     finally:
         q.store.set_paused(False)
     wait_until(lambda: _status(q, job_id) == "completed", 30, "the job to complete")
-    page.wait_for_function(f"document.querySelector('#count-completed').textContent.replace(/,/g, '') == "
-                           f"'{completed_before + 1}'")
+    page.wait_for_function(
+        f"document.querySelector('#count-completed').textContent.replace(/,/g, '') == "
+        f"'{completed_before + 1}'"
+    )
     assert page.evaluate("window.__noReload") == "still here"  # the same page: updated live
     assert "worker" in page.inner_text("#workers")
     assert "WAL" in page.inner_text(".tiles")  # SQLite has one
@@ -202,8 +244,12 @@ def test_a_failed_job_is_retried_by_clicking_and_then_runs(site, page, tmp_path)
 
 def test_a_filter_narrows_the_list(site, page, tmp_path):
     q = site["q"]
-    ids = q.enqueue_many([("web:ok", {"n": i}) for i in range(3)] + [("web:echo-error", {"text": "x"})])
-    wait_until(lambda: all(_status(q, i) in ("completed", "failed") for i in ids), 30, "the jobs to finish")
+    ids = q.enqueue_many(
+        [("web:ok", {"n": i}) for i in range(3)] + [("web:echo-error", {"text": "x"})]
+    )
+    wait_until(
+        lambda: all(_status(q, i) in ("completed", "failed") for i in ids), 30, "the jobs to finish"
+    )
     page.goto(site["web"].url + "/jobs")
     everything = page.locator("table#jobs tbody tr").count()
     page.select_option("#type-filter", "web:echo-error")  # submits by itself
@@ -248,8 +294,14 @@ def test_token_required_off_loopback_and_taken_from_the_url_once(site, browser, 
     try:
         web.wait_up()
         assert httpx.get(web.url + "/").status_code == 401
-        assert httpx.get(web.url + "/jobs", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert httpx.get(web.url + "/jobs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert (
+            httpx.get(web.url + "/jobs", headers={"Authorization": "Bearer wrong"}).status_code
+            == 401
+        )
+        assert (
+            httpx.get(web.url + "/jobs", headers={"Authorization": "Bearer s3cret"}).status_code
+            == 200
+        )
         context = browser.new_context()
         page = context.new_page()
         page.goto(web.url + "/jobs?token=wrong")
@@ -296,17 +348,34 @@ def test_posts_need_the_csrf_token_and_keep_the_cli_rules(site):
         assert r.status_code == 403 and "missing CSRF token" in r.text
         r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": "0" * 64})
         assert r.status_code == 403 and "wrong CSRF token" in r.text
-        r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": token},
-                   headers={"Origin": "http://evil.example"})
+        r = c.post(
+            "/actions/jobs",
+            data={"action": "cancel", "ids": job_id, "csrf": token},
+            headers={"Origin": "http://evil.example"},
+        )
         assert r.status_code == 403 and "cross-site" in r.text
         assert _status(q, job_id) == "pending"
-        r = c.post("/actions/jobs", data={"action": "cancel", "ids": [job_id, "nope"], "csrf": token},
-                   follow_redirects=True)
+        r = c.post(
+            "/actions/jobs",
+            data={"action": "cancel", "ids": [job_id, "nope"], "csrf": token},
+            follow_redirects=True,
+        )
         assert f"cancelled {job_id}" in r.text and "job nope: no such job" in r.text
         assert "1 of 2 jobs not cancelled" in r.text
-        r = c.post("/actions/jobs", data={"action": "cancel", "ids": job_id, "csrf": token}, follow_redirects=True)
-        assert "is cancelled: cancel applies to pending and running jobs" in r.text  # the CLI's rule, word for word
-        assert c.post("/actions/jobs", data={"action": "explode", "ids": job_id, "csrf": token}).status_code == 400
+        r = c.post(
+            "/actions/jobs",
+            data={"action": "cancel", "ids": job_id, "csrf": token},
+            follow_redirects=True,
+        )
+        assert (
+            "is cancelled: cancel applies to pending and running jobs" in r.text
+        )  # the CLI's rule, word for word
+        assert (
+            c.post(
+                "/actions/jobs", data={"action": "explode", "ids": job_id, "csrf": token}
+            ).status_code
+            == 400
+        )
         assert _status(q, job_id) == "cancelled"
         assert c.get("/actions/jobs").status_code == 405
 
@@ -315,11 +384,15 @@ def test_the_dashboards_cancel_and_purge_say_what_they_did(site):
     """A running job's cancel says "asked to stop", not "cancelled"; the purge of a completed
     parent that a waiting child still needs keeps it and says how many it kept and why."""
     from shared.model.job import Finish
+
     q = site["q"]
     pending, running = q.enqueue("web:ok", None, delay=3600), q.enqueue("web:ok", None, delay=3600)
     owner = "w:2:2"  # another host's worker, fresh: the supervisor leaves it alone
-    q.store.write("UPDATE jobs SET status = 'running', owner = :o, attempts = 1, "
-                  "started_at = run_at WHERE id = :id", {"o": owner, "id": running})
+    q.store.write(
+        "UPDATE jobs SET status = 'running', owner = :o, attempts = 1, "
+        "started_at = run_at WHERE id = :id",
+        {"o": owner, "id": running},
+    )
     parent = q.enqueue("web:ok", None)
     wait_until(lambda: _status(q, parent) == "completed", 30, "the parent to complete")
     later = q.enqueue("web:ok", None, delay=3600)
@@ -334,8 +407,10 @@ def test_the_dashboards_cancel_and_purge_say_what_they_did(site):
         r = c.post("/actions/jobs", data=form, follow_redirects=True)
         kept = "kept: a job waiting on it has yet to run and reads its result"
         assert f"job {parent}: {kept}" in r.text
-        assert ("1 of 1 jobs not purged (kept 1: jobs waiting on them have yet to run and read "
-                "their results)") in r.text
+        assert (
+            "1 of 1 jobs not purged (kept 1: jobs waiting on them have yet to run and read "
+            "their results)"
+        ) in r.text
     assert _status(q, parent) == "completed" and _status(q, running) == "running"
     assert q.store.finish(Finish("cancelled", running, 1, "stopped"), owner, q.clock.now())
     assert q.cancel(later) and _status(q, child) == "cancelled"
@@ -345,11 +420,15 @@ def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
     """A running job's page has Cancel, and a live part (its progress, a cancel asked)."""
     from shared import ops as shared_ops
     from shared.model.job import Finish
+
     q = site["q"]
     jid = q.enqueue("web:ok", None, delay=3600)
     owner = "w:1:1"  # another host's worker, fresh: the supervisor leaves it alone
-    q.store.write("UPDATE jobs SET status = 'running', owner = :o, attempts = 1, started_at = run_at "
-                  "WHERE id = :id", {"o": owner, "id": jid})
+    q.store.write(
+        "UPDATE jobs SET status = 'running', owner = :o, attempts = 1, started_at = run_at "
+        "WHERE id = :id",
+        {"o": owner, "id": jid},
+    )
     q.store.check_in(owner, [(jid, 1, '{"fraction":0.5,"note":"halfway","rows":7}')])
     html = httpx.get(f"{site['web'].url}/jobs/{jid}").text
     assert f'data-live="/live/jobs/{jid}"' in html and 'id="cancel"' in html
@@ -360,11 +439,14 @@ def test_a_running_jobs_page_shows_its_progress_and_cancel_live(site):
     assert q.store.check_in(owner) == {jid}
     assert q.store.finish(Finish("cancelled", jid, 1, "stopped"), owner, q.clock.now())
     assert "halfway" in httpx.get(f"{site['web'].url}/jobs/{jid}").text  # kept after the end
-    assert httpx.get(site["web"].url + "/").status_code == 200  # a cancelled attempt in the chart's minutes
+    assert (
+        httpx.get(site["web"].url + "/").status_code == 200
+    )  # a cancelled attempt in the chart's minutes
 
 
-def test_a_job_run_again_after_an_interrupted_run_shows_that_run_and_no_stale_error(site, page,
-                                                                                    tmp_path):
+def test_a_job_run_again_after_an_interrupted_run_shows_that_run_and_no_stale_error(
+    site, page, tmp_path
+):
     """A run killed in a shutdown (its attempt given back) is on the job's timeline with its
     reason; while the job runs again, its page shows no error. Claimed two hours ahead, on a
     worker of another host, so the site's own worker never takes it."""
@@ -373,8 +455,9 @@ def test_a_job_run_again_after_an_interrupted_run_shows_that_run_and_no_stale_er
     jid = q.enqueue("web:ok", None, delay=3600, priority=100)
     [job] = q.store.claim(owner, 2, later, 1)
     assert job.id == jid
-    q.store.release_owner(owner, "shutdown_timeout passed", later, max_attempts_for=lambda j: 3,
-                          count_attempt=False)
+    q.store.release_owner(
+        owner, "shutdown_timeout passed", later, max_attempts_for=lambda j: 3, count_attempt=False
+    )
     assert q.get(jid).error == "shutdown_timeout passed"
     [job] = q.store.claim(owner, 2, later, 1)
     assert (job.id, job.attempts) == (jid, 1)
@@ -391,14 +474,18 @@ def test_a_failed_jobs_row_shows_its_exception_not_the_messages_last_line(site, 
     line (also of a traceback longer than the tail the listing reads); the job's page keeps the
     whole text."""
     from shared.model.job import Finish
+
     q = site["q"]
     owner, later = "w:3:1", q.clock.now() + 7200
     jid = q.enqueue("web:ok", None, delay=3600, priority=100)
     [job] = q.store.claim(owner, 3, later, 1)
     frames = "".join(f'  File "send.py", line {i}, in send\n    retry(send)\n' for i in range(60))
-    tb = ("Traceback (most recent call last):\n" + frames +
-          "httpx.HTTPStatusError: Server error '503 Service Unavailable' for url 'https://x.test'\n"
-          "For more information check: https://developer.mozilla.org/503")
+    tb = (
+        "Traceback (most recent call last):\n"
+        + frames
+        + "httpx.HTTPStatusError: Server error '503 Service Unavailable' for url 'https://x.test'\n"
+        "For more information check: https://developer.mozilla.org/503"
+    )
     assert q.store.finish(Finish("failed", jid, job.attempts, tb, 0.0, 1), owner, later)
     page.goto(f"{site['web'].url}/jobs?status=failed")
     row = page.inner_text(f"tr:has(a[title='{jid}'])")
@@ -433,7 +520,9 @@ def test_read_only_hides_and_refuses_actions(site):
         web.wait_up()
         with httpx.Client(base_url=web.url) as c:
             html = c.get("/jobs?status=failed").text
-            assert "read-only" in html and "bulk-retry" not in html and 'type="checkbox"' not in html
+            assert (
+                "read-only" in html and "bulk-retry" not in html and 'type="checkbox"' not in html
+            )
             assert "Pause queue" not in c.get("/").text
             r = c.post("/actions/pause", data={"csrf": "x"})
             assert r.status_code == 403 and "read-only" in r.text
@@ -449,14 +538,27 @@ def test_root_path_prefixes_every_link(site):
         with httpx.Client(base_url=web.url) as c:
             html = c.get("/jobs?status=failed").text
             assert 'href="/jobq/static/app.css"' in html and 'href="/jobq/schedules"' in html
-            assert 'action="/jobq/actions/jobs"' in html and 'name="back" value="/jobs?status=failed"' in html
+            assert (
+                'action="/jobq/actions/jobs"' in html
+                and 'name="back" value="/jobs?status=failed"' in html
+            )
             assert c.get("/static/app.js").status_code == 200
             token = _csrf(c, "/jobs")
             # the cookies' Path is /jobq (what the browser sees through the proxy): send them by hand
             cookie = f"jobq_csrf={c.cookies.get('jobq_csrf', path='/jobq')}"
-            r = c.post("/actions/jobs", data={"action": "retry", "ids": "nope", "csrf": token,
-                                              "back": "/jobs?status=failed"}, headers={"Cookie": cookie})
-            assert r.status_code == 303 and r.headers["location"].startswith("/jobq/jobs?status=failed&done=")
+            r = c.post(
+                "/actions/jobs",
+                data={
+                    "action": "retry",
+                    "ids": "nope",
+                    "csrf": token,
+                    "back": "/jobs?status=failed",
+                },
+                headers={"Cookie": cookie},
+            )
+            assert r.status_code == 303 and r.headers["location"].startswith(
+                "/jobq/jobs?status=failed&done="
+            )
     finally:
         web.close()
     web = Web(site["config"], "--root-path", "/jobq", "--token", "t0k")
@@ -490,7 +592,9 @@ def test_a_database_that_cannot_be_opened_is_an_error_page(tmp_path):
     try:
         web.wait_up()
         r = httpx.get(web.url + "/")
-        assert r.status_code == 503 and "Database unavailable" in r.text and "missing-folder" in r.text
+        assert (
+            r.status_code == 503 and "Database unavailable" in r.text and "missing-folder" in r.text
+        )
         assert "Traceback" not in r.text
     finally:
         web.close()
@@ -498,9 +602,13 @@ def test_a_database_that_cannot_be_opened_is_an_error_page(tmp_path):
 
 def test_other_addresses_need_a_token_to_start(tmp_path):
     config = write_config(tmp_path, handlers=[])
-    r = subprocess.run([sys.executable, "-m", "supervisor", "web", "--config", str(config), "--host", "0.0.0.0"],
-                       env={k: v for k, v in env().items() if k != "JOBQ_WEB_TOKEN"}, capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "supervisor", "web", "--config", str(config), "--host", "0.0.0.0"],
+        env={k: v for k, v in env().items() if k != "JOBQ_WEB_TOKEN"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "give --token" in r.stderr
 
 
@@ -509,29 +617,48 @@ def test_the_dashboard_on_postgresql(tmp_path, page):
     overview, the job listing (a status tab, a filter, the search) and a job's page render."""
     from shared.model.job import Finish
     from tests.engines import PostgresEngine
+
     db = PostgresEngine(tmp_path)  # skips without a server unless JOBQ_REQUIRE_POSTGRES=1
-    config = write_config(tmp_path, database=db.database, postgres={"schema": db.schema},
-                          types={"web:ok": {"rate": "100/min"}})
+    config = write_config(
+        tmp_path,
+        database=db.database,
+        postgres={"schema": db.schema},
+        types={"web:ok": {"rate": "100/min"}},
+    )
     web = None
     try:
         with JobQueue(config=load(config)) as q:
-            ids = q.enqueue_many([("web:ok", {"n": i}) for i in range(4)] + [("web:bad", {"needle": "x"})])
+            ids = q.enqueue_many(
+                [("web:ok", {"n": i}) for i in range(4)] + [("web:bad", {"needle": "x"})]
+            )
             for j in q.store.claim("w:1:1", 1, q.clock.now(), 5):
                 bad = j.type == "web:bad"
-                q.store.finish(Finish("failed" if bad else "completed", j.id, j.attempts, "boom" if bad else '"ok"'),
-                               j.owner, q.clock.now())
+                q.store.finish(
+                    Finish(
+                        "failed" if bad else "completed",
+                        j.id,
+                        j.attempts,
+                        "boom" if bad else '"ok"',
+                    ),
+                    j.owner,
+                    q.clock.now(),
+                )
             later = q.enqueue("web:ok", {"n": "later"}, delay=3600)
         web = Web(config).wait_up()
         page.goto(web.url + "/")
         page.wait_for_selector("#count-completed")
-        assert page.inner_text("#count-completed") == "4" and page.inner_text("#count-failed") == "1"
+        assert (
+            page.inner_text("#count-completed") == "4" and page.inner_text("#count-failed") == "1"
+        )
         assert "WAL" not in page.inner_text(".tiles")  # no log of jobq's own to show as "0 B"
         shot(page, tmp_path, "postgres-overview")
         page.goto(web.url + "/jobs?status=completed")
         assert set(page.locator("table#jobs .pill").all_inner_texts()) == {"completed"}
         assert page.locator("table#jobs tbody tr").count() == 4
         page.goto(web.url + "/jobs?q=needle")
-        assert page.locator("table#jobs tbody tr").count() == 1 and "web:bad" in page.inner_text("table#jobs")
+        assert page.locator("table#jobs tbody tr").count() == 1 and "web:bad" in page.inner_text(
+            "table#jobs"
+        )
         page.goto(web.url + "/jobs?status=pending")
         assert later[:12] in page.inner_text("table#jobs")
         shot(page, tmp_path, "postgres-jobs")
@@ -552,10 +679,22 @@ def test_a_queue_is_paused_and_resumed_from_its_own_button(site):
         html = c.get("/").text
         assert 'id="queues"' in html and "web-reports" in html
         token = _csrf(c, "/")
-        r = c.post("/actions/pause", data={"csrf": token, "queue": "web-reports", "back": "/"}, follow_redirects=True)
-        assert r.status_code == 200 and q.store.is_queue_paused("web-reports") and not q.store.is_paused()
+        r = c.post(
+            "/actions/pause",
+            data={"csrf": token, "queue": "web-reports", "back": "/"},
+            follow_redirects=True,
+        )
+        assert (
+            r.status_code == 200
+            and q.store.is_queue_paused("web-reports")
+            and not q.store.is_paused()
+        )
         assert c.post("/actions/pause", data={"csrf": token, "queue": "a,b"}).status_code == 400
-        c.post("/actions/resume", data={"csrf": token, "queue": "web-reports", "back": "/"}, follow_redirects=True)
+        c.post(
+            "/actions/resume",
+            data={"csrf": token, "queue": "web-reports", "back": "/"},
+            follow_redirects=True,
+        )
         assert not q.store.is_queue_paused("web-reports")
         assert "waiting on a limit" in c.get("/types").text
 
@@ -563,17 +702,29 @@ def test_a_queue_is_paused_and_resumed_from_its_own_button(site):
 def test_the_overview_names_a_queue_no_worker_serves(engine, tmp_path, page):
     import warnings
     from shared.model.unserved import UnservedQueueWarning
+
     where = {"postgres": {"schema": engine.schema}} if engine.name == "postgresql" else {}
-    config = write_config(tmp_path, handlers=[], database=engine.database, supervisor={"workers": 2},
-                          queues={"reports": {"workers": 1}}, **where)
+    config = write_config(
+        tmp_path,
+        handlers=[],
+        database=engine.database,
+        supervisor={"workers": 2},
+        queues={"reports": {"workers": 1}},
+        **where,
+    )
     web = None
     try:
         with JobQueue(config=load(config)) as q, warnings.catch_warnings():
             warnings.simplefilter("ignore", UnservedQueueWarning)
-            q.enqueue_many([("web:ok", {}, {"queue": "newsletters"}), ("web:ok", {}, {"queue": "reports"})])
+            q.enqueue_many(
+                [("web:ok", {}, {"queue": "newsletters"}), ("web:ok", {}, {"queue": "reports"})]
+            )
         web = Web(config).wait_up()
         page.goto(web.url + "/")
-        assert page.inner_text("#unserved").splitlines()[0] == "no worker serves queue newsletters: 1 pending"
+        assert (
+            page.inner_text("#unserved").splitlines()[0]
+            == "no worker serves queue newsletters: 1 pending"
+        )
         assert "reports" not in page.inner_text("#unserved")
         assert "no worker" in page.inner_text("#queue-newsletters")
         assert "no worker" not in page.inner_text("#queue-reports")

@@ -1,5 +1,6 @@
 """The dashboard's job page shows a job's workflow: the graph's progress and links to
 its parents and children, over real HTTP to a real ``jobq web`` process."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,7 +31,11 @@ def test_job_page_links_parents_and_children_with_the_graphs_progress(tmp_path):
             assert 'value="cancel"' in page  # a waiting job can be cancelled
             assert 'id="workflow"' not in client.get(f"/jobs/{plain}").text
             listing = client.get("/jobs?status=waiting")
-            assert listing.status_code == 200 and f"/jobs/{c}" in listing.text and f"/jobs/{d}" in listing.text
+            assert (
+                listing.status_code == 200
+                and f"/jobs/{c}" in listing.text
+                and f"/jobs/{d}" in listing.text
+            )
             assert f"/jobs/{a}" not in listing.text
     finally:
         web.close()

@@ -1,6 +1,7 @@
 """Parts of the async runner on their own: what the progress file tells the
 supervisor about the jobs in flight, the loop watch's warning naming a blocking handler, and
 the supervisor's verdict on an async job past its timeout."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,9 +25,9 @@ def test_in_flight_jobs_are_all_charged_but_a_blocker_alone(tmp_path):
     p.committed()
     assert not_in_hand(path) == [] and counts(path) == (0, 7)  # a death charges every job in flight
     p.blame("b")
-    assert sorted(not_in_hand(path)) == ["a", "c"]                 # a kill for the block: only b
+    assert sorted(not_in_hand(path)) == ["a", "c"]  # a kill for the block: only b
     held.append("d")
-    p.committed()                                                  # still blocked: b still blamed
+    p.committed()  # still blocked: b still blamed
     assert sorted(not_in_hand(path)) == ["a", "c", "d"]
     p.blame(None)
     assert not_in_hand(path) == []
@@ -34,16 +35,38 @@ def test_in_flight_jobs_are_all_charged_but_a_blocker_alone(tmp_path):
 
 def _job(job_type: str, started: float) -> Job:
     from shared.runtime.clock import iso
-    return Job(id="j1", type=job_type, payload=None, status="running", attempts=1, max_attempts=None,
-               priority=0, run_at=iso(started), created_at=iso(started), updated_at=iso(started),
-               started_at=iso(started), owner="h:1:2", result=None, error=None, completed_at=None)
+
+    return Job(
+        id="j1",
+        type=job_type,
+        payload=None,
+        status="running",
+        attempts=1,
+        max_attempts=None,
+        priority=0,
+        run_at=iso(started),
+        created_at=iso(started),
+        updated_at=iso(started),
+        started_at=iso(started),
+        owner="h:1:2",
+        result=None,
+        error=None,
+        completed_at=None,
+    )
 
 
 def test_the_supervisor_gives_an_async_job_kill_grace_past_its_timeout():
-    config = Config(supervisor=SupervisorConfig(kill_grace=5), types={
-        "a": TypeConfig(timeout=10, async_concurrency=10), "s": TypeConfig(timeout=10)})
+    config = Config(
+        supervisor=SupervisorConfig(kill_grace=5),
+        types={"a": TypeConfig(timeout=10, async_concurrency=10), "s": TypeConfig(timeout=10)},
+    )
     policy = JobPolicy(config, Registry())
-    for job_type, age, verdict in [("s", 11, None), ("s", 16, "timeout"), ("a", 11, None), ("a", 16, "blocked")]:
+    for job_type, age, verdict in [
+        ("s", 11, None),
+        ("s", 16, "timeout"),
+        ("a", 11, None),
+        ("a", 16, "blocked"),
+    ]:
         got = judge_running([_job(job_type, 1000.0)], {}, policy, 1000.0 + age, "h")
         assert [v.action for v in got] == ([verdict] if verdict else []), (job_type, age)
 
@@ -61,6 +84,7 @@ def test_the_watch_names_the_handler_that_blocks_the_loop(caplog):
         task = asyncio.ensure_future(blocker())
         jobs[task] = _job("t:block", 0.0)
         await task
+
     watch.start()
     try:
         with caplog.at_level(logging.WARNING, logger="jobq"):
@@ -96,13 +120,17 @@ def test_the_template_preloads_the_async_runner_only_for_async_types():
         @handler("t:s")
         def s(payload, job):
             return None
+
         reg = Registry()
         reg.add_module(pytypes.SimpleNamespace(__name__="tjobs", a=a, s=s))
         return reg
-    assert _preload_async_runner(registry(), None) is True       # the config not known: any async def
-    assert _preload_async_runner(registry(), False) is False     # the config gives none: not needed
-    assert _preload_async_runner(registry(), True) is True       # the config gives one
-    assert _preload_async_runner(registry(async_concurrency=4), False) is True  # the handler gives one
+
+    assert _preload_async_runner(registry(), None) is True  # the config not known: any async def
+    assert _preload_async_runner(registry(), False) is False  # the config gives none: not needed
+    assert _preload_async_runner(registry(), True) is True  # the config gives one
+    assert (
+        _preload_async_runner(registry(async_concurrency=4), False) is True
+    )  # the handler gives one
 
 
 def test_the_watch_keeps_one_chain_of_ticks_however_often_the_loop_is_driven():

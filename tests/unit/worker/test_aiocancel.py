@@ -2,6 +2,7 @@
 recording store: the progress of every job in flight is written once per report, a cancel
 request cancels that job's task only (from the heartbeat's thread), and its outcome is
 ``cancelled`` whatever the handler does with the cancellation, unless it returns first."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,9 +33,23 @@ class Store:
 
 
 def _job(jid: str, kind: str) -> Job:
-    return Job(id=jid, type="t", payload=kind, status="running", attempts=1, max_attempts=None, priority=0,
-               run_at=iso(0), created_at=iso(0), updated_at=iso(0), started_at=iso(0), owner="o",
-               result=None, error=None, completed_at=None)
+    return Job(
+        id=jid,
+        type="t",
+        payload=kind,
+        status="running",
+        attempts=1,
+        max_attempts=None,
+        priority=0,
+        run_at=iso(0),
+        created_at=iso(0),
+        updated_at=iso(0),
+        started_at=iso(0),
+        owner="o",
+        result=None,
+        error=None,
+        completed_at=None,
+    )
 
 
 async def handler(payload, job):
@@ -62,18 +77,22 @@ def test_a_cancel_request_cancels_one_task_and_progress_is_written_once():
 
     def heartbeat():  # the check-in runs on the heartbeat's thread, as in a worker
         started.wait(5)
-        check.tick(store)                      # writes the four progress rows
+        check.tick(store)  # writes the four progress rows
         check.next_at = 0.0
-        check.tick(store)                      # nothing new: a read only
+        check.tick(store)  # nothing new: a read only
         store.asked = {"plain", "returns", "raises"}
         check.next_at = 0.0
         check.tick(store)
 
     async def main():
-        tasks = [asyncio.ensure_future(run_async(registry, _job(k, k), ctxs[k], 10, flight)) for k in kinds]
+        tasks = [
+            asyncio.ensure_future(run_async(registry, _job(k, k), ctxs[k], 10, flight))
+            for k in kinds
+        ]
         await asyncio.sleep(0.05)
         started.set()
         return await asyncio.gather(*tasks)
+
     beat = threading.Thread(target=heartbeat)
     beat.start()
     outs = dict(zip(kinds, loop.run_until_complete(asyncio.wait_for(main(), 10))))
@@ -87,7 +106,12 @@ def test_a_cancel_request_cancels_one_task_and_progress_is_written_once():
     assert outs["short"].kind == "completed" and outs["short"].result == '"short"'
     policy = JobPolicy(Config(), registry)
     finish = {k: decide(_job(k, k), ctxs[k], outs[k], policy, 1.0, 0.1).finish.kind for k in kinds}
-    assert finish == {"plain": "cancelled", "returns": "completed", "raises": "cancelled", "short": "completed"}
+    assert finish == {
+        "plain": "cancelled",
+        "returns": "completed",
+        "raises": "cancelled",
+        "short": "completed",
+    }
     assert flight.contexts() == []
 
 
@@ -109,6 +133,7 @@ def test_a_job_that_runs_on_after_its_cancel_is_alone_to_blame(tmp_path):
     block of the loop meanwhile names the blocking job instead."""
     from shared.execution.progress import ProgressWriter, not_in_hand
     from worker.inflight import InflightProgress
+
     path = str(tmp_path / "progress")
     p = InflightProgress(ProgressWriter(path), lambda: ["a", "b", "c"], lambda: 0)
     p.committed()

@@ -1,6 +1,7 @@
 """worker.batch: what a worker holds (the unstarted batch, the job in hand, outcomes not
 committed), as the heartbeat thread reads it; the batch's sizing is in
 tests/behaviour/test_batching.py."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -91,6 +92,7 @@ def test_flush_commits_only_while_a_job_runs_and_keeps_outcomes_on_error():
 
     def broken(dones):
         raise ConnectionError("down")
+
     with pytest.raises(ConnectionError):
         b.flush(broken)
     assert len(b.done) == 1

@@ -1,6 +1,7 @@
 """worker.commits: outcomes are reported only once committed; a refusing database is waited
 out, a bug while recording fails those jobs instead, once (batches on a real store:
 tests/behaviour/test_batching.py)."""
+
 from __future__ import annotations
 
 import threading
@@ -20,8 +21,13 @@ from worker.commits import Commits
 
 
 def done(jid="j1"):
-    return Done(SimpleNamespace(id=jid), SimpleNamespace(max_attempts=3), Outcome("completed"),
-                Finish("completed", jid, 1, None, ended=5.0), 0.01)
+    return Done(
+        SimpleNamespace(id=jid),
+        SimpleNamespace(max_attempts=3),
+        Outcome("completed"),
+        Finish("completed", jid, 1, None, ended=5.0),
+        0.01,
+    )
 
 
 class Store:
@@ -54,9 +60,11 @@ class Worker(Commits):
 @pytest.fixture
 def reported(monkeypatch):
     out = []
-    monkeypatch.setattr(commits, "after_commit_all",
-                        lambda dones, ok, registry, slot, pid: out.append(
-                            ([d.finish.kind for d in dones], ok)))
+    monkeypatch.setattr(
+        commits,
+        "after_commit_all",
+        lambda dones, ok, registry, slot, pid: out.append(([d.finish.kind for d in dones], ok)),
+    )
     return out
 
 

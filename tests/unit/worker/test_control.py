@@ -1,5 +1,6 @@
 """worker.control: the worker's control path between two jobs: signals, reloads, a handler set
 gone stale, recycling (on whole workers: tests/behaviour/test_worker.py, tests/process)."""
+
 from __future__ import annotations
 
 import os
@@ -80,8 +81,9 @@ def test_a_reload_keeps_the_database_and_refuses_an_invalid_file(tmp_path):
     before = w.config
     other = tmp_path / "elsewhere"
     other.mkdir()
-    (tmp_path / "jobq.toml").write_text(tomli_w.dumps(
-        {"database": str(other / "jobs.db"), "worker": {"max_jobs": 5}}))
+    (tmp_path / "jobq.toml").write_text(
+        tomli_w.dumps({"database": str(other / "jobs.db"), "worker": {"max_jobs": 5}})
+    )
     w.reload()
     assert w.config.worker.max_jobs == 5 and w.config.database == before.database
     (tmp_path / "jobq.toml").write_text("worker = 3")

@@ -1,5 +1,6 @@
 """The heartbeat thread's give-back after a claim whose answer may have been lost
 (``Heartbeat.beat_soon``), against a store that records its calls."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,15 @@ def test_a_beat_while_a_claim_is_in_flight_does_not_end_the_look_for_strangers()
     def held():
         yield None if next(flights, False) else ["held-1"]
 
-    beat = Heartbeat(Config(), "owner-1", SystemClock(), os.getpid(), lambda: None,
-                     store=lambda: store, held=held)
+    beat = Heartbeat(
+        Config(),
+        "owner-1",
+        SystemClock(),
+        os.getpid(),
+        lambda: None,
+        store=lambda: store,
+        held=held,
+    )
     beat.start()
     try:
         beat.beat_soon()

@@ -1,5 +1,6 @@
 """worker.queues: a worker points its store at its slot's queues, and takes a new idle wait
 only when the set changed."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace

@@ -1,4 +1,5 @@
 """A worker's start-up order on its own: what it waits for, and when."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,9 @@ from shared.execution.handlers import Registry
 from worker.loop import Worker
 
 
-def test_a_forked_worker_waits_to_be_reparented_after_connecting_and_before_its_threads(monkeypatch):
+def test_a_forked_worker_waits_to_be_reparented_after_connecting_and_before_its_threads(
+    monkeypatch,
+):
     """The template's go-between exits while the worker opens its database: the worker waits
     for it (``settle``: it must be the supervisor's child before its heartbeat's orphan check)
     only then, not before connecting (2-17 ms of each worker's start)."""
@@ -20,6 +23,7 @@ def test_a_forked_worker_waits_to_be_reparented_after_connecting_and_before_its_
     def threads() -> None:
         calls.append("threads")
         raise RuntimeError("stop here")
+
     monkeypatch.setattr(w, "start_threads", threads)
     try:
         with pytest.raises(RuntimeError, match="stop here"):
@@ -38,6 +42,7 @@ def test_the_workers_of_a_batch_but_the_first_wait_at_the_gate_until_all_are_for
     import threading
 
     from worker.forkserver import _pass_gate
+
     read, write = os.pipe()
     held = os.dup(write)  # the template's end, while it forks the rest of the batch
     first = threading.Thread(target=_pass_gate, args=((os.dup(read), os.dup(write)), False))
@@ -47,7 +52,7 @@ def test_the_workers_of_a_batch_but_the_first_wait_at_the_gate_until_all_are_for
     later = threading.Thread(target=_pass_gate, args=((read, write), True))
     later.start()
     later.join(timeout=0.3)
-    assert later.is_alive()      # waits while a write end is held
-    os.close(held)               # the batch is forked
+    assert later.is_alive()  # waits while a write end is held
+    os.close(held)  # the batch is forked
     later.join(timeout=5)
     assert not later.is_alive()

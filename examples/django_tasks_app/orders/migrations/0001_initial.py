@@ -8,7 +8,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Order",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 ("item", models.CharField(max_length=100)),
                 ("quantity", models.PositiveIntegerField()),
                 ("confirmed", models.BooleanField(default=False)),

@@ -6,6 +6,7 @@ the same process, signals and exit code as the ``jobq`` command), with
 ``DJANGO_SETTINGS_MODULE`` set and the project's folder on ``PYTHONPATH``, so the workers'
 ``jobq.django.worker`` sets up this project and its task modules import.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,17 +22,25 @@ SUBCOMMANDS = ("run", "status", "web")
 
 class Command(BaseCommand):
     help = "Run jobq's supervisor (run), its status, or its dashboard (web) with this project's settings."
-    requires_system_checks: list[str] = []  # `run` checks its config itself; status must work regardless
+    requires_system_checks: list[
+        str
+    ] = []  # `run` checks its config itself; status must work regardless
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("subcommand", choices=SUBCOMMANDS)
-        parser.add_argument("--backend", default="default",
-                            help="the TASKS alias of the jobq backend (default: default)")
+        parser.add_argument(
+            "--backend",
+            default="default",
+            help="the TASKS alias of the jobq backend (default: default)",
+        )
         parser.add_argument("rest", nargs=argparse.REMAINDER, help="passed to the jobq command")
 
-    def handle(self, *args: Any, subcommand: str, backend: str, rest: list[str], **options: Any) -> None:
+    def handle(
+        self, *args: Any, subcommand: str, backend: str, rest: list[str], **options: Any
+    ) -> None:
         argv, env = command_line(subcommand, backend, rest)
         from django.db import connections
+
         connections.close_all()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -42,13 +51,16 @@ def command_line(subcommand: str, alias: str, rest: list[str]) -> tuple[list[str
     """The ``python -m jobq`` argv and environment for ``manage.py jobq SUBCOMMAND``."""
     from jobq.django import compat
     from jobq.django.backend import JobqBackend
+
     try:
         backend = compat.task_backends[alias]
     except Exception as exc:  # the framework's InvalidTaskBackend(Error), whichever its name
         raise CommandError(f"TASKS has no backend {alias!r}: {exc}") from None
     if not isinstance(backend, JobqBackend):
-        raise CommandError(f"TASKS[{alias!r}] is {type(backend).__module__}.{type(backend).__name__}, "
-                           f"not jobq.django.JobqBackend")
+        raise CommandError(
+            f"TASKS[{alias!r}] is {type(backend).__module__}.{type(backend).__name__}, "
+            f"not jobq.django.JobqBackend"
+        )
     env = dict(os.environ)
     env["DJANGO_SETTINGS_MODULE"] = settings.SETTINGS_MODULE
     project = os.path.abspath(sys.path[0] or os.getcwd())  # manage.py's folder
