@@ -241,7 +241,7 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
         """A limited claim's transaction, ``fn(conn)``, in psycopg's pipeline mode: a statement
         goes without waiting for the answers before it until one is read. BEGIN, the advisory
         lock and the claim's state read travel in one round trip, the candidate reads in one
-        (or in the first, once a worker's claims are steady: ``limits._early_reads``), the claim
+        (or in the first, once a worker's claims are steady: ``candidates._early_reads``), the claim
         with COMMIT in one (:meth:`_claim_is_last`): 2-3 round trips (7 without the pipeline, 4
         with COMMIT apart). The state read is still a statement after the lock's, so its
         snapshot sees every claim committed before the lock was granted. Run again after a

@@ -47,7 +47,7 @@ _NEXT = (
     f"ORDER BY limit_key LIMIT 1"
 )
 # The first pass of a fair walk starts after the type's turn as the statement reads it: its reads
-# need nothing the claim's state read answers, so they may be sent with it (limits._early_reads).
+# need nothing the claim's state read answers, so they may be sent with it (candidates._early_reads).
 FROM_TURN = "coalesce((SELECT last_key FROM key_turns WHERE type = :type), '')"
 # The fair walk: (k, n: keys seen, got: keys with room before k) per step, stopping once the keys
 # seen hold :want with room, or at :probes keys; then each key with room, its head in claim
