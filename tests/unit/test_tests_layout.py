@@ -77,6 +77,7 @@ UNIT_ELSEWHERE = {
     "supervisor/dispatch.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/duties.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/exposition.py": "tests/unit/supervisor/test_metrics_text.py",
+    "supervisor/outage.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/reload.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/slots.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/cli/args.py": "tests/unit/cli/test_cli.py",
