@@ -1,7 +1,7 @@
 """The options of one job, as ``JobQueue.enqueue`` and an ``enqueue_many`` item give them.
 
 :class:`Options` holds what was given (None: not given), and checks it once, when the job is built
-(:func:`shared.producer.newjobs.build`): TypeError or ValueError with the messages
+(:func:`shared.producer.newjobs.template`): TypeError or ValueError with the messages
 :meth:`shared.producer.api.JobQueue.enqueue` has always given, nothing written. Nothing here reads
 the config or the store; the checks that depend on the job type live in ``newjobs``.
 
