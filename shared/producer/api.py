@@ -13,28 +13,23 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from datetime import datetime
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable
 
-from shared.model import bounds
 from shared.producer import cancels
 from shared.settings import config as config_mod
-from shared.model import flows
-from shared.runtime.clock import SystemClock, to_timestamp
 from shared.settings.config import Config
 from shared.engines import open_store
 from shared.producer.handles import JobHandle, wait_jobs
 from shared.producer.inline import Handlers, InlineRunner
 from shared.producer.inline import load as load_handlers
-from shared.model.job import Job, NewJob, encode_json, new_id, new_ids
-from shared.model.keys import limit_key_of
-from shared.model.queuenames import DEFAULT_QUEUE, check_queue
+from shared.producer.newjobs import Known, Template, known_of, template
+from shared.producer.options import PLAIN, Options, split_item
+from shared.model.job import Job, NewJob, new_id, new_ids
+from shared.runtime.clock import SystemClock
+from shared.model.queuenames import check_queue
 from shared.telemetry.tracing import Tracing, active as tracing_active, context as trace_context
 from shared.producer.typecheck import TypeCheck
-from shared.model.unserved import warn_unserved
 from shared.producer.waithub import Hubs
-
-_OPTIONS = ("run_at", "delay", "priority", "max_attempts", "key", "queue", "limit_key")
-_FLOW_OPTIONS = ("after", "after_failure")  # workflows (shared.model.flows)
 
 
 class JobQueue:
@@ -144,82 +139,45 @@ class JobQueue:
         ``after`` (job ids or handles): the job waits until they have ended (docs/workflows.md);
         ``after_failure``: what it does when one fails: "cancel" (default), "run" or "hold".
         """
-        plain = (
-            run_at
-            is delay
-            is priority
-            is max_attempts
-            is key
-            is conn
-            is traceparent
-            is queue
-            is limit_key
-            is after
-            is after_failure
-            is None
+        options = Options(
+            run_at, delay, priority, max_attempts, key, queue, limit_key, after, after_failure
         )
-        known = (
-            self._plain.get(type)
-            if plain and type.__class__ is str and self._plain_config is self.config
-            else None
-        )
-        if known is not None and not tracing_active():
-            return self._enqueue_plain(type, payload, known)
+        plain = options.plain and conn is None and traceparent is None
         now = self.clock.now()
-        job = self._build(
-            type,
-            payload,
-            run_at,
-            delay,
-            priority,
-            max_attempts,
-            key,
-            now,
-            queue=queue,
-            limit_key=limit_key,
-            after=flows.parent_ids(after),
-            after_failure=after_failure,
-        )
+        job = self._job(type, payload, options, now, plain)
+        return self._put(job, now, conn, traceparent, plain)
+
+    def _job(self, jtype: Any, payload: Any, options: Options, now: float, plain: bool) -> NewJob:
+        """The job ``enqueue`` writes, checked (shared.producer.newjobs); a ``plain`` one (no
+        option, no ``conn``, no trace) of a type that passed before skips its type's checks."""
+        known = self._known_before(jtype) if plain and not tracing_active() else None
+        settings = template(self.config, self._types, jtype, options, now, known=known)
+        return settings.job(self.config, new_id(), jtype, payload)
+
+    def _put(self, job: NewJob, now: float, conn: Any, traceparent: str | None, plain: bool) -> str:
+        """Write the job ``enqueue`` made; the id it has (or the kept job's of its ``key``)."""
         if traceparent is not None or tracing_active():
             return self._traced([job], now, conn, traceparent)[0]
         ids = self._ran(self._write([job], now, conn), conn)
-        if plain:  # the type passed every check: its next plain calls take the short path
-            self._know(type)
+        if plain:  # the type passed every check: its next plain calls skip them
+            self._know(job.type)
         return ids[0]
+
+    def _known_before(self, jtype: Any) -> Known | None:
+        """What a plain enqueue of ``jtype`` found before under this config (see :meth:`_know`),
+        or None."""
+        if jtype.__class__ is str and self._plain_config is self.config:
+            return self._plain.get(jtype)
+        return None
 
     def _know(self, jtype: str) -> None:
         """Remember what a plain enqueue of ``jtype`` needs that does not change per call: its
-        default priority and queue, and the path of its limit key (for this config)."""
+        default priority and queue, and the path of its limit key (for this config), unless it
+        is known already."""
         if self._plain_config is not self.config:
             self._plain, self._plain_config = {}, self.config
-        self._plain[jtype] = self._known(jtype)
-
-    def _known(self, jtype: str) -> tuple[int, str, str | None]:
-        """A checked type's default priority, queue and limit key path (for this config)."""
-        settings = self.config.for_type(jtype)
-        return settings.priority or 0, self._type_queue(jtype), settings.key
-
-    def _enqueue_plain(self, jtype: str, payload: Any, known: tuple[int, str, str | None]) -> str:
-        """``enqueue(jtype, payload)`` of a type checked before (see :meth:`_know`): the same job
-        as :meth:`_build` makes, without the checks that depend on the type or options alone."""
-        now = self.clock.now()
-        if (
-            bounds.time_error(now) is not None
-        ):  # (an injected clock's time outside the years 1-9999)
-            return self.enqueue(jtype, payload, run_at=now)  # raises as the full path does
-        limit_key = None if known[2] is None else limit_key_of(jtype, payload, None, known[2])
-        job = NewJob(
-            new_id(),
-            jtype,
-            self._payload_text(jtype, payload),
-            known[0],
-            now,
-            None,
-            None,
-            queue=known[1],
-            limit_key=limit_key,
-        )
-        return self._ran(self.store.enqueue([job], now), None)[0]
+        if self._known_before(jtype) is None:
+            self._plain[jtype] = known_of(self.config, self._types, jtype)
 
     def _write(self, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
         """Insert ``jobs``: the plain insert, or the workflow's when one waits for others."""
@@ -261,7 +219,7 @@ class JobQueue:
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
-        seen: dict[str, tuple[int, str, str | None]] = {}  # job type -> see _known, checked once
+        seen: dict[str, Template] = {}  # job type -> the template of its plain items
         jobs = [self._build_item(i, item, now, ids, seen) for i, item in enumerate(items)]
         if not jobs:
             return []
@@ -325,180 +283,23 @@ class JobQueue:
         return ids
 
     def _build_item(
-        self,
-        index: int,
-        item: Any,
-        now: float,
-        ids: list[str],
-        seen: dict[str, tuple[int, str, str | None]],
+        self, index: int, item: Any, now: float, ids: list[str], seen: dict[str, Template]
     ) -> NewJob:
-        job_id = ids[index]
-        if type(item) is tuple and len(item) == 2 and type(item[0]) is str:  # the common case, fast
-            jtype, payload = item
-            try:
-                known = seen.get(jtype)
-                if known is None:
-                    self._type_priority(jtype)  # (checks the type)
-                    known = seen[jtype] = self._known(jtype)
-                    warn_unserved(self.config, known[1])
-                return NewJob(
-                    job_id,
-                    jtype,
-                    self._payload_text(jtype, payload),
-                    known[0],
-                    now,
-                    None,
-                    None,
-                    queue=known[1],
-                    limit_key=None
-                    if known[2] is None
-                    else limit_key_of(jtype, payload, None, known[2]),
-                )
-            except (TypeError, ValueError) as exc:
-                raise type(exc)(f"enqueue_many item {index}: {exc}") from None
-        if isinstance(item, Mapping):
-            opts = dict(item)
-            jtype, payload = opts.pop("type", None), opts.pop("payload", None)
-        elif isinstance(item, Sequence) and not isinstance(item, str) and 1 <= len(item) <= 3:
-            jtype = item[0]
-            payload = item[1] if len(item) > 1 else None
-            opts = dict(item[2]) if len(item) > 2 else {}
-        else:
-            raise TypeError(
-                f"enqueue_many item {index}: expected (type, payload[, options]) or a mapping, "
-                f"got {item!r}"
-            )
-        unknown = set(opts) - set(_OPTIONS) - set(_FLOW_OPTIONS)
-        if unknown:
-            raise TypeError(f"enqueue_many item {index}: unknown options {sorted(unknown)}")
+        """Item ``index`` of an ``enqueue_many`` call as a job. ``seen``: the template of the
+        call's ``(type, payload)`` items of each type, checked at the first of them."""
+        jtype, payload, options = split_item(index, item)
+        plain = options is PLAIN and type(jtype) is str
         try:
-            return self._build(
-                jtype,
-                payload,
-                **{k: opts.get(k) for k in _OPTIONS if k != "priority"},
-                priority=opts.get("priority"),
-                now=now,
-                job_id=job_id,
-                after=flows.parent_ids(opts.get("after"), ids, index),
-                after_failure=opts.get("after_failure"),
-            )
+            settings = seen.get(jtype) if plain else None
+            if settings is None:
+                settings = template(
+                    self.config, self._types, jtype, options, now, ids=ids, index=index
+                )
+                if plain:
+                    seen[jtype] = settings
+            return settings.job(self.config, ids[index], jtype, payload)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"enqueue_many item {index}: {exc}") from None
-
-    def _type_priority(self, jtype: Any) -> int:
-        """Check a job type; its default priority."""
-        why = bounds.type_name_error(jtype)
-        if why is not None:
-            raise ValueError(why)
-        if self._types is not None:
-            self._types.check(jtype)
-        return self.config.for_type(jtype).priority or 0
-
-    def _limit_key(self, jtype: str, payload: Any, given: Any) -> str | None:
-        return limit_key_of(jtype, payload, given, self.config.for_type(jtype).key)
-
-    def _type_queue(self, jtype: str, queue: Any = None) -> str:
-        """The queue of a job: ``queue`` if given (checked), else the type's ``[types]`` queue,
-        else its handler's (``@handler(queue=)``, where this producer loaded the handlers),
-        else ``"default"``."""
-        if queue is not None:
-            return check_queue(queue)
-        named = self.config.for_type(jtype).queue
-        if named is None and self._types is not None:
-            named = self._types.queue_of(jtype)
-        return named or DEFAULT_QUEUE
-
-    def _payload_text(self, jtype: str, payload: Any) -> str:
-        """The payload as JSON text, within ``max_payload_bytes``."""
-        text = encode_json(payload, f"payload of job type {jtype!r}")
-        # a character is at most 4 bytes of UTF-8: short payloads skip the encoding
-        size = (
-            len(text)
-            if len(text) * 4 <= self.config.max_payload_bytes
-            else len(text.encode("utf-8"))
-        )
-        if size > self.config.max_payload_bytes:
-            raise ValueError(
-                f"payload of job type {jtype!r} is {size} bytes, above the limit of "
-                f"{self.config.max_payload_bytes} (max_payload_bytes)"
-            )
-        return text
-
-    def _build(
-        self,
-        jtype: Any,
-        payload: Any,
-        run_at: Any,
-        delay: Any,
-        priority: Any,
-        max_attempts: Any,
-        key: Any,
-        now: float,
-        job_id: str | None = None,
-        queue: Any = None,
-        limit_key: Any = None,
-        after: tuple[str, ...] = (),
-        after_failure: Any = None,
-    ) -> NewJob:
-        default_priority = self._type_priority(jtype)
-        limit_key = self._limit_key(jtype, payload, limit_key)
-        queue = warn_unserved(self.config, self._type_queue(jtype, queue))  # (if no pool serves it)
-        text = self._payload_text(jtype, payload)
-        if priority is None:
-            priority = default_priority
-        if not isinstance(priority, int) or isinstance(priority, bool):
-            raise TypeError(f"priority must be an integer, got {priority!r}")
-        # 32 bits: what every engine stores (PostgreSQL's integer columns), so that a job that
-        # one engine takes another takes too (jobq copy, a move to a server).
-        if not -(1 << 31) <= priority < (1 << 31):
-            raise ValueError(
-                f"job {jtype!r}: priority must fit in 32 bits (-2**31 to 2**31 - 1), got {priority!r}"
-            )
-        if max_attempts is not None and (
-            not isinstance(max_attempts, int)
-            or isinstance(max_attempts, bool)
-            or not 1 <= max_attempts < (1 << 31)
-        ):
-            raise ValueError(
-                f"job {jtype!r}: max_attempts must be an integer from 1 to 2**31 - 1, "
-                f"got {max_attempts!r}"
-            )
-        if key is not None and (not isinstance(key, str) or not key or not bounds.is_unicode(key)):
-            raise ValueError(
-                f"key must be a non-empty string of valid Unicode, got {bounds.safe_text(repr(key))}"
-            )
-        if run_at is not None and delay is not None:
-            raise ValueError("give run_at or delay, not both")
-        if delay is not None:
-            if not isinstance(delay, (int, float)) or isinstance(delay, bool) or delay < 0:
-                raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
-            try:
-                when = now + delay
-            except OverflowError:  # an int too large for a float
-                when = float("inf")
-        elif run_at is not None:
-            when = to_timestamp(run_at)
-        else:
-            when = now
-        if bounds.time_error(when) is not None:
-            # Stored times are fixed-width text (years 0001-9999): beyond that they misorder.
-            raise ValueError(
-                f"run_at must fall in the years 1 to 9999 (at the latest {bounds.MAX_TIME_TEXT}), "
-                f"got {when!r} (run_at={run_at!r}, delay={delay!r})"
-            )
-        return NewJob(
-            job_id or new_id(),
-            jtype,
-            text,
-            priority,
-            when,
-            max_attempts,
-            key,
-            queue=queue,
-            limit_key=limit_key,
-            after=after,
-            after_failure=flows.policy(after_failure),
-        )
 
     # -- inspect --------------------------------------------------------------------------------
 

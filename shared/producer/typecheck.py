@@ -30,7 +30,8 @@ from shared.execution.handlers import HandlerImportError, load_registry
 from shared.producer.inline import registry_of
 from shared.ops.served import Served, served_types
 
-STACKLEVEL = 5  # warn() here <- check <- _type_priority <- _build <- enqueue <- the caller
+# warn() here <- check <- type_priority <- template (newjobs) <- JobQueue._job <- enqueue <- caller
+STACKLEVEL = 6
 
 
 class UnservedTypeWarning(UserWarning):

@@ -1,7 +1,8 @@
 """How a configuration key is declared: :class:`Key` (accepted types, range, meaning) and
 :func:`setting` / :func:`section`, which attach a Key to a dataclass field.
 
-A key is declared once, as one field of a dataclass in :mod:`shared.settings.config`::
+A key is declared once, as one field of a dataclass in :mod:`shared.settings.sections` (a
+table's key) or :mod:`shared.settings.config` (a top-level key)::
 
     workers: int = setting(2, number(0, 256, integer=True), "Number of worker processes.")
 

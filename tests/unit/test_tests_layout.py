@@ -71,6 +71,7 @@ UNIT_ELSEWHERE = {
     "shared/ops/stats.py": "tests/unit/cli/test_ops_units.py",
     "shared/producer/typecheck.py": "tests/unit/cli/test_strict_types.py",
     "shared/settings/schema.py": "tests/unit/shared/test_config.py",
+    "shared/settings/sections.py": "tests/unit/shared/test_config.py",
     "supervisor/__main__.py": "tests/unit/supervisor/test_launch.py",
     "supervisor/boot.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/children.py": "tests/unit/supervisor/test_arbiter_parts.py",
