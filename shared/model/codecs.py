@@ -100,13 +100,13 @@ class Passthrough(Codec):
 
     def __init__(self, hint: str = "Any", note: str | None = None) -> None:
         self.hint, self.note = hint, note
-        self.hints = {} if note is None else _NoteHints(note)
+        self.hints = None if note is None else _NoteHints(note)
 
     def fits(self, value: Any) -> bool:
         return True
 
     def encode(self, value: Any, label: str, path: str = "") -> Any:
-        check_plain(value, label, path, self.hints or None)
+        check_plain(value, label, path, self.hints)
         return value
 
     def decode(self, data: Any, label: str, path: str = "") -> Any:
