@@ -53,7 +53,9 @@ def check_plain(value: Any, label: str, path: str = "", hints: dict[str, str] | 
                 )
             check_plain(item, label, f"{path}[{key!r}]", hints)
         return
-    hint = (hints or {}).get(kind.__name__, "pass str, int, float, bool, None, list or dict")
+    hint = "pass str, int, float, bool, None, list or dict"
+    if hints is not None:
+        hint = hints.get(kind.__name__, hint)
     raise TypeError(
         f"{label}{path} is a {kind.__name__} value, which JSON does not give back unchanged: {hint}"
     )
