@@ -31,7 +31,9 @@ def short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def check_plain(value: Any, label: str, path: str = "", hints: dict[str, str] | None = None) -> None:
+def check_plain(
+    value: Any, label: str, path: str = "", hints: dict[str, str] | None = None
+) -> None:
     """Raise unless ``value`` is built only of what JSON gives back as it was: dict (text keys),
     list, str, int, finite float, bool, None. ``hints``: type name -> what to do instead, for
     the message about a value of another type."""
@@ -136,7 +138,9 @@ class Scalar(Codec):
         self.kind, self.hint = kind, "None" if kind is NONE else kind.__name__
         self.takes: tuple[type, ...] = (int, float) if kind is float else (kind,)
         # a float is checked (NaN, infinities) and an int made a float: no type passes as is
-        self.accepts = {int: frozenset({int, bool}), float: frozenset()}.get(kind, frozenset({kind}))
+        self.accepts = {int: frozenset({int, bool}), float: frozenset()}.get(
+            kind, frozenset({kind})
+        )
 
     def fits(self, value: Any) -> bool:
         return isinstance(value, self.takes)

@@ -60,12 +60,16 @@ class FixedTuple(Codec):
     def encode(self, value: Any, label: str, path: str = "") -> Any:
         if not self.fits(value):
             raise self.mismatch(value, label, path)
-        return [c.encode(x, label, f"{path}[{i}]") for i, (c, x) in enumerate(zip(self.items, value))]
+        return [
+            c.encode(x, label, f"{path}[{i}]") for i, (c, x) in enumerate(zip(self.items, value))
+        ]
 
     def decode(self, data: Any, label: str, path: str = "") -> Any:
         if type(data) is not list or len(data) != len(self.items):
             raise self.unreadable(data, label, path)
-        return tuple(c.decode(x, label, f"{path}[{i}]") for i, (c, x) in enumerate(zip(self.items, data)))
+        return tuple(
+            c.decode(x, label, f"{path}[{i}]") for i, (c, x) in enumerate(zip(self.items, data))
+        )
 
 
 class DictOf(Codec):
@@ -74,7 +78,9 @@ class DictOf(Codec):
 
     def __init__(self, key: Codec, value: Codec, hint: str) -> None:
         self.key, self.value, self.hint = key, value, hint
-        self.text_keys = isinstance(key, Passthrough) or (isinstance(key, Scalar) and key.kind is str)
+        self.text_keys = isinstance(key, Passthrough) or (
+            isinstance(key, Scalar) and key.kind is str
+        )
         self.plain = self.text_keys and value.plain
 
     def fits(self, value: Any) -> bool:

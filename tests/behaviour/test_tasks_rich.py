@@ -124,7 +124,10 @@ def test_wait_and_get_return_the_annotated_result(queue_of):
 def test_typed_dicts_pydantic_models_and_the_applications_own_codec(queue_of):
     q = queue_of(immediate=True)
     day = dt.date(2026, 1, 31)
-    totals = [{"net": decimal.Decimal("1.1"), "day": day}, {"net": decimal.Decimal("2.2"), "day": day}]
+    totals = [
+        {"net": decimal.Decimal("1.1"), "day": day},
+        {"net": decimal.Decimal("2.2"), "day": day},
+    ]
     assert richjobs.sum_totals.using(queue=q).enqueue(totals).wait(5) == {
         "net": decimal.Decimal("3.3"),
         "day": day,
