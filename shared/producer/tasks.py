@@ -311,50 +311,57 @@ def own_signature(signature: inspect.Signature) -> inspect.Signature:
     )
 
 
-def _runner(
-    fn: Callable[..., Any], name: str, signature: inspect.Signature
-) -> Callable[[Any, Any], Any]:
-    """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)``, the
-    arguments decoded and the result encoded by the function's annotations, the job the
-    current one (:func:`shared.execution.current.current_job`) while the function runs. A
-    payload that does not fit the signature, or a result that does not fit its annotation,
-    fails the job at once (PermanentError: no retry would fix it), naming the job and the task."""
-    own = own_signature(signature)
-    binder = Binder(name, own, fn)
-    wants_parents = PARENT_RESULTS in signature.parameters
+class _Call:
+    """A task's call in a worker, made of its stored payload: the arguments decoded by the
+    function's annotations and its result encoded by them. What does not fit fails the job at
+    once (PermanentError: no retry would fix it), naming the job and the task."""
 
-    def arguments(payload: Any, job: Any) -> tuple[list[Any], dict[str, Any]]:
+    def __init__(self, fn: Callable[..., Any], name: str, signature: inspect.Signature) -> None:
+        self.name, self.own = name, own_signature(signature)
+        self.binder = Binder(name, self.own, fn)
+        self.wants_parents = PARENT_RESULTS in signature.parameters
+
+    def arguments(self, payload: Any, job: Any) -> tuple[list[Any], dict[str, Any]]:
         try:
-            args, kwargs = binder.decode(*unpack(name, own, payload, binder))
+            args, kwargs = self.binder.decode(*unpack(self.name, self.own, payload, self.binder))
         except (TypeError, ValueError) as exc:
             raise PermanentError(f"job {job.id}: {exc}") from None
-        if wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
+        if self.wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
             kwargs[PARENT_RESULTS] = job.parent_results
         return args, kwargs
 
-    def result(value: Any, job: Any) -> Any:
+    def result(self, value: Any, job: Any) -> Any:
         try:
-            return binder.codecs.encode_result(value)
+            return self.binder.codecs.encode_result(value)
         except (TypeError, ValueError) as exc:
             raise PermanentError(f"job {job.id}: {exc}") from None
 
+
+def _runner(
+    fn: Callable[..., Any], name: str, signature: inspect.Signature
+) -> Callable[[Any, Any], Any]:
+    """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)`` (see
+    :class:`_Call`), the job the current one (:func:`shared.execution.current.current_job`)
+    while the function runs."""
+    call = _Call(fn, name, signature)
+
     def run(payload: Any, job: Any) -> Any:
-        args, kwargs = arguments(payload, job)
+        args, kwargs = call.arguments(payload, job)
         token = running(job)
         try:
             value = fn(*args, **kwargs)
         finally:
             done(token)
-        return result(value, job)
+        return call.result(value, job)
 
     async def run_async(payload: Any, job: Any) -> Any:
-        args, kwargs = arguments(payload, job)
+        args, kwargs = call.arguments(payload, job)
         token = running(job)  # this asyncio task's own context: its siblings keep theirs
         try:
             value = await fn(*args, **kwargs)
         finally:
             done(token)
-        return result(value, job)
+        return call.result(value, job)
 
     chosen = run_async if inspect.iscoroutinefunction(fn) else run
     chosen.__name__ = chosen.__qualname__ = getattr(fn, "__qualname__", name)
