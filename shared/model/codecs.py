@@ -9,9 +9,10 @@ ValueError for one of the right type that JSON cannot carry (a naive datetime, a
 error names ``label`` (who holds the value, such as ``argument 'when'``) and the path inside it
 (``[2]``, ``.customer``, ``['eu']``).
 
-``accepts`` is the set of exact types whose values both ways pass unchanged (``int`` for an
-``int`` annotation): callers skip the call for them, which keeps plain arguments as cheap as
-they were. ``fits`` says whether ``encode`` takes a value (how a union picks its member). Which
+``accepts`` is the set of exact types whose stored values ``decode`` gives back unchanged, and
+``writes`` those whose values ``encode`` gives unchanged (``int`` for an ``int`` annotation;
+a ``float`` is read as it is but checked on the way in): callers skip the call for them, which
+keeps plain arguments as cheap as they were. ``fits`` says whether ``encode`` takes a value (how a union picks its member). Which
 codec an annotation gets is :mod:`shared.model.codecbook`'s business; the codecs of containers,
 unions and records of fields are in :mod:`shared.model.shapes`.
 """
@@ -69,6 +70,7 @@ class Codec:
 
     hint = "?"
     accepts: frozenset[type] = frozenset()
+    writes: frozenset[type] = frozenset()
     plain = False  # JSON's own values, unchanged both ways: a result needs no encoding
 
     def fits(self, value: Any) -> bool:
@@ -99,7 +101,7 @@ class Passthrough(Codec):
     ``Any``, ``object``, a type variable, no annotation, or one that could not be resolved
     (``note`` then says why, in the error of a value JSON would change)."""
 
-    accepts = frozenset({str, int, bool, NONE})
+    accepts = writes = frozenset({str, int, bool, NONE})
     plain = True
 
     def __init__(self, hint: str = "Any", note: str | None = None) -> None:

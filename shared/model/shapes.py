@@ -30,7 +30,7 @@ class ListOf(Codec):
     def encode(self, value: Any, label: str, path: str = "") -> Any:
         if not isinstance(value, self.takes):
             raise self.mismatch(value, label, path)
-        item, fast = self.item, self.item.accepts
+        item, fast = self.item, self.item.writes
         return [
             x if type(x) in fast else item.encode(x, label, f"{path}[{i}]")
             for i, x in enumerate(value)
@@ -89,7 +89,7 @@ class DictOf(Codec):
     def encode(self, value: Any, label: str, path: str = "") -> Any:
         if not isinstance(value, dict):
             raise self.mismatch(value, label, path)
-        codec, fast = self.value, self.value.accepts
+        codec, fast = self.value, self.value.writes
         out = {}
         for k, v in value.items():
             text = self._key_out(k, label, path)
@@ -142,10 +142,12 @@ class UnionOf(Codec):
         self.hint = " | ".join([m.hint for m in self.members] + (["None"] if self.none else []))
         plain = all(isinstance(m, (Scalar, Passthrough)) for m in self.members)
         accepts = {NONE} if self.none else set()
+        writes = set(accepts)
         if plain:
             for m in self.members:
                 accepts |= m.accepts
-        self.accepts = frozenset(accepts)
+                writes |= m.writes
+        self.accepts, self.writes = frozenset(accepts), frozenset(writes)
         self.plain = all(m.plain for m in self.members)
 
     def fits(self, value: Any) -> bool:

@@ -27,14 +27,16 @@ Step = Callable[[Codec, Any, str], Any]
 
 
 class Compiled:
-    """A task's codecs for one generation of the book: ``params`` by name, ``accepts`` in the
-    signature's order (the types each parameter passes unchanged), ``result``."""
+    """A task's codecs for one generation of the book: ``params`` by name, ``accepts`` and
+    ``writes`` in the signature's order (the types each parameter's decode and encode pass
+    unchanged), ``result``."""
 
     def __init__(self, signature: inspect.Signature, hints: dict[str, Any]) -> None:
         self.generation = BOOK.generation
         params = list(signature.parameters.values())
         self.params = {p.name: codec_of(hints.get(p.name, Any)) for p in params}
         self.accepts = tuple(self.params[p.name].accepts for p in params)
+        self.writes = tuple(self.params[p.name].writes for p in params)
         self.kinds = [(p.name, p.kind) for p in params]
         self.positional = [p.name for p in params if p.kind in _POSITIONAL]
         self.keywords = frozenset(p.name for p in params if p.kind in _KEYWORD)
@@ -75,13 +77,13 @@ class TaskCodecs:
     ) -> tuple[list[Any], dict[str, Any]]:
         """The JSON of a call's arguments (already bound: they fit the signature), checked in
         the signature's order."""
-        return self._walk(args, kwargs, self.encode)
+        return self._walk(args, kwargs, self.encode, True)
 
     def decode_call(
         self, args: Sequence[Any], kwargs: dict[str, Any]
     ) -> tuple[list[Any], dict[str, Any]]:
         """A stored call's arguments as the function's annotations name them."""
-        return self._walk(args, kwargs, self.decode)
+        return self._walk(args, kwargs, self.decode, False)
 
     def encode_result(self, value: Any) -> Any:
         """The JSON of the function's return value (a plain annotation's: the value itself)."""
@@ -94,9 +96,10 @@ class TaskCodecs:
         return data if codec.plain else self.decode(codec, data, "the result")
 
     def _walk(
-        self, args: Sequence[Any], kwargs: dict[str, Any], step: Step
+        self, args: Sequence[Any], kwargs: dict[str, Any], step: Step, out: bool
     ) -> tuple[list[Any], dict[str, Any]]:
         c = self.ready()
+        one = _write if out else _read
         out_args, out_kwargs = list(args), dict(kwargs)
         npos = len(c.positional)
         for name, kind in c.kinds:
@@ -104,24 +107,28 @@ class TaskCodecs:
             if kind in _POSITIONAL:
                 j = c.positional.index(name)
                 if j < len(args):
-                    out_args[j] = _one(step, codec, args[j], f"argument {name!r}")
+                    out_args[j] = one(step, codec, args[j], f"argument {name!r}")
                 elif kind in _KEYWORD and name in kwargs:
-                    out_kwargs[name] = _one(step, codec, kwargs[name], f"argument {name!r}")
+                    out_kwargs[name] = one(step, codec, kwargs[name], f"argument {name!r}")
             elif kind is inspect.Parameter.VAR_POSITIONAL:
                 for i in range(npos, len(args)):
                     label = f"argument *{name}[{i - npos}]"
-                    out_args[i] = _one(step, codec, args[i], label)
+                    out_args[i] = one(step, codec, args[i], label)
             elif kind is inspect.Parameter.KEYWORD_ONLY:
                 if name in kwargs:
-                    out_kwargs[name] = _one(step, codec, kwargs[name], f"argument {name!r}")
+                    out_kwargs[name] = one(step, codec, kwargs[name], f"argument {name!r}")
             else:  # **kwargs: every keyword that names no other parameter
                 for key in kwargs:
                     if key not in c.keywords:
-                        out_kwargs[key] = _one(step, codec, kwargs[key], f"argument {key!r}")
+                        out_kwargs[key] = one(step, codec, kwargs[key], f"argument {key!r}")
         return out_args, out_kwargs
 
 
-def _one(step: Step, codec: Codec, value: Any, label: str) -> Any:
+def _write(step: Step, codec: Codec, value: Any, label: str) -> Any:
+    return value if type(value) in codec.writes else step(codec, value, label)
+
+
+def _read(step: Step, codec: Codec, value: Any, label: str) -> Any:
     return value if type(value) in codec.accepts else step(codec, value, label)
 
 

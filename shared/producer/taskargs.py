@@ -57,26 +57,30 @@ class Binder:
         if not self.fits(args, kwargs):
             return payload_of(self.name, self.signature, args, kwargs, self.codecs)
         out_args, out_kwargs = self._convert(args, kwargs, self.codecs.encode)
-        return {"args": out_args, "kwargs": out_kwargs}
+        return {"args": out_args, "kwargs": dict(kwargs) if out_kwargs is kwargs else out_kwargs}
 
-    def decode(self, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    def decode(
+        self, args: list[Any], kwargs: dict[str, Any], fits: bool | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
         """A stored call's arguments (bound by :func:`unpack`) as the annotations name them:
-        TypeError/ValueError naming the task and the argument for one that does not fit."""
-        if not self.fits(args, kwargs):
+        TypeError/ValueError naming the task and the argument for one that does not fit.
+        ``fits``: :meth:`fits` of the call, when the caller knows it."""
+        if not (self.fits(args, kwargs) if fits is None else fits):
             return self.codecs.decode_call(args, kwargs)
-        return self._convert(args, kwargs, self.codecs.decode)
+        return self._convert(args, kwargs, self.codecs.decode, False)
 
     def _convert(
-        self, args: Sequence[Any], kwargs: dict[str, Any], step: Any
+        self, args: Sequence[Any], kwargs: dict[str, Any], step: Any, out: bool = True
     ) -> tuple[list[Any], dict[str, Any]]:
-        """Each argument of a plainly fitting call through ``step`` (encode or decode) with its
-        parameter's codec, in the signature's order; a value of a type its codec passes
-        unchanged is not touched (the common case, kept cheap)."""
+        """Each argument of a plainly fitting call through ``step`` (encode, ``out``; or decode)
+        with its parameter's codec, in the signature's order; a value of a type its codec
+        passes unchanged is not touched (the common case, kept cheap), and the call's own list
+        and dict are copied only when one changes."""
         c = self.codecs.compiled
         if c is None or c.generation != BOOK.generation:
             c = self.codecs.ready()
-        accepts, n = c.accepts, len(args)
-        out_args, out_kwargs = list(args), dict(kwargs)
+        passes, n = c.writes if out else c.accepts, len(args)
+        out_args, out_kwargs = args, kwargs
         for i, pname in enumerate(self.order):
             if i < n:
                 value = args[i]
@@ -84,13 +88,19 @@ class Binder:
                 value = kwargs[pname]
             else:
                 continue
-            if type(value) not in accepts[i]:
-                value = step(c.params[pname], value, self.labels[pname])
+            if type(value) not in passes[i]:
+                new = step(c.params[pname], value, self.labels[pname])
+                if new is value:
+                    continue
                 if i < n:
-                    out_args[i] = value
+                    out_args = out_args if out_args is not args else list(args)
+                    out_args[i] = new  # type: ignore[index]
                 else:
-                    out_kwargs[pname] = value
-        return out_args, out_kwargs
+                    out_kwargs = out_kwargs if out_kwargs is not kwargs else dict(kwargs)
+                    out_kwargs[pname] = new
+        if out and out_args is args:  # the caller's tuple: the payload's own list
+            out_args = list(args)
+        return out_args, out_kwargs  # type: ignore[return-value]
 
 
 def payload_of(

@@ -21,6 +21,7 @@ import threading
 from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
 
 from shared.execution.current import done, running
+from shared.model.codecbook import BOOK
 from shared.execution.handlers import (
     ATTR,
     HandlerSpec,
@@ -323,7 +324,9 @@ class _Call:
 
     def arguments(self, payload: Any, job: Any) -> tuple[list[Any], dict[str, Any]]:
         try:
-            args, kwargs = self.binder.decode(*unpack(self.name, self.own, payload, self.binder))
+            args, kwargs = unpack(self.name, self.own, payload, self.binder)
+            # a plain signature that bound fits plainly (Binder.fits), any other never does
+            args, kwargs = self.binder.decode(args, kwargs, self.binder.plain)
         except (TypeError, ValueError) as exc:
             raise PermanentError(f"job {job.id}: {exc}") from None
         if self.wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
@@ -331,6 +334,9 @@ class _Call:
         return args, kwargs
 
     def result(self, value: Any, job: Any) -> Any:
+        c = self.binder.codecs.compiled
+        if c is not None and c.result.plain and c.generation == BOOK.generation:
+            return value  # the common case, kept cheap: a plain result goes to JSON as it is
         try:
             return self.binder.codecs.encode_result(value)
         except (TypeError, ValueError) as exc:
