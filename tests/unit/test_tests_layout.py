@@ -76,6 +76,8 @@ UNIT_ELSEWHERE = {
     "supervisor/children.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/dispatch.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/duties.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/exposition.py": "tests/unit/supervisor/test_metrics_text.py",
+    "supervisor/outage.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/reload.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/slots.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/cli/args.py": "tests/unit/cli/test_cli.py",
