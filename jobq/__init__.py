@@ -33,11 +33,13 @@ if TYPE_CHECKING:
         on_failed,
         on_retry,
     )
+    from shared.execution.current import NoCurrentJob, current_job
     from shared.execution.runner import JobContext
     from shared.execution.stopping import JobTimeout
     from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
     from shared.model.exitcodes import ExitCode
     from shared.model.flows import FlowError
+    from shared.model.codecbook import codec
     from shared.model.job import Job
     from shared.model.unserved import UnservedQueueWarning
     from shared.producer.api import JobQueue
@@ -63,8 +65,11 @@ __all__ = [
     # tasks
     "AsyncTask",
     "BaseTask",
+    "NoCurrentJob",
     "Task",
+    "codec",
     "configure",
+    "current_job",
     "default_queue",
     "task",
     # handlers, their hooks, and what a handler raises or is given
@@ -119,6 +124,8 @@ _WHERE: dict[str, tuple[str, str]] = {
         )
     },
     "JobContext": ("shared.execution.runner", "JobContext"),
+    **{n: ("shared.execution.current", n) for n in ("NoCurrentJob", "current_job")},
+    "codec": ("shared.model.codecbook", "codec"),
     "JobTimeout": ("shared.execution.stopping", "JobTimeout"),
     **{
         n: ("shared.model.errors", n)

@@ -59,6 +59,7 @@ class JobContext:
         "timed_out",
         "reported",
         "reports",
+        "check_in",
     )
 
     def __init__(
@@ -77,10 +78,15 @@ class JobContext:
         self.timed_out = False
         self.reported: str | None = None  # the last progress as JSON, and how many were reported
         self.reports = 0
+        # run inline (drain, immediate mode): stores the progress and reads a cancel request
+        # when a handler reports or checks, as a worker's heartbeat does (None in a worker)
+        self.check_in: Any = None
 
     def check_cancelled(self) -> None:
         """Raise :class:`JobCancelled` if a cancel of this job was requested (``jobq cancel``,
         ``JobQueue.cancel``, the dashboard): the job then ends ``cancelled``, never retried."""
+        if self.check_in is not None:
+            self.check_in()
         check_cancelled(self)
 
     def progress(
@@ -91,6 +97,8 @@ class JobContext:
         ``jobq show``). Bad input raises ValueError/TypeError and keeps the previous one."""
         self.reported = progress_json(self, fraction, note, fields)
         self.reports += 1
+        if self.check_in is not None:
+            self.check_in()
 
     @property
     def logger(self) -> logging.LoggerAdapter:

@@ -41,10 +41,11 @@ class Flow:
             from shared.producer.tasks import default_queue
 
             queue = default_queue()
+        decoders = [i.pop("_decode", None) for i in items]  # each task's result by its annotation
         for i in items:
             i.pop("_queue", None)
         ids = queue.enqueue_many(items, conn=conn)
-        return FlowRun([JobHandle(queue, job_id) for job_id in ids], last)
+        return FlowRun([JobHandle(queue, j, d) for j, d in zip(ids, decoders)], last)
 
 
 class FlowRun:
@@ -81,6 +82,7 @@ class Signature(Flow):
                 "type": self.task.name,
                 "payload": self.payload,
                 "_queue": opts.pop("queue", None),
+                "_decode": getattr(self.task, "result_of", None),
                 "after": list(after) + list(extra),
                 **opts,
             }

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, TypeVar
 
 from shared.model.errortext import headline
 from shared.model.job import TERMINAL, Job
@@ -38,10 +39,17 @@ class JobFailed(Exception):
     running); ``error``: its final exception's type and the first line of its message
     (``ValueError: bad address``: :func:`shared.model.errortext.headline`)."""
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, retrying: bool = False) -> None:
         self.job = job
         self.traceback = job.error or ""
         self.error = headline(self.traceback)
+        if retrying:  # immediate mode: its retry is not due, and nothing here would run it
+            super().__init__(
+                f"job {job.id} ({job.type}) failed its attempt {job.attempts} and waits for a "
+                f"retry at {job.run_at} (immediate mode runs only retries due at once): "
+                f"{self.error}"
+            )
+            return
         super().__init__(
             f"job {job.id} ({job.type}) failed after {job.attempts} attempt(s): {self.error}"
         )
@@ -69,13 +77,15 @@ def outcome(job: Job) -> Any:
 
 
 class JobHandle(Generic[R]):
-    """One job of one queue, by id. ``R``: what its result decodes to (a task's return type)."""
+    """One job of one queue, by id. ``R``: what its result decodes to (a task's return type);
+    ``decode``: what makes the stored JSON that (a task's return annotation), or None."""
 
-    __slots__ = ("queue", "id")
+    __slots__ = ("queue", "id", "decode")
 
-    def __init__(self, queue: Any, job_id: str) -> None:
+    def __init__(self, queue: Any, job_id: str, decode: Callable[[Any], R] | None = None) -> None:
         self.queue = queue
         self.id = job_id
+        self.decode = decode
 
     def __repr__(self) -> str:
         return f"JobHandle({self.id!r})"
@@ -87,10 +97,13 @@ class JobHandle(Generic[R]):
         return hash(self.id)
 
     def get(self) -> Job:
-        """The job as stored now; JobNotFound if no job has this id."""
+        """The job as stored now (a completed task's ``result`` as its return annotation names
+        it); JobNotFound if no job has this id."""
         job: Job | None = self.queue.store.get(self.id)
         if job is None:
             raise JobNotFound(self.id, self.queue.store.location)
+        if self.decode is not None and job.status == "completed":
+            return replace(job, result=self.decode(job.result))
         return job
 
     def status(self) -> str:
@@ -112,12 +125,12 @@ class JobHandle(Generic[R]):
         """Block until the job has ended and return its decoded result (JSON: a tuple came back
         as a list). Raises JobFailed, JobCancelled, JobNotFound, or TimeoutError after
         ``timeout`` seconds (None: no limit), leaving the job as it is."""
-        return wait_jobs(self.queue, [self.id], timeout)[0]  # type: ignore[no-any-return]
+        return wait_jobs(self.queue, [self], timeout)[0]  # type: ignore[no-any-return]
 
     async def wait_async(self, timeout: float | None = None) -> R:
         """:meth:`wait` for asyncio: the event loop runs meanwhile (the reads use the queue's
         connection, in the loop's thread: open the queue in that thread)."""
-        return (await wait_jobs_async(self.queue, [self.id], timeout))[0]  # type: ignore[no-any-return]
+        return (await wait_jobs_async(self.queue, [self], timeout))[0]  # type: ignore[no-any-return]
 
 
 def _running(queue: Any, ids: list[str], ended: dict[str, Job]) -> list[str]:
@@ -139,18 +152,39 @@ def _running(queue: Any, ids: list[str], ended: dict[str, Job]) -> list[str]:
     return [i for i in ids if states[i] not in TERMINAL]
 
 
-def _results(queue: Any, ids: list[str], ended: dict[str, Job]) -> list[Any]:
+def _results(
+    queue: Any, ids: list[str], ended: dict[str, Job], decoders: list[Any] | None = None
+) -> list[Any]:
     jobs = {}
     for job_id in dict.fromkeys(ids):
         job: Job | None = ended.get(job_id) or queue.store.get(job_id)
         if job is None:
             raise JobNotFound(job_id, queue.store.location)
         jobs[job_id] = job
-    return [outcome(jobs[i]) for i in ids]
+    results = [outcome(jobs[i]) for i in ids]
+    if decoders is None:
+        return results
+    return [r if d is None else d(r) for r, d in zip(results, decoders)]
 
 
-def _ids(ids: Iterable[Any]) -> list[str]:
-    return [i.id if isinstance(i, JobHandle) else i for i in ids]
+def _ids(ids: Iterable[Any]) -> tuple[list[str], list[Any] | None]:
+    """The ids of ``ids`` (ids or handles), and the handles' result decoders (None: none has
+    one)."""
+    ids = list(ids)
+    decoders = [getattr(i, "decode", None) for i in ids]
+    return [i.id if isinstance(i, JobHandle) else i for i in ids], (
+        decoders if any(decoders) else None
+    )
+
+
+def _stalled(queue: Any, open_ids: list[str]) -> None:
+    """In immediate mode, JobFailed for a job whose attempt failed and whose retry is left for
+    later: nothing in this process runs it while the caller waits, so the wait reports the
+    task's error now instead of a TimeoutError."""
+    for job_id in open_ids:
+        job: Job | None = queue.store.get(job_id)
+        if job is not None and job.status == "pending" and job.attempts and job.error:
+            raise JobFailed(job, retrying=True)
 
 
 def _left(deadline: float | None, timeout: float | None, open_ids: list[str]) -> float | None:
@@ -169,12 +203,14 @@ def _left(deadline: float | None, timeout: float | None, open_ids: list[str]) ->
 def wait_jobs(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any]:
     """Wait for every job of ``ids`` (ids or handles) to end; their results in order (see
     :meth:`shared.producer.api.JobQueue.wait_many`)."""
-    ids = _ids(ids)
+    ids, decoders = _ids(ids)
     # the wait blocks for real seconds, which an injected FakeClock would never pass
     deadline = None if timeout is None else time.monotonic() + timeout
     open_ids = list(dict.fromkeys(ids))
     ended: dict[str, Job] = {}  # what _running read whole once it had ended
     while open_ids := _running(queue, open_ids, ended):
+        if getattr(queue, "immediate", False):
+            _stalled(queue, open_ids)
         left = _left(deadline, timeout, open_ids)
         woke = threading.Event()
         ticket = queue.hubs.get().add(open_ids, woke.set)
@@ -182,17 +218,19 @@ def wait_jobs(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any
             woke.wait(left)
         finally:
             queue.hubs.get().remove(ticket)
-    return _results(queue, ids, ended)
+    return _results(queue, ids, ended, decoders)
 
 
 async def wait_jobs_async(queue: Any, ids: Iterable[Any], timeout: float | None) -> list[Any]:
     """:func:`wait_jobs` for asyncio: the loop runs while the hub watches."""
-    ids = _ids(ids)
+    ids, decoders = _ids(ids)
     deadline = None if timeout is None else time.monotonic() + timeout
     open_ids = list(dict.fromkeys(ids))
     ended: dict[str, Job] = {}  # what _running read whole once it had ended
     loop = asyncio.get_running_loop()
     while open_ids := _running(queue, open_ids, ended):
+        if getattr(queue, "immediate", False):
+            _stalled(queue, open_ids)
         left = _left(deadline, timeout, open_ids)
         woke = asyncio.Event()
         ticket = queue.hubs.get().add(open_ids, lambda: loop.call_soon_threadsafe(woke.set))
@@ -202,4 +240,4 @@ async def wait_jobs_async(queue: Any, ids: Iterable[Any], timeout: float | None)
             pass
         finally:
             queue.hubs.get().remove(ticket)
-    return _results(queue, ids, ended)
+    return _results(queue, ids, ended, decoders)

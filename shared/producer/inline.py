@@ -101,6 +101,7 @@ class InlineRunner:
         """Run one claimed job and record its outcome as the worker does; the outcome's name."""
         ctx = JobContext(job.id, job.type, job.attempts, self.policy.max_attempts(job), job.queue)
         ctx.config, ctx.store = self.config, self.store
+        ctx.check_in = CheckIn(self.store, self.owner, ctx)
         t0 = time.perf_counter()
         outcome = execute(self.registry, job, ctx, self.tracing)
         done = decide(job, ctx, outcome, self.policy, self.clock.now(), time.perf_counter() - t0)
@@ -109,6 +110,28 @@ class InlineRunner:
         )
         after_commit(done, ok, self.registry, None, self.pid)
         return _KIND[done.finish.kind] if ok else "lease_lost"
+
+
+class CheckIn:
+    """An inline job's check-in, a worker heartbeat's part for it: called when its handler
+    reports progress or checks for a cancel, at most every ``EVERY`` seconds it stores the last
+    progress and reads whether a cancel was requested (``q.cancel(id)`` from another thread or
+    process, or from the handler itself), so both can be tested with drain() and immediate mode."""
+
+    EVERY = 0.05
+
+    def __init__(self, store: EngineStore, owner: str, ctx: JobContext) -> None:
+        self.store, self.owner, self.ctx = store, owner, ctx
+        self.last = -self.EVERY
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last < self.EVERY or self.ctx.cancel_requested:
+            return
+        self.last, ctx = now, self.ctx
+        progress = [] if ctx.reported is None else [(ctx.id, ctx.attempt, ctx.reported)]
+        if ctx.id in self.store.check_in(self.owner, progress):
+            ctx.cancel_requested = True
 
 
 def load(handlers: Handlers | None, config: Config) -> Registry:

@@ -1,17 +1,21 @@
 """A task's arguments as a job payload, and back: ``{"args": [...], "kwargs": {...}}``.
 
-The producer binds the arguments to the function's signature and checks that each survives
-JSON unchanged, so what the worker passes the function equals what the caller gave; the worker
-binds the stored payload again (it may come from the CLI, SQL or another language).
+The producer binds the arguments to the function's signature and encodes each by its
+annotation (:mod:`shared.model.taskcodecs`: a ``UUID`` as its text, a dataclass as an object; an
+unannotated or plain one is checked to survive JSON unchanged), so what the worker passes the
+function equals what the caller gave; the worker binds the stored payload again (it may come
+from the CLI, SQL or another language) and decodes it by the same annotations.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from typing import Any, Sequence
 
-_SCALARS = (str, int, float, bool, type(None))
+from shared.model.codecbook import BOOK
+from shared.model.codecs import check_plain
+from shared.model.taskcodecs import TaskCodecs
+
 _PLAIN = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 _LAST = 1 << 30  # the position of a keyword-only parameter: after every positional argument
 
@@ -24,8 +28,9 @@ class Binder:
     of :func:`payload_of` (and :func:`unpack`), so a call that does not bind raises there, with
     the same error as ever."""
 
-    def __init__(self, name: str, signature: inspect.Signature) -> None:
+    def __init__(self, name: str, signature: inspect.Signature, fn: Any = None) -> None:
         self.name, self.signature = name, signature
+        self.codecs = TaskCodecs(name, signature, fn)  # the annotations' codecs, read on first use
         params = list(signature.parameters.values())
         self.plain = all(p.kind in _PLAIN for p in params)
         self.order = tuple(p.name for p in params)  # the signature's order: bind's, and its checks'
@@ -50,8 +55,32 @@ class Binder:
     def payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """As :func:`payload_of` for this task (the same payload, the same errors)."""
         if not self.fits(args, kwargs):
-            return payload_of(self.name, self.signature, args, kwargs)
-        n = len(args)
+            return payload_of(self.name, self.signature, args, kwargs, self.codecs)
+        out_args, out_kwargs = self._convert(args, kwargs, self.codecs.encode)
+        return {"args": out_args, "kwargs": dict(kwargs) if out_kwargs is kwargs else out_kwargs}
+
+    def decode(
+        self, args: list[Any], kwargs: dict[str, Any], fits: bool | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """A stored call's arguments (bound by :func:`unpack`) as the annotations name them:
+        TypeError/ValueError naming the task and the argument for one that does not fit.
+        ``fits``: :meth:`fits` of the call, when the caller knows it."""
+        if not (self.fits(args, kwargs) if fits is None else fits):
+            return self.codecs.decode_call(args, kwargs)
+        return self._convert(args, kwargs, self.codecs.decode, False)
+
+    def _convert(
+        self, args: Sequence[Any], kwargs: dict[str, Any], step: Any, out: bool = True
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Each argument of a plainly fitting call through ``step`` (encode, ``out``; or decode)
+        with its parameter's codec, in the signature's order; a value of a type its codec
+        passes unchanged is not touched (the common case, kept cheap), and the call's own list
+        and dict are copied only when one changes."""
+        c = self.codecs.compiled
+        if c is None or c.generation != BOOK.generation:
+            c = self.codecs.ready()
+        passes, n = c.writes if out else c.accepts, len(args)
+        out_args, out_kwargs = args, kwargs
         for i, pname in enumerate(self.order):
             if i < n:
                 value = args[i]
@@ -59,61 +88,48 @@ class Binder:
                 value = kwargs[pname]
             else:
                 continue
-            kind = type(value)
-            if kind is not str and kind is not int and kind is not bool and value is not None:
-                check_json(value, self.name, self.labels[pname])
-        return {"args": list(args), "kwargs": dict(kwargs)}
+            if type(value) not in passes[i]:
+                new = step(c.params[pname], value, self.labels[pname])
+                if new is value:
+                    continue
+                if i < n:
+                    out_args = out_args if out_args is not args else list(args)
+                    out_args[i] = new  # type: ignore[index]
+                else:
+                    out_kwargs = out_kwargs if out_kwargs is not kwargs else dict(kwargs)
+                    out_kwargs[pname] = new
+        if out and out_args is args:  # the caller's tuple: the payload's own list
+            out_args = list(args)
+        return out_args, out_kwargs  # type: ignore[return-value]
 
 
 def payload_of(
-    name: str, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+    name: str,
+    signature: inspect.Signature,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    codecs: TaskCodecs | None = None,
 ) -> dict[str, Any]:
-    """The payload of a call of task ``name``; TypeError for arguments that do not bind, or a
-    value JSON would change; ValueError for a float JSON cannot hold. Both name the task and
-    the argument."""
+    """The payload of a call of task ``name``, each argument encoded by its annotation
+    (``codecs``: the task's; None: the signature's own annotations); TypeError for arguments
+    that do not bind or a value that does not fit (or JSON would change); ValueError for one
+    JSON cannot hold (a NaN, a naive datetime). Both name the task and the argument."""
     try:
-        bound = signature.bind(*args, **kwargs)
+        signature.bind(*args, **kwargs)
     except TypeError as exc:
         raise TypeError(f"task {name!r}: {exc}") from None
-    for param, value in bound.arguments.items():
-        kind = signature.parameters[param].kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            for i, item in enumerate(value):
-                check_json(item, name, f"argument *{param}[{i}]")
-        elif kind is inspect.Parameter.VAR_KEYWORD:
-            for key, item in value.items():
-                check_json(item, name, f"argument {key!r}")
-        else:
-            check_json(value, name, f"argument {param!r}")
-    return {"args": list(args), "kwargs": dict(kwargs)}
+    out_args, out_kwargs = (codecs or TaskCodecs(name, signature)).encode_call(args, kwargs)
+    return {"args": out_args, "kwargs": out_kwargs}
 
 
 def check_json(value: Any, name: str, label: str, path: str = "") -> None:
     """Raise unless ``value`` is built only of what JSON gives back as it was: dict (str keys),
-    list, str, int, finite float, bool, None."""
-    kind = type(value)
-    if kind in _SCALARS:
-        if kind is float and not math.isfinite(value):
-            raise ValueError(f"task {name!r}: {label}{path} is {value!r}, which JSON cannot hold")
-        return
-    if kind is list:
-        for i, item in enumerate(value):
-            check_json(item, name, label, f"{path}[{i}]")
-        return
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                raise TypeError(
-                    f"task {name!r}: {label}{path} has the key {key!r}; JSON keys are "
-                    f"strings (it would come back as {str(key)!r})"
-                )
-            check_json(item, name, label, f"{path}[{key!r}]")
-        return
-    hint = _HINTS.get(kind.__name__, "pass str, int, float, bool, None, list or dict")
-    raise TypeError(
-        f"task {name!r}: {label}{path} is a {kind.__name__} value, which JSON does not "
-        f"give back unchanged: {hint}"
-    )
+    list, str, int, finite float, bool, None (:func:`shared.model.codecs.check_plain`, its
+    error naming task ``name``)."""
+    try:
+        check_plain(value, label, path, _HINTS)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"task {name!r}: {exc}") from None
 
 
 _HINTS = {
@@ -121,9 +137,10 @@ _HINTS = {
     "set": "pass a list",
     "frozenset": "pass a list",
     "bytes": "pass text (base64, say)",
-    "datetime": "pass ISO text with a zone (.isoformat())",
-    "date": "pass ISO text (.isoformat())",
-    "Decimal": "pass text or a float",
+    "datetime": "annotate the parameter datetime, and jobq carries it as ISO text",
+    "date": "annotate the parameter date, and jobq carries it as ISO text",
+    "Decimal": "annotate the parameter Decimal, and jobq carries it as text",
+    "UUID": "annotate the parameter UUID, and jobq carries it as text",
 }
 
 

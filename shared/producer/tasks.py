@@ -20,6 +20,8 @@ import os
 import threading
 from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
 
+from shared.execution.current import done, running
+from shared.model.codecbook import BOOK
 from shared.execution.handlers import (
     ATTR,
     HandlerSpec,
@@ -95,7 +97,7 @@ class BaseTask(Generic[P, R]):
         self.name = name
         self.priority = priority
         self.signature = own_signature(inspect.signature(fn))  # without parent_results
-        self.binder = Binder(name, self.signature)  # binds a plain call without Signature.bind
+        self.binder = Binder(name, self.signature, fn)  # binds a plain call without .bind
         self.options: dict[str, Any] = {}  # set by using() on copies
         setattr(self, ATTR, spec)  # what Registry.add_module looks for: workers serve the task
         self.__doc__ = fn.__doc__
@@ -137,12 +139,14 @@ class BaseTask(Generic[P, R]):
         return Signature(self, args, kwargs)
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
-        """Enqueue one run with these arguments; its handle. The arguments are bound to the
-        signature and must survive JSON unchanged, else TypeError/ValueError naming the task and
-        the argument, and nothing is written."""
+        """Enqueue one run with these arguments; its handle (whose ``wait()`` gives the result
+        as the return annotation names it). The arguments are bound to the signature and
+        encoded by their annotations (shared.model.taskcodecs); one that does not fit its
+        annotation, or JSON would change, raises TypeError/ValueError naming the task and the
+        argument, and nothing is written."""
         queue, opts = self._target()
         payload = self.binder.payload(args, kwargs)
-        return JobHandle(queue, queue.enqueue(self.name, payload, **opts))
+        return JobHandle(queue, queue.enqueue(self.name, payload, **opts), self.result_of)
 
     def enqueue_many(
         self, calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]
@@ -159,7 +163,12 @@ class BaseTask(Generic[P, R]):
                 )
             args, kwargs = call
             items.append((self.name, self.binder.payload(tuple(args), dict(kwargs)), opts))
-        return [JobHandle(queue, job_id) for job_id in queue.enqueue_many(items, conn=conn)]
+        ids = queue.enqueue_many(items, conn=conn)
+        return [JobHandle(queue, job_id, self.result_of) for job_id in ids]
+
+    def result_of(self, data: Any) -> R:
+        """A stored result of this task as its return annotation names it."""
+        return self.binder.codecs.decode_result(data)  # type: ignore[no-any-return]
 
     def _target(self) -> tuple[Any, dict[str, Any]]:
         opts = dict(self.options)
@@ -303,25 +312,64 @@ def own_signature(signature: inspect.Signature) -> inspect.Signature:
     )
 
 
+class _Call:
+    """A task's call in a worker, made of its stored payload: the arguments decoded by the
+    function's annotations and its result encoded by them. What does not fit fails the job at
+    once (PermanentError: no retry would fix it), naming the job and the task."""
+
+    def __init__(self, fn: Callable[..., Any], name: str, signature: inspect.Signature) -> None:
+        self.name, self.own = name, own_signature(signature)
+        self.binder = Binder(name, self.own, fn)
+        self.wants_parents = PARENT_RESULTS in signature.parameters
+
+    def arguments(self, payload: Any, job: Any) -> tuple[list[Any], dict[str, Any]]:
+        try:
+            args, kwargs = unpack(self.name, self.own, payload, self.binder)
+            # a plain signature that bound fits plainly (Binder.fits), any other never does
+            args, kwargs = self.binder.decode(args, kwargs, self.binder.plain)
+        except (TypeError, ValueError) as exc:
+            raise PermanentError(f"job {job.id}: {exc}") from None
+        if self.wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
+            kwargs[PARENT_RESULTS] = job.parent_results
+        return args, kwargs
+
+    def result(self, value: Any, job: Any) -> Any:
+        c = self.binder.codecs.compiled
+        if c is not None and c.result.plain and c.generation == BOOK.generation:
+            return value  # the common case, kept cheap: a plain result goes to JSON as it is
+        try:
+            return self.binder.codecs.encode_result(value)
+        except (TypeError, ValueError) as exc:
+            raise PermanentError(f"job {job.id}: {exc}") from None
+
+
 def _runner(
     fn: Callable[..., Any], name: str, signature: inspect.Signature
 ) -> Callable[[Any, Any], Any]:
-    """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)``.
-    A payload that does not fit the signature fails the job at once (PermanentError: no retry
-    would fix it), naming the job and the task."""
-    own = own_signature(signature)
-    binder = Binder(name, own)
-    wants_parents = PARENT_RESULTS in signature.parameters
+    """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)`` (see
+    :class:`_Call`), the job the current one (:func:`shared.execution.current.current_job`)
+    while the function runs."""
+    call = _Call(fn, name, signature)
 
     def run(payload: Any, job: Any) -> Any:
+        args, kwargs = call.arguments(payload, job)
+        token = running(job)
         try:
-            args, kwargs = unpack(name, own, payload, binder)
-        except (TypeError, ValueError) as exc:
-            raise PermanentError(f"job {job.id}: {exc}") from None
-        if wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
-            kwargs[PARENT_RESULTS] = job.parent_results
-        return fn(*args, **kwargs)
+            value = fn(*args, **kwargs)
+        finally:
+            done(token)
+        return call.result(value, job)
 
-    run.__name__ = run.__qualname__ = getattr(fn, "__qualname__", name)
-    run.__module__ = getattr(fn, "__module__", "?")
-    return run
+    async def run_async(payload: Any, job: Any) -> Any:
+        args, kwargs = call.arguments(payload, job)
+        token = running(job)  # this asyncio task's own context: its siblings keep theirs
+        try:
+            value = await fn(*args, **kwargs)
+        finally:
+            done(token)
+        return call.result(value, job)
+
+    chosen = run_async if inspect.iscoroutinefunction(fn) else run
+    chosen.__name__ = chosen.__qualname__ = getattr(fn, "__qualname__", name)
+    chosen.__module__ = getattr(fn, "__module__", "?")
+    return chosen

@@ -15,6 +15,7 @@ from tests.proc import FIXTURES, REPO, Running, write_config
 
 if FIXTURES not in sys.path:
     sys.path.insert(0, FIXTURES)
+import richjobs  # noqa: E402
 import taskjobs  # noqa: E402
 
 
@@ -30,7 +31,7 @@ def server(request, tmp_path_factory):
         pg = PostgresEngine(folder)
         request.addfinalizer(pg.drop)
         extra = {"database": pg.database, "postgres": {"schema": pg.schema}}
-    path = write_config(folder, handlers=["taskjobs"], **extra)
+    path = write_config(folder, handlers=["taskjobs", "richjobs"], **extra)
     sup = Running(path)
     request.addfinalizer(sup.close)
     return path
@@ -60,6 +61,40 @@ def test_a_failing_task_raises_job_failed_with_its_traceback(served):
         taskjobs.explode.enqueue("no address").wait(timeout=60)
     assert info.value.error == "ValueError: cannot send: no address"
     assert "taskjobs.py" in info.value.traceback and "raise ValueError" in info.value.traceback
+
+
+def test_rich_arguments_and_results_round_trip_through_a_worker(served):
+    import datetime as dt
+    import decimal
+    import uuid
+
+    placed = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.timezone.utc)
+    order = richjobs.Order(uuid.uuid4(), decimal.Decimal("9.99"), placed, richjobs.Tier.GOLD)
+    assert richjobs.echo_order.enqueue(order).wait(timeout=60).total == decimal.Decimal("10.99")
+    assert richjobs.next_day.enqueue(placed).wait(timeout=60) == placed + dt.timedelta(days=1)
+    customer = richjobs.Customer(id=order.id, name="Ada", since=placed.date())
+    pair = richjobs.welcome.enqueue(customer, richjobs.Money(5, "EUR")).wait(timeout=60)
+    assert pair == (customer, richjobs.Money(10, "EUR"))
+    with JobQueue.from_config(str(served)) as q:  # a payload that does not decode: no retry
+        bad = q.handle(q.enqueue("richjobs.on_day", {"args": ["someday"]}))
+        with pytest.raises(JobFailed) as info:
+            bad.wait(timeout=60)
+        assert info.value.job.attempts == 1 and "argument 'day'" in info.value.traceback
+
+
+def test_tasks_in_a_worker_have_their_job_in_hand_and_honour_a_cancel(served):
+    handle = richjobs.in_hand.enqueue(3)
+    got = handle.wait(timeout=60)
+    assert got["id"] == handle.id and got["attempt"] == 1 and got["cancel"] is False
+    assert handle.progress()["note"] == "half way"
+    assert richjobs.in_hand_async.enqueue(1).wait(timeout=60)["type"] == "richjobs.in_hand_async"
+    long = richjobs.long_run.enqueue(3000, pause=0.01)
+    from tests.proc import wait_until
+
+    wait_until(lambda: (long.progress() or {}).get("fraction", 0) > 0, 60)
+    assert long.cancel()
+    with pytest.raises(jobq.JobCancelled):
+        long.wait(timeout=60)
 
 
 def test_a_slow_task_times_out_the_wait_and_is_left_to_finish(served):

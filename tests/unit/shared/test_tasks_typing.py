@@ -17,7 +17,11 @@ import pytest
 REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 
 USER_FILE = """\
-from jobq import JobHandle, JobQueue, task
+import datetime
+import uuid
+from decimal import Decimal
+
+from jobq import JobHandle, JobQueue, codec, current_job, task
 
 
 @task(max_attempts=3)
@@ -30,12 +34,23 @@ async def ping(n: int) -> int:
     return n
 
 
+@task
+def settle(order: uuid.UUID, at: datetime.datetime, amounts: list[Decimal]) -> Decimal:
+    current_job().progress(0.5)
+    current_job().check_cancelled()
+    return sum(amounts, Decimal(0))
+
+
 def right(q: JobQueue) -> None:
     handle: JobHandle[dict[str, str]] = send_invoice.enqueue(42, email="a@b.c")  # ok
     receipt: dict[str, str] = handle.wait(timeout=5)  # ok
     send_invoice.using(queue=q, key="inv-42").enqueue(42, "a@b.c")  # ok
     pong: JobHandle[int] = ping.enqueue(3)  # ok
     direct: dict[str, str] = send_invoice(1, "x")  # ok
+    now = datetime.datetime.now(datetime.timezone.utc)
+    total: Decimal = settle.enqueue(uuid.uuid4(), now, [Decimal(1)]).wait()  # ok
+    attempt: int = current_job().attempt  # ok
+    codec(complex, encode=lambda c: [c.real, c.imag], decode=lambda d: complex(*d))  # ok
 
 
 def wrong() -> None:
@@ -43,6 +58,8 @@ def wrong() -> None:
     send_invoice.using(delay=5).enqueue(42, mail="a@b.c")  # wrong: unknown keyword
     ping.enqueue()  # wrong: n missing
     text: str = send_invoice.enqueue(1, "x").wait()  # wrong: the result is a dict
+    settle.enqueue("not-a-uuid", datetime.datetime.now(), [])  # wrong: str for UUID
+    cents: int = settle.enqueue(uuid.uuid4(), datetime.datetime.now(), []).wait()  # wrong: Decimal
 """
 
 
