@@ -262,6 +262,16 @@ class PostgresConfig:
         """How long to wait for a connection to
         the server before giving up, and the longest back-off between reconnection attempts (seconds).""",
     )
+    mode: str = setting(
+        "auto",
+        choice("auto", "direct", "pooled"),
+        """How jobq uses its
+        connections: "direct" (to the server: the schema and the session's limits are set
+        once per connection), "pooled" (through a transaction-pooling PgBouncer: nothing kept
+        in a session, every statement names its schema, nothing prepared, limits set per
+        transaction, idle workers poll), or "auto": direct, or pooled when the server refuses
+        startup options as PgBouncer does. `jobq config check` says which one a URL gets.""",
+    )
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ def _open(
             migrate=migrate,
             lease_timeout=config.worker.lease_timeout,
             upkeep=upkeep,
+            mode=p.mode,
         )
     except StoreUnavailable as exc:  # a refusal no wait heals is told apart (supervisor.boot)
         better = refused(exc)

@@ -44,6 +44,7 @@ from ..sql.connection import ConnectionBase, set_up
 from shared.model.errors import StoreRefused, StoreUnavailable
 from . import schema as schema_mod
 from .errors import error_for
+from .pooling import connect_pooled, local_limits, refuses_options
 
 T = TypeVar("T")
 
@@ -102,9 +103,13 @@ class PgConnection(ConnectionBase):
         migrate: bool = True,
         lease_timeout: float = DEFAULT_LEASE,
         upkeep: bool = False,
+        mode: str = "auto",
     ) -> None:
         self.url = url
         self.limits = session_limits(lease_timeout, upkeep)
+        # through a transaction pooler (.pooling): set per transaction, not per session
+        self.mode, self.pooled = mode, mode == "pooled"
+        self.local_limits = local_limits(self.limits)
         # upkeep: a call not answered by then is cut on the client side (see _bounded)
         self.call_limit = (
             int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
@@ -138,29 +143,7 @@ class PgConnection(ConnectionBase):
 
     def _connect(self) -> psycopg.Connection:
         try:
-            given = conninfo_to_dict(self.url)
-            # ours first: a setting the URL's own options give wins (the server keeps the last)
-            options = " ".join(
-                [*(f"-c {k}={v}" for k, v in self.limits.items()), given.get("options") or ""]
-            )
-            # what pg_stat_activity shows: the URL's, libpq's PGAPPNAME, or jobq
-            name = given.get("application_name") or os.environ.get("PGAPPNAME") or "jobq"
-            # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
-            # fails within about connect_timeout instead of hanging for the kernel's minutes.
-            wait = max(1, math.ceil(self.connect_timeout))
-            conn = psycopg.connect(
-                self.url,
-                autocommit=True,
-                row_factory=dict_row,
-                connect_timeout=wait,
-                keepalives=1,
-                keepalives_idle=wait,
-                keepalives_interval=1,
-                keepalives_count=3,
-                tcp_user_timeout=wait * 1000,
-                application_name=name,
-                options=f"{options} -c search_path={self.schema}".strip(),
-            )
+            conn = self._open()
         except psycopg.ProgrammingError as exc:  # the URL itself did not parse
             raise StoreUnavailable(
                 f"database {self.location}: {scrub(' '.join(str(exc).split()), self.url)} (is the URL "
@@ -173,6 +156,41 @@ class PgConnection(ConnectionBase):
         for hook in self._on_connect:
             hook(conn)
         return conn
+
+    def _open(self) -> psycopg.Connection:
+        """A new connection: direct (the schema and the limits as startup options) or pooled
+        (:mod:`.pooling`); ``auto`` turns pooled for good when the server refuses the options."""
+        given = conninfo_to_dict(self.url)
+        # what pg_stat_activity shows: the URL's, libpq's PGAPPNAME, or jobq
+        name = given.get("application_name") or os.environ.get("PGAPPNAME") or "jobq"
+        # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
+        # fails within about connect_timeout instead of hanging for the kernel's minutes.
+        wait = max(1, math.ceil(self.connect_timeout))
+        common: dict[str, Any] = dict(
+            autocommit=True,
+            row_factory=dict_row,
+            connect_timeout=wait,
+            keepalives=1,
+            keepalives_idle=wait,
+            keepalives_interval=1,
+            keepalives_count=3,
+            tcp_user_timeout=wait * 1000,
+            application_name=name,
+        )
+        if not self.pooled:
+            # ours first: a setting the URL's own options give wins (the server keeps the last)
+            options = " ".join(
+                [*(f"-c {k}={v}" for k, v in self.limits.items()), given.get("options") or ""]
+            )
+            try:
+                return psycopg.connect(
+                    self.url, options=f"{options} -c search_path={self.schema}".strip(), **common
+                )
+            except psycopg.OperationalError as exc:
+                if self.mode != "auto" or not refuses_options(exc):
+                    raise
+                self.pooled = True
+        return connect_pooled(self.url, self.schema, **common)
 
     @property
     def conn(self) -> psycopg.Connection:
@@ -270,6 +288,8 @@ class PgConnection(ConnectionBase):
             conn = self.conn
             try:
                 with conn.transaction():
+                    if self.pooled and self.local_limits:
+                        conn.execute(self.local_limits)
                     return fn(conn)
             except _RETRYABLE:
                 if attempt == TX_RETRIES:
@@ -290,6 +310,10 @@ class PgConnection(ConnectionBase):
             self._prepared_on, self._prepared, self._codec = conn, set(), conn.info.encoding
         codec = self._codec
         args = [None if p is None else p.encode(codec) for p in params]
+        if self.pooled:  # nothing prepared: the next statement may run on another session
+            res = pg.exec_params(conn.qualify(sql).encode(codec), args)
+            _dispatch_notifies(pg)
+            return _check(conn, res)
         if name not in self._prepared:
             _check(conn, pg.prepare(name, sql.encode(codec)))
             self._prepared.add(name)

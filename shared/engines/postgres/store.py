@@ -208,8 +208,10 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
 
     def wakeup(self) -> Any:
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
-        from .wakeup import PgWakeup
+        from .wakeup import PgWakeup, PolledWakeup
 
+        if self.pooled:  # (no session settings, no LISTEN: see .pooling)
+            return PolledWakeup(self)
         self.on_connect(
             lambda conn: conn.execute(WORKER_SESSION)
         )  # (only workers wait: see WORKER_SESSION)
@@ -376,6 +378,8 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
                 with contextlib.ExitStack() as pipeline:
                     pipeline.enter_context(conn.pipeline())
                     conn.execute("BEGIN")
+                    if self.pooled and self.local_limits:
+                        conn.execute(self.local_limits)
                     self._open_pipeline = (conn, pipeline)
                     out = fn(conn)
                     if self._open_pipeline is not None:  # the claim statement did not end it
