@@ -27,6 +27,7 @@ from typing import Any
 from shared import ExitCode, StoreError, StoreUnavailable  # the core's exports
 from shared.settings import config as config_mod
 from shared.runtime import logs
+from shared import engines
 from shared.engines import location as database_mod
 from shared.runtime.clock import SystemClock
 from shared.settings.config import Config
@@ -107,6 +108,7 @@ class Arbiter:
             COUNTERS, 0
         )  # published for `jobq status`, exported as metrics
         self.metrics = MetricsServer()
+        self.relay: Any = None  # the engine's relay of news to idle workers (False: none)
         self.spawner = (
             spawner or Spawner()
         )  # one whose template was forked already (supervisor.launch)
@@ -380,11 +382,19 @@ class Arbiter:
         wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(respawning)]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
-        extra = [*self.metrics.fds(self.config), *self.spawner.fds()]
+        extra = [*self.metrics.fds(self.config), *self.spawner.fds(), *self._relay_fds()]
         ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=extra)
+        if self.relay:
+            self.relay.serve(ready)
         self.metrics.serve(
             ready, self.db, self.counters, workers=len(self.live()), workers_target=self.target
         )
+
+    def _relay_fds(self) -> list[int]:
+        """The relay's socket (made on the first wait, once the database was opened)."""
+        if self.relay is None and self.state == RUNNING:
+            self.relay = engines.relay(self.config) or False
+        return self.relay.fds() if self.relay else []
 
     def finished(self) -> bool:
         return self.state != RUNNING and not self.live()
@@ -402,6 +412,8 @@ class Arbiter:
         self.close_db()
         self.signals.close()
         self.metrics.close()
+        if self.relay:
+            self.relay.close()
         if self.snapshot_dir:
             shutil.rmtree(self.snapshot_dir, ignore_errors=True)
         event(log, "supervisor.stopped", code=ExitCode.describe(self.exit_code))

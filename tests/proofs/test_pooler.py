@@ -28,6 +28,7 @@ from tests import pgbouncer, twohost
 from tests.engines import postgres_url, require_postgres
 from tests.twohost import wait_for
 
+
 def _missing() -> str | None:
     if pgbouncer.binary() is None:
         return "pgbouncer is not installed (apt-get install -y pgbouncer)"
@@ -157,7 +158,9 @@ def _ends(lines) -> int:
 
 def _running_on(lines, hostname: str) -> bool:
     return any(
-        r["host"] == hostname and r["end"] is None for rs in twohost.runs(lines).values() for r in rs
+        r["host"] == hostname and r["end"] is None
+        for rs in twohost.runs(lines).values()
+        for r in rs
     )
 
 
@@ -226,3 +229,75 @@ def test_three_hosts_of_eight_workers_through_ten_server_connections_lose_nothin
             print(f"--- host {h.name} ---\n{h.output()[-3000:]}")
         cluster.close()
     assert 0 < peak[0] <= 10, peak[0]
+
+
+def test_config_check_says_which_mode_a_url_gets(bouncer, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.proc import env, write_config
+
+    def check(url: str, **postgres: str) -> str:
+        path = write_config(tmp_path, database=url, postgres={"schema": "jobq_check", **postgres})
+        done = subprocess.run(
+            [sys.executable, "-m", "supervisor", "config", "check", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "pooled mode (auto" in check(bouncer.url())
+    assert "direct mode (auto" in check(postgres_url())
+    assert "pooled mode ([postgres] mode = 'pooled')" in check(postgres_url(), mode="pooled")
+
+
+def test_idle_workers_hear_new_jobs_through_the_supervisors_listening_connection(
+    bouncer, tmp_path, sup_factory
+):
+    """Pooled mode with ``listen``: the supervisor holds one direct connection that hears new
+    jobs and wakes the host's idle lead. With ``poll_interval`` at 60 s only a wake-up can
+    start a job within the test's deadlines; each job of a trickle runs soon after its enqueue,
+    and the server sees one listening session from the host, not one per worker."""
+    from shared import JobQueue
+    from shared.settings.config import load
+    from tests.proc import wait_until, write_config
+
+    schema = f"jobq_pool_{new_id()[:10]}"
+    path = write_config(
+        tmp_path,
+        database=bouncer.url(),
+        postgres={"schema": schema, "listen": postgres_url()},
+        supervisor={"workers": 4},
+        worker={"poll_interval": 60},
+    )
+    running = sup_factory(path)
+    q = JobQueue(config=load(str(path)))
+    try:
+        wait_until(lambda: len(running.workers()) == 4, timeout=30, what="4 workers")
+        with twohost.connect(postgres_url()) as admin:
+            channel = f"jobq_{schema}"
+
+            def listeners() -> int:
+                row = admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query = %s",
+                    (f'LISTEN "{channel}"',),
+                ).fetchone()
+                return row[0]
+
+            wait_until(lambda: listeners() == 1, timeout=20, what="the relay's LISTEN")
+            for _ in range(5):
+                jid = q.enqueue("test:noop", {})
+                wait_until(
+                    lambda: q.get(jid).status == "completed",
+                    timeout=10,
+                    what=f"job {jid} woken by the relay",
+                    interval=0.02,
+                )
+            assert listeners() == 1
+    finally:
+        q.close()
+        running.close()
+        _drop(schema)

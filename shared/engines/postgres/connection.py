@@ -104,11 +104,13 @@ class PgConnection(ConnectionBase):
         lease_timeout: float = DEFAULT_LEASE,
         upkeep: bool = False,
         mode: str = "auto",
+        listen: str = "",
     ) -> None:
         self.url = url
         self.limits = session_limits(lease_timeout, upkeep)
         # through a transaction pooler (.pooling): set per transaction, not per session
         self.mode, self.pooled = mode, mode == "pooled"
+        self.listen_url = listen  # pooled mode: the supervisor relays notifications (.relay)
         self.local_limits = local_limits(self.limits)
         # upkeep: a call not answered by then is cut on the client side (see _bounded)
         self.call_limit = (

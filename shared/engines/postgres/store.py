@@ -210,8 +210,10 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
         from .wakeup import PgWakeup, PolledWakeup
 
-        if self.pooled:  # (no session settings, no LISTEN: see .pooling)
-            return PolledWakeup(self)
+        if self.pooled:  # (no session settings, no LISTEN: see .pooling and .relay)
+            from .relay import RelayedWakeup
+
+            return RelayedWakeup(self) if self.listen_url else PolledWakeup(self)
         self.on_connect(
             lambda conn: conn.execute(WORKER_SESSION)
         )  # (only workers wait: see WORKER_SESSION)
