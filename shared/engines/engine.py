@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from shared.engines.contract import EngineStore, UpkeepTask
+from shared.engines.health import HealthCheck
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class Engine:
     - ``relay(target, config)``: what the supervisor runs to pass the database's news on to its
       idle workers (``fds()``, ``serve(ready)``, ``close()``), or None (PostgreSQL in pooled
       mode with ``listen``)
+    - ``health_check(target)``: a :class:`shared.engines.health.HealthCheck` made just after the
+      database was opened, or None where the engine has nothing to check
     - ``preload``: its modules (full names) the worker template imports once, so forked
       workers do not each import them
     """
@@ -69,6 +72,7 @@ class Engine:
     driver_errors: Callable[[], tuple[type[BaseException], ...]]
     commit_watch: Callable[[Target, Any], Any | None]
     connections: Callable[[Target], list[str]]
+    health_check: Callable[[Target], HealthCheck | None]
     preload: tuple[str, ...] = ()
     describe: Callable[[Target, Any], str | None] = lambda target, config: None
     relay: Callable[[Target, Any], Any | None] = lambda target, config: None

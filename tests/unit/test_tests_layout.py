@@ -92,6 +92,7 @@ UNIT_ELSEWHERE = {
     "supervisor/cli/tomledit.py": "tests/unit/cli/test_ops_units.py",
     "supervisor/cli/webcmd.py": "tests/unit/cli/test_cli.py",
     "supervisor/views/actions.py": "tests/unit/cli/test_id_resolver.py",
+    "supervisor/views/cells.py": "tests/unit/cli/test_ops_units.py",  # through render
     "supervisor/views/context.py": "tests/unit/cli/test_cli.py",  # every command gets one
     "supervisor/views/render.py": "tests/unit/cli/test_status_display.py",
     "supervisor/views/snapshot.py": "tests/unit/cli/test_status_display.py",

@@ -137,6 +137,11 @@ def _relay(target: Target, config: Any) -> Any | None:
     return _load("relay").PgRelay(p.listen, target.location, p.schema, p.connect_timeout)
 
 
+def _health_check(target: Target) -> None:
+    """Nothing to check: the server is the database (a lost connection is reconnected)."""
+    return None
+
+
 ENGINE = Engine(
     name="postgresql",
     section="postgres",
@@ -148,6 +153,7 @@ ENGINE = Engine(
     driver_errors=_driver_errors,
     commit_watch=_commit_watch,
     connections=_connections,
+    health_check=_health_check,
     preload=(f"{__name__}.store", f"{__name__}.wakeup"),  # psycopg takes ~0.3 s to import
     describe=_describe,
     relay=_relay,

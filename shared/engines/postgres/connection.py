@@ -1,6 +1,6 @@
-"""One psycopg 3 connection set up for jobq: the schema on the search path, migrations, the
-helpers the store's SQL uses and reconnection (driver errors become jobq's own, of
-:mod:`shared.model.errors`, in :mod:`.errors`).
+"""One psycopg 3 connection set up for jobq: the schema on the search path, migrated on opening
+(:mod:`.migration`), the helpers the store's SQL uses and reconnection (driver errors become
+jobq's own, of :mod:`shared.model.errors`, in :mod:`.errors`).
 
 - The connection is in autocommit: a lone statement commits by itself (one round trip); a
   transaction is :meth:`PgConnection._tx` (``BEGIN`` .. ``COMMIT``, retried on a serialization
@@ -41,9 +41,10 @@ from psycopg.rows import dict_row
 from shared.engines.location import redacted, scrub
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
-from shared.model.errors import StoreRefused, StoreUnavailable
-from . import schema as schema_mod
+from shared.model.errors import StoreUnavailable
 from .errors import error_for
+from .migration import migrate_schema
+from .libpq import LibpqCalls
 from .pooling import connect_pooled, local_limits, refuses_options
 
 T = TypeVar("T")
@@ -91,7 +92,7 @@ def done_channel(schema: str) -> str:
     return "jobq_done_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
 
 
-class PgConnection(ConnectionBase):
+class PgConnection(LibpqCalls, ConnectionBase):
     """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
 
     def __init__(
@@ -107,24 +108,14 @@ class PgConnection(ConnectionBase):
         listen: str = "",
     ) -> None:
         self.url = url
-        self.limits = session_limits(lease_timeout, upkeep)
+        self.location = redacted(url)
+        self._bound_calls(session_limits(lease_timeout, upkeep), upkeep)
+        self._name_schema(schema)
         # through a transaction pooler (.pooling): set per transaction, not per session
         self.mode, self.pooled = mode, mode == "pooled"
         self.listen_url = listen  # pooled mode: the supervisor relays notifications (.relay)
         self.local_limits = local_limits(self.limits)
-        # upkeep: a call not answered by then is cut on the client side (see _bounded)
-        self.call_limit = (
-            int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
-        )
-        self._watch: threading.Timer | None = None
-        self.severed = False  # the last call was cut by the bound
-        self.location = redacted(url)
-        self.schema = schema
-        self.channel = f"jobq_{schema}"
-        self.done_channel = done_channel(schema)
         self.connect_timeout = connect_timeout
-        self.qualifier = f'"{schema}".'  # an application's connection has its own search_path
-        self.table = f"{self.qualifier}jobs"
         self._conn: psycopg.Connection | None = None
         self._closed = False
         self._on_connect: list[Callable[[psycopg.Connection], None]] = []
@@ -142,6 +133,26 @@ class PgConnection(ConnectionBase):
             lambda exc: error_for(self.location, exc),
         )
         forkaware.track(self)
+
+    def _bound_calls(self, limits: dict[str, str], upkeep: bool) -> None:
+        """The session's server-side ``limits`` (:func:`session_limits`), and for ``upkeep`` the
+        client-side bound of a call (``call_limit``, see :meth:`_bounded`)."""
+        self.limits = limits
+        # upkeep: a call not answered by then is cut on the client side (see _bounded)
+        self.call_limit = (
+            int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
+        )
+        self._watch: threading.Timer | None = None
+        self.severed = False  # the last call was cut by the bound
+
+    def _name_schema(self, schema: str) -> None:
+        """The names the store's SQL uses for ``schema``: its channels, its qualifier and its
+        jobs table."""
+        self.schema = schema
+        self.channel = f"jobq_{schema}"
+        self.done_channel = done_channel(schema)
+        self.qualifier = f'"{schema}".'  # an application's connection has its own search_path
+        self.table = f"{self.qualifier}jobs"
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -298,49 +309,9 @@ class PgConnection(ConnectionBase):
                     raise
         raise AssertionError("unreachable")
 
-    def _run_prepared(self, name: bytes, sql: str, params: list[str | None]) -> Any:
-        """Run ``sql`` (``$n`` placeholders, parameters as text or None) as the server-side
-        prepared statement ``name`` in one libpq call, outside psycopg's cursors: the per-call
-        path of the hot single statements, where making a cursor, converting the query and
-        adapting each parameter cost more client CPU than the round trip. It is
-        prepared on first use on each connection (and again if the server lost it). Notifications
-        read meanwhile go to the connection's handlers, as psycopg's own calls send them. Returns
-        the PGresult; an error result raises psycopg's error for it."""
-        conn = self.conn
-        pg = conn.pgconn
-        if self._prepared_on is not conn:
-            self._prepared_on, self._prepared, self._codec = conn, set(), conn.info.encoding
-        codec = self._codec
-        args = [None if p is None else p.encode(codec) for p in params]
-        if self.pooled:  # nothing prepared: the next statement may run on another session
-            res = pg.exec_params(conn.qualify(sql).encode(codec), args)
-            _dispatch_notifies(pg)
-            return _check(conn, res)
-        if name not in self._prepared:
-            _check(conn, pg.prepare(name, sql.encode(codec)))
-            self._prepared.add(name)
-        res = pg.exec_prepared(name, args)
-        if res.status == _FATAL and res.error_field(_SQLSTATE) == b"26000":  # lost (DISCARD ALL)
-            _check(conn, pg.prepare(name, sql.encode(codec)))
-            res = pg.exec_prepared(name, args)
-        _dispatch_notifies(pg)
-        return _check(conn, res)
-
     def fileno(self) -> int:
         """The socket of the connection (notifications make it readable)."""
         return self.conn.fileno()
-
-    def listen(self, on: bool) -> None:
-        """``LISTEN`` (``on``) or ``UNLISTEN`` on the schema's channel, one statement: the idle
-        lead's (:mod:`.wakeup`), sent at every change of lead, so with one libpq call as
-        ``_run_prepared`` (no cursor). A connection made again does not listen until told."""
-        conn = self.conn
-        with conn.lock:  # psycopg's own: the heartbeat thread may be running a statement on it
-            res = conn.pgconn.exec_(
-                f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding)
-            )
-            _dispatch_notifies(conn.pgconn)
-        _check(conn, res)
 
 
 class Borrowed(ConnectionBase):
@@ -364,61 +335,3 @@ class Borrowed(ConnectionBase):
     @property
     def closed(self) -> bool:
         return self._closed or self._owner.closed
-
-
-_FATAL = pq.ExecStatus.FATAL_ERROR
-_SQLSTATE = pq.DiagnosticField.SQLSTATE
-_OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
-
-
-def _dispatch_notifies(pg: Any) -> None:
-    """Hand the notifications a libpq call of our own read to the connection's handlers, as
-    psycopg's own calls do."""
-    while (n := pg.notifies()) is not None:
-        if pg.notify_handler is not None:
-            pg.notify_handler(n)
-
-
-def _check(conn: psycopg.Connection, res: Any) -> Any:
-    """``res``, or psycopg's error for it (an OperationalError when the connection is gone)."""
-    if res.status in _OK:
-        return res
-    if conn.pgconn.status != pq.ConnStatus.OK:
-        raise psycopg.OperationalError(conn.pgconn.get_error_message() or "the connection was lost")
-    raise pg_errors.error_from_result(res, encoding=conn.info.encoding)
-
-
-def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
-    """Create or upgrade jobq's tables in ``schema`` to :data:`schema_mod.VERSION`, in one
-    transaction under an advisory lock (two processes starting at once migrate once). Returns
-    the version found. Refuses a schema newer than this code."""
-    found = _version(conn, schema)
-    if found == schema_mod.VERSION:
-        return found
-    with conn.transaction():
-        # a migration may wait for another process's and may take long: no session limit applies
-        conn.execute(
-            "SELECT set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)"
-        )
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
-        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        found = _version(conn, schema)
-        if found > (ours := schema_mod.VERSION):
-            raise StoreRefused(f"schema {schema}: version {found} is newer than this jobq ({ours})")
-        for version in range(found, schema_mod.VERSION):
-            conn.execute(f'SET LOCAL search_path = "{schema}"')
-            conn.execute(schema_mod.MIGRATIONS[version])
-            conn.execute("UPDATE meta SET version = %s", (version + 1,))
-    return found
-
-
-def _version(conn: psycopg.Connection, schema: str) -> int:
-    """``meta.version`` (0: none); read at once but in a transaction (an error would end it)."""
-    read = f'SELECT version FROM "{schema}".meta'
-    try:
-        if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-            return conn.execute(read).fetchone()["version"]
-    except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
-        return 0
-    row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
-    return 0 if row["t"] is None else conn.execute(read).fetchone()["version"]
