@@ -34,7 +34,6 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 

@@ -23,7 +23,6 @@ How this engine keeps the contract across many hosts:
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import psycopg
@@ -31,7 +30,7 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 
 from shared.runtime.clock import iso
-from shared.model.job import Finish, Job, NewJob
+from shared.model.job import Finish, Job
 from ..sql.jobs import in_claim_order
 from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
