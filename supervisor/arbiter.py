@@ -44,6 +44,7 @@ from .duties import Duties
 from .forkserver import TemplateFailed
 from .metrics import MetricsServer
 from .pools import total_workers, with_queues
+from .relay import Relay
 from .slots import Slots
 from .spawner import Spawner
 from .storeref import StoreRef
@@ -124,6 +125,7 @@ class Arbiter:
         self.watch = reload_mod.ConfigWatch(path)
         self.snapshot_dir = ""
         self.metrics = MetricsServer()
+        self.relay = Relay()  # the engine's relay of news to idle workers, if it has one
 
     @property
     def snapshot(self) -> str:
@@ -348,8 +350,13 @@ class Arbiter:
         wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(respawning)]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
-        extra = [*self.metrics.fds(self.config), *self.spawner.fds()]
+        extra = [
+            *self.metrics.fds(self.config),
+            *self.spawner.fds(),
+            *self.relay.fds(self.config, self.state == RUNNING),
+        ]
         ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=extra)
+        self.relay.serve(ready)
         self.metrics.serve(
             ready, self.db, self.counters, workers=len(self.live()), workers_target=self.target
         )
@@ -370,6 +377,7 @@ class Arbiter:
         self.close_db()
         self.signals.close()
         self.metrics.close()
+        self.relay.close()
         if self.snapshot_dir:
             shutil.rmtree(self.snapshot_dir, ignore_errors=True)
         event(log, "supervisor.stopped", code=ExitCode.describe(self.exit_code))

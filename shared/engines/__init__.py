@@ -47,6 +47,8 @@ __all__ = [
     "driver_errors",
     "database_file",
     "commit_watch",
+    "describe",
+    "relay",
 ]
 
 
@@ -73,6 +75,18 @@ def by_name(name: str) -> Engine:
         if engine.name == name:
             return engine
     raise StoreRefused(f"database engine {name!r}: unknown")
+
+
+def describe(config: Any) -> str | None:
+    """How the engine of ``config.database`` will use it (``Engine.describe``), or None."""
+    t = target(config.database)
+    return by_name(t.engine).describe(t, config)
+
+
+def relay(config: Any) -> Any | None:
+    """The supervisor's relay of the database's news to idle workers (``Engine.relay``)."""
+    t = target(config.database)
+    return by_name(t.engine).relay(t, config)
 
 
 def target(database: str | Target) -> Target:

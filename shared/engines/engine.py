@@ -51,6 +51,11 @@ class Engine:
     - ``driver_errors()``: its driver's exception classes (empty when the driver is missing)
     - ``commit_watch(target, config)``: a watch of jobs ending, or None (see shared.engines)
     - ``connections(target)``: this process's descriptors connected to the database
+    - ``describe(target, config)``: how the engine will use the database, in a few words, for
+      ``jobq config check`` (PostgreSQL: its connection mode); None when there is nothing to say
+    - ``relay(target, config)``: what the supervisor runs to pass the database's news on to its
+      idle workers (``fds()``, ``serve(ready)``, ``close()``), or None (PostgreSQL in pooled
+      mode with ``listen``)
     - ``health_check(target)``: a :class:`shared.engines.health.HealthCheck` made just after the
       database was opened, or None where the engine has nothing to check
     - ``preload``: its modules (full names) the worker template imports once, so forked
@@ -69,6 +74,8 @@ class Engine:
     connections: Callable[[Target], list[str]]
     health_check: Callable[[Target], HealthCheck | None]
     preload: tuple[str, ...] = ()
+    describe: Callable[[Target, Any], str | None] = lambda target, config: None
+    relay: Callable[[Target, Any], Any | None] = lambda target, config: None
 
     def settings(self, config: Any) -> Any:
         """This engine's table of ``config`` (``config.sqlite``, ``config.postgres``)."""

@@ -225,6 +225,19 @@ _IDENTIFIER = Key(
 )
 
 
+_LISTEN_URL = Key(
+    (str,),
+    "empty, or a postgresql:// URL to the server itself, without a password",
+    lambda v: v == "" or (v.startswith(("postgresql://", "postgres://")) and not _has_password(v)),
+)
+
+
+def _has_password(url: str) -> bool:
+    """Does ``url`` hold a password (``user:secret@`` or ``password=``)?"""
+    head = url.split("://", 1)[1].split("/", 1)[0]
+    return (":" in head.split("@")[0] if "@" in head else False) or "password=" in url.lower()
+
+
 @dataclass(frozen=True)
 class PostgresConfig:
     """`[postgres]`: the PostgreSQL engine's settings (used when `database` is a postgresql:// URL)."""
@@ -240,6 +253,25 @@ class PostgresConfig:
         number(0.1, 600),
         """How long to wait for a connection to
         the server before giving up, and the longest back-off between reconnection attempts (seconds).""",
+    )
+    mode: str = setting(
+        "auto",
+        choice("auto", "direct", "pooled"),
+        """How jobq uses its
+        connections: "direct" (to the server: the schema and the session's limits are set
+        once per connection), "pooled" (through a transaction-pooling PgBouncer: nothing kept
+        in a session, every statement names its schema, nothing prepared, limits set per
+        transaction, idle workers poll), or "auto": direct, or pooled when the server refuses
+        startup options as PgBouncer does. `jobq config check` says which one a URL gets.""",
+    )
+    listen: str = setting(
+        "",
+        _LISTEN_URL,
+        """In pooled mode, a URL that reaches the
+        server directly (not through the pooler), on which each host's supervisor holds one
+        connection that hears new jobs and wakes its idle workers; without it idle workers
+        poll every `worker.poll_interval`. No password here: libpq reads it from PGPASSWORD or
+        ~/.pgpass.""",
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import tomli_w
 
 from shared.settings import config as config_mod
+from shared import engines
 from shared.engines import location as database_mod
 from shared.settings.config import SCHEMA, ConfigError
 from shared.model.exitcodes import ExitCode
@@ -49,10 +50,12 @@ def _check(ctx: Ctx, args: argparse.Namespace) -> int:
         code = ctx.fail(exc.summary, ExitCode.BOOT_FAILED)  # the one line first, then the traceback
         print(exc.traceback, end="", file=ctx.err)
         return code
+    how = engines.describe(cfg)
     ctx.emit(
-        {"path": cfg.path, "handlers": list(cfg.handlers), "types": types},
+        {"path": cfg.path, "handlers": list(cfg.handlers), "types": types, "connection": how},
         f"{cfg.path}: valid; handler modules {', '.join(cfg.handlers) or '(none)'} import and serve "
-        f"{len(types)} job types: {', '.join(types)}",
+        f"{len(types)} job types: {', '.join(types)}"
+        + (f"\ndatabase {database_mod.redacted(cfg.database)}: {how}" if how else ""),
     )
     return ExitCode.OK
 

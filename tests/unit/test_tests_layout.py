@@ -79,6 +79,7 @@ UNIT_ELSEWHERE = {
     "supervisor/duties.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/exposition.py": "tests/unit/supervisor/test_metrics_text.py",
     "supervisor/outage.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/relay.py": "tests/proofs/test_pooler.py",
     "supervisor/reload.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/slots.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/cli/args.py": "tests/unit/cli/test_cli.py",

@@ -59,6 +59,8 @@ def _open(
             migrate=migrate,
             lease_timeout=config.worker.lease_timeout,
             upkeep=upkeep,
+            mode=p.mode,
+            listen=p.listen,
         )
     except StoreUnavailable as exc:  # a refusal no wait heals is told apart (supervisor.boot)
         better = refused(exc)
@@ -89,15 +91,50 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 def _commit_watch(target: Target, config: Any) -> Any | None:
     """A notification on the schema's done channel for each transaction that ended jobs."""
     p = ENGINE.settings(config)
-    return _load("donewatch").PgDoneWatch(
-        target.location, schema=p.schema, connect_timeout=p.connect_timeout
+    url, mode = (p.listen, "direct") if p.listen else (target.location, p.mode)
+    watch = _load("donewatch").PgDoneWatch(
+        url, schema=p.schema, connect_timeout=p.connect_timeout, mode=mode
     )
+    if watch.pooled:  # through a pooler a LISTEN hears nothing: waiters poll instead
+        watch.close()
+        return None
+    return watch
 
 
 def _connections(target: Target) -> list[str]:
     from .peers import connections
 
     return connections(target.location)
+
+
+def _describe(target: Target, config: Any) -> str:
+    """The connection mode the URL gets: as configured, or (``auto``) as found by connecting."""
+    mode = ENGINE.settings(config).mode
+    if mode != "auto":
+        return f"{mode} mode ([postgres] mode = {mode!r})"
+    try:
+        conn = _load("connection").PgConnection(
+            target.location,
+            schema=ENGINE.settings(config).schema,
+            connect_timeout=min(5.0, ENGINE.settings(config).connect_timeout),
+            migrate=False,
+        )
+    except (StoreUnavailable, StoreRefused) as exc:
+        return f"mode not known: the server was not reached ({exc})"
+    try:
+        if conn.pooled:
+            return "pooled mode (auto: the server refused startup options, as a pooler does)"
+        return "direct mode (auto: the server took startup options)"
+    finally:
+        conn.close()
+
+
+def _relay(target: Target, config: Any) -> Any | None:
+    """With ``listen`` (and a mode that may be pooled): the supervisor's listening connection."""
+    p = ENGINE.settings(config)
+    if not p.listen or p.mode == "direct":
+        return None
+    return _load("relay").PgRelay(p.listen, target.location, p.schema, p.connect_timeout)
 
 
 def _health_check(target: Target) -> None:
@@ -118,6 +155,8 @@ ENGINE = Engine(
     connections=_connections,
     health_check=_health_check,
     preload=(f"{__name__}.store", f"{__name__}.wakeup"),  # psycopg takes ~0.3 s to import
+    describe=_describe,
+    relay=_relay,
 )
 
 

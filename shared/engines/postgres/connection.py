@@ -34,7 +34,6 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
@@ -44,6 +43,8 @@ from ..sql.connection import ConnectionBase, set_up
 from shared.model.errors import StoreUnavailable
 from .errors import error_for
 from .migration import migrate_schema
+from .libpq import LibpqCalls
+from .pooling import connect_pooled, local_limits, refuses_options
 
 T = TypeVar("T")
 
@@ -90,7 +91,7 @@ def done_channel(schema: str) -> str:
     return "jobq_done_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
 
 
-class PgConnection(ConnectionBase):
+class PgConnection(LibpqCalls, ConnectionBase):
     """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
 
     def __init__(
@@ -102,11 +103,17 @@ class PgConnection(ConnectionBase):
         migrate: bool = True,
         lease_timeout: float = DEFAULT_LEASE,
         upkeep: bool = False,
+        mode: str = "auto",
+        listen: str = "",
     ) -> None:
         self.url = url
         self.location = redacted(url)
         self._bound_calls(session_limits(lease_timeout, upkeep), upkeep)
         self._name_schema(schema)
+        # through a transaction pooler (.pooling): set per transaction, not per session
+        self.mode, self.pooled = mode, mode == "pooled"
+        self.listen_url = listen  # pooled mode: the supervisor relays notifications (.relay)
+        self.local_limits = local_limits(self.limits)
         self.connect_timeout = connect_timeout
         self._conn: psycopg.Connection | None = None
         self._closed = False
@@ -148,29 +155,7 @@ class PgConnection(ConnectionBase):
 
     def _connect(self) -> psycopg.Connection:
         try:
-            given = conninfo_to_dict(self.url)
-            # ours first: a setting the URL's own options give wins (the server keeps the last)
-            options = " ".join(
-                [*(f"-c {k}={v}" for k, v in self.limits.items()), given.get("options") or ""]
-            )
-            # what pg_stat_activity shows: the URL's, libpq's PGAPPNAME, or jobq
-            name = given.get("application_name") or os.environ.get("PGAPPNAME") or "jobq"
-            # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
-            # fails within about connect_timeout instead of hanging for the kernel's minutes.
-            wait = max(1, math.ceil(self.connect_timeout))
-            conn = psycopg.connect(
-                self.url,
-                autocommit=True,
-                row_factory=dict_row,
-                connect_timeout=wait,
-                keepalives=1,
-                keepalives_idle=wait,
-                keepalives_interval=1,
-                keepalives_count=3,
-                tcp_user_timeout=wait * 1000,
-                application_name=name,
-                options=f"{options} -c search_path={self.schema}".strip(),
-            )
+            conn = self._open()
         except psycopg.ProgrammingError as exc:  # the URL itself did not parse
             raise StoreUnavailable(
                 f"database {self.location}: {scrub(' '.join(str(exc).split()), self.url)} (is the URL "
@@ -183,6 +168,41 @@ class PgConnection(ConnectionBase):
         for hook in self._on_connect:
             hook(conn)
         return conn
+
+    def _open(self) -> psycopg.Connection:
+        """A new connection: direct (the schema and the limits as startup options) or pooled
+        (:mod:`.pooling`); ``auto`` turns pooled for good when the server refuses the options."""
+        given = conninfo_to_dict(self.url)
+        # what pg_stat_activity shows: the URL's, libpq's PGAPPNAME, or jobq
+        name = given.get("application_name") or os.environ.get("PGAPPNAME") or "jobq"
+        # TCP keepalives and tcp_user_timeout: a connection to a host cut off by the network
+        # fails within about connect_timeout instead of hanging for the kernel's minutes.
+        wait = max(1, math.ceil(self.connect_timeout))
+        common: dict[str, Any] = dict(
+            autocommit=True,
+            row_factory=dict_row,
+            connect_timeout=wait,
+            keepalives=1,
+            keepalives_idle=wait,
+            keepalives_interval=1,
+            keepalives_count=3,
+            tcp_user_timeout=wait * 1000,
+            application_name=name,
+        )
+        if not self.pooled:
+            # ours first: a setting the URL's own options give wins (the server keeps the last)
+            options = " ".join(
+                [*(f"-c {k}={v}" for k, v in self.limits.items()), given.get("options") or ""]
+            )
+            try:
+                return psycopg.connect(
+                    self.url, options=f"{options} -c search_path={self.schema}".strip(), **common
+                )
+            except psycopg.OperationalError as exc:
+                if self.mode != "auto" or not refuses_options(exc):
+                    raise
+                self.pooled = True
+        return connect_pooled(self.url, self.schema, **common)
 
     @property
     def conn(self) -> psycopg.Connection:
@@ -280,51 +300,17 @@ class PgConnection(ConnectionBase):
             conn = self.conn
             try:
                 with conn.transaction():
+                    if self.pooled and self.local_limits:
+                        conn.execute(self.local_limits)
                     return fn(conn)
             except _RETRYABLE:
                 if attempt == TX_RETRIES:
                     raise
         raise AssertionError("unreachable")
 
-    def _run_prepared(self, name: bytes, sql: str, params: list[str | None]) -> Any:
-        """Run ``sql`` (``$n`` placeholders, parameters as text or None) as the server-side
-        prepared statement ``name`` in one libpq call, outside psycopg's cursors: the per-call
-        path of the hot single statements, where making a cursor, converting the query and
-        adapting each parameter cost more client CPU than the round trip. It is
-        prepared on first use on each connection (and again if the server lost it). Notifications
-        read meanwhile go to the connection's handlers, as psycopg's own calls send them. Returns
-        the PGresult; an error result raises psycopg's error for it."""
-        conn = self.conn
-        pg = conn.pgconn
-        if self._prepared_on is not conn:
-            self._prepared_on, self._prepared, self._codec = conn, set(), conn.info.encoding
-        codec = self._codec
-        args = [None if p is None else p.encode(codec) for p in params]
-        if name not in self._prepared:
-            _check(conn, pg.prepare(name, sql.encode(codec)))
-            self._prepared.add(name)
-        res = pg.exec_prepared(name, args)
-        if res.status == _FATAL and res.error_field(_SQLSTATE) == b"26000":  # lost (DISCARD ALL)
-            _check(conn, pg.prepare(name, sql.encode(codec)))
-            res = pg.exec_prepared(name, args)
-        _dispatch_notifies(pg)
-        return _check(conn, res)
-
     def fileno(self) -> int:
         """The socket of the connection (notifications make it readable)."""
         return self.conn.fileno()
-
-    def listen(self, on: bool) -> None:
-        """``LISTEN`` (``on``) or ``UNLISTEN`` on the schema's channel, one statement: the idle
-        lead's (:mod:`.wakeup`), sent at every change of lead, so with one libpq call as
-        ``_run_prepared`` (no cursor). A connection made again does not listen until told."""
-        conn = self.conn
-        with conn.lock:  # psycopg's own: the heartbeat thread may be running a statement on it
-            res = conn.pgconn.exec_(
-                f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding)
-            )
-            _dispatch_notifies(conn.pgconn)
-        _check(conn, res)
 
 
 class Borrowed(ConnectionBase):
@@ -348,25 +334,3 @@ class Borrowed(ConnectionBase):
     @property
     def closed(self) -> bool:
         return self._closed or self._owner.closed
-
-
-_FATAL = pq.ExecStatus.FATAL_ERROR
-_SQLSTATE = pq.DiagnosticField.SQLSTATE
-_OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
-
-
-def _dispatch_notifies(pg: Any) -> None:
-    """Hand the notifications a libpq call of our own read to the connection's handlers, as
-    psycopg's own calls do."""
-    while (n := pg.notifies()) is not None:
-        if pg.notify_handler is not None:
-            pg.notify_handler(n)
-
-
-def _check(conn: psycopg.Connection, res: Any) -> Any:
-    """``res``, or psycopg's error for it (an OperationalError when the connection is gone)."""
-    if res.status in _OK:
-        return res
-    if conn.pgconn.status != pq.ConnStatus.OK:
-        raise psycopg.OperationalError(conn.pgconn.get_error_message() or "the connection was lost")
-    raise pg_errors.error_from_result(res, encoding=conn.info.encoding)

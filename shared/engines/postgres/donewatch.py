@@ -14,12 +14,29 @@ from .connection import PgConnection, done_channel
 
 
 class PgDoneWatch:
-    """LISTEN on the done channel of ``schema`` (see the module's docstring)."""
+    """LISTEN on the done channel of ``schema`` (see the module's docstring), or on ``channel``
+    (the relay of :mod:`.relay` listens on the schema's job channel). ``mode``: the
+    connection's (:mod:`.pooling`); a watch must reach the server directly to hear anything."""
 
-    def __init__(self, url: str, *, schema: str, connect_timeout: float) -> None:
-        self.channel = done_channel(schema)
-        self.conn = PgConnection(url, schema=schema, connect_timeout=connect_timeout, migrate=False)
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str,
+        connect_timeout: float,
+        channel: str | None = None,
+        mode: str = "auto",
+    ) -> None:
+        self.channel = channel or done_channel(schema)
+        self.conn = PgConnection(
+            url, schema=schema, connect_timeout=connect_timeout, migrate=False, mode=mode
+        )
         self.conn.on_connect(lambda c: c.execute(f'LISTEN "{self.channel}"'))
+
+    @property
+    def pooled(self) -> bool:
+        """The connection went through a transaction pooler: it hears nothing."""
+        return self.conn.pooled
 
     def fileno(self) -> int | None:
         """The socket to select on; None while the server cannot be reached."""

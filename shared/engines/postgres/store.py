@@ -23,7 +23,6 @@ How this engine keeps the contract across many hosts:
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import psycopg
@@ -31,7 +30,7 @@ from psycopg import pq
 from psycopg.rows import tuple_row
 
 from shared.runtime.clock import iso
-from shared.model.job import Finish, Job, NewJob
+from shared.model.job import Finish, Job
 from ..sql.jobs import in_claim_order
 from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
@@ -141,8 +140,12 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
 
     def wakeup(self) -> Any:
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
-        from .wakeup import PgWakeup
+        from .wakeup import PgWakeup, PolledWakeup
 
+        if self.pooled:  # (no session settings, no LISTEN: see .pooling and .relay)
+            from .relay import RelayedWakeup
+
+            return RelayedWakeup(self) if self.listen_url else PolledWakeup(self)
         self.on_connect(
             lambda conn: conn.execute(WORKER_SESSION)
         )  # (only workers wait: see WORKER_SESSION)
@@ -252,6 +255,8 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
                 with contextlib.ExitStack() as pipeline:
                     pipeline.enter_context(conn.pipeline())
                     conn.execute("BEGIN")
+                    if self.pooled and self.local_limits:
+                        conn.execute(self.local_limits)
                     self._open_pipeline = OpenPipeline(conn, pipeline)
                     out = fn(conn)
                     if self._open_pipeline is not None:  # the claim statement did not end it

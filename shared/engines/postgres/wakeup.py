@@ -241,3 +241,32 @@ def lead_slot(schema: str) -> int:
     """The byte of the lead file that one queue (schema) locks: 62 bits of its name's hash, so
     two schemas' leads do not exclude each other."""
     return int.from_bytes(hashlib.sha256(schema.encode()).digest()[:8], "big") >> 2
+
+
+class PolledWakeup:
+    """An idle worker's wait where no notification reaches it (pooled mode, :mod:`.pooling`):
+    every ``poll_interval`` seconds, or at the next delayed job if sooner, it reads whether a
+    job is due. Costs one statement per idle worker per ``poll_interval``."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
+        return None, poll_interval
+
+    def woke(self, ready: bool) -> bool:
+        return False  # read first: claim only if a job is due
+
+    def before_claim(self) -> None:
+        pass
+
+    def fast_claim(
+        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
+    ) -> list[Job] | None:
+        return None
+
+    def claimed(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

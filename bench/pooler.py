@@ -1,0 +1,207 @@
+"""jobq on PostgreSQL direct and through PgBouncer in transaction pooling, in the same run:
+``python -m bench.pooler [--hosts 20 --workers 2 --jobs 5000 --trickle 200]``.
+
+Each host is a supervisor of its own (its own config; on one machine, so they share the idle
+lead's lock files as the workers of one host would). Per mode (``direct``; ``pooled+listen``:
+through a PgBouncer of the bench's own with ``[postgres] listen`` at the server; ``pooled-poll``:
+no ``listen``, idle workers poll every ``poll_interval``):
+
+- ``burst``: jobs/s of a burn-down of ``--jobs`` no-op jobs enqueued before the hosts start,
+  on ``--hosts`` x ``--workers``, and on 1 host x ``--one`` workers;
+- ``server_connections``: the most the server held for the run (direct: ``pg_stat_activity``
+  rows of the schema's sessions; pooled: PgBouncer's pool plus the direct listeners);
+- ``trickle``: enqueue-to-completion of ``--trickle`` jobs enqueued one at a time, each after
+  the last completed (p50 / p99, ms), on the hosts x workers;
+- ``idle``: server transactions per second (``pg_stat_database.xact_commit``) while every host is
+  idle, over ``--idle`` seconds (the whole server's: run it on a quiet machine).
+
+Needs the local PostgreSQL and ``pgbouncer`` (``apt-get install -y pgbouncer``); uses
+``tests/pgbouncer.py`` to run the bouncer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import tomli_w
+
+from shared import JobQueue
+from shared.settings.config import load
+from tests.pgbouncer import PgBouncer
+
+SERVER = "postgresql:///test?host=/var/run/postgresql"
+SERVER_TCP = "postgresql://root@127.0.0.1:5432/test"
+
+
+def _config(folder: Path, url: str, schema: str, workers: int, listen: str) -> Path:
+    path = folder / "jobq.toml"
+    data: dict[str, Any] = {
+        "database": url,
+        "handlers": ["bench.handlers"],
+        "log_level": "warning",
+        "supervisor": {"workers": workers},
+        "postgres": {"schema": schema, **({"listen": listen} if listen else {})},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(tomli_w.dumps(data).encode())
+    return path
+
+
+class Fleet:
+    """``hosts`` supervisors of ``workers`` each on ``url`` (schema ``schema``)."""
+
+    def __init__(self, root: Path, url: str, schema: str, hosts: int, workers: int, listen: str):
+        self.procs = []
+        self.configs = [_config(root / f"h{i}", url, schema, workers, listen) for i in range(hosts)]
+        self.workers = hosts * workers
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        for c in self.configs:
+            log = open(c.parent / "log", "wb")
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "supervisor", "run", "--config", str(c)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _server(sql: str, *args: Any) -> Any:
+    with psycopg.connect(SERVER, autocommit=True) as c:
+        return c.execute(sql, args).fetchone()[0]
+
+
+def _count(schema: str, status: str) -> int:
+    return _server(f'SELECT count(*) FROM "{schema}".jobs WHERE status = %s', status)
+
+
+def _connections(bouncer: PgBouncer | None) -> int:
+    """Server sessions of jobq now: direct, every one; pooled, the bouncer's pool and the
+    sessions that reach the server directly (the relays' LISTEN)."""
+    sessions = (
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'jobq'"
+        " AND client_addr IS NOT NULL"  # the bench's hosts use TCP; the suite, the socket
+    )
+    if bouncer is None:
+        return _server(sessions)
+    return _server(sessions + " AND query LIKE 'LISTEN%%'") + bouncer.server_connections()
+
+
+def _wait(pred, timeout: float, every: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(every)
+    return False
+
+
+def run_mode(mode: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    bouncer = PgBouncer(pool_size=args.pool) if mode != "direct" else None
+    url = bouncer.url() if bouncer else SERVER_TCP
+    listen = SERVER_TCP if mode == "pooled+listen" else ""
+    out: dict[str, Any] = {}
+    try:
+        for label, hosts, workers in (
+            (f"{args.hosts}x{args.workers}", args.hosts, args.workers),
+            (f"1x{args.one}", 1, args.one),
+        ):
+            schema = f"jobq_bench_{uuid.uuid4().hex[:8]}"
+            out[label] = _one_fleet(
+                root / mode / label,
+                url,
+                schema,
+                hosts,
+                workers,
+                listen,
+                bouncer,
+                args,
+                trickle=(hosts == args.hosts),
+            )
+    finally:
+        if bouncer:
+            bouncer.close()
+    return out
+
+
+def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trickle):
+    fleet = Fleet(folder, url, schema, hosts, workers, listen)
+    q = JobQueue(config=load(str(fleet.configs[0])))
+    result: dict[str, Any] = {}
+    try:
+        q.enqueue_many([("bench:noop", {})] * args.jobs)
+        peak = 0
+        t0 = time.monotonic()
+        fleet.start()
+
+        def drained() -> bool:
+            nonlocal peak
+            peak = max(peak, _connections(bouncer))
+            return _count(schema, "completed") >= args.jobs
+
+        _wait(drained, 600, every=0.1)
+        result["burst_jobs_per_s"] = round(args.jobs / (time.monotonic() - t0), 1)
+        result["server_connections_peak"] = peak
+        if trickle:
+            before = _server("SELECT xact_commit FROM pg_stat_database WHERE datname = 'test'")
+            time.sleep(args.idle)  # idle: nothing to do but the hosts' upkeep and polls
+            after = _server("SELECT xact_commit FROM pg_stat_database WHERE datname = 'test'")
+            result["idle_server_xact_per_s"] = round((after - before) / args.idle, 1)
+            lat = []
+            for _ in range(args.trickle):
+                t = time.monotonic()
+                jid = q.enqueue("bench:noop", {})
+                _wait(lambda: q.get(jid).status == "completed", 30, every=0.0005)
+                lat.append((time.monotonic() - t) * 1000)
+            lat.sort()
+            result["trickle_ms_p50"] = round(statistics.median(lat), 1)
+            result["trickle_ms_p99"] = round(lat[int(len(lat) * 0.99) - 1], 1)
+    finally:
+        fleet.stop()
+        q.close()
+        with psycopg.connect(SERVER, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--one", type=int, default=8, help="workers of the single-host run")
+    ap.add_argument("--jobs", type=int, default=5000)
+    ap.add_argument("--trickle", type=int, default=200)
+    ap.add_argument("--idle", type=float, default=10.0)
+    ap.add_argument("--pool", type=int, default=10)
+    ap.add_argument("--modes", default="direct,pooled+listen,pooled-poll")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="jobq-bench-pooler-"))
+    results = {m: run_mode(m, args, root) for m in args.modes.split(",")}
+    print(json.dumps({"args": vars(args), "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
