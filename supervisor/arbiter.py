@@ -38,6 +38,7 @@ from shared.runtime.signals import SignalQueue
 
 from . import boot as boot_mod, outage, reload as reload_mod
 from .children import Slot, kill_group
+from .codewatch import CodeWatch
 from .deaths import Deaths
 from .dispatch import HANDLED, dispatch
 from .duties import Duties
@@ -123,6 +124,7 @@ class Arbiter:
         self.duties = Duties(self)
         self.deaths = Deaths(self)
         self.watch = reload_mod.ConfigWatch(path)
+        self.code = CodeWatch()  # the application's source files as last imported
         self.snapshot_dir = ""
         self.metrics = MetricsServer()
         self.relay = Relay()  # the engine's relay of news to idle workers, if it has one

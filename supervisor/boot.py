@@ -115,6 +115,7 @@ def import_handlers(arb: "Arbiter") -> int:
     module failed to import) or CONFIG_INVALID (async_concurrency for no async handler)."""
     try:
         arb.registry = load_registry(arb.config.handlers, arb.config.path)
+        arb.code.seen()  # the application's files as imported (a reload compares: codewatch)
         async_limits(arb.config, arb.registry)  # async_concurrency only for async handlers
     except HandlerImportError as exc:
         event(

@@ -22,6 +22,7 @@ from shared.execution.policy import JobPolicy
 from shared.runtime import logs
 from shared.runtime.logs import event, get_logger
 
+from . import codewatch, statedir
 from .pools import describe as describe_pools, with_queues
 
 if TYPE_CHECKING:
@@ -51,16 +52,19 @@ def apply(arb: "Arbiter", why: str) -> None:
     new = reread(arb.config, arb.file_config, arb.override, why)
     if new is None:
         return
+    code = new_code(arb, new, why)
     arb.config, arb.file_config, arb.override = (
         with_queues(new.config, arb.queues),
         new.file_config,
         new.override,
     )
-    arb.registry = new.registry or arb.registry
+    registry = new.registry or code.registry
+    arb.registry = registry or arb.registry
     arb.policy = JobPolicy(arb.config, arb.registry)
     logs.setup(arb.config.log_level, arb.config.log_format)
     config_mod.write_snapshot(arb.config, arb.snapshot)
-    if new.registry is not None:
+    if registry is not None:
+        arb.code.seen()
         arb.spawner.renew()  # a new template; workers roll onto it once it is ready (respawn)
     arb.slots.signal_live(signal.SIGHUP)
     event(
@@ -68,9 +72,45 @@ def apply(arb: "Arbiter", why: str) -> None:
         "config.reloaded",
         reason=why,
         changed=",".join(new.changed) or "nothing",
+        code=code.said,
         workers=arb.target,
         pools=describe_pools(arb.config),
     )
+
+
+@dataclass
+class NewCode:
+    """What a reload did about the application's code: its new registry (None: none made) and
+    what the ``config.reloaded`` line says (``unchanged``, ``reloaded``, ``refused``)."""
+
+    registry: Registry | None
+    said: str
+
+
+def new_code(arb: "Arbiter", new: Reloaded, why: str) -> NewCode:
+    """Import the handler modules again when their code changed on disk, or when ``jobq reload
+    --code`` asked (:mod:`.codewatch`); a new handler list was imported by :func:`reread`
+    already. An import that fails is logged (``code.rejected``) and the running code kept."""
+    changed = arb.code.changed()
+    asked = bool(arb.snapshot_dir) and statedir.take_code_request(arb.snapshot_dir)
+    if new.registry is not None or not (changed or asked):
+        return NewCode(None, "unchanged" if new.registry is None else "reloaded")
+    try:
+        codewatch.reimport(changed, new.config.handlers)
+        registry = load_registry(new.config.handlers, new.config.path)
+    except BaseException as exc:  # noqa: BLE001 - whatever the new code raises, keep the old
+        event(
+            log,
+            "code.rejected",
+            logging.ERROR,
+            reason=why,
+            modules=",".join(changed) or "(asked)",
+            error=f"{type(exc).__name__}: {exc}",
+            note="keeping the running code; the workers keep running it",
+        )
+        return NewCode(None, "refused")
+    event(log, "code.reloaded", reason=why, modules=",".join(changed) or "(asked)")
+    return NewCode(registry, "reloaded")
 
 
 def reread(running: Config, file_config: Config, override: int | None, why: str) -> Reloaded | None:

@@ -16,6 +16,7 @@ from typing import Any
 from shared import ops
 from shared.model.exitcodes import ExitCode
 from shared.engines.contract import OpsStore
+from supervisor import statedir
 from supervisor.views.context import Ctx
 from supervisor.views.snapshot import supervisors
 from shared.runtime.processes import send_signal, token_alive
@@ -94,18 +95,25 @@ def cmd_stop(ctx: Ctx, args: argparse.Namespace) -> int:
 
 
 def cmd_reload(ctx: Ctx, args: argparse.Namespace) -> int:
-    """SIGHUP: the supervisor re-reads its config file (a rejected file is logged, not applied)."""
-    found = _signal_here(ctx, signal.SIGHUP)
+    """SIGHUP: the supervisor re-reads its config file (a rejected file is logged, not applied)
+    and rolls its workers onto the handler modules' code if it changed on disk; ``--code``
+    rolls them even if no file looks changed (a request file in the supervisor's folder)."""
+    with ctx.store() as store:
+        found = running_here(ctx, store)
     if isinstance(found, int):
         return found
-    ctx.emit(
-        {"signalled": [s["pid"] for s in found]},
-        "\n".join(
-            f"asked supervisor pid {s['pid']} to reload {ctx.config.path} (SIGHUP); "
-            f"its log says what changed"
-            for s in found
-        ),
-    )
+    lines = []
+    for s in found:
+        asked = bool(getattr(args, "code", False)) and statedir.ask_code_reload(s["pid"])
+        send_signal(s["pid"], signal.SIGHUP)
+        lines.append(
+            f"asked supervisor pid {s['pid']} to reload {ctx.config.path}"
+            + (" and its workers' code" if asked else "")
+            + " (SIGHUP); its log says what changed (config.reloaded, code.reloaded)"
+        )
+        if getattr(args, "code", False) and not asked:
+            lines.append(f"  (no folder of pid {s['pid']} here: code changed on disk still rolls)")
+    ctx.emit({"signalled": [s["pid"] for s in found]}, "\n".join(lines))
     return ExitCode.OK
 
 

@@ -228,7 +228,17 @@ def _control_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="seconds to wait (default: shutdown_timeout + 15)",
     )
-    _add(sub, "reload", control.cmd_reload, "make the running supervisor re-read its config file")
+    p = _add(
+        sub,
+        "reload",
+        control.cmd_reload,
+        "make the running supervisor re-read its config file and roll workers onto changed code",
+    )
+    p.add_argument(
+        "--code",
+        action="store_true",
+        help="roll the workers onto freshly imported code even if no file looks changed",
+    )
     p = _add(sub, "scale", control.cmd_scale, "set the running supervisor's number of workers")
     p.add_argument("workers", type=int, metavar="N")
 
