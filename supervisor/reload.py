@@ -22,7 +22,9 @@ from shared.execution.policy import JobPolicy
 from shared.runtime import logs
 from shared.runtime.logs import event, get_logger
 
-from . import codewatch, statedir
+from shared.runtime import supervisorfolder
+
+from . import codewatch
 from .pools import describe as describe_pools, with_queues
 
 if TYPE_CHECKING:
@@ -92,7 +94,7 @@ def new_code(arb: "Arbiter", new: Reloaded, why: str) -> NewCode:
     --code`` asked (:mod:`.codewatch`); a new handler list was imported by :func:`reread`
     already. An import that fails is logged (``code.rejected``) and the running code kept."""
     changed = arb.code.changed()
-    asked = bool(arb.snapshot_dir) and statedir.take_code_request(arb.snapshot_dir)
+    asked = bool(arb.snapshot_dir) and supervisorfolder.take_code_request(arb.snapshot_dir)
     if new.registry is not None or not (changed or asked):
         return NewCode(None, "unchanged" if new.registry is None else "reloaded")
     try:

@@ -11,14 +11,12 @@ so a reused pid does not keep a folder alive). Folders in the old format
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 
 from shared.runtime.processes import create_time_ms, host_id, token_alive
 
-PREFIX = "jobq-supervisor-"
-_NAME = re.compile(re.escape(PREFIX) + r"(\d+)-(\d+)-")
+from shared.runtime.supervisorfolder import NAME as _NAME, PREFIX
 
 
 def create(root: str | None = None) -> str:
@@ -52,39 +50,3 @@ def remove_leftovers(root: str | None = None) -> list[str]:
         if not os.path.exists(path):
             removed.append(path)
     return removed
-
-
-CODE_REQUEST = "reload-code"  # a file `jobq reload --code` leaves for the next reload
-
-
-def of_pid(pid: int, root: str | None = None) -> str | None:
-    """The folder of the live supervisor ``pid`` on this host, or None."""
-    root = root or tempfile.gettempdir()
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return None
-    for name in names:
-        m = _NAME.match(name)
-        if m and int(m.group(1)) == pid:
-            return os.path.join(root, name)
-    return None
-
-
-def ask_code_reload(pid: int) -> bool:
-    """Leave the request in supervisor ``pid``'s folder; False when its folder is not found."""
-    folder = of_pid(pid)
-    if folder is None:
-        return False
-    with open(os.path.join(folder, CODE_REQUEST), "w"):
-        pass
-    return True
-
-
-def take_code_request(folder: str) -> bool:
-    """Was a code reload asked for (the request is removed)?"""
-    try:
-        os.unlink(os.path.join(folder, CODE_REQUEST))
-    except OSError:
-        return False
-    return True

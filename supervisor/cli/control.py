@@ -16,7 +16,7 @@ from typing import Any
 from shared import ops
 from shared.model.exitcodes import ExitCode
 from shared.engines.contract import OpsStore
-from supervisor import statedir
+from shared.runtime import supervisorfolder
 from supervisor.views.context import Ctx
 from supervisor.views.snapshot import supervisors
 from shared.runtime.processes import send_signal, token_alive
@@ -104,7 +104,7 @@ def cmd_reload(ctx: Ctx, args: argparse.Namespace) -> int:
         return found
     lines = []
     for s in found:
-        asked = bool(getattr(args, "code", False)) and statedir.ask_code_reload(s["pid"])
+        asked = bool(getattr(args, "code", False)) and supervisorfolder.ask_code_reload(s["pid"])
         send_signal(s["pid"], signal.SIGHUP)
         lines.append(
             f"asked supervisor pid {s['pid']} to reload {ctx.config.path}"
