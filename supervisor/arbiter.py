@@ -7,8 +7,10 @@
 The arbiter keeps the loop and the state its steps share; the steps' bodies live beside it:
 ``supervisor.dispatch`` (what each signal asks), ``supervisor.slots`` (worker slots: back-off,
 kills, scale-down, the roll), ``supervisor.spawner`` (how a slot is filled), ``supervisor.boot``
-(the boot: reaching the database, the first workers and recovery), ``supervisor.reload``
-(re-reading jobq.toml), ``supervisor.upkeep`` and ``supervisor.duties`` (the upkeep tasks).
+(the boot: the template, reaching the database, the first workers and recovery),
+``supervisor.reload`` (re-reading and applying jobq.toml), ``supervisor.deaths`` (reaping),
+``supervisor.outage`` (the database out of reach or replaced), ``supervisor.upkeep`` and
+``supervisor.duties`` (the upkeep tasks).
 
 Signal handlers only record signals (shared.runtime.signals); everything happens in the loop. The
 database connection is opened when needed and closed before every fork. Workers are forked by
@@ -25,36 +27,29 @@ import traceback
 from typing import Any
 
 from shared import ExitCode, StoreError, StoreUnavailable  # the core's exports
-from shared.settings import config as config_mod
-from shared.runtime import logs
-from shared.engines import location as database_mod
 from shared.runtime.clock import SystemClock
 from shared.settings.config import Config
 from shared.engines.contract import Round, EngineStore, UpkeepTask
-from shared.execution.asyncjobs import config_async
 from shared.execution.handlers import Registry
 from shared.runtime.logs import event, get_logger
 from shared.execution.policy import JobPolicy
 from shared.runtime.processes import host_id
 from shared.runtime.signals import SignalQueue
 
-from . import boot as boot_mod, reload as reload_mod
-from . import maintenance, scheduler  # noqa: F401 - see tests
+from . import boot as boot_mod, outage, reload as reload_mod
 from .children import Slot, kill_group
 from .deaths import Deaths
 from .dispatch import HANDLED, dispatch
 from .duties import Duties
 from .forkserver import TemplateFailed
 from .metrics import MetricsServer
-from .pools import describe as describe_pools, total_workers, with_queues
+from .pools import total_workers, with_queues
 from .slots import Slots
 from .spawner import Spawner
 from .storeref import StoreRef
 from .upkeep import Upkeep
 
 log = get_logger("supervisor")
-
-DB_BACKOFF_MAX = 5.0  # seconds: the longest wait between tries to reach an unavailable database
 
 RUNNING, STOPPING, HALTING = "running", "stopping", "halting"
 COUNTERS = ("worker_starts", "worker_restarts", "worker_crashes", "jobs_reaped")
@@ -78,38 +73,57 @@ class Arbiter:
             raise ValueError(
                 "the supervisor needs a config file (workers read it); Config.path is None"
             )
+        self._init_config(config, workers, queues)
+        self.clock = clock or SystemClock()
+        self.ready_fd = ready_fd
+        self.spawner = (
+            spawner or Spawner()
+        )  # one whose template was forked already (supervisor.launch)
+        self._init_loop()
+        self._init_database()
+        self._init_steps(config.path)
+
+    def _init_config(
+        self, config: Config, workers: int | None, queues: tuple[str, ...] | None
+    ) -> None:
+        """What it runs with, and what a reload keeps of it (``supervisor.reload``)."""
         self.file_config = config  # the file as last read (see reload)
         self.override = workers  # --workers or scaling, while the file keeps its count
         self.queues = queues  # --queues: kept over reloads
         self.config = with_queues(
             config if workers is None else config.with_workers(workers), queues
         )
-        self.clock = clock or SystemClock()
-        self.ready_fd = ready_fd
+        self.registry = Registry()
+        self.policy = JobPolicy(self.config, self.registry)
+
+    def _init_loop(self) -> None:
+        """The loop's own state: the signals recorded, the worker slots, running, stopping or
+        halting, the exit code and the counters."""
         self.signals = SignalQueue(HANDLED)
         self.slots = Slots()
         self.state = RUNNING
         self.stop_deadline: float | None = None
-        self.dbref = StoreRef()  # our store, and whether the database is still the one opened
-        self.registry = Registry()
-        self.policy = JobPolicy(self.config, self.registry)
-        self.token = ""
-        self.host = host_id()  # this host in tokens and process rows (shared.runtime.processes)
         self.exit_code = ExitCode.OK
         self.next_maintain = 0.0
-        self.db_backoff = 0.0  # seconds added between rounds while the database is out of reach
-        self.upkeep = Upkeep([])
-        self.duties = Duties(self)
-        self.deaths = Deaths(self)
-        self.watch = reload_mod.ConfigWatch(config.path)
-        self.snapshot_dir = ""
         self.counters = dict.fromkeys(
             COUNTERS, 0
         )  # published for `jobq status`, exported as metrics
+
+    def _init_database(self) -> None:
+        """Our store, and who we are in it (set at boot: ``supervisor.boot``)."""
+        self.dbref = StoreRef()  # our store, and whether the database is still the one opened
+        self.token = ""
+        self.host = host_id()  # this host in tokens and process rows (shared.runtime.processes)
+        self.db_backoff = 0.0  # seconds added between rounds while the database is out of reach
+
+    def _init_steps(self, path: str) -> None:
+        """The parts the loop's steps hand their work to."""
+        self.upkeep = Upkeep([])
+        self.duties = Duties(self)
+        self.deaths = Deaths(self)
+        self.watch = reload_mod.ConfigWatch(path)
+        self.snapshot_dir = ""
         self.metrics = MetricsServer()
-        self.spawner = (
-            spawner or Spawner()
-        )  # one whose template was forked already (supervisor.launch)
 
     @property
     def snapshot(self) -> str:
@@ -143,19 +157,11 @@ class Arbiter:
     # -- boot -----------------------------------------------------------------------------------
 
     def boot(self) -> int:
-        """Import handlers, open the database, write the workers' snapshot, start them, recover dead
-        owners' jobs (``supervisor.boot``: a database that may heal by waiting is waited for).
-        Signals are recorded from the start: a SIGTERM during boot stops it cleanly right after.
-        Returns an exit code (OK to go on, unless nothing was started: see ``supervisor.boot``)."""
-        logs.setup(self.config.log_level, self.config.log_format)
-        if not self.spawner.begun:  # before the database is opened and before any thread starts:
-            self.spawner.begin(
-                tuple(self.config.handlers),
-                self.config.database,
-                self.config.path,
-                async_types=config_async(self.config),
-            )
-        self.signals.install()
+        """Fork the template, import handlers, open the database, write the workers' snapshot,
+        start them, recover dead owners' jobs (``supervisor.boot``: a database that may heal by
+        waiting is waited for). Signals are recorded from the start: a SIGTERM during boot stops
+        it cleanly right after. Returns an exit code (OK to go on, unless nothing was started:
+        see ``supervisor.boot``)."""
         return boot_mod.boot(self)
 
     def load(self) -> int:
@@ -209,30 +215,7 @@ class Arbiter:
     def reload(self, why: str) -> None:
         """Apply jobq.toml again (``supervisor.reload``): policy, logging, the workers' snapshot,
         a new template for new handler modules; each worker gets a SIGHUP."""
-        self.watch.seen()
-        new = reload_mod.reread(self.config, self.file_config, self.override, why)
-        if new is None:
-            return
-        self.config, self.file_config, self.override = (
-            with_queues(new.config, self.queues),
-            new.file_config,
-            new.override,
-        )
-        self.registry = new.registry or self.registry
-        self.policy = JobPolicy(self.config, self.registry)
-        logs.setup(self.config.log_level, self.config.log_format)
-        config_mod.write_snapshot(self.config, self.snapshot)
-        if new.registry is not None:
-            self.spawner.renew()  # a new template; workers roll onto it once it is ready (respawn)
-        self.slots.signal_live(signal.SIGHUP)
-        event(
-            log,
-            "config.reloaded",
-            reason=why,
-            changed=",".join(new.changed) or "nothing",
-            workers=self.target,
-            pools=describe_pools(self.config),
-        )
+        reload_mod.apply(self, why)
 
     # -- children -------------------------------------------------------------------------------
 
@@ -251,9 +234,20 @@ class Arbiter:
         onto a new template. ``ready``: say so (``--ready-fd``) once every slot has its worker."""
         if self.state != RUNNING or self.check_health():
             return  # (a new worker would open, or create, whatever the database names now)
+        if not self.template_ready(wait):
+            return
+        self.slots.roll(self.spawner.generation)
+        self.start_due(self.clock.monotonic())
+        if ready:
+            self.notify_ready()
+
+    def template_ready(self, wait: float) -> bool:
+        """Can the template fork workers now (waiting up to ``wait`` s for it)? False while it
+        imports the handler modules (its reply wakes the loop), or once one failed to import:
+        then the supervisor halts, exiting BOOT_FAILED (no crash loop)."""
         try:
             self.spawner.check(wait)
-        except TemplateFailed as exc:  # a handler module failed to import: halt, no crash loop
+        except TemplateFailed as exc:
             event(
                 log,
                 "supervisor.boot_failed",
@@ -264,29 +258,28 @@ class Arbiter:
             )
             self.exit_code = ExitCode.BOOT_FAILED
             self.begin_halt("boot failed")
-            return
-        if self.spawner.waiting():
-            return  # the template is importing the handler modules; its reply wakes the loop
-        self.slots.roll(self.spawner.generation)
-        now_m = self.clock.monotonic()
+            return False
+        return not self.spawner.waiting()
+
+    def start_due(self, now_m: float) -> None:
+        """Start a worker in every slot whose back-off has passed by ``now_m``, all at once."""
         due = self.slots.due(self.target, now_m)
-        if due:
-            for slot in due:
-                self.counters["worker_restarts" if slot.started else "worker_starts"] += 1
-            # The template forks in its own process; only a worker started by exec is forked
-            # here, and nothing crosses fork(): the connection is closed before that.
-            self.spawner.start(due, self.token, now_m, HANDLED, before_exec=self.close_db)
-            for slot in due:
-                event(
-                    log,
-                    "worker.spawned",
-                    slot=slot.index,
-                    pid=slot.pid,
-                    restarts=slot.failures,
-                    forked=slot.forked,
-                )
-        if ready:
-            self.notify_ready()
+        if not due:
+            return
+        for slot in due:
+            self.counters["worker_restarts" if slot.started else "worker_starts"] += 1
+        # The template forks in its own process; only a worker started by exec is forked
+        # here, and nothing crosses fork(): the connection is closed before that.
+        self.spawner.start(due, self.token, now_m, HANDLED, before_exec=self.close_db)
+        for slot in due:
+            event(
+                log,
+                "worker.spawned",
+                slot=slot.index,
+                pid=slot.pid,
+                restarts=slot.failures,
+                forked=slot.forked,
+            )
 
     def notify_ready(self) -> None:
         if self.ready_fd is None or len(self.live()) < self.target:
@@ -329,20 +322,8 @@ class Arbiter:
             self.close_db()  # the next round opens a fresh connection
 
     def unavailable(self, now_m: float, exc: StoreError) -> None:
-        """The server is restarting or out of reach: skip this round, never crash on it (the workers
-        keep their connections and leases). A try to connect may block for connect_timeout: back
-        off (up to DB_BACKOFF_MAX) to keep reaping in between."""
-        self.db_backoff = min(
-            max(2 * self.db_backoff, self.config.supervisor.maintenance_interval), DB_BACKOFF_MAX
-        )
-        self.next_maintain = now_m + self.db_backoff
-        event(
-            log,
-            "supervisor.database_unavailable",
-            logging.WARNING,
-            error=str(exc),
-            retry_in=round(self.db_backoff, 2),
-        )
+        """Skip this round and back off (``supervisor.outage``)."""
+        outage.unavailable(self, now_m, exc)
 
     def upkeep_tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (``supervisor.duties``; ``supervisor.upkeep`` runs it)."""
@@ -352,22 +333,9 @@ class Arbiter:
         return Round(self.db(), self.config, self.clock.now(), self.clock.monotonic())
 
     def check_health(self) -> bool:
-        """The database is no longer the one opened at boot (SQLite: its file was deleted or
-        replaced): say so loudly and stop (workers finish the job in hand), exiting
-        DATABASE_UNAVAILABLE. True once that is under way."""
-        problem = self.dbref.replaced()  # (from now on db() refuses)
-        if problem is not None:
-            event(
-                log,
-                "supervisor.database_replaced",
-                logging.CRITICAL,
-                database=database_mod.redacted(self.config.database),
-                error=problem,
-            )
-            self.exit_code = ExitCode.DATABASE_UNAVAILABLE
-            if self.state == RUNNING:
-                self.begin_stop("database replaced")
-        return self.dbref.problem is not None
+        """True once the database was found replaced and the stop is under way
+        (``supervisor.outage``)."""
+        return outage.check_health(self)
 
     # -- waiting and ending ---------------------------------------------------------------------
 

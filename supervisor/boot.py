@@ -1,6 +1,8 @@
-"""The supervisor's boot: import the handler modules, reach the database, start the workers,
-run the first recovery (``Arbiter.boot`` calls :func:`boot`).
+"""The supervisor's boot: fork the template, import the handler modules, reach the database,
+start the workers, run the first recovery (``Arbiter.boot`` calls :func:`boot`).
 
+    template    forked first (:func:`begin`), with logging set up and the signal handlers
+                installed
     handlers    imported (a failure: BOOT_FAILED; async limits that do not fit: CONFIG_INVALID)
     database    opened (schema checked) and the supervisor registered; a failure that may heal
                 by waiting (a server restarting or failing over, a dropped connection, a lock
@@ -29,10 +31,11 @@ from typing import TYPE_CHECKING
 
 from shared.settings import config as config_mod
 from shared.engines import location as database_mod
-from shared.execution.asyncjobs import AsyncConfigError, async_limits
+from shared.execution.asyncjobs import AsyncConfigError, async_limits, config_async
 from shared.model.errors import StoreError, StoreRefused, StoreUnavailable
 from shared.model.exitcodes import ExitCode
 from shared.execution.handlers import HandlerImportError, load_registry
+from shared.runtime import logs
 from shared.runtime.logs import event, get_logger
 from shared.execution.policy import JobPolicy
 from shared.runtime.processes import owner_token
@@ -54,6 +57,7 @@ def boot(arb: "Arbiter") -> int:
     """Returns an exit code (OK to go on, unless ``arb.snapshot_dir`` is still empty: stopped
     while the database was out of reach, nothing started). On a failure, or that stop,
     everything begun is undone."""
+    begin(arb)
     code = load(arb)
     if code != ExitCode.OK or not arb.snapshot_dir:
         arb.close_db()
@@ -66,23 +70,26 @@ def boot(arb: "Arbiter") -> int:
     return code
 
 
+def begin(arb: "Arbiter") -> None:
+    """Logging; the template, forked before the database is opened and before any thread starts
+    (unless the spawner's was forked already: ``supervisor.launch``); the signal handlers, from
+    the start: a SIGTERM during the boot stops it cleanly right after."""
+    logs.setup(arb.config.log_level, arb.config.log_format)
+    if not arb.spawner.begun:
+        arb.spawner.begin(
+            tuple(arb.config.handlers),
+            arb.config.database,
+            arb.config.path,
+            async_types=config_async(arb.config),
+        )
+    arb.signals.install()
+
+
 def load(arb: "Arbiter") -> int:
     """Handlers, database, workers, first recovery (see the module's docstring)."""
-    try:
-        arb.registry = load_registry(arb.config.handlers, arb.config.path)
-        async_limits(arb.config, arb.registry)  # async_concurrency only for async handlers
-    except HandlerImportError as exc:
-        event(
-            log,
-            "supervisor.boot_failed",
-            logging.CRITICAL,
-            error=exc.summary,
-            traceback=exc.traceback,
-        )
-        return ExitCode.BOOT_FAILED
-    except AsyncConfigError as exc:
-        event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
-        return ExitCode.CONFIG_INVALID
+    code = import_handlers(arb)
+    if code != ExitCode.OK:
+        return code
     arb.policy = JobPolicy(arb.config, arb.registry)
     arb.token = owner_token(os.getpid(), arb.host)
     arb.upkeep = Upkeep(arb.upkeep_tasks())
@@ -98,6 +105,34 @@ def load(arb: "Arbiter") -> int:
             arb.reap_blocking()
         return ExitCode.DATABASE_UNAVAILABLE
     first_recovery(arb)
+    started(arb)
+    dispatch(deferred, arb)
+    return ExitCode.OK
+
+
+def import_handlers(arb: "Arbiter") -> int:
+    """The handler modules' registry, checked against the async limits: OK, BOOT_FAILED (a
+    module failed to import) or CONFIG_INVALID (async_concurrency for no async handler)."""
+    try:
+        arb.registry = load_registry(arb.config.handlers, arb.config.path)
+        async_limits(arb.config, arb.registry)  # async_concurrency only for async handlers
+    except HandlerImportError as exc:
+        event(
+            log,
+            "supervisor.boot_failed",
+            logging.CRITICAL,
+            error=exc.summary,
+            traceback=exc.traceback,
+        )
+        return ExitCode.BOOT_FAILED
+    except AsyncConfigError as exc:
+        event(log, "supervisor.boot_failed", logging.CRITICAL, error=str(exc))
+        return ExitCode.CONFIG_INVALID
+    return ExitCode.OK
+
+
+def started(arb: "Arbiter") -> None:
+    """The boot is done: ``supervisor.started``, with what it runs."""
     event(
         log,
         "supervisor.started",
@@ -107,8 +142,6 @@ def load(arb: "Arbiter") -> int:
         database=database_mod.redacted(arb.config.database),
         types=len(arb.registry),
     )
-    dispatch(deferred, arb)
-    return ExitCode.OK
 
 
 def reach(arb: "Arbiter", deferred: list[int]) -> bool:

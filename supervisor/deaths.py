@@ -87,21 +87,39 @@ class Deaths:
         the replacement has an owner id of its own (its pid). Its progress file is read and
         removed before the fork, so the replacement's cannot be mistaken for it."""
         sup = self.sup
-        how, code, sig = describe_status(status)
+        described, code, sig = describe_status(status)
         now_m = sup.clock.monotonic()
-        if sig == signal.SIGKILL and not slot.killed:
-            how += ": perhaps out of memory"
-        if slot.kill_reason:
-            how += f" (supervisor: {slot.kill_reason})"
-        dead = Dead(
+        how = _how(slot, described, sig)
+        dead = self.dead(slot, how, now_m)
+        self.settle(slot, code, sig, now_m)
+        if code == ExitCode.RECYCLED and sup.running() and sup.watch.changed():
+            # It may have left because the file names other handler modules (see the worker's
+            # stale_handlers): apply the file now, so its replacement has them.
+            sup.reload("file changed")
+        sup.respawn()
+        released = self.release(dead)
+        _log_exit(dead, how, code, released)
+        _log_reaped(released, dead)
+        if dead.owner:
+            self.unsettled[dead.owner] = dead
+
+    def dead(self, slot: Slot, how: str, now_m: float) -> "Dead":
+        """What the re-queue needs of the worker that was in ``slot``, read before the slot is
+        settled; its progress file says which jobs of its batch it never started."""
+        return Dead(
             slot.index,
             slot.pid,
             slot.owner,
             slot.count_attempt,
             round(now_m - slot.started, 3),
             slot.kill_reason or f"worker {slot.pid} {how} while running the job",
-            not_in_hand(progress_path(sup.snapshot, slot)),
+            not_in_hand(progress_path(self.sup.snapshot, slot)),
         )
+
+    def settle(self, slot: Slot, code: int | None, sig: int | None, now_m: float) -> None:
+        """Empty the slot and set its back-off (``supervisor.slots``), counting a crash; remove
+        the worker's progress file before its replacement can write one."""
+        sup = self.sup
         if sup.slots.settle(
             slot,
             code,
@@ -113,26 +131,6 @@ class Deaths:
         ):
             sup.counters["worker_crashes"] += 1
         forget_progress(sup.snapshot, slot)
-        if code == ExitCode.RECYCLED and sup.running() and sup.watch.changed():
-            # It may have left because the file names other handler modules (see the worker's
-            # stale_handlers): apply the file now, so its replacement has them.
-            sup.reload("file changed")
-        sup.respawn()
-        released = self.release(dead)
-        level = logging.INFO if code in CLEAN_EXITS and not released else logging.WARNING
-        event(
-            log,
-            "worker.exited",
-            level,
-            slot=dead.slot,
-            pid=dead.pid,
-            how=how,
-            lived=dead.lived,
-            jobs_requeued=len(released),
-        )
-        _log_reaped(released, dead)
-        if dead.owner:
-            self.unsettled[dead.owner] = dead
 
     def release_again(self, running: list[Job]) -> set[str]:
         """Re-queue what a dead worker's release left (``running``: the round's running jobs):
@@ -181,6 +179,31 @@ class Deaths:
             sup.close_db()
         sup.counters["jobs_reaped"] += len(released)
         return released
+
+
+def _how(slot: Slot, described: str, sig: int | None) -> str:
+    """How the worker died (``described`` by ``describe_status``), with what we know of why."""
+    how = described
+    if sig == signal.SIGKILL and not slot.killed:
+        how += ": perhaps out of memory"
+    if slot.kill_reason:
+        how += f" (supervisor: {slot.kill_reason})"
+    return how
+
+
+def _log_exit(dead: "Dead", how: str, code: int | None, released: list[Released]) -> None:
+    """``worker.exited``: a warning unless it left cleanly with no job to re-queue."""
+    level = logging.INFO if code in CLEAN_EXITS and not released else logging.WARNING
+    event(
+        log,
+        "worker.exited",
+        level,
+        slot=dead.slot,
+        pid=dead.pid,
+        how=how,
+        lived=dead.lived,
+        jobs_requeued=len(released),
+    )
 
 
 def _log_reaped(released: list[Released], dead: "Dead") -> None:

@@ -79,35 +79,46 @@ def judge_running(
     out = []
     lease = policy.config.worker.lease_timeout
     for job in jobs:
-        try:
-            verdict = (
-                stop_verdict(job, policy, now) if token_host(job.owner or "") == here else None
-            )
-            if verdict is not None:
-                out.append(verdict)
-        except (
-            ValueError,
-            TypeError,
-        ) as exc:  # a row written around jobq: the others are still policed
-            event(
-                log,
-                "supervisor.maintenance_failed",
-                logging.ERROR,
-                task="timeouts",
-                id=job.id,
-                error=repr(exc),
-            )
-        silent = ages.get(job.id)
-        if silent is not None and silent > lease:
-            out.append(
-                Verdict(
-                    job.owner,
-                    job,
-                    "lease",
-                    f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)",
-                )
-            )
+        verdict = _stop_verdict_here(job, policy, now, here)
+        if verdict is not None:
+            out.append(verdict)
+        verdict = lease_verdict(job, ages.get(job.id), lease)
+        if verdict is not None:
+            out.append(verdict)
     return out
+
+
+def _stop_verdict_here(job: Job, policy: JobPolicy, now: float, here: str) -> Verdict | None:
+    """:func:`stop_verdict` for a job whose owner runs on this host (``here``), else None. A row
+    written around jobq (a date that does not parse) is logged and judged no further."""
+    try:
+        return stop_verdict(job, policy, now) if token_host(job.owner or "") == here else None
+    except (
+        ValueError,
+        TypeError,
+    ) as exc:  # a row written around jobq: the others are still policed
+        event(
+            log,
+            "supervisor.maintenance_failed",
+            logging.ERROR,
+            task="timeouts",
+            id=job.id,
+            error=repr(exc),
+        )
+        return None
+
+
+def lease_verdict(job: Job, silent: float | None, lease: float) -> Verdict | None:
+    """'lease' when the lease of ``job`` was last renewed ``silent`` seconds ago (on the
+    database's clock; None: unknown), longer than ``lease``; else None."""
+    if silent is not None and silent > lease:
+        return Verdict(
+            job.owner,
+            job,
+            "lease",
+            f"lease expired: worker silent for {silent:.1f} s (lease_timeout {lease:g} s)",
+        )
+    return None
 
 
 def stop_verdict(job: Job, policy: JobPolicy, now: float) -> Verdict | None:
@@ -193,30 +204,44 @@ def recover_foreign(
       released once it is gone, so two runs never overlap."""
     released = 0
     for owner in sorted({j.owner for j in jobs if j.owner and j.owner not in mine}):
-        host = token_host(owner)
-        if host is not None and host != here:
-            if owner not in expired:
-                continue
-            reason = f"lease expired: worker {owner} on another host stopped renewing it"
-        elif token_alive(owner, here):
-            if owner not in expired or not _kill_and_wait(owner):
-                continue
-            reason = "lease expired: owner was alive but silent; killed by the supervisor"
-        else:
-            reason = f"worker {owner} is gone (found by the supervisor)"
-        for r in store.release_owner(owner, reason, now, max_attempts_for=policy.max_attempts):
-            released += 1
-            event(
-                log,
-                "job.reaped",
-                logging.WARNING,
-                id=r.id,
-                type=r.type,
-                attempt=r.attempts,
-                status=r.status,
-                owner=owner,
-                reason=reason,
-            )
+        reason = _release_reason(owner, expired, here)
+        if reason is not None:
+            released += _release(store, owner, reason, now, policy)
+    return released
+
+
+def _release_reason(owner: str, expired: set[str], here: str) -> str | None:
+    """Why the jobs of ``owner``, not one of our children, are to be released now (killing it
+    first when it is alive on this host but silent past its lease); None: not yet."""
+    host = token_host(owner)
+    if host is not None and host != here:
+        if owner not in expired:
+            return None
+        return f"lease expired: worker {owner} on another host stopped renewing it"
+    if token_alive(owner, here):
+        if owner not in expired or not _kill_and_wait(owner):
+            return None
+        return "lease expired: owner was alive but silent; killed by the supervisor"
+    return f"worker {owner} is gone (found by the supervisor)"
+
+
+def _release(store: UpkeepStore, owner: str, reason: str, now: float, policy: JobPolicy) -> int:
+    """Re-queue (or fail, past max_attempts) the running jobs of ``owner``, each logged
+    ``job.reaped``; how many."""
+    released = 0
+    for r in store.release_owner(owner, reason, now, max_attempts_for=policy.max_attempts):
+        released += 1
+        event(
+            log,
+            "job.reaped",
+            logging.WARNING,
+            id=r.id,
+            type=r.type,
+            attempt=r.attempts,
+            status=r.status,
+            owner=owner,
+            reason=reason,
+        )
     return released
 
 

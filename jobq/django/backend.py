@@ -131,39 +131,11 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         ``task_enqueued`` is sent once the job is written."""
         self.validate_task(task)
         args, kwargs = compat.normalize_json(list(args)), compat.normalize_json(dict(kwargs))
-        payload: dict[str, Any] = {"args": args, "kwargs": kwargs}
-        run_at = _aware(task.run_after)
-        if run_at is not None:
-            payload[PAYLOAD_RUN_AFTER] = run_at.isoformat()
-        # the defaults leave the type's [types] priority and queue
-        priority = None if task.priority == compat.DEFAULT_TASK_PRIORITY else task.priority
-        queue = None if task.queue_name == compat.DEFAULT_TASK_QUEUE_NAME else task.queue_name
-        result = compat.TaskResult(
-            task=task,
-            id="",
-            status=compat.TaskResultStatus.READY,
-            enqueued_at=None,
-            started_at=None,
-            last_attempted_at=None,
-            finished_at=None,
-            args=args,
-            kwargs=kwargs,
-            backend=self.alias,
-            errors=[],
-            worker_ids=[],
-        )
+        payload, options = _job_fields(task, args, kwargs)
+        result = _ready_result(task, args, kwargs, self.alias)
 
         def write(conn: Any = None) -> None:
-            jobs = self.queue()
-            job_id = jobs.enqueue(
-                task.module_path, payload, run_at=run_at, priority=priority, queue=queue, conn=conn
-            )
-            job = jobs.get(job_id, conn=conn)
-            if job is not None:  # (None: a retention purge in between, outside a transaction)
-                stored = task_result(task, job, [], self.alias)
-                for name in _RESULT_FIELDS:
-                    object.__setattr__(result, name, getattr(stored, name))
-            compat.task_enqueued.send(type(self), task_result=result)
+            self._write(task, payload, options, result, conn)
 
         if self.in_transaction_writes():
             self.queue()  # before touching Django's connection (see prepare)
@@ -173,6 +145,20 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         else:
             transaction.on_commit(write, using=self.using)  # at once outside a transaction
         return result
+
+    def _write(
+        self, task: Any, payload: dict[str, Any], options: dict[str, Any], result: Any, conn: Any
+    ) -> None:
+        """Enqueue ``task``'s job (through ``conn``, else this thread's queue's own
+        connection), fill ``result`` in from the stored row, and send ``task_enqueued``."""
+        jobs = self.queue()
+        job_id = jobs.enqueue(task.module_path, payload, conn=conn, **options)
+        job = jobs.get(job_id, conn=conn)
+        if job is not None:  # (None: a retention purge in between, outside a transaction)
+            stored = task_result(task, job, [], self.alias)
+            for name in _RESULT_FIELDS:
+                object.__setattr__(result, name, getattr(stored, name))
+        compat.task_enqueued.send(type(self), task_result=result)
 
     # -- results -----------------------------------------------------------------------------------
 
@@ -213,6 +199,38 @@ class JobqBackend(compat.BaseTaskBackend):  # type: ignore[misc, valid-type]
         from .checks import backend_messages
 
         return list(super().check(**kwargs)) + backend_messages(self)
+
+
+def _job_fields(task: Any, args: Any, kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The payload of ``task``'s job, and the ``run_at``, ``priority`` and ``queue`` it is
+    enqueued with."""
+    payload: dict[str, Any] = {"args": args, "kwargs": kwargs}
+    run_at = _aware(task.run_after)
+    if run_at is not None:
+        payload[PAYLOAD_RUN_AFTER] = run_at.isoformat()
+    # the defaults leave the type's [types] priority and queue
+    priority = None if task.priority == compat.DEFAULT_TASK_PRIORITY else task.priority
+    queue = None if task.queue_name == compat.DEFAULT_TASK_QUEUE_NAME else task.queue_name
+    return payload, {"run_at": run_at, "priority": priority, "queue": queue}
+
+
+def _ready_result(task: Any, args: Any, kwargs: Any, alias: str) -> Any:
+    """The READY ``TaskResult`` of a run of ``task`` not written yet (its id, times and
+    status are filled in from the stored row once it is)."""
+    return compat.TaskResult(
+        task=task,
+        id="",
+        status=compat.TaskResultStatus.READY,
+        enqueued_at=None,
+        started_at=None,
+        last_attempted_at=None,
+        finished_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend=alias,
+        errors=[],
+        worker_ids=[],
+    )
 
 
 def _aware(moment: datetime | None) -> datetime | None:

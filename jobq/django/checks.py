@@ -22,8 +22,6 @@ from shared.model.queuenames import queue_name_error
 
 
 def backend_messages(backend: Any) -> list[checks.CheckMessage]:
-    from .backend import WORKER_MODULE, location
-
     where = f"TASKS[{backend.alias!r}]"
     if backend.using not in settings.DATABASES:
         return [
@@ -43,6 +41,18 @@ def backend_messages(backend: Any) -> list[checks.CheckMessage]:
                 hint="set OPTIONS 'config' to your jobq.toml, or 'database'",
             )
         ]
+    return [
+        *_transaction_messages(backend, where, same),
+        *_queue_messages(backend, where),
+        *_handler_messages(config, where),
+    ]
+
+
+def _transaction_messages(backend: Any, where: str, same: bool) -> list[checks.CheckMessage]:
+    """jobq.E002 and jobq.W001: how enqueues meet the caller's transaction (``same``: the
+    ``using`` database is jobq's)."""
+    from .backend import location
+
     out: list[checks.CheckMessage] = []
     if same and not apps.is_installed("jobq.django"):
         out.append(
@@ -61,6 +71,12 @@ def backend_messages(backend: Any) -> list[checks.CheckMessage]:
                 id="jobq.W001",
             )
         )
+    return out
+
+
+def _queue_messages(backend: Any, where: str) -> list[checks.CheckMessage]:
+    """jobq.E003 for each name of ``QUEUES`` that is not a valid jobq queue name."""
+    out: list[checks.CheckMessage] = []
     for name in sorted(backend.queues, key=repr):
         why = queue_name_error(name)
         if why is not None:
@@ -71,6 +87,14 @@ def backend_messages(backend: Any) -> list[checks.CheckMessage]:
                     hint="each name of QUEUES is a jobq queue (docs/queues.md)",
                 )
             )
+    return out
+
+
+def _handler_messages(config: Any, where: str) -> list[checks.CheckMessage]:
+    """jobq.W003 if the config's handlers do not start with jobq.django.worker."""
+    from .backend import WORKER_MODULE
+
+    out: list[checks.CheckMessage] = []
     if config.handlers and config.handlers[0] != WORKER_MODULE:
         out.append(
             checks.Warning(

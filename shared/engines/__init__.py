@@ -181,12 +181,8 @@ def health_check(config: Any) -> HealthCheck | None:
     this process opened (:class:`shared.engines.health.HealthCheck`); None where the engine has
     nothing to check. A database held in a file: the file's identity (deleted or replaced at its
     path); a server: none (the server is the database)."""
-    path = target(config.database).file
-    if path is None:
-        return None
-    from .sqlite.health import DatabaseFile
-
-    return DatabaseFile(path)
+    engine, where = _of(config.database)
+    return engine.health_check(where)
 
 
 def database_missing(config: Any) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from shared.engines.contract import EngineStore, UpkeepTask
+from shared.engines.health import HealthCheck
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class Engine:
     - ``driver_errors()``: its driver's exception classes (empty when the driver is missing)
     - ``commit_watch(target, config)``: a watch of jobs ending, or None (see shared.engines)
     - ``connections(target)``: this process's descriptors connected to the database
+    - ``health_check(target)``: a :class:`shared.engines.health.HealthCheck` made just after the
+      database was opened, or None where the engine has nothing to check
     - ``preload``: its modules (full names) the worker template imports once, so forked
       workers do not each import them
     """
@@ -64,6 +67,7 @@ class Engine:
     driver_errors: Callable[[], tuple[type[BaseException], ...]]
     commit_watch: Callable[[Target, Any], Any | None]
     connections: Callable[[Target], list[str]]
+    health_check: Callable[[Target], HealthCheck | None]
     preload: tuple[str, ...] = ()
 
     def settings(self, config: Any) -> Any:

@@ -83,6 +83,24 @@ def handler(
     the named queue of its jobs enqueued without one, by a producer that loaded this handler
     (``[types.X] queue`` in the config says it to every producer).
     """
+    _check_options(job_type, max_attempts, timeout, async_concurrency, queue)
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(fn, ATTR, _spec(job_type, fn, max_attempts, timeout, async_concurrency, queue))
+        return fn
+
+    return mark
+
+
+def _check_options(
+    job_type: Any,
+    max_attempts: Any,
+    timeout: Any,
+    async_concurrency: Any,
+    queue: Any,
+) -> None:
+    """ValueError saying why the first of :func:`handler`'s arguments that is not valid is
+    not (checked when the decorator is made, before any function is marked)."""
     if queue is not None:
         check_queue(queue)
     if not isinstance(job_type, str) or not job_type:
@@ -95,25 +113,32 @@ def handler(
         raise ValueError(f"handler {job_type!r}: timeout must be a number > 0, got {timeout!r}")
     check_async_concurrency(job_type, async_concurrency)
 
-    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-        spec = HandlerSpec(
-            job_type,
-            fn,
-            max_attempts,
-            None if timeout is None else float(timeout),
-            inspect.iscoroutinefunction(fn),
-            async_concurrency,
-            queue,
-        )
-        if async_concurrency is not None and not spec.is_async:
-            raise ValueError(
-                f"handler {job_type!r}: async_concurrency={async_concurrency!r} needs an "
-                f"async def handler, and {_where(fn)} is not one"
-            )
-        setattr(fn, ATTR, spec)
-        return fn
 
-    return mark
+def _spec(
+    job_type: str,
+    fn: Callable[..., Any],
+    max_attempts: int | None,
+    timeout: float | None,
+    async_concurrency: int | None,
+    queue: str | None,
+) -> HandlerSpec:
+    """The spec :func:`handler` marks ``fn`` with; ValueError if ``async_concurrency`` is given
+    for a function that is not ``async def``."""
+    spec = HandlerSpec(
+        job_type,
+        fn,
+        max_attempts,
+        None if timeout is None else float(timeout),
+        inspect.iscoroutinefunction(fn),
+        async_concurrency,
+        queue,
+    )
+    if async_concurrency is not None and not spec.is_async:
+        raise ValueError(
+            f"handler {job_type!r}: async_concurrency={async_concurrency!r} needs an "
+            f"async def handler, and {_where(fn)} is not one"
+        )
+    return spec
 
 
 def check_async_concurrency(job_type: str, value: Any) -> None:

@@ -51,46 +51,48 @@ def decide(
     backslash escapes, and a RetryAfter that would be due after the latest storable time is an
     ordinary failure."""
     outcome = storable(job, outcome, policy.config.max_result_bytes, now)
-    # the run's own times, and its last progress report (the check-in's may be older)
-    times: dict[str, Any] = {
+    finish, delay = _finish(job, ctx, outcome, policy, now, _run_times(ctx, now, duration))
+    return Done(job, ctx, outcome, finish, duration, delay)
+
+
+def _run_times(ctx: JobContext, now: float, duration: float) -> dict[str, Any]:
+    """The run's own times, and its last progress report (the check-in's may be older)."""
+    return {
         "started": now - max(duration, 0.0),
         "ended": now,
         "progress": getattr(ctx, "reported", None),
     }
+
+
+def _finish(
+    job: Job,
+    ctx: JobContext,
+    outcome: Outcome,
+    policy: JobPolicy,
+    now: float,
+    times: dict[str, Any],
+) -> tuple[Finish, float | None]:
+    """The Finish recording the (storable) ``outcome``, and the retry's delay (None unless
+    the job is retried)."""
     if outcome.kind == "completed":
-        return Done(
-            job,
-            ctx,
-            outcome,
-            Finish("completed", job.id, job.attempts, outcome.result, **times),
-            duration,
-        )
+        return Finish("completed", job.id, job.attempts, outcome.result, **times), None
     if outcome.kind == "cancelled" or getattr(ctx, "cancel_requested", False):
         # asked to stop: whatever else went wrong meanwhile, never retried
-        return Done(
-            job,
-            ctx,
-            outcome,
+        return (
             Finish("cancelled", job.id, job.attempts, outcome.error or "cancelled", **times),
-            duration,
+            None,
         )
     if outcome.kind == "failed" or job.attempts >= ctx.max_attempts:
-        return Done(
-            job,
-            ctx,
-            outcome,
+        return (
             Finish(
                 "failed", job.id, job.attempts, outcome.error or "", 0.0, ctx.max_attempts, **times
             ),
-            duration,
+            None,
         )
     delay = (
         outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
     )
-    return Done(
-        job,
-        ctx,
-        outcome,
+    return (
         Finish(
             "retry",
             job.id,
@@ -100,7 +102,6 @@ def decide(
             ctx.max_attempts,
             **times,
         ),
-        duration,
         delay,
     )
 

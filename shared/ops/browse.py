@@ -172,32 +172,48 @@ def browse_jobs(
     and the page was not (else None). Rows carry ``cursor``: ``(priority, run_at, created_at,
     tiebreak)`` in claim order, ``(id,)`` otherwise. The cost is the window's entries at most.
     """
-    d, claim = store.dialect, status == "pending"
+    claim = status == "pending"
     walk, params = _walk(store, status, after)
     filters, fparams = _filters(store, status, job_type, q)
     # without a filter every entry of the walk is a row of the page: walk just one page
     params.update(fparams, w=window if filters else limit, page=limit, wlast=window - 1)
+    rows = _page(store, walk, params, filters, claim)
+    out = [_with_cursor(r, claim) for r in rows]
+    end = None
+    if len(rows) < limit and filters:
+        end = _window_end(store, walk, params, claim)
+    return out, end
+
+
+def _page(
+    store: OpsStore, walk: str, params: dict[str, Any], filters: list[str], claim: bool
+) -> list[dict[str, Any]]:
+    """The page's rows: the window's jobs that pass ``filters``, in listing order, with the
+    walk's columns, at most ``:page`` of them."""
+    d = store.dialect
     where = f"WHERE {' AND '.join(filters)} " if filters else ""
     # Where a CROSS JOIN keeps the window as the outer loop (``window_sorted``), rows come out in the walk's
     # order and the query stops at the page's last row; elsewhere the page sorts the window's matches.
     join, order = (
         ("CROSS JOIN", "") if d.window_sorted else ("JOIN", "ORDER BY " + _order(claim, "w."))
     )
-    rows = store.read(
+    return store.read(
         f"SELECT {_COLUMNS}, w.k1, w.k2, w.k3, w.rid FROM ({walk}) AS w {join} jobs j "
         f"ON j.{d.rowid} = w.rid {where}{order} LIMIT :page",
         params,
     )
-    out = [_with_cursor(r, claim) for r in rows]
-    end = None
-    if len(rows) < limit and filters:
-        last = store.read(
-            f"SELECT * FROM ({walk}) AS w {'' if d.window_sorted else 'ORDER BY ' + _order(claim)} "
-            "LIMIT 1 OFFSET :wlast",
-            params,
-        )
-        end = _with_cursor(last[0], claim)["cursor"] if last else None
-    return out, end
+
+
+def _window_end(
+    store: OpsStore, walk: str, params: dict[str, Any], claim: bool
+) -> tuple[Any, ...] | None:
+    """The cursor of the window's last entry (``:wlast``), or None if the window is not full."""
+    last = store.read(
+        f"SELECT * FROM ({walk}) AS w {'' if store.dialect.window_sorted else 'ORDER BY ' + _order(claim)} "
+        "LIMIT 1 OFFSET :wlast",
+        params,
+    )
+    return _with_cursor(last[0], claim)["cursor"] if last else None
 
 
 def find_jobs(
@@ -242,29 +258,9 @@ def _walk(
 ) -> tuple[str, dict[str, Any]]:
     """The index walk of ``status``'s order as SQL yielding ``rid, k1, k2, k3`` in listing order,
     at most the window's ``:w`` entries, starting after ``after``."""
-    rowid = store.dialect.rowid
     if status == "pending":
-        cols = (
-            f"SELECT {rowid} AS rid, priority AS k1, run_at AS k2, created_at AS k3 FROM jobs "
-            "WHERE status = 'pending'"
-        )
-        order = f"ORDER BY priority DESC, run_at, created_at, {rowid} LIMIT :w"
-        if after is None:
-            return f"SELECT * FROM ({cols} {order}) AS c", {}
-        p, r, c, tie = after
-        # Two ordered parts: the rest of the cursor's priority (a row-value seek on the index's
-        # columns, the tiebreak among equals), then lower priorities; the union in that order.
-        same = (
-            f"{cols} AND priority = :p AND (run_at, created_at) >= (:r, :c) "
-            f"AND (run_at, created_at, {rowid}) > (:r, :c, :tie) {order}"
-        )
-        lower = f"{cols} AND priority < :p {order}"
-        resort = "" if store.dialect.window_sorted else f" ORDER BY {_CLAIM_ORDER}"
-        return (
-            f"SELECT * FROM (SELECT * FROM ({same}) AS s UNION ALL SELECT * FROM ({lower}) AS l) AS u"
-            f"{resort} LIMIT :w",
-            {"p": p, "r": r, "c": c, "tie": str(tie) if rowid == "id" else tie},
-        )
+        return _pending_walk(store, after)
+    rowid = store.dialect.rowid
     cond = " AND id < :after" if after is not None else ""
     params = {"status": status, "after": after[0] if after is not None else None}
     base = {
@@ -278,6 +274,33 @@ def _walk(
         f"SELECT {rowid} AS rid, id AS k1, NULL AS k2, NULL AS k3 FROM jobs WHERE {base}{cond} "
         f"ORDER BY {key} DESC LIMIT :w",
         params,
+    )
+
+
+def _pending_walk(store: OpsStore, after: Sequence[Any] | None) -> tuple[str, dict[str, Any]]:
+    """:func:`_walk` of the pending jobs, in claim order (``after``: ``(priority, run_at,
+    created_at, tiebreak)``)."""
+    rowid = store.dialect.rowid
+    cols = (
+        f"SELECT {rowid} AS rid, priority AS k1, run_at AS k2, created_at AS k3 FROM jobs "
+        "WHERE status = 'pending'"
+    )
+    order = f"ORDER BY priority DESC, run_at, created_at, {rowid} LIMIT :w"
+    if after is None:
+        return f"SELECT * FROM ({cols} {order}) AS c", {}
+    p, r, c, tie = after
+    # Two ordered parts: the rest of the cursor's priority (a row-value seek on the index's
+    # columns, the tiebreak among equals), then lower priorities; the union in that order.
+    same = (
+        f"{cols} AND priority = :p AND (run_at, created_at) >= (:r, :c) "
+        f"AND (run_at, created_at, {rowid}) > (:r, :c, :tie) {order}"
+    )
+    lower = f"{cols} AND priority < :p {order}"
+    resort = "" if store.dialect.window_sorted else f" ORDER BY {_CLAIM_ORDER}"
+    return (
+        f"SELECT * FROM (SELECT * FROM ({same}) AS s UNION ALL SELECT * FROM ({lower}) AS l) AS u"
+        f"{resort} LIMIT :w",
+        {"p": p, "r": r, "c": c, "tie": str(tie) if rowid == "id" else tie},
     )
 
 

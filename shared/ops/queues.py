@@ -36,38 +36,10 @@ def by_queue(
     running, paused, unserved, completed_per_min, failed_per_min, wait_s: {p50, p90, p99, max}}``,
     by name. ``unserved``: no pool of ``config`` takes jobs from the queue (False without one)."""
     rows: dict[str, dict[str, Any]] = {}
-
-    def row(name: str) -> dict[str, Any]:
-        return rows.setdefault(
-            name,
-            {
-                "queue": name,
-                "pending": 0,
-                "due": 0,
-                "running": 0,
-                "paused": False,
-                "unserved": False,
-                "completed_per_min": 0.0,
-                "failed_per_min": 0.0,
-                "waits": [],
-            },
-        )
-
-    for name in getattr(config, "queues", None) or {}:
-        row(name).update(paused=bool(config.queues[name].paused))
-    for r in store.read(_DEPTH, {"now": iso(now)}):
-        row(r["queue"]).update(pending=int(r["n"]), due=int(r["due"] or 0))
-    for r in store.read(_RUNNING):
-        row(r["queue"])["running"] = int(r["n"])
-    for name in store.paused_queues():
-        row(name)["paused"] = True
-    for r in store.read(_RECENT, {"limit": sample, "since": iso(now - window)}):
-        q = row(r["queue"])
-        if r["outcome"] in ("completed", "failed"):
-            q[f"{r['outcome']}_per_min"] += 60.0 / window
-        q["waits"] += stats.durations([r])[0]
+    _count(store, rows, now, config)
+    _add_recent(store, rows, now, window, sample)
     if not rows:
-        row(DEFAULT_QUEUE)
+        _row(rows, DEFAULT_QUEUE)
     for name in unserved(config, rows) if config is not None else ():
         rows[name]["unserved"] = True
     for q in rows.values():
@@ -75,3 +47,46 @@ def by_queue(
         q["completed_per_min"] = round(q["completed_per_min"], 3)
         q["failed_per_min"] = round(q["failed_per_min"], 3)
     return [rows[n] for n in sorted(rows)]
+
+
+def _row(rows: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    """The row of the queue ``name`` in ``rows``, added (all zero) if it is not there yet."""
+    return rows.setdefault(
+        name,
+        {
+            "queue": name,
+            "pending": 0,
+            "due": 0,
+            "running": 0,
+            "paused": False,
+            "unserved": False,
+            "completed_per_min": 0.0,
+            "failed_per_min": 0.0,
+            "waits": [],
+        },
+    )
+
+
+def _count(store: OpsStore, rows: dict[str, dict[str, Any]], now: float, config: Any) -> None:
+    """Into ``rows``: each queue's pause (the config's, then the database's), its pending and
+    due jobs and its running ones."""
+    for name in getattr(config, "queues", None) or {}:
+        _row(rows, name).update(paused=bool(config.queues[name].paused))
+    for r in store.read(_DEPTH, {"now": iso(now)}):
+        _row(rows, r["queue"]).update(pending=int(r["n"]), due=int(r["due"] or 0))
+    for r in store.read(_RUNNING):
+        _row(rows, r["queue"])["running"] = int(r["n"])
+    for name in store.paused_queues():
+        _row(rows, name)["paused"] = True
+
+
+def _add_recent(
+    store: OpsStore, rows: dict[str, dict[str, Any]], now: float, window: float, sample: int
+) -> None:
+    """Into ``rows``: the completions and failures per minute of the last ``window`` seconds,
+    and the waits of those attempts (among the last ``sample``)."""
+    for r in store.read(_RECENT, {"limit": sample, "since": iso(now - window)}):
+        q = _row(rows, r["queue"])
+        if r["outcome"] in ("completed", "failed"):
+            q[f"{r['outcome']}_per_min"] += 60.0 / window
+        q["waits"] += stats.durations([r])[0]

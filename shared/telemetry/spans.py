@@ -41,23 +41,7 @@ class Consumer:
         handler runs, ended with the outcome, whose ``span`` is set to the span's context (for
         the job's log line, written after the span ended). ``run()`` returns a new outcome (a
         frozen dataclass with ``kind``, ``error``, ``exc`` and ``span``) that only this call holds."""
-        parent, links = self._parent(job)
-        span = self._start(
-            f"process {job.type}",
-            context=parent,
-            kind=self._kind,
-            links=links,
-            attributes={
-                "messaging.system": SCOPE,
-                "messaging.operation": "process",
-                "messaging.destination.name": job.queue or QUEUE,
-                "messaging.message.id": job.id,
-                "jobq.job.type": job.type,
-                "jobq.attempt": job.attempts,
-            },
-            record_exception=False,
-            set_status_on_exception=False,
-        )
+        span = self._begin(job)
         token = self._attach(self._current(span))
         try:
             outcome = run()
@@ -78,6 +62,27 @@ class Consumer:
             # the outcome is this run's own (see the docstring), shared with no one yet
             object.__setattr__(outcome, "span", ctx)
         return outcome
+
+    def _begin(self, job: Any) -> Any:
+        """The job's span, started (not yet current) with every attribute known at the start, a
+        child of or linked to the job's stored context (see :meth:`_parent`)."""
+        parent, links = self._parent(job)
+        return self._start(
+            f"process {job.type}",
+            context=parent,
+            kind=self._kind,
+            links=links,
+            attributes={
+                "messaging.system": SCOPE,
+                "messaging.operation": "process",
+                "messaging.destination.name": job.queue or QUEUE,
+                "messaging.message.id": job.id,
+                "jobq.job.type": job.type,
+                "jobq.attempt": job.attempts,
+            },
+            record_exception=False,
+            set_status_on_exception=False,
+        )
 
     def _failed(self, span: Any, outcome: Any) -> None:
         """A run that did not complete: its exception as a span event, status ERROR with the

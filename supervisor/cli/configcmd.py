@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -121,30 +122,11 @@ def _set(ctx: Ctx, args: argparse.Namespace) -> int:
     path = Path(ctx.config_path)
     section, key = _split(args.key)
     if section not in SCHEMA or key not in SCHEMA[section]:
-        known = ", ".join(
-            sorted(f"{s}.{k}" if s else k for s, keys in SCHEMA.items() for k in keys)
-        )
-        return ctx.fail(
-            f"config set: unknown key '{args.key}' (known: {known})", ExitCode.CONFIG_INVALID
-        )
-    try:
-        text, bom, eol = read_as_written(path)  # written back in the file's own form
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: config file not found (create one with: jobq config init --config {path})"
-        )
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        return _unknown_key(ctx, args.key)
+    text, bom, eol = _read(path)
     value = parse_value(args.value)
     try:
-        new_text = set_key(text, section, key, value, eol)
-        cfg = config_mod.from_dict(
-            tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent)
-        )
-        if key == "handlers" and not section:
-            load_registry(
-                cfg.handlers, str(path.resolve())
-            )  # a typo in a module name is refused now, not at start-up
+        new_text = _edited(path, text, section, key, value, eol)
     except HandlerImportError as exc:
         return ctx.fail(
             f"config set {args.key}: refused: {exc.summary}; {path} is unchanged",
@@ -165,6 +147,39 @@ def _set(ctx: Ctx, args: argparse.Namespace) -> int:
         f"config_poll_interval, or now with: jobq reload)",
     )
     return ExitCode.OK
+
+
+def _unknown_key(ctx: Ctx, dotted: str) -> int:
+    """``config set``'s refusal of a key the schema does not have, listing those it has."""
+    known = ", ".join(sorted(f"{s}.{k}" if s else k for s, keys in SCHEMA.items() for k in keys))
+    return ctx.fail(f"config set: unknown key '{dotted}' (known: {known})", ExitCode.CONFIG_INVALID)
+
+
+def _read(path: Path) -> tuple[str, str, str]:
+    """The config file's text, byte-order mark and line ending (it is written back in the
+    file's own form); ConfigError if it is missing or not text."""
+    try:
+        return read_as_written(path)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: config file not found (create one with: jobq config init --config {path})"
+        )
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _edited(path: Path, text: str, section: str, key: str, value: Any, eol: str) -> str:
+    """``text`` with ``section.key`` set to ``value``, once the whole config it makes loads;
+    EditError, ConfigError or HandlerImportError (nothing is written) if it does not."""
+    new_text = set_key(text, section, key, value, eol)
+    cfg = config_mod.from_dict(
+        tomllib.loads(new_text), source=str(path), base_dir=str(path.resolve().parent)
+    )
+    if key == "handlers" and not section:
+        load_registry(
+            cfg.handlers, str(path.resolve())
+        )  # a typo in a module name is refused now, not at start-up
+    return new_text
 
 
 def _split(dotted: str) -> tuple[str, str]:

@@ -80,6 +80,13 @@ def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
         action="store_true",
         help="move: delete each copied job from the source if it did not change meanwhile",
     )
+    _span_arguments(p)
+    p.set_defaults(func=wrap(cmd_copy))
+
+
+def _span_arguments(p: argparse.ArgumentParser) -> None:
+    """Where in the source the copy starts, how many jobs it reads, and how many each
+    transaction of the target writes."""
     p.add_argument(
         "--after", default="", metavar="ID", help="start after this job id (default: the first)"
     )
@@ -93,7 +100,6 @@ def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
         metavar="N",
         help=f"jobs per transaction of the target (default {CHUNK})",
     )
-    p.set_defaults(func=wrap(cmd_copy))
 
 
 def parse_statuses(values: Sequence[str] | None) -> tuple[str, ...]:

@@ -80,9 +80,41 @@ def _add(
 
 def _job_commands(sub: argparse._SubParsersAction) -> None:
     duration = arg_type(parse_seconds)
+    _enqueue_command(sub, duration)
+    p = _add(sub, "jobs", ops.cmd_jobs, "list jobs (pending in claim order, finished newest first)")
+    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--type", default=None)
+    p.add_argument("--limit", type=int, default=50)
+    p = _add(
+        sub, "show", ops.cmd_show, "one job: payload, result, error with traceback, attempt history"
+    )
+    p.add_argument("id", help="job id (or a unique prefix of it)")
+    p = _add(
+        sub, "retry", ops.cmd_retry, "put failed or cancelled jobs back to pending, attempts reset"
+    )
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--failed", action="store_true", help="every failed job (of --type)")
+    p.add_argument("--type", default=None)
+    _bulk_commands(sub, duration)
+
+
+def _enqueue_command(sub: argparse._SubParsersAction, duration: Callable[[str], float]) -> None:
+    """``jobq enqueue``: one job from the arguments, or many from ``--file``."""
     p = _add(sub, "enqueue", ops.cmd_enqueue, "add a job (prints its id), or many from JSON lines")
     p.add_argument("type", nargs="?", help="job type, e.g. report:generate")
     p.add_argument("payload", nargs="?", help="payload as JSON (default null)")
+    _enqueue_options(p, duration)
+    _enqueue_links(p)
+    p.add_argument(
+        "--file",
+        default=None,
+        help='JSON lines, one job object each ({"type", "payload", '
+        '"delay", ...}); - reads stdin; validated first, written in batches of 1000',
+    )
+
+
+def _enqueue_options(p: argparse.ArgumentParser, duration: Callable[[str], float]) -> None:
+    """When and in what order the enqueued job runs, its attempts, idempotency key and queue."""
     when = p.add_mutually_exclusive_group()
     when.add_argument("--delay", type=duration, help=f"run after {DURATION_HELP}")
     when.add_argument(
@@ -98,6 +130,10 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--queue", default=None, help='the named queue (default: the type\'s, else "default")'
     )
+
+
+def _enqueue_links(p: argparse.ArgumentParser) -> None:
+    """What the enqueued job continues or waits for: a trace, parent jobs."""
     p.add_argument(
         "--traceparent",
         default=None,
@@ -117,27 +153,6 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="when a parent fails: cancel this job (default), run it anyway, or hold it",
     )
-    p.add_argument(
-        "--file",
-        default=None,
-        help='JSON lines, one job object each ({"type", "payload", '
-        '"delay", ...}); - reads stdin; validated first, written in batches of 1000',
-    )
-    p = _add(sub, "jobs", ops.cmd_jobs, "list jobs (pending in claim order, finished newest first)")
-    p.add_argument("--status", choices=STATUSES)
-    p.add_argument("--type", default=None)
-    p.add_argument("--limit", type=int, default=50)
-    p = _add(
-        sub, "show", ops.cmd_show, "one job: payload, result, error with traceback, attempt history"
-    )
-    p.add_argument("id", help="job id (or a unique prefix of it)")
-    p = _add(
-        sub, "retry", ops.cmd_retry, "put failed or cancelled jobs back to pending, attempts reset"
-    )
-    p.add_argument("ids", nargs="*", metavar="ID")
-    p.add_argument("--failed", action="store_true", help="every failed job (of --type)")
-    p.add_argument("--type", default=None)
-    _bulk_commands(sub, duration)
 
 
 def _bulk_commands(sub: argparse._SubParsersAction, duration: Callable[[str], float]) -> None:

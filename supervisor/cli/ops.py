@@ -77,25 +77,31 @@ def cmd_enqueue(ctx: Ctx, args: argparse.Namespace) -> int:
         )
     with _queue(ctx) as (q, caught):
         try:
-            after = [_parent_id(q.store, a) for a in args.after or ()]
-            job_id = q.enqueue(
-                args.type,
-                payload,
-                run_at=args.run_at,
-                delay=args.delay,
-                priority=args.priority,
-                max_attempts=args.max_attempts,
-                key=args.key,
-                traceparent=args.traceparent,
-                queue=args.queue,
-                after=after,
-                after_failure=args.after_failure,
-            )
+            job_id = _enqueue_one(q, args, payload)
         except (TypeError, ValueError) as exc:
             return ctx.fail(f"enqueue {args.type}: {exc}", ExitCode.USAGE)
     _warn(ctx, caught)
     ctx.emit({"id": job_id}, job_id)
     return ExitCode.OK
+
+
+def _enqueue_one(q: JobQueue, args: argparse.Namespace, payload: Any) -> str:
+    """The id of the job the arguments describe, enqueued (TypeError or ValueError if the
+    queue refuses them)."""
+    after = [_parent_id(q.store, a) for a in args.after or ()]
+    return q.enqueue(
+        args.type,
+        payload,
+        run_at=args.run_at,
+        delay=args.delay,
+        priority=args.priority,
+        max_attempts=args.max_attempts,
+        key=args.key,
+        traceparent=args.traceparent,
+        queue=args.queue,
+        after=after,
+        after_failure=args.after_failure,
+    )
 
 
 def _parent_id(store: Any, text: str) -> str:

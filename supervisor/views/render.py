@@ -1,4 +1,6 @@
-"""Human output: aligned tables, durations, sizes, and the text of ``status`` and ``show``.
+"""Human output: the text of ``status``, ``jobs`` and ``show``, built from the cells of
+:mod:`supervisor.views.cells` (whose table, durations, sizes, sparklines and error lines are
+importable from here too).
 
 Pure functions from data (the dicts that ``--json`` prints) to text.
 """
@@ -9,67 +11,8 @@ import json
 from typing import Any, Sequence
 
 from shared.model import unserved
-from shared.model.errortext import cut, headline
 
-SPARKS = "▁▂▃▄▅▆▇█"
-ASCII_SPARKS = " .:-=+*#"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> str:
-    """Columns padded to their widest cell; numbers right-aligned, text left-aligned."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, c in enumerate(row):
-            widths[i] = max(widths[i], len(c))
-    numeric = [bool(rows) and all(_is_num(row[i]) for row in rows) for i in range(len(headers))]
-
-    def line(values: Sequence[str]) -> str:
-        parts = [
-            v.rjust(w) if numeric[i] else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths))
-        ]
-        return (indent + "  ".join(parts)).rstrip()
-
-    return "\n".join([line(list(headers))] + [line(r) for r in cells])
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return "-"
-    return str(v)
-
-
-def duration(seconds: float | None) -> str:
-    """``850ms``, ``12.3s``, ``4m05s``, ``2h03m``, ``3d04h`` ("-" for None)."""
-    if seconds is None:
-        return "-"
-    s = max(float(seconds), 0.0)
-    if s < 1:
-        ms = s * 1000
-        return f"{ms:.1f}ms" if ms < 9.95 else f"{ms:.0f}ms"
-    if s < 60:
-        return f"{s:.1f}s"
-    m, sec = divmod(int(s), 60)
-    if m < 60:
-        return f"{m}m{sec:02d}s"
-    h, m = divmod(m, 60)
-    if h < 24:
-        return f"{h}h{m:02d}m"
-    d, h = divmod(h, 24)
-    return f"{d}d{h:02d}h"
-
-
-def size(n: float) -> str:
-    """Bytes as ``0 B``, ``12.0 KiB``, ``3.4 MiB``, ``1.2 GiB``."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
+from .cells import duration, error_line, size, sparkline, table
 
 
 def gauge_text(gauge: dict[str, Any]) -> str:
@@ -83,22 +26,6 @@ def gauges_note(snap: dict[str, Any]) -> str:
     engine has none (each engine names and labels its own: ``OpsStore.gauges``)."""
     shown = ", ".join(gauge_text(g) for g in snap.get("gauges", ()))
     return f" ({shown})" if shown else ""
-
-
-def sparkline(values: Sequence[float | None], ascii_only: bool = False) -> str:
-    """One character per value, scaled from 0 to the largest; None (no data) is a space."""
-    chars = ASCII_SPARKS if ascii_only else SPARKS
-    top = max((v for v in values if v is not None), default=0) or 1
-    return "".join(
-        " " if v is None else chars[min(int(v / top * (len(chars) - 1) + 0.5), len(chars) - 1)]
-        for v in values
-    )
-
-
-def error_line(text: str | None, width: int = 60) -> str:
-    """The line that stands for an error (its final exception's type and the first line of its
-    message: :func:`shared.model.errortext.headline`), cut to ``width``."""
-    return cut(headline(text), width)
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -301,57 +228,67 @@ def _when(r: dict[str, Any]) -> str:
     return r["run_at"]
 
 
+# the fields ``show`` lists first, one a line, in this order
+SHOW_FIELDS = (
+    "id",
+    "type",
+    "status",
+    "queue",
+    "limit_key",
+    "attempts",
+    "max_attempts",
+    "priority",
+    "key",
+    "created_at",
+    "run_at",
+    "started_at",
+    "completed_at",
+    "updated_at",
+    "owner",
+)
+
+
 def job_text(job: dict[str, Any], history: Sequence[dict[str, Any]]) -> str:
     """``show``: the job's fields, payload, result, error with traceback, attempt history."""
-    keys = (
-        "id",
-        "type",
-        "status",
-        "queue",
-        "limit_key",
-        "attempts",
-        "max_attempts",
-        "priority",
-        "key",
-        "created_at",
-        "run_at",
-        "started_at",
-        "completed_at",
-        "updated_at",
-        "owner",
-    )
-    lines = [f"{k:<13} {job.get(k) if job.get(k) is not None else '-'}" for k in keys]
+    lines = _field_lines(job)
+    lines += ["", "payload:", _indent(_pretty(job["payload"]))]
+    if job["result"] is not None:
+        lines += ["", "result:", _indent(_pretty(job["result"]))]
+    if job["error"]:
+        lines += ["", "error:", _indent(job["error"].rstrip())]
+    lines += ["", "attempts:", _history_text(history)]
+    return "\n".join(lines)
+
+
+def _field_lines(job: dict[str, Any]) -> list[str]:
+    """The job's fields, a stop being asked for and its progress, one a line."""
+    lines = [f"{k:<13} {job.get(k) if job.get(k) is not None else '-'}" for k in SHOW_FIELDS]
     if job.get("cancel_requested_at") and job["status"] == "running":
         lines.append(
             f"{'cancel asked':<13} {job['cancel_requested_at']} (the handler is being stopped)"
         )
     if job.get("progress") is not None:
         lines.append(f"{'progress':<13} {progress_text(job['progress'])}")
-    lines += ["", "payload:", _indent(_pretty(job["payload"]))]
-    if job["result"] is not None:
-        lines += ["", "result:", _indent(_pretty(job["result"]))]
-    if job["error"]:
-        lines += ["", "error:", _indent(job["error"].rstrip())]
-    lines += ["", "attempts:"]
-    if history:
-        rows = [
-            [
-                h["attempt"],
-                h["outcome"],
-                h["started_at"],
-                h["ended_at"],
-                duration(h["run_s"]),
-                h["owner"] or "-",
-                error_line(h["error"], 60) if h["error"] else "",
-            ]
-            for h in history
+    return lines
+
+
+def _history_text(history: Sequence[dict[str, Any]]) -> str:
+    """The table of the job's ended attempts, indented, or a line saying none has ended."""
+    if not history:
+        return "  none ended yet"
+    rows = [
+        [
+            h["attempt"],
+            h["outcome"],
+            h["started_at"],
+            h["ended_at"],
+            duration(h["run_s"]),
+            h["owner"] or "-",
+            error_line(h["error"], 60) if h["error"] else "",
         ]
-        lines.append(
-            table(["#", "OUTCOME", "STARTED", "ENDED", "RAN", "WORKER", "ERROR"], rows, indent="  ")
-        )
-    else:
-        lines.append("  none ended yet")
-    return "\n".join(lines)
+        for h in history
+    ]
+    return table(["#", "OUTCOME", "STARTED", "ENDED", "RAN", "WORKER", "ERROR"], rows, indent="  ")
 
 
 def progress_text(progress: Any, width: int = 200) -> str:

@@ -30,18 +30,10 @@ def collect(
     """Everything ``status`` reports, as of ``now``; without ``detail``, no throughput and
     latency (``top`` draws its own from the attempt feed); with ``config``, the next run of each
     ``[[schedule]]`` entry."""
-    jobs = dict.fromkeys(STATUSES, 0)
-    by_type: dict[str, dict[str, int]] = {}
-    for r in ops.counts_by_type(store):
-        jobs[r["status"]] = jobs.get(r["status"], 0) + r["n"]
-        by_type.setdefault(r["type"], dict.fromkeys(STATUSES, 0))[r["status"]] = r["n"]
+    jobs, by_type = _job_counts(store)
     scheduled = ops.scheduled_by_type(store, now)
     jobs["scheduled"] = sum(scheduled.values())
-    counters = ops.supervisor_counters(store)
-    sups = supervisors(store, now)
-    for s in sups:
-        s["counters"] = counters.get(s["token"], {})
-        s["up_s"] = round(s["up_s"], 3)
+    sups = _supervisors_with_counters(store, now)
     gauges = ops.gauges.read(
         store
     )  # the engine's own: each under its key, and described for display
@@ -60,21 +52,46 @@ def collect(
         "queues": queues.by_queue(store, now, config),
     }
     if config is not None:
-        snap["schedules"] = [
-            {
-                "name": r.name,
-                "type": r.type,
-                "cron": r.cron,
-                "timezone": r.timezone,
-                "next_at": iso(r.next_at) if r.next_at is not None else None,
-                "last_tick": _iso(enqueued_tick(r)),
-            }
-            for r in schedule.next_runs(config, now, store)
-        ]
+        snap["schedules"] = _schedules(store, now, config)
     if detail:
         snap["throughput"] = throughput(store, now)
         snap["latency"] = latency(store, now)
     return snap
+
+
+def _job_counts(store: OpsStore) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """Jobs by status (every status, 0 if none), and by type and status."""
+    jobs = dict.fromkeys(STATUSES, 0)
+    by_type: dict[str, dict[str, int]] = {}
+    for r in ops.counts_by_type(store):
+        jobs[r["status"]] = jobs.get(r["status"], 0) + r["n"]
+        by_type.setdefault(r["type"], dict.fromkeys(STATUSES, 0))[r["status"]] = r["n"]
+    return jobs, by_type
+
+
+def _supervisors_with_counters(store: OpsStore, now: float) -> list[dict[str, Any]]:
+    """:func:`supervisors`, each with its ``counters`` and ``up_s`` rounded to milliseconds."""
+    counters = ops.supervisor_counters(store)
+    sups = supervisors(store, now)
+    for s in sups:
+        s["counters"] = counters.get(s["token"], {})
+        s["up_s"] = round(s["up_s"], 3)
+    return sups
+
+
+def _schedules(store: OpsStore, now: float, config: Any) -> list[dict[str, Any]]:
+    """The next run of each ``[[schedule]]`` entry of ``config``, and its last enqueued tick."""
+    return [
+        {
+            "name": r.name,
+            "type": r.type,
+            "cron": r.cron,
+            "timezone": r.timezone,
+            "next_at": iso(r.next_at) if r.next_at is not None else None,
+            "last_tick": _iso(enqueued_tick(r)),
+        }
+        for r in schedule.next_runs(config, now, store)
+    ]
 
 
 def supervisors(store: OpsStore, now: float) -> list[dict[str, Any]]:

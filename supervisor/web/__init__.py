@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from shared.engines.location import redacted
 from shared.model.exitcodes import ExitCode
@@ -31,34 +32,41 @@ def cmd_web(ctx: Ctx, args: argparse.Namespace) -> int:
     try:
         import jinja2  # noqa: F401 - the web extra's libraries, checked before anything else
         import starlette  # noqa: F401
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError as exc:
         return ctx.fail(
             f"web: the dashboard needs the web extra ({exc.name} is missing): "
             f'pip install -e ".[web]"',
             ExitCode.USAGE,
         )
-    from .app import Settings, create_app
+    settings = _settings(ctx, args)
+    if isinstance(settings, str):
+        return ctx.fail(settings, ExitCode.USAGE)
+    _serve(ctx, settings, args.port)
+    return ExitCode.OK
+
+
+def _settings(ctx: Ctx, args: argparse.Namespace) -> Any:
+    """The dashboard's ``Settings`` from the arguments, or the error for the first that is not
+    usable (an address other machines reach with no token among them)."""
+    from .app import Settings
     from .security import is_loopback
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if not is_loopback(args.host) and not token:
-        return ctx.fail(
+        return (
             f"web: --host {args.host} is reachable from other machines: give --token TOKEN "
-            f"(or set {TOKEN_ENV}); without one the dashboard binds 127.0.0.1 only",
-            ExitCode.USAGE,
+            f"(or set {TOKEN_ENV}); without one the dashboard binds 127.0.0.1 only"
         )
     if not 0 <= args.port <= 65535:
-        return ctx.fail(f"web: --port must be 0-65535, got {args.port}", ExitCode.USAGE)
+        return f"web: --port must be 0-65535, got {args.port}"
     root = args.root_path.rstrip("/")
     if root and not root.startswith("/"):
-        return ctx.fail(
-            f"web: --root-path must start with /, got {args.root_path!r}", ExitCode.USAGE
-        )
+        return f"web: --root-path must start with /, got {args.root_path!r}"
     allowed = _allowed_hosts(args.allow_host)
     if isinstance(allowed, str):
-        return ctx.fail(allowed, ExitCode.USAGE)
-    settings = Settings(
+        return allowed
+    return Settings(
         ctx.config,
         ctx.config_path,
         token=token,
@@ -67,24 +75,33 @@ def cmd_web(ctx: Ctx, args: argparse.Namespace) -> int:
         host=args.host,
         allow_hosts=allowed,
     )
+
+
+def _serve(ctx: Ctx, settings: Any, port: int) -> None:
+    """Serve the dashboard on ``settings.host`` and ``port`` until interrupted, then close its
+    database connection."""
+    import uvicorn
+
+    from .app import create_app
+
+    root = settings.root_path
     app = create_app(settings, ctx.clock)
     print(
-        f"jobq web: serving {redacted(ctx.config.database)} on http://{args.host}:{args.port}{root}/"
-        f"{' (read-only)' if args.read_only else ''}{' (token required)' if token else ''}",
+        f"jobq web: serving {redacted(ctx.config.database)} on http://{settings.host}:{port}{root}/"
+        f"{' (read-only)' if settings.read_only else ''}{' (token required)' if settings.token else ''}",
         file=sys.stderr,
         flush=True,
     )
     uvicorn.run(
         app,
-        host=args.host,
-        port=args.port,
+        host=settings.host,
+        port=port,
         root_path=root,
         log_level="warning",
         proxy_headers=bool(root),
         access_log=False,
     )
     app.state.backend.close()
-    return ExitCode.OK
 
 
 def _allowed_hosts(names: list[str]) -> tuple[str, ...] | str:

@@ -159,7 +159,8 @@ def test_deep_row_fails_at_once_and_timeouts_are_still_enforced(database, tmp_pa
 
 def test_one_failing_upkeep_task_does_not_stop_the_others(database, tmp_path, monkeypatch):
     from supervisor import arbiter as arbiter_mod
-    from supervisor import maintenance
+    from supervisor import maintenance, scheduler
+    from supervisor.upkeep import Upkeep
 
     cfg = load(hostile_config(tmp_path))
     calls = []
@@ -170,12 +171,12 @@ def test_one_failing_upkeep_task_does_not_stop_the_others(database, tmp_path, mo
 
     monkeypatch.setattr(maintenance, "worth_a_look", lambda *a, **k: True)  # read the running jobs
     monkeypatch.setattr(maintenance, "judge_running", broken)
-    monkeypatch.setattr(arbiter_mod.scheduler, "run_due", lambda *a, **k: calls.append("schedules"))
+    monkeypatch.setattr(scheduler, "run_due", lambda *a, **k: calls.append("schedules"))
     monkeypatch.setattr(
-        arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+        maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
     )
     arb = arbiter_mod.Arbiter(cfg)
-    arb.upkeep = arbiter_mod.Upkeep(arb.upkeep_tasks())  # what load() sets up
+    arb.upkeep = Upkeep(arb.upkeep_tasks())  # what load() sets up
     try:
         arb.maintain()
         assert calls == ["timeouts", "recovery", "schedules"]

@@ -323,7 +323,7 @@ def test_the_schema_version_is_one_statement_at_connect_and_safe_inside_a_transa
     transaction (the migration's) the look-up comes first, so no error ends the transaction."""
     from psycopg.rows import dict_row
     from shared.engines.postgres import schema
-    from shared.engines.postgres.connection import _version
+    from shared.engines.postgres.migration import _version
 
     pg.open().close()  # the schema, migrated
     missing = f"jobq_none_{uuid.uuid4().hex[:8]}"

@@ -76,6 +76,8 @@ UNIT_ELSEWHERE = {
     "supervisor/children.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/dispatch.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/duties.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/exposition.py": "tests/unit/supervisor/test_metrics_text.py",
+    "supervisor/outage.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/reload.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/slots.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/cli/args.py": "tests/unit/cli/test_cli.py",
@@ -89,6 +91,7 @@ UNIT_ELSEWHERE = {
     "supervisor/cli/tomledit.py": "tests/unit/cli/test_ops_units.py",
     "supervisor/cli/webcmd.py": "tests/unit/cli/test_cli.py",
     "supervisor/views/actions.py": "tests/unit/cli/test_id_resolver.py",
+    "supervisor/views/cells.py": "tests/unit/cli/test_ops_units.py",  # through render
     "supervisor/views/context.py": "tests/unit/cli/test_cli.py",  # every command gets one
     "supervisor/views/render.py": "tests/unit/cli/test_status_display.py",
     "supervisor/views/snapshot.py": "tests/unit/cli/test_status_display.py",

@@ -100,6 +100,11 @@ def _connections(target: Target) -> list[str]:
     return connections(target.location)
 
 
+def _health_check(target: Target) -> None:
+    """Nothing to check: the server is the database (a lost connection is reconnected)."""
+    return None
+
+
 ENGINE = Engine(
     name="postgresql",
     section="postgres",
@@ -111,6 +116,7 @@ ENGINE = Engine(
     driver_errors=_driver_errors,
     commit_watch=_commit_watch,
     connections=_connections,
+    health_check=_health_check,
     preload=(f"{__name__}.store", f"{__name__}.wakeup"),  # psycopg takes ~0.3 s to import
 )
 

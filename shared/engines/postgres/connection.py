@@ -1,6 +1,6 @@
-"""One psycopg 3 connection set up for jobq: the schema on the search path, migrations, the
-helpers the store's SQL uses and reconnection (driver errors become jobq's own, of
-:mod:`shared.model.errors`, in :mod:`.errors`).
+"""One psycopg 3 connection set up for jobq: the schema on the search path, migrated on opening
+(:mod:`.migration`), the helpers the store's SQL uses and reconnection (driver errors become
+jobq's own, of :mod:`shared.model.errors`, in :mod:`.errors`).
 
 - The connection is in autocommit: a lone statement commits by itself (one round trip); a
   transaction is :meth:`PgConnection._tx` (``BEGIN`` .. ``COMMIT``, retried on a serialization
@@ -41,9 +41,9 @@ from psycopg.rows import dict_row
 from shared.engines.location import redacted, scrub
 from .. import forkaware
 from ..sql.connection import ConnectionBase, set_up
-from shared.model.errors import StoreRefused, StoreUnavailable
-from . import schema as schema_mod
+from shared.model.errors import StoreUnavailable
 from .errors import error_for
+from .migration import migrate_schema
 
 T = TypeVar("T")
 
@@ -104,20 +104,10 @@ class PgConnection(ConnectionBase):
         upkeep: bool = False,
     ) -> None:
         self.url = url
-        self.limits = session_limits(lease_timeout, upkeep)
-        # upkeep: a call not answered by then is cut on the client side (see _bounded)
-        self.call_limit = (
-            int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
-        )
-        self._watch: threading.Timer | None = None
-        self.severed = False  # the last call was cut by the bound
         self.location = redacted(url)
-        self.schema = schema
-        self.channel = f"jobq_{schema}"
-        self.done_channel = done_channel(schema)
+        self._bound_calls(session_limits(lease_timeout, upkeep), upkeep)
+        self._name_schema(schema)
         self.connect_timeout = connect_timeout
-        self.qualifier = f'"{schema}".'  # an application's connection has its own search_path
-        self.table = f"{self.qualifier}jobs"
         self._conn: psycopg.Connection | None = None
         self._closed = False
         self._on_connect: list[Callable[[psycopg.Connection], None]] = []
@@ -135,6 +125,26 @@ class PgConnection(ConnectionBase):
             lambda exc: error_for(self.location, exc),
         )
         forkaware.track(self)
+
+    def _bound_calls(self, limits: dict[str, str], upkeep: bool) -> None:
+        """The session's server-side ``limits`` (:func:`session_limits`), and for ``upkeep`` the
+        client-side bound of a call (``call_limit``, see :meth:`_bounded`)."""
+        self.limits = limits
+        # upkeep: a call not answered by then is cut on the client side (see _bounded)
+        self.call_limit = (
+            int(self.limits["statement_timeout"]) / 1000 + CALL_MARGIN if upkeep else None
+        )
+        self._watch: threading.Timer | None = None
+        self.severed = False  # the last call was cut by the bound
+
+    def _name_schema(self, schema: str) -> None:
+        """The names the store's SQL uses for ``schema``: its channels, its qualifier and its
+        jobs table."""
+        self.schema = schema
+        self.channel = f"jobq_{schema}"
+        self.done_channel = done_channel(schema)
+        self.qualifier = f'"{schema}".'  # an application's connection has its own search_path
+        self.table = f"{self.qualifier}jobs"
 
     def _connect(self) -> psycopg.Connection:
         try:
@@ -360,39 +370,3 @@ def _check(conn: psycopg.Connection, res: Any) -> Any:
     if conn.pgconn.status != pq.ConnStatus.OK:
         raise psycopg.OperationalError(conn.pgconn.get_error_message() or "the connection was lost")
     raise pg_errors.error_from_result(res, encoding=conn.info.encoding)
-
-
-def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
-    """Create or upgrade jobq's tables in ``schema`` to :data:`schema_mod.VERSION`, in one
-    transaction under an advisory lock (two processes starting at once migrate once). Returns
-    the version found. Refuses a schema newer than this code."""
-    found = _version(conn, schema)
-    if found == schema_mod.VERSION:
-        return found
-    with conn.transaction():
-        # a migration may wait for another process's and may take long: no session limit applies
-        conn.execute(
-            "SELECT set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)"
-        )
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
-        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        found = _version(conn, schema)
-        if found > (ours := schema_mod.VERSION):
-            raise StoreRefused(f"schema {schema}: version {found} is newer than this jobq ({ours})")
-        for version in range(found, schema_mod.VERSION):
-            conn.execute(f'SET LOCAL search_path = "{schema}"')
-            conn.execute(schema_mod.MIGRATIONS[version])
-            conn.execute("UPDATE meta SET version = %s", (version + 1,))
-    return found
-
-
-def _version(conn: psycopg.Connection, schema: str) -> int:
-    """``meta.version`` (0: none); read at once but in a transaction (an error would end it)."""
-    read = f'SELECT version FROM "{schema}".meta'
-    try:
-        if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-            return conn.execute(read).fetchone()["version"]
-    except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
-        return 0
-    row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
-    return 0 if row["t"] is None else conn.execute(read).fetchone()["version"]

@@ -1,7 +1,8 @@
 """The PostgreSQL engine's store: one psycopg connection to a jobq schema, and every protocol of
 :mod:`shared.engines.contract` on it (the transitions written once in :mod:`shared.engines.sql`,
-spelt by :mod:`.dialect`; here the hot path whose SQL is this engine's own; connecting and errors in
-:mod:`.connection`; the operators' reads run on it through :mod:`shared.ops`).
+spelt by :mod:`.dialect`; here the hot path whose SQL is this engine's own, the enqueue's in
+:mod:`.enqueue`; connecting and errors in :mod:`.connection`; the operators' reads run on it
+through :mod:`shared.ops`).
 
 How this engine keeps the contract across many hosts:
 - A claim is one ``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``:
@@ -14,7 +15,7 @@ How this engine keeps the contract across many hosts:
   judges them on one clock; everything else keeps the caller's injected time. Heartbeats and
   lease ages are in :mod:`.leases`.
 - An enqueue notifies in the same statement as its insert (``pg_notify``, one per
-  transaction): idle workers wake from ``LISTEN`` (:mod:`.wakeup`).
+  transaction; :mod:`.enqueue`): idle workers wake from ``LISTEN`` (:mod:`.wakeup`).
 - One job per call is one autocommit statement; a batch's outcomes and the next claim share
   one transaction (round trips, not commits, set the cost here).
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import psycopg
 from psycopg import pq
@@ -38,6 +39,7 @@ from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .connection import _RETRYABLE as RETRYABLE, TX_RETRIES, PgConnection
 from .errors import translate_errors
 from .dialect import DIALECT
+from .enqueue import PgEnqueue
 from .finish import (
     COMPLETE_MANY,
     complete_and_claim_sql,
@@ -113,79 +115,22 @@ _UNCLAIM = (
     "SELECT count(*) AS n, pg_notify(%(channel)s, '') FROM u"
 )
 
-_INSERT_COLUMNS = (
-    "(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
-    "updated_at, key, trace, queue, limit_key, tally)"
-)
 
+class OpenPipeline(NamedTuple):
+    """The limited claim under way in pipeline mode (:meth:`PgStore._limited_tx`): its
+    connection, and the ``pipeline`` (an exit stack) that ends the pipeline on close."""
 
-def _count_inserted(table: str) -> str:
-    """The inserted rows' count deltas, written by the insert's own statement (its rows are
-    marked tally = 1: the insert trigger skips them; see schema.COUNTED_INSERTS). Qualified like
-    ``table``: the statement may run on the application's connection."""
-    deltas = table[: -len("jobs")] + "job_count_deltas"
-    return (
-        f"counted AS (INSERT INTO {deltas} (type, status, n) "
-        "SELECT type, 'pending', count(*) FROM ins GROUP BY type "
-        "UNION ALL SELECT type, 'delayed', count(*) FROM ins WHERE later GROUP BY type)"
-    )
-
-
-# Many rows as arrays: one statement, one round trip, whatever the batch size.
-_INSERT_ROWS = (
-    "SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
-    "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
-    "%(queues)s::text[], %(limit_keys)s::text[]) "
-    "AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue, limit_key)"
-)
-
-
-def _insert_sql(table: str) -> str:
-    """Insert the unnested rows and notify once, in one statement (the notification is sent at
-    commit; PostgreSQL folds identical ones within a transaction). Rows whose key a kept job
-    already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
-    NULL row from the notify)."""
-    return (
-        f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} "
-        f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key, 1 "
-        f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING "
-        f"RETURNING id, type, run_at > created_at AS later), {_count_inserted(table)}, "
-        "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
-        "SELECT id FROM ins UNION ALL SELECT NULL FROM n"
-    )
-
-
-def _insert_one_sql(table: str, later: bool) -> str:
-    """One job without a key: a plain VALUES row (no arrays to build), its count deltas as
-    VALUES too (``later``: its ``run_at`` is after its ``created_at``, so it also counts as
-    delayed) and its notification (``$n`` placeholders: a prepared statement of the store's, see
-    ``_run_prepared``). Without a key the row is always inserted (or the statement fails), so
-    nothing is read back: a RETURNING row set and its per-type aggregates cost a quarter of
-    the statement's server time (EXPLAIN ANALYZE: 132 against 99 us)."""
-    deltas = table[: -len("jobs")] + "job_count_deltas"
-    counts = "($2, 'pending', 1), ($2, 'delayed', 1)" if later else "($2, 'pending', 1)"
-    return (
-        f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
-        "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1)), "
-        f"counted AS (INSERT INTO {deltas} (type, status, n) VALUES {counts}) "
-        "SELECT pg_notify($11, '')"
-    )
-
-
-def _storable(j: NewJob) -> bool:
-    """Whether the queue and limit key are free of NUL (the API refuses one; a caller below it
-    may not): the prepared path's parameters are C strings, and psycopg's path refuses a NUL
-    with its own error."""
-    return "\x00" not in j.queue and (j.limit_key is None or "\x00" not in j.limit_key)
+    conn: Any
+    pipeline: contextlib.ExitStack
 
 
 @translate_errors
-class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
+class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
     """One PostgreSQL connection to a jobq schema, and the operations on it (the transitions
     written once in :mod:`shared.engines.sql`; here the hot path, which is this engine's own)."""
 
     dialect = DIALECT  # the shared SQL (shared.engines.sql, shared.ops) runs through SqlBase
-    _open_pipeline: Any = None  # (connection, its pipeline) of the limited claim under way, if any
+    _open_pipeline: OpenPipeline | None = None  # of the limited claim under way, if any
     _reads_pipelined = (
         True  # a limited claim's candidate reads may go with its state read (pipelined)
     )
@@ -193,18 +138,6 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
     def wake_idle(self) -> None:
         """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""
         self.conn.execute("SELECT pg_notify(%s, '')", (self.channel,))
-
-    @functools.cached_property
-    def _insert_one(self) -> str:
-        return _insert_one_sql(self.table, later=False)
-
-    @functools.cached_property
-    def _insert_one_later(self) -> str:
-        return _insert_one_sql(self.table, later=True)
-
-    @functools.cached_property
-    def _insert_many(self) -> str:
-        return _insert_sql(self.table)
 
     def wakeup(self) -> Any:
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
@@ -214,79 +147,6 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             lambda conn: conn.execute(WORKER_SESSION)
         )  # (only workers wait: see WORKER_SESSION)
         return PgWakeup(self)
-
-    # -- producers ------------------------------------------------------------------------------
-
-    def enqueue(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
-        """Insert jobs and notify, in one statement; their ids in order (a kept job's id where
-        a job's ``key`` is taken). With ``conn`` (the application's psycopg connection) the
-        rows join its transaction: nothing is committed here, and the notification goes out
-        when the application commits."""
-        if not jobs:
-            return []
-        for j in jobs:  # the one text PostgreSQL cannot store that the API lets through
-            if j.key is not None and "\x00" in j.key:
-                raise ValueError(
-                    f"job {j.id}: idempotency key {j.key!r} contains NUL, which "
-                    "PostgreSQL text cannot hold"
-                )
-        stamp = iso(now)
-        if conn is None and len(jobs) == 1 and jobs[0].key is None and _storable(jobs[0]):
-            j = jobs[0]  # the commonest call: one prepared statement, no arrays, no cursor
-            run_at = stamp if j.run_at == now else iso(j.run_at)
-            later = (
-                run_at > stamp
-            )  # (as the server compares the texts: fixed-width ISO, "C" collation)
-            self._run_prepared(
-                b"jobq_enqueue_later" if later else b"jobq_enqueue_one",
-                self._insert_one_later if later else self._insert_one,
-                [
-                    j.id,
-                    j.type,
-                    j.payload,
-                    None if j.max_attempts is None else str(j.max_attempts),
-                    str(j.priority),
-                    run_at,
-                    stamp,
-                    j.trace,
-                    j.queue,
-                    j.limit_key,
-                    self.channel,
-                ],
-            )
-            return [j.id]
-        c = self.conn if conn is None else conn
-        params = {
-            "now": stamp,
-            "channel": self.channel,
-            "ids": [j.id for j in jobs],
-            "types": [j.type for j in jobs],
-            "payloads": [j.payload for j in jobs],
-            "max": [j.max_attempts for j in jobs],
-            "priority": [j.priority for j in jobs],
-            "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
-            "keys": [j.key for j in jobs],
-            "traces": [j.trace for j in jobs],
-            "queues": [j.queue for j in jobs],
-            "limit_keys": [j.limit_key for j in jobs],
-        }
-        sql = self._insert_many
-        if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
-            return self._tx(lambda tx: self._insert(tx, sql, params, jobs))
-        return self._insert(c, sql, params, jobs)
-
-    def _insert(self, c: Any, sql: str, params: dict, jobs: Sequence[NewJob]) -> list[str]:
-        with c.cursor(row_factory=tuple_row) as cur:
-            inserted = {r[0] for r in cur.execute(sql, params).fetchall() if r[0] is not None}
-            missing = [j.key for j in jobs if j.id not in inserted and j.key is not None]
-            if not missing:
-                return [j.id for j in jobs]
-            found = dict(
-                cur.execute(
-                    f"SELECT key, id FROM {self.table} WHERE key = ANY(%s)", (missing,)
-                ).fetchall()
-            )
-        return [j.id if j.id in inserted else found.get(j.key, j.id) for j in jobs]
 
     # -- workers --------------------------------------------------------------------------------
 
@@ -343,6 +203,23 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         if len(finishes) == 1 and limit <= 1 and limits is None:
             done = [self.finish(finishes[0], owner, now)]
             return done, self.claim(owner, owner_pid, now, limit)
+        tx = self._batch_tx(finishes, owner, owner_pid, now, limit, limits, types)
+        done, got = self._limited_tx(tx) if limits is not None else self._tx(tx)
+        return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
+
+    def _batch_tx(
+        self,
+        finishes: Sequence[Finish],
+        owner: str,
+        owner_pid: int,
+        now: Now,
+        limit: int,
+        limits: Any,
+        types: Sequence[str] | None,
+    ) -> Callable[[Any], tuple[list[bool], list[Any]]]:
+        """The transaction of :meth:`finish_and_claim` for a batch: record the outcomes, then
+        claim (``limits`` None: the fast claim, ``now`` a time)."""
+        stamp = iso(now) if limits is None else ""  # type: ignore[arg-type]
 
         def tx(c: Any) -> tuple[list[bool], list[Any]]:
             # a limited claim reads a clock's ``now`` itself, once it holds the advisory lock
@@ -358,14 +235,13 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
             params = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
             return done, self._claim_rows(c, params)
 
-        done, got = self._limited_tx(tx) if limits is not None else self._tx(tx)
-        return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
+        return tx
 
     def _limited_tx(self, fn: Callable[[Any], T]) -> T:
         """A limited claim's transaction, ``fn(conn)``, in psycopg's pipeline mode: a statement
         goes without waiting for the answers before it until one is read. BEGIN, the advisory
         lock and the claim's state read travel in one round trip, the candidate reads in one
-        (or in the first, once a worker's claims are steady: ``limits._early_reads``), the claim
+        (or in the first, once a worker's claims are steady: ``candidates._early_reads``), the claim
         with COMMIT in one (:meth:`_claim_is_last`): 2-3 round trips (7 without the pipeline, 4
         with COMMIT apart). The state read is still a statement after the lock's, so its
         snapshot sees every claim committed before the lock was granted. Run again after a
@@ -376,7 +252,7 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
                 with contextlib.ExitStack() as pipeline:
                     pipeline.enter_context(conn.pipeline())
                     conn.execute("BEGIN")
-                    self._open_pipeline = (conn, pipeline)
+                    self._open_pipeline = OpenPipeline(conn, pipeline)
                     out = fn(conn)
                     if self._open_pipeline is not None:  # the claim statement did not end it
                         conn.execute("COMMIT")
@@ -397,8 +273,8 @@ class PgStore(TransitionsSql, PgConnection, PgLeases, PgTransfer):
         trip; the claim's rows are read after. A failed claim aborts the COMMIT with it (the
         server skips a pipeline's statements after an error until its Sync): nothing commits,
         and :meth:`_limited_tx` rolls back."""
-        if self._open_pipeline is not None and self._open_pipeline[0] is c:
-            pipeline, self._open_pipeline = self._open_pipeline[1], None
+        if self._open_pipeline is not None and self._open_pipeline.conn is c:
+            pipeline, self._open_pipeline = self._open_pipeline.pipeline, None
             c.execute("COMMIT")
             pipeline.close()
 

@@ -61,42 +61,37 @@ class PgTransfer:
             return Imported()
         done = Imported()
         jobs = [job for job in (_storable(r, done.rejected) for r in rows) if job is not None]
-        wanted = {j["id"] for j in jobs}
-        history = [
-            {
-                f: a[f].replace("\x00", "\\x00") if isinstance(a[f], str) else a[f]
-                for f in ATTEMPT_FIELDS
-            }
-            for a in attempts
-            if a["job_id"] in wanted
-        ]
+        history = _storable_history(attempts, {j["id"] for j in jobs})
+        return self._tx(  # type: ignore[attr-defined]
+            lambda c: self._import_rows(c, jobs, history, edges, done.rejected)
+        )
 
-        def tx(c: psycopg.Connection) -> Imported:
-            out = Imported(rejected=dict(done.rejected))
-            try:
-                with c.transaction():  # a savepoint: a row the server refuses spoils only this
-                    new = (
-                        {h["id"] for h in c.execute(_INSERT, (Jsonb(jobs),)).fetchall()}
-                        if jobs
-                        else set()
-                    )
-            except _REFUSED:
-                new = _insert_one_by_one(c, jobs, out.rejected)
-            out.inserted = [j["id"] for j in jobs if j["id"] in new]
-            out.edges = self._import_flows(c, out.inserted, edges)  # type: ignore[attr-defined]
-            self._classify(
-                c,
-                [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected],  # type: ignore[attr-defined]
-                out,
-            )
-            mine = [a for a in history if a["job_id"] in new]
-            if mine:
-                c.execute(_INSERT_ATTEMPTS, (Jsonb(mine),))
-            if any(j["status"] == "pending" for j in jobs if j["id"] in new):
-                c.execute("SELECT pg_notify(%s, '')", (self.channel,))  # type: ignore[attr-defined]
-            return out
-
-        return self._tx(tx)  # type: ignore[attr-defined]
+    def _import_rows(
+        self,
+        c: psycopg.Connection,
+        jobs: list[dict[str, Any]],
+        history: list[dict[str, Any]],
+        edges: Sequence[Mapping[str, Any]],
+        rejected: dict[str, str],
+    ) -> Imported:
+        """The import's transaction: the storable ``jobs`` (``rejected``: those that are not),
+        their workflow ``edges``, the ones skipped sorted out, the ``history`` of the new ones,
+        and idle workers woken if one is pending."""
+        out = Imported(rejected=dict(rejected))
+        new = _insert_jobs(c, jobs, out.rejected)
+        out.inserted = [j["id"] for j in jobs if j["id"] in new]
+        out.edges = self._import_flows(c, out.inserted, edges)  # type: ignore[attr-defined]
+        self._classify(
+            c,
+            [j for j in jobs if j["id"] not in new and j["id"] not in out.rejected],  # type: ignore[attr-defined]
+            out,
+        )
+        mine = [a for a in history if a["job_id"] in new]
+        if mine:
+            c.execute(_INSERT_ATTEMPTS, (Jsonb(mine),))
+        if any(j["status"] == "pending" for j in jobs if j["id"] in new):
+            c.execute("SELECT pg_notify(%s, '')", (self.channel,))  # type: ignore[attr-defined]
+        return out
 
     def delete_copied(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if not rows:
@@ -137,6 +132,35 @@ def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any
             value = value.replace("\x00", _FREE_TEXT[f])
         out[f] = value
     return out
+
+
+def _storable_history(
+    attempts: Sequence[Mapping[str, Any]], wanted: set[str]
+) -> list[dict[str, Any]]:
+    """The attempts of the jobs ``wanted``, every text as an error (a NUL as ``\\x00``)."""
+    return [
+        {
+            f: a[f].replace("\x00", "\\x00") if isinstance(a[f], str) else a[f]
+            for f in ATTEMPT_FIELDS
+        }
+        for a in attempts
+        if a["job_id"] in wanted
+    ]
+
+
+def _insert_jobs(
+    c: psycopg.Connection, jobs: Sequence[Mapping[str, Any]], rejected: dict[str, str]
+) -> set[str]:
+    """Insert ``jobs`` in one statement, in a savepoint: a row the server refuses spoils only
+    that, and the chunk goes again a row at a time (:func:`_insert_one_by_one`). The ids
+    inserted."""
+    try:
+        with c.transaction():  # a savepoint: a row the server refuses spoils only this
+            return (
+                {h["id"] for h in c.execute(_INSERT, (Jsonb(jobs),)).fetchall()} if jobs else set()
+            )
+    except _REFUSED:
+        return _insert_one_by_one(c, jobs, rejected)
 
 
 def _insert_one_by_one(

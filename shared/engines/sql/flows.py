@@ -116,6 +116,30 @@ def _depths(jobs: Sequence[NewJob], known: dict[str, tuple]) -> dict[str, int]:
     return depths
 
 
+def _job_row(j: NewJob, state: tuple, stamp: str, now: float) -> list[Any]:
+    """``j`` as a row of :data:`_JOB_COLUMNS`, in its ``state`` (status, waiting_on, error,
+    flow_depth); ``has_children`` is 0 until the graph is known."""
+    status, waiting, why, depth = state
+    return [
+        j.id,
+        j.type,
+        status,
+        j.payload,
+        j.max_attempts,
+        j.priority,
+        stamp if j.run_at == now else iso(j.run_at),
+        j.trace,
+        (j.after_failure or "cancel") if j.after else None,
+        waiting,
+        why,
+        stamp if status == "cancelled" else None,
+        depth,
+        j.queue,
+        j.limit_key,
+        0,
+    ]
+
+
 class FlowsSql(SqlBase):
     """Enqueue a graph in one transaction; a job's parents."""
 
@@ -146,33 +170,10 @@ class FlowsSql(SqlBase):
             inside.update(p for p in j.after if p in ids)
             edges += [(j.id, p[0], pos, d) for pos, (p, d) in enumerate(zip(parents, done))]
             woke = woke or status == "pending"
-            rows.append(
-                [
-                    j.id,
-                    j.type,
-                    status,
-                    j.payload,
-                    j.max_attempts,
-                    j.priority,
-                    stamp if j.run_at == now else iso(j.run_at),
-                    j.trace,
-                    (j.after_failure or "cancel") if j.after else None,
-                    waiting,
-                    why,
-                    stamp if status == "cancelled" else None,
-                    depths[j.id],
-                    j.queue,
-                    j.limit_key,
-                    0,
-                ]
-            )
+            rows.append(_job_row(j, (status, waiting, why, depths[j.id]), stamp, now))
         for row in rows:
             row[-1] = 1 if row[0] in inside else 0
-        insert = _INSERT_ROWS.format(s=self.qualifier, rows=self.dialect.row_set("r", _JOB_COLUMNS))
-        params = {"now": stamp, **self.dialect.row_params("r", _JOB_COLUMNS, rows)}
-        if woke and self.dialect.notify:
-            insert, params["channel"] = self.dialect.waking(insert), self.channel
-        self._run(c, insert, params)
+        self._insert_job_rows(c, rows, stamp, woke)
         if edges:
             edge_rows = self.dialect.row_set("e", EDGE_COLUMNS)
             self._run(
@@ -180,11 +181,23 @@ class FlowsSql(SqlBase):
                 INSERT_EDGES.format(s=self.qualifier, rows=edge_rows),
                 self.dialect.row_params("e", EDGE_COLUMNS, edges),
             )
-        outside = sorted({p for j in jobs for p in j.after} - inside)
-        if outside:
-            cond, params = self.dialect.member("id", "ids", outside)
-            self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=cond), params)
+        self._mark_parents(c, sorted({p for j in jobs for p in j.after} - inside))
         return [j.id for j in jobs]
+
+    def _insert_job_rows(self, c: Any, rows: list[list[Any]], stamp: str, woke: bool) -> None:
+        """Every job of a graph without keys in one statement (:data:`_JOB_COLUMNS` per row),
+        waking idle workers where the engine notifies if one is pending (``woke``)."""
+        insert = _INSERT_ROWS.format(s=self.qualifier, rows=self.dialect.row_set("r", _JOB_COLUMNS))
+        params = {"now": stamp, **self.dialect.row_params("r", _JOB_COLUMNS, rows)}
+        if woke and self.dialect.notify:
+            insert, params["channel"] = self.dialect.waking(insert), self.channel
+        self._run(c, insert, params)
+
+    def _mark_parents(self, c: Any, parents: list[str]) -> None:
+        """Mark the jobs ``parents`` as having children (nothing when there are none)."""
+        if parents:
+            cond, params = self.dialect.member("id", "ids", parents)
+            self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=cond), params)
 
     def _write_flow(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
         known = self._existing_parents(c, jobs)
@@ -204,9 +217,7 @@ class FlowsSql(SqlBase):
             used.update(p[0] for p in parents)
             woke = woke or status == "pending"
             out.append(job_id)
-        if used:
-            cond, params = self.dialect.member("id", "ids", sorted(used))
-            self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=cond), params)
+        self._mark_parents(c, sorted(used))
         if woke and self.dialect.notify:
             self._run(c, self.dialect.notify, {"channel": self.channel})
         return [alias[j.id] for j in jobs]

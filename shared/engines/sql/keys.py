@@ -18,8 +18,9 @@ for each type with ``concurrency_per_key``, ``rate_per_key`` or ``fair``:
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Tuple
 
 from .base import SqlBase
 from .jobs import CLAIM_ORDER
@@ -46,7 +47,7 @@ _NEXT = (
     f"ORDER BY limit_key LIMIT 1"
 )
 # The first pass of a fair walk starts after the type's turn as the statement reads it: its reads
-# need nothing the claim's state read answers, so they may be sent with it (limits._early_reads).
+# need nothing the claim's state read answers, so they may be sent with it (candidates._early_reads).
 FROM_TURN = "coalesce((SELECT last_key FROM key_turns WHERE type = :type), '')"
 # The fair walk: (k, n: keys seen, got: keys with room before k) per step, stopping once the keys
 # seen hold :want with room, or at :probes keys; then each key with room, its head in claim
@@ -95,6 +96,31 @@ class KeyCounts:
         return self._full[lim.type]
 
 
+def _walked(cur: Any) -> Walked:
+    """A pass of :data:`WALK`, answered: its candidates, the keys it looked at, and whether
+    the keys ran out."""
+    rows = cur.fetchall()
+    seen = sum(1 for r in rows if r["walk_key"] is not None)
+    ran_out = bool(rows) and rows[-1]["walk_key"] is None
+    return (
+        [{k: r[k] for k in ROW.split(", ")} for r in rows if r["id"] is not None],
+        seen,
+        ran_out,
+    )
+
+
+class FairWalk(NamedTuple):
+    """One fair type's walk over its keys in a limited claim: the type's limit (``lim``), its
+    keys at their limit (``full``), the claim's time (``stamp``), and the ``extra`` ``AND``
+    fragments of the candidate reads (the queues served) with their ``params``."""
+
+    lim: "TypeLimit"
+    full: list[str]
+    stamp: str
+    extra: str
+    params: dict[str, Any]
+
+
 class KeysSql(SqlBase):
     """The per-key counts, the fair walk over keys, and the bookkeeping of a claim's starts."""
 
@@ -121,37 +147,20 @@ class KeysSql(SqlBase):
         return KeyCounts(running, used)
 
     def _fair_candidates(
-        self,
-        c: Any,
-        lim: "TypeLimit",
-        full: list[str],
-        stamp: str,
-        want: int,
-        extra: str,
-        params: dict[str, Any],
+        self, c: Any, walk: FairWalk, want: int
     ) -> Callable[[Mapping[str, str]], list[dict[str, Any]]]:
-        """Up to ``want`` due jobs of a fair type, one per key with room (not in ``full``), in turn
-        from the key after the last one served, wrapping round once: one statement per pass. The
-        first pass is sent now; the returned function, given the turns the claim read, reads its
-        answer (and runs the second pass, up to the type's turn, when the keys ran out)."""
-        first = self._walk(c, lim.type, full, stamp, want, MAX_PROBES, extra, params, None, None)
+        """Up to ``want`` due jobs of a fair type, one per key with room (not in ``walk.full``),
+        in turn from the key after the last one served, wrapping round once: one statement per
+        pass. The first pass is sent now; the returned function, given the turns the claim read,
+        reads its answer (and runs the second pass, up to the type's turn, when the keys ran
+        out)."""
+        first = self._walk(c, walk, want, MAX_PROBES)
 
         def result(turns: Mapping[str, str]) -> list[dict[str, Any]]:
             out, seen, ran_out = first()
-            start = turns.get(lim.type, "")
+            start = turns.get(walk.lim.type, "")
             if ran_out and start and len(out) < want and seen < MAX_PROBES:
-                more, _, _ = self._walk(
-                    c,
-                    lim.type,
-                    full,
-                    stamp,
-                    want - len(out),
-                    MAX_PROBES - seen,
-                    extra,
-                    params,
-                    "",
-                    start,
-                )()
+                more, _, _ = self._walk(c, walk, want - len(out), MAX_PROBES - seen, "", start)()
                 out += more
             return out
 
@@ -160,53 +169,42 @@ class KeysSql(SqlBase):
     def _walk(
         self,
         c: Any,
-        jtype: str,
-        full: list[str],
-        stamp: str,
+        walk: FairWalk,
         want: int,
         probes: int,
-        extra: str,
-        params: dict[str, Any],
-        after: str | None,
-        upto: str | None,
+        after: str | None = None,
+        upto: str | None = None,
     ) -> Callable[[], Walked]:
         """Send one pass of :data:`WALK` over the keys after ``after`` (None: the type's turn,
-        read by the statement) up to ``upto`` (included); the returned function reads its
-        candidates, how many keys it looked at, and whether the keys ran out."""
-        # the full keys as one list parameter: one statement text, however many keys are full
-        room = f"NOT ({self.dialect.any_of.format(col='walk.k', param=':wfull')})"
-        sql = WALK.format(
-            after=FROM_TURN if after is None else ":after",
-            extra=extra,
-            room=room,
-            upto="AND limit_key <= :upto " if upto is not None else "",
-        )
+        read by the statement) up to ``upto`` (included), for ``want`` keys with room, looking
+        at ``probes`` keys at most; the returned function reads its candidates, how many keys it
+        looked at, and whether the keys ran out."""
         cur = self._run(
             c,
-            sql,
+            self._walk_sql(walk, after, upto),
             {
-                **params,
-                "wfull": self.dialect.list_param(full),
-                "type": jtype,
+                **walk.params,
+                "wfull": self.dialect.list_param(walk.full),
+                "type": walk.lim.type,
                 "after": after,
                 "upto": upto,
-                "now": stamp,
+                "now": walk.stamp,
                 "want": want,
                 "probes": probes,
             },
         )
+        return functools.partial(_walked, cur)
 
-        def result() -> Walked:
-            rows = cur.fetchall()
-            seen = sum(1 for r in rows if r["walk_key"] is not None)
-            ran_out = bool(rows) and rows[-1]["walk_key"] is None
-            return (
-                [{k: r[k] for k in ROW.split(", ")} for r in rows if r["id"] is not None],
-                seen,
-                ran_out,
-            )
-
-        return result
+    def _walk_sql(self, walk: FairWalk, after: str | None, upto: str | None) -> str:
+        """The text of one pass of :data:`WALK` (see :meth:`_walk`)."""
+        # the full keys as one list parameter: one statement text, however many keys are full
+        room = f"NOT ({self.dialect.any_of.format(col='walk.k', param=':wfull')})"
+        return WALK.format(
+            after=FROM_TURN if after is None else ":after",
+            extra=walk.extra,
+            room=room,
+            upto="AND limit_key <= :upto " if upto is not None else "",
+        )
 
     def _record_keys(
         self,

@@ -62,42 +62,52 @@ class OwnersSql(SqlBase):
         unstarted = set(unstarted)
         base = {"owner": owner, "now": iso(now), "reason": self.dialect.text(reason)}
 
-        def tx(c: Any) -> list[Released]:
-            out = []
-            for row in self._run(c, _OWNED + self.dialect.skip_locked, base).fetchall():
-                job = Job.from_row(row)
-                limit = max_attempts_for(job)
-                status, attempts = release_outcome(
-                    job, limit, count_attempt and job.id not in unstarted
-                )
-                params = {
-                    **base,
-                    "status": status,
-                    "attempts": attempts,
-                    "limit": limit,
-                    "id": job.id,
-                }
-                done = self._run(c, _REQUEUE, params).rowcount
-                counted, ran = attempts >= job.attempts, job.id not in unstarted
-                if done and ((counted and self.dialect.release_history) or (ran and not counted)):
-                    outcome = (
-                        "interrupted" if not counted else "retry" if status == "pending" else status
-                    )
-                    self._run(
-                        c,
-                        _ENDED,
-                        {
-                            **params,
-                            "type": job.type,
-                            "attempt": job.attempts,
-                            "outcome": outcome,
-                            "started": job.started_at,
-                            "due": max(job.run_at, job.created_at),
-                        },
-                    )
-                out.append(Released(job.id, job.type, status, attempts))
-            if self.dialect.notify and any(r.status == "pending" for r in out):
-                self._run(c, self.dialect.notify, {"channel": self.channel})
-            return out
+        def release(c: Any, row: Any) -> Released:
+            job = Job.from_row(row)
+            limit = max_attempts_for(job)
+            return self._release_job(c, job, base, limit, count_attempt, job.id not in unstarted)
 
-        return self._tx(tx)
+        return self._tx(lambda c: self._release_rows(c, base, release))
+
+    def _release_rows(
+        self, c: Any, base: dict[str, Any], release: Callable[[Any, Any], Released]
+    ) -> list[Released]:
+        """``release`` each running row of the owner (``base``: its parameters), skipping rows
+        another session holds; wakes idle workers where the engine notifies if one is pending."""
+        rows = self._run(c, _OWNED + self.dialect.skip_locked, base).fetchall()
+        out = [release(c, row) for row in rows]
+        if self.dialect.notify and any(r.status == "pending" for r in out):
+            self._run(c, self.dialect.notify, {"channel": self.channel})
+        return out
+
+    def _release_job(
+        self, c: Any, job: Job, base: dict[str, Any], limit: int, count_attempt: bool, ran: bool
+    ) -> Released:
+        """Re-queue, fail or cancel one running ``job`` (``limit``: its max attempts; ``ran``:
+        it was begun, so with ``count_attempt`` its run counts), guarded by ``running`` and the
+        owner, and record the run that ended (:meth:`_record_ended`)."""
+        status, attempts = release_outcome(job, limit, count_attempt and ran)
+        params = {**base, "status": status, "attempts": attempts, "limit": limit, "id": job.id}
+        done = self._run(c, _REQUEUE, params).rowcount
+        counted = attempts >= job.attempts
+        if done and ((counted and self.dialect.release_history) or (ran and not counted)):
+            self._record_ended(c, job, params, counted)
+        return Released(job.id, job.type, status, attempts)
+
+    def _record_ended(self, c: Any, job: Job, params: dict[str, Any], counted: bool) -> None:
+        """The attempt history row of ``job``'s run that a release ended (``params``: the
+        release's); ``counted``: the run counts as an attempt, its outcome the release's."""
+        status = params["status"]
+        outcome = "interrupted" if not counted else "retry" if status == "pending" else status
+        self._run(
+            c,
+            _ENDED,
+            {
+                **params,
+                "type": job.type,
+                "attempt": job.attempts,
+                "outcome": outcome,
+                "started": job.started_at,
+                "due": max(job.run_at, job.created_at),
+            },
+        )

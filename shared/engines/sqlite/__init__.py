@@ -20,6 +20,7 @@ from typing import Any
 from shared.engines.contract import EngineStore, UpkeepTask
 from .. import forkaware
 from ..engine import Engine, Target
+from ..health import HealthCheck
 
 MEMORY = ":memory:"
 FORMS = "a SQLite file path, sqlite:///absolute/path.db, sqlite:relative/path.db"
@@ -111,6 +112,15 @@ def _connections(target: Target) -> list[str]:
     return [] if target.file is None else forkaware.file_handles(target.file)
 
 
+def _health_check(target: Target) -> HealthCheck | None:
+    """The database file's identity (deleted or replaced at its path); None in memory."""
+    if target.file is None:
+        return None
+    from .health import DatabaseFile
+
+    return DatabaseFile(target.file)
+
+
 ENGINE = Engine(
     name="sqlite",
     section="sqlite",
@@ -122,6 +132,7 @@ ENGINE = Engine(
     driver_errors=_driver_errors,
     commit_watch=_commit_watch,
     connections=_connections,
+    health_check=_health_check,
     # a worker's wake-up and health check too: imported after each fork, they (ctypes.util,
     # subprocess) took 80-110 ms per worker on a loaded machine
     preload=(f"{__name__}.store", f"{__name__}.wakeup", f"{__name__}.health"),

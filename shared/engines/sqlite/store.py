@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 from itertools import chain
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from shared.runtime.clock import iso
 from shared.engines.opsaccess import Gauge
@@ -246,7 +246,45 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         limits = (limits or {}) if types is not None else (limits or None)  # None: the fast claim
         if limits is None:
             now = read_now(now)
-        stamp = iso(now) if limits is None else ""
+        if not finishes:
+            return [], self._claim_alone(owner, owner_pid, now, limit, limits, types)
+        done, got = self._immediate(
+            self._batch_tx(finishes, owner, owner_pid, now, limit, limits, types)
+        )
+        # Jobs are built after the commit: the write lock is held for SQL only.
+        return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
+
+    def _claim_alone(
+        self,
+        owner: str,
+        owner_pid: int,
+        now: Now,
+        limit: int,
+        limits: dict | None,
+        types: Sequence[str] | None,
+    ) -> list[Job]:
+        """:meth:`finish_and_claim` with no outcome to record: the claim alone, limited or not
+        (``limits`` None: the fast claim, ``now`` a time)."""
+        if limit <= 0:
+            return []
+        if limits is not None:
+            return self.claim_limited(owner, owner_pid, now, limits, limit, types=types)
+        return self.claim(owner, owner_pid, now, limit)  # type: ignore[arg-type]
+
+    def _batch_tx(
+        self,
+        finishes: Sequence[Finish],
+        owner: str,
+        owner_pid: int,
+        now: Now,
+        limit: int,
+        limits: dict | None,
+        types: Sequence[str] | None,
+    ) -> Callable[[sqlite3.Connection], tuple[list[bool], list[Any]]]:
+        """The transaction of :meth:`finish_and_claim` with outcomes: record them, then claim.
+        The fast claim's outcomes are prepared before the write lock is taken; a limited claim
+        reads a clock's ``now`` once the lock is held."""
+        stamp = iso(now) if limits is None else ""  # type: ignore[arg-type]
         claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
         ready = (
             completions(finishes, owner, stamp, counted=True) if limits is None else None
@@ -262,15 +300,7 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
             done = record_finishes(c, finishes, owner, stamp, counted=True, prepared=ready)
             return done, (self._claim_rows(c, claim, counted=True) if limit > 0 else [])
 
-        if not finishes:
-            if limit <= 0:
-                return [], []
-            if limits is not None:
-                return [], self.claim_limited(owner, owner_pid, now, limits, limit, types=types)
-            return [], self.claim(owner, owner_pid, now, limit)
-        done, got = self._immediate(tx)
-        # Jobs are built after the commit: the write lock is held for SQL only.
-        return done, in_claim_order(g if isinstance(g, Job) else Job.from_values(g) for g in got)
+        return tx
 
     def release_unstarted(self, owner: str, job_ids: Sequence[str], now: float) -> int:
         """Give back jobs that ``owner`` claimed but never started: pending again, due now, and

@@ -1,12 +1,14 @@
 """The arbiter's parts on their own: what each signal asks (``supervisor.dispatch``),
 a slot's back-off after its worker ends (``supervisor.slots``), reading jobq.toml again
-(``supervisor.reload``) and the engine health check (``shared.engines.health_check``). The
+(``supervisor.reload``), the engine health check (``shared.engines.health_check``) and what
+the supervisor does when the database is out of reach or replaced (``supervisor.outage``). The
 processes around them: test_supervisor.py, test_db_file.py."""
 
 from __future__ import annotations
 
 import os
 import signal
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +16,7 @@ from shared import JobQueue
 from shared.settings import config as config_mod
 from shared.settings.config import Config
 from shared.engines import database_missing, health_check
+from shared.model.errors import StoreUnavailable
 from shared.model.exitcodes import ExitCode
 from supervisor import reload
 from supervisor.children import Slot, restart_delay
@@ -243,11 +246,11 @@ def test_a_starting_template_is_waited_for_before_the_first_recovery_and_the_ful
     """A template not ready when the database is open is waited for (up to BOOT_WAIT)
     and the first workers asked for before the boot's recovery, not after it; the first full
     upkeep round (the engine's tasks, schedules, ops requests) comes one interval after boot."""
-    from supervisor import arbiter as arbiter_mod, boot as boot_mod
+    from supervisor import arbiter as arbiter_mod, boot as boot_mod, maintenance
 
     calls: list[str] = []
     monkeypatch.setattr(
-        arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+        maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
     )
     cfg = config_mod.load(
         write_config(tmp_path, handlers=[], supervisor={"maintenance_interval": 30})
@@ -270,11 +273,11 @@ def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path
     """The first workers are asked for as soon as the database is open (schema checked)
     and the supervisor registered, not after its first recovery (dead owners' jobs re-queued),
     which they need not wait for; ``--ready-fd`` is still written only after that recovery."""
-    from supervisor import arbiter as arbiter_mod
+    from supervisor import arbiter as arbiter_mod, maintenance
 
     calls: list[str] = []
     monkeypatch.setattr(
-        arbiter_mod.maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+        maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
     )
     r, w = os.pipe()
     arb = arbiter_mod.Arbiter(
@@ -339,3 +342,49 @@ def test_the_served_types_are_recorded_at_boot_and_again_only_after_a_reload_imp
         duties.record_served(q.store)
         served = served_types(q.store)
         assert (served.modules, served.queues, len(writes)) == (["mod_b"], {"b:new": None}, 2)
+
+
+class _Replaced:
+    """A StoreRef whose health check finds the database replaced, once."""
+
+    problem = None
+
+    def replaced(self):
+        if self.problem is not None:
+            return None
+        self.problem = "database q.db was deleted"
+        return self.problem
+
+
+def test_an_unreachable_database_backs_off_doubling_from_the_interval_up_to_the_cap():
+    """``supervisor.outage``: each round the database is out of reach waits twice as long as
+    the last, from maintenance_interval up to DB_BACKOFF_MAX, counted from that round."""
+    from supervisor import outage
+
+    cfg = Config()
+    arb = SimpleNamespace(db_backoff=0.0, next_maintain=0.0, config=cfg)
+    waits = []
+    for _ in range(6):
+        outage.unavailable(arb, 100.0, StoreUnavailable("down"))
+        waits.append(arb.db_backoff)
+    interval = cfg.supervisor.maintenance_interval
+    assert waits[:2] == [interval, 2 * interval]
+    assert waits[-1] == outage.DB_BACKOFF_MAX and sorted(waits) == waits
+    assert arb.next_maintain == 100.0 + outage.DB_BACKOFF_MAX
+
+
+def test_a_replaced_database_stops_the_supervisor_once_and_sets_its_exit_code():
+    """``supervisor.outage``: the first time the database is found replaced, a running
+    supervisor begins its stop and will exit DATABASE_UNAVAILABLE; every later check says so."""
+    from supervisor import outage
+
+    stops: list[str] = []
+    arb = SimpleNamespace(
+        dbref=_Replaced(),
+        config=Config(),
+        exit_code=ExitCode.OK,
+        running=lambda: True,
+        begin_stop=stops.append,
+    )
+    assert outage.check_health(arb) and outage.check_health(arb)
+    assert stops == ["database replaced"] and arb.exit_code == ExitCode.DATABASE_UNAVAILABLE

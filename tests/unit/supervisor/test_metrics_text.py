@@ -1,13 +1,13 @@
-"""supervisor.metrics: the Prometheus text format and the request line (the endpoint served
-by a running supervisor: tests/process/test_metrics.py; its gauges on a store:
+"""supervisor.exposition: the Prometheus text format; supervisor.metrics: the request line (the
+endpoint served by a running supervisor: tests/process/test_metrics.py; its gauges on a store:
 tests/unit/cli/test_status_display.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from supervisor import metrics
-from supervisor.metrics import Exposition
+from supervisor import exposition, metrics
+from supervisor.exposition import Exposition
 
 
 def test_families_samples_and_labels():
@@ -33,7 +33,7 @@ def test_label_values_are_escaped():
     [(0, "0"), (7, "7"), (False, "0"), (1.5, "1.5"), (2.0, "2.0"), (float("inf"), "inf")],
 )
 def test_numbers(value, text):
-    assert metrics._num(value) == text
+    assert exposition._num(value) == text
 
 
 @pytest.mark.parametrize(

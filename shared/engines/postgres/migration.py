@@ -1,0 +1,49 @@
+"""Creating and upgrading jobq's tables in a PostgreSQL schema (:data:`.schema.MIGRATIONS`), as a
+store opens (:class:`.connection.PgConnection`): one transaction under an advisory lock, so that
+two processes starting at once migrate once; a schema newer than this code is refused.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import pq
+
+from shared.model.errors import StoreRefused
+from . import schema as schema_mod
+
+
+def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
+    """Create or upgrade jobq's tables in ``schema`` to :data:`schema_mod.VERSION`, in one
+    transaction under an advisory lock (two processes starting at once migrate once). Returns
+    the version found. Refuses a schema newer than this code."""
+    found = _version(conn, schema)
+    if found == schema_mod.VERSION:
+        return found
+    with conn.transaction():
+        # a migration may wait for another process's and may take long: no session limit applies
+        conn.execute(
+            "SELECT set_config('lock_timeout', '0', true), set_config('statement_timeout', '0', true)"
+        )
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"jobq.migrate.{schema}",))
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        found = _version(conn, schema)
+        if found > (ours := schema_mod.VERSION):
+            raise StoreRefused(f"schema {schema}: version {found} is newer than this jobq ({ours})")
+        for version in range(found, schema_mod.VERSION):
+            conn.execute(f'SET LOCAL search_path = "{schema}"')
+            conn.execute(schema_mod.MIGRATIONS[version])
+            conn.execute("UPDATE meta SET version = %s", (version + 1,))
+    return found
+
+
+def _version(conn: psycopg.Connection, schema: str) -> int:
+    """``meta.version`` (0: none); read at once but in a transaction (an error would end it)."""
+    read = f'SELECT version FROM "{schema}".meta'
+    try:
+        if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+            return conn.execute(read).fetchone()["version"]
+    except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
+        return 0
+    row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
+    return 0 if row["t"] is None else conn.execute(read).fetchone()["version"]
