@@ -148,6 +148,14 @@ class BaseTask(Generic[P, R]):
         payload = self.binder.payload(args, kwargs)
         return JobHandle(queue, queue.enqueue(self.name, payload, **opts), self.result_of)
 
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """:meth:`enqueue` for asyncio (``JobQueue.enqueue_async``: the event loop is not
+        blocked); the same checks and handle."""
+        queue, opts = self._target()
+        payload = self.binder.payload(args, kwargs)
+        job_id = await queue.enqueue_async(self.name, payload, **opts)
+        return JobHandle(queue, job_id, self.result_of)
+
     def enqueue_many(
         self, calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]
     ) -> list[JobHandle[R]]:

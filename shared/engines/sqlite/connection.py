@@ -70,8 +70,12 @@ class SqliteConnection(ConnectionBase):
         busy_timeout: float = 5.0,
         migrate: bool = True,
         busy_retries: int = BUSY_RETRIES,
+        check_same_thread: bool = True,
     ) -> None:
         self.path = path
+        # False for a store lent to a thread by a JobQueue, which closes it from its own thread
+        # (shared.producer.threadstores): still used by one thread only
+        self.check_same_thread = check_same_thread
         self.location = path
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
@@ -91,7 +95,10 @@ class SqliteConnection(ConnectionBase):
             )
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=True
+                self.path,
+                isolation_level=None,
+                timeout=self.busy_timeout,
+                check_same_thread=self.check_same_thread,
             )
         except sqlite3.Error as exc:
             raise StoreRefused(
@@ -160,15 +167,17 @@ class SqliteConnection(ConnectionBase):
             self._conn = None
         self.wants.close()  # the parent's slot: the child's connection maps its own
 
-    def for_thread(self) -> Any:
+    def for_thread(self, *, closed_elsewhere: bool = False) -> Any:
         """A store for another thread of this process: a connection of its own on the same
-        file (SQLite connections belong to one thread); the caller closes it."""
+        file (SQLite connections belong to one thread); the caller closes it (from another
+        thread when ``closed_elsewhere``)."""
         return type(self)(
             self.path,
             synchronous=self.synchronous,
             busy_timeout=self.busy_timeout,
             migrate=False,
             busy_retries=self.busy_retries,
+            check_same_thread=not closed_elsewhere,
         )
 
     def _drop(self) -> None:
