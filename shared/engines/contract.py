@@ -53,13 +53,11 @@ class Connection(Protocol):
         """Let go of the connection; every later call raises ``StoreUnavailable`` (idempotent)."""
         ...
 
-    def for_thread(self, *, closed_elsewhere: bool = False) -> Any:
+    def for_thread(self) -> Any:
         """A store of this engine for another thread of this process (the worker's heartbeat
         thread), called in that thread, which closes it: a new connection where connections belong to one
         thread (SQLite), or this one shared, its calls taking turns, where a connection is a
-        server's scarce resource (PostgreSQL: one connection per worker process).
-        ``closed_elsewhere``: the borrower may close it from another thread (a ``JobQueue``
-        closing the stores it lent to threads: ``shared.producer.threadstores``)."""
+        server's scarce resource (PostgreSQL: one connection per worker process)."""
         ...
 
     @property

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
 from shared.model.job import Job, NewJob, new_ids
+from shared.producer.handles import wait_jobs_async
 from shared.producer.appconn import async_target, sync_conn
 from shared.producer.newjobs import Template
 from shared.producer.options import Options
@@ -117,6 +118,12 @@ class AsyncProducer:
         if target.how == "greenlet":
             return await target.conn.run_sync(lambda c: self.get(job_id, conn=c))  # type: ignore[no-any-return]
         return self.get(job_id, conn=target.conn)
+
+    async def wait_many_async(
+        self: "JobQueue", ids: Iterable[Any], timeout: float | None = None
+    ) -> list[Any]:
+        """:meth:`wait_many` for asyncio: the event loop runs while the jobs run."""
+        return await wait_jobs_async(self, ids, timeout)
 
     # -- writing --------------------------------------------------------------------------------
 

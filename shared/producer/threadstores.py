@@ -5,8 +5,9 @@ The thread that made the queue uses the store the queue opened; any other thread
 first call, the engine's ``for_thread()`` store: a connection of its own on SQLite (a SQLite
 connection belongs to one thread; readers then never wait for each other), the queue's one
 connection under its lock on PostgreSQL (a server connection is scarce; its calls take turns).
-A thread's store lives as long as the thread (or until the queue is closed, which closes every
-store it lent, from whatever thread closes the queue).
+A thread's store lives as long as the thread, or until the queue is closed, which closes every
+store it lent from whatever thread closes the queue (a SQLite connection closed from another
+thread than its own is let go of, and closed by SQLite as it is freed).
 
 :class:`ThreadStores` stands for the store: every attribute is the calling thread's store's, so
 code that holds ``queue.store`` (handles, the inline runner, the ops layer) needs no change.
@@ -38,7 +39,7 @@ class ThreadStores:
         if store is None:
             if self._closed:  # its calls raise the engine's "store is closed"
                 return self._owner
-            store = self._owner.for_thread(closed_elsewhere=True)
+            store = self._owner.for_thread()
             self._local.store = store
             with self._lock:
                 self._lent.add(store)

@@ -238,10 +238,9 @@ class PgConnection(LibpqCalls, ConnectionBase):
             return
         conn.close()
 
-    def for_thread(self, *, closed_elsewhere: bool = False) -> Any:
+    def for_thread(self) -> Any:
         """This store, for another thread of this process: one connection per worker process
-        (its calls take turns on ``lock``); closing the borrowed store (from any thread, whatever
-        ``closed_elsewhere`` says) leaves this one open."""
+        (its calls take turns on ``lock``); closing the borrowed store leaves this one open."""
         return Borrowed(self)
 
     def _drop(self) -> None:

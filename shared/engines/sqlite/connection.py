@@ -70,12 +70,8 @@ class SqliteConnection(ConnectionBase):
         busy_timeout: float = 5.0,
         migrate: bool = True,
         busy_retries: int = BUSY_RETRIES,
-        check_same_thread: bool = True,
     ) -> None:
         self.path = path
-        # False for a store lent to a thread by a JobQueue, which closes it from its own thread
-        # (shared.producer.threadstores): still used by one thread only
-        self.check_same_thread = check_same_thread
         self.location = path
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
@@ -95,10 +91,7 @@ class SqliteConnection(ConnectionBase):
             )
         try:
             conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                timeout=self.busy_timeout,
-                check_same_thread=self.check_same_thread,
+                self.path, isolation_level=None, timeout=self.busy_timeout, check_same_thread=True
             )
         except sqlite3.Error as exc:
             raise StoreRefused(
@@ -167,22 +160,26 @@ class SqliteConnection(ConnectionBase):
             self._conn = None
         self.wants.close()  # the parent's slot: the child's connection maps its own
 
-    def for_thread(self, *, closed_elsewhere: bool = False) -> Any:
+    def for_thread(self) -> Any:
         """A store for another thread of this process: a connection of its own on the same
-        file (SQLite connections belong to one thread); the caller closes it (from another
-        thread when ``closed_elsewhere``)."""
+        file (SQLite connections belong to one thread); the caller closes it."""
         return type(self)(
             self.path,
             synchronous=self.synchronous,
             busy_timeout=self.busy_timeout,
             migrate=False,
             busy_retries=self.busy_retries,
-            check_same_thread=not closed_elsewhere,
         )
 
     def _drop(self) -> None:
         if self._conn is not None:
-            self._conn.close()
+            try:
+                self._conn.close()
+            except sqlite3.ProgrammingError:
+                # closed from another thread than its own (a JobQueue closed where it was not
+                # made: shared.producer.threadstores): let go of it; SQLite closes it when the
+                # object is freed, which happens here (nothing else holds it)
+                pass
             self._conn = None
         self.wants.close()
 
