@@ -147,11 +147,11 @@ class JobQueue(AsyncProducer):
         options = Options(
             run_at, delay, priority, max_attempts, key, queue, limit_key, after, after_failure
         )
-        conn = sync_conn(conn)  # a SQLAlchemy session's driver connection (shared.producer.appconn)
         plain = options.plain and conn is None and traceparent is None
         now = self.clock.now()
         job = self._job(type, payload, options, now, plain)
-        return self._put(job, now, conn, traceparent, plain)
+        # conn: a SQLAlchemy session's driver connection (shared.producer.appconn)
+        return self._put(job, now, sync_conn(conn), traceparent, plain)
 
     def _job(self, jtype: Any, payload: Any, options: Options, now: float, plain: bool) -> NewJob:
         """The job ``enqueue`` writes, checked (shared.producer.newjobs); a ``plain`` one (no

@@ -102,7 +102,7 @@ class AsyncTarget:
     connection, written through in the calling thread)."""
 
     how: str
-    conn: Any
+    driver: Any  # what is written through: see how
 
 
 async def async_target(conn: Any) -> AsyncTarget:

@@ -114,10 +114,10 @@ class AsyncProducer:
             return found
         target = await async_target(conn)
         if target.how == "native":
-            return await self._aio_for(target.conn).get(job_id, conn=target.conn)  # type: ignore[no-any-return]
+            return await self._aio_for(target.driver).get(job_id, conn=target.driver)  # type: ignore[no-any-return]
         if target.how == "greenlet":
-            return await target.conn.run_sync(lambda c: self.get(job_id, conn=c))  # type: ignore[no-any-return]
-        return self.get(job_id, conn=target.conn)
+            return await target.driver.run_sync(lambda c: self.get(job_id, conn=c))  # type: ignore[no-any-return]
+        return self.get(job_id, conn=target.driver)
 
     async def wait_many_async(
         self: "JobQueue", ids: Iterable[Any], timeout: float | None = None
@@ -164,15 +164,15 @@ class AsyncProducer:
             return ids
         target = await async_target(conn)
         if target.how == "greenlet":
-            return await target.conn.run_sync(lambda c: self._write(jobs, now, sync_conn(c)))  # type: ignore[no-any-return]
+            return await target.driver.run_sync(lambda c: self._write(jobs, now, sync_conn(c)))  # type: ignore[no-any-return]
         if target.how == "sync":
-            return self._write(jobs, now, target.conn)
+            return self._write(jobs, now, target.driver)
         if flow:
             raise TypeError(
                 "after= through an async connection (conn=) is not supported: enqueue the "
                 "workflow without conn=, or through the application's sync connection"
             )
-        return await self._aio_for(target.conn).enqueue(jobs, now, conn=target.conn)  # type: ignore[no-any-return]
+        return await self._aio_for(target.driver).enqueue(jobs, now, conn=target.driver)  # type: ignore[no-any-return]
 
     def _aio_for(self: "JobQueue", conn: Any) -> Any:
         """The engine's asyncio calls, for an application's async connection ``conn``;
