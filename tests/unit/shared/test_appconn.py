@@ -40,7 +40,7 @@ def test_a_psycopg_async_connection_is_async_only():
     with pytest.raises(TypeError, match="enqueue_async"):
         sync_conn(conn)
     target = asyncio.run(async_target(conn))
-    assert (target.how, target.conn) == ("native", conn)
+    assert (target.how, target.driver) == ("native", conn)
 
 
 def test_a_sqlalchemy_session_gives_its_dbapi_connection_in_a_begun_transaction(tmp_path):
