@@ -1,10 +1,11 @@
 """The PostgreSQL store's asyncio side (``store.aio``): enqueue and read a job from an event
 loop through psycopg's ``AsyncConnection``, with no thread hop.
 
-- Each event loop gets one connection of its own, opened on its first call (an
-  ``AsyncConnection`` belongs to the loop that made it); the store's lock guards the table of
-  loops, so loops in several threads each get theirs. The calls of one loop's tasks take turns on
-  it (psycopg's own lock).
+- Each event loop gets connections of its own (an ``AsyncConnection`` belongs to the loop that
+  made it), at most :data:`POOL`, opened as its concurrent calls need them (the server commits
+  concurrent transactions together: 1,000 enqueues started at once do not wait for 1,000
+  commits one after another) and kept; a lock guards the table of loops, so loops in several
+  threads each get theirs.
 - The statements are the sync store's (:mod:`.enqueue`, ``shared.engines.sql.jobs``): one job
   without a key is one prepared statement (insert, count deltas and ``pg_notify``), any other
   batch one statement over arrays; a keyed batch runs in one transaction.
@@ -20,7 +21,8 @@ import asyncio
 import re
 import threading
 import weakref
-from typing import Any, Sequence
+import contextlib
+from typing import Any, AsyncIterator, Sequence
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -35,6 +37,18 @@ from .errors import call_error, error_for
 from ..sql.jobs import _GET_ON
 
 
+POOL = 4  # connections per event loop, at most
+
+
+class _LoopPool:
+    """One event loop's connections: the idle ones, and how many exist."""
+
+    def __init__(self) -> None:
+        self.idle: asyncio.Queue[psycopg.AsyncConnection] = asyncio.Queue()
+        self.count = 0
+        self.all: list[psycopg.AsyncConnection] = []
+
+
 def _named(sql: str) -> str:
     """The one-job statement with psycopg's named placeholders (``$3`` -> ``%(p3)s``)."""
     return re.sub(r"\$(\d+)", r"%(p\1)s", sql)
@@ -46,11 +60,8 @@ class PgAsync:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.location = store.location
-        self._conns: weakref.WeakKeyDictionary[Any, psycopg.AsyncConnection] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._opening: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
-        self._guard = threading.Lock()  # the tables above, shared by every thread's loop
+        self._pools: weakref.WeakKeyDictionary[Any, _LoopPool] = weakref.WeakKeyDictionary()
+        self._guard = threading.Lock()  # the table of loops, shared by every thread's loop
         self._one = _named(_insert_one_sql(store.table, later=False))
         self._one_later = _named(_insert_one_sql(store.table, later=True))
         self._many = _insert_sql(store.table)
@@ -68,24 +79,29 @@ class PgAsync:
                 return await self._insert(
                     conn, _insert_params(jobs, now, stamp, self._channel), jobs
                 )
-            c = await self.connection()
-            if len(jobs) == 1 and jobs[0].key is None and _storable(jobs[0]):
-                await self._insert_one(c, jobs[0], now, stamp)
-                return [jobs[0].id]
-            params = _insert_params(jobs, now, stamp, self._channel)
-            if len(jobs) > 1 and any(j.key is not None for j in jobs):
-                return await self._in_transaction(c, params, jobs)
-            return await self._insert(c, params, jobs)
+            async with self.connection() as c:
+                return await self._write(c, jobs, now, stamp)
         except psycopg.Error as exc:
             raise self._error(exc, conn) from exc
+
+    async def _write(self, c: Any, jobs: Sequence[NewJob], now: float, stamp: str) -> list[str]:
+        """The jobs inserted on one of the loop's connections ``c``."""
+        if len(jobs) == 1 and jobs[0].key is None and _storable(jobs[0]):
+            await self._insert_one(c, jobs[0], now, stamp)
+            return [jobs[0].id]
+        params = _insert_params(jobs, now, stamp, self._channel)
+        if len(jobs) > 1 and any(j.key is not None for j in jobs):
+            return await self._in_transaction(c, params, jobs)
+        return await self._insert(c, params, jobs)
 
     async def get(self, job_id: str, conn: Any = None) -> Job | None:
         """The job with this id, or None (through ``conn``, in its transaction, when given)."""
         try:
-            c = conn if conn is not None else await self.connection()
-            async with c.cursor(row_factory=dict_row) as cur:
-                await cur.execute(self._get, {"id": job_id})
-                row = await cur.fetchone()
+            async with contextlib.AsyncExitStack() as stack:
+                c = conn if conn is not None else await stack.enter_async_context(self.connection())
+                async with c.cursor(row_factory=dict_row) as cur:
+                    await cur.execute(self._get, {"id": job_id})
+                    row = await cur.fetchone()
         except psycopg.Error as exc:
             raise self._error(exc, conn) from exc
         return Job.from_row(row) if row else None
@@ -144,24 +160,41 @@ class PgAsync:
     def pooled(self) -> bool:
         return bool(self.store.pooled)
 
-    async def connection(self) -> psycopg.AsyncConnection:
-        """This loop's connection, opened on first use (again after one was lost)."""
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        """One of this loop's connections for one call: an idle one, a new one while fewer than
+        :data:`POOL` exist, else the next one given back. A broken one is not given back."""
         if self.store.closed:
             raise StoreUnavailable(
                 f"database {self.location}: store is closed", database=self.location
             )
         loop = asyncio.get_running_loop()
-        c = self._conns.get(loop)
-        if c is not None and not c.closed and not c.broken:
-            return c
         with self._guard:
-            opening = self._opening.setdefault(loop, asyncio.Lock())
-        async with opening:
-            c = self._conns.get(loop)
-            if c is None or c.closed or c.broken:
-                c = await self._connect()
-                with self._guard:
-                    self._conns[loop] = c
+            pool = self._pools.get(loop) or self._pools.setdefault(loop, _LoopPool())
+        c = await self._take(pool)
+        try:
+            yield c
+        finally:
+            if c.closed or c.broken:
+                pool.count -= 1
+                pool.all.remove(c)
+            else:
+                pool.idle.put_nowait(c)
+
+    async def _take(self, pool: _LoopPool) -> psycopg.AsyncConnection:
+        while not pool.idle.empty() or pool.count >= POOL:
+            c = await pool.idle.get()
+            if not (c.closed or c.broken):
+                return c
+            pool.count -= 1
+            pool.all.remove(c)
+        pool.count += 1
+        try:
+            c = await self._connect()
+        except BaseException:
+            pool.count -= 1
+            raise
+        pool.all.append(c)
         return c
 
     async def _connect(self) -> psycopg.AsyncConnection:
@@ -185,23 +218,15 @@ class PgAsync:
             raise error_for(self.location, exc, url=self.store.url) from exc
 
     def _error(self, exc: psycopg.Error, conn: Any) -> Exception:
-        """jobq's error for ``exc``; a lost connection of this loop is dropped."""
-        broken = False
-        if conn is None:
-            with self._guard:
-                for loop, c in list(self._conns.items()):
-                    if c.broken or c.closed:
-                        broken = True
-                        del self._conns[loop]
-        else:
-            broken = bool(getattr(conn, "broken", False))
+        """jobq's error for ``exc`` (a lost connection of the loop's is not given back)."""
+        broken = bool(getattr(conn, "broken", False)) if conn is not None else False
         return call_error(self.location, exc, broken)
 
     def close(self) -> None:
-        """Close every loop's connection (from any thread: the socket is simply closed)."""
+        """Close every loop's connections (from any thread: the sockets are simply closed)."""
         with self._guard:
-            conns, self._conns = list(self._conns.values()), weakref.WeakKeyDictionary()
-        for c in conns:
+            pools, self._pools = list(self._pools.values()), weakref.WeakKeyDictionary()
+        for c in [c for pool in pools for c in pool.all]:
             try:
                 c.pgconn.finish()
             except Exception:  # noqa: BLE001 - a connection that already failed
