@@ -150,8 +150,7 @@ class JobQueue(AsyncProducer):
         plain = options.plain and conn is None and traceparent is None
         now = self.clock.now()
         job = self._job(type, payload, options, now, plain)
-        # conn: a SQLAlchemy session's driver connection (shared.producer.appconn)
-        return self._put(job, now, sync_conn(conn), traceparent, plain)
+        return self._put(job, now, sync_conn(conn), traceparent, plain)  # (appconn)
 
     def _job(self, jtype: Any, payload: Any, options: Options, now: float, plain: bool) -> NewJob:
         """The job ``enqueue`` writes, checked (shared.producer.newjobs); a ``plain`` one (no
