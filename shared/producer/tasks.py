@@ -8,8 +8,8 @@ function, so a worker that imports the task's module (``handlers = [...]``) serv
 import of the ``jobq`` package; the spec's function unpacks the payload and calls the task.
 
 The default queue of ``.enqueue()`` is the one given to :func:`configure`, else one opened from
-``$JOBQ_CONFIG`` or ``./jobq.toml`` per thread and process (a ``JobQueue`` holds one connection,
-which belongs to one thread and never crosses a fork).
+``$JOBQ_CONFIG`` or ``./jobq.toml`` per thread and process (its connection never crosses a
+fork; a configured queue works from any thread: shared.producer.threadstores).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ _opened = _Default()
 
 def configure(queue: Any) -> None:
     """Make ``queue`` (a :class:`shared.producer.api.JobQueue`) the default of every task's
-    ``.enqueue()`` (None: back to the config file's). The caller keeps it to one thread."""
+    ``.enqueue()`` (None: back to the config file's), from any thread."""
     global _configured
     _configured = queue
 
@@ -147,6 +147,14 @@ class BaseTask(Generic[P, R]):
         queue, opts = self._target()
         payload = self.binder.payload(args, kwargs)
         return JobHandle(queue, queue.enqueue(self.name, payload, **opts), self.result_of)
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """:meth:`enqueue` for asyncio (``JobQueue.enqueue_async``: the event loop is not
+        blocked); the same checks and handle."""
+        queue, opts = self._target()
+        payload = self.binder.payload(args, kwargs)
+        job_id = await queue.enqueue_async(self.name, payload, **opts)
+        return JobHandle(queue, job_id, self.result_of)
 
     def enqueue_many(
         self, calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]

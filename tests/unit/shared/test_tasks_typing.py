@@ -53,6 +53,24 @@ def right(q: JobQueue) -> None:
     codec(complex, encode=lambda c: [c.real, c.imag], decode=lambda d: complex(*d))  # ok
 
 
+async def right_async(q: JobQueue) -> None:
+    handle: JobHandle[dict[str, str]] = await send_invoice.enqueue_async(42, email="a@b.c")  # ok
+    receipt: dict[str, str] = await handle.wait_async(timeout=5)  # ok
+    state: str = await handle.status_async()  # ok
+    await send_invoice.using(queue=q, key="inv-42").enqueue_async(42, "a@b.c")  # ok
+    pong: JobHandle[int] = await ping.enqueue_async(3)  # ok
+    job_id: str = await q.enqueue_async("report:generate", {"id": 1}, delay=5)  # ok
+    ids: list[str] = await q.enqueue_many_async([("report:generate", {"id": 2})])  # ok
+
+
+async def wrong_async(q: JobQueue) -> None:
+    await send_invoice.enqueue_async("x")  # wrong: str for int, email missing
+    await send_invoice.using(delay=5).enqueue_async(42, mail="a@b.c")  # wrong: unknown keyword
+    text: str = await (await ping.enqueue_async(3)).wait_async()  # wrong: the result is an int
+    await q.enqueue_async("report:generate", {}, dely=5)  # wrong: unknown keyword
+    job_id: int = await q.enqueue_async("report:generate")  # wrong: the id is a str
+
+
 def wrong() -> None:
     send_invoice.enqueue("x")  # wrong: str for int, email missing
     send_invoice.using(delay=5).enqueue(42, mail="a@b.c")  # wrong: unknown keyword
