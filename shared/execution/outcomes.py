@@ -90,7 +90,9 @@ def _finish(
             None,
         )
     delay = (
-        outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
+        outcome.delay
+        if outcome.kind == "retry_after"
+        else policy.backoff(job.attempts, job.type, job.payload)
     )
     return (
         Finish(

@@ -20,19 +20,17 @@ import os
 import threading
 from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
 
-from shared.execution.current import done, running
-from shared.model.codecbook import BOOK
 from shared.execution.handlers import (
     ATTR,
     HandlerSpec,
-    PermanentError,
     check_async_concurrency,
     handler,
 )
 from shared.producer.canvas import Signature
 from shared.producer.handles import JobHandle
 from shared.model.queuenames import check_queue
-from shared.producer.taskargs import Binder, unpack
+from shared.producer.taskargs import Binder
+from shared.producer.taskrun import PARENT_RESULTS, own_signature, runner  # noqa: F401 (kept here)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -48,7 +46,6 @@ _USING = (
     "after",
     "after_failure",
 )
-PARENT_RESULTS = "parent_results"  # a task parameter of this name receives its parents' results
 
 
 class _Default(threading.local):
@@ -291,7 +288,7 @@ def _make(
             f"task {name!r}: async_concurrency={async_concurrency!r} needs an async def function"
         )
     run = handler(name, max_attempts=max_attempts, timeout=timeout, queue=queue)(
-        _runner(fn, name, inspect.signature(fn))
+        runner(fn, name, inspect.signature(fn))
     )
     spec = dataclasses.replace(
         getattr(run, ATTR),
@@ -300,76 +297,3 @@ def _make(
     )
     cls = AsyncTask if is_async else Task
     return cls(fn, name, spec, priority)
-
-
-def own_signature(signature: inspect.Signature) -> inspect.Signature:
-    """A task's signature as its callers fill it: without the ``parent_results`` parameter,
-    which the worker fills with the results of the jobs the task's job waited for."""
-    if PARENT_RESULTS not in signature.parameters:
-        return signature
-    return signature.replace(
-        parameters=[p for p in signature.parameters.values() if p.name != PARENT_RESULTS]
-    )
-
-
-class _Call:
-    """A task's call in a worker, made of its stored payload: the arguments decoded by the
-    function's annotations and its result encoded by them. What does not fit fails the job at
-    once (PermanentError: no retry would fix it), naming the job and the task."""
-
-    def __init__(self, fn: Callable[..., Any], name: str, signature: inspect.Signature) -> None:
-        self.name, self.own = name, own_signature(signature)
-        self.binder = Binder(name, self.own, fn)
-        self.wants_parents = PARENT_RESULTS in signature.parameters
-
-    def arguments(self, payload: Any, job: Any) -> tuple[list[Any], dict[str, Any]]:
-        try:
-            args, kwargs = unpack(self.name, self.own, payload, self.binder)
-            # a plain signature that bound fits plainly (Binder.fits), any other never does
-            args, kwargs = self.binder.decode(args, kwargs, self.binder.plain)
-        except (TypeError, ValueError) as exc:
-            raise PermanentError(f"job {job.id}: {exc}") from None
-        if self.wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
-            kwargs[PARENT_RESULTS] = job.parent_results
-        return args, kwargs
-
-    def result(self, value: Any, job: Any) -> Any:
-        c = self.binder.codecs.compiled
-        if c is not None and c.result.plain and c.generation == BOOK.generation:
-            return value  # the common case, kept cheap: a plain result goes to JSON as it is
-        try:
-            return self.binder.codecs.encode_result(value)
-        except (TypeError, ValueError) as exc:
-            raise PermanentError(f"job {job.id}: {exc}") from None
-
-
-def _runner(
-    fn: Callable[..., Any], name: str, signature: inspect.Signature
-) -> Callable[[Any, Any], Any]:
-    """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)`` (see
-    :class:`_Call`), the job the current one (:func:`shared.execution.current.current_job`)
-    while the function runs."""
-    call = _Call(fn, name, signature)
-
-    def run(payload: Any, job: Any) -> Any:
-        args, kwargs = call.arguments(payload, job)
-        token = running(job)
-        try:
-            value = fn(*args, **kwargs)
-        finally:
-            done(token)
-        return call.result(value, job)
-
-    async def run_async(payload: Any, job: Any) -> Any:
-        args, kwargs = call.arguments(payload, job)
-        token = running(job)  # this asyncio task's own context: its siblings keep theirs
-        try:
-            value = await fn(*args, **kwargs)
-        finally:
-            done(token)
-        return call.result(value, job)
-
-    chosen = run_async if inspect.iscoroutinefunction(fn) else run
-    chosen.__name__ = chosen.__qualname__ = getattr(fn, "__qualname__", name)
-    chosen.__module__ = getattr(fn, "__module__", "?")
-    return chosen
