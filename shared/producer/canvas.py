@@ -46,7 +46,9 @@ class Flow:
         for i in items:
             i.pop("_queue", None)
             task, args, kwargs = i.pop("_task")  # its options in code: shared.producer.taskoptions
-            i["payload"] = taskoptions.prepare(task, queue.config, i, (args, kwargs), i["payload"])
+            i["payload"] = taskoptions.prepare(
+                task, getattr(queue, "config", None), i, (args, kwargs), i["payload"]
+            )
         ids = queue.enqueue_many(items, conn=conn)
         return FlowRun([JobHandle(queue, j, d) for j, d in zip(ids, decoders)], last)
 

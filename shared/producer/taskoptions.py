@@ -105,34 +105,43 @@ def prepare(
 ) -> dict[str, Any]:
     """The payload of one enqueue of ``task`` (its call's arguments ``call`` encoded as
     ``payload``) with the job's own retry rule, ``opts`` (the enqueue's options, from
-    ``.using()``) given the limit key found (see the module's precedence)."""
+    ``.using()``) given the limit key found (see the module's precedence) under ``config``
+    (the queue's; None: no ``[types]`` key is looked for)."""
     rule = opts.pop(PAYLOAD_KEY, None)
     if rule is not None:
         payload = {**payload, PAYLOAD_KEY: rule.to_json()}
     key = opts.pop("limit_key", None)
-    path = config.for_type(task.name).key if key is None else None
+    path = config.for_type(task.name).key if key is None and config is not None else None
     if path is not None:
         named = parameter_path(path)
         if named is not None:  # else a path into the payload, which the queue reads
             opts["limit_key"] = by_parameter(task, path, named, payload)
         return payload
-    key = task.limit_key if key is None else key
+    key = getattr(task, "limit_key", None) if key is None else key
     if callable(key):
-        key = called(task.name, key, call)
+        key = called(task, key, call)
     if key is not None:
         opts["limit_key"] = key_text(task.name, "limit_key", key)
     return payload
 
 
-def called(name: str, fn: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
-    """``fn`` called with the task's arguments as the caller gave them (None: no key)."""
-    args, kwargs = call
+def called(task: Any, fn: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+    """``fn`` called with the task's arguments by parameter name, however the caller passed
+    them, defaults applied (``lambda customer_id, **_: customer_id``); None: no key."""
+    bound = task.binder.signature.bind(*call[0], **call[1])
+    bound.apply_defaults()
+    named: dict[str, Any] = {}
+    for pname, value in bound.arguments.items():
+        if task.binder.signature.parameters[pname].kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        else:
+            named[pname] = value
     try:
-        return fn(*args, **kwargs)
+        return fn(**named)
     except TypeError as exc:
         raise TypeError(
-            f"task {name!r}: limit_key function {getattr(fn, '__qualname__', fn)!r} could not "
-            f"be called with the task's arguments: {exc}"
+            f"task {task.name!r}: limit_key function {getattr(fn, '__qualname__', fn)!r} could "
+            f"not be called with the task's arguments by name ({', '.join(named)}): {exc}"
         ) from None
 
 

@@ -137,7 +137,7 @@ class BaseTask(Generic[P, R]):
         backoff: float | None = None,
         jitter: float | bool | None = None,
         max_delay: float | None = None,
-        limit_key: str | int | Callable[P, str | int | None] | None = None,
+        limit_key: str | int | Callable[..., str | int | None] | None = None,
     ) -> Self:
         """A copy whose enqueues use these options (those given here replace this task's):
         ``queue``: a named queue (a string: docs/queues.md), or the ``JobQueue`` to enqueue on
@@ -309,9 +309,7 @@ def task(
     back-off's base, random fraction and cap), ``limit_key`` (a value, or a function called
     with the task's arguments), ``schedule`` (cron) with ``tz`` and ``schedule_args``.
     """
-    options: dict[str, Any] = {
-        k: v for k, v in locals().items() if k not in ("fn", "options") and v is not None
-    }
+    options = {k: v for k, v in locals().items() if k != "fn" and v is not None}
     if fn is None:
         return _Decorator(options)
     return _make(fn, **options)

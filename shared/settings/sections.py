@@ -170,7 +170,7 @@ class RetryConfig:
         1.0,
         number(0, 86400),
         """Back-off after attempt n:
-        min(backoff_base * 2^n, backoff_max), minus up to 25% jitter (seconds).""",
+        min(backoff_base * 2^n, backoff_max), minus up to `jitter` of it, at random (seconds).""",
     )
     backoff_max: float = setting(60.0, number(0, 7 * 86400), "The longest back-off (seconds).")
     jitter: float = setting(
