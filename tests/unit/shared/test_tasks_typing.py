@@ -41,6 +41,21 @@ def settle(order: uuid.UUID, at: datetime.datetime, amounts: list[Decimal]) -> D
     return sum(amounts, Decimal(0))
 
 
+@task(retry_for=(ConnectionError, TimeoutError), no_retry_for=ValueError, backoff=2.0, jitter=0.1, max_delay=60, limit_key=lambda customer_id, **_: customer_id)  # ok
+def charge(customer_id: str, cents: int) -> None:
+    pass
+
+
+@task(schedule="*/5 * * * *", tz="Europe/Paris", schedule_args={"customer_id": "all"})  # ok
+def sweep(customer_id: str) -> None:
+    pass
+
+
+@task(schedule=5)  # wrong: a cron expression is text
+def tick() -> None:
+    pass
+
+
 def right(q: JobQueue) -> None:
     handle: JobHandle[dict[str, str]] = send_invoice.enqueue(42, email="a@b.c")  # ok
     receipt: dict[str, str] = handle.wait(timeout=5)  # ok
@@ -51,6 +66,7 @@ def right(q: JobQueue) -> None:
     total: Decimal = settle.enqueue(uuid.uuid4(), now, [Decimal(1)]).wait()  # ok
     attempt: int = current_job().attempt  # ok
     codec(complex, encode=lambda c: [c.real, c.imag], decode=lambda d: complex(*d))  # ok
+    charge.using(retry_for=KeyError, jitter=False, limit_key="acme").enqueue("c1", 5)  # ok
 
 
 async def right_async(q: JobQueue) -> None:
@@ -75,6 +91,8 @@ def wrong() -> None:
     send_invoice.enqueue("x")  # wrong: str for int, email missing
     send_invoice.using(delay=5).enqueue(42, mail="a@b.c")  # wrong: unknown keyword
     ping.enqueue()  # wrong: n missing
+    charge.using(retry_for=KeyError()).enqueue("c1", 5)  # wrong: an instance, not a class
+    charge.using(backoff="2s").enqueue("c1", 5)  # wrong: seconds are a number
     text: str = send_invoice.enqueue(1, "x").wait()  # wrong: the result is a dict
     settle.enqueue("not-a-uuid", datetime.datetime.now(), [])  # wrong: str for UUID
     cents: int = settle.enqueue(uuid.uuid4(), datetime.datetime.now(), []).wait()  # wrong: Decimal
