@@ -178,7 +178,7 @@ class BaseTask(Generic[P, R]):
         """:meth:`enqueue` for asyncio (``JobQueue.enqueue_async``: the event loop is not
         blocked); the same checks and handle."""
         queue, opts = self._target()
-        payload = self.binder.payload(args, kwargs)
+        payload = self._payload(queue, opts, args, kwargs)
         job_id = await queue.enqueue_async(self.name, payload, **opts)
         return JobHandle(queue, job_id, self.result_of)
 

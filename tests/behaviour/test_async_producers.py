@@ -56,6 +56,20 @@ def test_async_enqueues_run_and_their_results_come_back(served):
     assert other.wait(timeout=60) == 2
 
 
+def test_an_async_enqueue_carries_the_tasks_options_as_the_sync_one(served):
+    """``.using(limit_key=..., retry_for=...)`` reaches the stored job through enqueue_async as
+    through enqueue: the limit key and the call's retry rule."""
+
+    async def main():
+        opts = {"limit_key": "customer-7", "retry_for": (ValueError,)}
+        a = await taskjobs.add.using(**opts).enqueue_async(1, 2)
+        return (await a.get_async()), taskjobs.add.using(**opts).enqueue(1, 2).get()
+
+    via_async, via_sync = asyncio.run(main())
+    assert via_async.limit_key == via_sync.limit_key == "customer-7"
+    assert via_async.payload.get("retry") == via_sync.payload.get("retry") is not None
+
+
 def test_async_enqueue_checks_as_the_sync_one_and_writes_nothing(served):
     q = served
 
