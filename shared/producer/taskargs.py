@@ -40,11 +40,18 @@ class Binder:
         self.required = tuple(
             (self.index[p.name], p.name) for p in params if p.default is inspect.Parameter.empty
         )
+        # a call by position alone fits with from ``least`` to ``npos`` arguments (a required
+        # keyword-only parameter, or a signature that is not plain: never)
+        self.least = max([i + 1 for i, _ in self.required], default=0)
+        if not self.plain:
+            self.least = self.npos + 1
         self.labels = {n: f"argument {n!r}" for n in self.order}
 
     def fits(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         """Whether the call surely binds (False: let ``Signature.bind`` decide and explain)."""
         n, index = len(args), self.index
+        if not kwargs:  # the usual call, by position alone: two comparisons
+            return self.least <= n <= self.npos
         if not self.plain or n > self.npos:
             return False
         for key in kwargs:
@@ -54,6 +61,20 @@ class Binder:
 
     def payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """As :func:`payload_of` for this task (the same payload, the same errors)."""
+        if not kwargs and self.least <= len(args) <= self.npos:
+            c = self.codecs.compiled
+            if c is None or c.generation != BOOK.generation:
+                c = self.codecs.ready()
+            for value, passes in zip(args, c.sends):
+                kind = type(value)  # a float passes when finite (NaN and infinities differ)
+                if kind not in passes or (kind is float and value - value != 0.0):
+                    break
+            else:  # every argument is written as it is: the common case, kept cheap
+                return {"args": list(args), "kwargs": {}}
+        return self._payload(args, kwargs)
+
+    def _payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`payload` of a call with keywords, or an argument its codec converts."""
         if not self.fits(args, kwargs):
             return payload_of(self.name, self.signature, args, kwargs, self.codecs)
         out_args, out_kwargs = self._convert(args, kwargs, self.codecs.encode)
@@ -67,6 +88,15 @@ class Binder:
         ``fits``: :meth:`fits` of the call, when the caller knows it."""
         if not (self.fits(args, kwargs) if fits is None else fits):
             return self.codecs.decode_call(args, kwargs)
+        if not kwargs:
+            c = self.codecs.compiled
+            if c is None or c.generation != BOOK.generation:
+                c = self.codecs.ready()
+            for value, passes in zip(args, c.accepts):
+                if type(value) not in passes:
+                    break
+            else:  # every argument is read as it is: the common case, kept cheap
+                return args, kwargs
         return self._convert(args, kwargs, self.codecs.decode, False)
 
     def _convert(
@@ -79,7 +109,7 @@ class Binder:
         c = self.codecs.compiled
         if c is None or c.generation != BOOK.generation:
             c = self.codecs.ready()
-        passes, n = c.writes if out else c.accepts, len(args)
+        passes, n = c.sends if out else c.accepts, len(args)
         out_args, out_kwargs = args, kwargs
         for i, pname in enumerate(self.order):
             if i < n:
@@ -88,16 +118,18 @@ class Binder:
                 value = kwargs[pname]
             else:
                 continue
-            if type(value) not in passes[i]:
-                new = step(c.params[pname], value, self.labels[pname])
-                if new is value:
-                    continue
-                if i < n:
-                    out_args = out_args if out_args is not args else list(args)
-                    out_args[i] = new  # type: ignore[index]
-                else:
-                    out_kwargs = out_kwargs if out_kwargs is not kwargs else dict(kwargs)
-                    out_kwargs[pname] = new
+            kind = type(value)  # a float passes when finite (the codec refuses NaN on the way in)
+            if kind in passes[i] and (kind is not float or value - value == 0.0):
+                continue
+            new = step(c.params[pname], value, self.labels[pname])
+            if new is value:
+                continue
+            if i < n:
+                out_args = out_args if out_args is not args else list(args)
+                out_args[i] = new  # type: ignore[index]
+            else:
+                out_kwargs = out_kwargs if out_kwargs is not kwargs else dict(kwargs)
+                out_kwargs[pname] = new
         if out and out_args is args:  # the caller's tuple: the payload's own list
             out_args = list(args)
         return out_args, out_kwargs  # type: ignore[return-value]
@@ -151,6 +183,10 @@ def unpack(
     naming the task when the payload is not ``{"args": list, "kwargs": object}`` (either may be
     left out) or does not fit the function (``binder``: the signature's, to skip ``bind`` when
     the payload plainly fits)."""
+    if binder is not None and type(payload) is dict and len(payload) == 2:
+        args, kwargs = payload.get("args"), payload.get("kwargs")
+        if type(args) is list and type(kwargs) is dict and binder.fits(args, kwargs):
+            return args, kwargs  # the usual payload, as the producer writes it
     if payload is None:
         payload = {}
     if not isinstance(payload, dict) or set(payload) - {"args", "kwargs"}:
