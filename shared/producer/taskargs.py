@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from shared.model.codecbook import BOOK
 from shared.model.codecs import check_plain
-from shared.model.taskcodecs import TaskCodecs
+from shared.model.taskcodecs import Compiled, TaskCodecs
 
 _PLAIN = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 _LAST = 1 << 30  # the position of a keyword-only parameter: after every positional argument
@@ -71,6 +71,7 @@ class Binder:
                     break
             else:  # every argument is written as it is: the common case, kept cheap
                 return {"args": list(args), "kwargs": {}}
+            return {"args": self._each(args, c, c.sends, self.codecs.encode), "kwargs": {}}
         return self._payload(args, kwargs)
 
     def _payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +98,19 @@ class Binder:
                     break
             else:  # every argument is read as it is: the common case, kept cheap
                 return args, kwargs
+            return self._each(args, c, c.accepts, self.codecs.decode), kwargs
         return self._convert(args, kwargs, self.codecs.decode, False)
+
+    def _each(self, args: Sequence[Any], c: Compiled, passes: Any, step: Any) -> list[Any]:
+        """A new list of a call by position alone: each argument through ``step`` with its
+        parameter's codec, but one of a type in its ``passes`` (a float: a finite one)."""
+        out = list(args)
+        for i, value in enumerate(args):
+            kind = type(value)
+            if kind not in passes[i] or (kind is float and value - value != 0.0):
+                pname = self.order[i]
+                out[i] = step(c.params[pname], value, self.labels[pname])
+        return out
 
     def _convert(
         self, args: Sequence[Any], kwargs: dict[str, Any], step: Any, out: bool = True
