@@ -56,17 +56,7 @@ class Commits:
         held, salvaged = self.held, False
         while True:
             try:
-                sent = self.clock.monotonic()
-                # the clock itself: a limited claim reads it once it holds its lock
-                ok, jobs = self.store.finish_and_claim(
-                    [d.finish for d in held.done],
-                    self.owner,
-                    self.pid,
-                    self.clock.now,
-                    limit,
-                    type_limits(self.config),
-                )
-                self.renewed(sent, jobs)
+                ok, jobs = self.write_outcomes(limit)
                 break
             except StoreError as exc:
                 event(
@@ -83,20 +73,42 @@ class Commits:
             except Exception as exc:  # noqa: BLE001 - see the docstring
                 if salvaged or not held.done:
                     raise
-                event(
-                    log,
-                    "worker.commit_failed",
-                    logging.ERROR,
-                    slot=self.slot,
-                    pid=self.pid,
-                    outcomes=len(held.done),
-                    error=safe_text(repr(exc)),
-                )
-                held.done = [unrecordable(d, exc) for d in held.done]
+                self.salvage(exc)
                 salvaged = True
         after_commit_all(held.done, ok, self.registry, self.slot, self.pid)
         held.done = []
         return jobs
+
+    def write_outcomes(self, limit: int) -> tuple[list[bool], list[Job]]:
+        """One attempt: the pending outcomes and a claim of up to ``limit`` in one transaction;
+        which outcomes were recorded, and the jobs claimed. Raises what the store raises."""
+        sent = self.clock.monotonic()
+        # the clock itself: a limited claim reads it once it holds its lock
+        ok, jobs = self.store.finish_and_claim(
+            [d.finish for d in self.held.done],
+            self.owner,
+            self.pid,
+            self.clock.now,
+            limit,
+            type_limits(self.config),
+        )
+        self.renewed(sent, jobs)
+        return ok, jobs
+
+    def salvage(self, exc: Exception) -> None:
+        """Recording the pending outcomes raised ``exc`` (not a database refusal: a bug): log
+        it, and make each outcome a failure carrying the error, for the one retry."""
+        held = self.held
+        event(
+            log,
+            "worker.commit_failed",
+            logging.ERROR,
+            slot=self.slot,
+            pid=self.pid,
+            outcomes=len(held.done),
+            error=safe_text(repr(exc)),
+        )
+        held.done = [unrecordable(d, exc) for d in held.done]
 
     def retry_write(self, must: bool) -> bool:
         """After a refused commit: wait RETRY_WRITE (a signal ends the wait). False to give up:

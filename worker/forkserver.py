@@ -20,7 +20,8 @@ checks both before every fork (a handler module could do either at import); it a
 Each worker is forked twice (template -> go-between -> worker) and the go-between exits at once:
 the worker is re-parented to the supervisor, a child subreaper, which reaps it and reads its
 exit code as if it had forked it, and signals it by pid with no risk of pid reuse (an unreaped
-child keeps its pid). The template exits when the supervisor closes its pipe or dies.
+child keeps its pid). The template exits when the supervisor closes its pipe or dies. What the
+worker does once forked, until it starts as any worker does, is ``worker.forked``.
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 import traceback
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from shared.settings import config as config_mod
@@ -50,19 +49,15 @@ from shared.model.exitcodes import ExitCode
 from shared.execution.handlers import HandlerImportError, Registry, load_registry
 from shared.runtime.processes import host_id, set_parent_death_signal, set_process_name
 
+from .forked import (  # noqa: F401 - WORKER_NAME, REPARENT_WAIT, EARLY_SIGNALS: named here too
+    EARLY_SIGNALS,
+    REPARENT_WAIT,
+    WORKER_NAME,
+    Prepared,
+    become_worker,
+)
+
 NAME = "jobq-template"  # what `ps -o comm` and psutil's name() show for the template
-WORKER_NAME = "jobq-worker"  # ... and for the workers it forks
-REPARENT_WAIT = 2.0  # seconds a new worker waits for its go-between to exit
-EARLY_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What the template made once for the workers it forks: the handler registry (its modules
-    imported) and the worker's command-line parser."""
-
-    registry: Registry
-    command_line: argparse.ArgumentParser
 
 
 def serve(
@@ -80,41 +75,67 @@ def serve(
     see :func:`_preload_async_runner`. Never returns."""
     code = 0
     try:
-        set_process_name(NAME)
-        set_parent_death_signal(signal.SIGKILL)
-        if os.getppid() != parent:  # the supervisor died before the line above took effect
-            os._exit(ExitCode.ORPHANED)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        _become_template(parent)
         where = _target(database)
-        try:
-            registry = load_registry(handlers, source)
-            preload(where)  # the engine's modules and driver too (some take ~0.3 s to import)
-            # and the worker loop and its command line: once, not per worker
-            command_line = importlib.import_module("worker.__main__").parser()
-            _preload_async_runner(registry, async_types)
-            _warm_caches(command_line)
-        except HandlerImportError as exc:
-            try:
-                _send(resp_fd, {"failed": exc.summary, "traceback": exc.traceback})
-            except BrokenPipeError:
-                pass
-            os._exit(ExitCode.BOOT_FAILED)
+        prepared = _prepare(resp_fd, handlers, source, where, async_types)
         gc.freeze()  # keep the imported objects' pages shared: the collector would touch them
-        problem = unsafe_reason(where)
-        _send(
-            resp_fd,
-            {"unsafe": problem} if problem else {"ready": len(registry), "pid": os.getpid()},
-        )
-        if problem:
-            os._exit(ExitCode.WORKER_BOOT_FAILED)
-        _loop(req_fd, resp_fd, Prepared(registry, command_line), where)
+        _announce(resp_fd, prepared.registry, where)
+        _loop(req_fd, resp_fd, prepared, where)
     except BrokenPipeError:
         pass  # the supervisor closed our pipe (it stopped, e.g. at a failed boot): nothing to say
     except BaseException:  # noqa: BLE001 - a template bug: say so on stderr, exit 1
         traceback.print_exc()
         code = ExitCode.ERROR
     os._exit(code)
+
+
+def _become_template(parent: int) -> None:
+    """Take the template's name, die with the supervisor ``parent`` (exit ORPHANED if it is
+    gone already), and leave Ctrl-C and SIGHUP to it."""
+    set_process_name(NAME)
+    set_parent_death_signal(signal.SIGKILL)
+    if os.getppid() != parent:  # the supervisor died before the line above took effect
+        os._exit(ExitCode.ORPHANED)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def _prepare(
+    resp_fd: int,
+    handlers: tuple[str, ...],
+    source: str | None,
+    where: Target | str,
+    async_types: bool | None,
+) -> Prepared:
+    """Import, once for all the workers, the handler modules, the engine's modules and the
+    worker's own, and fill the caches a worker would fill. A handler module that fails to
+    import is reported (``failed``) and the template exits BOOT_FAILED."""
+    try:
+        registry = load_registry(handlers, source)
+        preload(where)  # the engine's modules and driver too (some take ~0.3 s to import)
+        # and the worker loop and its command line: once, not per worker
+        command_line = importlib.import_module("worker.__main__").parser()
+        _preload_async_runner(registry, async_types)
+        _warm_caches(command_line)
+    except HandlerImportError as exc:
+        try:
+            _send(resp_fd, {"failed": exc.summary, "traceback": exc.traceback})
+        except BrokenPipeError:
+            pass
+        os._exit(ExitCode.BOOT_FAILED)
+    return Prepared(registry, command_line)
+
+
+def _announce(resp_fd: int, registry: Registry, where: Target | str) -> None:
+    """Say ready, or why forking would let something cross the fork (``unsafe``): then exit
+    WORKER_BOOT_FAILED, and the supervisor starts workers with exec."""
+    problem = unsafe_reason(where)
+    _send(
+        resp_fd,
+        {"unsafe": problem} if problem else {"ready": len(registry), "pid": os.getpid()},
+    )
+    if problem:
+        os._exit(ExitCode.WORKER_BOOT_FAILED)
 
 
 def _preload_async_runner(registry: Registry, async_types: bool | None) -> bool:
@@ -225,7 +246,7 @@ def _loop(req_fd: int, resp_fd: int, prepared: Prepared, database: str | Target)
             return
         buf += chunk
         gate = os.pipe()  # the batch's first worker starts at once, the rest once all are forked
-        waits = False  # (see _pass_gate)
+        waits = False  # (see worker.forked)
         try:
             while b"\n" in buf:
                 line, buf = buf.split(b"\n", 1)
@@ -248,14 +269,14 @@ def _fork_worker(
 ) -> int:
     """Fork the go-between, which forks the worker, reports its pid and exits; returns the
     go-between's pid. ``gate``, ``waits``: the batch's pipe, whether the worker waits at it
-    (see :func:`_pass_gate`)."""
+    (see :func:`worker.forked._pass_gate`)."""
     between = os.fork()
     if between == 0:
         try:
             me = os.getpid()  # not getppid() in the child: we may have exited by then
             worker = os.fork()
             if worker == 0:
-                _become_worker(req_fd, resp_fd, request["argv"], prepared, me, (gate, waits))
+                become_worker(req_fd, resp_fd, request["argv"], prepared, me, (gate, waits))
             os.close(gate[1])  # the worker is forked: the gate waits for it no more
             try:
                 os.setpgid(worker, worker)  # also in the worker: no kill of the group races it
@@ -283,80 +304,6 @@ def _reap(betweens: dict[int, Any], resp_fd: int, block: bool = False) -> None:
             _send(resp_fd, {"id": rid, "error": f"go-between {pid} {_describe(status)}"})
         if block:
             return
-
-
-def _become_worker(
-    req_fd: int,
-    resp_fd: int,
-    argv: list[str],
-    prepared: Prepared,
-    between: int,
-    gate: tuple[tuple[int, int], bool],
-) -> NoReturn:
-    code = ExitCode.WORKER_BOOT_FAILED
-    try:
-        os.setpgid(0, 0)
-        os.close(req_fd)
-        os.close(resp_fd)
-        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(s, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        # A stop or reload sent before the worker's handlers are in place waits (blocked) for
-        # them instead of killing it: the worker's SignalQueue.install unblocks them.
-        signal.pthread_sigmask(signal.SIG_BLOCK, EARLY_SIGNALS)
-        set_process_name(WORKER_NAME)
-        _pass_gate(*gate)
-        sys.argv = [sys.executable, "-m", "worker", *argv]
-        from .__main__ import main  # here: __main__ imports this module for --fork-server
-
-        code = main(
-            argv,
-            registry=prepared.registry,
-            command_line=prepared.command_line,
-            settle=lambda: _reparented(between),
-        )
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else ExitCode.ERROR
-    except BaseException:  # noqa: BLE001 - like an uncaught exception in `python -m worker`
-        traceback.print_exc()
-        code = ExitCode.ERROR
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-    os._exit(int(code))
-
-
-def _pass_gate(gate: tuple[int, int], waits: bool) -> None:
-    """With ``waits``, wait (up to REPARENT_WAIT) until every worker of this one's batch is
-    forked: the gate's write end is held by the template until it has forked the batch's last
-    go-between, and by each go-between until it has forked its worker. The batch's first worker
-    does not wait (the first job). Workers that all started at once took the CPU from the
-    template and the go-betweens still to fork (2 cores): the eighth of a batch was forked
-    160-230 ms after the first, and ran its first job 0.3-0.6 s after it."""
-    read, write = gate
-    os.close(write)
-    if not waits:
-        os.close(read)
-        return
-    try:
-        select.select([read], [], [], REPARENT_WAIT)  # readable at EOF: all the batch forked
-    finally:
-        os.close(read)
-
-
-def _reparented(between: int) -> None:
-    """Wait (up to REPARENT_WAIT) until the go-between ``between`` has exited and this worker
-    is the supervisor's child: the worker's orphan check compares its parent with the
-    supervisor. Called by the worker once its database is open, just before its threads start
-    (the first orphan check), so that the go-between's exit overlaps the worker's connecting
-    instead of coming before it (2-17 ms of each worker's start, more on a loaded
-    machine)."""
-    deadline = time.monotonic() + REPARENT_WAIT
-    while os.getppid() == between and time.monotonic() < deadline:
-        time.sleep(0.0002)
 
 
 def _send(fd: int, message: dict) -> None:

@@ -115,35 +115,19 @@ class Heartbeat(threading.Thread):
             self.join(timeout=5)
 
     def run(self) -> None:
+        """The thread's loop; each tick its duties in turn, then a wait for the next (or a
+        wake). ``store`` is the thread's own connection, opened by the first duty that needs it
+        (each returns it, None after a failure: the next tick opens it again)."""
         store = None
         last_beat = self.clock.monotonic()
         try:
             while not self._halt.is_set():
-                if (
-                    self.parent_pid is not None
-                    and not self.orphaned.is_set()
-                    and os.getppid() != self.parent_pid
-                ):
-                    self.orphaned.set()
-                    self.on_orphaned()
-                now = self.clock.monotonic()
-                every = self.config.worker.heartbeat_interval if self.busy else IDLE_BEAT
-                if now - last_beat >= every or self.soon:
-                    last_beat, soon, self.soon = now, self.soon, False
-                    store = self._beat(store)
-                    # Failed, or a claim was in flight (it renews all, gives nothing back): the
-                    # strangers beat_soon asked for are still there: again next tick.
-                    self.soon = self.soon or (soon and (store is None or not self.looked))
-                if self.busy and self.shed is not None:
-                    self.unreleased += [j.id for j in self.shed()]
-                if self.unreleased:
-                    store = self._release(store)
+                self._check_parent()
+                store, last_beat = self._beat_if_due(store, last_beat)
+                store = self._hand_back(store)
                 if self.busy and self.checkin is not None:
                     store = self._checkin(store)
-                flush_at = self.flush_at
-                if flush_at is not None and time.perf_counter() >= flush_at:
-                    self.flush_at = None  # before the flush: a deadline set meanwhile is kept
-                    store = self._flush(store)
+                store = self._flush_if_due(store)
                 self._wake.wait(self._tick())
                 self._wake.clear()
             if self.unreleased:
@@ -151,6 +135,44 @@ class Heartbeat(threading.Thread):
         finally:
             if store is not None:
                 store.close()
+
+    def _check_parent(self) -> None:
+        """The supervisor gone (we were re-parented): say so once."""
+        if (
+            self.parent_pid is not None
+            and not self.orphaned.is_set()
+            and os.getppid() != self.parent_pid
+        ):
+            self.orphaned.set()
+            self.on_orphaned()
+
+    def _beat_if_due(self, store: Any, last_beat: float) -> tuple[Any, float]:
+        """Renew the leases every heartbeat interval (busy) or IDLE_BEAT, or at once when asked."""
+        now = self.clock.monotonic()
+        every = self.config.worker.heartbeat_interval if self.busy else IDLE_BEAT
+        if now - last_beat >= every or self.soon:
+            last_beat, soon, self.soon = now, self.soon, False
+            store = self._beat(store)
+            # Failed, or a claim was in flight (it renews all, gives nothing back): the
+            # strangers beat_soon asked for are still there: again next tick.
+            self.soon = self.soon or (soon and (store is None or not self.looked))
+        return store, last_beat
+
+    def _hand_back(self, store: Any) -> Any:
+        """Jobs of a batch stuck behind a slow job (``shed``) go back to pending."""
+        if self.busy and self.shed is not None:
+            self.unreleased += [j.id for j in self.shed()]
+        if self.unreleased:
+            store = self._release(store)
+        return store
+
+    def _flush_if_due(self, store: Any) -> Any:
+        """The batch's outcomes, once their commit deadline passed."""
+        flush_at = self.flush_at
+        if flush_at is not None and time.perf_counter() >= flush_at:
+            self.flush_at = None  # before the flush: a deadline set meanwhile is kept
+            store = self._flush(store)
+        return store
 
     def _tick(self) -> float:
         w = self.config.worker

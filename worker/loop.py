@@ -15,8 +15,9 @@ Stops claiming on SIGTERM/SIGINT and exits 0 after the job in hand; reloads its 
 exits when its supervisor dies; honours the pause flag (the claim itself checks it). When idle it
 waits as its store's engine arranges (``shared.engines.contract.Wakeup``; SQLite: until a commit,
 the next delayed job's time, or ``poll_interval``), not knowing which engine it runs on. The
-database failing on the idle/claim path is waited out, never fatal (``guarded``). At every turn, and
-as soon as each handler returns, it checks that it is still the worker's own process with its own
+database failing on the idle/claim path is waited out, never fatal (``guarded``; the claim, the
+idle wait and their guard are ``worker.claims``, the commits of outcomes ``worker.commits``). At
+every turn, and as soon as each handler returns, it checks that it is still the worker's own process with its own
 descriptors (``Control.check_process``, in worker.control with signals, reloads and recycling).
 Async types run many at once in ``worker.aio``, entered whenever the loop holds nothing claimed.
 """
@@ -29,7 +30,6 @@ import os
 import signal
 import threading
 import time
-from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from shared.execution.asyncjobs import async_limits_of
@@ -38,7 +38,6 @@ from shared.settings.config import Config
 from shared.model.exitcodes import ExitCode
 from shared.execution.handlers import Registry
 from shared.model.job import Job
-from shared.model.limits import type_limits
 from shared.runtime.logs import event, get_logger
 from shared.execution.outcomes import Done, decide
 from shared.execution.policy import JobPolicy
@@ -55,19 +54,20 @@ from shared.model.errors import StoreError
 if TYPE_CHECKING:
     from .aio import AsyncRunner
 from .batch import BATCH_BUDGET, FAST_JOB, Batch  # noqa: F401 - FAST_JOB, BATCH_BUDGET: named here too
-from .commits import RETRY_WRITE, Commits
+from .claims import Claims
+from .commits import Commits
 from .checkin import CheckIn, InHand
 from .control import Control
 from .queues import serve_queues
 from .fence import Fence
-from .heartbeat import Heartbeat, after_claim
+from .heartbeat import Heartbeat
 
 log = get_logger("worker")
 
 FLUSH_AFTER = 0.05  # seconds: outcomes never wait longer than this for their commit
 
 
-class Worker(Control, Commits):
+class Worker(Control, Claims, Commits):
     """One worker process's loop; ``run()`` returns its exit code. What it holds: ``held``."""
 
     def __init__(
@@ -99,43 +99,36 @@ class Worker(Control, Commits):
         self.host = host_id()
         self.owner = owner_token(self.pid, self.host)
         self.signals = SignalQueue([signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+        self._unopened()
+        self._nothing_held()
+
+    def _unopened(self) -> None:
+        """What ``open()`` and ``start_threads()`` make: None until then."""
         self.store: WorkerStore | None = None
         self.health: HealthCheck | None = None  # is the database the one opened? (see idle_wait)
         self.heartbeat: Heartbeat | None = None
         self.fence: Fence | None = None  # stops this process if its lease cannot be renewed in time
         self.wakeup: Wakeup | None = None
         self.progress: ProgressWriter | None = None
+        self.aio: AsyncRunner | None = None  # the async runner, when it serves async types
+
+    def _nothing_held(self) -> None:
+        """The loop's state at the start: nothing claimed, run or committed yet."""
         self.stopping = False
         self.jobs_done = 0
         self.exit_code = ExitCode.OK
         self.held = Batch()  # claimed jobs, the job in hand, uncommitted outcomes
         self.read_first = False  # see claim()
         self.store_down = False  # the idle/claim path's last statement failed (guarded)
-        self.aio: AsyncRunner | None = None  # the async runner, when it serves async types
         self.tracing: Tracing = worker_tracing(
-            config, slot
+            self.config, self.slot
         )  # spans and meters of runs (docs/tracing.md)
-        self.in_hand = InHand(slot, self.pid)  # the running job's deadline, cancel flag, progress
+        # the running job's deadline, cancel flag, progress
+        self.in_hand = InHand(self.slot, self.pid)
         self.per_type: tuple[JobPolicy, dict[str, tuple[int, float]]] = (
             self.policy,
             {},
         )  # see settings()
-
-    # -- views of the batch state (``held``), for tests that drive a worker step by step -------
-
-    @property
-    def batch(self) -> deque[Job]:
-        """The claimed jobs not started yet."""
-        return self.held.queue
-
-    @property
-    def done(self) -> list[Done]:
-        """The outcomes not committed yet."""
-        return self.held.done
-
-    @done.setter
-    def done(self, value: list[Done]) -> None:
-        self.held.done = value
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -257,141 +250,69 @@ class Worker(Control, Commits):
     # -- the loop -------------------------------------------------------------------------------
 
     def loop(self) -> None:
-        vouched = False  # the last turn ran only our own code since its job's check (see below)
+        vouched = False  # the last turn ran only our own code since its job's check (turn_end)
         while True:
             if not vouched:
                 self.check_process()
-            vouched = False
             self.handle_signals()
             if self.stopping:
                 return
-            if not self.held.queue:
-                if self.aio is not None and self.guarded(self.aio.run):
-                    continue  # ran async jobs (worker.aio) until none was in flight
-                if not self.guarded(self.claim):
-                    self.holding(False)
-                    self.tracing.settle()  # the runs counted per batch, before an idle wait
-                    self.guarded(self.idle_wait, proves=False)
-                    continue
-                self.wakeup.claimed()
-            self.holding(True)
-            job = self.take()
-            if job is not None and self.unserved(job):
-                continue  # given back; we stop, and the supervisor starts a worker that has it
-            if job is not None:
-                done = self.process(job)
-                self.check_process(job)  # before anything touches the database again
-                self.held.ran(done)
-                # The next turn's check may be skipped (a getpid and an fstat, ~5% of a no-op
-                # job's CPU) when nothing but the worker's own code runs until it: no hook or
-                # log line of an outcome, no claim, no batch's end.
-                vouched = not self.after_flushed()
-            if not self.held.queue:
-                vouched = False
-                self.resize()
-            elif time.perf_counter() - self.held.done_since >= FLUSH_AFTER:
-                vouched = False
-                self.commit(limit=0)
-            if self.should_recycle():
-                self.stopping = True
-                self.exit_code = ExitCode.RECYCLED
+            vouched = self.turn()
 
-    def guarded(self, step: Callable[[], bool | None], proves: bool = True) -> bool | None:
-        """Run ``step`` of the idle/claim/wake-up path (``claim``, ``idle_wait``). The database
-        failing there (a dropped connection, a server's ``idle_session_timeout``, a file locked
-        or unreadable) never ends the worker: it is logged (once per outage), waited out for
-        RETRY_WRITE (a signal ends the wait) and the loop goes on; the store reconnects at its
-        next statement. Returns ``step``'s result, False after a failure. ``proves``: a success
-        of ``step`` shows the database is back (an idle wait's does not: it may swallow errors)."""
-        try:
-            result = step()
-        except StoreError as exc:
-            if not self.store_down:
-                event(
-                    log,
-                    "worker.database_unavailable",
-                    logging.WARNING,
-                    slot=self.slot,
-                    pid=self.pid,
-                    error=str(exc),
-                    note=f"waiting; retrying every {RETRY_WRITE:g} s",
-                )
-            self.store_down = True
-            self.signals.wait(RETRY_WRITE)
+    def turn(self) -> bool:
+        """One turn of the loop: when nothing is held, claim (or run async jobs, or wait idle:
+        the turn ends there); then run the batch's next job and end the turn (``turn_end``).
+        Whether the next turn may skip its process check: only ``turn_end`` says it may."""
+        if not self.held.queue and not self.refill():
             return False
-        if self.store_down and proves:
-            self.store_down = False
-            event(log, "worker.database_back", slot=self.slot, pid=self.pid)
-        return result
+        self.holding(True)
+        job = self.take()
+        if job is not None and self.unserved(job):
+            return False  # given back; we stop, and the supervisor starts a worker that has it
+        if job is not None:
+            done = self.process(job)
+            self.check_process(job)  # before anything touches the database again
+            self.held.ran(done)
+        vouched = self.turn_end(ran=job is not None)
+        if self.should_recycle():
+            self.stopping = True
+            self.exit_code = ExitCode.RECYCLED
+        return vouched
+
+    def refill(self) -> bool:
+        """Nothing held: run async jobs until none is in flight, or claim a batch, or else wait
+        idle. Whether a batch was claimed (False ends the turn)."""
+        if self.aio is not None and self.guarded(self.aio.run):
+            return False  # ran async jobs (worker.aio) until none was in flight
+        if not self.guarded(self.claim):
+            self.holding(False)
+            self.tracing.settle()  # the runs counted per batch, before an idle wait
+            self.guarded(self.idle_wait, proves=False)
+            return False
+        self.wakeup.claimed()
+        return True
+
+    def turn_end(self, ran: bool) -> bool:
+        """The end of a turn that took the batch's next job (``ran``: False if the heartbeat
+        thread gave the rest back first): report the outcomes the heartbeat committed, then
+        resize the next claim at the batch's end, or commit outcomes that waited FLUSH_AFTER.
+        Returns whether the next turn's check may be skipped (a getpid and an fstat, ~5% of a
+        no-op job's CPU): only when a job ran and nothing but the worker's own code runs until
+        that check: no hook or log line of an outcome, no claim, no batch's end."""
+        vouched = ran and not self.after_flushed()
+        if not self.held.queue:
+            self.resize()
+            return False
+        if time.perf_counter() - self.held.done_since >= FLUSH_AFTER:
+            self.commit(limit=0)
+            return False
+        return vouched
 
     def holding(self, busy: bool) -> None:
         """Whether we hold claimed jobs: the heartbeat beats often and the fence watches."""
         self.heartbeat.busy = busy
         if self.fence is not None:
             self.fence.hold(busy)
-
-    def renewed(
-        self,
-        sent: float,
-        jobs: list[Job],
-        store: WorkerStore | None = None,
-        running: int | None = None,
-    ) -> None:
-        """A claim sent at monotonic ``sent`` on ``store`` returned ``jobs``, all the leases we
-        hold (see aio; ``running``: with those it gives back); a slow one is renewed at once."""
-        if jobs and self.fence is not None:
-            at = after_claim(
-                store or self.store,
-                self.owner,
-                self.clock,
-                sent,
-                len(jobs) if running is None else running,
-                self.config.worker.heartbeat_interval,
-            )
-            if at is not None:
-                self.fence.renewed(at)
-            else:
-                self.fence.doubt(sent)
-
-    def claim(self) -> bool:
-        """Commit finished outcomes and claim the next batch in one transaction.
-
-        After an idle wait that no commit ended (a delayed job's time came, or the poll timer),
-        read first and take the write lock only if a job is due: eight workers waking at a
-        delayed job's ``run_at`` would otherwise queue for the lock, some of them early and
-        finding nothing, while the one that would claim it sleeps in SQLite's busy handler
-        (1, 2, then 5 ms). A wake by a commit claims at once: that commit may still be
-        finishing, and a read could miss the job it adds. The engine's wake-up is told just
-        before the write lock is asked for, and may claim its own quicker way (the idle lead)."""
-        if self.read_first:
-            self.read_first = False
-            if not self.held.done and not self.store.has_due(self.clock.now()):
-                return False
-        slow = self.heartbeat.beat_soon if self.heartbeat is not None else None
-        with self.held.claiming(slow) as got:  # the jobs join the batch as the claim ends
-            jobs = self.fast_claim()
-            if jobs is None:
-                jobs = self.commit(limit=self.held.size)
-            got.extend(jobs)
-        if not jobs:
-            return False
-        self.held.claimed_now(len(jobs))
-        if self.progress is not None:
-            self.progress.batch([j.id for j in jobs], completed=self.jobs_done)
-        return True
-
-    def fast_claim(self) -> list[Job] | None:
-        """The engine's own claim (the idle lead's), when there are no outcomes to commit with
-        it and no per-type limits; None: claim with the commit."""
-        if self.wakeup is None:  # (None: a test drives claim() without run())
-            return None
-        self.wakeup.before_claim()
-        if self.held.done or type_limits(self.config):
-            return None
-        sent = self.clock.monotonic()
-        jobs = self.wakeup.fast_claim(self.owner, self.pid, self.clock.now, self.held.size)
-        self.renewed(sent, jobs or [])
-        return jobs
 
     def take(self) -> Job | None:
         """The next job of the batch (None if the heartbeat thread gave the rest back)."""
@@ -457,26 +378,3 @@ class Worker(Control, Commits):
         """Grow or shrink the next claim (see :meth:`worker.batch.Batch.resize`)."""
         self.held.resize(self.config.worker.max_batch)
         self.tracing.settle()  # the batch's runs to the OpenTelemetry counter (one add per type)
-
-    def idle_wait(self) -> None:
-        """Wait as the engine says (a descriptor to watch, a timeout), or for a signal. Only the
-        engine's "claim now" lets the next claim skip its read. Stops, to exit
-        DATABASE_UNAVAILABLE, if the database is no longer the one opened (the engine's health
-        check: SQLite's file deleted or replaced)."""
-        problem = self.health.problem() if self.health is not None else None
-        if problem is not None:
-            event(
-                log,
-                "worker.database_replaced",
-                logging.ERROR,
-                slot=self.slot,
-                pid=self.pid,
-                error=problem,
-            )
-            self.stopping = True
-            self.exit_code = ExitCode.DATABASE_UNAVAILABLE
-            return
-        fd, timeout = self.wakeup.prepare(self.clock.now(), self.config.worker.poll_interval)
-        extra = [fd] if fd is not None else []
-        ready = self.signals.wait(timeout, extra)
-        self.read_first = not self.wakeup.woke(bool(extra) and fd in ready)

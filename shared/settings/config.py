@@ -44,13 +44,12 @@ from shared.settings.schema import (
 )
 
 # The tables' dataclasses: Config's fields, and imported by the rest of jobq from here.
+from shared.settings.enginesections import PostgresConfig, SqliteConfig
 from shared.settings.sections import (
-    PostgresConfig,
     QueueConfig,
     RetentionConfig,
     RetryConfig,
     ScheduleConfig,
-    SqliteConfig,
     SupervisorConfig,
     TypeConfig,
     WorkerConfig,

@@ -23,7 +23,7 @@ from shared.model.job import STATUSES, TERMINAL
 from shared.model.errors import StoreError, StoreQueryError
 from supervisor.views.context import Ctx
 
-from . import configcmd, control, copycmd, ops, status, top, webcmd
+from . import configcmd, control, copycmd, enqueuecmd, ops, status, top, webcmd
 from .args import arg_type
 
 
@@ -100,7 +100,9 @@ def _job_commands(sub: argparse._SubParsersAction) -> None:
 
 def _enqueue_command(sub: argparse._SubParsersAction, duration: Callable[[str], float]) -> None:
     """``jobq enqueue``: one job from the arguments, or many from ``--file``."""
-    p = _add(sub, "enqueue", ops.cmd_enqueue, "add a job (prints its id), or many from JSON lines")
+    p = _add(
+        sub, "enqueue", enqueuecmd.cmd_enqueue, "add a job (prints its id), or many from JSON lines"
+    )
     p.add_argument("type", nargs="?", help="job type, e.g. report:generate")
     p.add_argument("payload", nargs="?", help="payload as JSON (default null)")
     _enqueue_options(p, duration)

@@ -143,7 +143,7 @@ def test_an_async_job_claimed_one_at_a_time_runs_on_the_workers_loop(tmp_path, m
     try:
         ids = [queue.enqueue("t:loop", 0), queue.enqueue("t:loop", 0), queue.enqueue("t:loop", 5)]
         for job in w.store.claim(w.owner, w.pid, w.clock.now(), 3):
-            w.done.append(w.process(job))
+            w.held.done.append(w.process(job))
         w.commit(limit=0, must=True)
     finally:
         w.aio.close()
@@ -178,7 +178,7 @@ def test_a_job_claimed_one_at_a_time_that_blocks_the_loop_is_named_too(
         with caplog.at_level(logging.WARNING, logger="jobq"):
             for n, job in enumerate(jobs, 1):
                 w.progress.started(n)
-                w.done.append(w.process(job))
+                w.held.done.append(w.process(job))
         assert not_in_hand(str(tmp_path / "progress")) == [
             ids[0]
         ]  # not rewritten by the block's end

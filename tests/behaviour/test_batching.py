@@ -170,8 +170,8 @@ def test_hooks_run_after_commit_and_a_failing_hook_never_fails_the_job(tmp_path,
     try:
         for _ in range(3):
             assert w.claim()
-            while w.batch:
-                w.done.append(w.process(w.batch.popleft()))
+            while w.held.queue:
+                w.held.done.append(w.process(w.held.queue.popleft()))
             w.commit(limit=0, must=True)
         assert w.store.get(a).status == "completed"
         assert w.store.get(b).status == "failed"
@@ -279,12 +279,12 @@ def test_shed_takes_only_what_waits_behind_a_job_past_batch_wait(tmp_path):
     cfg = load(write_config(tmp_path, worker={"batch_wait": 0.05}))
     w = Worker(cfg, Registry())
     try:
-        w.batch.extend(["a", "b"])
+        w.held.queue.extend(["a", "b"])
         assert w.shed() == []  # no job in hand
         w.held.job_t0 = time.perf_counter()
         assert w.shed() == []  # the job in hand has only just started
         w.held.job_t0 -= 0.06
-        assert w.shed() == ["a", "b"] and not w.batch
+        assert w.shed() == ["a", "b"] and not w.held.queue
         assert w.take() is None
     finally:
         w.signals.close()
@@ -371,7 +371,7 @@ def test_a_timer_wake_reads_before_it_takes_the_write_lock(tmp_path):
         with JobQueue(config=cfg) as q:
             now = q.enqueue("test:fast", {})
         w.read_first = True
-        assert w.claim() is True and [j.id for j in w.batch] == [now]
+        assert w.claim() is True and [j.id for j in w.held.queue] == [now]
         assert w.store.get(later).status == "pending"
     finally:
         holder.close()
@@ -415,8 +415,8 @@ def test_graphs_drain_in_batches_not_one_job_per_claim(tmp_path, make_config, mo
                 idle += 1
                 continue
             claims += 1
-            while w.batch:
-                w.done.append(w.process(w.batch.popleft()))
+            while w.held.queue:
+                w.held.done.append(w.process(w.held.queue.popleft()))
                 ran += 1
             w.resize()
         w.commit(limit=0, must=True)

@@ -572,7 +572,7 @@ def test_an_outcome_that_cannot_be_recorded_fails_its_job_instead(
         with JobQueue(config=cfg) as q:
             jid = q.enqueue("t:ok")
             (job,) = w.store.claim(w.owner, w.pid, time.time(), 1)
-            w.done.append(w.process(job))
+            w.held.done.append(w.process(job))
             real, calls = w.store.finish_and_claim, []
 
             def first_call_raises(finishes, *a, **k):

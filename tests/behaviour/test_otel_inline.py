@@ -285,8 +285,8 @@ def test_a_worker_counts_its_runs_per_batch_with_the_same_totals(reader, config_
         monkeypatch.setattr(recorder.runs, "add", lambda n, attrs: adds.append(n) or real(n, attrs))
         while True:
             added = len(adds)
-            while w.batch:
-                w.done.append(w.process(w.batch.popleft()))
+            while w.held.queue:
+                w.held.done.append(w.process(w.held.queue.popleft()))
             assert len(adds) == added  # nothing added while the batch runs
             w.resize()
             if not w.claim():

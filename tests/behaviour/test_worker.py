@@ -78,7 +78,7 @@ def step(w):
     for job in jobs:
         done = w.process(job)
         if done is not None:
-            w.done.append(done)
+            w.held.done.append(done)
             w.commit(limit=0, must=True)
     return jobs[0] if jobs else None
 

@@ -171,8 +171,8 @@ def test_a_batch_of_jobs_of_different_lengths_records_each_ones_run(engine, tmp_
     w.store = engine.open()
     try:
         w.held.size = 8
-        assert w.claim() and len(w.batch) == 3
-        while w.batch:
+        assert w.claim() and len(w.held.queue) == 3
+        while w.held.queue:
             job = w.take()
             w.held.ran(w.process(job))
         w.commit(limit=0, must=True)

@@ -41,7 +41,7 @@ def test_the_workers_of_a_batch_but_the_first_wait_at_the_gate_until_all_are_for
     import os
     import threading
 
-    from worker.forkserver import _pass_gate
+    from worker.forked import _pass_gate
 
     read, write = os.pipe()
     held = os.dup(write)  # the template's end, while it forks the rest of the batch
