@@ -144,10 +144,8 @@ class Scalar(Codec):
         self.kind, self.hint = kind, "None" if kind is NONE else kind.__name__
         self.takes: tuple[type, ...] = (int, float) if kind is float else (kind,)
         # an int read for a float is made a float; a float written is checked (NaN, infinities)
-        self.accepts = {int: frozenset({int, bool})}.get(kind, frozenset({kind}))
-        self.writes = {int: frozenset({int, bool}), float: frozenset({int, bool})}.get(
-            kind, frozenset({kind})
-        )
+        self.accepts = frozenset({int, bool} if kind is int else {kind})
+        self.writes = frozenset({int, bool} if kind in (int, float) else {kind})
         self.floats = kind is float
 
     def fits(self, value: Any) -> bool:
