@@ -94,6 +94,10 @@ def _server(sql: str, *args: Any) -> Any:
         return c.execute(sql, args).fetchone()[0]
 
 
+def _exists(schema: str) -> bool:
+    return _server("SELECT to_regclass(%s) IS NOT NULL", f'"{schema}".processes')
+
+
 def _count(schema: str, status: str) -> int:
     return _server(f'SELECT count(*) FROM "{schema}".jobs WHERE status = %s', status)
 
@@ -152,10 +156,12 @@ def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trick
     q = JobQueue(config=load(str(fleet.configs[0])))
     result: dict[str, Any] = {}
     try:
-        q.enqueue_many([("bench:noop", {})] * args.jobs)
+        fleet.start()
+        workers = f"SELECT count(*) FROM \"{schema}\".processes WHERE kind = 'worker'"
+        _wait(lambda: _exists(schema) and _server(workers) >= fleet.workers, 300, every=0.2)
         peak = 0
         t0 = time.monotonic()
-        fleet.start()
+        q.enqueue_many([("bench:noop", {})] * args.jobs)  # the burst, once every worker is up
 
         def drained() -> bool:
             nonlocal peak

@@ -68,7 +68,9 @@ class Duties:
             UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
             *upkeep_tasks(self.sup.config),
             UpkeepTask(
-                "schedules", 0.0, lambda r: scheduler.run_due(r.store, self.sup.config, r.now)
+                "schedules",
+                0.0,
+                lambda r: scheduler.run_due(r.store, self.sup.config, r.now, self.sup.registry),
             ),
             UpkeepTask("ops_requests", 0.0, self.ops_requests),
             UpkeepTask("unserved", 0.0, self.log_unserved),

@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterable
 
 from shared.model.bounds import MAX_TIME, MAX_TIME_TEXT, MIN_TIME
 from shared.model.queuenames import check_queue
+from shared.model.retryrules import RetryRule
+from shared.settings.sections import ScheduleConfig
 
 ATTR = "__jobq_handler__"
 
@@ -65,6 +67,10 @@ class HandlerSpec:
     is_async: bool = False
     async_concurrency: int | None = None
     queue: str | None = None  # the queue its jobs go to when enqueued without one
+    # a task's own (``@task``): its retry options, periodic schedule and parameter names
+    retry: RetryRule | None = None  # what it retries and how long a retry waits
+    schedule: ScheduleConfig | None = None  # its [[schedule]]-like entry (schedule=)
+    params: tuple[str, ...] | None = None  # its parameters, as per-key limits name them
 
 
 def handler(

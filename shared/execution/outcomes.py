@@ -89,9 +89,7 @@ def _finish(
             ),
             None,
         )
-    delay = (
-        outcome.delay if outcome.kind == "retry_after" else policy.backoff(job.attempts, job.type)
-    )
+    delay = _delay(job, outcome, policy)
     return (
         Finish(
             "retry",
@@ -104,6 +102,14 @@ def _finish(
         ),
         delay,
     )
+
+
+def _delay(job: Job, outcome: Outcome, policy: JobPolicy) -> float:
+    """How long the retry of ``job`` waits: RetryAfter's delay, else the back-off (the job's
+    payload may carry its own retry rule: shared.execution.policy)."""
+    if outcome.kind == "retry_after":
+        return outcome.delay or 0.0
+    return policy.backoff(job.attempts, job.type, job.payload)
 
 
 def storable(job: Job, outcome: Outcome, max_result_bytes: int, now: float) -> Outcome:

@@ -1,17 +1,21 @@
 """Per-job settings resolved from the handler declaration and the config.
 
 Order of precedence: the job's own value (set at enqueue) > the handler decorator >
-``[types."<job type>"]`` > the global config (``[retry]``, ``[worker] job_timeout``).
+``[types."<job type>"]`` > the global config (``[retry]``, ``[worker] job_timeout``); except
+the back-off (:meth:`JobPolicy.backoff`), where a task's options in code are its defaults and
+``[types."<job type>"]`` overrides them.
 """
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from shared.settings.config import Config
 from shared.execution.handlers import Registry
 from shared.model.job import Job
 from shared.model.retry import RetryPolicy
+from shared.model.retryrules import rule_of_payload
 
 
 class JobPolicy:
@@ -21,7 +25,10 @@ class JobPolicy:
         self.config = config
         self.registry = registry
         self.retry = RetryPolicy(
-            config.retry.max_attempts, config.retry.backoff_base, config.retry.backoff_max
+            config.retry.max_attempts,
+            config.retry.backoff_base,
+            config.retry.backoff_max,
+            config.retry.jitter,
         )
         self._rng = rng
 
@@ -50,12 +57,33 @@ class JobPolicy:
             return spec.async_concurrency
         return self.config.for_type(job_type).async_concurrency
 
-    def backoff(self, attempts: int, job_type: str | None = None) -> float:
-        """Delay after the ``attempts``-th failure; ``[types."<job_type>"]`` backoff_base and
-        backoff_max override ``[retry]``'s."""
+    def backoff(self, attempts: int, job_type: str | None = None, payload: Any = None) -> float:
+        """Delay after the ``attempts``-th failure. Each of its base, cap and jitter is the
+        job's own (a task's job: its ``payload``'s rule, from ``.using()``), else ``[types."<job_type>"]``
+        backoff_base/backoff_max/jitter, else the task's in code (``@task(backoff=...,
+        max_delay=..., jitter=...)``), else ``[retry]``'s: the config file overrides a
+        task's defaults, so an operator tunes a type without a deploy."""
         if job_type is None:
             return self.retry.delay(attempts, self._rng)
         typed = self.config.for_type(job_type)
-        base = typed.backoff_base if typed.backoff_base is not None else self.retry.backoff_base
-        cap = typed.backoff_max if typed.backoff_max is not None else self.retry.backoff_max
-        return RetryPolicy(self.retry.max_attempts, base, cap).delay(attempts, self._rng)
+        spec = self.registry.get(job_type)
+        code = spec.retry if spec is not None else None
+        task = spec is not None and spec.params is not None  # a handler's payload is the user's
+        rule = rule_of_payload(payload) if task else None
+        base = _first(rule, "backoff", typed, "backoff_base", code, self.retry.backoff_base)
+        cap = _first(rule, "max_delay", typed, "backoff_max", code, self.retry.backoff_max)
+        jitter = _first(rule, "jitter", typed, "jitter", code, self.retry.jitter)
+        return RetryPolicy(self.retry.max_attempts, base, cap, jitter).delay(attempts, self._rng)
+
+
+def _first(rule: Any, name: str, typed: Any, key: str, code: Any, default: float) -> float:
+    """The first of the job's rule, the type's config, the task's rule and ``default`` that
+    says something about ``name`` (``key`` in the config)."""
+    for value in (
+        getattr(rule, name, None),
+        getattr(typed, key, None),
+        getattr(code, name, None),
+    ):
+        if value is not None:
+            return float(value)
+    return default

@@ -17,6 +17,7 @@ from typing import Any
 
 from shared.execution.handlers import HandlerSpec, PermanentError, Registry, RetryAfter
 from shared.model.job import Job, encode_json
+from shared.model.retryrules import rule_of_payload
 from shared.runtime.logs import event, get_logger
 from shared.telemetry.tracing import Tracing
 from shared.execution.stopping import JobCancelled, check_cancelled, progress_json, run_awaitable
@@ -203,7 +204,7 @@ def _execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
             exc=exc,
         )
     except BaseException as exc:  # noqa: BLE001 - any handler failure is the job's, not the worker's
-        return Outcome("error", error=_format(exc), exc=exc)
+        return _failure(spec, job, exc)
     if value is None:
         return Outcome("completed")
     try:
@@ -212,6 +213,17 @@ def _execute(registry: Registry, job: Job, ctx: JobContext) -> Outcome:
         )
     except (TypeError, ValueError) as exc:
         return Outcome("failed", error=str(exc))
+
+
+def _failure(spec: HandlerSpec, job: Job, exc: BaseException) -> Outcome:
+    """An exception of the handler: retried by attempts ('error'), or failed for good when the
+    job's retry rule (its payload's over its task's: shared.model.retryrules) refuses it."""
+    rule = rule_of_payload(job.payload) if spec.params is not None else None
+    rule = spec.retry if rule is None else rule.over(spec.retry)
+    why = None if rule is None else rule.refuses(exc)
+    if why is None:
+        return Outcome("error", error=_format(exc), exc=exc)
+    return Outcome("failed", error=f"{_format(exc)}\n({why})", exc=exc)
 
 
 def _own_call(spec: HandlerSpec, job: Job, ctx: JobContext) -> Any:

@@ -49,17 +49,25 @@ QUEUE_LIST = Key(
 
 
 def key_path_error(path: Any) -> str | None:
-    """Why ``path`` is not a ``[types.X] key`` path ("payload.a.b"), or None."""
+    """Why ``path`` is not a ``[types.X] key`` path ("payload.a.b", or a task's parameter
+    "customer_id"), or None. A path walks JSON objects by name: a part of digits only would
+    step into a list by index, which no path does (a task's ``payload.args.0`` moves when a
+    caller passes the argument by keyword: name the parameter instead)."""
     parts = path.split(".") if isinstance(path, str) else []
-    if len(parts) < 2 or parts[0] != "payload" or not all(parts):
+    if not parts or not all(parts) or parts == ["payload"]:
+        return f"expected {KEY_EXPECTED}, got {path!r}"
+    index = next((p for p in parts if p.isdigit()), None)
+    if index is not None:
         return (
-            f'expected a dotted path into the payload such as "payload.customer_id", got {path!r}'
+            f"{path!r} steps into a list by index ({index}), but a key path walks JSON objects "
+            f'by name: for a task, write its parameter\'s name (key = "customer_id")'
         )
     return None
 
 
-KEY_PATH = Key(
-    (str,),
-    'a dotted path into the payload, "payload.customer_id"',
-    lambda v: key_path_error(v) is None,
+KEY_EXPECTED = (
+    'a dotted path into the payload ("payload.customer_id") or a task\'s parameter name '
+    '("customer_id"), walking JSON objects by name, never a list by index ("payload.args.0" '
+    "cannot work: a task's arguments are found by parameter name, however they are passed)"
 )
+KEY_PATH = Key((str,), KEY_EXPECTED, lambda v: key_path_error(v) is None)

@@ -30,10 +30,15 @@ from shared.model.queuenames import check_queue
 from shared.telemetry.tracing import Tracing, active as tracing_active, context as trace_context
 from shared.producer.typecheck import TypeCheck
 from shared.producer.waithub import Hubs
+from shared.producer.appconn import sync_conn
+from shared.producer.asyncqueue import AsyncProducer
+from shared.producer.threadstores import ThreadStores
 
 
-class JobQueue:
-    """Enqueue and inspect jobs. One instance holds one connection: use it from one thread."""
+class JobQueue(AsyncProducer):
+    """Enqueue and inspect jobs, from any thread (each thread's calls use the store the engine
+    lends it: :mod:`shared.producer.threadstores`) and from asyncio (the ``_async`` calls:
+    :mod:`shared.producer.asyncqueue`)."""
 
     def __init__(
         self,
@@ -52,7 +57,7 @@ class JobQueue:
         if database is not None:
             self.config = self.config.replace(database=database)
         self.clock = clock or SystemClock()
-        self.store = open_store(self.config)
+        self.store: Any = ThreadStores(open_store(self.config))  # the calling thread's store
         self.hubs = Hubs(self.config)  # the watcher that wakes this queue's waiters (on first wait)
         self.immediate = immediate
         self._handlers = handlers
@@ -145,7 +150,7 @@ class JobQueue:
         plain = options.plain and conn is None and traceparent is None
         now = self.clock.now()
         job = self._job(type, payload, options, now, plain)
-        return self._put(job, now, conn, traceparent, plain)
+        return self._put(job, now, sync_conn(conn), traceparent, plain)  # (appconn)
 
     def _job(self, jtype: Any, payload: Any, options: Options, now: float, plain: bool) -> NewJob:
         """The job ``enqueue`` writes, checked (shared.producer.newjobs); a ``plain`` one (no
@@ -216,6 +221,7 @@ class JobQueue:
         is stored with every job instead of the active span's context (as in :meth:`enqueue`). An
         item's ``after`` may name earlier items of the call by index: a graph in one call is one
         transaction (then ``batch_size`` is ignored)."""
+        conn = sync_conn(conn)
         now = self.clock.now()
         items = list(items)
         ids = new_ids(len(items))
@@ -306,7 +312,9 @@ class JobQueue:
     def get(self, job_id: str, conn: Any = None) -> Job | None:
         """The job, or None. ``conn``: read through the application's connection, as
         ``enqueue(conn=)`` writes (inside its transaction, the job it wrote there is found)."""
-        return self.store.get(job_id) if conn is None else self.store.get(job_id, conn=conn)
+        return (
+            self.store.get(job_id) if conn is None else self.store.get(job_id, conn=sync_conn(conn))
+        )
 
     def handle(self, job_id: str) -> JobHandle[Any]:
         """A :class:`shared.producer.handles.JobHandle` of the job ``job_id`` on this queue

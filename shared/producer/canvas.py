@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from shared.producer import taskoptions
 from shared.producer.handles import JobHandle
 
 __all__ = ["Flow", "Signature", "chain", "chord", "group"]
@@ -44,6 +45,10 @@ class Flow:
         decoders = [i.pop("_decode", None) for i in items]  # each task's result by its annotation
         for i in items:
             i.pop("_queue", None)
+            task, args, kwargs = i.pop("_task")  # its options in code: shared.producer.taskoptions
+            i["payload"] = taskoptions.prepare(
+                task, getattr(queue, "config", None), i, (args, kwargs), i["payload"]
+            )
         ids = queue.enqueue_many(items, conn=conn)
         return FlowRun([JobHandle(queue, j, d) for j, d in zip(ids, decoders)], last)
 
@@ -83,6 +88,7 @@ class Signature(Flow):
                 "payload": self.payload,
                 "_queue": opts.pop("queue", None),
                 "_decode": getattr(self.task, "result_of", None),
+                "_task": (self.task, self.args, self.kwargs),
                 "after": list(after) + list(extra),
                 **opts,
             }

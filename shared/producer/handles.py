@@ -110,6 +110,20 @@ class JobHandle(Generic[R]):
         """``pending``, ``running``, ``completed``, ``failed`` or ``cancelled``."""
         return self.get().status
 
+    async def get_async(self) -> Job:
+        """:meth:`get` for asyncio: the read does not block the event loop (PostgreSQL: the
+        loop's own connection; SQLite: a worker thread)."""
+        job: Job | None = await self.queue.get_async(self.id)
+        if job is None:
+            raise JobNotFound(self.id, self.queue.store.location)
+        if self.decode is not None and job.status == "completed":
+            return replace(job, result=self.decode(job.result))
+        return job
+
+    async def status_async(self) -> str:
+        """:meth:`status` for asyncio (see :meth:`get_async`)."""
+        return (await self.get_async()).status
+
     def progress(self) -> Any:
         """The progress its handler last reported (``{"fraction": ..., "note": ..., ...}``, as
         stored a few times a second at most), or None."""
@@ -128,8 +142,8 @@ class JobHandle(Generic[R]):
         return wait_jobs(self.queue, [self], timeout)[0]  # type: ignore[no-any-return]
 
     async def wait_async(self, timeout: float | None = None) -> R:
-        """:meth:`wait` for asyncio: the event loop runs meanwhile (the reads use the queue's
-        connection, in the loop's thread: open the queue in that thread)."""
+        """:meth:`wait` for asyncio: the event loop runs meanwhile (its few reads use the
+        calling thread's store; the queue and the handle may come from any thread)."""
         return (await wait_jobs_async(self.queue, [self], timeout))[0]  # type: ignore[no-any-return]
 
 

@@ -17,6 +17,7 @@ from shared.model.codecs import check_plain
 from shared.model.taskcodecs import Compiled, TaskCodecs
 
 _PLAIN = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+_KEYS = frozenset({"args", "kwargs", "retry"})  # what a task's payload may hold
 _LAST = 1 << 30  # the position of a keyword-only parameter: after every positional argument
 
 
@@ -194,7 +195,8 @@ def unpack(
 ) -> tuple[list[Any], dict[str, Any]]:
     """The ``(args, kwargs)`` of a stored payload, bound to the signature: TypeError/ValueError
     naming the task when the payload is not ``{"args": list, "kwargs": object}`` (either may be
-    left out) or does not fit the function (``binder``: the signature's, to skip ``bind`` when
+    left out; a ``"retry"`` beside them is the job's own retry rule: shared.model.retryrules)
+    or does not fit the function (``binder``: the signature's, to skip ``bind`` when
     the payload plainly fits)."""
     if binder is not None and type(payload) is dict and len(payload) == 2:
         args, kwargs = payload.get("args"), payload.get("kwargs")
@@ -202,7 +204,7 @@ def unpack(
             return args, kwargs  # the usual payload, as the producer writes it
     if payload is None:
         payload = {}
-    if not isinstance(payload, dict) or set(payload) - {"args", "kwargs"}:
+    if not isinstance(payload, dict) or set(payload) - _KEYS:
         raise ValueError(
             f'task {name!r}: the payload must be an object with "args" (a list) and '
             f'"kwargs" (an object), got {_short(payload)}'

@@ -8,8 +8,8 @@ function, so a worker that imports the task's module (``handlers = [...]``) serv
 import of the ``jobq`` package; the spec's function unpacks the payload and calls the task.
 
 The default queue of ``.enqueue()`` is the one given to :func:`configure`, else one opened from
-``$JOBQ_CONFIG`` or ``./jobq.toml`` per thread and process (a ``JobQueue`` holds one connection,
-which belongs to one thread and never crosses a fork).
+``$JOBQ_CONFIG`` or ``./jobq.toml`` per thread and process (its connection never crosses a
+fork; a configured queue works from any thread: shared.producer.threadstores).
 """
 
 from __future__ import annotations
@@ -18,21 +18,32 @@ import dataclasses
 import inspect
 import os
 import threading
-from typing import Any, Callable, Coroutine, Generic, Iterable, ParamSpec, Self, TypeVar, overload
+from typing import (
+    Any,
+    Callable,
+    Coroutine,
+    Generic,
+    Iterable,
+    Mapping,
+    ParamSpec,
+    Self,
+    Sequence,
+    TypeVar,
+    overload,
+)
 
-from shared.execution.current import done, running
-from shared.model.codecbook import BOOK
 from shared.execution.handlers import (
     ATTR,
     HandlerSpec,
-    PermanentError,
     check_async_concurrency,
     handler,
 )
 from shared.producer.canvas import Signature
 from shared.producer.handles import JobHandle
 from shared.model.queuenames import check_queue
-from shared.producer.taskargs import Binder, unpack
+from shared.producer import taskoptions
+from shared.producer.taskargs import Binder
+from shared.producer.taskrun import PARENT_RESULTS, own_signature, runner  # noqa: F401 (kept here)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,8 +58,9 @@ _USING = (
     "conn",
     "after",
     "after_failure",
+    *taskoptions.USING,
 )
-PARENT_RESULTS = "parent_results"  # a task parameter of this name receives its parents' results
+ExcClasses = type[BaseException] | tuple[type[BaseException], ...]  # retry_for=, no_retry_for=
 
 
 class _Default(threading.local):
@@ -62,7 +74,7 @@ _opened = _Default()
 
 def configure(queue: Any) -> None:
     """Make ``queue`` (a :class:`shared.producer.api.JobQueue`) the default of every task's
-    ``.enqueue()`` (None: back to the config file's). The caller keeps it to one thread."""
+    ``.enqueue()`` (None: back to the config file's), from any thread."""
     global _configured
     _configured = queue
 
@@ -89,6 +101,8 @@ def default_queue() -> Any:
 class BaseTask(Generic[P, R]):
     """What ``@task`` makes of a function: ``name`` (the job type), ``fn``, and the ways to
     enqueue it. Options set with :meth:`using` apply to the enqueues of the copy it returns."""
+
+    limit_key: Any = None  # @task(limit_key=): a value, or a function of the arguments
 
     def __init__(
         self, fn: Callable[..., Any], name: str, spec: HandlerSpec, priority: int | None
@@ -118,14 +132,26 @@ class BaseTask(Generic[P, R]):
         conn: Any = None,
         after: Any = None,
         after_failure: str | None = None,
+        retry_for: ExcClasses | None = None,
+        no_retry_for: ExcClasses | None = None,
+        backoff: float | None = None,
+        jitter: float | bool | None = None,
+        max_delay: float | None = None,
+        limit_key: str | int | Callable[..., str | int | None] | None = None,
     ) -> Self:
         """A copy whose enqueues use these options (those given here replace this task's):
         ``queue``: a named queue (a string: docs/queues.md), or the ``JobQueue`` to enqueue on
         (default :func:`default_queue`); ``delay``/``run_at``,
         ``priority``, ``key``, ``max_attempts``, ``conn`` (the caller's own connection, whose
         transaction the job joins), ``after`` (ids or handles of the jobs to wait for) and
-        ``after_failure``, as :meth:`shared.producer.api.JobQueue.enqueue` takes them."""
+        ``after_failure``, as :meth:`shared.producer.api.JobQueue.enqueue` takes them; and
+        the task's own options of :func:`task` (``retry_for`` to ``max_delay``: these jobs'
+        own, stored with them; ``limit_key``), replacing ``@task``'s."""
         given = {k: v for k, v in locals().items() if k in _USING and v is not None}
+        taskoptions.check_limit_key(self.name, limit_key)
+        rule = taskoptions.using_rule(self, given)
+        if rule is not None:
+            given["retry"] = rule
         if isinstance(queue, str):  # a named queue, not the JobQueue to write to
             given["queue_name"] = check_queue(given.pop("queue"))
         copy = object.__new__(type(self))
@@ -145,8 +171,16 @@ class BaseTask(Generic[P, R]):
         annotation, or JSON would change, raises TypeError/ValueError naming the task and the
         argument, and nothing is written."""
         queue, opts = self._target()
-        payload = self.binder.payload(args, kwargs)
+        payload = self._payload(queue, opts, args, kwargs)
         return JobHandle(queue, queue.enqueue(self.name, payload, **opts), self.result_of)
+
+    async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]:
+        """:meth:`enqueue` for asyncio (``JobQueue.enqueue_async``: the event loop is not
+        blocked); the same checks and handle."""
+        queue, opts = self._target()
+        payload = self._payload(queue, opts, args, kwargs)
+        job_id = await queue.enqueue_async(self.name, payload, **opts)
+        return JobHandle(queue, job_id, self.result_of)
 
     def enqueue_many(
         self, calls: Iterable[tuple[tuple[Any, ...], dict[str, Any]]]
@@ -162,13 +196,21 @@ class BaseTask(Generic[P, R]):
                     f"task {self.name!r}: enqueue_many item {i} must be (args, kwargs), got {call!r}"
                 )
             args, kwargs = call
-            items.append((self.name, self.binder.payload(tuple(args), dict(kwargs)), opts))
+            mine = dict(opts)
+            items.append((self.name, self._payload(queue, mine, tuple(args), dict(kwargs)), mine))
         ids = queue.enqueue_many(items, conn=conn)
         return [JobHandle(queue, job_id, self.result_of) for job_id in ids]
 
     def result_of(self, data: Any) -> R:
         """A stored result of this task as its return annotation names it."""
         return self.binder.codecs.decode_result(data)  # type: ignore[no-any-return]
+
+    def _payload(
+        self, queue: Any, opts: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The payload of one call, ``opts`` given its limit key (shared.producer.taskoptions)."""
+        payload = self.binder.payload(args, kwargs)
+        return taskoptions.prepare(self, queue.config, opts, (args, kwargs), payload)
 
     def _target(self) -> tuple[Any, dict[str, Any]]:
         opts = dict(self.options)
@@ -228,6 +270,15 @@ def task(
     priority: int | None = None,
     async_concurrency: int | None = None,
     queue: str | None = None,
+    retry_for: ExcClasses | None = None,
+    no_retry_for: ExcClasses | None = None,
+    backoff: float | None = None,
+    jitter: float | bool | None = None,
+    max_delay: float | None = None,
+    limit_key: str | int | Callable[..., str | int | None] | None = None,
+    schedule: str | None = None,
+    tz: str | None = None,
+    schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
 ) -> _Decorator: ...
 
 
@@ -241,6 +292,15 @@ def task(
     priority: int | None = None,
     async_concurrency: int | None = None,
     queue: str | None = None,
+    retry_for: ExcClasses | None = None,
+    no_retry_for: ExcClasses | None = None,
+    backoff: float | None = None,
+    jitter: float | bool | None = None,
+    max_delay: float | None = None,
+    limit_key: str | int | Callable[..., str | int | None] | None = None,
+    schedule: str | None = None,
+    tz: str | None = None,
+    schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
 ) -> Any:
     """Declare a function (plain or ``async def``) as a task: ``@task`` or ``@task(...)``.
 
@@ -250,15 +310,14 @@ def task(
     ``async_concurrency`` (``async def`` only): jobs of it one worker runs at once; ``queue``:
     the named queue of its enqueues (None: the type's ``[types]`` queue, else "default"). Calling
     the task calls the function; ``.enqueue(...)`` queues a run (see :class:`BaseTask`).
+
+    Options in code (docs/tasks.md, "Options in code"; precedence in
+    shared.producer.taskoptions): ``retry_for``/``no_retry_for`` (exception classes: what is
+    retried, what fails the job at once), ``backoff``/``jitter``/``max_delay`` (the retry
+    back-off's base, random fraction and cap), ``limit_key`` (a value, or a function called
+    with the task's arguments), ``schedule`` (cron) with ``tz`` and ``schedule_args``.
     """
-    options: dict[str, Any] = {
-        "name": name,
-        "max_attempts": max_attempts,
-        "timeout": timeout,
-        "priority": priority,
-        "async_concurrency": async_concurrency,
-        "queue": queue,
-    }
+    options = {k: v for k, v in locals().items() if k != "fn" and v is not None}
     if fn is None:
         return _Decorator(options)
     return _make(fn, **options)
@@ -266,12 +325,14 @@ def task(
 
 def _make(
     fn: Callable[..., Any],
-    name: str | None,
-    max_attempts: int | None,
-    timeout: float | None,
-    priority: int | None,
+    name: str | None = None,
+    max_attempts: int | None = None,
+    timeout: float | None = None,
+    priority: int | None = None,
     async_concurrency: int | None = None,
     queue: str | None = None,
+    limit_key: Any = None,
+    **code: Any,
 ) -> BaseTask[Any, Any]:
     if isinstance(fn, BaseTask) or not callable(fn):
         raise TypeError(f"@task decorates a function, got {fn!r}")
@@ -291,7 +352,7 @@ def _make(
             f"task {name!r}: async_concurrency={async_concurrency!r} needs an async def function"
         )
     run = handler(name, max_attempts=max_attempts, timeout=timeout, queue=queue)(
-        _runner(fn, name, inspect.signature(fn))
+        runner(fn, name, inspect.signature(fn))
     )
     spec = dataclasses.replace(
         getattr(run, ATTR),
@@ -299,77 +360,15 @@ def _make(
         async_concurrency=async_concurrency,
     )
     cls = AsyncTask if is_async else Task
-    return cls(fn, name, spec, priority)
+    return _with_code_options(cls(fn, name, spec, priority), limit_key, code)
 
 
-def own_signature(signature: inspect.Signature) -> inspect.Signature:
-    """A task's signature as its callers fill it: without the ``parent_results`` parameter,
-    which the worker fills with the results of the jobs the task's job waited for."""
-    if PARENT_RESULTS not in signature.parameters:
-        return signature
-    return signature.replace(
-        parameters=[p for p in signature.parameters.values() if p.name != PARENT_RESULTS]
-    )
-
-
-class _Call:
-    """A task's call in a worker, made of its stored payload: the arguments decoded by the
-    function's annotations and its result encoded by them. What does not fit fails the job at
-    once (PermanentError: no retry would fix it), naming the job and the task."""
-
-    def __init__(self, fn: Callable[..., Any], name: str, signature: inspect.Signature) -> None:
-        self.name, self.own = name, own_signature(signature)
-        self.binder = Binder(name, self.own, fn)
-        self.wants_parents = PARENT_RESULTS in signature.parameters
-
-    def arguments(self, payload: Any, job: Any) -> tuple[list[Any], dict[str, Any]]:
-        try:
-            args, kwargs = unpack(self.name, self.own, payload, self.binder)
-            # a plain signature that bound fits plainly (Binder.fits), any other never does
-            args, kwargs = self.binder.decode(args, kwargs, self.binder.plain)
-        except (TypeError, ValueError) as exc:
-            raise PermanentError(f"job {job.id}: {exc}") from None
-        if self.wants_parents:  # a workflow's child: its parents' results (shared.model.flows)
-            kwargs[PARENT_RESULTS] = job.parent_results
-        return args, kwargs
-
-    def result(self, value: Any, job: Any) -> Any:
-        c = self.binder.codecs.compiled
-        if c is not None and c.result.plain and c.generation == BOOK.generation:
-            return value  # the common case, kept cheap: a plain result goes to JSON as it is
-        try:
-            return self.binder.codecs.encode_result(value)
-        except (TypeError, ValueError) as exc:
-            raise PermanentError(f"job {job.id}: {exc}") from None
-
-
-def _runner(
-    fn: Callable[..., Any], name: str, signature: inspect.Signature
-) -> Callable[[Any, Any], Any]:
-    """The handler a worker calls for the task: ``(payload, job) -> fn(*args, **kwargs)`` (see
-    :class:`_Call`), the job the current one (:func:`shared.execution.current.current_job`)
-    while the function runs."""
-    call = _Call(fn, name, signature)
-
-    def run(payload: Any, job: Any) -> Any:
-        args, kwargs = call.arguments(payload, job)
-        token = running(job)
-        try:
-            value = fn(*args, **kwargs)
-        finally:
-            done(token)
-        return call.result(value, job)
-
-    async def run_async(payload: Any, job: Any) -> Any:
-        args, kwargs = call.arguments(payload, job)
-        token = running(job)  # this asyncio task's own context: its siblings keep theirs
-        try:
-            value = await fn(*args, **kwargs)
-        finally:
-            done(token)
-        return call.result(value, job)
-
-    chosen = run_async if inspect.iscoroutinefunction(fn) else run
-    chosen.__name__ = chosen.__qualname__ = getattr(fn, "__qualname__", name)
-    chosen.__module__ = getattr(fn, "__module__", "?")
-    return chosen
+def _with_code_options(made: BaseTask[Any, Any], limit_key: Any, code: dict[str, Any]) -> Any:
+    """``made`` with its options in code: the retry rule, schedule and parameter names on its
+    handler spec (what workers and supervisors read), the limit key on the task."""
+    taskoptions.check_limit_key(made.name, limit_key)
+    retry = {k: code.pop(k) for k in taskoptions.RETRY if k in code}
+    fields = taskoptions.spec_fields(made.name, made.binder, retry, **code)
+    setattr(made, ATTR, dataclasses.replace(getattr(made, ATTR), **fields))
+    made.limit_key = limit_key
+    return made

@@ -183,11 +183,15 @@ class Hubs:
     def __init__(self, config: Any) -> None:
         self.config = config
         self.current: Hub | None = None
+        self.lock = threading.Lock()  # waiters in several threads make one hub
 
     def get(self) -> Hub:
         found = self.current
         if found is None or found.pid != os.getpid():  # none yet, or the parent's: not ours
-            found = self.current = Hub(self.config)
+            with self.lock:
+                found = self.current
+                if found is None or found.pid != os.getpid():
+                    found = self.current = Hub(self.config)
         return found
 
     def close(self) -> None:

@@ -170,9 +170,12 @@ class RetryConfig:
         1.0,
         number(0, 86400),
         """Back-off after attempt n:
-        min(backoff_base * 2^n, backoff_max), minus up to 25% jitter (seconds).""",
+        min(backoff_base * 2^n, backoff_max), minus up to `jitter` of it, at random (seconds).""",
     )
     backoff_max: float = setting(60.0, number(0, 7 * 86400), "The longest back-off (seconds).")
+    jitter: float = setting(
+        0.25, number(0, 1), "The fraction a back-off may be drawn down by, at random (0 to 1)."
+    )
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,8 @@ class TypeConfig:
     """`[types."<job type>"]`: limits and defaults of one job type, across every worker and
     supervisor on the database. A job held back by a limit stays pending and does not hold up
     other types. Unset keys fall back to the global settings; a handler's
-    `@handler(max_attempts=..., timeout=...)` overrides both."""
+    `@handler(max_attempts=..., timeout=...)` overrides both, while a task's retry options in
+    code (`backoff=`, `jitter=`, `max_delay=`) are its defaults, which these keys override."""
 
     concurrency: int | None = setting(
         None, number(1, 100_000, integer=True), "At most this many jobs of the type run at once."
@@ -259,6 +263,9 @@ class TypeConfig:
     )
     backoff_max: float | None = setting(
         None, number(0, 7 * 86400), "Longest retry back-off of the type (seconds)."
+    )
+    jitter: float | None = setting(
+        None, number(0, 1), "Fraction a retry back-off of the type may be drawn down by."
     )
     async_concurrency: int | None = setting(
         None,

@@ -27,6 +27,7 @@ from shared.settings.config import SCHEMA, ConfigError
 from shared.model.exitcodes import ExitCode
 from shared.runtime.files import read_as_written, write_atomic
 from shared.execution.handlers import HandlerImportError, load_registry
+from shared.model.keys import task_key_error
 
 from supervisor.views.context import Ctx
 
@@ -45,11 +46,15 @@ def _check(ctx: Ctx, args: argparse.Namespace) -> int:
     """Validate the file (ConfigError: exit 3) and import its handler modules (exit 4 if one fails)."""
     cfg = ctx.config
     try:
-        types = load_registry(cfg.handlers, cfg.path).types()
+        registry = load_registry(cfg.handlers, cfg.path)
     except HandlerImportError as exc:
         code = ctx.fail(exc.summary, ExitCode.BOOT_FAILED)  # the one line first, then the traceback
         print(exc.traceback, end="", file=ctx.err)
         return code
+    types = registry.types()
+    wrong = key_path_errors(cfg, registry)
+    if wrong:
+        return ctx.fail(f"{cfg.path}: {wrong[0]}", ExitCode.CONFIG_INVALID)
     how = engines.describe(cfg)
     ctx.emit(
         {"path": cfg.path, "handlers": list(cfg.handlers), "types": types, "connection": how},
@@ -58,6 +63,19 @@ def _check(ctx: Ctx, args: argparse.Namespace) -> int:
         + (f"\ndatabase {database_mod.redacted(cfg.database)}: {how}" if how else ""),
     )
     return ExitCode.OK
+
+
+def key_path_errors(cfg: Any, registry: Any) -> list[str]:
+    """Why each ``[types.X] key`` of a task type cannot find its key (it names no parameter
+    of the task), in type order: the file alone cannot tell, the task's signature can."""
+    out = []
+    for jtype, settings in sorted(cfg.types.items()):
+        spec = registry.get(jtype)
+        if settings.key is not None and spec is not None and spec.params is not None:
+            why = task_key_error(jtype, settings.key, spec.params)
+            if why is not None:
+                out.append(why)
+    return out
 
 
 def _reference(ctx: Ctx, args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from shared.model.job import STATUSES, TERMINAL
 from shared.model.errors import StoreError, StoreQueryError
 from supervisor.views.context import Ctx
 
-from . import configcmd, control, copycmd, enqueuecmd, ops, status, top, webcmd
+from . import configcmd, control, copycmd, enqueuecmd, ops, schedulescmd, status, top, webcmd
 from .args import arg_type
 
 
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_commands(sub)
     copycmd.add_parser(sub, _common, _ops)
     webcmd.add_parser(sub, _common, _ops)
+    schedulescmd.add_parser(sub, _common, _ops)
     return p
 
 

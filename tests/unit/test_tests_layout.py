@@ -70,6 +70,8 @@ UNIT_ELSEWHERE = {
     "shared/execution/progress.py": "tests/unit/shared/test_hotpath.py",
     "shared/ops/stats.py": "tests/unit/cli/test_ops_units.py",
     "shared/producer/typecheck.py": "tests/unit/cli/test_strict_types.py",
+    "shared/producer/taskrun.py": "tests/unit/shared/test_current.py",  # a task's run in a worker
+    "supervisor/cli/schedulescmd.py": "tests/unit/cli/test_status_schedules.py",
     "shared/settings/schema.py": "tests/unit/shared/test_config.py",
     "shared/settings/sections.py": "tests/unit/shared/test_config.py",
     "shared/settings/enginesections.py": "tests/unit/shared/test_config.py",

@@ -23,6 +23,7 @@ How this engine keeps the contract across many hosts:
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, NamedTuple, Sequence, TypeVar
 
 import psycopg
@@ -38,6 +39,7 @@ from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .connection import _RETRYABLE as RETRYABLE, TX_RETRIES, PgConnection
 from .errors import translate_errors
 from .dialect import DIALECT
+from .aio import PgAsync
 from .enqueue import PgEnqueue
 from .finish import (
     COMPLETE_MANY,
@@ -133,6 +135,18 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
     _reads_pipelined = (
         True  # a limited claim's candidate reads may go with its state read (pipelined)
     )
+
+    @functools.cached_property
+    def aio(self) -> PgAsync:
+        """The asyncio calls of this store (:mod:`.aio`: a connection per event loop)."""
+        return PgAsync(self)
+
+    def close(self) -> None:
+        """Close the store and every event loop's connection of :attr:`aio`."""
+        super().close()
+        aio = self.__dict__.get("aio")
+        if aio is not None:
+            aio.close()
 
     def wake_idle(self) -> None:
         """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""

@@ -35,6 +35,10 @@ class SqlBase:
     # connection's own search path may not find them (PostgreSQL), "" where it names the
     # same database's tables (SQLite).
     qualifier: str = ""
+    # The engine's asyncio calls (``enqueue``/``get`` coroutines on the event loop's own
+    # connection, PostgreSQL's shared.engines.postgres.aio), or None: then an async producer
+    # runs the store's sync calls in a worker thread (shared.producer.asyncqueue).
+    aio: Any = None
     if TYPE_CHECKING:  # the engine's connection class defines them (after this in the MRO)
 
         def _write(self, fn: Callable[[Any], T]) -> T: ...

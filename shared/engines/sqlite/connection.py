@@ -173,7 +173,13 @@ class SqliteConnection(ConnectionBase):
 
     def _drop(self) -> None:
         if self._conn is not None:
-            self._conn.close()
+            try:
+                self._conn.close()
+            except sqlite3.ProgrammingError:
+                # closed from another thread than its own (a JobQueue closed where it was not
+                # made: shared.producer.threadstores): let go of it; SQLite closes it when the
+                # object is freed, which happens here (nothing else holds it)
+                pass
             self._conn = None
         self.wants.close()
 

@@ -57,10 +57,19 @@ def test_config_keys_check_names_and_lists():
         ("payload", False),
         ("payload.", False),
         ("payload..a", False),
-        ("body.a", False),
+        ("body.a", True),  # from the payload's top: a field, or a task's parameter and in it
+        ("customer_id", True),
+        ("payload.args.0", False),  # a list by index: moves with how a caller passes it
+        ("order.7", False),
+        ("", False),
         (7, False),
     ],
 )
 def test_key_paths(path, ok):
     assert (key_path_error(path) is None) is ok
     assert KEY_PATH.check(path) is ok
+
+
+def test_a_key_path_into_a_list_is_refused_saying_why_and_what_to_write():
+    why = key_path_error("payload.args.0")
+    assert "by index (0)" in why and "JSON objects by name" in why and "customer_id" in why

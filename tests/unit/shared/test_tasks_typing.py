@@ -41,6 +41,21 @@ def settle(order: uuid.UUID, at: datetime.datetime, amounts: list[Decimal]) -> D
     return sum(amounts, Decimal(0))
 
 
+@task(retry_for=(ConnectionError, TimeoutError), no_retry_for=ValueError, backoff=2.0, jitter=0.1, max_delay=60, limit_key=lambda customer_id, **_: customer_id)  # ok
+def charge(customer_id: str, cents: int) -> None:
+    pass
+
+
+@task(schedule="*/5 * * * *", tz="Europe/Paris", schedule_args={"customer_id": "all"})  # ok
+def sweep(customer_id: str) -> None:
+    pass
+
+
+@task(schedule=5)  # wrong: a cron expression is text
+def tick() -> None:
+    pass
+
+
 def right(q: JobQueue) -> None:
     handle: JobHandle[dict[str, str]] = send_invoice.enqueue(42, email="a@b.c")  # ok
     receipt: dict[str, str] = handle.wait(timeout=5)  # ok
@@ -51,12 +66,33 @@ def right(q: JobQueue) -> None:
     total: Decimal = settle.enqueue(uuid.uuid4(), now, [Decimal(1)]).wait()  # ok
     attempt: int = current_job().attempt  # ok
     codec(complex, encode=lambda c: [c.real, c.imag], decode=lambda d: complex(*d))  # ok
+    charge.using(retry_for=KeyError, jitter=False, limit_key="acme").enqueue("c1", 5)  # ok
+
+
+async def right_async(q: JobQueue) -> None:
+    handle: JobHandle[dict[str, str]] = await send_invoice.enqueue_async(42, email="a@b.c")  # ok
+    receipt: dict[str, str] = await handle.wait_async(timeout=5)  # ok
+    state: str = await handle.status_async()  # ok
+    await send_invoice.using(queue=q, key="inv-42").enqueue_async(42, "a@b.c")  # ok
+    pong: JobHandle[int] = await ping.enqueue_async(3)  # ok
+    job_id: str = await q.enqueue_async("report:generate", {"id": 1}, delay=5)  # ok
+    ids: list[str] = await q.enqueue_many_async([("report:generate", {"id": 2})])  # ok
+
+
+async def wrong_async(q: JobQueue) -> None:
+    await send_invoice.enqueue_async("x")  # wrong: str for int, email missing
+    await send_invoice.using(delay=5).enqueue_async(42, mail="a@b.c")  # wrong: unknown keyword
+    text: str = await (await ping.enqueue_async(3)).wait_async()  # wrong: the result is an int
+    await q.enqueue_async("report:generate", {}, dely=5)  # wrong: unknown keyword
+    job_id: int = await q.enqueue_async("report:generate")  # wrong: the id is a str
 
 
 def wrong() -> None:
     send_invoice.enqueue("x")  # wrong: str for int, email missing
     send_invoice.using(delay=5).enqueue(42, mail="a@b.c")  # wrong: unknown keyword
     ping.enqueue()  # wrong: n missing
+    charge.using(retry_for=KeyError()).enqueue("c1", 5)  # wrong: an instance, not a class
+    charge.using(backoff="2s").enqueue("c1", 5)  # wrong: seconds are a number
     text: str = send_invoice.enqueue(1, "x").wait()  # wrong: the result is a dict
     settle.enqueue("not-a-uuid", datetime.datetime.now(), [])  # wrong: str for UUID
     cents: int = settle.enqueue(uuid.uuid4(), datetime.datetime.now(), []).wait()  # wrong: Decimal
