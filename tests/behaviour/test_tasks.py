@@ -23,39 +23,26 @@ import shared.producer.waithub
 import shared.producer.tasks
 from jobq import JobCancelled, JobFailed, JobHandle, JobNotFound, JobQueue, task
 from shared import ops
-from shared.settings.config import Config, RetryConfig
 from shared.execution.handlers import ATTR
 from shared.producer.inline import registry_of
 from tests.engines import raw
+from tests.taskqueues import forget_default_queue, queue_maker
 from tests.proc import FIXTURES, wait_until
 
 if FIXTURES not in sys.path:
     sys.path.insert(0, FIXTURES)
 import taskjobs  # noqa: E402
 
-NO_BACKOFF = Config(retry=RetryConfig(backoff_base=0, backoff_max=0))
-
 
 @pytest.fixture
 def queue_of(engine):
-    """``queue_of(immediate=False)``: a JobQueue on the engine serving taskjobs; closed after."""
-    made = []
-
-    def make(immediate: bool = False) -> JobQueue:
-        q = JobQueue(config=engine.config(NO_BACKOFF), handlers=["taskjobs"], immediate=immediate)
-        made.append(q)
-        return q
-
-    yield make
-    for q in made:
-        q.close()
+    """``queue_of(immediate=False, config=NO_BACKOFF)``: a queue serving taskjobs; closed after."""
+    yield from queue_maker(engine, "taskjobs")
 
 
 @pytest.fixture(autouse=True)
 def no_default_queue(monkeypatch):
-    """Each test starts without a configured or opened default queue."""
-    monkeypatch.setattr(shared.producer.tasks, "_configured", None)
-    monkeypatch.setattr(shared.producer.tasks, "_opened", shared.producer.tasks._Default())
+    forget_default_queue(monkeypatch)
 
 
 def test_a_task_called_directly_is_the_function_and_its_type_is_its_import_path():

@@ -14,37 +14,24 @@ import threading
 import pytest
 
 import jobq
-import shared.producer.tasks
 from jobq import JobCancelled, JobQueue, NoCurrentJob, current_job
-from shared.settings.config import Config, RetryConfig
+from tests.taskqueues import forget_default_queue, queue_maker
 from tests.proc import FIXTURES, wait_until
 
 if FIXTURES not in sys.path:
     sys.path.insert(0, FIXTURES)
 import richjobs  # noqa: E402
 
-NO_BACKOFF = Config(retry=RetryConfig(backoff_base=0, backoff_max=0))
-
 
 @pytest.fixture
 def queue_of(engine):
-    """``queue_of(immediate=False)``: a queue serving richjobs; closed after."""
-    made = []
-
-    def make(immediate: bool = False) -> JobQueue:
-        q = JobQueue(config=engine.config(NO_BACKOFF), handlers=["richjobs"], immediate=immediate)
-        made.append(q)
-        return q
-
-    yield make
-    for q in made:
-        q.close()
+    """``queue_of(immediate=False, config=NO_BACKOFF)``: a queue serving richjobs; closed after."""
+    yield from queue_maker(engine, "richjobs")
 
 
 @pytest.fixture(autouse=True)
 def no_default_queue(monkeypatch):
-    monkeypatch.setattr(shared.producer.tasks, "_configured", None)
-    monkeypatch.setattr(shared.producer.tasks, "_opened", shared.producer.tasks._Default())
+    forget_default_queue(monkeypatch)
 
 
 def test_outside_a_job_current_job_raises_a_clear_error():

@@ -18,15 +18,15 @@ import uuid
 import pytest
 
 import shared.producer.tasks
-from jobq import JobFailed, JobQueue, codec
-from shared.settings.config import Config, RetryConfig
+from jobq import JobFailed, codec
+from shared.settings.config import Config
+from tests.taskqueues import forget_default_queue, queue_maker
 from tests.proc import FIXTURES
 
 if FIXTURES not in sys.path:
     sys.path.insert(0, FIXTURES)
 import richjobs  # noqa: E402
 
-NO_BACKOFF = Config(retry=RetryConfig(backoff_base=0, backoff_max=0))
 UTC = dt.timezone.utc
 ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
 PLACED = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.timezone(dt.timedelta(hours=2)))
@@ -34,23 +34,13 @@ PLACED = dt.datetime(2026, 3, 1, 9, 30, tzinfo=dt.timezone(dt.timedelta(hours=2)
 
 @pytest.fixture
 def queue_of(engine):
-    """``queue_of(immediate=False, config=NO_BACKOFF)``: a queue serving richjobs."""
-    made = []
-
-    def make(immediate: bool = False, config: Config = NO_BACKOFF) -> JobQueue:
-        q = JobQueue(config=engine.config(config), handlers=["richjobs"], immediate=immediate)
-        made.append(q)
-        return q
-
-    yield make
-    for q in made:
-        q.close()
+    """``queue_of(immediate=False, config=NO_BACKOFF)``: a queue serving richjobs; closed after."""
+    yield from queue_maker(engine, "richjobs")
 
 
 @pytest.fixture(autouse=True)
 def no_default_queue(monkeypatch):
-    monkeypatch.setattr(shared.producer.tasks, "_configured", None)
-    monkeypatch.setattr(shared.producer.tasks, "_opened", shared.producer.tasks._Default())
+    forget_default_queue(monkeypatch)
 
 
 def order(**changes) -> richjobs.Order:
