@@ -187,28 +187,31 @@ def micro(mode: str, n: int = 20_000, rounds: int = 5) -> dict[str, float]:
     ]
     ctx = JobContext("x", "bench:noop", 1, 3)
     out = {"run_us": _best(lambda: [execute(registry, j, ctx, tracing) for j in jobs], n, rounds)}
-    if mode == "sdk":
+    if mode in ("sdk", "sampled"):  # sampled: the SDK's bare span is one its sampler drops
         out["bare_span_us"] = _best(lambda: _bare_spans(jobs), n, rounds)
+        out.update(own(jobs, rounds, sampled=mode == "sdk"))
+    if mode == "sdk":
         out["metered_run_us"] = _best(_metered(registry, jobs, ctx), n, rounds)
-        out.update(own(jobs, rounds))
     return out
 
 
-def own(jobs: list[Any], rounds: int = 5) -> dict[str, float]:
+def own(jobs: list[Any], rounds: int = 5, sampled: bool = True) -> dict[str, float]:
     """jobq's own cost per job beyond the SDK's span, with the same tracer provider and processor:
     jobq's span wrapper (:meth:`shared.telemetry.tracing.Tracing.consume`) around a run that only
     returns its outcome, less the SDK's bare span (:func:`_bare_spans`) and the run alone; best of
     ``rounds``, the three loops alternated within each round. ``own_us``: jobs enqueued under no
     span (as the burn-downs'); ``own_stored_us``: each job with a stored context of its own (a
-    child span of it, the context parsed per job)."""
+    child span of it, the context parsed per job; ``sampled``: whether the stored contexts say
+    their trace is sampled, as the bare spans are, or not: a ParentBased sampler follows them)."""
     import dataclasses
 
     from shared.execution.runner import Outcome
     from shared.telemetry.tracing import Tracing
 
     tracing = Tracing(metered=False)
+    flags = "01" if sampled else "00"
     stored = [
-        dataclasses.replace(j, trace=f'{{"traceparent":"00-{i + 1:032x}-{i + 1:016x}-01"}}')
+        dataclasses.replace(j, trace=f'{{"traceparent":"00-{i + 1:032x}-{i + 1:016x}-{flags}"}}')
         for i, j in enumerate(jobs)
     ]
 
@@ -368,11 +371,13 @@ def report(r: dict[str, Any]) -> str:
         f"loses at least {sdk_floor({'otel': r}):.0f}% to the SDK whatever jobq does; with the "
         f"SDK's meters too, jobq's run path {m['sdk'].get('metered_run_us', '?')} us"
     )
-    lines.append(
-        f"jobq's own cost per job beyond the SDK's span (same processor, one process): "
-        f"{m['sdk'].get('own_us', '?')} us (no stored context), "
-        f"{m['sdk'].get('own_stored_us', '?')} us (a stored context of its own)"
-    )
+    for mode in ("sdk", "sampled"):
+        lines.append(
+            f"{mode}: jobq's own cost per job beyond the SDK's span (same processor, one "
+            f"process): {m[mode].get('own_us', '?')} us (no stored context), "
+            f"{m[mode].get('own_stored_us', '?')} us (a stored context of its own); the SDK's "
+            f"bare span {m[mode].get('bare_span_us', '?')} us"
+        )
     for burn in (b, r.get("burn1")):
         if burn is not None:
             lines.append(
