@@ -7,7 +7,9 @@ import time
 
 from worker import handler
 
-if os.environ.get("JOBQ_BENCH_OTEL"):  # tracing on: "sdk" (a no-op exporter) or "api" (bench.otel)
+if os.environ.get(
+    "JOBQ_BENCH_OTEL"
+):  # tracing on: "sdk" (a no-op exporter), "sampled" or "api" (bench.otel)
     from bench.otel import setup
 
     setup(os.environ["JOBQ_BENCH_OTEL"])

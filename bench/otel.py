@@ -1,12 +1,15 @@
-"""What tracing costs (the target: tracing on with a no-op exporter loses under 3% of
-burn-down throughput), run as the ``otel`` workload of ``python -m bench`` or alone:
-``python -m bench.otel [--rounds 5] [--jobs 10000] [--workers 8]``.
+"""What tracing costs, run as the ``otel`` workload of ``python -m bench`` or alone:
+``python -m bench.otel [--rounds 5] [--jobs 10000] [--workers 8]``. The targets: with the SDK
+and the manual's sampler (``ParentBased(TraceIdRatioBased(0.01))``) a burn-down loses under 3%;
+with the API alone no loss beyond noise; jobq's own cost per job beyond the SDK's span at most
+10 us (see :mod:`bench.targets`).
 
 Modes, set up in each worker by ``bench.handlers`` from ``JOBQ_BENCH_OTEL``:
 ``off`` (no OpenTelemetry imported), ``api`` (the API imported, no SDK: what an application
 that installed the extra but set up no provider pays), ``sdk`` (the SDK as a production set-up
 has it: a TracerProvider whose BatchSpanProcessor hands the spans to an exporter that drops them,
-so the SDK's whole cost per span is paid, its export thread included, and no I/O).
+so the SDK's whole cost per span is paid, its export thread included, and no I/O: every span
+recorded), ``sampled`` (the same with the manual's sampler: one trace in a hundred recorded).
 
 - :func:`burns`: burn-downs of the modes alternated ``rounds`` times, the order rotated each round
   (off, api, sdk; api, sdk, off; ...) so that neither drifting load nor a place in the round
@@ -17,7 +20,8 @@ so the SDK's whole cost per span is paid, its export thread included, and no I/O
 - :func:`micro`: in one process, per job, jobq's run path (``shared.execution.runner.execute`` with
   the worker's :class:`shared.telemetry.tracing.Tracing`) in each mode, beside the SDK's bare span
   (start with the same attributes, set the outcome, end; same processor and exporter): how much of
-  the SDK mode's cost is the SDK's own.
+  the SDK mode's cost is the SDK's own; and jobq's own cost per job beyond that span
+  (:func:`own`: jobq's span wrapper around a no-op run, less the bare span and the run).
 
 The template process the workers are forked from must start no thread (jobq refuses to fork
 it), and a BatchSpanProcessor starts one: the template sets the provider, and the processor is
@@ -35,13 +39,15 @@ import time
 from statistics import median
 from typing import Any
 
-MODES = ("off", "api", "sdk")
+MODES = ("off", "api", "sdk", "sampled")
+SAMPLED = 0.01  # the manual's sampler: ParentBased(TraceIdRatioBased(0.01))
 
 
 def setup(mode: str = "sdk") -> None:
     """``sdk``: set the global TracerProvider with a BatchSpanProcessor (made in the process that
     ends the first span: a thread must not cross the template's fork) and an exporter that drops
-    every span. ``api``: import the API only. ``off`` (or ""): nothing."""
+    every span; ``sampled``: the same with the manual's sampler. ``api``: import the API only.
+    ``off`` (or ""): nothing."""
     if mode in ("", "off"):
         return
     from opentelemetry import trace
@@ -68,7 +74,12 @@ def setup(mode: str = "sdk") -> None:
         def force_flush(self, timeout_millis: int = 30_000) -> bool:
             return self.inner is None or self.inner.force_flush(timeout_millis)
 
-    provider = TracerProvider()
+    if mode == "sampled":
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(SAMPLED)))
+    else:
+        provider = TracerProvider()
     if mode == "simple":  # not a mode of the comparison: a SimpleSpanProcessor, to compare by hand
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
@@ -127,7 +138,7 @@ def burns(root: str, rounds: int, workers: int, n: int) -> dict[str, Any]:
             "cpu_us_per_job": median(r["cpu_us_per_job"] for r in rs),
             "cpu_runs": [r["cpu_us_per_job"] for r in rs],
         }
-    for mode in ("api", "sdk"):
+    for mode in MODES[1:]:
         # Each round's loss against the off run of the same round, then the median of those
         losses = [100 * (1 - a["per_s"] / b["per_s"]) for a, b in zip(runs[mode], runs["off"])]
         cpu = [
@@ -176,10 +187,62 @@ def micro(mode: str, n: int = 20_000, rounds: int = 5) -> dict[str, float]:
     ]
     ctx = JobContext("x", "bench:noop", 1, 3)
     out = {"run_us": _best(lambda: [execute(registry, j, ctx, tracing) for j in jobs], n, rounds)}
-    if mode == "sdk":
+    if mode in ("sdk", "sampled"):  # sampled: the SDK's bare span is one its sampler drops
         out["bare_span_us"] = _best(lambda: _bare_spans(jobs), n, rounds)
+        out.update(own(jobs, rounds, sampled=mode == "sdk"))
+    if mode == "sdk":
         out["metered_run_us"] = _best(_metered(registry, jobs, ctx), n, rounds)
     return out
+
+
+def own(jobs: list[Any], rounds: int = 5, sampled: bool = True) -> dict[str, float]:
+    """jobq's own cost per job beyond the SDK's span, with the same tracer provider and processor:
+    jobq's span wrapper (:meth:`shared.telemetry.tracing.Tracing.consume`) around a run that only
+    returns its outcome, less the SDK's bare span (:func:`_bare_spans`) and the run alone; best of
+    ``rounds``, the three loops alternated within each round. ``own_us``: jobs enqueued under no
+    span (as the burn-downs'); ``own_stored_us``: each job with a stored context of its own (a
+    child span of it, the context parsed per job; ``sampled``: whether the stored contexts say
+    their trace is sampled, as the bare spans are, or not: a ParentBased sampler follows them)."""
+    import dataclasses
+
+    from shared.execution.runner import Outcome
+    from shared.telemetry.tracing import Tracing
+
+    tracing = Tracing(metered=False)
+    flags = "01" if sampled else "00"
+    stored = [
+        dataclasses.replace(j, trace=f'{{"traceparent":"00-{i + 1:032x}-{i + 1:016x}-{flags}"}}')
+        for i, j in enumerate(jobs)
+    ]
+
+    def wrapped(batch: list[Any]) -> Any:
+        def go() -> None:
+            consume = tracing.consume
+            for j in batch:
+                consume(j, lambda: Outcome("completed"))
+
+        return go
+
+    def alone() -> None:
+        for _j in jobs:
+            (lambda: Outcome("completed"))()
+
+    loops = {
+        "wrapped": wrapped(jobs),
+        "stored": wrapped(stored),
+        "bare": lambda: _bare_spans(jobs),
+        "alone": alone,
+    }
+    loops["wrapped"]()  # the tracer and the processor's thread are made before any timing
+    best = dict.fromkeys(loops, float("inf"))
+    for _ in range(rounds):
+        for name, fn in loops.items():
+            best[name] = min(best[name], _best(fn, len(jobs), 1))
+    base = best["bare"] + best["alone"]
+    return {
+        "own_us": round(best["wrapped"] - base, 2),
+        "own_stored_us": round(best["stored"] - base, 2),
+    }
 
 
 def _metered(registry: Any, jobs: list[Any], ctx: Any) -> Any:
@@ -308,7 +371,26 @@ def report(r: dict[str, Any]) -> str:
         f"loses at least {sdk_floor({'otel': r}):.0f}% to the SDK whatever jobq does; with the "
         f"SDK's meters too, jobq's run path {m['sdk'].get('metered_run_us', '?')} us"
     )
+    for mode in ("sdk", "sampled"):
+        lines.append(
+            f"{mode}: jobq's own cost per job beyond the SDK's span (same processor, one "
+            f"process): {m[mode].get('own_us', '?')} us (no stored context), "
+            f"{m[mode].get('own_stored_us', '?')} us (a stored context of its own); the SDK's "
+            f"bare span {m[mode].get('bare_span_us', '?')} us"
+        )
+    for burn in (b, r.get("burn1")):
+        if burn is not None:
+            lines.append(
+                f"The SDK's cost inside a job ({burn['workers']} worker(s), the tree's CPU per job "
+                f"against tracing off): every span recorded {sdk_cost(burn, 'sdk')} us, "
+                f"the manual's sampler {sdk_cost(burn, 'sampled')} us"
+            )
     return "\n".join(lines)
+
+
+def sdk_cost(burn: dict[str, Any], mode: str) -> float:
+    """What ``mode`` adds to the CPU of a job in a burn-down (medians), in microseconds."""
+    return round(burn[mode]["cpu_us_per_job"] - burn["off"]["cpu_us_per_job"], 1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,33 +116,68 @@ def depth_targets(results: dict, syncs: list[str], depths: list[int]) -> list[di
     return out
 
 
-OTEL_LOSS = 3.0  # tracing on, a no-op exporter: under 3% of burn-down throughput lost
+OTEL_LOSS = 3.0  # the SDK with the manual's sampler: under 3% of burn-down throughput lost
+OTEL_OWN_US = 10.0  # jobq's own cost per job beyond the SDK's span, in one process
 
 
 def otel_targets(results: dict) -> list[dict[str, Any]]:
-    """Tracing's cost target (bench.otel): the SDK with a no-op exporter, and the API alone,
-    each against tracing off, in alternated burn-downs."""
+    """Tracing's cost targets (bench.otel): the SDK with the manual's sampler loses under 3% of
+    a burn-down; the API alone no more than noise (zero lies within its alternated rounds'
+    losses against tracing off: a round where it lost nothing); jobq's own cost per job beyond
+    the SDK's span at most 10 us. Every span recorded is stated, with the floor the SDK's own
+    span sets, and judged by no target."""
     out = []
-    for mode, name in (("sdk", "the SDK and a no-op exporter"), ("api", "the API alone (no SDK)")):
-        loss = _num(dig(results, "otel", "burn", mode, "loss_pct"))
-        if loss is not None:
-            floor = sdk_floor(results) if mode == "sdk" else None
-            why = f" (the SDK's own span alone: at least {floor:.0f}%)" if floor is not None else ""
-            out.append(
-                verdict(
-                    f"tracing on ({name}): burn-down loses < {OTEL_LOSS:g}% of its throughput",
-                    f"{loss:.1f}% lost{why}",
-                    loss < OTEL_LOSS,
-                )
+    loss = _num(dig(results, "otel", "burn", "sampled", "loss_pct"))
+    if loss is not None:
+        floor = sdk_floor(results, "sampled")
+        why = f" (the SDK's own unsampled span alone: at least {floor:.0f}%)" if floor else ""
+        out.append(
+            verdict(
+                f"tracing on (the SDK, ParentBased(TraceIdRatioBased(0.01))): burn-down loses "
+                f"< {OTEL_LOSS:g}% of its throughput",
+                f"{loss:.1f}% lost{why}",
+                loss < OTEL_LOSS,
             )
+        )
+    api = dig(results, "otel", "burn", "api") or {}
+    if api.get("losses"):
+        rounds = api["losses"]
+        out.append(
+            verdict(
+                "the API alone (no SDK): no loss beyond noise over the alternated rounds",
+                f"{api['loss_pct']:.1f}% lost (rounds {rounds})",
+                min(rounds) <= 0 <= max(rounds) or api["loss_pct"] <= 0,
+            )
+        )
+    own = _num(dig(results, "otel", "micro", "sdk", "own_us"))
+    if own is not None:
+        out.append(
+            verdict(
+                f"jobq's own cost per job beyond the SDK's span <= {OTEL_OWN_US:g} us",
+                f"{own:.1f} us",
+                own <= OTEL_OWN_US,
+            )
+        )
+    loss = _num(dig(results, "otel", "burn", "sdk", "loss_pct"))
+    if loss is not None:
+        floor = sdk_floor(results)
+        why = f" (the SDK's own span alone: at least {floor:.0f}%)" if floor is not None else ""
+        out.append(
+            verdict(
+                "every span recorded (the SDK, no sampler): what a burn-down loses (no target)",
+                f"{loss:.1f}% lost{why}",
+                None,
+            )
+        )
     return out
 
 
-def sdk_floor(results: dict) -> float | None:
+def sdk_floor(results: dict, mode: str = "sdk") -> float | None:
     """The least a CPU-bound burn-down of no-op jobs can lose to the SDK whatever jobq does: the
-    SDK's bare span (bench.otel's micro: start with jobq's attributes, the outcome, end) added
-    to the CPU a job costs with tracing off, in percent; None if either was not measured."""
-    bare = _num(dig(results, "otel", "micro", "sdk", "bare_span_us"))
+    SDK's bare span (bench.otel's micro: start with jobq's attributes, the outcome, end; in
+    ``mode``, ``sampled`` for one the sampler drops) added to the CPU a job costs with tracing
+    off, in percent; None if either was not measured."""
+    bare = _num(dig(results, "otel", "micro", mode, "bare_span_us"))
     off = _num(dig(results, "otel", "burn", "off", "cpu_us_per_job"))
     if bare is None or not off:
         return None

@@ -15,7 +15,7 @@ from shared.model.job import Finish, Job
 from shared.runtime.logs import event, events, get_logger
 from shared.execution.policy import JobPolicy
 from shared.execution.runner import JobContext, Outcome
-from shared.telemetry.tracing import span_ids
+from shared.telemetry.tracing import retried, span_ids
 
 log = get_logger("worker")
 _EVENTS = {
@@ -99,6 +99,7 @@ def _finish(
             now + delay,
             ctx.max_attempts,
             **times,
+            trace=retried(job.trace, outcome.span),  # the next attempt links to this one
         ),
         delay,
     )
@@ -123,6 +124,7 @@ def storable(job: Job, outcome: Outcome, max_result_bytes: int, now: float) -> O
                     "failed",
                     error=f"job {job.id} ({job.type!r}): result of {size} bytes exceeds "
                     f"max_result_bytes={max_result_bytes}",
+                    span=outcome.span,
                 )
         return outcome
     error = bounds.safe_text(outcome.error or "")
@@ -135,6 +137,7 @@ def storable(job: Job, outcome: Outcome, max_result_bytes: int, now: float) -> O
             error=f"RetryAfter({outcome.delay:g} s) would make job {job.id} due after "
             f"{bounds.MAX_TIME_TEXT}, the latest time jobq stores: treated as an "
             f"ordinary failure\n{error}",
+            span=outcome.span,
         )
     return outcome if error == outcome.error else dataclasses.replace(outcome, error=error)
 

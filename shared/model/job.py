@@ -211,6 +211,10 @@ class Finish:
 
     ``progress``: the last progress its handler reported (JSON text), written with the outcome,
     so a report made just before the handler returned is kept; None keeps the stored one.
+
+    ``trace``: for a retry, the job's trace context to store in place of the one it has (the
+    enqueuer's, plus this attempt's own span: ``shared.telemetry.tracing.retried``), so the next
+    attempt links to this one; None keeps the stored one.
     """
 
     kind: str
@@ -222,6 +226,7 @@ class Finish:
     started: float | None = None
     ended: float | None = None
     progress: str | None = None
+    trace: str | None = None
 
 
 def finish_times(

@@ -18,6 +18,8 @@ from typing import Any, Callable
 from shared.model.errortext import headline
 from shared.telemetry.meters import QUEUE, SCOPE
 
+_PLAIN = '{"traceparent":"'  # how the stored context of an enqueue without tracestate starts
+
 
 class Consumer:
     """The CONSUMER spans of one process's runs on ``tracer`` (an SDK tracer; ``api``: the
@@ -34,7 +36,8 @@ class Consumer:
         # An empty Context (immutable: setting a value makes a new one), the parent of a root span:
         # a run's span is never a child of the worker's own context
         self.empty = context.Context()
-        self._last: tuple[str | None, Any] = (None, None)  # (stored text, its parent context)
+        # (stored text, its parsed contexts: see _stored)
+        self._last: tuple[str | None, Any] = (None, (self.empty, None, None))
 
     def run(self, job: Any, run: Callable[[], Any]) -> Any:
         """``run()`` in the job's span: started with every attribute at once, current while the
@@ -94,39 +97,58 @@ class Consumer:
 
     def _parent(self, job: Any) -> tuple[Any, Any]:
         """(parent context, links) of the job's span: attempt 1 a child of the stored context, a
-        later attempt a root linked to it (a new trace), a job without one a root."""
+        later attempt a root (a new trace) linked to the previous attempt's span (stored by its
+        retry: :func:`shared.telemetry.tracing.retried`), or to the stored context when no
+        attempt stored one; a job without a context a root."""
         text = job.trace
         if text is None:
             return self.empty, None
         if text != self._last[0]:
             self._last = (text, self._stored(text))
-        stored = self._last[1]
-        if stored is None:
-            return self.empty, None
+        parent, enqueued, previous = self._last[1]
         if job.attempts <= 1:
-            return stored[0], None
-        return self.empty, (self.api.Link(stored[1], {"jobq.link": "retry_of"}),)
+            return parent, None
+        linked = previous if previous is not None else enqueued
+        if linked is None:
+            return self.empty, None
+        return self.empty, (self.api.Link(linked, {"jobq.link": "retry_of"}),)
 
-    def _stored(self, text: str) -> tuple[Any, Any] | None:
-        """The stored context as (an OpenTelemetry Context holding it as the remote parent, its
-        SpanContext), or None (empty, or unreadable). Parsed here, not by the propagator: the
-        format was checked at enqueue."""
+    def _stored(self, text: str) -> tuple[Any, Any, Any]:
+        """The stored context as (an OpenTelemetry Context holding the enqueuer's span context as
+        the remote parent, or the empty one; that SpanContext; the previous attempt's), each
+        None where absent or unreadable. Parsed here, not by the propagator: jobq wrote it (the
+        format was checked at enqueue), so its common shape is sliced, not decoded."""
+        if len(text) == 73 and text.startswith(_PLAIN):  # {"traceparent":"<55 chars>"}
+            carrier: Any = {"traceparent": text[16:71]}
+        else:
+            try:
+                carrier = json.loads(text)
+            except ValueError:
+                return self.empty, None, None
+        if not isinstance(carrier, dict):
+            return self.empty, None, None
+        state = carrier.get("tracestate")
+        enqueued = self._context(carrier.get("traceparent"), state)
+        previous = self._context(carrier.get("attempt"), None)
+        if enqueued is None:
+            return self.empty, None, previous
+        parent = self.api.set_span_in_context(self.api.NonRecordingSpan(enqueued), self.empty)
+        return parent, enqueued, previous
+
+    def _context(self, traceparent: Any, state: Any) -> Any:
+        """The remote SpanContext of W3C ``traceparent`` text (and ``tracestate``), or None."""
+        if not isinstance(traceparent, str):
+            return None
         api = self.api
         try:
-            carrier = json.loads(text)
-            version, trace_id, span_id, flags = carrier["traceparent"].split("-")
-            state = carrier.get("tracestate")
+            version, trace_id, span_id, flags = traceparent.split("-")
             ctx = api.SpanContext(
                 int(trace_id, 16),
                 int(span_id, 16),
-                is_remote=True,
-                trace_flags=api.TraceFlags(int(flags, 16)),
-                trace_state=api.TraceState.from_header([state])
-                if isinstance(state, str) and state
-                else None,
+                True,
+                api.TraceFlags(int(flags, 16)),
+                api.TraceState.from_header([state]) if isinstance(state, str) and state else None,
             )
-        except (ValueError, TypeError, KeyError, AttributeError):
+        except (ValueError, TypeError, AttributeError):
             return None
-        if not ctx.is_valid or version == "ff":
-            return None
-        return api.set_span_in_context(api.NonRecordingSpan(ctx), self.empty), ctx
+        return ctx if ctx.is_valid and version != "ff" else None

@@ -11,12 +11,15 @@ look-up and does nothing, so the enqueue path stores NULL and runs no extra stat
 - :meth:`Tracing.consume` (worker): runs a job inside a CONSUMER span ``process <type>``
   (:mod:`shared.telemetry.spans`).
   Attempt 1 is a child of the stored context; a later attempt starts a new trace *linked* to
-  it, so a retry hours later does not stretch the producer's trace. Messaging semantic
+  the previous attempt's span (to the stored context when no attempt recorded one), so a retry
+  hours later does not stretch the producer's trace. Messaging semantic
   conventions: ``messaging.system = jobq``, ``messaging.operation = process``,
   ``messaging.destination.name`` the queue (``default``), ``messaging.message.id`` the job id;
   ``jobq.job.type``, ``jobq.attempt``, ``jobq.outcome``. A failed run records its exception and
   sets status ERROR. Where the application imported ``opentelemetry.metrics``, the instruments
   of :mod:`shared.telemetry.meters` mirror the Prometheus metrics.
+- :func:`retried` (worker): the context a retried job stores, naming the span of the attempt
+  that ended, so that the next attempt's span links to it (the chain of attempts can be walked).
 - :func:`ids` (logs): the active span's ``trace_id`` and ``span_id`` as hex, or None;
   :func:`span_ids` those of a finished run's span (its ``job.completed`` line).
 """
@@ -101,9 +104,26 @@ def _explicit(traceparent: str, tracestate: str | None) -> str:
 
 def _encode(carrier: dict[str, str]) -> str:
     return json.dumps(
-        {k: carrier[k] for k in ("traceparent", "tracestate") if k in carrier},
+        {k: carrier[k] for k in ("traceparent", "tracestate", "attempt") if k in carrier},
         separators=(",", ":"),
     )
+
+
+def retried(stored: str | None, span: Any) -> str | None:
+    """The trace context a retried job stores for its next attempt: ``stored`` (the enqueuer's,
+    kept for whatever reads it) with ``attempt`` set to the W3C ``traceparent`` of the attempt
+    that just ended (``span``: its SpanContext), which the next attempt's span links to; None
+    when that attempt ran in no span (the stored context stays as it is)."""
+    if span is None:
+        return None
+    try:
+        carrier = json.loads(stored) if stored else {}
+    except ValueError:
+        carrier = {}
+    if not isinstance(carrier, dict):
+        carrier = {}
+    carrier["attempt"] = f"00-{span.trace_id:032x}-{span.span_id:016x}-{span.trace_flags:02x}"
+    return _encode(carrier)
 
 
 class Tracing:

@@ -1,6 +1,7 @@
 """OpenTelemetry in one process, on each engine: the instruments that mirror the
 Prometheus metrics, trace ids on text log lines, the stored context of ``enqueue_many`` with
-``batch_size`` and of ``conn=``, and the checks of an explicit ``traceparent``. (The trace across
+``batch_size`` and of ``conn=``, the checks of an explicit ``traceparent``, and the chain of a
+retried job's attempts, each linked to the one before. (The trace across
 a real supervisor's workers: tests/process/test_otel.py.)"""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from shared.runtime import logs
 from shared.producer.api import JobQueue
@@ -37,6 +40,14 @@ def bad(payload, job):
     raise ValueError("no")
 
 
+@handler("m:twice", max_attempts=3)
+def twice(payload, job):
+    """Fails its first two attempts, completes on the third."""
+    if job.attempt < 3:
+        raise RuntimeError(f"attempt {job.attempt} fails")
+    return 3
+
+
 @pytest.fixture(scope="module")
 def reader() -> InMemoryMetricReader:
     """This process's global SDK providers (set once per process; a reader added here)."""
@@ -49,7 +60,7 @@ def reader() -> InMemoryMetricReader:
 
 @pytest.fixture
 def q(config_path, clock):
-    queue = JobQueue(config=load(config_path), clock=clock, handlers=[ok, bad])
+    queue = JobQueue(config=load(config_path), clock=clock, handlers=[ok, bad, twice])
     yield queue
     queue.close()
 
@@ -299,3 +310,67 @@ def test_a_worker_counts_its_runs_per_batch_with_the_same_totals(reader, config_
     assert after.get("completed", 0) - before.get("completed", 0) == 7
     assert after.get("error", 0) - before.get("error", 0) == 2
     assert sum(adds) == 9 and len(adds) < 9  # per batch and outcome, not per run
+
+
+@pytest.fixture(scope="module")
+def finished(reader) -> InMemorySpanExporter:
+    """The spans this process's global TracerProvider ends, kept in memory."""
+    memory = InMemorySpanExporter()
+    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(memory))
+    return memory
+
+
+def test_each_retry_links_to_the_previous_attempts_own_span(q, finished, clock):
+    with trace.get_tracer("test").start_as_current_span("request"):
+        job_id = q.enqueue("m:twice", {})
+    for _ in range(3):  # each retry waits out its back-off on the fake clock
+        q.drain()
+        clock.advance(3600)
+    assert q.get(job_id).status == "completed"
+    first, second, third = sorted(
+        (
+            s
+            for s in finished.get_finished_spans()
+            if s.attributes.get("messaging.message.id") == job_id
+        ),
+        key=lambda s: s.attributes["jobq.attempt"],
+    )
+    [producer] = [
+        s
+        for s in finished.get_finished_spans()
+        if s.name == "enqueue m:twice" and s.context.span_id == first.parent.span_id
+    ]
+    assert first.links == () and first.context.trace_id == producer.context.trace_id
+    for before, after in ((first, second), (second, third)):
+        [link] = after.links
+        assert after.parent is None and after.context.trace_id != before.context.trace_id
+        assert (link.context.trace_id, link.context.span_id) == (
+            before.context.trace_id,
+            before.context.span_id,
+        )
+        assert link.attributes == {"jobq.link": "retry_of"}
+    stored = json.loads(q.get(job_id).trace)  # the enqueuer's context is kept beside the attempt's
+    assert stored["traceparent"].split("-")[2] == f"{producer.context.span_id:016x}"
+    assert stored["attempt"].split("-")[1:3] == [
+        f"{second.context.trace_id:032x}",
+        f"{second.context.span_id:016x}",
+    ]
+
+
+def test_a_retry_of_a_job_enqueued_without_a_context_links_to_its_first_attempt(q, finished, clock):
+    job_id = q.enqueue("m:twice", {})
+    for _ in range(3):
+        q.drain()
+        clock.advance(3600)
+    first, second, third = sorted(
+        (
+            s
+            for s in finished.get_finished_spans()
+            if s.attributes.get("messaging.message.id") == job_id
+        ),
+        key=lambda s: s.attributes["jobq.attempt"],
+    )
+    assert first.parent is None and first.links == ()
+    assert second.links[0].context.span_id == first.context.span_id
+    assert third.links[0].context.span_id == second.context.span_id
+    assert set(json.loads(q.get(job_id).trace)) == {"attempt"}

@@ -262,14 +262,15 @@ def test_bench_otel_smoke_states_the_tracing_target(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     otel = json.loads(out.read_text())["results"]["otel"]
-    for mode in ("off", "api", "sdk"):
+    for mode in ("off", "api", "sdk", "sampled"):
         assert {"per_s", "runs", "cpu_us_per_job"} <= set(otel["burn"][mode])
         assert otel["micro"][mode]["run_us"] > 0
     assert otel["micro"]["sdk"]["bare_span_us"] > 0 and {"loss_pct", "cpu_loss_pct"} <= set(
         otel["burn"]["sdk"]
     )
     assert otel["micro"]["sdk"]["metered_run_us"] > 0  # the run path with the SDK's meters too
-    assert "tracing on (the SDK and a no-op exporter): burn-down loses < 3%" in proc.stdout
+    assert "ParentBased(TraceIdRatioBased(0.01))): burn-down loses < 3%" in proc.stdout
+    assert otel["micro"]["sdk"]["own_us"] is not None and "sampled" in otel["burn"]
     assert (
         "the SDK's bare span alone" in proc.stdout
         and "to the SDK whatever jobq does" in proc.stdout

@@ -1,5 +1,5 @@
 """OpenTelemetry, on each engine with a real supervisor: the trace of the request that
-enqueued a job continues into the worker's span; a retry starts a new trace linked to the first;
+enqueued a job continues into the worker's span; a retry starts a new trace linked to the attempt before;
 log lines carry the span's ids; and nothing imports OpenTelemetry where the extra is absent.
 
 The worker's SDK is set up by the handlers module tests/fixtures/oteljobs.py (imported by the
@@ -112,7 +112,7 @@ def test_the_worker_span_is_a_child_of_the_producer_span(served, exporter):
         assert line[0]["span_id"] == span["context"]["span_id"][2:]
 
 
-def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
+def test_a_retry_starts_a_new_trace_linked_to_the_previous_attempt(served, exporter):
     sup, q, spans = served
     with trace.get_tracer("test").start_as_current_span("request") as request:
         job_id = q.enqueue("otel:flaky", {})
@@ -128,9 +128,10 @@ def test_a_retry_starts_a_new_trace_linked_to_the_first(served, exporter):
     assert error["attributes"]["exception.type"] == "RuntimeError"
     assert error["attributes"]["exception.message"] == "first attempt fails"
     assert second["context"]["trace_id"] != request_trace and second["parent_id"] is None
-    [link] = second["links"]
+    [link] = second["links"]  # the first attempt's own span: the chain of attempts can be walked
     assert link["context"]["trace_id"] == request_trace
-    assert link["context"]["span_id"] == first["parent_id"]  # the producer span
+    assert link["context"]["span_id"] == first["context"]["span_id"]
+    assert link["attributes"] == {"jobq.link": "retry_of"}
     assert second["attributes"]["jobq.attempt"] == 2
     assert second["attributes"]["jobq.outcome"] == "completed"
     assert second["status"]["status_code"] == "UNSET"

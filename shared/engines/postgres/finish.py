@@ -69,9 +69,10 @@ _FINISH_SQL = {
     + _ENDED.format(outcome="'completed'", error="NULL")
     + _DONE,
     # a retry makes the job pending again: notify, so idle workers learn when it is due
+    # (and may store the trace context its next attempt links to; None: the stored one stays)
     "retry": "WITH u AS (UPDATE jobs SET status = 'pending', error = %(text)s, run_at = %(run_at)s, "
     + _RAN_ONE
-    + "max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, "
+    + "trace = coalesce(%(trace)s::text, jobs.trace), max_attempts = coalesce(max_attempts, %(max)s), updated_at = %(now)s, "
     + RELEASE
     + "FROM (SELECT run_at AS was FROM jobs WHERE id = %(id)s) o "
     + _GUARD

@@ -31,6 +31,7 @@ def outcome_params(
         "started": started,
         "ended": ended,
         "progress": text(f.progress),
+        "trace": f.trace,
     }
 
 

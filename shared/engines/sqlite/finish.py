@@ -36,9 +36,10 @@ _FINISH_SQL = {
     + _RAN
     + "completed_at = :ended, "
     "updated_at = :now, " + RELEASE + _GUARD,
+    # a retry may store the trace context its next attempt links to (None: the stored one stays)
     "retry": "UPDATE jobs SET status = 'pending', error = :text, run_at = :run_at, "
     + _RAN
-    + "max_attempts = coalesce(max_attempts, :max), updated_at = :now, "
+    + "trace = coalesce(:trace, trace), max_attempts = coalesce(max_attempts, :max), updated_at = :now, "
     + RELEASE
     + _GUARD,
     "failed": "UPDATE jobs SET status = 'failed', error = :text, "

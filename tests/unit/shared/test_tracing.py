@@ -77,3 +77,19 @@ def test_span_ids_of_a_finished_run():
 def test_observe_gauge_only_where_the_metrics_api_is_imported(monkeypatch):
     monkeypatch.delitem(sys.modules, "opentelemetry.metrics", raising=False)
     assert tracing.observe_gauge("jobq.x", "1", "x", lambda: 1.0) is False
+
+
+def test_a_retry_stores_its_attempts_span_beside_the_enqueuers_context():
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    stored = tracing.context(parent, "k=v")
+    attempt = trace.SpanContext(0xAB, 0xCD, False, trace.TraceFlags(0))
+    assert json.loads(tracing.retried(stored, attempt)) == {
+        "traceparent": parent,
+        "tracestate": "k=v",
+        "attempt": f"00-{0xAB:032x}-{0xCD:016x}-00",
+    }
+    assert json.loads(tracing.retried(None, attempt)) == {
+        "attempt": f"00-{0xAB:032x}-{0xCD:016x}-00"
+    }
+    assert json.loads(tracing.retried("not json", attempt)).keys() == {"attempt"}
+    assert tracing.retried(stored, None) is None  # ran in no span: the stored context stays
