@@ -39,7 +39,7 @@ from shared.model.job import Finish, Job, NewJob, Released, RunningGroup
 from shared.engines.transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported
 
 # the supervisor's upkeep: what engines add to it
-from shared.engines.upkeep import Round, UpkeepTask
+from shared.engines.upkeep import CLUSTER, HOST, Round, UpkeepTask
 
 Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
 
