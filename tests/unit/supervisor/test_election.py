@@ -90,4 +90,6 @@ def test_a_leader_whose_renewals_fail_stops_leading_once_its_lease_lapsed(store,
     clock.advance(21)
     with pytest.raises(Exception):
         a.lead(at(store, clock))
-    assert not a.held and "not renewed" in lines(caplog, "upkeep.lead_lost")[-1].jobq_fields["reason"]
+    assert (
+        not a.held and "not renewed" in lines(caplog, "upkeep.lead_lost")[-1].jobq_fields["reason"]
+    )
