@@ -6,14 +6,14 @@ second argument): ``id``, ``attempt``, ``progress(...)``, ``cancel_requested``,
 It is a context variable (``contextvars``): set by the task's own call (``shared.producer.tasks``)
 around the function, in a worker, in ``drain()`` and in immediate mode; an ``async def`` task's
 is its own asyncio task's, so jobs run at once on one event loop each see theirs, and so do the
-coroutines they await. ``CURRENT`` is the variable itself (what :func:`running` sets); no other
-state lives here.
+coroutines they await. ``CURRENT`` is the variable itself (``running`` is its ``set``, ``done``
+its ``reset``); no other state lives here.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from shared.execution.runner import JobContext
@@ -41,11 +41,8 @@ def current_job() -> "JobContext":
     return job  # type: ignore[no-any-return]
 
 
-def running(job: Any) -> Token[Any]:
-    """Make ``job`` the current job here; the token :func:`done` takes back."""
-    return CURRENT.set(job)
-
-
-def done(token: Token[Any]) -> None:
-    """The current job as it was before :func:`running` gave ``token``."""
-    CURRENT.reset(token)
+# ``running(job)`` makes ``job`` the current job here and gives the token ``done(token)`` takes
+# back (the current job as it was before): the variable's own methods, as every job's path
+# calls them and a function around each would cost as much again.
+running: Callable[[Any], Token[Any]] = CURRENT.set
+done: Callable[[Token[Any]], None] = CURRENT.reset

@@ -10,11 +10,13 @@ error names ``label`` (who holds the value, such as ``argument 'when'``) and the
 (``[2]``, ``.customer``, ``['eu']``).
 
 ``accepts`` is the set of exact types whose stored values ``decode`` gives back unchanged, and
-``writes`` those whose values ``encode`` gives unchanged (``int`` for an ``int`` annotation;
-a ``float`` is read as it is but checked on the way in): callers skip the call for them, which
-keeps plain arguments as cheap as they were. ``fits`` says whether ``encode`` takes a value (how a union picks its member). Which
-codec an annotation gets is :mod:`shared.model.codecbook`'s business; the codecs of containers,
-unions and records of fields are in :mod:`shared.model.shapes`.
+``writes`` those whose values ``encode`` gives unchanged (``int`` for an ``int`` annotation);
+``floats`` says that a finite ``float`` is written unchanged too (a ``float`` is read as it is
+but checked on the way in: the caller that skips ``encode`` for one checks it is finite).
+Callers skip the call for them, which keeps plain arguments as cheap as they were. ``fits``
+says whether ``encode`` takes a value (how a union picks its member). Which codec an
+annotation gets is :mod:`shared.model.codecbook`'s business; the codecs of containers, unions
+and records of fields are in :mod:`shared.model.shapes`.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Codec:
     hint = "?"
     accepts: frozenset[type] = frozenset()
     writes: frozenset[type] = frozenset()
+    floats = False  # a finite float is written unchanged (not in ``writes``: it is checked)
     plain = False  # JSON's own values, unchanged both ways: a result needs no encoding
 
     def fits(self, value: Any) -> bool:
@@ -101,8 +104,9 @@ class Passthrough(Codec):
     ``Any``, ``object``, a type variable, no annotation, or one that could not be resolved
     (``note`` then says why, in the error of a value JSON would change)."""
 
-    accepts = writes = frozenset({str, int, bool, NONE})
-    plain = True
+    accepts = frozenset({str, int, float, bool, NONE, list, dict})  # JSON's own: as they are
+    writes = frozenset({str, int, bool, NONE})  # a list or dict is checked all through
+    floats = plain = True
 
     def __init__(self, hint: str = "Any", note: str | None = None) -> None:
         self.hint, self.note = hint, note
@@ -139,10 +143,10 @@ class Scalar(Codec):
     def __init__(self, kind: type) -> None:
         self.kind, self.hint = kind, "None" if kind is NONE else kind.__name__
         self.takes: tuple[type, ...] = (int, float) if kind is float else (kind,)
-        # a float is checked (NaN, infinities) and an int made a float: no type passes as is
-        self.accepts = {int: frozenset({int, bool}), float: frozenset()}.get(
-            kind, frozenset({kind})
-        )
+        # an int read for a float is made a float; a float written is checked (NaN, infinities)
+        self.accepts = frozenset({int, bool} if kind is int else {kind})
+        self.writes = frozenset({int, bool} if kind in (int, float) else {kind})
+        self.floats = kind is float
 
     def fits(self, value: Any) -> bool:
         return isinstance(value, self.takes)

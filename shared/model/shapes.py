@@ -133,8 +133,9 @@ class DictOf(Codec):
 
 class UnionOf(Codec):
     """``X | Y | ...``: the first member that fits encodes; decoding tries them in order
-    (None first, when the union has it). ``accepts``: None's, and the plain members' when
-    every other member is plain too (nothing then reads a value otherwise)."""
+    (None first, when the union has it). ``accepts``, ``writes`` and ``floats``: None's, and
+    the plain members' when every other member is plain too (nothing then reads a value
+    otherwise)."""
 
     def __init__(self, members: list[Codec]) -> None:
         self.none = any(isinstance(m, Scalar) and m.kind is NONE for m in members)
@@ -148,6 +149,7 @@ class UnionOf(Codec):
                 accepts |= m.accepts
                 writes |= m.writes
         self.accepts, self.writes = frozenset(accepts), frozenset(writes)
+        self.floats = plain and any(m.floats for m in self.members)
         self.plain = all(m.plain for m in self.members)
 
     def fits(self, value: Any) -> bool:

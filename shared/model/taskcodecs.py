@@ -29,7 +29,8 @@ Step = Callable[[Codec, Any, str], Any]
 class Compiled:
     """A task's codecs for one generation of the book: ``params`` by name, ``accepts`` and
     ``writes`` in the signature's order (the types each parameter's decode and encode pass
-    unchanged), ``result``."""
+    unchanged), ``sends`` (``writes`` with ``float`` where a finite one is written unchanged:
+    the caller checks it is finite), ``result``."""
 
     def __init__(self, signature: inspect.Signature, hints: dict[str, Any]) -> None:
         self.generation = BOOK.generation
@@ -37,6 +38,10 @@ class Compiled:
         self.params = {p.name: codec_of(hints.get(p.name, Any)) for p in params}
         self.accepts = tuple(self.params[p.name].accepts for p in params)
         self.writes = tuple(self.params[p.name].writes for p in params)
+        self.sends = tuple(
+            c.writes | {float} if c.floats else c.writes
+            for c in (self.params[p.name] for p in params)
+        )
         self.kinds = [(p.name, p.kind) for p in params]
         self.positional = [p.name for p in params if p.kind in _POSITIONAL]
         self.keywords = frozenset(p.name for p in params if p.kind in _KEYWORD)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from shared.model.codecbook import BOOK
 from shared.model.codecs import check_plain
-from shared.model.taskcodecs import TaskCodecs
+from shared.model.taskcodecs import Compiled, TaskCodecs
 
 _PLAIN = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 _KEYS = frozenset({"args", "kwargs", "retry"})  # what a task's payload may hold
@@ -41,11 +41,18 @@ class Binder:
         self.required = tuple(
             (self.index[p.name], p.name) for p in params if p.default is inspect.Parameter.empty
         )
+        # a call by position alone fits with from ``least`` to ``npos`` arguments (a required
+        # keyword-only parameter, or a signature that is not plain: never)
+        self.least = max([i + 1 for i, _ in self.required], default=0)
+        if not self.plain:
+            self.least = self.npos + 1
         self.labels = {n: f"argument {n!r}" for n in self.order}
 
     def fits(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         """Whether the call surely binds (False: let ``Signature.bind`` decide and explain)."""
         n, index = len(args), self.index
+        if not kwargs:  # the usual call, by position alone: two comparisons
+            return self.least <= n <= self.npos
         if not self.plain or n > self.npos:
             return False
         for key in kwargs:
@@ -55,6 +62,21 @@ class Binder:
 
     def payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """As :func:`payload_of` for this task (the same payload, the same errors)."""
+        if not kwargs and self.least <= len(args) <= self.npos:
+            c = self.codecs.compiled
+            if c is None or c.generation != BOOK.generation:
+                c = self.codecs.ready()
+            sends, i = c.sends, 0  # (an index: cheaper than zip for a few arguments)
+            for value in args:
+                kind = type(value)  # a float passes when finite (NaN and infinities differ)
+                if kind not in sends[i] or (kind is float and value - value != 0.0):
+                    return {"args": self._each(args, c, sends, self.codecs.encode), "kwargs": {}}
+                i += 1
+            return {"args": list(args), "kwargs": {}}  # the common case, kept cheap
+        return self._payload(args, kwargs)
+
+    def _payload(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`payload` of a call not by position alone (keywords, or too few or many)."""
         if not self.fits(args, kwargs):
             return payload_of(self.name, self.signature, args, kwargs, self.codecs)
         out_args, out_kwargs = self._convert(args, kwargs, self.codecs.encode)
@@ -68,7 +90,28 @@ class Binder:
         ``fits``: :meth:`fits` of the call, when the caller knows it."""
         if not (self.fits(args, kwargs) if fits is None else fits):
             return self.codecs.decode_call(args, kwargs)
+        if not kwargs:
+            c = self.codecs.compiled
+            if c is None or c.generation != BOOK.generation:
+                c = self.codecs.ready()
+            accepts, i = c.accepts, 0
+            for value in args:
+                if type(value) not in accepts[i]:
+                    return self._each(args, c, accepts, self.codecs.decode), kwargs
+                i += 1
+            return args, kwargs  # every argument is read as it is: the common case, kept cheap
         return self._convert(args, kwargs, self.codecs.decode, False)
+
+    def _each(self, args: Sequence[Any], c: Compiled, passes: Any, step: Any) -> list[Any]:
+        """A new list of a call by position alone: each argument through ``step`` with its
+        parameter's codec, but one of a type in its ``passes`` (a float: a finite one)."""
+        out = list(args)
+        for i, value in enumerate(args):
+            kind = type(value)
+            if kind not in passes[i] or (kind is float and value - value != 0.0):
+                pname = self.order[i]
+                out[i] = step(c.params[pname], value, self.labels[pname])
+        return out
 
     def _convert(
         self, args: Sequence[Any], kwargs: dict[str, Any], step: Any, out: bool = True
@@ -80,7 +123,7 @@ class Binder:
         c = self.codecs.compiled
         if c is None or c.generation != BOOK.generation:
             c = self.codecs.ready()
-        passes, n = c.writes if out else c.accepts, len(args)
+        passes, n = c.sends if out else c.accepts, len(args)
         out_args, out_kwargs = args, kwargs
         for i, pname in enumerate(self.order):
             if i < n:
@@ -89,16 +132,18 @@ class Binder:
                 value = kwargs[pname]
             else:
                 continue
-            if type(value) not in passes[i]:
-                new = step(c.params[pname], value, self.labels[pname])
-                if new is value:
-                    continue
-                if i < n:
-                    out_args = out_args if out_args is not args else list(args)
-                    out_args[i] = new  # type: ignore[index]
-                else:
-                    out_kwargs = out_kwargs if out_kwargs is not kwargs else dict(kwargs)
-                    out_kwargs[pname] = new
+            kind = type(value)  # a float passes when finite (the codec refuses NaN on the way in)
+            if kind in passes[i] and (kind is not float or value - value == 0.0):
+                continue
+            new = step(c.params[pname], value, self.labels[pname])
+            if new is value:
+                continue
+            if i < n:
+                out_args = out_args if out_args is not args else list(args)
+                out_args[i] = new  # type: ignore[index]
+            else:
+                out_kwargs = out_kwargs if out_kwargs is not kwargs else dict(kwargs)
+                out_kwargs[pname] = new
         if out and out_args is args:  # the caller's tuple: the payload's own list
             out_args = list(args)
         return out_args, out_kwargs  # type: ignore[return-value]
@@ -153,6 +198,10 @@ def unpack(
     left out; a ``"retry"`` beside them is the job's own retry rule: shared.model.retryrules)
     or does not fit the function (``binder``: the signature's, to skip ``bind`` when
     the payload plainly fits)."""
+    if binder is not None and type(payload) is dict and len(payload) == 2:
+        args, kwargs = payload.get("args"), payload.get("kwargs")
+        if type(args) is list and type(kwargs) is dict and binder.fits(args, kwargs):
+            return args, kwargs  # the usual payload, as the producer writes it
     if payload is None:
         payload = {}
     if not isinstance(payload, dict) or set(payload) - _KEYS:

@@ -1219,6 +1219,7 @@ _NOT_OPERATIONS = {
     "from_config",
     "claim_limited_in",
     "wakeup",
+    "aio",  # the async writer (None on SQLite: its async calls run the sync ones in a thread)
     "delete_finished_in",
     "pacer",
     "for_thread",

@@ -32,7 +32,14 @@ from shared.model.errors import StoreUnavailable
 from shared.model.job import Job, NewJob
 from shared.runtime.clock import iso
 from .connection import _RETRYABLE, TX_RETRIES
-from .enqueue import _insert_one_sql, _insert_params, _insert_sql, _refuse_nul_keys, _storable
+from .enqueue import (
+    _insert_one_sql,
+    _insert_params,
+    _insert_sql,
+    _refuse_nul_keys,
+    _storable,
+    one_row,
+)
 from .errors import call_error, error_for
 from ..sql.jobs import _GET_ON
 
@@ -112,21 +119,7 @@ class PgAsync:
 
     async def _insert_one(self, c: Any, j: NewJob, now: float, stamp: str) -> None:
         """One job without a key: the sync store's prepared statement, its parameters as text."""
-        run_at = stamp if j.run_at == now else iso(j.run_at)
-        later = run_at > stamp  # (as the server compares the texts: fixed-width ISO)
-        values = (
-            j.id,
-            j.type,
-            j.payload,
-            None if j.max_attempts is None else str(j.max_attempts),
-            str(j.priority),
-            run_at,
-            stamp,
-            j.trace,
-            j.queue,
-            j.limit_key,
-            self._channel,
-        )
+        later, values = one_row(j, now, stamp, self._channel)
         params = {f"p{i}": v for i, v in enumerate(values, 1)}
         await c.execute(self._one_later if later else self._one, params, prepare=not self.pooled)
 

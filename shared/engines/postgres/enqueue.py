@@ -113,6 +113,26 @@ def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str)
     }
 
 
+def one_row(j: NewJob, now: float, stamp: str, channel: str) -> tuple[bool, list[str | None]]:
+    """A job without a key as the one-row statements take it: whether it is for later (its
+    ``run_at`` after ``stamp``, as the server compares the texts: fixed-width ISO, "C"
+    collation), and the statement's parameters as text, in order (the last: the channel)."""
+    run_at = stamp if j.run_at == now else iso(j.run_at)
+    return run_at > stamp, [
+        j.id,
+        j.type,
+        j.payload,
+        None if j.max_attempts is None else str(j.max_attempts),
+        str(j.priority),
+        run_at,
+        stamp,
+        j.trace,
+        j.queue,
+        j.limit_key,
+        channel,
+    ]
+
+
 class PgEnqueue:
     """Mixin of :class:`.store.PgStore` (uses its connection's ``conn``, ``table``, ``channel``,
     ``_run_prepared`` and ``_tx``): ``enqueue``."""
@@ -154,24 +174,11 @@ class PgEnqueue:
     def _enqueue_one(self, j: NewJob, now: float, stamp: str) -> str:
         """The commonest call: one job without a key, one prepared statement, no arrays, no
         cursor. Its id."""
-        run_at = stamp if j.run_at == now else iso(j.run_at)
-        later = run_at > stamp  # (as the server compares the texts: fixed-width ISO, "C" collation)
+        later, values = one_row(j, now, stamp, self.channel)  # type: ignore[attr-defined]
         self._run_prepared(  # type: ignore[attr-defined]
             b"jobq_enqueue_later" if later else b"jobq_enqueue_one",
             self._insert_one_later if later else self._insert_one,
-            [
-                j.id,
-                j.type,
-                j.payload,
-                None if j.max_attempts is None else str(j.max_attempts),
-                str(j.priority),
-                run_at,
-                stamp,
-                j.trace,
-                j.queue,
-                j.limit_key,
-                self.channel,
-            ],
+            values,
         )
         return j.id
 

@@ -22,10 +22,9 @@ import hashlib
 import logging
 import os
 import time
-from typing import Any, Callable
+from typing import Any
 
 from shared.model.errors import StoreError
-from shared.model.job import Job
 from shared.runtime.logs import event, get_logger
 from ..filewatch import FileWatch
 from ..idlelead import IdleLead
@@ -110,7 +109,7 @@ class PgRelay:
             self.watch = None
 
 
-class RelayedWakeup:
+class RelayedWakeup(PolledWakeup):
     """An idle worker's wait in pooled mode with a relay: the pool's lead watches the relay's
     file, the others wait for the lead (the same roles as :class:`.wakeup.PgWakeup`)."""
 
@@ -148,11 +147,6 @@ class RelayedWakeup:
 
     def before_claim(self) -> None:
         self.watch.drain()
-
-    def fast_claim(
-        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
-    ) -> list[Job] | None:
-        return None
 
     def claimed(self) -> None:
         self.lead.resign()

@@ -48,9 +48,38 @@ WATCHED_SLEEP = 5.0  # longest idle wait while LISTEN works (notifications wake 
 DOWN_RETRY = 1.0  # wait between attempts while the server cannot be reached
 
 
-class PgWakeup:
+class PolledWakeup:
+    """An idle worker's wait where no notification reaches it (pooled mode, :mod:`.pooling`):
+    every ``poll_interval`` seconds, or at the next delayed job if sooner, it reads whether a
+    job is due. Costs one statement per idle worker per ``poll_interval``."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
+        return None, poll_interval
+
+    def woke(self, ready: bool) -> bool:
+        return False  # read first: claim only if a job is due
+
+    def before_claim(self) -> None:
+        pass
+
+    def fast_claim(
+        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
+    ) -> list[Job] | None:
+        return None
+
+    def claimed(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class PgWakeup(PolledWakeup):
     """LISTEN on ``store``'s connection while this worker leads; ``prepare``/``woke`` as the
-    worker loop asks."""
+    worker loop asks (nothing to do before a claim, no quicker claim: :class:`PolledWakeup`'s)."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -155,14 +184,6 @@ class PgWakeup:
         except Exception:  # noqa: BLE001 - psycopg's or ours: the next statement reports it
             self.notified = True
 
-    def before_claim(self) -> None:
-        pass
-
-    def fast_claim(
-        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
-    ) -> list[Job] | None:
-        return None
-
     def claimed(self) -> None:
         """This worker got jobs: hand the lead on."""
         self.lead.resign()
@@ -241,32 +262,3 @@ def lead_slot(schema: str) -> int:
     """The byte of the lead file that one queue (schema) locks: 62 bits of its name's hash, so
     two schemas' leads do not exclude each other."""
     return int.from_bytes(hashlib.sha256(schema.encode()).digest()[:8], "big") >> 2
-
-
-class PolledWakeup:
-    """An idle worker's wait where no notification reaches it (pooled mode, :mod:`.pooling`):
-    every ``poll_interval`` seconds, or at the next delayed job if sooner, it reads whether a
-    job is due. Costs one statement per idle worker per ``poll_interval``."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
-        return None, poll_interval
-
-    def woke(self, ready: bool) -> bool:
-        return False  # read first: claim only if a job is due
-
-    def before_claim(self) -> None:
-        pass
-
-    def fast_claim(
-        self, owner: str, owner_pid: int, now: Callable[[], float], limit: int
-    ) -> list[Job] | None:
-        return None
-
-    def claimed(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass

@@ -59,3 +59,23 @@ def test_a_literal_takes_only_its_values():
     assert c.encode("a", "x") == "a" and c.decode("b", "x") == "b"
     with pytest.raises(ValueError, match="not one of Literal"):
         c.encode("c", "x")
+
+
+SAMPLES = {int: 3, bool: True, str: "s", float: 2.5, type(None): None, list: [1], dict: {"a": 1}}
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [Scalar(int), Scalar(str), Scalar(float), Scalar(bool), Scalar(type(None))]
+    + [Passthrough(), Passthrough("T", "why")],
+)
+def test_what_a_codec_passes_unchanged_is_what_encode_and_decode_give_unchanged(codec):
+    """Callers skip ``decode`` for a value whose type is in ``accepts``, ``encode`` for one in
+    ``writes`` (and for a finite float where ``floats``): the codec would give it back as is."""
+    for kind in codec.accepts:
+        value = SAMPLES[kind]
+        assert codec.decode(value, "a") is value
+    for kind in codec.writes | ({float} if codec.floats else set()):
+        value = SAMPLES[kind]
+        assert codec.encode(value, "a") is value
+    assert codec.floats == (float in codec.accepts)

@@ -6,6 +6,7 @@ import dataclasses
 import datetime as dt
 import uuid
 from decimal import Decimal
+from typing import Any, Optional
 
 import pytest
 
@@ -73,3 +74,18 @@ def test_a_record_holds_itself_and_names_a_field_it_does_not_have():
         c.decode({"name": "x", "age": 3}, "a")
     with pytest.raises(ValueError, match="cannot be read as Node"):
         c.decode({}, "a")  # name is required
+
+
+SAMPLES = {int: 3, bool: True, str: "s", float: 2.5, type(None): None, list: [1], dict: {"a": 1}}
+
+
+@pytest.mark.parametrize("tp", [int | None, str | float | None, int | str, Optional[Any]])
+def test_what_a_plain_union_passes_unchanged_its_members_give_unchanged(tp):
+    """A plain union's ``accepts``, ``writes`` and ``floats`` (its members', which callers use
+    to skip the union's own ``decode``/``encode``) hold only values it gives back as they are."""
+    c = codec_of(tp)
+    for kind in c.accepts:
+        assert c.decode(SAMPLES[kind], "a") is SAMPLES[kind]
+    for kind in c.writes | ({float} if c.floats else set()):
+        assert c.encode(SAMPLES[kind], "a") is SAMPLES[kind]
+    assert c.floats == (float in c.accepts)

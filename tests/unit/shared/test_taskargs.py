@@ -65,3 +65,47 @@ def test_a_plain_call_skips_the_full_binding(monkeypatch):
         "kwargs": {"b": 2, "d": [1, "x"]},
     }
     assert unpack("t", sig, {"args": [1], "kwargs": {"d": 4}}, binder) == ([1], {"d": 4})
+
+
+def annotated(a: int, b: str, c: float, d: object = None): ...
+
+
+VALUES = [
+    (7, "x", 2.5),
+    (True, "x", 3),
+    (7, "x", 2.5, [1, {"k": None}]),
+    (7, "x", math.nan),
+    (7, "x", -math.inf),
+    ("7", "x", 2.5),
+    (7, 8, 2.5),
+    (7, "x", None),
+    (7, "x", 2.5, (1, 2)),
+    (7, "x", 2.5, [math.inf]),
+]
+
+
+@pytest.mark.parametrize("args", VALUES)
+def test_an_annotated_call_gives_the_payload_and_errors_of_its_codecs_one_by_one(args):
+    """The quick check of a call by position (every argument's type is one its codec passes
+    as it is) gives what encoding and decoding each argument by its codec gives."""
+    sig = inspect.signature(annotated)
+    binder = Binder("t", sig, annotated)
+    assert outcome(binder.payload, args, {}) == outcome(
+        payload_of, "t", sig, args, {}, binder.codecs
+    )
+    stored = list(args)
+    quick = outcome(binder.decode, stored, {}, True)
+    assert quick == outcome(binder.codecs.decode_call, stored, {})
+    if quick[0] == "ok":
+        assert [type(v) for v in quick[1][0]][:3] == [type(args[0]), str, float]
+
+
+def test_a_bad_argument_on_the_quick_path_is_refused_naming_the_task_and_parameter():
+    binder = Binder("t", inspect.signature(annotated), annotated)
+    with pytest.raises(ValueError, match=r"task 't': argument 'c' is nan"):
+        binder.payload((7, "x", math.nan), {})
+    with pytest.raises(TypeError, match=r"task 't': argument 'a' is a str value.*annotation int"):
+        binder.payload(("7", "x", 2.5), {})
+    with pytest.raises(ValueError, match=r"task 't': argument 'a' cannot be read as int"):
+        binder.decode(["7", "x", 2.5], {}, True)
+    assert binder.decode([7, "x", 2], {}, True) == ([7, "x", 2.0], {})
