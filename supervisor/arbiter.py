@@ -372,8 +372,7 @@ class Arbiter:
         self.reap_blocking()
         self.spawner.stop()
         try:
-            store = self.db()
-            store.remove_process(self.token)
+            self.duties.leave(self.db())  # our process row, the upkeep lead
         except Exception:  # noqa: BLE001
             pass
         self.close_db()

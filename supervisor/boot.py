@@ -92,7 +92,7 @@ def load(arb: "Arbiter") -> int:
         return code
     arb.policy = JobPolicy(arb.config, arb.registry)
     arb.token = owner_token(os.getpid(), arb.host)
-    arb.upkeep = Upkeep(arb.upkeep_tasks())
+    arb.upkeep = Upkeep(arb.upkeep_tasks(), arb.duties.election.lead)
     deferred: list[int] = []
     try:
         if not reach(arb, deferred):
@@ -198,7 +198,8 @@ def first_recovery(arb: "Arbiter") -> None:
     workers). A database failure here is the loop's to retry."""
     try:
         rnd = arb.round()
-        for name in ("timeouts", "recovery", "processes"):
+        arb.upkeep.elect(rnd)  # the upkeep lead, taken at once where free (or lapsed)
+        for name in ("timeouts", "recovery", "foreign_recovery", "processes", "prune_processes"):
             arb.upkeep.run_now(name, rnd)
     except StoreError as exc:
         arb.close_db()

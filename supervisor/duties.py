@@ -1,12 +1,18 @@
 """The bodies of the supervisor's own upkeep tasks, and their table of contents
 (:meth:`Duties.tasks`; their intervals: ``supervisor.upkeep``).
 
-    timeouts       police our children's running jobs: hard timeouts, expired leases
-    recovery       re-queue what a dead child's release left, and the jobs of dead or silent
-                   foreign owners
-    processes      prune dead processes' rows, refresh ours; record the types we serve
-    ops_requests   take a ``jobq scale`` request; publish our counters for ``jobq status``
-    unserved       once per config (boot, reload, scale): log the queues no pool serves
+    timeouts          police our children's running jobs: hard timeouts, expired leases
+    recovery          re-queue what a dead child's release left, and the jobs of this host's
+                      dead or silent owners that are not our children
+    foreign_recovery  (cluster) re-queue the jobs of other hosts' owners whose leases expired
+    processes         prune this host's dead processes' rows, refresh ours; record the types
+                      we serve
+    prune_processes   (cluster) prune other hosts' stale process rows
+    ops_requests      take a ``jobq scale`` request; publish our counters for ``jobq status``
+    unserved          once per config (boot, reload, scale): log the queues no pool serves
+
+The cluster tasks run only on the supervisor that holds the upkeep lead (:attr:`Duties.election`,
+``supervisor.election``).
 
 ``supervisor.maintenance`` decides (pure functions over what the store says); these act on it.
 """
@@ -16,13 +22,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from shared.engines.contract import Round, EngineStore, UpkeepTask
+from shared.engines.contract import CLUSTER, Round, EngineStore, UpkeepStore, UpkeepTask
 from shared.engines import upkeep_tasks
 from shared.model.job import Job
 from shared.runtime.logs import event, get_logger
 from shared.execution.policy import JobPolicy
 
 from . import maintenance, scheduler
+from .election import Election
 from .slots import Slots
 from .unserved import UnservedLog
 from .upkeep import PROCESS_STALE_AFTER, PROCESS_TOUCH_EVERY
@@ -58,6 +65,7 @@ class Duties:
         self.published: dict[str, int] = {}  # the counters as last saved
         self.unserved = UnservedLog()  # the config whose unserved queues were logged
         self.recorded: Any = None  # the registry whose types were last recorded
+        self.election = Election(lambda: sup.token)  # do we run the cluster tasks?
 
     def tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
@@ -65,12 +73,15 @@ class Duties:
         return [
             UpkeepTask("timeouts", 0.0, self.timeouts),
             UpkeepTask("recovery", 0.0, self.recovery),
+            UpkeepTask("foreign_recovery", 0.0, self.foreign_recovery, CLUSTER),
             UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
+            UpkeepTask("prune_processes", PROCESS_TOUCH_EVERY, self.prune_elsewhere, CLUSTER),
             *upkeep_tasks(self.sup.config),
             UpkeepTask(
                 "schedules",
                 0.0,
                 lambda r: scheduler.run_due(r.store, self.sup.config, r.now, self.sup.registry),
+                CLUSTER,
             ),
             UpkeepTask("ops_requests", 0.0, self.ops_requests),
             UpkeepTask("unserved", 0.0, self.log_unserved),
@@ -83,7 +94,7 @@ class Duties:
         groups = rnd.store.running_groups(rnd.now)
         rnd.busy = bool(groups)
         mine = {s.owner for s in sup.slots.live()}
-        if not maintenance.worth_a_look(groups, mine, sup.policy, rnd.now, sup.host):
+        if not maintenance.worth_a_look(groups, mine, sup.policy, rnd.now, sup.host, rnd.lead):
             rnd.running = []  # nothing a full read would act on (one row per owner and type read)
             return
         rnd.running = rnd.store.running()
@@ -91,14 +102,24 @@ class Duties:
         rnd.expired = self.police(rnd.running, ages, rnd.now)
 
     def recovery(self, rnd: Round) -> None:
-        """Dead or silent foreign owners: their jobs re-queued (or failed) directly."""
+        """What our dead children's release left; this host's dead or silent owners that are
+        not our children: their jobs re-queued (or failed) directly."""
         if rnd.running is None:  # the timeouts task could not read them this round
             return
+        dying = self.sup.deaths.release_again(rnd.running)
+        self.recover(rnd, dying, maintenance.HERE)
+
+    def foreign_recovery(self, rnd: Round) -> None:
+        """Other hosts' owners whose every lease expired: their jobs re-queued (or failed)."""
+        if rnd.running is not None:  # (None: the timeouts task could not read them this round)
+            self.recover(rnd, set(), maintenance.ELSEWHERE)
+
+    def recover(self, rnd: Round, dying: set[str], which: str) -> None:
+        """``maintenance.recover_foreign`` over ``which`` hosts' owners, counted as reaped."""
         sup = self.sup
-        dying = sup.deaths.release_again(rnd.running)
         mine = {s.owner for s in sup.slots.live()} | dying  # (the dead we know are not strangers)
         sup.counters["jobs_reaped"] += maintenance.recover_foreign(
-            rnd.store, rnd.running, mine, sup.policy, rnd.now, rnd.expired, sup.host
+            rnd.store, rnd.running, mine, sup.policy, rnd.now, rnd.expired, sup.host, which
         )
 
     def police(self, running: list[Job], ages: dict[str, float], now: float) -> set[str]:
@@ -143,11 +164,29 @@ class Duties:
         return maintenance.expired_owners(running, ages, lease) - set(by_owner)
 
     def touch_processes(self, rnd: Round) -> None:
-        """Prune the process rows of dead processes; refresh ours; record what we serve."""
-        stale = max(self.sup.config.worker.lease_timeout, PROCESS_STALE_AFTER)
-        maintenance.prune_processes(rnd.store, rnd.now, stale, self.sup.host)
+        """Prune the rows of this host's dead processes; refresh ours; record what we serve."""
+        maintenance.prune_processes(
+            rnd.store, rnd.now, self.stale_after(), self.sup.host, maintenance.HERE
+        )
         rnd.store.touch_process(self.sup.token, rnd.now)
         self.record_served(self.sup.db())
+
+    def prune_elsewhere(self, rnd: Round) -> None:
+        """Prune the rows of other hosts' processes not refreshed for a while."""
+        maintenance.prune_processes(
+            rnd.store, rnd.now, self.stale_after(), self.sup.host, maintenance.ELSEWHERE
+        )
+
+    def stale_after(self) -> float:
+        """Seconds after which another host's process row counts as its process's death."""
+        return max(self.sup.config.worker.lease_timeout, PROCESS_STALE_AFTER)
+
+    def leave(self, store: UpkeepStore) -> None:
+        """At a stop: give the upkeep lead up, if ours; delete our process row."""
+        try:
+            self.election.step_down(store, self.sup.clock.now())
+        finally:
+            store.remove_process(self.sup.token)
 
     def record_served(self, store: EngineStore) -> None:
         """Record the job types our handler modules serve, and their handlers' queues, for the

@@ -29,6 +29,23 @@ KILL_GRACE = (
 )
 
 
+# Which owners (or process rows) a recovery or a prune looks at: every one (the default), this
+# host's (every supervisor, for itself: judged by pid), or other hosts' (judged by their lease on
+# the database's clock: the same for every supervisor, so only the upkeep lead does it).
+ALL, HERE, ELSEWHERE = "all", "here", "elsewhere"
+
+
+def _elsewhere(token: str, here: str) -> bool:
+    """Does ``token`` name a process of another host than ``here``?"""
+    host = token_host(token)
+    return host is not None and host != here
+
+
+def _looked_at(token: str, here: str, which: str) -> bool:
+    """Is ``token`` among ``which`` owners (:data:`ALL`, :data:`HERE`, :data:`ELSEWHERE`)?"""
+    return which == ALL or _elsewhere(token, here) == (which == ELSEWHERE)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What should happen to the worker running ``job``."""
@@ -40,7 +57,12 @@ class Verdict:
 
 
 def worth_a_look(
-    groups: list[RunningGroup], mine: set[str], policy: JobPolicy, now: float, here: str
+    groups: list[RunningGroup],
+    mine: set[str],
+    policy: JobPolicy,
+    now: float,
+    here: str,
+    elsewhere: bool = True,
 ) -> bool:
     """Could :func:`judge_running` or :func:`recover_foreign` find anything among the running
     jobs these groups (``UpkeepStore.running_groups``) sum up? True when a group has a lease
@@ -48,10 +70,12 @@ def worth_a_look(
     requested, a start older than its type's timeout plus ``kill_grace`` (or unreadable), or an
     owner that is not one of our live children (``mine``). Then the supervisor reads every
     running job; otherwise it skips that read, the round's main cost while jobs drain (30 ms of
-    CPU for 1,500 running jobs)."""
+    CPU for 1,500 running jobs). ``elsewhere`` False: other hosts' expired leases are not our
+    business (another supervisor holds the upkeep lead), only this host's count."""
     lease, grace = policy.config.worker.lease_timeout, policy.config.supervisor.kill_grace
     for g in groups:
-        if g.oldest_lease is not None and g.oldest_lease > lease:
+        expired = g.oldest_lease is not None and g.oldest_lease > lease
+        if expired and (elsewhere or not _elsewhere(g.owner or "", here)):
             return True
         host = token_host(g.owner or "")
         if not g.owner or (host is not None and host != here):
@@ -192,9 +216,10 @@ def recover_foreign(
     now: float,
     expired: set[str],
     here: str,
+    which: str = ALL,
 ) -> int:
-    """Re-queue the jobs of owners that are not our children, and returns how many were
-    released:
+    """Re-queue the jobs of owners that are not our children (of ``which`` hosts: :data:`ALL`,
+    :data:`HERE`, :data:`ELSEWHERE`), and returns how many were released:
 
     - an owner on another host (``here``: our ``host_id()``) only once its lease expired on the
       database's clock (``expired``, from :func:`expired_owners`): released directly, never
@@ -203,7 +228,8 @@ def recover_foreign(
     - an owner on this host that is gone: released; alive but past its lease: killed, and
       released once it is gone, so two runs never overlap."""
     released = 0
-    for owner in sorted({j.owner for j in jobs if j.owner and j.owner not in mine}):
+    owners = {j.owner for j in jobs if j.owner and j.owner not in mine}
+    for owner in sorted(o for o in owners if _looked_at(o, here, which)):
         reason = _release_reason(owner, expired, here)
         if reason is not None:
             released += _release(store, owner, reason, now, policy)
@@ -274,15 +300,19 @@ def _kill_and_wait(owner: str, timeout: float = KILL_GRACE) -> bool:
     return True
 
 
-def prune_processes(store: UpkeepStore, now: float, stale_after: float, here: str) -> None:
+def prune_processes(
+    store: UpkeepStore, now: float, stale_after: float, here: str, which: str = ALL
+) -> None:
     """Delete process rows of processes that are gone (crashed without cleaning up): on this
     host (``here``) by pid and start time; of other hosts when their row has not been refreshed
-    for ``stale_after`` seconds on the database's clock (``process_ages``)."""
-    ages = store.process_ages(now)
+    for ``stale_after`` seconds on the database's clock (``process_ages``). ``which``: the rows
+    of :data:`ALL` hosts, this one's (:data:`HERE`) or the others' (:data:`ELSEWHERE`)."""
+    ages = store.process_ages(now) if which != HERE else {}
     for row in store.processes():
         token = row["id"]
-        host = token_host(token)
-        if host is not None and host != here:
+        if not _looked_at(token, here, which):
+            continue
+        if _elsewhere(token, here):
             age = ages.get(token)
             gone = age is not None and age > stale_after
         else:

@@ -39,7 +39,7 @@ from shared.model.job import Finish, Job, NewJob, Released, RunningGroup
 from shared.engines.transfer import ATTEMPT_FIELDS, EDGE_FIELDS, JOB_FIELDS, Imported
 
 # the supervisor's upkeep: what engines add to it
-from shared.engines.upkeep import Round, UpkeepTask
+from shared.engines.upkeep import CLUSTER, HOST, Round, UpkeepTask
 
 Plan = Callable[[float], "tuple[list[NewJob], float | None]"]
 
@@ -181,7 +181,7 @@ class WorkerTransitions(Connection, Protocol):
 
 class UpkeepTransitions(Connection, Protocol):
     """What the supervisor's upkeep changes: dead-owner recovery, the process registry,
-    schedule marks, retention, limits' bookkeeping; and the lease ages it judges them by,
+    schedule marks, retention, limits' bookkeeping, the upkeep lead; and the lease ages it judges them by,
     which each engine measures on its own clock."""
 
     def lease_ages(self, now: float) -> dict[str, float]:
@@ -281,6 +281,14 @@ class UpkeepTransitions(Connection, Protocol):
 
     def set_paused(self, paused: bool) -> None:
         """As :meth:`ProducerTransitions.set_paused`."""
+        ...
+
+    def lead_upkeep(self, token: str, now: float, hold: float) -> bool:
+        """Take or renew the upkeep lead for supervisor ``token`` in one guarded statement: True
+        when it is ours now (it was ours, free, or not renewed for ``hold`` seconds, judged on the
+        engine's lease clock as :meth:`lease_ages`: the server's where many hosts share the
+        database). At most one supervisor holds it at a time; one that stops renewing it loses
+        it ``hold`` seconds later. ``hold <= 0``: give it up if ours (False returned)."""
         ...
 
 

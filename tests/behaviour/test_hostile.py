@@ -179,7 +179,8 @@ def test_one_failing_upkeep_task_does_not_stop_the_others(database, tmp_path, mo
     arb.upkeep = Upkeep(arb.upkeep_tasks())  # what load() sets up
     try:
         arb.maintain()
-        assert calls == ["timeouts", "recovery", "schedules"]
+        # recovery: this host's owners, then other hosts' (no election given: we lead)
+        assert calls == ["timeouts", "recovery", "recovery", "schedules"]
     finally:
         arb.close_db()
         arb.signals.close()

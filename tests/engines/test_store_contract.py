@@ -26,6 +26,7 @@ from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUna
 from shared.model.job import Finish, NewJob, new_id
 from shared.model.limits import TypeLimit
 from shared.settings.schedule import fingerprint, plan
+from tests.proc import wait_until
 
 OWNER, PID = "host:4242:1", 4242
 OTHER = "host:4343:1"
@@ -532,6 +533,32 @@ def test_release_owner_requeues_or_fails_by_attempts(store, clock):
         )[0].attempts
         == j.attempts - 1
     )
+
+
+def test_one_supervisor_at_a_time_holds_the_upkeep_lead(store, clock):
+    """``lead_upkeep`` is a lease: the holder renews it, the others are refused while it is
+    fresh; given up, the next caller takes it at once; not renewed for ``hold`` seconds (on the
+    engine's lease clock: SQLite the caller's, a server its own, hence the wait), it is taken."""
+    assert store.lead_upkeep(OWNER, clock.now(), 30.0)
+    assert not store.lead_upkeep(OTHER, clock.now(), 30.0)
+    clock.advance(10)
+    assert store.lead_upkeep(OWNER, clock.now(), 30.0)  # renewed
+    assert not store.lead_upkeep(OTHER, clock.now(), 30.0)
+    assert not store.lead_upkeep(OTHER, clock.now(), 0)  # not OTHER's to give up: a no-op
+    assert not store.lead_upkeep(OTHER, clock.now(), 30.0)
+    assert not store.lead_upkeep(OWNER, clock.now(), 0)  # given up
+    assert store.lead_upkeep(OTHER, clock.now(), 30.0)
+    assert not store.lead_upkeep(OWNER, clock.now(), 30.0)
+    clock.advance(1)
+    wait_until(lambda: store.lead_upkeep(OWNER, clock.now(), 0.3), what="the lapsed lead taken")
+    assert not store.lead_upkeep(OTHER, clock.now(), 30.0)
+
+
+def test_an_upkeep_lead_that_is_not_a_time_is_taken(store, clock):
+    """A lead row written around jobq (its value not a time and a token) counts as lapsed."""
+    store.write("INSERT INTO control (name, value) VALUES ('upkeep_lead', 'junk')")
+    assert store.lead_upkeep(OWNER, clock.now(), 30.0)
+    assert not store.lead_upkeep(OTHER, clock.now(), 30.0)
 
 
 def test_schedule_marks_and_run_schedule_enqueue_each_tick_once(store, clock):

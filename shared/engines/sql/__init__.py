@@ -10,13 +10,14 @@ By transition: :mod:`.jobs` (a job's row, counts, due times, the pause flag), :m
 (the process registry), :mod:`.schedules`, :mod:`.owners` (a dead owner's jobs released),
 :mod:`.limits` (the limited claim), :mod:`.queues` (named queues in the claim, their pause), :mod:`.retention` (``purge_finished``), :mod:`.transfer`
 (``jobq copy``'s reads), :mod:`.flows` (workflows: jobs that wait for others), :mod:`.stopping` (a busy worker's check-in: progress, cancel
-requests), :mod:`.connection` (what every connection class does alike).
+requests), :mod:`.lead` (the upkeep lead: one supervisor runs the cluster's upkeep), :mod:`.connection` (what every connection class does alike).
 """
 
 from .base import SqlBase
 from .connection import ConnectionBase
 from .dialect import Dialect
 from .flows import FlowsSql
+from .lead import LeadSql
 from .jobs import CLAIM_ORDER, GIVEN_BACK, JOB_COLUMNS, RELEASE, JobsSql
 from .limits import LimitsSql
 from .owners import OwnersSql
@@ -39,6 +40,7 @@ class TransitionsSql(
     QueueServing,
     FlowsSql,
     StoppingSql,
+    LeadSql,
 ):
     """Every transition written once: an engine's store class inherits this (before its
     connection class) and adds its hot path, its wake-up and its imports."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from shared.engines.contract import Round, UpkeepTask
+from shared.engines.contract import CLUSTER, Round, UpkeepTask
 from shared.runtime.logs import event, get_logger
 
 log = get_logger("supervisor")
@@ -50,4 +50,5 @@ class Checkpointer:
 
 
 def checkpoint_task() -> UpkeepTask:
-    return UpkeepTask("wal_checkpoint", 0.0, Checkpointer())
+    """One database file, whoever checkpoints it: the upkeep lead's (``CLUSTER``)."""
+    return UpkeepTask("wal_checkpoint", 0.0, Checkpointer(), CLUSTER)

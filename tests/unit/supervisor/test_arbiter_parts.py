@@ -250,7 +250,7 @@ def test_a_starting_template_is_waited_for_before_the_first_recovery_and_the_ful
 
     calls: list[str] = []
     monkeypatch.setattr(
-        maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+        maintenance, "recover_foreign", lambda *a, **k: calls.append(f"recovery {a[7]}") or 0
     )
     cfg = config_mod.load(
         write_config(tmp_path, handlers=[], supervisor={"maintenance_interval": 30})
@@ -258,7 +258,13 @@ def test_a_starting_template_is_waited_for_before_the_first_recovery_and_the_ful
     arb = arbiter_mod.Arbiter(cfg, spawner=_SlowTemplate(calls))
     try:
         assert arb.load() == ExitCode.OK
-        assert calls == [f"check {boot_mod.BOOT_WAIT}", "spawn 2", "recovery"]
+        # this host's owners, then (the lead was free: ours) other hosts'
+        assert calls == [
+            f"check {boot_mod.BOOT_WAIT}",
+            "spawn 2",
+            "recovery here",
+            "recovery elsewhere",
+        ]
         assert boot_mod.BOOT_WAIT > 0
         ran: list[str] = []
         monkeypatch.setattr(arb.upkeep, "run", lambda rnd: ran.append("round") or [])
@@ -277,7 +283,7 @@ def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path
 
     calls: list[str] = []
     monkeypatch.setattr(
-        maintenance, "recover_foreign", lambda *a, **k: calls.append("recovery") or 0
+        maintenance, "recover_foreign", lambda *a, **k: calls.append(f"recovery {a[7]}") or 0
     )
     r, w = os.pipe()
     arb = arbiter_mod.Arbiter(
@@ -288,7 +294,7 @@ def test_workers_start_before_the_first_recovery_and_ready_waits_for_it(tmp_path
     try:
         monkeypatch.setattr(arb, "notify_ready", lambda: calls.append("ready"))
         assert arb.load() == ExitCode.OK
-        assert calls == ["spawn 2", "recovery"]
+        assert calls == ["spawn 2", "recovery here", "recovery elsewhere"]
         arb.respawn()  # the loop's first turn
         assert calls[-1] == "ready"
     finally:

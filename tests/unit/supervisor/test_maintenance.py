@@ -125,3 +125,35 @@ def test_recover_foreign_releases_gone_owners_and_expired_other_hosts_only():
     assert [o for o, _ in store.released] == sorted([gone, far])
     reasons = dict(store.released)
     assert "is gone" in reasons[gone] and "another host" in reasons[far]
+
+
+def test_recovery_and_prune_split_between_this_host_and_the_others():
+    """``which``: every supervisor looks after this host's owners and rows (HERE, by pid); the
+    upkeep lead after other hosts' (ELSEWHERE, by age); ALL is both."""
+    here = host_id()
+    gone, far = f"{here}:1:0", "far:7:7"
+    jobs = [job(owner=o) for o in (gone, far)]
+    for which, released in ((m.HERE, [gone]), (m.ELSEWHERE, [far]), (m.ALL, sorted([gone, far]))):
+        store = Store()
+        assert m.recover_foreign(store, jobs, set(), policy(), NOW, {far}, here, which) == len(
+            released
+        )
+        assert [o for o, _ in store.released] == released
+    rows = [f"{here}:1:0", "far:1:1"]
+    for which, removed in ((m.HERE, rows[:1]), (m.ELSEWHERE, rows[1:]), (m.ALL, rows)):
+        store = Store(rows, {"far:1:1": 100.0})
+        m.prune_processes(store, NOW, 60.0, here, which)
+        assert store.removed == removed
+
+
+def test_a_follower_does_not_read_every_running_job_for_other_hosts_expired_leases():
+    """``worth_a_look`` with ``elsewhere`` False (another supervisor leads the upkeep): another
+    host's expired lease is not ours to act on; this host's still is."""
+    from shared.model.job import RunningGroup
+
+    here = host_id()
+    far = RunningGroup("far:7:7", "t", 1, iso(NOW), 100.0, 0)
+    assert m.worth_a_look([far], set(), policy(), NOW, here)
+    assert not m.worth_a_look([far], set(), policy(), NOW, here, elsewhere=False)
+    near = RunningGroup(owner_token(1, here), "t", 1, iso(NOW), 100.0, 0)
+    assert m.worth_a_look([near], {near.owner}, policy(), NOW, here, elsewhere=False)

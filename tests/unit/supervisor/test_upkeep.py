@@ -4,6 +4,8 @@ the engine's own tasks between the supervisor's; the SQLite checkpoint task's de
 from __future__ import annotations
 
 
+import pytest
+
 from shared.settings.config import Config
 from shared.engines.contract import Round, UpkeepTask
 from shared.engines import upkeep_tasks
@@ -89,3 +91,43 @@ def test_the_checkpointer_truncates_a_big_wal_and_waits_for_idle_otherwise():
     assert small.modes == []
     task(rnd(IDLE_CHECKPOINT_EVERY + 1.0, busy=False, store=small, config=cfg))
     assert small.modes == ["PASSIVE"]
+
+
+def test_cluster_tasks_run_only_while_we_lead_and_stay_due_meanwhile():
+    """A ``cluster`` task runs only in rounds whose election says we lead; skipped, it stays
+    due, so a supervisor that takes the lead runs it at once. A failing election is reported
+    as ``lead`` and the round runs as a follower's."""
+    from shared.engines.contract import CLUSTER
+
+    ran, lead = [], [False]
+
+    def elect(r: Round) -> bool:
+        if lead[0] is None:
+            raise RuntimeError("database gone")
+        return lead[0]
+
+    up = Upkeep(
+        [
+            UpkeepTask("mine", 0.0, lambda r: ran.append(("mine", r.monotonic))),
+            UpkeepTask("all", 10.0, lambda r: ran.append(("all", r.monotonic)), CLUSTER),
+        ],
+        elect,
+    )
+    assert up.run(rnd(0.0)) == [] and ran == [("mine", 0.0)]
+    lead[0] = True
+    up.run(rnd(5.0))  # took the lead: the cluster task at once
+    assert ran[-2:] == [("mine", 5.0), ("all", 5.0)]
+    lead[0] = None
+    r = rnd(20.0)
+    failed = up.run(r)
+    assert [n for n, _ in failed] == ["lead"] and not r.lead and ran[-1] == ("mine", 20.0)
+    lead[0] = False
+    r = rnd(21.0)
+    assert not up.elect(r)
+    up.run_now("all", r)  # not ours: skipped
+    assert ran[-1] == ("mine", 20.0)
+
+
+def test_a_scope_is_host_or_cluster():
+    with pytest.raises(ValueError, match="'x': scope 'everyone'"):
+        UpkeepTask("x", 0.0, lambda r: None, "everyone")
