@@ -45,7 +45,14 @@ _LISTEN_URL = Key(
     (str,),
     "empty, or a postgresql:// URL to the server itself, without a password",
     lambda v: v == "" or (v.startswith(("postgresql://", "postgres://")) and not _has_password(v)),
+    shown=lambda v: _hidden(v) if isinstance(v, str) else v,
 )
+
+
+def _hidden(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (an error may show the value)."""
+    url = re.sub(r"(://[^/@:]*:)[^/@]*@", r"\1***@", url)
+    return re.sub(r"(?i)(password=)[^&#]*", r"\1***", url)
 
 
 def _has_password(url: str) -> bool:

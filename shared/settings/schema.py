@@ -35,13 +35,15 @@ class Key:
     """How one key is checked: accepted Python types, a range/choice check, and its meaning.
 
     ``expected`` is the phrase errors and the reference use ("an integer >= 0 and <= 256");
-    ``doc`` says what the key does (one paragraph, plain text, may contain `code`).
+    ``doc`` says what the key does (one paragraph, plain text, may contain `code`); ``shown``
+    is how an error shows a refused value (a URL's password hidden).
     """
 
     types: tuple[type, ...]
     expected: str
     check: Callable[[Any], bool] = lambda v: True
     doc: str = ""
+    shown: Callable[[Any], Any] = lambda v: v
 
     @property
     def type_name(self) -> str:
@@ -115,7 +117,9 @@ def check_value(source: str, dotted: str, key: Key, value: Any) -> Any:
     A boolean is only accepted where the key is one (TOML true is not the integer 1)."""
     ok_type = isinstance(value, key.types) and isinstance(value, bool) == (bool in key.types)
     if not ok_type or not key.check(value):
-        raise ConfigError(f"{source}: key '{dotted}' = {value!r}: expected {key.expected}")
+        raise ConfigError(
+            f"{source}: key '{dotted}' = {key.shown(value)!r}: expected {key.expected}"
+        )
     return value
 
 

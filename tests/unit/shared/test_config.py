@@ -302,3 +302,17 @@ def test_strict_types_is_a_boolean_and_off_by_default():
             from_dict({"strict_types": value}, source="jobq.toml")
     with pytest.raises(ConfigError, match="key 'supervisor.workers' = True: expected an integer"):
         from_dict({"supervisor": {"workers": True}}, source="jobq.toml")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://jobq:pl4nted-s3cret@db/jobq", "postgresql:///jobq?password=pl4nted-s3cret"],
+)
+def test_a_listen_url_with_a_password_is_refused_without_showing_it(url):
+    """``[postgres] listen`` takes no password (libpq reads PGPASSWORD or ~/.pgpass): the error
+    names the key and hides the secret."""
+    with pytest.raises(ConfigError, match=r"postgres\.listen.*without a password") as got:
+        from_dict({"database": "postgresql://jobq@db/jobq", "postgres": {"listen": url}})
+    assert "pl4nted-s3cret" not in str(got.value) and "***" in str(got.value)
+    ok = from_dict({"postgres": {"listen": "postgresql://jobq@db:5432/jobq", "mode": "pooled"}})
+    assert (ok.postgres.listen, ok.postgres.mode) == ("postgresql://jobq@db:5432/jobq", "pooled")
