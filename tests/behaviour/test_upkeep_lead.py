@@ -68,7 +68,13 @@ def ticks_by(sups, config_path) -> list[int]:
     before = [s.output().count("schedule.enqueued") for s in sups]
     rewind(config_path)
     wait_until(lambda: scheduled(config_path) == TICKS, timeout=20, what="the missed ticks")
-    return [s.output().count("schedule.enqueued") - b for s, b in zip(sups, before)]
+
+    def gained() -> list[int]:
+        return [s.output().count("schedule.enqueued") - b for s, b in zip(sups, before)]
+
+    # the line is logged after the commit that the read above saw: wait for it too
+    wait_until(lambda: sum(gained()) >= 1, timeout=10, what="the schedule.enqueued line")
+    return gained()
 
 
 def test_one_supervisor_runs_the_cluster_upkeep_and_another_takes_over_when_it_dies(
