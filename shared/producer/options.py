@@ -37,6 +37,7 @@ class Options:
     limit_key: Any = None
     after: Any = None
     after_failure: Any = None
+    unique: Any = None  # how long ``key`` dedupes (shared.model.uniqueness)
 
     @property
     def plain(self) -> bool:
