@@ -39,6 +39,12 @@ class Options:
     after_failure: Any = None
     unique: Any = None  # how long ``key`` dedupes (shared.model.uniqueness)
 
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> "Options":
+        """The options among a call's arguments ``given`` (its ``locals()``: every name of
+        :data:`NAMES` must be there)."""
+        return cls(*map(given.__getitem__, NAMES))
+
     @property
     def plain(self) -> bool:
         """Was nothing given? Then the job type's settings decide everything but the payload."""

@@ -15,7 +15,8 @@ Precedence, where more than one says something:
   ``backoff_max``, ``jitter``) > ``@task(...)`` > ``[retry]``; ``retry_for``/``no_retry_for``
   are code only (``.using()``'s replace ``@task``'s);
 - limit key: ``.using(limit_key=)`` > ``[types."<task>"] key`` > ``@task(limit_key=)``;
-- schedule: a ``[[schedule]]`` entry of the task's name replaces the task's own.
+- schedule: a ``[[schedule]]`` entry of the task's name replaces the task's own;
+- uniqueness scope: ``.using(unique=)`` > ``@task(unique=)`` (shared.model.uniqueness).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import inspect
 from typing import Any, Mapping
 
 from shared.model.keys import key_text, parameter_path, task_key_error
+from shared.model.uniqueness import Unique, unique_scope
 from shared.model.retryrules import PAYLOAD_KEY, RetryRule, make_rule
 from shared.settings import cron
 from shared.settings.sections import ScheduleConfig
@@ -47,6 +49,13 @@ def spec_fields(
         "schedule": schedule_of(name, binder, schedule, tz, schedule_args),
         "params": tuple(binder.signature.parameters),
     }
+
+
+def check_keys(name: str, limit_key: Any, unique: Any) -> Unique | None:
+    """Check a task's ``limit_key`` (:func:`check_limit_key`) and ``unique`` (ValueError
+    naming the task); the uniqueness scope (None: not given)."""
+    check_limit_key(name, limit_key)
+    return unique_scope(unique, f"task {name!r}")
 
 
 def check_limit_key(name: str, value: Any) -> None:
