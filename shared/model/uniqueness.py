@@ -25,6 +25,7 @@ from typing import Any
 from shared.model import bounds
 from shared.settings.durations import SECONDS_EXPECTED, parse_seconds
 
+DERIVED = "unique:"  # what a derived key starts with (:func:`derived_key`)
 NOT_STARTED = ("waiting", "pending")
 ACTIVE = ("waiting", "pending", "running")
 NAMED = {"kept": None, "pending": NOT_STARTED, "active": ACTIVE}
@@ -83,4 +84,4 @@ def derived_key(jtype: str, payload_text: str) -> str:
     job)."""
     canonical = json.dumps(json.loads(payload_text), sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
-    return f"unique:{jtype}:{digest}"
+    return f"{DERIVED}{jtype}:{digest}"

@@ -16,6 +16,7 @@ import warnings
 from typing import Any, Callable, Sequence
 
 from shared.model.job import Job, NewJob, decoded
+from shared.model.uniqueness import DERIVED
 from shared.model.unserved import _caller_level
 from shared.runtime.clock import iso
 
@@ -30,7 +31,9 @@ def not_applied(new: NewJob, kept: Job, now: float) -> list[str]:
     ``"option=value (the job keeps value)"``; empty for a repeat of the same call. A ``run_at``
     is compared only when the call scheduled its job later than ``now``."""
     out = []
-    if decoded(new.payload) != kept.payload:
+    # a key made from the arguments (unique= without key=) holds only for the same arguments
+    derived = new.key is not None and new.key.startswith(DERIVED)
+    if not derived and decoded(new.payload) != kept.payload:
         out.append("payload (the job keeps its own)")
     pairs: list[tuple[str, Any, Any]] = [
         ("priority", new.priority, kept.priority),
