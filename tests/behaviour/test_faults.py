@@ -1075,6 +1075,10 @@ def store_cycle(store: SqliteStore):
     )
     yield "set_paused", lambda: (store.set_paused(True), store.is_paused(), store.set_paused(False))
     yield (
+        "lead_upkeep",
+        lambda: (store.lead_upkeep(owner, now, 30.0), store.lead_upkeep(owner, now, 0.0)),
+    )
+    yield (
         "serve claim",
         lambda: (
             store.serve((("q", 2), ("default", 1))),
