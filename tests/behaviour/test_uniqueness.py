@@ -165,6 +165,13 @@ def test_a_task_unique_while_queued_and_using_overrides_it(queue):
         jobq.task(name="bad", unique=True)(lambda: None)
 
 
+def test_a_unique_task_in_a_workflow_is_one_job_while_in_scope(queue):
+    first = jobq.chain(report.s("zeta", 2), report.s("omega")).enqueue(queue)
+    again = jobq.chain(report.s(customer="zeta", month=2)).enqueue(queue)
+    assert again.handles[0].id == first.handles[0].id != first.handles[1].id
+    assert queue.get(first.handles[1].id).status == "waiting"
+
+
 def test_enqueue_async_takes_a_scope(queue):
     async def go() -> tuple[str, str, str]:
         a = await queue.enqueue_async("t", None, key="as", unique="pending")
