@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from shared.model.unserved import UnservedQueueWarning
     from shared.producer.api import JobQueue
     from shared.producer.cancels import CancelResult
+    from shared.producer.duplicates import DuplicateJobWarning
     from shared.producer.canvas import Flow, Signature, chain, chord, group
     from shared.producer.handles import JobCancelled, JobFailed, JobHandle, JobNotFound
     from shared.producer.tasks import AsyncTask, BaseTask, Task, configure, default_queue, task
@@ -97,6 +98,7 @@ __all__ = [
     "SystemClock",
     "load_config",
     # errors and warnings
+    "DuplicateJobWarning",
     "StoreBusy",
     "StoreError",
     "StoreQueryError",
@@ -137,6 +139,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "UnservedQueueWarning": ("shared.model.unserved", "UnservedQueueWarning"),
     "JobQueue": ("shared.producer.api", "JobQueue"),
     "CancelResult": ("shared.producer.cancels", "CancelResult"),
+    "DuplicateJobWarning": ("shared.producer.duplicates", "DuplicateJobWarning"),
     **{n: ("shared.producer.canvas", n) for n in ("Flow", "Signature", "chain", "chord", "group")},
     **{
         n: ("shared.producer.handles", n)

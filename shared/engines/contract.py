@@ -79,9 +79,11 @@ class ProducerTransitions(Connection, Protocol):
 
     def enqueue(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:
         """Insert jobs, pending and due at their ``run_at``, all or none; their ids in order (a
-        kept job's id where its ``key`` is taken: never two jobs with one key). Idle workers
-        learn of them (see :class:`Wakeup`). ``conn``: the application's own connection of this
-        engine, whose transaction the rows join (nothing is committed here)."""
+        kept job's id where its ``key`` is taken: never two jobs with one key). A job with a
+        ``unique`` scope that can lapse first frees its key from a kept job outside that scope
+        (that job's key becomes NULL), in the same transaction (shared.engines.sql.uniquescope).
+        Idle workers learn of them (see :class:`Wakeup`). ``conn``: the application's own
+        connection of this engine, whose transaction the rows join (nothing is committed here)."""
         ...
 
     def enqueue_flow(self, jobs: Sequence[NewJob], now: float, conn: Any = None) -> list[str]:

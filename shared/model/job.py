@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 from shared.model import bounds
 from shared.model.bounds import MAX_DEPTH
 from shared.runtime.clock import iso
+from shared.model.uniqueness import Unique
 
 STATUSES = ("waiting", "pending", "running", "completed", "failed", "cancelled")
 TERMINAL = ("completed", "failed", "cancelled")
@@ -161,6 +162,8 @@ class NewJob:
     limit_key: str | None = None  # the key per-key limits count it under (shared.model.keys)
     after: tuple[str, ...] = ()  # the parents' ids, in order (workflows: shared.model.flows)
     after_failure: str | None = None  # the child's policy when a parent fails: cancel, run, hold
+    # how long ``key`` dedupes (shared.model.uniqueness; None: while the job is kept)
+    unique: Unique | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import Any, Iterable
 
-from shared.producer import cancels
+from shared.producer import cancels, duplicates
 from shared.settings import config as config_mod
 from shared.settings.config import Config
 from shared.engines import open_store
@@ -127,8 +127,9 @@ class JobQueue(AsyncProducer):
         limit_key: str | None = None,
         after: Iterable[Any] | None = None,
         after_failure: str | None = None,
+        unique: str | float | None = None,
     ) -> str:
-        """Add a job and return its id (or, if ``key`` is taken by a kept job, that job's id).
+        """Add a job and return its id (or that of the kept job holding ``key`` in scope).
 
         ``run_at`` (an aware datetime, ISO text with a zone, or a Unix time) or ``delay`` (seconds)
         schedule it; ``priority``: higher runs first (None: the type's ``[types]`` priority, else 0);
@@ -143,14 +144,23 @@ class JobQueue(AsyncProducer):
         count it under (None: what the type's ``key`` path finds in the payload, if it has one).
         ``after`` (job ids or handles): the job waits until they have ended (docs/workflows.md);
         ``after_failure``: what it does when one fails: "cancel" (default), "run" or "hold".
+        ``unique``: how long ``key`` dedupes: "kept" (default: until the job is deleted),
+        "pending" (until it starts), "active" (until it ends) or a period ("10m"); without
+        ``key``, by type and payload. A deduplicated call whose options differ warns
+        (DuplicateJobWarning: docs/enqueueing.md, "Uniqueness").
         """
-        options = Options(
-            run_at, delay, priority, max_attempts, key, queue, limit_key, after, after_failure
-        )
+        options = Options.of(locals())
+        return self._enqueue_checked(type, payload, options, traceparent, sync_conn(conn))
+
+    def _enqueue_checked(
+        self, jtype: Any, payload: Any, options: Options, traceparent: str | None, conn: Any = None
+    ) -> str:
+        """:meth:`enqueue` of options already gathered (also in a worker thread, for
+        ``enqueue_async`` on an engine without asyncio calls); ``conn``: a sync connection."""
         plain = options.plain and conn is None and traceparent is None
         now = self.clock.now()
-        job = self._job(type, payload, options, now, plain)
-        return self._put(job, now, sync_conn(conn), traceparent, plain)  # (appconn)
+        job = self._job(jtype, payload, options, now, plain)
+        return self._put(job, now, conn, traceparent, plain)  # (appconn)
 
     def _job(self, jtype: Any, payload: Any, options: Options, now: float, plain: bool) -> NewJob:
         """The job ``enqueue`` writes, checked (shared.producer.newjobs); a ``plain`` one (no
@@ -187,8 +197,12 @@ class JobQueue(AsyncProducer):
     def _write(self, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
         """Insert ``jobs``: the plain insert, or the workflow's when one waits for others."""
         if any(j.after for j in jobs):
-            return self.store.enqueue_flow(jobs, now, conn=conn)
-        return self.store.enqueue(jobs, now, conn=conn)
+            ids = self.store.enqueue_flow(jobs, now, conn=conn)
+        else:
+            ids = self.store.enqueue(jobs, now, conn=conn)
+        if ids is not jobs and any(j.key is not None for j in jobs):
+            duplicates.report(lambda i: self.store.get(i, conn), jobs, ids, now)
+        return ids
 
     def _traced(
         self, jobs: list[NewJob], now: float, conn: Any, traceparent: str | None
@@ -248,14 +262,10 @@ class JobQueue(AsyncProducer):
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         for j in jobs if trace is not None else ():
             j.trace = trace
-        return self._ran(
-            [
-                job_id
-                for i in range(0, len(jobs), batch_size)
-                for job_id in self.store.enqueue(jobs[i : i + batch_size], self.clock.now())
-            ],
-            None,
-        )
+        ids = []
+        for i in range(0, len(jobs), batch_size):
+            ids += self._write(jobs[i : i + batch_size], self.clock.now(), None)
+        return self._ran(ids, None)
 
     # -- running in this process (tests) ----------------------------------------------------------
 

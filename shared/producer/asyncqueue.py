@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable
 
 from shared.model.job import Job, NewJob, new_ids
+from shared.producer import duplicates
 from shared.producer.handles import wait_jobs_async
 from shared.producer.appconn import async_target, sync_conn
 from shared.producer.newjobs import Template
@@ -55,12 +56,11 @@ class AsyncProducer:
         limit_key: str | None = None,
         after: Iterable[Any] | None = None,
         after_failure: str | None = None,
+        unique: str | float | None = None,
     ) -> str:
         """:meth:`enqueue` for asyncio, the same arguments, checks and result (see the module
         for how each engine writes it without blocking the event loop)."""
-        options = Options(
-            run_at, delay, priority, max_attempts, key, queue, limit_key, after, after_failure
-        )
+        options = Options.of(locals())
         if self.store.aio is None and conn is None:  # SQLite: the sync call, in a thread
             return await asyncio.to_thread(
                 self._enqueue_checked, type, payload, options, traceparent
@@ -127,15 +127,6 @@ class AsyncProducer:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def _enqueue_checked(
-        self: "JobQueue", jtype: Any, payload: Any, options: Options, traceparent: str | None
-    ) -> str:
-        """:meth:`enqueue` of options already gathered (in a worker thread)."""
-        plain = options.plain and traceparent is None
-        now = self.clock.now()
-        job = self._job(jtype, payload, options, now, plain)
-        return self._put(job, now, None, traceparent, plain)
-
     async def _put_async(
         self: "JobQueue", jobs: list[NewJob], now: float, conn: Any, traceparent: str | None
     ) -> list[str]:
@@ -160,8 +151,7 @@ class AsyncProducer:
         if conn is None:
             if flow or self.store.aio is None:
                 return await asyncio.to_thread(self._write, jobs, now, None)
-            ids: list[str] = await self.store.aio.enqueue(jobs, now)
-            return ids
+            return await _reported(self.store.aio, jobs, now, None)
         target = await async_target(conn)
         if target.how == "greenlet":
             return await target.driver.run_sync(lambda c: self._write(jobs, now, sync_conn(c)))  # type: ignore[no-any-return]
@@ -172,7 +162,7 @@ class AsyncProducer:
                 "after= through an async connection (conn=) is not supported: enqueue the "
                 "workflow without conn=, or through the application's sync connection"
             )
-        return await self._aio_for(target.driver).enqueue(jobs, now, conn=target.driver)  # type: ignore[no-any-return]
+        return await _reported(self._aio_for(target.driver), jobs, now, target.driver)
 
     def _aio_for(self: "JobQueue", conn: Any) -> Any:
         """The engine's asyncio calls, for an application's async connection ``conn``;
@@ -185,3 +175,13 @@ class AsyncProducer:
                 f"the queue's ({self.store.location}): give a connection to the queue's database"
             )
         return aio
+
+
+async def _reported(aio: Any, jobs: list[NewJob], now: float, conn: Any) -> list[str]:
+    """``jobs`` enqueued through the engine's asyncio calls ``aio`` (on ``conn``, if given);
+    a deduplicated one whose options differ warns (shared.producer.duplicates)."""
+    ids: list[str] = await aio.enqueue(jobs, now, conn=conn)
+    kept = {i: await aio.get(i, conn) for i in duplicates.answered(jobs, ids)}
+    if kept:
+        duplicates.report(kept.get, jobs, ids, now)
+    return ids

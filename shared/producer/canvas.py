@@ -82,6 +82,9 @@ class Signature(Flow):
         opts.pop("conn", None)
         if self.task.priority is not None:
             opts.setdefault("priority", self.task.priority)
+        unique = getattr(self.task, "unique", None)  # (a task-like object may have none)
+        if unique is not None:  # a deduplicated step: the kept job stands in for it
+            opts.setdefault("unique", unique)
         items.append(
             {
                 "type": self.task.name,

@@ -22,6 +22,7 @@ from shared.model import bounds
 from shared.model.job import NewJob, encode_json
 from shared.model.keys import limit_key_of
 from shared.model.queuenames import DEFAULT_QUEUE, check_queue
+from shared.model.uniqueness import Unique, derived_key, unique_scope
 from shared.model.unserved import warn_unserved
 from shared.producer.options import Options
 from shared.producer.typecheck import TypeCheck
@@ -44,6 +45,7 @@ class Template:
     key_path: str | None
     after: tuple[str, ...]
     after_failure: str | None
+    unique: Unique | None = None
 
     def job(self, config: Config, job_id: str, jtype: str, payload: Any) -> NewJob:
         """The job ``job_id`` of ``jtype`` with ``payload``, checked (see the module)."""
@@ -51,6 +53,9 @@ class Template:
         if limit_key is None and self.key_path is not None:
             limit_key = limit_key_of(jtype, payload, None, self.key_path)
         text = payload_text(config, jtype, payload)
+        key = self.key
+        if key is None and self.unique is not None:  # unique= alone: keyed by type and payload
+            key = derived_key(jtype, text)
         return NewJob(
             job_id,
             jtype,
@@ -58,11 +63,12 @@ class Template:
             self.priority,
             self.run_at,
             self.max_attempts,
-            self.key,
+            key,
             queue=self.queue,
             limit_key=limit_key,
             after=self.after,
             after_failure=self.after_failure,
+            unique=self.unique,
         )
 
 
@@ -92,8 +98,18 @@ def template(
     priority, run_at, max_attempts, key, after_failure = options.checked(
         jtype, default_priority, now
     )
+    unique = unique_scope(options.unique, f"job {jtype!r}")
     return Template(
-        priority, run_at, max_attempts, key, queue, limit_key, key_path, after, after_failure
+        priority,
+        run_at,
+        max_attempts,
+        key,
+        queue,
+        limit_key,
+        key_path,
+        after,
+        after_failure,
+        unique,
     )
 
 

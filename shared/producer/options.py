@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from itertools import repeat
-from operator import is_
+from operator import is_, itemgetter
 from typing import Any, Mapping, Sequence
 
 from shared.model import bounds, flows
@@ -37,6 +37,13 @@ class Options:
     limit_key: Any = None
     after: Any = None
     after_failure: Any = None
+    unique: Any = None  # how long ``key`` dedupes (shared.model.uniqueness)
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> "Options":
+        """The options among a call's arguments ``given`` (its ``locals()``: every name of
+        :data:`NAMES` must be there)."""
+        return cls(*_PICK(given))
 
     @property
     def plain(self) -> bool:
@@ -85,6 +92,7 @@ class Options:
 
 PLAIN = Options()  # nothing given (frozen: shared by every plain job)
 NAMES = tuple(f.name for f in dataclasses.fields(Options))
+_PICK = itemgetter(*NAMES)  # a call's options out of its locals(), in field order, at C speed
 
 
 def _priority(jtype: Any, priority: Any) -> int:

@@ -15,15 +15,18 @@ Precedence, where more than one says something:
   ``backoff_max``, ``jitter``) > ``@task(...)`` > ``[retry]``; ``retry_for``/``no_retry_for``
   are code only (``.using()``'s replace ``@task``'s);
 - limit key: ``.using(limit_key=)`` > ``[types."<task>"] key`` > ``@task(limit_key=)``;
-- schedule: a ``[[schedule]]`` entry of the task's name replaces the task's own.
+- schedule: a ``[[schedule]]`` entry of the task's name replaces the task's own;
+- uniqueness scope: ``.using(unique=)`` > ``@task(unique=)`` (shared.model.uniqueness).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 from typing import Any, Mapping
 
 from shared.model.keys import key_text, parameter_path, task_key_error
+from shared.model.uniqueness import Unique, derived_key, unique_scope
 from shared.model.retryrules import PAYLOAD_KEY, RetryRule, make_rule
 from shared.settings import cron
 from shared.settings.sections import ScheduleConfig
@@ -47,6 +50,13 @@ def spec_fields(
         "schedule": schedule_of(name, binder, schedule, tz, schedule_args),
         "params": tuple(binder.signature.parameters),
     }
+
+
+def check_keys(name: str, limit_key: Any, unique: Any) -> Unique | None:
+    """Check a task's ``limit_key`` (:func:`check_limit_key`) and ``unique`` (ValueError
+    naming the task); the uniqueness scope (None: not given)."""
+    check_limit_key(name, limit_key)
+    return unique_scope(unique, f"task {name!r}")
 
 
 def check_limit_key(name: str, value: Any) -> None:
@@ -107,6 +117,8 @@ def prepare(
     ``payload``) with the job's own retry rule, ``opts`` (the enqueue's options, from
     ``.using()``) given the limit key found (see the module's precedence) under ``config``
     (the queue's; None: no ``[types]`` key is looked for)."""
+    if opts.get("unique") is not None and opts.get("key") is None:
+        opts["key"] = unique_key(task, payload)
     rule = opts.pop(PAYLOAD_KEY, None)
     if rule is not None:
         payload = {**payload, PAYLOAD_KEY: rule.to_json()}
@@ -123,6 +135,15 @@ def prepare(
     if key is not None:
         opts["limit_key"] = key_text(task.name, "limit_key", key)
     return payload
+
+
+def unique_key(task: Any, payload: dict[str, Any]) -> str:
+    """The key of a task's enqueue given ``unique=`` but no ``key=``: its name and its
+    arguments by parameter name, defaults applied (as encoded for ``payload``), so a call
+    passing them positionally and one passing them by keyword are the same job."""
+    bound = task.binder.signature.bind(*payload["args"], **payload["kwargs"])
+    bound.apply_defaults()
+    return derived_key(task.name, json.dumps(bound.arguments))
 
 
 def called(task: Any, fn: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:

@@ -58,6 +58,7 @@ _USING = (
     "conn",
     "after",
     "after_failure",
+    "unique",
     *taskoptions.USING,
 )
 ExcClasses = type[BaseException] | tuple[type[BaseException], ...]  # retry_for=, no_retry_for=
@@ -103,6 +104,7 @@ class BaseTask(Generic[P, R]):
     enqueue it. Options set with :meth:`using` apply to the enqueues of the copy it returns."""
 
     limit_key: Any = None  # @task(limit_key=): a value, or a function of the arguments
+    unique: Any = None  # @task(unique=): how long a key dedupes (shared.model.uniqueness)
 
     def __init__(
         self, fn: Callable[..., Any], name: str, spec: HandlerSpec, priority: int | None
@@ -138,6 +140,7 @@ class BaseTask(Generic[P, R]):
         jitter: float | bool | None = None,
         max_delay: float | None = None,
         limit_key: str | int | Callable[..., str | int | None] | None = None,
+        unique: str | float | None = None,
     ) -> Self:
         """A copy whose enqueues use these options (those given here replace this task's):
         ``queue``: a named queue (a string: docs/queues.md), or the ``JobQueue`` to enqueue on
@@ -146,9 +149,10 @@ class BaseTask(Generic[P, R]):
         transaction the job joins), ``after`` (ids or handles of the jobs to wait for) and
         ``after_failure``, as :meth:`shared.producer.api.JobQueue.enqueue` takes them; and
         the task's own options of :func:`task` (``retry_for`` to ``max_delay``: these jobs'
-        own, stored with them; ``limit_key``), replacing ``@task``'s."""
+        own, stored with them; ``limit_key``; ``unique``: how long the key dedupes), replacing
+        ``@task``'s."""
         given = {k: v for k, v in locals().items() if k in _USING and v is not None}
-        taskoptions.check_limit_key(self.name, limit_key)
+        taskoptions.check_keys(self.name, limit_key, unique)  # checked here, where given
         rule = taskoptions.using_rule(self, given)
         if rule is not None:
             given["retry"] = rule
@@ -220,6 +224,8 @@ class BaseTask(Generic[P, R]):
             opts["queue"] = named
         if self.priority is not None:
             opts.setdefault("priority", self.priority)
+        if self.unique is not None:
+            opts.setdefault("unique", self.unique)
         return queue, opts
 
 
@@ -276,6 +282,7 @@ def task(
     jitter: float | bool | None = None,
     max_delay: float | None = None,
     limit_key: str | int | Callable[..., str | int | None] | None = None,
+    unique: str | float | None = None,
     schedule: str | None = None,
     tz: str | None = None,
     schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
@@ -298,6 +305,7 @@ def task(
     jitter: float | bool | None = None,
     max_delay: float | None = None,
     limit_key: str | int | Callable[..., str | int | None] | None = None,
+    unique: str | float | None = None,
     schedule: str | None = None,
     tz: str | None = None,
     schedule_args: Sequence[Any] | Mapping[str, Any] | None = None,
@@ -315,12 +323,12 @@ def task(
     shared.producer.taskoptions): ``retry_for``/``no_retry_for`` (exception classes: what is
     retried, what fails the job at once), ``backoff``/``jitter``/``max_delay`` (the retry
     back-off's base, random fraction and cap), ``limit_key`` (a value, or a function called
-    with the task's arguments), ``schedule`` (cron) with ``tz`` and ``schedule_args``.
+    with the task's arguments), ``unique`` (how long a key dedupes its enqueues: "pending",
+    "active", "kept" or a period; without ``key=``, calls with the same arguments are one
+    job), ``schedule`` (cron) with ``tz`` and ``schedule_args``.
     """
     options = {k: v for k, v in locals().items() if k != "fn" and v is not None}
-    if fn is None:
-        return _Decorator(options)
-    return _make(fn, **options)
+    return _Decorator(options) if fn is None else _make(fn, **options)
 
 
 def _make(
@@ -332,6 +340,7 @@ def _make(
     async_concurrency: int | None = None,
     queue: str | None = None,
     limit_key: Any = None,
+    unique: Any = None,
     **code: Any,
 ) -> BaseTask[Any, Any]:
     if isinstance(fn, BaseTask) or not callable(fn):
@@ -360,13 +369,16 @@ def _make(
         async_concurrency=async_concurrency,
     )
     cls = AsyncTask if is_async else Task
-    return _with_code_options(cls(fn, name, spec, priority), limit_key, code)
+    return _with_code_options(cls(fn, name, spec, priority), limit_key, unique, code)
 
 
-def _with_code_options(made: BaseTask[Any, Any], limit_key: Any, code: dict[str, Any]) -> Any:
+def _with_code_options(
+    made: BaseTask[Any, Any], limit_key: Any, unique: Any, code: dict[str, Any]
+) -> Any:
     """``made`` with its options in code: the retry rule, schedule and parameter names on its
-    handler spec (what workers and supervisors read), the limit key on the task."""
-    taskoptions.check_limit_key(made.name, limit_key)
+    handler spec (what workers and supervisors read), the limit key and uniqueness scope on
+    the task."""
+    made.unique = taskoptions.check_keys(made.name, limit_key, unique)
     retry = {k: code.pop(k) for k in taskoptions.RETRY if k in code}
     fields = taskoptions.spec_fields(made.name, made.binder, retry, **code)
     setattr(made, ATTR, dataclasses.replace(getattr(made, ATTR), **fields))

@@ -26,7 +26,7 @@ from shared.producer.typecheck import UnservedTypeWarning
 
 
 ENQUEUE_BATCH = 1000
-LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key")
+LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key", "unique")
 
 
 # -- enqueue --------------------------------------------------------------------------------------
@@ -76,6 +76,7 @@ def _enqueue_one(q: JobQueue, args: argparse.Namespace, payload: Any) -> str:
         priority=args.priority,
         max_attempts=args.max_attempts,
         key=args.key,
+        unique=args.unique,
         traceparent=args.traceparent,
         queue=args.queue,
         after=after,
@@ -133,7 +134,8 @@ def _queue(ctx: Ctx) -> Iterator[tuple[JobQueue, list[warnings.WarningMessage]]]
 
 
 def _warn(ctx: Ctx, caught: list[warnings.WarningMessage]) -> None:
-    """The unserved-type warnings of an enqueue that was written, on stderr."""
+    """The warnings of an enqueue that was written (an unserved type, a deduplicated job's
+    options not applied), on stderr."""
     for w in caught:
         print(f"jobq: warning: {w.message}", file=ctx.err)
 

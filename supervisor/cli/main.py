@@ -131,6 +131,11 @@ def _enqueue_options(p: argparse.ArgumentParser, duration: Callable[[str], float
         "--key", default=None, help="idempotency key: a kept job with this key is not duplicated"
     )
     p.add_argument(
+        "--unique",
+        default=None,
+        help='how long the key dedupes: "kept" (default), "pending", "active" or a period (10m)',
+    )
+    p.add_argument(
         "--queue", default=None, help='the named queue (default: the type\'s, else "default")'
     )
 

@@ -25,6 +25,7 @@ from shared.engines import open_store, upkeep_tasks
 from shared.model.errors import StoreBusy, StoreError, StoreQueryError, StoreUnavailable
 from shared.model.job import Finish, NewJob, new_id
 from shared.model.limits import TypeLimit
+from shared.model.uniqueness import unique_scope
 from shared.settings.schedule import fingerprint, plan
 from tests.proc import wait_until
 
@@ -223,6 +224,29 @@ def test_a_taken_key_returns_the_kept_job(store, clock):
     first = put(store, clock, job(clock, key="k"))[0]
     assert put(store, clock, job(clock, key="k"), job(clock))[0] == first
     assert store.counts() == {"pending": 2}
+
+
+def test_a_key_held_outside_a_scope_is_freed_for_the_new_job(store, clock):
+    """A keyed job with a ``unique`` scope joins a kept job of its key inside the scope, and
+    takes the key from one outside it (the old job's key becomes NULL), on every enqueue path:
+    one job, a batch, a workflow, counts unchanged by the move."""
+    pending = unique_scope("pending")
+    first = put(store, clock, dataclasses.replace(job(clock, key="k"), unique=pending))[0]
+    again = dataclasses.replace(job(clock, key="k"), unique=pending)
+    assert put(store, clock, again, job(clock))[0] == first
+    assert [j.id for j in run(store, clock)] == [first]
+    batch = [dataclasses.replace(job(clock, key="k"), unique=pending), job(clock, key="z")]
+    new = put(store, clock, *batch)[0]
+    assert new == batch[0].id and store.get(first).key is None and store.get(new).key == "k"
+    assert store.counts() == {"pending": 3, "running": 1}
+    clock.advance(30)
+    timed = dataclasses.replace(job(clock, key="k"), unique=unique_scope(10))
+    assert store.enqueue_flow([dataclasses.replace(timed, after=(first,))], clock.now()) == [
+        timed.id
+    ]
+    assert store.get(new).key is None and store.get(timed.id).key == "k"
+    kept = dataclasses.replace(job(clock, key="k"), unique=unique_scope("kept"))
+    assert put(store, clock, kept) == [timed.id]
 
 
 def test_pause_stops_claims_and_resume_restarts_them(store, clock):

@@ -42,6 +42,7 @@ from .enqueue import (
 )
 from .errors import call_error, error_for
 from ..sql.jobs import _GET_ON
+from ..sql.uniquescope import free_params, free_sql, scoped
 
 
 POOL = 4  # connections per event loop, at most
@@ -84,7 +85,7 @@ class PgAsync:
         try:
             if conn is not None:
                 return await self._insert(
-                    conn, _insert_params(jobs, now, stamp, self._channel), jobs
+                    conn, _insert_params(jobs, now, stamp, self._channel), jobs, now
                 )
             async with self.connection() as c:
                 return await self._write(c, jobs, now, stamp)
@@ -97,9 +98,9 @@ class PgAsync:
             await self._insert_one(c, jobs[0], now, stamp)
             return [jobs[0].id]
         params = _insert_params(jobs, now, stamp, self._channel)
-        if len(jobs) > 1 and any(j.key is not None for j in jobs):
-            return await self._in_transaction(c, params, jobs)
-        return await self._insert(c, params, jobs)
+        if len(jobs) > 1 and any(j.key is not None for j in jobs) or scoped(jobs):
+            return await self._in_transaction(c, params, jobs, now)
+        return await self._insert(c, params, jobs, now)
 
     async def get(self, job_id: str, conn: Any = None) -> Job | None:
         """The job with this id, or None (through ``conn``, in its transaction, when given)."""
@@ -123,8 +124,12 @@ class PgAsync:
         params = {f"p{i}": v for i, v in enumerate(values, 1)}
         await c.execute(self._one_later if later else self._one, params, prepare=not self.pooled)
 
-    async def _insert(self, c: Any, params: dict, jobs: Sequence[NewJob]) -> list[str]:
+    async def _insert(self, c: Any, params: dict, jobs: Sequence[NewJob], now: float) -> list[str]:
         async with c.cursor(row_factory=tuple_row) as cur:
+            for j in scoped(jobs):  # keys held outside their scopes, freed first (uniquescope)
+                assert j.unique is not None
+                sql = self.store.dialect.sql(free_sql(self.store.table, j.unique))
+                await cur.execute(sql, free_params(j, now))
             await cur.execute(self._many, params)
             inserted = {r[0] for r in await cur.fetchall() if r[0] is not None}
             missing = [j.key for j in jobs if j.id not in inserted and j.key is not None]
@@ -136,14 +141,16 @@ class PgAsync:
             found = dict(await cur.fetchall())
         return [j.id if j.id in inserted else found.get(j.key, j.id) for j in jobs]
 
-    async def _in_transaction(self, c: Any, params: dict, jobs: Sequence[NewJob]) -> list[str]:
+    async def _in_transaction(
+        self, c: Any, params: dict, jobs: Sequence[NewJob], now: float
+    ) -> list[str]:
         """A keyed batch in one transaction, run again after a serialization failure."""
         for attempt in range(TX_RETRIES + 1):
             try:
                 async with c.transaction():
                     if self.pooled and self.store.local_limits:
                         await c.execute(self.store.local_limits)
-                    return await self._insert(c, params, jobs)
+                    return await self._insert(c, params, jobs, now)
             except _RETRYABLE:
                 if attempt == TX_RETRIES:
                     raise

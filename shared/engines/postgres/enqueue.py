@@ -5,7 +5,8 @@ statement too.
 The commonest call, one job without a key on the store's own connection, is one prepared
 statement with its parameters as text (``_run_prepared``: no arrays, no cursor); any other batch
 is one statement over arrays (``unnest``), whatever its size. A job whose ``key`` a kept job
-already has is skipped, and that job's id stands for it.
+already has is skipped, and that job's id stands for it; a key held outside the new job's
+uniqueness scope is freed first, in the same transaction (shared.engines.sql.uniquescope).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from psycopg.rows import tuple_row
 
 from shared.runtime.clock import iso
 from shared.model.job import NewJob
+from shared.engines.sql.uniquescope import free_keys, scoped
 
 _INSERT_COLUMNS = (
     "(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
@@ -167,9 +169,12 @@ class PgEnqueue:
         c = self.conn if conn is None else conn
         params = _insert_params(jobs, now, stamp, self.channel)
         sql = self._insert_many
-        if conn is None and len(jobs) > 1 and any(j.key is not None for j in jobs):
-            return self._tx(lambda tx: self._insert(tx, sql, params, jobs))  # type: ignore[attr-defined]
-        return self._insert(c, sql, params, jobs)
+        if conn is None and (
+            len(jobs) > 1 and any(j.key is not None for j in jobs) or scoped(jobs)
+        ):
+            # a keyed batch, or a key that may be freed first: one transaction
+            return self._tx(lambda tx: self._insert(tx, sql, params, jobs, now))  # type: ignore[attr-defined]
+        return self._insert(c, sql, params, jobs, now)
 
     def _enqueue_one(self, j: NewJob, now: float, stamp: str) -> str:
         """The commonest call: one job without a key, one prepared statement, no arrays, no
@@ -182,8 +187,17 @@ class PgEnqueue:
         )
         return j.id
 
-    def _insert(self, c: Any, sql: str, params: dict, jobs: Sequence[NewJob]) -> list[str]:
+    def _insert(
+        self, c: Any, sql: str, params: dict, jobs: Sequence[NewJob], now: float
+    ) -> list[str]:
         with c.cursor(row_factory=tuple_row) as cur:
+            # keys held outside their jobs' uniqueness scopes are freed first (shared.engines.sql.uniquescope)
+            free_keys(
+                lambda q, p: cur.execute(self.dialect.sql(q), p),  # type: ignore[attr-defined]
+                self.table,
+                jobs,
+                now,
+            )
             inserted = {r[0] for r in cur.execute(sql, params).fetchall() if r[0] is not None}
             missing = [j.key for j in jobs if j.id not in inserted and j.key is not None]
             if not missing:

@@ -17,6 +17,7 @@ from shared.runtime.clock import iso
 from shared.model.flows import FlowError
 from shared.model.job import NewJob
 from .base import SqlBase
+from .uniquescope import free_keys
 
 _EDGE_ROWS = 200  # edges per INSERT statement (4 parameters a row: under every SQLite's limit)
 
@@ -280,6 +281,8 @@ class FlowsSql(SqlBase):
             "error": why,
             "completed_at": stamp if status == "cancelled" else None,
         }
+        # a key held outside the job's uniqueness scope is freed first (.uniquescope)
+        free_keys(lambda q, p: self._run(c, q, p), f"{self.qualifier}jobs", (j,), now)
         row = self._run(c, _INSERT.format(s=self.qualifier), params).fetchone()
         if row is not None:
             return str(_values(row)[0])

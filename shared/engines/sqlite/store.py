@@ -31,6 +31,7 @@ from ..sql.jobs import in_claim_order
 from ..sql.limits import Now, read_now
 from ..sql import GIVEN_BACK, JOB_COLUMNS as _JOB_COLUMNS, RELEASE as _RELEASE, TransitionsSql
 from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
+from ..sql.uniquescope import free_keys
 from . import tally
 from .bulk import Pacer
 from .connection import SqliteConnection, is_busy, translate_errors
@@ -161,6 +162,8 @@ class SqliteStore(TransitionsSql, SqliteConnection, SqliteLeases, SqliteTransfer
         if j.key is None:
             c.execute(_INSERT, _insert_params(j, stamp, now))
             return j.id
+        # a key held outside the job's uniqueness scope is freed first (same transaction)
+        free_keys(c.execute, "jobs", (j,), now)
         rows = c.execute(
             _INSERT + " ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING RETURNING id",
             _insert_params(j, stamp, now),

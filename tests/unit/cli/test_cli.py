@@ -110,6 +110,11 @@ def test_enqueue_prints_the_id_and_stores_the_options(cfg):
     assert (
         ok(jobq(cfg, "enqueue", "ops:ok", '{"other": true}', "--key", "order-7")).strip() == first
     )
+    scoped = jobq(
+        cfg, "enqueue", "ops:ok", "--key", "order-7", "--unique", "pending", "--priority", "3"
+    )
+    assert ok(scoped).strip() == first  # still pending: the same job, its priority kept
+    assert "DuplicateJobWarning" not in scoped.stderr and "priority=3" in scoped.stderr
 
 
 @pytest.mark.parametrize(
@@ -118,6 +123,7 @@ def test_enqueue_prints_the_id_and_stores_the_options(cfg):
         (["ops:ok", "{not json"], "payload is not valid JSON"),
         (["ops:ok", "--run-at", "2030-01-02T03:04:05"], "no timezone"),
         (["ops:ok", "--max-attempts", "0"], "max_attempts must be an integer from 1"),
+        (["ops:ok", "--key", "k", "--unique", "sometimes"], "unique= must be"),
         (["", "{}"], "job type must be a non-empty string"),
         ([], "give a job TYPE"),
     ],

@@ -56,6 +56,16 @@ def tick() -> None:
     pass
 
 
+@task(unique="pending")  # ok
+def refresh(shop: int) -> None:
+    pass
+
+
+@task(unique=["pending"])  # wrong: a scope is a name or a period
+def refresh_all() -> None:
+    pass
+
+
 def right(q: JobQueue) -> None:
     handle: JobHandle[dict[str, str]] = send_invoice.enqueue(42, email="a@b.c")  # ok
     receipt: dict[str, str] = handle.wait(timeout=5)  # ok
@@ -67,6 +77,9 @@ def right(q: JobQueue) -> None:
     attempt: int = current_job().attempt  # ok
     codec(complex, encode=lambda c: [c.real, c.imag], decode=lambda d: complex(*d))  # ok
     charge.using(retry_for=KeyError, jitter=False, limit_key="acme").enqueue("c1", 5)  # ok
+    refresh.using(unique="10m", key="shop-1").enqueue(1)  # ok
+    refresh.using(unique=600).enqueue(2)  # ok
+    q.enqueue("report:generate", {"id": 1}, key="r1", unique="active")  # ok
 
 
 async def right_async(q: JobQueue) -> None:
@@ -84,6 +97,7 @@ async def wrong_async(q: JobQueue) -> None:
     await send_invoice.using(delay=5).enqueue_async(42, mail="a@b.c")  # wrong: unknown keyword
     text: str = await (await ping.enqueue_async(3)).wait_async()  # wrong: the result is an int
     await q.enqueue_async("report:generate", {}, dely=5)  # wrong: unknown keyword
+    await q.enqueue_async("report:generate", {}, unique=("pending",))  # wrong: a tuple
     job_id: int = await q.enqueue_async("report:generate")  # wrong: the id is a str
 
 
