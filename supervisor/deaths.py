@@ -21,6 +21,7 @@ from shared.runtime.logs import event, get_logger
 from shared.execution.policy import JobPolicy
 from shared.execution.progress import not_in_hand
 
+from .maintenance import log_reaped
 from .children import Slot, describe_status, forget_progress, progress_path
 from .reload import ConfigWatch
 from .slots import CLEAN_EXITS, Slots
@@ -99,7 +100,7 @@ class Deaths:
         sup.respawn()
         released = self.release(dead)
         _log_exit(dead, how, code, released)
-        _log_reaped(released, dead)
+        log_reaped(released, dead.reason)
         if dead.owner:
             self.unsettled[dead.owner] = dead
 
@@ -145,7 +146,7 @@ class Deaths:
             if owner not in owners:
                 del self.unsettled[owner]
             else:
-                _log_reaped(self.release(dead), dead)
+                log_reaped(self.release(dead), dead.reason)
         return set(self.unsettled)
 
     def release(self, dead: "Dead") -> list[Released]:
@@ -204,20 +205,6 @@ def _log_exit(dead: "Dead", how: str, code: int | None, released: list[Released]
         lived=dead.lived,
         jobs_requeued=len(released),
     )
-
-
-def _log_reaped(released: list[Released], dead: "Dead") -> None:
-    for r in released:
-        event(
-            log,
-            "job.reaped",
-            logging.WARNING,
-            id=r.id,
-            type=r.type,
-            attempt=r.attempts,
-            status=r.status,
-            reason=dead.reason,
-        )
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import signal
 from dataclasses import dataclass
+from typing import Any, Iterable
 
 import psutil
 
 from shared.runtime.clock import parse_iso
-from shared.model.job import Job, RunningGroup
+from shared.model.job import Job, Released, RunningGroup
 from shared.runtime.logs import event, get_logger
 from shared.execution.policy import JobPolicy
 from shared.runtime.processes import host_id, parse_token, token_alive, token_host
@@ -254,9 +255,15 @@ def _release_reason(owner: str, expired: set[str], here: str) -> str | None:
 def _release(store: UpkeepStore, owner: str, reason: str, now: float, policy: JobPolicy) -> int:
     """Re-queue (or fail, past max_attempts) the running jobs of ``owner``, each logged
     ``job.reaped``; how many."""
-    released = 0
-    for r in store.release_owner(owner, reason, now, max_attempts_for=policy.max_attempts):
-        released += 1
+    released = store.release_owner(owner, reason, now, max_attempts_for=policy.max_attempts)
+    log_reaped(released, reason, owner=owner)
+    return len(released)
+
+
+def log_reaped(released: Iterable[Released], reason: str, **context: Any) -> None:
+    """One ``job.reaped`` line per job a release re-queued or failed (``context``: the owner,
+    where the caller names it)."""
+    for r in released:
         event(
             log,
             "job.reaped",
@@ -265,10 +272,9 @@ def _release(store: UpkeepStore, owner: str, reason: str, now: float, policy: Jo
             type=r.type,
             attempt=r.attempts,
             status=r.status,
-            owner=owner,
+            **context,
             reason=reason,
         )
-    return released
 
 
 def _kill_and_wait(owner: str, timeout: float = KILL_GRACE) -> bool:
