@@ -247,7 +247,12 @@ def test_eight_workers_hold_two_runs_per_key_and_serve_b_fairly(database, tmp_pa
     last_b = max(s for k, s, _ in runs if k == "B")
     a_between = sum(1 for k, s, _ in runs if k == "A" and b_enqueued <= s <= last_b)
     print(f"\n[{database.name}] A jobs started while the 10 B jobs were served: {a_between}")
-    assert a_between < 50
+    # Served in claim order (not fair), the B jobs would wait behind the ~9,990 A jobs left; by
+    # turns, about 10 A jobs start beside them on a quiet machine. The bound leaves room for a
+    # loaded one: on SQLite a B job's outcome can wait its turn for the write lock while the A
+    # slots keep turning (70 A starts seen once in a loaded CI run), which is the lock, not
+    # the turns.
+    assert a_between < 300
 
 
 def max_overlap_per_key(runs: list[tuple[str, float, float]]) -> int:
