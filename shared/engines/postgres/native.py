@@ -1,0 +1,54 @@
+"""The PostgreSQL engine's native column types: which of jobq's text columns become the server's
+own types (times ``timestamptz``, JSON ``jsonb``, job ids ``uuid``), and how a value of the old
+text form converts (each a ``USING`` expression over the column, ``{c}``).
+
+One list serves both ways of getting there: the migration step that converts in place (a new or
+small schema, one transaction) and the batched upgrade an operator runs on a live queue.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class NativeColumn(NamedTuple):
+    """One column to convert: ``table.column`` to ``type``, each old value by ``using``."""
+
+    table: str
+    column: str
+    type: str
+    using: str
+
+
+_TIME = ("timestamptz", "{c}::timestamptz")
+_JSON = ("jsonb", "{c}::jsonb")
+_ID = ("uuid", "{c}::uuid")
+
+_COLUMNS = {
+    "jobs": {
+        "id": _ID,
+        "payload": _JSON,
+        "result": _JSON,
+        "progress": _JSON,
+        "run_at": _TIME,
+        "started_at": _TIME,
+        "completed_at": _TIME,
+        "created_at": _TIME,
+        "updated_at": _TIME,
+        "heartbeat_at": _TIME,
+        "ended_at": _TIME,
+        "cancel_requested_at": _TIME,
+    },
+    "job_attempts": {"job_id": _ID, "due_at": _TIME, "started_at": _TIME, "ended_at": _TIME},
+    "job_deps": {"child": _ID, "parent": _ID},
+    "processes": {"started_at": _TIME, "heartbeat_at": _TIME},
+    "schedule_marks": {"last_tick": _TIME, "updated_at": _TIME},
+    "type_starts": {"started_at": _TIME},
+    "key_starts": {"started_at": _TIME},
+}
+
+NATIVE_COLUMNS: tuple[NativeColumn, ...] = tuple(
+    NativeColumn(table, column, kind, using)
+    for table, columns in _COLUMNS.items()
+    for column, (kind, using) in columns.items()
+)
