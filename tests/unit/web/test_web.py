@@ -208,6 +208,20 @@ def test_overview_shows_a_job_go_from_pending_to_completed_without_reload(site, 
     shot(page, tmp_path, "overview")
 
 
+def test_every_overview_table_fits_its_card_at_1280_pixels(site, page, tmp_path):
+    site["q"].enqueue("web:a-long-type-name-of-a-real-application:send", {})
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(site["web"].url + "/")
+    page.wait_for_selector("#by-type a")
+    overflowing = page.evaluate(
+        "[...document.querySelectorAll('table')].filter("
+        "t => t.getBoundingClientRect().right > t.closest('.card').getBoundingClientRect().right"
+        ").map(t => t.id || t.outerHTML.slice(0, 60))"
+    )
+    shot(page, tmp_path, "overview-1280")
+    assert overflowing == []
+
+
 def test_pause_and_resume_by_clicking_with_the_cli_messages(site, page):
     q = site["q"]
     page.goto(site["web"].url + "/")
