@@ -26,7 +26,18 @@ from shared.producer.typecheck import UnservedTypeWarning
 
 
 ENQUEUE_BATCH = 1000
-LINE_KEYS = ("type", "payload", "run_at", "delay", "priority", "max_attempts", "key", "unique")
+LINE_KEYS = (
+    "type",
+    "payload",
+    "run_at",
+    "delay",
+    "priority",
+    "max_attempts",
+    "key",
+    "unique",
+    "queue",
+    "limit_key",
+)
 
 
 # -- enqueue --------------------------------------------------------------------------------------

@@ -147,13 +147,18 @@ def test_enqueue_file_and_stdin_validate_everything_first(cfg, tmp_path):
         "",
         '{"type": "ops:ok", "delay": "10m", "priority": 3}',
         '{"type": "ops:fail", "key": "k1", "max_attempts": 1}',
+        '{"type": "ops:ok", "queue": "reports", "limit_key": "customer-7"}',
     ]
     path = tmp_path / "jobs.jsonl"
     path.write_text("\n".join(lines) + "\n")
     r = jobq(cfg, "enqueue", "--file", str(path))
     ids = ok(r).split()
-    assert len(ids) == 3 and "enqueued 3 jobs" in r.stderr
+    assert len(ids) == 4 and "enqueued 4 jobs" in r.stderr
     assert job_row(cfg, ids[1])["priority"] == 3
+    assert (job_row(cfg, ids[3])["queue"], job_row(cfg, ids[3])["limit_key"]) == (
+        "reports",
+        "customer-7",
+    )
     ids2 = as_json(jobq(cfg, "enqueue", "--file", "-", "--json", stdin=lines[0] + "\n" + lines[0]))[
         "ids"
     ]
@@ -164,14 +169,14 @@ def test_enqueue_file_and_stdin_validate_everything_first(cfg, tmp_path):
     r = jobq(cfg, "enqueue", "--file", str(path))
     assert r.returncode == ExitCode.USAGE
     assert (
-        "line 5: priority must be an integer, got 'high'" in r.stderr
+        "line 6: priority must be an integer, got 'high'" in r.stderr
         and "nothing was written" in r.stderr
     )
     path.write_text('{"type": "ops:ok"}\n{"tipe": "x"}\n')
     r = jobq(cfg, "enqueue", "--file", str(path))
     assert r.returncode == ExitCode.USAGE and "line 2" in r.stderr
     with store_of(cfg) as s:
-        assert sum(s.counts().values()) == 5
+        assert sum(s.counts().values()) == 6
 
 
 # -- supervisor down: inspect ---------------------------------------------------------------------
