@@ -89,14 +89,15 @@ def warn_unserved(config: Any, queue: str) -> str:
         f"(its pools: {pools}); its jobs stay pending until a pool with workers "
         f"serves it",
         UnservedQueueWarning,
-        stacklevel=_caller_level(),
+        stacklevel=caller_level(),
     )
     return queue
 
 
-def _caller_level() -> int:
-    """The stack level of the first frame outside jobq's shared package (the application's
-    enqueue, a task's, the CLI's), counted from :func:`warn_unserved`'s call of ``warn``."""
+def caller_level() -> int:
+    """The stack level, for a ``warnings.warn`` made by the function that calls this one, of
+    the first frame outside jobq's shared package (the application's enqueue, a task's, the
+    CLI's): the line Python's default filter shows the warning once for."""
     frame: FrameType | None = sys._getframe(2)
     level = 2
     while frame is not None and frame.f_code.co_filename.startswith(_HERE):

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from shared.model.job import Job, NewJob, decoded
 from shared.model.uniqueness import DERIVED
-from shared.model.unserved import _caller_level
+from shared.model.unserved import caller_level
 from shared.runtime.clock import iso
 
 
@@ -80,7 +80,7 @@ def report(
             warnings.warn(
                 message(new, kept, dropped),  # type: ignore[arg-type]
                 DuplicateJobWarning,
-                stacklevel=_caller_level(),
+                stacklevel=caller_level(),
             )
 
 

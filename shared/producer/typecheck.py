@@ -27,11 +27,9 @@ from typing import Any
 
 from shared.settings.config import Config
 from shared.execution.handlers import HandlerImportError, load_registry
+from shared.model.unserved import caller_level
 from shared.producer.inline import registry_of
 from shared.ops.served import Served, served_types
-
-# warn() here <- check <- type_priority <- template (newjobs) <- JobQueue._job <- enqueue <- caller
-STACKLEVEL = 6
 
 
 class UnservedTypeWarning(UserWarning):
@@ -66,7 +64,7 @@ class TypeCheck:
         self.checked.add(jtype)
         if why is not None:
             warnings.warn(
-                f"{why}; a worker would fail it", UnservedTypeWarning, stacklevel=STACKLEVEL
+                f"{why}; a worker would fail it", UnservedTypeWarning, stacklevel=caller_level()
             )
 
     def _know(self, jtype: str) -> None:

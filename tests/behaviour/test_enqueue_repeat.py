@@ -96,3 +96,33 @@ def test_an_unserved_type_is_warned_about_once_and_its_later_enqueues_still_writ
         assert all(q.get(i).status == "pending" for i in ids)
     finally:
         q.close()
+
+
+def test_an_unserved_type_warning_points_at_the_callers_line_on_every_path(
+    tmp_path, database, clock
+):
+    """enqueue, enqueue_many and a task's enqueue each warn at the application's line, not
+    inside jobq (where Python's default filter would show one warning for every caller)."""
+    import jobq
+
+    @jobq.task(name="nobody:serves-task")
+    def unserved_task() -> None: ...
+
+    calls = {
+        "enqueue": lambda q: q.enqueue("nobody:serves-1", None),
+        "enqueue_many": lambda q: q.enqueue_many([("nobody:serves-2", None)]),
+        "task": lambda q: unserved_task.enqueue(),
+    }
+    q = JobQueue(config=load(make_config(tmp_path)), clock=clock).check_types()
+    jobq.configure(q)
+    try:
+        for name, call in calls.items():
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                call(q)
+            assert [(w.category, w.filename) for w in seen] == [(UnservedTypeWarning, __file__)], (
+                name
+            )
+    finally:
+        jobq.configure(None)
+        q.close()
