@@ -11,7 +11,7 @@ import logging
 from typing import Callable
 
 from shared.engines.contract import WorkerStore
-from shared.model.errors import StoreError
+from shared.model.errors import StoreError, StoreQueryError
 from shared.model.exitcodes import ExitCode
 from shared.model.job import Job
 from shared.model.limits import type_limits
@@ -100,10 +100,13 @@ class Claims:
             result = step()
         except StoreError as exc:
             if not self.store_down:
+                # a statement that fails on a working connection is not an outage: its name
+                # sends the reader to the schema or the SQL, not to the network
+                query = isinstance(exc, StoreQueryError)
                 event(
                     log,
-                    "worker.database_unavailable",
-                    logging.WARNING,
+                    "worker.query_failed" if query else "worker.database_unavailable",
+                    logging.ERROR if query else logging.WARNING,
                     slot=self.slot,
                     pid=self.pid,
                     error=str(exc),

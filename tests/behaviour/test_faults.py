@@ -1505,3 +1505,35 @@ def test_long_reader_grows_the_wal_and_the_supervisor_checkpoint_shrinks_it_afte
     sup.signal(signal.SIGTERM)
     assert sup.wait(30) == 0
     assert integrity(tmp_path / "q.db") == "ok"
+
+
+def test_a_claim_that_fails_on_a_working_database_is_logged_as_a_query_error(
+    tmp_path, database, sup_factory
+):
+    """A statement the database refuses (here the schema changed under the worker by another
+    program) is not an outage: the worker names it a failed query (not "database unavailable"),
+    keeps going, and claims again once the schema is right."""
+    cfg = config(tmp_path, supervisor={"workers": 1})
+    sup = sup_factory(cfg)
+    wait_until(lambda: len(worker_rows(cfg)) == 1, timeout=30, what="the worker registered")
+    jid = enqueue(cfg, "fault:ok", delay=1.5)  # its claim comes after the damage
+    with db(cfg) as c:
+        c.execute("ALTER TABLE jobs RENAME COLUMN priority TO priority_gone")
+    try:
+        # (the SQLite worker claims with its outcomes' write: a failed one is a write_failed)
+        failed = wait_until(
+            lambda: [
+                e
+                for e in log_events(sup)
+                if e["event"] in ("worker.query_failed", "worker.write_failed")
+            ],
+            timeout=30,
+            what="a failed query logged",
+        )
+        assert "priority" in failed[0]["error"] and failed[0]["level"] == "error", failed
+        assert not log_events(sup, "worker.database_unavailable"), sup.output()
+    finally:
+        with db(cfg) as c:
+            c.execute("ALTER TABLE jobs RENAME COLUMN priority_gone TO priority")
+    row = wait_until(lambda: terminal(cfg, jid), timeout=60, what="the job run once it is fixed")
+    assert row["status"] == "completed", dict(row)
