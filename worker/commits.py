@@ -18,6 +18,7 @@ from shared.execution.outcomes import Done, after_commit_all, unrecordable
 log = get_logger("worker")
 
 RETRY_WRITE = 0.5  # seconds between attempts to commit outcomes when the database refuses
+WRITE_FAILED_EVERY = 120  # refused attempts per worker.write_failed line (about a minute)
 
 
 class Commits:
@@ -53,21 +54,26 @@ class Commits:
         self.after_flushed()
         if self.heartbeat is not None:
             self.heartbeat.flush_at = None
-        held, salvaged = self.held, False
+        held, salvaged, failures = self.held, False, 0
         while True:
             try:
                 ok, jobs = self.write_outcomes(limit)
                 break
             except StoreError as exc:
-                event(
-                    log,
-                    "worker.write_failed",
-                    logging.ERROR,
-                    slot=self.slot,
-                    pid=self.pid,
-                    outcomes=len(held.done),
-                    error=str(exc),
-                )
+                # one line as the streak starts and one a minute after: a retry every
+                # RETRY_WRITE would write two error lines a second for as long as it lasts
+                if failures % WRITE_FAILED_EVERY == 0:
+                    event(
+                        log,
+                        "worker.write_failed",
+                        logging.ERROR,
+                        slot=self.slot,
+                        pid=self.pid,
+                        outcomes=len(held.done),
+                        error=str(exc),
+                        tries=failures + 1,
+                    )
+                failures += 1
                 if not self.retry_write(must):
                     return []
             except Exception as exc:  # noqa: BLE001 - see the docstring

@@ -366,7 +366,7 @@ def test_worker_crashing_at_boot_backs_off_with_a_cap_and_the_supervisor_idles(
     cpu = psutil.Process(sup.pid).cpu_times()
     t0 = time.monotonic()
     exited = log_events(sup, "worker.exited")
-    assert all("exited with 8 (worker_boot_failed)" in e["how"] for e in exited)
+    assert all("exited with 8 (worker_boot_failed)" in e["how"] for e in exited), exited
     assert "bootcrash: this module refuses to load in a worker" in sup.output()
     assert sup.proc.poll() is None  # the supervisor itself keeps running
     by_pid = {e["pid"]: e for e in exited}
