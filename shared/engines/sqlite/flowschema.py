@@ -157,36 +157,3 @@ BEGIN"""
 END;
 """
 )
-
-# A completion, the commonest end of a parent, settles its children with the two statements it
-# needs (count each waiting child off once, mark the edges done) and nothing else: the settle of
-# FLOW_CHAINS also ran the cancelling update and an EXISTS per edge for it, about a third of a
-# worker's commit of a batch of parents. A failure, a cancel or a delete settles as before.
-_SETTLE_COMPLETED = """
-    UPDATE jobs SET waiting_on = waiting_on - 1, updated_at = NEW.updated_at,
-           status = CASE WHEN waiting_on <= 1 THEN 'pending' ELSE status END
-    WHERE status = 'waiting'
-      AND id IN (SELECT child FROM job_deps WHERE parent = NEW.id AND done = 0);
-    UPDATE job_deps SET done = 1 WHERE parent = NEW.id AND done = 0;"""
-_ENDS = """ AFTER UPDATE OF status ON jobs
-WHEN NEW.has_children <> 0 AND OLD.status <> NEW.status
-     AND NEW.status IN """
-FLOW_SETTLE = (
-    """
-DROP TRIGGER jobs_settle_children;
-CREATE TRIGGER jobs_settle_completed"""
-    + _ENDS
-    + """('completed')
-BEGIN"""
-    + _SETTLE_COMPLETED
-    + """
-END;
-CREATE TRIGGER jobs_settle_children"""
-    + _ENDS
-    + """('failed', 'cancelled')
-BEGIN"""
-    + _settle("NEW", "NEW.status", "NEW.status", "NEW.updated_at", _CHAIN_LINKS)
-    + """
-END;
-"""
-)

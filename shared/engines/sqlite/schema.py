@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .flowschema import FLOW_CHAINS, FLOW_SETTLE, FLOWS
+from .flowschema import FLOWS, FLOW_CHAINS
 from shared.model.errors import StoreRefused
 
 V1 = """
@@ -317,7 +317,6 @@ MIGRATIONS: list[str] = [
     CANCEL_AND_PROGRESS,
     TALLY,
     FLOW_CHAINS,
-    FLOW_SETTLE,
 ]
 VERSION = len(MIGRATIONS)
 
