@@ -14,7 +14,8 @@ times a plain job's completion. Now:
   done and their waiting children counted off, each child once by the number of its parents the
   statement completed, in one statement whatever the batch; idle workers are notified once if a
   child became pending. The parents' ids go in as an array (``= ANY``), so the edges are found by
-  their index whatever plan PL/pgSQL keeps for the transition table.
+  their index whatever plan PL/pgSQL keeps for the transition table (as ATTEMPTS_BY_INDEX), and
+  no variable names the ids' type (the native column types may change it).
 
 A completed parent's edges are all done once settled, so a later update of its row settles
 nothing; an edge written done at enqueue (its parent had completed) is never counted. The
@@ -34,7 +35,6 @@ EXECUTE FUNCTION jobs_settle();
 CREATE OR REPLACE FUNCTION jobs_updated() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 DECLARE
-    parents text[];
     stamp jobs.updated_at%TYPE;
 BEGIN
     INSERT INTO job_count_deltas (type, status, n)
@@ -44,12 +44,14 @@ BEGIN
         UNION ALL SELECT type, 'delayed', -1 FROM old_rows WHERE status = 'pending' AND run_at > created_at
         UNION ALL SELECT type, 'delayed', 1 FROM new_rows WHERE status = 'pending' AND run_at > created_at
     ) d GROUP BY type, status HAVING sum(n) <> 0;
-    SELECT array_agg(id), max(updated_at) INTO parents, stamp
-    FROM new_rows WHERE has_children <> 0 AND status = 'completed';
-    IF parents IS NULL THEN
+    SELECT max(updated_at) INTO stamp FROM new_rows WHERE has_children <> 0 AND status = 'completed';
+    IF stamp IS NULL THEN  -- no completed parent (updated_at is never NULL)
         RETURN NULL;
     END IF;
-    WITH e AS (UPDATE job_deps SET done = 1 WHERE parent = ANY (parents) AND done = 0
+    WITH e AS (UPDATE job_deps SET done = 1
+               WHERE parent = ANY (ARRAY(SELECT id FROM new_rows
+                                         WHERE has_children <> 0 AND status = 'completed'))
+                 AND done = 0
                RETURNING child),
          n AS (SELECT child, count(*)::integer AS k FROM e GROUP BY child)
     UPDATE jobs SET waiting_on = waiting_on - n.k, updated_at = stamp,
