@@ -42,7 +42,7 @@ _ENDED = (
 )
 _RETURNED = (
     " RETURNING jobs.id, jobs.type, jobs.attempts, {was} AS was_run_at, jobs.created_at, "
-    "jobs.started_at, jobs.ended_at"
+    "jobs.started_at, jobs.ended_at, jobs.has_children"
 )
 # The run's own start (kept when the outcome has none) and end; a finished job ended then. And
 # the handler's last progress report (the check-in's may be older; none: the stored one).
@@ -133,16 +133,18 @@ def complete_and_claim_sql(claim: str) -> str:
     :data:`JOB_COLUMNS`) as one autocommit statement: one round trip where ``BEGIN``, two
     statements and ``COMMIT`` took four (half a worker's time on a drain went to waiting for
     ``BEGIN`` and ``COMMIT``). The two updates touch disjoint rows (this owner's running jobs;
-    pending ones). Rows: ``(done id, NULL...)`` per matched completion, then ``(NULL, job
-    columns)`` per claimed job."""
+    pending ones). Rows: ``(done id, has_children, NULL...)`` per matched completion, then
+    ``(NULL, NULL, job columns)`` per claimed job. The claim shares the statement's snapshot, so
+    it cannot see the children the completions make pending (the schema's triggers settle them
+    as the statement ends): ``has_children`` tells the caller a claim after it may find some."""
     return (
         "WITH "
         + _COMPLETED
         + ", c AS ("
         + claim
-        + ") SELECT id AS done, "
+        + ") SELECT id AS done, has_children, "
         + _NO_JOB
-        + " FROM u, pg_notify(%(done)s, '') UNION ALL SELECT NULL, "
+        + " FROM u, pg_notify(%(done)s, '') UNION ALL SELECT NULL, NULL, "
         + JOB_COLUMNS
         + " FROM c"
     )

@@ -18,6 +18,8 @@ supervisors starting at once migrate once; ``meta.version`` records the step rea
 
 from __future__ import annotations
 
+from .flowsettle import FLOW_SETTLE
+
 # The database's clock as jobq's time text (statement time: stable within one statement).
 DB_NOW = """to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
@@ -358,6 +360,7 @@ MIGRATIONS: list[str] = [
     COUNTED_INSERTS,
     ATTEMPTS_BY_INDEX,
     FLOW_CHAINS,
+    FLOW_SETTLE,  # completed parents settled once per statement (see .flowsettle)
 ]
 VERSION = len(MIGRATIONS)
 

@@ -312,9 +312,9 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
             params.update(pid=owner_pid, limit=limit, queue=order[0])
             rows = cur.execute(_COMPLETE_AND_CLAIM[order[0] is not None], params).fetchall()
         matched = {r[0] for r in rows if r[0] is not None}
-        got = [r[1:] for r in rows if r[0] is None]
+        got = [r[2:] for r in rows if r[0] is None]
+        claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
         if not got and len(order) > 1:
-            claim = {"owner": owner, "pid": owner_pid, "now": stamp, "limit": limit}
             with self.conn.cursor(row_factory=tuple_row) as cur:
                 got = first_claimed(
                     order[1:],
@@ -323,6 +323,10 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
                         claim if q is None else {**claim, "queue": q},
                     ).fetchall(),
                 )
+        if len(got) < limit and any(r[0] is not None and r[1] for r in rows):
+            # a completed parent may have made children pending: claim them now, as the
+            # worker that released them, rather than after an idle worker's wake-up
+            got += self._claim_rows(self.conn, {**claim, "limit": limit - len(got)})
         done = recognised_after(self.conn, finishes, matched, owner)
         return done, in_claim_order(Job.from_values(r) for r in got)
 
