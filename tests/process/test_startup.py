@@ -122,9 +122,9 @@ def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(
 
 # Needed by no start without schedules, on either engine: cron's libraries (imported by the
 # config's checks only for a [[schedule]]), psycopg's version lookup (told to it by the engine),
-# the import system's base classes and resource readers (shared's finder of old module paths);
-# on SQLite time zones too (psycopg imports them itself).
-NOT_BEFORE_THE_FORK = ("cronsim", "importlib.metadata", "importlib.resources")
+# the import system's base classes and resource readers (shared's finder of old module paths),
+# psutil (owner tokens read /proc); on SQLite time zones too (psycopg imports them itself).
+NOT_BEFORE_THE_FORK = ("cronsim", "importlib.metadata", "importlib.resources", "psutil")
 
 
 def test_what_no_start_needs_is_not_imported_before_the_template_is_forked(
