@@ -11,7 +11,6 @@ registered under both names, so a monkeypatch through either name patches the on
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 from types import ModuleType
@@ -69,7 +68,12 @@ MOVED = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+# The finder and its loader are the import system's protocols without the ``importlib.abc``
+# base classes: that module imports ``importlib.resources`` (and it ``tempfile``, ``zipfile``,
+# ...), ~5 ms of every process's start, which every ``shared`` import would pay through here.
+
+
+class _Alias:
     """Loads an old name as the module it moved to (imported, and run, under its own name)."""
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
@@ -79,7 +83,7 @@ class _Alias(importlib.abc.Loader):
         """Nothing to run: the module ran once, under its new name."""
 
 
-class Finder(importlib.abc.MetaPathFinder):
+class Finder:
     """Finds only the old names of :data:`MOVED`; every other import goes on to the next finder."""
 
     def find_spec(

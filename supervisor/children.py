@@ -12,13 +12,16 @@ import os
 import signal
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import psutil
 
 from shared.model.exitcodes import ExitCode
 from shared.runtime.processes import owner_token
 from shared.execution.progress import clear_stopped, said_stopped
 from shared.execution.progress import counts as progress_counts
+
+if TYPE_CHECKING:
+    import psutil
 
 
 @dataclass
@@ -133,6 +136,8 @@ def kill_group(pid: int, sig: int) -> None:
     """Send ``sig`` to the worker's process group (its handler's children too), or to the pid,
     and to the worker's descendants that left the group (a handler's child started in a new
     session): found before the worker dies, as they are lost to it once it has."""
+    import psutil  # here: see shared.runtime.processes
+
     strays = _strays(pid)
     try:
         os.killpg(pid, sig)
@@ -150,6 +155,8 @@ def kill_group(pid: int, sig: int) -> None:
 
 def _strays(pid: int) -> list[psutil.Process]:
     """Descendants of ``pid`` outside its process group."""
+    import psutil
+
     try:
         kids = psutil.Process(pid).children(recursive=True)
     except (psutil.NoSuchProcess, psutil.AccessDenied):

@@ -39,17 +39,31 @@ def _outside() -> tuple[str, ...]:
 
 
 def app_files(modules: Iterable[ModuleType]) -> dict[str, str]:
-    """``{module name: source file}`` of the application's modules among ``modules``."""
+    """``{module name: source file}`` of the application's modules among ``modules`` (each
+    file's real path: its folder's and its own links resolved)."""
     outside = _outside()
+    folders: dict[str, str] = {}  # a folder's real path, resolved once for all its modules
     found = {}
     for mod in modules:
         path = getattr(mod, "__file__", None)
         if not path or not path.endswith(".py"):
             continue
-        real = os.path.realpath(path)
+        real = _real(path, folders)
         if not real.startswith(outside):
             found[mod.__name__] = real
     return found
+
+
+def _real(path: str, folders: dict[str, str]) -> str:
+    """``os.path.realpath(path)``, the folder's part looked up in (and added to) ``folders``:
+    realpath checks every component of every path, 10 ms for a supervisor's 430 modules, on
+    the way from the handlers' import to the first workers' start."""
+    folder, name = os.path.split(os.path.abspath(path))
+    real_folder = folders.get(folder)
+    if real_folder is None:
+        real_folder = folders[folder] = os.path.realpath(folder)
+    real = os.path.join(real_folder, name)
+    return os.path.realpath(real) if os.path.islink(real) else real
 
 
 def stamp(path: str) -> Stamp | None:

@@ -15,7 +15,6 @@ import signal
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-import psutil
 
 from shared.runtime.clock import parse_iso
 from shared.model.job import Job, Released, RunningGroup
@@ -292,6 +291,8 @@ def _kill_and_wait(owner: str, timeout: float = KILL_GRACE) -> bool:
         # ours, and psutil's wait would reap our own worker behind the arbiter's back). Its
         # lease has expired: the job may be re-queued; that host's worker fences itself.
         return True
+    import psutil  # here: see shared.runtime.processes
+
     try:
         proc = psutil.Process(pid)
         proc.send_signal(signal.SIGKILL)

@@ -1,11 +1,22 @@
-"""Process identity: owner tokens that survive pid reuse, and liveness checks (psutil)."""
+"""Process identity: owner tokens that survive pid reuse, and liveness checks.
+
+A process's start time and state are read from ``/proc/PID/stat`` where there is one (Linux),
+the way psutil reads them (the same arithmetic: tokens do not depend on which was used), and
+from psutil elsewhere. psutil itself is imported by the functions that need it: every worker
+takes its token before its first job, and the ~8 ms of psutil's import was on the way to that
+job in the supervisor, before its template's fork, for the workers' sake only.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def send_signal(pid: int | None, sig: int) -> bool:
@@ -20,10 +31,50 @@ def send_signal(pid: int | None, sig: int) -> bool:
 
 
 def create_time_ms(pid: int) -> int | None:
+    """When ``pid`` started (ms since the epoch, clock-tick resolution); None: no such process
+    (or not one this process may see)."""
+    stat = _proc_stat(pid)
+    if stat is not None:
+        return None if stat == _GONE else int(round(stat[1] * 1000))
+    import psutil
+
     try:
         return int(round(psutil.Process(pid).create_time() * 1000))
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
+
+
+_GONE = ("", 0.0)  # _proc_stat: the process does not exist
+
+
+def _proc_stat(pid: int) -> tuple[str, float] | None:
+    """``(state letter, start time in seconds since the epoch)`` of ``pid`` from /proc, as
+    psutil computes them on Linux (start ticks / CLK_TCK + the boot time); ``_GONE`` if there
+    is no such process; None where /proc does not tell (ask psutil)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return _GONE if os.path.isdir("/proc/self") else None
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()  # after the name, which may hold anything
+    boot = _boot_time()
+    if len(fields) < 20 or boot is None:
+        return None
+    return fields[0].decode("ascii", "replace"), float(fields[19]) / _CLOCK_TICKS + boot
+
+
+def _boot_time() -> float | None:
+    """The boot time (``btime`` of /proc/stat, in seconds since the epoch), as psutil reads it."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime"):
+                    return float(line.strip().split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _read_first_line(path: str) -> str:
@@ -90,17 +141,27 @@ def token_alive(token: str, here: str | None = None) -> bool:
     if host != (here or host_id()):
         return True
     now_created = create_time_ms(pid)
-    if now_created is None:
-        return False
-    try:
-        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-            return False
-    except psutil.Error:
+    if now_created is None or _zombie(pid):
         return False
     return abs(now_created - created) <= 20  # create_time has clock-tick (10 ms) resolution
 
 
+def _zombie(pid: int) -> bool:
+    """Has ``pid`` exited (a zombie not reaped yet, or gone)?"""
+    stat = _proc_stat(pid)
+    if stat is not None:
+        return stat == _GONE or stat[0] == "Z"
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
 def rss_mb(pid: int) -> float:
+    import psutil
+
     try:
         return psutil.Process(pid).memory_info().rss / (1 << 20)
     except psutil.Error:
@@ -113,6 +174,8 @@ def memory_mb(pid: int) -> dict[str, float] | None:
     USS and PSS come from /proc/PID/smaps (psutil ``memory_full_info``) and are None where the
     platform or permissions do not give them. A worker forked from the template shares most of
     its pages, so its USS is well below its RSS."""
+    import psutil
+
     try:
         proc = psutil.Process(pid)
         rss = proc.memory_info().rss

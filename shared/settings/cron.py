@@ -12,16 +12,21 @@ Debian cron's behaviour across daylight-saving changes, which is what cron users
 
 Every function here is pure: times come in and go out as Unix timestamps (floats); ticks are
 whole seconds.
+
+``cronsim`` and ``zoneinfo`` are imported by the functions that use them: the config module
+imports this one for its ``[[schedule]]`` checks, and every supervisor, template and worker
+imports the config module before its first job, most of them with no schedule to check
+(``cronsim`` with ``calendar`` and ``locale``, and ``zoneinfo``: ~4 ms of each start).
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Iterator
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING, Iterator
 
-from cronsim import CronSim, CronSimError
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 CRON_EXPECTED = (
     'a 5-field cron expression like "0 8 * * *" (minute hour day-of-month month day-of-week)'
@@ -37,6 +42,8 @@ def cron_error(expr: object) -> str | None:
     """Why ``expr`` is not a usable cron expression, or None when it is."""
     if not isinstance(expr, str) or len(expr.split()) != 5:
         return "expected 5 fields"
+    from cronsim import CronSim, CronSimError  # here: see the module's docstring
+
     try:
         CronSim(expr, datetime(2000, 1, 1))
     except CronSimError as exc:
@@ -46,6 +53,8 @@ def cron_error(expr: object) -> str | None:
 
 def zone(name: str) -> ZoneInfo:
     """The ZoneInfo for ``name``; raises ValueError for an unknown zone."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # here: see the module's docstring
+
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
@@ -64,6 +73,8 @@ def is_zone(name: object) -> bool:
 
 def _forward(expr: str, tz: str, after: float) -> Iterator[float]:
     """Ticks strictly after ``after``, in increasing order (ends after ~50 years without one)."""
+    from cronsim import CronSim
+
     start = datetime.fromtimestamp(math.floor(after), zone(tz))
     last, skipped = after, 0
     for dt in CronSim(expr, start):
@@ -81,6 +92,8 @@ def _forward(expr: str, tz: str, after: float) -> Iterator[float]:
 def _backward(expr: str, tz: str, until: float) -> Iterator[float]:
     """Ticks at or before ``until``, in decreasing order (may miss one in a repeated hour:
     callers use it only to find where to start walking forward)."""
+    from cronsim import CronSim
+
     start = datetime.fromtimestamp(math.floor(until) + 1, zone(tz))
     for dt in CronSim(expr, start, reverse=True):
         ts = dt.timestamp()

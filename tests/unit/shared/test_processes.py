@@ -82,3 +82,15 @@ def test_signals_and_memory_of_a_live_process():
     assert procs.send_signal(os.getpid(), 0) is True
     mem = procs.memory_mb(os.getpid())
     assert mem["rss_mb"] > 0 and procs.rss_mb(os.getpid()) > 0
+
+
+def test_start_times_read_from_proc_are_psutils_to_the_millisecond(exited):
+    """Tokens taken by /proc (shared.runtime.processes) and by psutil name a process alike:
+    this process, its parent, a zombie child, and no process at all."""
+    psutil = pytest.importorskip("psutil")
+    child, _ = exited
+    for pid in (os.getpid(), os.getppid(), child.pid):
+        assert procs.create_time_ms(pid) == int(round(psutil.Process(pid).create_time() * 1000))
+    assert procs._zombie(child.pid) and not procs._zombie(os.getpid())
+    gone = max(psutil.pids()) + 10_000
+    assert procs.create_time_ms(gone) is None and procs._zombie(gone)
