@@ -121,10 +121,10 @@ def test_the_template_is_forked_before_the_supervisors_own_modules_are_imported(
 
 
 # Needed by no start without schedules, on either engine: cron's libraries (imported by the
-# config's checks only for a [[schedule]]), psycopg's version lookup (told to it by the engine),
-# the import system's base classes and resource readers (shared's finder of old module paths),
-# psutil (owner tokens read /proc); on SQLite time zones too (psycopg imports them itself).
-NOT_BEFORE_THE_FORK = ("cronsim", "importlib.metadata", "importlib.resources", "psutil")
+# config's checks only for a [[schedule]]), psutil (owner tokens read /proc); on SQLite time
+# zones, importlib.metadata and the import system's resource readers too (shared's finder of
+# old module paths needs none; psycopg imports them itself, to read its own version).
+NOT_BEFORE_THE_FORK = ("cronsim", "psutil")
 
 
 def test_what_no_start_needs_is_not_imported_before_the_template_is_forked(
@@ -133,7 +133,9 @@ def test_what_no_start_needs_is_not_imported_before_the_template_is_forked(
     config = write_config(tmp_path, handlers=["testjobs"])
     at_fork = supervisor_modules(tmp_path, config, RUN_TO_FORK)
     assert "shared.settings.config" in at_fork  # it was recorded at the fork
-    lazy = NOT_BEFORE_THE_FORK + (("zoneinfo",) if engine_name == "sqlite" else ())
+    lazy = NOT_BEFORE_THE_FORK + (
+        ("zoneinfo", "importlib.metadata", "importlib.resources") if engine_name == "sqlite" else ()
+    )
     assert [m for m in at_fork if any(m == n or m.startswith(n + ".") for n in lazy)] == []
 
 

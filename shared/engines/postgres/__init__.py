@@ -13,7 +13,6 @@ The only psycopg imports of jobq's runtime are in this package's modules:
 - :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
 - :mod:`.peers`: which sockets lead to the server (the worker template's check)
-- :mod:`.driverversion`: psycopg's version, told to it so that its import does not look it up
 """
 
 from __future__ import annotations
@@ -25,11 +24,7 @@ from typing import Any
 from shared.engines.contract import EngineStore, UpkeepTask
 from shared.model.errors import StoreRefused, StoreUnavailable
 from ..engine import Engine, Target
-from . import driverversion
 from .refusals import refused
-
-# before any module of this package imports psycopg: see driverversion
-driverversion.install()
 
 MISSING = (
     "the PostgreSQL engine needs psycopg 3, which is not installed: run "
