@@ -1,0 +1,319 @@
+"""Converting columns to native types on a live queue (``jobq db upgrade``), for any list of
+:class:`.native.NativeColumn`: an in-place ``ALTER ... TYPE`` rewrites the table under an ACCESS
+EXCLUSIVE lock, seconds on a million jobs, while every claim and outcome waits.
+
+- :func:`prepare` runs while the old workers keep running: each column gets a shadow of the
+  native type (``col__native``), kept in step by a BEFORE INSERT OR UPDATE row trigger for the
+  writers that know only the old column; the rows there were are converted in short batches
+  (:mod:`.onlinefill`); the NOT NULLs and CHECKs are added as validated constraints on the
+  shadows and the indexes are built again over them with CREATE INDEX CONCURRENTLY. Every lock
+  it takes is brief and asked for with a short ``lock_timeout``, then asked again. It resumes
+  where it stopped when run again after a kill.
+- :func:`finish` runs when the old workers are stopped: one short transaction locks the tables,
+  drops the triggers and the old columns (their indexes go with them), gives the shadows and
+  their indexes the old names, restores NOT NULL (proved by the validated constraints: no scan)
+  and defaults, runs ``after`` (the SQL that re-creates functions and triggers for the new
+  types) and sets ``meta.version``. It returns how long the tables were locked.
+- :func:`refuse_if_large`: the migration's guard, so that a store opening a big schema refuses
+  (naming ``jobq db upgrade``) rather than convert it in place.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, NamedTuple, Sequence
+
+import psycopg
+
+from shared.model.errors import StoreRefused
+from . import onlineddl as ddl
+from .native import NativeColumn
+from .onlinefill import STATE, backfill, ensure_state, locked_tx, recheck, states
+from .onlineddl import q, rows, shadow
+
+ONLINE_ROWS = 100_000  # above this many jobs, the conversion is online, never at a store's open
+BATCH = 5_000
+COMMAND = "jobq db upgrade"
+
+Progress = Callable[[str, bool], None]  # (text, one of many batch lines)
+After = Callable[[psycopg.Connection], None]
+
+
+class Finished(NamedTuple):
+    """What :func:`finish` did: ``done`` False when there was nothing to do (version reached);
+    ``lock_seconds`` from holding the tables' locks to the commit; ``seconds`` the whole call."""
+
+    done: bool
+    lock_seconds: float
+    seconds: float
+
+
+def refuse_if_large(conn: psycopg.Connection, schema: str, threshold: int = ONLINE_ROWS) -> None:
+    """Raise StoreRefused (naming :data:`COMMAND`) when ``schema.jobs`` holds more than
+    ``threshold`` rows: converting it in place would lock it for seconds. Counts at most
+    ``threshold + 1`` rows."""
+    if count_up_to(conn, schema, "jobs", threshold + 1) > threshold:
+        raise StoreRefused(
+            f"schema {schema}: the jobs table holds more than {threshold:,} rows: converting "
+            "its columns to native types in place would lock it for seconds. Run "
+            f"`{COMMAND}` while the workers run, then stop them and run `{COMMAND} --finish` "
+            "before starting this version"
+        )
+
+
+def count_up_to(conn: psycopg.Connection, schema: str, table: str, limit: int) -> int:
+    """The rows of ``schema.table``, counted up to ``limit``."""
+    query = f"SELECT count(*) FROM (SELECT 1 FROM {q(schema)}.{q(table)} LIMIT %s) s"
+    return int(rows(conn, query, (limit,))[0][0])
+
+
+def by_table(columns: Sequence[NativeColumn]) -> dict[str, tuple[NativeColumn, ...]]:
+    """The columns grouped by table, in the order given."""
+    out: dict[str, tuple[NativeColumn, ...]] = {}
+    for c in columns:
+        out[c.table] = out.get(c.table, ()) + (c,)
+    return out
+
+
+def plan(
+    conn: psycopg.Connection, schema: str, columns: Sequence[NativeColumn]
+) -> dict[str, tuple[NativeColumn, ...]]:
+    """The columns by table, checked against the schema: StoreRefused naming the schema for a
+    table or column that is not there, a column already of its native type, a foreign key."""
+    out = by_table(columns)
+    for table, cols in out.items():
+        facts = ddl.column_facts(conn, schema, table)
+        if not facts:
+            raise StoreRefused(f"schema {schema}: no table {table} (is it a jobq schema?)")
+        for c in cols:
+            if c.column not in facts:
+                raise StoreRefused(f"schema {schema}: table {table} has no column {c.column}")
+            if facts[c.column].type == c.type:
+                raise StoreRefused(
+                    f"schema {schema}: {table}.{c.column} is {c.type} already (upgraded?)"
+                )
+        if keys := ddl.foreign_keys(conn, schema, table):
+            raise StoreRefused(
+                f"schema {schema}: {table} has foreign keys ({', '.join(keys)}), "
+                "which the online upgrade does not convert"
+            )
+    return out
+
+
+def prepare(
+    conn: psycopg.Connection,
+    schema: str,
+    columns: Sequence[NativeColumn],
+    *,
+    batch: int = BATCH,
+    progress: Progress | None = None,
+) -> None:
+    """Make ``schema`` ready for :func:`finish` while its writers run (see the module). ``conn``
+    is in autocommit and not in a transaction. Resumable: run again after a kill, it goes on
+    where it stopped. An exception from ``progress`` stops it (nothing is lost)."""
+    say = progress or (lambda text, batch_line: None)
+    tables = plan(conn, schema, columns)
+    conn.execute("SET lock_timeout = 0")  # the concurrent steps wait on nobody's work
+    ensure_state(conn, schema)
+    for table, cols in tables.items():
+        _shadow_columns(conn, schema, table, cols)
+    say(f"schema {schema}: shadow columns and sync triggers on {', '.join(tables)}", False)
+    for table, cols in tables.items():
+        backfill(conn, schema, table, cols, batch, say)
+        recheck(conn, schema, table, cols)
+    for table, cols in tables.items():
+        _constraints(conn, schema, table, cols, say)
+        _indexes(conn, schema, table, cols, say)
+        conn.execute(f"ANALYZE {q(schema)}.{q(table)}")
+        conn.execute(f"UPDATE {q(schema)}.{STATE} SET ready = true WHERE tbl = %s", (table,))
+    say(f"schema {schema}: prepared; stop the workers and run `{COMMAND} --finish`", False)
+
+
+def _shadow_columns(
+    conn: psycopg.Connection, schema: str, table: str, cols: Sequence[NativeColumn]
+) -> None:
+    """The shadow columns, the sync trigger and the table's place in the state table, in one
+    short transaction: every row written after it is converted by the trigger, and the pages
+    the table had then (``end_page``) hold every row the backfill must convert."""
+    t = f"{q(schema)}.{q(table)}"
+    adds = ", ".join(f"ADD COLUMN IF NOT EXISTS {q(shadow(c.column))} {c.type}" for c in cols)
+    trigger = q(ddl.sync_name(table))
+    function = ddl.sync_function(schema, table, cols)
+
+    def step() -> None:
+        conn.execute(f"ALTER TABLE {t} {adds}")
+        conn.execute(function)
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger} ON {t}")
+        conn.execute(
+            f"CREATE TRIGGER {trigger} BEFORE INSERT OR UPDATE ON {t} "
+            f"FOR EACH ROW EXECUTE FUNCTION {q(schema)}.{trigger}()"
+        )
+        conn.execute(
+            f"INSERT INTO {q(schema)}.{STATE} (tbl, next_page, end_page) "
+            "SELECT %s, 0, pg_relation_size(%s) / current_setting('block_size')::int "
+            "ON CONFLICT (tbl) DO NOTHING",
+            (table, t),
+        )
+
+    locked_tx(conn, schema, f"adding shadow columns to {table}", step)
+
+
+def _constraints(
+    conn: psycopg.Connection,
+    schema: str,
+    table: str,
+    cols: Sequence[NativeColumn],
+    say: Progress,
+) -> None:
+    """On the shadows: a CHECK (shadow IS NOT NULL) for each NOT NULL column (it lets finish set
+    NOT NULL without a scan) and each CHECK that reads an old column, over the shadows; added NOT
+    VALID (a brief lock) then validated (a scan that blocks no writer)."""
+    t = f"{q(schema)}.{q(table)}"
+    facts = ddl.column_facts(conn, schema, table)
+    names = {c.column: shadow(c.column) for c in cols}
+    wanted = [
+        (not_null_name(c), f"CHECK ({q(shadow(c.column))} IS NOT NULL)")
+        for c in cols
+        if facts[c.column].not_null
+    ] + [(shadow(name), d) for name, d in ddl.check_defs(conn, schema, table, names)]
+    validated = dict(
+        rows(
+            conn,
+            "SELECT conname, convalidated FROM pg_constraint WHERE conrelid = %s::regclass",
+            (t,),
+        )
+    )
+    for name, definition in wanted:
+        if name not in validated:
+            add = f"ALTER TABLE {t} ADD CONSTRAINT {q(name)} {definition.removesuffix(' NOT VALID')} NOT VALID"
+            locked_tx(conn, schema, f"adding constraint {name}", lambda add=add: conn.execute(add))
+        if not validated.get(name):
+            say(f"{table}: validating {name}", False)
+            conn.execute(f"ALTER TABLE {t} VALIDATE CONSTRAINT {q(name)}")
+
+
+def not_null_name(c: NativeColumn) -> str:
+    """The CHECK that proves ``c``'s shadow NOT NULL (dropped by finish)."""
+    return shadow(f"{c.table}_{c.column}_nn")
+
+
+def _indexes(
+    conn: psycopg.Connection,
+    schema: str,
+    table: str,
+    cols: Sequence[NativeColumn],
+    say: Progress,
+) -> None:
+    """Each index that reads an old column, built again over the shadows concurrently; one
+    left invalid by a build that was killed is dropped and built again."""
+    names = {c.column: shadow(c.column) for c in cols}
+    for index in ddl.index_defs(conn, schema, table, names):
+        new = f"{q(schema)}.{q(shadow(index.name))}"
+        found = rows(
+            conn, "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", (new,)
+        )
+        if found and found[0][0]:
+            continue
+        if found:
+            conn.execute(f"DROP INDEX CONCURRENTLY {new}")
+        say(f"{table}: building index {shadow(index.name)} (for {index.name})", False)
+        started = time.monotonic()
+        conn.execute(index.create)
+        say(
+            f"{table}: index {shadow(index.name)} built in {time.monotonic() - started:.1f} s",
+            False,
+        )
+
+
+def finish(
+    conn: psycopg.Connection,
+    schema: str,
+    columns: Sequence[NativeColumn],
+    *,
+    version: int,
+    after: After | None = None,
+    lock_timeout_ms: int = 2_000,
+) -> Finished:
+    """Swap the prepared shadows in, in one short transaction (see the module), then run
+    ``after`` in it (search path on ``schema``) and set ``meta.version`` to ``version``.
+    Refused (StoreRefused naming the schema) unless :func:`prepare` completed; a schema at
+    ``version`` already with nothing prepared is left alone (``done`` False)."""
+    started = time.monotonic()
+    found = states(conn, schema)
+    at = rows(conn, f"SELECT version FROM {q(schema)}.meta")[0][0] if _has_meta(conn, schema) else 0
+    if found is None:
+        if at >= version:
+            return Finished(False, 0.0, time.monotonic() - started)
+        raise StoreRefused(
+            f"schema {schema}: no online upgrade was prepared: run `{COMMAND}` first"
+        )
+    tables = by_table(columns)
+    waiting = [t for t in tables if not found.get(t, (0, 0, False))[2]]
+    if waiting:
+        raise StoreRefused(
+            f"schema {schema}: the upgrade's prepare has not completed for "
+            f"{', '.join(waiting)}: run `{COMMAND}` again first"
+        )
+    script = ";\n".join(s for t, cols in tables.items() for s in _swap(conn, schema, t, cols))
+    lock = "LOCK TABLE " + ", ".join(f"{q(schema)}.{q(t)}" for t in tables)
+    held: list[float] = []
+
+    def step() -> None:
+        conn.execute(lock + " IN ACCESS EXCLUSIVE MODE")
+        held.append(time.monotonic())
+        conn.execute(script)
+        conn.execute(f"SET LOCAL search_path = {q(schema)}")
+        if after is not None:
+            after(conn)
+        conn.execute(f"UPDATE {q(schema)}.meta SET version = %s", (version,))
+        conn.execute(f"DROP TABLE {q(schema)}.{STATE}")
+
+    locked_tx(
+        conn, schema, "finishing the upgrade", step, lock_timeout_ms=lock_timeout_ms, tries=10
+    )
+    ended = time.monotonic()
+    return Finished(True, ended - held[-1], ended - started)
+
+
+def _has_meta(conn: psycopg.Connection, schema: str) -> bool:
+    return rows(conn, "SELECT to_regclass(%s)", (f"{q(schema)}.meta",))[0][0] is not None
+
+
+def _swap(
+    conn: psycopg.Connection, schema: str, table: str, cols: Sequence[NativeColumn]
+) -> list[str]:
+    """The statements that put ``table``'s shadows in the old columns' place (read from the
+    catalogue before the lock, so the lock is held for catalogue writes only)."""
+    t = f"{q(schema)}.{q(table)}"
+    facts = ddl.column_facts(conn, schema, table)
+    names = {c.column: shadow(c.column) for c in cols}
+    indexes = ddl.index_defs(conn, schema, table, names)
+    checks = ddl.check_defs(conn, schema, table, names)
+    sync = q(ddl.sync_name(table))
+    out = [f"DROP TRIGGER {sync} ON {t}", f"DROP FUNCTION {q(schema)}.{sync}()"]
+    for c in cols:
+        old, new = q(c.column), q(shadow(c.column))
+        out += [
+            f"ALTER TABLE {t} DROP COLUMN {old}",
+            f"ALTER TABLE {t} RENAME COLUMN {new} TO {old}",
+        ]
+        if (default := facts[c.column].default) is not None:
+            out.append(f"ALTER TABLE {t} ALTER COLUMN {old} SET DEFAULT {converted(c, default)}")
+        if facts[c.column].not_null:  # proved by the validated CHECK: no scan
+            out.append(f"ALTER TABLE {t} ALTER COLUMN {old} SET NOT NULL")
+            out.append(f"ALTER TABLE {t} DROP CONSTRAINT {q(not_null_name(c))}")
+    for name, _ in checks:
+        out.append(f"ALTER TABLE {t} RENAME CONSTRAINT {q(shadow(name))} TO {q(name)}")
+    for index in indexes:
+        new = q(shadow(index.name))
+        if index.constraint in ("p", "u"):
+            kind = "PRIMARY KEY" if index.constraint == "p" else "UNIQUE"
+            out.append(f"ALTER TABLE {t} ADD CONSTRAINT {q(index.name)} {kind} USING INDEX {new}")
+        else:
+            out.append(f"ALTER INDEX {q(schema)}.{new} RENAME TO {q(index.name)}")
+    return out
+
+
+def converted(c: NativeColumn, expr: str) -> str:
+    """``expr`` (of the old form) converted as ``c`` says."""
+    return ddl.converted(c.using, expr)
