@@ -27,6 +27,7 @@ import psycopg
 
 from shared.model.errors import StoreRefused
 from . import onlineddl as ddl
+from . import schema as schema_mod
 from .native import NativeColumn
 from .onlinefill import STATE, backfill, ensure_state, locked_tx, recheck, states
 from .onlineddl import q, rows, shadow
@@ -48,10 +49,25 @@ class Finished(NamedTuple):
     seconds: float
 
 
-def refuse_if_large(conn: psycopg.Connection, schema: str, threshold: int = ONLINE_ROWS) -> None:
+def native_version() -> int | None:
+    """The version the native conversion's migration step reaches (``schema.NATIVE_VERSION``:
+    the step's index + 1), or None while the migrations have no such step."""
+    found: int | None = getattr(schema_mod, "NATIVE_VERSION", None)
+    return found
+
+
+def guard_step(conn: psycopg.Connection, schema: str, version: int) -> None:
+    """The migration's check before the step that reaches ``version``: the native conversion
+    of a schema whose jobs table is large is refused (:func:`refuse_if_large`)."""
+    if version == native_version():
+        refuse_if_large(conn, schema)
+
+
+def refuse_if_large(conn: psycopg.Connection, schema: str, threshold: int | None = None) -> None:
     """Raise StoreRefused (naming :data:`COMMAND`) when ``schema.jobs`` holds more than
-    ``threshold`` rows: converting it in place would lock it for seconds. Counts at most
-    ``threshold + 1`` rows."""
+    ``threshold`` rows (default :data:`ONLINE_ROWS`): converting it in place would lock it for
+    seconds. Counts at most ``threshold + 1`` rows."""
+    threshold = ONLINE_ROWS if threshold is None else threshold
     if count_up_to(conn, schema, "jobs", threshold + 1) > threshold:
         raise StoreRefused(
             f"schema {schema}: the jobs table holds more than {threshold:,} rows: converting "
@@ -126,7 +142,6 @@ def prepare(
         _indexes(conn, schema, table, cols, say)
         conn.execute(f"ANALYZE {q(schema)}.{q(table)}")
         conn.execute(f"UPDATE {q(schema)}.{STATE} SET ready = true WHERE tbl = %s", (table,))
-    say(f"schema {schema}: prepared; stop the workers and run `{COMMAND} --finish`", False)
 
 
 def _shadow_columns(
