@@ -141,7 +141,12 @@ def _relay(target: Target, config: Any) -> Any | None:
 def _upgrade(target: Target, config: Any, **kw: Any) -> str:
     """``jobq db upgrade`` (:mod:`.upgrade`), on a direct session (``listen`` when pooled)."""
     p = ENGINE.settings(config)
-    url = p.listen if p.mode == "pooled" and p.listen else target.location
+    if p.mode == "pooled" and not p.listen:
+        raise StoreRefused(
+            f"schema {p.schema}: jobq db upgrade needs a direct session (it sets session "
+            "settings and builds indexes concurrently): set [postgres] listen to a direct URL"
+        )
+    url = p.listen if p.mode == "pooled" else target.location
     done: str = _load("upgrade").upgrade(url, p.schema, connect_timeout=p.connect_timeout, **kw)
     return done
 

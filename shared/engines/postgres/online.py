@@ -21,7 +21,7 @@ EXCLUSIVE lock, seconds on a million jobs, while every claim and outcome waits.
 from __future__ import annotations
 
 import time
-from typing import Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import psycopg
 
@@ -254,21 +254,9 @@ def finish(
     Refused (StoreRefused naming the schema) unless :func:`prepare` completed; a schema at
     ``version`` already with nothing prepared is left alone (``done`` False)."""
     started = time.monotonic()
-    found = states(conn, schema)
-    at = rows(conn, f"SELECT version FROM {q(schema)}.meta")[0][0] if _has_meta(conn, schema) else 0
-    if found is None:
-        if at >= version:
-            return Finished(False, 0.0, time.monotonic() - started)
-        raise StoreRefused(
-            f"schema {schema}: no online upgrade was prepared: run `{COMMAND}` first"
-        )
     tables = by_table(columns)
-    waiting = [t for t in tables if not found.get(t, (0, 0, False))[2]]
-    if waiting:
-        raise StoreRefused(
-            f"schema {schema}: the upgrade's prepare has not completed for "
-            f"{', '.join(waiting)}: run `{COMMAND}` again first"
-        )
+    if not _prepared(conn, schema, tables, version):
+        return Finished(False, 0.0, time.monotonic() - started)
     script = ";\n".join(s for t, cols in tables.items() for s in _swap(conn, schema, t, cols))
     lock = "LOCK TABLE " + ", ".join(f"{q(schema)}.{q(t)}" for t in tables)
     held: list[float] = []
@@ -290,8 +278,25 @@ def finish(
     return Finished(True, ended - held[-1], ended - started)
 
 
-def _has_meta(conn: psycopg.Connection, schema: str) -> bool:
-    return rows(conn, "SELECT to_regclass(%s)", (f"{q(schema)}.meta",))[0][0] is not None
+def _prepared(conn: psycopg.Connection, schema: str, tables: dict[str, Any], version: int) -> bool:
+    """Did prepare complete for every table? False: nothing to do (``version`` reached, none
+    prepared); StoreRefused naming the schema when finish cannot run."""
+    found = states(conn, schema)
+    if found is None:
+        meta = rows(conn, "SELECT to_regclass(%s)", (f"{q(schema)}.meta",))[0][0]
+        at = rows(conn, f"SELECT version FROM {q(schema)}.meta")[0][0] if meta else 0
+        if at >= version:
+            return False
+        raise StoreRefused(
+            f"schema {schema}: no online upgrade was prepared: run `{COMMAND}` first"
+        )
+    waiting = [t for t in tables if not found.get(t, (0, 0, False))[2]]
+    if waiting:
+        raise StoreRefused(
+            f"schema {schema}: the upgrade's prepare has not completed for "
+            f"{', '.join(waiting)}: run `{COMMAND}` again first"
+        )
+    return True
 
 
 def _swap(

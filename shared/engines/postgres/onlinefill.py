@@ -90,20 +90,7 @@ def backfill(
     pages, done, started = max(1, batch // ROWS_PER_PAGE), 0, time.monotonic()
     while page < end:
         hi = min(end, page + pages)
-
-        def step(lo: int = page, hi: int = hi) -> int:
-            n = conn.execute(update, (f"({lo},0)", f"({hi},0)")).rowcount
-            conn.execute(state, (hi, table))
-            return n
-
-        try:
-            n = locked_tx(conn, schema, f"converting {table} pages {page}..{hi}", step)
-        except psycopg.DataError as exc:
-            raise StoreQueryError(
-                f"schema {schema}: {table} pages {page}..{hi}: a value does not convert to its "
-                f"native type: {' '.join(str(exc).split())}",
-                cause=exc,
-            ) from exc
+        n = _batch(conn, schema, table, (update, state), page, hi)
         done, page = done + n, hi
         pages = _next_size(pages, n, batch)
         rate = done / max(time.monotonic() - started, 1e-6)
@@ -113,6 +100,28 @@ def backfill(
             True,
         )
     return done
+
+
+def _batch(
+    conn: psycopg.Connection, schema: str, table: str, sql: tuple[str, str], lo: int, hi: int
+) -> int:
+    """Convert the rows of ``table``'s pages ``lo`` to ``hi`` (not included) and record ``hi``
+    as the next page, in one transaction; the rows converted."""
+    update, state = sql
+
+    def step() -> int:
+        n = conn.execute(update, (f"({lo},0)", f"({hi},0)")).rowcount
+        conn.execute(state, (hi, table))
+        return n
+
+    try:
+        return locked_tx(conn, schema, f"converting {table} pages {lo}..{hi}", step)
+    except psycopg.DataError as exc:
+        raise StoreQueryError(
+            f"schema {schema}: {table} pages {lo}..{hi}: a value does not convert to its "
+            f"native type: {' '.join(str(exc).split())}",
+            cause=exc,
+        ) from exc
 
 
 def _next_size(pages: int, got: int, batch: int) -> int:
