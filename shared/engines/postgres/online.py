@@ -302,36 +302,39 @@ def _prepared(conn: psycopg.Connection, schema: str, tables: dict[str, Any], ver
 def _swap(
     conn: psycopg.Connection, schema: str, table: str, cols: Sequence[NativeColumn]
 ) -> list[str]:
-    """The statements that put ``table``'s shadows in the old columns' place (read from the
-    catalogue before the lock, so the lock is held for catalogue writes only)."""
+    """The statements that put ``table``'s shadows in the old columns' place, as few as
+    PostgreSQL allows (each ALTER TABLE rebuilds the table's cached description), read from
+    the catalogue before the lock so that the lock is held for catalogue writes only."""
     t = f"{q(schema)}.{q(table)}"
     facts = ddl.column_facts(conn, schema, table)
     names = {c.column: shadow(c.column) for c in cols}
-    indexes = ddl.index_defs(conn, schema, table, names)
-    checks = ddl.check_defs(conn, schema, table, names)
     sync = q(ddl.sync_name(table))
     out = [f"DROP TRIGGER {sync} ON {t}", f"DROP FUNCTION {q(schema)}.{sync}()"]
-    for c in cols:
-        old, new = q(c.column), q(shadow(c.column))
-        out += [
-            f"ALTER TABLE {t} DROP COLUMN {old}",
-            f"ALTER TABLE {t} RENAME COLUMN {new} TO {old}",
-        ]
-        if (default := facts[c.column].default) is not None:
-            out.append(f"ALTER TABLE {t} ALTER COLUMN {old} SET DEFAULT {converted(c, default)}")
-        if facts[c.column].not_null:  # proved by the validated CHECK: no scan
-            out.append(f"ALTER TABLE {t} ALTER COLUMN {old} SET NOT NULL")
-            out.append(f"ALTER TABLE {t} DROP CONSTRAINT {q(not_null_name(c))}")
-    for name, _ in checks:
-        out.append(f"ALTER TABLE {t} RENAME CONSTRAINT {q(shadow(name))} TO {q(name)}")
-    for index in indexes:
+    out.append(f"ALTER TABLE {t} " + ", ".join(f"DROP COLUMN {q(c.column)}" for c in cols))
+    out += [f"ALTER TABLE {t} RENAME COLUMN {q(names[c.column])} TO {q(c.column)}" for c in cols]
+    settle = [  # NOT NULL proved by the validated CHECKs (no scan), dropped only after
+        f"ALTER COLUMN {q(c.column)} SET DEFAULT {converted(c, facts[c.column].default)}"
+        for c in cols
+        if facts[c.column].default is not None
+    ] + [f"ALTER COLUMN {q(c.column)} SET NOT NULL" for c in cols if facts[c.column].not_null]
+    renames = []
+    for index in ddl.index_defs(conn, schema, table, names):
         new = q(shadow(index.name))
         if index.constraint in ("p", "u"):
             kind = "PRIMARY KEY" if index.constraint == "p" else "UNIQUE"
-            out.append(f"ALTER TABLE {t} ADD CONSTRAINT {q(index.name)} {kind} USING INDEX {new}")
+            settle.append(f"ADD CONSTRAINT {q(index.name)} {kind} USING INDEX {new}")
         else:
-            out.append(f"ALTER INDEX {q(schema)}.{new} RENAME TO {q(index.name)}")
-    return out
+            renames.append(f"ALTER INDEX {q(schema)}.{new} RENAME TO {q(index.name)}")
+    if settle:
+        out.append(f"ALTER TABLE {t} " + ", ".join(settle))
+    proofs = [f"DROP CONSTRAINT {q(not_null_name(c))}" for c in cols if facts[c.column].not_null]
+    if proofs:
+        out.append(f"ALTER TABLE {t} " + ", ".join(proofs))
+    out += [
+        f"ALTER TABLE {t} RENAME CONSTRAINT {q(shadow(name))} TO {q(name)}"
+        for name, _ in ddl.check_defs(conn, schema, table, names)
+    ]
+    return out + renames
 
 
 def converted(c: NativeColumn, expr: str) -> str:
