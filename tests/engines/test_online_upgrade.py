@@ -345,3 +345,15 @@ def test_the_command_prepares_then_finishes_and_names_the_schema_it_cannot_upgra
     missing = write_config(tmp_path, pg, schema=pg.schema + "_none")
     assert cli(["db", "upgrade", "--config", missing]) == 5
     assert f"schema {pg.schema}_none: no jobq tables there" in capsys.readouterr().err
+
+
+def test_a_column_added_to_the_list_after_a_prepare_is_converted_by_batches_too(scratch):
+    schema, first = scratch.schema, (COLUMNS[0], COLUMNS[3])  # id and doc: no CHECK reads them
+    with connect(scratch) as c:
+        online.prepare(c, schema, first, batch=500)
+        lines: list[str] = []
+        online.prepare(c, schema, COLUMNS, batch=500, progress=lambda t, b: lines.append(t))
+        assert any(x.startswith("things: page") for x in lines)  # not left to the final check
+        before = snapshot(c, schema, COLUMNS)
+        assert online.finish(c, schema, COLUMNS, version=8).done
+        assert_converted(before, snapshot(c, schema, COLUMNS), COLUMNS)

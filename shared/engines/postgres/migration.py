@@ -1,6 +1,7 @@
 """Creating and upgrading jobq's tables in a PostgreSQL schema (:data:`.schema.MIGRATIONS`), as a
 store opens (:class:`.connection.PgConnection`): one transaction under an advisory lock, so that
-two processes starting at once migrate once; a schema newer than this code is refused.
+two processes starting at once migrate once; a schema newer than this code is refused, and so
+is the native types' step on a big queue (:func:`.online.guard_step`: ``jobq db upgrade``).
 """
 
 from __future__ import annotations

@@ -164,10 +164,11 @@ def _shadow_columns(
             f"FOR EACH ROW EXECUTE FUNCTION {q(schema)}.{trigger}()"
         )
         conn.execute(
-            f"INSERT INTO {q(schema)}.{STATE} (tbl, next_page, end_page) "
-            "SELECT %s, 0, pg_relation_size(%s) / current_setting('block_size')::int "
-            "ON CONFLICT (tbl) DO NOTHING",
-            (table, t),
+            f"INSERT INTO {q(schema)}.{STATE} AS s (tbl, cols, next_page, end_page) "
+            "SELECT %s, %s, 0, pg_relation_size(%s) / current_setting('block_size')::int "
+            "ON CONFLICT (tbl) DO UPDATE SET cols = excluded.cols, next_page = 0, "
+            "end_page = excluded.end_page, ready = false WHERE s.cols <> excluded.cols",
+            (table, ",".join(c.column for c in cols), t),
         )
 
     locked_tx(conn, schema, f"adding shadow columns to {table}", step)

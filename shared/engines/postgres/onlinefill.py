@@ -2,7 +2,8 @@
 sync trigger was made are converted in short transactions, one range of pages each (by ``ctid``:
 every table, with a primary key or none, is read by a TID range scan), each with a short
 ``lock_timeout`` and asked again when it waits too long. The state table
-(``online_upgrade``: per table the next page, the last page, whether prepare finished it) is
+(``online_upgrade``: per table its columns, the next page, the last page, whether prepare
+finished it; a run with other columns for a table starts its backfill again) is
 written in the batch's own transaction, so a kill loses nothing and a rerun goes on from there.
 
 Rows written while the backfill runs are the trigger's: an update that moves a row past the
@@ -32,7 +33,7 @@ ROWS_PER_PAGE = 50  # the first batch's guess; later batches size themselves on 
 def ensure_state(conn: psycopg.Connection, schema: str) -> None:
     """The state table of ``schema`` (kept until finish)."""
     conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {q(schema)}.{STATE} (tbl text PRIMARY KEY, "
+        f"CREATE TABLE IF NOT EXISTS {q(schema)}.{STATE} (tbl text PRIMARY KEY, cols text NOT NULL, "
         "next_page bigint NOT NULL, end_page bigint NOT NULL, ready boolean NOT NULL DEFAULT false)"
     )
 
