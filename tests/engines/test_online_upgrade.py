@@ -337,6 +337,17 @@ def test_the_command_prepares_then_finishes_and_names_the_schema_it_cannot_upgra
     assert cli(["db", "upgrade", "--config", config, "--batch", "20"]) == 0
     out, err = capsys.readouterr()
     assert f"schema {pg.schema}: prepared" in out and "jobq db upgrade: jobs: page" in err
+    with connect(pg) as c:  # a worker of the old version still runs
+        c.execute(
+            f'INSERT INTO "{pg.schema}".processes (id, kind, pid, host, started_at, heartbeat_at) '
+            f"VALUES ('w', 'worker', 77, 'h1', %s, %s)",
+            (now_text(),) * 2,
+        )
+        c.execute(f'UPDATE "{pg.schema}".processes SET heartbeat_at = "{pg.schema}".db_now()')
+        assert cli(["db", "upgrade", "--finish", "--config", config]) == 5
+        err = capsys.readouterr().err
+        assert f"schema {pg.schema}: jobq processes still run on it (1: worker 77@h1)" in err
+        c.execute(f'DELETE FROM "{pg.schema}".processes')
     assert cli(["db", "upgrade", "--finish", "--config", config]) == 0
     out, _ = capsys.readouterr()
     assert f"upgraded to version {native_step}" in out and "locked for" in out

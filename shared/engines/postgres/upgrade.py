@@ -74,6 +74,7 @@ def _run(
             f"{target - 1}: run the jobq of that version once first (it migrates at start)"
         )
     if finish:
+        _stopped(conn, schema)
         done = online.finish(conn, schema, NATIVE_COLUMNS, version=target, after=_after())
         return (
             f"schema {schema}: upgraded to version {target} in {done.seconds:.2f} s; "
@@ -85,6 +86,28 @@ def _run(
         f"schema {schema}: prepared in {time.monotonic() - started:.1f} s; stop the workers, "
         f"then run `{online.COMMAND} --finish` and start this version"
     )
+
+
+LIVE = 60  # seconds: a process whose heartbeat is younger may still be writing
+
+
+def _stopped(conn: psycopg.Connection, schema: str) -> None:
+    """StoreRefused naming the processes of ``schema`` whose heartbeat is recent: the old
+    workers would fail on the new column types, so finish waits for them to be stopped."""
+    live = rows(
+        conn,
+        f"SELECT kind || ' ' || pid || '@' || host FROM {q(schema)}.processes "
+        "WHERE heartbeat_at::timestamptz > statement_timestamp() - %s * interval '1 s' "
+        "ORDER BY 1",
+        (LIVE,),
+    )
+    if live:
+        names = ", ".join(r[0] for r in live[:5]) + (", ..." if len(live) > 5 else "")
+        raise StoreRefused(
+            f"schema {schema}: jobq processes still run on it ({len(live)}: {names}): stop "
+            f"them (the old workers would fail on the new column types), then run "
+            f"`{online.COMMAND} --finish` again"
+        )
 
 
 def _version(conn: psycopg.Connection, schema: str) -> int:
