@@ -25,6 +25,12 @@ from supervisor.views.context import Ctx
 
 BATCH = 5_000
 EVERY = 1.0  # seconds between two of the backfill's progress lines
+DESCRIPTION = (
+    "Run it with the new jobq installed while the old workers keep running: it prepares the "
+    "change in short transactions, with progress on stderr, and resumes when run again after "
+    "an interrupt. Then stop the workers, run it with --finish (one short transaction; it says "
+    "how long the tables were locked) and start the new version."
+)
 
 
 def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
@@ -36,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction, common: Any, wrap: Any) -> None:
     up = dsub.add_parser(
         "upgrade",
         help="convert the schema while workers run; then, workers stopped, --finish",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=DESCRIPTION,
     )
     common(up, False)
     up.add_argument(
