@@ -11,8 +11,10 @@ seconds, then while :func:`shared.engines.postgres.online.prepare` runs over
 :data:`~shared.engines.postgres.native.NATIVE_COLUMNS`; then they stop (as a deploy stops the old
 workers) and :func:`~shared.engines.postgres.online.finish` runs (``after`` None, the version
 kept). Reports prepare's time, the writers' p50/p99/max per operation before and during it (the
-longest is the longest any claim or outcome waited, on a lock or the machine), their rate, and
-finish's time and lock time. The schema is dropped unless ``--keep``.
+longest is the longest any claim or outcome took, waiting on a lock or on the machine), their
+rate, the writers' statements seen waiting on a lock during prepare (``pg_stat_activity``
+sampled every 20 ms: how many, the longest wait and its statement), and finish's time and lock
+time. The schema is dropped unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import threading
 import time
 import uuid
 from typing import Any
@@ -79,7 +82,7 @@ def _writer(url: str, schema: str, stop: Any, out: Any) -> None:
     from shared.engines import open_store
     from shared.model.job import Finish, NewJob
 
-    store = open_store(_config(url, schema))
+    store = open_store(_config(_named(url), schema))
     owner, times = f"bench:{os.getpid()}:1", []
     try:
         while not stop.is_set():
@@ -104,6 +107,27 @@ def _writer(url: str, schema: str, stop: Any, out: Any) -> None:
     finally:
         store.close()
         out.put(times)
+
+
+WRITER = "bench_online_writer"  # the writers' application_name, for the lock watch
+WATCH = """SELECT pid, query_start, extract(epoch FROM clock_timestamp() - query_start), query
+FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'"""
+
+
+def _named(url: str) -> str:
+    return url + ("&" if "?" in url else "?") + f"application_name={WRITER}"
+
+
+def _watch(url: str, stop: Any, found: dict[Any, tuple[float, str]]) -> None:
+    """Every 20 ms, the writers' statements waiting on a lock, by (pid, start): the longest
+    wait seen and the statement (the wait of each, within 20 ms)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as c:
+        while not stop.wait(0.02):
+            for pid, start, waited, query in c.execute(WATCH, (WRITER,)).fetchall():
+                if waited > found.get((pid, start), (0.0, ""))[0]:
+                    found[(pid, start)] = (float(waited), " ".join(query.split())[:60])
 
 
 def _stats(times: list[tuple[float, str, float]], since: float, until: float) -> dict[str, Any]:
@@ -141,12 +165,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             p.start()
         time.sleep(1 + args.baseline)  # a bench: the writers' baseline is a span of time
         lines: list[str] = []
+        waits: dict[Any, tuple[float, str]] = {}
+        watching = threading.Event()
+        watch = threading.Thread(target=_watch, args=(args.database, watching, waits))
         with psycopg.connect(args.database, autocommit=True) as c:
             t0 = time.time()
+            watch.start()
             online.prepare(
                 c, schema, NATIVE_COLUMNS, batch=args.batch, progress=_printer(lines, t0)
             )
             t1 = time.time()
+            watching.set()
+            watch.join()
             stop.set()
             times = [t for _ in procs for t in out.get()]
             for p in procs:
@@ -161,6 +191,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "finish_lock_ms": round(1000 * done.lock_seconds, 1),
             "before": _stats(times, t0 - args.baseline, t0),
             "during_prepare": _stats(times, t0, t1),
+            "lock_waits_seen": len(waits),
+            "longest_lock_wait": _longest(waits),
         }
     finally:
         stop.set()
@@ -169,6 +201,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.keep:
             with psycopg.connect(args.database, autocommit=True) as c:
                 c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _longest(waits: dict[Any, tuple[float, str]]) -> dict[str, Any] | None:
+    if not waits:
+        return None
+    seconds, query = max(waits.values())
+    return {"ms": round(1000 * seconds, 1), "statement": query}
 
 
 def _printer(lines: list[str], t0: float) -> Any:
