@@ -217,13 +217,17 @@ def test_prepare_under_writes_resumes_after_an_interrupt_and_finish_keeps_every_
         assert online.finish(c, schema, COLUMNS, version=8).done is False
 
 
-def test_a_failed_check_is_refused_and_finish_needs_a_prepare(scratch):
+def test_finish_needs_a_prepare_and_prepare_a_known_column_and_no_other_run(scratch):
     schema = scratch.schema
     with connect(scratch) as c:
         with pytest.raises(StoreRefused, match=f"schema {schema}: no online upgrade was prepared"):
             online.finish(c, schema, COLUMNS, version=8)
         with pytest.raises(StoreRefused, match=f"schema {schema}: table things has no column x"):
             online.prepare(c, schema, (NativeColumn("things", "x", "uuid", "{c}::uuid"),))
+        with connect(scratch) as other:  # a second operator's command, running
+            other.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"jobq.online.{schema}",))
+            with pytest.raises(StoreRefused, match=f"schema {schema}: another `jobq db upgrade`"):
+                online.prepare(c, schema, COLUMNS)
 
 
 # -- the real schema --------------------------------------------------------------------------

@@ -20,8 +20,9 @@ EXCLUSIVE lock, seconds on a million jobs, while every claim and outcome waits.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import psycopg
 
@@ -129,6 +130,17 @@ def prepare(
     where it stopped. An exception from ``progress`` stops it (nothing is lost)."""
     say = progress or (lambda text, batch_line: None)
     tables = plan(conn, schema, columns)
+    with exclusive(conn, schema):
+        _prepare(conn, schema, tables, batch, say)
+
+
+def _prepare(
+    conn: psycopg.Connection,
+    schema: str,
+    tables: dict[str, tuple[NativeColumn, ...]],
+    batch: int,
+    say: Progress,
+) -> None:
     conn.execute("SET lock_timeout = 0")  # the concurrent steps wait on nobody's work
     ensure_state(conn, schema)
     for table, cols in tables.items():
@@ -142,6 +154,20 @@ def prepare(
         _indexes(conn, schema, table, cols, say)
         conn.execute(f"ANALYZE {q(schema)}.{q(table)}")
         conn.execute(f"UPDATE {q(schema)}.{STATE} SET ready = true WHERE tbl = %s", (table,))
+
+
+@contextlib.contextmanager
+def exclusive(conn: psycopg.Connection, schema: str) -> Iterator[None]:
+    """Hold the session's lock on ``schema``'s upgrade meanwhile: StoreRefused when another
+    session (a second operator's command) holds it."""
+    key = (f"jobq.online.{schema}",)
+    if not rows(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", key)[0][0]:
+        raise StoreRefused(f"schema {schema}: another `{COMMAND}` is running on it")
+    try:
+        yield
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", key)
 
 
 def _shadow_columns(
@@ -201,7 +227,8 @@ def _constraints(
     )
     for name, definition in wanted:
         if name not in validated:
-            add = f"ALTER TABLE {t} ADD CONSTRAINT {q(name)} {definition.removesuffix(' NOT VALID')} NOT VALID"
+            check = definition.removesuffix(" NOT VALID")
+            add = f"ALTER TABLE {t} ADD CONSTRAINT {q(name)} {check} NOT VALID"
             locked_tx(conn, schema, f"adding constraint {name}", lambda add=add: conn.execute(add))
         if not validated.get(name):
             say(f"{table}: validating {name}", False)
@@ -272,9 +299,10 @@ def finish(
         conn.execute(f"UPDATE {q(schema)}.meta SET version = %s", (version,))
         conn.execute(f"DROP TABLE {q(schema)}.{STATE}")
 
-    locked_tx(
-        conn, schema, "finishing the upgrade", step, lock_timeout_ms=lock_timeout_ms, tries=10
-    )
+    with exclusive(conn, schema):
+        locked_tx(
+            conn, schema, "finishing the upgrade", step, lock_timeout_ms=lock_timeout_ms, tries=10
+        )
     ended = time.monotonic()
     return Finished(True, ended - held[-1], ended - started)
 
