@@ -148,6 +148,7 @@ def _prepare(
     say(f"schema {schema}: shadow columns and sync triggers on {', '.join(tables)}", False)
     for table, cols in tables.items():
         backfill(conn, schema, table, cols, batch, say)
+        say(f"{table}: checking that every row is converted", False)
         recheck(conn, schema, table, cols)
     for table, cols in tables.items():
         _constraints(conn, schema, table, cols, say)
