@@ -9,20 +9,20 @@ EXCLUSIVE lock, seconds on a million jobs, while every claim and outcome waits.
   shadows and the indexes are built again over them with CREATE INDEX CONCURRENTLY. Every lock
   it takes is brief and asked for with a short ``lock_timeout``, then asked again. It resumes
   where it stopped when run again after a kill.
-- :func:`finish` runs when the old workers are stopped: one short transaction locks the tables,
-  drops the triggers and the old columns (their indexes go with them), gives the shadows and
-  their indexes the old names, restores NOT NULL (proved by the validated constraints: no scan)
-  and defaults, runs ``after`` (the SQL that re-creates functions and triggers for the new
-  types) and sets ``meta.version``. It returns how long the tables were locked.
+- :func:`finish` (:mod:`.onlineswap`) runs when the old workers are stopped: one short
+  transaction locks the tables, drops the triggers, retires the old columns and indexes
+  (renamed, dropped after the commit without blocking), gives the shadows and their indexes
+  the old names, restores NOT NULL (proved by the validated constraints: no scan) and
+  defaults, runs ``after`` (the SQL that re-creates functions and triggers for the new types)
+  and sets ``meta.version``. It returns how long the tables were locked.
 - :func:`refuse_if_large`: the migration's guard, so that a store opening a big schema refuses
   (naming ``jobq db upgrade``) rather than convert it in place.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import psycopg
 
@@ -30,24 +30,16 @@ from shared.model.errors import StoreRefused
 from . import onlineddl as ddl
 from . import schema as schema_mod
 from .native import NativeColumn
-from .onlinefill import STATE, backfill, ensure_state, locked_tx, recheck, states
-from .onlineddl import q, rows, shadow
+from .onlinefill import COMMAND, STATE, backfill, ensure_state, exclusive, locked_tx, recheck
+from .onlineddl import by_table, not_null_name, q, rows, shadow
+from .onlineswap import After, Finished, finish
+
+__all__ = ["After", "Finished", "finish", "prepare", "guard_step", "refuse_if_large", "COMMAND"]
 
 ONLINE_ROWS = 100_000  # above this many jobs, the conversion is online, never at a store's open
 BATCH = 5_000
-COMMAND = "jobq db upgrade"
 
 Progress = Callable[[str, bool], None]  # (text, one of many batch lines)
-After = Callable[[psycopg.Connection], None]
-
-
-class Finished(NamedTuple):
-    """What :func:`finish` did: ``done`` False when there was nothing to do (version reached);
-    ``lock_seconds`` from holding the tables' locks to the commit; ``seconds`` the whole call."""
-
-    done: bool
-    lock_seconds: float
-    seconds: float
 
 
 def native_version() -> int | None:
@@ -82,14 +74,6 @@ def count_up_to(conn: psycopg.Connection, schema: str, table: str, limit: int) -
     """The rows of ``schema.table``, counted up to ``limit``."""
     query = f"SELECT count(*) FROM (SELECT 1 FROM {q(schema)}.{q(table)} LIMIT %s) s"
     return int(rows(conn, query, (limit,))[0][0])
-
-
-def by_table(columns: Sequence[NativeColumn]) -> dict[str, tuple[NativeColumn, ...]]:
-    """The columns grouped by table, in the order given."""
-    out: dict[str, tuple[NativeColumn, ...]] = {}
-    for c in columns:
-        out[c.table] = out.get(c.table, ()) + (c,)
-    return out
 
 
 def plan(
@@ -157,20 +141,6 @@ def _prepare(
         conn.execute(f"UPDATE {q(schema)}.{STATE} SET ready = true WHERE tbl = %s", (table,))
 
 
-@contextlib.contextmanager
-def exclusive(conn: psycopg.Connection, schema: str) -> Iterator[None]:
-    """Hold the session's lock on ``schema``'s upgrade meanwhile: StoreRefused when another
-    session (a second operator's command) holds it."""
-    key = (f"jobq.online.{schema}",)
-    if not rows(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", key)[0][0]:
-        raise StoreRefused(f"schema {schema}: another `{COMMAND}` is running on it")
-    try:
-        yield
-    finally:
-        if not conn.closed and not conn.broken:
-            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", key)
-
-
 def _shadow_columns(
     conn: psycopg.Connection, schema: str, table: str, cols: Sequence[NativeColumn]
 ) -> None:
@@ -236,11 +206,6 @@ def _constraints(
             conn.execute(f"ALTER TABLE {t} VALIDATE CONSTRAINT {q(name)}")
 
 
-def not_null_name(c: NativeColumn) -> str:
-    """The CHECK that proves ``c``'s shadow NOT NULL (dropped by finish)."""
-    return shadow(f"{c.table}_{c.column}_nn")
-
-
 def _indexes(
     conn: psycopg.Connection,
     schema: str,
@@ -267,106 +232,3 @@ def _indexes(
             f"{table}: index {shadow(index.name)} built in {time.monotonic() - started:.1f} s",
             False,
         )
-
-
-def finish(
-    conn: psycopg.Connection,
-    schema: str,
-    columns: Sequence[NativeColumn],
-    *,
-    version: int,
-    after: After | None = None,
-    lock_timeout_ms: int = 2_000,
-) -> Finished:
-    """Swap the prepared shadows in, in one short transaction (see the module), then run
-    ``after`` in it (search path on ``schema``) and set ``meta.version`` to ``version``.
-    Refused (StoreRefused naming the schema) unless :func:`prepare` completed; a schema at
-    ``version`` already with nothing prepared is left alone (``done`` False)."""
-    started = time.monotonic()
-    tables = by_table(columns)
-    if not _prepared(conn, schema, tables, version):
-        return Finished(False, 0.0, time.monotonic() - started)
-    script = ";\n".join(s for t, cols in tables.items() for s in _swap(conn, schema, t, cols))
-    lock = "LOCK TABLE " + ", ".join(f"{q(schema)}.{q(t)}" for t in tables)
-    held: list[float] = []
-
-    def step() -> None:
-        conn.execute(lock + " IN ACCESS EXCLUSIVE MODE")
-        held.append(time.monotonic())
-        conn.execute(script)
-        conn.execute(f"SET LOCAL search_path = {q(schema)}")
-        if after is not None:
-            after(conn)
-        conn.execute(f"UPDATE {q(schema)}.meta SET version = %s", (version,))
-        conn.execute(f"DROP TABLE {q(schema)}.{STATE}")
-
-    with exclusive(conn, schema):
-        locked_tx(
-            conn, schema, "finishing the upgrade", step, lock_timeout_ms=lock_timeout_ms, tries=10
-        )
-    ended = time.monotonic()
-    return Finished(True, ended - held[-1], ended - started)
-
-
-def _prepared(conn: psycopg.Connection, schema: str, tables: dict[str, Any], version: int) -> bool:
-    """Did prepare complete for every table? False: nothing to do (``version`` reached, none
-    prepared); StoreRefused naming the schema when finish cannot run."""
-    found = states(conn, schema)
-    if found is None:
-        meta = rows(conn, "SELECT to_regclass(%s)", (f"{q(schema)}.meta",))[0][0]
-        at = rows(conn, f"SELECT version FROM {q(schema)}.meta")[0][0] if meta else 0
-        if at >= version:
-            return False
-        raise StoreRefused(
-            f"schema {schema}: no online upgrade was prepared: run `{COMMAND}` first"
-        )
-    waiting = [t for t in tables if not found.get(t, (0, 0, False))[2]]
-    if waiting:
-        raise StoreRefused(
-            f"schema {schema}: the upgrade's prepare has not completed for "
-            f"{', '.join(waiting)}: run `{COMMAND}` again first"
-        )
-    return True
-
-
-def _swap(
-    conn: psycopg.Connection, schema: str, table: str, cols: Sequence[NativeColumn]
-) -> list[str]:
-    """The statements that put ``table``'s shadows in the old columns' place, as few as
-    PostgreSQL allows (each ALTER TABLE rebuilds the table's cached description), read from
-    the catalogue before the lock so that the lock is held for catalogue writes only."""
-    t = f"{q(schema)}.{q(table)}"
-    facts = ddl.column_facts(conn, schema, table)
-    names = {c.column: shadow(c.column) for c in cols}
-    sync = q(ddl.sync_name(table))
-    out = [f"DROP TRIGGER {sync} ON {t}", f"DROP FUNCTION {q(schema)}.{sync}()"]
-    out.append(f"ALTER TABLE {t} " + ", ".join(f"DROP COLUMN {q(c.column)}" for c in cols))
-    out += [f"ALTER TABLE {t} RENAME COLUMN {q(names[c.column])} TO {q(c.column)}" for c in cols]
-    settle = [  # NOT NULL proved by the validated CHECKs (no scan), dropped only after
-        f"ALTER COLUMN {q(c.column)} SET DEFAULT {converted(c, facts[c.column].default)}"
-        for c in cols
-        if facts[c.column].default is not None
-    ] + [f"ALTER COLUMN {q(c.column)} SET NOT NULL" for c in cols if facts[c.column].not_null]
-    renames = []
-    for index in ddl.index_defs(conn, schema, table, names):
-        new = q(shadow(index.name))
-        if index.constraint in ("p", "u"):
-            kind = "PRIMARY KEY" if index.constraint == "p" else "UNIQUE"
-            settle.append(f"ADD CONSTRAINT {q(index.name)} {kind} USING INDEX {new}")
-        else:
-            renames.append(f"ALTER INDEX {q(schema)}.{new} RENAME TO {q(index.name)}")
-    if settle:
-        out.append(f"ALTER TABLE {t} " + ", ".join(settle))
-    proofs = [f"DROP CONSTRAINT {q(not_null_name(c))}" for c in cols if facts[c.column].not_null]
-    if proofs:
-        out.append(f"ALTER TABLE {t} " + ", ".join(proofs))
-    out += [
-        f"ALTER TABLE {t} RENAME CONSTRAINT {q(shadow(name))} TO {q(name)}"
-        for name, _ in ddl.check_defs(conn, schema, table, names)
-    ]
-    return out + renames
-
-
-def converted(c: NativeColumn, expr: str) -> str:
-    """``expr`` (of the old form) converted as ``c`` says."""
-    return ddl.converted(c.using, expr)

@@ -4,7 +4,8 @@ old columns written again over the shadows (``pg_get_indexdef`` / ``pg_get_const
 the column names rewritten, partial-index predicates included).
 
 Names: the shadow of ``col`` is ``col__native``, of index or constraint ``name`` is
-``name__native`` (cut and hashed to stay within PostgreSQL's 63 bytes).
+``name__native`` (cut and hashed to stay within PostgreSQL's 63 bytes); from finish to its
+cleanup the old ones are ``col__old`` and ``name__old``.
 """
 
 from __future__ import annotations
@@ -19,19 +20,38 @@ from psycopg.rows import tuple_row
 from .native import NativeColumn
 
 SUFFIX = "__native"
+RETIRED = "__old"  # an old column or index, from finish until its cleanup drops it
 _MAX_NAME = 63
 _LITERAL = re.compile(r"('(?:[^']|'')*')")
 
 
-def shadow(name: str) -> str:
-    """The shadow of a column, index or constraint ``name`` (at most 63 bytes)."""
-    out = name + SUFFIX
+def shadow(name: str, suffix: str = SUFFIX) -> str:
+    """The shadow of a column, index or constraint ``name`` (at most 63 bytes); with
+    ``suffix`` :data:`RETIRED`, the name the old one has between finish and its cleanup."""
+    out = name + suffix
     if len(out.encode()) <= _MAX_NAME:
         return out
     digest = hashlib.md5(name.encode()).hexdigest()[:8]
-    return (
-        name.encode()[: _MAX_NAME - len(SUFFIX) - 9].decode(errors="ignore") + "_" + digest + SUFFIX
-    )
+    cut = name.encode()[: _MAX_NAME - len(suffix) - 9].decode(errors="ignore")
+    return cut + "_" + digest + suffix
+
+
+def retired(name: str) -> str:
+    """The name of an old column or index between finish and its cleanup."""
+    return shadow(name, RETIRED)
+
+
+def by_table(columns: Sequence[NativeColumn]) -> dict[str, tuple[NativeColumn, ...]]:
+    """The columns grouped by table, in the order given."""
+    out: dict[str, tuple[NativeColumn, ...]] = {}
+    for c in columns:
+        out[c.table] = out.get(c.table, ()) + (c,)
+    return out
+
+
+def not_null_name(c: NativeColumn) -> str:
+    """The CHECK that proves ``c``'s shadow NOT NULL (dropped by finish)."""
+    return shadow(f"{c.table}_{c.column}_nn")
 
 
 def q(name: str) -> str:
@@ -112,7 +132,7 @@ def index_defs(
     )
     out = []
     for name, definition, contype in found:
-        if name.endswith(SUFFIX):
+        if name.endswith((SUFFIX, RETIRED)):
             continue
         m = re.match(r"CREATE (UNIQUE )?INDEX (\S+) ON (.*)$", definition, re.S)
         if m is None:  # pg_get_indexdef always has this form

@@ -12,22 +12,38 @@ page reached, or an insert, converts it then.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
 
-from shared.model.errors import StoreBusy, StoreQueryError
+from shared.model.errors import StoreBusy, StoreQueryError, StoreRefused
 from .native import NativeColumn
 from .onlineddl import converted, q, remaining, rows, shadow
 
 T = TypeVar("T")
 
 STATE = "online_upgrade"
+COMMAND = "jobq db upgrade"
 LOCK_TIMEOUT_MS = 200  # a brief lock asked for on a live queue: never queue writers behind it
 TRIES = 50
 ROWS_PER_PAGE = 50  # the first batch's guess; later batches size themselves on the rows seen
+
+
+@contextlib.contextmanager
+def exclusive(conn: psycopg.Connection, schema: str) -> Iterator[None]:
+    """Hold the session's lock on ``schema``'s upgrade meanwhile: StoreRefused when another
+    session (a second operator's command) holds it."""
+    key = (f"jobq.online.{schema}",)
+    if not rows(conn, "SELECT pg_try_advisory_lock(hashtext(%s))", key)[0][0]:
+        raise StoreRefused(f"schema {schema}: another `{COMMAND}` is running on it")
+    try:
+        yield
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", key)
 
 
 def ensure_state(conn: psycopg.Connection, schema: str) -> None:
