@@ -1,5 +1,7 @@
 """The online upgrade's state and its backfill (:mod:`.online`): the rows a table had when its
-sync trigger was made are converted in short transactions, one range of pages each (by ``ctid``:
+sync trigger was made are converted in short transactions (at most ``batch`` rows and about
+:data:`BATCH_SECONDS` each: a writer may wait that long for a row one locks), one range of
+pages each (by ``ctid``:
 every table, with a primary key or none, is read by a TID range scan), each with a short
 ``lock_timeout`` and asked again when it waits too long. The state table
 (``online_upgrade``: per table its columns, the next page, the last page, whether prepare
@@ -29,6 +31,7 @@ STATE = "online_upgrade"
 COMMAND = "jobq db upgrade"
 LOCK_TIMEOUT_MS = 200  # a brief lock asked for on a live queue: never queue writers behind it
 TRIES = 50
+BATCH_SECONDS = 0.1  # a batch's transaction holds its rows' locks this long at most, about
 ROWS_PER_PAGE = 50  # the first batch's guess; later batches size themselves on the rows seen
 
 
@@ -107,9 +110,10 @@ def backfill(
     pages, done, started = max(1, batch // ROWS_PER_PAGE), 0, time.monotonic()
     while page < end:
         hi = min(end, page + pages)
+        began = time.monotonic()
         n = _batch(conn, schema, table, (update, state), page, hi)
         done, page = done + n, hi
-        pages = _next_size(pages, n, batch)
+        pages = _next_size(pages, n, batch, time.monotonic() - began)
         rate = done / max(time.monotonic() - started, 1e-6)
         say(
             f"{table}: page {page:,}/{end:,} ({100 * page / max(end, 1):.0f}%), "
@@ -141,11 +145,13 @@ def _batch(
         ) from exc
 
 
-def _next_size(pages: int, got: int, batch: int) -> int:
-    """The next batch's pages: sized on the rows the last one converted (at most doubled)."""
-    if got <= 0:
-        return pages * 2
-    return max(1, min(pages * 2, pages * batch // got))
+def _next_size(pages: int, got: int, batch: int, took: float) -> int:
+    """The next batch's pages: sized on the last one's rows (at most ``batch``) and time (at
+    most :data:`BATCH_SECONDS`: a writer may wait that long for a row it locks), at most
+    doubled."""
+    by_time = int(pages * BATCH_SECONDS / took) if took > 0 else pages * 2
+    by_rows = pages * batch // got if got > 0 else pages * 2
+    return max(1, min(pages * 2, by_rows, by_time))
 
 
 def recheck(
