@@ -49,6 +49,7 @@ __all__ = [
     "commit_watch",
     "describe",
     "relay",
+    "upgrade",
 ]
 
 
@@ -87,6 +88,16 @@ def relay(config: Any) -> Any | None:
     """The supervisor's relay of the database's news to idle workers (``Engine.relay``)."""
     t = target(config.database)
     return by_name(t.engine).relay(t, config)
+
+
+def upgrade(config: Any, *, batch: int, finish: bool, progress: Any) -> str:
+    """``jobq db upgrade`` on ``config.database`` (``Engine.upgrade``): the engine's schema
+    changes made on a live database; ``progress(text, batch_line)`` hears each step. Returns a
+    sentence saying what was done (nothing, for an engine that has no such changes)."""
+    engine, where = _of(config.database)
+    if engine.upgrade is None:
+        return f"{engine.name} database: nothing to upgrade online (a store migrates as it opens)"
+    return engine.upgrade(where, config, batch=batch, finish=finish, progress=progress)
 
 
 def target(database: str | Target) -> Target:

@@ -58,6 +58,9 @@ class Engine:
       mode with ``listen``)
     - ``health_check(target)``: a :class:`shared.engines.health.HealthCheck` made just after the
       database was opened, or None where the engine has nothing to check
+    - ``upgrade(target, config, batch=, finish=, progress=)``: ``jobq db upgrade``, the schema
+      changes too slow for a store's open done on a live database (PostgreSQL: the native
+      column types); returns a sentence of what was done. None: the engine has none
     - ``preload``: its modules (full names) the worker template imports once, so forked
       workers do not each import them
     """
@@ -76,6 +79,7 @@ class Engine:
     preload: tuple[str, ...] = ()
     describe: Callable[[Target, Any], str | None] = lambda target, config: None
     relay: Callable[[Target, Any], Any | None] = lambda target, config: None
+    upgrade: Callable[..., str] | None = None
 
     def settings(self, config: Any) -> Any:
         """This engine's table of ``config`` (``config.sqlite``, ``config.postgres``)."""

@@ -2,7 +2,7 @@
 
 ``run`` (the default) runs the supervisor; the ops commands (``enqueue``, ``status``, ``top``,
 ``jobs``, ``show``, ``retry``, ``cancel``, ``purge``, ``pause``, ``resume``, ``stop``, ``reload``,
-``scale``, ``config``, ``copy``, ``web``) live in their own modules: this one only parses and dispatches.
+``scale``, ``config``, ``copy``, ``db``, ``web``) live in their own modules: this one only parses and dispatches.
 ``--config`` and ``--json`` may stand before or after the subcommand. Every ops command turns an
 invalid config into exit 3 and an unusable database into exit 5, with a message naming it.
 """
@@ -23,7 +23,7 @@ from shared.model.job import STATUSES, TERMINAL
 from shared.model.errors import StoreError, StoreQueryError
 from supervisor.views.context import Ctx
 
-from . import configcmd, control, copycmd, enqueuecmd, ops, schedulescmd, status, top, webcmd
+from . import configcmd, control, copycmd, dbcmd, enqueuecmd, ops, schedulescmd, status, top, webcmd
 from .args import arg_type
 
 
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _control_commands(sub)
     _config_commands(sub)
     copycmd.add_parser(sub, _common, _ops)
+    dbcmd.add_parser(sub, _common, _ops)
     webcmd.add_parser(sub, _common, _ops)
     schedulescmd.add_parser(sub, _common, _ops)
     return p

@@ -12,6 +12,7 @@ The only psycopg imports of jobq's runtime are in this package's modules:
   :mod:`.refusals`: which refusals no wait heals
 - :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
+- :mod:`.online`: converting columns to native types on a live queue (``jobq db upgrade``)
 - :mod:`.peers`: which sockets lead to the server (the worker template's check)
 """
 
@@ -137,6 +138,19 @@ def _relay(target: Target, config: Any) -> Any | None:
     return _load("relay").PgRelay(p.listen, target.location, p.schema, p.connect_timeout)
 
 
+def _upgrade(target: Target, config: Any, **kw: Any) -> str:
+    """``jobq db upgrade`` (:mod:`.upgrade`), on a direct session (``listen`` when pooled)."""
+    p = ENGINE.settings(config)
+    if p.mode == "pooled" and not p.listen:
+        raise StoreRefused(
+            f"schema {p.schema}: jobq db upgrade needs a direct session (it sets session "
+            "settings and builds indexes concurrently): set [postgres] listen to a direct URL"
+        )
+    url = p.listen if p.mode == "pooled" else target.location
+    done: str = _load("upgrade").upgrade(url, p.schema, connect_timeout=p.connect_timeout, **kw)
+    return done
+
+
 def _health_check(target: Target) -> None:
     """Nothing to check: the server is the database (a lost connection is reconnected)."""
     return None
@@ -157,6 +171,7 @@ ENGINE = Engine(
     preload=(f"{__name__}.store", f"{__name__}.wakeup"),  # psycopg takes ~0.3 s to import
     describe=_describe,
     relay=_relay,
+    upgrade=_upgrade,
 )
 
 

@@ -1,6 +1,7 @@
 """Creating and upgrading jobq's tables in a PostgreSQL schema (:data:`.schema.MIGRATIONS`), as a
 store opens (:class:`.connection.PgConnection`): one transaction under an advisory lock, so that
-two processes starting at once migrate once; a schema newer than this code is refused.
+two processes starting at once migrate once; a schema newer than this code is refused, and so
+is the native types' step on a big queue (:func:`.online.guard_step`: ``jobq db upgrade``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from psycopg import pq
 
 from shared.model.errors import StoreRefused
 from . import schema as schema_mod
+from .online import guard_step
 
 
 def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
@@ -31,6 +33,7 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
         if found > (ours := schema_mod.VERSION):
             raise StoreRefused(f"schema {schema}: version {found} is newer than this jobq ({ours})")
         for version in range(found, schema_mod.VERSION):
+            guard_step(conn, schema, version + 1)  # a big queue converts online, not here
             conn.execute(f'SET LOCAL search_path = "{schema}"')
             conn.execute(schema_mod.MIGRATIONS[version])
             conn.execute("UPDATE meta SET version = %s", (version + 1,))
