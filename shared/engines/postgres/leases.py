@@ -5,7 +5,7 @@ and lease and process-row ages on the server's clock
 ``heartbeat_at`` is written by the server (``db_now()``: ``statement_timestamp()`` to the
 millisecond), so its age is the server's statement time minus it: one clock for every host,
 whatever their own clocks say. The caller's ``now`` is not used. (The column is a
-``timestamptz``: a row written around jobq holds a time too.)
+``timestamptz``: a row written around jobq holds a time or none, which is left out.)
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ _AGE = "extract(epoch FROM statement_timestamp() - heartbeat_at)::float8"
 
 
 def _ages_sql(table: str, where: str) -> str:
-    return f"SELECT id, {_AGE} AS age FROM {table} {where}"
+    """Ages of the rows' leases; a row without one (written around jobq) is left out."""
+    return f"SELECT id, {_AGE} AS age FROM {table} WHERE heartbeat_at IS NOT NULL{where}"
 
 
-_LEASE_AGES = _ages_sql("jobs", "WHERE status = 'running'")
+_LEASE_AGES = _ages_sql("jobs", " AND status = 'running'")
 _PROCESS_AGES = _ages_sql("processes", "")
 # The oldest lease is the least heartbeat_at, aged once per group, not per row.
 _GROUPS = (
@@ -73,8 +74,8 @@ class PgLeases:
         return {r["id"]: float(r["age"]) for r in self.conn.execute(_LEASE_AGES).fetchall()}
 
     def running_groups(self, now: float) -> list[RunningGroup]:
-        """The running jobs per owner and type, lease ages on the server's clock (a lease time
-        that is not a time: ``inf``, the supervisor looks)."""
+        """The running jobs per owner and type, lease ages on the server's clock (the oldest
+        lease's; None where the group has no lease time, rows written around jobq)."""
         return [
             RunningGroup(
                 r["owner"], r["type"], r["jobs"], r["first_start"], r["oldest"], r["cancels"]
