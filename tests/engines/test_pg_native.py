@@ -101,3 +101,14 @@ def test_a_schema_of_the_previous_version_is_converted_with_its_rows(pg, monkeyp
         child = new.get(ids["b"])
         assert child.status == "cancelled" and child.completed_at == "2026-01-01T00:00:03.000Z"
         assert child.error.startswith(f"parent job {ids['c']} (old:run) failed")
+
+
+def test_the_applications_connection_reads_jobs_as_jobq_text_and_keeps_its_own_types(pg):
+    """Through ``conn=`` jobq reads with loaders on its own cursor only: the job reads as on
+    jobq's connections, the application's connection still gives the server's types."""
+    with JobQueue(config=pg.config()) as q, psycopg.connect(pg.database) as app:
+        job_id = q.enqueue("t", {"customer": "42"}, conn=app)
+        job = q.get(job_id, conn=app)  # in the application's transaction
+        assert job.payload == {"customer": "42"} and job.created_at.endswith("Z")
+        row = app.execute(f'SELECT created_at, payload FROM "{pg.schema}".jobs').fetchone()
+        assert row[0].tzinfo is not None and row[1] == {"customer": "42"}
