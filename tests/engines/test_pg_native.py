@@ -112,3 +112,43 @@ def test_the_applications_connection_reads_jobs_as_jobq_text_and_keeps_its_own_t
         assert job.payload == {"customer": "42"} and job.created_at.endswith("Z")
         row = app.execute(f'SELECT created_at, payload FROM "{pg.schema}".jobs').fetchone()
         assert row[0].tzinfo is not None and row[1] == {"customer": "42"}
+
+
+_TIMES = [
+    "0001-01-01T00:00:00.999Z",
+    "1969-12-31T23:59:59.999Z",
+    "2024-02-29T23:59:59.100Z",
+    "2026-11-30T14:01:29.123Z",
+    "9999-12-31T23:59:59.999Z",
+]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/St_Johns", "Etc/GMT+12"])
+def test_times_read_as_jobq_text_whatever_the_sessions_time_zone(pg, zone):
+    """A session whose TimeZone is not UTC (a role's or database's setting) prints times in its
+    zone, past year 9999 for the last one east of UTC: they still read as jobq's UTC text."""
+    from shared.engines.postgres.loaders import register_native
+
+    with psycopg.connect(pg.database, autocommit=True) as c:
+        register_native(c.adapters)
+        c.execute(f"SET TimeZone = '{zone}'")
+        got = c.execute(
+            "SELECT t::timestamptz, ARRAY[t::timestamptz], (left(t, 23) || '456Z')::timestamptz "
+            "FROM unnest(%s::text[]) t",
+            (_TIMES,),
+        ).fetchall()
+    assert [r[0] for r in got] == _TIMES and [r[1] for r in got] == [[t] for t in _TIMES]
+    assert [r[2] for r in got] == _TIMES  # microseconds cut to the millisecond
+
+
+def test_json_that_jsonb_refuses_is_kept_visible_and_the_rest_as_written():
+    from shared.engines.postgres.dialect import pg_json
+
+    assert (
+        pg_json('{"a": "x\\u0000y", "b": "\\\\u0000"}') == '{"a": "x\\\\u0000y", "b": "\\\\u0000"}'
+    )
+    assert (
+        pg_json('["\\udc80", "\\ud83d\\ude00", "\\u00fc"]')
+        == '["\\\\udc80", "\\ud83d\\ude00", "\\u00fc"]'
+    )
+    assert pg_json('{"plain": 1}') == '{"plain": 1}' and pg_json(None) is None

@@ -1,10 +1,12 @@
 """The PostgreSQL engine's tables and their migrations, in a schema of jobq's own.
 
-The tables and columns are those of the SQLite engine (so every reader sees the same rows):
-times are fixed-width ISO-8601 UTC text (``shared.runtime.clock.iso``) in the "C" collation, which
-sorts as time does and as SQLite compares. Two columns are written with the database's clock
-(:data:`DB_NOW`), never a host's: the lease (``jobs.heartbeat_at``) and a process row's
-``heartbeat_at``, so that hosts whose clocks disagree judge leases alike.
+The tables and columns are those of the SQLite engine (so every reader sees the same rows). Up
+to FLOW_CHAINS times were fixed-width ISO-8601 UTC text (``shared.runtime.clock.iso``) in the "C"
+collation and JSON was text; the step NATIVE (:mod:`.nativeschema`) makes them ``timestamptz``
+and ``jsonb``, which jobq's connections read back as that text (:mod:`.loaders`). Two columns
+are written with the database's clock (``db_now()``), never a host's: the lease
+(``jobs.heartbeat_at``) and a process row's ``heartbeat_at``, so that hosts whose clocks
+disagree judge leases alike.
 
 Bookkeeping that SQLite keeps with row triggers: the per-(type, status) counts are kept by
 statement triggers over transition tables as appended deltas (``job_count_deltas``) that upkeep
@@ -21,7 +23,8 @@ from __future__ import annotations
 from .nativeschema import NATIVE
 from .settle import CHAIN_LINKS, FIRST_LINKS, settle_function
 
-# The database's clock as jobq's time text (statement time: stable within one statement).
+# The database's clock as jobq's time text (statement time: stable within one statement), as V1
+# wrote db_now(); NATIVE makes it a timestamptz (.nativeschema.DB_NOW).
 DB_NOW = """to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
 # The delete trigger's count deltas (V1 and ATTEMPTS_BY_INDEX)
