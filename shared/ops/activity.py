@@ -14,7 +14,7 @@ from shared.runtime.clock import iso
 from shared.engines.contract import OpsStore
 
 _PER_MINUTE = (
-    "SELECT substr(ended_at, 1, 16) AS minute, "
+    "SELECT substr({ended}, 1, 16) AS minute, "
     "CASE outcome WHEN 'retry' THEN 'retried' ELSE outcome END AS status, count(*) AS n "
     "FROM job_attempts WHERE seq > :after"
 )
@@ -44,7 +44,7 @@ def attempts_per_minute(
     ``after < seq`` (``seq <= upto`` when given) that ended at or after ``since`` (when given);
     ordered by minute, then status. A range of ``job_attempts``' primary key."""
     sql = (
-        _PER_MINUTE
+        _PER_MINUTE.format(ended=store.dialect.iso("ended_at"))
         + ("" if upto is None else " AND seq <= :upto")
         + ("" if since is None else " AND ended_at >= :since")
     )

@@ -142,12 +142,19 @@ def exact_hits(store: OpsStore, f: JobFilter, limit: int = 10) -> list[dict[str,
 
 _COLUMNS = (
     "j.id, j.type, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.started_at, "
-    "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr(j.payload, 1, 160) AS payload, "
+    "j.completed_at, j.created_at, j.updated_at, j.key, j.owner_pid, substr({payload}, 1, 160) AS payload, "
     # the error's tail (its final exception, shared.model.errortext): its last 2,000 characters
     "CASE WHEN j.status <> 'completed' "
     "THEN substr(j.error, length(j.error) - 1999) END AS error"
 )
 _CLAIM_ORDER = "k1 DESC, k2, k3, rid"
+
+
+def _columns(store: OpsStore) -> str:
+    """A listing's columns, the payload as the engine's JSON text (its first 160 characters)."""
+    return _COLUMNS.format(payload=store.dialect.json("j.payload"))
+
+
 _ID_ORDER = "k1 DESC"
 
 
@@ -198,7 +205,7 @@ def _page(
         ("CROSS JOIN", "") if d.window_sorted else ("JOIN", "ORDER BY " + _order(claim, "w."))
     )
     return store.read(
-        f"SELECT {_COLUMNS}, w.k1, w.k2, w.k3, w.rid FROM ({walk}) AS w {join} jobs j "
+        f"SELECT {_columns(store)}, w.k1, w.k2, w.k3, w.rid FROM ({walk}) AS w {join} jobs j "
         f"ON j.{d.rowid} = w.rid {where}{order} LIMIT :page",
         params,
     )
@@ -227,7 +234,7 @@ def find_jobs(
         "" if job_type is None else " AND j.type = :type"
     )
     return store.read(
-        f"SELECT {_COLUMNS} FROM jobs j WHERE j.id IN (SELECT id FROM (SELECT id FROM jobs "
+        f"SELECT {_columns(store)} FROM jobs j WHERE j.id IN (SELECT id FROM (SELECT id FROM jobs "
         f"WHERE id >= :qlo AND id < :qhi ORDER BY id LIMIT :limit) AS p UNION SELECT id FROM jobs WHERE key = :q)"
         f"{extra} ORDER BY j.id DESC",
         {
@@ -318,7 +325,7 @@ def _filters(
     if q is not None:
         find = store.dialect.instr
         out.append(
-            f"({find}(j.payload, :q) > 0 OR {find}(coalesce(j.error, ''), :q) > 0 OR j.key = :q "
+            f"({find}({store.dialect.json('j.payload')}, :q) > 0 OR {find}(coalesce(j.error, ''), :q) > 0 OR j.key = :q "
             "OR (j.id >= :qlo AND j.id < :qhi))"
         )
         params.update(q=q, qlo=q.lower(), qhi=q.lower() + TOP)

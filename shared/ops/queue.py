@@ -75,7 +75,7 @@ def finished_per_minute(store: OpsStore, since: float) -> list[dict[str, Any]]:
     """Rows ``{minute, status, n}``: completed and failed jobs per minute (``YYYY-MM-DDTHH:MM``)
     that finished at or after ``since`` (index ``jobs_finished``)."""
     return store.read(
-        f"SELECT substr(completed_at, 1, 16) AS minute, status, count(*) AS n FROM jobs "
+        f"SELECT substr({store.dialect.iso('completed_at')}, 1, 16) AS minute, status, count(*) AS n FROM jobs "
         f"WHERE {FINISHED} AND status IN ('completed', 'failed') AND completed_at >= :since "
         f"GROUP BY minute, status ORDER BY minute, status",
         {"since": iso(since)},

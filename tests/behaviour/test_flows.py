@@ -55,7 +55,7 @@ def test_fan_in_waits_for_every_parent_and_sees_their_results_in_order(q):
     q.drain()
     job = q.get(c)
     assert job.status == "completed"
-    assert list(job.result["results"]) == [b, a]  # the order given
+    assert job.result["order"] == [b, a]  # the order given
     assert job.result["results"][a] == {"id": a, "payload": 1} and job.result["errors"] == {}
     assert "waiting" not in q.counts()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import signal
 import sqlite3
 import time
@@ -296,7 +298,7 @@ def test_a_real_worker_runs_the_built_in_cleanup(database, tmp_path):
 
         row = wait_until(done, timeout=20, what="cleanup job finished")
         assert row["status"] == "completed", row["error"]
-        assert '"completed":600' in row["result"]
+        assert json.loads(row["result"])["deleted"]["completed"] == 600
         with db(config_path) as c:
             assert [r[0] for r in c.execute("SELECT id FROM jobs WHERE type = 't'")] == ["new"]
         sup.signal(signal.SIGTERM)

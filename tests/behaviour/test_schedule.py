@@ -7,6 +7,8 @@ database of each engine; one process-level test runs two real supervisors on one
 
 from __future__ import annotations
 
+import json
+
 import signal
 import subprocess
 import sys
@@ -227,7 +229,7 @@ def test_tick_job_has_type_payload_key_due_time_and_type_priority(store):
     with store.raw() as c:
         [row] = c.execute("SELECT * FROM jobs").fetchall()
     assert row["type"] == "report:generate" and row["status"] == "pending"
-    assert row["payload"] == '{"reportId":"daily","format":"pdf"}'
+    assert json.loads(row["payload"]) == {"reportId": "daily", "format": "pdf"}
     assert row["run_at"] == iso(at(2026, 6, 1, 8))
     assert row["key"] == f"schedule:s:{iso(at(2026, 6, 1, 8))}"
     assert row["priority"] == 7
@@ -320,9 +322,9 @@ def test_editing_payload_or_type_applies_to_the_next_tick_and_removal_stops_it(s
     run_ticks(store, cfg(sched("0 8 * * *")), clock, at(2026, 6, 1, 9), step=300)
     edited = cfg(sched("0 8 * * *", type="exploration:run", payload={"sessionId": "x"}))
     run_ticks(store, edited, clock, at(2026, 6, 2, 9), step=300)
-    assert [(r["type"], r["payload"]) for r in job_rows(store)] == [
-        ("report:generate", '{"format":"pdf"}'),
-        ("exploration:run", '{"sessionId":"x"}'),
+    assert [(r["type"], json.loads(r["payload"])) for r in job_rows(store)] == [
+        ("report:generate", {"format": "pdf"}),
+        ("exploration:run", {"sessionId": "x"}),
     ]
     run_ticks(store, cfg(), clock, at(2026, 6, 5, 9), step=1800)
     assert len(job_rows(store)) == 2

@@ -12,7 +12,9 @@ thing the protocols do not offer).
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import os
+import re
 import sqlite3
 import uuid
 from contextlib import contextmanager
@@ -200,6 +202,19 @@ def merge(data: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _as_jsonb(value: Any) -> Any:
+    """See :meth:`Database.kept`."""
+    if isinstance(value, str):
+        return re.sub("[\x00\ud800-\udfff]", lambda m: "\\u%04x" % ord(m.group()), value)
+    if isinstance(value, list):
+        return [_as_jsonb(v) for v in value]
+    if isinstance(value, dict):
+        return {_as_jsonb(k): _as_jsonb(v) for k, v in value.items()}
+    if isinstance(value, float) and "e" in repr(value) and value == int(value):
+        return int(decimal.Decimal(repr(value)))
+    return value
+
+
 class Database:
     """The engine a behaviour test runs on. ``name`` is 'sqlite' or 'postgresql'; on
     PostgreSQL, ``schema`` is the test's own (created by jobq on first use, dropped by
@@ -215,6 +230,13 @@ class Database:
             self.schema = f"jobq_b{uuid.uuid4().hex[:12]}"
             self.env = {DATABASE_VAR: postgres_url(), SCHEMA_VAR: self.schema}
             self.schemas = [self.schema]
+
+    def kept(self, value: Any) -> Any:
+        """``value`` (decoded JSON) as this engine gives it back. PostgreSQL's jsonb holds
+        neither a NUL nor a lone surrogate in a string: each comes back as the text of its JSON
+        escape (``\\u0000``); a float written with an exponent comes back as the number it
+        spells (``1e308``: the integer 10**308)."""
+        return _as_jsonb(value) if self.name == "postgresql" else value
 
     def sections(self) -> dict[str, Any]:
         """The config keys that name this engine in a test config (``{}`` on SQLite: the
@@ -281,8 +303,11 @@ class RawPostgres:
     def __init__(self, config: Config) -> None:
         import psycopg
 
+        from shared.engines.postgres.loaders import register_native
+
         self.conn = psycopg.connect(config.database, autocommit=True, row_factory=_row_factory)
         self.conn.execute(f'SET search_path TO "{config.postgres.schema}"')
+        register_native(self.conn.adapters)  # times and JSON read as jobq's text, as on SQLite
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         return self.conn.execute(sql.replace("%", "%%").replace("?", "%s"), params)

@@ -18,7 +18,7 @@ HISTORY = 20_000
 _FILL = (
     "INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, created_at, "
     "updated_at) SELECT lpad(to_hex(i), 32, '0'), 'old', 'completed', 'null', 1, t, t, t, t, t "
-    "FROM generate_series(1, %s) i, (SELECT '2020-01-01T00:00:00.000Z'::text AS t) c"
+    "FROM generate_series(1, %s) i, (SELECT '2020-01-01T00:00:00.000Z'::timestamptz AS t) c"
 )
 _HISTORY = (
     "INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at) "

@@ -90,13 +90,22 @@ def test_text_the_server_cannot_store_is_kept_visible(pg, tmp_path):
 
     with pg.open() as store:
         q = JobQueue(config=pg.config())
-        job_id = q.enqueue("t", {"nul": "a\x00b"})  # JSON escapes it: stored as-is
+        # jsonb holds neither a NUL nor a lone surrogate: each kept visible as its JSON escape
+        job_id = q.enqueue("t", {"nul": "a\x00b", "\udc80": "\ud800"})
         [j] = store.claim("h:1:1", 1, 2e9, 1)
-        assert j.payload == {"nul": "a\x00b"}
+        assert j.payload == {"nul": "a\\u0000b", "\\udc80": "\\ud800"}
         assert store.finish_and_claim(
             [Finish("failed", job_id, 1, "bad \x00 byte")], "h:1:1", 1, 2e9, 0
         )[0] == [True]
         assert store.get(job_id).error == "bad \\x00 byte"
+        other = q.enqueue("t", None)
+        [j] = store.claim("h:1:1", 1, 2e9, 1)
+        done = [
+            Finish("completed", other, 1, '["a\\u0000b", "\\\\u0000"]', progress='{"n": "\\udc80"}')
+        ]
+        assert store.finish_and_claim(done, "h:1:1", 1, 2e9, 0)[0] == [True]
+        got = store.get(other)
+        assert (got.result, got.progress) == (["a\\u0000b", "\\u0000"], {"n": "\\udc80"})
         q.close()
 
 

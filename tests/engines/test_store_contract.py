@@ -615,8 +615,8 @@ def finished(store, clock, n: int, outcome: str = "completed") -> list[str]:
     for j in run(store, clock, n):
         kind = "failed" if outcome == "failed" else "completed"
         assert store.finish_and_claim(
-            [Finish(kind, j.id, j.attempts, "x")], OWNER, PID, clock.now(), 0
-        )[0] == [True]
+            [Finish(kind, j.id, j.attempts, '"x"')], OWNER, PID, clock.now(), 0
+        )[0] == [True]  # (a result is JSON)
     return ids
 
 

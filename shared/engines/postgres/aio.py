@@ -41,6 +41,7 @@ from .enqueue import (
     one_row,
 )
 from .errors import call_error, error_for
+from .loaders import register_native
 from ..sql.jobs import _GET_ON
 from ..sql.uniquescope import free_params, free_sql, scoped
 
@@ -108,6 +109,7 @@ class PgAsync:
             async with contextlib.AsyncExitStack() as stack:
                 c = conn if conn is not None else await stack.enter_async_context(self.connection())
                 async with c.cursor(row_factory=dict_row) as cur:
+                    register_native(cur.adapters)  # the application's connection: this cursor's
                     await cur.execute(self._get, {"id": job_id})
                     row = await cur.fetchone()
         except psycopg.Error as exc:
@@ -126,6 +128,7 @@ class PgAsync:
 
     async def _insert(self, c: Any, params: dict, jobs: Sequence[NewJob], now: float) -> list[str]:
         async with c.cursor(row_factory=tuple_row) as cur:
+            register_native(cur.adapters)  # the application's connection: this cursor's only
             for j in scoped(jobs):  # keys held outside their scopes, freed first (uniquescope)
                 assert j.unique is not None
                 sql = self.store.dialect.sql(free_sql(self.store.table, j.unique))
@@ -213,9 +216,11 @@ class PgAsync:
             limits = [f"-c {k}={v}" for k, v in self.store.limits.items()]
             common["options"] = " ".join([*limits, given.get("options") or ""]).strip()
         try:
-            return await psycopg.AsyncConnection.connect(self.store.url, **common)
+            c = await psycopg.AsyncConnection.connect(self.store.url, **common)
         except psycopg.Error as exc:
             raise error_for(self.location, exc, url=self.store.url) from exc
+        register_native(c.adapters)  # the native types read as jobq's text (.loaders)
+        return c
 
     def _error(self, exc: psycopg.Error, conn: Any) -> Exception:
         """jobq's error for ``exc`` (a lost connection of the loop's is not given back)."""

@@ -44,6 +44,7 @@ from shared.model.errors import StoreUnavailable
 from .errors import error_for
 from .migration import migrate_schema
 from .libpq import LibpqCalls
+from .loaders import register_native
 from .pooling import connect_pooled, local_limits, refuses_options
 
 T = TypeVar("T")
@@ -165,6 +166,7 @@ class PgConnection(LibpqCalls, ConnectionBase):
             ) from exc
         except psycopg.Error as exc:  # libpq may quote the URL (or a piece of it) in its message
             raise error_for(self.location, exc, url=self.url) from exc
+        register_native(conn.adapters)  # the native types read as jobq's text (.loaders)
         for hook in self._on_connect:
             hook(conn)
         return conn

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from ..sql import Dialect
 from .schema import COUNTS
 
@@ -11,6 +13,32 @@ def pg_text(text: str | None) -> str | None:
     return text if text is None or "\x00" not in text else text.replace("\x00", "\\x00")
 
 
+# A JSON text's backslash escapes, one at a time (so an escaped backslash is never read as the
+# start of another escape): a surrogate pair, any other \uXXXX, any other escaped character.
+_ESCAPE = re.compile(
+    r"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u([0-9a-fA-F]{4})|.)"
+)
+
+
+def _visible(m: re.Match[str]) -> str:
+    code = m.group(1)
+    if code is not None and (code == "0000" or code[:2].lower() in _SURROGATES):
+        return "\\" + m.group(0)  # the escape itself, as text: \\u0000
+    return m.group(0)
+
+
+_SURROGATES = {"d8", "d9", "da", "db", "dc", "dd", "de", "df"}
+
+
+def pg_json(text: str | None) -> str | None:
+    """A JSON text as ``jsonb`` can hold it: a string's NUL (``\\u0000``) and lone surrogates
+    (``\\udc80``), which ``jsonb`` refuses, kept visible as the escape's own text (the string
+    then holds a backslash and ``u0000``), as :func:`pg_text` keeps an error's NUL."""
+    if text is None or "\\u" not in text:
+        return text
+    return _ESCAPE.sub(_visible, text)
+
+
 DIALECT = Dialect(
     name="postgresql",
     named=False,  # psycopg: %(name)s
@@ -18,6 +46,11 @@ DIALECT = Dialect(
     seconds="(extract(epoch FROM ({end})::timestamptz - ({start})::timestamptz)::float8)",
     lock=" FOR UPDATE",  # a batch's rows, locked and checked again (READ COMMITTED)
     skip_locked=" FOR UPDATE SKIP LOCKED",
+    # times are timestamptz (schema.NATIVE): as text only where a statement cuts the text
+    iso_text="""to_char(({t}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')""",
+    json_text="({j})::text",
+    time_type="timestamptz",
+    json_type="jsonb",
     lease_now="db_now()",  # leases on the server's clock: one clock for every host
     arrays=True,
     in_rows="{col} = ANY(ARRAY({rows}))",  # looked up by col's index, whatever the rows' number
@@ -33,5 +66,6 @@ DIALECT = Dialect(
     ),
     release_history=True,  # no trigger records the attempt a release ends
     text=pg_text,
+    json_value=pg_json,
     dml_in_with=True,  # a data-modifying WITH runs whether read or not
 )

@@ -19,6 +19,8 @@ from psycopg.rows import tuple_row
 from shared.runtime.clock import iso
 from shared.model.job import NewJob
 from shared.engines.sql.uniquescope import free_keys, scoped
+from .dialect import pg_json
+from .loaders import register_native
 
 _INSERT_COLUMNS = (
     "(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
@@ -40,8 +42,8 @@ def _count_inserted(table: str) -> str:
 
 # Many rows as arrays: one statement, one round trip, whatever the batch size.
 _INSERT_ROWS = (
-    "SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::text[], "
-    "%(max)s::int[], %(priority)s::int[], %(run_at)s::text[], %(keys)s::text[], %(traces)s::text[], "
+    "SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::jsonb[], "
+    "%(max)s::int[], %(priority)s::int[], %(run_at)s::timestamptz[], %(keys)s::text[], %(traces)s::text[], "
     "%(queues)s::text[], %(limit_keys)s::text[]) "
     "AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue, limit_key)"
 )
@@ -104,7 +106,7 @@ def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str)
         "channel": channel,
         "ids": [j.id for j in jobs],
         "types": [j.type for j in jobs],
-        "payloads": [j.payload for j in jobs],
+        "payloads": [pg_json(j.payload) for j in jobs],
         "max": [j.max_attempts for j in jobs],
         "priority": [j.priority for j in jobs],
         "run_at": [stamp if j.run_at == now else iso(j.run_at) for j in jobs],
@@ -117,13 +119,12 @@ def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str)
 
 def one_row(j: NewJob, now: float, stamp: str, channel: str) -> tuple[bool, list[str | None]]:
     """A job without a key as the one-row statements take it: whether it is for later (its
-    ``run_at`` after ``stamp``, as the server compares the texts: fixed-width ISO, "C"
-    collation), and the statement's parameters as text, in order (the last: the channel)."""
+    ``run_at`` after ``stamp``: fixed-width ISO texts compare as their times), and the statement's parameters as text, in order (the last: the channel)."""
     run_at = stamp if j.run_at == now else iso(j.run_at)
     return run_at > stamp, [
         j.id,
         j.type,
-        j.payload,
+        pg_json(j.payload),
         None if j.max_attempts is None else str(j.max_attempts),
         str(j.priority),
         run_at,
@@ -191,6 +192,7 @@ class PgEnqueue:
         self, c: Any, sql: str, params: dict, jobs: Sequence[NewJob], now: float
     ) -> list[str]:
         with c.cursor(row_factory=tuple_row) as cur:
+            register_native(cur.adapters)  # the application's connection: this cursor's only
             # keys held outside their jobs' uniqueness scopes are freed first (shared.engines.sql.uniquescope)
             free_keys(
                 lambda q, p: cur.execute(self.dialect.sql(q), p),  # type: ignore[attr-defined]

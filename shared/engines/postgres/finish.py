@@ -20,7 +20,7 @@ from shared.runtime.clock import IsoTimes
 from shared.model.job import Finish, finish_times
 from ..sql import JOB_COLUMNS, RELEASE
 from ..sql.finish import outcome_params, recognise
-from .dialect import DIALECT, pg_text
+from .dialect import DIALECT, pg_json, pg_text
 
 Channels = tuple[str, str]  # (the channel of new due jobs, the channel of ended jobs)
 
@@ -51,7 +51,7 @@ _RAN = (
     "progress = coalesce({progress}, jobs.progress), "
 )
 _RAN_ONE = _RAN.format(
-    started="%(started)s::text", ended="%(ended)s", progress="%(progress)s::text"
+    started="%(started)s::timestamptz", ended="%(ended)s", progress="%(progress)s::jsonb"
 )
 
 # Jobs ended: one notification on the done channel with the transaction (waiters LISTEN there,
@@ -107,13 +107,17 @@ _FINISH_SQL = {
 # (quadratic).
 _F = "(%(done_map)s::jsonb -> jobs.id)"
 _COMPLETED = (
-    "u AS (UPDATE jobs SET status = 'completed', result = "
+    "u AS (UPDATE jobs SET status = 'completed', result = ("
     + _F
-    + " ->> 1, "
-    + _RAN.format(started=_F + " ->> 2", ended=_F + " ->> 3", progress=_F + " ->> 4")
-    + "completed_at = "
+    + " ->> 1)::jsonb, "
+    + _RAN.format(
+        started=f"({_F} ->> 2)::timestamptz",
+        ended=f"({_F} ->> 3)::timestamptz",
+        progress=f"({_F} ->> 4)::jsonb",
+    )
+    + "completed_at = ("
     + _F
-    + " ->> 3, "
+    + " ->> 3)::timestamptz, "
     "updated_at = %(now)s, "
     + RELEASE
     + "WHERE jobs.id = ANY(%(ids)s::text[]) AND jobs.status = 'running' "
@@ -156,7 +160,7 @@ def completion_params(
     """The parameters of :data:`COMPLETE_MANY` (and of :func:`complete_and_claim_sql`)."""
     text = IsoTimes()  # a batch's run times share their seconds: each second's text made once
     done_map = {
-        f.job_id: [f.attempt, pg_text(f.text), *finish_times(f, stamp, text), pg_text(f.progress)]
+        f.job_id: [f.attempt, pg_json(f.text), *finish_times(f, stamp, text), pg_json(f.progress)]
         for f in finishes
     }
     return {
@@ -206,7 +210,7 @@ def record_finishes(
 def _finish_one(c: Any, f: Finish, owner: str, stamp: str, channels: Channels) -> bool:
     """One guarded outcome statement; whether it matched (RETURNING: its notification)."""
     params = {
-        **outcome_params(f, owner, stamp, pg_text),
+        **outcome_params(f, owner, stamp, pg_text, pg_json),
         "channel": channels[0],
         "done": channels[1],
     }

@@ -2,10 +2,10 @@
 and lease and process-row ages on the server's clock
 (``shared.engines.contract.UpkeepStore.lease_ages`` and ``process_ages``).
 
-``heartbeat_at`` is written by the server (``db_now()``: ``statement_timestamp()`` as ISO text),
-so its age is the server's statement time minus it: one clock for every host, whatever their
-own clocks say. The caller's ``now`` is not used. A value that is not such a time (a row
-written around jobq) is left out instead of failing the cast for every row.
+``heartbeat_at`` is written by the server (``db_now()``: ``statement_timestamp()`` to the
+millisecond), so its age is the server's statement time minus it: one clock for every host,
+whatever their own clocks say. The caller's ``now`` is not used. (The column is a
+``timestamptz``: a row written around jobq holds a time or none, which is left out.)
 """
 
 from __future__ import annotations
@@ -30,28 +30,22 @@ _BEAT = (
     "(SELECT count(*) FROM (SELECT pg_notify(%(channel)s, '') FROM r LIMIT 1) n) AS notified"
 )
 
-# ISO-8601 UTC as db_now() and shared.runtime.clock.iso write it; anything else is not cast
-_ISO = r"'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)$'"
-
-_AGE = "extract(epoch FROM statement_timestamp() - heartbeat_at::timestamptz)::float8"
+_AGE = "extract(epoch FROM statement_timestamp() - heartbeat_at)::float8"
 
 
 def _ages_sql(table: str, where: str) -> str:
-    return (
-        f"SELECT id, age FROM (SELECT id, CASE WHEN heartbeat_at ~ {_ISO} THEN {_AGE} END AS age "
-        f"FROM {table} {where}) a WHERE age IS NOT NULL"
-    )
+    """Ages of the rows' leases; a row without one (written around jobq) is left out."""
+    return f"SELECT id, {_AGE} AS age FROM {table} WHERE heartbeat_at IS NOT NULL{where}"
 
 
-_LEASE_AGES = _ages_sql("jobs", "WHERE status = 'running'")
+_LEASE_AGES = _ages_sql("jobs", " AND status = 'running'")
 _PROCESS_AGES = _ages_sql("processes", "")
-# The oldest lease is the least heartbeat_at (fixed-width ISO text: its order is time's), cast
-# once per group, not per row; the group's least and greatest must both read as times.
+# The oldest lease is the least heartbeat_at, aged once per group, not per row.
 _GROUPS = (
-    "SELECT owner, type, jobs, first_start, cancels, CASE WHEN heartbeat_at IS NULL THEN NULL "
-    f"WHEN heartbeat_at ~ {_ISO} AND newest ~ {_ISO} THEN {_AGE} ELSE 'infinity' END AS oldest "
+    "SELECT owner, type, jobs, first_start, cancels, "
+    f"CASE WHEN heartbeat_at IS NULL THEN NULL ELSE {_AGE} END AS oldest "
     "FROM (SELECT owner, type, count(*) AS jobs, min(started_at) AS first_start, "
-    "min(heartbeat_at) AS heartbeat_at, max(heartbeat_at) AS newest, count(cancel_requested_at) AS cancels "
+    "min(heartbeat_at) AS heartbeat_at, count(cancel_requested_at) AS cancels "
     "FROM jobs WHERE status = 'running' GROUP BY owner, type) g"
 )
 
@@ -80,8 +74,8 @@ class PgLeases:
         return {r["id"]: float(r["age"]) for r in self.conn.execute(_LEASE_AGES).fetchall()}
 
     def running_groups(self, now: float) -> list[RunningGroup]:
-        """The running jobs per owner and type, lease ages on the server's clock (a lease time
-        that is not a time: ``inf``, the supervisor looks)."""
+        """The running jobs per owner and type, lease ages on the server's clock (the oldest
+        lease's; None where the group has no lease time, rows written around jobq)."""
         return [
             RunningGroup(
                 r["owner"], r["type"], r["jobs"], r["first_start"], r["oldest"], r["cancels"]

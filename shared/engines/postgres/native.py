@@ -1,6 +1,8 @@
 """The PostgreSQL engine's native column types: which of jobq's text columns become the server's
-own types (times ``timestamptz``, JSON ``jsonb``, job ids ``uuid``), and how a value of the old
-text form converts (each a ``USING`` expression over the column, ``{c}``).
+own types (times ``timestamptz``, JSON ``jsonb``), and how a value of the old text form converts
+(each a ``USING`` expression over the column, ``{c}``). Job ids stay 32-hex text: as ``uuid``
+every lookup by a caller's id (``jobq show``'s prefixes, an id that is not hex) and every id in
+a text (errors, JSON maps keyed by id) would need the engine's SQL to convert it.
 
 One list serves both ways of getting there: the migration step that converts in place (a new or
 small schema, one transaction) and the batched upgrade an operator runs on a live queue.
@@ -22,11 +24,9 @@ class NativeColumn(NamedTuple):
 
 _TIME = ("timestamptz", "{c}::timestamptz")
 _JSON = ("jsonb", "{c}::jsonb")
-_ID = ("uuid", "{c}::uuid")
 
 _COLUMNS = {
     "jobs": {
-        "id": _ID,
         "payload": _JSON,
         "result": _JSON,
         "progress": _JSON,
@@ -39,8 +39,7 @@ _COLUMNS = {
         "ended_at": _TIME,
         "cancel_requested_at": _TIME,
     },
-    "job_attempts": {"job_id": _ID, "due_at": _TIME, "started_at": _TIME, "ended_at": _TIME},
-    "job_deps": {"child": _ID, "parent": _ID},
+    "job_attempts": {"due_at": _TIME, "started_at": _TIME, "ended_at": _TIME},
     "processes": {"started_at": _TIME, "heartbeat_at": _TIME},
     "schedule_marks": {"last_tick": _TIME, "updated_at": _TIME},
     "type_starts": {"started_at": _TIME},

@@ -1,10 +1,12 @@
 """The PostgreSQL engine's tables and their migrations, in a schema of jobq's own.
 
-The tables and columns are those of the SQLite engine (so every reader sees the same rows):
-times are fixed-width ISO-8601 UTC text (``shared.runtime.clock.iso``) in the "C" collation, which
-sorts as time does and as SQLite compares. Two columns are written with the database's clock
-(:data:`DB_NOW`), never a host's: the lease (``jobs.heartbeat_at``) and a process row's
-``heartbeat_at``, so that hosts whose clocks disagree judge leases alike.
+The tables and columns are those of the SQLite engine (so every reader sees the same rows). Up
+to FLOW_CHAINS times were fixed-width ISO-8601 UTC text (``shared.runtime.clock.iso``) in the "C"
+collation and JSON was text; the step NATIVE (:mod:`.nativeschema`) makes them ``timestamptz``
+and ``jsonb``, which jobq's connections read back as that text (:mod:`.loaders`). Two columns
+are written with the database's clock (``db_now()``), never a host's: the lease
+(``jobs.heartbeat_at``) and a process row's ``heartbeat_at``, so that hosts whose clocks
+disagree judge leases alike.
 
 Bookkeeping that SQLite keeps with row triggers: the per-(type, status) counts are kept by
 statement triggers over transition tables as appended deltas (``job_count_deltas``) that upkeep
@@ -19,8 +21,11 @@ supervisors starting at once migrate once; ``meta.version`` records the step rea
 from __future__ import annotations
 
 from .flowsettle import FLOW_SETTLE
+from .nativeschema import AFTER, NATIVE
+from .settle import CHAIN_LINKS, FIRST_LINKS, settle_function
 
-# The database's clock as jobq's time text (statement time: stable within one statement).
+# The database's clock as jobq's time text (statement time: stable within one statement), as V1
+# wrote db_now(); NATIVE makes it a timestamptz (.nativeschema.DB_NOW).
 DB_NOW = """to_char(statement_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
 
 # The delete trigger's count deltas (V1 and ATTEMPTS_BY_INDEX)
@@ -201,74 +206,7 @@ CREATE TABLE key_turns (
 """
 
 # Workflows (see the SQLite engine's FLOWS for the columns, the edges and the policies).
-# A row trigger settles a parent's waiting children in the statement that ends it; its WHEN
-# (has_children) keeps every other job's transitions free of it. Children are counted off with a
-# decrement of their own row, which serializes parents that end at once on the child's row lock
-# (a count of edges read from a snapshot would miss a parent committing concurrently).
-_HEAD = "'parent job ' || p.id || ' (' || p.type || ') ' || word"
-# The error as FLOWS wrote it: the chain cut at 2,000 characters (its far end, the failed job,
-# was lost at depth).
-_INDENT = "\n" + " " * 26
-_FIRST_LINKS = (
-    "substr(" + _HEAD + _INDENT + "|| CASE WHEN p.error LIKE 'parent job %' "
-    "THEN ' <- ' || p.error ELSE '' END," + _INDENT + "1, 2000)"
-)
-# The error since FLOW_CHAINS, as the SQLite engine's (shared.engines.sqlite.flowschema): no
-# chain below, the link alone; an elided chain (``<nearest> <- N more <- <root>``), this link,
-# N + 1 and the same root; a chain that fits, this link before it; else this link, how many are
-# dropped (all but the root: one per ' <- ') and the root (the text after the last ' <- ').
-_CHAIN_LINKS = """substr(CASE
-               WHEN p.error IS NULL OR p.error NOT LIKE 'parent job %' THEN {head}
-               WHEN split_part(p.error, ' <- ', 2) ~ '^[0-9]+ more$'
-               THEN {head} || ' <- '
-                    || (split_part(split_part(p.error, ' <- ', 2), ' ', 1)::numeric + 1)
-                    || ' more <- ' || substr(p.error, strpos(p.error, ' more <- ') + 9)
-               WHEN length({head}) + 4 + length(p.error) <= 2000 THEN {head} || ' <- ' || p.error
-               ELSE {head} || ' <- '
-                    || ((length(p.error) - length(replace(p.error, ' <- ', ''))) / 4)
-                    || ' more <- ' || regexp_replace(p.error, '^.* <- ', '')
-           END, 1, 2000)""".replace("{head}", _HEAD)
-_SETTLE_FUNCTION = """CREATE {or_replace}FUNCTION jobs_settle() RETURNS trigger LANGUAGE plpgsql
-SET search_path FROM CURRENT AS $$
-DECLARE
-    p jobs;
-    ended text;
-    word text;
-    stamp text;
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        p := OLD; ended := 'cancelled'; word := 'deleted'; stamp := db_now();
-    ELSE
-        p := NEW; ended := NEW.status; word := NEW.status; stamp := NEW.updated_at;
-    END IF;
-    UPDATE jobs SET status = 'cancelled', completed_at = stamp, updated_at = stamp,
-           error = {error}
-    WHERE status = 'waiting' AND ended <> 'completed'
-      AND (after_failure = 'cancel' OR (after_failure = 'hold' AND ended = 'cancelled'))
-      AND id IN (SELECT child FROM job_deps WHERE parent = p.id AND done = 0);
-    IF FOUND THEN  -- jobs ended: their waiters listen on the done channel (connection.done_channel)
-        PERFORM pg_notify('jobq_done_' || left(encode(sha256(convert_to(current_schema(), 'UTF8')), 'hex'), 20), '');
-    END IF;
-    WITH e AS (UPDATE job_deps d SET done = 1 FROM jobs c
-               WHERE d.parent = p.id AND d.done = 0 AND c.id = d.child
-                 AND (ended = 'completed' OR c.after_failure = 'run')
-               RETURNING d.child)
-    UPDATE jobs SET waiting_on = waiting_on - 1, updated_at = stamp,
-           status = CASE WHEN waiting_on <= 1 THEN 'pending' ELSE status END
-    WHERE id IN (SELECT child FROM e) AND status = 'waiting';
-    IF FOUND THEN
-        PERFORM pg_notify('jobq_' || current_schema(), '');
-    END IF;
-    RETURN NULL;
-END $$;
-"""
-
-
-def _settle_function(or_replace: str, error: str) -> str:
-    """The settle trigger's function, its cancelled children's error being ``error``."""
-    return _SETTLE_FUNCTION.replace("{or_replace}", or_replace).replace("{error}", error)
-
-
+# A row trigger settles a parent's waiting children in the statement that ends it (.settle).
 FLOWS = (
     """
 ALTER TABLE jobs DROP CONSTRAINT jobs_status_check;
@@ -288,7 +226,7 @@ CREATE TABLE job_deps (
 CREATE INDEX job_deps_parent ON job_deps (parent, done);
 
 """
-    + _settle_function("", _FIRST_LINKS)
+    + settle_function("", FIRST_LINKS)
     + """
 CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs FOR EACH ROW
 WHEN (NEW.has_children <> 0 AND OLD.status IS DISTINCT FROM NEW.status
@@ -347,7 +285,7 @@ END $$;
 
 # Errors that keep the failed job at any depth (as the SQLite engine's FLOW_CHAINS): the settle
 # function again, with the bounded chain.
-FLOW_CHAINS = _settle_function("OR REPLACE ", _CHAIN_LINKS)
+FLOW_CHAINS = settle_function("OR REPLACE ", CHAIN_LINKS)
 
 MIGRATIONS: list[str] = [
     V1,
@@ -360,9 +298,15 @@ MIGRATIONS: list[str] = [
     COUNTED_INSERTS,
     ATTEMPTS_BY_INDEX,
     FLOW_CHAINS,
+    NATIVE,  # the server's own types (see .native, .nativeschema)
     FLOW_SETTLE,  # completed parents settled once per statement (see .flowsettle)
 ]
 VERSION = len(MIGRATIONS)
+# The native conversion, which `jobq db upgrade` runs online for a large queue (.upgrade): the
+# version its step reaches, and the SQL made again after its columns are converted. The steps
+# after it are small (run as a store opens), so an upgraded schema goes on from there.
+NATIVE_VERSION = MIGRATIONS.index(NATIVE) + 1
+NATIVE_AFTER = AFTER
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read
 # by ops; concurrent folds are safe: a delta row is deleted, and counted, once).

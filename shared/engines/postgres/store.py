@@ -39,6 +39,7 @@ from ..sql.queues import IN_QUEUE, QUEUE_FREE, first_claimed
 from .connection import _RETRYABLE as RETRYABLE, TX_RETRIES, PgConnection
 from .errors import translate_errors
 from .dialect import DIALECT
+from .loaders import register_native
 from .aio import PgAsync
 from .enqueue import PgEnqueue
 from .finish import (
@@ -147,6 +148,13 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
         aio = self.__dict__.get("aio")
         if aio is not None:
             aio.close()
+
+    def _app_cursor(self, conn: Any) -> Any:
+        """A cursor of the application's connection that reads the native types as jobq's text
+        (:mod:`.loaders`, on this cursor only)."""
+        cur = conn.cursor()
+        register_native(cur.adapters)
+        return cur
 
     def wake_idle(self) -> None:
         """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""

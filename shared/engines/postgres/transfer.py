@@ -19,10 +19,18 @@ from psycopg.types.json import Jsonb
 
 from shared.engines.contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
 from ..sql.transfer import ATTEMPT_COLUMNS as _ATTEMPT_COLUMNS, COLUMNS as _COLUMNS
+from .dialect import pg_json
+from .native import NATIVE_COLUMNS
 
+# The JSON columns travel as JSON strings (their text, as every engine exports it): each string's
+# text read as jsonb (``#>> '{}'``: a JSON null stays NULL). Times are ISO strings, which
+# populate reads as the timestamptz they are.
+_JSON = {c.column for c in NATIVE_COLUMNS if c.table == "jobs" and c.type == "jsonb"}
+_VALUES = ", ".join(f"(r.{f} #>> '{{}}')::jsonb" if f in _JSON else f"r.{f}" for f in JOB_FIELDS)
 # ON CONFLICT without a target: a taken id and a taken key (the partial unique index) both skip.
 _INSERT = (
-    f"INSERT INTO jobs ({_COLUMNS}) SELECT {_COLUMNS} FROM jsonb_populate_recordset(NULL::jobs, %s) "
+    f"INSERT INTO jobs ({_COLUMNS}) SELECT {_VALUES} "
+    "FROM jsonb_populate_recordset(NULL::jobs, %s) AS r "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
 # seq is left to its sequence; ordinality keeps the exported order (oldest first per job).
@@ -31,10 +39,11 @@ _INSERT_ATTEMPTS = (
     "FROM jsonb_populate_recordset(NULL::job_attempts, %s) WITH ORDINALITY AS a "
     "ORDER BY a.ordinality"
 )
-# Texts that may hold a NUL, written so that PostgreSQL text can: an error as the engine writes
-# one (store._text: the NUL visible as the four characters \x00); a payload, result or progress, JSON, with
-# the NUL escaped the JSON way (\u0000), so it decodes to the same value (a raw NUL in a JSON
-# string is not valid JSON either). Attempts: every text as an error.
+# Texts that may hold a NUL, written so that PostgreSQL can: an error as the engine writes one
+# (dialect.pg_text: the NUL visible as the four characters \x00); a payload, result or progress,
+# JSON, with a raw NUL escaped the JSON way (\u0000), then as the engine stores JSON
+# (dialect.pg_json: a NUL that jsonb cannot hold kept visible as the escape's text). Attempts:
+# every text as an error.
 _FREE_TEXT = {"payload": "\\u0000", "result": "\\u0000", "progress": "\\u0000", "error": "\\x00"}
 _REFUSED = (psycopg.DataError, psycopg.IntegrityError)  # the server refuses a row's values
 _UNCHANGED = (
@@ -130,7 +139,7 @@ def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any
                 )
                 return None
             value = value.replace("\x00", _FREE_TEXT[f])
-        out[f] = value
+        out[f] = pg_json(value) if f in _JSON else value
     return out
 
 

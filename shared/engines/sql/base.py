@@ -59,13 +59,19 @@ class SqlBase:
         """Every row of a read run through an application's connection ``conn`` (in its
         transaction, if one is open: it sees that transaction's own writes), as dicts whatever
         rows the connection gives. Its tables are named with :meth:`named`."""
-        cur = conn.cursor()
+        cur = self._app_cursor(conn)
         try:
             cur.execute(self.dialect.sql(sql), params or {})
             names = [d[0] for d in cur.description]
             return [r if isinstance(r, dict) else dict(zip(names, r)) for r in cur.fetchall()]
         finally:
             cur.close()
+
+    def _app_cursor(self, conn: Any) -> Any:
+        """A cursor of an application's connection ``conn`` that reads values as jobq's own
+        connections do (an engine whose driver converts types sets that up on the cursor,
+        never on the application's connection)."""
+        return conn.cursor()
 
     def named(self, table: str) -> str:
         """A jobq table as a statement on an application's connection names it (an engine with a

@@ -30,6 +30,14 @@ class Dialect:
       bulk write): ``" FOR UPDATE"`` where rows are locked, ``""`` where the database is (SQLite).
     - ``skip_locked``: the same, for a claim that passes over rows another session holds.
     - ``nulls_last_desc``: how ``completed_at DESC`` is ordered so it follows the engine's index.
+    - ``iso_text``: a template with ``{t}`` (a stored time, or ``lease_now``): that time as
+      jobq's ISO text (``shared.runtime.clock.iso``), where a statement cuts or joins the text
+      itself (a minute's prefix, a time written into a text column). Times are that text
+      already where they are stored as text (SQLite).
+    - ``time_type``, ``json_type``: the SQL types of stored times and JSON (a typed list of
+      them, :meth:`row_set`, is cast to them).
+    - ``json_text``: a template with ``{j}`` (a stored JSON column): its JSON text, for a
+      statement that cuts or searches the text.
 
     The transitions' fields (``shared.engines.sql`` statements for producers, workers, upkeep):
 
@@ -46,6 +54,8 @@ class Dialect:
     - ``release_history``: True when a dead owner's released run writes its attempt-history row
       itself (False: the schema's trigger writes it).
     - ``text``: how a free text (an error) is stored (where text cannot hold NUL, it is escaped).
+    - ``json_value``: how a JSON text (a payload, result, progress) is stored (where the JSON
+      type refuses some strings, they are kept visible as escapes).
     - ``greatest``: the two-argument maximum function (SQLite's scalar ``max``, ``greatest``).
     - ``instr``: the position of a substring, ``fn(text, part)``, 0 when absent (case-sensitive).
     - ``any_of``: a template with ``{col}`` and ``{param}``: ``col`` is one of the list bound to
@@ -73,6 +83,10 @@ class Dialect:
     lock: str = ""
     skip_locked: str = ""
     nulls_last_desc: str = "completed_at DESC"
+    iso_text: str = "{t}"
+    time_type: str = "text"
+    json_type: str = "text"
+    json_text: str = "{j}"
     lease_now: str = ":now"
     arrays: bool = False
     jobs_running: str = "jobs"
@@ -80,6 +94,7 @@ class Dialect:
     limits_lock: str = ""
     release_history: bool = False
     text: Callable[[Any], Any] = field(default=lambda t: t, compare=False, repr=False)
+    json_value: Callable[[Any], Any] = field(default=lambda t: t, compare=False, repr=False)
     greatest: str = "greatest"
     instr: str = "strpos"
     any_of: str = "{col} = ANY({param})"
@@ -105,6 +120,14 @@ class Dialect:
         """``items`` as the one parameter of :attr:`any_of`."""
         return json.dumps(list(items)) if self.json_lists else list(items)
 
+    def iso(self, time: str) -> str:
+        """The :attr:`iso_text` expression of ``time`` (a column name or an expression)."""
+        return self.iso_text.format(t=time)
+
+    def json(self, column: str) -> str:
+        """The :attr:`json_text` expression of ``column``."""
+        return self.json_text.format(j=column)
+
     def between(self, end: str, start: str) -> str:
         """The :attr:`seconds` expression for two column names or expressions."""
         return self.seconds.format(end=end, start=start)
@@ -129,16 +152,20 @@ class Dialect:
 
     def row_set(self, name: str, columns: Sequence[tuple[str, str]]) -> str:
         """A FROM source, aliased ``name``, of the rows :meth:`row_params` binds for it: one
-        statement whatever their number. ``columns``: (name, SQL type: ``text`` or ``integer``)
-        in row order; the rows come out in the order given. Where lists travel as arrays,
+        statement whatever their number. ``columns``: (name, SQL type: ``text`` or ``integer``,
+        or a kind the engine names: ``time``, ``json``, see :attr:`time_type`) in row order; the rows come out in the order given. Where lists travel as arrays,
         one array per column (``unnest``); elsewhere one JSON text of the rows (``json_each``)."""
         if self.arrays:
-            args = ", ".join(f":{name}_{col}::{kind}[]" for col, kind in columns)
+            args = ", ".join(f":{name}_{col}::{self._sql_type(kind)}[]" for col, kind in columns)
             return f"unnest({args}) AS {name}({', '.join(col for col, _ in columns)})"
         cols = ", ".join(
             f"json_extract(value, '$[{i}]') AS {col}" for i, (col, _) in enumerate(columns)
         )
         return f"(SELECT {cols} FROM json_each(:{name}) ORDER BY key) AS {name}"
+
+    def _sql_type(self, kind: str) -> str:
+        """The SQL type of a :meth:`row_set` column's ``kind``."""
+        return {"time": self.time_type, "json": self.json_type}.get(kind, kind)
 
     def row_params(
         self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]

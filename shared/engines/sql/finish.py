@@ -16,21 +16,26 @@ _HISTORY = "SELECT job_id, attempt, outcome, owner, ended_at, error FROM job_att
 
 
 def outcome_params(
-    f: Finish, owner: str, stamp: str, text: Callable[[Any], Any] = lambda t: t
+    f: Finish,
+    owner: str,
+    stamp: str,
+    text: Callable[[Any], Any] = lambda t: t,
+    json: Callable[[Any], Any] = lambda t: t,
 ) -> dict[str, Any]:
-    """The named parameters of one guarded outcome statement (``text``: ``dialect.text``)."""
+    """The named parameters of one guarded outcome statement (``text``: ``dialect.text``, for
+    an error; ``json``: ``dialect.json_value``, for a result and the progress)."""
     started, ended = finish_times(f, stamp)
     return {
         "id": f.job_id,
         "attempt": f.attempt,
         "owner": owner,
-        "text": text(f.text),
+        "text": json(f.text) if f.kind == "completed" else text(f.text),
         "now": stamp,
         "run_at": iso(f.run_at) if f.kind == "retry" else None,
         "max": f.max_attempts,
         "started": started,
         "ended": ended,
-        "progress": text(f.progress),
+        "progress": json(f.progress),
         "trace": f.trace,
     }
 

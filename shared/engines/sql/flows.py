@@ -41,15 +41,15 @@ _JOB_COLUMNS = (
     ("id", "text"),
     ("type", "text"),
     ("status", "text"),
-    ("payload", "text"),
+    ("payload", "json"),
     ("max_attempts", "integer"),
     ("priority", "integer"),
-    ("run_at", "text"),
+    ("run_at", "time"),
     ("trace", "text"),
     ("after_failure", "text"),
     ("waiting_on", "integer"),
     ("error", "text"),
-    ("completed_at", "text"),
+    ("completed_at", "time"),
     ("flow_depth", "integer"),
     ("queue", "text"),
     ("limit_key", "text"),
@@ -117,15 +117,16 @@ def _depths(jobs: Sequence[NewJob], known: dict[str, tuple]) -> dict[str, int]:
     return depths
 
 
-def _job_row(j: NewJob, state: tuple, stamp: str, now: float) -> list[Any]:
+def _job_row(j: NewJob, state: tuple, stamp: str, now: float, dialect: Any) -> list[Any]:
     """``j`` as a row of :data:`_JOB_COLUMNS`, in its ``state`` (status, waiting_on, error,
-    flow_depth); ``has_children`` is 0 until the graph is known."""
+    flow_depth); ``has_children`` is 0 until the graph is known. The payload as ``dialect``
+    stores JSON."""
     status, waiting, why, depth = state
     return [
         j.id,
         j.type,
         status,
-        j.payload,
+        dialect.json_value(j.payload),
         j.max_attempts,
         j.priority,
         stamp if j.run_at == now else iso(j.run_at),
@@ -171,7 +172,7 @@ class FlowsSql(SqlBase):
             inside.update(p for p in j.after if p in ids)
             edges += [(j.id, p[0], pos, d) for pos, (p, d) in enumerate(zip(parents, done))]
             woke = woke or status == "pending"
-            rows.append(_job_row(j, (status, waiting, why, depths[j.id]), stamp, now))
+            rows.append(_job_row(j, (status, waiting, why, depths[j.id]), stamp, now, self.dialect))
         for row in rows:
             row[-1] = 1 if row[0] in inside else 0
         self._insert_job_rows(c, rows, stamp, woke)

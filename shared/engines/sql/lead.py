@@ -43,5 +43,5 @@ class LeadSql(SqlBase):
             self._write(lambda c: self._run(c, _GIVE_UP, params))
             return False
         lease = self.dialect.lease_now
-        sql = _TAKE.format(lease=lease, age=self.dialect.between(lease, _TIME))
+        sql = _TAKE.format(lease=self.dialect.iso(lease), age=self.dialect.between(lease, _TIME))
         return bool(self._write(lambda c: self._run(c, sql, params).fetchall()))

@@ -128,7 +128,9 @@ class LimitsSql(CandidatesSql):
         ask = LimitedAsk.of(owner, owner_pid, limits, limit, types, ids)
         if self.dialect.limits_lock:
             self._run(c, self.dialect.limits_lock, {"key": f"jobq.limits.{self.schema}"})
-        read = self._run(c, STATE.format(jobs=self.dialect.jobs_running))
+        read = self._run(
+            c, STATE.format(jobs=self.dialect.jobs_running, latest=self.dialect.iso("max(t)"))
+        )
         # A worker's queues in its weighted order (QueueOrder), as the plain claim: the first that gives jobs.
         order = self.claim_order() if ids is None else [None]
         early = self._early_reads(c, now, ask, order[0])

@@ -18,12 +18,13 @@ if TYPE_CHECKING:
 
 # The claim's state in one read: the running rows per (type, key) (``dialect.jobs_running``
 # names the index where it must; few rows), the global pause, the latest start counted (see
-# claim_limited_in) and each fair type's turn (the last key served).
+# claim_limited_in; ``{latest}``: as ISO text, ``dialect.iso``) and each fair type's turn (the
+# last key served).
 STATE = (
     "SELECT 'run' AS kind, type, limit_key AS k, count(*) AS n FROM {jobs} WHERE status = 'running' "
     "GROUP BY type, limit_key "
     "UNION ALL SELECT 'paused', NULL, NULL, 1 FROM control WHERE name = 'paused' AND value = '1' "
-    "UNION ALL SELECT 'latest', NULL, max(t), 0 FROM (SELECT max(started_at) AS t FROM type_starts "
+    "UNION ALL SELECT 'latest', NULL, {latest}, 0 FROM (SELECT max(started_at) AS t FROM type_starts "
     "UNION ALL SELECT max(started_at) AS t FROM key_starts) s "
     "UNION ALL SELECT 'turn', type, last_key, 0 FROM key_turns"
 )

@@ -39,7 +39,7 @@ class StoppingSql(SqlBase):
                         "id": job_id,
                         "attempt": attempt,
                         "owner": owner,
-                        "progress": self.dialect.text(text),
+                        "progress": self.dialect.json_value(text),
                     },
                 )
             return {r["id"] for r in self._run(c, _ASKED, {"owner": owner}).fetchall()}
