@@ -24,6 +24,7 @@ from shared.model.job import Finish, NewJob, new_id
 from shared.runtime.clock import FakeClock
 from supervisor.cli.main import main as cli
 from tests.engines import postgres_url
+from tests.engines.test_outcome_commit import postgres_before
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -233,55 +234,83 @@ def test_finish_needs_a_prepare_and_prepare_a_known_column_and_no_other_run(scra
 # -- the real schema --------------------------------------------------------------------------
 
 
-def fill(pg, n: int) -> None:
-    """``n`` jobs through the store: some run and completed with a result and progress, some
-    failed, a workflow's child waiting on its parent."""
-    clock = FakeClock(1.8e9)
-    with pg.open() as store:
-        store.enqueue(
-            [
-                NewJob(new_id(), "t", json.dumps({"i": i}), 0, clock.now(), 3, None)
-                for i in range(n)
-            ],
-            clock.now(),
-        )
-        parent, child = new_id(), new_id()
-        got = store.claim("h:1:1", 1, clock.now(), n // 2)
-        done = [
-            Finish("completed", j.id, j.attempts, '{"ok": 1}', progress='{"p": 5}')
-            for j in got[::2]
-        ]
-        done += [Finish("failed", j.id, j.attempts, "boom") for j in got[1::2]]
-        store.finish_and_claim(done, "h:1:1", 1, clock.now(), 0)
-        store.enqueue_flow(
-            [
-                NewJob(parent, "p", "{}", 0, clock.now(), None, None),
-                dataclass_after(NewJob(child, "c", "{}", 0, clock.now(), None, None), parent),
-            ],
-            clock.now(),
-        )
+# Jobs as the version before the native step wrote them: times as ISO text, JSON as text. A
+# quarter completed (a result, progress, an attempt), a quarter failed, the rest pending.
+_OLD_JOBS = """
+INSERT INTO jobs (id, type, status, payload, result, progress, error, attempts, priority, run_at,
+                  started_at, completed_at, created_at, updated_at, ended_at)
+SELECT md5(i::text), 't', s, '{"i": ' || i || '}',
+       CASE WHEN s = 'completed' THEN '{"ok": 1}' END, CASE WHEN s = 'completed' THEN '{"p": 5}' END,
+       CASE WHEN s = 'failed' THEN 'boom' END, CASE WHEN s = 'pending' THEN 0 ELSE 1 END, 0,
+       '2027-01-15T08:00:00.000Z', CASE WHEN s <> 'pending' THEN '2027-01-15T08:00:01.250Z' END,
+       CASE WHEN s <> 'pending' THEN '2027-01-15T08:00:02.999Z' END, '2027-01-15T08:00:00.000Z',
+       '2027-01-15T08:00:02.999Z', CASE WHEN s <> 'pending' THEN '2027-01-15T08:00:02.998Z' END
+FROM (SELECT i, CASE i %% 4 WHEN 0 THEN 'completed' WHEN 1 THEN 'failed' ELSE 'pending' END AS s
+      FROM generate_series(1, %(n)s) i) g
+"""
+_OLD_ATTEMPTS = """
+INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner)
+SELECT id, type, 1, status, run_at, started_at, ended_at, 'h:1:1' FROM jobs WHERE attempts = 1
+"""
+_OLD_FLOW = """
+INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, updated_at,
+                  has_children, waiting_on, after_failure)
+VALUES (%(parent)s, 'p', 'pending', '{}', 0, 0, '2027-01-15T08:00:00.000Z',
+        '2027-01-15T08:00:00.000Z', '2027-01-15T08:00:00.000Z', 1, 0, NULL),
+       (%(child)s, 'c', 'waiting', '{}', 0, 0, '2027-01-15T08:00:00.000Z',
+        '2027-01-15T08:00:00.000Z', '2027-01-15T08:00:00.000Z', 0, 1, 'cancel')
+"""
+_OLD_EDGE = "INSERT INTO job_deps (child, parent, pos, done) VALUES (%(child)s, %(parent)s, 0, 0)"
 
 
-def dataclass_after(job: NewJob, parent: str) -> NewJob:
-    import dataclasses
+def fill(pg, monkeypatch, n: int) -> tuple[str, str]:
+    """``pg``'s schema at the version before the native step, with ``n`` jobs as that version
+    wrote them and a workflow's child waiting on its parent; the (parent, child) ids."""
+    parent, child = new_id(), new_id()
+    with postgres_before(pg, schema_mod.NATIVE, monkeypatch) as old:
+        old.conn.execute(_OLD_JOBS, {"n": n})
+        old.conn.execute(_OLD_ATTEMPTS)
+        for sql in (_OLD_FLOW, _OLD_EDGE):
+            old.conn.execute(sql, {"parent": parent, "child": child})
+    return parent, child
 
-    return dataclasses.replace(job, after=(parent,))
+
+def native_after(conn: Any) -> None:
+    conn.execute(schema_mod.NATIVE_AFTER)
 
 
-def test_the_real_schema_converts_online_with_the_native_columns(pg):
-    fill(pg, 400)
+def test_the_real_schema_converts_online_with_the_native_columns(pg, monkeypatch):
+    parent, child = fill(pg, monkeypatch, 400)
     with connect(pg) as c:
-        old = {t: catalogue(c, pg.schema, t) for t in ("jobs", "job_attempts", "job_deps")}
+        old = {t: catalogue(c, pg.schema, t) for t in ("jobs", "job_attempts")}
         online.prepare(c, pg.schema, NATIVE_COLUMNS, batch=50)
         before = snapshot(c, pg.schema, NATIVE_COLUMNS)  # the old columns, in the rows' places
-        assert len(before["jobs"]) == 402 and before["job_deps"] and before["job_attempts"]
-        done = online.finish(c, pg.schema, NATIVE_COLUMNS, version=schema_mod.VERSION)
+        assert len(before["jobs"]) == 402 and before["job_attempts"]
+        done = online.finish(
+            c, pg.schema, NATIVE_COLUMNS, version=schema_mod.NATIVE_VERSION, after=native_after
+        )
         assert done.done
         assert_converted(before, snapshot(c, pg.schema, NATIVE_COLUMNS), NATIVE_COLUMNS)
         for t, was in old.items():
             now = catalogue(c, pg.schema, t)
             assert now["indexes"].keys() == was["indexes"].keys()
             assert now["constraints"] == was["constraints"]
+    with pg.open() as store:  # this version goes on from there (its later steps in place)
+        assert store.get(md5_id(4)).result == {"ok": 1}
+        assert store.get(md5_id(4)).started_at == "2027-01-15T08:00:01.250Z"
+        # the converted workflow still settles: its parent fails, the child is cancelled
+        store.conn.execute(
+            "UPDATE jobs SET status = 'failed', updated_at = %s WHERE id = %s",
+            ("2027-01-15T09:00:00.000Z", parent),
+        )
+        assert store.get(child).status == "cancelled"
+        assert store.get(child).error.startswith(f"parent job {parent} (p) failed")
+
+
+def md5_id(i: int) -> str:
+    import hashlib
+
+    return hashlib.md5(str(i).encode()).hexdigest()
 
 
 # -- the guard at open, and the command ----------------------------------------------------------
@@ -289,20 +318,14 @@ def test_the_real_schema_converts_online_with_the_native_columns(pg):
 
 @pytest.fixture
 def native_step(monkeypatch):
-    """The migrations with one more step standing for the native conversion (its SQL a no-op)."""
-    steps = [*schema_mod.MIGRATIONS, "SELECT 1"]
-    monkeypatch.setattr(schema_mod, "MIGRATIONS", steps)
-    monkeypatch.setattr(schema_mod, "VERSION", len(steps))
-    monkeypatch.setattr(schema_mod, "NATIVE_VERSION", len(steps), raising=False)
+    """The native conversion's version, with a queue of more than 30 jobs called large."""
     monkeypatch.setattr(online, "ONLINE_ROWS", 30)
-    return len(steps)
+    return schema_mod.NATIVE_VERSION
 
 
 def old_schema(pg, monkeypatch, n: int) -> None:
     """``pg``'s schema at the version before the native step, with ``n`` jobs."""
-    with monkeypatch.context() as m:
-        m.setattr(schema_mod, "VERSION", len(schema_mod.MIGRATIONS) - 1)
-        fill(pg, n)
+    fill(pg, monkeypatch, n)
 
 
 def test_a_store_refuses_to_convert_a_big_queue_in_place_and_names_the_command(
@@ -321,7 +344,9 @@ def test_a_store_converts_a_small_queue_in_place(pg, native_step, monkeypatch):
     old_schema(pg, monkeypatch, 10)
     pg.open().close()
     with connect(pg) as c:
-        assert c.execute(f'SELECT version FROM "{pg.schema}".meta').fetchone()[0] == native_step
+        assert c.execute(f'SELECT version FROM "{pg.schema}".meta').fetchone()[0] == (
+            schema_mod.VERSION
+        )
 
 
 def write_config(tmp_path, pg, schema: str | None = None) -> str:
