@@ -65,7 +65,8 @@ class CheckIn:
             reported = ctx.reported
             if reported is not None and marks[key] != self.written.get(key):
                 rows.append((ctx.id, ctx.attempt, reported))
-        if not rows and not self.mark.look(now):
+        look = self.mark.look(now)  # (a progress write reads the requests too: it counts)
+        if not rows and not look:
             return  # no progress to write, no word of a control: nothing to ask the database
         asked = store.check_in(self.owner, rows)
         written = {k: n for k, n in self.written.items() if k in marks}  # forget the ended runs
