@@ -218,6 +218,7 @@ class Worker(Control, Claims, Commits):
             renewed=self.fence.renewed,
             held=self.held.held_ids,
             checkin=CheckIn(self.owner, self.in_hand, self.control_mark()).tick,
+            supervised=self.supervisor is not None,
         )
         self.heartbeat.start()
         if async_limits_of(self.config, self.registry):
