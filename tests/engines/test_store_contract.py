@@ -885,6 +885,7 @@ def test_the_read_layer_runs_its_sql_through_the_store(store, clock):
     )
     assert touched == 3 and {r["priority"] for r in store.read("SELECT priority FROM jobs")} == {1}
     store.wake_idle()  # idle workers told where the engine's wake-up needs it; harmless otherwise
+    store.notify_controls("scale")  # supervisors told, where the engine notifies (test_pg_controls)
     with pytest.raises(StoreError):
         store.read("SELECT * FROM no_such_table")
 
