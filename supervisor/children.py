@@ -175,8 +175,8 @@ def worker_got_going(snapshot: str, slot: Slot) -> tuple[bool, bool]:
 
 class ProgressMarks:
     """Has a child claimed since the last look? Its progress file (written at each claim; its
-    count, through a shared mapping, at each start) is
-    stat'ed: no database, a ``stat`` per live child."""
+    count, through a shared mapping, at each start) is stat'ed: no database, a ``stat`` per
+    live child."""
 
     def __init__(self) -> None:
         self.last: dict[int, tuple[int, int, int] | None] = {}

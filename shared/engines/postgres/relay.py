@@ -78,7 +78,8 @@ class PgRelay:
         self.listen_url = listen_url
         self.schema = schema
         self.path = relay_path(url, schema) if jobs else None
-        self.channels = ((f"jobq_{schema}",) if jobs else ()) + (control_channel(schema),)
+        self.control = control_channel(schema)
+        self.channels = (self.control,) + ((f"jobq_{schema}",) if jobs else ())
         self.mode = mode
         self.connect_timeout = min(connect_timeout, 2.0)  # on the supervisor's loop: short
         self.watch: Any = None
@@ -143,9 +144,9 @@ class PgRelay:
         if self.fd is None or self.fd not in ready:
             return missed
         got = self.watch.drain_channels()
-        if got - {self.channels[-1]} and self.path is not None:
+        if got - {self.control} and self.path is not None:
             poke(self.path)  # (also on a lost connection: the leads look while it reconnects)
-        return missed or self.channels[-1] in got
+        return missed or self.control in got
 
     def _failed(self, why: str) -> None:
         self.next_try = time.monotonic() + RETRY
