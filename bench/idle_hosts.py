@@ -1,23 +1,28 @@
 """Idle hosts' cost on a PostgreSQL server, and a cancel's latency:
 ``python -m bench.idle_hosts [--hosts 20] [--workers 2] [--seconds 30] [--before TREE]``.
 
-On a database of its own (``jobq_bench_idle``, made and dropped here, so that
-``pg_stat_database.xact_commit`` counts nobody else's transactions) it starts ``--hosts``
-supervisors of ``--workers`` workers each, default intervals, nothing to do, and counts the
-server transactions per second over ``--seconds`` (each autocommit statement is one): in all
-and per host. Each host is a supervisor of its own on one machine, so their idle workers share
-one idle lead per pool, as one host's would: the idle leads' reads are counted once, not per
-host. Then ``--cancels`` times, a job that loops until it sees a cancel request runs on one of
-them and is cancelled from another session: the time from the cancel's commit to the handler's
-seeing it (p50, max; ms). With ``--before`` (a checkout of jobq to compare with, e.g. made with
-``git archive``) the same is measured with that tree's code in the same run. Prints JSON.
+On a database of its own (``jobq_bench_idle``, made and dropped here) it starts ``--hosts``
+supervisors of ``--workers`` workers each, default intervals, nothing to do, and counts over
+``--seconds``: the statements the server ran for them (``log_statement = all`` on that database
+only, read back from the server's log, ``--log``, when this user can read it), by statement, in
+all and per host; and ``pg_stat_database.xact_commit`` (each autocommit statement is one, but
+autovacuum's visits to the new database count too: at these rates, noise of several a second).
+Each host is a supervisor of its own on one machine, so their idle workers share one idle lead
+per pool, as one host's would: the idle leads' reads are counted once, not per host. Then
+``--cancels`` times, a job that loops until it sees a cancel request runs on one of them and is
+cancelled from another session: the time from the cancel's return to the handler's seeing it
+(p50, max; ms). With ``--before`` (a checkout of jobq to compare with, e.g. made with ``git
+archive``) the same is measured with that tree's code in the same run. Prints JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import glob
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -44,6 +49,27 @@ def commits() -> int:
             "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (NAME,)
         ).fetchone()
         return int(row[0])
+
+
+def statements(log: str, start: int, seconds: float, hosts: int) -> dict:
+    """The statements of the bench's database logged since ``start`` (the log's size then)."""
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    pattern = re.compile(r"@" + NAME + r" LOG:  (?:statement|execute [^:]*): (.*)")
+    counted = collections.Counter(m.group(1)[:90] for m in pattern.finditer(text))
+    total = sum(counted.values())
+    return {
+        "per_s": round(total / seconds, 2),
+        "per_s_per_host": round(total / seconds / hosts, 3),
+        "top": {k: round(n / seconds, 3) for k, n in counted.most_common(12)},
+    }
+
+
+def server_log(given: str) -> str | None:
+    """The server's log file to read statements from, if readable."""
+    found = [given] if given else sorted(glob.glob("/var/log/postgresql/postgresql-*.log"))
+    return next((p for p in found if os.access(p, os.R_OK)), None)
 
 
 def workers_up(n: int) -> bool:
@@ -82,7 +108,7 @@ def cancel_latency(tree: str, config: Path, n: int) -> list[float]:
         "        while q.get(jid).status != 'running': time.sleep(0.01)\n"
         "        time.sleep(1.0)  # its worker has checked in since it started\n"
         "        q.cancel(jid); t = time.time()\n"
-        "        r = q.handle(jid).result(timeout=90)\n"
+        "        r = q.handle(jid).wait(timeout=90)\n"
         "        out.append((r['seen'] - t) * 1000 if r['seen'] else None)\n"
         "print(json.dumps(out))\n"
     )
@@ -103,6 +129,9 @@ def cancel_latency(tree: str, config: Path, n: int) -> list[float]:
 def measure(tree: str, args: argparse.Namespace, folder: Path) -> dict:
     admin(f"DROP DATABASE IF EXISTS {NAME} WITH (FORCE)")
     admin(f"CREATE DATABASE {NAME}")
+    log = server_log(args.log)
+    if log:
+        admin(f"ALTER DATABASE {NAME} SET log_statement = 'all'")  # (this database only)
     config = folder / "jobq.toml"
     config.write_text(
         f'database = "{SERVER}{NAME}"\nhandlers = ["bench.handlers"]\n'
@@ -114,9 +143,10 @@ def measure(tree: str, args: argparse.Namespace, folder: Path) -> dict:
             procs.append(start(tree, config, folder / f"host{i}.log"))
         wait(lambda: workers_up(args.hosts * args.workers), 60 + 10 * args.hosts)
         time.sleep(10)  # the boots' first rounds, the lead taken
-        first = commits()
+        first, at = commits(), os.path.getsize(log) if log else 0
         time.sleep(args.seconds)
         rate = (commits() - first) / args.seconds
+        counted = statements(log, at, args.seconds, args.hosts) if log else None
         cancels = cancel_latency(tree, config, args.cancels) if args.cancels else []
     finally:
         for p in procs:
@@ -126,6 +156,7 @@ def measure(tree: str, args: argparse.Namespace, folder: Path) -> dict:
         admin(f"DROP DATABASE IF EXISTS {NAME} WITH (FORCE)")
     seen = [c for c in cancels if c is not None]
     return {
+        "idle_statements": counted,
         "idle_xact_per_s": round(rate, 2),
         "idle_xact_per_s_per_host": round(rate / args.hosts, 3),
         "cancel_ms": {
@@ -143,6 +174,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--cancels", type=int, default=5)
     parser.add_argument("--before", default="", help="a jobq checkout to compare with")
+    parser.add_argument("--log", default="", help="the server's log file (default: Debian's)")
     args = parser.parse_args()
     out = {"hosts": args.hosts, "workers": args.workers}
     with tempfile.TemporaryDirectory() as tmp:
