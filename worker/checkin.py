@@ -4,8 +4,8 @@ latest only: at most 1 / ``CHECK_EVERY`` writes a second per job), and a cancel 
 running job sets its ``cancel_requested`` (``check_cancelled()`` then raises; an async handler's
 task is cancelled). The cancel requests are read at each check-in, unless the supervisor listens
 for controls (``shared.runtime.controlfile``): then only when it says one came, or every
-``[supervisor] control_poll_interval``. The supervisor kills the worker when the handler has not stopped
-``cancel_grace`` after the request.
+``[supervisor] control_poll_interval``. The supervisor kills the worker when the handler has
+not stopped ``cancel_grace`` after the request.
 
 The running jobs are the one in hand (``InHand.ctx``, one at a time) and those of the async
 runner's event loop (``InHand.flight``: ``worker.aiocancel``), all in one check-in.
