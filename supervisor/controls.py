@@ -57,6 +57,11 @@ class Controls:
             and now_m < self.next_at.get(reader, 0.0)
         ):
             return False
+        self.read(reader, now_m, every)
+        return True
+
+    def read(self, reader: str, now_m: float, every: float) -> None:
+        """``reader`` reads now (for a reason of its own, or because :meth:`due` said so): what
+        was notified so far is seen, and its backstop counts from now."""
         self.seen[reader] = self.generation
         self.next_at[reader] = now_m + every
-        return True

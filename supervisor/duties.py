@@ -120,10 +120,11 @@ class Duties:
         ``control_poll_interval`` (``supervisor.controls``; every round where none is heard)."""
         sup = self.sup
         claimed = self.progress.changed(sup.snapshot, sup.slots.live())
+        every, controls = sup.config.supervisor.control_poll_interval, sup.relay.controls
         if rnd.lead or self.host_running or sup.deaths.unsettled or claimed:
+            controls.read("running", rnd.monotonic, every)
             return True
-        every = sup.config.supervisor.control_poll_interval
-        return bool(sup.relay.controls.due("running", rnd.monotonic, every))
+        return bool(controls.due("running", rnd.monotonic, every))
 
     def recovery(self, rnd: Round) -> None:
         """What our dead children's release left; this host's dead or silent owners that are

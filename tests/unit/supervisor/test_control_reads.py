@@ -34,3 +34,47 @@ def test_a_listening_supervisor_reads_once_per_notification_and_at_the_backstop(
     c.heard(False, False, folder)  # the connection is down: every round reads, the file goes
     assert not os.path.exists(control_path(folder))
     assert c.due("scale", 13.1, 10.0) and c.due("scale", 13.2, 10.0)
+
+
+def test_a_follower_whose_workers_hold_nothing_reads_the_running_jobs_only_when_told(tmp_path):
+    """The follower's running-jobs read (cancels, timeouts, this host's silent owners): every
+    round as the lead, or while jobs of this host run, or after a child claimed (its progress
+    file changed); else once per control and every control_poll_interval."""
+    from types import SimpleNamespace
+
+    from shared.execution.progress import ProgressWriter
+    from shared.settings.config import Config
+    from supervisor.children import Slot, progress_path
+    from supervisor.duties import Duties
+    from supervisor.relay import Relay
+
+    slot = Slot(index=0, pid=1)
+    sup = SimpleNamespace(
+        token="h:1:1",
+        config=Config(),  # control_poll_interval: 10 s
+        slots=SimpleNamespace(live=lambda: [slot]),
+        snapshot=str(tmp_path / "config.json"),
+        deaths=SimpleNamespace(unsettled={}),
+        relay=Relay(),
+    )
+    duties, controls = Duties(sup), sup.relay.controls
+    controls.heard(True, True, str(tmp_path))  # it listens (and looks once: just connected)
+
+    def reads(t: float, lead: bool = False) -> bool:
+        return duties.look_at_running(SimpleNamespace(lead=lead, monotonic=t))
+
+    assert reads(0.0)  # the first round (jobs of this host may run)
+    duties.host_running = False  # that read found none
+    assert not reads(0.1) and not reads(5.0)
+    assert reads(5.1, lead=True)  # the lead reads every round
+    controls.heard(True, True, str(tmp_path))  # a control came
+    assert reads(5.2) and not reads(5.3)
+    writer = ProgressWriter(progress_path(sup.snapshot, slot))  # the child claimed
+    try:
+        writer.batch(["a"])
+        assert reads(5.4) and not reads(5.5)
+    finally:
+        writer.close()
+    assert not reads(15.3) and reads(15.4)  # the backstop: 10 s after the last read (5.4)
+    sup.deaths.unsettled["x"] = object()  # a dead child's release left jobs: every round
+    assert reads(15.5) and reads(15.6)
