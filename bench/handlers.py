@@ -42,3 +42,15 @@ async def aio_sleep(payload, job):
 
     await asyncio.sleep(payload["ms"] / 1000.0)
     return None
+
+
+@handler("bench:until_cancelled")
+def until_cancelled(payload, job):
+    """Loops (up to ``payload['s']`` seconds) until a cancel request reaches it, then returns the
+    time it saw the request (bench.idle_hosts: a cancel's latency)."""
+    end = time.monotonic() + payload.get("s", 60)
+    while time.monotonic() < end:
+        if job.cancel_requested:
+            return {"seen": time.time()}
+        time.sleep(0.005)
+    return {"seen": None}

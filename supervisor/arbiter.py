@@ -358,7 +358,8 @@ class Arbiter:
             *self.relay.fds(self.config, self.state == RUNNING),
         ]
         ready = self.signals.wait(max(min(wake) - now_m, 0.0), extra=extra)
-        self.relay.serve(ready)
+        if self.relay.serve(ready, self.snapshot_dir):
+            self.next_maintain = 0.0  # a control came: the round reads it now
         self.metrics.serve(
             ready, self.db, self.counters, workers=len(self.live()), workers_target=self.target
         )
@@ -378,7 +379,7 @@ class Arbiter:
         self.close_db()
         self.signals.close()
         self.metrics.close()
-        self.relay.close()
+        self.relay.close(self.snapshot_dir)
         if self.snapshot_dir:
             shutil.rmtree(self.snapshot_dir, ignore_errors=True)
         event(log, "supervisor.stopped", code=ExitCode.describe(self.exit_code))

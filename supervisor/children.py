@@ -180,6 +180,29 @@ def worker_got_going(snapshot: str, slot: Slot) -> tuple[bool, bool]:
     return os.path.exists(path), completed > 0 or started > 1
 
 
+class ProgressMarks:
+    """Has a child claimed since the last look? Its progress file (written at each claim; its
+    count, through a shared mapping, at each start) is stat'ed: no database, a ``stat`` per
+    live child."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, tuple[int, int, int] | None] = {}
+
+    def changed(self, snapshot: str, slots: list[Slot]) -> bool:
+        """Whether any of ``slots``' progress files changed (or the set of slots did)."""
+        now = {s.index: _mark(progress_path(snapshot, s)) for s in slots}
+        changed, self.last = now != self.last, now
+        return changed
+
+
+def _mark(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def forget_progress(snapshot: str, slot: Slot) -> None:
     """Remove the dead worker's progress file, and its word that it stopped: its successor
     starts from nothing."""

@@ -8,7 +8,8 @@
     processes         prune this host's dead processes' rows, refresh ours; record the types
                       we serve
     prune_processes   (cluster) prune other hosts' stale process rows
-    ops_requests      take a ``jobq scale`` request; publish our counters for ``jobq status``
+    ops_requests      take a ``jobq scale`` request (``supervisor.controls``); publish our
+                      counters for ``jobq status``
     unserved          once per config (boot, reload, scale): log the queues no pool serves
 
 The cluster tasks run only on the supervisor that holds the upkeep lead (:attr:`Duties.election`,
@@ -25,10 +26,12 @@ from typing import Any, Protocol
 from shared.engines.contract import CLUSTER, Round, EngineStore, UpkeepStore, UpkeepTask
 from shared.engines import upkeep_tasks
 from shared.model.job import Job
+from shared.runtime.processes import token_host
 from shared.runtime.logs import event, get_logger
 from shared.execution.policy import JobPolicy
 
 from . import maintenance, scheduler
+from .children import ProgressMarks
 from .election import Election
 from .slots import Slots
 from .unserved import UnservedLog
@@ -50,7 +53,9 @@ class Supervisor(Protocol):
     counters: dict[str, int]
     # shared.execution.handlers.Registry: the handler modules imported at boot or reload
     registry: Any
-    deaths: Any  # supervisor.deaths.Deaths (its release_again)
+    deaths: Any  # supervisor.deaths.Deaths (its release_again, its unsettled dead)
+    relay: Any  # supervisor.relay.Relay (its controls: supervisor.controls)
+    snapshot: str  # the workers' config snapshot, beside their progress files
 
     def scale(self, n: int, why: str) -> None: ...
     def db(self) -> EngineStore: ...
@@ -66,6 +71,8 @@ class Duties:
         self.unserved = UnservedLog()  # the config whose unserved queues were logged
         self.recorded: Any = None  # the registry whose types were last recorded
         self.election = Election(lambda: sup.token)  # do we run the cluster tasks?
+        self.host_running = True  # the last read found jobs of this host running (or none yet)
+        self.progress = ProgressMarks()  # our children's progress files as of the last read
 
     def tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
@@ -89,10 +96,14 @@ class Duties:
 
     def timeouts(self, rnd: Round) -> None:
         """Police our children's running jobs: hard timeouts and expired leases. Leaves the
-        running jobs and the foreign owners whose lease expired on the round, for ``recovery``."""
+        running jobs and the foreign owners whose lease expired on the round, for ``recovery``
+        (``rnd.running`` stays None in a round that reads nothing: :meth:`look_at_running`)."""
         sup = self.sup
+        if not self.look_at_running(rnd):
+            return
         groups = rnd.store.running_groups(rnd.now)
         rnd.busy = bool(groups)
+        self.host_running = any(token_host(g.owner or "") in (sup.host, None) for g in groups)
         mine = {s.owner for s in sup.slots.live()}
         if not maintenance.worth_a_look(groups, mine, sup.policy, rnd.now, sup.host, rnd.lead):
             rnd.running = []  # nothing a full read would act on (one row per owner and type read)
@@ -100,6 +111,20 @@ class Duties:
         rnd.running = rnd.store.running()
         ages = rnd.store.lease_ages(rnd.now) if rnd.running else {}
         rnd.expired = self.police(rnd.running, ages, rnd.now)
+
+    def look_at_running(self, rnd: Round) -> bool:
+        """Read the running jobs this round? Always as the lead (other hosts' leases are its
+        business), while jobs of this host run or a dead child's are unsettled, and when a
+        child claimed since the last read (its progress file changed); a follower whose
+        workers hold nothing reads only when a control came, or every
+        ``control_poll_interval`` (``supervisor.controls``; every round where none is heard)."""
+        sup = self.sup
+        claimed = self.progress.changed(sup.snapshot, sup.slots.live())
+        every, controls = sup.config.supervisor.control_poll_interval, sup.relay.controls
+        if rnd.lead or self.host_running or sup.deaths.unsettled or claimed:
+            controls.read("running", rnd.monotonic, every)
+            return True
+        return bool(controls.due("running", rnd.monotonic, every))
 
     def recovery(self, rnd: Round) -> None:
         """What our dead children's release left; this host's dead or silent owners that are
@@ -212,9 +237,11 @@ class Duties:
         from shared import ops  # here: the ops layer is not needed before the first workers start
 
         sup, store = self.sup, self.sup.db()
-        wanted = ops.take_scale_request(store, sup.token)
-        if wanted is not None:
-            sup.scale(wanted, "jobq scale")
+        every = sup.config.supervisor.control_poll_interval
+        if sup.relay.controls.due("scale", rnd.monotonic, every):  # (notified, else a backstop)
+            wanted = ops.take_scale_request(store, sup.token)
+            if wanted is not None:
+                sup.scale(wanted, "jobq scale")
         if sup.counters != self.published:
             ops.save_counters(store, sup.token, sup.counters)
             self.published = dict(sup.counters)

@@ -1,5 +1,6 @@
-"""The engine's relay of the database's news to this host's idle workers (``Engine.relay``:
-PostgreSQL in pooled mode with ``[postgres] listen``), as the supervisor's loop runs it: its
+"""The engine's relay (``Engine.relay``: PostgreSQL's listening connection): controls for this
+supervisor (``supervisor.controls``) and, in pooled mode with ``[postgres] listen``, the
+database's news for this host's idle workers, as the supervisor's loop runs it: its
 descriptors join the loop's wait, what they bring is passed on after it. Made on the first wait
 of a running supervisor (the database has been opened by then), at most once."""
 
@@ -9,22 +10,30 @@ from typing import Any
 
 from shared import engines
 
+from .controls import Controls
+
 
 class Relay:
-    """The loop's handle on the engine's relay (nothing, for an engine or a config without one)."""
+    """The loop's handle on the engine's relay (nothing, for an engine or a config without one),
+    and on the controls it hears (:attr:`controls`)."""
 
     def __init__(self) -> None:
         self.relay: Any = None  # None: not made yet; False: there is none
+        self.controls = Controls()
 
     def fds(self, config: Any, running: bool) -> list[int]:
         if self.relay is None and running:
             self.relay = engines.relay(config) or False
         return self.relay.fds() if self.relay else []
 
-    def serve(self, ready: Any) -> None:
-        if self.relay:
-            self.relay.serve(ready)
+    def serve(self, ready: Any, folder: str) -> bool:
+        """Pass on what came; whether a control came (the upkeep round is then due at once).
+        ``folder``: the supervisor's, where its workers look for word of controls."""
+        notified = bool(self.relay.serve(ready)) if self.relay else False
+        self.controls.heard(bool(self.relay) and self.relay.live, notified, folder)
+        return notified
 
-    def close(self) -> None:
+    def close(self, folder: str = "") -> None:
         if self.relay:
             self.relay.close()
+        self.controls.heard(False, False, folder)

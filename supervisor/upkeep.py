@@ -32,8 +32,8 @@ from shared.engines.contract import CLUSTER, Round, UpkeepTask
 PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often: rarely,
 # since every write wakes every idle worker (they watch for commits)
 PROCESS_STALE_AFTER = 3 * PROCESS_TOUCH_EVERY  # a row of another host is pruned once older than
-# this or lease_timeout, whichever is longer: rows are refreshed every
-# 15 s (supervisors here, idle workers' beats), so a live one never is
+# this or lease_timeout, whichever is longer: rows are refreshed every 15 s (a supervisor's
+# touch, which renews its idle workers' rows too; busy workers' beats), so a live one never is
 
 
 class Upkeep:

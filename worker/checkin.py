@@ -2,8 +2,10 @@
 job runs: the progress each running job's handler reported since the last one is written (the
 latest only: at most 1 / ``CHECK_EVERY`` writes a second per job), and a cancel request for a
 running job sets its ``cancel_requested`` (``check_cancelled()`` then raises; an async handler's
-task is cancelled). The supervisor kills the worker when the handler has not stopped
-``cancel_grace`` after the request.
+task is cancelled). The cancel requests are read at each check-in, unless the supervisor listens
+for controls (``shared.runtime.controlfile``): then only when it says one came, or every
+``[supervisor] control_poll_interval``. The supervisor kills the worker when the handler has
+not stopped ``cancel_grace`` after the request.
 
 The running jobs are the one in hand (``InHand.ctx``, one at a time) and those of the async
 runner's event loop (``InHand.flight``: ``worker.aiocancel``), all in one check-in.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from shared.engines.contract import WorkerStore
+from shared.runtime.controlfile import ControlMark
 from shared.runtime.logs import event, get_logger
 from shared.execution.runner import JobContext
 
@@ -27,9 +30,10 @@ CHECK_EVERY = 0.25  # seconds between two check-ins of a busy worker
 class CheckIn:
     """Called by the heartbeat thread at each tick while busy (``tick``)."""
 
-    def __init__(self, owner: str, in_hand: InHand) -> None:
+    def __init__(self, owner: str, in_hand: InHand, mark: ControlMark | None = None) -> None:
         self.owner = owner
         self.in_hand = in_hand
+        self.mark = mark or ControlMark(None, lambda: 0.0)  # when to read cancel requests
         self.next_at = 0.0
         self.written: dict[
             tuple[str, int], int
@@ -61,6 +65,9 @@ class CheckIn:
             reported = ctx.reported
             if reported is not None and marks[key] != self.written.get(key):
                 rows.append((ctx.id, ctx.attempt, reported))
+        look = self.mark.look(now)  # (a progress write reads the requests too: it counts)
+        if not rows and not look:
+            return  # no progress to write, no word of a control: nothing to ask the database
         asked = store.check_in(self.owner, rows)
         written = {k: n for k, n in self.written.items() if k in marks}  # forget the ended runs
         self.written = {**written, **{(i, a): marks[(i, a)] for i, a, _ in rows}}

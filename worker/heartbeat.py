@@ -29,6 +29,9 @@ ORPHAN_CHECK = 0.5  # seconds between checks that the parent is alive
 RETRY_FLUSH = 0.5  # seconds before trying again to commit outcomes the database refused
 IDLE_BEAT = 15.0  # seconds between beats while no job runs: only the process row is refreshed,
 # and every write wakes every idle worker (they watch the WAL)
+SUPERVISED_IDLE_BEAT = 4  # x IDLE_BEAT: a supervisor's worker, whose row the supervisor refreshes
+# with its own every 15 s (touch_process), beats while idle only to give back strays (a claim whose
+# answer was lost, which beat_soon already handles at once): one statement a minute, not four
 
 
 def after_claim(
@@ -68,6 +71,7 @@ class Heartbeat(threading.Thread):
         renewed: Callable[[float], None] | None = None,
         held: Callable[[], ContextManager[Sequence[str] | None]] | None = None,
         checkin: Callable[[WorkerStore], None] | None = None,
+        supervised: bool = False,
     ) -> None:
         super().__init__(name="jobq-heartbeat", daemon=True)
         self.config = config
@@ -92,6 +96,7 @@ class Heartbeat(threading.Thread):
         self.soon = False  # beat at the next tick (see beat_soon)
         self.looked = False  # the last beat gave back the running jobs not held (none in flight)
         self.checkin = checkin  # while busy: progress and cancel requests (worker.checkin)
+        self.supervised = supervised  # our supervisor refreshes our process row while we idle
 
     def flush_by(self, deadline: float) -> None:
         """(Main thread.) Outcomes wait for their commit: call ``flush`` at ``deadline``
@@ -147,9 +152,11 @@ class Heartbeat(threading.Thread):
             self.on_orphaned()
 
     def _beat_if_due(self, store: Any, last_beat: float) -> tuple[Any, float]:
-        """Renew the leases every heartbeat interval (busy) or IDLE_BEAT, or at once when asked."""
+        """Renew the leases every heartbeat interval (busy) or while idle every IDLE_BEAT (4 x
+        that under a supervisor, which refreshes our row), or at once when asked."""
         now = self.clock.monotonic()
-        every = self.config.worker.heartbeat_interval if self.busy else IDLE_BEAT
+        idle = IDLE_BEAT * (SUPERVISED_IDLE_BEAT if self.supervised else 1)
+        every = self.config.worker.heartbeat_interval if self.busy else idle
         if now - last_beat >= every or self.soon:
             last_beat, soon, self.soon = now, self.soon, False
             store = self._beat(store)

@@ -45,6 +45,7 @@ from shared.runtime.processes import host_id, owner_token
 from shared.execution.progress import ProgressWriter, mark_stopped
 from shared.execution.runner import JobContext, execute
 from shared.telemetry.tracing import Tracing, worker_tracing
+from shared.runtime.controlfile import ControlMark, control_path
 from shared.runtime.signals import SignalQueue
 from shared.engines.contract import Wakeup, WorkerStore
 from shared.engines import database_missing, health_check, open_store
@@ -216,7 +217,8 @@ class Worker(Control, Claims, Commits):
             store=self.store.for_thread,
             renewed=self.fence.renewed,
             held=self.held.held_ids,
-            checkin=CheckIn(self.owner, self.in_hand).tick,
+            checkin=CheckIn(self.owner, self.in_hand, self.control_mark()).tick,
+            supervised=self.supervisor is not None,
         )
         self.heartbeat.start()
         if async_limits_of(self.config, self.registry):
@@ -225,6 +227,13 @@ class Worker(Control, Claims, Commits):
             from .aio import AsyncRunner
 
             self.aio = AsyncRunner(self)
+
+    def control_mark(self) -> ControlMark:
+        """When the check-in reads cancel requests: on the supervisor's word (its folder holds
+        our config snapshot), or at each check-in (no supervisor)."""
+        folder = os.path.dirname(self.snapshot) if self.snapshot else None
+        path = control_path(folder) if folder else None
+        return ControlMark(path, lambda: self.config.supervisor.control_poll_interval)
 
     def close(self) -> None:
         try:

@@ -239,7 +239,8 @@ class UpkeepTransitions(Connection, Protocol):
         ...
 
     def touch_process(self, token: str, now: float) -> None:
-        """Renew the lease of process ``token``'s row (one statement; none: nothing)."""
+        """Renew the lease of process ``token``'s row and of its children's (the rows whose
+        ``parent`` is ``token``), in one statement; none: nothing."""
         ...
 
     def remove_process(self, token: str) -> None:

@@ -53,9 +53,10 @@ class Engine:
     - ``connections(target)``: this process's descriptors connected to the database
     - ``describe(target, config)``: how the engine will use the database, in a few words, for
       ``jobq config check`` (PostgreSQL: its connection mode); None when there is nothing to say
-    - ``relay(target, config)``: what the supervisor runs to pass the database's news on to its
-      idle workers (``fds()``, ``serve(ready)``, ``close()``), or None (PostgreSQL in pooled
-      mode with ``listen``)
+    - ``relay(target, config)``: the supervisor's listening connection, or None (SQLite): it
+      hears controls (``fds()``; ``serve(ready)``: whether one came; ``live``: whether it
+      listens now; ``close()``) and passes the database's news on to idle workers where they
+      cannot listen themselves (PostgreSQL: pooled mode with ``listen``)
     - ``health_check(target)``: a :class:`shared.engines.health.HealthCheck` made just after the
       database was opened, or None where the engine has nothing to check
     - ``upgrade(target, config, batch=, finish=, progress=)``: ``jobq db upgrade``, the schema

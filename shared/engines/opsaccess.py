@@ -65,6 +65,12 @@ class OpsAccess(Protocol):
         """Tell idle workers that jobs became pending (after an operator's retry)."""
         ...
 
+    def notify_controls(self, kind: str) -> None:
+        """Tell the supervisors that a control of ``kind`` was committed (``cancel``: a running
+        job was asked to stop; ``scale``: a ``jobq scale`` request), where the engine notifies;
+        they look for it at once instead of at their next backstop read."""
+        ...
+
     def stats(self) -> dict[str, Any]:
         """The engine's own gauges (SQLite: ``{"wal_bytes": n}``; PostgreSQL: none), described
         by :attr:`gauges`; cheap enough for every ``status`` and metrics scrape."""

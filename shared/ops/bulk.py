@@ -73,8 +73,8 @@ _CANCEL = (
     "UPDATE jobs SET status = 'cancelled', completed_at = :now, updated_at = :now "
     "WHERE {ids} AND status IN ('pending', 'waiting') RETURNING id"
 )
-# A running job: the request is marked; its worker sees it at its next check-in (a few times a
-# second) and stops the handler, the supervisor kills it after cancel_grace.
+# A running job: the request is marked and the supervisors are notified (notify_controls); the
+# worker's next check-in reads it and stops the handler, the supervisor kills it after cancel_grace.
 _REQUEST = (
     "UPDATE jobs SET cancel_requested_at = coalesce(cancel_requested_at, :now) "
     "WHERE {ids} AND status = 'running' RETURNING id"
@@ -107,6 +107,8 @@ def cancel_each(
         done.update(store.transaction(tx))
         if progress is not None:
             progress(min(at + BATCH, len(wanted)))
+    if "requested" in done.values():  # after the commit: the supervisors tell their workers
+        store.notify_controls("cancel")
     return {i: done[i] for i in wanted if i in done}
 
 

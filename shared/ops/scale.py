@@ -19,6 +19,7 @@ _COUNTERS = "counters:"
 def request_scale(store: OpsStore, supervisor: str, workers: int) -> None:
     """Ask the supervisor with owner token ``supervisor`` to run ``workers`` workers."""
     store.write(_UPSERT, {"name": _scale_key(supervisor), "value": str(int(workers))})
+    store.notify_controls("scale")  # (after the commit) the supervisor takes it at once
 
 
 def pending_scale(store: OpsStore, supervisor: str) -> int | None:

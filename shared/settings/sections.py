@@ -74,6 +74,14 @@ class SupervisorConfig:
         """Cap of the per-slot restart
         back-off when a worker keeps crashing (seconds).""",
     )
+    control_poll_interval: float = setting(
+        10.0,
+        number(0.05, 3600),
+        """PostgreSQL, while the supervisor
+        listens for controls (a cancel of a running job, `jobq scale`): how often it and its busy
+        workers read them anyway, should a notification be missed (seconds). Elsewhere they are
+        read every round, as each busy worker's check-in.""",
+    )
     config_poll_interval: float = setting(
         2.0,
         number(0, 3600),

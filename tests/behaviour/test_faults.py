@@ -1149,9 +1149,10 @@ def store_cycle(store: SqliteStore):
         ),
     )
     yield "checkpoint", store.checkpoint
-    # the read layer's writes (shared.ops): the store's write, transaction, batches, wake_idle
+    # the read layer's writes (shared.ops): the store's write, transaction, batches, wake_idle,
+    # notify_controls (a running job's cancel, a scale request)
     yield (
-        "write transaction batches wake_idle",
+        "write transaction batches wake_idle notify_controls",
         lambda: (
             ops.retry_jobs(store, [jobs[0].id], now),
             ops.cancel_jobs(store, [jobs[1].id], now),

@@ -435,6 +435,18 @@ def test_lease_ages_are_of_running_jobs_and_process_rows(store, clock):
     assert store.lease_ages(clock.now()) == {}
 
 
+def test_a_supervisors_touch_renews_its_workers_rows_too(store, clock):
+    """A supervisor's touch renews its own row and its children's (``parent`` its token), not
+    another supervisor's workers': its idle workers need not beat for their rows."""
+    store.register_process("host:1:1", "supervisor", 1, "host", clock.now())
+    store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=0, parent="host:1:1")
+    store.register_process(OTHER, "worker", 4343, "host", clock.now(), slot=0, parent="host:2:1")
+    store.write("UPDATE processes SET heartbeat_at = :t", {"t": iso(1.0)})  # (1970)
+    store.touch_process("host:1:1", clock.now())
+    ages = store.process_ages(clock.now())
+    assert {p for p, age in ages.items() if age < 3600} == {"host:1:1", OWNER}
+
+
 def test_running_groups_sum_up_the_running_jobs_per_owner_and_type(store, clock):
     """One row per owner and type: how many run, the first start, the oldest lease (on the
     engine's clock: bounds only) and the cancels asked; nothing when nothing runs."""
@@ -873,6 +885,7 @@ def test_the_read_layer_runs_its_sql_through_the_store(store, clock):
     )
     assert touched == 3 and {r["priority"] for r in store.read("SELECT priority FROM jobs")} == {1}
     store.wake_idle()  # idle workers told where the engine's wake-up needs it; harmless otherwise
+    store.notify_controls("scale")  # supervisors told, where the engine notifies (test_pg_controls)
     with pytest.raises(StoreError):
         store.read("SELECT * FROM no_such_table")
 

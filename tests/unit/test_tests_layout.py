@@ -79,6 +79,7 @@ UNIT_ELSEWHERE = {
     "shared/settings/enginesections.py": "tests/unit/shared/test_config.py",
     "supervisor/__main__.py": "tests/unit/supervisor/test_launch.py",
     "supervisor/boot.py": "tests/unit/supervisor/test_arbiter_parts.py",
+    "supervisor/controls.py": "tests/unit/supervisor/test_control_reads.py",
     "supervisor/children.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/dispatch.py": "tests/unit/supervisor/test_arbiter_parts.py",
     "supervisor/duties.py": "tests/unit/supervisor/test_arbiter_parts.py",

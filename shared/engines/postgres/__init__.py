@@ -131,11 +131,13 @@ def _describe(target: Target, config: Any) -> str:
 
 
 def _relay(target: Target, config: Any) -> Any | None:
-    """With ``listen`` (and a mode that may be pooled): the supervisor's listening connection."""
+    """The supervisor's listening connection (:mod:`.relay`): to ``listen`` if set, else to the
+    database; it relays job notifications too with ``listen`` and a mode that may be pooled."""
     p = ENGINE.settings(config)
-    if not p.listen or p.mode == "direct":
-        return None
-    return _load("relay").PgRelay(p.listen, target.location, p.schema, p.connect_timeout)
+    url, mode = (p.listen, "direct") if p.listen else (target.location, p.mode)
+    jobs = bool(p.listen) and p.mode != "direct"
+    relay = _load("relay").PgRelay
+    return relay(url, target.location, p.schema, p.connect_timeout, jobs=jobs, mode=mode)
 
 
 def _upgrade(target: Target, config: Any, **kw: Any) -> str:

@@ -92,6 +92,13 @@ def done_channel(schema: str) -> str:
     return "jobq_done_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
 
 
+def control_channel(schema: str) -> str:
+    """The channel of ``schema``'s controls (a cancel of a running job, a ``jobq scale``
+    request): only supervisors listen on it (``.relay``), so a control wakes no idle worker and
+    a new job no supervisor. Short whatever the schema's name, as :func:`done_channel`."""
+    return "jobq_ctl_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
+
+
 class PgConnection(LibpqCalls, ConnectionBase):
     """The connection of a PostgreSQL store: opening, reconnecting, closing, write helpers."""
 
@@ -151,6 +158,7 @@ class PgConnection(LibpqCalls, ConnectionBase):
         self.schema = schema
         self.channel = f"jobq_{schema}"
         self.done_channel = done_channel(schema)
+        self.control_channel = control_channel(schema)
         self.qualifier = f'"{schema}".'  # an application's connection has its own search_path
         self.table = f"{self.qualifier}jobs"
 

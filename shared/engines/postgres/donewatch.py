@@ -9,13 +9,16 @@ meets the error or the truth) and the next ``fileno()`` connects and LISTENs aga
 
 from __future__ import annotations
 
+from typing import Any
+
 from shared.model.errors import StoreError
 from .connection import PgConnection, done_channel
 
 
 class PgDoneWatch:
-    """LISTEN on the done channel of ``schema`` (see the module's docstring), or on ``channel``
-    (the relay of :mod:`.relay` listens on the schema's job channel). ``mode``: the
+    """LISTEN on the done channel of ``schema`` (see the module's docstring), or on ``channel``,
+    or on each of ``channels`` (the supervisor's relay of :mod:`.relay`: the schema's job and
+    control channels). ``mode``: the
     connection's (:mod:`.pooling`); a watch must reach the server directly to hear anything."""
 
     def __init__(
@@ -26,12 +29,17 @@ class PgDoneWatch:
         connect_timeout: float,
         channel: str | None = None,
         mode: str = "auto",
+        channels: tuple[str, ...] = (),
     ) -> None:
-        self.channel = channel or done_channel(schema)
+        self.channels = channels or (channel or done_channel(schema),)
         self.conn = PgConnection(
             url, schema=schema, connect_timeout=connect_timeout, migrate=False, mode=mode
         )
-        self.conn.on_connect(lambda c: c.execute(f'LISTEN "{self.channel}"'))
+        self.conn.on_connect(self._listen)
+
+    def _listen(self, conn: Any) -> None:
+        for name in self.channels:
+            conn.execute(f'LISTEN "{name}"')
 
     @property
     def pooled(self) -> bool:
@@ -48,17 +56,22 @@ class PgDoneWatch:
 
     def drain(self) -> bool:
         """Read what the socket holds; True if a notification (or an error) came."""
+        return bool(self.drain_channels())
+
+    def drain_channels(self) -> set[str]:
+        """Read what the socket holds; the channels notified (every one of :attr:`channels`
+        after an error: a lost connection may have missed anything)."""
         try:
             with self.conn.lock:
                 pg = self.conn.conn.pgconn
                 pg.consume_input()
-                got = False
-                while pg.notifies() is not None:
-                    got = True
+                got = set()
+                while (n := pg.notifies()) is not None:
+                    got.add(n.relname.decode())
                 return got
         except Exception:  # noqa: BLE001 - psycopg's or ours: a wake; the next read reports it
             self.conn._drop()
-            return True
+            return set(self.channels)
 
     def close(self) -> None:
         self.conn.close()

@@ -1,19 +1,26 @@
-"""Wake-ups in pooled mode (:mod:`.pooling`): one direct connection per host listens, and the
-host's idle workers learn of new jobs from a file.
+"""The supervisor's listening connection: controls in every mode, and in pooled mode
+(:mod:`.pooling`) the wake-ups of the host's idle workers, passed on through a file.
+
+Controls (a cancel of a running job, a ``jobq scale`` request: ``OpsAccess.notify_controls``)
+are notified on the schema's control channel, on which only supervisors listen. The supervisor
+holds one connection that listens on it (:class:`PgRelay`, served by the supervisor's loop: its
+socket is one of the descriptors the loop waits on, and reading it never blocks) and acts at once
+(``supervisor.controls``); its reads of controls are then only a slow backstop. The connection
+goes to ``[postgres] listen`` when set, else to the database itself; through a transaction
+pooler (``listen`` unset, pooled) there is none and the supervisor reads controls every round.
 
 A notification goes to the session that ``LISTEN``\\ed; through a transaction pooler that session
 serves other clients between their transactions, so a worker cannot listen through it. With
-``[postgres] listen`` (a URL that reaches the server directly), the supervisor holds one
-connection that listens on the schema's channel (:class:`PgRelay`, served by the supervisor's
-loop: its socket is one of the descriptors the loop waits on, and reading it never blocks) and
-writes a file of the host's temporary folder (:func:`relay_path`) when notifications come. The
-idle lead of each pool (:mod:`shared.engines.idlelead`, as with LISTEN) watches that file
-(:class:`RelayedWakeup`, inotify) and claims; the other idle workers wait for the lead. Without
-``listen``, idle workers poll (:class:`.wakeup.PolledWakeup`).
+``[postgres] listen`` (a URL that reaches the server directly), the same connection also listens
+on the schema's job channel and writes a file of the host's temporary folder (:func:`relay_path`)
+when notifications come. The idle lead of each pool (:mod:`shared.engines.idlelead`, as with
+LISTEN) watches that file (:class:`RelayedWakeup`, inotify) and claims; the other idle workers
+wait for the lead. Without ``listen``, idle workers poll (:class:`.wakeup.PolledWakeup`).
 
 A relay that lost its connection tries again every :data:`RETRY` seconds, and wakes the leads
-each time it connects (what was notified meanwhile reached no one). The leads wait at most
-:data:`.wakeup.WATCHED_SLEEP` seconds, so a relay that is down costs latency, never a job.
+and the supervisor each time it connects (what was notified meanwhile reached no one). The leads
+wait at most :data:`.wakeup.WATCHED_SLEEP` seconds, so a relay that is down costs latency, never
+a job.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from shared.model.errors import StoreError
 from shared.runtime.logs import event, get_logger
 from ..filewatch import FileWatch
 from ..idlelead import IdleLead
+from .connection import control_channel
 from .donewatch import PgDoneWatch
 from .wakeup import WATCHED_SLEEP, PolledWakeup, lead_base, lead_slot
 
@@ -54,32 +62,43 @@ def poke(path: str) -> None:
 
 
 class PgRelay:
-    """The supervisor's listening connection of a host in pooled mode (see the module)."""
+    """The supervisor's listening connection (see the module): on the control channel, and on
+    the job channel too when ``jobs`` (pooled mode with ``listen``)."""
 
-    def __init__(self, listen_url: str, url: str, schema: str, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        listen_url: str,
+        url: str,
+        schema: str,
+        connect_timeout: float,
+        *,
+        jobs: bool = True,
+        mode: str = "direct",
+    ) -> None:
         self.listen_url = listen_url
         self.schema = schema
-        self.path = relay_path(url, schema)
+        self.path = relay_path(url, schema) if jobs else None
+        self.control = control_channel(schema)
+        self.channels = (self.control,) + ((f"jobq_{schema}",) if jobs else ())
+        self.mode = mode
         self.connect_timeout = min(connect_timeout, 2.0)  # on the supervisor's loop: short
         self.watch: Any = None
         self.fd: int | None = None
         self.next_try = 0.0
         self.failed = False  # the last attempt failed (logged once until one succeeds)
+        self.missed = False  # (re)connected: controls notified meanwhile reached no one
+        self.deaf = False  # the connection went through a pooler: it hears nothing
 
     def fds(self) -> list[int]:
-        """The socket to wait on (connecting again at most every RETRY seconds)."""
-        if time.monotonic() < self.next_try:
+        """The socket to wait on (connecting again at most every RETRY seconds); [] while there
+        is none (:attr:`live` is then False)."""
+        if self.deaf or time.monotonic() < self.next_try:
             return []
         try:
             if self.watch is None:
-                self.watch = PgDoneWatch(
-                    self.listen_url,
-                    schema=self.schema,
-                    connect_timeout=self.connect_timeout,
-                    channel=f"jobq_{self.schema}",
-                    mode="direct",
-                )
-                self.watch.conn.on_connect(lambda _conn: poke(self.path))
+                self.watch = self._open()
+                if self.watch is None:
+                    return []
             self.fd = self.watch.fileno()
         except StoreError as exc:
             self.fd = None
@@ -92,10 +111,42 @@ class PgRelay:
             self.failed = False
         return [self.fd]
 
-    def serve(self, ready: Any) -> None:
-        """After the loop's wait (``ready``: the readable descriptors): pass on what came."""
-        if self.fd is not None and self.fd in ready and self.watch.drain():
+    def _open(self) -> Any:
+        watch = PgDoneWatch(
+            self.listen_url,
+            schema=self.schema,
+            connect_timeout=self.connect_timeout,
+            channels=self.channels,
+            mode=self.mode,
+        )
+        if watch.pooled:  # (auto mode, through a pooler: no LISTEN is heard there)
+            watch.close()
+            self.deaf = True
+            return None
+        watch.conn.on_connect(self._connected)
+        self._connected(None)  # (the first connect ran before the hook was added)
+        return watch
+
+    def _connected(self, _conn: Any) -> None:
+        self.missed = True
+        if self.path is not None:
+            poke(self.path)
+
+    @property
+    def live(self) -> bool:
+        """Does the connection listen now (as of the last :meth:`fds`)?"""
+        return self.fd is not None and not self.deaf
+
+    def serve(self, ready: Any) -> bool:
+        """After the loop's wait (``ready``: the readable descriptors): pass on what came; whether
+        a control came (or may have been missed: a new or lost connection)."""
+        missed, self.missed = self.missed, False
+        if self.fd is None or self.fd not in ready:
+            return missed
+        got = self.watch.drain_channels()
+        if got - {self.control} and self.path is not None:
             poke(self.path)  # (also on a lost connection: the leads look while it reconnects)
+        return missed or self.control in got
 
     def _failed(self, why: str) -> None:
         self.next_try = time.monotonic() + RETRY

@@ -160,6 +160,11 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
         """Idle workers LISTEN on the schema's channel: jobs an operator made pending wake them."""
         self.conn.execute("SELECT pg_notify(%s, '')", (self.channel,))
 
+    def notify_controls(self, kind: str) -> None:
+        """Supervisors LISTEN on the schema's control channel (``.relay``): a control written
+        (and committed) just before reaches them at once; ``kind`` is the payload."""
+        self.conn.execute("SELECT pg_notify(%s, %s)", (self.control_channel, kind))
+
     def wakeup(self) -> Any:
         """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
         from .wakeup import PgWakeup, PolledWakeup

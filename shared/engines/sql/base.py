@@ -144,6 +144,10 @@ class SqlBase:
         """After a write outside the claim path made jobs pending (an operator's retry): tell
         idle workers, where the engine's wake-up needs telling (nothing by default)."""
 
+    def notify_controls(self, kind: str) -> None:
+        """After a control was committed (``cancel`` of a running job, ``scale``): tell the
+        supervisors, where the engine can (nothing by default: they look every round)."""
+
     def stats(self) -> dict[str, Any]:
         """The engine's own gauges by key (see :attr:`gauges`); a value may be None (unknown now)."""
         return {}

@@ -16,7 +16,9 @@ _REGISTER = (
     "kind = excluded.kind, pid = excluded.pid, host = excluded.host, slot = excluded.slot, "
     "parent = excluded.parent, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at"
 )
-_TOUCH = "UPDATE processes SET heartbeat_at = {lease} WHERE id = :id"
+# The supervisor's row and its children's: an idle worker need not beat for its row (its own
+# beats are then rare: worker.heartbeat.SUPERVISED_IDLE_BEAT).
+_TOUCH = "UPDATE processes SET heartbeat_at = {lease} WHERE id = :id OR parent = :id"
 _REMOVE = "DELETE FROM processes WHERE id = :id"
 _ALL = "SELECT * FROM processes ORDER BY kind, slot"
 _OF_KIND = "SELECT * FROM processes WHERE kind = :kind ORDER BY slot"
@@ -50,7 +52,8 @@ class ProcessesSql(SqlBase):
         self._write(lambda c: self._run(c, sql, params))
 
     def touch_process(self, token: str, now: float) -> None:
-        """Renew the lease of process ``token``'s row (one statement; no row: nothing)."""
+        """Renew the lease of process ``token``'s row and of its children's rows (``parent``
+        ``token``: a supervisor's workers), one statement; no row: nothing."""
         sql = _TOUCH.format(lease=self.dialect.lease_now)
         self._write(lambda c: self._run(c, sql, {"id": token, "now": iso(now)}))
 

@@ -394,3 +394,24 @@ def test_a_replaced_database_stops_the_supervisor_once_and_sets_its_exit_code():
     )
     assert outage.check_health(arb) and outage.check_health(arb)
     assert stops == ["database replaced"] and arb.exit_code == ExitCode.DATABASE_UNAVAILABLE
+
+
+def test_progress_marks_see_each_claim_of_a_child(tmp_path):
+    """A follower reads the running jobs when a child claimed since its last look: the child's
+    progress file (written at each claim) changed; a stat per child, no database."""
+    from shared.execution.progress import ProgressWriter
+    from supervisor.children import ProgressMarks, Slot, progress_path
+
+    snapshot, slot = str(tmp_path / "config.json"), Slot(index=0, pid=1)
+    marks = ProgressMarks()
+    assert marks.changed(snapshot, [slot])  # the first look (a new slot set)
+    assert not marks.changed(snapshot, [slot])
+    writer = ProgressWriter(progress_path(snapshot, slot))
+    try:
+        assert marks.changed(snapshot, [slot])  # the worker started: its file is made
+        writer.batch(["a", "b"])
+        assert marks.changed(snapshot, [slot]) and not marks.changed(snapshot, [slot])
+        writer.batch(["c"], completed=2)
+        assert marks.changed(snapshot, [slot])
+    finally:
+        writer.close()

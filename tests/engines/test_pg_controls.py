@@ -1,0 +1,52 @@
+"""The supervisor's listening connection on PostgreSQL (``shared.engines.postgres.relay``):
+a control notified by any session (``notify_controls``: a cancel of a running job, a ``jobq
+scale`` request) makes its ``serve`` say so at once; in direct mode it listens on the control
+channel only, so new jobs' notifications wake no supervisor (the idle workers' lead hears
+them). Its first connection counts as a control (what came before its LISTEN reached no one).
+(SQLite has no relay: its supervisors read controls every round; tests/behaviour's
+test_controls covers both engines end to end.)"""
+
+from __future__ import annotations
+
+import select
+import time
+
+import pytest
+
+from shared import engines, ops
+from shared.producer.api import JobQueue
+from tests.proc import wait_until
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def ready(fd: int, timeout: float) -> bool:
+    return fd in select.select([fd], [], [], timeout)[0]
+
+
+def test_the_relay_hears_controls_and_not_new_jobs(pg):
+    config = pg.config()
+    relay = engines.relay(config)
+    q = JobQueue(config=config)
+    try:
+        (fd,) = wait_until(relay.fds, timeout=10, what="the relay's connection")
+        assert relay.live
+        assert relay.serve(set()) is True  # connected: whatever came before its LISTEN, look
+        assert relay.serve(set()) is False
+        with relay.watch.conn.lock:
+            channels = relay.watch.conn.conn.execute(
+                "SELECT pg_listening_channels() AS c"
+            ).fetchall()
+        assert [r["c"] for r in channels] == [q.store.control_channel]  # no job channel
+        job = q.enqueue("t", {})  # a new job's notification: not heard here
+        q.store.notify_controls("scale")
+        assert ready(fd, 10.0)
+        assert relay.serve({fd}) is True
+        (claimed,) = q.store.claim("host:1:1", 1, time.time())
+        assert claimed.id == job
+        assert ops.cancel_jobs(q.store, [job], time.time()) == [job]  # asked to stop: notified
+        assert ready(fd, 10.0) and relay.serve({fd}) is True
+        assert relay.serve({fd}) is False  # (nothing more came)
+    finally:
+        q.close()
+        relay.close()
