@@ -343,7 +343,10 @@ class Gone:
 def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluster, via):
     cluster = make_cluster(**via)
     _start(cluster, workers=2)
-    ids = cluster.enqueue(2, sleep=60, rerun_sleep=0.2)
+    # a first run outlasts the cut, the fencing and the re-run (about the lease) by far; when
+    # the two jobs start on different hosts, the other host's run goes on to its end, which the
+    # last wait_completed waits for: 15 s, not a minute
+    ids = cluster.enqueue(2, sleep=15, rerun_sleep=0.2)
     starts = wait_for(
         lambda: len([x for x in cluster.lines() if x["ev"] == "start"]) >= 2 and cluster.lines(),
         30,
