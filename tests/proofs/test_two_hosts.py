@@ -4,6 +4,13 @@ restart (harness: tests/twohost.py; handler: tests/fixtures/twohostjobs.py).
 The harness's own tests come first: namespaces, the proxy's cut and heal seen by a plain
 psycopg connection, the kill of a whole host and the cleanup.
 
+Scenarios a, b, d and e run twice (``via``): ``direct``, and ``pooled``, through one PgBouncer
+in transaction pooling for the module (tests/pgbouncer.py, none of its timeouts set, so what
+bounds a cut session is jobq's own): each host reaches the bouncer through its proxy, in pooled
+mode, and its ``[postgres] listen`` connection reaches the server through the same proxy, so a
+cut takes both. The bouncer reaches the server directly. Without pgbouncer the pooled variants
+skip (fail under JOBQ_REQUIRE_POSTGRES=1).
+
 Skips: not root, no `ip`/`unshare`, no psycopg or no server. With JOBQ_REQUIRE_POSTGRES=1 every
 reason but "not root" fails instead: the variable promises a server and the tools of this
 machine kind; root is a privilege of the account that runs the suite, and a developer running
