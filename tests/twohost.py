@@ -109,14 +109,15 @@ def upstream(url: str | None = None) -> tuple[int, Any]:
     return socket.AF_INET, (host, port)
 
 
-def host_url(proxy: "Proxy") -> str:
-    """The server's URL as a host sees it: the same database and user, through ``proxy``."""
+def host_url(proxy: "Proxy", url: str | None = None, port: int | None = None) -> str:
+    """The server's URL as a host sees it: the same database and user, through ``proxy`` (its
+    first route, or ``port``, a route to ``url``: :meth:`Proxy.route`)."""
     from psycopg.conninfo import conninfo_to_dict
 
-    info = conninfo_to_dict(proxy.url)
+    info = conninfo_to_dict(url or proxy.url)
     user = info.get("user") or os.environ.get("PGUSER") or "root"
     db = info.get("dbname") or "test"
-    return f"postgresql://{quote(user)}@{proxy.host}:{proxy.port}/{quote(db)}"
+    return f"postgresql://{quote(user)}@{proxy.host}:{port or proxy.port}/{quote(db)}"
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -207,13 +208,14 @@ class Proxy:
     """A TCP forwarder from ``host``:``port`` (port chosen by the system) to the server, with
     ``cut()`` and ``heal()``. One thread runs a selector over every socket; cut and heal are
     carried out by that thread and return once in effect (no byte passes after ``cut()``).
+    :meth:`route` forwards another port of ``host`` to another server (a pooler's host reaches
+    the pooler and, for its wake-ups, the server itself): one cut or heal takes every route.
 
     ``accepted`` counts connections accepted, ``live()`` the pairs forwarding now."""
 
     def __init__(self, host: str, url: str | None = None) -> None:
         self.host = host
         self.url = url or server_url()
-        self.family, self.target = upstream(self.url)
         self.mode = "open"
         self.accepted = 0
         self.events: list[
@@ -221,16 +223,16 @@ class Proxy:
         ] = []  # (monotonic, why a pair closed, from the host's side)
         self._sel = selectors.DefaultSelector()
         self._pairs: dict[socket.socket, socket.socket] = {}  # each side -> the other side
-        self._frozen: list[socket.socket] = []  # accepted while blackholed
+        self._frozen: list[tuple[socket.socket, int]] = []  # (client, port) accepted blackholed
         self._calls: list[tuple[Any, threading.Event]] = []
         self._wake_r, self._wake_w = socket.socketpair()
         self._sel.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self._listener: socket.socket | None = None
-        self.port = 0
+        self._routes: dict[int, tuple[int, Any]] = {}  # port -> (family, address) it forwards to
+        self._listeners: dict[int, socket.socket] = {}  # port -> its socket (none while refusing)
         self._clients: set[socket.socket] = set()  # the host's side of each pair
         self._trigger: bytes | None = None  # see lose_answer
         self.tripped: float | None = None  # monotonic time lose_answer's pattern came
-        self._listen()
+        self.port = self._open_route(self.url)
         self._stop = False
         self._thread = threading.Thread(target=self._loop, name=f"proxy-{host}", daemon=True)
         self._thread.start()
@@ -247,6 +249,10 @@ class Proxy:
         (``tripped`` records when): the statement ran, its answer never arrives."""
         self.tripped = None
         self._call(lambda: setattr(self, "_trigger", pattern))
+
+    def route(self, url: str) -> int:
+        """Forward another port (returned) of this proxy's host to the server at ``url``."""
+        return self._call(lambda: self._open_route(url))
 
     def heal(self, resume: bool = False) -> None:
         self._call(lambda: self._heal(resume))
@@ -271,14 +277,26 @@ class Proxy:
 
     # the proxy's thread
 
-    def _listen(self) -> None:
+    def _open_route(self, url: str) -> int:
+        port = self._listen(0)
+        self._routes[port] = upstream(url)
+        return port
+
+    def _listen(self, port: int) -> int:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((self.host, self.port))
+        s.bind((self.host, port))
         s.listen(128)
-        self.port = s.getsockname()[1]
-        self._listener = s
-        self._sel.register(s, selectors.EVENT_READ, "accept")
+        port = s.getsockname()[1]
+        self._listeners[port] = s
+        self._sel.register(s, selectors.EVENT_READ, ("accept", port))
+        return port
+
+    def _close_listeners(self) -> None:
+        for s in self._listeners.values():
+            self._sel.unregister(s)
+            s.close()  # new connections: refused by the kernel
+        self._listeners.clear()
 
     def _loop(self) -> None:
         while not self._stop:
@@ -291,28 +309,29 @@ class Proxy:
                             fn()
                         finally:
                             done.set()
-                elif key.data == "accept":
-                    self._accept()
+                elif isinstance(key.data, tuple):
+                    self._accept(key.data[1])
                 elif key.fileobj in self._pairs:
                     self._forward(key.fileobj)
 
-    def _accept(self) -> None:
+    def _accept(self, port: int) -> None:
         try:
-            client, _ = self._listener.accept()
-        except OSError:
+            client, _ = self._listeners[port].accept()
+        except (OSError, KeyError):
             return
         self.accepted += 1
         if self.mode == "blackhole":
-            self._frozen.append(client)  # accepted, never answered, never closed
+            self._frozen.append((client, port))  # accepted, never answered, never closed
             return
-        self._pair(client)
+        self._pair(client, port)
 
-    def _pair(self, client: socket.socket) -> None:
-        """Connect ``client`` to the server and forward between them."""
-        server = socket.socket(self.family, socket.SOCK_STREAM)
+    def _pair(self, client: socket.socket, port: int) -> None:
+        """Connect ``client`` (accepted on ``port``) to its route's server and forward."""
+        family, target = self._routes[port]
+        server = socket.socket(family, socket.SOCK_STREAM)
         server.settimeout(3)
         try:
-            server.connect(self.target)
+            server.connect(target)
         except OSError:  # the server is down (a restart): the client sees its connection close
             server.close()
             _reset(client)
@@ -368,10 +387,7 @@ class Proxy:
                     pass
         else:
             self._reset_all()
-            if self._listener is not None:
-                self._sel.unregister(self._listener)
-                self._listener.close()  # new connections: refused by the kernel
-                self._listener = None
+            self._close_listeners()
         self.mode = mode
 
     def _heal(self, resume: bool) -> None:
@@ -381,28 +397,26 @@ class Proxy:
                     self._sel.register(s, selectors.EVENT_READ, "pair")
                 frozen, self._frozen = self._frozen, []
                 self.mode = "open"
-                for client in frozen:  # as if their handshake got through only now
-                    self._pair(client)
+                for client, port in frozen:  # as if their handshake got through only now
+                    self._pair(client, port)
             else:
                 self._reset_all()
-        if self._listener is None:
-            self._listen()
+        for port in self._routes:
+            if port not in self._listeners:
+                self._listen(port)
         self.mode = "open"
 
     def _reset_all(self) -> None:
         for s in list(self._pairs):
             if s in self._pairs:
                 self._drop_pair(s, reset=True)
-        for client in self._frozen:
+        for client, _ in self._frozen:
             _reset(client)
         self._frozen = []
 
     def _shutdown(self) -> None:
         self._reset_all()
-        if self._listener is not None:
-            self._sel.unregister(self._listener)
-            self._listener.close()
-            self._listener = None
+        self._close_listeners()
         self._stop = True
 
 
@@ -426,10 +440,18 @@ class Host:
 
     ``folder`` holds its jobq.toml, its log and its TMPDIR. ``start()`` runs it, ``kill()``
     SIGKILLs its whole pid namespace, ``close()`` leaves nothing behind (processes, namespace,
-    proxy)."""
+    proxy). With ``listen`` (the server's URL), ``url`` is a transaction pooler's: the host runs
+    in pooled mode and its ``[postgres] listen`` connection goes through the same proxy (a cut
+    takes both, as a partition of the host would)."""
 
     def __init__(
-        self, name: str, folder: Path, schema: str, url: str | None = None, **sections: Any
+        self,
+        name: str,
+        folder: Path,
+        schema: str,
+        url: str | None = None,
+        listen: str | None = None,
+        **sections: Any,
     ) -> None:
         self.name = name
         self.folder = folder
@@ -442,7 +464,12 @@ class Host:
         except BaseException:
             self.netns.close()
             raise
-        sections.setdefault("postgres", {}).setdefault("schema", schema)
+        self.listen = listen
+        postgres = sections.setdefault("postgres", {})
+        postgres.setdefault("schema", schema)
+        if listen is not None:
+            postgres.setdefault("mode", "pooled")
+            postgres["listen"] = host_url(self.proxy, listen, self.proxy.route(listen))
         self.config = write_config(folder, database=host_url(self.proxy), **sections)
         self.proc: subprocess.Popen | None = None
         self.log_path = folder / "supervisor.log"
@@ -598,13 +625,18 @@ HOST_SETTINGS: dict[str, Any] = {
 class Cluster:
     """Hosts ``names`` on one schema of the test server (dropped by ``close()``), the execution
     log and lock folder of the ``twohost:work`` handler, and a queue opened on the server
-    directly (not through a proxy: the test's own view stays up whatever the hosts see)."""
+    directly (not through a proxy: the test's own view stays up whatever the hosts see).
+
+    With ``pooler`` (a transaction pooler's URL in front of ``url``), each host reaches the
+    pooler through its proxy, in pooled mode, and listens on ``url`` through the same proxy;
+    the test's view stays on ``url``."""
 
     def __init__(
         self,
         folder: Path,
         names: tuple[str, ...] = ("a", "b"),
         url: str | None = None,
+        pooler: str | None = None,
         **settings: Any,
     ) -> None:
         self.url = url or server_url()
@@ -619,7 +651,14 @@ class Cluster:
         self.queue = None
         try:
             for name in names:
-                self.hosts[name] = Host(name, folder / name, self.schema, self.url, **sections)
+                self.hosts[name] = Host(
+                    name,
+                    folder / name,
+                    self.schema,
+                    pooler or self.url,
+                    listen=self.url if pooler else None,
+                    **{k: dict(v) if isinstance(v, dict) else v for k, v in sections.items()},
+                )
             from shared.producer.api import JobQueue
             from shared.settings.config import load
 

@@ -4,6 +4,13 @@ restart (harness: tests/twohost.py; handler: tests/fixtures/twohostjobs.py).
 The harness's own tests come first: namespaces, the proxy's cut and heal seen by a plain
 psycopg connection, the kill of a whole host and the cleanup.
 
+Scenarios a, b, d and e run twice (``via``): ``direct``, and ``pooled``, through one PgBouncer
+in transaction pooling for the module (tests/pgbouncer.py, none of its timeouts set, so what
+bounds a cut session is jobq's own): each host reaches the bouncer through its proxy, in pooled
+mode, and its ``[postgres] listen`` connection reaches the server through the same proxy, so a
+cut takes both. The bouncer reaches the server directly. Without pgbouncer the pooled variants
+skip (fail under JOBQ_REQUIRE_POSTGRES=1).
+
 Skips: not root, no `ip`/`unshare`, no psycopg or no server. With JOBQ_REQUIRE_POSTGRES=1 every
 reason but "not root" fails instead: the variable promises a server and the tools of this
 machine kind; root is a privilege of the account that runs the suite, and a developer running
@@ -25,7 +32,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests import twohost
+from tests import pgbouncer, twohost
 from tests.proc import pid_gone
 from tests.twohost import Host, Netns, Proxy, connect, netns_names, wait_for
 
@@ -190,6 +197,50 @@ HEARTBEAT = twohost.HOST_SETTINGS["worker"]["heartbeat_interval"]
 CLOCKS = 0.25  # monotonic (the log) against the server's clock (leases), on one machine
 
 
+@pytest.fixture(scope="module")
+def bouncer():
+    """One PgBouncer in transaction pooling for the module's pooled variants (started by the
+    first of them), reaching the server directly."""
+    if pgbouncer.binary() is None:
+        reason = "pgbouncer is not installed (apt-get install -y pgbouncer)"
+        if twohost.required():
+            pytest.fail(f"JOBQ_REQUIRE_POSTGRES=1: {reason}")
+        pytest.skip(reason)
+    b = pgbouncer.PgBouncer(pool_size=10)
+    yield b
+    b.close()
+
+
+@pytest.fixture(params=["direct", "pooled"])
+def via(request) -> dict:
+    """How the hosts reach the server: directly, or through PgBouncer in transaction pooling
+    (each host's proxy leads to the bouncer, and its ``listen`` connection to the server goes
+    through the same proxy: a cut takes both)."""
+    if request.param == "direct":
+        return {}
+    return {"pooler": request.getfixturevalue("bouncer").url()}
+
+
+def _start(cluster, workers: int) -> None:
+    """Start the cluster; pooled, also wait until each host's supervisor listens on the server
+    (its ``listen`` connection, through its proxy), so the variant runs as documented."""
+    cluster.start(workers=workers)
+    if next(iter(cluster.hosts.values())).listen is None:
+        return
+    channel = f'LISTEN "jobq_{cluster.schema}"'
+    with connect(cluster.url) as c:
+        wait_for(
+            lambda: (
+                c.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE query = %s", (channel,)
+                ).fetchone()[0]
+                == len(cluster.hosts)
+            ),
+            20,
+            "every host's supervisor listening on the server",
+        )
+
+
 @pytest.fixture
 def make_cluster(tmp_path, request):
     made = []
@@ -238,10 +289,10 @@ def _open_on(lines, host: Host):
     ]
 
 
-def test_a_sigkill_of_one_host_the_other_finishes_its_jobs(make_cluster):
-    cluster = make_cluster()
+def test_a_sigkill_of_one_host_the_other_finishes_its_jobs(make_cluster, via):
+    cluster = make_cluster(**via)
     a, b = cluster["a"], cluster["b"]
-    cluster.start(workers=2)
+    _start(cluster, workers=2)
     ids = cluster.enqueue(120, sleep=0.1)
     wait_for(
         lambda: _ends(cluster.lines()) >= 20 and _open_on(cluster.lines(), a),
@@ -296,10 +347,13 @@ class Gone:
         self._thread.join(5)
 
 
-def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluster):
-    cluster = make_cluster()
-    cluster.start(workers=2)
-    ids = cluster.enqueue(2, sleep=60, rerun_sleep=0.2)
+def test_b_cut_off_host_fences_itself_before_the_other_runs_its_jobs(make_cluster, via):
+    cluster = make_cluster(**via)
+    _start(cluster, workers=2)
+    # a first run outlasts the cut, the fencing and the re-run (about the lease) by far; when
+    # the two jobs start on different hosts, the other host's run goes on to its end, which the
+    # last wait_completed waits for: 15 s, not a minute
+    ids = cluster.enqueue(2, sleep=15, rerun_sleep=0.2)
     starts = wait_for(
         lambda: len([x for x in cluster.lines() if x["ev"] == "start"]) >= 2 and cluster.lines(),
         30,
@@ -440,7 +494,9 @@ real_tx = store._tx
 def stuck(fn):
     def body(c):
         done, claimed = fn(c)
-        print(json.dumps({"backend": c.info.backend_pid, "owner": owner, "first": [j.id for j in first],
+        # the server's own pid (through a pooler, the client's backend_pid is the pooler's)
+        backend = c.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
+        print(json.dumps({"backend": backend, "owner": owner, "first": [j.id for j in first],
                           "claimed": [g.id if hasattr(g, "id") else g[0] for g in claimed]}), flush=True)
         time.sleep(3600)
     return real_tx(body)
@@ -465,15 +521,15 @@ def _lease_ages(cluster, ids: list[str]) -> dict[str, float]:
         )
 
 
-def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster):
+def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster, via):
     """Host b is cut off while a session of its is idle in a batch transaction
     (completions done, next claim made, no COMMIT). The server ends that session within the
     lease (its locks go, its work is rolled back); host a keeps working meanwhile: it replaces
     a worker killed after the stuck jobs' leases expired, re-runs every job the session held,
     and stops promptly on SIGTERM, all while b is still cut off."""
-    cluster = make_cluster()
+    cluster = make_cluster(**via)
     a, b = cluster["a"], cluster["b"]
-    cluster.start(workers=2)
+    _start(cluster, workers=2)
     ids = cluster.enqueue(80, sleep=0.5)  # enough for the stuck worker to claim some
     stuck = subprocess.Popen(
         b.command(sys.executable, "-c", STUCK_WORKER, str(b.config)),
@@ -542,7 +598,7 @@ def test_d_a_host_cut_mid_transaction_holds_no_lock_past_its_lease(make_cluster)
         stuck.wait(10)
 
 
-def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
+def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path, via):
     """The server commits a worker's claim but its answer never arrives (the
     proxy drops the answer and blackholes, then resets the connection). The job must not stay running under the
     worker, kept alive by its heartbeat, until job_timeout: the worker's first beat after the
@@ -551,8 +607,12 @@ def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
     from shared.settings.config import load
     from tests.proc import Running, log_events, write_config
 
-    proxy = Proxy("127.0.0.1")
+    proxy = Proxy("127.0.0.1", via.get("pooler"))
     schema = f"jobq_lostclaim_{uuid.uuid4().hex[:10]}"
+    postgres = {"schema": schema, "connect_timeout": 1}
+    if via:  # pooled: the listening connection to the server through the same proxy
+        listen = twohost.server_url()
+        postgres.update(mode="pooled", listen=twohost.host_url(proxy, listen, proxy.route(listen)))
     log, locks = tmp_path / "exec.log", tmp_path / "locks"
     locks.mkdir()
     config = write_config(
@@ -562,7 +622,7 @@ def test_e_a_lost_claim_answer_gives_the_job_back_at_once(tmp_path):
         log_format="json",
         supervisor={"workers": 1, "maintenance_interval": 0.2},
         worker={"lease_timeout": 10, "heartbeat_interval": 0.5, "job_timeout": 120},
-        postgres={"schema": schema, "connect_timeout": 1},
+        postgres=postgres,
     )
     queue = JobQueue(config=load(str(config)).replace(database=twohost.server_url()))
     sup = None
