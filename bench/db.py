@@ -79,6 +79,10 @@ class Db:
             self._pg = psycopg.connect(
                 self.database, autocommit=True, options=f"-c search_path={self.schema}"
             )
+            # times and JSON read as jobq's own connections read them (text), as on SQLite
+            from shared.engines.postgres.loaders import register_native
+
+            register_native(self._pg.adapters)
         try:
             return self._pg.execute(sql, params).fetchall()
         except (errors.UndefinedTable, errors.InvalidSchemaName) as exc:

@@ -100,7 +100,8 @@ def check_loads(
         if min(starts[load], default=0.0) < max(done_at):
             problems.append(f"load {load}: a run started before its last transform ended")
         parents = result.get("parents") or {}
-        if list(parents) != transforms or any(parents[t] != rows[t][1] for t in transforms):
+        order = result.get("order", list(parents))
+        if order != transforms or any(parents.get(t) != rows[t][1] for t in transforms):
             problems.append(
                 f"load {load}: saw {sum(v is not None for v in parents.values())} of "
                 f"{len(transforms)} results, or not theirs, or out of order"

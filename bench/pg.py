@@ -32,7 +32,12 @@ def connect(
         opts["options"] = f"-c search_path={schema},public"
     if appname:
         opts["application_name"] = appname
-    return psycopg.connect(url, autocommit=autocommit, **opts, **kwargs)
+    conn = psycopg.connect(url, autocommit=autocommit, **opts, **kwargs)
+    # jobq's times and JSON read as its own connections read them (text), as on SQLite
+    from shared.engines.postgres.loaders import register_native
+
+    register_native(conn.adapters)
+    return conn
 
 
 def search_path_options(schema: str) -> str:

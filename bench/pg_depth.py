@@ -23,6 +23,7 @@ from .depth import ROUNDS, WARMUP, _median
 
 Loop = Callable[[int], tuple[int, float]]
 
+# (times cast: the CASEs would type them text, which a timestamptz column refuses)
 # Rows i with i % 10 < cut are scheduled a day ahead (finished: completed long ago, type
 # bench:old, which the resets leave alone); the others are due.
 _JOBQ_FILL = """
@@ -30,8 +31,8 @@ INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created
 SELECT lpad(to_hex(%(ms)s::bigint + i), 12, '0') || substr(md5(i::text), 1, 20),
        CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN 'bench:old' ELSE 'bench:noop' END,
        CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN 'completed' ELSE 'pending' END,
-       'null', 0, 0, CASE WHEN NOT %(done)s AND i %% 10 < %(cut)s THEN %(later)s ELSE %(due)s END, %(stamp)s, %(stamp)s,
-       CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN %(stamp)s END
+       'null', 0, 0, CASE WHEN NOT %(done)s AND i %% 10 < %(cut)s THEN %(later)s::timestamptz ELSE %(due)s::timestamptz END, %(stamp)s::timestamptz, %(stamp)s::timestamptz,
+       CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN %(stamp)s::timestamptz END
 FROM generate_series(0, %(n)s - 1) AS i
 """
 _JOBQ_RESET = (
