@@ -1,6 +1,7 @@
 """The engine's relay of the database's news to this host's idle workers (``Engine.relay``:
-PostgreSQL in pooled mode with ``[postgres] listen``), as the supervisor's loop runs it: its
-descriptors join the loop's wait, what they bring is passed on after it. Made on the first wait
+PostgreSQL: one listening connection per host, which takes this host's turns among the hosts),
+as the supervisor's loop runs it: its descriptors join the loop's wait, which also ends when a
+turn it owes falls due (``wait_for``); what they bring is passed on after it. Made on the first wait
 of a running supervisor (the database has been opened by then), at most once."""
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ class Relay:
         if self.relay is None and running:
             self.relay = engines.relay(config) or False
         return self.relay.fds() if self.relay else []
+
+    def wait_for(self) -> float | None:
+        """Seconds until the relay needs the loop again without a descriptor (None: never)."""
+        return self.relay.wait_for() if self.relay else None
 
     def serve(self, ready: Any) -> None:
         if self.relay:

@@ -130,11 +130,16 @@ def _describe(target: Target, config: Any) -> str:
 
 
 def _relay(target: Target, config: Any) -> Any | None:
-    """With ``listen`` (and a mode that may be pooled): the supervisor's listening connection."""
+    """The supervisor's listening connection (:mod:`.relay`): at ``listen`` if given, else at
+    the database itself unless the mode is pooled (``auto`` finds out when it connects: a
+    pooler's URL gives no relay, and its workers poll)."""
     p = ENGINE.settings(config)
-    if not p.listen or p.mode == "direct":
+    if p.listen:
+        return _load("relay").PgRelay(p.listen, target.location, p.schema, p.connect_timeout)
+    if p.mode == "pooled":
         return None
-    return _load("relay").PgRelay(p.listen, target.location, p.schema, p.connect_timeout)
+    relay = _load("relay").PgRelay
+    return relay(target.location, target.location, p.schema, p.connect_timeout, mode=p.mode)
 
 
 def _health_check(target: Target) -> None:
