@@ -34,7 +34,7 @@ from ..filewatch import FileWatch
 from ..idlelead import IdleLead
 from .donewatch import PgDoneWatch
 from .marks import IDLE, RELAY, Marks
-from .turns import SLOTS, TAKE_SLOT, VIEW, Turns, lock_key, passed
+from .turns import JOINED, SLOTS, TAKE_SLOT, VIEW, Turns, lock_key, passed
 from .wakeup import WATCHED_SLEEP, PolledWakeup, lead_base, lead_slot
 
 log = get_logger("supervisor")
@@ -125,6 +125,7 @@ class PgRelay:
         row = conn.execute(TAKE_SLOT, {"n": SLOTS - 1, "key": self.key}).fetchone()
         view = [r["slot"] for r in conn.execute(VIEW, {"key": self.key}).fetchall()]
         self.turns.joined(row["s"] if row else None, view, time.monotonic())
+        conn.execute("SELECT pg_notify(%s, %s)", (f"jobq_{self.schema}", JOINED))  # read again
         poke(self.path)
 
     def wait_for(self) -> float | None:
@@ -142,8 +143,11 @@ class PgRelay:
             wake = got is None  # a lost connection: the leads look while it reconnects
             self.heard.extend(got or [])
         heard, self.heard = self.heard, []
+        changed = JOINED in heard  # a relay came or went: every relay reads the list again
         mine: list[tuple[int, int]] = []
         for text in heard:
+            if text == JOINED:
+                continue
             what = self.turns.hear(text, now)
             if what is True:
                 wake = True
@@ -156,7 +160,7 @@ class PgRelay:
             wake = True
         if wake:
             poke(self.path)
-        if heard and self.turns.stale(now):
+        if changed or heard and self.turns.stale(now):
             view = self._run(VIEW, {"key": self.key})
             if view is not None:
                 self.turns.seen([r["slot"] for r in view], now)
@@ -186,7 +190,13 @@ class PgRelay:
         self.failed = True
 
     def close(self) -> None:
+        """Leave the turns first (the others read the list again) and stop listening."""
         self.marks.close()
+        if self.watch is not None and self.turns.slot is not None:
+            self._run(
+                "SELECT pg_advisory_unlock(%s::int4, %s::int4), pg_notify(%s, %s)",
+                (self.key, self.turns.slot, f"jobq_{self.schema}", JOINED),
+            )
         if self.watch is not None:
             self.watch.close()
             self.watch = None

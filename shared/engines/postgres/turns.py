@@ -10,7 +10,8 @@ start. So the hosts take turns, with nothing but what each already holds:
   lowest free one: :data:`TAKE_SLOT`, no transaction) for as long as it listens; the lock dies
   with the session, so a dead or cut-off host drops out of the list by itself. A relay reads the
   held slots (:data:`VIEW`, ``pg_locks``) when it connects and, while notifications come, at
-  most every :data:`REFRESH` seconds: its rank among them is its place in the turns.
+  most every :data:`REFRESH` seconds, and at once when a relay announces that it joined or
+  left (:data:`JOINED`): its rank among them is its place in the turns.
 - **Whose turn.** A one-job enqueue's notification carries a number (:func:`payload`: from the
   job id's random bits). With ``n`` relays listening, the relay ranked ``number % n`` wakes its
   host's idle lead; the others do nothing (no statement). A notification without a number
@@ -41,7 +42,8 @@ import zlib
 
 SLOTS = 1024  # slot numbers a relay may hold: more hosts than that just wake on everything
 REFRESH = 2.0  # seconds a view of the listening relays is trusted while notifications come
-FALLBACK = 0.02  # seconds after a notification the next-ranked relay wakes its host anyway
+FALLBACK = 0.05  # seconds after a notification the next-ranked relay wakes its host anyway
+JOINED = "+"  # the payload of a relay that joined or left: every relay reads the list again
 MAX_FALLBACKS = 4096  # pending fallbacks kept; past that a relay just wakes its host
 
 # The lowest free slot, locked for the session. LIMIT 1 stops the scan at the first lock taken.
