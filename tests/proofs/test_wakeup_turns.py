@@ -1,7 +1,8 @@
 """One wake-up per job, not one per host (shared.engines.postgres.turns and .relay), with real
 supervisors: three "hosts" on this machine (each its own TMPDIR, so its own idle lead and relay
-file, as on three machines), direct and pooled with ``listen``. Workers poll once a minute, so
-only a wake-up starts a job within the deadlines here (each far below that backstop).
+file, as on three machines), direct and pooled with ``listen``. Workers poll once a minute; an
+idle follower still reads every ``WATCHED_SLEEP`` (5 s), the slow backstop, so a job that starts
+within :data:`DEADLINE` (seconds, against milliseconds when woken) was started by a wake-up.
 
 - A trickle of jobs all start, and the jobs of one turn (their id's number modulo the three
   listening relays) run on one host: the turn's host claims them, not whichever host won a race
@@ -24,6 +25,7 @@ import psutil
 import pytest
 
 from shared import JobQueue
+from shared.engines.postgres.wakeup import WATCHED_SLEEP
 from shared.model.job import new_id
 from shared.settings.config import load
 from tests import pgbouncer, twohost
@@ -31,8 +33,8 @@ from tests.engines import postgres_url, require_postgres
 from tests.proc import Running, wait_until, write_config
 
 HOSTS = 3
-BACKSTOP = 60  # the workers' poll_interval: a job left to it would start a minute late
-DEADLINE = 20.0  # generous for a loaded machine, far below the backstop
+BACKSTOP = 60  # the workers' poll_interval (a wake-up, or WATCHED_SLEEP's read, starts a job)
+DEADLINE = 0.8 * WATCHED_SLEEP  # a wake-up takes milliseconds; the backstop takes 5 s
 
 
 @pytest.fixture(params=["direct", "pooled"])
@@ -113,7 +115,7 @@ def _trickle(q: JobQueue, log: Path, n: int, each_turn: int = 0) -> dict[str, in
         wait_until(
             lambda: q.get(jid).status == "completed",
             DEADLINE,
-            f"job {jid} started by a wake-up (not the {BACKSTOP} s backstop)",
+            f"job {jid} started by a wake-up (not the {WATCHED_SLEEP} s backstop)",
             interval=0.005,
         )
         turns[_turn(jid)] += 1
