@@ -10,7 +10,9 @@ The only psycopg imports of jobq's runtime are in this package's modules:
   (:mod:`shared.engines.sql`; the operators' reads are :mod:`shared.ops`)
 - :mod:`.connection`: connecting, reconnecting, errors; :mod:`.schema`: tables, migrations;
   :mod:`.refusals`: which refusals no wait heals
-- :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.donewatch`: waiters'
+- :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.relay`: the
+  supervisor's listening connection, which wakes one host per job (:mod:`.turns`, :mod:`.marks`);
+  :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
 - :mod:`.peers`: which sockets lead to the server (the worker template's check)
 """

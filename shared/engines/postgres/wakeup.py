@@ -1,5 +1,11 @@
 """An idle worker's wait on PostgreSQL (``shared.engines.contract.Wakeup``): ``LISTEN``.
 
+Under a supervisor, its relay (:mod:`.relay`) listens for the whole host and wakes the host's
+idle lead only on the host's turn (:mod:`.turns`); :class:`PgWakeup` then waits on the relay's
+file instead (``via_relay``, checked at each wait: the relay marks its presence, :mod:`.marks`).
+What follows is the wait where no relay listens (a worker without a supervisor, or before the
+relay's first connection): the worker listens itself, and every host wakes for every job.
+
 The worker's own connection listens on the schema's channel (no connection more per worker:
 8 hosts of 8 workers stay within the server's default 100 connections). Every enqueue sends one
 notification with its insert. Of a host's idle workers one at a time, the lead
