@@ -14,14 +14,18 @@ from shared.engines.postgres.marks import IDLE, RELAY, Marks
 from shared.engines.postgres.turns import (
     FALLBACK,
     JOINED,
+    LANES,
     SLOTS,
     TAKE_SLOT,
     VIEW,
     Turns,
+    channels,
+    lane_channel,
     lock_key,
     parse,
     passed,
     payload,
+    wake,
 )
 from tests.engines import postgres_url, require_postgres
 
@@ -47,6 +51,24 @@ def test_each_number_is_exactly_one_relays_turn():
     for number in range(30):
         takers = [i for i, r in enumerate(relays) if r.hear(str(number), 0.0) not in (False,)]
         assert takers == [number % 3]
+
+
+def test_each_lane_reaches_its_turns_relay_and_the_one_after_it_only():
+    for n in (1, 2, 3, 5, 20):
+        view = list(range(0, 2 * n, 2))
+        relays = [_relay(s, view) for s in view]
+        for lane in range(LANES):
+            hearing = sorted(i for i, r in enumerate(relays) if lane in r.lanes())
+            assert hearing == sorted({lane % n, (lane % n + 1) % n}), (n, lane)
+    assert _relay(7, [0, 1]).lanes() == set(range(LANES))  # not in its view: every lane
+
+
+def test_one_job_goes_to_its_lane_with_its_number_and_a_batch_to_everyone():
+    channel, number = wake("jobq_x", ["abc"])
+    assert number == payload("abc") and channel == lane_channel("jobq_x", int(number) % LANES)
+    assert wake("jobq_x", ["a", "b"]) == ("jobq_x", "")
+    assert channels("jobq_x")[0] == "jobq_x" and len(set(channels("jobq_x"))) == LANES + 1
+    assert all(len(c) <= 63 for c in channels("jobq_x"))
 
 
 def test_the_next_ranked_relay_owes_a_fallback_and_only_it():

@@ -4,8 +4,8 @@ file, as on three machines), direct and pooled with ``listen``. Workers poll onc
 idle follower still reads every ``WATCHED_SLEEP`` (5 s), the slow backstop, so a job that starts
 within :data:`DEADLINE` (seconds, against milliseconds when woken) was started by a wake-up.
 
-- A trickle of jobs all start, and the jobs of one turn (their id's number modulo the three
-  listening relays) run on one host: the turn's host claims them, not whichever host won a race
+- A trickle of jobs all start, and the jobs of one turn (their lane modulo the three listening
+  relays) run on one host: the turn's host claims them, not whichever host won a race
   every host ran (before, every host's lead woke and claimed for every job).
 - A host frozen while it holds its turns (SIGSTOP: its relay's session, and so its slot, stay
   on the server, as with a host cut off) costs its jobs the fallback: the next-ranked host takes
@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from shared import JobQueue
+from shared.engines.postgres.turns import LANES
 from shared.engines.postgres.wakeup import WATCHED_SLEEP
 from shared.model.job import new_id
 from shared.settings.config import load
@@ -126,7 +127,8 @@ def _trickle(q: JobQueue, log: Path, n: int, each_turn: int = 0) -> dict[str, in
 
 
 def _turn(job_id: str) -> int:
-    return zlib.crc32(job_id.encode()) % HOSTS
+    """The rank of the host whose turn the job is (its lane's)."""
+    return zlib.crc32(job_id.encode()) % LANES % HOSTS
 
 
 def test_a_trickle_across_three_hosts_starts_every_job_on_its_turns_host(fleet):

@@ -19,7 +19,7 @@ from psycopg.rows import tuple_row
 from shared.runtime.clock import iso
 from shared.model.job import NewJob
 from shared.engines.sql.uniquescope import free_keys, scoped
-from .turns import payload
+from .turns import wake
 
 _INSERT_COLUMNS = (
     "(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
@@ -100,11 +100,13 @@ def _refuse_nul_keys(jobs: Sequence[NewJob]) -> None:
 
 
 def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str) -> dict:
-    """The parameters of :func:`_insert_sql` for ``jobs`` (``stamp``: ``now`` as text)."""
+    """The parameters of :func:`_insert_sql` for ``jobs`` (``stamp``: ``now`` as text;
+    ``channel``: the schema's; one job's notification goes to its lane, :mod:`.turns`)."""
+    channel, number = wake(channel, [j.id for j in jobs])  # (a batch wakes every host)
     return {
         "now": stamp,
         "channel": channel,
-        "wake": payload(jobs[0].id) if len(jobs) == 1 else "",  # a batch wakes every host
+        "wake": number,
         "ids": [j.id for j in jobs],
         "types": [j.type for j in jobs],
         "payloads": [j.payload for j in jobs],
@@ -121,9 +123,10 @@ def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str)
 def one_row(j: NewJob, now: float, stamp: str, channel: str) -> tuple[bool, list[str | None]]:
     """A job without a key as the one-row statements take it: whether it is for later (its
     ``run_at`` after ``stamp``, as the server compares the texts: fixed-width ISO, "C"
-    collation), and the statement's parameters as text, in order (the last: the channel and the
-    notification's payload)."""
+    collation), and the statement's parameters as text, in order (the last: the notification's
+    channel, the job's lane of the schema's ``channel``, and its payload)."""
     run_at = stamp if j.run_at == now else iso(j.run_at)
+    channel, number = wake(channel, [j.id])
     return run_at > stamp, [
         j.id,
         j.type,
@@ -136,7 +139,7 @@ def one_row(j: NewJob, now: float, stamp: str, channel: str) -> tuple[bool, list
         j.queue,
         j.limit_key,
         channel,
-        payload(j.id),
+        number,
     ]
 
 

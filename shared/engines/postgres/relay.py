@@ -34,7 +34,7 @@ from ..filewatch import FileWatch
 from ..idlelead import IdleLead
 from .donewatch import PgDoneWatch
 from .marks import IDLE, RELAY, Marks
-from .turns import JOINED, SLOTS, TAKE_SLOT, VIEW, Turns, lock_key, passed
+from .turns import JOINED, SLOTS, TAKE_SLOT, VIEW, Turns, lane_channel, lock_key, passed
 from .wakeup import WATCHED_SLEEP, PolledWakeup, lead_base, lead_slot
 
 log = get_logger("supervisor")
@@ -80,6 +80,7 @@ class PgRelay:
         self.turns = Turns()
         self.key = lock_key(schema)
         self.heard: list[str] = []  # payloads read by a statement of ours, not yet served
+        self.lanes: set[int] = set()  # the lanes the session listens on (.turns)
         self.connect_timeout = min(connect_timeout, 2.0)  # on the supervisor's loop: short
         self.watch: Any = None
         self.fd: int | None = None
@@ -125,6 +126,9 @@ class PgRelay:
         row = conn.execute(TAKE_SLOT, {"n": SLOTS - 1, "key": self.key}).fetchone()
         view = [r["slot"] for r in conn.execute(VIEW, {"key": self.key}).fetchall()]
         self.turns.joined(row["s"] if row else None, view, time.monotonic())
+        self.lanes = set()
+        if change := self._relisten():
+            conn.execute(change)
         conn.execute("SELECT pg_notify(%s, %s)", (f"jobq_{self.schema}", JOINED))  # read again
         poke(self.path)
 
@@ -164,6 +168,18 @@ class PgRelay:
             view = self._run(VIEW, {"key": self.key})
             if view is not None:
                 self.turns.seen([r["slot"] for r in view], now)
+                change = self._relisten()
+                if change and self._run(change, None) is None:
+                    self.lanes = set()  # (unknown: a new session starts from none)
+
+    def _relisten(self) -> str:
+        """The statements that make the session listen on this relay's lanes now ("" if it
+        does), as one query string; ``lanes`` is updated."""
+        want, main = self.turns.lanes(), f"jobq_{self.schema}"
+        change = [f'LISTEN "{lane_channel(main, n)}"' for n in sorted(want - self.lanes)]
+        change += [f'UNLISTEN "{lane_channel(main, n)}"' for n in sorted(self.lanes - want)]
+        self.lanes = want
+        return "; ".join(change)
 
     def _pass_on(self, mine: list[tuple[int, int]]) -> bool:
         """Send this host's turns on (one notification: several turns at once wake every host);
@@ -179,7 +195,8 @@ class PgRelay:
         """One short statement on the relay's session; None if it failed (the loop goes on)."""
         try:
             with self.watch.conn.lock:
-                return list(self.watch.conn.conn.execute(sql, params).fetchall())
+                cur = self.watch.conn.conn.execute(sql, params)
+                return list(cur.fetchall()) if cur.description else []
         except (StoreError, psycopg.Error):
             return None
 

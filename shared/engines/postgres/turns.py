@@ -13,15 +13,21 @@ start. So the hosts take turns, with nothing but what each already holds:
   most every :data:`REFRESH` seconds, and at once when a relay announces that it joined or
   left (:data:`JOINED`): its rank among them is its place in the turns.
 - **Whose turn.** A one-job enqueue's notification carries a number (:func:`payload`: from the
-  job id's random bits). With ``n`` relays listening, the relay ranked ``number % n`` wakes its
-  host's idle lead; the others do nothing (no statement). A notification without a number
-  (a batch, a retry, a released job, ``jobq retry``, an older producer) wakes every host, as
-  before: a burst wakes as many hosts as there are.
+  job id's random bits) and goes to one of :data:`LANES` channels, its *lane* (``number %
+  LANES``, :func:`lane_channel`). With ``n`` relays listening, the relay ranked ``lane % n``
+  has the turn and wakes its host's idle lead. Each relay listens only on its own lanes and on
+  the lanes of the rank before it (it backs them up, below), so a job's notification reaches
+  two hosts' supervisors, not every host's: at 20 hosts on two cores, twenty processes woken
+  per job were most of a trickled job's latency. A notification on the schema's own channel
+  (a batch, a retry, a released job, ``jobq retry``, a relay's pass, an older producer) reaches
+  every relay and, without a number, wakes every host, as before: a burst wakes as many hosts
+  as there are.
 - **A busy host passes.** A relay whose host has no idle lead on its turn (nobody to claim:
   :mod:`.relay` sees the lead's marker) sends the turn on to the next rank (the payload's hop
   count, one NOTIFY in its own transaction); after every rank had it, the job waits for the
   first worker to free up, which claims at once.
-- **Fallback.** The relay ranked next after the turn wakes its own lead :data:`FALLBACK`
+- **Fallback.** The relay ranked next after the turn (it listens on that lane too) wakes its
+  own lead :data:`FALLBACK`
   seconds later whatever happened (one empty claim when the turn was served): a host that died
   holding the turn, a relay whose view is stale, or a lead that claimed just before the job
   committed cost that much latency, never a job. Beyond it the leads' slow backstop
@@ -31,7 +37,10 @@ Why this design rather than per-host channels (b): a producer would have to know
 pick a channel (a read per enqueue, or a table to keep); here the producer only adds a number to
 the notification it already sends, hosts join and leave by holding a lock, and all of the
 choosing is in the listeners. Views of the list may disagree for up to :data:`REFRESH`
-seconds after a host comes or goes; the fallback covers the gap.
+seconds after a host comes or goes; the fallback covers the gap (a lane whose two relays both
+left before the others read the list again waits for the slow backstop: two hosts lost at
+once). A relay missing from its own view listens on every lane. A worker without a relay
+listens on every channel (:func:`channels`).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ import zlib
 SLOTS = 1024  # slot numbers a relay may hold: more hosts than that just wake on everything
 REFRESH = 2.0  # seconds a view of the listening relays is trusted while notifications come
 FALLBACK = 0.05  # seconds after a notification the next-ranked relay wakes its host anyway
+LANES = 64  # channels one-job notifications are spread over (hosts past that share the rest)
 JOINED = "+"  # the payload of a relay that joined or left: every relay reads the list again
 MAX_FALLBACKS = 4096  # pending fallbacks kept; past that a relay just wakes its host
 
@@ -70,6 +80,26 @@ def payload(job_id: str) -> str:
     """The number a one-job enqueue's notification carries (its id's hash: the ids' random
     bits make the turns even)."""
     return str(zlib.crc32(job_id.encode()))
+
+
+def lane_channel(channel: str, lane: int) -> str:
+    """The channel of ``lane`` (0 to LANES - 1) of the one-job notifications of the schema
+    whose own channel is ``channel`` (a hash of it: a channel name has at most 63 bytes)."""
+    return f"jobq_l{lane}_{hashlib.sha256(channel.encode()).hexdigest()[:20]}"
+
+
+def channels(channel: str) -> list[str]:
+    """Every channel new jobs are notified on: the schema's own (``channel``), then its lanes."""
+    return [channel, *(lane_channel(channel, lane) for lane in range(LANES))]
+
+
+def wake(channel: str, job_ids: list[str]) -> tuple[str, str]:
+    """(channel, payload) of the notification of new jobs ``job_ids``: one job's lane and
+    number, or the schema's ``channel`` and no number for several (every host wakes)."""
+    if len(job_ids) != 1:
+        return channel, ""
+    number = payload(job_ids[0])
+    return lane_channel(channel, int(number) % LANES), number
 
 
 def passed(base: int, hops: int) -> str:
@@ -120,7 +150,7 @@ class Turns:
         base, hops = turn
         n = len(self.view)
         rank = self.view.index(self.slot)
-        at = (base + hops) % n
+        at = (base % LANES + hops) % n
         if at == rank:
             self.fallbacks.pop(base, None)  # (passed on to us: our own fallback is this turn)
             return base, hops
@@ -129,6 +159,14 @@ class Turns:
                 return True
             self.fallbacks[base] = (now + FALLBACK, hops + 1)
         return False
+
+    def lanes(self) -> set[int]:
+        """The lanes this relay listens on: its turns and those of the rank before it (every
+        lane while it is missing from its view)."""
+        if self.slot is None or self.slot not in self.view:
+            return set(range(LANES))
+        n, rank = len(self.view), self.view.index(self.slot)
+        return {lane for lane in range(LANES) if lane % n in (rank, (rank - 1) % n)}
 
     def due(self, now: float) -> list[tuple[int, int]]:
         """The fallbacks whose time came, as turns of this host (forgotten once returned)."""

@@ -49,6 +49,7 @@ from shared.model.errors import StoreError
 from shared.model.job import Job
 from shared.runtime.processes import host_id
 from ..idlelead import IdleLead
+from .libpq import listen_all
 from .marks import IDLE
 
 WATCHED_SLEEP = 5.0  # longest idle wait while LISTEN works (notifications wake us anyway)
@@ -113,7 +114,7 @@ class PgWakeup(PolledWakeup):
         self.listening = False
         if (self.lead.held or not self.lead.available) and not self.via_relay:
             # (lead unavailable: every idle worker leads)
-            conn.execute(f'LISTEN "{self.store.channel}"')
+            conn.execute(listen_all(self.store.channel))
             self.listening = True
             self._note(None)
 
