@@ -196,7 +196,13 @@ def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trick
             before = _xacts()
             time.sleep(args.idle)  # idle: nothing to do but the hosts' upkeep and polls
             result["idle_server_xact_per_s"] = round((_xacts() - before) / args.idle, 1)
-            result.update(_trickle(q, args.trickle, result["idle_server_xact_per_s"]))
+            got = _trickle(q, args.trickle)
+            before = _xacts()
+            time.sleep(args.idle)  # idle again: the hosts' own commits, read on both sides
+            idle = (result["idle_server_xact_per_s"] + (_xacts() - before) / args.idle) / 2
+            xacts, took = got.pop("xacts"), got.pop("seconds")
+            got["trickle_server_xact_per_job"] = round((xacts - idle * took) / args.trickle, 1)
+            result.update(got)
     finally:
         fleet.stop()
         q.close()
@@ -211,10 +217,11 @@ def _xacts() -> int:
     return _server("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
 
 
-def _trickle(q: JobQueue, n: int, idle_rate: float) -> dict[str, float]:
+def _trickle(q: JobQueue, n: int) -> dict[str, float]:
     """``n`` jobs one at a time (see the module). The server counts a session's commits when it
-    goes idle, at most once a second: the count is read after a settle of 1.5 s, less what the
-    idle hosts commit anyway (``idle_rate`` per second)."""
+    goes idle, at most once a second: the count (``xacts``, less the bench's own) is read after
+    a settle of 1.5 s, ``seconds`` after the first (the caller takes off what the idle hosts
+    commit anyway in that time)."""
     lat, start, reads = [], [], 0
     t0, before = time.monotonic(), _xacts()
     for _ in range(n):
@@ -232,8 +239,7 @@ def _trickle(q: JobQueue, n: int, idle_rate: float) -> dict[str, float]:
         reads += 1
         start.append((parse_iso(job.started_at) - parse_iso(job.created_at)) * 1000)
     time.sleep(1.5)
-    idle = idle_rate * (time.monotonic() - t0)
-    xacts = _xacts() - before - 1 - reads - idle  # (less our reads, the count's own connection)
+    xacts = _xacts() - before - 1 - reads  # (less our reads and the count's own connection)
     lat.sort()
     start.sort()
     return {
@@ -241,7 +247,8 @@ def _trickle(q: JobQueue, n: int, idle_rate: float) -> dict[str, float]:
         "trickle_ms_p99": round(lat[int(len(lat) * 0.99) - 1], 1),
         "trickle_start_ms_p50": round(statistics.median(start), 1),
         "trickle_start_ms_p99": round(start[int(len(start) * 0.99) - 1], 1),
-        "trickle_server_xact_per_job": round(xacts / n, 1),
+        "xacts": xacts,
+        "seconds": time.monotonic() - t0,
     }
 
 
