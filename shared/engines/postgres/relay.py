@@ -123,13 +123,16 @@ class PgRelay:
         """(A new session, listening already.) Take a slot, read the others', wake the leads:
         what was notified while no session listened reached no one."""
         conn.add_notify_handler(lambda n: self.heard.append(n.payload))
-        row = conn.execute(TAKE_SLOT, {"n": SLOTS - 1, "key": self.key}).fetchone()
-        view = [r["slot"] for r in conn.execute(VIEW, {"key": self.key}).fetchall()]
-        self.turns.joined(row["s"] if row else None, view, time.monotonic())
         self.lanes = set()
-        if change := self._relisten():
-            conn.execute(change)
-        conn.execute("SELECT pg_notify(%s, %s)", (f"jobq_{self.schema}", JOINED))  # read again
+        try:
+            row = conn.execute(TAKE_SLOT, {"n": SLOTS - 1, "key": self.key}).fetchone()
+            view = [r["slot"] for r in conn.execute(VIEW, {"key": self.key}).fetchall()]
+            self.turns.joined(row["s"] if row else None, view, time.monotonic())
+            if change := self._relisten():
+                conn.execute(change)
+            conn.execute("SELECT pg_notify(%s, %s)", (f"jobq_{self.schema}", JOINED))  # read again
+        except psycopg.Error:  # (the socket's next read fails too: the relay connects again)
+            self.turns.joined(None, [], time.monotonic())  # no slot: wake on everything
         poke(self.path)
 
     def wait_for(self) -> float | None:
@@ -193,6 +196,8 @@ class PgRelay:
 
     def _run(self, sql: str, params: Any) -> list[Any] | None:
         """One short statement on the relay's session; None if it failed (the loop goes on)."""
+        if self.watch is None:
+            return None
         try:
             with self.watch.conn.lock:
                 cur = self.watch.conn.conn.execute(sql, params)
