@@ -192,7 +192,7 @@ def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trick
         result["burst_jobs_per_s"] = round(args.jobs / (time.monotonic() - t0), 1)
         result["server_connections_peak"] = peak
         if trickle:
-            time.sleep(2.0)  # the burst's sessions report their last commits (see _trickle)
+            time.sleep(args.settle)  # the burst's sessions report their last commits (_trickle)
             before = _xacts()
             time.sleep(args.idle)  # idle: nothing to do but the hosts' upkeep and polls
             result["idle_server_xact_per_s"] = round((_xacts() - before) / args.idle, 1)
@@ -263,6 +263,7 @@ def main() -> None:
     ap.add_argument("--pool", type=int, default=10)
     ap.add_argument("--modes", default="direct,pooled+listen,pooled-poll")
     ap.add_argument("--database", default="test", help="the server's database (made if need be)")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds after the burst")
     ap.add_argument("--shared-tmp", action="store_true", help="every host shares one TMPDIR")
     args = ap.parse_args()
     DB["name"] = args.database
