@@ -218,9 +218,10 @@ def _xacts() -> int:
 
 
 def _trickle(q: JobQueue, n: int) -> dict[str, float]:
-    """``n`` jobs one at a time (see the module). The server counts a session's commits when it
-    goes idle, at most once a second: the count (``xacts``, less the bench's own) is read after
-    a settle of 1.5 s, ``seconds`` after the first (the caller takes off what the idle hosts
+    """``n`` jobs one at a time (see the module). The server counts a busy session's commits
+    when it goes idle, at most once a second, and at the latest 10 s later (PostgreSQL 15's
+    PGSTAT_IDLE_INTERVAL): the count (``xacts``, less the bench's own) is read after a settle
+    of 11 s, ``seconds`` after the first (the caller takes off what the idle hosts
     commit anyway in that time)."""
     lat, start, reads = [], [], 0
     t0, before = time.monotonic(), _xacts()
@@ -238,7 +239,7 @@ def _trickle(q: JobQueue, n: int) -> dict[str, float]:
         job = q.get(jid)
         reads += 1
         start.append((parse_iso(job.started_at) - parse_iso(job.created_at)) * 1000)
-    time.sleep(1.5)
+    time.sleep(11.0)
     xacts = _xacts() - before - 1 - reads  # (less our reads and the count's own connection)
     lat.sort()
     start.sort()
