@@ -1,8 +1,9 @@
 """jobq on PostgreSQL direct and through PgBouncer in transaction pooling, in the same run:
 ``python -m bench.pooler [--hosts 20 --workers 2 --jobs 5000 --trickle 200]``.
 
-Each host is a supervisor of its own (its own config; on one machine, so they share the idle
-lead's lock files as the workers of one host would). Per mode (``direct``; ``pooled+listen``:
+Each host is a supervisor of its own (its own config, and its own TMPDIR: its own idle lead and
+relay files, as on machines of their own; ``--shared-tmp`` makes them share one, as the workers
+of one host would). Per mode (``direct``; ``pooled+listen``:
 through a PgBouncer of the bench's own with ``[postgres] listen`` at the server; ``pooled-poll``:
 no ``listen``, idle workers poll every ``poll_interval``):
 
@@ -11,7 +12,10 @@ no ``listen``, idle workers poll every ``poll_interval``):
 - ``server_connections``: the most the server held for the run (direct: ``pg_stat_activity``
   rows of the schema's sessions; pooled: PgBouncer's pool plus the direct listeners);
 - ``trickle``: enqueue-to-completion of ``--trickle`` jobs enqueued one at a time, each after
-  the last completed (p50 / p99, ms), on the hosts x workers;
+  the last completed (p50 / p99, ms, as the bench's polling sees it), their enqueue-to-start
+  (``started_at - created_at``, p50 / p99, ms), and the server transactions per job
+  (``pg_stat_database.xact_commit`` over the trickle, less the bench's own reads), on the hosts
+  x workers;
 - ``idle``: server transactions per second (``pg_stat_database.xact_commit``) while every host is
   idle, over ``--idle`` seconds (the whole server's: run it on a quiet machine).
 
@@ -37,11 +41,21 @@ import psycopg
 import tomli_w
 
 from shared import JobQueue
+from shared.runtime.clock import parse_iso
 from shared.settings.config import load
 from tests.pgbouncer import PgBouncer
 
-SERVER = "postgresql:///test?host=/var/run/postgresql"
-SERVER_TCP = "postgresql://root@127.0.0.1:5432/test"
+SOCKET = "postgresql:///{db}?host=/var/run/postgresql"
+TCP = "postgresql://root@127.0.0.1:5432/{db}"
+DB = {"name": "test"}  # --database: a database of its own keeps others' commits out of the counts
+
+
+def server() -> str:
+    return SOCKET.format(db=DB["name"])
+
+
+def server_tcp() -> str:
+    return TCP.format(db=DB["name"])
 
 
 def _config(folder: Path, url: str, schema: str, workers: int, listen: str) -> Path:
@@ -61,8 +75,11 @@ def _config(folder: Path, url: str, schema: str, workers: int, listen: str) -> P
 class Fleet:
     """``hosts`` supervisors of ``workers`` each on ``url`` (schema ``schema``)."""
 
-    def __init__(self, root: Path, url: str, schema: str, hosts: int, workers: int, listen: str):
+    def __init__(
+        self, root: Path, url: str, schema: str, hosts: int, workers: int, listen: str, shared: bool
+    ):
         self.procs = []
+        self.shared = shared
         self.configs = [_config(root / f"h{i}", url, schema, workers, listen) for i in range(hosts)]
         self.workers = hosts * workers
 
@@ -70,6 +87,9 @@ class Fleet:
         env = {**os.environ, "PYTHONPATH": os.getcwd()}
         for c in self.configs:
             log = open(c.parent / "log", "wb")
+            if not self.shared:
+                (c.parent / "tmp").mkdir(exist_ok=True)
+                env = {**env, "TMPDIR": str(c.parent / "tmp")}
             self.procs.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "supervisor", "run", "--config", str(c)],
@@ -90,7 +110,7 @@ class Fleet:
 
 
 def _server(sql: str, *args: Any) -> Any:
-    with psycopg.connect(SERVER, autocommit=True) as c:
+    with psycopg.connect(server(), autocommit=True) as c:
         return c.execute(sql, args).fetchone()[0]
 
 
@@ -125,8 +145,8 @@ def _wait(pred, timeout: float, every: float = 0.05) -> bool:
 
 def run_mode(mode: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     bouncer = PgBouncer(pool_size=args.pool) if mode != "direct" else None
-    url = bouncer.url() if bouncer else SERVER_TCP
-    listen = SERVER_TCP if mode == "pooled+listen" else ""
+    url = bouncer.url(DB["name"]) if bouncer else server_tcp()
+    listen = server_tcp() if mode == "pooled+listen" else ""
     out: dict[str, Any] = {}
     try:
         for label, hosts, workers in (
@@ -152,7 +172,7 @@ def run_mode(mode: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 
 def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trickle):
-    fleet = Fleet(folder, url, schema, hosts, workers, listen)
+    fleet = Fleet(folder, url, schema, hosts, workers, listen, args.shared_tmp)
     q = JobQueue(config=load(str(fleet.configs[0])))
     result: dict[str, Any] = {}
     try:
@@ -172,25 +192,65 @@ def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trick
         result["burst_jobs_per_s"] = round(args.jobs / (time.monotonic() - t0), 1)
         result["server_connections_peak"] = peak
         if trickle:
-            before = _server("SELECT xact_commit FROM pg_stat_database WHERE datname = 'test'")
+            time.sleep(args.settle)  # the burst's sessions report their last commits (_trickle)
+            before = _xacts()
             time.sleep(args.idle)  # idle: nothing to do but the hosts' upkeep and polls
-            after = _server("SELECT xact_commit FROM pg_stat_database WHERE datname = 'test'")
-            result["idle_server_xact_per_s"] = round((after - before) / args.idle, 1)
-            lat = []
-            for _ in range(args.trickle):
-                t = time.monotonic()
-                jid = q.enqueue("bench:noop", {})
-                _wait(lambda: q.get(jid).status == "completed", 30, every=0.0005)
-                lat.append((time.monotonic() - t) * 1000)
-            lat.sort()
-            result["trickle_ms_p50"] = round(statistics.median(lat), 1)
-            result["trickle_ms_p99"] = round(lat[int(len(lat) * 0.99) - 1], 1)
+            result["idle_server_xact_per_s"] = round((_xacts() - before) / args.idle, 1)
+            got = _trickle(q, args.trickle)
+            before = _xacts()
+            time.sleep(args.idle)  # idle again: the hosts' own commits, read on both sides
+            idle = (result["idle_server_xact_per_s"] + (_xacts() - before) / args.idle) / 2
+            xacts, took = got.pop("xacts"), got.pop("seconds")
+            got["trickle_server_xact_per_job"] = round((xacts - idle * took) / args.trickle, 1)
+            result.update(got)
     finally:
         fleet.stop()
         q.close()
-        with psycopg.connect(SERVER, autocommit=True) as c:
+        with psycopg.connect(server(), autocommit=True) as c:
             c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     return result
+
+
+def _xacts() -> int:
+    """Transactions committed in the bench's database so far (``pg_stat_database``; read
+    through a connection of its own, which commits one more)."""
+    return _server("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+
+
+def _trickle(q: JobQueue, n: int) -> dict[str, float]:
+    """``n`` jobs one at a time (see the module). The server counts a busy session's commits
+    when it goes idle, at most once a second, and at the latest 10 s later (PostgreSQL 15's
+    PGSTAT_IDLE_INTERVAL): the count (``xacts``, less the bench's own) is read after a settle
+    of 11 s, ``seconds`` after the first (the caller takes off what the idle hosts
+    commit anyway in that time)."""
+    lat, start, reads = [], [], 0
+    t0, before = time.monotonic(), _xacts()
+    for _ in range(n):
+        t = time.monotonic()
+        jid = q.enqueue("bench:noop", {})
+
+        def done() -> bool:
+            nonlocal reads
+            reads += 1
+            return q.get(jid).status == "completed"
+
+        _wait(done, 30, every=0.0005)
+        lat.append((time.monotonic() - t) * 1000)
+        job = q.get(jid)
+        reads += 1
+        start.append((parse_iso(job.started_at) - parse_iso(job.created_at)) * 1000)
+    time.sleep(11.0)
+    xacts = _xacts() - before - 1 - reads  # (less our reads and the count's own connection)
+    lat.sort()
+    start.sort()
+    return {
+        "trickle_ms_p50": round(statistics.median(lat), 1),
+        "trickle_ms_p99": round(lat[int(len(lat) * 0.99) - 1], 1),
+        "trickle_start_ms_p50": round(statistics.median(start), 1),
+        "trickle_start_ms_p99": round(start[int(len(start) * 0.99) - 1], 1),
+        "xacts": xacts,
+        "seconds": time.monotonic() - t0,
+    }
 
 
 def main() -> None:
@@ -203,7 +263,17 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--pool", type=int, default=10)
     ap.add_argument("--modes", default="direct,pooled+listen,pooled-poll")
+    ap.add_argument("--database", default="test", help="the server's database (made if need be)")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds after the burst")
+    ap.add_argument("--shared-tmp", action="store_true", help="every host shares one TMPDIR")
     args = ap.parse_args()
+    DB["name"] = args.database
+    if args.database != "test":
+        with psycopg.connect(SOCKET.format(db="test"), autocommit=True) as c:
+            if not c.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (args.database,)
+            ).fetchone():
+                c.execute(f'CREATE DATABASE "{args.database}"')
     root = Path(tempfile.mkdtemp(prefix="jobq-bench-pooler-"))
     results = {m: run_mode(m, args, root) for m in args.modes.split(",")}
     print(json.dumps({"args": vars(args), "results": results}, indent=2))

@@ -352,6 +352,9 @@ class Arbiter:
         wake = [self.next_maintain, now_m + 1.0, *self.slots.wake_times(respawning)]
         if self.stop_deadline is not None:
             wake.append(self.stop_deadline)
+        relay_due = self.relay.wait_for()
+        if relay_due is not None:
+            wake.append(now_m + relay_due)
         extra = [
             *self.metrics.fds(self.config),
             *self.spawner.fds(),

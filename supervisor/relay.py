@@ -1,7 +1,8 @@
-"""The engine's relay (``Engine.relay``: PostgreSQL's listening connection): controls for this
-supervisor (``supervisor.controls``) and, in pooled mode with ``[postgres] listen``, the
-database's news for this host's idle workers, as the supervisor's loop runs it: its
-descriptors join the loop's wait, what they bring is passed on after it. Made on the first wait
+"""The engine's relay (``Engine.relay``: PostgreSQL's listening connection, one per host): the
+database's news for this host's idle workers (this host's turns among the hosts) and controls
+for this supervisor (``supervisor.controls``), as the supervisor's loop runs it: its descriptors
+join the loop's wait, which also ends when a turn it owes falls due (``wait_for``); what they
+bring is passed on after it. Made on the first wait
 of a running supervisor (the database has been opened by then), at most once."""
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ class Relay:
         if self.relay is None and running:
             self.relay = engines.relay(config) or False
         return self.relay.fds() if self.relay else []
+
+    def wait_for(self) -> float | None:
+        """Seconds until the relay needs the loop again without a descriptor (None: never)."""
+        return self.relay.wait_for() if self.relay else None
 
     def serve(self, ready: Any, folder: str) -> bool:
         """Pass on what came; whether a control came (the upkeep round is then due at once).

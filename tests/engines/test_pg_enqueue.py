@@ -57,20 +57,25 @@ def test_a_notification_read_during_the_enqueue_reaches_the_connections_handlers
     """A worker's connection LISTENs; its own statements may read a notification off the
     socket, which must then reach the wake-up's handler (else an idle lead sleeps on an empty
     socket: the race of tests/engines/test_pg_wakeup.py)."""
+    from shared.engines.postgres.libpq import listen_all
+    from shared.engines.postgres.turns import wake
+
     with pg.open() as store:
         got: list = []
         store.on_connect(
             lambda conn: (
                 conn.add_notify_handler(got.append),
-                conn.execute(f'LISTEN "{store.channel}"'),
+                conn.execute(listen_all(store.channel)),
             )
         )
         q = JobQueue(config=pg.config())
         q.store = store  # enqueue on the listening connection
         try:
-            q.enqueue("t", None)
-            q.enqueue("t", None)  # the short path: the store's prepared statement
-            assert [n.channel for n in got] == [store.channel] * 2  # its own notifications, at once
+            ids = [q.enqueue("t", None), q.enqueue("t", None)]  # (the short path: prepared)
+            # its own notifications, at once: each on its job's lane, with its number
+            assert [(n.channel, n.payload) for n in got] == [wake(store.channel, [i]) for i in ids]
+            q.enqueue_many([("t", None), ("t", None)])  # a batch: the schema's channel, for all
+            assert (got[-1].channel, got[-1].payload) == (store.channel, "")
         finally:
             q.store = None
             q.hubs.close()

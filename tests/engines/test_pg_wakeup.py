@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from shared.producer.api import JobQueue
+from shared.engines.postgres.turns import channels
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -71,13 +72,13 @@ def test_only_the_lead_listens(pg):
             assert wakeup.lead.available
             assert listening(store) == []  # a worker that never led does not listen
             waiting(wakeup)
-            assert listening(store) == [store.channel]
+            assert listening(store) == channels(store.channel)
             wakeup.claimed()  # it took a job: the lead goes on; it listens on while busy (no statement)
             with lead_held_elsewhere(wakeup):
                 fd, _ = wakeup.prepare(time.time(), 1.0)  # idle again, a follower now
                 assert fd == wakeup.lead.fileno() and listening(store) == []
             assert ready(fd, 10.0), "the lead was not handed on"
-            assert wakeup.woke(True) is True and listening(store) == [store.channel]
+            assert wakeup.woke(True) is True and listening(store) == channels(store.channel)
         finally:
             wakeup.close()
 
@@ -169,6 +170,6 @@ def test_a_connection_made_again_listens_at_once_where_every_worker_leads(pg):
                 except Exception:  # noqa: BLE001 - the one that saw the connection lost
                     pass
             # the main thread's wait (on the old socket) ends, and the new connection listens
-            assert wakeup.notified and listening(store) == [store.channel]
+            assert wakeup.notified and listening(store) == channels(store.channel)
         finally:
             wakeup.close()

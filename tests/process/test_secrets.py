@@ -122,6 +122,14 @@ def _get(url: str) -> str:
         return f"{e.code}\n{e.headers}\n{e.read().decode()}"
 
 
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
 def _ps() -> str:
     """Every process's command line (``ps -eo args``): a password there is anyone's to read."""
     return subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, timeout=30).stdout
@@ -181,6 +189,9 @@ def test_a_planted_password_appears_in_no_output(tmp_path):
         outputs["ps -eo args"] = _ps()
         for p in [psutil.Process(sup.pid), *psutil.Process(sup.pid).children(recursive=True)]:
             outputs[f"cmdline of {p.pid}"] = " ".join(p.cmdline())
+        # the endpoint is bound on the supervisor's first wait, which may come after a job
+        # already failed on workers that start quickly: wait for it to answer
+        wait_until(lambda: _answers(metrics), 30, "the metrics endpoint")
         outputs["metrics"] = _get(f"http://127.0.0.1:{metrics}/metrics")
         for args in (
             ("status",),

@@ -278,12 +278,14 @@ def test_idle_workers_hear_new_jobs_through_the_supervisors_listening_connection
     try:
         wait_until(lambda: len(running.workers()) == 4, timeout=30, what="4 workers")
         with twohost.connect(postgres_url()) as admin:
-            channel = f"jobq_{schema}"
+            from shared.engines.postgres.turns import lock_key
 
             def listeners() -> int:
+                """Sessions that listen for the host: each holds its slot in the turns."""
                 row = admin.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query = %s",
-                    (f'LISTEN "{channel}"',),
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+                    " AND classid = %s::int4::oid AND granted",
+                    (lock_key(schema),),
                 ).fetchone()
                 return row[0]
 

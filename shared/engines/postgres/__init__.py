@@ -10,7 +10,9 @@ The only psycopg imports of jobq's runtime are in this package's modules:
   (:mod:`shared.engines.sql`; the operators' reads are :mod:`shared.ops`)
 - :mod:`.connection`: connecting, reconnecting, errors; :mod:`.schema`: tables, migrations;
   :mod:`.refusals`: which refusals no wait heals
-- :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.donewatch`: waiters'
+- :mod:`.wakeup`: how idle workers learn of new jobs (LISTEN/NOTIFY); :mod:`.relay`: the
+  supervisor's listening connection, which wakes one host per job (:mod:`.turns`, :mod:`.marks`);
+  :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
 - :mod:`.online`: converting columns to native types on a live queue (``jobq db upgrade``)
 - :mod:`.peers`: which sockets lead to the server (the worker template's check)
@@ -131,13 +133,16 @@ def _describe(target: Target, config: Any) -> str:
 
 
 def _relay(target: Target, config: Any) -> Any | None:
-    """The supervisor's listening connection (:mod:`.relay`): to ``listen`` if set, else to the
-    database; it relays job notifications too with ``listen`` and a mode that may be pooled."""
+    """The supervisor's listening connection (:mod:`.relay`): at ``listen`` if given, else at
+    the database itself unless the mode is pooled (``auto`` finds out when it connects: a
+    pooler's URL gives no relay, and its workers poll)."""
     p = ENGINE.settings(config)
-    url, mode = (p.listen, "direct") if p.listen else (target.location, p.mode)
-    jobs = bool(p.listen) and p.mode != "direct"
+    if p.listen:
+        return _load("relay").PgRelay(p.listen, target.location, p.schema, p.connect_timeout)
+    if p.mode == "pooled":
+        return None
     relay = _load("relay").PgRelay
-    return relay(url, target.location, p.schema, p.connect_timeout, jobs=jobs, mode=mode)
+    return relay(target.location, target.location, p.schema, p.connect_timeout, mode=p.mode)
 
 
 def _upgrade(target: Target, config: Any, **kw: Any) -> str:

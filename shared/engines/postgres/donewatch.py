@@ -73,5 +73,20 @@ class PgDoneWatch:
             self.conn._drop()
             return set(self.channels)
 
+    def notifies(self) -> list[tuple[str, str]] | None:
+        """Read what the socket holds: the notifications' (channel, payload), in order; None if
+        the connection failed (the next call connects again)."""
+        try:
+            with self.conn.lock:
+                pg = self.conn.conn.pgconn
+                pg.consume_input()
+                got = []
+                while (n := pg.notifies()) is not None:
+                    got.append((n.relname.decode(), n.extra.decode("utf-8", "replace")))
+                return got
+        except Exception:  # noqa: BLE001 - psycopg's or ours: the caller wakes its leads
+            self.conn._drop()
+            return None
+
     def close(self) -> None:
         self.conn.close()

@@ -21,6 +21,7 @@ from shared.model.job import NewJob
 from shared.engines.sql.uniquescope import free_keys, scoped
 from .dialect import pg_json
 from .loaders import register_native
+from .turns import wake
 
 _INSERT_COLUMNS = (
     "(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
@@ -51,7 +52,8 @@ _INSERT_ROWS = (
 
 def _insert_sql(table: str) -> str:
     """Insert the unnested rows and notify once, in one statement (the notification is sent at
-    commit; PostgreSQL folds identical ones within a transaction). Rows whose key a kept job
+    commit; PostgreSQL folds identical ones within a transaction; its payload, :mod:`.turns`:
+    one job's number, or empty for a batch, which wakes every host). Rows whose key a kept job
     already has are skipped (``ON CONFLICT``); the statement returns the ids inserted (and one
     NULL row from the notify)."""
     return (
@@ -59,7 +61,7 @@ def _insert_sql(table: str) -> str:
         f"SELECT id, type, 'pending', payload, 0, max_attempts, priority, run_at, %(now)s, %(now)s, key, trace, queue, limit_key, 1 "
         f"FROM ({_INSERT_ROWS}) r ON CONFLICT (key) WHERE key IS NOT NULL DO NOTHING "
         f"RETURNING id, type, run_at > created_at AS later), {_count_inserted(table)}, "
-        "n AS (SELECT pg_notify(%(channel)s, '') FROM (SELECT 1 FROM ins LIMIT 1) x) "
+        "n AS (SELECT pg_notify(%(channel)s, %(wake)s) FROM (SELECT 1 FROM ins LIMIT 1) x) "
         "SELECT id FROM ins UNION ALL SELECT NULL FROM n"
     )
 
@@ -67,7 +69,7 @@ def _insert_sql(table: str) -> str:
 def _insert_one_sql(table: str, later: bool) -> str:
     """One job without a key: a plain VALUES row (no arrays to build), its count deltas as
     VALUES too (``later``: its ``run_at`` is after its ``created_at``, so it also counts as
-    delayed) and its notification (``$n`` placeholders: a prepared statement of the store's, see
+    delayed) and its notification (with the job's number: one host's turn, :mod:`.turns`) (``$n`` placeholders: a prepared statement of the store's, see
     ``_run_prepared``). Without a key the row is always inserted (or the statement fails), so
     nothing is read back: a RETURNING row set and its per-type aggregates cost a quarter of
     the statement's server time (EXPLAIN ANALYZE: 132 against 99 us)."""
@@ -77,7 +79,7 @@ def _insert_one_sql(table: str, later: bool) -> str:
         f"WITH ins AS (INSERT INTO {table} {_INSERT_COLUMNS} VALUES "
         "($1, $2, 'pending', $3, 0, $4, $5, $6, $7, $7, NULL, $8, $9, $10, 1)), "
         f"counted AS (INSERT INTO {deltas} (type, status, n) VALUES {counts}) "
-        "SELECT pg_notify($11, '')"
+        "SELECT pg_notify($11, $12)"
     )
 
 
@@ -100,10 +102,13 @@ def _refuse_nul_keys(jobs: Sequence[NewJob]) -> None:
 
 
 def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str) -> dict:
-    """The parameters of :func:`_insert_sql` for ``jobs`` (``stamp``: ``now`` as text)."""
+    """The parameters of :func:`_insert_sql` for ``jobs`` (``stamp``: ``now`` as text;
+    ``channel``: the schema's; one job's notification goes to its lane, :mod:`.turns`)."""
+    channel, number = wake(channel, [j.id for j in jobs])  # (a batch wakes every host)
     return {
         "now": stamp,
         "channel": channel,
+        "wake": number,
         "ids": [j.id for j in jobs],
         "types": [j.type for j in jobs],
         "payloads": [pg_json(j.payload) for j in jobs],
@@ -119,8 +124,11 @@ def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str)
 
 def one_row(j: NewJob, now: float, stamp: str, channel: str) -> tuple[bool, list[str | None]]:
     """A job without a key as the one-row statements take it: whether it is for later (its
-    ``run_at`` after ``stamp``: fixed-width ISO texts compare as their times), and the statement's parameters as text, in order (the last: the channel)."""
+    ``run_at`` after ``stamp``: fixed-width ISO texts compare as their times), and the
+    statement's parameters as text, in order (the last: the notification's channel, the job's
+    lane of the schema's ``channel``, and its payload)."""
     run_at = stamp if j.run_at == now else iso(j.run_at)
+    channel, number = wake(channel, [j.id])
     return run_at > stamp, [
         j.id,
         j.type,
@@ -133,6 +141,7 @@ def one_row(j: NewJob, now: float, stamp: str, channel: str) -> tuple[bool, list
         j.queue,
         j.limit_key,
         channel,
+        number,
     ]
 
 

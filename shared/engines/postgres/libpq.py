@@ -14,6 +14,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
 
+from .turns import channels
+
 
 class LibpqCalls:
     """``_run_prepared`` and ``listen``; uses the connection's ``conn``, ``pooled``, ``channel``
@@ -55,16 +57,23 @@ class LibpqCalls:
         return _check(conn, res)
 
     def listen(self, on: bool) -> None:
-        """``LISTEN`` (``on``) or ``UNLISTEN`` on the schema's channel, one statement: the idle
-        lead's (:mod:`.wakeup`), sent at every change of lead, so with one libpq call as
+        """``LISTEN`` (``on``) on the schema's channels (its own and its lanes,
+        :func:`.turns.channels`) or ``UNLISTEN``, one round trip: the idle lead's
+        (:mod:`.wakeup`), sent at every change of lead, so with one libpq call as
         ``_run_prepared`` (no cursor). A connection made again does not listen until told."""
         conn = self.conn
         with conn.lock:  # psycopg's own: the heartbeat thread may be running a statement on it
             res = conn.pgconn.exec_(
-                f'{"LISTEN" if on else "UNLISTEN"} "{self.channel}"'.encode(conn.info.encoding)
+                (listen_all(self.channel) if on else "UNLISTEN *").encode(conn.info.encoding)
             )
             _dispatch_notifies(conn.pgconn)
         _check(conn, res)
+
+
+def listen_all(channel: str) -> str:
+    """The statements that listen on every channel new jobs are notified on (``channel``: the
+    schema's own), as one query string."""
+    return "; ".join(f'LISTEN "{c}"' for c in channels(channel))
 
 
 _FATAL = pq.ExecStatus.FATAL_ERROR

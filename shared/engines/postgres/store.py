@@ -166,7 +166,8 @@ class PgStore(TransitionsSql, PgConnection, PgEnqueue, PgLeases, PgTransfer):
         self.conn.execute("SELECT pg_notify(%s, %s)", (self.control_channel, kind))
 
     def wakeup(self) -> Any:
-        """The idle wait of a worker: LISTEN on this connection (see :mod:`.wakeup`)."""
+        """The idle wait of a worker: the supervisor's relay's file, or LISTEN on this
+        connection where no relay listens (see :mod:`.wakeup`)."""
         from .wakeup import PgWakeup, PolledWakeup
 
         if self.pooled:  # (no session settings, no LISTEN: see .pooling and .relay)

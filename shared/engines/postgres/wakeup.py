@@ -1,5 +1,11 @@
 """An idle worker's wait on PostgreSQL (``shared.engines.contract.Wakeup``): ``LISTEN``.
 
+Under a supervisor, its relay (:mod:`.relay`) listens for the whole host and wakes the host's
+idle lead only on the host's turn (:mod:`.turns`); :class:`PgWakeup` then waits on the relay's
+file instead (``via_relay``, checked at each wait: the relay marks its presence, :mod:`.marks`).
+What follows is the wait where no relay listens (a worker without a supervisor, or before the
+relay's first connection): the worker listens itself, and every host wakes for every job.
+
 The worker's own connection listens on the schema's channel (no connection more per worker:
 8 hosts of 8 workers stay within the server's default 100 connections). Every enqueue sends one
 notification with its insert. Of a host's idle workers one at a time, the lead
@@ -43,6 +49,8 @@ from shared.model.errors import StoreError
 from shared.model.job import Job
 from shared.runtime.processes import host_id
 from ..idlelead import IdleLead
+from .libpq import listen_all
+from .marks import IDLE
 
 WATCHED_SLEEP = 5.0  # longest idle wait while LISTEN works (notifications wake us anyway)
 DOWN_RETRY = 1.0  # wait between attempts while the server cannot be reached
@@ -90,6 +98,11 @@ class PgWakeup(PolledWakeup):
         self.following = False  # the last prepare() waits for the lead, not for notifications
         self.listening = False  # the connection LISTENs (set by a lead, cleared by a follower)
         self.waker = Waker()
+        from .relay import RelayedWakeup  # (it builds on this module)
+
+        # while the supervisor's relay listens for this host, the lead waits on its file
+        self.relayed = RelayedWakeup(store, lead=self.lead)
+        self.via_relay = False
         store.on_connect(self._connected)
 
     def _connected(self, conn: Any) -> None:
@@ -99,8 +112,9 @@ class PgWakeup(PolledWakeup):
         conn.add_notify_handler(self._note)
         self.waker.watch(conn.fileno())
         self.listening = False
-        if self.lead.held or not self.lead.available:  # (unavailable: every idle worker leads)
-            conn.execute(f'LISTEN "{self.store.channel}"')
+        if (self.lead.held or not self.lead.available) and not self.via_relay:
+            # (lead unavailable: every idle worker leads)
+            conn.execute(listen_all(self.store.channel))
             self.listening = True
             self._note(None)
 
@@ -121,7 +135,15 @@ class PgWakeup(PolledWakeup):
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
         """The connection's socket and how long to wait: until the next delayed job, at most
         ``WATCHED_SLEEP`` (no wait at all when a notification is already in, or this worker has
-        just become the lead and LISTENed: it claims first)."""
+        just become the lead and LISTENed: it claims first). While the supervisor's relay
+        listens for this host (:mod:`.relay`), the relay's file instead, and no LISTEN."""
+        self.via_relay = self.relayed.serves()
+        if self.via_relay:
+            if self.listening:
+                with contextlib.suppress(StoreError):  # (failed: again next time)
+                    self._listen(False)
+            return self.relayed.prepare(now, poll_interval)
+        self.relayed.marks.release(IDLE)  # (no relay now: it asks no one)
         self.following = not self.lead.take()
         try:
             if self.following:
@@ -153,6 +175,8 @@ class PgWakeup(PolledWakeup):
         """Claim at once if a notification came, or on becoming the lead (the last lead just
         took a job; others may be due behind it; LISTEN first, so that nothing committed after
         the claim goes unnoticed); after a timeout, read first."""
+        if self.via_relay:
+            return self.relayed.woke(ready)
         if self.following:
             if not (ready and self.lead.take()):
                 return False
@@ -184,12 +208,16 @@ class PgWakeup(PolledWakeup):
         except Exception:  # noqa: BLE001 - psycopg's or ours: the next statement reports it
             self.notified = True
 
+    def before_claim(self) -> None:
+        if self.via_relay:
+            self.relayed.before_claim()
+
     def claimed(self) -> None:
-        """This worker got jobs: hand the lead on."""
-        self.lead.resign()
+        """This worker got jobs: hand the lead on (and no longer count as this host's idle)."""
+        self.relayed.claimed()
 
     def close(self) -> None:
-        self.lead.close()
+        self.relayed.close()  # (the lead with it)
         self.waker.close()
 
 
