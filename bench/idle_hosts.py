@@ -33,22 +33,10 @@ from pathlib import Path
 
 import psycopg
 
-SERVER = os.environ.get("JOBQ_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/")
+from .pg import SERVER, admin, commits
+
 NAME = "jobq_bench_idle"
 HERE = str(Path(__file__).resolve().parents[1])
-
-
-def admin(sql: str) -> None:
-    with psycopg.connect(SERVER + "postgres", autocommit=True) as c:
-        c.execute(sql)
-
-
-def commits() -> int:
-    with psycopg.connect(SERVER + "postgres", autocommit=True) as c:
-        row = c.execute(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (NAME,)
-        ).fetchone()
-        return int(row[0])
 
 
 def statements(log: str, start: int, seconds: float, hosts: int) -> dict:
@@ -143,9 +131,9 @@ def measure(tree: str, args: argparse.Namespace, folder: Path) -> dict:
             procs.append(start(tree, config, folder / f"host{i}.log"))
         wait(lambda: workers_up(args.hosts * args.workers), 60 + 10 * args.hosts)
         time.sleep(10)  # the boots' first rounds, the lead taken
-        first, at = commits(), os.path.getsize(log) if log else 0
+        first, at = commits(NAME), os.path.getsize(log) if log else 0
         time.sleep(args.seconds)
-        rate = (commits() - first) / args.seconds
+        rate = (commits(NAME) - first) / args.seconds
         counted = statements(log, at, args.seconds, args.hosts) if log else None
         cancels = cancel_latency(tree, config, args.cancels) if args.cancels else []
     finally:

@@ -117,3 +117,24 @@ def child_env(appname: str, **extra: str) -> dict[str, str]:
 
 def env_url() -> str:
     return os.environ.get("JOBQ_TEST_POSTGRES", "postgresql:///test?host=/var/run/postgresql")
+
+
+# A server of the benches that make a database of their own (their statements counted alone).
+SERVER = os.environ.get("JOBQ_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/")
+
+
+def admin(sql: str) -> None:
+    """``sql`` on the server's ``postgres`` database (CREATE/DROP DATABASE, ALTER DATABASE)."""
+    with psycopg.connect(SERVER + "postgres", autocommit=True) as c:
+        c.execute(sql)
+
+
+def commits(name: str) -> int:
+    """The transactions committed so far in database ``name`` (``pg_stat_database``, read in a
+    fresh snapshot)."""
+    with psycopg.connect(SERVER + "postgres", autocommit=True) as c:
+        row = c.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (name,)
+        ).fetchone()
+        c.execute("SELECT pg_stat_clear_snapshot()")
+        return int(row[0])

@@ -23,23 +23,10 @@ from pathlib import Path
 
 import psycopg
 
-SERVER = os.environ.get("JOBQ_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/")
+from .pg import SERVER, admin, commits
+
 NAME = "jobq_bench_lead"
 HERE = str(Path(__file__).resolve().parents[1])
-
-
-def admin(sql: str) -> None:
-    with psycopg.connect(SERVER + "postgres", autocommit=True) as c:
-        c.execute(sql)
-
-
-def commits() -> int:
-    with psycopg.connect(SERVER + "postgres", autocommit=True) as c:
-        row = c.execute(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (NAME,)
-        ).fetchone()
-        c.execute("SELECT pg_stat_clear_snapshot()")
-        return int(row[0])
 
 
 def start(tree: str, config: Path, log: Path) -> subprocess.Popen:
@@ -51,9 +38,9 @@ def start(tree: str, config: Path, log: Path) -> subprocess.Popen:
 def rate(seconds: float) -> float:
     """Commits per second in the database over ``seconds`` (the stats are flushed about every
     half second: long windows make that noise small)."""
-    first = commits()
+    first = commits(NAME)
     time.sleep(seconds)
-    return (commits() - first) / seconds
+    return (commits(NAME) - first) / seconds
 
 
 def measure(tree: str, seconds: float, folder: Path) -> dict[str, float]:

@@ -25,8 +25,18 @@ batch shares one).
 
 from __future__ import annotations
 
-# The counts part is jobs_updated as the schema's COUNTS wrote it (see .schema).
-FLOW_SETTLE = """
+# The count deltas of an update of jobs (old_rows, new_rows), as the statement trigger
+# jobs_updated has written them since the schema's first step (.schema.V1), and still does here.
+UPDATED_COUNTS = """    INSERT INTO job_count_deltas (type, status, n)
+    SELECT type, status, sum(n) FROM (
+        SELECT type, status, -1 AS n FROM old_rows
+        UNION ALL SELECT type, status, 1 FROM new_rows
+        UNION ALL SELECT type, 'delayed', -1 FROM old_rows WHERE status = 'pending' AND run_at > created_at
+        UNION ALL SELECT type, 'delayed', 1 FROM new_rows WHERE status = 'pending' AND run_at > created_at
+    ) d GROUP BY type, status HAVING sum(n) <> 0;
+"""
+
+FLOW_SETTLE = f"""
 DROP TRIGGER jobs_settle_children ON jobs;
 CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs FOR EACH ROW
 WHEN (NEW.has_children <> 0 AND OLD.status IS DISTINCT FROM NEW.status
@@ -37,14 +47,7 @@ SET search_path FROM CURRENT AS $$
 DECLARE
     stamp jobs.updated_at%TYPE;
 BEGIN
-    INSERT INTO job_count_deltas (type, status, n)
-    SELECT type, status, sum(n) FROM (
-        SELECT type, status, -1 AS n FROM old_rows
-        UNION ALL SELECT type, status, 1 FROM new_rows
-        UNION ALL SELECT type, 'delayed', -1 FROM old_rows WHERE status = 'pending' AND run_at > created_at
-        UNION ALL SELECT type, 'delayed', 1 FROM new_rows WHERE status = 'pending' AND run_at > created_at
-    ) d GROUP BY type, status HAVING sum(n) <> 0;
-    SELECT max(updated_at) INTO stamp FROM new_rows WHERE has_children <> 0 AND status = 'completed';
+{UPDATED_COUNTS}    SELECT max(updated_at) INTO stamp FROM new_rows WHERE has_children <> 0 AND status = 'completed';
     IF stamp IS NULL THEN  -- no completed parent (updated_at is never NULL)
         RETURN NULL;
     END IF;

@@ -20,7 +20,7 @@ supervisors starting at once migrate once; ``meta.version`` records the step rea
 
 from __future__ import annotations
 
-from .flowsettle import FLOW_SETTLE
+from .flowsettle import FLOW_SETTLE, UPDATED_COUNTS
 from .nativeschema import AFTER, NATIVE
 from .settle import CHAIN_LINKS, FIRST_LINKS, settle_function
 
@@ -146,14 +146,7 @@ END $$;
 -- cancel out. Ended attempts are written by the statements that end them (the store's SQL).
 CREATE FUNCTION jobs_updated() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-    INSERT INTO job_count_deltas (type, status, n)
-    SELECT type, status, sum(n) FROM (
-        SELECT type, status, -1 AS n FROM old_rows
-        UNION ALL SELECT type, status, 1 FROM new_rows
-        UNION ALL SELECT type, 'delayed', -1 FROM old_rows WHERE status = 'pending' AND run_at > created_at
-        UNION ALL SELECT type, 'delayed', 1 FROM new_rows WHERE status = 'pending' AND run_at > created_at
-    ) d GROUP BY type, status HAVING sum(n) <> 0;
-    RETURN NULL;
+{UPDATED_COUNTS}    RETURN NULL;
 END $$;
 
 CREATE FUNCTION jobs_deleted() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
