@@ -227,14 +227,17 @@ def _start(cluster, workers: int) -> None:
     cluster.start(workers=workers)
     if next(iter(cluster.hosts.values())).listen is None:
         return
-    channel = f'LISTEN "jobq_{cluster.schema}"'
+    from shared.engines.postgres.turns import lock_key
+
+    # a relay that listens holds its slot in the hosts' turns (a session advisory lock)
+    slots = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+        " AND classid = %s::int4::oid AND granted"
+    )
     with connect(cluster.url) as c:
         wait_for(
             lambda: (
-                c.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE query = %s", (channel,)
-                ).fetchone()[0]
-                == len(cluster.hosts)
+                c.execute(slots, (lock_key(cluster.schema),)).fetchone()[0] == len(cluster.hosts)
             ),
             20,
             "every host's supervisor listening on the server",
