@@ -23,6 +23,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from typing import Any
+
 import psutil
 import pytest
 
@@ -529,11 +531,11 @@ def test_file_that_is_not_a_database_is_a_clear_startup_error(tmp_path):
 
 
 @contextmanager
-def failing_at_boot(database: Database, folder: Path, app: str):
+def failing_at_boot(database: Database, folder: Path, proxy: Any = None):
     """Make every try of a supervisor to reach the database fail, until the block ends: on
-    PostgreSQL every session named ``app`` is terminated as soon as it shows (a failover's
-    "terminating connection due to administrator command"), on SQLite another program holds
-    the write lock."""
+    PostgreSQL the server's port refuses connections (``proxy``, the supervisor's way to the
+    server, cut: as during a failover; ending sessions as they show leaves gaps a boot can get
+    through), on SQLite another program holds the write lock."""
     if database.name == "sqlite":
         locker = sqlite3.connect(str(folder / "q.db"), isolation_level=None, timeout=10)
         locker.execute("BEGIN IMMEDIATE")
@@ -543,55 +545,44 @@ def failing_at_boot(database: Database, folder: Path, app: str):
             locker.execute("ROLLBACK")
             locker.close()
         return
-    import psycopg
-    from tests.engines import postgres_url
-
-    stop = threading.Event()
-
-    def terminate() -> None:
-        with psycopg.connect(postgres_url(), autocommit=True) as admin:
-            while not stop.wait(0.005):
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = %s",
-                    (app,),
-                )
-
-    killer = threading.Thread(target=terminate, daemon=True)
-    killer.start()
+    proxy.cut("refuse")
     try:
         yield
     finally:
-        stop.set()
-        killer.join(10)
+        proxy.heal()
 
 
 def test_a_database_failing_while_the_supervisor_boots_is_waited_for_then_it_runs_jobs(
-    tmp_path, database, sup_factory
+    tmp_path, database, sup_factory, request
 ):
-    """A failure that may heal by waiting (PostgreSQL's sessions terminated over and over during
+    """A failure that may heal by waiting (PostgreSQL's server refusing connections during
     start-up, as in a failover during a deploy; SQLite's write lock held by another program) is
     logged and tried again with the loop's back-off, never the end of the supervisor; once the
     database is back it boots, starts its workers and runs the job, on its first attempt."""
-    app = f"jobq_boot_{os.getpid()}_{time.monotonic_ns() % 10**6}"
     sections: dict = {"supervisor": {"workers": 1}, "worker": {"lease_timeout": 4}}
+    proxy = None
     if database.name == "postgresql":
         from tests.engines import postgres_url
+        from tests.twohost import Proxy, host_url
 
-        url = postgres_url()
-        sections["database"] = f"{url}{'&' if '?' in url else '?'}application_name={app}"
+        proxy = Proxy("127.0.0.1", postgres_url())
+        request.addfinalizer(proxy.close)
+        sections["database"] = host_url(proxy)
     cfg = config(tmp_path, **sections)
     jid = enqueue(cfg, "fault:ok")
-    with failing_at_boot(database, tmp_path, app):
+    with failing_at_boot(database, tmp_path, proxy):
         sup = sup_factory(cfg)
-        wait_until(
-            lambda: (
-                sup.proc.poll() is not None
-                or len(log_events(sup, "supervisor.database_unavailable")) >= 2
-            ),
-            timeout=60,
-            what="two tries to reach the database failed",
-        )
+        try:
+            wait_until(
+                lambda: (
+                    sup.proc.poll() is not None
+                    or len(log_events(sup, "supervisor.database_unavailable")) >= 2
+                ),
+                timeout=60,
+                what="two tries to reach the database failed",
+            )
+        except AssertionError:
+            raise AssertionError(sup.output()[-6000:]) from None
         assert sup.proc.poll() is None, sup.output()
         assert not log_events(sup, "supervisor.boot_failed"), sup.output()
     row = wait_until(
@@ -621,7 +612,7 @@ def test_a_stop_signal_ends_a_boot_waiting_for_the_database(tmp_path, database, 
     unreachable = contextlib.nullcontext()
     if database.name == "sqlite":
         enqueue(cfg, "fault:ok")
-        unreachable = failing_at_boot(database, tmp_path, "")
+        unreachable = failing_at_boot(database, tmp_path)
     with unreachable:
         sup = sup_factory(cfg)
         wait_until(
