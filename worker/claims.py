@@ -3,7 +3,7 @@ transaction, or the engine's own quick claim), the lease check after a claim (``
 waiting while there is nothing to claim (``idle_wait``), and waiting out a database that fails
 on that path (``guarded``: never fatal). A mixin of :class:`worker.loop.Worker`, whose state
 (``held``, ``store``, ``wakeup``, ``heartbeat``, ``fence``, ``health``, ``signals``,
-``read_first``, ``store_down``) it uses; the loop that calls it is ``worker.loop``."""
+``read_first``, ``wait_again``, ``store_down``) it uses; the loop that calls it is ``worker.loop``."""
 
 from __future__ import annotations
 
@@ -36,6 +36,10 @@ class Claims:
         (1, 2, then 5 ms). A wake by a commit claims at once: that commit may still be
         finishing, and a read could miss the job it adds. The engine's wake-up is told just
         before the write lock is asked for, and may claim its own quicker way (the idle lead)."""
+        if self.wait_again:  # the engine's wait says nothing came and nothing is due: no read
+            self.wait_again = False
+            if not self.held.done:
+                return False
         if self.read_first:
             self.read_first = False
             if not self.held.done and not self.store.has_due(self.clock.now()):
@@ -141,4 +145,5 @@ class Claims:
         fd, timeout = self.wakeup.prepare(self.clock.now(), self.config.worker.poll_interval)
         extra = [fd] if fd is not None else []
         ready = self.signals.wait(timeout, extra)
-        self.read_first = not self.wakeup.woke(bool(extra) and fd in ready)
+        got = self.wakeup.woke(bool(extra) and fd in ready)
+        self.read_first, self.wait_again = got is False, got is None

@@ -120,6 +120,7 @@ class Worker(Control, Claims, Commits):
         self.exit_code = ExitCode.OK
         self.held = Batch()  # claimed jobs, the job in hand, uncommitted outcomes
         self.read_first = False  # see claim()
+        self.wait_again = False  # (the same)
         self.store_down = False  # the idle/claim path's last statement failed (guarded)
         self.tracing: Tracing = worker_tracing(
             self.config, self.slot

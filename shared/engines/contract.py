@@ -359,14 +359,15 @@ class Wakeup(Protocol):
 
     The worker loop asks :meth:`prepare` (with the worker's ``poll_interval``) for a file descriptor to ``select`` on (with its signal
     pipe) and a timeout, waits, and tells :meth:`woke` whether that descriptor was ready; the
-    answer says whether this worker should claim now (True) or read first and claim only if a
-    job is due (False). Around claims: :meth:`before_claim` just before asking for the write lock,
+    answer says whether this worker should claim now (True), read first and claim only if a
+    job is due (False), or neither: wait again (None: the engine's own reads, if any, are in
+    :meth:`prepare`). Around claims: :meth:`before_claim` just before asking for the write lock,
     :meth:`fast_claim` for an engine's quicker claim while this worker is the one to claim (None:
     use the ordinary claim), :meth:`claimed` once jobs came back."""
 
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]: ...
 
-    def woke(self, ready: bool) -> bool: ...
+    def woke(self, ready: bool) -> bool | None: ...
 
     def before_claim(self) -> None: ...
 

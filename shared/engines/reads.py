@@ -54,6 +54,10 @@ class Reads(Protocol):
         """When the next delayed or retried job is due (for sleeping until then), or None."""
         ...
 
+    def idle_read(self, now: float) -> tuple[bool, float | None]:
+        """``(has_due(now), next_due())`` read in one statement (an idle lead's one read)."""
+        ...
+
     def running(self) -> list[Job]:
         """Every running job, the first started first."""
         ...

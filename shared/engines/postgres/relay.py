@@ -21,9 +21,11 @@ controls are then only a slow backstop. Through a transaction pooler without ``l
 no relay, and the supervisor reads controls every round.
 
 A relay that lost its connection tries again every :data:`RETRY` seconds, and wakes the leads
-and the supervisor each time it connects (what was notified meanwhile reached no one). The leads
-wait at most :data:`.wakeup.WATCHED_SLEEP` seconds, so a relay that is down costs latency, never
-a job.
+and the supervisor each time it connects (what was notified meanwhile reached no one). A lead
+waits at most :data:`.wakeup.RELAYED_SLEEP` seconds (or until the next delayed job), then reads
+whether a job is due and when the next delayed one is, in one statement, so a relay that is down
+or a notification missed costs latency, never a job; the followers, waiting for the lead, read
+nothing (a lead that dies hands the lead lock on with its process).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from .connection import control_channel
 from .donewatch import PgDoneWatch
 from .marks import IDLE, RELAY, Marks
 from .turns import JOINED, SLOTS, TAKE_SLOT, VIEW, Turns, lane_channel, lock_key, passed
-from .wakeup import WATCHED_SLEEP, PolledWakeup, lead_base, lead_slot
+from .wakeup import RELAYED_SLEEP, WATCHED_SLEEP, PolledWakeup, lead_base, lead_slot, lead_wait
 
 log = get_logger("supervisor")
 
@@ -266,6 +268,8 @@ class RelayedWakeup(PolledWakeup):
         )
         self.polled = PolledWakeup(store) if not self.watch.available else None
         self.following = False
+        self.timed_out = False  # the lead's last wait ended by its timeout (see lead_wait)
+        self.claim_now = False  # the lead's read found a job due after a timeout
 
     def serves(self) -> bool:
         """Whether a relay listens for this host now (its supervisor's)."""
@@ -279,22 +283,28 @@ class RelayedWakeup(PolledWakeup):
             self.marks.release(IDLE)
             return self.lead.fileno(), WATCHED_SLEEP
         self.marks.hold(IDLE)
-        timeout = max(poll_interval, WATCHED_SLEEP)
         try:
-            due = self.store.next_due()
+            claim, timeout = lead_wait(
+                self.store, now, max(poll_interval, RELAYED_SLEEP), self.timed_out
+            )
         except StoreError:
-            return None, poll_interval
-        if due is not None:
-            timeout = min(timeout, max(due - now, 0.0))
-        return self.watch.fileno(), timeout
+            return None, poll_interval  # (read again after it)
+        self.timed_out, self.claim_now = False, claim
+        return (None, 0.0) if claim else (self.watch.fileno(), timeout)
 
-    def woke(self, ready: bool) -> bool:
-        """Claim at once on a notification, or on becoming the lead."""
+    def woke(self, ready: bool) -> bool | None:
+        """Claim at once on a notification, on becoming the lead, or when the lead's read
+        found a job due after a timeout; otherwise None: no claim and no read (a follower
+        never reads; the lead's next ``prepare`` does, once per ``RELAYED_SLEEP`` at most)."""
         if self.polled is not None:
             return False
         if self.following:
-            return ready and self.lead.take()
-        return ready and self.watch.drain()
+            return True if ready and self.lead.take() else None
+        if self.claim_now or (ready and self.watch.drain()):
+            self.claim_now = False
+            return True
+        self.timed_out = True
+        return None
 
     def before_claim(self) -> None:
         self.watch.drain()

@@ -53,7 +53,21 @@ from .libpq import listen_all
 from .marks import IDLE
 
 WATCHED_SLEEP = 5.0  # longest idle wait while LISTEN works (notifications wake us anyway)
+RELAYED_SLEEP = 15.0  # longest wait of an idle lead the relay wakes (:mod:`.relay`): its
+# backstop for a notification no relay passed on; the next delayed job's time bounds it
 DOWN_RETRY = 1.0  # wait between attempts while the server cannot be reached
+
+
+def lead_wait(store: Any, now: float, longest: float, timed_out: bool) -> tuple[bool, float]:
+    """The idle lead's one read per wait (whether a job is due, and when the next delayed one
+    is): ``(True, 0.0)``, claim now, if a job is due and the last wait ended by its timeout
+    (``timed_out``: no wake-up came, so this read stands for the claim's; after a claim that
+    found nothing, a due job is one this pool cannot take, and claiming again would spin);
+    else ``(False, timeout)``: until the next delayed job, at most ``longest``."""
+    due, nxt = store.idle_read(now)
+    if due and timed_out:
+        return True, 0.0
+    return False, longest if nxt is None else min(longest, max(nxt - now, 0.0))
 
 
 class PolledWakeup:
@@ -67,7 +81,7 @@ class PolledWakeup:
     def prepare(self, now: float, poll_interval: float) -> tuple[int | None, float]:
         return None, poll_interval
 
-    def woke(self, ready: bool) -> bool:
+    def woke(self, ready: bool) -> bool | None:
         return False  # read first: claim only if a job is due
 
     def before_claim(self) -> None:
@@ -103,6 +117,7 @@ class PgWakeup(PolledWakeup):
         # while the supervisor's relay listens for this host, the lead waits on its file
         self.relayed = RelayedWakeup(store, lead=self.lead)
         self.via_relay = False
+        self.timed_out = False  # the lead's last wait ended by its timeout (see lead_wait)
         store.on_connect(self._connected)
 
     def _connected(self, conn: Any) -> None:
@@ -146,11 +161,9 @@ class PgWakeup(PolledWakeup):
         self.relayed.marks.release(IDLE)  # (no relay now: it asks no one)
         self.following = not self.lead.take()
         try:
-            if self.following:
+            if self.following:  # (UNLISTEN failed: again next time; a new connection won't)
                 with contextlib.suppress(StoreError):
-                    self._listen(
-                        False
-                    )  # (failed: UNLISTEN again next time; a new connection does not listen)
+                    self._listen(False)
                 return self.lead.fileno(), WATCHED_SLEEP
             if not self.listening:
                 self._listen(True)
@@ -160,26 +173,29 @@ class PgWakeup(PolledWakeup):
                 self.notified = True
             if self.notified:
                 return None, 0.0
-            fd = (
-                self.store.fileno()
-            )  # (connects again if need be: _connected watches the new socket)
-            due = self.store.next_due()
+            fd = self.store.fileno()  # (connects again if need be: _connected watches it)
+            claim, timeout = lead_wait(
+                self.store, now, max(poll_interval, WATCHED_SLEEP), self.timed_out
+            )
         except StoreError:
             return None, min(poll_interval, DOWN_RETRY)
-        timeout = max(poll_interval, WATCHED_SLEEP)
-        if due is not None:
-            timeout = min(timeout, max(due - now, 0.0))
+        self.timed_out = False
+        if claim:
+            self.notified = True  # (woke() says claim)
+            return None, 0.0
         return self.waker.fileno(fd), timeout
 
-    def woke(self, ready: bool) -> bool:
+    def woke(self, ready: bool) -> bool | None:
         """Claim at once if a notification came, or on becoming the lead (the last lead just
         took a job; others may be due behind it; LISTEN first, so that nothing committed after
-        the claim goes unnoticed); after a timeout, read first."""
+        the claim goes unnoticed), or if the lead's read found a job due after a timeout;
+        otherwise None: no claim and no read (a follower never reads; the lead's next
+        ``prepare`` does)."""
         if self.via_relay:
             return self.relayed.woke(ready)
         if self.following:
             if not (ready and self.lead.take()):
-                return False
+                return None
             with contextlib.suppress(
                 StoreError
             ):  # (the claim meets the error; a new connection LISTENs)
@@ -194,7 +210,8 @@ class PgWakeup(PolledWakeup):
         if ready:
             self._drain()
         got, self.notified = self.notified or poked, False
-        return got
+        self.timed_out = not got
+        return True if got else None
 
     def _drain(self) -> None:
         """Read what the socket holds; each notification calls ``_note``. A dead connection

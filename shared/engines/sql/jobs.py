@@ -40,6 +40,11 @@ _NEXT_DUE = "SELECT min(run_at) AS t FROM jobs WHERE status = 'pending' AND run_
 _HAS_DUE = (
     f"SELECT 1 AS due FROM jobs WHERE status = 'pending' AND run_at <= :now {CLAIM_ORDER} LIMIT 1"
 )
+# The idle lead's one read per wait: both of the above in one statement.
+_IDLE_READ = (
+    "SELECT (SELECT 1 FROM jobs WHERE status = 'pending' AND run_at <= :now "
+    f"{CLAIM_ORDER} LIMIT 1) AS due, ({_NEXT_DUE}) AS t"
+)
 _SET_PAUSED = (
     "INSERT INTO control (name, value) VALUES ('paused', :value) "
     "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
@@ -83,6 +88,12 @@ class JobsSql(SqlBase):
     def has_due(self, now: float) -> bool:
         """Is any pending job due? (a read: cheaper than a claim that finds nothing)"""
         return self._row(_HAS_DUE, {"now": iso(now)}) is not None
+
+    def idle_read(self, now: float) -> tuple[bool, float | None]:
+        """``has_due(now)`` and ``next_due()`` in one statement (the idle lead's read)."""
+        row = self._row(_IDLE_READ, {"now": iso(now)}) or {}
+        t = row.get("t")
+        return row.get("due") is not None, None if t is None else parse_iso(t)
 
     def set_paused(self, paused: bool) -> None:
         """Set the pause flag (one statement; it wakes idle workers where the engine notifies)."""

@@ -34,6 +34,7 @@ class Worker(Claims):
         self.health = SimpleNamespace(problem=lambda: problem)
         self.heartbeat, self.wakeup, self.progress, self.fence = None, None, None, Fence()
         self.read_first, self.store_down, self.stopping = False, False, False
+        self.wait_again = False
         self.exit_code, self.waits, self.commits = ExitCode.OK, [], []
         self.signals = SimpleNamespace(wait=lambda timeout, *fds: self.waits.append(timeout))
 
