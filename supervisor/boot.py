@@ -199,8 +199,9 @@ def first_recovery(arb: "Arbiter") -> None:
     try:
         rnd = arb.round()
         arb.upkeep.elect(rnd)  # the upkeep lead, taken at once where free (or lapsed)
-        for name in ("timeouts", "recovery", "foreign_recovery", "processes", "prune_processes"):
+        for name in ("timeouts", "recovery", "foreign_recovery", "prune_here", "processes"):
             arb.upkeep.run_now(name, rnd)
+        arb.upkeep.run_now("prune_processes", rnd)
     except StoreError as exc:
         arb.close_db()
         arb.unavailable(arb.clock.monotonic(), exc)

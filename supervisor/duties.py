@@ -5,8 +5,9 @@
     recovery          re-queue what a dead child's release left, and the jobs of this host's
                       dead or silent owners that are not our children
     foreign_recovery  (cluster) re-queue the jobs of other hosts' owners whose leases expired
-    processes         prune this host's dead processes' rows, refresh ours; record the types
-                      we serve
+    processes         refresh our process row (and our idle workers'); record the types we
+                      serve
+    prune_here        prune this host's dead processes' rows
     prune_processes   (cluster) prune other hosts' stale process rows
     ops_requests      take a ``jobq scale`` request (``supervisor.controls``); publish our
                       counters for ``jobq status``
@@ -35,7 +36,7 @@ from .children import ProgressMarks
 from .election import Election
 from .slots import Slots
 from .unserved import UnservedLog
-from .upkeep import PROCESS_STALE_AFTER, PROCESS_TOUCH_EVERY
+from .upkeep import PROCESS_PRUNE_EVERY, PROCESS_STALE_AFTER, PROCESS_TOUCH_EVERY
 
 log = get_logger("supervisor")
 
@@ -72,7 +73,9 @@ class Duties:
         self.recorded: Any = None  # the registry whose types were last recorded
         self.election = Election(lambda: sup.token)  # do we run the cluster tasks?
         self.host_running = True  # the last read found jobs of this host running (or none yet)
+        self.lead_quiet = False  # the last read, as the lead, found no job running anywhere
         self.progress = ProgressMarks()  # our children's progress files as of the last read
+        self.marks = scheduler.MarksSeen()  # the schedule marks as last read, while unchanged
 
     def tasks(self) -> list[UpkeepTask]:
         """The upkeep table of contents (see ``supervisor.upkeep``). Each task is isolated: one
@@ -82,17 +85,22 @@ class Duties:
             UpkeepTask("recovery", 0.0, self.recovery),
             UpkeepTask("foreign_recovery", 0.0, self.foreign_recovery, CLUSTER),
             UpkeepTask("processes", PROCESS_TOUCH_EVERY, self.touch_processes),
+            UpkeepTask("prune_here", PROCESS_PRUNE_EVERY, self.prune_here),
             UpkeepTask("prune_processes", PROCESS_TOUCH_EVERY, self.prune_elsewhere, CLUSTER),
             *upkeep_tasks(self.sup.config),
-            UpkeepTask(
-                "schedules",
-                0.0,
-                lambda r: scheduler.run_due(r.store, self.sup.config, r.now, self.sup.registry),
-                CLUSTER,
-            ),
+            UpkeepTask("schedules", 0.0, self.schedules, CLUSTER),
             UpkeepTask("ops_requests", 0.0, self.ops_requests),
             UpkeepTask("unserved", 0.0, self.log_unserved),
         ]
+
+    def schedules(self, rnd: Round) -> None:
+        """Enqueue the due ticks of the schedules; no read while the marks last read show none
+        due (``scheduler.MarksSeen``)."""
+        sup = self.sup
+        if not self.marks.quiet(sup.config, sup.registry, rnd.now, rnd.monotonic):
+            scheduler.run_due(
+                rnd.store, sup.config, rnd.now, sup.registry, self.marks, rnd.monotonic
+            )
 
     def timeouts(self, rnd: Round) -> None:
         """Police our children's running jobs: hard timeouts and expired leases. Leaves the
@@ -103,6 +111,7 @@ class Duties:
             return
         groups = rnd.store.running_groups(rnd.now)
         rnd.busy = bool(groups)
+        self.lead_quiet = rnd.lead and not groups
         self.host_running = any(token_host(g.owner or "") in (sup.host, None) for g in groups)
         mine = {s.owner for s in sup.slots.live()}
         if not maintenance.worth_a_look(groups, mine, sup.policy, rnd.now, sup.host, rnd.lead):
@@ -113,17 +122,29 @@ class Duties:
         rnd.expired = self.police(rnd.running, ages, rnd.now)
 
     def look_at_running(self, rnd: Round) -> bool:
-        """Read the running jobs this round? Always as the lead (other hosts' leases are its
-        business), while jobs of this host run or a dead child's are unsettled, and when a
-        child claimed since the last read (its progress file changed); a follower whose
-        workers hold nothing reads only when a control came, or every
-        ``control_poll_interval`` (``supervisor.controls``; every round where none is heard)."""
+        """Read the running jobs this round? While jobs of this host run or a dead child's are
+        unsettled, and when a child claimed since the last read (its progress file changed);
+        as the lead (other hosts' leases are its business) every round, unless its last read
+        found no job running anywhere: then every ``lease_timeout`` / 3 at most (a job claimed
+        since has a lease younger than that at the next read, which sees it, so no lease
+        expires unseen); a follower whose workers hold nothing reads only when a control came,
+        or every ``control_poll_interval`` (``supervisor.controls``; every round where none is
+        heard)."""
         sup = self.sup
         claimed = self.progress.changed(sup.snapshot, sup.slots.live())
         every, controls = sup.config.supervisor.control_poll_interval, sup.relay.controls
-        if rnd.lead or self.host_running or sup.deaths.unsettled or claimed:
+        if rnd.lead:
+            every = min(every, sup.config.worker.lease_timeout / 3)
+        if (
+            (rnd.lead and not self.lead_quiet)
+            or self.host_running
+            or sup.deaths.unsettled
+            or claimed
+        ):
             controls.read("running", rnd.monotonic, every)
             return True
+        if rnd.lead:
+            rnd.busy = False  # (as the last read found: the engine's idle work may run)
         return bool(controls.due("running", rnd.monotonic, every))
 
     def recovery(self, rnd: Round) -> None:
@@ -189,12 +210,15 @@ class Duties:
         return maintenance.expired_owners(running, ages, lease) - set(by_owner)
 
     def touch_processes(self, rnd: Round) -> None:
-        """Prune the rows of this host's dead processes; refresh ours; record what we serve."""
+        """Refresh our row and our idle workers'; record what we serve."""
+        rnd.store.touch_process(self.sup.token, rnd.now)
+        self.record_served(self.sup.db())
+
+    def prune_here(self, rnd: Round) -> None:
+        """Prune the rows of this host's dead processes (a read of every row)."""
         maintenance.prune_processes(
             rnd.store, rnd.now, self.stale_after(), self.sup.host, maintenance.HERE
         )
-        rnd.store.touch_process(self.sup.token, rnd.now)
-        self.record_served(self.sup.db())
 
     def prune_elsewhere(self, rnd: Round) -> None:
         """Prune the rows of other hosts' processes not refreshed for a while."""

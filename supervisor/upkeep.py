@@ -5,8 +5,9 @@
                                (first: the others learn from it whether jobs are running)
     recovery          host     every round: this host's dead or silent owners' jobs re-queued
     foreign_recovery  cluster  every round: other hosts' owners whose leases expired, re-queued
-    processes         host     every PROCESS_TOUCH_EVERY s: refresh our process row, prune this
-                               host's dead ones
+    processes         host     every PROCESS_TOUCH_EVERY s: refresh our process row (and our
+                               idle workers')
+    prune_here        host     every PROCESS_PRUNE_EVERY s: prune this host's dead processes' rows
     prune_processes   cluster  every PROCESS_TOUCH_EVERY s: prune other hosts' stale rows
     <engine>          cluster  the engine's own (SQLite: the WAL checkpoint; PostgreSQL: the
                                count fold, ANALYZE; ``shared.engines.upkeep_tasks``)
@@ -31,6 +32,9 @@ from shared.engines.contract import CLUSTER, Round, UpkeepTask
 
 PROCESS_TOUCH_EVERY = 15.0  # refresh our `processes` row and prune dead ones this often: rarely,
 # since every write wakes every idle worker (they watch for commits)
+PROCESS_PRUNE_EVERY = 60.0  # read the rows to prune this host's dead ones: at boot, then
+# rarely: our own dead children's rows go as they are reaped, so only another supervisor of this
+# host that died (and its workers) leaves any, which the next one's boot prunes too
 PROCESS_STALE_AFTER = 3 * PROCESS_TOUCH_EVERY  # a row of another host is pruned once older than
 # this or lease_timeout, whichever is longer: rows are refreshed every 15 s (a supervisor's
 # touch, which renews its idle workers' rows too; busy workers' beats), so a live one never is

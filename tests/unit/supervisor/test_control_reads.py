@@ -78,3 +78,50 @@ def test_a_follower_whose_workers_hold_nothing_reads_the_running_jobs_only_when_
     assert not reads(15.3) and reads(15.4)  # the backstop: 10 s after the last read (5.4)
     sup.deaths.unsettled["x"] = object()  # a dead child's release left jobs: every round
     assert reads(15.5) and reads(15.6)
+
+
+def test_a_lead_whose_last_read_found_nothing_running_reads_once_a_third_of_a_lease(tmp_path):
+    """The lead reads the running jobs every round while any run (other hosts' leases are its
+    business); once a read as the lead found none anywhere, every lease_timeout / 3 (a job
+    claimed since then is seen at the next read, long before its lease could expire), or at
+    once when a control comes; a supervisor that has just taken the lead reads at once."""
+    from types import SimpleNamespace
+
+    from shared.settings.config import from_dict
+    from supervisor.duties import Duties
+    from supervisor.relay import Relay
+
+    sup = SimpleNamespace(
+        token="h:1:1",
+        host="h",
+        config=from_dict({"worker": {"lease_timeout": 6.0, "heartbeat_interval": 0.5}}),  # 2 s
+        slots=SimpleNamespace(live=lambda: []),
+        snapshot=str(tmp_path / "config.json"),
+        deaths=SimpleNamespace(unsettled={}),
+        relay=Relay(),
+    )
+    duties, controls = Duties(sup), sup.relay.controls
+    controls.heard(True, False, str(tmp_path))  # it listens
+    groups: list = []
+    asked: list = []
+    store = SimpleNamespace(running_groups=lambda now: asked.append(now) or groups)
+    sup.policy = SimpleNamespace(config=sup.config)
+
+    def read_at(t: float, lead: bool = True) -> bool:
+        """Whether the round at ``t`` read the running jobs (the timeouts task's first read)."""
+        before = len(asked)
+        duties.timeouts(SimpleNamespace(lead=lead, monotonic=t, now=t, store=store, busy=True))
+        return len(asked) > before
+
+    duties.host_running = False
+    groups.append(SimpleNamespace(owner="other:1:2", oldest_lease=0.0, cancels=0))  # elsewhere
+    assert read_at(0.0) and read_at(0.5) and read_at(1.0)  # every round while one runs
+    groups.clear()
+    assert read_at(1.5)  # this read finds none running anywhere
+    assert not read_at(2.0) and not read_at(3.4)
+    assert read_at(3.5)  # a third of the lease after the last read
+    assert not read_at(4.0)
+    controls.heard(True, True, str(tmp_path))  # a control came
+    assert read_at(4.1) and not read_at(4.2)
+    assert not read_at(6.0, lead=False)  # a follower: at its own backstop (10 s)
+    assert read_at(6.1)  # the lead again, just taken: at once
