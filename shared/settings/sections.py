@@ -107,8 +107,11 @@ class WorkerConfig:
         1.0,
         number(0.001, 3600),
         """Idle workers wake at once when the
-        database changes (inotify on the WAL file) or when a delayed job falls due; this is how
-        often they poll where inotify is unavailable (with it: every 5 s), in seconds.""",
+        database changes (SQLite: inotify on the WAL file; PostgreSQL: a notification) or when a
+        delayed job falls due; this is how often each polls where nothing wakes them (no
+        inotify; PostgreSQL through a pooler without `postgres.listen`), in seconds. Otherwise
+        they read as a backstop every 5 s, or this interval if longer (PostgreSQL: only each
+        pool's idle lead, every 15 s while its supervisor listens).""",
     )
     job_timeout: float = setting(
         300.0,

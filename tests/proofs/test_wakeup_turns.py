@@ -1,8 +1,9 @@
 """One wake-up per job, not one per host (shared.engines.postgres.turns and .relay), with real
 supervisors: three "hosts" on this machine (each its own TMPDIR, so its own idle lead and relay
-file, as on three machines), direct and pooled with ``listen``. Workers poll once a minute; an
-idle follower still reads every ``WATCHED_SLEEP`` (5 s), the slow backstop, so a job that starts
-within :data:`DEADLINE` (seconds, against milliseconds when woken) was started by a wake-up.
+file, as on three machines), direct and pooled with ``listen``. Workers poll once a minute (an
+idle lead's backstop read, then; the workers queued for the lead read nothing), so a job that
+starts within :data:`DEADLINE` (seconds, against milliseconds when woken) was started by a
+wake-up.
 
 - A trickle of jobs all start, and the jobs of one turn (their lane modulo the three listening
   relays) run on one host: the turn's host claims them, not whichever host won a race
@@ -34,8 +35,8 @@ from tests.engines import postgres_url, require_postgres
 from tests.proc import Running, wait_until, write_config
 
 HOSTS = 3
-BACKSTOP = 60  # the workers' poll_interval (a wake-up, or WATCHED_SLEEP's read, starts a job)
-DEADLINE = 0.8 * WATCHED_SLEEP  # a wake-up takes milliseconds; the backstop takes 5 s
+BACKSTOP = 60  # the workers' poll_interval (a wake-up, or the lead's read then, starts a job)
+DEADLINE = 0.8 * WATCHED_SLEEP  # a wake-up takes milliseconds; the backstop a minute
 
 
 @pytest.fixture(params=["direct", "pooled"])
@@ -116,7 +117,7 @@ def _trickle(q: JobQueue, log: Path, n: int, each_turn: int = 0) -> dict[str, in
         wait_until(
             lambda: q.get(jid).status == "completed",
             DEADLINE,
-            f"job {jid} started by a wake-up (not the {WATCHED_SLEEP} s backstop)",
+            f"job {jid} started by a wake-up (not the {BACKSTOP} s backstop)",
             interval=0.005,
         )
         turns[_turn(jid)] += 1
