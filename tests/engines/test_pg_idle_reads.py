@@ -115,6 +115,20 @@ def test_a_lead_whose_wait_ran_out_claims_a_job_no_wake_up_announced(pg):
             wakeup.close()
 
 
+def test_a_delayed_job_bounds_the_relayed_leads_wait(pg):
+    with pg.open() as store:
+        wakeup = RelayedWakeup(store)
+        q = JobQueue(config=pg.config())
+        try:
+            w = IdleWorker(store, wakeup)
+            q.enqueue("t", {}, delay=3)  # (no wake-up for it comes: no relay runs)
+            w.idle_wait()
+            assert 0.0 < w.timeouts[-1] <= 3.0 and w.wait_again  # it wakes when the job is due
+        finally:
+            q.close()
+            wakeup.close()
+
+
 class Due:
     """A store whose read says ``due`` and a delayed job at ``nxt``."""
 
