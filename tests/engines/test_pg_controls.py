@@ -9,13 +9,18 @@ test_controls covers both engines end to end.)"""
 from __future__ import annotations
 
 import select
+import subprocess
+import sys
 import time
+from typing import Any
 
 import pytest
 
 from shared import engines, ops
+from shared.engines.postgres.relay import PgRelay
 from shared.producer.api import JobQueue
 from tests.proc import wait_until
+from tests.twohost import Proxy, host_url
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -52,3 +57,37 @@ def test_the_relay_tells_controls_from_new_jobs(pg):
     finally:
         q.close()
         relay.close()
+
+
+def _relay_mark_seen(relay: Any) -> bool:
+    """Whether another process sees this host's relay mark held (record locks are per process)."""
+    code = (
+        "import sys; from shared.engines.postgres.marks import RELAY, Marks; "
+        "print(Marks(sys.argv[1]).elsewhere(RELAY))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, relay.marks.path], capture_output=True, text=True, timeout=30
+    )
+    return out.stdout.strip() == "True"
+
+
+def test_a_relay_that_cannot_listen_lets_its_hosts_workers_wait_for_themselves(pg):
+    """While the relay's server is out of reach, the host's idle leads must not wait on the
+    relay's file (with their long backstop): the relay gives up its mark until it listens again."""
+    proxy = Proxy("127.0.0.1", pg.database)
+    relay = PgRelay(host_url(proxy, pg.database), pg.database, pg.schema, connect_timeout=2)
+    try:
+        (fd,) = wait_until(relay.fds, timeout=10, what="the relay's connection")
+        assert _relay_mark_seen(relay)
+        proxy.cut("refuse")  # (its session ends too)
+        assert ready(fd, 10.0)
+        relay.serve({fd})  # the lost connection: the relay connects again at its next fds()
+        relay.next_try = 0.0
+        assert relay.fds() == [] and not _relay_mark_seen(relay)
+        proxy.heal()
+        relay.next_try = 0.0
+        assert wait_until(relay.fds, timeout=10, what="the relay's connection again")
+        assert _relay_mark_seen(relay)
+    finally:
+        relay.close()
+        proxy.close()

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from shared.engines.postgres.relay import RelayedWakeup
-from shared.engines.postgres.wakeup import RELAYED_SLEEP, WATCHED_SLEEP, lead_wait
+from shared.engines.postgres.wakeup import (
+    FOLLOWER_READ,
+    RELAYED_SLEEP,
+    WATCHED_SLEEP,
+    Following,
+    lead_wait,
+)
 from shared.model.exitcodes import ExitCode
 from shared.producer.api import JobQueue
 from shared.runtime.clock import SystemClock
@@ -96,6 +102,32 @@ def test_an_idle_lead_reads_once_per_wait_and_a_follower_never(pg, kind):
                 assert not any(w.turn() for _ in range(WAITS))
                 assert sent == []  # a follower waits for the lead, and reads nothing
         finally:
+            wakeup.close()
+
+
+@pytest.mark.parametrize("kind", ["relayed", "direct"])
+def test_a_follower_whose_lead_is_stopped_reads_for_itself_once_a_minute(pg, kind):
+    """A lead that holds the lock but never runs (stopped) must not strand the pool's jobs: a
+    follower reads by itself every ``FOLLOWER_READ`` seconds, and claims what is due."""
+    now = [0.0]
+    with pg.open() as store:
+        wakeup = wake_up(store, kind)
+        follower = wakeup.relayed if kind == "direct" and wakeup.via_relay else wakeup
+        wakeup.backstop = follower.backstop = Following(clock=lambda: now[0])
+        q = JobQueue(config=pg.config())
+        try:
+            w = IdleWorker(store, wakeup)
+            with lead_held_elsewhere(wakeup):
+                q.enqueue("t", {})  # (no wake-up reaches this follower)
+                sent = counted(store)
+                assert not any(w.turn() for _ in range(WAITS)) and sent == []
+                now[0] = FOLLOWER_READ
+                assert w.turn() is False and w.claims == 1  # it read, found the job, claimed
+                assert sent and "due" in sent[0]
+                del sent[:]
+                assert not w.turn() and sent == []  # and waits a minute again
+        finally:
+            q.close()
             wakeup.close()
 
 

@@ -46,7 +46,15 @@ from .connection import control_channel
 from .donewatch import PgDoneWatch
 from .marks import IDLE, RELAY, Marks
 from .turns import JOINED, SLOTS, TAKE_SLOT, VIEW, Turns, lane_channel, lock_key, passed
-from .wakeup import RELAYED_SLEEP, WATCHED_SLEEP, PolledWakeup, lead_base, lead_slot, lead_wait
+from .wakeup import (
+    RELAYED_SLEEP,
+    WATCHED_SLEEP,
+    Following,
+    PolledWakeup,
+    lead_base,
+    lead_slot,
+    lead_wait,
+)
 
 log = get_logger("supervisor")
 
@@ -234,6 +242,9 @@ class PgRelay:
             return None
 
     def _failed(self, why: str) -> None:
+        """Not listening: this host's leads stop waiting for the relay (they listen or poll
+        for themselves, with their shorter backstop) until it listens again."""
+        self.marks.release(RELAY)
         self.next_try = time.monotonic() + RETRY
         if not self.failed:
             event(log, "relay.unavailable", logging.WARNING, error=why, retry=RETRY)
@@ -268,6 +279,7 @@ class RelayedWakeup(PolledWakeup):
         )
         self.polled = PolledWakeup(store) if not self.watch.available else None
         self.following = False
+        self.backstop = Following()
         self.timed_out = False  # the lead's last wait ended by its timeout (see lead_wait)
         self.claim_now = False  # the lead's read found a job due after a timeout
 
@@ -294,12 +306,15 @@ class RelayedWakeup(PolledWakeup):
 
     def woke(self, ready: bool) -> bool | None:
         """Claim at once on a notification, on becoming the lead, or when the lead's read
-        found a job due after a timeout; otherwise None: no claim and no read (a follower
-        never reads; the lead's next ``prepare`` does, once per ``RELAYED_SLEEP`` at most)."""
+        found a job due after a timeout; otherwise None: no claim and no read (the lead's next
+        ``prepare`` reads, once per ``RELAYED_SLEEP`` at most; a follower only when its
+        :class:`.wakeup.Following` backstop is due, then False: read first)."""
         if self.polled is not None:
             return False
         if self.following:
-            return True if ready and self.lead.take() else None
+            if ready and self.lead.take():
+                return True
+            return False if self.backstop.due() else None
         if self.claim_now or (ready and self.watch.drain()):
             self.claim_now = False
             return True

@@ -43,6 +43,7 @@ import hashlib
 import os
 import select
 import tempfile
+import time
 from typing import Any, Callable
 
 from shared.model.errors import StoreError
@@ -56,6 +57,7 @@ WATCHED_SLEEP = 5.0  # longest idle wait while LISTEN works (notifications wake 
 RELAYED_SLEEP = 15.0  # longest wait of an idle lead the relay wakes (:mod:`.relay`): its
 # backstop for a notification no relay passed on; the next delayed job's time bounds it
 DOWN_RETRY = 1.0  # wait between attempts while the server cannot be reached
+FOLLOWER_READ = 60.0  # a follower reads for itself once this long: its lead may be stopped
 
 
 def lead_wait(store: Any, now: float, longest: float, timed_out: bool) -> tuple[bool, float]:
@@ -68,6 +70,24 @@ def lead_wait(store: Any, now: float, longest: float, timed_out: bool) -> tuple[
     if due and timed_out:
         return True, 0.0
     return False, longest if nxt is None else min(longest, max(nxt - now, 0.0))
+
+
+class Following:
+    """A follower's backstop: it reads nothing while the pool's lead waits (the lead reads for
+    the pool), but a lead that holds the lock and is stopped (SIGSTOP, a debugger) would leave
+    the pool's due jobs to other hosts alone, or to none on one host. ``due()`` is True once
+    every ``FOLLOWER_READ`` seconds (``clock``: monotonic seconds): then the follower reads."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.since = clock()
+
+    def due(self) -> bool:
+        now = self.clock()
+        if now - self.since < FOLLOWER_READ:
+            return False
+        self.since = now
+        return True
 
 
 class PolledWakeup:
@@ -110,6 +130,7 @@ class PgWakeup(PolledWakeup):
             lead_base(store.url), lead_slot(store.schema + store.serving_tag())
         )  # a lead per pool
         self.following = False  # the last prepare() waits for the lead, not for notifications
+        self.backstop = Following()
         self.listening = False  # the connection LISTENs (set by a lead, cleared by a follower)
         self.waker = Waker()
         from .relay import RelayedWakeup  # (it builds on this module)
@@ -189,13 +210,13 @@ class PgWakeup(PolledWakeup):
         """Claim at once if a notification came, or on becoming the lead (the last lead just
         took a job; others may be due behind it; LISTEN first, so that nothing committed after
         the claim goes unnoticed), or if the lead's read found a job due after a timeout;
-        otherwise None: no claim and no read (a follower never reads; the lead's next
-        ``prepare`` does)."""
+        otherwise None: no claim and no read (the lead's next ``prepare`` reads; a follower
+        reads only when its :class:`Following` backstop is due, then False: read first)."""
         if self.via_relay:
             return self.relayed.woke(ready)
         if self.following:
             if not (ready and self.lead.take()):
-                return None
+                return False if self.backstop.due() else None
             with contextlib.suppress(
                 StoreError
             ):  # (the claim meets the error; a new connection LISTENs)
