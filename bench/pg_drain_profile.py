@@ -78,7 +78,10 @@ def _worker(raw: bool, url: str, schema: str, batch: int, out: Any) -> None:
             out.put((*item, n[0]))
 
     fn = pg_drain_cost._drain_raw if raw else pg_drain_cost._drain_jobq
-    fn(url, schema, batch, Out())
+    try:
+        fn(url, schema, batch, Out())
+    except Exception as exc:  # the parent stops instead of waiting (too many clients, ...)
+        out.put(("error", repr(exc)))
 
 
 def _snapshot(c: Any, schema: str) -> dict[str, float]:
@@ -125,36 +128,44 @@ def _lsn_text(v: float) -> str:
     return f"{v >> 32:X}/{v & 0xFFFFFFFF:X}"
 
 
+def reserve_wal(c: Any) -> None:
+    """Keep the server's WAL from here until ``c`` closes (a temporary replication slot), so
+    that a long drain's segments are still there for :func:`wal_of` after checkpoints."""
+    c.execute(
+        "SELECT pg_create_physical_replication_slot(%s, true, true)",
+        (f"bench_wal_{os.getpid()}_{int(time.time() * 1000)}",),
+    )
+
+
 def wal_of(start: float, end: float, rels: dict[str, str]) -> dict[str, Any]:
-    """The WAL records between two LSNs that are the schema's (see the module's docstring)."""
-    out = subprocess.run(
-        [WALDUMP, "-p", WAL_DIR, "-s", _lsn_text(start), "-e", _lsn_text(end)],
-        capture_output=True,
-        text=True,
-    ).stdout.splitlines()
-    recs = []
-    xids: set[str] = set()
-    for line in out:
-        m = _REC.search(line)
-        if m is None:
-            continue
-        ours = [rels[r] for _, r in _REL.findall(line) if r in rels]
-        recs.append((m, ours))
-        if ours and m.group(4) != "0":
-            xids.add(m.group(4))
+    """The WAL records between two LSNs that are the schema's (see the module's docstring): a
+    record of a transaction comes before its commit, so one pass finds both."""
     stats: dict[str, Any] = {"rec_bytes": 0, "tot_bytes": 0, "records": 0}
     kinds: collections.Counter[str] = collections.Counter()
+    kind_bytes: collections.Counter[str] = collections.Counter()
     index_entries: collections.Counter[str] = collections.Counter()
-    for m, ours in recs:
-        if not ours and m.group(4) not in xids:
-            continue
-        stats["rec_bytes"] += int(m.group(2))
-        stats["tot_bytes"] += int(m.group(3))
-        stats["records"] += 1
-        kinds[f"{m.group(1)}/{m.group(5)}"] += 1
-        if m.group(1) == "Btree" and m.group(5).startswith("INSERT"):
-            index_entries[ours[0] if ours else "?"] += 1
+    xids: set[str] = set()
+    cmd = [WALDUMP, "-p", WAL_DIR, "-s", _lsn_text(start), "-e", _lsn_text(end)]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as p:
+        assert p.stdout is not None
+        for line in p.stdout:
+            m = _REC.search(line)
+            if m is None:
+                continue
+            ours = [rels[r] for _, r in _REL.findall(line) if r in rels]
+            if ours and m.group(4) != "0":
+                xids.add(m.group(4))
+            elif not ours and m.group(4) not in xids:
+                continue
+            stats["rec_bytes"] += int(m.group(2))
+            stats["tot_bytes"] += int(m.group(3))
+            stats["records"] += 1
+            kinds[f"{m.group(1)}/{m.group(5)}"] += 1
+            kind_bytes[f"{m.group(1)}/{m.group(5)}"] += int(m.group(2))
+            if m.group(1) == "Btree" and m.group(5).startswith("INSERT"):
+                index_entries[ours[0] if ours else "?"] += 1
     stats["kinds"] = dict(kinds)
+    stats["kind_bytes"] = dict(kind_bytes)
     stats["index_entries"] = dict(index_entries)
     return stats
 
@@ -172,10 +183,11 @@ def one_round(
         else:
             pg_drain_cost._fill_jobq(url, schema, jobs)
         with pg.connect(url, schema) as c:
-            if tweak:
-                c.execute(tweak)
+            for part in filter(None, tweak.split(";;")):  # ";;": statements run apart
+                c.execute(part)
             c.execute("ANALYZE")
             rels = _relations(c, schema)
+            reserve_wal(c)
             before = _snapshot(c, schema)
             ctx = multiprocessing.get_context("fork")
             out = ctx.Queue()
@@ -190,6 +202,8 @@ def one_round(
             wall = time.perf_counter() - t0
             for p in ps:
                 p.join()
+            if any(g[0] == "error" for g in got):
+                raise RuntimeError(f"a worker failed: {got}")
             time.sleep(0.5)  # the exited backends' statistics flushed
             after = _snapshot(c, schema)
             wal = wal_of(before["lsn"], after["lsn"], rels)
@@ -208,6 +222,7 @@ def one_round(
         "wal_tot_bytes": wal["tot_bytes"] / n,
         "wal_records": wal["records"] / n,
         "wal_kinds": {k: v / n for k, v in sorted(wal["kinds"].items())},
+        "wal_kind_bytes": {k: v / n for k, v in sorted(wal["kind_bytes"].items())},
         "index_entries": {k: v / n for k, v in sorted(wal["index_entries"].items())},
     }
 
@@ -226,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         "--tweak",
         action="append",
         default=[],
-        help="also jobq with this SQL run first (repeatable)",
+        help="also jobq with this SQL run first (repeatable; ';;' separates statements run apart, "
+        "as VACUUM must)",
     )
     args = p.parse_args(argv)
     for _ in range(args.rounds):
