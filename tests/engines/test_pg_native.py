@@ -141,6 +141,34 @@ def test_times_read_as_jobq_text_whatever_the_sessions_time_zone(pg, zone):
     assert [r[2] for r in got] == _TIMES  # microseconds cut to the millisecond
 
 
+def test_a_results_repeated_times_are_converted_once_each(pg, monkeypatch):
+    """A claimed batch repeats its times (claim, lease, update): each distinct text of one
+    result is converted once, and a result with more distinct times than the loader keeps
+    still reads every one right."""
+    from shared.engines.postgres.loaders import IsoTimeLoader, register_native
+
+    converted: list[bytes] = []
+    convert = IsoTimeLoader._convert
+
+    def counted(self, raw):
+        converted.append(raw)
+        return convert(self, raw)
+
+    monkeypatch.setattr(IsoTimeLoader, "_convert", counted)
+    with psycopg.connect(pg.database, autocommit=True) as c:
+        register_native(c.adapters)
+        sql = (
+            "SELECT t::timestamptz, t::timestamptz "
+            "FROM unnest(%s::text[]) t, generate_series(1, 50)"
+        )
+        got = c.execute(sql, (_TIMES,)).fetchall()
+        assert sorted({r[0] for r in got}) == sorted(_TIMES) and all(r[0] == r[1] for r in got)
+        assert len(converted) == len(_TIMES)
+        monkeypatch.setattr(IsoTimeLoader, "MEMO", 2)
+        got = c.execute(sql, (_TIMES,)).fetchall()
+    assert [r[0] for r in got[::50]] == _TIMES and all(r[0] == r[1] for r in got)
+
+
 def test_json_that_jsonb_refuses_is_kept_visible_and_the_rest_as_written():
     from shared.engines.postgres.dialect import pg_json
 
