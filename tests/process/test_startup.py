@@ -50,6 +50,32 @@ RUN_TO_FORK = run_until(
 )  # it forks the worker template
 RUN_TO_SPAWN = run_until("supervisor.spawner", "Spawner", "start")  # it asks for its first workers
 
+# The same as RUN, but the first forked worker to claim writes the modules it imported since
+# it was forked (everything it had then came from the template) instead.
+RUN_TO_FIRST_CLAIM = """
+import json, os, runpy, sys
+out, sys.argv = sys.argv[1], ["supervisor", *sys.argv[2:]]
+import worker.forked as forked
+real = forked.become_worker
+def become(*args, **kwargs):
+    at_fork = set(sys.modules)
+    from worker.loop import Worker
+    claim = Worker.claim
+    def first_claim(self, *a, **k):
+        try:
+            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            os.write(fd, json.dumps(sorted(set(sys.modules) - at_fork)).encode())
+            os.close(fd)
+        return claim(self, *a, **k)
+    Worker.claim = first_claim
+    return real(*args, **kwargs)
+forked.become_worker = become
+runpy.run_module("supervisor", run_name="__main__", alter_sys=True)
+"""
+
 # Not needed for a claim: the ops CLI and its config reference, the dashboard, tracing, the
 # producer API; on SQLite asyncio too (only async handlers use it; psycopg imports it itself).
 NEVER = (
@@ -147,6 +173,14 @@ def test_the_ops_layer_waits_until_the_first_workers_are_asked_for(tmp_path, dat
     at_spawn = supervisor_modules(tmp_path, config, RUN_TO_SPAWN)
     assert "supervisor.arbiter" in at_spawn and "supervisor.metrics" in at_spawn
     assert [m for m in at_spawn if m == "shared.ops" or m.startswith("shared.ops.")] == []
+
+
+def test_a_forked_worker_imports_nothing_of_jobq_on_its_way_to_its_first_claim(tmp_path, database):
+    """The template imports what a worker's start uses (the engine's modules, its idle wait's
+    too): eight workers importing a module each after the fork take turns on the cores."""
+    config = write_config(tmp_path, handlers=["testjobs"])
+    imported = supervisor_modules(tmp_path, config, RUN_TO_FIRST_CLAIM)
+    assert [m for m in imported if m.split(".")[0] in ("shared", "worker", "supervisor")] == []
 
 
 def test_a_dead_workers_replacement_forks_before_its_job_is_requeued_and_nothing_runs_twice(
