@@ -92,6 +92,26 @@ def done_channel(schema: str) -> str:
     return "jobq_done_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
 
 
+# Who waits on the done channel: each watch (.donewatch) holds a shared session lock on
+# (WAITERS, hashtext(channel)) from its LISTEN on. A statement that ends jobs notifies only if
+# it cannot take that key exclusively for its transaction (a waiter holds it, or another such
+# statement does): every NOTIFY costs one transaction on every listening backend of the
+# database, whatever the channel (PostgreSQL signals them all; each reads the queue), so a
+# completion nobody waits for cost one per host's relay. A waiter that locks after the try
+# waits for the statement's commit, and then reads the job.
+WAITERS = 1785688676  # the first key of the waiters' locks ("jobd"), apart from the relays' slots
+WAIT_LOCK = f"SELECT pg_advisory_lock_shared({WAITERS}, hashtext(%s))"
+
+
+def notify_done(channel: str = "%(done)s") -> str:
+    """A FROM item (one row) that notifies ``channel`` (SQL: a parameter, by default) if
+    anyone waits on it (see :data:`WAITERS`)."""
+    return (
+        f"(SELECT CASE WHEN pg_try_advisory_xact_lock({WAITERS}, hashtext({channel})) "
+        f"THEN NULL ELSE pg_notify({channel}, '') END) done_n"
+    )
+
+
 def control_channel(schema: str) -> str:
     """The channel of ``schema``'s controls (a cancel of a running job, a ``jobq scale``
     request): only supervisors listen on it (``.relay``), so a control wakes no idle worker and
