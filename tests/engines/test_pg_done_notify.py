@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.engines.postgres.connection import WAITERS, done_channel, notify_done
+from shared.engines.postgres.connection import SPREAD, WAITERS, done_channel, notify_done
 from shared.engines.postgres.donewatch import PgDoneWatch
 from shared.model.job import Finish, NewJob, new_id
 from tests.proc import wait_until
@@ -98,3 +98,27 @@ def test_a_watch_that_comes_during_an_ending_transaction_waits_for_its_commit(pg
         opener.join(10)
         for w in made:
             w.close()
+
+
+def test_concurrent_ending_transactions_of_other_backends_do_not_notify_each_other(pg):
+    """Two ending statements' transactions open at once, nobody waiting: neither notifies (a
+    burst's completions would otherwise notify, and queue for the commit of each other's
+    notification)."""
+    conns = [psycopg.connect(pg.database, autocommit=True)]
+    while len(conns) < 8 and len({c.info.backend_pid % SPREAD for c in conns}) < 2:
+        conns.append(psycopg.connect(pg.database, autocommit=True))
+    one = conns[0]
+    two = next(c for c in conns if c.info.backend_pid % SPREAD != one.info.backend_pid % SPREAD)
+    try:
+        with _probe(pg) as probe:
+            fragment, channel = notify_done("%s"), done_channel(pg.schema)
+            for c in (one, two):
+                c.execute("BEGIN")
+                c.execute(f"SELECT 1 FROM {fragment}", (channel, channel))
+            for c in (one, two):
+                c.execute("COMMIT")
+            one.execute("SELECT pg_notify(%s, 'marker')", (channel,))
+            assert [n.payload for n in probe.notifies(timeout=5, stop_after=1)] == ["marker"]
+    finally:
+        for c in conns:
+            c.close()
