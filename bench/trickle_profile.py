@@ -54,7 +54,8 @@ def _shape(text: str) -> str:
     text = re.sub(r"'[^']*'", "'?'", text)
     text = re.sub(r'"jobq_l\d+_[0-9a-f]+"', '"lane"', text)
     text = re.sub(r"\b\d+\b", "N", text)
-    return text[:100]
+    claim = "c AS (UPDATE jobs SET status = '?', attempts" in text  # (completions and a claim)
+    return ("[and claim] " if claim else "") + text[:100]
 
 
 def _read_log(log: str, start: int, end: int) -> list[tuple[int, str]]:
@@ -223,11 +224,55 @@ def measure(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         table["trickle_seconds"] = round(took, 2)
         table["idle_transactions_per_s"] = round(idle_xacts, 2)
         table["roles"] = dict(collections.Counter(role.values()))
+        if args.burst_profile:
+            table["burst"] = burst_profile(q, url, log, args.burst_profile, role)
         return table
     finally:
         q.close()
         fleet.stop()
         admin(f"DROP DATABASE IF EXISTS {NAME} WITH (FORCE)")
+
+
+def burst_profile(q: JobQueue, url: str, log: str, n: int, role: dict[int, str]) -> dict:
+    """``n`` jobs enqueued at once (one statement, as the pooler's burst) and run: jobs/s, the
+    statements per job by source and kind, the claims (and jobs per claim), and what the
+    hosts' backends waited on (``pg_stat_activity`` sampled every 5 ms: the share of samples
+    of active backends per wait event)."""
+    at = os.path.getsize(log)
+    waits: collections.Counter = collections.Counter()
+    sample = (
+        "SELECT coalesce(wait_event_type || ':' || wait_event, 'cpu') FROM pg_stat_activity "
+        "WHERE datname = %s AND state = 'active' AND application_name = 'jobq'"
+    )
+    with psycopg.connect(SERVER + "postgres", autocommit=True) as look:
+        t0 = time.monotonic()
+        q.enqueue_many([("bench:noop", {})] * n)
+        with psycopg.connect(url, autocommit=True) as c:
+            done = "SELECT count(*) FROM jobq.jobs WHERE status = 'completed'"
+            base = int(c.execute(done).fetchone()[0])  # type: ignore[index]
+            while int(c.execute(done).fetchone()[0]) - base < n:  # type: ignore[index]
+                waits.update(r[0] for r in look.execute(sample, (NAME,)).fetchall())
+                look.execute("SELECT pg_stat_clear_snapshot()")
+                time.sleep(0.005)
+        took = time.monotonic() - t0
+    time.sleep(0.5)
+    lines = _read_log(log, at, os.path.getsize(log))
+    counted = _count(lines, role)["statements"]
+    claims = sum(
+        v
+        for (_, text), v in counted.items()
+        if text.startswith(("[and claim]", "UPDATE jobs SET status = '?', attempts"))
+    )
+    top = counted.most_common(12)
+    total = sum(waits.values()) or 1
+    return {
+        "jobs_per_s": round(n / took, 1),
+        "statements_per_job": round(sum(counted.values()) / n, 2),
+        "claims": claims,
+        "jobs_per_claim": round(n / claims, 2) if claims else None,
+        "top": [[who, round(v / n, 3), text] for (who, text), v in top],
+        "waits": {k: round(v / total, 3) for k, v in waits.most_common(10)},
+    }
 
 
 def _wait_workers(url: str, n: int) -> None:
@@ -253,6 +298,7 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--settle", type=float, default=10.0)
     ap.add_argument("--log", default="", help="the server's log file (default: Debian's)")
+    ap.add_argument("--burst-profile", type=int, default=0, help="then a burst of this many")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = measure(args, Path(tmp))
