@@ -54,7 +54,7 @@ def _shape(text: str) -> str:
     text = re.sub(r"'[^']*'", "'?'", text)
     text = re.sub(r'"jobq_l\d+_[0-9a-f]+"', '"lane"', text)
     text = re.sub(r"\b\d+\b", "N", text)
-    claim = "c AS (UPDATE jobs SET status = '?', attempts" in text  # (completions and a claim)
+    claim = "c AS ( UPDATE jobs SET status = '?', attempts" in text  # (completions, a claim)
     return ("[and claim] " if claim else "") + text[:100]
 
 
