@@ -244,16 +244,20 @@ def burst_profile(q: JobQueue, url: str, log: str, n: int, role: dict[int, str])
         "SELECT coalesce(wait_event_type || ':' || wait_event, 'cpu') FROM pg_stat_activity "
         "WHERE datname = %s AND state = 'active' AND application_name = 'jobq'"
     )
-    with psycopg.connect(SERVER + "postgres", autocommit=True) as look:
+    done = "SELECT count(*) FROM jobq.jobs WHERE status = 'completed'"
+    with (
+        psycopg.connect(SERVER + "postgres", autocommit=True) as look,
+        psycopg.connect(url, autocommit=True) as c,
+    ):
+        base = int(c.execute(done).fetchone()[0])  # type: ignore[index]
         t0 = time.monotonic()
         q.enqueue_many([("bench:noop", {})] * n)
-        with psycopg.connect(url, autocommit=True) as c:
-            done = "SELECT count(*) FROM jobq.jobs WHERE status = 'completed'"
-            base = int(c.execute(done).fetchone()[0])  # type: ignore[index]
-            while int(c.execute(done).fetchone()[0]) - base < n:  # type: ignore[index]
-                waits.update(r[0] for r in look.execute(sample, (NAME,)).fetchall())
-                look.execute("SELECT pg_stat_clear_snapshot()")
-                time.sleep(0.005)
+        while int(c.execute(done).fetchone()[0]) - base < n:  # type: ignore[index]
+            if time.monotonic() - t0 > 600:
+                raise TimeoutError("the burst did not drain")
+            waits.update(r[0] for r in look.execute(sample, (NAME,)).fetchall())
+            look.execute("SELECT pg_stat_clear_snapshot()")
+            time.sleep(0.005)
         took = time.monotonic() - t0
     time.sleep(0.5)
     lines = _read_log(log, at, os.path.getsize(log))
