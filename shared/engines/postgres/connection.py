@@ -100,10 +100,12 @@ def done_channel(schema: str) -> str:
 # database, whatever the channel (PostgreSQL signals them all; each reads the queue), and a
 # notifying transaction's commit waits for the others' (PostgreSQL serialises them under one
 # lock): a completion nobody waits for cost one per host's relay, and a burst's completions
-# queued for that lock. Spread over SPREAD keys, concurrent completions seldom meet. A waiter
-# that locks after the try waits for the statement's commit, and then reads the job.
+# queued for that lock. Spread over SPREAD keys, concurrent completions seldom meet (each
+# waiting process holds SPREAD entries of the server's lock table: 64 per connection by
+# default, shared). A waiter that locks after the try waits for the statement's commit, and
+# then reads the job.
 WAITERS = 1785688676  # the first key of the waiters' locks ("jobd"), apart from the relays' slots
-SPREAD = 64
+SPREAD = 32
 _KEY = "(hashtext({channel}) & ~{last}) | {g}"
 WAIT_LOCK = (
     f"SELECT count(pg_advisory_lock_shared({WAITERS}, "
