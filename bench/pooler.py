@@ -42,12 +42,13 @@ import tomli_w
 
 from shared import JobQueue
 from shared.runtime.clock import parse_iso
+from shared.engines.postgres.turns import JOINED
 from shared.settings.config import load
 from tests.pgbouncer import PgBouncer
 
 SOCKET = "postgresql:///{db}?host=/var/run/postgresql"
 TCP = "postgresql://root@127.0.0.1:5432/{db}"
-DB = {"name": "test"}  # --database: a database of its own keeps others' commits out of the counts
+DB = {"name": "jobq_bench_pooler"}  # --database: one of its own keeps others' commits out
 
 
 def server() -> str:
@@ -192,11 +193,12 @@ def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trick
         result["burst_jobs_per_s"] = round(args.jobs / (time.monotonic() - t0), 1)
         result["server_connections_peak"] = peak
         if trickle:
-            time.sleep(args.settle)  # the burst's sessions report their last commits (_trickle)
+            time.sleep(args.settle)
+            flush_relays(server(), schema)  # what the burst's relays hold back, reported now
             before = _xacts()
             time.sleep(args.idle)  # idle: nothing to do but the hosts' upkeep and polls
             result["idle_server_xact_per_s"] = round((_xacts() - before) / args.idle, 1)
-            got = _trickle(q, args.trickle)
+            got = _trickle(q, args.trickle, lambda: flush_relays(server(), schema))
             before = _xacts()
             time.sleep(args.idle)  # idle again: the hosts' own commits, read on both sides
             idle = (result["idle_server_xact_per_s"] + (_xacts() - before) / args.idle) / 2
@@ -211,18 +213,34 @@ def _one_fleet(folder, url, schema, hosts, workers, listen, bouncer, args, trick
     return result
 
 
+def flush_relays(url: str, schema: str) -> None:
+    """Make every listening session report the commits it holds back, and wait until it did.
+
+    A listening backend runs a transaction of its own for every notification sent in its
+    database (whatever the channel: PostgreSQL 15 signals every listener, which reads the
+    queue), but counts them in ``pg_stat_database`` only when it next ends a statement of its
+    client's: a relay that runs none for a while holds back what it read meanwhile, and reports
+    it into a later count. A relay's notification of a change in the turns (``+``) has every
+    relay read the list again (a statement); it reports within 10 s after it (PostgreSQL 15's
+    PGSTAT_IDLE_INTERVAL). Costs, itself, about two transactions per relay."""
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("SELECT pg_notify(%s, %s)", (f"jobq_{schema}", JOINED))
+    time.sleep(11.0)
+
+
 def _xacts() -> int:
     """Transactions committed in the bench's database so far (``pg_stat_database``; read
     through a connection of its own, which commits one more)."""
     return _server("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
 
 
-def _trickle(q: JobQueue, n: int) -> dict[str, float]:
+def _trickle(q: JobQueue, n: int, flush: Any) -> dict[str, float]:
     """``n`` jobs one at a time (see the module). The server counts a busy session's commits
     when it goes idle, at most once a second, and at the latest 10 s later (PostgreSQL 15's
-    PGSTAT_IDLE_INTERVAL): the count (``xacts``, less the bench's own) is read after a settle
-    of 11 s, ``seconds`` after the first (the caller takes off what the idle hosts
-    commit anyway in that time)."""
+    PGSTAT_IDLE_INTERVAL), and a listening session's reads of notifications only after its
+    next statement: the count (``xacts``, less the bench's own) is read after ``flush``
+    (:func:`flush_relays`, whose own cost, about two per relay, it includes), ``seconds``
+    after the first (the caller takes off what the idle hosts commit anyway in that time)."""
     lat, start, reads = [], [], 0
     t0, before = time.monotonic(), _xacts()
     for _ in range(n):
@@ -239,8 +257,8 @@ def _trickle(q: JobQueue, n: int) -> dict[str, float]:
         job = q.get(jid)
         reads += 1
         start.append((parse_iso(job.started_at) - parse_iso(job.created_at)) * 1000)
-    time.sleep(11.0)
-    xacts = _xacts() - before - 1 - reads  # (less our reads and the count's own connection)
+    flush()
+    xacts = _xacts() - before - 2 - reads  # (less our reads, the flush's and the count's own)
     lat.sort()
     start.sort()
     return {
@@ -263,7 +281,11 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=10.0)
     ap.add_argument("--pool", type=int, default=10)
     ap.add_argument("--modes", default="direct,pooled+listen,pooled-poll")
-    ap.add_argument("--database", default="test", help="the server's database (made if need be)")
+    ap.add_argument(
+        "--database",
+        default="jobq_bench_pooler",
+        help="the server's database (made if need be; one of its own keeps others' commits out)",
+    )
     ap.add_argument("--settle", type=float, default=2.0, help="seconds after the burst")
     ap.add_argument("--shared-tmp", action="store_true", help="every host shares one TMPDIR")
     args = ap.parse_args()

@@ -92,6 +92,38 @@ def done_channel(schema: str) -> str:
     return "jobq_done_" + hashlib.sha256(schema.encode()).hexdigest()[:20]
 
 
+# Who waits on the done channel: each watch (.donewatch) holds shared session locks on
+# (WAITERS, the channel's key + g) for every g < SPREAD from its LISTEN on. A statement that
+# ends jobs notifies only if it cannot take one of them (its backend's: pid % SPREAD)
+# exclusively for its transaction (a waiter holds it, or another such statement of a backend
+# with the same g does): every NOTIFY costs one transaction on every listening backend of the
+# database, whatever the channel (PostgreSQL signals them all; each reads the queue), and a
+# notifying transaction's commit waits for the others' (PostgreSQL serialises them under one
+# lock): a completion nobody waits for cost one per host's relay, and a burst's completions
+# queued for that lock. Spread over SPREAD keys, concurrent completions seldom meet (each
+# waiting process holds SPREAD entries of the server's lock table: 64 per connection by
+# default, shared). A waiter that locks after the try waits for the statement's commit, and
+# then reads the job.
+WAITERS = 1785688676  # the first key of the waiters' locks ("jobd"), apart from the relays' slots
+SPREAD = 32
+_KEY = "(hashtext({channel}) & ~{last}) | {g}"
+WAIT_LOCK = (
+    f"SELECT count(pg_advisory_lock_shared({WAITERS}, "
+    + _KEY.format(channel="%s", last=SPREAD - 1, g="g")
+    + f")) FROM generate_series(0, {SPREAD - 1}) g"
+)
+
+
+def notify_done(channel: str = "%(done)s") -> str:
+    """A FROM item (one row) that notifies ``channel`` (SQL: a parameter, by default) if
+    anyone waits on it (see :data:`WAITERS`)."""
+    key = _KEY.format(channel=channel, last=SPREAD - 1, g=f"(pg_backend_pid() & {SPREAD - 1})")
+    return (
+        f"(SELECT CASE WHEN pg_try_advisory_xact_lock({WAITERS}, {key}) "
+        f"THEN NULL ELSE pg_notify({channel}, '') END) done_n"
+    )
+
+
 def control_channel(schema: str) -> str:
     """The channel of ``schema``'s controls (a cancel of a running job, a ``jobq scale``
     request): only supervisors listen on it (``.relay``), so a control wakes no idle worker and

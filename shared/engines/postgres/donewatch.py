@@ -1,9 +1,10 @@
 """A watch of ended jobs on PostgreSQL, for waiters (``shared.engines.commit_watch``).
 
 Every statement that ends jobs (completed, failed, cancelled) sends one notification on the
-schema's *done* channel (:func:`done_channel`) with its transaction; this watch LISTENs on a
-connection of its own. ``fileno()`` is that connection's socket, ``drain()`` reads what arrived
-and says whether anything did. A lost connection counts as a wake (the waiter re-reads, which
+schema's *done* channel (:func:`done_channel`) with its transaction, if a watch waits
+(``connection.WAITERS``: a shared lock this watch takes after its LISTEN); this watch LISTENs
+on a connection of its own. ``fileno()`` is that connection's socket, ``drain()`` reads what
+arrived and says whether anything did. A lost connection counts as a wake (the waiter re-reads, which
 meets the error or the truth) and the next ``fileno()`` connects and LISTENs again.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.model.errors import StoreError
-from .connection import PgConnection, done_channel
+from .connection import WAIT_LOCK, PgConnection, done_channel
 
 
 class PgDoneWatch:
@@ -32,14 +33,20 @@ class PgDoneWatch:
         channels: tuple[str, ...] = (),
     ) -> None:
         self.channels = channels or (channel or done_channel(schema),)
+        self.done = done_channel(schema)
         self.conn = PgConnection(
             url, schema=schema, connect_timeout=connect_timeout, migrate=False, mode=mode
         )
         self.conn.on_connect(self._listen)
 
     def _listen(self, conn: Any) -> None:
+        """LISTEN; on the done channel, then say that someone waits (``connection.WAITERS``:
+        ended jobs are notified only then; held until the session ends, never through a
+        pooler, which hears nothing anyway)."""
         for name in self.channels:
             conn.execute(f'LISTEN "{name}"')
+        if self.done in self.channels and not self.conn.pooled:
+            conn.execute(WAIT_LOCK, (self.done,))
 
     @property
     def pooled(self) -> bool:

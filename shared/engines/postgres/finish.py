@@ -20,6 +20,7 @@ from shared.runtime.clock import IsoTimes
 from shared.model.job import Finish, finish_times
 from ..sql import JOB_COLUMNS, RELEASE
 from ..sql.finish import outcome_params, recognise
+from .connection import notify_done
 from .dialect import DIALECT, pg_json, pg_text
 
 Channels = tuple[str, str]  # (the channel of new due jobs, the channel of ended jobs)
@@ -54,9 +55,10 @@ _RAN_ONE = _RAN.format(
     started="%(started)s::timestamptz", ended="%(ended)s", progress="%(progress)s::jsonb"
 )
 
-# Jobs ended: one notification on the done channel with the transaction (waiters LISTEN there,
-# shared.engines.postgres.donewatch; the server folds repeats within a transaction into one).
-_DONE = " SELECT id FROM u, pg_notify(%(done)s, '')"
+# Jobs ended: one notification on the done channel with the transaction, if anyone waits
+# (waiters LISTEN there, shared.engines.postgres.donewatch, and say so: connection.WAITERS; the
+# server folds repeats within a transaction into one).
+_DONE = " SELECT id FROM u, " + notify_done()
 
 _FINISH_SQL = {
     "completed": "WITH u AS (UPDATE jobs SET status = 'completed', result = %(text)s, "
@@ -148,7 +150,9 @@ def complete_and_claim_sql(claim: str) -> str:
         + claim
         + ") SELECT id AS done, has_children, "
         + _NO_JOB
-        + " FROM u, pg_notify(%(done)s, '') UNION ALL SELECT NULL, NULL, "
+        + " FROM u, "
+        + notify_done()
+        + " UNION ALL SELECT NULL, NULL, "
         + JOB_COLUMNS
         + " FROM c"
     )
