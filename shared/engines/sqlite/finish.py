@@ -19,7 +19,7 @@ from shared.runtime.clock import IsoTimes
 from shared.model.job import Finish, finish_times
 from ..sql import RELEASE
 from ..sql.finish import outcome_params, recognise
-from . import tally
+from . import flowsettle, tally
 from .dialect import DIALECT
 
 _GUARD = "WHERE id = :id AND status = 'running' AND attempts = :attempt AND owner = :owner"
@@ -62,14 +62,14 @@ _COMPLETE_MANY = (
     "progress = coalesce(f.column6, jobs.progress), "
     "completed_at = f.column5, updated_at = ?1, " + RELEASE + "FROM (VALUES {rows}) AS f "
     "WHERE jobs.id = f.column1 AND jobs.status = 'running' AND jobs.attempts = f.column2 "
-    "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type"
+    "AND jobs.owner = ?2 RETURNING jobs.id, jobs.type, jobs.has_children"
 )
 
 
 @functools.lru_cache(maxsize=32)  # a pure function's memo: the dozen padded sizes' texts
 def _complete_many_sql(n: int, counted: bool = False) -> str:
     sql = (
-        _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + "status")
+        _COMPLETE_MANY.replace("SET status", "SET " + tally.MARK + flowsettle.MARK + "status")
         if counted
         else _COMPLETE_MANY
     )
@@ -139,6 +139,7 @@ def record_finishes(
         matched = {r[0] for r in rows}
         if counted:
             tally.add(c, tally.moved((r[1] for r in rows), "running", "completed"))
+            flowsettle.settle_completed(c, [r[0] for r in rows if r[2]], stamp)
     done = [
         f.job_id in matched
         if f.kind == "completed"

@@ -1,6 +1,6 @@
 """The SQLite engine's workflow schema: the edges (``job_deps``), the columns a job in a graph
 has, and the triggers that settle a parent's waiting children in the statement that ends it
-(their migrations: FLOWS, then FLOW_CHAINS; see ``.schema`` for the list).
+(their migrations: FLOWS, FLOW_CHAINS, then FLOW_SETTLE; see ``.schema`` for the list).
 
 A child cancelled because its parent failed or was cancelled says why: ``parent job <id>
 (<type>) failed``, and down a chain each link adds the one before it (``parent job <child>
@@ -153,6 +153,27 @@ CREATE TRIGGER jobs_settle_deleted AFTER DELETE ON jobs
 WHEN OLD.has_children <> 0 AND OLD.status <> 'completed'
 BEGIN"""
     + _settle("OLD", "'cancelled'", "'deleted'", _DB_NOW, _CHAIN_LINKS)
+    + """
+END;
+"""
+)
+
+# A worker's batched completion settles its completed parents itself, once per statement
+# (``.flowsettle``): it marks its rows by writing ``settle_mark`` (``1 - settle_mark``), and the
+# row trigger skips exactly the completed rows so marked. A column of its own, not ``tally``: a
+# process of the version before, still connected after this migration, marks its completions
+# for the counts but does not settle them, and the trigger goes on settling those. Failures,
+# cancels, deletes and every other writer's completions are settled by the triggers as before.
+FLOW_SETTLE = (
+    """
+ALTER TABLE jobs ADD COLUMN settle_mark INTEGER NOT NULL DEFAULT 0;
+DROP TRIGGER jobs_settle_children;
+CREATE TRIGGER jobs_settle_children AFTER UPDATE OF status ON jobs
+WHEN NEW.has_children <> 0 AND OLD.status <> NEW.status
+     AND NEW.status IN ('completed', 'failed', 'cancelled')
+     AND (NEW.status <> 'completed' OR NEW.settle_mark = OLD.settle_mark)
+BEGIN"""
+    + _settle("NEW", "NEW.status", "NEW.status", "NEW.updated_at", _CHAIN_LINKS)
     + """
 END;
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .flowschema import FLOWS, FLOW_CHAINS
+from .flowschema import FLOWS, FLOW_CHAINS, FLOW_SETTLE
 from shared.model.errors import StoreRefused
 
 V1 = """
@@ -317,6 +317,7 @@ MIGRATIONS: list[str] = [
     CANCEL_AND_PROGRESS,
     TALLY,
     FLOW_CHAINS,
+    FLOW_SETTLE,
 ]
 VERSION = len(MIGRATIONS)
 
