@@ -27,11 +27,10 @@ start. So the hosts take turns, with nothing but what each already holds:
   count, one NOTIFY in its own transaction); after every rank had it, the job waits for the
   first worker to free up, which claims at once.
 - **Fallback.** The relay ranked next after the turn (it listens on that lane too) wakes its
-  own lead :data:`FALLBACK`
-  seconds later whatever happened (one empty claim when the turn was served): a host that died
+  own lead :data:`FALLBACK` seconds later whatever happened (one empty claim when the turn was served): a host that died
   holding the turn, a relay whose view is stale, or a lead that claimed just before the job
-  committed cost that much latency, never a job. Beyond it the leads' slow backstop
-  (``WATCHED_SLEEP``) still catches anything.
+  committed cost that much latency, never a job. Beyond it the relayed leads' slow backstop
+  (``.wakeup.RELAYED_SLEEP``) still catches anything.
 
 Why this design rather than per-host channels (b): a producer would have to know the hosts to
 pick a channel (a read per enqueue, or a table to keep); here the producer only adds a number to
