@@ -31,11 +31,15 @@ class MarksSeen:
     def __init__(self) -> None:
         self.marks: dict[str, Any] | None = None
         self.read_at = 0.0
+        self.config: Any = None  # the config they were read under: a reload reads again
 
     def quiet(self, config: Any, registry: Any, now: float, monotonic: float) -> bool:
         """Whether this round may skip the read: marks read less than :data:`MARKS_REREAD` ago
-        show no schedule due, new or changed at ``now``."""
-        if self.marks is None or monotonic - self.read_at >= MARKS_REREAD:
+        show no schedule due, new or changed at ``now``, under this same ``config`` (a reload,
+        ``jobq reload`` after marks were edited by hand included, reads them again)."""
+        if self.marks is None or self.config is not config:
+            return False
+        if monotonic - self.read_at >= MARKS_REREAD:
             return False
         marks = self.marks
         return not any(
@@ -70,7 +74,7 @@ def run_due(
         spec for spec in schedule.entries(config, registry) if _due(spec, marks.get(spec.name), now)
     ]
     if seen is not None:
-        seen.marks, seen.read_at = (None if due else marks), monotonic
+        seen.marks, seen.read_at, seen.config = (None if due else marks), monotonic, config
     return sum(_run_one(store, config, spec, now, registry) for spec in due)
 
 

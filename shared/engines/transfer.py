@@ -40,7 +40,10 @@ JOB_FIELDS = (
 )
 # Every column of the jobs table but the engines' own bookkeeping (:data:`LOCAL_FIELDS`), which
 # the target writes for itself (a test compares this list with both engines' tables).
-LOCAL_FIELDS = ("tally",)  # SQLite: rows a statement counted itself (the count triggers skip them)
+LOCAL_FIELDS = (
+    "tally",  # SQLite: rows a statement counted itself (the count triggers skip them)
+    "settle_mark",  # SQLite: completions a statement settled itself (the settle trigger skips them)
+)
 ATTEMPT_FIELDS = (
     "job_id",
     "type",

@@ -10,7 +10,8 @@ engine says something committed or its back-off ends:
   commit completes, so that read may be early), and grows to ``WATCHED_CAP`` while nothing
   commits.
 - PostgreSQL: LISTEN on the schema's done channel, which every statement that ends jobs
-  notifies; the same back-off as SQLite's bounds what a lost notification could cost.
+  notifies while a watch waits there (the engine's watch says so after its LISTEN); the same
+  back-off as SQLite's bounds what a lost notification could cost.
 - No watch (no inotify, or the server unreachable): the back-off grows from ``FIRST`` by
   ``POLL_GROWTH`` to ``POLL_CAP``.
 

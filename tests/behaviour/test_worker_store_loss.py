@@ -6,6 +6,7 @@ whose workers' connections are terminated (``pg_terminate_backend``) or ended by
 
 from __future__ import annotations
 
+import json
 import threading
 
 import psutil
@@ -27,8 +28,8 @@ def after(payload, job):
 
 
 def test_an_idle_worker_waits_out_a_failing_database(engine, tmp_path):
-    """The store's reads on the idle path (``next_due`` for the wait, ``has_due`` before a claim)
-    fail for a while: the worker logs it once, keeps waiting, and runs the next job once they
+    """The store's reads on the idle path (``next_due`` or the lead's ``idle_read`` for the wait,
+    ``has_due`` before a claim) fail for a while: the worker logs it once, keeps waiting, and runs the next job once they
     work again."""
     cfg = engine.config(load(write_config(tmp_path, handlers=[])))
     w = Worker(cfg, registry_of(after))
@@ -43,12 +44,12 @@ def test_an_idle_worker_waits_out_a_failing_database(engine, tmp_path):
 
     try:
         wait_until(lambda: w.wakeup is not None, what="the worker to start")
-        w.store.has_due = w.store.next_due = failing
+        w.store.has_due = w.store.next_due = w.store.idle_read = failing
         wait_until(
             lambda: len(calls) >= 3 or not t.is_alive(), what="the failing reads to be retried"
         )
         assert t.is_alive(), f"the worker ended: {out}"
-        del w.store.has_due, w.store.next_due
+        del w.store.has_due, w.store.next_due, w.store.idle_read
         with JobQueue(config=cfg) as q:
             job = q.enqueue("t:after")
             wait_until(
@@ -96,7 +97,8 @@ def terminate(pg_url: str, backends: list[int]) -> None:
 @pytest.mark.parametrize("how", ["pg_terminate_backend", "idle_session_timeout"])
 def test_idle_workers_survive_losing_their_postgresql_connection(tmp_path, how):
     """Four idle workers whose connections the server ends: none exits (exit 1 with a traceback
-    before), each connects again, and a job enqueued afterwards runs."""
+    before), and each connects again when it next needs the server: jobs enqueued afterwards
+    run on every one of them."""
     from tests.engines import PostgresEngine
     from tests.process.test_fork_safety import over_tcp
 
@@ -110,7 +112,7 @@ def test_idle_workers_survive_losing_their_postgresql_connection(tmp_path, how):
         database=url,
         postgres={"schema": pg.schema},
         log_format="json",
-        handlers=[],
+        handlers=["testjobs"],
         supervisor={"workers": 4},
     )
     sup = Running(cfg)
@@ -132,23 +134,31 @@ def test_idle_workers_survive_losing_their_postgresql_connection(tmp_path, how):
         )
         if how == "pg_terminate_backend":
             terminate(pg.database, list(first.values()))
-        again: dict[int, int] = {}
-
-        def reconnected():
-            again.update(
-                {p: b for p, b in worker_backends(pg.database, workers).items() if b != first[p]}
-            )
-            return log_events(sup, "worker.exited") or len(again) == 4
-
-        wait_until(reconnected, timeout=30, what="every worker to connect again (or one to exit)")
-        with JobQueue(config=load(cfg).replace(database=pg.database)) as q:
-            job = q.enqueue(
-                "t:after"
-            )  # no handler: it fails at once, but only once a worker runs it
+        else:  # every connection outlived its 500 ms: the server ended them all
             wait_until(
-                lambda: q.get(job).status == "failed", what="a job enqueued afterwards to run"
+                lambda: not worker_backends(pg.database, workers),
+                timeout=30,
+                what="the server to end the idle sessions",
             )
-            assert "no handler" in q.get(job).error
+        # An idle follower reads nothing, so it meets its lost connection at its next claim:
+        # four jobs that hold their worker until a gate opens make every worker claim one.
+        gate, runs = tmp_path / "gate", tmp_path / "runs.jsonl"
+        with JobQueue(config=load(cfg).replace(database=pg.database)) as q:
+            jobs = [q.enqueue("test:gate", {"gate": str(gate), "log": str(runs)}) for _ in range(4)]
+
+            def pids() -> set[int]:
+                lines = runs.read_text().splitlines() if runs.exists() else []
+                return {json.loads(line)["pid"] for line in lines}
+
+            wait_until(
+                lambda: log_events(sup, "worker.exited") or pids() == set(workers),
+                timeout=30,
+                what="every worker to claim a job after losing its connection (or one to exit)",
+            )
+            gate.touch()
+            wait_until(
+                lambda: all(q.get(j).status == "completed" for j in jobs), what="the jobs to end"
+            )
         assert log_events(sup, "worker.exited") == []
         assert sorted(sup.workers()) == sorted(workers)
         assert "Traceback" not in sup.output()

@@ -480,6 +480,14 @@ def test_has_due_and_next_due_are_numbers(store, clock):
     assert store.has_due(clock.now() + 30)
 
 
+def test_the_idle_read_answers_has_due_and_next_due_at_once(store, clock):
+    assert store.idle_read(clock.now()) == (False, None)
+    put(store, clock, job(clock, delay=30))
+    due, nxt = store.idle_read(clock.now())
+    assert not due and nxt == pytest.approx(clock.now() + 30, abs=1e-3)
+    assert store.idle_read(clock.now() + 30)[0] is True
+
+
 def test_process_registry(engine, store, clock):
     store.register_process("sup", "supervisor", 1, "host", clock.now())
     store.register_process(OWNER, "worker", PID, "host", clock.now(), slot=1, parent="sup")
