@@ -10,7 +10,8 @@ the :class:`shared.model.job.NewJob`. The first problem raises TypeError or Valu
 and nothing is written. What is checked once is not checked again: the ``(type, payload)`` items
 of one ``enqueue_many`` call share one template per type, and a plain ``enqueue`` (no option
 given) of a type that passed before under the same config passes what that call found
-(:data:`Known`): its type is not checked, nor its queue warned about, again.
+(:data:`Known`): its type is not checked, nor its queue warned about, again, and its job is made
+from it directly (:func:`plain_job`: no option to check, no template to build).
 """
 
 from __future__ import annotations
