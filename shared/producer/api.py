@@ -22,7 +22,7 @@ from shared.engines import open_store
 from shared.producer.handles import JobHandle, wait_jobs
 from shared.producer.inline import Handlers, InlineRunner
 from shared.producer.inline import load as load_handlers
-from shared.producer.newjobs import Known, Template, known_of, template
+from shared.producer.newjobs import Known, Template, known_of, plain_job, template
 from shared.producer.options import PLAIN, Options, split_item
 from shared.model.job import Job, NewJob, new_id, new_ids
 from shared.runtime.clock import SystemClock
@@ -166,7 +166,9 @@ class JobQueue(AsyncProducer):
         """The job ``enqueue`` writes, checked (shared.producer.newjobs); a ``plain`` one (no
         option, no ``conn``, no trace) of a type that passed before skips its type's checks."""
         known = self._known_before(jtype) if plain and not tracing_active() else None
-        settings = template(self.config, self._types, jtype, options, now, known=known)
+        if known is not None:  # (no option to check, no template to build)
+            return plain_job(self.config, known, new_id(), jtype, payload, now)
+        settings = template(self.config, self._types, jtype, options, now)
         return settings.job(self.config, new_id(), jtype, payload)
 
     def _put(self, job: NewJob, now: float, conn: Any, traceparent: str | None, plain: bool) -> str:

@@ -10,7 +10,8 @@ the :class:`shared.model.job.NewJob`. The first problem raises TypeError or Valu
 and nothing is written. What is checked once is not checked again: the ``(type, payload)`` items
 of one ``enqueue_many`` call share one template per type, and a plain ``enqueue`` (no option
 given) of a type that passed before under the same config passes what that call found
-(:data:`Known`): its type is not checked, nor its queue warned about, again.
+(:data:`Known`): its type is not checked, nor its queue warned about, again, and its job is made
+from it directly (:func:`plain_job`: no option to check, no template to build).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from shared.model.keys import limit_key_of
 from shared.model.queuenames import DEFAULT_QUEUE, check_queue
 from shared.model.uniqueness import Unique, derived_key, unique_scope
 from shared.model.unserved import warn_unserved
-from shared.producer.options import Options
+from shared.producer.options import PLAIN, Options
 from shared.producer.typecheck import TypeCheck
 from shared.settings.config import Config
 
@@ -110,6 +111,22 @@ def template(
         after,
         after_failure,
         unique,
+    )
+
+
+def plain_job(
+    config: Config, known: Known, job_id: str, jtype: str, payload: Any, now: float
+) -> NewJob:
+    """The job ``template(config, types, jtype, PLAIN, now, known=known).job(config, job_id,
+    jtype, payload)`` makes (a plain job of a type that passed before), without the option
+    checks that cannot fail for it nor the template: the same checks of ``now`` (as ``run_at``),
+    the limit key read from the payload and the payload, in that order, with the same errors."""
+    priority, queue, key_path = known
+    run_at = PLAIN.when(now)
+    limit_key = None if key_path is None else limit_key_of(jtype, payload, None, key_path)
+    text = payload_text(config, jtype, payload)
+    return NewJob(
+        job_id, jtype, text, priority, run_at, None, None, queue=queue, limit_key=limit_key
     )
 
 

@@ -42,13 +42,15 @@ class Options:
     @classmethod
     def of(cls, given: Mapping[str, Any]) -> "Options":
         """The options among a call's arguments ``given`` (its ``locals()``: every name of
-        :data:`NAMES` must be there)."""
-        return cls(*_PICK(given))
+        :data:`NAMES` must be there): :data:`PLAIN` itself when none was given (most calls:
+        no instance to build, and ``plain`` is then an identity test)."""
+        given = _PICK(given)
+        return PLAIN if all(map(is_, given, _NOTHING)) else cls(*given)
 
     @property
     def plain(self) -> bool:
         """Was nothing given? Then the job type's settings decide everything but the payload."""
-        return all(map(is_, self.__dict__.values(), repeat(None)))
+        return self is PLAIN or all(map(is_, self.__dict__.values(), repeat(None)))
 
     def parents(self, ids: Sequence[str] = (), index: int | None = None) -> tuple[str, ...]:
         """``after`` as the parents' ids (in ``enqueue_many``, ``ids`` and ``index`` resolve an
@@ -63,9 +65,9 @@ class Options:
         priority = _priority(jtype, default_priority if self.priority is None else self.priority)
         max_attempts = _max_attempts(jtype, self.max_attempts)
         key = _key(self.key)
-        return priority, self._when(now), max_attempts, key, flows.policy(self.after_failure)
+        return priority, self.when(now), max_attempts, key, flows.policy(self.after_failure)
 
-    def _when(self, now: float) -> float:
+    def when(self, now: float) -> float:
         """When the job is due: ``now``, or ``run_at``, or ``delay`` seconds after ``now``."""
         run_at, delay = self.run_at, self.delay
         if run_at is not None and delay is not None:
@@ -93,6 +95,7 @@ class Options:
 PLAIN = Options()  # nothing given (frozen: shared by every plain job)
 NAMES = tuple(f.name for f in dataclasses.fields(Options))
 _PICK = itemgetter(*NAMES)  # a call's options out of its locals(), in field order, at C speed
+_NOTHING = (None,) * len(NAMES)
 
 
 def _priority(jtype: Any, priority: Any) -> int:

@@ -21,11 +21,13 @@ from shared.engines.postgres.turns import (
     Turns,
     channels,
     lane_channel,
+    lanes,
     lock_key,
     parse,
     passed,
     payload,
     wake,
+    wake_one,
 )
 from tests.engines import postgres_url, require_postgres
 from tests.proc import wait_until
@@ -70,6 +72,10 @@ def test_one_job_goes_to_its_lane_with_its_number_and_a_batch_to_everyone():
     assert wake("jobq_x", ["a", "b"]) == ("jobq_x", "")
     assert channels("jobq_x")[0] == "jobq_x" and len(set(channels("jobq_x"))) == LANES + 1
     assert all(len(c) <= 63 for c in channels("jobq_x"))
+    named = lanes("jobq_x")
+    assert named == tuple(channels("jobq_x")[1:])
+    for job_id in ("abc", "0190aa", "f" * 32):
+        assert wake_one(named, job_id) == wake("jobq_x", [job_id])
 
 
 def test_the_next_ranked_relay_owes_a_fallback_and_only_it():

@@ -122,7 +122,7 @@ class PgAsync:
 
     async def _insert_one(self, c: Any, j: NewJob, now: float, stamp: str) -> None:
         """One job without a key: the sync store's prepared statement, its parameters as text."""
-        later, values = one_row(j, now, stamp, self._channel)
+        later, values = one_row(j, now, stamp, self.store.lanes)
         params = {f"p{i}": v for i, v in enumerate(values, 1)}
         await c.execute(self._one_later if later else self._one, params, prepare=not self.pooled)
 

@@ -21,7 +21,7 @@ from shared.model.job import NewJob
 from shared.engines.sql.uniquescope import free_keys, scoped
 from .dialect import pg_json
 from .loaders import register_native
-from .turns import wake
+from .turns import lanes, wake, wake_one
 
 _INSERT_COLUMNS = (
     "(id, type, status, payload, attempts, max_attempts, priority, run_at, created_at, "
@@ -122,13 +122,15 @@ def _insert_params(jobs: Sequence[NewJob], now: float, stamp: str, channel: str)
     }
 
 
-def one_row(j: NewJob, now: float, stamp: str, channel: str) -> tuple[bool, list[str | None]]:
+def one_row(
+    j: NewJob, now: float, stamp: str, lanes: Sequence[str]
+) -> tuple[bool, list[str | None]]:
     """A job without a key as the one-row statements take it: whether it is for later (its
     ``run_at`` after ``stamp``: fixed-width ISO texts compare as their times), and the
     statement's parameters as text, in order (the last: the notification's channel, the job's
-    lane of the schema's ``channel``, and its payload)."""
+    lane of the schema's ``lanes`` (:func:`.turns.lanes`), and its payload)."""
     run_at = stamp if j.run_at == now else iso(j.run_at)
-    channel, number = wake(channel, [j.id])
+    channel, number = wake_one(lanes, j.id)
     return run_at > stamp, [
         j.id,
         j.type,
@@ -152,6 +154,11 @@ class PgEnqueue:
     conn: Any
     table: str
     channel: str
+
+    @functools.cached_property
+    def lanes(self) -> tuple[str, ...]:
+        """The channels of the schema's lanes (:func:`.turns.lanes`), named once."""
+        return lanes(self.channel)
 
     @functools.cached_property
     def _insert_one(self) -> str:
@@ -189,7 +196,7 @@ class PgEnqueue:
     def _enqueue_one(self, j: NewJob, now: float, stamp: str) -> str:
         """The commonest call: one job without a key, one prepared statement, no arrays, no
         cursor. Its id."""
-        later, values = one_row(j, now, stamp, self.channel)  # type: ignore[attr-defined]
+        later, values = one_row(j, now, stamp, self.lanes)
         self._run_prepared(  # type: ignore[attr-defined]
             b"jobq_enqueue_later" if later else b"jobq_enqueue_one",
             self._insert_one_later if later else self._insert_one,

@@ -47,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import math
 import zlib
+from typing import Sequence
 
 SLOTS = 1024  # slot numbers a relay may hold: more hosts than that just wake on everything
 REFRESH = 2.0  # seconds a view of the listening relays is trusted while notifications come
@@ -90,6 +91,18 @@ def lane_channel(channel: str, lane: int) -> str:
 def channels(channel: str) -> list[str]:
     """Every channel new jobs are notified on: the schema's own (``channel``), then its lanes."""
     return [channel, *(lane_channel(channel, lane) for lane in range(LANES))]
+
+
+def lanes(channel: str) -> tuple[str, ...]:
+    """The channels of every lane of the schema whose own channel is ``channel``, in lane order
+    (named once per store: a one-job enqueue then picks its lane's name, no hash per call)."""
+    return tuple(lane_channel(channel, lane) for lane in range(LANES))
+
+
+def wake_one(lanes: Sequence[str], job_id: str) -> tuple[str, str]:
+    """``wake(channel, [job_id])`` with the lanes' channels of ``channel`` (:func:`lanes`)."""
+    number = zlib.crc32(job_id.encode())  # (payload(job_id), as a number)
+    return lanes[number % LANES], str(number)
 
 
 def wake(channel: str, job_ids: list[str]) -> tuple[str, str]:

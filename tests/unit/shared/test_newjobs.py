@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.producer.newjobs import known_of, payload_text, template, type_queue
+from shared.producer.newjobs import known_of, payload_text, plain_job, template, type_queue
 from shared.producer.options import PLAIN, Options
 from shared.settings.config import from_dict
 
@@ -54,6 +54,24 @@ def test_the_type_is_checked_unless_a_plain_job_of_it_passed_before():
         CONFIG, "id", "mail", {"to": 7}
     )
     assert (job.priority, job.queue, job.limit_key) == (5, "emails", "7")
+
+
+def test_a_known_plain_job_is_the_one_its_template_makes_with_the_same_errors():
+    known = known_of(CONFIG, None, "mail")
+    for payload in ({"to": "u"}, {"to": 7, "x": [1, 2]}):
+        via_template = template(CONFIG, None, "mail", PLAIN, NOW, known=known)
+        assert plain_job(CONFIG, known, "id", "mail", payload, NOW) == via_template.job(
+            CONFIG, "id", "mail", payload
+        )
+    assert plain_job(CONFIG, known_of(CONFIG, None, "t"), "id", "t", None, NOW) == template(
+        CONFIG, None, "t", PLAIN, NOW
+    ).job(CONFIG, "id", "t", None)
+    with pytest.raises(ValueError, match="has no payload.to"):
+        plain_job(CONFIG, known, "id", "mail", {}, NOW)
+    with pytest.raises(ValueError, match="run_at must fall in the years 1 to 9999"):
+        plain_job(CONFIG, known, "id", "mail", {"to": "u"}, 1e12)
+    with pytest.raises(TypeError, match="payload of job type 'mail' is not JSON-serialisable"):
+        plain_job(CONFIG, known, "id", "mail", {"to": "u", "x": object()}, NOW)
 
 
 def test_everything_but_the_payload_is_checked_before_the_payload():

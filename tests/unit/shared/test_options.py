@@ -19,6 +19,14 @@ def test_plain_means_no_option_given_not_a_falsy_one():
     assert not Options(after=[]).plain
 
 
+def test_of_a_calls_locals_is_plain_itself_when_nothing_was_given():
+    nothing = dict.fromkeys(NAMES)
+    assert Options.of({**nothing, "type": "t", "payload": 1}) is PLAIN
+    for name in NAMES:
+        given = Options.of({**nothing, name: 0})
+        assert given is not PLAIN and not given.plain and getattr(given, name) == 0, name
+
+
 def test_checked_gives_the_default_priority_and_now_when_nothing_is_given():
     assert PLAIN.checked("t", 7, NOW) == (7, NOW, None, None, None)
     at = datetime(2030, 1, 1, tzinfo=timezone.utc)
