@@ -45,8 +45,8 @@ class InHand:
         self.alarm_at: float | None = None  # monotonic time the pending alarm fires (None: none)
         self.flight: Any = None  # the async runner's jobs (worker.aiocancel.Flight), checked in too
 
-    def run(self, ctx: JobContext, timeout: float, call: Callable[[], T]) -> T:
-        """``call()`` (the handler's run) with the deadline armed and the context visible to the
+    def run(self, ctx: JobContext, timeout: float, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` (the handler's run) with the deadline armed and the context visible to the
         check-in; after it, ``job.timeout`` logged once if the timeout raised into the handler.
         Off the main thread (a test that runs a worker in a thread) only an async handler's
         deadline applies. (No context manager: this is on every job's path.)"""
@@ -57,7 +57,7 @@ class InHand:
         if timer and (self.alarm_at is None or self.alarm_at > deadline):
             self.arm(deadline)
         try:
-            return call()
+            return call(*args)
         finally:
             self.ctx = None
             if ctx.timed_out:

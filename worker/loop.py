@@ -275,7 +275,8 @@ class Worker(Control, Claims, Commits):
         Whether the next turn may skip its process check: only ``turn_end`` says it may."""
         if not self.held.queue and not self.refill():
             return False
-        self.holding(True)
+        if not self.heartbeat.busy:  # (set once a batch: no call on every job's path)
+            self.holding(True)
         job = self.take()
         if job is not None and self.unserved(job):
             return False  # given back; we stop, and the supervisor starts a worker that has it
@@ -309,7 +310,7 @@ class Worker(Control, Claims, Commits):
         Returns whether the next turn's check may be skipped (a getpid and an fstat, ~5% of a
         no-op job's CPU): only when a job ran and nothing but the worker's own code runs until
         that check: no hook or log line of an outcome, no claim, no batch's end."""
-        vouched = ran and not self.after_flushed()
+        vouched = ran and not (self.held.flushed and self.after_flushed())  # (most turns: none)
         if not self.held.queue:
             self.resize()
             return False
@@ -360,12 +361,10 @@ class Worker(Control, Claims, Commits):
         t0 = self.held.job_t0 or time.perf_counter()
         if not self.held.done:
             self.held.done_since = t0
-        run = (
-            (lambda: execute(self.registry, job, ctx, self.tracing))
-            if self.aio is None
-            else (lambda: self.aio.run_one(job, ctx))
-        )
-        outcome = self.in_hand.run(ctx, timeout, run)
+        if self.aio is None:  # (the call and its arguments: no closure per job)
+            outcome = self.in_hand.run(ctx, timeout, execute, self.registry, job, ctx, self.tracing)
+        else:
+            outcome = self.in_hand.run(ctx, timeout, self.aio.run_one, job, ctx)
         duration = time.perf_counter() - t0
         self.jobs_done += 1
         return decide(job, ctx, outcome, self.policy, self.clock.now(), duration)

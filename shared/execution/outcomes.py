@@ -51,6 +51,12 @@ def decide(
     backslash escapes, and a RetryAfter that would be due after the latest storable time is an
     ordinary failure."""
     outcome = storable(job, outcome, policy.config.max_result_bytes, now)
+    if outcome.kind == "completed":  # most runs: the Finish made here, with no dict of times
+        started, progress = now - max(duration, 0.0), getattr(ctx, "reported", None)
+        finish = Finish(
+            "completed", job.id, job.attempts, outcome.result, 0.0, None, started, now, progress
+        )
+        return Done(job, ctx, outcome, finish, duration)
     finish, delay = _finish(job, ctx, outcome, policy, now, _run_times(ctx, now, duration))
     return Done(job, ctx, outcome, finish, duration, delay)
 
@@ -186,8 +192,11 @@ def after_commit_all(
                 if ok and d.finish.kind == "completed"
             ],
         )
+    plain = not registry.hooks["completed"]  # a completion then has nothing left to do here
     for d, ok in zip(dones, committed):
-        after_commit(d, ok, registry, slot, pid, logged=ok and d.finish.kind == "completed")
+        done = ok and d.finish.kind == "completed"
+        if not (done and plain):  # (the call skipped on the hot path)
+            after_commit(d, ok, registry, slot, pid, logged=done)
 
 
 def _fields(done: Done, slot: int | None, pid: int) -> dict[str, Any]:

@@ -168,7 +168,7 @@ def execute(
     """Call the job's handler and classify the result, in the job's trace span where the
     application traces (:mod:`shared.telemetry.tracing`; ``tracing``: the caller's, kept per
     process; None for spans only, no meters). Never raises."""
-    out = (tracing or Tracing(metered=False)).consume(job, lambda: _execute(registry, job, ctx))
+    out = (tracing or Tracing(metered=False)).consume(job, _execute, registry, job, ctx)
     return (
         out if out.exc is None else replace(out, exc=None)
     )  # keep no handler frames past the span

@@ -115,7 +115,8 @@ class Job:
         """Build from the values of the fields ``id`` .. ``heartbeat_at`` in this class's field
         order, then ``trace`` (optional), ``payload`` and ``result`` as JSON text (an engine's
         hot path: no dict per row)."""
-        payload, perr = _decode(r[3])
+        text = r[3]
+        payload, perr = (None, None) if text is None else _decode(text)  # (no call: most jobs)
         result = _decode(r[4])[0] if r[4] is not None else None
         return cls(
             r[0],

@@ -27,6 +27,7 @@ look-up and does nothing, so the enqueue path stores NULL and runs no extra stat
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import time
@@ -202,19 +203,22 @@ class Tracing:
         with api.use_span(span, end_on_exit=True):
             yield
 
-    def consume(self, job: Any, run: Callable[[], Any]) -> Any:
-        """``run()`` (returning a new outcome with ``kind`` and maybe ``exc``: see
+    def consume(self, job: Any, run: Callable[..., Any], *args: Any) -> Any:
+        """``run(*args)`` (returning a new outcome with ``kind`` and maybe ``exc``: see
         :meth:`shared.telemetry.spans.Consumer.run`) inside the job's CONSUMER span when the
-        application traces with an SDK; just ``run()`` otherwise. The outcome comes back with
+        application traces with an SDK; just ``run(*args)`` otherwise. The outcome comes back with
         its span's context (``span``) for the job's log line; the run is measured while an SDK
         MeterProvider records it."""
         if self._looking:
             self._look()
         consumer, recorder = self._consumer, self._recorder
+        if consumer is not None and args:
+            run = functools.partial(run, *args)  # (the span's run takes no arguments)
+            args = ()
         if recorder is None:
-            return run() if consumer is None else consumer.run(job, run)
+            return run(*args) if consumer is None else consumer.run(job, run)
         t0 = time.perf_counter()
-        outcome = run() if consumer is None else consumer.run(job, run)
+        outcome = run(*args) if consumer is None else consumer.run(job, run)
         recorder.record(job, outcome.kind, time.perf_counter() - t0)
         return outcome
 

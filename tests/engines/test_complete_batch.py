@@ -76,3 +76,33 @@ def test_a_batchs_completion_parameters_are_built_before_the_write_lock(tmp_path
         assert done == [True] * 3 and len(claimed) == 3
         assert seen == [False]  # built once, outside the transaction
         assert store.counts() == {"completed": 3, "running": 3}
+
+
+def test_a_batchs_completion_binds_no_none_and_stores_what_none_meant(tmp_path):
+    """Python's sqlite3 binds None through its adapter lookup (several times a text's cost, on
+    every job's path): a completion without result, start or progress, and the padding rows,
+    bind empty text (and attempt -1) instead; stored, they still mean no result, the claim's
+    start, the progress the check-in wrote; a completion that has them writes them."""
+    from shared.engines.sqlite.finish import completions
+
+    clock = FakeClock()
+    with SqliteStore(str(tmp_path / "jobq.db")) as store:
+        store.enqueue(
+            [NewJob(new_id(), "t", "{}", 0, clock.now(), None, None) for _ in range(3)], clock.now()
+        )
+        jobs = store.claim(OWNER, PID, clock.now(), 3)
+        store.conn.execute("UPDATE jobs SET progress = '{\"n\": 1}'")  # as the check-in writes
+        t = clock.advance(1)
+        batch = [Finish("completed", j.id, 1, None, ended=t) for j in jobs[:2]]
+        batch.append(
+            Finish("completed", jobs[2].id, 1, '"r"', started=t - 1, ended=t, progress="7")
+        )
+        _, params = completions(batch, OWNER, iso(t), counted=True)
+        assert None not in params and len(params) == 2 + 6 * 4  # 3 rows padded to 4
+        done, _ = store.finish_and_claim(batch, OWNER, PID, clock.now(), 0)
+        assert done == [True] * 3
+        plain, full = store.get(jobs[0].id), store.get(jobs[2].id)
+        assert plain.status == "completed" and plain.result is None and plain.progress == {"n": 1}
+        assert plain.started_at == jobs[0].started_at and plain.completed_at == iso(t)
+        assert (full.result, full.progress, full.started_at) == ("r", 7, iso(t - 1))
+        assert store.counts() == {"completed": 3}

@@ -48,21 +48,19 @@ def inserted(params: Sequence[Sequence[Any]]) -> Counter:
 
 
 def claimed(rows: Sequence[Sequence[Any]]) -> Counter:
-    """The deltas of pending jobs claimed (running now), from the claim's returned rows."""
-    out: Counter = Counter()
-    for r in rows:
-        t = r[_TYPE]
-        out[t, "pending"] -= 1
-        out[t, "running"] += 1
-        if r[_RUN_AT] > r[_CREATED]:
-            out[t, "delayed"] -= 1
+    """The deltas of pending jobs claimed (running now), from the claim's returned rows.
+    (Counted per type by ``Counter``'s own loop, as :func:`inserted`: every claim's path.)"""
+    out = moved([r[_TYPE] for r in rows], "pending", "running")
+    for t, n in Counter([r[_TYPE] for r in rows if r[_RUN_AT] > r[_CREATED]]).items():
+        out[t, "delayed"] -= n
     return out
 
 
 def moved(types: Iterable[str], before: str, after: str) -> Counter:
-    """The deltas of running jobs of ``types`` (one entry per job) moved from ``before`` to ``after``."""
+    """The deltas of running jobs of ``types`` (one entry per job) moved from ``before`` to
+    ``after`` (counted per type by ``Counter``'s own loop: every commit's path)."""
     out: Counter = Counter()
-    for t in types:
-        out[t, before] -= 1
-        out[t, after] += 1
+    for t, n in Counter(types).items():
+        out[t, before] -= n
+        out[t, after] += n
     return out
