@@ -138,3 +138,25 @@ def commits(name: str) -> int:
         ).fetchone()
         c.execute("SELECT pg_stat_clear_snapshot()")
         return int(row[0])
+
+
+def forked_drain(target: Any, args: tuple, procs: int, timeout: float) -> tuple[list[Any], float]:
+    """Run ``target(*args, out)`` in ``procs`` forked processes at once; each puts one answer
+    on ``out`` (a tuple whose first item is ``"error"`` if it failed). Returns the answers and
+    the wall seconds from the first start to the last answer; raises if any failed."""
+    import multiprocessing
+    import time
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    ps = [ctx.Process(target=target, args=(*args, out)) for _ in range(procs)]
+    t0 = time.perf_counter()
+    for p in ps:
+        p.start()
+    got = [out.get(timeout=timeout) for _ in ps]
+    wall = time.perf_counter() - t0
+    for p in ps:
+        p.join()
+    if any(g[0] == "error" for g in got):
+        raise RuntimeError(f"a worker failed: {got}")
+    return got, wall

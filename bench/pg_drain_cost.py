@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import time
@@ -108,19 +107,8 @@ def one_round(url: str, jobs: int, batch: int, procs: int, raw: bool) -> dict[st
                 c.execute("ANALYZE jobs")
         else:
             _fill_jobq(url, schema, jobs)
-        ctx = multiprocessing.get_context("fork")
-        out = ctx.Queue()
-        ps = [
-            ctx.Process(target=_drain_raw if raw else _drain_jobq, args=(url, schema, batch, out))
-            for _ in range(procs)
-        ]
-        t0 = time.perf_counter()
-        for p in ps:
-            p.start()
-        got = [out.get(timeout=600) for _ in ps]
-        wall = time.perf_counter() - t0
-        for p in ps:
-            p.join()
+        drain = _drain_raw if raw else _drain_jobq
+        got, wall = pg.forked_drain(drain, (url, schema, batch), procs, 600)
     n = sum(g[0] for g in got)
     return {
         "jobs": n,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import multiprocessing
 import os
 import re
 import subprocess
@@ -189,21 +188,7 @@ def one_round(
             rels = _relations(c, schema)
             reserve_wal(c)
             before = _snapshot(c, schema)
-            ctx = multiprocessing.get_context("fork")
-            out = ctx.Queue()
-            ps = [
-                ctx.Process(target=_worker, args=(raw, url, schema, batch, out))
-                for _ in range(procs)
-            ]
-            t0 = time.perf_counter()
-            for p in ps:
-                p.start()
-            got = [out.get(timeout=600) for _ in ps]
-            wall = time.perf_counter() - t0
-            for p in ps:
-                p.join()
-            if any(g[0] == "error" for g in got):
-                raise RuntimeError(f"a worker failed: {got}")
+            got, wall = pg.forked_drain(_worker, (raw, url, schema, batch), procs, 600)
             time.sleep(0.5)  # the exited backends' statistics flushed
             after = _snapshot(c, schema)
             wal = wal_of(before["lsn"], after["lsn"], rels)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import time
 from typing import Any
@@ -77,21 +76,7 @@ def one_round(url: str, kind: str, rows: int, procs: int, batch: int) -> dict[st
             rels = _relations(c, schema)
             reserve_wal(c)
             before = _snapshot(c, schema)
-            ctx = multiprocessing.get_context("fork")
-            out = ctx.Queue()
-            ps = [
-                ctx.Process(target=_drain, args=(kind, url, schema, batch, out))
-                for _ in range(procs)
-            ]
-            t0 = time.perf_counter()
-            for p in ps:
-                p.start()
-            got = [out.get(timeout=1800) for _ in ps]
-            wall = time.perf_counter() - t0
-            for p in ps:
-                p.join()
-            if any(g[0] == "error" for g in got):
-                raise RuntimeError(f"a worker failed: {got}")
+            got, wall = pg.forked_drain(_drain, (kind, url, schema, batch), procs, 1800)
             after = _snapshot(c, schema)
             wal = wal_of(before["lsn"], after["lsn"], rels)
             drained = _sizes(c)
