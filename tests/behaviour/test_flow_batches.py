@@ -7,24 +7,11 @@ from __future__ import annotations
 import pytest
 
 from shared.model.job import Finish
-from shared.producer.api import JobQueue
-from shared.settings.config import Config, RetryConfig
+from tests.behaviour.test_flows import q  # noqa: F401 (the flows' queue fixture)
 
 pytestmark = pytest.mark.engines
 
-HANDLERS = ["tests.fixtures.flowjobs"]
 OWNER, PID = "w:1:1", 1
-
-
-@pytest.fixture
-def q(database, tmp_path, clock):
-    queue = JobQueue(
-        config=database.config(tmp_path, Config(retry=RetryConfig(backoff_base=0))),
-        clock=clock,
-        handlers=HANDLERS,
-    )
-    yield queue
-    queue.close()
 
 
 def completed(jobs) -> list[Finish]:
