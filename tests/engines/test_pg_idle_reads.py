@@ -175,8 +175,10 @@ class Due:
 def test_the_leads_read_decides_when_to_claim_and_how_long_to_wait():
     now = 1000.0
     assert lead_wait(Due(True, None), now, 15.0, timed_out=True) == (True, 0.0)
-    # a claim just found nothing: a due job is one this pool cannot take (no spinning on it)
-    assert lead_wait(Due(True, None), now, 15.0, timed_out=False) == (False, 15.0)
+    # a claim just found nothing: a due job is one this pool cannot take (no spinning on it),
+    # but a rate window opens with time alone, with no notification: look again within 5 s
+    assert lead_wait(Due(True, None), now, 15.0, timed_out=False) == (False, WATCHED_SLEEP)
+    assert lead_wait(Due(True, now + 2.0), now, 15.0, timed_out=False) == (False, 2.0)
     assert lead_wait(Due(False, now + 4.0), now, 15.0, timed_out=True) == (False, 4.0)
     assert lead_wait(Due(False, now - 1.0), now, 15.0, timed_out=False) == (False, 0.0)
     assert lead_wait(Due(False, now + 60.0), now, 15.0, timed_out=False) == (False, 15.0)

@@ -47,6 +47,7 @@ from .donewatch import PgDoneWatch
 from .marks import IDLE, RELAY, Marks
 from .turns import JOINED, SLOTS, TAKE_SLOT, VIEW, Turns, lane_channel, lock_key, passed
 from .wakeup import (
+    DOWN_RETRY,
     RELAYED_SLEEP,
     WATCHED_SLEEP,
     Following,
@@ -300,7 +301,8 @@ class RelayedWakeup(PolledWakeup):
                 self.store, now, max(poll_interval, RELAYED_SLEEP), self.timed_out
             )
         except StoreError:
-            return None, poll_interval  # (read again after it)
+            self.claim_now = True  # the claim meets the error and the worker logs it
+            return None, min(poll_interval, DOWN_RETRY)
         self.timed_out, self.claim_now = False, claim
         return (None, 0.0) if claim else (self.watch.fileno(), timeout)
 

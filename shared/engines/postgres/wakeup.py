@@ -65,10 +65,14 @@ def lead_wait(store: Any, now: float, longest: float, timed_out: bool) -> tuple[
     is): ``(True, 0.0)``, claim now, if a job is due and the last wait ended by its timeout
     (``timed_out``: no wake-up came, so this read stands for the claim's; after a claim that
     found nothing, a due job is one this pool cannot take, and claiming again would spin);
-    else ``(False, timeout)``: until the next delayed job, at most ``longest``."""
+    else ``(False, timeout)``: until the next delayed job, at most ``longest``, and at most
+    ``WATCHED_SLEEP`` while a due job waits that the last claim could not take (a rate window
+    opens with time alone: no notification comes for it)."""
     due, nxt = store.idle_read(now)
     if due and timed_out:
         return True, 0.0
+    if due:
+        longest = min(longest, WATCHED_SLEEP)
     return False, longest if nxt is None else min(longest, max(nxt - now, 0.0))
 
 
@@ -199,6 +203,9 @@ class PgWakeup(PolledWakeup):
                 self.store, now, max(poll_interval, WATCHED_SLEEP), self.timed_out
             )
         except StoreError:
+            # the claim after this wait meets the error too, and the worker logs it (a read
+            # that failed quietly would wait here for ever on a schema it cannot read)
+            self.notified = True
             return None, min(poll_interval, DOWN_RETRY)
         self.timed_out = False
         if claim:
