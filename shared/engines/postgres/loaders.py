@@ -89,7 +89,15 @@ def _unix_millis(m: re.Match[str]) -> int:
     return secs * 1000 + int((frac or "0").ljust(3, "0")[:3])
 
 
+class HexIdLoader(Loader):
+    """``uuid`` text (``8-4-4-4-12``) -> jobq's 32-hex id."""
+
+    def load(self, data: Any) -> str:
+        return bytes(data).replace(b"-", b"").decode()
+
+
 def register_native(adapters: AdaptersMap) -> None:
     """Read the native types as jobq's text on ``adapters`` (a connection's or a cursor's)."""
     adapters.register_loader("timestamptz", IsoTimeLoader)
     adapters.register_loader("jsonb", TextLoader)
+    adapters.register_loader("uuid", HexIdLoader)

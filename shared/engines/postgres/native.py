@@ -1,10 +1,12 @@
 """The PostgreSQL engine's native column types: which of jobq's text columns become the server's
 own types (times ``timestamptz``, JSON ``jsonb``), and how a value of the old text form converts
-(each a ``USING`` expression over the column, ``{c}``). Job ids stay 32-hex text: as ``uuid``
-every lookup by a caller's id (``jobq show``'s prefixes, an id that is not hex) and every id in
-a text (errors, JSON maps keyed by id) would need the engine's SQL to convert it.
+(each a ``USING`` expression over the column, ``{c}``); then, in a step of their own
+(:data:`ID_COLUMNS`), the job ids as ``uuid`` (jobq's ids are 128 bits written as 32 hex
+digits: 16 bytes a key instead of 33, a narrower primary key and index entries). jobq's code
+still sees ids as 32-hex text: its connections read a ``uuid`` back so (:mod:`.loaders`) and
+the server reads 32 hex digits as a ``uuid`` where the context says so.
 
-One list serves both ways of getting there: the migration step that converts in place (a new or
+Each list serves both ways of getting there: the migration step that converts in place (a new or
 small schema, one transaction) and the batched upgrade an operator runs on a live queue.
 """
 
@@ -50,4 +52,17 @@ NATIVE_COLUMNS: tuple[NativeColumn, ...] = tuple(
     NativeColumn(table, column, kind, using)
     for table, columns in _COLUMNS.items()
     for column, (kind, using) in columns.items()
+)
+
+_ID = ("uuid", "{c}::uuid")
+
+# Every column that holds a job's id (the workflow edges' both ends, the attempt history's job).
+ID_COLUMNS: tuple[NativeColumn, ...] = tuple(
+    NativeColumn(table, column, *_ID)
+    for table, column in (
+        ("jobs", "id"),
+        ("job_attempts", "job_id"),
+        ("job_deps", "child"),
+        ("job_deps", "parent"),
+    )
 )

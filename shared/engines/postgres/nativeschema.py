@@ -1,5 +1,6 @@
-"""The schema step to the server's native column types (:data:`.native.NATIVE_COLUMNS`: times
-``timestamptz``, JSON ``jsonb``, job ids ``uuid``), in two parts:
+"""The schema steps to the server's native column types (:data:`.native.NATIVE_COLUMNS`: times
+``timestamptz``, JSON ``jsonb``; then :data:`IDS`, over :data:`.native.ID_COLUMNS`: job ids
+``uuid``). The first in two parts:
 
 - the conversions (:func:`conversions`): one ``ALTER TABLE`` per table, every listed column of
   it converted in place (``ALTER COLUMN c TYPE t USING ...``; one rewrite of the table, its
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .native import NATIVE_COLUMNS, NativeColumn
+from .native import ID_COLUMNS, NATIVE_COLUMNS, NativeColumn
 from .settle import CHAIN_LINKS, settle_function
 
 # The database's clock: statement time (stable within one statement) to the millisecond.
@@ -45,3 +46,8 @@ AS $$ SELECT {DB_NOW} $$;
 """ + settle_function("OR REPLACE ", CHAIN_LINKS, native=True)
 
 NATIVE = conversions() + AFTER
+
+# Nothing written against the ids' type is made again: the settle function names no id type
+# and writes ids in text as 32 hex digits whatever the column's type (.settle).
+ID_AFTER = ""
+IDS = conversions(ID_COLUMNS)

@@ -21,7 +21,7 @@ supervisors starting at once migrate once; ``meta.version`` records the step rea
 from __future__ import annotations
 
 from .flowsettle import FLOW_SETTLE, UPDATED_COUNTS
-from .nativeschema import AFTER, NATIVE
+from .nativeschema import AFTER, ID_AFTER, IDS, NATIVE
 from .settle import CHAIN_LINKS, FIRST_LINKS, settle_function
 
 # The database's clock as jobq's time text (statement time: stable within one statement), as V1
@@ -293,13 +293,16 @@ MIGRATIONS: list[str] = [
     FLOW_CHAINS,
     NATIVE,  # the server's own types (see .native, .nativeschema)
     FLOW_SETTLE,  # completed parents settled once per statement (see .flowsettle)
+    IDS,  # job ids as uuid (see .native)
 ]
 VERSION = len(MIGRATIONS)
-# The native conversion, which `jobq db upgrade` runs online for a large queue (.upgrade): the
-# version its step reaches, and the SQL made again after its columns are converted. The steps
-# after it are small (run as a store opens), so an upgraded schema goes on from there.
+# The native conversions, which `jobq db upgrade` runs online for a large queue (.upgrade): the
+# version each step reaches, and the SQL made again after its columns are converted. The steps
+# between and after them are small (run as a store opens).
 NATIVE_VERSION = MIGRATIONS.index(NATIVE) + 1
 NATIVE_AFTER = AFTER
+IDS_VERSION = MIGRATIONS.index(IDS) + 1
+IDS_AFTER = ID_AFTER
 
 # Folds the appended count deltas into job_counts (run by upkeep and before counts are read
 # by ops; concurrent folds are safe: a delta row is deleted, and counted, once).
