@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from shared.engines.contract import OpsStore
 from shared.model.job import STATUSES
-from .fragments import DEAD, TOP
+from .fragments import DEAD, id_range
 
 WINDOW = 10_000  # index entries examined per page at most, when a filter needs a look
 PAGE = 50
@@ -235,11 +235,11 @@ def find_jobs(
     )
     return store.read(
         f"SELECT {_columns(store)} FROM jobs j WHERE j.id IN (SELECT id FROM (SELECT id FROM jobs "
-        f"WHERE id >= :qlo AND id < :qhi ORDER BY id LIMIT :limit) AS p UNION SELECT id FROM jobs WHERE key = :q)"
+        f"WHERE id >= :qlo AND id <= :qhi ORDER BY id LIMIT :limit) AS p UNION SELECT id FROM jobs WHERE key = :q)"
         f"{extra} ORDER BY j.id DESC",
         {
-            "qlo": q.lower(),
-            "qhi": q.lower() + TOP,
+            "qlo": id_range(q)[0],
+            "qhi": id_range(q)[1],
             "q": q,
             "limit": limit,
             "status": status,
@@ -326,7 +326,8 @@ def _filters(
         find = store.dialect.instr
         out.append(
             f"({find}({store.dialect.json('j.payload')}, :q) > 0 OR {find}(coalesce(j.error, ''), :q) > 0 OR j.key = :q "
-            "OR (j.id >= :qlo AND j.id < :qhi))"
+            "OR (j.id >= :qlo AND j.id <= :qhi))"
         )
-        params.update(q=q, qlo=q.lower(), qhi=q.lower() + TOP)
+        qlo, qhi = id_range(q)
+        params.update(q=q, qlo=qlo, qhi=qhi)
     return out, params

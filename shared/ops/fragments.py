@@ -28,24 +28,34 @@ JOB_ROW = (
     "created_at, updated_at, key, owner_pid, error"
 )
 
-TOP = "\U0010ffff"  # above every character: ``id >= p AND id < p || TOP`` is the prefix range of p
-
 
 def storable(store: OpsStore, items: Iterable[str]) -> list[str]:
-    """``items`` without those the engine's text cannot hold (a NUL where text has none: no row
-    has one, and the driver would refuse the statement)."""
+    """The job ids among ``items`` that can exist: without those the engine's ids cannot hold
+    (a NUL where text has none, anything but 32 hex digits where ids are uuids: no row has one,
+    and the driver or the server would refuse the statement)."""
+    is_id = store.dialect.is_id
     if store.dialect.nul_text:
-        return list(items)
-    return [i for i in items if "\x00" not in i]
+        return [i for i in items if is_id(i)]
+    return [i for i in items if "\x00" not in i and is_id(i)]
+
+
+def id_range(prefix: str) -> tuple[str, str]:
+    """The ids that start with ``prefix`` (any case) as a range ``lo <= id <= hi`` over the
+    primary key, for jobq's ids (32 hex digits, whatever the column's type). Where no id can
+    start so (not hex, or too long), an empty range (``lo > hi``) that every engine can read."""
+    if len(prefix) > 32 or any(ch not in "0123456789abcdefABCDEF" for ch in prefix):
+        return "f" * 32, "0" * 32
+    return prefix.lower().ljust(32, "0"), prefix.lower().ljust(32, "f")
 
 
 def one_of(
     store: OpsStore, col: str, items: Sequence[str], name: str = "ids"
 ) -> tuple[str, dict[str, Any]]:
-    """The condition "``col`` is one of ``items``" as one parameter ``name``, and its params (one
-    item, the commonest, as a plain equality: no list to build or unpack)."""
+    """The condition "``col`` (a job id column) is one of ``items``" as one parameter ``name``,
+    and its params (one item, the commonest, as a plain equality: no list to build or unpack)."""
     if len(items) == 1:
         return f"{col} = :{name}", {name: items[0]}
-    return store.dialect.any_of.format(col=col, param=f":{name}"), {
+    param = f":{name}" if store.dialect.json_lists else f":{name}::{store.dialect.id_type}[]"
+    return store.dialect.any_of.format(col=col, param=param), {
         name: store.dialect.list_param(items)
     }

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from shared.engines.contract import OpsStore
 from shared.model.job import TERMINAL
-from .fragments import FINISHED, JOB_ROW, TOP, one_of, storable
+from .fragments import FINISHED, JOB_ROW, id_range, one_of, storable
 
 _LIST_ORDER = {
     None: "id DESC",  # newest first (ids are time-ordered)
@@ -44,11 +44,12 @@ def list_jobs(
 
 def find_ids(store: OpsStore, prefix: str, limit: int = 2) -> list[str]:
     """Ids that start with ``prefix`` (a range over the primary key), at most ``limit``."""
-    if not storable(store, [prefix]):
-        return []  # no id holds what the engine's text cannot
+    lo, hi = id_range(prefix)
+    if lo > hi:
+        return []  # no id of jobq's starts so
     rows = store.read(
-        "SELECT id FROM jobs WHERE id >= :lo AND id < :hi ORDER BY id LIMIT :limit",
-        {"lo": prefix, "hi": prefix + TOP, "limit": limit},
+        "SELECT id FROM jobs WHERE id >= :lo AND id <= :hi ORDER BY id LIMIT :limit",
+        {"lo": lo, "hi": hi, "limit": limit},
     )
     return [r["id"] for r in rows]
 
@@ -68,12 +69,14 @@ def attempt_history(store: OpsStore, job_id: str) -> list[dict[str, Any]]:
     return store.read(
         "SELECT seq, attempt, outcome, due_at, started_at, ended_at, owner, error FROM job_attempts "
         "WHERE job_id = :id ORDER BY seq",
-        {"id": job_id},
+        {"id": store.dialect.lookup_id(job_id)},
     )
 
 
 def job_texts(store: OpsStore, job_id: str) -> dict[str, Any] | None:
     """``{payload, result}``: the stored JSON text of a job (None for a result not set), or None
     when no job has that id."""
-    rows = store.read("SELECT payload, result FROM jobs WHERE id = :id", {"id": job_id})
+    rows = store.read(
+        "SELECT payload, result FROM jobs WHERE id = :id", {"id": store.dialect.lookup_id(job_id)}
+    )
     return rows[0] if rows else None

@@ -44,7 +44,7 @@ def test_counts_equal_a_real_count_whoever_inserted_and_the_trigger_counts_no_ro
         conn = q.store.conn
         conn.execute(
             "INSERT INTO jobs (id, type, payload, run_at, created_at, updated_at) "
-            "VALUES ('outside', 'f', 'null', '2100-01-01T00:00:00.000Z', '2000-01-01T00:00:00.000Z', "
+            "VALUES ('0123456789abcdef0123456789abcdef', 'f', 'null', '2100-01-01T00:00:00.000Z', '2000-01-01T00:00:00.000Z', "
             "'2000-01-01T00:00:00.000Z')"
         )  # a writer around jobq
         assert _kept(conn) == _real(conn)

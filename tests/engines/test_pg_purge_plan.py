@@ -17,7 +17,7 @@ psycopg = pytest.importorskip("psycopg")
 HISTORY = 20_000
 _FILL = (
     "INSERT INTO jobs (id, type, status, payload, attempts, run_at, started_at, completed_at, created_at, "
-    "updated_at) SELECT lpad(to_hex(i), 32, '0'), 'old', 'completed', 'null', 1, t, t, t, t, t "
+    "updated_at) SELECT lpad(to_hex(i), 32, '0')::uuid, 'old', 'completed', 'null', 1, t, t, t, t, t "
     "FROM generate_series(1, %s) i, (SELECT '2020-01-01T00:00:00.000Z'::timestamptz AS t) c"
 )
 _HISTORY = (

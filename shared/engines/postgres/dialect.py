@@ -39,6 +39,19 @@ def pg_json(text: str | None) -> str | None:
     return _ESCAPE.sub(_visible, text)
 
 
+_HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
+
+
+def _is_hex_id(text: str) -> bool:
+    """Whether ``text`` is 32 hex digits, as jobq writes ids: the server reads it as a uuid."""
+    return _HEX_ID.fullmatch(text) is not None
+
+
+def uuid_text(job_id: str) -> str:
+    """A job's 32-hex id as the server writes the ``uuid`` (``8-4-4-4-12``, ``id::text``)."""
+    return f"{job_id[:8]}-{job_id[8:12]}-{job_id[12:16]}-{job_id[16:20]}-{job_id[20:]}"
+
+
 DIALECT = Dialect(
     name="postgresql",
     named=False,  # psycopg: %(name)s
@@ -51,6 +64,9 @@ DIALECT = Dialect(
     json_text="({j})::text",
     time_type="timestamptz",
     json_type="jsonb",
+    id_type="uuid",  # schema.IDS: read back as 32 hex digits (.loaders)
+    id_floor="0" * 32,
+    is_id=_is_hex_id,
     lease_now="db_now()",  # leases on the server's clock: one clock for every host
     arrays=True,
     in_rows="{col} = ANY(ARRAY({rows}))",  # looked up by col's index, whatever the rows' number

@@ -43,7 +43,7 @@ def _count_inserted(table: str) -> str:
 
 # Many rows as arrays: one statement, one round trip, whatever the batch size.
 _INSERT_ROWS = (
-    "SELECT * FROM unnest(%(ids)s::text[], %(types)s::text[], %(payloads)s::jsonb[], "
+    "SELECT * FROM unnest(%(ids)s::uuid[], %(types)s::text[], %(payloads)s::jsonb[], "
     "%(max)s::int[], %(priority)s::int[], %(run_at)s::timestamptz[], %(keys)s::text[], %(traces)s::text[], "
     "%(queues)s::text[], %(limit_keys)s::text[]) "
     "AS r(id, type, payload, max_attempts, priority, run_at, key, trace, queue, limit_key)"

@@ -21,7 +21,7 @@ from shared.model.job import Finish, finish_times
 from ..sql import JOB_COLUMNS, RELEASE
 from ..sql.finish import outcome_params, recognise
 from .connection import notify_done
-from .dialect import DIALECT, pg_json, pg_text
+from .dialect import DIALECT, pg_json, pg_text, uuid_text
 
 Channels = tuple[str, str]  # (the channel of new due jobs, the channel of ended jobs)
 
@@ -107,7 +107,7 @@ _FINISH_SQL = {
 # rows are found by key (``id = ANY``) and nothing is joined, so the plan a worker's session
 # keeps for every batch size (store.WORKER_SESSION) cannot become a nested loop over the batch
 # (quadratic).
-_F = "(%(done_map)s::jsonb -> jobs.id)"
+_F = "(%(done_map)s::jsonb -> jobs.id::text)"  # keyed by the uuid's own text (uuid_text)
 _COMPLETED = (
     "u AS (UPDATE jobs SET status = 'completed', result = ("
     + _F
@@ -122,7 +122,7 @@ _COMPLETED = (
     + " ->> 3)::timestamptz, "
     "updated_at = %(now)s, "
     + RELEASE
-    + "WHERE jobs.id = ANY(%(ids)s::text[]) AND jobs.status = 'running' "
+    + "WHERE jobs.id = ANY(%(ids)s::uuid[]) AND jobs.status = 'running' "
     "AND jobs.attempts = ("
     + _F
     + " ->> 0)::int AND jobs.owner = %(owner)s"
@@ -164,7 +164,12 @@ def completion_params(
     """The parameters of :data:`COMPLETE_MANY` (and of :func:`complete_and_claim_sql`)."""
     text = IsoTimes()  # a batch's run times share their seconds: each second's text made once
     done_map = {
-        f.job_id: [f.attempt, pg_json(f.text), *finish_times(f, stamp, text), pg_json(f.progress)]
+        uuid_text(f.job_id): [
+            f.attempt,
+            pg_json(f.text),
+            *finish_times(f, stamp, text),
+            pg_json(f.progress),
+        ]
         for f in finishes
     }
     return {

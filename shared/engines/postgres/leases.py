@@ -23,9 +23,9 @@ _BEAT = (
     "WITH p AS (UPDATE processes SET heartbeat_at = db_now() WHERE id = %(o)s), "
     "r AS (UPDATE jobs SET " + GIVEN_BACK + "attempts = attempts - 1, run_at = %(now)s, "
     "updated_at = %(now)s, " + RELEASE + "WHERE status = 'running' AND owner = %(o)s "
-    "AND id <> ALL(%(held)s::text[]) RETURNING 1), "
+    "AND id <> ALL(%(held)s::uuid[]) RETURNING 1), "
     "u AS (UPDATE jobs SET heartbeat_at = db_now() WHERE status = 'running' AND owner = %(o)s "
-    "AND (%(held)s::text[] IS NULL OR id = ANY(%(held)s::text[])) RETURNING 1) "
+    "AND (%(held)s::uuid[] IS NULL OR id = ANY(%(held)s::uuid[])) RETURNING 1) "
     "SELECT (SELECT count(*) FROM u) AS renewed, "
     "(SELECT count(*) FROM (SELECT pg_notify(%(channel)s, '') FROM r LIMIT 1) n) AS notified"
 )

@@ -119,7 +119,7 @@ class SqlBase:
         to take, in id order) in short transactions paced by the engine's :attr:`pacer`, until a
         batch touches fewer rows than asked; the total. No transaction grows with the table.
         ``progress(total so far)`` is called after each batch's commit."""
-        pacer, total, after = self.pacer(rows), 0, ""
+        pacer, total, after = self.pacer(rows), 0, self.dialect.id_floor
         while True:
             ids, asked = pacer.chunk(
                 self,

@@ -38,6 +38,11 @@ class Dialect:
       them, :meth:`row_set`, is cast to them).
     - ``json_text``: a template with ``{j}`` (a stored JSON column): its JSON text, for a
       statement that cuts or searches the text.
+    - ``id_floor``: below every id jobq writes, where a walk in id order starts (``id >``
+      it): ``""`` for text; the all-zero uuid (no id of jobq's is: its first bits are a time).
+    - ``id_type``: the SQL type of a job's id (a typed list of ids is cast to it);
+      ``is_id``: whether a caller's text can be an id at all (where the type is ``uuid``, only
+      32 hex digits can: anything else matches no job, and is never sent, which would fail).
 
     The transitions' fields (``shared.engines.sql`` statements for producers, workers, upkeep):
 
@@ -86,6 +91,9 @@ class Dialect:
     iso_text: str = "{t}"
     time_type: str = "text"
     json_type: str = "text"
+    id_type: str = "text"
+    id_floor: str = ""
+    is_id: Callable[[str], bool] = field(default=lambda t: True, compare=False, repr=False)
     json_text: str = "{j}"
     lease_now: str = ":now"
     arrays: bool = False
@@ -120,6 +128,12 @@ class Dialect:
         """``items`` as the one parameter of :attr:`any_of`."""
         return json.dumps(list(items)) if self.json_lists else list(items)
 
+    def lookup_id(self, text: str) -> str:
+        """A caller's ``text`` as the id parameter of a lookup: itself where it can be an id
+        (:attr:`is_id`), else :attr:`id_floor`, which no job has (the statement still runs, and
+        finds nothing, where the server would refuse the text)."""
+        return text if self.is_id(text) else self.id_floor
+
     def iso(self, time: str) -> str:
         """The :attr:`iso_text` expression of ``time`` (a column name or an expression)."""
         return self.iso_text.format(t=time)
@@ -133,13 +147,20 @@ class Dialect:
         return self.seconds.format(end=end, start=start)
 
     def member(
-        self, expr: str, name: str, values: Sequence[Any], negate: bool = False
+        self,
+        expr: str,
+        name: str,
+        values: Sequence[Any],
+        negate: bool = False,
+        kind: str | None = None,
     ) -> tuple[str, dict[str, Any]]:
         """``expr`` is (``negate``: is not) one of ``values``: the fragment and its parameters
         (named ``name`` or ``name0``, ``name1``...). An empty list matches nothing (``negate``:
-        everything)."""
+        everything). ``kind``: the values' kind where the engine's type is not text's (``id``,
+        see :meth:`row_set`)."""
         if self.arrays:
-            return (f"{expr} <> ALL(:{name})" if negate else f"{expr} = ANY(:{name})"), {
+            arr = f":{name}" if kind is None else f":{name}::{self._sql_type(kind)}[]"
+            return (f"{expr} <> ALL({arr})" if negate else f"{expr} = ANY({arr})"), {
                 name: list(values)
             }
         if not values:
@@ -153,7 +174,8 @@ class Dialect:
     def row_set(self, name: str, columns: Sequence[tuple[str, str]]) -> str:
         """A FROM source, aliased ``name``, of the rows :meth:`row_params` binds for it: one
         statement whatever their number. ``columns``: (name, SQL type: ``text`` or ``integer``,
-        or a kind the engine names: ``time``, ``json``, see :attr:`time_type`) in row order; the rows come out in the order given. Where lists travel as arrays,
+        or a kind the engine names: ``time``, ``json``, ``id``, see :attr:`time_type`) in row
+        order; the rows come out in the order given. Where lists travel as arrays,
         one array per column (``unnest``); elsewhere one JSON text of the rows (``json_each``)."""
         if self.arrays:
             args = ", ".join(f":{name}_{col}::{self._sql_type(kind)}[]" for col, kind in columns)
@@ -165,7 +187,7 @@ class Dialect:
 
     def _sql_type(self, kind: str) -> str:
         """The SQL type of a :meth:`row_set` column's ``kind``."""
-        return {"time": self.time_type, "json": self.json_type}.get(kind, kind)
+        return {"time": self.time_type, "json": self.json_type, "id": self.id_type}.get(kind, kind)
 
     def row_params(
         self, name: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Any]]

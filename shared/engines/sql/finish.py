@@ -47,7 +47,7 @@ def recognise(
     before (its history row is there); reads nothing when every guard matched."""
 
     def history(ids: list[str]) -> list[tuple[Any, ...]]:
-        where, params = dialect.member("job_id", "ids", ids)
+        where, params = dialect.member("job_id", "ids", ids, kind="id")
         rows = c.execute(
             dialect.sql(_HISTORY.format(ids=where)), {"owner": owner, **params}
         ).fetchall()

@@ -38,7 +38,7 @@ MARK_PARENTS = "UPDATE {s}jobs SET has_children = 1 WHERE {ids} AND has_children
 # A graph without idempotency keys in a fixed number of statements (arrays or a JSON text of rows,
 # see Dialect.row_set), not one or two per job: every row's state is known before it is written.
 _JOB_COLUMNS = (
-    ("id", "text"),
+    ("id", "id"),
     ("type", "text"),
     ("status", "text"),
     ("payload", "json"),
@@ -55,7 +55,7 @@ _JOB_COLUMNS = (
     ("limit_key", "text"),
     ("has_children", "integer"),
 )
-EDGE_COLUMNS = (("child", "text"), ("parent", "text"), ("pos", "integer"), ("done", "integer"))
+EDGE_COLUMNS = (("child", "id"), ("parent", "id"), ("pos", "integer"), ("done", "integer"))
 _INSERT_ROWS = """
 INSERT INTO {s}jobs (id, type, status, payload, attempts, max_attempts, priority, run_at,
                     created_at, updated_at, trace, after_failure, waiting_on, error, completed_at,
@@ -195,10 +195,24 @@ class FlowsSql(SqlBase):
             insert, params["channel"] = self.dialect.waking(insert), self.channel
         self._run(c, insert, params)
 
+    def _read_parents(self, c: Any, ids: list[str]) -> list[Any]:
+        """The rows (id, type, status, flow_depth) of the jobs ``ids`` that exist, locked where
+        the engine locks rows. A text that cannot be an id (``dialect.is_id``) finds none."""
+        ids = [p for p in ids if self.dialect.is_id(p)]
+        if not ids:
+            return []
+        cond, params = self.dialect.member("id", "ids", ids, kind="id")
+        return self._run(
+            c,
+            f"SELECT id, type, status, flow_depth FROM {self.qualifier}jobs "
+            f"WHERE {cond} ORDER BY id{self.dialect.lock}",
+            params,
+        ).fetchall()
+
     def _mark_parents(self, c: Any, parents: list[str]) -> None:
         """Mark the jobs ``parents`` as having children (nothing when there are none)."""
         if parents:
-            cond, params = self.dialect.member("id", "ids", parents)
+            cond, params = self.dialect.member("id", "ids", parents, kind="id")
             self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=cond), params)
 
     def _write_flow(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
@@ -243,15 +257,7 @@ class FlowsSql(SqlBase):
             seen.add(j.id)
         if not outside:
             return {}
-        cond, params = self.dialect.member("id", "ids", sorted(outside))
-        rows = self._run(
-            c,
-            f"SELECT id, type, status, flow_depth FROM {self.qualifier}jobs "
-            f"WHERE {cond} "
-            f"ORDER BY id{self.dialect.lock}",
-            params,
-        ).fetchall()
-        found = {r[0]: r for r in map(_values, rows)}
+        found = {r[0]: r for r in map(_values, self._read_parents(c, sorted(outside)))}
         for j in jobs:
             for p in j.after:
                 if p in outside and p not in found:

@@ -69,6 +69,7 @@ class JobsSql(SqlBase):
         """The job with this id, or None (a read). With ``conn`` (the application's connection
         of this engine, as ``enqueue`` takes it), read through it: in its open transaction, a
         job that transaction wrote and has not committed is found."""
+        job_id = self.dialect.lookup_id(job_id)
         if conn is None:
             row = self._row(_GET, {"id": job_id})
         else:

@@ -233,7 +233,7 @@ class LimitsSql(CandidatesSql):
     ) -> list[Job]:
         """Claim the ``picked`` ids (still pending), in their order, and count the starts of
         rate-limited types (a rated job ends its batch: one row at most)."""
-        where, ids = self.dialect.member("id", "ids", picked)
+        where, ids = self.dialect.member("id", "ids", picked, kind="id")
         claimed = self._run(
             c, _CLAIM_IDS.format(lease=self.dialect.lease_now, ids=where), {**params, **ids}
         )
@@ -258,7 +258,7 @@ class LimitsSql(CandidatesSql):
         where, out = (
             ("id = :id", {"id": picked[0]})
             if len(picked) == 1
-            else self.dialect.member("id", "ids", picked)
+            else self.dialect.member("id", "ids", picked, kind="id")
         )
         out.update(params)
         parts = []

@@ -22,7 +22,8 @@ BATCH = 500  # jobs looked at in the first chunk (then sized by the engine's pac
 CHUNK_HOLD = 0.050  # seconds: the longest one chunk of Chunks should take (its row locks are on finished rows)
 
 _CHUNK_END = "SELECT id FROM jobs WHERE id > :after ORDER BY id LIMIT 1 OFFSET :skip"
-_LAST_ID = "SELECT max(id) AS id FROM jobs WHERE id > :after"
+# (not max(id): PostgreSQL has no max() of a uuid; the primary key read backwards is as cheap)
+_LAST_ID = "SELECT id FROM jobs WHERE id > :after ORDER BY id DESC LIMIT 1"
 _DELETE_FINISHED = (
     "DELETE FROM jobs WHERE id > :after AND id <= :upto AND ("
     "(status = 'completed' AND coalesce(completed_at, updated_at) < :completed) OR "
@@ -115,8 +116,10 @@ class RetentionSql(SqlBase):
         ``updated_at``), on ``c`` inside the caller's transaction: one statement over one
         primary-key range (the attempt history goes with them). The deletions per status and
         the id to continue after (None: that was the end)."""
+        after = after or self.dialect.id_floor
         row = self._run(c, _CHUNK_END, {"after": after, "skip": max(0, chunk - 1)}).fetchone()
-        upto = row["id"] if row else self._run(c, _LAST_ID, {"after": after}).fetchone()["id"]
+        last = None if row else self._run(c, _LAST_ID, {"after": after}).fetchone()
+        upto = row["id"] if row else (last["id"] if last else None)
         if upto is None:
             return {}, None
         params = {

@@ -26,7 +26,7 @@ ATTEMPT_COLUMNS = ", ".join(ATTEMPT_FIELDS)
 IN_CHUNK = 500  # ids per list: below every driver's limit on parameters (999 at the least)
 _HERE = "SELECT id, status, attempts, updated_at FROM jobs WHERE {ids}"
 _EDGES = f"SELECT {', '.join(EDGE_FIELDS)} FROM job_deps WHERE {{ids}} ORDER BY child, pos"
-_IDS = (("id", "text"),)
+_IDS = (("id", "id"),)
 # The ended parents an import must settle: an edge not done to a waiting child, the parent or the
 # child inserted now (each side found by its index); in the order they ended (as their triggers
 # fired where they ran).
@@ -52,7 +52,7 @@ class ExportSql(SqlBase):
         ``statuses`` when given."""
         if statuses is not None and not statuses:
             return []
-        where, params = "", {"after": after, "limit": limit}
+        where, params = "", {"after": after or self.dialect.id_floor, "limit": limit}
         if statuses is not None:
             where, more = self.dialect.member("status", "statuses", list(statuses))
             where, params = f"AND {where} ", {**params, **more}
@@ -64,7 +64,9 @@ class ExportSql(SqlBase):
         """The attempt history of these jobs, oldest first per job (lists of :data:`IN_CHUNK`)."""
         out: list[dict[str, Any]] = []
         for k in range(0, len(job_ids), IN_CHUNK):
-            where, params = self.dialect.member("job_id", "ids", list(job_ids[k : k + IN_CHUNK]))
+            where, params = self.dialect.member(
+                "job_id", "ids", list(job_ids[k : k + IN_CHUNK]), kind="id"
+            )
             out += self._rows(
                 f"SELECT {ATTEMPT_COLUMNS} FROM job_attempts WHERE {where} ORDER BY seq", params
             )
@@ -74,7 +76,9 @@ class ExportSql(SqlBase):
         """The ``job_deps`` rows of these jobs as children, by child and position."""
         out: list[dict[str, Any]] = []
         for k in range(0, len(child_ids), IN_CHUNK):
-            where, params = self.dialect.member("child", "ids", list(child_ids[k : k + IN_CHUNK]))
+            where, params = self.dialect.member(
+                "child", "ids", list(child_ids[k : k + IN_CHUNK]), kind="id"
+            )
             out += self._rows(_EDGES.format(ids=where), params)
         return out
 
@@ -98,7 +102,9 @@ class ExportSql(SqlBase):
             ).rowcount
             parents = sorted({e[1] for e in mine})
             for k in range(0, len(parents), IN_CHUNK):
-                where, params = self.dialect.member("id", "ids", parents[k : k + IN_CHUNK])
+                where, params = self.dialect.member(
+                    "id", "ids", parents[k : k + IN_CHUNK], kind="id"
+                )
                 self._run(c, MARK_PARENTS.format(s=self.qualifier, ids=where), params)
         ids = self.dialect.row_params("n", _IDS, [(i,) for i in inserted])
         for p in self._run(
@@ -116,7 +122,7 @@ class ExportSql(SqlBase):
         here: dict[str, Any] = {}
         for k in range(0, len(skipped), IN_CHUNK):
             where, params = self.dialect.member(
-                "id", "ids", [r["id"] for r in skipped[k : k + IN_CHUNK]]
+                "id", "ids", [r["id"] for r in skipped[k : k + IN_CHUNK]], kind="id"
             )
             here.update(
                 (h["id"], h) for h in self._run(c, _HERE.format(ids=where), params).fetchall()
