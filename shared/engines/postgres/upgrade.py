@@ -86,16 +86,17 @@ def _prepare(
     """``step`` prepared, after the small steps before it run in place (only with no jobq
     process running: those of the schema's version do not know them)."""
     if at < step.version - 1:
+        small = _span(at + 1, step.version - 1)
         _stopped(
             conn,
             schema,
-            f"steps {at + 1} to {step.version - 1} run in place before {onlinesteps.named(step)} "
-            f"is prepared, and processes of a version-{at} jobq may fail on them",
+            f"{small} in place before {onlinesteps.named(step)} is prepared, and processes of "
+            f"a version-{at} jobq may fail on it",
             f"`{online.COMMAND}` again (workers of a version-{step.version - 1} jobq may run "
             "while it prepares)",
         )
         migrate_to(conn, schema, step.version - 1)
-        progress(f"schema {schema}: steps {at + 1} to {step.version - 1} run in place", False)
+        progress(f"schema {schema}: {small} in place", False)
     progress(f"schema {schema}: preparing {onlinesteps.named(step)}: {step.what}", False)
     started = time.monotonic()
     online.prepare(conn, schema, step.columns, batch=batch, progress=progress)
@@ -135,6 +136,11 @@ def _finish(conn: psycopg.Connection, schema: str, at: int, step: OnlineStep) ->
         f"{step.version} in {done.seconds:.2f} s; the tables were locked for "
         f"{done.lock_seconds * 1000:.0f} ms; {left}"
     )
+
+
+def _span(first: int, last: int) -> str:
+    """The small steps ``first`` to ``last`` and their verb: ``step 12 runs``."""
+    return f"step {first} runs" if first == last else f"steps {first} to {last} run"
 
 
 LIVE = 60  # seconds: a process whose heartbeat is younger may still be writing
