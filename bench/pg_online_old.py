@@ -1,5 +1,6 @@
 """The old jobq's side of :mod:`bench.pg_online_upgrade`: run by the jobq of the version before
-the native step (its checkout on PYTHONPATH and as the working directory), never imported.
+the measured online step (its checkout on PYTHONPATH and as the working directory), never
+imported.
 
     python -c "$(cat bench/pg_online_old.py)" version
     python -c "$(cat bench/pg_online_old.py)" create URL SCHEMA

@@ -1,29 +1,31 @@
-"""The online native-type upgrade (``jobq db upgrade``) on a big live queue, measured from the
-version before it.
+"""An online step of ``jobq db upgrade`` (:mod:`shared.engines.postgres.onlinesteps`) on a big
+live queue, measured from the version before it.
 
-    python -m bench.pg_online_upgrade --old-tree PATH [--database postgresql:///test?host=...]
-        [--rows 1000000] [--batch 5000] [--writers 2] [--baseline 10] [--keep]
+    python -m bench.pg_online_upgrade --old-tree PATH [--step native|ids]
+        [--database postgresql:///test?host=...] [--rows 1000000] [--batch 5000] [--writers 2]
+        [--baseline 10] [--keep]
 
-``--old-tree`` (required): a checkout of the jobq whose PostgreSQL schema version is the one
-before the native step (``schema.NATIVE_VERSION - 1``: text times and JSON), checked by asking
-it. Everything the old version does runs in subprocesses with that checkout on PYTHONPATH (and
+``--step``: ``native`` (the default: times and JSON to native types) or ``ids`` (the job ids to
+uuid). ``--old-tree`` (required): a checkout of the jobq whose PostgreSQL schema version is the
+one before the step (``native``: ``schema.NATIVE_VERSION - 1``, text times and JSON; ``ids``:
+``schema.IDS_VERSION - 1``, text ids), checked by asking it. Everything the old version does runs in subprocesses with that checkout on PYTHONPATH (and
 as their working directory), by :mod:`bench.pg_online_old`: a store opened on a scratch schema
 creates it (the old migrations), which is then filled with ``--rows`` jobs of the old (text)
 form by ``generate_series`` (1 in 100 pending, the rest completed with a result; a quarter of
-those with an attempt row); ``--writers`` old workers loop enqueue + claim + complete through
-their store, each statement timed, for ``--baseline`` seconds, then while this version's
-:func:`shared.engines.postgres.online.prepare` runs over
-:data:`~shared.engines.postgres.native.NATIVE_COLUMNS`. Then they stop (a stop file, as a
-deploy stops the old workers) and :func:`~shared.engines.postgres.online.finish` runs (``after``
-``schema.NATIVE_AFTER``, to ``schema.NATIVE_VERSION``); then a store of this version opens the
-schema (it runs the steps after the native one) and reads back an old job and one an old worker
-completed during prepare.
+those with an attempt row; the ``ids`` step also a workflow edge for 1 job in 10);
+``--writers`` old workers loop enqueue + claim + complete through their store, each statement
+timed, for ``--baseline`` seconds, then while this version's
+:func:`shared.engines.postgres.online.prepare` runs over the step's columns. Then they stop (a
+stop file, as a deploy stops the old workers) and :func:`~shared.engines.postgres.online.finish`
+runs (the step's ``after`` SQL, to its version); then an old job and one an old worker
+completed during prepare are read back: ``native`` by a store of this version (it runs the
+steps after the native one), ``ids`` in plain SQL (their ids compared as 32 hex digits).
 
 Reports prepare's time, the writers' p50/p99/max per operation before and during it (the
 longest is the longest any claim or outcome took, waiting on a lock or on the machine), their
 rate, the writers' statements seen waiting on a lock during prepare (``pg_stat_activity``
-sampled every 20 ms: how many, the longest wait and its statement), finish's time and lock
-time, and the time the new store took to open. The schema is dropped unless ``--keep``.
+sampled every 20 ms: how many, the longest wait and its statement, the longest a claim
+waited), finish's time and lock time, and the time the new store took to open. The schema is dropped unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -49,19 +51,38 @@ FILL = f"""
 INSERT INTO jobs (id, type, status, payload, result, attempts, priority, run_at, started_at,
                   completed_at, created_at, updated_at, ended_at, queue, tally)
 SELECT md5(i::text), 'bench:old', CASE WHEN i % 100 = 0 THEN 'pending' ELSE 'completed' END,
-       '{{"i": ' || i || ', "note": "an old job''s payload of a typical length"}}',
-       CASE WHEN i % 100 = 0 THEN NULL ELSE '{{"ok": true, "n": ' || i || '}}' END,
-       CASE WHEN i % 100 = 0 THEN 0 ELSE 1 END, 0, {ISO.format(d=0)},
-       CASE WHEN i % 100 = 0 THEN NULL ELSE {ISO.format(d=1)} END,
-       CASE WHEN i % 100 = 0 THEN NULL ELSE {ISO.format(d=2)} END,
-       {ISO.format(d=0)}, {ISO.format(d=2)},
-       CASE WHEN i % 100 = 0 THEN NULL ELSE {ISO.format(d=2)} END, 'default', 1
+       ('{{"i": ' || i || ', "note": "an old job''s payload of a typical length"}}'){{js}},
+       (CASE WHEN i % 100 = 0 THEN NULL ELSE '{{"ok": true, "n": ' || i || '}}' END){{js}},
+       CASE WHEN i % 100 = 0 THEN 0 ELSE 1 END, 0, ({ISO.format(d=0)}){{ts}},
+       (CASE WHEN i % 100 = 0 THEN NULL ELSE {ISO.format(d=1)} END){{ts}},
+       (CASE WHEN i % 100 = 0 THEN NULL ELSE {ISO.format(d=2)} END){{ts}},
+       ({ISO.format(d=0)}){{ts}}, ({ISO.format(d=2)}){{ts}},
+       (CASE WHEN i % 100 = 0 THEN NULL ELSE {ISO.format(d=2)} END){{ts}}, 'default', 1
 FROM generate_series(1, {{rows}}) i;
 INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner)
 SELECT id, type, 1, 'completed', run_at, started_at, ended_at, 'old:1:1' FROM jobs
 WHERE status = 'completed' AND right(id, 1) IN ('0', '1', '2', '3');
 INSERT INTO job_counts (type, status, n) SELECT type, status, count(*) FROM jobs GROUP BY 1, 2;
 """
+# The ids' step: workflow edges too (their both ends are converted), 1 job in 10 a child of the
+# job before it, done.
+EDGES = """
+INSERT INTO job_deps (child, parent, pos, done)
+SELECT md5(i::text), md5((i - 1)::text), 0, 1 FROM generate_series(2, {rows}, 10) i;
+"""
+# How the old schema takes times and JSON written as text: as they are (before the native
+# step) or cast (after it: no assignment cast from text there).
+CASTS = {
+    "native": {"{ts}": "", "{js}": ""},
+    "ids": {"{ts}": "::timestamptz", "{js}": "::jsonb"},
+}
+
+
+def online_step(name: str) -> Any:
+    """The :class:`~shared.engines.postgres.onlinesteps.OnlineStep` ``--step name`` measures."""
+    from shared.engines.postgres import onlinesteps
+
+    return next(s for s in onlinesteps.steps() if s.name == name.upper())
 
 
 def _config(url: str, schema: str) -> Any:
@@ -82,13 +103,12 @@ def _old_env(tree: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": tree}
 
 
-def old_tree_error(tree: str) -> str | None:
-    """Why ``tree`` is not a checkout of the jobq before the native step (its
-    ``shared/engines/postgres/schema.py`` has ``VERSION == schema.NATIVE_VERSION - 1``, as a
+def old_tree_error(tree: str, step: str = "native") -> str | None:
+    """Why ``tree`` is not a checkout of the jobq before the online ``step`` (its
+    ``shared/engines/postgres/schema.py`` has ``VERSION`` the step's version - 1, as a
     subprocess with it on PYTHONPATH prints), or None when it is."""
-    from shared.engines.postgres import schema as schema_mod
-
-    want = schema_mod.NATIVE_VERSION - 1
+    measured = online_step(step)
+    want = measured.version - 1
     path = pathlib.Path(tree) / "shared" / "engines" / "postgres" / "schema.py"
     if not path.is_file():
         return f"--old-tree {tree}: no {path} there (a jobq checkout of schema version {want})"
@@ -99,15 +119,16 @@ def old_tree_error(tree: str) -> str | None:
     if got.returncode != 0 or found != str(want):
         said = f"version {found}" if got.returncode == 0 else got.stderr.strip()[-300:]
         return (
-            f"--old-tree {tree}: its PostgreSQL schema is {said}; the online upgrade starts "
-            f"from version {want} (schema.NATIVE_VERSION - 1: a checkout before the native step)"
+            f"--old-tree {tree}: its PostgreSQL schema is {said}; the online step "
+            f"{measured.name} starts from version {want} "
+            f"(schema.{measured.name}_VERSION - 1: a checkout before that step)"
         )
     return None
 
 
-def _create(tree: str, url: str, schema: str, rows: int) -> int:
-    """The schema created by the old tree's migrations, filled with old-form rows; returns its
-    ``meta.version``."""
+def _create(tree: str, url: str, schema: str, rows: int, step: str) -> int:
+    """The schema created by the old tree's migrations, filled with old-form rows (those of
+    the version before ``step``); returns its ``meta.version``."""
     import psycopg
 
     subprocess.run(_old("create", url, schema), cwd=tree, env=_old_env(tree), check=True)
@@ -115,14 +136,23 @@ def _create(tree: str, url: str, schema: str, rows: int) -> int:
     with psycopg.connect(url, autocommit=True) as c:
         c.execute(f'SET search_path = "{schema}"')
         with c.transaction():
-            for statement in FILL.replace("{rows}", str(int(rows))).split(";\n"):
+            for statement in _fill(step, rows).split(";\n"):
                 if statement.strip():
                     c.execute(statement)
         c.execute("VACUUM ANALYZE jobs")
         c.execute("VACUUM ANALYZE job_attempts")
+        c.execute("VACUUM ANALYZE job_deps")
         version = int(c.execute("SELECT version FROM meta").fetchone()[0])
     print(f"filled {rows:,} jobs in {time.perf_counter() - started:.1f} s", flush=True)
     return version
+
+
+def _fill(step: str, rows: int) -> str:
+    """The fill's SQL for the schema before ``step``, ``rows`` jobs."""
+    sql = FILL + (EDGES if step == "ids" else "")
+    for marker, cast in CASTS[step].items():
+        sql = sql.replace(marker, cast)
+    return sql.replace("{rows}", str(int(rows)))
 
 
 class Writers:
@@ -175,6 +205,7 @@ class Writers:
                     proc.wait()
 
 
+CLAIM = "SET status = 'running'"  # how a claim's statement begins (its first 60 characters)
 WRITER = "bench_online_writer"  # the writers' application_name, for the lock watch
 WATCH = """SELECT pid, query_start, extract(epoch FROM clock_timestamp() - query_start), query
 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'"""
@@ -211,12 +242,12 @@ def _stats(times: list[tuple[float, str, float]], since: float, until: float) ->
     return out
 
 
-def _prepare(url: str, schema: str, batch: int) -> tuple[float, float, dict[Any, Any]]:
-    """This version's prepare, the writers' lock waits watched: (start, end, waits)."""
+def _prepare(url: str, schema: str, batch: int, step: Any) -> tuple[float, float, dict[Any, Any]]:
+    """This version's prepare of ``step``, the writers' lock waits watched: (start, end,
+    waits)."""
     import psycopg
 
     from shared.engines.postgres import online
-    from shared.engines.postgres.native import NATIVE_COLUMNS
 
     waits: dict[Any, tuple[float, str]] = {}
     watching = threading.Event()
@@ -225,27 +256,26 @@ def _prepare(url: str, schema: str, batch: int) -> tuple[float, float, dict[Any,
         t0 = time.time()
         watch.start()
         try:
-            online.prepare(c, schema, NATIVE_COLUMNS, batch=batch, progress=_printer(t0))
+            online.prepare(c, schema, step.columns, batch=batch, progress=_printer(t0))
         finally:
             watching.set()
             watch.join()
     return t0, time.time(), waits
 
 
-def _finish(url: str, schema: str) -> Any:
-    """This version's finish: to ``NATIVE_VERSION``, running ``NATIVE_AFTER`` after the swap."""
+def _finish(url: str, schema: str, step: Any) -> Any:
+    """This version's finish of ``step``: to its version, running its ``after`` SQL after the
+    swap."""
     import psycopg
 
     from shared.engines.postgres import online
-    from shared.engines.postgres import schema as schema_mod
-    from shared.engines.postgres.native import NATIVE_COLUMNS
 
     def after(conn: Any) -> None:
-        conn.execute(schema_mod.NATIVE_AFTER)
+        conn.execute(step.after)
 
     with psycopg.connect(url, autocommit=True) as c:
         return online.finish(
-            c, schema, NATIVE_COLUMNS, version=schema_mod.NATIVE_VERSION, after=after
+            c, schema, step.columns, version=step.version, after=after if step.after else None
         )
 
 
@@ -275,6 +305,30 @@ def _reopen(url: str, schema: str, written: list[str]) -> dict[str, Any]:
     }
 
 
+def _read_back_ids(url: str, schema: str, written: list[str]) -> dict[str, Any]:
+    """An old job and the last one an old writer completed, found by their 32-hex ids in the
+    uuid column and read back as 32 hex digits (RuntimeError if not as written)."""
+    import psycopg
+
+    read = (
+        f"SELECT replace(id::text, '-', ''), status, result::text FROM \"{schema}\".jobs "
+        "WHERE id = %s::uuid"
+    )
+    with psycopg.connect(url, autocommit=True) as c:
+        kind = c.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = 'jobs' AND column_name = 'id'",
+            (schema,),
+        ).fetchone()[0]
+        old = c.execute(read, (_md5("1"),)).fetchone()
+        new = c.execute(read, (written[-1],)).fetchone() if written else None
+    if kind != "uuid" or old is None or old[:2] != (_md5("1"), "completed"):
+        raise RuntimeError(f"the old job {_md5('1')} did not read back as written: {old}")
+    if new is None or new[:2] != (written[-1], "completed"):
+        raise RuntimeError(f"the old writer's last job did not read back as written: {new}")
+    return {"old_job": list(old), "written_job": list(new), "id_type": kind}
+
+
 def _md5(text: str) -> str:
     import hashlib
 
@@ -288,15 +342,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="jobq_bench_online_") as work:
         writers: Writers | None = None
         try:
-            version = _create(args.old_tree, url, schema, args.rows)
+            step = online_step(args.step)
+            version = _create(args.old_tree, url, schema, args.rows, args.step)
             writers = Writers(args.old_tree, url, schema, args.writers, work)
             writers.wait_ready()
             time.sleep(args.baseline)  # a bench: the writers' baseline is a span of time
-            t0, t1, waits = _prepare(url, schema, args.batch)
+            t0, t1, waits = _prepare(url, schema, args.batch, step)
             times, written = writers.stop()
-            done = _finish(url, schema)
-            reopened = _reopen(url, schema, written)
+            done = _finish(url, schema, step)
+            if args.step == "ids":  # plain SQL: the store's SQL on uuid ids is not this bench's
+                reopened = {"open_s": None, **_read_back_ids(url, schema, written)}
+            else:
+                reopened = _reopen(url, schema, written)
             return {
+                "step": f"{step.name} (to version {step.version})",
                 "rows": args.rows,
                 "batch": args.batch,
                 "writers": args.writers,
@@ -309,6 +368,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "during_prepare": _stats(times, t0, t1),
                 "lock_waits_seen": len(waits),
                 "longest_lock_wait": _longest(waits),
+                "longest_claim_lock_wait": _longest(
+                    {k: v for k, v in waits.items() if CLAIM in v[1]}
+                ),
                 "new_store_open_s": reopened.pop("open_s"),
                 "read_back": reopened,
             }
@@ -345,8 +407,14 @@ def main(argv: list[str] | None = None) -> None:
         "--old-tree",
         metavar="PATH",
         required=True,
-        help="a jobq checkout of the schema version before the native step "
-        "(schema.NATIVE_VERSION - 1); the old workers and the old migrations run from it",
+        help="a jobq checkout of the schema version before the step (schema.NATIVE_VERSION - 1 "
+        "or schema.IDS_VERSION - 1); the old workers and the old migrations run from it",
+    )
+    p.add_argument(
+        "--step",
+        choices=("native", "ids"),
+        default="native",
+        help="the online step measured: native (times and JSON) or ids (job ids to uuid)",
     )
     p.add_argument("--database", default=os.environ.get("JOBQ_TEST_POSTGRES") or DEFAULT)
     p.add_argument("--rows", type=int, default=1_000_000)
@@ -356,9 +424,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--keep", action="store_true", help="keep the schema afterwards")
     args = p.parse_args(argv)
     if not args.old_tree:
-        p.error("--old-tree PATH is required: a jobq checkout before the native step")
+        p.error("--old-tree PATH is required: a jobq checkout before the measured step")
     args.old_tree = os.path.abspath(args.old_tree)
-    if (why := old_tree_error(args.old_tree)) is not None:
+    if (why := old_tree_error(args.old_tree, args.step)) is not None:
         p.error(why)
     print(json.dumps(run(args), indent=2))
 

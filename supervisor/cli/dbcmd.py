@@ -1,6 +1,7 @@
 """``jobq db upgrade [--batch N] [--finish]``: the schema changes too slow to make as a store
-opens, made on a live database (PostgreSQL: its columns converted to native types, which a
-store opening a queue of more than 100,000 jobs refuses to do in place, naming this command).
+opens, made on a live database (PostgreSQL: its online steps, times and JSON to native types
+then job ids to uuid, which a store opening a queue of more than 100,000 jobs refuses to run in
+place, naming this command; one step per prepare and finish, each saying what is left).
 
 Run it with the new jobq installed while the old workers keep running: it prepares the change
 in short transactions (progress on stderr: a line per step, the backfill's at most every

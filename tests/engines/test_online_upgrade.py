@@ -2,8 +2,11 @@
 ``jobq db upgrade``), PostgreSQL only: prepare while a writer inserts and updates, a prepare
 interrupted and run again, finish; then every value is the old one converted (times the same
 instants, JSON the same values, ids the same ignoring hyphens), the indexes and constraints
-are back under their old names, and a second finish does nothing. Also the guard that makes a
-store refuse to convert a big queue in place, and the command."""
+are back under their old names, and a second finish does nothing. Then the job ids' step
+(IDS) prepared under an old worker's writes, interrupted and finished, every id kept and the
+catalogue (indexes, constraints, columns, triggers, functions) that of a schema made fresh by
+the migrations. Also the guard that makes a store refuse to run an online step in place on a
+big queue, and the command, one online step per prepare and finish."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import pytest
 
 from shared.engines.postgres import online
 from shared.engines.postgres import schema as schema_mod
-from shared.engines.postgres.native import NATIVE_COLUMNS, NativeColumn
+from shared.engines.postgres.native import ID_COLUMNS, NATIVE_COLUMNS, NativeColumn
 from shared.model.errors import StoreRefused
 from shared.model.job import Finish, NewJob, new_id
 from shared.runtime.clock import FakeClock
@@ -358,21 +361,28 @@ def write_config(tmp_path, pg, schema: str | None = None) -> str:
     return str(path)
 
 
-def test_the_command_prepares_then_finishes_and_names_the_schema_it_cannot_upgrade(
+def add_process(c: Any, schema: str) -> None:
+    """A worker of an old version, its heartbeat now (on the database's clock)."""
+    c.execute(
+        f'INSERT INTO "{schema}".processes (id, kind, pid, host, started_at, heartbeat_at) '
+        "VALUES ('w', 'worker', 77, 'h1', %s, %s)",
+        (now_text(),) * 2,
+    )
+    c.execute(f'UPDATE "{schema}".processes SET heartbeat_at = "{schema}".db_now()')
+
+
+def test_the_command_runs_each_online_step_and_ends_with_a_fresh_schemas_catalogue(
     pg, native_step, monkeypatch, tmp_path, capsys
 ):
     old_schema(pg, monkeypatch, 40)
     config = write_config(tmp_path, pg)
     assert cli(["db", "upgrade", "--config", config, "--batch", "20"]) == 0
     out, err = capsys.readouterr()
-    assert f"schema {pg.schema}: prepared" in out and "jobq db upgrade: jobs: page" in err
+    assert f"schema {pg.schema}: step NATIVE (to version {native_step}) prepared" in out
+    assert f"step IDS (to version {schema_mod.IDS_VERSION}) follows" in out
+    assert "jobq db upgrade: jobs: page" in err
     with connect(pg) as c:  # a worker of the old version still runs
-        c.execute(
-            f'INSERT INTO "{pg.schema}".processes (id, kind, pid, host, started_at, heartbeat_at) '
-            f"VALUES ('w', 'worker', 77, 'h1', %s, %s)",
-            (now_text(),) * 2,
-        )
-        c.execute(f'UPDATE "{pg.schema}".processes SET heartbeat_at = "{pg.schema}".db_now()')
+        add_process(c, pg.schema)
         assert cli(["db", "upgrade", "--finish", "--config", config]) == 5
         err = capsys.readouterr().err
         assert f"schema {pg.schema}: jobq processes still run on it (1: worker 77@h1)" in err
@@ -380,8 +390,26 @@ def test_the_command_prepares_then_finishes_and_names_the_schema_it_cannot_upgra
     assert cli(["db", "upgrade", "--finish", "--config", config]) == 0
     out, _ = capsys.readouterr()
     assert f"upgraded to version {native_step}" in out and "locked for" in out
+    assert f"left: step IDS (to version {schema_mod.IDS_VERSION})" in out
+    # the next run's small steps (FLOW_SETTLE) run in place only with no process on the schema
+    with connect(pg) as c:
+        add_process(c, pg.schema)
+        assert cli(["db", "upgrade", "--config", config]) == 5
+        err = capsys.readouterr().err
+        assert f"step {native_step + 1} runs in place before step IDS" in err
+        assert version_of(c, pg.schema) == native_step
+        c.execute(f'DELETE FROM "{pg.schema}".processes')
+    assert cli(["db", "upgrade", "--config", config, "--batch", "20"]) == 0
+    out, err = capsys.readouterr()
+    assert f"step IDS (to version {schema_mod.IDS_VERSION}) prepared" in out
+    assert "start this version" in out and f"step {native_step + 1} runs in place" in err
     assert cli(["db", "upgrade", "--finish", "--config", config]) == 0
-    assert "native types already" in capsys.readouterr().out
+    out, _ = capsys.readouterr()
+    assert f"upgraded to version {schema_mod.IDS_VERSION}" in out
+    assert cli(["db", "upgrade", "--finish", "--config", config]) == 0
+    assert "no online step left" in capsys.readouterr().out
+    with connect(pg) as c:
+        assert definitions(c, pg.schema) == fresh_definitions(c, tmp_path)
     missing = write_config(tmp_path, pg, schema=pg.schema + "_none")
     assert cli(["db", "upgrade", "--config", missing]) == 5
     assert f"schema {pg.schema}_none: no jobq tables there" in capsys.readouterr().err
@@ -397,3 +425,213 @@ def test_a_column_added_to_the_list_after_a_prepare_is_converted_by_batches_too(
         before = snapshot(c, schema, COLUMNS)
         assert online.finish(c, schema, COLUMNS, version=8).done
         assert_converted(before, snapshot(c, schema, COLUMNS), COLUMNS)
+
+
+# -- the job ids to uuid (step IDS) --------------------------------------------------------------
+
+
+def version_of(c: Any, schema: str) -> int:
+    return c.execute(f'SELECT version FROM "{schema}".meta').fetchone()[0]
+
+
+def definitions(c: Any, schema: str) -> dict[str, list[tuple]]:
+    """Every index, constraint, column, trigger and function of ``schema`` as the catalogue
+    defines it, the schema's name taken out: equal for two schemas that are alike."""
+    reads = {
+        "indexes": "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = %s",
+        "constraints": "SELECT c.relname, con.conname, pg_get_constraintdef(con.oid) "
+        "FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid "
+        "WHERE c.relnamespace = %s::regnamespace",
+        "columns": "SELECT table_name, column_name, data_type, is_nullable, column_default "
+        "FROM information_schema.columns WHERE table_schema = %s",
+        "triggers": "SELECT c.relname, t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t "
+        "JOIN pg_class c ON c.oid = t.tgrelid "
+        "WHERE c.relnamespace = %s::regnamespace AND NOT t.tgisinternal",
+        "functions": "SELECT proname, pg_get_function_result(oid), prosrc FROM pg_proc "
+        "WHERE pronamespace = %s::regnamespace",
+    }
+    out = {}
+    for kind, sql in reads.items():
+        found = c.execute(sql, (schema,)).fetchall()
+        out[kind] = sorted(
+            tuple(str(v).replace(f"{schema}.", "S.") if v is not None else v for v in row)
+            for row in found
+        )
+    return out
+
+
+def fresh_definitions(c: Any, tmp_path) -> dict[str, list[tuple]]:
+    """:func:`definitions` of a schema this jobq's migrations made from nothing."""
+    from shared.engines.postgres.migration import migrate_schema
+    from tests.engines import PostgresEngine
+
+    fresh = PostgresEngine(tmp_path)
+    try:
+        with connect(fresh) as f:
+            migrate_schema(f, fresh.schema)
+        return definitions(c, fresh.schema)
+    finally:
+        fresh.drop()
+
+
+# Jobs as the version before the ids' step wrote them (native times and JSON, ids as 32-hex
+# text): a quarter completed with an attempt row, a quarter failed, the rest pending; and a
+# workflow's edges, each child waiting on the job before it.
+_V12_JOBS = """
+INSERT INTO jobs (id, type, status, payload, result, attempts, priority, run_at, started_at,
+                  completed_at, created_at, updated_at, ended_at)
+SELECT md5(i::text), 't', s, jsonb_build_object('i', i),
+       CASE WHEN s = 'completed' THEN '{"ok": 1}'::jsonb END, CASE s WHEN 'pending' THEN 0 ELSE 1 END,
+       0, now(), CASE WHEN s <> 'pending' THEN now() END, CASE WHEN s <> 'pending' THEN now() END,
+       now(), now(), CASE WHEN s <> 'pending' THEN now() END
+FROM (SELECT i, CASE i %% 4 WHEN 0 THEN 'completed' WHEN 1 THEN 'failed' ELSE 'pending' END AS s
+      FROM generate_series(1, %(n)s) i) g;
+INSERT INTO job_attempts (job_id, type, attempt, outcome, due_at, started_at, ended_at, owner)
+SELECT id, type, 1, status, run_at, started_at, ended_at, 'h:1:1' FROM jobs WHERE attempts = 1;
+INSERT INTO job_deps (child, parent, pos, done)
+SELECT md5(i::text), md5((i - 1)::text), 0, 0 FROM generate_series(2, %(n)s, 7) i
+"""
+
+
+def ids_schema(pg, monkeypatch, n: int) -> None:
+    """``pg``'s schema at the version before the ids' step, ``n`` jobs in it (plain SQL)."""
+    with postgres_before(pg, schema_mod.IDS, monkeypatch) as old:
+        for statement in _V12_JOBS.split(";\n"):
+            old.conn.execute(statement, {"n": n})
+
+
+class IdWriter(threading.Thread):
+    """An old worker's writes with text ids, in plain SQL, until stopped: a job inserted, an
+    attempt and an edge for it, an old job updated and one deleted; ``writes`` counts."""
+
+    def __init__(self, pg, n: int) -> None:
+        super().__init__(daemon=True)
+        self.pg, self.n, self.stop, self.writes = pg, n, threading.Event(), 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with connect(self.pg) as c:
+                c.execute(f'SET search_path = "{self.pg.schema}"')
+                while not self.stop.is_set():
+                    self.write(c, self.writes)
+                    self.writes += 1
+        except BaseException as exc:  # seen by the test
+            self.error = exc
+
+    def write(self, c: Any, i: int) -> None:
+        new, old = uuid.uuid4().hex, md5_id(1 + i * 13 % self.n)
+        c.execute(
+            "INSERT INTO jobs (id, type, payload, run_at, created_at, updated_at) "
+            "VALUES (%s, 'w', '{}', now(), now(), now())",
+            (new,),
+        )
+        c.execute(
+            "INSERT INTO job_attempts (job_id, type, attempt, outcome, ended_at) "
+            "VALUES (%s, 'w', 1, 'failed', now())",
+            (new,),
+        )
+        c.execute("INSERT INTO job_deps (child, parent, pos) VALUES (%s, %s, 0)", (new, old))
+        c.execute(
+            "UPDATE jobs SET priority = priority + 1, updated_at = now() WHERE id = %s", (old,)
+        )
+        c.execute("UPDATE job_deps SET done = 1 WHERE parent = %s", (old,))
+        if i % 5 == 0:
+            c.execute("DELETE FROM jobs WHERE id = %s AND status = 'completed'", (md5_id(i * 4),))
+
+
+def id_values(c: Any, schema: str) -> dict[str, list[tuple]]:
+    """Each id column's values as 32-hex text, rows in ctid order (the swap keeps it)."""
+    out: dict[str, list[tuple]] = {}
+    for col in ID_COLUMNS:
+        got = c.execute(
+            f"SELECT replace({col.column}::text, '-', '') FROM \"{schema}\".{col.table} "
+            "ORDER BY ctid"
+        ).fetchall()
+        out[f"{col.table}.{col.column}"] = got
+    return out
+
+
+def test_the_ids_step_prepared_under_writes_resumed_and_finished_keeps_every_id(
+    pg, monkeypatch, tmp_path
+):
+    ids_schema(pg, monkeypatch, 3000)
+    with connect(pg) as c:
+        writer = IdWriter(pg, 3000)
+        writer.start()
+        lines: list[str] = []
+
+        def stop_on_third(text: str, batch_line: bool) -> None:
+            lines.append(text)
+            if sum(1 for x in lines if x.startswith("jobs: page")) == 3:
+                raise Interrupted
+
+        with pytest.raises(Interrupted):
+            online.prepare(c, pg.schema, ID_COLUMNS, batch=200, progress=stop_on_third)
+        written = writer.writes
+        again: list[str] = []
+        online.prepare(c, pg.schema, ID_COLUMNS, batch=200, progress=lambda t, b: again.append(t))
+        first = next(x for x in again if x.startswith("jobs: page"))
+        assert not first.startswith("jobs: page 0/")  # it went on from where it stopped
+        assert writer.writes > written  # the writer was never held up for long
+        writer.stop.set()
+        writer.join()
+        assert writer.error is None
+        before = id_values(c, pg.schema)
+        assert len(before["job_deps.child"]) > 3000 // 7
+        done = online.finish(c, pg.schema, ID_COLUMNS, version=schema_mod.IDS_VERSION)
+        assert done.done
+        assert id_values(c, pg.schema) == before
+        assert version_of(c, pg.schema) == schema_mod.IDS_VERSION
+        defs = definitions(c, pg.schema)
+        assert defs == fresh_definitions(c, tmp_path)
+        kinds = {(t, col): kind for t, col, kind, *_ in defs["columns"]}
+        assert {kinds[(col.table, col.column)] for col in ID_COLUMNS} == {"uuid"}
+        indexes = {name: d for _, name, d in defs["indexes"]}
+        assert "(status, id) WHERE" in indexes["jobs_dead"]
+        assert (
+            "UNIQUE INDEX job_deps_pkey ON S.job_deps USING btree (child, parent)"
+            in (indexes["job_deps_pkey"])
+        )
+        assert "(parent, done)" in indexes["job_deps_parent"]
+        assert "(job_id)" in indexes["job_attempts_job"]
+        key = c.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'jobs_pkey' "
+            "AND conrelid = %s::regclass",
+            (f'"{pg.schema}".jobs',),
+        ).fetchone()
+        assert key == ("PRIMARY KEY (id)",)
+
+
+def test_a_store_refuses_the_ids_step_in_place_on_a_big_queue_and_names_the_command(
+    pg, native_step, monkeypatch
+):
+    ids_schema(pg, monkeypatch, 40)
+    with pytest.raises(StoreRefused) as refused:
+        pg.open().close()
+    text = str(refused.value)
+    assert text.startswith(f"schema {pg.schema}: the jobs table holds more than 30 rows")
+    assert f"its job ids to uuid in place (step IDS (to version {schema_mod.IDS_VERSION}))" in text
+    assert "Run `jobq db upgrade` while" in text and "`jobq db upgrade --finish`" in text
+    with connect(pg) as c:
+        assert version_of(c, pg.schema) == schema_mod.IDS_VERSION - 1
+
+
+def test_the_command_prepares_then_finishes_the_ids_step(
+    pg, native_step, monkeypatch, tmp_path, capsys
+):
+    ids_schema(pg, monkeypatch, 40)
+    with connect(pg) as c:
+        before = id_values(c, pg.schema)
+    config = write_config(tmp_path, pg)
+    assert cli(["db", "upgrade", "--config", config, "--batch", "20"]) == 0
+    out, err = capsys.readouterr()
+    assert f"step IDS (to version {schema_mod.IDS_VERSION}) prepared" in out
+    assert "preparing step IDS" in err and "in place" not in err
+    assert cli(["db", "upgrade", "--finish", "--config", config]) == 0
+    out, _ = capsys.readouterr()
+    assert f"step IDS (to version {schema_mod.IDS_VERSION}) finished" in out
+    assert out.rstrip().endswith("start this version")
+    with connect(pg) as c:
+        assert id_values(c, pg.schema) == before
+        assert version_of(c, pg.schema) == schema_mod.IDS_VERSION

@@ -14,7 +14,7 @@ The only psycopg imports of jobq's runtime are in this package's modules:
   supervisor's listening connection, which wakes one host per job (:mod:`.turns`, :mod:`.marks`);
   :mod:`.donewatch`: waiters'
 - :mod:`.upkeep`: the periodic work the supervisor runs for this engine
-- :mod:`.online`: converting columns to native types on a live queue (``jobq db upgrade``)
+- :mod:`.online`: converting columns on a live queue (``jobq db upgrade``, :mod:`.onlinesteps`)
 - :mod:`.peers`: which sockets lead to the server (the worker template's check)
 """
 

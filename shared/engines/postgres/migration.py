@@ -1,14 +1,18 @@
 """Creating and upgrading jobq's tables in a PostgreSQL schema (:data:`.schema.MIGRATIONS`), as a
 store opens (:class:`.connection.PgConnection`): one transaction under an advisory lock, so that
 two processes starting at once migrate once; a schema newer than this code is refused, and so
-is the native types' step on a big queue (:func:`.online.guard_step`: ``jobq db upgrade``).
+is an online step (:mod:`.onlinesteps`) on a big queue (:func:`.online.guard_step`: ``jobq db
+upgrade``). The command runs the small steps before an online one here too (:func:`migrate_to`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
+from psycopg.rows import tuple_row
 
 from shared.model.errors import StoreRefused
 from . import schema as schema_mod
@@ -22,6 +26,14 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
     found = _version(conn, schema)
     if found == schema_mod.VERSION:
         return found
+    return migrate_to(conn, schema, schema_mod.VERSION)
+
+
+def migrate_to(conn: psycopg.Connection, schema: str, target: int) -> int:
+    """Run the steps from ``schema``'s version to ``target`` (none when it is there already),
+    in one transaction under the advisory lock ``jobq.migrate.<schema>``; an online step on a
+    big queue is refused (:func:`.online.guard_step`), and so is a schema newer than this code.
+    ``conn`` is not in a transaction. Returns the version found under the lock."""
     with conn.transaction():
         # a migration may wait for another process's and may take long: no session limit applies
         conn.execute(
@@ -32,11 +44,11 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
         found = _version(conn, schema)
         if found > (ours := schema_mod.VERSION):
             raise StoreRefused(f"schema {schema}: version {found} is newer than this jobq ({ours})")
-        for version in range(found, schema_mod.VERSION):
+        for version in range(found, target):
             guard_step(conn, schema, version + 1)  # a big queue converts online, not here
             conn.execute(f'SET LOCAL search_path = "{schema}"')
             conn.execute(schema_mod.MIGRATIONS[version])
-            conn.execute("UPDATE meta SET version = %s", (version + 1,))
+            conn.execute(f'UPDATE "{schema}".meta SET version = %s', (version + 1,))
     return found
 
 
@@ -45,8 +57,16 @@ def _version(conn: psycopg.Connection, schema: str) -> int:
     read = f'SELECT version FROM "{schema}".meta'
     try:
         if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-            return conn.execute(read).fetchone()["version"]
+            return _one(conn, read)
     except (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName):
         return 0
-    row = conn.execute("SELECT to_regclass(%s) AS t", (f'"{schema}".meta',)).fetchone()
-    return 0 if row["t"] is None else conn.execute(read).fetchone()["version"]
+    if _one(conn, "SELECT to_regclass(%s)", (f'"{schema}".meta',)) is None:
+        return 0
+    return _one(conn, read)
+
+
+def _one(conn: psycopg.Connection, query: str, params: tuple = ()) -> Any:
+    """The first column of ``query``'s first row, whatever the connection's row factory (a
+    store's reads dicts, the upgrade command's tuples)."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return cur.execute(query, params).fetchone()[0]

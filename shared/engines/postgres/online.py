@@ -15,8 +15,8 @@ EXCLUSIVE lock, seconds on a million jobs, while every claim and outcome waits.
   the old names, restores NOT NULL (proved by the validated constraints: no scan) and
   defaults, runs ``after`` (the SQL that re-creates functions and triggers for the new types)
   and sets ``meta.version``. It returns how long the tables were locked.
-- :func:`refuse_if_large`: the migration's guard, so that a store opening a big schema refuses
-  (naming ``jobq db upgrade``) rather than convert it in place.
+- :func:`guard_step`: the migration's guard, so that a store opening a big schema refuses
+  (naming ``jobq db upgrade``) rather than run an online step (:mod:`.onlinesteps`) in place.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ import psycopg
 
 from shared.model.errors import StoreRefused
 from . import onlineddl as ddl
-from . import schema as schema_mod
+from . import onlinesteps
 from .native import NativeColumn
 from .onlinefill import COMMAND, STATE, backfill, ensure_state, exclusive, locked_tx, recheck
 from .onlineddl import by_table, not_null_name, q, rows, shadow
 from .onlineswap import After, Finished, finish
+from .onlinesteps import OnlineStep
 
 __all__ = ["After", "Finished", "finish", "prepare", "guard_step", "refuse_if_large", "COMMAND"]
 
@@ -42,29 +43,25 @@ BATCH = 5_000
 Progress = Callable[[str, bool], None]  # (text, one of many batch lines)
 
 
-def native_version() -> int | None:
-    """The version the native conversion's migration step reaches (``schema.NATIVE_VERSION``:
-    the step's index + 1), or None while the migrations have no such step."""
-    found: int | None = getattr(schema_mod, "NATIVE_VERSION", None)
-    return found
-
-
 def guard_step(conn: psycopg.Connection, schema: str, version: int) -> None:
-    """The migration's check before the step that reaches ``version``: the native conversion
-    of a schema whose jobs table is large is refused (:func:`refuse_if_large`)."""
-    if version == native_version():
-        refuse_if_large(conn, schema)
+    """The migration's check before the step that reaches ``version``: an online step
+    (:func:`.onlinesteps.reaching`) on a schema whose jobs table is large is refused
+    (:func:`refuse_if_large`); a small step passes."""
+    if (step := onlinesteps.reaching(version)) is not None:
+        refuse_if_large(conn, schema, step)
 
 
-def refuse_if_large(conn: psycopg.Connection, schema: str, threshold: int | None = None) -> None:
-    """Raise StoreRefused (naming :data:`COMMAND`) when ``schema.jobs`` holds more than
-    ``threshold`` rows (default :data:`ONLINE_ROWS`): converting it in place would lock it for
-    seconds. Counts at most ``threshold + 1`` rows."""
+def refuse_if_large(
+    conn: psycopg.Connection, schema: str, step: OnlineStep, threshold: int | None = None
+) -> None:
+    """Raise StoreRefused (naming ``step`` and :data:`COMMAND`) when ``schema.jobs`` holds more
+    than ``threshold`` rows (default :data:`ONLINE_ROWS`): running ``step`` in place would lock
+    it for seconds. Counts at most ``threshold + 1`` rows."""
     threshold = ONLINE_ROWS if threshold is None else threshold
     if count_up_to(conn, schema, "jobs", threshold + 1) > threshold:
         raise StoreRefused(
             f"schema {schema}: the jobs table holds more than {threshold:,} rows: converting "
-            "its columns to native types in place would lock it for seconds. Run "
+            f"{step.what} in place ({onlinesteps.named(step)}) would lock it for seconds. Run "
             f"`{COMMAND}` while the workers run, then stop them and run `{COMMAND} --finish` "
             "before starting this version"
         )
