@@ -230,6 +230,7 @@ def find_jobs(
     idempotency key is ``q``, that also have ``status`` and ``job_type`` when given; newest id
     first. Row keys: those of :func:`browse_jobs` without ``cursor``. Found through the primary
     key and the key's index."""
+    qlo, qhi = id_range(q)
     extra = ("" if status is None else " AND j.status = :status") + (
         "" if job_type is None else " AND j.type = :type"
     )
@@ -238,8 +239,8 @@ def find_jobs(
         f"WHERE id >= :qlo AND id <= :qhi ORDER BY id LIMIT :limit) AS p UNION SELECT id FROM jobs WHERE key = :q)"
         f"{extra} ORDER BY j.id DESC",
         {
-            "qlo": id_range(q)[0],
-            "qhi": id_range(q)[1],
+            "qlo": qlo,
+            "qhi": qhi,
             "q": q,
             "limit": limit,
             "status": status,

@@ -31,14 +31,12 @@ SELECT j.status, count(*) AS n FROM g JOIN jobs j ON j.id = g.id GROUP BY j.stat
 def relatives(store: OpsStore, job_id: str) -> dict[str, Any]:
     """``parents`` and ``children`` (id, type, status; status None: deleted) and ``graph``
     (status -> jobs of the whole connected graph; {} for a job outside any workflow)."""
-    parents = store.read(_PARENTS, {"id": store.dialect.lookup_id(job_id)})
-    children = store.read(_CHILDREN, {"id": store.dialect.lookup_id(job_id)})
+    params = {"id": store.dialect.lookup_id(job_id)}
+    parents = store.read(_PARENTS, params)
+    children = store.read(_CHILDREN, params)
     graph: dict[str, int] = {}
     if parents or children:
-        graph = {
-            r["status"]: int(r["n"])
-            for r in store.read(_GRAPH, {"id": store.dialect.lookup_id(job_id)})
-        }
+        graph = {r["status"]: int(r["n"]) for r in store.read(_GRAPH, params)}
     return {"parents": parents, "children": children, "graph": graph}
 
 

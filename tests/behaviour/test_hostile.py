@@ -18,6 +18,7 @@ import pytest
 
 from shared import JobQueue, RetryAfter
 from shared.model.bounds import MAX_DEPTH, MAX_TYPE_LEN, too_deep
+from shared.model.job import new_id
 from shared.runtime.clock import iso, parse_iso
 from shared.settings.config import Config, load
 from shared.model.exitcodes import ExitCode
@@ -204,17 +205,17 @@ def test_enqueue_bounds_nesting_depth(queue):
 
 def test_every_reader_decodes_a_deep_row(database, tmp_path):
     """Job.from_row/from_tuple never raise: the raw text is kept and payload_error says why."""
-    config = database.config(tmp_path)
+    config, jid = database.config(tmp_path), new_id()
     with open_store(config) as s, raw(config) as c:
         c.execute(
             "INSERT INTO jobs (id, type, status, payload, result, attempts, priority, run_at, owner, "
-            "created_at, updated_at) VALUES ('x', 't', 'running', ?, ?, 1, 0, '2026-01-01T00:00:00.000Z', 'o', "
+            "created_at, updated_at) VALUES (?, 't', 'running', ?, ?, 1, 0, '2026-01-01T00:00:00.000Z', 'o', "
             "'2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z')",
-            (DEEP, DEEP),
+            (jid, DEEP, DEEP),
         )
         (job,) = s.running()
         assert job.payload == DEEP and job.result == DEEP and "nested too deep" in job.payload_error
-        assert s.get("x").payload_error == job.payload_error
+        assert s.get(jid).payload_error == job.payload_error
 
 
 # -- case 2: lone surrogates from a handler -----------------------------------------------------

@@ -16,6 +16,7 @@ from shared.execution import builtin_jobs
 from shared.settings import retention
 from shared.engines.sqlite.bulk import PROBE, STEP, Pacer
 from shared.runtime.clock import FakeClock, iso
+from shared.model.job import new_id
 from shared.settings.config import Config, ConfigError, RetentionConfig, from_dict, load
 from shared.execution.handlers import PermanentError, load_registry
 from shared.engines.contract import EngineStore
@@ -47,7 +48,7 @@ def add_finished(
     done = t if with_completed_at else None
     rows = [
         (
-            f"{status[:2]}{age_days:g}-{i:06d}-{with_completed_at:d}",
+            new_id(),  # (an id as jobq writes them: PostgreSQL's ids are uuids)
             "t",
             status,
             "{}",
@@ -126,8 +127,8 @@ def test_purge_deletes_old_finished_jobs_in_bounded_chunks_and_keeps_the_rest(st
     with store.raw() as c:
         c.execute(
             "INSERT INTO jobs (id, type, status, payload, run_at, created_at, updated_at) "
-            "VALUES ('p', 't', 'pending', '{}', ?, ?, ?)",
-            (iso(NOW - 30 * DAY),) * 3,
+            "VALUES (?, 't', 'pending', '{}', ?, ?, ?)",
+            (new_id(),) + (iso(NOW - 30 * DAY),) * 3,
         )
     statements: list[int] = []
     real = store.delete_finished_in
@@ -276,11 +277,12 @@ def test_a_real_worker_runs_the_built_in_cleanup(database, tmp_path):
     with db(config_path) as c:
         NOW_REAL = time.time()
         t_old, t_new = iso(NOW_REAL - 3 * DAY), iso(NOW_REAL - 3600)
+        kept = new_id()
         c.executemany(
             "INSERT INTO jobs (id, type, status, payload, run_at, completed_at, created_at, "
             "updated_at) VALUES (?, 't', 'completed', '{}', ?, ?, ?, ?)",
-            [(f"old{i}", t_old, t_old, t_old, t_old) for i in range(600)]
-            + [("new", t_new, t_new, t_new, t_new)],
+            [(new_id(), t_old, t_old, t_old, t_old) for i in range(600)]
+            + [(kept, t_new, t_new, t_new, t_new)],
         )
     from shared import JobQueue
 
@@ -300,7 +302,7 @@ def test_a_real_worker_runs_the_built_in_cleanup(database, tmp_path):
         assert row["status"] == "completed", row["error"]
         assert json.loads(row["result"])["deleted"]["completed"] == 600
         with db(config_path) as c:
-            assert [r[0] for r in c.execute("SELECT id FROM jobs WHERE type = 't'")] == ["new"]
+            assert [r[0] for r in c.execute("SELECT id FROM jobs WHERE type = 't'")] == [kept]
         sup.signal(signal.SIGTERM)
         assert sup.wait(20) == 0
     finally:

@@ -648,3 +648,24 @@ def test_copied_due_jobs_wake_the_targets_idle_workers(tmp_path, lite, request, 
         wait_until(lambda: job in log.read_text(), timeout=3, what="the copied job to start")
     finally:
         sup.close()
+
+
+def test_an_id_that_cannot_be_a_postgresql_uuid_is_named_and_the_rest_copied(tmp_path, lite, pg):
+    """SQLite keeps any text as an id (a job written around jobq); PostgreSQL's ids are uuids:
+    such a job is not copied but named with why, and the others are."""
+    import sqlite3
+
+    src = lite("hexless")
+    with src.open() as s:
+        keep, odd = (
+            s.enqueue([NewJob(new_id(), "copy:t", "{}", 0, T0, None, None)], T0)[0]
+            for _ in range(2)
+        )
+    c = sqlite3.connect(src.database.removeprefix("sqlite://"), isolation_level=None)
+    c.execute("UPDATE jobs SET id = 'order-42' WHERE id = ?", (odd,))
+    c.close()
+    got = summary(copy(tmp_path, src, pg, "--status", "all"))
+    assert list(got["rejected"]) == ["order-42"] and "32 hex digits" in got["rejected"]["order-42"]
+    assert got["copied"] == 1
+    with pg.open() as d:
+        assert d.get(keep) is not None and d.get("order-42") is None

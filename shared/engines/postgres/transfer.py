@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 
 from shared.engines.contract import ATTEMPT_FIELDS, JOB_FIELDS, Imported
 from ..sql.transfer import ATTEMPT_COLUMNS as _ATTEMPT_COLUMNS, COLUMNS as _COLUMNS
-from .dialect import pg_json
+from .dialect import DIALECT, pg_json
 from .native import NATIVE_COLUMNS
 
 # The JSON columns travel as JSON strings (their text, as every engine exports it): each string's
@@ -128,7 +128,11 @@ class PgTransfer:
 def _storable(row: Mapping[str, Any], rejected: dict[str, str]) -> dict[str, Any] | None:
     """``row`` as PostgreSQL stores it: a NUL in a free text (payload, result, error) escaped,
     see ``_FREE_TEXT``. None, with the reason in ``rejected``, when a NUL is in a column that
-    names things (id, type, key, owner...), which text here cannot hold."""
+    names things (id, type, key, owner...), which text here cannot hold, or when the id is not
+    32 hex digits (ids here are uuids)."""
+    if not DIALECT.is_id(row["id"]):
+        rejected[row["id"]] = "its id is not 32 hex digits, which a job id here (a uuid) must be"
+        return None
     out = {}
     for f in JOB_FIELDS:
         value = row[f]

@@ -153,7 +153,11 @@ class FlowsSql(SqlBase):
         is written."""
         write = self._write_rows if all(j.key is None for j in jobs) else self._write_flow
         if conn is not None:
-            return write(conn, jobs, now)
+            cur = self._app_cursor(conn)  # (the parents' ids read as jobq's, whatever their type)
+            try:
+                return write(cur, jobs, now)
+            finally:
+                cur.close()
         return self._tx(lambda c: write(c, jobs, now))
 
     def _write_rows(self, c: Any, jobs: Sequence[NewJob], now: float) -> list[str]:
