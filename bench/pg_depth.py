@@ -28,7 +28,7 @@ Loop = Callable[[int], tuple[int, float]]
 # bench:old, which the resets leave alone); the others are due.
 _JOBQ_FILL = """
 INSERT INTO jobs (id, type, status, payload, attempts, priority, run_at, created_at, updated_at, completed_at)
-SELECT lpad(to_hex(%(ms)s::bigint + i), 12, '0') || substr(md5(i::text), 1, 20),
+SELECT (lpad(to_hex(%(ms)s::bigint + i), 12, '0') || substr(md5(i::text), 1, 20))::uuid,
        CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN 'bench:old' ELSE 'bench:noop' END,
        CASE WHEN %(done)s AND i %% 10 < %(cut)s THEN 'completed' ELSE 'pending' END,
        'null', 0, 0, CASE WHEN NOT %(done)s AND i %% 10 < %(cut)s THEN %(later)s::timestamptz ELSE %(due)s::timestamptz END, %(stamp)s::timestamptz, %(stamp)s::timestamptz,

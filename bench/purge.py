@@ -60,7 +60,7 @@ def fill_old(db: Db, rows: int) -> None:
         with connect(db.database, db.schema, autocommit=False) as c:
             c.execute(
                 _OLD_JOBS.format(
-                    id="lpad(to_hex(i), 32, '0')", n="generate_series(1, %s) i"
+                    id="lpad(to_hex(i), 32, '0')::uuid", n="generate_series(1, %s) i"
                 ).replace("?", "%s"),
                 (*stamp, rows),
             )

@@ -5,6 +5,7 @@ missing permission. The shared behaviour is the contract suite's (``test_store_c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import subprocess
 import sys
@@ -324,6 +325,23 @@ class _Recorded:
     def execute(self, query, *args):
         self.sql.append(query)
         return self.conn.execute(query, *args)
+
+    @contextlib.contextmanager
+    def cursor(self, *args, **kwargs):
+        with self.conn.cursor(*args, **kwargs) as cur:
+            yield _RecordedCursor(cur, self.sql)
+
+
+class _RecordedCursor:
+    """A psycopg cursor whose statements go to ``sql``."""
+
+    def __init__(self, cur, sql: list) -> None:
+        self.cur, self.sql = cur, sql
+
+    def execute(self, query, *args):
+        self.sql.append(query)
+        self.cur.execute(query, *args)
+        return self.cur
 
 
 def test_the_schema_version_is_one_statement_at_connect_and_safe_inside_a_transaction(pg):

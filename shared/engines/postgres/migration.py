@@ -31,7 +31,8 @@ def migrate_schema(conn: psycopg.Connection, schema: str) -> int:
 
 def migrate_to(conn: psycopg.Connection, schema: str, target: int) -> int:
     """Run the steps from ``schema``'s version to ``target`` (none when it is there already),
-    in one transaction under the advisory lock ``jobq.migrate.<schema>``; an online step on a
+    in one transaction under the migration's advisory lock (keyed by the schema's name, as
+    :func:`migrate_schema` takes it); an online step on a
     big queue is refused (:func:`.online.guard_step`), and so is a schema newer than this code.
     ``conn`` is not in a transaction. Returns the version found under the lock."""
     with conn.transaction():

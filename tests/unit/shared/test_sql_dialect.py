@@ -62,19 +62,19 @@ def test_each_engines_lists_select_what_they_name(engine):
     """``member`` as each engine spells it, run there: the rows it names, none for an empty list,
     every one for an empty exclusion."""
     with engine.open() as store:
-        rows = [("a", "t1"), ("b", "t2"), ("c", "t1")]
+        a, b, c, z = ("0" * 31 + x for x in "abcf")  # ids as jobq writes them (uuids there)
+        rows = [(a, "t1"), (b, "t2"), (c, "t1")]
         store.enqueue(
             [NewJob(i, t, "{}", 0, 1_700_000_000.0, None, None) for i, t in rows], 1_700_000_000.0
         )
 
         def ids(expr: str, values: list[str], negate: bool = False) -> list[str]:
-            where, params = store.dialect.member(expr, "v", values, negate)
+            kind = "id" if expr == "id" else None
+            where, params = store.dialect.member(expr, "v", values, negate, kind)
             return [
                 r["id"]
                 for r in store._rows(f"SELECT id FROM jobs WHERE {where} ORDER BY id", params)
             ]
 
-        assert ids("id", ["a", "c", "z"]) == ["a", "c"] and ids("type", ["t1"], negate=True) == [
-            "b"
-        ]
-        assert ids("id", []) == [] and ids("id", [], negate=True) == ["a", "b", "c"]
+        assert ids("id", [a, c, z]) == [a, c] and ids("type", ["t1"], negate=True) == [b]
+        assert ids("id", []) == [] and ids("id", [], negate=True) == [a, b, c]
