@@ -80,12 +80,13 @@ def now_text(offset: float = 0.0) -> str:
     return datetime.fromtimestamp(1.8e9 + offset).astimezone().isoformat(timespec="milliseconds")
 
 
-class Writer(threading.Thread):
-    """Inserts rows and updates others' times and documents, until stopped; ``writes`` counts."""
+class Writing(threading.Thread):
+    """Calls ``write(c, i)`` on a connection of its own in the schema, until stopped; ``writes``
+    counts, ``error`` keeps what ended it."""
 
-    def __init__(self, pg, ids: list[str]) -> None:
+    def __init__(self, pg) -> None:
         super().__init__(daemon=True)
-        self.pg, self.ids, self.stop, self.writes = pg, ids, threading.Event(), 0
+        self.pg, self.stop, self.writes = pg, threading.Event(), 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -97,6 +98,17 @@ class Writer(threading.Thread):
                     self.writes += 1
         except BaseException as exc:  # seen by the test
             self.error = exc
+
+    def write(self, c: Any, i: int) -> None:
+        raise NotImplementedError
+
+
+class Writer(Writing):
+    """Inserts rows and updates others' times and documents."""
+
+    def __init__(self, pg, ids: list[str]) -> None:
+        super().__init__(pg)
+        self.ids = ids
 
     def write(self, c: Any, i: int) -> None:
         new = str(uuid.uuid4())
@@ -500,24 +512,13 @@ def ids_schema(pg, monkeypatch, n: int) -> None:
             old.conn.execute(statement, {"n": n})
 
 
-class IdWriter(threading.Thread):
-    """An old worker's writes with text ids, in plain SQL, until stopped: a job inserted, an
-    attempt and an edge for it, an old job updated and one deleted; ``writes`` counts."""
+class IdWriter(Writing):
+    """An old worker's writes with text ids, in plain SQL: a job inserted, an attempt and an
+    edge for it, an old job updated and one deleted."""
 
     def __init__(self, pg, n: int) -> None:
-        super().__init__(daemon=True)
-        self.pg, self.n, self.stop, self.writes = pg, n, threading.Event(), 0
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with connect(self.pg) as c:
-                c.execute(f'SET search_path = "{self.pg.schema}"')
-                while not self.stop.is_set():
-                    self.write(c, self.writes)
-                    self.writes += 1
-        except BaseException as exc:  # seen by the test
-            self.error = exc
+        super().__init__(pg)
+        self.n = n
 
     def write(self, c: Any, i: int) -> None:
         new, old = uuid.uuid4().hex, md5_id(1 + i * 13 % self.n)
