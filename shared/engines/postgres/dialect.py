@@ -39,11 +39,12 @@ def pg_json(text: str | None) -> str | None:
     return _ESCAPE.sub(_visible, text)
 
 
-_HEX_ID = re.compile(r"[0-9a-fA-F]{32}")
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def _is_hex_id(text: str) -> bool:
-    """Whether ``text`` is 32 hex digits, as jobq writes ids: the server reads it as a uuid."""
+    """Whether ``text`` is 32 lowercase hex digits, as jobq writes ids: the server reads it as a
+    uuid. (Upper case too would find a job here that SQLite's text ids do not match.)"""
     return _HEX_ID.fullmatch(text) is not None
 
 
